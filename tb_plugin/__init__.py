@@ -1,0 +1,18 @@
+"""PyTorch Profiler plugin for TensorBoard: Kineto traces as columnar tables and views.
+
+Python API::
+
+    import tb_plugin
+    profile = tb_plugin.load("worker0.pt.trace.json.gz")   # one trace file -> Profile
+    profile.kernels                                        # a pandas DataFrame
+    run = tb_plugin.load_run("log/resnet50")               # a run directory -> Run
+    run.profile("worker0", span=1)
+
+Every loading problem raises `tb_plugin.TraceError`.
+"""
+
+from .errors import TraceError
+from .profile import Profile, Run, load, load_run
+
+__version__ = "0.1.0"
+__all__ = ["Profile", "Run", "TraceError", "load", "load_run", "__version__"]

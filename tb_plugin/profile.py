@@ -1,0 +1,179 @@
+"""The Python API: `load` one trace file into a `Profile`, `load_run` a run directory."""
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .discovery import discover_runs
+from .errors import TraceError
+from .storage import Storage, open_single
+from .trace.model import build_model
+from .trace.parse import parse_trace
+
+logger = logging.getLogger(__name__)
+
+
+def _device_type(model):
+    """"CUDA", "ROCm", another accelerator's runtime name, or "CPU"."""
+    has_device_work = len(model.kernels) or len(model.memcpy) or len(model.memset)
+    runtime_names = model.runtime["name"].cat.categories
+    if len(runtime_names) and runtime_names.str.startswith("hip").any():
+        return "ROCm"
+    cats = set(model.runtime["cat"].cat.categories) - {"", "cuda_runtime", "cuda_driver", "runtime", "driver"}
+    if cats:
+        return sorted(cats)[0].rsplit("_", 1)[0].upper()
+    return "CUDA" if has_device_work else "CPU"
+
+
+@dataclass
+class Profile:
+    """One trace file, parsed into a columnar `TraceModel`.
+
+    The event tables are pandas DataFrames on `profile.model` (`ops`, `python`, `runtime`,
+    `kernels`, `memcpy`, `memset`, `gpu_annotations`, `memory`, `flows`, `counters`, `other`,
+    `steps`, `threads`, `devices`); see `tb_plugin.trace.model` for their columns.
+    """
+
+    source: str
+    model: object
+    load_seconds: float = 0.0
+
+    def __getattr__(self, name):
+        # Tables read naturally as `profile.kernels`; everything else stays an AttributeError.
+        model = self.__dict__.get("model")
+        if model is not None and name in model.TABLES + ("threads", "devices"):
+            return getattr(model, name)
+        raise AttributeError(name)
+
+    @property
+    def device_type(self):
+        return _device_type(self.model)
+
+    def info(self):
+        """What the trace holds: device, steps, event counts per kind, time span, anomalies."""
+        m = self.model
+        start, end = m.span_us()
+        devices = [
+            {"id": int(d["id"]) if d["id"] == d["id"] else None, "name": str(d["name"]),
+             "memory_bytes": int(d["totalGlobalMem"]) if d["totalGlobalMem"] == d["totalGlobalMem"] else None}
+            for d in m.devices.to_dict("records")
+        ]
+        used_devices = sorted(set(np.concatenate([t["device"].to_numpy() for t in (m.kernels, m.memcpy, m.memset)]).tolist()))
+        return {
+            "source": self.source,
+            "device_type": self.device_type,
+            "devices": devices,
+            "devices_used": [int(d) for d in used_devices],
+            "distributed": m.distributed,
+            "steps": [int(s) for s in m.steps["step"]],
+            "event_counts": {name: int(len(getattr(m, name))) for name in m.TABLES if name != "steps"},
+            "threads": int(len(m.threads)),
+            "start_us": m.origin_us + start,
+            "duration_us": end - start,
+            "anomalies": m.anomalies,
+            "load_seconds": round(self.load_seconds, 4),
+        }
+
+
+def profile_from_bytes(data, display_path):
+    """Parse and model a trace's JSON bytes; every failure is a `TraceError`."""
+    started = time.perf_counter()
+    parsed = parse_trace(data, display_path)
+    del data
+    try:
+        model = build_model(parsed)
+    except TraceError:
+        raise
+    except Exception as exc:  # a trace our model cannot hold must not escape as anything else
+        logger.exception("building the model of %s failed", display_path)
+        raise TraceError(display_path, f"the events could not be analysed ({type(exc).__name__}: {exc})") from None
+    return Profile(display_path, model, time.perf_counter() - started)
+
+
+def load(path_or_url):
+    """Load one trace file (`.json` or `.json.gz`, local path or fsspec URL) into a `Profile`.
+
+    Raises
+    ------
+    TraceError
+        When the file cannot be read or is not a usable Kineto trace; the message names the
+        file and the reason.
+    """
+    storage, name = open_single(path_or_url)
+    return profile_from_bytes(storage.read_trace_bytes(name), storage.display(name))
+
+
+class Run:
+    """The trace files of one run directory: workers x spans, each loaded on first use.
+
+    `run.workers` lists worker names; `run.spans(worker)` the span numbers (1, 2, ...);
+    `run.profile(worker, span)` (or `run[worker, span]`) the `Profile`.
+    """
+
+    def __init__(self, storage, files):
+        self.storage = storage
+        self.files = files
+        self._profiles = {}
+
+    def __repr__(self):
+        return f"Run({self.storage.display(None)!r}, workers={self.workers})"
+
+    @property
+    def workers(self):
+        return list(self.files.workers)
+
+    def spans(self, worker):
+        return [f.span for f in self._worker_files(worker)]
+
+    def _worker_files(self, worker):
+        try:
+            return self.files.workers[worker]
+        except KeyError:
+            raise KeyError(f"no worker {worker!r} in this run; workers: {self.workers}") from None
+
+    def profile(self, worker, span=1):
+        files = self._worker_files(worker)
+        if not 1 <= span <= len(files):
+            raise KeyError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
+        key = (worker, span)
+        if key not in self._profiles:
+            rel = files[span - 1].path
+            self._profiles[key] = profile_from_bytes(self.storage.read_trace_bytes(rel), self.storage.display(rel))
+        return self._profiles[key]
+
+    def __getitem__(self, key):
+        worker, span = key if isinstance(key, tuple) else (key, 1)
+        return self.profile(worker, span)
+
+
+def load_run(dir_or_url):
+    """The run in one directory (local path or fsspec URL); trace files load lazily.
+
+    Raises
+    ------
+    TraceError
+        When the directory holds no trace files.
+    """
+    storage = Storage(dir_or_url)
+    runs = discover_runs(_TopLevelOnly(storage))
+    if "." not in runs:
+        raise TraceError(storage.display(None), "no trace files (*.pt.trace.json[.gz]) in this directory")
+    return Run(storage, runs["."])
+
+
+class _TopLevelOnly:
+    """A storage view whose walk stops at the root: a run is one directory, not a tree."""
+
+    def __init__(self, storage):
+        self._storage = storage
+
+    def __getattr__(self, name):
+        return getattr(self._storage, name)
+
+    def walk(self):
+        for rel_dir, names in self._storage.walk():
+            if rel_dir == ".":
+                yield rel_dir, names
+            return

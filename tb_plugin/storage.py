@@ -1,0 +1,162 @@
+"""Reading bytes: local files, gzip, and fsspec URLs (s3://, gs://, az://, file://, ...).
+
+Everything that touches a file system goes through `Storage`, so one place decides how paths
+are joined and that nothing outside the root is read.
+"""
+
+import gzip
+import os
+import posixpath
+import zlib
+from dataclasses import dataclass
+
+from .errors import PathOutsideLogdirError, TraceError
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_url(path):
+    """True for `scheme://...` paths other than plain local ones."""
+    return "://" in str(path) and not str(path).startswith("file://")
+
+
+def _strip_file_scheme(path):
+    path = str(path)
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime: float
+
+
+def decompress_if_gzip(data, path):
+    """Return `data` inflated when it is gzip, unchanged otherwise; truncation is a TraceError."""
+    if not data.startswith(_GZIP_MAGIC):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise TraceError(path, f"the gzip stream is corrupt or truncated ({exc})") from None
+
+
+class Storage:
+    """A root directory (local path or fsspec URL) and read access below it.
+
+    Paths handed to the methods are relative to the root, use `/` separators, and must stay
+    below the root: `..` components and absolute paths raise `PathOutsideLogdirError`.
+    """
+
+    def __init__(self, root):
+        root = str(root)
+        self.remote = is_url(root)
+        if self.remote:
+            import fsspec  # optional back-ends (s3fs, gcsfs, adlfs) load on first use
+
+            self.fs, self.root = fsspec.core.url_to_fs(root)
+            self.root = self.root.rstrip("/")
+            self.protocol = root.split("://", 1)[0]
+        else:
+            self.fs = None
+            self.root = os.path.abspath(_strip_file_scheme(root))
+            self.protocol = "file"
+
+    def __repr__(self):
+        return f"Storage({self.display(None)!r})"
+
+    def display(self, rel):
+        """The path a user recognises, for messages."""
+        base = f"{self.protocol}://{self.root}" if self.remote else self.root
+        return base if not rel or rel == "." else f"{base}/{rel}"
+
+    def resolve(self, rel):
+        """Absolute path (or bucket key) of `rel`, refusing anything that leaves the root."""
+        rel = str(rel).replace("\\", "/")
+        if rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
+            raise PathOutsideLogdirError(rel, "absolute paths are not accepted")
+        normalised = posixpath.normpath(rel) if rel else "."
+        if normalised == ".." or normalised.startswith("../"):
+            raise PathOutsideLogdirError(rel, "the path leaves the log directory")
+        if self.remote:
+            return self.root if normalised == "." else f"{self.root}/{normalised}"
+        return os.path.join(self.root, *normalised.split("/")) if normalised != "." else self.root
+
+    def stat(self, rel):
+        full = self.resolve(rel)
+        try:
+            if self.remote:
+                info = self.fs.info(full)
+                mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or 0
+                if hasattr(mtime, "timestamp"):
+                    mtime = mtime.timestamp()
+                return FileStat(int(info.get("size") or 0), float(mtime or 0))
+            st = os.stat(full)
+            return FileStat(st.st_size, st.st_mtime)
+        except (OSError, ValueError) as exc:
+            raise TraceError(self.display(rel), f"cannot stat the file ({exc})") from None
+
+    def read_bytes(self, rel, limit=None):
+        """The file's bytes (at most `limit` of them), as stored (no decompression)."""
+        full = self.resolve(rel)
+        try:
+            if self.remote:
+                with self.fs.open(full, "rb") as fh:
+                    return fh.read(limit) if limit else fh.read()
+            with open(full, "rb") as fh:
+                return fh.read(limit) if limit else fh.read()
+        except (OSError, ValueError) as exc:
+            raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
+
+    def read_trace_bytes(self, rel):
+        """The file's JSON bytes, inflated when the file is gzip."""
+        return decompress_if_gzip(self.read_bytes(rel), self.display(rel))
+
+    def read_head(self, rel, size=4096):
+        """The first `size` bytes of the (decompressed) file, to sniff its type."""
+        raw = self.read_bytes(rel, limit=size)
+        if raw.startswith(_GZIP_MAGIC):
+            try:
+                return zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(raw, size)
+            except zlib.error:
+                return b""
+        return raw
+
+    def walk(self):
+        """Yield `(relative_dir, [file names])` for every directory below the root.
+
+        Local symlinks are followed, each real directory visited once, so link loops end.
+        """
+        if self.remote:
+            try:
+                entries = self.fs.find(self.root, withdirs=False, detail=False)
+            except (OSError, ValueError):
+                return
+            by_dir = {}
+            for full in entries:
+                rel = posixpath.relpath(full.rstrip("/"), self.root)
+                parent, name = posixpath.split(rel)
+                by_dir.setdefault(parent or ".", []).append(name)
+            yield from sorted(by_dir.items())
+            return
+        seen = set()
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=True):
+            real = os.path.realpath(dirpath)
+            if real in seen:
+                dirnames[:] = []
+                continue
+            seen.add(real)
+            dirnames.sort()
+            rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+            yield rel, sorted(filenames)
+
+
+def open_single(path):
+    """Split a file path or URL into a `Storage` for its directory and the file's name."""
+    path = str(path)
+    if is_url(path):
+        scheme, rest = path.split("://", 1)
+        parent, name = posixpath.split(rest)
+        return Storage(f"{scheme}://{parent}"), name
+    local = os.path.abspath(_strip_file_scheme(path))
+    return Storage(os.path.dirname(local)), os.path.basename(local)

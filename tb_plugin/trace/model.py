@@ -1,0 +1,616 @@
+"""The columnar trace model: one pandas table per event kind, links resolved once.
+
+`build_model(parsed)` turns decoded events into a `TraceModel`. Conventions for every table:
+
+- times are float64 microseconds relative to `TraceModel.origin_us` (the earliest event), so
+  nanosecond fractions survive; `dur` is float64 microseconds, never negative;
+- strings are pandas categoricals (interned names); integer ids use -1 for "absent";
+- `thread` is a row index into `TraceModel.threads`; `op` / `runtime` are row indices into
+  `ops` / `runtime` (-1 when there is none).
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+from msgspec import Raw
+
+from .linking import Nesting, lookup
+from .parse import decode_args
+
+_NO_RAW = Raw(b"null")
+
+
+def _f(name):
+    return msgspec.field(name=name, default=None)
+
+
+class _OpArgs(msgspec.Struct, gc=False):
+    external_id: int | None = _f("External id")
+    external_id_lower: int | None = _f("external id")
+    input_dims: Raw = msgspec.field(name="Input Dims", default=_NO_RAW)
+    input_dims_old: Raw = msgspec.field(name="Input dims", default=_NO_RAW)
+    input_type: Raw = msgspec.field(name="Input type", default=_NO_RAW)
+    call_stack: str | None = _f("Call stack")
+    sequence_number: int | None = _f("Sequence number")
+    fwd_thread_id: int | None = _f("Fwd thread id")
+    collective_name: str | None = _f("Collective name")
+    in_msg_nelems: int | None = _f("In msg nelems")
+    out_msg_nelems: int | None = _f("Out msg nelems")
+    group_size: int | None = _f("Group size")
+    dtype: str | None = _f("dtype")
+    process_group_name: str | int | None = _f("Process Group Name")
+    collective_seq: int | None = _f("Seq")
+
+
+class _PythonArgs(msgspec.Struct, gc=False):
+    python_id: int | None = _f("Python id")
+    python_parent_id: int | None = _f("Python parent id")
+    python_module_id: int | None = _f("Python module id")
+
+
+class _RuntimeArgs(msgspec.Struct, gc=False):
+    correlation: int | None = None
+    external_id: int | None = _f("External id")
+    external_id_lower: int | None = _f("external id")
+    cbid: int | None = None
+
+
+class _DeviceArgs(msgspec.Struct, gc=False):
+    correlation: int | None = None
+    external_id: int | None = _f("External id")
+    external_id_lower: int | None = _f("external id")
+    device: int | None = None
+    stream: int | None = None
+    grid: Raw = _NO_RAW
+    block: Raw = _NO_RAW
+    registers_per_thread: int | float | None = _f("registers per thread")
+    shared_memory: int | float | None = _f("shared memory")
+    blocks_per_sm: float | None = _f("blocks per SM")
+    warps_per_sm: float | None = _f("warps per SM")
+    est_achieved_occupancy_pct: float | None = _f("est. achieved occupancy %")
+    bytes: int | float | None = None
+    memory_bandwidth_gbps: float | None = _f("memory bandwidth (GB/s)")
+
+
+class _MemoryArgs(msgspec.Struct, gc=False):
+    device_type: int | None = _f("Device Type")
+    device_id: int | None = _f("Device Id")
+    addr: int | None = _f("Addr")
+    bytes: int | float | None = _f("Bytes")
+    total_allocated: int | float | None = _f("Total Allocated")
+    total_reserved: int | float | None = _f("Total Reserved")
+
+
+class _MetaArgs(msgspec.Struct, gc=False):
+    name: str | int | None = None
+    labels: str | None = None
+    sort_index: int | float | None = None
+
+
+class _CounterArgs(msgspec.Struct, gc=False):
+    values: dict[str, Any] = {}
+
+
+# Event kinds, decided from `ph` and the lower-cased `cat`.
+KIND_OP = "op"
+KIND_PYTHON = "python"
+KIND_RUNTIME = "runtime"
+KIND_KERNEL = "kernel"
+KIND_MEMCPY = "memcpy"
+KIND_MEMSET = "memset"
+KIND_GPU_ANNOTATION = "gpu_annotation"
+KIND_MEMORY = "memory"
+KIND_FLOW = "flow"
+KIND_META = "meta"
+KIND_COUNTER = "counter"
+KIND_OTHER = "other"
+KIND_SKIPPED = "skipped"
+
+_X_CATEGORIES = {
+    "cpu_op": KIND_OP,
+    "operator": KIND_OP,
+    "user_annotation": KIND_OP,
+    "python_function": KIND_PYTHON,
+    "cuda_runtime": KIND_RUNTIME,
+    "runtime": KIND_RUNTIME,
+    "cuda_driver": KIND_RUNTIME,
+    "driver": KIND_RUNTIME,
+    "kernel": KIND_KERNEL,
+    "gpu_memcpy": KIND_MEMCPY,
+    "memcpy": KIND_MEMCPY,
+    "gpu_memset": KIND_MEMSET,
+    "memset": KIND_MEMSET,
+    "gpu_user_annotation": KIND_GPU_ANNOTATION,
+}
+# Accelerators other than CUDA name their runtime category `<backend>_runtime`/`_driver`.
+_RUNTIME_SUFFIXES = ("_runtime", "_driver")
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+_DIGITS = re.compile(r"(-?\d+)")
+
+
+def classify(ph, cat, name):
+    """Kind of one event from its `ph`, `cat` and `name` (applied to unique triples only)."""
+    cat_l = (cat or "").lower()
+    if ph == "X":
+        kind = _X_CATEGORIES.get(cat_l)
+        if kind:
+            return kind
+        if cat_l.endswith(_RUNTIME_SUFFIXES):
+            return KIND_RUNTIME
+        return KIND_OTHER
+    if ph in ("i", "I") and name == "[memory]":
+        return KIND_MEMORY
+    if ph in ("s", "f", "t"):
+        return KIND_FLOW
+    if ph == "M":
+        return KIND_META
+    if ph == "C":
+        return KIND_COUNTER
+    if ph in ("i", "I"):
+        return KIND_OTHER
+    return KIND_SKIPPED
+
+
+def _column(events, attr, count=None):
+    return list(map(attrgetter(attr), events))
+
+
+def _floats(values):
+    """float64 array; None / non-numbers become NaN."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
+
+
+def _ints(values, missing=-1):
+    """int64 array; None, NaN and values outside int64 become `missing`."""
+    as_float = _floats(values)
+    ok = np.isfinite(as_float) & (np.abs(as_float) < 2.0**63)
+    out = np.full(len(as_float), missing, dtype=np.int64)
+    if ok.all():
+        try:  # exact for every int64 (floats lose precision above 2**53)
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    out[ok] = as_float[ok].astype(np.int64)
+    return out
+
+
+def _categorical(values):
+    """Interned strings; None becomes the empty string."""
+    codes, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
+    categories = [u if isinstance(u, str) else str(u) for u in uniques]
+    categories_unique, remap = np.unique(np.array(categories + [""], dtype=object), return_inverse=True)
+    remap = remap.astype(np.int64)
+    codes = np.where(codes < 0, remap[len(categories)], remap[np.clip(codes, 0, None)])
+    return pd.Categorical.from_codes(codes, categories=pd.Index(categories_unique, dtype=object))
+
+
+def _raw_json_categorical(raws):
+    """Interned compact JSON text of `Raw` values (e.g. input shapes); absent -> ""."""
+    codes, uniques = pd.factorize(np.array([bytes(r) for r in raws], dtype=object))
+    texts = []
+    for u in uniques:
+        try:
+            value = msgspec.json.decode(u)
+            texts.append("" if value is None else json.dumps(value, separators=(", ", ": ")) if not isinstance(value, str) else value)
+        except msgspec.DecodeError:
+            texts.append(u.decode("utf-8", "replace"))
+    return _categorical([texts[c] for c in codes]) if len(uniques) < len(raws) // 2 + 1 else _categorical(texts and [texts[c] for c in codes])
+
+
+def _first_valid(primary, secondary):
+    return np.where(primary >= 0, primary, secondary)
+
+
+def _device_from_fallback(values):
+    """Device / stream numbers from pid/tid values like 0, "1" or "stream 7"."""
+    codes, uniques = pd.factorize(np.array(values, dtype=object))
+    parsed = []
+    for u in uniques:
+        m = _DIGITS.search(str(u))
+        parsed.append(int(m.group(1)) if m else -1)
+    return np.asarray(parsed, dtype=np.int64)[codes] if len(values) else np.zeros(0, np.int64)
+
+
+@dataclass
+class TraceModel:
+    """Every event of one trace file, as columnar tables. See the module docstring."""
+
+    origin_us: float
+    threads: pd.DataFrame
+    ops: pd.DataFrame
+    python: pd.DataFrame
+    runtime: pd.DataFrame
+    kernels: pd.DataFrame
+    memcpy: pd.DataFrame
+    memset: pd.DataFrame
+    gpu_annotations: pd.DataFrame
+    memory: pd.DataFrame
+    flows: pd.DataFrame
+    counters: pd.DataFrame
+    other: pd.DataFrame
+    steps: pd.DataFrame
+    devices: pd.DataFrame
+    metadata: dict
+    anomalies: dict = field(default_factory=dict)
+
+    TABLES = ("ops", "python", "runtime", "kernels", "memcpy", "memset", "gpu_annotations",
+              "memory", "flows", "counters", "other", "steps")
+
+    @property
+    def distributed(self):
+        info = self.metadata.get("distributedInfo")
+        return info if isinstance(info, dict) else {}
+
+    def span_us(self):
+        """(start, end) of all timed events, relative to the origin; (0, 0) when empty."""
+        starts, ends = [], []
+        for name in ("ops", "python", "runtime", "kernels", "memcpy", "memset", "gpu_annotations"):
+            table = getattr(self, name)
+            if len(table):
+                starts.append(table["ts"].min())
+                ends.append((table["ts"] + table["dur"]).max())
+        if len(self.memory):
+            starts.append(self.memory["ts"].min())
+            ends.append(self.memory["ts"].max())
+        if not starts:
+            return 0.0, 0.0
+        return float(min(starts)), float(max(ends))
+
+
+class _Builder:
+    """Builds the tables of one `TraceModel`; one instance per trace."""
+
+    def __init__(self, parsed):
+        self.parsed = parsed
+        self.anomalies = dict(parsed.anomalies)
+        events = parsed.events
+        self.events = np.empty(len(events), dtype=object)
+        self.events[:] = events
+        ph = _column(events, "ph")
+        cat = _column(events, "cat")
+        name = _column(events, "name")
+        # Classify each distinct (ph, cat, name-if-instant) once, then broadcast by code.
+        name_for_kind = [n if p in ("i", "I") else None for p, n in zip(ph, name)]
+        keys = pd.MultiIndex.from_arrays([np.array(ph, dtype=object), np.array(cat, dtype=object),
+                                          np.array(name_for_kind, dtype=object)])
+        codes, uniques = pd.factorize(keys)
+        kinds = np.array([classify(p, c, n) for p, c, n in uniques], dtype=object)
+        self.kind = kinds[codes] if len(events) else np.zeros(0, dtype=object)
+        skipped = int((self.kind == KIND_SKIPPED).sum())
+        if skipped:
+            self.anomalies["unsupported_events_skipped"] = skipped
+        ts_all = _floats(_column(events, "ts"))
+        timed = np.isin(self.kind, [KIND_META, KIND_SKIPPED], invert=True)
+        missing_ts = timed & ~np.isfinite(ts_all)
+        if missing_ts.any():
+            self.anomalies["events_without_ts_dropped"] = int(missing_ts.sum())
+            self.kind[missing_ts] = KIND_SKIPPED
+        self.ts_all = ts_all
+        usable = ts_all[np.isin(self.kind, [KIND_META, KIND_SKIPPED], invert=True)]
+        # Flow / instant markers far outside the profiled window (e.g. "Record Window End")
+        # must not move the origin; intervals define it.
+        interval = np.isin(self.kind, [KIND_OP, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET])
+        base = ts_all[interval] if interval.any() else usable
+        self.origin = float(np.nanmin(base)) if len(base) else 0.0
+        self._thread_keys = {}
+        self._thread_rows = []
+
+    def select(self, kind):
+        mask = self.kind == kind
+        return self.events[mask], self.ts_all[mask] - self.origin
+
+    def durations(self, events, instants_allowed=False):
+        dur = _floats(_column(events, "dur"))
+        if instants_allowed:  # instant events have no duration by design
+            dur = np.where(np.isnan(dur), 0.0, dur)
+        bad = ~np.isfinite(dur) | (dur < 0)
+        if bad.any():
+            self.anomalies["invalid_durations_zeroed"] = self.anomalies.get("invalid_durations_zeroed", 0) + int(bad.sum())
+            dur = np.where(bad, 0.0, dur)
+        return dur
+
+    def thread_index(self, events):
+        """Row in the threads table of each event's (pid, tid), both normalised to strings."""
+        pid_codes, pid_uniques = pd.factorize(np.array(_column(events, "pid"), dtype=object))
+        tid_codes, tid_uniques = pd.factorize(np.array(_column(events, "tid"), dtype=object))
+        pid_text = [str(u).strip() for u in pid_uniques]
+        tid_text = [str(u).strip() for u in tid_uniques]
+        pair_codes, pairs = pd.factorize(pid_codes.astype(np.int64) * (len(tid_uniques) + 1) + tid_codes)
+        table_rows = np.empty(len(pairs), dtype=np.int64)
+        for i, pair in enumerate(pairs):  # once per distinct thread, not per event
+            key = (pid_text[pair // (len(tid_uniques) + 1)], tid_text[pair % (len(tid_uniques) + 1)])
+            row = self._thread_keys.get(key)
+            if row is None:
+                row = self._thread_keys[key] = len(self._thread_rows)
+                self._thread_rows.append(key)
+            table_rows[i] = row
+        return table_rows[pair_codes] if len(events) else np.zeros(0, np.int64)
+
+    def args(self, events, args_type):
+        structs, bad = decode_args(_column(events, "args"), args_type)
+        if bad:
+            self.anomalies["malformed_args_replaced"] = self.anomalies.get("malformed_args_replaced", 0) + bad
+        return structs
+
+    # --- tables -------------------------------------------------------------------------
+
+    def ops(self):
+        events, ts = self.select(KIND_OP)
+        a = self.args(events, _OpArgs)
+        cat = _column(events, "cat")
+        input_dims = [d if bytes(d) != b"null" else o for d, o in zip(_column(a, "input_dims"), _column(a, "input_dims_old"))]
+        return pd.DataFrame({
+            "name": _categorical(_column(events, "name")),
+            "cat": _categorical([c.lower() if c else "" for c in cat]),
+            "thread": self.thread_index(events),
+            "ts": ts,
+            "dur": self.durations(events),
+            "external_id": _first_valid(_ints(_column(a, "external_id")), _ints(_column(a, "external_id_lower"))),
+            "sequence_number": _ints(_column(a, "sequence_number")),
+            "fwd_thread_id": _ints(_column(a, "fwd_thread_id")),
+            "input_dims": _raw_json_categorical(input_dims),
+            "input_type": _raw_json_categorical(_column(a, "input_type")),
+            "call_stack": _categorical(_column(a, "call_stack")),
+            "collective_name": _categorical(_column(a, "collective_name")),
+            "in_msg_nelems": _ints(_column(a, "in_msg_nelems")),
+            "out_msg_nelems": _ints(_column(a, "out_msg_nelems")),
+            "group_size": _ints(_column(a, "group_size")),
+            "dtype": _categorical(_column(a, "dtype")),
+            "process_group_name": _categorical(_column(a, "process_group_name")),
+            "collective_seq": _ints(_column(a, "collective_seq")),
+        })
+
+    def python(self):
+        events, ts = self.select(KIND_PYTHON)
+        a = self.args(events, _PythonArgs)
+        return pd.DataFrame({
+            "name": _categorical(_column(events, "name")),
+            "thread": self.thread_index(events),
+            "ts": ts,
+            "dur": self.durations(events),
+            "python_id": _ints(_column(a, "python_id")),
+            "python_parent_id": _ints(_column(a, "python_parent_id")),
+            "python_module_id": _ints(_column(a, "python_module_id")),
+        })
+
+    def runtime(self):
+        events, ts = self.select(KIND_RUNTIME)
+        a = self.args(events, _RuntimeArgs)
+        cat = [c.lower() if c else "" for c in _column(events, "cat")]
+        return pd.DataFrame({
+            "name": _categorical(_column(events, "name")),
+            "cat": _categorical(cat),
+            "thread": self.thread_index(events),
+            "ts": ts,
+            "dur": self.durations(events),
+            "correlation": _ints(_column(a, "correlation")),
+            "external_id": _first_valid(_ints(_column(a, "external_id")), _ints(_column(a, "external_id_lower"))),
+            "cbid": _ints(_column(a, "cbid")),
+        })
+
+    def device_table(self, kind):
+        events, ts = self.select(kind)
+        a = self.args(events, _DeviceArgs)
+        device = _ints(_column(a, "device"))
+        stream = _ints(_column(a, "stream"))
+        if len(events) and ((device < 0).any() or (stream < 0).any()):
+            device = np.where(device >= 0, device, _device_from_fallback(_column(events, "pid")))
+            stream = np.where(stream >= 0, stream, _device_from_fallback(_column(events, "tid")))
+        columns = {
+            "name": _categorical(_column(events, "name")),
+            "device": device,
+            "stream": stream,
+            "ts": ts,
+            "dur": self.durations(events),
+            "correlation": _ints(_column(a, "correlation")),
+            "external_id": _first_valid(_ints(_column(a, "external_id")), _ints(_column(a, "external_id_lower"))),
+        }
+        if kind == KIND_KERNEL:
+            columns.update({
+                "grid": _raw_json_categorical(_column(a, "grid")),
+                "block": _raw_json_categorical(_column(a, "block")),
+                "registers_per_thread": _ints(_column(a, "registers_per_thread")),
+                "shared_memory": _ints(_column(a, "shared_memory")),
+                "blocks_per_sm": _floats(_column(a, "blocks_per_sm")),
+                "warps_per_sm": _floats(_column(a, "warps_per_sm")),
+                "est_achieved_occupancy_pct": _floats(_column(a, "est_achieved_occupancy_pct")),
+            })
+        elif kind in (KIND_MEMCPY, KIND_MEMSET):
+            columns["bytes"] = _ints(_column(a, "bytes"))
+            columns["memory_bandwidth_gbps"] = _floats(_column(a, "memory_bandwidth_gbps"))
+        return pd.DataFrame(columns)
+
+    def memory(self):
+        events, ts = self.select(KIND_MEMORY)
+        a = self.args(events, _MemoryArgs)
+        return pd.DataFrame({
+            "thread": self.thread_index(events),
+            "ts": ts,
+            "device_type": _ints(_column(a, "device_type")),
+            "device_id": _ints(_column(a, "device_id")),
+            "addr": _ints(_column(a, "addr")),
+            "bytes": _ints(_column(a, "bytes"), missing=0),
+            "total_allocated": _floats(_column(a, "total_allocated")),
+            "total_reserved": _floats(_column(a, "total_reserved")),
+        })
+
+    def flows(self):
+        events, ts = self.select(KIND_FLOW)
+        ids = _column(events, "id")
+        id_codes, _ = pd.factorize(np.array([str(i) for i in ids], dtype=object)) if ids else (np.zeros(0, np.int64), None)
+        return pd.DataFrame({
+            "flow_id": np.asarray(id_codes, dtype=np.int64),
+            "phase": _categorical(_column(events, "ph")),
+            "cat": _categorical([c.lower() if c else "" for c in _column(events, "cat")]),
+            "thread": self.thread_index(events),
+            "ts": ts,
+            "binding": _categorical(_column(events, "bp")),
+        })
+
+    def counters(self):
+        events, ts = self.select(KIND_COUNTER)
+        if not len(events):
+            return pd.DataFrame({"name": _categorical([]), "thread": np.zeros(0, np.int64),
+                                 "ts": np.zeros(0), "series": _categorical([]), "value": np.zeros(0)})
+        raws = _column(events, "args")
+        values = msgspec.json.decode(b"[" + b",".join(raws) + b"]")
+        # Counter events are rare (one per sample of a few series): a loop over them is cheap.
+        rows = [(i, k, v) for i, d in enumerate(values) if isinstance(d, dict) for k, v in d.items()]
+        idx = np.array([r[0] for r in rows], dtype=np.int64)
+        names = np.array(_column(events, "name"), dtype=object)
+        threads = self.thread_index(events)
+        return pd.DataFrame({
+            "name": _categorical(list(names[idx])),
+            "thread": threads[idx],
+            "ts": ts[idx],
+            "series": _categorical([r[1] for r in rows]),
+            "value": _floats([r[2] if isinstance(r[2], (int, float)) else None for r in rows]),
+        })
+
+    def other(self):
+        events, ts = self.select(KIND_OTHER)
+        return pd.DataFrame({
+            "name": _categorical(_column(events, "name")),
+            "cat": _categorical(_column(events, "cat")),
+            "phase": _categorical(_column(events, "ph")),
+            "thread": self.thread_index(events),
+            "ts": ts,
+            "dur": self.durations(events, instants_allowed=True),
+        })
+
+    def threads(self):
+        """Thread table with names and sort order from the `M` metadata events."""
+        events = self.events[self.kind == KIND_META]
+        rows = np.array(self._thread_rows, dtype=object).reshape(-1, 2)
+        table = pd.DataFrame({"pid": rows[:, 0], "tid": rows[:, 1]})
+        if not len(events):
+            return table.assign(process_name="", process_labels="", process_sort_index=np.nan,
+                                thread_name="", thread_sort_index=np.nan)
+        a = self.args(events, _MetaArgs)
+        meta = pd.DataFrame({
+            "what": _column(events, "name"),
+            "pid": [str(p).strip() for p in _column(events, "pid")],
+            "tid": [str(t).strip() for t in _column(events, "tid")],
+            "name": [None if n is None else str(n) for n in _column(a, "name")],
+            "labels": _column(a, "labels"),
+            "sort_index": _floats(_column(a, "sort_index")),
+        })
+
+        def process_value(what, column):
+            chosen = meta[meta["what"] == what].drop_duplicates("pid", keep="last").set_index("pid")[column]
+            return table["pid"].map(chosen)
+
+        def thread_value(what, column):
+            chosen = meta[meta["what"] == what].drop_duplicates(["pid", "tid"], keep="last")
+            return table.merge(chosen[["pid", "tid", column]], on=["pid", "tid"], how="left")[column].to_numpy()
+
+        return table.assign(
+            process_name=process_value("process_name", "name").fillna("").to_numpy(),
+            process_labels=process_value("process_labels", "labels").fillna("").to_numpy(),
+            process_sort_index=process_value("process_sort_index", "sort_index").to_numpy(np.float64),
+            thread_name=pd.Series(thread_value("thread_name", "name")).fillna("").to_numpy(),
+            thread_sort_index=thread_value("thread_sort_index", "sort_index").astype(np.float64),
+        )
+
+
+def _devices(metadata):
+    props = metadata.get("deviceProperties") or metadata.get("computeProperties") or []
+    rows = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    columns = ["id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "numSms",
+               "maxThreadsPerMultiprocessor", "regsPerBlock", "sharedMemPerBlock", "warpSize"]
+    table = pd.DataFrame(rows)
+    for column in columns:
+        if column not in table:
+            table[column] = np.nan if column != "name" else ""
+    return table
+
+
+def _link(ops, runtime, device_tables, memory):
+    """Resolve op nesting, runtime -> op, device activity -> runtime/op, memory -> op."""
+    nesting = Nesting(ops["thread"].to_numpy(), ops["ts"].to_numpy(), ops["dur"].to_numpy())
+    ops["depth"] = nesting.depth
+    ops["parent"] = nesting.parent
+    # Where an External id repeats (a user annotation and the op inside it), the innermost wins.
+    by_depth = np.lexsort((-nesting.depth,))
+    op_ext = ops["external_id"].to_numpy()
+    ext_index = by_depth[lookup(op_ext[by_depth], np.unique(op_ext[op_ext > 0]))] if len(ops) else np.zeros(0, np.int64)
+    ext_keys = op_ext[ext_index] if len(ops) else np.zeros(0, np.int64)
+
+    def op_of_external(ext):
+        pos = lookup(ext_keys, np.where(ext > 0, ext, -1))
+        return np.where(pos >= 0, ext_index[np.clip(pos, 0, None)] if len(ext_index) else -1, -1)
+
+    rt_op = op_of_external(runtime["external_id"].to_numpy())
+    # Runtime calls without an External id: the innermost op around them on their thread.
+    missing = rt_op < 0
+    if missing.any():
+        rt_op[missing] = nesting.enclosing(runtime["thread"].to_numpy()[missing], runtime["ts"].to_numpy()[missing])
+    runtime["op"] = rt_op
+    for table in device_tables:
+        rt = lookup(runtime["correlation"].to_numpy(), table["correlation"].to_numpy())
+        table["runtime"] = rt
+        from_runtime = np.where(rt >= 0, rt_op[np.clip(rt, 0, None)] if len(rt_op) else -1, -1)
+        table["op"] = np.where(from_runtime >= 0, from_runtime, op_of_external(table["external_id"].to_numpy()))
+    memory["op"] = nesting.enclosing(memory["thread"].to_numpy(), memory["ts"].to_numpy())
+    return nesting
+
+
+def _steps(ops):
+    """Host-side `ProfilerStep#N` ranges (never the GPU copies), one row per step number."""
+    names = pd.Series(ops["name"].cat.categories, dtype=object)
+    step_numbers = names.str.extract(STEP_NAME, expand=False)
+    is_step_code = step_numbers.notna().to_numpy()
+    codes = ops["name"].cat.codes.to_numpy()
+    mask = is_step_code[codes] if len(codes) else np.zeros(0, bool)
+    rows = ops[mask]
+    steps = pd.DataFrame({
+        "step": step_numbers.to_numpy()[codes[mask]].astype(np.int64) if mask.any() else np.zeros(0, np.int64),
+        "ts": rows["ts"].to_numpy(),
+        "dur": rows["dur"].to_numpy(),
+        "op": np.flatnonzero(mask),
+    })
+    # A step recorded twice on the host (cpu_op and user_annotation): keep the longest.
+    steps = steps.sort_values(["step", "dur"], ascending=[True, False]).drop_duplicates("step")
+    return steps.sort_values("ts").reset_index(drop=True)
+
+
+def build_model(parsed):
+    """Build the `TraceModel` of one parsed trace."""
+    b = _Builder(parsed)
+    ops = b.ops()
+    runtime = b.runtime()
+    kernels = b.device_table(KIND_KERNEL)
+    memcpy = b.device_table(KIND_MEMCPY)
+    memset = b.device_table(KIND_MEMSET)
+    memory = b.memory()
+    _link(ops, runtime, (kernels, memcpy, memset), memory)
+    model = TraceModel(
+        origin_us=b.origin,
+        threads=None,
+        ops=ops,
+        python=b.python(),
+        runtime=runtime,
+        kernels=kernels,
+        memcpy=memcpy,
+        memset=memset,
+        gpu_annotations=b.device_table(KIND_GPU_ANNOTATION),
+        memory=memory,
+        flows=b.flows(),
+        counters=b.counters(),
+        other=b.other(),
+        steps=_steps(ops),
+        devices=_devices(parsed.metadata),
+        metadata=parsed.metadata,
+    )
+    model.threads = b.threads()
+    model.anomalies = b.anomalies
+    return model
