@@ -134,10 +134,15 @@ class Storage:
                 return
             by_dir = {}
             for full in entries:
-                rel = posixpath.relpath(full.rstrip("/"), self.root)
+                if full.endswith("/"):
+                    continue  # a zero-byte "folder" marker object, not a file
+                rel = posixpath.relpath(full, self.root)
+                if rel == ".":
+                    continue
                 parent, name = posixpath.split(rel)
                 by_dir.setdefault(parent or ".", []).append(name)
-            yield from sorted(by_dir.items())
+            # The root first, as os.walk does (load_run reads only the first item), then the rest.
+            yield from sorted(by_dir.items(), key=lambda item: (item[0] != ".", item[0]))
             return
         seen = set()
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=True):

@@ -1,0 +1,46 @@
+"""Command line: `python -m tb_plugin info TRACE [--json]`."""
+
+import argparse
+import json
+import sys
+
+from . import TraceError, load
+
+
+def _format_info(info):
+    lines = [
+        f"source:      {info['source']}",
+        f"device:      {info['device_type']}" + "".join(f"\n  GPU {d['id']}: {d['name']}" for d in info["devices"]),
+        f"distributed: {info['distributed'] or 'no'}",
+        f"steps:       {len(info['steps'])}" + (f" ({info['steps'][0]}..{info['steps'][-1]})" if info["steps"] else ""),
+        f"time span:   {info['duration_us'] / 1000:.3f} ms",
+        f"threads:     {info['threads']}",
+        "events:",
+    ]
+    lines += [f"  {kind:<16}{count:>10,}" for kind, count in info["event_counts"].items()]
+    if info["anomalies"]:
+        lines.append("import anomalies:")
+        lines += [f"  {k}: {v}" for k, v in info["anomalies"].items()]
+    lines.append(f"loaded in:   {info['load_seconds']:.3f} s")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tb_plugin", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    info = sub.add_parser("info", help="print what a trace file holds")
+    info.add_argument("trace", help="a .pt.trace.json[.gz] file, local path or fsspec URL")
+    info.add_argument("--json", action="store_true", help="print JSON instead of text")
+    args = parser.parse_args(argv)
+    try:
+        profile = load(args.trace)
+    except TraceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary = profile.info()
+    print(json.dumps(summary, indent=2, default=str) if args.json else _format_info(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

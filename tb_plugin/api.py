@@ -1,0 +1,194 @@
+"""HTTP routes: validate parameters, call one function, serialise. Nothing else.
+
+Every route answers JSON (or CSV with `format=csv` where it returns a table). Problems are
+raised as `ApiError`s and turned into `{"error": ..., "reason": ...}` replies with a 4xx code
+by one wrapper; a profile still parsing answers 202 with its progress.
+"""
+
+import csv
+import io
+import logging
+import math
+import time
+from functools import wraps
+
+import numpy as np
+import orjson
+import pandas as pd
+from werkzeug import wrappers
+
+from .errors import TraceError
+from .loading import Loading, NotFound
+
+logger = logging.getLogger(__name__)
+
+_COMMON_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
+
+
+class StillLoading(Exception):
+    """The profile asked for is being parsed: answered 202 with progress."""
+
+    def __init__(self, loading):
+        super().__init__(loading.path)
+        self.loading = loading
+
+
+class ApiError(Exception):
+    """A request that cannot be answered: HTTP `status`, short `error` code, `reason`."""
+
+    def __init__(self, status, error, reason):
+        super().__init__(reason)
+        self.status, self.error, self.reason = status, error, reason
+
+
+def _json_default(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return None if not math.isfinite(value) else float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, pd.DataFrame):
+        return table_json(value)
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def respond(body, status=200, content_type="application/json"):
+    """The one place replies are built: serialisation, charset and safety headers."""
+    if content_type == "application/json":
+        payload = orjson.dumps(body, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+        content_type = "application/json; charset=utf-8"
+    else:
+        payload = body if isinstance(body, bytes) else str(body).encode("utf-8")
+        if content_type.startswith("text/") or content_type.endswith("javascript"):
+            content_type += "; charset=utf-8"
+    return wrappers.Response(payload, status=status, content_type=content_type, headers=_COMMON_HEADERS)
+
+
+def table_json(frame):
+    """A DataFrame as {"columns": [...], "rows": [[...], ...]}; NaN becomes null."""
+    clean = frame.astype(object).where(frame.notna(), None)
+    return {"columns": [str(c) for c in frame.columns], "rows": clean.to_numpy().tolist()}
+
+
+def table_csv(frame):
+    buffer = io.StringIO()
+    frame.to_csv(buffer, index=False, quoting=csv.QUOTE_MINIMAL)
+    return buffer.getvalue()
+
+
+def route(handler):
+    """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies."""
+
+    @wrappers.Request.application
+    @wraps(handler)
+    def app(request):
+        try:
+            if request.method not in ("GET", "HEAD"):
+                raise ApiError(405, "method_not_allowed", f"{request.method} is not supported")
+            return handler(request)
+        except StillLoading as exc:
+            return respond({"loading": True, "path": exc.loading.path,
+                            "elapsed_seconds": round(time.time() - exc.loading.since, 3)}, status=202)
+        except ApiError as exc:
+            return respond({"error": exc.error, "reason": exc.reason}, status=exc.status)
+        except NotFound as exc:
+            return respond({"error": "not_found", "reason": str(exc)}, status=404)
+        except TraceError as exc:
+            return respond({"error": "bad_trace", "reason": exc.reason, "path": exc.path}, status=422)
+        except Exception:  # logged with its traceback; the client gets no internals
+            logger.exception("error answering %s", request.full_path)
+            return respond({"error": "internal", "reason": "internal error; see the TensorBoard log"}, status=500)
+
+    return app
+
+
+def text_param(request, name, required=True, default=None):
+    values = request.args.getlist(name)
+    if len(values) > 1:
+        raise ApiError(400, "bad_parameter", f"parameter {name!r} given {len(values)} times")
+    if not values or values[0] == "":
+        if required:
+            raise ApiError(400, "missing_parameter", f"parameter {name!r} is required")
+        return default
+    if len(values[0]) > 4096 or "\x00" in values[0]:
+        raise ApiError(400, "bad_parameter", f"parameter {name!r} is not a valid name")
+    return values[0]
+
+
+def int_param(request, name, required=True, default=None, minimum=None):
+    raw = text_param(request, name, required=required)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be an integer, not {raw[:40]!r}") from None
+    if minimum is not None and value < minimum:
+        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be >= {minimum}, not {value}")
+    return value
+
+
+def format_param(request):
+    fmt = text_param(request, "format", required=False, default="json")
+    if fmt not in ("json", "csv"):
+        raise ApiError(400, "bad_parameter", f"parameter 'format' must be 'json' or 'csv', not {fmt[:20]!r}")
+    return fmt
+
+
+class Api:
+    """The plugin's data routes over a `RunStore`."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def routes(self):
+        return {
+            "/runs": route(self.runs),
+            "/workers": route(self.workers),
+            "/spans": route(self.spans),
+            "/info": route(self.info),
+            "/tables": route(self.tables),
+        }
+
+    def _profile(self, request):
+        run = text_param(request, "run")
+        worker = text_param(request, "worker")
+        span = int_param(request, "span", required=False, default=1, minimum=1)
+        result = self.store.profile(run, worker, span)
+        if isinstance(result, Loading):
+            raise StillLoading(result)
+        return result
+
+    def runs(self, request):
+        return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error})
+
+    def workers(self, request):
+        run = text_param(request, "run")
+        return respond({"run": run, "workers": list(self.store.run_files(run).workers)})
+
+    def spans(self, request):
+        run = text_param(request, "run")
+        worker = text_param(request, "worker")
+        spans = self.store.run_files(run).workers.get(worker)
+        if spans is None:
+            raise NotFound(f"run {run!r} has no worker {worker!r}")
+        return respond({"run": run, "worker": worker,
+                        "spans": [{"span": f.span, "stamp": f.stamp, "file": f.path.rsplit("/", 1)[-1]} for f in spans]})
+
+    def info(self, request):
+        return respond(self._profile(request).info())
+
+    def tables(self, request):
+        """One raw event table of a profile (`table=kernels` ...), JSON or CSV."""
+        fmt = format_param(request)
+        name = text_param(request, "table")
+        limit = int_param(request, "limit", required=False, default=10000, minimum=0)
+        profile = self._profile(request)
+        allowed = profile.model.TABLES + ("threads", "devices")
+        if name not in allowed:
+            raise ApiError(400, "bad_parameter", f"parameter 'table' must be one of {', '.join(allowed)}")
+        frame = getattr(profile.model, name).head(limit)
+        if fmt == "csv":
+            return respond(table_csv(frame), content_type="text/csv")
+        return respond(table_json(frame))

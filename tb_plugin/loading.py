@@ -1,0 +1,257 @@
+"""Background discovery and loading of the runs under one log directory.
+
+`RunStore` owns the run index and the parsed profiles. Requests never parse on their own
+thread: they ask for a (run, worker, span), get the `Profile` if it is ready, and otherwise
+a `Loading` answer with progress while one background thread parses it. Failures are
+remembered with the file's size and mtime, so a file that changes (a trace still being
+written, a fixed file) is tried again and a broken one is not reparsed on every request.
+"""
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from .discovery import discover_runs
+from .errors import TraceError
+from .profile import profile_from_bytes
+from .storage import Storage
+
+logger = logging.getLogger(__name__)
+
+# A file modified this recently may still be being written: a failure is not final.
+_SETTLING_SECONDS = 10.0
+
+
+class NotFound(LookupError):
+    """The run, worker or span does not exist (now)."""
+
+
+@dataclass
+class Loading:
+    """A profile that is being (or about to be) parsed."""
+
+    path: str
+    since: float
+
+
+@dataclass
+class _FileState:
+    stat: object = None
+    status: str = "new"  # new | loading | ready | error
+    error: str = ""
+    future: object = None
+    started: float = 0.0
+    load_seconds: float = 0.0
+
+
+class RunStore:
+    """Runs, workers and spans under `logdir`, and their profiles, loaded in the background.
+
+    Parameters
+    ----------
+    logdir : str
+        Local path or fsspec URL.
+    rescan_seconds : float
+        How often the background thread looks for new, changed and removed files.
+    max_profiles : int
+        How many parsed profiles stay in memory (least recently used are dropped first and
+        parsed again when asked for).
+    """
+
+    def __init__(self, logdir, *, rescan_seconds=30.0, max_profiles=8):
+        self.logdir = logdir
+        self.rescan_seconds = rescan_seconds
+        self.max_profiles = max_profiles
+        self._storage = None
+        self._runs = {}
+        self._files = {}
+        self._profiles = OrderedDict()
+        self._sniff_cache = {}
+        self._lock = threading.RLock()
+        self._scan_lock = threading.Lock()
+        self._scanned = threading.Event()
+        self._started = False
+        self._stop = threading.Event()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb_plugin_load")
+        self.scan_error = ""
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self):
+        """Start the background rescans (idempotent); the constructor does no I/O."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._rescan_forever, name="tb_plugin_rescan", daemon=True).start()
+
+    def stop(self):
+        self._stop.set()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def wait_for_scan(self, timeout=None):
+        """Block until the first scan finished (for tests and the CLI)."""
+        self.start()
+        return self._scanned.wait(timeout)
+
+    def _rescan_forever(self):
+        while not self._stop.is_set():
+            self.rescan()
+            self._stop.wait(self.rescan_seconds)
+
+    def rescan(self):
+        """Discover runs now; forget profiles whose file changed or vanished."""
+        with self._scan_lock:
+            try:
+                if self._storage is None:
+                    self._storage = Storage(self.logdir)
+                runs = discover_runs(self._storage, self._sniff_cache)
+                self.scan_error = ""
+            except Exception as exc:  # a broken logdir must not kill the thread
+                logger.warning("scanning %s failed: %s", self.logdir, exc)
+                self.scan_error = f"cannot scan the log directory: {exc}"
+                self._scanned.set()
+                return
+            current = {f.path for run in runs.values() for f in run.files()}
+            with self._lock:
+                self._runs = runs
+                for path in list(self._files):
+                    if path not in current:
+                        self._forget(path)
+            for path in current:
+                self._refresh(path)
+            self._scanned.set()
+
+    # --- queries --------------------------------------------------------------------------
+
+    def has_runs(self):
+        """Cheap: whether any run is known (starts the scanner on first call)."""
+        self.start()
+        return bool(self._runs)
+
+    def runs(self):
+        """Run summaries: name, workers, span count, load status and errors."""
+        self.start()
+        with self._lock:
+            out = []
+            for name, run in self._runs.items():
+                files = run.files()
+                states = [self._files.get(f.path) or _FileState() for f in files]
+                out.append({
+                    "name": name,
+                    "workers": list(run.workers),
+                    "spans": run.span_count(),
+                    "files": len(files),
+                    "loaded": sum(s.status in ("ready", "error") for s in states),
+                    "loading": any(s.status == "loading" for s in states),
+                    "errors": [
+                        {"worker": f.worker, "span": f.span, "path": f.path, "reason": s.error}
+                        for f, s in zip(files, states) if s.status == "error"
+                    ],
+                })
+            return out
+
+    def run_files(self, run):
+        with self._lock:
+            if run not in self._runs:
+                raise NotFound(f"no run named {run!r}")
+            return self._runs[run]
+
+    def span_file(self, run, worker, span):
+        files = self.run_files(run)
+        spans = files.workers.get(worker)
+        if spans is None:
+            raise NotFound(f"run {run!r} has no worker {worker!r}")
+        if not 1 <= span <= len(spans):
+            raise NotFound(f"worker {worker!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
+        return spans[span - 1]
+
+    def profile(self, run, worker, span):
+        """The `Profile`, or a `Loading` while it is parsed; raises `NotFound`/`TraceError`."""
+        path = self.span_file(run, worker, span).path
+        self._refresh(path)
+        with self._lock:
+            if path in self._profiles:
+                self._profiles.move_to_end(path)
+                return self._profiles[path]
+            state = self._files.setdefault(path, _FileState())
+            if state.status == "error":
+                raise TraceError(path, state.error)
+            if state.status != "loading":
+                self._submit(path, state)
+            return Loading(path, state.started)
+
+    def profile_blocking(self, run, worker, span, timeout=None):
+        """Wait for the profile (the CLI, tests and notebooks); raises like `profile`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            result = self.profile(run, worker, span)
+            if not isinstance(result, Loading):
+                return result
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"{result.path} is still loading")
+            with self._lock:
+                future = self._files[result.path].future
+            futures.wait([future], timeout=remaining)
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _forget(self, path):
+        self._files.pop(path, None)
+        self._profiles.pop(path, None)
+
+    def _refresh(self, path):
+        """Drop what is known about `path` when its size or mtime changed."""
+        if self._storage is None:
+            return
+        try:
+            stat = self._storage.stat(path)
+        except TraceError:
+            return
+        with self._lock:
+            state = self._files.get(path)
+            if state is None:
+                self._files[path] = _FileState(stat=stat)
+            elif state.stat != stat and state.status != "loading":
+                self._profiles.pop(path, None)
+                self._files[path] = _FileState(stat=stat)
+            elif state.status == "error" and time.time() - stat.mtime < _SETTLING_SECONDS:
+                state.status = "new"  # possibly half-written when it failed: try again
+
+    def _submit(self, path, state):
+        state.status = "loading"
+        state.started = time.time()
+        state.error = ""
+        state.future = self._executor.submit(self._load, path)
+
+    def _load(self, path):
+        started = time.perf_counter()
+        try:
+            stat = self._storage.stat(path)
+            profile = profile_from_bytes(self._storage.read_trace_bytes(path), self._storage.display(path))
+        except TraceError as exc:
+            with self._lock:
+                state = self._files.setdefault(path, _FileState())
+                state.status, state.error = "error", exc.reason
+            logger.info("could not load %s: %s", path, exc.reason)
+            return
+        except Exception as exc:  # never let one file take the loader thread down
+            logger.exception("unexpected failure loading %s", path)
+            with self._lock:
+                state = self._files.setdefault(path, _FileState())
+                state.status, state.error = "error", f"internal error: {type(exc).__name__}: {exc}"
+            return
+        with self._lock:
+            state = self._files.setdefault(path, _FileState())
+            state.status, state.stat = "ready", stat
+            state.load_seconds = time.perf_counter() - started
+            self._profiles[path] = profile
+            self._profiles.move_to_end(path)
+            while len(self._profiles) > self.max_profiles:
+                evicted, _ = self._profiles.popitem(last=False)
+                self._files[evicted].status = "new"
