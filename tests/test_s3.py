@@ -1,0 +1,312 @@
+"""S3 access against a real S3-compatible server on loopback (moto in server mode).
+
+Nothing is mocked inside the process: a moto server listens on 127.0.0.1, s3fs talks HTTP to
+it, and every result read through `s3://...` is compared with the same trace file read from
+`samples/` on disk.
+
+The endpoint reaches s3fs through `AWS_ENDPOINT_URL`, which botocore (under aiobotocore/s3fs)
+honours. `FSSPEC_S3_ENDPOINT_URL` would not work here: fsspec reads `FSSPEC_*` variables once,
+when it is imported.
+"""
+
+import glob
+import logging
+import os
+import posixpath
+import time
+from types import SimpleNamespace
+
+import pytest
+
+_WHY = "S3 tests need moto[server], boto3 and s3fs (pip install 'moto[server]' boto3 s3fs)"
+moto_server = pytest.importorskip("moto.server", reason=_WHY)
+boto3 = pytest.importorskip("boto3", reason=_WHY)
+s3fs = pytest.importorskip("s3fs", reason=_WHY)
+fsspec_config = pytest.importorskip("fsspec.config", reason=_WHY)
+
+import tb_plugin  # noqa: E402
+from tb_plugin.discovery import discover_runs  # noqa: E402
+from tb_plugin.errors import PathOutsideLogdirError  # noqa: E402
+from tb_plugin.storage import Storage  # noqa: E402
+
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+BUCKET = "bucket"
+# S3 prefix -> local sample run directory
+RUNS = {"cnn": "cpu_cnn", "ddp": "cpu_ddp_gloo"}
+
+
+def _sample_files(local_run):
+    files = sorted(glob.glob(os.path.join(SAMPLES, local_run, "*.pt.trace.json.gz")))
+    assert files, f"no sample traces in {os.path.join(SAMPLES, local_run)}"
+    return files
+
+
+def _read(path):
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _comparable(info):
+    """The facts of `Profile.info()` that do not depend on where the file was read from."""
+    return {k: info[k] for k in ("steps", "event_counts", "threads", "start_us", "duration_us",
+                                 "device_type", "distributed")}
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A moto S3 server on 127.0.0.1 holding the sample runs under s3://bucket/logs/."""
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    werkzeug_log = logging.getLogger("werkzeug")
+    old_level = werkzeug_log.level
+    werkzeug_log.setLevel(logging.WARNING)  # one access-log line per request otherwise
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        assert host == "127.0.0.1"
+        endpoint = f"http://{host}:{port}"
+        no_file = str(tmp_path_factory.mktemp("aws") / "absent")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("AWS_ACCESS_KEY_ID", "testing")
+            mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+            mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
+            mp.setenv("AWS_ENDPOINT_URL", endpoint)
+            # Nothing from the user's AWS/fsspec setup may redirect requests or credentials.
+            for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
+                         "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_REGION"):
+                mp.delenv(name, raising=False)
+            mp.setenv("AWS_CONFIG_FILE", no_file)
+            mp.setenv("AWS_SHARED_CREDENTIALS_FILE", no_file)
+            mp.delitem(fsspec_config.conf, "s3", raising=False)
+            s3fs.S3FileSystem.clear_instance_cache()
+
+            client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+            client.create_bucket(Bucket=BUCKET)
+            uploaded_at = time.time()
+            local = {}  # "cnn/<file name>" -> local path
+            for prefix, local_run in RUNS.items():
+                for path in _sample_files(local_run):
+                    rel = f"{prefix}/{os.path.basename(path)}"
+                    client.put_object(Bucket=BUCKET, Key=f"logs/{rel}", Body=_read(path))
+                    local[rel] = path
+            # Outside the log directory: a sibling prefix sharing the "logs" spelling, and a file
+            # at the bucket root. Neither may ever be listed or read through Storage("s3://bucket/logs").
+            some_trace = _sample_files("cpu_cnn")[0]
+            client.put_object(Bucket=BUCKET, Key=f"logs-old/cnn/{os.path.basename(some_trace)}",
+                              Body=_read(some_trace))
+            client.put_object(Bucket=BUCKET, Key="secret.pt.trace.json.gz", Body=_read(some_trace))
+            yield SimpleNamespace(endpoint=endpoint, client=client, local=local, uploaded_at=uploaded_at)
+            s3fs.S3FileSystem.clear_instance_cache()
+    finally:
+        server.stop()
+        werkzeug_log.setLevel(old_level)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_s3fs():
+    """No cached S3FileSystem (or its listing cache) carries over from one test to the next."""
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+class _RecordingFS:
+    """Wraps a file system object and records every method call with its arguments."""
+
+    def __init__(self, fs):
+        self._fs = fs
+        self.calls = []
+
+    def __getattr__(self, name):
+        attr = getattr(self._fs, name)
+        if not callable(attr):
+            return attr
+
+        def recorded(*args, **kwargs):
+            self.calls.append((name, args))
+            return attr(*args, **kwargs)
+
+        return recorded
+
+
+# 1 -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rel", [
+    f"cnn/{os.path.basename(p)}" for p in _sample_files("cpu_cnn")
+] + [f"ddp/{os.path.basename(_sample_files('cpu_ddp_gloo')[-1])}"])
+def test_load_matches_local_for_s3_url(s3, rel):
+    url = f"s3://{BUCKET}/logs/{rel}"
+    remote = tb_plugin.load(url).info()
+    local = tb_plugin.load(s3.local[rel]).info()
+
+    assert remote["source"] == url
+    assert remote["steps"], "the sample trace should have profiler steps"
+    assert remote["steps"] == local["steps"]
+    assert sum(remote["event_counts"].values()) > 0
+    assert remote["event_counts"] == local["event_counts"]
+    assert _comparable(remote) == _comparable(local)
+
+
+def test_stat_reports_size_and_mtime_on_s3(s3):
+    rel = next(iter(s3.local))
+    st = Storage(f"s3://{BUCKET}/logs").stat(rel)
+    assert st.size == os.path.getsize(s3.local[rel])
+    # LastModified comes back as an aware datetime; it must become the upload's epoch seconds.
+    assert abs(st.mtime - s3.uploaded_at) < 120
+
+
+# 2 -----------------------------------------------------------------------------------------
+
+def test_discover_runs_finds_cnn_and_ddp_on_s3(s3):
+    runs = discover_runs(Storage(f"s3://{BUCKET}/logs"))
+    local_runs = discover_runs(Storage(SAMPLES))
+
+    assert list(runs) == ["cnn", "ddp"]  # logs-old/ and the bucket-root file stay invisible
+    assert list(runs["cnn"].workers) == ["worker0"]
+    assert list(runs["ddp"].workers) == ["worker0", "worker1"]
+    for prefix, local_run in RUNS.items():
+        run = runs[prefix]
+        assert run.name == prefix
+        assert list(run.workers) == list(local_runs[local_run].workers)
+        for worker, spans in run.workers.items():
+            assert [f.span for f in spans] == [1, 2]
+            assert all(f.worker == worker for f in spans)
+            stamps = [f.stamp for f in spans]
+            assert stamps == sorted(stamps) and len(set(stamps)) == 2
+            # Same files, same order as discovered on disk; paths relative to the log directory.
+            local_spans = local_runs[local_run].workers[worker]
+            assert stamps == [f.stamp for f in local_spans]
+            assert [f.path for f in spans] == [f"{prefix}/{posixpath.basename(f.path)}" for f in local_spans]
+            for f in spans:
+                assert f.path.startswith(f"{prefix}/{worker}.{f.stamp}.")
+                assert f.path in s3.local
+
+
+# 3 -----------------------------------------------------------------------------------------
+
+def test_load_run_lists_workers_and_spans_on_s3(s3):
+    run = tb_plugin.load_run(f"s3://{BUCKET}/logs/ddp")
+    assert run.workers == ["worker0", "worker1"]
+    assert run.spans("worker0") == [1, 2]
+    assert run.spans("worker1") == [1, 2]
+
+    worker1_span2 = sorted(p for rel, p in s3.local.items() if rel.startswith("ddp/worker1."))[-1]
+    remote = run.profile("worker1", 2).info()
+    local = tb_plugin.load(worker1_span2).info()
+    assert remote["source"] == f"s3://{BUCKET}/logs/ddp/{os.path.basename(worker1_span2)}"
+    assert remote["steps"] == local["steps"] == [6, 7]
+    assert remote["event_counts"] == local["event_counts"]
+    assert _comparable(remote) == _comparable(local)
+    # A different span of the same worker is a different file, not a cached copy.
+    assert run.profile("worker1", 1).info()["steps"] == [2, 3]
+
+
+# 4 -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("url", [
+    f"s3://{BUCKET}/logs/cnn/worker0.1.pt.trace.json.gz",
+    f"s3://{BUCKET}/logs/nowhere/worker0.pt.trace.json",
+    "s3://no-such-bucket-here/logs/worker0.pt.trace.json.gz",
+])
+def test_load_missing_key_raises_trace_error_naming_url(s3, url):
+    with pytest.raises(tb_plugin.TraceError) as info:
+        tb_plugin.load(url)
+    assert info.value.path == url
+    assert url in str(info.value)
+    assert "cannot read" in info.value.reason
+
+
+def test_load_run_missing_prefix_raises_trace_error_naming_url(s3):
+    url = f"s3://{BUCKET}/logs/nowhere"
+    with pytest.raises(tb_plugin.TraceError) as info:
+        tb_plugin.load_run(url)
+    assert info.value.path == url
+    assert "no trace files" in info.value.reason
+
+
+# 5 -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rel", [
+    "../secret.pt.trace.json.gz",
+    "..",
+    "cnn/../../secret.pt.trace.json.gz",
+    "../logs-old/cnn",
+    "/bucket/secret.pt.trace.json.gz",
+])
+def test_resolve_outside_prefix_refused_on_s3(s3, rel):
+    storage = Storage(f"s3://{BUCKET}/logs")
+    spy = _RecordingFS(storage.fs)
+    storage.fs = spy
+
+    with pytest.raises(PathOutsideLogdirError) as info:
+        storage.resolve(rel)
+    assert isinstance(info.value, tb_plugin.TraceError)
+    for method in (storage.read_bytes, storage.read_trace_bytes, storage.read_head, storage.stat):
+        with pytest.raises(PathOutsideLogdirError):
+            method(rel)
+    assert spy.calls == [], "a refused path must not reach the file system"
+
+    # The same storage still reads inside the prefix, and only there.
+    inside = next(iter(s3.local))
+    assert storage.read_bytes(inside) == _read(s3.local[inside])
+    runs = discover_runs(storage)
+    assert list(runs) == ["cnn", "ddp"]
+    touched = [args[0] for _, args in spy.calls]
+    assert touched and all(p == f"{BUCKET}/logs" or p.startswith(f"{BUCKET}/logs/") for p in touched), touched
+
+
+# 6 -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_load_damaged_gzip_raises_trace_error_on_s3(s3, damage):
+    data = _read(_sample_files("cpu_cnn")[0])
+    if damage == "truncated":
+        broken = data[: len(data) // 2]
+    else:  # flip the bytes of a stretch in the middle of the deflate stream
+        mid = len(data) // 2
+        broken = data[:mid] + bytes(b ^ 0xFF for b in data[mid:mid + 64]) + data[mid + 64:]
+    key = f"broken-{damage}/worker0.7.pt.trace.json.gz"
+    s3.client.put_object(Bucket=BUCKET, Key=key, Body=broken)
+    url = f"s3://{BUCKET}/{key}"
+
+    assert Storage(f"s3://{BUCKET}/broken-{damage}").read_bytes(posixpath.basename(key)) == broken
+    with pytest.raises(tb_plugin.TraceError) as info:
+        tb_plugin.load(url)
+    assert info.value.path == url
+    assert "truncated" in info.value.reason or "corrupt" in info.value.reason
+
+    run = tb_plugin.load_run(f"s3://{BUCKET}/broken-{damage}")
+    assert run.workers == ["worker0"]
+    with pytest.raises(tb_plugin.TraceError, match="corrupt|truncated"):
+        run.profile("worker0", 1)
+
+
+# S3 layouts that local directories cannot have -----------------------------------------------
+
+def test_walk_ignores_folder_markers_on_s3(s3):
+    """Zero-byte `key/` objects (what consoles create for "folders") are not files."""
+    trace = _sample_files("cpu_cnn")[0]
+    name = os.path.basename(trace)
+    for key in ("markers/", "markers/run/", f"markers/run/{name}"):
+        s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"" if key.endswith("/") else _read(trace))
+
+    walked = dict(Storage(f"s3://{BUCKET}/markers").walk())
+    assert walked == {"run": [name]}
+    runs = discover_runs(Storage(f"s3://{BUCKET}/markers"))
+    assert list(runs) == ["run"]
+    assert [f.path for f in runs["run"].workers["worker0"]] == [f"run/{name}"]
+
+
+def test_load_run_with_subdir_sorting_before_root_on_s3(s3):
+    """A sub-folder whose name sorts before "." (`-old`, `#tmp`) must not hide the run's files."""
+    traces = _sample_files("cpu_cnn")
+    for path in traces:
+        s3.client.put_object(Bucket=BUCKET, Key=f"sorted/run/{os.path.basename(path)}", Body=_read(path))
+    s3.client.put_object(Bucket=BUCKET, Key="sorted/run/-old/notes.txt", Body=b"not a trace")
+    s3.client.put_object(Bucket=BUCKET, Key="sorted/run/#tmp/notes.txt", Body=b"not a trace")
+
+    walked = list(Storage(f"s3://{BUCKET}/sorted/run").walk())
+    assert walked[0] == (".", [os.path.basename(p) for p in traces])
+    run = tb_plugin.load_run(f"s3://{BUCKET}/sorted/run")
+    assert run.workers == ["worker0"]
+    assert run.spans("worker0") == [1, 2]
+    assert run.profile("worker0", 2).info()["steps"] == tb_plugin.load(traces[1]).info()["steps"]
