@@ -101,7 +101,9 @@ class Storage:
         full = self.resolve(rel)
         try:
             if self.remote:
-                with self.fs.open(full, "rb") as fh:
+                # A small block size for head reads: the default would fetch ~50 MB to sniff 4 KB.
+                options = {"block_size": max(limit, 1 << 16)} if limit else {}
+                with self.fs.open(full, "rb", **options) as fh:
                     return fh.read(limit) if limit else fh.read()
             with open(full, "rb") as fh:
                 return fh.read(limit) if limit else fh.read()

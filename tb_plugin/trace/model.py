@@ -507,7 +507,7 @@ class _Builder:
 
         def process_value(what, column):
             chosen = meta[meta["what"] == what].drop_duplicates("pid", keep="last").set_index("pid")[column]
-            return table["pid"].map(chosen)
+            return table["pid"].map(chosen).astype(object)
 
         def thread_value(what, column):
             chosen = meta[meta["what"] == what].drop_duplicates(["pid", "tid"], keep="last")

@@ -1,0 +1,59 @@
+"""Shared fixtures: paths to the real traces, and writers for hand-made tiny traces."""
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "samples"
+SHARED_TRACES = Path(os.environ.get("TB_PLUGIN_SHARED_TRACES", REPO.parent / "shared" / "traces"))
+
+
+def shared_trace(run, name=None):
+    """Path of a real trace in ../shared/traces; the test is skipped (with why) if absent."""
+    folder = SHARED_TRACES / run
+    if not folder.is_dir():
+        pytest.skip(f"real trace folder {folder} is not available (../shared/traces missing)")
+    files = sorted(folder.glob("*.json.gz")) if name is None else [folder / name]
+    return files[0] if name is None else files[0]
+
+
+def write_trace(path, events, gz=False, **top_level):
+    """Write a hand-made trace: `events` list plus top-level keys; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = json.dumps({"schemaVersion": 1, **top_level, "traceEvents": events}).encode()
+    path.write_bytes(gzip.compress(doc) if gz else doc)
+    return path
+
+
+def op(name, ts, dur, tid=1, pid=1, cat="cpu_op", **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def runtime(name, ts, dur, correlation, external_id, tid=1, pid=1, cat="cuda_runtime"):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"correlation": correlation, "External id": external_id}}
+
+
+def kernel(name, ts, dur, correlation, device=0, stream=7, cat="kernel", **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"correlation": correlation, "device": device, "stream": stream, **args}}
+
+
+def memory(ts, nbytes, addr, total_allocated, total_reserved, device_type=1, device_id=0, tid=1, pid=1):
+    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": pid, "tid": tid, "ts": ts,
+            "args": {"Device Type": device_type, "Device Id": device_id, "Addr": addr, "Bytes": nbytes,
+                     "Total Allocated": total_allocated, "Total Reserved": total_reserved}}
+
+
+def raw_events(path):
+    """The trace's events decoded by the standard library: an independent view of the file."""
+    data = Path(path).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    doc = json.loads(data)
+    return doc if isinstance(doc, list) else doc["traceEvents"]

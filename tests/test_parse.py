@@ -1,0 +1,201 @@
+"""The loader on hand-made traces whose answers are known, including broken and odd inputs."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+import tb_plugin
+from tb_plugin import TraceError
+
+from .conftest import kernel, op, runtime, write_trace
+
+
+def test_load_current_format_links_op_runtime_kernel(tmp_path):
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("ProfilerStep#3", 100, 50, cat="user_annotation", **{"External id": 1}),
+        op("aten::mm", 105, 20, **{"External id": 2, "Input Dims": [[4, 8], [8, 2]], "Input type": ["float", "float"]}),
+        runtime("cudaLaunchKernel", 110, 5, correlation=77, external_id=2),
+        kernel("gemm_kernel", 130, 12.5, correlation=77, grid=[2, 1, 1], block=[128, 1, 1],
+               **{"blocks per SM": 0.5, "est. achieved occupancy %": 25}),
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#3", "pid": 0, "tid": 7, "ts": 128, "dur": 20, "args": {}},
+    ])
+    p = tb_plugin.load(path)
+    m = p.model
+    assert list(m.ops["name"]) == ["ProfilerStep#3", "aten::mm"]
+    assert list(m.ops["depth"]) == [0, 1]
+    assert list(m.ops["parent"]) == [-1, 0]
+    assert m.ops["input_dims"][1] == "[[4, 8], [8, 2]]"
+    assert m.runtime["op"].tolist() == [1]
+    assert m.kernels["runtime"].tolist() == [0]
+    assert m.kernels["op"].tolist() == [1]
+    assert m.kernels["dur"].tolist() == [12.5]
+    assert m.kernels["grid"][0] == "[2, 1, 1]"
+    assert m.kernels["blocks_per_sm"][0] == 0.5
+    # times are relative to the earliest interval, in microseconds
+    assert m.origin_us == 100
+    assert m.kernels["ts"].tolist() == [30.0]
+    # the GPU copy of the step annotation is not a second step
+    assert m.steps["step"].tolist() == [3]
+    assert len(m.gpu_annotations) == 1
+
+
+def test_load_2021_capitalised_categories_and_string_tids(tmp_path):
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "aten::conv2d", "pid": 5, "tid": "5", "ts": 10, "dur": 30,
+         "args": {"External id": 9, "Input dims": [[1, 3, 8, 8]], "Call stack": "a.py(3): f;b.py(7): g"}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 5, "tid": "5", "ts": 12, "dur": 4,
+         "args": {"correlation": 3, "external id": 9}},
+        {"ph": "X", "cat": "Kernel", "name": "conv_kernel", "pid": 0, "tid": "stream 7", "ts": 20, "dur": 6,
+         "args": {"correlation": 3, "external id": 9}},
+        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": "stream 7", "ts": 30, "dur": 2,
+         "args": {"correlation": 4, "external id": 9, "bytes": 1024}},
+        {"ph": "i", "s": "t", "name": "[memory]", "pid": 5, "tid": 5, "ts": 15, "args": {"Device Type": 0, "Device Id": -1, "Bytes": 64}},
+    ]
+    m = tb_plugin.load(write_trace(tmp_path / "old.pt.trace.json", events)).model
+    assert m.ops["input_dims"][0] == "[[1, 3, 8, 8]]"
+    assert m.ops["call_stack"][0] == "a.py(3): f;b.py(7): g"
+    # device and stream come from "stream 7" / pid when args lack them
+    assert (m.kernels["device"][0], m.kernels["stream"][0]) == (0, 7)
+    assert m.kernels["op"][0] == 0
+    assert m.memcpy["bytes"][0] == 1024 and m.memcpy["op"][0] == 0
+    # memory record on int tid 5 belongs to the op on string tid "5"
+    assert m.memory["op"].tolist() == [0]
+    assert m.memory["bytes"].tolist() == [64]
+
+
+def test_load_2020_bare_array(tmp_path):
+    path = tmp_path / "a.pt.trace.json"
+    path.write_text(json.dumps([op("aten::add", 1, 2), op("aten::mul", 4, 2)]))
+    assert tb_plugin.load(path).model.ops["name"].tolist() == ["aten::add", "aten::mul"]
+
+
+def test_load_gzip_and_float_timestamps_keep_nanoseconds(tmp_path):
+    path = write_trace(tmp_path / "g.pt.trace.json.gz", [op("a", 88511388202.765, 1.5), op("b", 88511388203.001, 0.25)], gz=True)
+    m = tb_plugin.load(path).model
+    np.testing.assert_allclose(m.ops["ts"], [0.0, 0.236], atol=1e-4)  # sub-nanosecond
+    np.testing.assert_allclose(m.ops["dur"], [1.5, 0.25])
+
+
+def test_load_rocm_and_other_accelerator_runtimes(tmp_path):
+    path = write_trace(tmp_path / "r.pt.trace.json", [
+        op("aten::mm", 0, 10, **{"External id": 1}),
+        runtime("hipLaunchKernel", 1, 2, correlation=5, external_id=1),
+        runtime("xpuLaunch", 4, 2, correlation=6, external_id=1, cat="xpu_runtime"),
+        runtime("cuLaunchKernel", 7, 2, correlation=8, external_id=1, cat="cuda_driver"),
+        kernel("k1", 20, 3, correlation=5), kernel("k3", 30, 3, correlation=8),
+    ])
+    m = tb_plugin.load(path).model
+    assert len(m.runtime) == 3
+    assert m.kernels["op"].tolist() == [0, 0]
+    assert tb_plugin.load(path).device_type == "ROCm"
+
+
+def test_nesting_duplicates_and_overlaps_stay_visible(tmp_path):
+    path = write_trace(tmp_path / "n.pt.trace.json", [
+        op("parent", 0, 100),
+        op("child", 10, 20), op("child", 10, 20),  # exact duplicate
+        op("overlapping", 90, 30),  # starts inside parent, ends after it
+        op("zero", 40, 0),
+        op("after", 100, 5),  # starts where parent ends, but "overlapping" is still open
+        op("later", 130, 5),  # everything closed: back to lane 0
+    ])
+    m = tb_plugin.load(path).model
+    rows = dict(zip(range(7), zip(m.ops["name"], m.ops["depth"], m.ops["parent"])))
+    assert rows[0] == ("parent", 0, -1)
+    assert rows[1] == ("child", 1, 0)
+    assert rows[2] == ("child", 2, 1)  # the duplicate is nested in its twin, on its own lane
+    assert rows[3][1] == 1 and rows[3][2] == -1  # overlap: own lane, no false parent
+    assert rows[4] == ("zero", 1, 0)
+    assert rows[5] == ("after", 1, -1)  # below the overlap's lane, not inside "parent"
+    assert (m.ops["depth"][6], m.ops["parent"][6]) == (0, -1)
+
+
+def test_runtime_without_external_id_attributed_by_time(tmp_path):
+    path = write_trace(tmp_path / "t.pt.trace.json", [
+        op("outer", 0, 100), op("inner", 10, 50),
+        runtime("cudaMemcpyAsync", 20, 5, correlation=1, external_id=0),
+        runtime("cudaFree", 70, 5, correlation=2, external_id=0),
+        runtime("cudaFree", 200, 5, correlation=3, external_id=0),
+    ])
+    assert tb_plugin.load(path).model.runtime["op"].tolist() == [1, 0, -1]
+
+
+def test_tolerates_nan_bad_escapes_big_ints_and_invalid_utf8(tmp_path):
+    text = ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "nccl:all_reduce \\q", "pid": 1, "tid": 1,'
+            ' "ts": 5, "dur": NaN, "args": {"comm id": 123456789012345678901234567890, "External id": 3}},'
+            ' {"ph": "X", "cat": "cpu_op", "name": "bad \xff name", "pid": 1, "tid": 1, "ts": 6, "dur": 1}]}')
+    path = tmp_path / "weird.pt.trace.json"
+    path.write_bytes(text.encode("latin-1"))  # the \xff char becomes a lone 0xff byte
+    m = tb_plugin.load(path).model
+    assert len(m.ops) == 2
+    assert m.ops["name"][0] == "nccl:all_reduce \\q"
+    assert m.ops["dur"][0] == 0  # NaN duration -> 0, counted
+    assert m.ops["external_id"][0] == 3
+    assert "\ufffd" in m.ops["name"][1]
+    assert m.anomalies["invalid_escapes_repaired"] == 1
+    assert m.anomalies["invalid_utf8_replaced"] >= 1
+    assert m.anomalies["invalid_durations_zeroed"] == 1
+
+
+def test_wrong_typed_fields_drop_only_that_event(tmp_path):
+    path = write_trace(tmp_path / "typed.pt.trace.json", [
+        op("good", 0, 10), {"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": {"x": 1}, "dur": 3},
+        {"ph": "X", "cat": "cpu_op", "name": "no ts", "pid": 1, "tid": 1, "dur": 3},
+        op("str numbers", "20", "5", **{"External id": "7"}),
+    ])
+    m = tb_plugin.load(path).model
+    assert m.ops["name"].tolist() == ["good", "str numbers"]
+    assert m.ops["ts"].tolist() == [0, 20] and m.ops["external_id"].tolist()[1] == 7
+    assert m.anomalies["malformed_events_dropped"] == 1
+    assert m.anomalies["events_without_ts_dropped"] == 1
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"", "empty"),
+    (b"   \n", "empty"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1', "truncated"),
+    (b'{"foo": 1}', "no 'traceEvents'"),
+    (b"42", "not an object or array"),
+    (b"\x00\x01garbage", "not valid JSON"),
+])
+def test_bad_files_raise_trace_error_naming_the_file(tmp_path, content, reason):
+    path = tmp_path / "bad.pt.trace.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceError) as err:
+        tb_plugin.load(path)
+    assert str(path) in str(err.value)
+    assert reason in err.value.reason
+
+
+def test_truncated_gzip_raises_trace_error(tmp_path):
+    whole = gzip.compress(json.dumps({"traceEvents": [op("a", 1, 2)] * 1000}).encode())
+    path = tmp_path / "cut.pt.trace.json.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(TraceError, match="gzip stream is corrupt or truncated"):
+        tb_plugin.load(path)
+
+
+def test_missing_file_raises_trace_error(tmp_path):
+    with pytest.raises(TraceError, match="cannot"):
+        tb_plugin.load(tmp_path / "nope.pt.trace.json")
+
+
+def test_counters_and_metadata(tmp_path):
+    path = write_trace(tmp_path / "c.pt.trace.json", [
+        op("a", 0, 10, pid=7, tid=8),
+        {"ph": "C", "name": "GPU Util", "pid": 7, "ts": 5, "args": {"util": 0.5, "sm": 0.25}},
+        {"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": 8, "args": {"name": "main thread"}},
+        {"ph": "M", "name": "thread_sort_index", "pid": 7, "tid": 8, "args": {"sort_index": 3}},
+    ], deviceProperties=[{"id": 0, "name": "Tesla X", "totalGlobalMem": 100, "computeMajor": 8, "computeMinor": 0, "numSms": 108}],
+        distributedInfo={"backend": "nccl", "rank": 1, "world_size": 2})
+    p = tb_plugin.load(path)
+    m = p.model
+    assert sorted(zip(m.counters["series"], m.counters["value"])) == [("sm", 0.25), ("util", 0.5)]
+    thread = m.threads.iloc[m.ops["thread"][0]]
+    assert (thread["process_name"], thread["thread_name"], thread["thread_sort_index"]) == ("python", "main thread", 3)
+    assert m.devices["name"].tolist() == ["Tesla X"]
+    info = p.info()
+    assert info["distributed"]["rank"] == 1 and info["devices"][0]["memory_bytes"] == 100
