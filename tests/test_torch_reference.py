@@ -1,0 +1,79 @@
+"""Operator counts and times against torch's own `prof.key_averages()` for a real CPU run."""
+
+import collections
+
+import pytest
+
+import tb_plugin
+
+torch = pytest.importorskip("torch", reason="torch is needed to record a reference trace")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("torch_ref")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 14 * 14, 10))
+    data = torch.randn(4, 3, 16, 16)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
+        for _ in range(3):
+            with torch.profiler.record_function("train_step"):
+                model(data).sum().backward()
+    path = out / "worker0.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    return prof, tb_plugin.load(path)
+
+
+def _torch_raw_events(prof):
+    """torch's own record of the run, before its summaries merge anything."""
+    return [e for e in prof.profiler.kineto_results.events() if not e.is_python_function() and e.device_type().name == "CPU"]
+
+
+def test_operator_counts_and_durations_match_torch_record(recorded):
+    prof, profile = recorded
+    ops = profile.model.ops
+    raw = _torch_raw_events(prof)
+    theirs_count = collections.Counter(e.name() for e in raw)
+    theirs_us = collections.defaultdict(float)
+    for e in raw:
+        theirs_us[e.name()] += e.duration_ns() / 1000
+    ours = ops.groupby("name", observed=True)["dur"].agg(["count", "sum"])
+    assert len(ours) > 10
+    for name, row in ours.iterrows():
+        assert row["count"] == theirs_count[name], name
+        # the trace writes each duration rounded to the nanosecond
+        assert row["sum"] == pytest.approx(theirs_us[name], abs=row["count"] * 1e-3 + 1e-6), name
+
+
+def test_key_averages_counts_follow_from_nesting(recorded):
+    """key_averages() drops a child that has its parent's name and no sibling; the same rule
+    applied to our parent links must give its counts exactly."""
+    prof, profile = recorded
+    ops = profile.model.ops
+    parent = ops["parent"].to_numpy()
+    names = ops["name"].astype(str).to_numpy()
+    child_count = collections.Counter(parent[parent >= 0].tolist())
+    merged = [i for i in range(len(ops)) if parent[i] >= 0 and names[parent[i]] == names[i] and child_count[parent[i]] == 1]
+    ours = collections.Counter(names.tolist())
+    for i in merged:
+        ours[names[i]] -= 1
+    averages = {e.key: e.count for e in prof.key_averages()}
+    assert ours["aten::sum"] == averages["aten::sum"] == 6
+    for name, count in averages.items():
+        if name in ours:
+            assert ours[name] == count, name
+
+
+def test_annotation_nests_operators(recorded):
+    _, profile = recorded
+    ops = profile.model.ops
+    steps = ops.index[ops["name"] == "train_step"]
+    assert len(steps) == 3
+    conv = ops[ops["name"] == "aten::conv2d"]
+    # walk each conv2d up to its root: it is a train_step annotation
+    parent = ops["parent"].to_numpy()
+    for i in conv.index:
+        while parent[i] >= 0:
+            i = parent[i]
+        assert ops["name"][i] == "train_step"
