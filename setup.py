@@ -25,7 +25,7 @@ setup(
         "s3": ["s3fs"],
         "gs": ["gcsfs"],
         "az": ["adlfs"],
-        "test": ["pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "torch==2.13.0"],
+        "test": ["pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "pyyaml", "torch==2.13.0"],
     },
     entry_points={
         "tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerPlugin"],

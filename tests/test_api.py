@@ -1,0 +1,186 @@
+"""HTTP routes in-process, through TensorBoard's own WSGI app and werkzeug's test client."""
+
+import argparse
+import csv
+import io
+import os
+import shutil
+import time
+
+import pytest
+import yaml
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
+
+from tb_plugin.plugin import ProfilerPlugin
+from tb_plugin.storage import Storage
+
+from .conftest import SAMPLES, op, write_trace
+
+PREFIX = "/data/plugin/pytorch_profiler"
+
+
+def make_client(logdir):
+    context = base_plugin.TBContext(logdir=str(logdir), flags=argparse.Namespace(reload_interval=3600))
+    plugin = ProfilerPlugin(context)
+    app = application.TensorBoardWSGI([plugin])
+    return plugin, Client(app)
+
+
+def wait_ready(client, query, timeout=60):
+    """Ask until the profile is parsed (202 while loading)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = client.get(f"{PREFIX}/info?{query}")
+        if response.status_code != 202:
+            return response
+        assert time.monotonic() < deadline, "profile did not load in time"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("logdir")
+    shutil.copytree(SAMPLES / "cpu_cnn", root / "cpu_cnn")
+    write_trace(root / "broken" / "worker0.pt.trace.json", []).write_bytes(b'{"traceEvents": [{"ph": "X"')
+    write_trace(root / "names" / "<img src=x onerror=alert(1)>.pt.trace.json", [op("<b>x</b>", 0, 1)])
+    return root
+
+
+@pytest.fixture(scope="module")
+def served(logdir):
+    plugin, client = make_client(logdir)
+    plugin.store.wait_for_scan(30)
+    yield plugin, client
+    plugin.store.stop()
+
+
+def test_runs_lists_runs_workers_and_spans(served):
+    _, client = served
+    response = client.get(f"{PREFIX}/runs")
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/json; charset=utf-8"
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    runs = {r["name"]: r for r in response.get_json()["runs"]}
+    assert set(runs) == {"cpu_cnn", "broken", "names"}
+    assert runs["cpu_cnn"]["workers"] == ["worker0"] and runs["cpu_cnn"]["spans"] == 2
+
+
+def test_workers_and_spans(served):
+    _, client = served
+    assert client.get(f"{PREFIX}/workers?run=cpu_cnn").get_json()["workers"] == ["worker0"]
+    spans = client.get(f"{PREFIX}/spans?run=cpu_cnn&worker=worker0").get_json()["spans"]
+    assert [s["span"] for s in spans] == [1, 2]
+    assert spans[0]["stamp"] < spans[1]["stamp"]
+
+
+def test_info_loads_in_background_then_answers(served):
+    _, client = served
+    response = wait_ready(client, "run=cpu_cnn&worker=worker0&span=2")
+    assert response.status_code == 200
+    info = response.get_json()
+    assert info["steps"] == [6, 7] and info["device_type"] == "CPU"
+    assert info["event_counts"]["ops"] > 100
+
+
+def test_bad_trace_gives_422_with_reason_and_others_keep_working(served):
+    plugin, client = served
+    response = wait_ready(client, "run=broken&worker=worker0")
+    assert response.status_code == 422
+    body = response.get_json()
+    assert body["error"] == "bad_trace" and "truncated" in body["reason"]
+    runs = {r["name"]: r for r in client.get(f"{PREFIX}/runs").get_json()["runs"]}
+    assert runs["broken"]["errors"][0]["reason"] == body["reason"]
+    assert wait_ready(client, "run=cpu_cnn&worker=worker0").status_code == 200
+
+
+def test_fixed_trace_is_retried(tmp_path):
+    path = write_trace(tmp_path / "run" / "w.pt.trace.json", [])
+    path.write_bytes(b"{")
+    old = time.time() - 3600
+    os.utime(path, (old, old))  # settled: its failure is final until it changes
+    plugin, client = make_client(tmp_path)
+    plugin.store.wait_for_scan(30)
+    assert wait_ready(client, "run=run&worker=w").status_code == 422
+    write_trace(path, [op("ProfilerStep#1", 0, 10, cat="user_annotation")])
+    response = wait_ready(client, "run=run&worker=w")
+    assert response.status_code == 200 and response.get_json()["steps"] == [1]
+    plugin.store.stop()
+
+
+@pytest.mark.parametrize("query, status, fragment", [
+    ("run=nope&worker=worker0", 404, "no run named 'nope'"),
+    ("run=cpu_cnn&worker=nobody", 404, "no worker 'nobody'"),
+    ("run=cpu_cnn&worker=worker0&span=3", 404, "spans 1..2"),
+    ("run=cpu_cnn&worker=worker0&span=0", 400, ">= 1"),
+    ("run=cpu_cnn&worker=worker0&span=abc", 400, "must be an integer"),
+    ("worker=worker0", 400, "'run' is required"),
+    ("run=cpu_cnn&run=x&worker=worker0", 400, "given 2 times"),
+])
+def test_info_parameter_errors(served, query, status, fragment):
+    _, client = served
+    response = client.get(f"{PREFIX}/info?{query}")
+    assert response.status_code == status
+    assert fragment in response.get_json()["reason"]
+
+
+@pytest.mark.parametrize("run", ["..", "../..", "%2e%2e", "..%2F..%2Fetc", "/etc", "%2Fetc%2Fpasswd", "cpu_cnn/..", "cpu_cnn%2F..%2F.."])
+def test_path_traversal_never_reads_outside(served, monkeypatch, run):
+    _, client = served
+    opened = []
+    real = Storage.read_bytes
+    monkeypatch.setattr(Storage, "read_bytes", lambda self, rel, limit=None: opened.append(rel) or real(self, rel, limit))
+    response = client.get(f"{PREFIX}/info?run={run}&worker=worker0")
+    assert response.status_code == 404
+    assert opened == []
+
+
+def test_tables_json_and_csv_agree(served):
+    _, client = served
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    base = f"{PREFIX}/tables?run=cpu_cnn&worker=worker0&table=ops&limit=50"
+    as_json = client.get(base).get_json()
+    as_csv = client.get(base + "&format=csv")
+    assert as_csv.headers["Content-Type"] == "text/csv; charset=utf-8"
+    rows = list(csv.reader(io.StringIO(as_csv.get_data(as_text=True))))
+    assert rows[0] == as_json["columns"]
+    assert len(rows) - 1 == len(as_json["rows"]) == 50
+    assert client.get(base.replace("table=ops", "table=secrets")).status_code == 400
+
+
+def test_trace_names_are_data_not_markup(served):
+    _, client = served
+    runs = client.get(f"{PREFIX}/runs").get_json()["runs"]
+    names = [r for r in runs if r["name"] == "names"][0]
+    assert names["workers"] == ["<img src=x onerror=alert(1)>"]
+    response = client.get(f"{PREFIX}/runs")
+    assert response.headers["Content-Type"].startswith("application/json")
+
+
+def test_static_files_and_openapi_match_routes(served):
+    plugin, client = served
+    index = client.get(f"{PREFIX}/index.js")
+    assert index.status_code == 200 and index.headers["Content-Type"].startswith("text/javascript")
+    assert b"export function render" in index.data
+    assert client.get(f"{PREFIX}/index.html").status_code == 200
+    spec = yaml.safe_load(client.get(f"{PREFIX}/openapi.yaml").data)
+    assert set(spec["paths"]) == set(plugin.api.routes())
+
+
+def test_post_is_refused(served):
+    _, client = served
+    assert client.post(f"{PREFIX}/runs").status_code == 405
+
+
+def test_is_active_turns_true_without_restart(tmp_path):
+    plugin, client = make_client(tmp_path)
+    plugin.store.wait_for_scan(30)
+    assert plugin.is_active() is False
+    write_trace(tmp_path / "new_run" / "w.pt.trace.json", [op("a", 0, 1)])
+    plugin.store.rescan()
+    assert plugin.is_active() is True
+    listing = client.get("/data/plugins_listing").get_json()
+    assert listing["pytorch_profiler"]["enabled"] is True
+    assert listing["pytorch_profiler"]["tab_name"] == "PyTorch Profiler"
+    plugin.store.stop()

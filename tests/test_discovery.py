@@ -1,0 +1,78 @@
+"""Run, worker and span naming, and scans of a log directory."""
+
+import os
+
+import pytest
+
+from tb_plugin.discovery import discover_runs, parse_trace_file_name
+from tb_plugin.storage import Storage
+
+from .conftest import op, write_trace
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("worker0.pt.trace.json", ("worker0", None)),
+    ("worker0.pt.trace.json.gz", ("worker0", None)),
+    ("worker0.1623143089861.pt.trace.json.gz", ("worker0", 1623143089861)),
+    ("host.example.com_1234.1700000000000000000.pt.trace.json", ("host.example.com_1234", 1700000000000000000)),
+    ("rank-3.pt.trace.json", ("rank-3", None)),
+    ("worker0.pt.trace.json.tmp", None),
+    ("events.out.tfevents.123", None),
+])
+def test_parse_trace_file_name(name, expected):
+    assert parse_trace_file_name(name) == expected
+
+
+def test_spans_ordered_numerically_and_numbered_from_one(tmp_path):
+    for stamp in ("10", "9", "100"):
+        write_trace(tmp_path / "run" / f"w.{stamp}.pt.trace.json", [op("a", 0, 1)])
+    write_trace(tmp_path / "run" / "v.pt.trace.json", [op("a", 0, 1)])
+    runs = discover_runs(Storage(tmp_path))
+    spans = runs["run"].workers["w"]
+    assert [(s.span, s.stamp) for s in spans] == [(1, 9), (2, 10), (3, 100)]
+    assert [s.span for s in runs["run"].workers["v"]] == [1]
+    assert spans[0].path == "run/w.9.pt.trace.json"
+
+
+def test_nested_runs_root_run_and_plain_json(tmp_path):
+    write_trace(tmp_path / "w.pt.trace.json", [op("a", 0, 1)])
+    write_trace(tmp_path / "a" / "b" / "x.pt.trace.json.gz", [op("a", 0, 1)], gz=True)
+    write_trace(tmp_path / "plain" / "trace_rank0.json", [op("a", 0, 1)])
+    (tmp_path / "plain" / "config.json").write_text('{"lr": 0.1}')
+    (tmp_path / "plain" / "list.json").write_text('[1, 2, 3]')
+    runs = discover_runs(Storage(tmp_path))
+    assert list(runs) == [".", "a/b", "plain"]
+    assert list(runs["plain"].workers) == ["trace_rank0"]
+
+
+def test_symlink_loops_end(tmp_path):
+    write_trace(tmp_path / "run" / "w.pt.trace.json", [op("a", 0, 1)])
+    os.symlink(tmp_path, tmp_path / "run" / "loop")
+    runs = discover_runs(Storage(tmp_path))
+    assert list(runs) == ["run"]
+
+
+def test_symlinked_run_directory_is_followed(tmp_path):
+    outside = tmp_path / "elsewhere"
+    write_trace(outside / "w.pt.trace.json", [op("a", 0, 1)])
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    os.symlink(outside, logdir / "linked")
+    assert list(discover_runs(Storage(logdir))) == ["linked"]
+
+
+@pytest.mark.parametrize("rel", ["..", "../x", "a/../../x", "/etc/passwd", "C:/x", "a/./../.."])
+def test_storage_refuses_paths_leaving_the_root(tmp_path, rel):
+    from tb_plugin.errors import PathOutsideLogdirError
+    with pytest.raises(PathOutsideLogdirError):
+        Storage(tmp_path).resolve(rel)
+
+
+def test_plain_json_sniffed_again_when_it_grows(tmp_path):
+    plain = tmp_path / "run" / "t.json"
+    plain.parent.mkdir()
+    plain.write_text("")  # still being written
+    cache = {}
+    assert discover_runs(Storage(tmp_path), cache) == {}
+    write_trace(plain, [op("a", 0, 1)])
+    assert list(discover_runs(Storage(tmp_path), cache)) == ["run"]
