@@ -1,0 +1,249 @@
+"""Facts every view shares: what is a collective, a Tensor Core kernel, a step; the operator
+tree with self and total times. All computed once per model and cached on it."""
+
+import re
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+
+from .intervals import exclusive_time
+
+_COLLECTIVE_NAME = re.compile(r"^(nccl|gloo|mpi|ucc|xccl|hccl|rccl|c10d)[:]", re.I)
+_COMM_KERNEL = re.compile(r"nccl|rccl|^ncclDev", re.I)
+_DATALOADER = re.compile(r"^enumerate\((DataLoader|DataPipe)\)#")
+# Ranges the operator table leaves out: they are structure, not work (as the old plugin did).
+_NOT_AN_OPERATOR = re.compile(r"^(ProfilerStep#\d+|Optimizer\.|DataParallel\.forward|DistributedDataParallel\.forward|"
+                              r"enumerate\((DataLoader|DataPipe)\)#)")
+# Operators whose work can run on Tensor Cores (matmul family, convolutions, RNN cells).
+_TC_ELIGIBLE = re.compile(
+    r"^aten::(_?convolution|conv\d?d|conv_transpose\d?d|cudnn_convolution\w*|_convolution_mode|mkldnn_convolution|"
+    r"miopen_convolution\w*|convolution_backward\w*|mm|bmm|addmm|addmv|addr|addbmm|baddbmm|matmul|linear|mv|"
+    r"chain_matmul|linalg_multi_dot|prelu|_prelu_kernel\w*|(_thnn_fused_)?(lstm|gru|rnn)(_tanh|_relu)?(_cell)?\w*|"
+    r"_cudnn_rnn\w*|miopen_rnn\w*|_scaled_mm|_scaled_dot_product\w*|scaled_dot_product_attention)$")
+NO_STEP = 0  # step number used when the trace has no ProfilerStep markers
+
+
+@lru_cache(maxsize=1)
+def tensor_core_markers():
+    text = resources.files(__package__).joinpath("tensor_core_markers.txt").read_text()
+    return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def name_mask(column, predicate):
+    """Boolean array: `predicate(name)` for each row of a categorical name column,
+    evaluated once per distinct name."""
+    categories = column.cat.categories
+    per_category = np.fromiter((bool(predicate(str(c))) for c in categories), dtype=bool, count=len(categories))
+    codes = column.cat.codes.to_numpy()
+    return per_category[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+
+def is_tensor_core_kernel(name):
+    return any(marker in name for marker in tensor_core_markers())
+
+
+def is_comm_kernel(name):
+    return bool(_COMM_KERNEL.search(name))
+
+
+def is_collective_op_name(name):
+    return bool(_COLLECTIVE_NAME.match(name)) or name == "record_param_comms"
+
+
+def is_dataloader_name(name):
+    return bool(_DATALOADER.match(name))
+
+
+def is_tc_eligible_name(name):
+    return bool(_TC_ELIGIBLE.match(name))
+
+
+def _cached(model, key, build):
+    cache = model.__dict__.setdefault("_view_cache", {})
+    if key not in cache:
+        cache[key] = build()
+    return cache[key]
+
+
+def device_activity(model):
+    """Kernels, memcpys and memsets in one table: kind, name, device, stream, ts, dur, op, runtime."""
+    def build():
+        parts = []
+        for kind, table in (("kernel", model.kernels), ("memcpy", model.memcpy), ("memset", model.memset)):
+            parts.append(pd.DataFrame({
+                "kind": kind, "name": table["name"].astype(str).to_numpy(), "device": table["device"].to_numpy(),
+                "stream": table["stream"].to_numpy(), "ts": table["ts"].to_numpy(), "dur": table["dur"].to_numpy(),
+                "op": table["op"].to_numpy(), "runtime": table["runtime"].to_numpy()}))
+        return pd.concat(parts, ignore_index=True)
+    return _cached(model, "device_activity", build)
+
+
+def kernel_flags(model):
+    """Per kernel: (is communication kernel, is Tensor Core kernel)."""
+    return _cached(model, "kernel_flags", lambda: (
+        name_mask(model.kernels["name"], is_comm_kernel), name_mask(model.kernels["name"], is_tensor_core_kernel)))
+
+
+def collective_op_mask(model):
+    def build():
+        named = name_mask(model.ops["name"], is_collective_op_name)
+        # record_param_comms without a collective name is bookkeeping, not a collective
+        rpc = (model.ops["name"] == "record_param_comms").to_numpy()
+        return named & ~(rpc & (model.ops["collective_name"] == "").to_numpy())
+    return _cached(model, "collective_ops", build)
+
+
+def step_windows(model):
+    """Steps with their time windows, as `Profile.steps()` and every per-step view use them.
+
+    A step is a host-side `ProfilerStep#N` range, extended to the end of the device work its
+    launches caused, and starting no earlier than the previous step's end. Without step
+    markers there is one step (number 0) over the whole trace.
+
+    Columns: step (int), start_us, end_us (float, relative to the trace origin),
+    host_start_us, host_end_us.
+    """
+    def build():
+        steps = model.steps
+        if not len(steps):
+            start, end = model.span_us()
+            return pd.DataFrame({"step": [NO_STEP], "start_us": [start], "end_us": [end],
+                                 "host_start_us": [start], "host_end_us": [end]})
+        host_start = steps["ts"].to_numpy()
+        host_end = host_start + steps["dur"].to_numpy()
+        end = host_end.copy()
+        dev = device_activity(model)
+        linked = dev[dev["runtime"] >= 0]
+        if len(linked):
+            launch_ts = model.runtime["ts"].to_numpy()[linked["runtime"].to_numpy()]
+            k = np.searchsorted(host_start, launch_ts, side="right") - 1
+            ok = (k >= 0) & (launch_ts < host_end[np.clip(k, 0, None)])
+            dev_end = (linked["ts"] + linked["dur"]).to_numpy()
+            ext = np.full(len(host_start), -np.inf)
+            np.maximum.at(ext, k[ok], dev_end[ok])
+            end = np.maximum(end, ext)
+        start = host_start.copy()
+        start[1:] = np.maximum(host_start[1:], end[:-1])
+        end = np.maximum(end, start)
+        return pd.DataFrame({"step": steps["step"].to_numpy(), "start_us": start, "end_us": end,
+                             "host_start_us": host_start, "host_end_us": host_end})
+    return _cached(model, "step_windows", build)
+
+
+def operator_tree(model):
+    """Operators with self and total times, after the duplicate-node rule.
+
+    Like torch's `key_averages()`, a child with its parent's name that is the parent's only
+    child is merged into the parent (so call counts agree with torch); its children, runtime
+    calls and device activity then belong to the parent.
+
+    Columns (indexed like `model.ops`): node (the row that stands for this op after merging;
+    itself unless merged), node_parent (-1 for roots), merged (bool), is_operator (bool: shown
+    in operator tables), host_self_us, host_total_us, device_self_us, device_total_us,
+    tc_self_us, tc_total_us, launches_tc (bool).
+    """
+    return _cached(model, "operator_tree", lambda: _build_operator_tree(model))
+
+
+def _build_operator_tree(model):
+    ops = model.ops
+    n = len(ops)
+    parent = ops["parent"].to_numpy()
+    depth = ops["depth"].to_numpy()
+    names = ops["name"].cat.codes.to_numpy()
+    has_parent = parent >= 0
+    child_count = np.bincount(parent[has_parent], minlength=n) if n else np.zeros(0, np.int64)
+    safe_parent = np.where(has_parent, parent, 0)
+    merged = has_parent & (names == names[safe_parent]) & (child_count[safe_parent] == 1) if n else np.zeros(0, bool)
+    # node: follow merged rows up to the row that survives (chains a -> a -> a resolve level by level)
+    node = np.arange(n)
+    for level in np.unique(depth[merged]) if n else []:
+        rows = np.flatnonzero(merged & (depth == level))
+        node[rows] = node[parent[rows]]
+    node_parent = np.where(has_parent, node[safe_parent], -1)
+    dur = ops["dur"].to_numpy()
+
+    host_total = np.where(merged, 0.0, dur)
+    children_time = np.zeros(n)
+    live = ~merged & (node_parent >= 0)
+    np.add.at(children_time, node_parent[live], dur[live])
+    runtime_time = np.zeros(n)
+    rt_op = model.runtime["op"].to_numpy()
+    ok = rt_op >= 0
+    np.add.at(runtime_time, node[rt_op[ok]], model.runtime["dur"].to_numpy()[ok])
+    host_self = np.where(merged, 0.0, np.maximum(dur - children_time - runtime_time, 0.0))
+
+    dev = device_activity(model)
+    comm, tc = kernel_flags(model)
+    device_self = np.zeros(n)
+    tc_self = np.zeros(n)
+    dev_op = dev["op"].to_numpy()
+    ok = dev_op >= 0
+    np.add.at(device_self, node[dev_op[ok]], dev["dur"].to_numpy()[ok])
+    k_op = model.kernels["op"].to_numpy()
+    ok_tc = (k_op >= 0) & tc
+    np.add.at(tc_self, node[k_op[ok_tc]], model.kernels["dur"].to_numpy()[ok_tc])
+    launches_tc = tc_self > 0
+    device_total, tc_total = device_self.copy(), tc_self.copy()
+    eligible = name_mask(ops["name"], is_tc_eligible_name)
+    subtree_eligible = eligible | launches_tc
+    for level in sorted(np.unique(depth[live]), reverse=True) if n else []:
+        rows = np.flatnonzero(live & (depth == level))
+        np.add.at(device_total, node_parent[rows], device_total[rows])
+        np.add.at(tc_total, node_parent[rows], tc_total[rows])
+        np.logical_or.at(subtree_eligible, node_parent[rows], subtree_eligible[rows])
+    is_operator = ~merged & ~name_mask(ops["name"], _NOT_AN_OPERATOR.match) & (ops["cat"] != "user_annotation").to_numpy()
+    return pd.DataFrame({
+        "node": node, "node_parent": node_parent, "merged": merged, "is_operator": is_operator,
+        "host_self_us": host_self, "host_total_us": host_total,
+        "device_self_us": device_self, "device_total_us": device_total,
+        "tc_self_us": tc_self, "tc_total_us": tc_total,
+        "launches_tc": launches_tc, "tc_eligible": subtree_eligible,
+    }, index=ops.index)
+
+
+def breakdown_categories(model):
+    """Interval sets of the step-time categories, in priority order (see `Profile.steps`)."""
+    def build():
+        ops = model.ops
+        comm_k, _ = kernel_flags(model)
+        k = model.kernels
+        k_start, k_end = k["ts"].to_numpy(), (k["ts"] + k["dur"]).to_numpy()
+        coll = collective_op_mask(model)
+        o_start, o_end = ops["ts"].to_numpy(), (ops["ts"] + ops["dur"]).to_numpy()
+        loader = name_mask(ops["name"], is_dataloader_name)
+        steps = name_mask(ops["name"], lambda n: n.startswith("ProfilerStep#"))
+        cpu = ~coll & ~loader & ~steps
+        rt = model.runtime
+        return [
+            ("kernel", k_start[~comm_k], k_end[~comm_k]),
+            ("memcpy", model.memcpy["ts"].to_numpy(), (model.memcpy["ts"] + model.memcpy["dur"]).to_numpy()),
+            ("memset", model.memset["ts"].to_numpy(), (model.memset["ts"] + model.memset["dur"]).to_numpy()),
+            ("communication", np.concatenate([k_start[comm_k], o_start[coll]]), np.concatenate([k_end[comm_k], o_end[coll]])),
+            ("runtime", rt["ts"].to_numpy(), (rt["ts"] + rt["dur"]).to_numpy()),
+            ("dataloader", o_start[loader], o_end[loader]),
+            ("cpu_exec", o_start[cpu], o_end[cpu]),
+        ]
+    return _cached(model, "breakdown_categories", build)
+
+
+def step_breakdown(model):
+    """Per step, exclusive time per category (priority order) plus `other`; see Profile.steps."""
+    windows = step_windows(model)
+    cats = breakdown_categories(model)
+    table = exclusive_time((windows["start_us"], windows["end_us"]), [(s, e) for _, s, e in cats])
+    out = pd.DataFrame(table, columns=[f"{name}_us" for name, _, _ in cats] + ["other_us"])
+    out.insert(0, "step", windows["step"].to_numpy())
+    out["total_us"] = (windows["end_us"] - windows["start_us"]).to_numpy()
+    return out
+
+
+def op_names(model, rows):
+    """Names of ops at row indices `rows` (-1 gives "")."""
+    rows = np.asarray(rows, dtype=np.int64)
+    names = model.ops["name"].astype(str).to_numpy()
+    return np.where(rows >= 0, names[np.clip(rows, 0, None)] if len(names) else "", "")
+
+
