@@ -129,11 +129,36 @@ def int_param(request, name, required=True, default=None, minimum=None):
     return value
 
 
-def format_param(request):
-    fmt = text_param(request, "format", required=False, default="json")
-    if fmt not in ("json", "csv"):
-        raise ApiError(400, "bad_parameter", f"parameter 'format' must be 'json' or 'csv', not {fmt[:20]!r}")
-    return fmt
+def choice_param(request, name, choices):
+    """One of `choices` (the first is the default)."""
+    value = text_param(request, name, required=False, default=choices[0])
+    if value not in choices:
+        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be one of {', '.join(choices)}, not {value[:40]!r}")
+    return value
+
+
+def table_reply(request, frame):
+    """A DataFrame as JSON, or as CSV with `format=csv` (same columns, same rows)."""
+    if choice_param(request, "format", ("json", "csv")) == "csv":
+        return respond(table_csv(frame), content_type="text/csv")
+    return respond(table_json(frame))
+
+
+def available_views(profile, worker_count):
+    """The views that have data for this profile (and run)."""
+    m = profile.model
+    views = ["overview"]
+    if len(m.ops):
+        views.append("operator")
+    if len(m.kernels):
+        views.append("kernel")
+    if len(m.memory):
+        views.append("memory")
+    if (m.python["python_module_id"] >= 0).any():
+        views.append("module")
+    if worker_count > 1:
+        views.append("distributed")
+    return views
 
 
 class Api:
@@ -149,6 +174,14 @@ class Api:
             "/spans": route(self.spans),
             "/info": route(self.info),
             "/tables": route(self.tables),
+            "/views": route(self.views),
+            "/overview": route(self.overview),
+            "/steps": route(self.steps),
+            "/gpu_summary": route(self.gpu_summary),
+            "/operators": route(self.operators),
+            "/operator_stacks": route(self.operator_stacks),
+            "/kernels": route(self.kernels),
+            "/kernel_tensor_cores": route(self.kernel_tensor_cores),
         }
 
     def _profile(self, request):
@@ -179,16 +212,48 @@ class Api:
     def info(self, request):
         return respond(self._profile(request).info())
 
+    def views(self, request):
+        run = text_param(request, "run")
+        files = self.store.run_files(run)
+        worker = text_param(request, "worker", required=False, default=next(iter(files.workers)))
+        span = int_param(request, "span", required=False, default=1, minimum=1)
+        result = self.store.profile(run, worker, span)
+        if isinstance(result, Loading):
+            raise StillLoading(result)
+        return respond({"run": run, "views": available_views(result, len(files.workers))})
+
+    def overview(self, request):
+        return respond(self._profile(request).overview())
+
+    def steps(self, request):
+        return table_reply(request, self._profile(request).steps())
+
+    def gpu_summary(self, request):
+        return table_reply(request, self._profile(request).gpu_summary())
+
+    def operators(self, request):
+        group_by = choice_param(request, "group_by", ("name", "name_shape"))
+        return table_reply(request, self._profile(request).operators(group_by))
+
+    def operator_stacks(self, request):
+        name = text_param(request, "name")
+        input_shape = text_param(request, "input_shape", required=False)
+        return respond({"name": name, "input_shape": input_shape,
+                        "stacks": self._profile(request).operator_stacks(name, input_shape)})
+
+    def kernels(self, request):
+        group_by = choice_param(request, "group_by", ("name", "name_op"))
+        return table_reply(request, self._profile(request).kernels(group_by))
+
+    def kernel_tensor_cores(self, request):
+        return respond(self._profile(request).tensor_core_share())
+
     def tables(self, request):
         """One raw event table of a profile (`table=kernels` ...), JSON or CSV."""
-        fmt = format_param(request)
         name = text_param(request, "table")
         limit = int_param(request, "limit", required=False, default=10000, minimum=0)
         profile = self._profile(request)
         allowed = profile.model.TABLES + ("threads", "devices")
         if name not in allowed:
             raise ApiError(400, "bad_parameter", f"parameter 'table' must be one of {', '.join(allowed)}")
-        frame = getattr(profile.model, name).head(limit)
-        if fmt == "csv":
-            return respond(table_csv(frame), content_type="text/csv")
-        return respond(table_json(frame))
+        return table_reply(request, getattr(profile.model, name).head(limit))

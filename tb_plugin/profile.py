@@ -11,6 +11,7 @@ from .errors import TraceError
 from .storage import Storage, open_single
 from .trace.model import build_model
 from .trace.parse import parse_trace
+from .views import kernels, operators, overview, recommendations
 
 logger = logging.getLogger(__name__)
 
@@ -29,23 +30,67 @@ def _device_type(model):
 
 @dataclass
 class Profile:
-    """One trace file, parsed into a columnar `TraceModel`.
+    """One trace file, parsed into a columnar `TraceModel`, and the views computed from it.
 
-    The event tables are pandas DataFrames on `profile.model` (`ops`, `python`, `runtime`,
-    `kernels`, `memcpy`, `memset`, `gpu_annotations`, `memory`, `flows`, `counters`, `other`,
-    `steps`, `threads`, `devices`); see `tb_plugin.trace.model` for their columns.
+    The raw event tables are pandas DataFrames on `profile.model` (`ops`, `python`,
+    `runtime`, `kernels`, `memcpy`, `memset`, `gpu_annotations`, `memory`, `flows`,
+    `counters`, `other`, `steps`, `threads`, `devices`); see `tb_plugin.trace.model`.
+    The methods below are the analysis views; each is a pure function of the model
+    (computed on first use and cached on it), documented in `tb_plugin.views`.
     """
 
     source: str
     model: object
     load_seconds: float = 0.0
 
-    def __getattr__(self, name):
-        # Tables read naturally as `profile.kernels`; everything else stays an AttributeError.
-        model = self.__dict__.get("model")
-        if model is not None and name in model.TABLES + ("threads", "devices"):
-            return getattr(model, name)
-        raise AttributeError(name)
+    def __repr__(self):
+        return f"Profile({self.source!r})"
+
+    # --- overview ---------------------------------------------------------------------------
+
+    def steps(self):
+        """Per-step time breakdown; see `tb_plugin.views.overview.steps`."""
+        return overview.steps(self.model)
+
+    def gpu_summary(self):
+        """Per-GPU utilization, SM efficiency, occupancy, Tensor Core share."""
+        return overview.gpu_summary(self.model)
+
+    def recommendations(self):
+        """Structured performance recommendations: [{id, severity, text, numbers}]."""
+        return recommendations.recommendations(self.model, self.steps(), self.gpu_summary())
+
+    def environment(self):
+        return overview.environment(self.model, self.device_type)
+
+    def overview(self):
+        """Everything the overview page shows, as one dict of plain data and DataFrames."""
+        step_table = self.steps()
+        return {
+            "environment": self.environment(),
+            "steps": step_table,
+            "step_mean": step_table.drop(columns="step").mean().to_dict() if len(step_table) else {},
+            "gpu_summary": self.gpu_summary(),
+            "recommendations": self.recommendations(),
+        }
+
+    # --- operators and kernels ---------------------------------------------------------------
+
+    def operators(self, group_by="name"):
+        """Operator table grouped by "name" or "name_shape"; see `views.operators.operators`."""
+        return operators.operators(self.model, group_by)
+
+    def operator_stacks(self, name, input_shape=None):
+        """Call stacks of one operator, with frames (file, line, function)."""
+        return operators.operator_stacks(self.model, name, input_shape)
+
+    def kernels(self, group_by="name"):
+        """Kernel table grouped by "name" or "name_op"; see `views.kernels.kernels`."""
+        return kernels.kernels(self.model, group_by)
+
+    def tensor_core_share(self):
+        """Kernel time on / off Tensor Cores."""
+        return kernels.tensor_core_share(self.model)
 
     @property
     def device_type(self):

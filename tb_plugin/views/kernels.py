@@ -1,0 +1,76 @@
+"""Kernel view: GPU kernels by name (or name + launching operator + launch configuration)."""
+
+import numpy as np
+import pandas as pd
+
+from .common import kernel_flags, op_names
+
+KERNEL_STAT_COLUMNS = ["calls", "total_us", "mean_us", "max_us", "min_us", "mean_blocks_per_sm",
+                       "mean_est_achieved_occupancy_pct", "tensor_cores_used"]
+NAME_OP_KEYS = ["name", "operator", "grid", "block", "registers_per_thread", "shared_memory"]
+
+
+def kernels(model, group_by="name"):
+    """GPU kernels grouped by name, or by name + operator + launch configuration.
+
+    Parameters
+    ----------
+    group_by : "name" or "name_op"
+
+    Returns
+    -------
+    DataFrame, sorted by total time, with columns
+    name (str); with "name_op" also operator (str, the launching operator, "" for kernels
+    launched outside any operator, e.g. Triton kernels through cuLaunchKernel), grid, block
+    (str, "[x, y, z]"), registers_per_thread, shared_memory (int, bytes; -1 when unknown);
+    then calls (int), total_us, mean_us, max_us, min_us (float µs), mean_blocks_per_sm,
+    mean_est_achieved_occupancy_pct (float, duration-weighted over the kernels that report
+    them; NaN when none does), tensor_cores_used (bool, from the kernel name).
+    """
+    if group_by not in ("name", "name_op"):
+        raise ValueError(f"group_by must be 'name' or 'name_op', not {group_by!r}")
+    k = model.kernels
+    _, tc = kernel_flags(model)
+    dur = k["dur"].to_numpy()
+    blocks = k["blocks_per_sm"].to_numpy()
+    occupancy = k["est_achieved_occupancy_pct"].to_numpy()
+    has_blocks = np.isfinite(blocks)
+    has_occ = np.isfinite(occupancy)
+    frame = pd.DataFrame({
+        "name": k["name"].astype(str).to_numpy(),
+        "dur": dur,
+        "blocks_weighted": np.where(has_blocks, blocks * dur, 0.0),
+        "blocks_weight": np.where(has_blocks, dur, 0.0),
+        "occupancy_weighted": np.where(has_occ, occupancy * dur, 0.0),
+        "occupancy_weight": np.where(has_occ, dur, 0.0),
+        "tc": tc,
+    })
+    keys = ["name"]
+    if group_by == "name_op":
+        keys = NAME_OP_KEYS
+        frame["operator"] = op_names(model, k["op"].to_numpy())
+        frame["grid"] = k["grid"].astype(str).to_numpy()
+        frame["block"] = k["block"].astype(str).to_numpy()
+        frame["registers_per_thread"] = k["registers_per_thread"].to_numpy()
+        frame["shared_memory"] = k["shared_memory"].to_numpy()
+    g = frame.groupby(keys, sort=False).agg(
+        calls=("dur", "size"), total_us=("dur", "sum"), max_us=("dur", "max"), min_us=("dur", "min"),
+        blocks_weighted=("blocks_weighted", "sum"), blocks_weight=("blocks_weight", "sum"),
+        occupancy_weighted=("occupancy_weighted", "sum"), occupancy_weight=("occupancy_weight", "sum"),
+        tensor_cores_used=("tc", "any"),
+    ).reset_index()
+    g["mean_us"] = g["total_us"] / g["calls"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g["mean_blocks_per_sm"] = np.where(g["blocks_weight"] > 0, g["blocks_weighted"] / g["blocks_weight"], np.nan)
+        g["mean_est_achieved_occupancy_pct"] = np.where(
+            g["occupancy_weight"] > 0, g["occupancy_weighted"] / g["occupancy_weight"], np.nan)
+    out = g[keys + KERNEL_STAT_COLUMNS].sort_values("total_us", ascending=False, kind="stable")
+    return out.reset_index(drop=True)
+
+
+def tensor_core_share(model):
+    """Kernel time on and off Tensor Cores: {"tensor_cores_us", "other_us", "tensor_cores_pct"}."""
+    _, tc = kernel_flags(model)
+    dur = model.kernels["dur"].to_numpy()
+    on, total = float(dur[tc].sum()), float(dur.sum())
+    return {"tensor_cores_us": on, "other_us": total - on, "tensor_cores_pct": 100 * on / total if total else None}

@@ -1,0 +1,140 @@
+"""Performance recommendations: structured items derived from the other views' numbers."""
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .common import is_tc_eligible_name, kernel_flags, name_mask, operator_tree, step_windows
+
+# Thresholds (the old plugin's where it had one; see METRICS.md).
+DATALOADER_SHARE = 0.05
+COMMUNICATION_SHARE = 0.10
+LOW_UTILIZATION_PCT = 50.0
+MEMORY_NEAR_CAPACITY = 0.90
+TENSOR_CORE_MIN_CAPABILITY = 7
+TINY_KERNEL_US = 10.0
+TINY_KERNEL_SHARE = 0.5
+TINY_KERNELS_PER_STEP = 500
+TC_ELIGIBLE_DEVICE_SHARE = 0.10
+
+
+@dataclass
+class Recommendation:
+    id: str
+    severity: str  # "warning" or "info"
+    text: str
+    numbers: dict = field(default_factory=dict)
+
+
+def recommendations(model, step_table, gpus):
+    """Recommendations for one profile, most important first.
+
+    Parameters are the results of `overview.steps(model)` and `overview.gpu_summary(model)`.
+    Returns a list of dicts {id, severity, text, numbers}; `numbers` holds the figures the
+    text is based on (fractions in [0, 1], times in µs, sizes in bytes).
+    """
+    items = []
+    total = float(step_table["total_us"].sum())
+    if total > 0:
+        loader = float(step_table["dataloader_us"].sum()) / total
+        if loader > DATALOADER_SHARE:
+            items.append(Recommendation(
+                "input_pipeline_bound", "warning",
+                f"{loader:.1%} of the step time is spent waiting for the DataLoader. Try more DataLoader "
+                "workers (num_workers), pin_memory=True, persistent_workers=True, or a faster input pipeline.",
+                {"dataloader_share": loader, "dataloader_us": float(step_table["dataloader_us"].sum())}))
+        comm = float(step_table["communication_us"].sum()) / total
+        if comm > COMMUNICATION_SHARE:
+            items.append(Recommendation(
+                "communication_heavy", "warning",
+                f"{comm:.1%} of the step time is communication not hidden behind computation. Consider "
+                "gradient accumulation (fewer all-reduces), larger DDP buckets, or overlapping communication.",
+                {"communication_share": comm}))
+    for gpu in gpus.to_dict("records"):
+        util = gpu["utilization_pct"]
+        if util == util and util < LOW_UTILIZATION_PCT:
+            items.append(Recommendation(
+                "low_gpu_utilization", "warning",
+                f"GPU {gpu['device']} is busy only {util:.1f}% of the step time. Look at the step breakdown for "
+                "what the GPU waits on (input pipeline, CPU work, synchronisation); a larger batch size may help.",
+                {"device": gpu["device"], "utilization_pct": util}))
+    items += _data_parallel(model, gpus)
+    items += _tensor_cores(model, gpus)
+    items += _memory(model)
+    items += _tiny_kernels(model)
+    severity_rank = {"warning": 0, "info": 1}
+    items.sort(key=lambda r: severity_rank[r.severity])
+    return [asdict(r) for r in items]
+
+
+def _data_parallel(model, gpus):
+    out = []
+    dp = name_mask(model.ops["name"], lambda n: n.startswith("DataParallel.forward"))
+    if dp.any() and len(gpus) > 1:
+        out.append(Recommendation(
+            "data_parallel", "warning",
+            "DataParallel is used on several GPUs: DistributedDataParallel is faster (one process per GPU, no "
+            "per-step model replication).", {"gpus": int(len(gpus))}))
+    backend = str(model.distributed.get("backend", "")).lower()
+    if backend == "gloo" and len(model.kernels):
+        out.append(Recommendation(
+            "ddp_without_nccl", "warning",
+            "Distributed training on GPUs uses the gloo backend: NCCL is much faster between GPUs.",
+            {"backend": backend}))
+    return out
+
+
+def _tensor_cores(model, gpus):
+    capable = [g for g in gpus.to_dict("records") if g["compute_capability"]
+               and int(g["compute_capability"].split(".")[0]) >= TENSOR_CORE_MIN_CAPABILITY]
+    if not capable:
+        return []
+    _, tc = kernel_flags(model)
+    if tc.any():
+        return []
+    tree = operator_tree(model)
+    leaf_eligible = name_mask(model.ops["name"], is_tc_eligible_name)
+    eligible_time = float(tree["device_self_us"].to_numpy()[leaf_eligible].sum())
+    device_time = float(model.kernels["dur"].sum())
+    if device_time > 0 and eligible_time / device_time > TC_ELIGIBLE_DEVICE_SHARE:
+        return [Recommendation(
+            "tensor_cores_unused", "warning",
+            f"{eligible_time / device_time:.1%} of kernel time is in operators that could use Tensor Cores "
+            "(matmul, convolution), but no kernel did. Enable mixed precision (torch.autocast) or TF32.",
+            {"eligible_share": eligible_time / device_time, "eligible_us": eligible_time})]
+    return []
+
+
+def _memory(model):
+    mem = model.memory
+    gpu = mem[(mem["device_type"] == 1) & np.isfinite(mem["total_allocated"].to_numpy())]
+    if not len(gpu) or not len(model.devices):
+        return []
+    out = []
+    peaks = gpu.groupby("device_id")["total_allocated"].max()
+    capacity = model.devices.set_index("id")["totalGlobalMem"]
+    for device, peak in peaks.items():
+        cap = capacity.get(device)
+        if cap and cap == cap and peak / cap > MEMORY_NEAR_CAPACITY:
+            out.append(Recommendation(
+                "memory_near_capacity", "warning",
+                f"Peak allocated memory on GPU {device} is {peak / cap:.0%} of its capacity: close to out-of-memory. "
+                "Consider activation checkpointing, a smaller batch, or mixed precision.",
+                {"device": int(device), "peak_bytes": float(peak), "capacity_bytes": float(cap)}))
+    return out
+
+
+def _tiny_kernels(model):
+    k = model.kernels
+    if not len(k):
+        return []
+    n_steps = max(len(step_windows(model)), 1)
+    tiny = float((k["dur"] < TINY_KERNEL_US).mean())
+    per_step = len(k) / n_steps
+    if tiny >= TINY_KERNEL_SHARE and per_step >= TINY_KERNELS_PER_STEP:
+        return [Recommendation(
+            "many_tiny_kernels", "info",
+            f"{tiny:.0%} of the {per_step:.0f} kernels per step run under {TINY_KERNEL_US:.0f} µs: the step is likely "
+            "launch-bound. torch.compile (kernel fusion) or CUDA Graphs cut the launch overhead.",
+            {"tiny_kernel_share": tiny, "kernels_per_step": per_step})]
+    return []
