@@ -184,3 +184,60 @@ def test_is_active_turns_true_without_restart(tmp_path):
     assert listing["pytorch_profiler"]["enabled"] is True
     assert listing["pytorch_profiler"]["tab_name"] == "PyTorch Profiler"
     plugin.store.stop()
+
+
+@pytest.fixture(scope="module")
+def gpu_served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gpu_logdir")
+    shutil.copytree(SAMPLES / "gpu_resnet50_v100", root / "resnet")
+    plugin, client = make_client(root)
+    plugin.store.wait_for_scan(30)
+    assert wait_ready(client, "run=resnet&worker=worker0").status_code == 200
+    yield plugin, client
+    plugin.store.stop()
+
+
+def test_views_lists_only_views_with_data(gpu_served, served):
+    _, client = gpu_served
+    assert client.get(f"{PREFIX}/views?run=resnet").get_json()["views"] == ["overview", "operator", "kernel", "memory"]
+    _, cpu_client = served
+    assert "kernel" not in cpu_client.get(f"{PREFIX}/views?run=cpu_cnn").get_json()["views"]
+
+
+def test_overview_route(gpu_served):
+    plugin, client = gpu_served
+    body = client.get(f"{PREFIX}/overview?run=resnet&worker=worker0").get_json()
+    assert body["steps"]["columns"][0] == "step" and len(body["steps"]["rows"]) == 6
+    assert body["gpu_summary"]["rows"][0][1].startswith("Tesla V100")
+    assert {r["id"] for r in body["recommendations"]} >= {"input_pipeline_bound"}
+    assert body["environment"]["device_type"] == "CUDA"
+
+
+@pytest.mark.parametrize("route, params, first_columns", [
+    ("operators", "", ["name", "calls"]),
+    ("operators", "&group_by=name_shape", ["name", "input_shape", "calls"]),
+    ("kernels", "", ["name", "calls"]),
+    ("kernels", "&group_by=name_op", ["name", "operator", "grid"]),
+    ("steps", "", ["step", "kernel_us"]),
+    ("gpu_summary", "", ["device", "name"]),
+])
+def test_table_routes_json_and_csv(gpu_served, route, params, first_columns):
+    _, client = gpu_served
+    url = f"{PREFIX}/{route}?run=resnet&worker=worker0{params}"
+    as_json = client.get(url).get_json()
+    assert as_json["columns"][: len(first_columns)] == first_columns
+    rows = list(csv.reader(io.StringIO(client.get(url + "&format=csv").get_data(as_text=True))))
+    assert rows[0] == as_json["columns"] and len(rows) - 1 == len(as_json["rows"])
+
+
+def test_operator_stacks_route(gpu_served):
+    _, client = gpu_served
+    body = client.get(f"{PREFIX}/operator_stacks?run=resnet&worker=worker0&name=aten::cudnn_convolution").get_json()
+    assert body["stacks"] and body["stacks"][0]["frames"][0]["line"] > 0
+    assert sum(s["calls"] for s in body["stacks"]) <= 318
+
+
+def test_group_by_must_be_known(gpu_served):
+    _, client = gpu_served
+    response = client.get(f"{PREFIX}/operators?run=resnet&worker=worker0&group_by=shape")
+    assert response.status_code == 400 and "name_shape" in response.get_json()["reason"]
