@@ -1,0 +1,461 @@
+"""Memory view: allocator records per device as a curve, allocation lifetimes and per-operator
+statistics.
+
+Every function takes the `TraceModel` and a device name from `memory_devices` ("CPU", "GPU0",
+...); an unknown device raises `ValueError` naming the valid ones. Optional `start_us` /
+`end_us` (relative to the trace origin, inclusive) restrict the answer to a time range.
+
+Attribution rule shared by `memory_events` and `memory_stats`: a `[memory]` record belongs to
+the innermost op open on its thread at its time (`model.memory["op"]`), taken after torch's
+duplicate-node merge (`common.operator_tree`) and then walked up past ranges that are
+structure rather than operators (``ProfilerStep#N``, user annotations, ``Optimizer.*``,
+DataLoader ranges: `is_operator` False). The operator a record ends on is its *owner*;
+records with no owner (outside every operator) belong to the row ``""``.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .common import _cached, operator_tree
+
+CPU_DEVICE_TYPE = 0
+CUDA_DEVICE_TYPE = 1
+MAX_CURVE_POINTS = 2000
+# A curve bucket keeps at most this many points: first, last, max and min allocated, max reserved.
+_POINTS_PER_BUCKET = 5
+_EMPTY_OPS = "aten::empty"
+
+CURVE_COLUMNS = ["time_us", "allocated_bytes", "reserved_bytes"]
+EVENT_COLUMNS = ["operator", "size_bytes", "alloc_us", "free_us", "duration_us"]
+STATS_COLUMNS = ["operator", "calls", "size_increase_bytes", "self_size_increase_bytes", "alloc_count",
+                 "self_alloc_count", "alloc_bytes", "self_alloc_bytes"]
+
+
+def device_name(device_type, device_id):
+    """Display name of an allocator device: "CPU", "GPU<id>" (CUDA) or "Device<type>:<id>"."""
+    if device_type == CPU_DEVICE_TYPE:
+        return "CPU"
+    if device_type == CUDA_DEVICE_TYPE:
+        return f"GPU{device_id}"
+    return f"Device{device_type}:{device_id}"
+
+
+def _device_table(model):
+    """Distinct (device_type, device_id) pairs with records, display order, with their names."""
+    def build():
+        mem = model.memory
+        pairs = mem[["device_type", "device_id"]].drop_duplicates()
+        # CPU records all count as one "CPU" device whatever their id.
+        pairs = pairs.assign(device_id=np.where(pairs["device_type"] == CPU_DEVICE_TYPE, -1, pairs["device_id"]))
+        pairs = pairs.drop_duplicates()
+        rank = np.select([pairs["device_type"] == CPU_DEVICE_TYPE, pairs["device_type"] == CUDA_DEVICE_TYPE], [0, 1], 2)
+        pairs = pairs.assign(rank=rank).sort_values(["rank", "device_type", "device_id"], kind="stable")
+        names = [device_name(t, i) for t, i in zip(pairs["device_type"], pairs["device_id"])]  # per device
+        return pd.DataFrame({"name": names, "device_type": pairs["device_type"].to_numpy(),
+                             "device_id": pairs["device_id"].to_numpy()})
+    return _cached(model, "memory_devices", build)
+
+
+def memory_devices(model):
+    """Devices that have allocator records, CPU first, then GPUs by id, then other types.
+
+    Returns
+    -------
+    list of str
+        "CPU" (device type 0, any id), "GPU<id>" (device type 1, CUDA), "Device<type>:<id>"
+        for other device types.
+    """
+    return _device_table(model)["name"].tolist()
+
+
+def _device_key(model, device):
+    """(device_type, device_id) of a device name from `memory_devices`; ValueError if unknown."""
+    table = _device_table(model)
+    match = np.flatnonzero(table["name"].to_numpy() == device)
+    if not len(match):
+        raise ValueError(f"unknown memory device {device!r}; devices with memory records: {table['name'].tolist()}")
+    return int(table["device_type"].iloc[match[0]]), int(table["device_id"].iloc[match[0]])
+
+
+def _device_records(model, device):
+    """Records of one device in time order (stable), with their row in `model.memory` as `row`."""
+    device_type, device_id = _device_key(model, device)
+
+    def build():
+        mem = model.memory
+        mask = (mem["device_type"] == device_type).to_numpy()
+        if device_type != CPU_DEVICE_TYPE:
+            mask = mask & (mem["device_id"] == device_id).to_numpy()
+        rows = np.flatnonzero(mask)
+        rows = rows[np.argsort(mem["ts"].to_numpy()[rows], kind="stable")]
+        return mem.iloc[rows].assign(row=rows).reset_index(drop=True)
+    return _cached(model, ("memory_records", device), build)
+
+
+def _in_range(ts, start_us, end_us):
+    keep = np.ones(len(ts), dtype=bool)
+    if start_us is not None:
+        keep &= ts >= start_us
+    if end_us is not None:
+        keep &= ts <= end_us
+    return keep
+
+
+def _full_curve(model, device):
+    """The undownsampled curve of one device (see `memory_curve`), cached."""
+    def build():
+        rec = _device_records(model, device)
+        total = rec["total_allocated"].to_numpy(np.float64)
+        reserved = rec["total_reserved"].to_numpy(np.float64)
+        if np.isfinite(total).any():
+            keep = np.isfinite(total)
+            time, allocated, reserved = rec["ts"].to_numpy()[keep], total[keep], reserved[keep]
+        else:  # pre-1.10 traces: no totals, so integrate the records (relative to the trace start)
+            time = rec["ts"].to_numpy()
+            allocated = np.cumsum(rec["bytes"].to_numpy(np.int64)).astype(np.float64)
+            reserved = np.full(len(time), np.nan)
+        return pd.DataFrame({"time_us": time.astype(np.float64), "allocated_bytes": allocated,
+                             "reserved_bytes": reserved})
+    return _cached(model, ("memory_curve", device), build)
+
+
+def downsample_indices(time, allocated, reserved, max_points):
+    """Rows to keep so a step curve of at most ~`max_points` points keeps every extreme.
+
+    The time span is cut into `max_points // 5` equal buckets; each bucket keeps its first
+    and last point, the points of its largest and smallest allocated value and of its
+    largest reserved value (the earliest on ties). So the global peak and trough survive.
+    Returns sorted row positions (all rows when there are at most `max_points`).
+    """
+    n = len(time)
+    if n <= max_points:
+        return np.arange(n)
+    buckets = max(1, int(max_points) // _POINTS_PER_BUCKET)
+    t0, span = float(time[0]), float(time[-1] - time[0])
+    if span > 0:
+        bucket = np.minimum(((time - t0) / span * buckets).astype(np.int64), buckets - 1)
+    else:
+        bucket = np.zeros(n, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])  # bucket is non-decreasing
+    lasts = np.r_[starts[1:] - 1, n - 1]
+    alloc = np.where(np.isnan(allocated), -np.inf, allocated)
+    res = np.where(np.isnan(reserved), -np.inf, reserved)
+    # lexsort is stable: within a bucket the earliest of equal values comes first.
+    top_alloc = np.lexsort((-alloc, bucket))[starts]
+    low_alloc = np.lexsort((np.where(np.isinf(alloc), np.inf, alloc), bucket))[starts]
+    top_res = np.lexsort((-res, bucket))[starts]
+    return np.unique(np.concatenate([starts, lasts, top_alloc, low_alloc, top_res]))
+
+
+def memory_curve(model, device, start_us=None, end_us=None, max_points=MAX_CURVE_POINTS):
+    """Allocated and reserved memory of one device over time, as a step curve.
+
+    Parameters
+    ----------
+    model : TraceModel
+    device : str
+        A name from `memory_devices`.
+    start_us, end_us : float, optional
+        Keep points with ``start_us <= time_us <= end_us`` (µs relative to the trace origin).
+    max_points : int
+        Downsample to at most about this many points (see `downsample_indices`); the peak,
+        the trough and each time bucket's first and last points are always kept.
+
+    Returns
+    -------
+    DataFrame with columns, one row per kept `[memory]` record of the device, in time order:
+
+    - ``time_us`` (float64, µs relative to the trace origin): the record's time;
+    - ``allocated_bytes`` (float64, bytes): the allocator's ``Total Allocated`` after the
+      record; for traces without it (before PyTorch 1.10) the cumulative sum of the device's
+      ``Bytes`` since the start of the trace, so memory allocated before profiling is not in it;
+    - ``reserved_bytes`` (float64, bytes): ``Total Reserved`` after the record, NaN when the
+      trace has none.
+
+    Notes
+    -----
+    The value holds from one point until the next (draw it as a step). When the trace has
+    totals, records without one are left out. The cumulative sum is taken over the whole
+    trace before the time range is applied, so zooming does not change the values.
+    """
+    curve = _full_curve(model, device)
+    keep = _in_range(curve["time_us"].to_numpy(), start_us, end_us)
+    curve = curve[keep].reset_index(drop=True)
+    rows = downsample_indices(curve["time_us"].to_numpy(), curve["allocated_bytes"].to_numpy(),
+                              curve["reserved_bytes"].to_numpy(), max_points)
+    return curve.iloc[rows].reset_index(drop=True)[CURVE_COLUMNS]
+
+
+@dataclass(frozen=True)
+class MemoryPeaks:
+    """Peak memory of one device (NaN where unknown).
+
+    Attributes
+    ----------
+    device : str
+    peak_allocated_bytes : float (bytes), the largest ``allocated_bytes`` of the curve
+    peak_allocated_us : float (µs relative to the trace origin), its first time
+    peak_reserved_bytes : float (bytes), the largest ``reserved_bytes`` (NaN without totals)
+    total_memory_bytes : float (bytes), the GPU's ``totalGlobalMem`` from the trace's
+        deviceProperties (NaN for the CPU, other devices, or when the trace has none)
+    """
+
+    device: str
+    peak_allocated_bytes: float
+    peak_allocated_us: float
+    peak_reserved_bytes: float
+    total_memory_bytes: float
+
+
+def memory_peaks(model, device, start_us=None, end_us=None):
+    """Peak allocated (and when) and peak reserved memory of one device, with its capacity.
+
+    Computed on the full curve of `memory_curve` (never on the downsampled one) within the
+    optional time range. Returns a `MemoryPeaks`.
+    """
+    curve = _full_curve(model, device)
+    curve = curve[_in_range(curve["time_us"].to_numpy(), start_us, end_us)]
+    allocated = curve["allocated_bytes"].to_numpy()
+    reserved = curve["reserved_bytes"].to_numpy()
+    if len(allocated):
+        top = int(np.argmax(allocated))
+        peak, peak_us = float(allocated[top]), float(curve["time_us"].to_numpy()[top])
+    else:
+        peak = peak_us = float("nan")
+    peak_reserved = float(np.nanmax(reserved)) if np.isfinite(reserved).any() else float("nan")
+    total = float("nan")
+    device_type, device_id = _device_key(model, device)
+    if device_type == CUDA_DEVICE_TYPE and len(model.devices):
+        ids = pd.to_numeric(model.devices["id"], errors="coerce").to_numpy()
+        memory = pd.to_numeric(model.devices["totalGlobalMem"], errors="coerce").to_numpy(np.float64)
+        hit = np.flatnonzero(ids == device_id)
+        if len(hit):
+            total = float(memory[hit[0]])
+    return MemoryPeaks(device, peak, peak_us, peak_reserved, total)
+
+
+def _op_owner(model):
+    """Per op row: the row of the operator its records belong to (see the module docstring),
+    -1 when neither it nor any ancestor is an operator."""
+    def build():
+        tree = operator_tree(model)
+        n = len(model.ops)
+        node = tree["node"].to_numpy()
+        node_parent = tree["node_parent"].to_numpy()
+        is_operator = tree["is_operator"].to_numpy()
+        live = ~tree["merged"].to_numpy()
+        depth = model.ops["depth"].to_numpy()
+        owner = np.full(n, -1, dtype=np.int64)
+        for level in np.unique(depth[live]) if n else []:  # parents sit on shallower levels
+            rows = np.flatnonzero(live & (depth == level))
+            parent = node_parent[rows]
+            inherited = np.where(parent >= 0, owner[np.clip(parent, 0, None)], -1)
+            owner[rows] = np.where(is_operator[rows], rows, inherited)
+        return owner[node] if n else owner
+    return _cached(model, "memory_op_owner", build)
+
+
+def _record_owner(model, op_rows):
+    owner = _op_owner(model)
+    op_rows = np.asarray(op_rows, dtype=np.int64)
+    if not len(owner):
+        return np.full(len(op_rows), -1, dtype=np.int64)
+    return np.where(op_rows >= 0, owner[np.clip(op_rows, 0, None)], -1)
+
+
+def _event_operator_names(model, owner):
+    """Operator label per allocation: the owner's name, or "<parent> (aten::empty...)" when the
+    owner is an `aten::empty*` op (PyTorch's malloc) with a parent in the operator tree."""
+    ops = model.ops
+    codes = ops["name"].cat.codes.to_numpy()
+    categories = pd.Index(ops["name"].cat.categories).astype(str)
+    is_empty_name = np.asarray(categories.str.startswith(_EMPTY_OPS), dtype=bool)
+    names = np.asarray(categories, dtype=object)
+    node_parent = operator_tree(model)["node_parent"].to_numpy()
+    label = np.full(len(owner), "", dtype=object)
+    own = owner[owner >= 0]
+    if len(own):
+        parent = node_parent[own]
+        own_names = names[codes[own]]
+        parent_names = names[codes[np.clip(parent, 0, None)]]
+        under_parent = is_empty_name[codes[own]] & (parent >= 0)
+        label[owner >= 0] = np.where(under_parent, parent_names + " (" + own_names + ")", own_names)
+    return label
+
+
+def memory_events(model, device, start_us=None, end_us=None):
+    """Allocations of one device with their lifetimes.
+
+    Parameters
+    ----------
+    model : TraceModel
+    device : str
+        A name from `memory_devices`.
+    start_us, end_us : float, optional
+        Keep events whose lifetime ``[alloc_us, free_us]`` overlaps ``[start_us, end_us]``; an
+        allocation never freed lives to the end of the trace, a free of memory allocated
+        before the trace lives from its start.
+
+    Returns
+    -------
+    DataFrame with columns, one row per allocation (and per unmatched free), ordered by
+    allocation time (unmatched frees first), then free time:
+
+    - ``operator`` (str): the allocation's owner operator (see the module docstring); an
+      owner named ``aten::empty*`` is shown under its parent in the operator tree, whatever
+      that parent is (an operator, a user annotation, a ``ProfilerStep#N``), as
+      ``"<parent> (aten::empty)"``, as torch-tb-profiler did; ``""`` when the allocation is
+      outside every operator, and for unmatched frees;
+    - ``size_bytes`` (int64, bytes): bytes allocated (freed, for an unmatched free);
+    - ``alloc_us`` (float64, µs relative to the trace origin): NaN for an unmatched free;
+    - ``free_us`` (float64, µs): the next free of the same address on the device; NaN when
+      never freed in the trace;
+    - ``duration_us`` (float64, µs): ``free_us - alloc_us``; NaN when either is unknown.
+
+    Notes
+    -----
+    Pairing sorts the device's records by (address, time): an allocation pairs with the
+    record right after it at its address when that record is a free. An allocation followed
+    by another allocation of the same address (a lost free) stays unpaired. A free whose
+    previous record at its address is not an allocation (memory allocated before profiling
+    started) is an unmatched free: operator ``""``, ``alloc_us`` NaN. Traces without
+    ``Addr`` (before PyTorch 1.10) cannot pair: their allocations come with NaN free times
+    and their frees are left out.
+    """
+    rec = _device_records(model, device)
+    ts = rec["ts"].to_numpy(np.float64)
+    addr = rec["addr"].to_numpy(np.int64)
+    nbytes = rec["bytes"].to_numpy(np.int64)
+    n = len(rec)
+    order = np.lexsort((np.arange(n), ts, addr))  # by address, then time, then record order
+    a_addr, a_bytes = addr[order], nbytes[order]
+    known = a_addr >= 0
+    same_next = np.r_[a_addr[1:] == a_addr[:-1], False] & known
+    same_prev = np.r_[False, a_addr[1:] == a_addr[:-1]] & known
+    is_alloc = a_bytes > 0
+    is_free = a_bytes < 0
+    next_is_free = same_next & np.r_[is_free[1:], False]
+    prev_is_alloc = same_prev & np.r_[False, is_alloc[:-1]]
+    allocs = np.flatnonzero(is_alloc)
+    paired = next_is_free[allocs]
+    free_pos = np.where(paired, allocs + 1, -1)
+    alloc_rows = order[allocs]
+    free_us = np.where(paired, ts[order[np.clip(free_pos, 0, None)]] if n else np.zeros(0), np.nan)
+    orphans = order[np.flatnonzero(is_free & known & ~prev_is_alloc)]
+    owner = _record_owner(model, rec["op"].to_numpy()[alloc_rows])
+    labels = np.concatenate([np.full(len(orphans), "", dtype=object), _event_operator_names(model, owner)])
+    events = pd.DataFrame({
+        "operator": pd.array(labels, dtype=str),
+        "size_bytes": np.concatenate([-nbytes[orphans], nbytes[alloc_rows]]).astype(np.int64),
+        "alloc_us": np.concatenate([np.full(len(orphans), np.nan), ts[alloc_rows]]),
+        "free_us": np.concatenate([ts[orphans], free_us]),
+    })
+    events["duration_us"] = events["free_us"] - events["alloc_us"]
+    lo = events["alloc_us"].fillna(-np.inf).to_numpy()
+    hi = events["free_us"].fillna(np.inf).to_numpy()
+    keep = np.ones(len(events), dtype=bool)
+    if start_us is not None:
+        keep &= hi >= start_us
+    if end_us is not None:
+        keep &= lo <= end_us
+    events = events[keep]
+    sort = np.lexsort((events["free_us"].fillna(np.inf).to_numpy(), events["alloc_us"].fillna(-np.inf).to_numpy()))
+    return events.iloc[sort].reset_index(drop=True)[EVENT_COLUMNS]
+
+
+def memory_stats(model, device, start_us=None, end_us=None):
+    """Per operator name: calls and how much memory it (and its callees) allocated and freed.
+
+    Parameters
+    ----------
+    model : TraceModel
+    device : str
+        A name from `memory_devices`.
+    start_us, end_us : float, optional
+        Count the records with ``start_us <= ts <= end_us`` and the operator instances that
+        overlap the range.
+
+    Returns
+    -------
+    DataFrame with columns, one row per operator name that owns, directly or through its
+    callees, at least one record of the device in the range, sorted by name, plus a last row
+    ``""`` for records owned by no operator (when there are any):
+
+    - ``operator`` (str): operator name;
+    - ``calls`` (int64): instances of the operator (after the duplicate-node merge, as in the
+      operator view) that overlap the range, whether or not they touched memory; 0 for ``""``;
+    - ``size_increase_bytes`` (int64, bytes): sum of ``Bytes`` (allocations +, frees -) of
+      the records owned by the operator's instances and by everything they called;
+    - ``self_size_increase_bytes`` (int64, bytes): the same over the records the instances
+      own themselves;
+    - ``alloc_count`` / ``self_alloc_count`` (int64): number of allocation records
+      (``Bytes`` > 0), with / without callees;
+    - ``alloc_bytes`` / ``self_alloc_bytes`` (int64, bytes): bytes of those allocations.
+
+    Notes
+    -----
+    Ownership is defined in the module docstring. Totals accumulate bottom-up along the
+    operator tree (level by level), through structural ranges too, so an operator's total
+    includes records of callees nested inside a user annotation. Instances are summed per
+    name, so an operator nested in another of the same name (not merged) counts its
+    callee's records twice, as torch-tb-profiler did. The self columns of all rows sum to
+    the device's records in the range.
+    """
+    rec = _device_records(model, device)
+    keep = _in_range(rec["ts"].to_numpy(), start_us, end_us)
+    nbytes = rec["bytes"].to_numpy(np.int64)[keep]
+    owner = _record_owner(model, rec["op"].to_numpy()[keep])
+    ops = model.ops
+    n = len(ops)
+    slot = np.where(owner >= 0, owner, n)  # slot n: records without an owner
+    alloc = nbytes > 0
+    # self metrics per op row: size increase, alloc count, alloc bytes, record count
+    metrics = np.zeros((n + 1, 4), dtype=np.int64)
+    np.add.at(metrics, (slot, 0), nbytes)
+    np.add.at(metrics, (slot[alloc], 1), 1)
+    np.add.at(metrics, (slot[alloc], 2), nbytes[alloc])
+    np.add.at(metrics, (slot, 3), 1)
+    self_metrics = metrics[:n]
+    total = self_metrics.copy()
+    tree = operator_tree(model)
+    node_parent = tree["node_parent"].to_numpy()
+    live = ~tree["merged"].to_numpy() & (node_parent >= 0)
+    depth = ops["depth"].to_numpy()
+    for level in sorted(np.unique(depth[live]), reverse=True) if n else []:
+        rows = np.flatnonzero(live & (depth == level))
+        np.add.at(total, node_parent[rows], total[rows])
+    is_operator = tree["is_operator"].to_numpy()
+    start = ops["ts"].to_numpy()
+    overlaps = _overlaps(start, start + ops["dur"].to_numpy(), start_us, end_us)
+    frame = pd.DataFrame({
+        "operator": ops["name"].to_numpy()[is_operator],
+        "calls": overlaps[is_operator].astype(np.int64),
+        "size_increase_bytes": total[is_operator, 0], "self_size_increase_bytes": self_metrics[is_operator, 0],
+        "alloc_count": total[is_operator, 1], "self_alloc_count": self_metrics[is_operator, 1],
+        "alloc_bytes": total[is_operator, 2], "self_alloc_bytes": self_metrics[is_operator, 2],
+        "records": total[is_operator, 3],
+    })
+    grouped = frame.groupby("operator", observed=True, sort=False).sum()
+    grouped = grouped[grouped["records"] > 0].reset_index()
+    grouped["operator"] = grouped["operator"].astype(str)
+    grouped = grouped.sort_values("operator", kind="stable")
+    outside = metrics[n]
+    if outside[3]:
+        row = pd.DataFrame({"operator": [""], "calls": [0],
+                            "size_increase_bytes": [outside[0]], "self_size_increase_bytes": [outside[0]],
+                            "alloc_count": [outside[1]], "self_alloc_count": [outside[1]],
+                            "alloc_bytes": [outside[2]], "self_alloc_bytes": [outside[2]]})
+        grouped = pd.concat([grouped, row], ignore_index=True)
+    out = grouped[STATS_COLUMNS].reset_index(drop=True)
+    return out.astype({c: np.int64 for c in STATS_COLUMNS[1:]}).astype({"operator": str})
+
+
+def _overlaps(start, end, start_us, end_us):
+    keep = np.ones(len(start), dtype=bool)
+    if start_us is not None:
+        keep &= end >= start_us
+    if end_us is not None:
+        keep &= start <= end_us
+    return keep
