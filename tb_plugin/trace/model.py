@@ -157,8 +157,18 @@ def classify(ph, cat, name):
     return KIND_SKIPPED
 
 
-def _column(events, attr, count=None):
+def _column(events, attr):
     return list(map(attrgetter(attr), events))
+
+
+def _objects(values):
+    """Object array of a list without numpy probing each item (bytes and msgspec.Raw expose
+    the buffer protocol, which makes `np.array(..., dtype=object)` 50x slower)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def _object_column(events, attr):
+    return np.fromiter(map(attrgetter(attr), events), dtype=object, count=len(events))
 
 
 def _floats(values):
@@ -183,19 +193,36 @@ def _ints(values, missing=-1):
     return out
 
 
-def _categorical(values):
-    """Interned strings; None becomes the empty string."""
-    codes, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
+def _intern(values):
+    """(codes, categories) of strings: categories unique, always holding "" (None's code)."""
+    codes, uniques = pd.factorize(_objects(values), use_na_sentinel=True)
     categories = [u if isinstance(u, str) else str(u) for u in uniques]
     categories_unique, remap = np.unique(np.array(categories + [""], dtype=object), return_inverse=True)
     remap = remap.astype(np.int64)
     codes = np.where(codes < 0, remap[len(categories)], remap[np.clip(codes, 0, None)])
-    return pd.Categorical.from_codes(codes, categories=pd.Index(categories_unique, dtype=object))
+    return codes, pd.Index(categories_unique, dtype=object)
+
+
+def _categorical(values):
+    """Interned strings as a pandas Categorical; None becomes the empty string."""
+    codes, categories = _intern(values)
+    return pd.Categorical.from_codes(codes, categories=categories, validate=False)
+
+
+def _recode(coded, mask, transform):
+    """Categorical of the rows in `mask` of factorized strings, each distinct value mapped
+    through `transform` once (not once per row)."""
+    codes, uniques = coded
+    texts = [transform(u) for u in uniques] + [transform(None)]  # code -1 (missing) -> last
+    new_codes, categories = _intern(texts)
+    picked = codes[mask]
+    return pd.Categorical.from_codes(new_codes[np.where(picked < 0, len(uniques), picked)], categories=categories,
+                                     validate=False)
 
 
 def _raw_json_categorical(raws):
     """Interned compact JSON text of `Raw` values (e.g. input shapes); absent -> ""."""
-    codes, uniques = pd.factorize(np.array([bytes(r) for r in raws], dtype=object))
+    codes, uniques = pd.factorize(_objects([bytes(r) for r in raws]))
     texts = []
     for u in uniques:
         try:
@@ -212,7 +239,7 @@ def _first_valid(primary, secondary):
 
 def _device_from_fallback(values):
     """Device / stream numbers from pid/tid values like 0, "1" or "stream 7"."""
-    codes, uniques = pd.factorize(np.array(values, dtype=object))
+    codes, uniques = pd.factorize(_objects(values))
     parsed = []
     for u in uniques:
         m = _DIGITS.search(str(u))
@@ -267,49 +294,90 @@ class TraceModel:
 
 
 class _Builder:
-    """Builds the tables of one `TraceModel`; one instance per trace."""
+    """Builds the tables of one `TraceModel`; one instance per trace.
+
+    Each top-level field is pulled out of the event Structs once, for all events (one pass
+    per field, in C through `attrgetter`); tables then take their rows by boolean masks.
+    """
 
     def __init__(self, parsed):
-        self.parsed = parsed
         self.anomalies = dict(parsed.anomalies)
         events = parsed.events
-        self.events = np.empty(len(events), dtype=object)
-        self.events[:] = events
-        ph = _column(events, "ph")
-        cat = _column(events, "cat")
-        name = _column(events, "name")
-        # Classify each distinct (ph, cat, name-if-instant) once, then broadcast by code.
-        name_for_kind = [n if p in ("i", "I") else None for p, n in zip(ph, name)]
-        keys = pd.MultiIndex.from_arrays([np.array(ph, dtype=object), np.array(cat, dtype=object),
-                                          np.array(name_for_kind, dtype=object)])
-        codes, uniques = pd.factorize(keys)
-        kinds = np.array([classify(p, c, n) for p, c, n in uniques], dtype=object)
-        self.kind = kinds[codes] if len(events) else np.zeros(0, dtype=object)
+        n = len(events)
+        ph = _object_column(events, "ph")
+        cat = _object_column(events, "cat")
+        self.name_codes, self.name_categories = _intern(_column(events, "name"))
+        self.kind = self._classify(ph, cat)
+        self.ts_all = _floats(_column(events, "ts"))
+        self.dur_all = _floats(_column(events, "dur"))
+        self.id_all = _object_column(events, "id")
+        self.bp_all = _object_column(events, "bp")
+        self.args_all = _object_column(events, "args")
+        self.pid_all = _object_column(events, "pid")
+        self.tid_all = _object_column(events, "tid")
         skipped = int((self.kind == KIND_SKIPPED).sum())
         if skipped:
             self.anomalies["unsupported_events_skipped"] = skipped
-        ts_all = _floats(_column(events, "ts"))
         timed = np.isin(self.kind, [KIND_META, KIND_SKIPPED], invert=True)
-        missing_ts = timed & ~np.isfinite(ts_all)
+        missing_ts = timed & ~np.isfinite(self.ts_all)
         if missing_ts.any():
             self.anomalies["events_without_ts_dropped"] = int(missing_ts.sum())
             self.kind[missing_ts] = KIND_SKIPPED
-        self.ts_all = ts_all
-        usable = ts_all[np.isin(self.kind, [KIND_META, KIND_SKIPPED], invert=True)]
         # Flow / instant markers far outside the profiled window (e.g. "Record Window End")
         # must not move the origin; intervals define it.
         interval = np.isin(self.kind, [KIND_OP, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET])
-        base = ts_all[interval] if interval.any() else usable
-        self.origin = float(np.nanmin(base)) if len(base) else 0.0
-        self._thread_keys = {}
-        self._thread_rows = []
+        base = self.ts_all[interval] if interval.any() else self.ts_all[timed & np.isfinite(self.ts_all)]
+        self.origin = float(np.min(base)) if len(base) else 0.0
+        self.thread_all, self.thread_keys = self._threads(timed)
 
-    def select(self, kind):
-        mask = self.kind == kind
-        return self.events[mask], self.ts_all[mask] - self.origin
+    def _classify(self, ph, cat):
+        """Kind of every event: classify each distinct (ph, cat) once, broadcast by code."""
+        ph_codes, ph_uniques = pd.factorize(ph)
+        cat_codes, cat_uniques = pd.factorize(cat)
+        self.ph_coded, self.cat_coded = (ph_codes, list(ph_uniques)), (cat_codes, list(cat_uniques))
+        width = len(cat_uniques) + 1
+        pair_codes, pairs = pd.factorize(ph_codes.astype(np.int64) * width + cat_codes + 1)
+        kinds = np.array([classify(ph_uniques[p // width] if p // width >= 0 else None,
+                                   cat_uniques[p % width - 1] if p % width else None, None) for p in pairs], dtype=object)
+        kind = kinds[pair_codes] if len(ph) else np.zeros(0, dtype=object)
+        # Instant events are allocator records when named "[memory]".
+        instant = (ph == "i") | (ph == "I")
+        memory_code = self.name_categories.get_indexer(["[memory]"])[0]
+        kind[instant & (self.name_codes == memory_code)] = KIND_MEMORY
+        return kind
 
-    def durations(self, events, instants_allowed=False):
-        dur = _floats(_column(events, "dur"))
+    def _threads(self, timed):
+        """Thread table row of every event's (pid, tid), both normalised to stripped strings."""
+        pid_codes, pid_uniques = pd.factorize(self.pid_all)
+        tid_codes, tid_uniques = pd.factorize(self.tid_all)
+        width = len(tid_uniques) + 1
+        pair_codes, pairs = pd.factorize(pid_codes.astype(np.int64) * width + tid_codes + 1)
+        pid_text = [str(u).strip() for u in pid_uniques]
+        tid_text = [str(u).strip() for u in tid_uniques]
+        keys, rows = {}, np.empty(len(pairs), dtype=np.int64)
+        for i, pair in enumerate(pairs):  # once per distinct (pid, tid), not per event
+            p, t = pair // width, pair % width - 1
+            key = (pid_text[p] if p >= 0 else "", tid_text[t] if t >= 0 else "")
+            rows[i] = keys.setdefault(key, len(keys))
+        return (rows[pair_codes] if len(pair_codes) else np.zeros(0, np.int64)), list(keys)
+
+    def mask(self, kind):
+        return self.kind == kind
+
+    def names(self, mask):
+        return pd.Categorical.from_codes(self.name_codes[mask], categories=self.name_categories, validate=False)
+
+    def ts(self, mask):
+        return self.ts_all[mask] - self.origin
+
+    def cat_lower(self, mask):
+        return _recode(self.cat_coded, mask, lambda c: c.lower() if c else "")
+
+    def phases(self, mask):
+        return _recode(self.ph_coded, mask, lambda p: p or "")
+
+    def durations(self, mask, instants_allowed=False):
+        dur = self.dur_all[mask]
         if instants_allowed:  # instant events have no duration by design
             dur = np.where(np.isnan(dur), 0.0, dur)
         bad = ~np.isfinite(dur) | (dur < 0)
@@ -318,25 +386,8 @@ class _Builder:
             dur = np.where(bad, 0.0, dur)
         return dur
 
-    def thread_index(self, events):
-        """Row in the threads table of each event's (pid, tid), both normalised to strings."""
-        pid_codes, pid_uniques = pd.factorize(np.array(_column(events, "pid"), dtype=object))
-        tid_codes, tid_uniques = pd.factorize(np.array(_column(events, "tid"), dtype=object))
-        pid_text = [str(u).strip() for u in pid_uniques]
-        tid_text = [str(u).strip() for u in tid_uniques]
-        pair_codes, pairs = pd.factorize(pid_codes.astype(np.int64) * (len(tid_uniques) + 1) + tid_codes)
-        table_rows = np.empty(len(pairs), dtype=np.int64)
-        for i, pair in enumerate(pairs):  # once per distinct thread, not per event
-            key = (pid_text[pair // (len(tid_uniques) + 1)], tid_text[pair % (len(tid_uniques) + 1)])
-            row = self._thread_keys.get(key)
-            if row is None:
-                row = self._thread_keys[key] = len(self._thread_rows)
-                self._thread_rows.append(key)
-            table_rows[i] = row
-        return table_rows[pair_codes] if len(events) else np.zeros(0, np.int64)
-
-    def args(self, events, args_type):
-        structs, bad = decode_args(_column(events, "args"), args_type)
+    def args(self, mask, args_type):
+        structs, bad = decode_args(list(self.args_all[mask]), args_type)
         if bad:
             self.anomalies["malformed_args_replaced"] = self.anomalies.get("malformed_args_replaced", 0) + bad
         return structs
@@ -344,16 +395,15 @@ class _Builder:
     # --- tables -------------------------------------------------------------------------
 
     def ops(self):
-        events, ts = self.select(KIND_OP)
-        a = self.args(events, _OpArgs)
-        cat = _column(events, "cat")
+        m = self.mask(KIND_OP)
+        a = self.args(m, _OpArgs)
         input_dims = [d if bytes(d) != b"null" else o for d, o in zip(_column(a, "input_dims"), _column(a, "input_dims_old"))]
         return pd.DataFrame({
-            "name": _categorical(_column(events, "name")),
-            "cat": _categorical([c.lower() if c else "" for c in cat]),
-            "thread": self.thread_index(events),
-            "ts": ts,
-            "dur": self.durations(events),
+            "name": self.names(m),
+            "cat": self.cat_lower(m),
+            "thread": self.thread_all[m],
+            "ts": self.ts(m),
+            "dur": self.durations(m),
             "external_id": _first_valid(_ints(_column(a, "external_id")), _ints(_column(a, "external_id_lower"))),
             "sequence_number": _ints(_column(a, "sequence_number")),
             "fwd_thread_id": _ints(_column(a, "fwd_thread_id")),
@@ -370,47 +420,47 @@ class _Builder:
         })
 
     def python(self):
-        events, ts = self.select(KIND_PYTHON)
-        a = self.args(events, _PythonArgs)
+        m = self.mask(KIND_PYTHON)
+        a = self.args(m, _PythonArgs)
         return pd.DataFrame({
-            "name": _categorical(_column(events, "name")),
-            "thread": self.thread_index(events),
-            "ts": ts,
-            "dur": self.durations(events),
+            "name": self.names(m),
+            "thread": self.thread_all[m],
+            "ts": self.ts(m),
+            "dur": self.durations(m),
             "python_id": _ints(_column(a, "python_id")),
             "python_parent_id": _ints(_column(a, "python_parent_id")),
             "python_module_id": _ints(_column(a, "python_module_id")),
         })
 
     def runtime(self):
-        events, ts = self.select(KIND_RUNTIME)
-        a = self.args(events, _RuntimeArgs)
-        cat = [c.lower() if c else "" for c in _column(events, "cat")]
+        m = self.mask(KIND_RUNTIME)
+        a = self.args(m, _RuntimeArgs)
         return pd.DataFrame({
-            "name": _categorical(_column(events, "name")),
-            "cat": _categorical(cat),
-            "thread": self.thread_index(events),
-            "ts": ts,
-            "dur": self.durations(events),
+            "name": self.names(m),
+            "cat": self.cat_lower(m),
+            "thread": self.thread_all[m],
+            "ts": self.ts(m),
+            "dur": self.durations(m),
             "correlation": _ints(_column(a, "correlation")),
             "external_id": _first_valid(_ints(_column(a, "external_id")), _ints(_column(a, "external_id_lower"))),
             "cbid": _ints(_column(a, "cbid")),
         })
 
     def device_table(self, kind):
-        events, ts = self.select(kind)
-        a = self.args(events, _DeviceArgs)
+        m = self.mask(kind)
+        a = self.args(m, _DeviceArgs)
         device = _ints(_column(a, "device"))
         stream = _ints(_column(a, "stream"))
-        if len(events) and ((device < 0).any() or (stream < 0).any()):
-            device = np.where(device >= 0, device, _device_from_fallback(_column(events, "pid")))
-            stream = np.where(stream >= 0, stream, _device_from_fallback(_column(events, "tid")))
+        if m.any() and ((device < 0).any() or (stream < 0).any()):
+            device = np.where(device >= 0, device, _device_from_fallback(self.pid_all[m]))
+            stream = np.where(stream >= 0, stream, _device_from_fallback(self.tid_all[m]))
         columns = {
-            "name": _categorical(_column(events, "name")),
+            "name": self.names(m),
             "device": device,
             "stream": stream,
-            "ts": ts,
-            "dur": self.durations(events),
+            "thread": self.thread_all[m],
+            "ts": self.ts(m),
+            "dur": self.durations(m),
             "correlation": _ints(_column(a, "correlation")),
             "external_id": _first_valid(_ints(_column(a, "external_id")), _ints(_column(a, "external_id_lower"))),
         }
@@ -430,11 +480,11 @@ class _Builder:
         return pd.DataFrame(columns)
 
     def memory(self):
-        events, ts = self.select(KIND_MEMORY)
-        a = self.args(events, _MemoryArgs)
+        m = self.mask(KIND_MEMORY)
+        a = self.args(m, _MemoryArgs)
         return pd.DataFrame({
-            "thread": self.thread_index(events),
-            "ts": ts,
+            "thread": self.thread_all[m],
+            "ts": self.ts(m),
             "device_type": _ints(_column(a, "device_type")),
             "device_id": _ints(_column(a, "device_id")),
             "addr": _ints(_column(a, "addr")),
@@ -444,62 +494,58 @@ class _Builder:
         })
 
     def flows(self):
-        events, ts = self.select(KIND_FLOW)
-        ids = _column(events, "id")
-        id_codes, _ = pd.factorize(np.array([str(i) for i in ids], dtype=object)) if ids else (np.zeros(0, np.int64), None)
+        m = self.mask(KIND_FLOW)
+        id_codes, _ = pd.factorize(_objects([str(i) for i in self.id_all[m]]))
         return pd.DataFrame({
             "flow_id": np.asarray(id_codes, dtype=np.int64),
-            "phase": _categorical(_column(events, "ph")),
-            "cat": _categorical([c.lower() if c else "" for c in _column(events, "cat")]),
-            "thread": self.thread_index(events),
-            "ts": ts,
-            "binding": _categorical(_column(events, "bp")),
+            "phase": self.phases(m),
+            "cat": self.cat_lower(m),
+            "thread": self.thread_all[m],
+            "ts": self.ts(m),
+            "binding": _categorical(self.bp_all[m]),
         })
 
     def counters(self):
-        events, ts = self.select(KIND_COUNTER)
-        if not len(events):
+        m = self.mask(KIND_COUNTER)
+        if not m.any():
             return pd.DataFrame({"name": _categorical([]), "thread": np.zeros(0, np.int64),
                                  "ts": np.zeros(0), "series": _categorical([]), "value": np.zeros(0)})
-        raws = _column(events, "args")
-        values = msgspec.json.decode(b"[" + b",".join(raws) + b"]")
+        values = msgspec.json.decode(b"[" + b",".join(self.args_all[m]) + b"]")
         # Counter events are rare (one per sample of a few series): a loop over them is cheap.
         rows = [(i, k, v) for i, d in enumerate(values) if isinstance(d, dict) for k, v in d.items()]
         idx = np.array([r[0] for r in rows], dtype=np.int64)
-        names = np.array(_column(events, "name"), dtype=object)
-        threads = self.thread_index(events)
         return pd.DataFrame({
-            "name": _categorical(list(names[idx])),
-            "thread": threads[idx],
-            "ts": ts[idx],
+            "name": self.names(m)[idx],
+            "thread": self.thread_all[m][idx],
+            "ts": self.ts(m)[idx],
             "series": _categorical([r[1] for r in rows]),
             "value": _floats([r[2] if isinstance(r[2], (int, float)) else None for r in rows]),
         })
 
     def other(self):
-        events, ts = self.select(KIND_OTHER)
+        m = self.mask(KIND_OTHER)
         return pd.DataFrame({
-            "name": _categorical(_column(events, "name")),
-            "cat": _categorical(_column(events, "cat")),
-            "phase": _categorical(_column(events, "ph")),
-            "thread": self.thread_index(events),
-            "ts": ts,
-            "dur": self.durations(events, instants_allowed=True),
+            "name": self.names(m),
+            "cat": _recode(self.cat_coded, m, lambda c: c or ""),
+            "phase": self.phases(m),
+            "thread": self.thread_all[m],
+            "ts": self.ts(m),
+            "dur": self.durations(m, instants_allowed=True),
         })
 
     def threads(self):
         """Thread table with names and sort order from the `M` metadata events."""
-        events = self.events[self.kind == KIND_META]
-        rows = np.array(self._thread_rows, dtype=object).reshape(-1, 2)
+        m = self.mask(KIND_META)
+        rows = np.array(self.thread_keys, dtype=object).reshape(-1, 2)
         table = pd.DataFrame({"pid": rows[:, 0], "tid": rows[:, 1]})
-        if not len(events):
+        if not m.any():
             return table.assign(process_name="", process_labels="", process_sort_index=np.nan,
                                 thread_name="", thread_sort_index=np.nan)
-        a = self.args(events, _MetaArgs)
+        a = self.args(m, _MetaArgs)
         meta = pd.DataFrame({
-            "what": _column(events, "name"),
-            "pid": [str(p).strip() for p in _column(events, "pid")],
-            "tid": [str(t).strip() for t in _column(events, "tid")],
+            "what": np.asarray(self.names(m).astype(str)),
+            "pid": rows[self.thread_all[m], 0],
+            "tid": rows[self.thread_all[m], 1],
             "name": [None if n is None else str(n) for n in _column(a, "name")],
             "labels": _column(a, "labels"),
             "sort_index": _floats(_column(a, "sort_index")),
@@ -595,7 +641,7 @@ def build_model(parsed):
     _link(ops, runtime, (kernels, memcpy, memset), memory)
     model = TraceModel(
         origin_us=b.origin,
-        threads=None,
+        threads=b.threads(),
         ops=ops,
         python=b.python(),
         runtime=runtime,
@@ -611,6 +657,5 @@ def build_model(parsed):
         devices=_devices(parsed.metadata),
         metadata=parsed.metadata,
     )
-    model.threads = b.threads()
     model.anomalies = b.anomalies
     return model

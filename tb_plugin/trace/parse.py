@@ -23,6 +23,7 @@ from msgspec import Raw
 from ..errors import TraceError
 
 _EMPTY_ARGS = Raw(b"{}")
+_BLANK = re.compile(rb"\s*\Z")  # stops at the first non-blank byte: no copy of a large file
 
 
 class Event(msgspec.Struct, gc=False):
@@ -142,7 +143,7 @@ def _decode_tolerant(data, anomalies):
 
 def parse_trace(data, path):
     """Decode a trace's JSON bytes; any failure becomes a `TraceError` naming `path`."""
-    if not data.strip():
+    if _BLANK.match(data):
         raise TraceError(path, "the file is empty")
     try:
         return _decode_fast(data)
