@@ -1,0 +1,330 @@
+"""Module view: the nn.Module hierarchy with forward and backward time per module.
+
+Needs traces recorded with `with_stack=True, with_modules=True` (PyTorch 2.x): each module
+forward is then a `python_function` frame named `nn.Module: <Type>_<n>` carrying a
+`Python module id`. Other traces give an empty table with the same columns.
+"""
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..trace.linking import Nesting, lookup
+from .common import _cached, device_activity, name_mask, operator_tree
+
+MODULE_PREFIX = "nn.Module: "
+PATH_SEPARATOR = " > "
+FLAME_ROOT = "All modules"
+_INSTANCE = re.compile(r"^(?P<type>.+?)_\d+$")
+
+MODULE_COLUMNS = {
+    "node_id": np.int64, "parent_id": np.int64, "name": str, "module_type": str, "path": str,
+    "depth": np.int64, "occurrences": np.int64, "operators": np.int64,
+    "host_total_us": np.float64, "host_self_us": np.float64,
+    "device_total_us": np.float64, "device_self_us": np.float64,
+    "backward_host_total_us": np.float64, "backward_device_total_us": np.float64,
+}
+
+
+def modules(model):
+    """The nn.Module tree: one row per module at one path of the hierarchy.
+
+    A node is a module instance reached through one chain of enclosing modules, e.g.
+    ``SmallCNN_0 > Sequential_0 > ConvBlock_1 > Conv2d_1``; a module called from two
+    places gives two nodes, a module called twice from one place one node with two
+    occurrences. Frames on every thread with the same path are one node.
+
+    Parameters
+    ----------
+    model : TraceModel
+
+    Returns
+    -------
+    DataFrame, one row per node in depth-first order (siblings by first start), columns:
+
+    - node_id (int64): row number, 0..n-1.
+    - parent_id (int64): node_id of the enclosing module's node; -1 for a root.
+    - name (str): module instance as the profiler names it, e.g. ``Conv2d_1``.
+    - module_type (str): class name, the instance name without ``_<n>``, e.g. ``Conv2d``.
+    - path (str): names from the root down, joined by `` > ``.
+    - depth (int64): 0 for roots.
+    - occurrences (int64): forward calls of the module at this path.
+    - operators (int64): operator calls (as the operator view counts them) starting inside
+      those forward calls, child modules included.
+    - host_total_us (float64, µs): summed wall time of the module's forward frames.
+    - host_self_us (float64, µs): host_total_us minus the children nodes' host_total_us
+      (never below 0).
+    - device_total_us (float64, µs): device activity (kernels, memcpys, memsets) launched
+      inside the forward calls, child modules included.
+    - device_self_us (float64, µs): the part of device_total_us launched outside child modules.
+    - backward_host_total_us (float64, µs): wall time of the backward ops attributed to the
+      module's forward ops, child modules included (see Notes).
+    - backward_device_total_us (float64, µs): device activity of those backward ops and of the
+      ops they called.
+
+    Notes
+    -----
+    1. Module frames are the python_function frames named ``nn.Module: ...`` (or carrying a
+       `Python module id`). A frame's parent module is its nearest module ancestor through
+       `Python parent id`, skipping intermediate frames (``_call_impl``, ``forward`` ...);
+       frames without a `Python id` fall back to time containment among module frames.
+    2. Nodes are built level by level: a node is (parent node, instance name).
+    3. An operator, or the launch (runtime call) of device activity, belongs to the innermost
+       module frame enclosing its start on its thread; self values sum per node, totals add
+       the children's, deepest level first.
+    4. Backward: a backward op is an op with a `Sequence number` and a `Fwd thread id` > 0
+       (``autograd::engine::evaluate_function: XBackward0`` and the ``XBackward0`` node inside
+       it share both). Its forward op is found through the `fwdbwd` flow whose end lies in it
+       (the flow starts at the forward op); without a flow, through the latest op that starts
+       before it with the same sequence number and a `Fwd thread id` of 0 or none, on the thread
+       learnt from the flows (any thread when the flows do not tell). The backward time is the
+       wall time of the outermost backward ops (those inside no other backward op), counted
+       for the module whose frame encloses the forward op's start.
+
+    Backward ops with no forward op in the trace (the forward ran before the profiler
+    started), `AccumulateGrad` (no sequence number) and DDP's reducer work in hooks are not
+    attributed to any module. Activation checkpointing re-runs module forwards during the
+    backward: those frames count as further occurrences of their nodes.
+    """
+    return _cached(model, "modules", lambda: _build(model)).copy()
+
+
+def module_flame(model):
+    """The module tree as nested dicts for a flame graph.
+
+    Returns
+    -------
+    dict
+        ``{"name": "All modules", "value": <sum of the roots' host_total_us>, "children":
+        [...]}`` where each child is ``{"name": <instance name>, "value": <host_total_us>,
+        "children": [...]}`` in the order of `modules`; without module frames the root has
+        value 0.0 and no children.
+    """
+    table = modules(model)
+    nodes = [{"name": name, "value": float(value), "children": []}
+             for name, value in zip(table["name"], table["host_total_us"])]
+    root = {"name": FLAME_ROOT, "value": 0.0, "children": []}
+    for node, parent in zip(nodes, table["parent_id"].to_numpy()):  # one step per module node
+        (root if parent < 0 else nodes[parent])["children"].append(node)
+    root["value"] = float(sum(child["value"] for child in root["children"]))
+    return root
+
+
+def _empty():
+    return pd.DataFrame({column: pd.Series([], dtype=dtype) for column, dtype in MODULE_COLUMNS.items()})
+
+
+def _module_frames(model):
+    """Module frames (rows of model.python) and, per frame, the index of its parent module
+    frame in the same arrays (-1 for a root)."""
+    py = model.python
+    is_module = name_mask(py["name"], lambda n: n.startswith(MODULE_PREFIX)) | (py["python_module_id"].to_numpy() >= 0)
+    rows = np.flatnonzero(is_module)
+    if not len(rows):
+        return rows, np.zeros(0, np.int64)
+    python_id = py["python_id"].to_numpy()
+    parent_row = lookup(python_id, py["python_parent_id"].to_numpy())
+    ancestor = parent_row[rows]
+    # Climb through non-module frames, one stack level per round (tens of rounds at most).
+    for _ in range(len(py) + 1):
+        pending = ancestor >= 0
+        pending[pending] = ~is_module[ancestor[pending]]
+        if not pending.any():
+            break
+        ancestor[pending] = parent_row[ancestor[pending]]
+    else:
+        ancestor[:] = -1  # a cycle in the parent ids: trust time nesting instead
+        python_id = np.full(len(py), -1)
+    frame_of_row = np.full(len(py), -1, dtype=np.int64)
+    frame_of_row[rows] = np.arange(len(rows))
+    parent_frame = np.where(ancestor >= 0, frame_of_row[np.clip(ancestor, 0, None)], -1)
+    no_id = python_id[rows] < 0
+    if no_id.any():
+        nesting = Nesting(py["thread"].to_numpy()[rows], py["ts"].to_numpy()[rows], py["dur"].to_numpy()[rows])
+        parent_frame[no_id] = nesting.parent[no_id]
+    return rows, parent_frame
+
+
+def _assign_nodes(name_code, parent_frame):
+    """Node of each frame, built level by level; returns (node_of_frame, node_parent, node_name_code)."""
+    n = len(name_code)
+    node_of = np.full(n, -1, dtype=np.int64)
+    node_parent, node_name = [], []
+    frontier = parent_frame < 0
+    width = int(name_code.max()) + 1 if n else 1
+    while frontier.any():  # one round per module depth level
+        parent_node = np.where(parent_frame[frontier] >= 0, node_of[np.clip(parent_frame[frontier], 0, None)], -1)
+        codes, uniques = pd.factorize((parent_node + 1) * width + name_code[frontier])
+        node_of[frontier] = len(node_parent) + codes
+        node_parent.extend((uniques // width - 1).tolist())
+        node_name.extend((uniques % width).tolist())
+        frontier = (node_of < 0) & (parent_frame >= 0)
+        frontier[frontier] = node_of[parent_frame[frontier]] >= 0
+    # Frames left unassigned sit on a cycle of parent ids; they are dropped.
+    return node_of, np.asarray(node_parent, dtype=np.int64), np.asarray(node_name, dtype=np.int64)
+
+
+def _backward_roots(model):
+    """Outermost backward ops and where their forward op starts.
+
+    Returns (rows into model.ops, forward thread, forward start ts); rows whose forward op
+    was not found are left out. See `modules`, Notes 4.
+    """
+    ops = model.ops
+    seq = ops["sequence_number"].to_numpy()
+    fwd_tid = ops["fwd_thread_id"].to_numpy()
+    thread, ts = ops["thread"].to_numpy(), ops["ts"].to_numpy()
+    is_bwd = (seq >= 0) & (fwd_tid > 0)
+    is_fwd = (seq >= 0) & (fwd_tid <= 0)
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    if not is_bwd.any():
+        return empty
+    # Outermost: no backward op among the ancestors (one round per op depth level).
+    parent, depth = ops["parent"].to_numpy(), ops["depth"].to_numpy()
+    inside_bwd = np.zeros(len(ops), dtype=bool)
+    for level in range(1, int(depth.max()) + 1):
+        rows = np.flatnonzero((depth == level) & (parent >= 0))
+        inside_bwd[rows] = is_bwd[parent[rows]] | inside_bwd[parent[rows]]
+    roots = np.flatnonzero(is_bwd & ~inside_bwd)
+    bwd_rows = np.flatnonzero(is_bwd)
+    # 1. fwdbwd flows: start (s) at the forward op, end (f) inside the backward op.
+    flows = model.flows[(model.flows["cat"] == "fwdbwd").to_numpy()]
+    starts = flows[(flows["phase"] == "s").to_numpy()].drop_duplicates("flow_id")
+    ends = flows[(flows["phase"] == "f").to_numpy()].drop_duplicates("flow_id")
+    pairs = starts.merge(ends, on="flow_id", suffixes=("_fwd", "_bwd"))
+    linked = pd.DataFrame({"fwd_tid": np.zeros(0, np.int64), "seq": np.zeros(0, np.int64),
+                           "fwd_thread": np.zeros(0, np.int64), "fwd_ts": np.zeros(0)})
+    if len(pairs):
+        nesting = Nesting(thread[bwd_rows], ts[bwd_rows], ops["dur"].to_numpy()[bwd_rows])
+        hit = nesting.enclosing(pairs["thread_bwd"].to_numpy(), pairs["ts_bwd"].to_numpy())
+        ok = hit >= 0
+        op_rows = bwd_rows[hit[ok]]
+        linked = pd.DataFrame({"fwd_tid": fwd_tid[op_rows], "seq": seq[op_rows],
+                               "fwd_thread": pairs["thread_fwd"].to_numpy()[ok],
+                               "fwd_ts": pairs["ts_fwd"].to_numpy()[ok]}).drop_duplicates(["fwd_tid", "seq"])
+    want = pd.DataFrame({"row": roots, "fwd_tid": fwd_tid[roots], "seq": seq[roots], "ts": ts[roots]})
+    want = want.merge(linked, on=["fwd_tid", "seq"], how="left")
+    # 2. Sequence numbers for the rest: the latest forward op with that number before the
+    # backward op, on the thread the flows tie to that `Fwd thread id` when they do.
+    missing = want["fwd_thread"].isna().to_numpy()
+    if missing.any() and is_fwd.any():
+        thread_of_tid = linked.groupby("fwd_tid")["fwd_thread"].agg(lambda s: s.mode().iloc[0])
+        fwd = pd.DataFrame({"seq": seq[is_fwd], "cand_thread": thread[is_fwd], "cand_ts": ts[is_fwd]})
+        need = want.loc[missing, ["row", "fwd_tid", "seq", "ts"]]
+        need = need.assign(expected_thread=need["fwd_tid"].map(thread_of_tid).fillna(-1).to_numpy(np.int64))
+        cand = need.merge(fwd, on="seq")
+        cand = cand[(cand["cand_ts"] <= cand["ts"])
+                    & ((cand["expected_thread"] < 0) | (cand["cand_thread"] == cand["expected_thread"]))]
+        best = cand.sort_values("cand_ts", kind="stable").drop_duplicates("row", keep="last").set_index("row")
+        rows = want.loc[missing, "row"]
+        want.loc[missing, "fwd_thread"] = rows.map(best["cand_thread"]).to_numpy(np.float64)
+        want.loc[missing, "fwd_ts"] = rows.map(best["cand_ts"]).to_numpy(np.float64)
+    want = want[want["fwd_thread"].notna()]
+    return (want["row"].to_numpy(np.int64), want["fwd_thread"].to_numpy(np.int64), want["fwd_ts"].to_numpy(np.float64))
+
+
+def _build(model):
+    py = model.python
+    if not len(py):
+        return _empty()
+    rows, parent_frame = _module_frames(model)
+    if not len(rows):
+        return _empty()
+    name_code = py["name"].cat.codes.to_numpy().astype(np.int64)[rows]
+    node_of, node_parent, node_name = _assign_nodes(name_code, parent_frame)
+    keep = node_of >= 0
+    rows, node_of = rows[keep], node_of[keep]
+    n = len(node_parent)
+    f_thread, f_ts, f_dur = (py[c].to_numpy()[rows] for c in ("thread", "ts", "dur"))
+
+    occurrences = np.bincount(node_of, minlength=n)
+    host_total = np.bincount(node_of, weights=f_dur, minlength=n)
+    first_ts = np.full(n, np.inf)
+    np.minimum.at(first_ts, node_of, f_ts)
+
+    # Self values: each op / launch / backward op to the innermost module frame around it.
+    frames = Nesting(f_thread, f_ts, f_dur)
+
+    def node_at(thread, t):
+        frame = frames.enclosing(thread, t)
+        return np.where(frame >= 0, node_of[np.clip(frame, 0, None)], -1)
+
+    def per_node(node, weights=None):
+        ok = node >= 0
+        return np.bincount(node[ok], weights=None if weights is None else weights[ok], minlength=n).astype(
+            np.int64 if weights is None else np.float64)
+
+    ops = model.ops
+    tree = operator_tree(model)
+    op_node = node_at(ops["thread"].to_numpy(), ops["ts"].to_numpy())
+    operators = per_node(np.where(tree["is_operator"].to_numpy(), op_node, -1))
+
+    dev = device_activity(model)
+    rt, dev_op = dev["runtime"].to_numpy(), dev["op"].to_numpy()
+    rt_thread, rt_ts = model.runtime["thread"].to_numpy(), model.runtime["ts"].to_numpy()
+    op_thread, op_ts = ops["thread"].to_numpy(), ops["ts"].to_numpy()
+    launched = (rt >= 0) | (dev_op >= 0)
+    r, o = np.clip(rt, 0, None), np.clip(dev_op, 0, None)
+    launch_thread = np.where(rt >= 0, rt_thread[r] if len(rt_thread) else -1, op_thread[o] if len(op_thread) else -1)
+    launch_ts = np.where(rt >= 0, rt_ts[r] if len(rt_ts) else 0.0, op_ts[o] if len(op_ts) else 0.0)
+    dev_node = np.where(launched, node_at(launch_thread, launch_ts), -1)
+    device_self = per_node(dev_node, dev["dur"].to_numpy())
+
+    bwd_rows, bwd_thread, bwd_fwd_ts = _backward_roots(model)
+    bwd_node = node_at(bwd_thread, bwd_fwd_ts)
+    device_total_op = tree["device_total_us"].to_numpy()[tree["node"].to_numpy()[bwd_rows]]
+    backward_host = per_node(bwd_node, ops["dur"].to_numpy()[bwd_rows])
+    backward_device = per_node(bwd_node, device_total_op)
+
+    # Depth of each node, then totals from the deepest level up.
+    depth = np.zeros(n, dtype=np.int64)
+    for _ in range(n):  # one round per level
+        has_parent = node_parent >= 0
+        new = np.where(has_parent, depth[np.clip(node_parent, 0, None)] + 1, 0)
+        if np.array_equal(new, depth):
+            break
+        depth = new
+    device_total = device_self.copy()
+    children_host = np.zeros(n)
+    for level in range(int(depth.max()), 0, -1):
+        at = np.flatnonzero(depth == level)
+        up = node_parent[at]
+        for column in (operators, device_total, backward_host, backward_device):
+            np.add.at(column, up, column[at])
+        np.add.at(children_host, up, host_total[at])
+    host_self = np.maximum(host_total - children_host, 0.0)
+
+    # Depth-first order, siblings by first start (one step per node).
+    children = [[] for _ in range(n)]
+    roots = []
+    for node in np.argsort(first_ts, kind="stable"):
+        (roots if node_parent[node] < 0 else children[node_parent[node]]).append(int(node))
+    order, stack = [], roots[::-1]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(children[node][::-1])
+    order = np.asarray(order, dtype=np.int64)
+    new_id = np.empty(n, dtype=np.int64)
+    new_id[order] = np.arange(n)
+
+    categories = py["name"].cat.categories
+    names = np.array([str(c)[len(MODULE_PREFIX):] if str(c).startswith(MODULE_PREFIX) else str(c)
+                      for c in categories[node_name]], dtype=object)
+    types = np.array([m["type"] if (m := _INSTANCE.match(s)) else s for s in names], dtype=object)
+    paths = np.empty(n, dtype=object)
+    for node in order:  # parents come first in depth-first order
+        parent = node_parent[node]
+        paths[node] = names[node] if parent < 0 else paths[parent] + PATH_SEPARATOR + names[node]
+
+    out = pd.DataFrame({
+        "node_id": np.arange(n, dtype=np.int64),
+        "parent_id": np.where(node_parent[order] >= 0, new_id[np.clip(node_parent[order], 0, None)], -1),
+        "name": names[order], "module_type": types[order], "path": paths[order],
+        "depth": depth[order], "occurrences": occurrences[order].astype(np.int64), "operators": operators[order],
+        "host_total_us": host_total[order], "host_self_us": host_self[order],
+        "device_total_us": device_total[order], "device_self_us": device_self[order],
+        "backward_host_total_us": backward_host[order], "backward_device_total_us": backward_device[order],
+    })
+    return out.astype(MODULE_COLUMNS)
