@@ -10,6 +10,7 @@ import io
 import logging
 import math
 import time
+from dataclasses import asdict
 from functools import wraps
 
 import numpy as np
@@ -129,6 +130,19 @@ def int_param(request, name, required=True, default=None, minimum=None):
     return value
 
 
+def float_param(request, name, required=True, default=None):
+    raw = text_param(request, name, required=required)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be a number, not {raw[:40]!r}") from None
+    if not math.isfinite(value):
+        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be finite")
+    return value
+
+
 def choice_param(request, name, choices):
     """One of `choices` (the first is the default)."""
     value = text_param(request, name, required=False, default=choices[0])
@@ -182,6 +196,10 @@ class Api:
             "/operator_stacks": route(self.operator_stacks),
             "/kernels": route(self.kernels),
             "/kernel_tensor_cores": route(self.kernel_tensor_cores),
+            "/memory_devices": route(self.memory_devices),
+            "/memory_curve": route(self.memory_curve),
+            "/memory_events": route(self.memory_events),
+            "/memory_stats": route(self.memory_stats),
         }
 
     def _profile(self, request):
@@ -247,6 +265,36 @@ class Api:
 
     def kernel_tensor_cores(self, request):
         return respond(self._profile(request).tensor_core_share())
+
+    def memory_devices(self, request):
+        return respond({"devices": self._profile(request).memory_devices()})
+
+    def _memory_query(self, request):
+        """(profile, device, start_us, end_us) of a memory route, the device checked."""
+        profile = self._profile(request)
+        devices = profile.memory_devices()
+        device = text_param(request, "device", required=False, default=devices[0] if devices else None)
+        if device not in devices:
+            raise ApiError(404, "not_found", f"no memory records for device {str(device)[:40]!r}; devices: {', '.join(devices) or 'none'}")
+        start_us = float_param(request, "start_us", required=False)
+        end_us = float_param(request, "end_us", required=False)
+        if start_us is not None and end_us is not None and end_us < start_us:
+            raise ApiError(400, "bad_parameter", f"end_us ({end_us}) is before start_us ({start_us})")
+        return profile, device, start_us, end_us
+
+    def memory_curve(self, request):
+        profile, device, start_us, end_us = self._memory_query(request)
+        max_points = int_param(request, "max_points", required=False, default=2000, minimum=10)
+        return respond({"device": device, "peaks": asdict(profile.memory_peaks(device, start_us, end_us)),
+                        "curve": profile.memory_curve(device, start_us, end_us, min(max_points, 100_000))})
+
+    def memory_events(self, request):
+        profile, device, start_us, end_us = self._memory_query(request)
+        return table_reply(request, profile.memory_events(device, start_us, end_us))
+
+    def memory_stats(self, request):
+        profile, device, start_us, end_us = self._memory_query(request)
+        return table_reply(request, profile.memory_stats(device, start_us, end_us))
 
     def tables(self, request):
         """One raw event table of a profile (`table=kernels` ...), JSON or CSV."""

@@ -11,7 +11,7 @@ from .errors import TraceError
 from .storage import Storage, open_single
 from .trace.model import build_model
 from .trace.parse import parse_trace
-from .views import kernels, operators, overview, recommendations
+from .views import kernels, memory, operators, overview, recommendations
 
 logger = logging.getLogger(__name__)
 
@@ -19,10 +19,11 @@ logger = logging.getLogger(__name__)
 def _device_type(model):
     """"CUDA", "ROCm", another accelerator's runtime name, or "CPU"."""
     has_device_work = len(model.kernels) or len(model.memcpy) or len(model.memset)
-    runtime_names = model.runtime["name"].cat.categories
-    if len(runtime_names) and runtime_names.str.startswith("hip").any():
+    # Categoricals may list names of other tables too: look at the values present.
+    runtime_names = [str(n) for n in model.runtime["name"].unique()]
+    if any(n.startswith("hip") for n in runtime_names):
         return "ROCm"
-    cats = set(model.runtime["cat"].cat.categories) - {"", "cuda_runtime", "cuda_driver", "runtime", "driver"}
+    cats = {str(c) for c in model.runtime["cat"].unique()} - {"", "cuda_runtime", "cuda_driver", "runtime", "driver"}
     if cats:
         return sorted(cats)[0].rsplit("_", 1)[0].upper()
     return "CUDA" if has_device_work else "CPU"
@@ -91,6 +92,27 @@ class Profile:
     def tensor_core_share(self):
         """Kernel time on / off Tensor Cores."""
         return kernels.tensor_core_share(self.model)
+
+    # --- memory ------------------------------------------------------------------------------
+
+    def memory_devices(self):
+        """Devices with allocator records: "CPU", "GPU0", ..."""
+        return memory.memory_devices(self.model)
+
+    def memory_curve(self, device, start_us=None, end_us=None, max_points=memory.MAX_CURVE_POINTS):
+        """Allocated / reserved bytes over time (downsampled keeping peaks)."""
+        return memory.memory_curve(self.model, device, start_us, end_us, max_points)
+
+    def memory_peaks(self, device, start_us=None, end_us=None):
+        return memory.memory_peaks(self.model, device, start_us, end_us)
+
+    def memory_events(self, device, start_us=None, end_us=None):
+        """Allocations paired with their frees: operator, size, alloc/free time, duration."""
+        return memory.memory_events(self.model, device, start_us, end_us)
+
+    def memory_stats(self, device, start_us=None, end_us=None):
+        """Per operator: calls, size increase and allocations, self and with children."""
+        return memory.memory_stats(self.model, device, start_us, end_us)
 
     @property
     def device_type(self):

@@ -241,3 +241,27 @@ def test_group_by_must_be_known(gpu_served):
     _, client = gpu_served
     response = client.get(f"{PREFIX}/operators?run=resnet&worker=worker0&group_by=shape")
     assert response.status_code == 400 and "name_shape" in response.get_json()["reason"]
+
+
+def test_memory_routes(served):
+    _, client = served
+    q = "run=cpu_cnn&worker=worker0"
+    wait_ready(client, q)
+    assert client.get(f"{PREFIX}/memory_devices?{q}").get_json()["devices"] == ["CPU"]
+    curve = client.get(f"{PREFIX}/memory_curve?{q}&device=CPU").get_json()
+    assert curve["curve"]["columns"] == ["time_us", "allocated_bytes", "reserved_bytes"]
+    peak = curve["peaks"]["peak_allocated_bytes"]
+    assert peak == max(r[1] for r in curve["curve"]["rows"])
+    whole = client.get(f"{PREFIX}/memory_stats?{q}&device=CPU").get_json()["rows"]
+    start, end = curve["curve"]["rows"][0][0], curve["curve"]["rows"][len(curve["curve"]["rows"]) // 2][0]
+    part = client.get(f"{PREFIX}/memory_stats?{q}&device=CPU&start_us={start}&end_us={end}").get_json()["rows"]
+    assert sum(r[4] for r in part) < sum(r[4] for r in whole)  # fewer allocations in half the range
+    events = client.get(f"{PREFIX}/memory_events?{q}&device=CPU&format=csv")
+    assert events.get_data(as_text=True).splitlines()[0] == "operator,size_bytes,alloc_us,free_us,duration_us"
+
+
+@pytest.mark.parametrize("params, status", [("&device=GPU9", 404), ("&start_us=x", 400), ("&start_us=5&end_us=1", 400),
+                                            ("&start_us=nan", 400)])
+def test_memory_parameter_errors(served, params, status):
+    _, client = served
+    assert client.get(f"{PREFIX}/memory_curve?run=cpu_cnn&worker=worker0{params}").status_code == status

@@ -4,7 +4,9 @@
 
 - times are float64 microseconds relative to `TraceModel.origin_us` (the earliest event), so
   nanosecond fractions survive; `dur` is float64 microseconds, never negative;
-- strings are pandas categoricals (interned names); integer ids use -1 for "absent";
+- strings are pandas categoricals (interned names; all `name` columns share one category
+  index, so `.cat.categories` may list names that occur only in other tables: use the codes
+  or `.unique()` for what a table holds); integer ids use -1 for "absent";
 - `thread` is a row index into `TraceModel.threads`; `op` / `runtime` are row indices into
   `ops` / `runtime` (-1 when there is none).
 """
