@@ -168,7 +168,7 @@ def available_views(profile, worker_count):
         views.append("kernel")
     if len(m.memory):
         views.append("memory")
-    if (m.python["python_module_id"] >= 0).any():
+    if len(profile.modules()):
         views.append("module")
     if worker_count > 1:
         views.append("distributed")
@@ -200,6 +200,8 @@ class Api:
             "/memory_curve": route(self.memory_curve),
             "/memory_events": route(self.memory_events),
             "/memory_stats": route(self.memory_stats),
+            "/modules": route(self.modules),
+            "/module_flame": route(self.module_flame),
         }
 
     def _profile(self, request):
@@ -295,6 +297,12 @@ class Api:
     def memory_stats(self, request):
         profile, device, start_us, end_us = self._memory_query(request)
         return table_reply(request, profile.memory_stats(device, start_us, end_us))
+
+    def modules(self, request):
+        return table_reply(request, self._profile(request).modules())
+
+    def module_flame(self, request):
+        return respond(self._profile(request).module_flame())
 
     def tables(self, request):
         """One raw event table of a profile (`table=kernels` ...), JSON or CSV."""

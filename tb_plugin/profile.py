@@ -11,7 +11,7 @@ from .errors import TraceError
 from .storage import Storage, open_single
 from .trace.model import build_model
 from .trace.parse import parse_trace
-from .views import kernels, memory, operators, overview, recommendations
+from .views import kernels, memory, modules, operators, overview, recommendations
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +113,16 @@ class Profile:
     def memory_stats(self, device, start_us=None, end_us=None):
         """Per operator: calls, size increase and allocations, self and with children."""
         return memory.memory_stats(self.model, device, start_us, end_us)
+
+    # --- modules -----------------------------------------------------------------------------
+
+    def modules(self):
+        """The nn.Module tree with forward and backward times (needs with_stack + with_modules)."""
+        return modules.modules(self.model)
+
+    def module_flame(self):
+        """The module tree as nested {name, value, children} for a flame graph."""
+        return modules.module_flame(self.model)
 
     @property
     def device_type(self):

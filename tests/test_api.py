@@ -265,3 +265,16 @@ def test_memory_routes(served):
 def test_memory_parameter_errors(served, params, status):
     _, client = served
     assert client.get(f"{PREFIX}/memory_curve?run=cpu_cnn&worker=worker0{params}").status_code == status
+
+
+def test_module_routes(served):
+    _, client = served
+    q = "run=cpu_cnn&worker=worker0"
+    wait_ready(client, q)
+    assert "module" in client.get(f"{PREFIX}/views?run=cpu_cnn").get_json()["views"]
+    table = client.get(f"{PREFIX}/modules?{q}").get_json()
+    paths = {r[table["columns"].index("path")] for r in table["rows"]}
+    assert "SmallCNN_0 > Sequential_0 > ConvBlock_0 > Conv2d_0" in paths
+    flame = client.get(f"{PREFIX}/module_flame?{q}").get_json()
+    top = {c["name"] for c in flame["children"]}
+    assert "SmallCNN_0" in top
