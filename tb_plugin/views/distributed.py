@@ -1,0 +1,485 @@
+"""Distributed view: computation / communication overlap per step, collective statistics with
+data-transfer and synchronizing time, and the devices of every worker of one span.
+
+One collective call is recorded by several nested host ops (``c10d::allreduce_`` >
+``record_param_comms`` > ``nccl:all_reduce``); this module reduces each nest to one *call*
+(see `collective_calls`), gives it a duration, and matches calls across workers.
+"""
+
+import json
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .common import _cached, collective_op_mask, device_activity, kernel_flags, name_mask, operator_tree, step_windows
+from .intervals import exclusive_time, union_length
+
+# Backend-level collective annotations: the op that stands for the collective's work.
+_BACKEND_NAME = re.compile(r"^(nccl|gloo|mpi|ucc|xccl|hccl|rccl):", re.I)
+
+# Bytes per element, keyed by the normalised spelling of a dtype (lower case, without
+# `c10::` / `at::` / `torch.` prefixes and spaces): `Input type` writes C++ names ("float",
+# "long int", "c10::Half"), `record_param_comms` writes ScalarType names ("Float", "Long").
+_ELEMENT_BYTES = {
+    **dict.fromkeys(["float", "float32"], 4),
+    **dict.fromkeys(["double", "float64"], 8),
+    **dict.fromkeys(["half", "float16"], 2),
+    **dict.fromkeys(["bfloat16"], 2),
+    **dict.fromkeys(["longint", "long", "int64", "int64_t", "longlong", "longlongint"], 8),
+    **dict.fromkeys(["int", "int32", "int32_t"], 4),
+    **dict.fromkeys(["short", "shortint", "int16", "int16_t"], 2),
+    **dict.fromkeys(["signedchar", "char", "int8", "int8_t"], 1),
+    **dict.fromkeys(["unsignedchar", "byte", "uint8", "uint8_t"], 1),
+    **dict.fromkeys(["bool"], 1),
+    **dict.fromkeys(["unsignedshort", "unsignedshortint", "uint16", "uint16_t"], 2),
+    **dict.fromkeys(["unsignedint", "uint32", "uint32_t"], 4),
+    **dict.fromkeys(["unsignedlong", "unsignedlongint", "unsignedlonglong", "uint64", "uint64_t"], 8),
+    **dict.fromkeys(["complex<half>", "complexhalf", "complex32"], 4),
+    **dict.fromkeys(["complex<float>", "complexfloat", "complex64"], 8),
+    **dict.fromkeys(["complex<double>", "complexdouble", "complex128"], 16),
+    **dict.fromkeys(["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"], 1),
+}
+_DTYPE_PREFIX = re.compile(r"c10::|at::|torch\.|std::|\s+")
+
+STEP_COLUMNS = ["worker", "step", "computation_us", "overlap_us", "communication_us", "other_us", "total_us"]
+ALL_STEPS_COLUMNS = ["worker", "steps", "computation_us", "overlap_us", "communication_us", "other_us", "total_us"]
+CALL_COLUMNS = ["worker", "name", "start_us", "duration_us", "on_device", "size_bytes", "match_by", "match_group",
+                "match_index", "matched_workers", "transfer_us", "synchronizing_us"]
+COLLECTIVE_COLUMNS = ["worker", "name", "calls", "size_bytes", "mean_size_bytes", "total_us", "mean_us",
+                      "transfer_us", "synchronizing_us"]
+_CALL_TABLE_COLUMNS = ["worker", "root", "name", "start_us", "end_us", "device_us", "kernels", "on_device",
+                       "duration_us", "size_bytes", "process_group", "seq"]
+DEVICE_COLUMNS = ["worker", "backend", "rank", "world_size", "device_id", "device_name", "memory_bytes",
+                  "compute_capability", "sm_count"]
+
+
+def element_bytes(dtype):
+    """Bytes per element of a dtype spelled as in traces ("float", "c10::Half", "BFloat16",
+    "long int", ...); NaN when unknown (e.g. "TensorList", "Scalar", "")."""
+    key = _DTYPE_PREFIX.sub("", str(dtype)).lower()
+    return float(_ELEMENT_BYTES.get(key, np.nan))
+
+
+def _shape_elements(shape):
+    """Elements of one input: a shape [d0, d1, ...] (0-d tensor: []) -> product."""
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+        return np.nan
+    return float(np.prod(shape, dtype=np.float64)) if shape else 1.0
+
+
+def input_bytes(input_dims, input_type):
+    """Bytes of an op's tensor inputs from its `Input Dims` / `Input type` JSON texts.
+
+    Inputs typed "" or "Scalar" (non-tensors) count 0; the result is NaN when any tensor
+    input has an unknown element type (TensorList, an unknown dtype) or shape, or when the op
+    recorded no shapes at all.
+    """
+    try:
+        dims = json.loads(input_dims) if input_dims else None
+        types = json.loads(input_type) if input_type else None
+    except ValueError:
+        return np.nan
+    if not isinstance(dims, list) or not isinstance(types, list) or len(dims) != len(types) or not dims:
+        return np.nan
+    total, tensors = 0.0, 0
+    for shape, dtype in zip(dims, types):  # a handful of inputs per distinct (shape, type) pair
+        if dtype in ("", "Scalar", None):
+            continue
+        tensors += 1
+        total += _shape_elements(shape) * element_bytes(dtype)
+    return total if tensors else np.nan
+
+
+def _pair_bytes(dims, types):
+    """`input_bytes` of categorical dims/types columns, evaluated once per distinct pair."""
+    if not len(dims):
+        return np.zeros(0)
+    pairs = pd.DataFrame({"d": np.asarray(dims, dtype=object), "t": np.asarray(types, dtype=object)})
+    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(pairs))
+    per_pair = np.array([input_bytes(d, t) for d, t in uniques], dtype=np.float64)
+    return per_pair[codes]
+
+
+def _outermost_collective(model, rows):
+    """For op rows (-1 allowed): the outermost collective op among the row and its ancestors
+    (-1 when there is none). One numpy step per nesting level."""
+    coll = collective_op_mask(model)
+    parent = model.ops["parent"].to_numpy()
+    cur = np.asarray(rows, dtype=np.int64).copy()
+    out = np.full(len(cur), -1, dtype=np.int64)
+    max_levels = int(model.ops["depth"].max()) + 2 if len(model.ops) else 0
+    for _ in range(max_levels):
+        live = cur >= 0
+        if not live.any():
+            break
+        hit = np.zeros(len(cur), dtype=bool)
+        hit[live] = coll[cur[live]]
+        out[hit] = cur[hit]
+        cur[live] = parent[cur[live]]
+    return out
+
+
+def collective_calls(model):
+    """One row per collective call of one worker, before matching across workers.
+
+    A call is a *nest* of collective ops (`common.collective_op_mask`) on one thread, named
+    by its outermost collective op (the root), e.g. ``c10d::allreduce_`` >
+    ``record_param_comms`` > ``nccl:all_reduce``.
+
+    Returns
+    -------
+    DataFrame with columns
+        root (int64, row in `model.ops`), name (str: the backend op's name such as
+        ``nccl:all_reduce`` / ``gloo:broadcast``; else the ``Collective name`` arg of
+        ``record_param_comms``; else the root's name), start_us, end_us (float64 µs, host
+        interval of the root, relative to the trace origin), device_us (float64 µs, summed
+        duration of the communication kernels launched inside the nest; 0 when none),
+        kernels (int64, count of those kernels), on_device (bool, kernels > 0), duration_us
+        (float64 µs: device_us when on_device, else end_us - start_us), size_bytes (float64
+        bytes, NaN when unknown), process_group (str, "" when absent), seq (int64, the
+        ``Seq`` arg, -1 when absent); ordered by start_us.
+
+    Notes
+    -----
+    - Size: ``In msg nelems`` x element size of ``dtype`` from the nest's
+      ``record_param_comms``; otherwise the tensor inputs of the backend op (else of the root)
+      from ``Input Dims`` x ``Input type``, summed over inputs (`input_bytes`).
+    - When any nest of the trace holds a backend op (``nccl:*``, ``gloo:*``, ...), nests with
+      neither a backend op nor communication kernels are front-end calls whose work is
+      recorded elsewhere (gloo runs it as ``gloo:*`` on a worker thread) and are dropped, so
+      that one collective is one call. ``record_param_comms`` nests named ``wait``
+      (``Work.wait()``, 0 elements) without kernels are not collectives and are dropped too.
+    - Communication kernels whose launching op is in no nest belong to no call (they still
+      count as communication time in the step table).
+    """
+    return _cached(model, "distributed_calls", lambda: _build_calls(model))
+
+
+def _categorical_values(column, rows):
+    """Decoded strings of a categorical column at `rows` (decoding only those rows)."""
+    categories = np.asarray(column.cat.categories, dtype=object)
+    return categories[column.cat.codes.to_numpy()[rows]] if len(rows) else np.zeros(0, dtype=object)
+
+
+def _build_calls(model):
+    ops = model.ops
+    coll_rows = np.flatnonzero(collective_op_mask(model))
+    roots = _outermost_collective(model, coll_rows)
+    members = pd.DataFrame({
+        "row": coll_rows,
+        "root": roots,
+        "depth": ops["depth"].to_numpy()[coll_rows],
+        "is_backend": name_mask(ops["name"], _BACKEND_NAME.match)[coll_rows],
+        "is_rpc": (ops["name"] == "record_param_comms").to_numpy()[coll_rows],
+    }).sort_values(["root", "depth", "row"], kind="stable")
+
+    comm, _ = kernel_flags(model)
+    k = model.kernels
+    k_root = _outermost_collective(model, k["op"].to_numpy()[comm])
+    linked = k_root >= 0
+    kernel_time = pd.Series(k["dur"].to_numpy()[comm][linked]).groupby(k_root[linked]).agg(["sum", "size"])
+
+    chain = pd.DataFrame(index=pd.Index(np.unique(roots), name="root"))
+    backend = members[members["is_backend"]].drop_duplicates("root").set_index("root")["row"]
+    rpc = members[members["is_rpc"]].drop_duplicates("root").set_index("root")["row"]
+    chain["backend"] = backend.reindex(chain.index).fillna(-1).astype(np.int64)
+    chain["rpc"] = rpc.reindex(chain.index).fillna(-1).astype(np.int64)
+    chain["device_us"] = kernel_time["sum"].reindex(chain.index).fillna(0.0).astype(np.float64)
+    chain["kernels"] = kernel_time["size"].reindex(chain.index).fillna(0).astype(np.int64)
+    root = chain.index.to_numpy(dtype=np.int64)
+    b, r = chain["backend"].to_numpy(), chain["rpc"].to_numpy()
+    has_b, has_r = b >= 0, r >= 0
+    safe_b, safe_r = np.where(has_b, b, root), np.where(has_r, r, root)
+    name = np.where(has_b, _categorical_values(ops["name"], safe_b),
+                    np.where(has_r, _categorical_values(ops["collective_name"], safe_r),
+                             _categorical_values(ops["name"], root)))
+    kernels = chain["kernels"].to_numpy()
+    keep = (has_b | (kernels > 0) | ~has_b.any()) & ~((name == "wait") & (kernels == 0))
+    chain, root, name, has_b, has_r, safe_b, safe_r, kernels = (
+        chain[keep], root[keep], name[keep], has_b[keep], has_r[keep], safe_b[keep], safe_r[keep], kernels[keep])
+
+    dims = ops["input_dims"].to_numpy()
+    types = ops["input_type"].to_numpy()
+    shape_bytes = _pair_bytes(dims[safe_b], types[safe_b])
+    nelems = ops["in_msg_nelems"].to_numpy()[safe_r].astype(np.float64)
+    dtype_codes, dtype_uniques = pd.factorize(ops["dtype"].to_numpy()[safe_r])
+    rpc_element = np.array([element_bytes(u) for u in dtype_uniques], dtype=np.float64)[dtype_codes] \
+        if len(root) else np.zeros(0)
+    rpc_bytes = np.where(has_r & (nelems >= 0), nelems * rpc_element, np.nan)
+    size = np.where(np.isfinite(rpc_bytes), rpc_bytes, shape_bytes)
+
+    start = ops["ts"].to_numpy()[root]
+    end = start + ops["dur"].to_numpy()[root]
+    device_us = chain["device_us"].to_numpy()
+    calls = pd.DataFrame({
+        "root": root,
+        "name": pd.array(name, dtype=object),
+        "start_us": start,
+        "end_us": end,
+        "device_us": device_us,
+        "kernels": kernels,
+        "on_device": kernels > 0,
+        "duration_us": np.where(kernels > 0, device_us, end - start),
+        "size_bytes": size.astype(np.float64),
+        "process_group": np.where(has_r, _categorical_values(ops["process_group_name"], safe_r), ""),
+        "seq": np.where(has_r, ops["collective_seq"].to_numpy()[safe_r], -1).astype(np.int64),
+    })
+    calls["name"] = calls["name"].astype(str)
+    calls["process_group"] = calls["process_group"].astype(str)
+    return calls.sort_values(["start_us", "end_us"], kind="stable").reset_index(drop=True)
+
+
+@dataclass
+class DistributedView:
+    """Tables of the distributed view; see `distributed` for their columns."""
+
+    steps: pd.DataFrame
+    all_steps: pd.DataFrame
+    calls: pd.DataFrame
+    collectives: pd.DataFrame
+    devices: pd.DataFrame
+
+
+def distributed(models):
+    """Computation/communication per step, collectives and devices of several workers.
+
+    Parameters
+    ----------
+    models : dict[str, TraceModel]
+        Worker name -> the model of one span of that worker (all the same span of one run).
+
+    Returns
+    -------
+    DistributedView
+        ``steps`` -- one row per worker per step (`common.step_windows`):
+
+        - worker (str)
+        - step (int64): the ``ProfilerStep#N`` number (0 for a trace without steps)
+        - computation_us (float64 µs): union of non-communication kernels in the step
+          window; for a worker without kernels, union of its operators (the rows the operator
+          view lists, collectives excluded)
+        - overlap_us (float64 µs): time where computation and communication run at once
+        - communication_us (float64 µs): union of communication kernels and of the host
+          intervals of collective calls that launched no communication kernel (for a worker
+          without kernels: its collective calls' host intervals, e.g. ``gloo:*``)
+        - other_us (float64 µs): step - computation - communication + overlap (neither)
+        - total_us (float64 µs): the step window's length
+
+        ``all_steps`` -- one row per worker, the mean per step of the above (as the old
+        plugin's "All steps"): worker (str), steps (int64, count), computation_us,
+        overlap_us, communication_us, other_us, total_us (float64 µs).
+
+        ``calls`` -- one row per collective call (`collective_calls`) with its matching:
+        worker (str), name (str), start_us (float64 µs, host start relative to that worker's
+        trace origin), duration_us (float64 µs), on_device (bool: duration is kernel time),
+        size_bytes (float64 bytes, NaN if unknown), match_by (str: "seq" or "order"),
+        match_group (str: the process group for "seq"; for "order" the name, plus
+        ``|<size_bytes>`` (``|?`` when unknown) for collectives whose size is the same on
+        every rank), match_index (int64: ``Seq``, or the occurrence index within
+        match_group), matched_workers (int64: workers holding this collective),
+        transfer_us, synchronizing_us (float64 µs).
+
+        ``collectives`` -- one row per worker per collective name:
+
+        - worker, name (str)
+        - calls (int64)
+        - size_bytes (float64 bytes): total over the calls; NaN if any call's size is unknown
+        - mean_size_bytes (float64 bytes): size_bytes / calls
+        - total_us, mean_us (float64 µs): summed and mean call duration
+        - transfer_us (float64 µs): summed data-transfer time
+        - synchronizing_us (float64 µs): summed synchronizing time (total_us - transfer_us)
+
+        ``devices`` -- one row per worker per device it used (one row with device_id -1 when
+        it used none): worker (str), backend (str, "" if unknown), rank, world_size (int64,
+        -1 if unknown) from ``distributedInfo``; device_id (int64), device_name (str, ""),
+        memory_bytes (float64 bytes, NaN), compute_capability (str like "8.0", ""),
+        sm_count (float64, NaN) from ``deviceProperties`` (absent values as noted).
+
+    Notes
+    -----
+    Duration of a call: the summed duration of the communication kernels launched inside its
+    op nest when there are any (NCCL), else its host interval (gloo, or any call whose
+    kernels are not linked).
+
+    Matching a call across workers: by (process group, ``Seq``) when the call's
+    ``record_param_comms`` carries ``Seq``; otherwise by (name, occurrence index), the index
+    counting that worker's calls of that name in order of their host start. For
+    collectives whose input size must be equal on every rank (all_reduce, broadcast,
+    reduce, all_gather, reduce_scatter; see `same_size_on_every_rank`) the size is part of
+    the name here: gloo runs collectives on several work threads, so two broadcasts issued
+    back to back (80 floats, then 3 longs) may start in either order on different ranks,
+    and calls of different sizes cannot be the same collective. Counts need not agree
+    across workers: extra calls on one worker simply match fewer workers.
+
+    Data transfer time of a call = the minimum duration of its matched calls over the
+    workers holding it (the part every worker spent moving data); synchronizing time =
+    duration - transfer time. A call no other worker holds has transfer = its own duration
+    and synchronizing 0 (``matched_workers`` is 1).
+    """
+    workers = list(models)
+    step_parts, call_parts, device_parts = [], [], []
+    for worker in workers:  # one iteration per worker
+        model = models[worker]
+        calls = collective_calls(model)
+        step_parts.append(_worker_steps(model, calls).assign(worker=worker))
+        call_parts.append(calls.assign(worker=worker))
+        device_parts.append(_worker_devices(model).assign(worker=worker))
+
+    steps = _concat(step_parts, STEP_COLUMNS)
+    steps["worker"] = steps["worker"].astype(str)
+    steps["step"] = steps["step"].astype(np.int64)
+    all_steps = steps.groupby("worker", sort=False).agg(
+        steps=("step", "size"),
+        computation_us=("computation_us", "mean"),
+        overlap_us=("overlap_us", "mean"),
+        communication_us=("communication_us", "mean"),
+        other_us=("other_us", "mean"),
+        total_us=("total_us", "mean"),
+    ).reset_index()[ALL_STEPS_COLUMNS]
+    all_steps["steps"] = all_steps["steps"].astype(np.int64)
+
+    calls = _match(_concat(call_parts, _CALL_TABLE_COLUMNS))
+    collectives = _collectives(calls)
+    devices = _concat(device_parts, DEVICE_COLUMNS)
+    return DistributedView(steps=steps, all_steps=all_steps, calls=calls[CALL_COLUMNS].reset_index(drop=True),
+                           collectives=collectives, devices=devices)
+
+
+_TEXT_COLUMNS = {"worker", "name", "process_group", "backend", "device_name", "compute_capability"}
+_INT_COLUMNS = {"step", "root", "kernels", "seq", "rank", "world_size", "device_id"}
+
+
+def _concat(parts, columns):
+    """Per-worker tables stacked; with no workers, an empty table of the same columns and dtypes."""
+    if not parts:
+        dtype = lambda c: str if c in _TEXT_COLUMNS else np.int64 if c in _INT_COLUMNS else bool if c == "on_device" \
+            else np.float64  # noqa: E731
+        return pd.DataFrame({c: pd.Series(dtype=dtype(c)) for c in columns})
+    return pd.concat(parts, ignore_index=True)[columns]
+
+
+def _worker_steps(model, calls):
+    windows = step_windows(model)
+    bounds = (windows["start_us"].to_numpy(), windows["end_us"].to_numpy())
+    comm, _ = kernel_flags(model)
+    k = model.kernels
+    k_start = k["ts"].to_numpy()
+    k_end = k_start + k["dur"].to_numpy()
+    host = calls[~calls["on_device"]]
+    comm_start = np.concatenate([k_start[comm], host["start_us"].to_numpy()])
+    comm_end = np.concatenate([k_end[comm], host["end_us"].to_numpy()])
+    if len(k):
+        comp_start, comp_end = k_start[~comm], k_end[~comm]
+    else:
+        ops = model.ops
+        compute = operator_tree(model)["is_operator"].to_numpy() & ~collective_op_mask(model)
+        comp_start = ops["ts"].to_numpy()[compute]
+        comp_end = comp_start + ops["dur"].to_numpy()[compute]
+    parts = exclusive_time(bounds, [(comm_start, comm_end), (comp_start, comp_end)])
+    communication, computation_only, neither = parts[:, 0], parts[:, 1], parts[:, 2]
+    computation = union_length(comp_start, comp_end, bounds)
+    overlap = np.clip(computation - computation_only, 0.0, None)
+    return pd.DataFrame({
+        "step": windows["step"].to_numpy(),
+        "computation_us": computation,
+        "overlap_us": overlap,
+        "communication_us": communication,
+        "other_us": neither,
+        "total_us": bounds[1] - bounds[0],
+    })
+
+
+def same_size_on_every_rank(name):
+    """Whether a collective's input has the same size on every rank (all_reduce, broadcast,
+    reduce, all_gather, reduce_scatter, barrier ...), so the size identifies it; not for
+    all_to_all, gather, scatter, send/recv or coalesced groups."""
+    kind = name.lower().rsplit(":", 1)[-1].replace("_", "")
+    if any(word in kind for word in ("alltoall", "send", "recv", "coalesced")):
+        return False
+    if "gather" in kind and "allgather" not in kind:
+        return False
+    return not ("scatter" in kind and "reducescatter" not in kind)
+
+
+def _match(calls):
+    """Add match keys, matched_workers, transfer_us and synchronizing_us (see `distributed`)."""
+    calls = calls.sort_values(["worker", "start_us", "end_us"], kind="stable").reset_index(drop=True)
+    names = calls["name"].to_numpy(dtype=object)
+    codes, uniques = pd.factorize(names)
+    invariant = np.array([same_size_on_every_rank(u) for u in uniques], dtype=bool)[codes] if len(names) else \
+        np.zeros(0, dtype=bool)
+    size = calls["size_bytes"]
+    size_text = size.round().astype("Int64").astype(str).where(size.notna(), "?").to_numpy(dtype=object)
+    order_group = np.where(invariant, names + "|" + size_text, names) if len(names) else np.zeros(0, dtype=object)
+    by_seq = calls["seq"].to_numpy() >= 0
+    calls["match_by"] = np.where(by_seq, "seq", "order")
+    calls["match_group"] = np.where(by_seq, calls["process_group"].to_numpy(dtype=object), order_group).astype(str)
+    occurrence = calls.groupby(["worker", "match_by", "match_group"], sort=False).cumcount().to_numpy()
+    calls["match_index"] = np.where(by_seq, calls["seq"].to_numpy(), occurrence).astype(np.int64)
+    groups = calls.groupby(["match_by", "match_group", "match_index"], sort=False)
+    calls["matched_workers"] = groups["worker"].transform("nunique").astype(np.int64)
+    calls["transfer_us"] = groups["duration_us"].transform("min").astype(np.float64)
+    calls["synchronizing_us"] = calls["duration_us"] - calls["transfer_us"]
+    return calls
+
+
+def _collectives(calls):
+    unknown = calls["size_bytes"].isna()
+    grouped = calls.assign(unknown_size=unknown).groupby(["worker", "name"], sort=False).agg(
+        calls=("duration_us", "size"),
+        size_bytes=("size_bytes", "sum"),
+        unknown_size=("unknown_size", "any"),
+        total_us=("duration_us", "sum"),
+        transfer_us=("transfer_us", "sum"),
+        synchronizing_us=("synchronizing_us", "sum"),
+    ).reset_index()
+    grouped["calls"] = grouped["calls"].astype(np.int64)
+    grouped["size_bytes"] = np.where(grouped["unknown_size"], np.nan, grouped["size_bytes"]).astype(np.float64)
+    grouped["mean_size_bytes"] = grouped["size_bytes"] / grouped["calls"].where(grouped["calls"] > 0)
+    grouped["mean_us"] = grouped["total_us"] / grouped["calls"].where(grouped["calls"] > 0)
+    out = grouped[COLLECTIVE_COLUMNS].astype({"worker": str, "name": str, "size_bytes": np.float64,
+                                              "total_us": np.float64, "mean_us": np.float64,
+                                              "transfer_us": np.float64, "synchronizing_us": np.float64})
+    return out.sort_values(["worker", "total_us"], ascending=[True, False], kind="stable").reset_index(drop=True)
+
+
+def _worker_devices(model):
+    info = model.distributed
+
+    def int_or_missing(value):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return -1
+
+    dev = device_activity(model)
+    used = np.unique(dev["device"].to_numpy()[dev["device"].to_numpy() >= 0]) if len(dev) else np.zeros(0, np.int64)
+    ids = used.astype(np.int64) if len(used) else np.array([-1], dtype=np.int64)
+    props = model.devices
+    prop_ids = pd.to_numeric(props["id"], errors="coerce") if len(props) else pd.Series(dtype=np.float64)
+    table = None
+    if len(props):
+        table = props.assign(id=prop_ids).dropna(subset=["id"]).drop_duplicates("id").set_index("id")
+
+    def prop(column, default):
+        if table is None or column not in table:
+            return np.full(len(ids), default, dtype=object)
+        return table[column].reindex(ids.astype(np.float64)).to_numpy(dtype=object)
+
+    major = pd.to_numeric(pd.Series(prop("computeMajor", np.nan)), errors="coerce")
+    minor = pd.to_numeric(pd.Series(prop("computeMinor", np.nan)), errors="coerce")
+    as_text = lambda numbers: numbers.fillna(0).astype(np.int64).astype(str)  # noqa: E731
+    capability = np.where(major.notna() & minor.notna(), as_text(major) + "." + as_text(minor), "")
+    names = pd.Series(prop("name", "")).fillna("").astype(str).to_numpy()
+    return pd.DataFrame({
+        "backend": str(info.get("backend") or ""),
+        "rank": int_or_missing(info.get("rank")),
+        "world_size": int_or_missing(info.get("world_size")),
+        "device_id": ids,
+        "device_name": names,
+        "memory_bytes": pd.to_numeric(pd.Series(prop("totalGlobalMem", np.nan)), errors="coerce").to_numpy(np.float64),
+        "compute_capability": capability.astype(str),
+        "sm_count": pd.to_numeric(pd.Series(prop("numSms", np.nan)), errors="coerce").to_numpy(np.float64),
+    })

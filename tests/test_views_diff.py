@@ -1,0 +1,137 @@
+"""Diff view: a trace against itself (all deltas zero) and two hand-made traces whose
+differences were worked out on paper."""
+
+import re
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+import tb_plugin
+from tb_plugin.views.common import step_breakdown
+from tb_plugin.views.diff import KERNEL_DIFF_COLUMNS, OPERATOR_DIFF_COLUMNS, STEP_DIFF_COLUMNS, diff
+
+from .conftest import SAMPLES, kernel, op, raw_events, runtime, shared_trace, write_trace
+
+STEP = re.compile(r"^ProfilerStep#\d+$")
+
+
+def _row(table, key, value):
+    rows = table[table[key] == value]
+    assert len(rows) == 1, f"expected one row {key}={value!r}:\n{table}"
+    return rows.iloc[0]
+
+
+@pytest.fixture
+def two_traces(tmp_path):
+    # a: two aten::mm (0..10, 20..40), each launching one gemm (7 and 9 us), and aten::add 45..50
+    a = [
+        op("aten::mm", 0, 10, **{"External id": 1}),
+        runtime("cudaLaunchKernel", 2, 2, correlation=1, external_id=1),
+        kernel("gemm", 5, 7, correlation=1),
+        op("aten::mm", 20, 20, **{"External id": 2}),
+        runtime("cudaLaunchKernel", 22, 2, correlation=2, external_id=2),
+        kernel("gemm", 25, 9, correlation=2),
+        op("aten::add", 45, 5, **{"External id": 3}),
+    ]
+    # b: one aten::mm (0..30) with an 11 us gemm, and aten::relu (35..39) with a 3 us kernel
+    b = [
+        op("aten::mm", 0, 30, **{"External id": 1}),
+        runtime("cudaLaunchKernel", 2, 2, correlation=1, external_id=1),
+        kernel("gemm", 5, 11, correlation=1),
+        op("aten::relu", 35, 4, **{"External id": 2}),
+        runtime("cudaLaunchKernel", 36, 1, correlation=2, external_id=2),
+        kernel("relu_kernel", 38, 3, correlation=2),
+    ]
+    return tuple(tb_plugin.load(write_trace(tmp_path / f"{name}.pt.trace.json", events)).model
+                 for name, events in (("a", a), ("b", b)))
+
+
+def test_diff_columns_exact(two_traces):
+    view = diff(*two_traces)
+    assert list(view.operators.columns) == OPERATOR_DIFF_COLUMNS
+    assert list(view.kernels.columns) == KERNEL_DIFF_COLUMNS
+    assert list(view.steps.columns) == STEP_DIFF_COLUMNS
+    assert view.operators["calls_delta"].dtype == np.int64 and view.kernels["calls_a"].dtype == np.int64
+    assert view.operators["host_self_us_delta"].dtype == np.float64
+
+
+def test_diff_operators_hand_made(two_traces):
+    ops = diff(*two_traces).operators
+    mm = _row(ops, "name", "aten::mm")
+    assert (mm.calls_a, mm.calls_b, mm.calls_delta) == (2, 1, -1)
+    assert (mm.host_total_us_a, mm.host_total_us_b, mm.host_total_us_delta) == (30, 30, 0)
+    # self = wall time - launch time: (10 - 2) + (20 - 2) = 26 against 30 - 2 = 28
+    assert (mm.host_self_us_a, mm.host_self_us_b, mm.host_self_us_delta) == (26, 28, 2)
+    assert (mm.device_self_us_a, mm.device_self_us_b, mm.device_self_us_delta) == (16, 11, -5)
+    assert (mm.device_total_us_a, mm.device_total_us_b, mm.device_total_us_delta) == (16, 11, -5)
+    # only in a: zero on b's side
+    add = _row(ops, "name", "aten::add")
+    assert (add.calls_a, add.calls_b, add.calls_delta, add.host_total_us_delta) == (1, 0, -1, -5)
+    # only in b: zero on a's side
+    relu = _row(ops, "name", "aten::relu")
+    assert (relu.calls_a, relu.calls_b, relu.host_self_us_b, relu.device_self_us_delta) == (0, 1, 3, 3)
+    # largest device change first, then host change
+    assert list(ops["name"]) == ["aten::mm", "aten::relu", "aten::add"]
+
+
+def test_diff_kernels_hand_made(two_traces):
+    kernels = diff(*two_traces).kernels
+    gemm = _row(kernels, "name", "gemm")
+    assert (gemm.calls_a, gemm.calls_b, gemm.calls_delta) == (2, 1, -1)
+    assert (gemm.total_us_a, gemm.total_us_b, gemm.total_us_delta) == (16, 11, -5)
+    relu = _row(kernels, "name", "relu_kernel")
+    assert (relu.calls_a, relu.calls_b, relu.calls_delta, relu.total_us_a, relu.total_us_delta) == (0, 1, 1, 0, 3)
+    assert len(kernels) == 2
+
+
+def test_diff_steps_hand_made(two_traces):
+    steps = diff(*two_traces).steps
+    # no step markers: one step over the whole trace, 0..50 in a and 0..41 in b
+    total = _row(steps, "category", "total")
+    assert (total.mean_us_a, total.mean_us_b, total.mean_us_delta) == (50, 41, -9)
+    # kernel time 7 + 9 against 11 + 3; launches 2 + 2 against 2 + 1
+    k = _row(steps, "category", "kernel")
+    assert (k.mean_us_a, k.mean_us_b, k.mean_us_delta) == (16, 14, -2)
+    rt = _row(steps, "category", "runtime")
+    assert (rt.mean_us_a, rt.mean_us_b, rt.mean_us_delta) == (4, 3, -1)
+    # one row per breakdown category, plus total
+    categories = [c[:-3] for c in step_breakdown(two_traces[0]).columns if c.endswith("_us")]
+    assert list(steps["category"]) == categories
+
+
+@lru_cache(maxsize=None)
+def _a100():
+    return tb_plugin.load(shared_trace("a100_nccl_collectives")).model
+
+
+def test_diff_same_trace_all_deltas_zero():
+    model = _a100()
+    view = diff(model, model)
+    for table in (view.operators, view.kernels, view.steps):
+        deltas = [c for c in table.columns if c.endswith("_delta")]
+        assert len(table) and deltas
+        assert (table[deltas].to_numpy() == 0).all()
+    # the a and b sides are the model's own totals
+    assert view.kernels["calls_a"].sum() == len(model.kernels)
+    assert view.kernels["total_us_a"].sum() == pytest.approx(model.kernels["dur"].sum())
+
+
+def test_diff_two_workers_of_gloo_run_kernel_free():
+    run = tb_plugin.load_run(SAMPLES / "cpu_ddp_gloo")
+    a, b = run.profile("worker0", 1).model, run.profile("worker1", 1).model
+    view = diff(a, b)
+    assert len(view.kernels) == 0 and list(view.kernels.columns) == KERNEL_DIFF_COLUMNS
+    # both workers run the same program: same operators, same call counts
+    assert (view.operators["calls_delta"] == 0).all()
+    # CPU only: a step is its host ProfilerStep range, so the mean total is the raw mean duration
+    mean_a, mean_b = (np.mean([e["dur"] for e in raw_events(_first_span(worker))
+                               if STEP.match(e.get("name", "")) and e.get("cat") in ("cpu_op", "user_annotation")])
+                      for worker in ("worker0", "worker1"))
+    total = _row(view.steps, "category", "total")
+    assert total.mean_us_a == pytest.approx(mean_a, abs=1e-6)
+    assert total.mean_us_delta == pytest.approx(mean_b - mean_a, abs=1e-6)
+
+
+def _first_span(worker):
+    return sorted((SAMPLES / "cpu_ddp_gloo").glob(f"{worker}.*.pt.trace.json.gz"))[0]
