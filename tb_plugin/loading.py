@@ -22,7 +22,8 @@ from .storage import Storage
 
 logger = logging.getLogger(__name__)
 
-# A file modified this recently may still be being written: a failure is not final.
+# A file modified this recently when it failed to parse may still have been being written:
+# that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
 
 
@@ -43,6 +44,7 @@ class _FileState:
     stat: object = None
     status: str = "new"  # new | loading | ready | error
     error: str = ""
+    failed_at: float = 0.0
     future: object = None
     started: float = 0.0
     load_seconds: float = 0.0
@@ -62,9 +64,10 @@ class RunStore:
         parsed again when asked for).
     """
 
-    def __init__(self, logdir, *, rescan_seconds=30.0, max_profiles=8):
+    def __init__(self, logdir, *, rescan_seconds=30.0, max_profiles=8, retry_seconds=2.0):
         self.logdir = logdir
         self.rescan_seconds = rescan_seconds
+        self.retry_seconds = retry_seconds
         self.max_profiles = max_profiles
         self._storage = None
         self._runs = {}
@@ -179,7 +182,7 @@ class RunStore:
                 self._profiles.move_to_end(path)
                 return self._profiles[path]
             state = self._files.setdefault(path, _FileState())
-            if state.status == "error":
+            if state.status == "error" and not self._retry_due(state):
                 raise TraceError(path, state.error)
             if state.status != "loading":
                 self._submit(path, state)
@@ -220,8 +223,11 @@ class RunStore:
             elif state.stat != stat and state.status != "loading":
                 self._profiles.pop(path, None)
                 self._files[path] = _FileState(stat=stat)
-            elif state.status == "error" and time.time() - stat.mtime < _SETTLING_SECONDS:
-                state.status = "new"  # possibly half-written when it failed: try again
+
+    def _retry_due(self, state):
+        """A failure seen while the file was fresh (maybe half-written) is retried later."""
+        settling = state.stat is not None and state.failed_at - state.stat.mtime < _SETTLING_SECONDS
+        return settling and time.time() - state.failed_at >= self.retry_seconds
 
     def _submit(self, path, state):
         state.status = "loading"
@@ -237,7 +243,7 @@ class RunStore:
         except TraceError as exc:
             with self._lock:
                 state = self._files.setdefault(path, _FileState())
-                state.status, state.error = "error", exc.reason
+                state.status, state.error, state.failed_at = "error", exc.reason, time.time()
             logger.info("could not load %s: %s", path, exc.reason)
             return
         except Exception as exc:  # never let one file take the loader thread down
@@ -245,6 +251,7 @@ class RunStore:
             with self._lock:
                 state = self._files.setdefault(path, _FileState())
                 state.status, state.error = "error", f"internal error: {type(exc).__name__}: {exc}"
+                state.failed_at = time.time()
             return
         with self._lock:
             state = self._files.setdefault(path, _FileState())

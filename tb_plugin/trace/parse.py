@@ -149,6 +149,8 @@ def parse_trace(data, path):
         return _decode_fast(data)
     except _NotATrace as exc:
         raise TraceError(path, f"not a Kineto trace: {exc}") from None
+    except RecursionError:
+        raise TraceError(path, "the JSON is nested too deeply to be a Kineto trace") from None
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as fast_error:
         anomalies = {"tolerant_parse": str(fast_error)}
     try:
@@ -174,7 +176,7 @@ def decode_args(raws, args_type):
     decoder = msgspec.json.Decoder(list[args_type])
     try:
         return decoder.decode(b"[" + b",".join(raws) + b"]"), 0
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         pass
     single = msgspec.json.Decoder(args_type)
     out, bad = [], 0
@@ -182,10 +184,10 @@ def decode_args(raws, args_type):
     for raw in raws:
         try:
             out.append(single.decode(raw))
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             try:
                 out.append(msgspec.convert(msgspec.json.decode(raw), args_type, strict=False))
-            except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
+            except (msgspec.ValidationError, msgspec.DecodeError, TypeError, RecursionError):
                 out.append(default)
                 bad += 1
     return out, bad

@@ -1,0 +1,63 @@
+"""Write the corpus of bad traces in tests/data/bad/, and `expected.json`: for each file, the
+HTTP status and a fragment of the reason the API must give (or 200 when the loader must
+accept the file and count its repairs).
+
+Run `python tests/data/make_bad_traces.py` after changing a case; the files are committed so
+the corpus is visible and reviewable.
+"""
+
+import gzip
+import json
+from pathlib import Path
+
+OUT = Path(__file__).parent / "bad"
+GOOD_EVENT = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5}
+
+
+def trace(events, **top):
+    return json.dumps({"schemaVersion": 1, **top, "traceEvents": events}).encode()
+
+
+def cases():
+    """(file name, bytes, expected status, reason fragment)."""
+    good = trace([GOOD_EVENT, {**GOOD_EVENT, "name": "ProfilerStep#1", "cat": "user_annotation", "ts": 0, "dur": 50}])
+    depth = 5000
+    nested_event = (b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": '
+                    + b'{"a": ' * depth + b"1" + b"}" * depth + b"}")
+    yield "empty.pt.trace.json", b"", 422, "the file is empty"
+    yield "truncated_json.pt.trace.json", good[: len(good) // 2], 422, "truncated"
+    yield "truncated_gzip.pt.trace.json.gz", gzip.compress(good, mtime=0)[:40], 422, "gzip stream is corrupt or truncated"
+    yield "not_a_trace.pt.trace.json", b'{"model": "resnet", "lr": 0.1}', 422, "no 'traceEvents'"
+    yield "scalar.pt.trace.json", b"3.14", 422, "not an object or array"
+    yield "binary.pt.trace.json", bytes(range(256)) * 4, 422, "not valid JSON"
+    yield "trace_events_not_list.pt.trace.json", b'{"traceEvents": {"a": 1}}', 422, "traceEvents"
+    yield "deeply_nested_args.pt.trace.json", b'{"traceEvents": [' + nested_event + b"]}", 422, "nested too deeply"
+    yield "missing_fields.pt.trace.json", trace([{"ph": "X"}, {"name": "x"}, {"ts": 5}, GOOD_EVENT]), 200, ""
+    yield "negative_and_nan_durations.pt.trace.json", (
+        b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": -5},'
+        b' {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": NaN}]}'), 200, ""
+    yield "huge_integers.pt.trace.json", (
+        b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2,'
+        b' "args": {"External id": 123456789012345678901234567890, "comm": 99999999999999999999999}}]}'), 200, ""
+    yield "invalid_utf8.pt.trace.json", (
+        b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "bad \xff\xfe name", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]}'), 200, ""
+    yield "huge_string.pt.trace.json.gz", gzip.compress(trace([{**GOOD_EVENT, "name": "x" * 2_000_000}]), mtime=0), 200, ""
+    yield "duplicate_events.pt.trace.json", trace([GOOD_EVENT] * 50), 200, ""
+    yield "wrong_types.pt.trace.json", trace([{**GOOD_EVENT, "ts": "soon"}, {**GOOD_EVENT, "dur": [1]}, GOOD_EVENT,
+                                              {**GOOD_EVENT, "args": {"External id": "seven", "Input Dims": "?"}}]), 200, ""
+    yield "events_not_objects.pt.trace.json", trace([1, "two", None, [3], GOOD_EVENT]), 200, ""
+    yield "bare_array_2020.pt.trace.json", json.dumps([GOOD_EVENT]).encode(), 200, ""
+    yield "no_events.pt.trace.json", trace([]), 200, ""
+
+
+def main():
+    OUT.mkdir(exist_ok=True)
+    expected = {}
+    for name, data, status, reason in cases():
+        (OUT / name).write_bytes(data)
+        expected[name] = {"status": status, "reason": reason}
+    (OUT / "expected.json").write_text(json.dumps(expected, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
