@@ -7,12 +7,14 @@ Python API::
     profile.kernels                                        # a pandas DataFrame
     run = tb_plugin.load_run("log/resnet50")               # a run directory -> Run
     run.profile("worker0", span=1)
+    run.distributed(span=1)                                # several workers of one run
+    tb_plugin.diff(profile_a, profile_b)                   # two profiles side by side
 
 Every loading problem raises `tb_plugin.TraceError`.
 """
 
 from .errors import TraceError
-from .profile import Profile, Run, load, load_run
+from .profile import Profile, Run, diff, load, load_run
 
 __version__ = "0.1.0"
-__all__ = ["Profile", "Run", "TraceError", "load", "load_run", "__version__"]
+__all__ = ["Profile", "Run", "TraceError", "diff", "load", "load_run", "__version__"]

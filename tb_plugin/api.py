@@ -20,6 +20,8 @@ from werkzeug import wrappers
 
 from .errors import TraceError
 from .loading import Loading, NotFound
+from .views import diff as diff_view
+from .views import distributed as distributed_view
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +160,23 @@ def table_reply(request, frame):
     return respond(table_json(frame))
 
 
+def ready(result):
+    """The Profile, or StillLoading (answered 202) while it is parsed."""
+    if isinstance(result, Loading):
+        raise StillLoading(result)
+    return result
+
+
+def tables_reply(request, view, names):
+    """A view made of several tables: all as JSON, or one (`table=`) as JSON or CSV."""
+    name = text_param(request, "table", required=False)
+    if name is None:
+        return respond({n: getattr(view, n) for n in names})
+    if name not in names:
+        raise ApiError(400, "bad_parameter", f"parameter 'table' must be one of {', '.join(names)}")
+    return table_reply(request, getattr(view, name))
+
+
 def available_views(profile, worker_count):
     """The views that have data for this profile (and run)."""
     m = profile.model
@@ -202,16 +221,16 @@ class Api:
             "/memory_stats": route(self.memory_stats),
             "/modules": route(self.modules),
             "/module_flame": route(self.module_flame),
+            "/distributed": route(self.distributed),
+            "/diff": route(self.diff),
         }
 
-    def _profile(self, request):
-        run = text_param(request, "run")
-        worker = text_param(request, "worker")
-        span = int_param(request, "span", required=False, default=1, minimum=1)
-        result = self.store.profile(run, worker, span)
-        if isinstance(result, Loading):
-            raise StillLoading(result)
-        return result
+    def _profile(self, request, suffix=""):
+        """The Profile named by run/worker/span (or run_b/worker_b/span_b with suffix "_b")."""
+        run = text_param(request, "run" + suffix)
+        worker = text_param(request, "worker" + suffix)
+        span = int_param(request, "span" + suffix, required=False, default=1, minimum=1)
+        return ready(self.store.profile(run, worker, span))
 
     def runs(self, request):
         return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error})
@@ -237,10 +256,8 @@ class Api:
         files = self.store.run_files(run)
         worker = text_param(request, "worker", required=False, default=next(iter(files.workers)))
         span = int_param(request, "span", required=False, default=1, minimum=1)
-        result = self.store.profile(run, worker, span)
-        if isinstance(result, Loading):
-            raise StillLoading(result)
-        return respond({"run": run, "views": available_views(result, len(files.workers))})
+        profile = ready(self.store.profile(run, worker, span))
+        return respond({"run": run, "views": available_views(profile, len(files.workers))})
 
     def overview(self, request):
         return respond(self._profile(request).overview())
@@ -303,6 +320,22 @@ class Api:
 
     def module_flame(self, request):
         return respond(self._profile(request).module_flame())
+
+    def distributed(self, request):
+        run = text_param(request, "run")
+        span = int_param(request, "span", required=False, default=1, minimum=1)
+        files = self.store.run_files(run)
+        workers = [w for w, spans in files.workers.items() if span <= len(spans)]
+        if not workers:
+            raise NotFound(f"no worker of run {run!r} has span {span}")
+        # Every worker's profile is requested before any is awaited, so they load together.
+        results = {w: self.store.profile(run, w, span) for w in workers}
+        view = distributed_view.distributed({w: ready(r).model for w, r in results.items()})
+        return tables_reply(request, view, ("steps", "all_steps", "collectives", "calls", "devices"))
+
+    def diff(self, request):
+        view = diff_view.diff(self._profile(request).model, self._profile(request, "_b").model)
+        return tables_reply(request, view, ("operators", "kernels", "steps"))
 
     def tables(self, request):
         """One raw event table of a profile (`table=kernels` ...), JSON or CSV."""

@@ -11,6 +11,8 @@ from .errors import TraceError
 from .storage import Storage, open_single
 from .trace.model import build_model
 from .trace.parse import parse_trace
+from .views import diff as diff_view
+from .views import distributed as distributed_view
 from .views import kernels, memory, modules, operators, overview, recommendations
 
 logger = logging.getLogger(__name__)
@@ -223,6 +225,20 @@ class Run:
     def __getitem__(self, key):
         worker, span = key if isinstance(key, tuple) else (key, 1)
         return self.profile(worker, span)
+
+    def distributed(self, span=1):
+        """Computation / communication per worker and step, collectives and devices for one
+        span of every worker that has it; see `tb_plugin.views.distributed.distributed`."""
+        workers = [w for w in self.workers if span <= len(self.files.workers[w])]
+        if not workers:
+            raise KeyError(f"no worker of this run has span {span}")
+        return distributed_view.distributed({w: self.profile(w, span).model for w in workers})
+
+
+def diff(a, b):
+    """Compare two profiles (runs, workers or spans): operators, kernels and the step
+    breakdown side by side, deltas = b - a; see `tb_plugin.views.diff.diff`."""
+    return diff_view.diff(a.model, b.model)
 
 
 def load_run(dir_or_url):

@@ -278,3 +278,47 @@ def test_module_routes(served):
     flame = client.get(f"{PREFIX}/module_flame?{q}").get_json()
     top = {c["name"] for c in flame["children"]}
     assert "SmallCNN_0" in top
+
+
+@pytest.fixture(scope="module")
+def ddp_served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ddp_logdir")
+    shutil.copytree(SAMPLES / "cpu_ddp_gloo", root / "ddp")
+    plugin, client = make_client(root)
+    plugin.store.wait_for_scan(30)
+    yield client
+    plugin.store.stop()
+
+
+def wait_route(client, url, timeout=60):
+    deadline = time.monotonic() + timeout
+    while (response := client.get(url)).status_code == 202:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return response
+
+
+def test_distributed_route(ddp_served):
+    body = wait_route(ddp_served, f"{PREFIX}/distributed?run=ddp&span=2").get_json()
+    assert set(body) == {"steps", "all_steps", "collectives", "calls", "devices"}
+    steps = body["steps"]
+    workers = {r[steps["columns"].index("worker")] for r in steps["rows"]}
+    assert workers == {"worker0", "worker1"}
+    coll = body["collectives"]
+    names = {r[coll["columns"].index("name")] for r in coll["rows"]}
+    assert "gloo:all_reduce" in names
+    csv_text = ddp_served.get(f"{PREFIX}/distributed?run=ddp&span=2&table=collectives&format=csv").get_data(as_text=True)
+    assert csv_text.splitlines()[0] == ",".join(coll["columns"])
+    assert "distributed" in wait_route(ddp_served, f"{PREFIX}/views?run=ddp").get_json()["views"]
+    assert ddp_served.get(f"{PREFIX}/distributed?run=ddp&span=3").status_code == 404
+
+
+def test_diff_route(ddp_served):
+    url = f"{PREFIX}/diff?run=ddp&worker=worker0&span=1&run_b=ddp&worker_b=worker0&span_b=1"
+    body = wait_route(ddp_served, url).get_json()
+    ops = body["operators"]
+    deltas = [c for c in ops["columns"] if c.endswith("_delta")]
+    assert deltas and all(r[ops["columns"].index(c)] == 0 for r in ops["rows"] for c in deltas)
+    assert ddp_served.get(url.replace("worker_b=worker0", "worker_b=nobody")).status_code == 404
+    steps = wait_route(ddp_served, url + "&table=steps&format=csv").get_data(as_text=True)
+    assert steps.splitlines()[0].startswith("category,")
