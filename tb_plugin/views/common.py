@@ -89,9 +89,11 @@ def kernel_flags(model):
 def collective_op_mask(model):
     def build():
         named = name_mask(model.ops["name"], is_collective_op_name)
-        # record_param_comms without a collective name is bookkeeping, not a collective
+        # record_param_comms without a collective name, or for a "wait" on earlier work, is
+        # bookkeeping, not a collective (the distributed view counts it the same way)
         rpc = (model.ops["name"] == "record_param_comms").to_numpy()
-        return named & ~(rpc & (model.ops["collective_name"] == "").to_numpy())
+        bookkeeping = model.ops["collective_name"].isin(["", "wait"]).to_numpy()
+        return named & ~(rpc & bookkeeping)
     return _cached(model, "collective_ops", build)
 
 
