@@ -1,0 +1,40 @@
+// The runs found so far, with load progress and per-run errors; a run that failed shows
+// why, the others stay usable.
+
+import type { RunInfo } from '../api/types';
+
+export function RunList({ runs, selected, onSelect, scanError }: { runs: RunInfo[]; selected: string; onSelect: (run: string) => void; scanError: string }) {
+  return (
+    <nav class="run-list" aria-label="Runs">
+      <h2>Runs</h2>
+      {scanError ? <div class="status error" role="alert">{scanError}</div> : null}
+      {runs.length === 0 && !scanError ? <div class="hint">No runs found yet; the log directory is rescanned in the background.</div> : null}
+      <ul>
+        {runs.map((run) => {
+          const pct = run.files ? Math.round((100 * run.loaded) / run.files) : 0;
+          return (
+            <li key={run.name} class={run.name === selected ? 'selected' : ''} data-run={run.name}>
+              <button type="button" class="run-name" onClick={() => onSelect(run.name)} aria-current={run.name === selected}>
+                {run.name}
+              </button>
+              <div class="run-meta">
+                {run.workers.length} worker{run.workers.length === 1 ? '' : 's'} · {run.spans} span{run.spans === 1 ? '' : 's'}
+              </div>
+              <div class="progress" title={`${run.loaded} of ${run.files} trace files loaded`}>
+                <div class="bar" style={{ width: `${pct}%` }} />
+              </div>
+              <div class="run-meta">
+                {run.loaded}/{run.files} loaded{run.loading ? ' · loading…' : ''}
+              </div>
+              {run.errors.map((error) => (
+                <div class="run-error error" key={`${error.worker}-${error.span}`}>
+                  {error.worker} span {error.span}: {error.reason}
+                </div>
+              ))}
+            </li>
+          );
+        })}
+      </ul>
+    </nav>
+  );
+}

@@ -1,0 +1,21 @@
+// The views the shell can show, in tab order. Views never import each other.
+
+import type { FunctionComponent } from 'preact';
+import type { ViewName, ViewProps } from '../api/types';
+import { DiffView } from '../views/diff/DiffView';
+import { DistributedView } from '../views/distributed/DistributedView';
+import { KernelView } from '../views/kernel/KernelView';
+import { MemoryView } from '../views/memory/MemoryView';
+import { ModuleView } from '../views/module/ModuleView';
+import { OperatorView } from '../views/operator/OperatorView';
+import { OverviewView } from '../views/overview/OverviewView';
+
+export const VIEWS: { name: ViewName; label: string; component: FunctionComponent<ViewProps> }[] = [
+  { name: 'overview', label: 'Overview', component: OverviewView },
+  { name: 'operator', label: 'Operator', component: OperatorView },
+  { name: 'kernel', label: 'Kernel', component: KernelView },
+  { name: 'memory', label: 'Memory', component: MemoryView },
+  { name: 'module', label: 'Module', component: ModuleView },
+  { name: 'distributed', label: 'Distributed', component: DistributedView },
+  { name: 'diff', label: 'Diff', component: DiffView },
+];

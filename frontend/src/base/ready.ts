@@ -1,0 +1,47 @@
+// The app-ready signal tests wait on (never on sleeps): `document.body.dataset.ready` is
+// "false" while any foreground request is in flight and becomes "true" two animation frames
+// after the last one settled and the page re-rendered; `dataset.readySeq` counts the times it
+// became ready, so a test can wait for the next ready state after an action.
+
+let pending = 0;
+let generation = 0;
+let seq = 0;
+
+function body(): HTMLElement | null {
+  return typeof document === 'undefined' ? null : document.body;
+}
+
+function setBusy(): void {
+  const el = body();
+  if (el && el.dataset.ready !== 'false') el.dataset.ready = 'false';
+}
+
+/** Counts one foreground request until the returned function is called (once). */
+export function beginWork(): () => void {
+  pending += 1;
+  generation += 1;
+  setBusy();
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    pending -= 1;
+    if (pending === 0) scheduleReady();
+  };
+}
+
+/** Marks the page ready once nothing is pending (for views that fetch nothing). */
+export function scheduleReady(): void {
+  const mine = generation;
+  const frame = typeof requestAnimationFrame === 'function' ? requestAnimationFrame : (f: () => void) => setTimeout(f, 16);
+  frame(() =>
+    frame(() => {
+      if (pending !== 0 || mine !== generation) return;
+      const el = body();
+      if (!el) return;
+      seq += 1;
+      el.dataset.readySeq = String(seq);
+      el.dataset.ready = 'true';
+    }),
+  );
+}

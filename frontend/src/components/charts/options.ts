@@ -1,0 +1,89 @@
+// Option builders for the chart kinds the views share. Every tooltip is built by a formatter
+// that escapes names (trace names may hold markup), and values are formatted with units.
+
+import { esc, type ChartOption } from './echarts';
+
+export interface Slice {
+  name: string;
+  value: number;
+}
+
+/** The `n` largest positive slices, the rest summed into "Other". */
+export function topSlices(items: readonly Slice[], n: number): Slice[] {
+  const positive = items.filter((s) => Number.isFinite(s.value) && s.value > 0).sort((a, b) => b.value - a.value);
+  const top = positive.slice(0, n);
+  const rest = positive.slice(n).reduce((sum, s) => sum + s.value, 0);
+  return rest > 0 ? [...top, { name: 'Other', value: rest }] : top;
+}
+
+const ellipsis = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
+export function pieOption(title: string, slices: readonly Slice[], format: (v: number) => string, colors?: string[]): ChartOption {
+  return {
+    ...(colors ? { color: colors } : {}),
+    title: { text: title, left: 'center', top: 0, textStyle: { fontSize: 13, fontWeight: 500 } },
+    tooltip: {
+      trigger: 'item',
+      confine: true,
+      formatter: (p: { name: string; value: number; percent: number; marker: string }) =>
+        `${p.marker}${esc(p.name)}<br/><b>${esc(format(p.value))}</b> (${p.percent.toFixed(1)} %)`,
+    },
+    legend: {
+      type: 'scroll',
+      orient: 'horizontal',
+      left: 8,
+      right: 8,
+      bottom: 0,
+      textStyle: { fontSize: 11, width: 180, overflow: 'truncate' },
+      formatter: (name: string) => ellipsis(name, 40),
+    },
+    series: [
+      {
+        type: 'pie',
+        radius: ['0%', '62%'],
+        center: ['50%', '50%'],
+        label: { show: false },
+        data: slices.map((s) => ({ name: s.name, value: s.value })),
+      },
+    ],
+  };
+}
+
+export interface StackSeries {
+  name: string;
+  values: (number | null)[];
+  color?: string;
+}
+
+/** Fixed colours for the step categories, so a category looks the same in every chart. */
+export const CATEGORY_COLORS = ['#5470c6', '#91cc75', '#73c0de', '#9a60b4', '#ea7ccc', '#fac858', '#ee6666', '#3ba272'];
+
+/** Stacked bars per category (x) with a formatted y axis and a tooltip listing every part. */
+export function stackedBarOption(
+  categories: readonly string[],
+  series: readonly StackSeries[],
+  format: (v: number) => string,
+  options: { xName?: string; horizontal?: boolean } = {},
+): ChartOption {
+  const valueAxis = { type: 'value', axisLabel: { formatter: (v: number) => format(v) } };
+  const categoryAxis = { type: 'category', data: categories, name: options.xName, nameLocation: 'middle', nameGap: 28 };
+  return {
+    tooltip: {
+      trigger: 'axis',
+      axisPointer: { type: 'shadow' },
+      confine: true,
+      formatter: (params: { axisValueLabel: string; seriesName: string; value: number; marker: string }[]) => {
+        const total = params.reduce((sum, p) => sum + (Number(p.value) || 0), 0);
+        const lines = params
+          .filter((p) => Number(p.value))
+          .map((p) => `${p.marker}${esc(p.seriesName)}: <b>${esc(format(p.value))}</b> (${((100 * p.value) / (total || 1)).toFixed(1)} %)`);
+        return [`<b>${esc(options.xName ?? '')} ${esc(params[0]?.axisValueLabel)}</b>`, ...lines, `Total: <b>${esc(format(total))}</b>`].join('<br/>');
+      },
+    },
+    legend: { type: 'scroll', top: 0 },
+    grid: { left: options.horizontal ? 120 : 72, right: 24, top: 40, bottom: 40, containLabel: false },
+    xAxis: options.horizontal ? valueAxis : categoryAxis,
+    yAxis: options.horizontal ? { ...categoryAxis, nameGap: 100 } : valueAxis,
+    series: series.map((s) => ({ name: s.name, type: 'bar', stack: 'total', data: s.values, barMaxWidth: 48, ...(s.color ? { itemStyle: { color: s.color } } : {}) })),
+  };
+}

@@ -1,0 +1,144 @@
+// Table logic without DOM: sort, search, tree order and CSV of the rows a table shows.
+// DataTable.tsx renders what these return; logic.test.ts checks them.
+
+export type Cell = string | number | boolean | null;
+export type Row = Record<string, Cell>;
+export type SortDir = 'asc' | 'desc';
+export interface SortState {
+  key: string;
+  dir: SortDir;
+}
+
+/** Wire table {columns, rows: [[...]]} to one object per row, keyed by column name. */
+export function rowsOf(table: { columns: string[]; rows: Cell[][] }): Row[] {
+  const { columns } = table;
+  return table.rows.map((values) => {
+    const row: Row = {};
+    columns.forEach((column, i) => {
+      row[column] = values[i] ?? null;
+    });
+    return row;
+  });
+}
+
+/** Ascending order of two cells: numbers numerically, text case-insensitively, missing last. */
+export function compareCells(a: Cell | undefined, b: Cell | undefined): number {
+  const aMissing = a === null || a === undefined || (typeof a === 'number' && Number.isNaN(a));
+  const bMissing = b === null || b === undefined || (typeof b === 'number' && Number.isNaN(b));
+  if (aMissing || bMissing) return aMissing === bMissing ? 0 : aMissing ? 1 : -1;
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  if (typeof a === 'boolean' && typeof b === 'boolean') return Number(a) - Number(b);
+  const sa = String(a).toLowerCase();
+  const sb = String(b).toLowerCase();
+  return sa < sb ? -1 : sa > sb ? 1 : 0;
+}
+
+/** A sorted copy (stable); missing values stay last in both directions. */
+export function sortRows<T extends Row>(rows: readonly T[], sort: SortState | null): T[] {
+  const copy = rows.slice();
+  if (!sort) return copy;
+  const sign = sort.dir === 'asc' ? 1 : -1;
+  return copy
+    .map((row, index) => ({ row, index }))
+    .sort((x, y) => {
+      const a = x.row[sort.key];
+      const b = y.row[sort.key];
+      const aMissing = a === null || a === undefined;
+      const bMissing = b === null || b === undefined;
+      if (aMissing || bMissing) return aMissing === bMissing ? x.index - y.index : aMissing ? 1 : -1;
+      return sign * compareCells(a, b) || x.index - y.index;
+    })
+    .map((entry) => entry.row);
+}
+
+/** Rows where every word of `query` occurs (case-insensitive) in one of the `keys` cells. */
+export function filterRows<T extends Row>(rows: readonly T[], query: string, keys: readonly string[]): T[] {
+  const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+  if (!words.length) return rows.slice();
+  return rows.filter((row) => {
+    const text = keys.map((key) => (row[key] === null || row[key] === undefined ? '' : String(row[key]))).join('\u0000').toLowerCase();
+    return words.every((word) => text.includes(word));
+  });
+}
+
+function csvField(value: Cell | undefined): string {
+  if (value === null || value === undefined) return '';
+  if (typeof value === 'number' && !Number.isFinite(value)) return '';
+  // pandas writes Python's True/False; keep the download comparable with ?format=csv.
+  const text = typeof value === 'boolean' ? (value ? 'True' : 'False') : String(value);
+  return /[",\r\n]/.test(text) || /^\s|\s$/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+/** RFC 4180 CSV (header line, "\n" line ends like pandas) of `rows`, in the given order. */
+export function toCsv(columns: readonly string[], rows: readonly Row[]): string {
+  const lines = [columns.map((c) => csvField(c)).join(',')];
+  for (const row of rows) lines.push(columns.map((c) => csvField(row[c])).join(','));
+  return `${lines.join('\n')}\n`;
+}
+
+export interface TreeSpec {
+  id: string;
+  parent: string;
+}
+
+export interface TreeRow<T extends Row = Row> {
+  row: T;
+  level: number;
+  hasChildren: boolean;
+  expanded: boolean;
+}
+
+/**
+ * Depth-first order of a tree table: siblings sorted by `sort`, children of collapsed nodes
+ * hidden. With a search `query`, the matching rows and their ancestors are shown, expanded.
+ */
+export function treeRows<T extends Row>(
+  rows: readonly T[],
+  spec: TreeSpec,
+  sort: SortState | null,
+  query: string,
+  keys: readonly string[],
+  collapsed: ReadonlySet<Cell>,
+): TreeRow<T>[] {
+  const byId = new Map<Cell, T>();
+  for (const row of rows) byId.set(row[spec.id], row);
+  const children = new Map<Cell, T[]>();
+  const roots: T[] = [];
+  for (const row of rows) {
+    const parent = row[spec.parent];
+    if (parent !== null && parent !== undefined && byId.has(parent) && parent !== row[spec.id]) {
+      const list = children.get(parent) ?? [];
+      list.push(row);
+      children.set(parent, list);
+    } else {
+      roots.push(row);
+    }
+  }
+  let visible: Set<Cell> | null = null;
+  if (query.trim()) {
+    visible = new Set();
+    for (const row of filterRows(rows, query, keys)) {
+      let current: T | undefined = row;
+      const seen = new Set<Cell>();
+      while (current && !seen.has(current[spec.id])) {
+        seen.add(current[spec.id]);
+        visible.add(current[spec.id]);
+        current = byId.get(current[spec.parent]);
+      }
+    }
+  }
+  const out: TreeRow<T>[] = [];
+  const walk = (level: number, list: readonly T[], seen: Set<Cell>) => {
+    for (const row of sortRows(list, sort)) {
+      const id = row[spec.id];
+      if (seen.has(id)) continue; // a cycle in bad data must not hang the page
+      if (visible && !visible.has(id)) continue;
+      const kids = children.get(id) ?? [];
+      const expanded = visible ? true : !collapsed.has(id);
+      out.push({ row, level, hasChildren: kids.length > 0, expanded });
+      if (expanded && kids.length) walk(level + 1, kids, new Set(seen).add(id));
+    }
+  };
+  walk(0, roots, new Set());
+  return out;
+}

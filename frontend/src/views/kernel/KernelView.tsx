@@ -1,0 +1,111 @@
+// Kernel view: top-N pie of kernel time, Tensor Core share, grouping by name or name +
+// operator + launch configuration, search by kernel and by operator, sortable table.
+
+import { useMemo, useState } from 'preact/hooks';
+import type { TensorCoreShare, ViewProps, WireTable } from '../../api/types';
+import { useApi } from '../../api/useApi';
+import { formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
+import { Chart } from '../../components/charts/Chart';
+import { pieOption, topSlices } from '../../components/charts/options';
+import { Card, Empty, Loaded } from '../../components/Status';
+import { DataTable, type Column } from '../../components/table/DataTable';
+import { rowsOf } from '../../components/table/logic';
+import { useUrlParam } from '../../components/useUrlParam';
+
+export function KernelView(props: ViewProps) {
+  const [groupBy, setGroupBy] = useUrlParam('group_by', 'name');
+  const [topN, setTopN] = useState(10);
+  const base = { run: props.run, worker: props.worker, span: props.span };
+  const kernels = useApi<WireTable>('kernels', { ...base, group_by: groupBy });
+  const share = useApi<TensorCoreShare>('kernel_tensor_cores', base);
+  return (
+    <div class="stack" data-testid="kernel">
+      <div class="toolbar">
+        <label>
+          Group by
+          <select data-control="group_by" value={groupBy === 'name_op' ? 'name_op' : 'name'} onChange={(e) => setGroupBy((e.target as HTMLSelectElement).value)}>
+            <option value="name">Kernel</option>
+            <option value="name_op">Kernel + operator + launch config</option>
+          </select>
+        </label>
+        <label>
+          Top
+          <select value={String(topN)} onChange={(e) => setTopN(Number((e.target as HTMLSelectElement).value))}>
+            {[5, 10, 20, 50].map((n) => (
+              <option key={n} value={String(n)}>{n}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <Loaded state={kernels}>
+        {(table) => (
+          <Kernels {...props} table={table} groupBy={groupBy === 'name_op' ? 'name_op' : 'name'} topN={topN} share={share.status === 'ok' ? share.data : null} shareError={share.status === 'error' ? share.error : ''} />
+        )}
+      </Loaded>
+    </div>
+  );
+}
+
+function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: number; share: TensorCoreShare | null; shareError: string }) {
+  const { table, groupBy, topN, share } = props;
+  const rows = useMemo(() => rowsOf(table), [table]);
+  const byOp = groupBy === 'name_op';
+  const pie = useMemo(
+    () => pieOption('Kernel time (top ' + topN + ')', topSlices(rows.map((r) => ({ name: byOp ? `${r.name} (${r.operator})` : String(r.name), value: Number(r.total_us) || 0 })), topN), formatDuration),
+    [rows, topN],
+  );
+  const tcPie = useMemo(
+    () => (share ? pieOption('Kernel time on Tensor Cores', [{ name: 'Using Tensor Cores', value: share.tensor_cores_us }, { name: 'Not using Tensor Cores', value: share.other_us }], formatDuration) : null),
+    [share],
+  );
+  const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
+  const columns: Column[] = [
+    { key: 'name', label: 'Kernel' },
+    ...(byOp
+      ? [
+          { key: 'operator', label: 'Operator' },
+          { key: 'grid', label: 'Grid' },
+          { key: 'block', label: 'Block' },
+          { key: 'registers_per_thread', label: 'Registers / thread', numeric: true },
+          { key: 'shared_memory', label: 'Shared memory', numeric: true, format: (v: unknown) => formatBytes(v as number) },
+        ]
+      : []),
+    { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
+    us('total_us', 'Total'),
+    us('mean_us', 'Mean'),
+    us('max_us', 'Max'),
+    us('min_us', 'Min'),
+    { key: 'mean_blocks_per_sm', label: 'Mean blocks / SM', numeric: true, format: (v) => formatNumber(v as number) },
+    { key: 'mean_est_achieved_occupancy_pct', label: 'Mean est. occupancy', numeric: true, format: (v) => formatPct(v as number) },
+    { key: 'tensor_cores_used', label: 'Tensor Cores', format: (v) => (v ? 'Yes' : 'No') },
+  ];
+  return (
+    <>
+      <div class="grid two">
+        <Card>{rows.length ? <Chart option={pie} height={300} label="Kernel time pie" /> : <Empty>No kernels in this trace.</Empty>}</Card>
+        <Card>
+          {tcPie && share && share.tensor_cores_us + share.other_us > 0 ? (
+            <Chart option={tcPie} height={300} label="Tensor Core pie" />
+          ) : (
+            <Empty>{props.shareError || 'No kernel time.'}</Empty>
+          )}
+          {share ? <div class="hint">Tensor Cores: {formatPct(share.tensor_cores_pct)} of kernel time</div> : null}
+        </Card>
+      </div>
+      <Card title="Kernels">
+        <DataTable
+          id="kernels"
+          key={groupBy}
+          rows={rows}
+          columns={columns}
+          csvColumns={table.columns}
+          csvName={`${props.run}_${props.worker}_${props.span}_kernels_${groupBy}.csv`}
+          searches={byOp ? [{ label: 'Search kernels', keys: ['name'] }, { label: 'Search operators', keys: ['operator'] }] : [{ label: 'Search kernels', keys: ['name'] }]}
+          defaultSort={{ key: 'total_us', dir: 'desc' }}
+          rowKey={(r) => `${r.name}|${r.operator ?? ''}|${r.grid ?? ''}|${r.block ?? ''}|${r.registers_per_thread ?? ''}|${r.shared_memory ?? ''}`}
+        />
+        {!byOp ? <div class="hint">Group by “Kernel + operator + launch config” to search by operator.</div> : null}
+      </Card>
+    </>
+  );
+}

@@ -1,0 +1,58 @@
+// Module view: the nn.Module hierarchy as a tree table with forward and backward times, and
+// a flame graph of the module tree.
+
+import { useMemo } from 'preact/hooks';
+import type { FlameNode, ViewProps, WireTable } from '../../api/types';
+import { useApi } from '../../api/useApi';
+import { formatDuration, formatNumber } from '../../base/format';
+import { Card, Empty, Loaded } from '../../components/Status';
+import { DataTable, type Column } from '../../components/table/DataTable';
+import { rowsOf } from '../../components/table/logic';
+import { Flame } from './Flame';
+
+export function ModuleView(props: ViewProps) {
+  const base = { run: props.run, worker: props.worker, span: props.span };
+  const modules = useApi<WireTable>('modules', base);
+  const flame = useApi<FlameNode>('module_flame', base);
+  const name = `${props.run}_${props.worker}_${props.span}`;
+  return (
+    <div class="stack" data-testid="module">
+      <Card title="Module hierarchy">
+        <Loaded state={modules}>{(table) => <Modules table={table} name={name} />}</Loaded>
+      </Card>
+      <Card title="Module flame graph (host total time)">
+        <Loaded state={flame}>{(tree) => (tree.children.length ? <Flame tree={tree} /> : <Empty>No nn.Module records (profile with with_modules=True).</Empty>)}</Loaded>
+      </Card>
+    </div>
+  );
+}
+
+function Modules({ table, name }: { table: WireTable; name: string }) {
+  const rows = useMemo(() => rowsOf(table), [table]);
+  const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
+  if (!rows.length) return <Empty>No nn.Module records (profile with with_modules=True).</Empty>;
+  return (
+    <DataTable
+      id="modules"
+      rows={rows}
+      csvColumns={table.columns}
+      csvName={`${name}_modules.csv`}
+      tree={{ id: 'node_id', parent: 'parent_id' }}
+      searches={[{ label: 'Search modules', keys: ['name', 'module_type'] }]}
+      rowKey={(r) => String(r.node_id)}
+      pageSize={500}
+      columns={[
+        { key: 'name', label: 'Module' },
+        { key: 'module_type', label: 'Type' },
+        { key: 'occurrences', label: 'Occurrences', numeric: true, format: (v) => formatNumber(v as number) },
+        { key: 'operators', label: 'Operators', numeric: true, format: (v) => formatNumber(v as number) },
+        us('host_total_us', 'Host total'),
+        us('host_self_us', 'Host self'),
+        us('device_total_us', 'Device total'),
+        us('device_self_us', 'Device self'),
+        us('backward_host_total_us', 'Backward host total'),
+        us('backward_device_total_us', 'Backward device total'),
+      ]}
+    />
+  );
+}

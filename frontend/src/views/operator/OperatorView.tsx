@@ -1,0 +1,107 @@
+// Operator view: four top-N pies (device self/total, host self/total), grouping by name or
+// name + input shape, a searchable sortable table with expandable call stacks.
+
+import { useMemo, useState } from 'preact/hooks';
+import type { ViewProps, WireTable } from '../../api/types';
+import { useApi } from '../../api/useApi';
+import { formatDuration, formatNumber, formatPct } from '../../base/format';
+import { Chart } from '../../components/charts/Chart';
+import { pieOption, topSlices } from '../../components/charts/options';
+import { Card, Empty, Loaded } from '../../components/Status';
+import { DataTable, type Column } from '../../components/table/DataTable';
+import { rowsOf, type Row } from '../../components/table/logic';
+import { useUrlParam } from '../../components/useUrlParam';
+import { Stacks } from './Stacks';
+
+const PIES: [string, string][] = [
+  ['device_self_us', 'Device self time'],
+  ['device_total_us', 'Device total time'],
+  ['host_self_us', 'Host self time'],
+  ['host_total_us', 'Host total time'],
+];
+
+export function OperatorView(props: ViewProps) {
+  const [groupBy, setGroupBy] = useUrlParam('group_by', 'name');
+  const [topN, setTopN] = useState(10);
+  const state = useApi<WireTable>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy });
+  return (
+    <div class="stack" data-testid="operator">
+      <div class="toolbar">
+        <label>
+          Group by
+          <select data-control="group_by" value={groupBy} onChange={(e) => setGroupBy((e.target as HTMLSelectElement).value)}>
+            <option value="name">Operator</option>
+            <option value="name_shape">Operator + input shape</option>
+          </select>
+        </label>
+        <label>
+          Top
+          <select value={String(topN)} onChange={(e) => setTopN(Number((e.target as HTMLSelectElement).value))}>
+            {[5, 10, 20, 50].map((n) => (
+              <option key={n} value={String(n)}>{n}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <Loaded state={state}>{(table) => <Operators {...props} table={table} groupBy={groupBy} topN={topN} />}</Loaded>
+    </div>
+  );
+}
+
+function Operators({ table, groupBy, topN, run, worker, span }: ViewProps & { table: WireTable; groupBy: string; topN: number }) {
+  const rows = useMemo(() => rowsOf(table), [table]);
+  const byShape = groupBy === 'name_shape';
+  const label = (r: Row) => (byShape ? `${r.name} ${r.input_shape ?? ''}` : String(r.name));
+  const pies = useMemo(
+    () =>
+      PIES.map(([key, title]) => {
+        const slices = topSlices(rows.map((r) => ({ name: label(r), value: Number(r[key]) || 0 })), topN);
+        return { key, title, slices, option: pieOption(title, slices, formatDuration) };
+      }),
+    [rows, topN],
+  );
+  const noDevice = !rows.some((r) => Number(r.device_total_us) > 0);
+  const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
+  const columns: Column[] = [
+    { key: 'name', label: 'Name' },
+    ...(byShape ? [{ key: 'input_shape', label: 'Input shape' }] : []),
+    { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
+    us('device_self_us', 'Device self'),
+    us('device_total_us', 'Device total'),
+    us('host_self_us', 'Host self'),
+    us('host_total_us', 'Host total'),
+    { key: 'tc_eligible', label: 'Tensor Core eligible', format: (v) => (v ? 'Yes' : 'No') },
+    { key: 'tc_self_pct', label: 'Tensor Core self', numeric: true, format: (v) => formatPct(v as number) },
+    { key: 'tc_total_pct', label: 'Tensor Core total', numeric: true, format: (v) => formatPct(v as number) },
+  ];
+  return (
+    <>
+      {noDevice ? <div class="hint">No device time in this trace: host times only.</div> : null}
+      <div class="grid four">
+        {pies.filter((pie) => !(noDevice && pie.key.startsWith('device'))).map((pie) => (
+          <Card key={pie.key}>
+            {pie.slices.length ? <Chart option={pie.option} height={260} label={pie.title} /> : <Empty>{pie.title}: none recorded.</Empty>}
+          </Card>
+        ))}
+      </div>
+      <Card title="Operators">
+        <DataTable
+          id="operators"
+          key={groupBy}
+          rows={rows}
+          columns={columns}
+          csvColumns={table.columns}
+          csvName={`${run}_${worker}_${span}_operators_${groupBy}.csv`}
+          searches={[{ label: 'Search operators', keys: byShape ? ['name', 'input_shape'] : ['name'] }]}
+          defaultSort={{ key: rows.some((r) => Number(r.device_self_us) > 0) ? 'device_self_us' : 'host_self_us', dir: 'desc' }}
+          rowKey={(r) => `${r.name}|${r.input_shape ?? ''}`}
+          details={{
+            label: 'Call stacks',
+            has: (r) => Boolean(r.has_call_stack),
+            render: (r) => <Stacks run={run} worker={worker} span={span} name={String(r.name)} inputShape={byShape ? (r.input_shape as string | null) : null} />,
+          }}
+        />
+      </Card>
+    </>
+  );
+}

@@ -1,0 +1,128 @@
+// Overview: environment, GPU summary cards, execution summary (table + pie), per-step
+// stacked breakdown and the recommendations.
+
+import { useMemo } from 'preact/hooks';
+import type { OverviewReply, ViewProps } from '../../api/types';
+import { useApi } from '../../api/useApi';
+import { formatBytes, formatDuration, formatPct } from '../../base/format';
+import { Chart } from '../../components/charts/Chart';
+import { CATEGORY_COLORS, pieOption, stackedBarOption } from '../../components/charts/options';
+import { Card, Empty, Loaded } from '../../components/Status';
+import { DataTable } from '../../components/table/DataTable';
+import { rowsOf, type Row } from '../../components/table/logic';
+
+/** Step categories in the order of /steps, with the names people know them by. */
+const CATEGORIES: [string, string][] = [
+  ['kernel_us', 'Kernel'],
+  ['memcpy_us', 'Memcpy'],
+  ['memset_us', 'Memset'],
+  ['communication_us', 'Communication'],
+  ['runtime_us', 'Runtime'],
+  ['dataloader_us', 'DataLoader'],
+  ['cpu_exec_us', 'CPU Exec'],
+  ['other_us', 'Other'],
+];
+
+export function OverviewView({ run, worker, span }: ViewProps) {
+  const state = useApi<OverviewReply>('overview', { run, worker, span });
+  return <Loaded state={state}>{(data) => <Overview data={data} name={`${run}_${worker}_${span}`} />}</Loaded>;
+}
+
+function Overview({ data, name }: { data: OverviewReply; name: string }) {
+  const gpus = rowsOf(data.gpu_summary);
+  const steps = rowsOf(data.steps);
+  const total = data.step_mean.total_us ?? 0;
+  const summary: Row[] = CATEGORIES.map(([key, label]) => ({
+    category: label,
+    mean_us: data.step_mean[key] ?? 0,
+    share_pct: total ? (100 * (data.step_mean[key] ?? 0)) / total : null,
+  }));
+  const pie = useMemo(() => pieOption('Mean step time by category', summary.map((r) => ({ name: String(r.category), value: Number(r.mean_us) })), formatDuration, CATEGORY_COLORS), [data]);
+  const bars = useMemo(
+    () =>
+      stackedBarOption(
+        steps.map((r) => String(r.step)),
+        CATEGORIES.map(([key, label], i) => ({ name: label, key, color: CATEGORY_COLORS[i], values: steps.map((r) => r[key] as number) })).filter((s) => steps.some((r) => Number(r[s.key]) > 0)),
+        formatDuration,
+        { xName: 'Step' },
+      ),
+    [data],
+  );
+  const env = data.environment;
+  return (
+    <div class="stack" data-testid="overview">
+      <div class="grid two">
+        <Card title="Configuration">
+          <dl class="kv">
+            <dt>Device type</dt>
+            <dd data-field="device_type">{String(env.device_type ?? '—')}</dd>
+            {env.host_name ? (<><dt>Host</dt><dd>{String(env.host_name)}</dd></>) : null}
+            <dt>Steps</dt>
+            <dd>{steps.length}</dd>
+            <dt>Mean step time</dt>
+            <dd data-field="step_mean_total">{formatDuration(total)}</dd>
+            {distributedText(env.distributed) ? (<><dt>Distributed</dt><dd>{distributedText(env.distributed)}</dd></>) : null}
+          </dl>
+        </Card>
+        <Card title="GPU summary">
+          {gpus.length === 0 ? (
+            <Empty>No GPU activity in this trace.</Empty>
+          ) : (
+            <div class="cards">
+              {gpus.map((gpu) => (
+                <div class="gpu" key={String(gpu.device)} data-gpu={String(gpu.device)}>
+                  <div><strong>GPU {String(gpu.device)}: {String(gpu.name ?? '')}</strong></div>
+                  <dl class="kv">
+                    <dt>Memory</dt><dd>{formatBytes(gpu.memory_bytes as number)}</dd>
+                    <dt>Compute capability</dt><dd>{String(gpu.compute_capability ?? '—')}</dd>
+                    <dt>GPU utilization</dt><dd>{formatPct(gpu.utilization_pct as number)}</dd>
+                    <dt>Est. SM efficiency</dt><dd>{formatPct(gpu.est_sm_efficiency_pct as number)}</dd>
+                    <dt>Est. achieved occupancy</dt><dd>{formatPct(gpu.est_achieved_occupancy_pct as number)}</dd>
+                    <dt>Kernel time on Tensor Cores</dt><dd>{formatPct(gpu.tensor_core_kernel_pct as number)}</dd>
+                  </dl>
+                </div>
+              ))}
+            </div>
+          )}
+        </Card>
+      </div>
+      <div class="grid two">
+        <Card title="Execution summary (mean per step)">
+          <DataTable
+            id="execution-summary"
+            csvName={`${name}_execution_summary.csv`}
+            csvColumns={['category', 'mean_us', 'share_pct']}
+            rows={summary}
+            rowKey={(r) => String(r.category)}
+            columns={[
+              { key: 'category', label: 'Category' },
+              { key: 'mean_us', label: 'Time', numeric: true, format: (v) => formatDuration(v as number) },
+              { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v as number) },
+            ]}
+          />
+        </Card>
+        <Card>
+          {total > 0 ? <Chart option={pie} height={280} label="Execution summary pie" /> : <Empty>No step time recorded.</Empty>}
+        </Card>
+      </div>
+      <Card title="Step time breakdown">
+        {steps.length ? <Chart option={bars} height={320} label="Step time breakdown" /> : <Empty>No ProfilerStep annotations in this trace.</Empty>}
+      </Card>
+      <Card title="Recommendations">
+        {data.recommendations.length === 0 ? <Empty>Nothing stands out.</Empty> : null}
+        {data.recommendations.map((rec) => (
+          <div key={rec.id} class={`recommendation ${rec.severity}`} data-recommendation={rec.id}>
+            {rec.text}
+          </div>
+        ))}
+      </Card>
+    </div>
+  );
+}
+
+function distributedText(info: unknown): string {
+  if (!info || typeof info !== 'object') return '';
+  const d = info as Record<string, unknown>;
+  const parts = [d.backend, d.rank !== undefined ? `rank ${d.rank}` : '', d.world_size !== undefined ? `of ${d.world_size}` : ''].filter(Boolean);
+  return parts.join(' ');
+}
