@@ -28,7 +28,7 @@ setup(
         "test": ["pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "pyyaml", "torch==2.13.0"],
     },
     entry_points={
-        "tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerPlugin"],
+        "tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerPluginLoader"],
         "console_scripts": ["tb-plugin = tb_plugin.__main__:main"],
     },
 )

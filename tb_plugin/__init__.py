@@ -13,8 +13,8 @@ Python API::
 Every loading problem raises `tb_plugin.TraceError`.
 """
 
-from .errors import TraceError
-from .profile import Profile, Run, diff, load, load_run
+__version__ = "0.1.0"  # first: modules imported below read it
 
-__version__ = "0.1.0"
+from .errors import TraceError  # noqa: E402
+from .profile import Profile, Run, diff, load, load_run  # noqa: E402
 __all__ = ["Profile", "Run", "TraceError", "diff", "load", "load_run", "__version__"]

@@ -17,11 +17,15 @@ from dataclasses import dataclass
 
 from .discovery import discover_runs
 from .errors import TraceError
-from .profile import profile_from_bytes
+from .profile import Profile, profile_from_bytes
 from .storage import Storage
 
 logger = logging.getLogger(__name__)
 
+# Peak memory of a parse, as a multiple of the JSON size (benchmarks/README.md measures ~4x).
+PARSE_PEAK_FACTOR = 5
+# How long a request may wait for the first scan of the log directory after start-up.
+_FIRST_SCAN_WAIT_SECONDS = 30.0
 # A file modified this recently when it failed to parse may still have been being written:
 # that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
@@ -60,15 +64,29 @@ class RunStore:
     rescan_seconds : float
         How often the background thread looks for new, changed and removed files.
     max_profiles : int
-        How many parsed profiles stay in memory (least recently used are dropped first and
-        parsed again when asked for).
+        How many parsed profiles stay in memory at most.
+    max_memory_bytes : int
+        Memory budget: parsed profiles beyond it are dropped, least recently used first
+        (reloaded from the disk cache when asked for again).
+    max_parse_bytes : int or None
+        A trace whose parse would need more memory than this is refused with a message
+        (default: `max_memory_bytes`).
+    cache : ModelCache or None
+        On-disk cache of parsed models.
+    retry_seconds : float
+        How soon a trace that failed while it was still being written is parsed again.
     """
 
-    def __init__(self, logdir, *, rescan_seconds=30.0, max_profiles=8, retry_seconds=2.0):
+    def __init__(self, logdir, *, rescan_seconds=30.0, max_profiles=64, max_memory_bytes=4 << 30,
+                 max_parse_bytes=None, cache=None, retry_seconds=2.0):
         self.logdir = logdir
         self.rescan_seconds = rescan_seconds
         self.retry_seconds = retry_seconds
         self.max_profiles = max_profiles
+        self.max_memory_bytes = max_memory_bytes
+        self.max_parse_bytes = max_memory_bytes if max_parse_bytes is None else max_parse_bytes
+        self.cache = cache
+        self._sizes = {}
         self._storage = None
         self._runs = {}
         self._files = {}
@@ -138,7 +156,7 @@ class RunStore:
 
     def runs(self):
         """Run summaries: name, workers, span count, load status and errors."""
-        self.start()
+        self.wait_for_scan(_FIRST_SCAN_WAIT_SECONDS)
         with self._lock:
             out = []
             for name, run in self._runs.items():
@@ -159,6 +177,8 @@ class RunStore:
             return out
 
     def run_files(self, run):
+        # Right after start-up the first scan may still run: "no such run" must mean it.
+        self.wait_for_scan(_FIRST_SCAN_WAIT_SECONDS)
         with self._lock:
             if run not in self._runs:
                 raise NotFound(f"no run named {run!r}")
@@ -207,6 +227,7 @@ class RunStore:
     def _forget(self, path):
         self._files.pop(path, None)
         self._profiles.pop(path, None)
+        self._sizes.pop(path, None)
 
     def _refresh(self, path):
         """Drop what is known about `path` when its size or mtime changed."""
@@ -222,6 +243,7 @@ class RunStore:
                 self._files[path] = _FileState(stat=stat)
             elif state.stat != stat and state.status != "loading":
                 self._profiles.pop(path, None)
+                self._sizes.pop(path, None)
                 self._files[path] = _FileState(stat=stat)
 
     def _retry_due(self, state):
@@ -235,11 +257,26 @@ class RunStore:
         state.error = ""
         state.future = self._executor.submit(self._load, path)
 
+    def _parse_or_cached(self, path, stat):
+        display = self._storage.display(path)
+        key = self.cache.key(display, stat.size, stat.mtime) if self.cache else None
+        model = self.cache.get(key) if key else None
+        if model is not None:
+            return Profile(display, model)
+        need = self._storage.json_size(path) * PARSE_PEAK_FACTOR
+        if need > self.max_parse_bytes:
+            raise TraceError(display, f"too large to load: parsing it needs about {need >> 20} MB, more than the "
+                                      f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
+        profile = profile_from_bytes(self._storage.read_trace_bytes(path), display)
+        if key:
+            self.cache.put(key, profile.model)
+        return profile
+
     def _load(self, path):
         started = time.perf_counter()
         try:
             stat = self._storage.stat(path)
-            profile = profile_from_bytes(self._storage.read_trace_bytes(path), self._storage.display(path))
+            profile = self._parse_or_cached(path, stat)
         except TraceError as exc:
             with self._lock:
                 state = self._files.setdefault(path, _FileState())
@@ -253,12 +290,18 @@ class RunStore:
                 state.status, state.error = "error", f"internal error: {type(exc).__name__}: {exc}"
                 state.failed_at = time.time()
             return
+        size = profile.model.nbytes()
         with self._lock:
             state = self._files.setdefault(path, _FileState())
             state.status, state.stat = "ready", stat
             state.load_seconds = time.perf_counter() - started
             self._profiles[path] = profile
+            self._sizes[path] = size
             self._profiles.move_to_end(path)
-            while len(self._profiles) > self.max_profiles:
+            # Least recently used go first; the profile just loaded always stays.
+            while len(self._profiles) > 1 and (len(self._profiles) > self.max_profiles
+                                               or sum(self._sizes.values()) > self.max_memory_bytes):
                 evicted, _ = self._profiles.popitem(last=False)
-                self._files[evicted].status = "new"
+                self._sizes.pop(evicted, None)
+                if evicted in self._files:
+                    self._files[evicted].status = "new"

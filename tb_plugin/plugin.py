@@ -6,7 +6,10 @@ import mimetypes
 from tensorboard.plugins import base_plugin
 
 from .api import Api, respond, route
+from .cache import ModelCache, default_cache_dir
 from .loading import RunStore
+
+DEFAULT_MAX_MEMORY_MB = 4096
 
 PLUGIN_NAME = "pytorch_profiler"
 _STATIC_TYPES = {".js": "text/javascript", ".html": "text/html", ".css": "text/css",
@@ -33,7 +36,13 @@ class ProfilerPlugin(base_plugin.TBPlugin):
     def __init__(self, context):
         flags = getattr(context, "flags", None)
         rescan = getattr(flags, "reload_interval", 30) or 30
-        self.store = RunStore(context.logdir or "", rescan_seconds=max(float(rescan), 1.0))
+        cache_dir = getattr(flags, "profiler_cache_dir", None)
+        if cache_dir is None:
+            cache_dir = default_cache_dir()
+        max_memory_mb = getattr(flags, "profiler_max_memory_mb", None) or DEFAULT_MAX_MEMORY_MB
+        self.store = RunStore(context.logdir or "", rescan_seconds=max(float(rescan), 1.0),
+                              max_memory_bytes=int(max_memory_mb) << 20,
+                              cache=ModelCache(cache_dir) if cache_dir else None)
         self.api = Api(self.store)
 
     def is_active(self):
@@ -54,3 +63,21 @@ def _static_app(name, body):
     suffix = "." + name.rsplit(".", 1)[-1]
     content_type = _STATIC_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
     return route(lambda request: respond(body, content_type=content_type))
+
+
+class ProfilerPluginLoader(base_plugin.TBLoader):
+    """Adds the plugin's command-line flags to `tensorboard` and builds the plugin."""
+
+    def define_flags(self, parser):
+        group = parser.add_argument_group("pytorch_profiler")
+        group.add_argument(
+            "--profiler_cache_dir", metavar="DIR", default=None,
+            help="Where parsed traces are cached between runs (default: "
+                 "$XDG_CACHE_HOME/tb_plugin_pytorch_profiler; empty string disables the cache).")
+        group.add_argument(
+            "--profiler_max_memory_mb", metavar="MB", type=int, default=DEFAULT_MAX_MEMORY_MB,
+            help="Memory budget for parsed traces: least recently used ones are dropped beyond it, and a "
+                 f"trace too large to parse within it is refused (default: {DEFAULT_MAX_MEMORY_MB}).")
+
+    def load(self, context):
+        return ProfilerPlugin(context)

@@ -114,6 +114,25 @@ class Storage:
         """The file's JSON bytes, inflated when the file is gzip."""
         return decompress_if_gzip(self.read_bytes(rel), self.display(rel))
 
+    def json_size(self, rel):
+        """Size of the trace's JSON in bytes: the file size, or for gzip the size the trailer
+        records (modulo 4 GiB, so at least the compressed size)."""
+        full = self.resolve(rel)
+        size = self.stat(rel).size
+        try:
+            opener = self.fs.open if self.remote else open
+            with opener(full, "rb") as fh:
+                if fh.read(2) != _GZIP_MAGIC or size < 18:
+                    return size
+                fh.seek(size - 4)
+                isize = int.from_bytes(fh.read(4), "little")
+        except (OSError, ValueError) as exc:
+            raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
+        while isize < size:  # the trailer wrapped around 4 GiB
+            isize += 1 << 32
+        # A damaged trailer must not claim more than deflate's maximum ratio (1032:1).
+        return min(isize, size * 1032)
+
     def read_head(self, rel, size=4096):
         """The first `size` bytes of the (decompressed) file, to sniff its type."""
         raw = self.read_bytes(rel, limit=size)

@@ -21,8 +21,10 @@ from .conftest import SAMPLES, op, write_trace
 PREFIX = "/data/plugin/pytorch_profiler"
 
 
-def make_client(logdir):
-    context = base_plugin.TBContext(logdir=str(logdir), flags=argparse.Namespace(reload_interval=3600))
+def make_client(logdir, **flags):
+    """The plugin in TensorBoard's WSGI app; no disk cache unless a test asks for one."""
+    flags = {"reload_interval": 3600, "profiler_cache_dir": "", "profiler_max_memory_mb": 4096, **flags}
+    context = base_plugin.TBContext(logdir=str(logdir), flags=argparse.Namespace(**flags))
     plugin = ProfilerPlugin(context)
     app = application.TensorBoardWSGI([plugin])
     return plugin, Client(app)

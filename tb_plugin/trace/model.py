@@ -274,6 +274,15 @@ class TraceModel:
     TABLES = ("ops", "python", "runtime", "kernels", "memcpy", "memset", "gpu_annotations",
               "memory", "flows", "counters", "other", "steps")
 
+    def __getstate__(self):
+        # Views cache their results on the model; a pickled model (disk cache) holds only data.
+        return {k: v for k, v in self.__dict__.items() if k != "_view_cache"}
+
+    def nbytes(self):
+        """Approximate memory held by the tables, in bytes."""
+        return int(sum(getattr(self, name).memory_usage(index=True, deep=False).sum()
+                       for name in self.TABLES + ("threads", "devices")))
+
     @property
     def distributed(self):
         info = self.metadata.get("distributedInfo")
