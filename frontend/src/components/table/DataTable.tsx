@@ -158,7 +158,7 @@ export function DataTable(props: DataTableProps) {
                     </td>
                   ) : null}
                   {columns.map((column, ci) => (
-                    <td key={column.key} class={column.numeric ? 'num' : ''}>
+                    <td key={column.key} class={`${column.numeric ? 'num' : ''}${ci === 0 ? ' first' : ''}`}>
                       {ci === 0 && tree ? (
                         <span class="tree-cell" style={{ paddingLeft: `${entry.level * 16}px` }}>
                           {entry.hasChildren ? (

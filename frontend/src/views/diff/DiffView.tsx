@@ -1,6 +1,184 @@
-import type { ViewProps } from '../../api/types';
-import { Empty } from '../../components/Status';
+// Diff view: the selected profile (A) against a second run/worker/span (B) picked here.
+// Step breakdowns side by side, operator and kernel deltas (B − A).
 
-export function DiffView(_props: ViewProps) {
-  return <Empty>Diff view: coming next.</Empty>;
+import { useMemo } from 'preact/hooks';
+import type { SpansReply, ViewProps, WireTable } from '../../api/types';
+import { useApi } from '../../api/useApi';
+import { formatDelta, formatDuration, formatNumber } from '../../base/format';
+import { Chart } from '../../components/charts/Chart';
+import { esc } from '../../components/charts/echarts';
+import { Card, Empty, Loaded } from '../../components/Status';
+import { DataTable, type Column } from '../../components/table/DataTable';
+import { rowsOf } from '../../components/table/logic';
+import { useUrlParam } from '../../components/useUrlParam';
+
+interface DiffReply {
+  operators: WireTable;
+  kernels: WireTable;
+  steps: WireTable;
+}
+
+export function DiffView(props: ViewProps) {
+  const current = props.runs.find((r) => r.name === props.run);
+  // Default B: the next span of the same worker, else another run.
+  const fallbackRun = current && current.spans > current.workers.length ? props.run : props.runs.find((r) => r.name !== props.run)?.name ?? props.run;
+  const [runB, setRunB] = useUrlParam('run_b', fallbackRun);
+  const runInfoB = props.runs.find((r) => r.name === runB) ?? current;
+  const [workerParam, setWorkerB] = useUrlParam('worker_b', '');
+  const workerB = runInfoB?.workers.includes(workerParam) ? workerParam : runInfoB?.workers.includes(props.worker) ? props.worker : runInfoB?.workers[0] ?? '';
+  const spansB = useApi<SpansReply>(runInfoB ? 'spans' : null, { run: runInfoB?.name, worker: workerB });
+  const spanListB = spansB.status === 'ok' ? spansB.data.spans.map((s) => s.span) : [];
+  const fallbackSpan = runInfoB?.name === props.run && workerB === props.worker ? spanListB.find((s) => s !== props.span) ?? props.span : 1;
+  const [spanParam, setSpanB] = useUrlParam('span_b', '');
+  const spanB = spanListB.includes(Number(spanParam)) ? Number(spanParam) : fallbackSpan;
+  const diff = useApi<DiffReply>(spansB.status === 'ok' && runInfoB ? 'diff' : null, {
+    run: props.run,
+    worker: props.worker,
+    span: props.span,
+    run_b: runInfoB?.name,
+    worker_b: workerB,
+    span_b: spanB,
+  });
+  const labelA = `${props.run} / ${props.worker} / span ${props.span}`;
+  const labelB = `${runInfoB?.name} / ${workerB} / span ${spanB}`;
+  return (
+    <div class="stack" data-testid="diff">
+      <div class="toolbar">
+        <span>
+          <strong>A</strong>: {labelA}
+        </span>
+        <strong>B:</strong>
+        <label>
+          Run
+          <select data-control="run_b" value={runInfoB?.name} onChange={(e) => { setRunB((e.target as HTMLSelectElement).value); setWorkerB(null); setSpanB(null); }}>
+            {props.runs.map((r) => (
+              <option key={r.name} value={r.name}>{r.name}</option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Worker
+          <select data-control="worker_b" value={workerB} onChange={(e) => { setWorkerB((e.target as HTMLSelectElement).value); setSpanB(null); }}>
+            {(runInfoB?.workers ?? []).map((w) => (
+              <option key={w} value={w}>{w}</option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Span
+          <select data-control="span_b" value={String(spanB)} onChange={(e) => setSpanB((e.target as HTMLSelectElement).value)}>
+            {spanListB.map((s) => (
+              <option key={s} value={String(s)}>{s}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      {spansB.status === 'error' ? <Empty>{spansB.error}</Empty> : null}
+      <Loaded state={diff}>{(data) => <Diff data={data} labelA={labelA} labelB={labelB} name={`${props.run}_${props.worker}_${props.span}_vs_${runInfoB?.name}_${workerB}_${spanB}`} />}</Loaded>
+    </div>
+  );
+}
+
+function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string; labelB: string; name: string }) {
+  const steps = useMemo(() => rowsOf(data.steps), [data]);
+  const operators = useMemo(() => rowsOf(data.operators), [data]);
+  const kernels = useMemo(() => rowsOf(data.kernels), [data]);
+  const shownSteps = steps.filter((r) => String(r.category) !== 'total');
+  const option = useMemo(
+    () => ({
+      tooltip: {
+        trigger: 'axis',
+        confine: true,
+        formatter: (params: { axisValueLabel: string; seriesName: string; value: number; marker: string }[]) =>
+          [`<b>${esc(params[0]?.axisValueLabel)}</b>`, ...params.map((p) => `${p.marker}${esc(p.seriesName)}: <b>${esc(formatDuration(p.value))}</b>`)].join('<br/>'),
+      },
+      legend: { top: 0 },
+      grid: { left: 72, right: 24, top: 40, bottom: 64 },
+      xAxis: { type: 'category', data: shownSteps.map((r) => String(r.category)), axisLabel: { interval: 0, rotate: 30, fontSize: 11 } },
+      yAxis: { type: 'value', axisLabel: { formatter: (v: number) => formatDuration(v) } },
+      series: [
+        { name: `A: ${labelA}`, type: 'bar', data: shownSteps.map((r) => r.mean_us_a), itemStyle: { color: '#5470c6' } },
+        { name: `B: ${labelB}`, type: 'bar', data: shownSteps.map((r) => r.mean_us_b), itemStyle: { color: '#fac858' } },
+      ],
+    }),
+    [data],
+  );
+  const us = (key: string, text: string, delta = false): Column => ({
+    key,
+    label: text,
+    numeric: true,
+    format: (v) => (delta ? <span class={Number(v) > 0 ? 'pos' : Number(v) < 0 ? 'neg' : ''}>{formatDelta(v as number, formatDuration)}</span> : formatDuration(v as number)),
+  });
+  const count = (key: string, text: string, delta = false): Column => ({
+    key,
+    label: text,
+    numeric: true,
+    format: (v) => (delta ? formatDelta(v as number, formatNumber) : formatNumber(v as number)),
+  });
+  return (
+    <>
+      <div class="grid two">
+        <Card title="Mean step time by category">
+          {shownSteps.length ? <Chart option={option} height={320} label="Step breakdown A vs B" /> : <Empty>No steps.</Empty>}
+        </Card>
+        <Card title="Step breakdown (B − A)">
+          <DataTable
+            id="diff-steps"
+            rows={steps}
+            csvColumns={data.steps.columns}
+            csvName={`${name}_steps.csv`}
+            rowKey={(r) => String(r.category)}
+            columns={[{ key: 'category', label: 'Category' }, us('mean_us_a', 'A'), us('mean_us_b', 'B'), us('mean_us_delta', 'B − A', true)]}
+          />
+        </Card>
+      </div>
+      <Card title="Operators (B − A)">
+        <DataTable
+          id="diff-operators"
+          rows={operators}
+          csvColumns={data.operators.columns}
+          csvName={`${name}_operators.csv`}
+          searches={[{ label: 'Search operators', keys: ['name'] }]}
+          rowKey={(r) => String(r.name)}
+          columns={[
+            { key: 'name', label: 'Operator' },
+            count('calls_a', 'Calls A'),
+            count('calls_b', 'Calls B'),
+            count('calls_delta', 'Calls Δ', true),
+            us('host_self_us_a', 'Host self A'),
+            us('host_self_us_b', 'Host self B'),
+            us('host_self_us_delta', 'Host self Δ', true),
+            us('host_total_us_delta', 'Host total Δ', true),
+            us('device_self_us_a', 'Device self A'),
+            us('device_self_us_b', 'Device self B'),
+            us('device_self_us_delta', 'Device self Δ', true),
+            us('device_total_us_delta', 'Device total Δ', true),
+          ]}
+        />
+      </Card>
+      <Card title="Kernels (B − A)">
+        {kernels.length ? (
+          <DataTable
+            id="diff-kernels"
+            rows={kernels}
+            csvColumns={data.kernels.columns}
+            csvName={`${name}_kernels.csv`}
+            searches={[{ label: 'Search kernels', keys: ['name'] }]}
+            rowKey={(r) => String(r.name)}
+            columns={[
+              { key: 'name', label: 'Kernel' },
+              count('calls_a', 'Calls A'),
+              count('calls_b', 'Calls B'),
+              count('calls_delta', 'Calls Δ', true),
+              us('total_us_a', 'Total A'),
+              us('total_us_b', 'Total B'),
+              us('total_us_delta', 'Total Δ', true),
+            ]}
+          />
+        ) : (
+          <Empty>Neither profile ran kernels.</Empty>
+        )}
+      </Card>
+    </>
+  );
 }

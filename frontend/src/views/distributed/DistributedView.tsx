@@ -1,6 +1,143 @@
-import type { ViewProps } from '../../api/types';
-import { Empty } from '../../components/Status';
+// Distributed view: every worker of the run for the selected span. Device information per
+// worker; computation / overlap / communication / other per worker (mean of all steps, or one
+// step); time in collectives split into data transfer and synchronizing (waiting for the
+// other ranks); the collectives table.
 
-export function DistributedView(_props: ViewProps) {
-  return <Empty>Distributed view: coming next.</Empty>;
+import { useMemo } from 'preact/hooks';
+import type { ViewProps, WireTable } from '../../api/types';
+import { useApi } from '../../api/useApi';
+import { formatBytes, formatDuration, formatNumber } from '../../base/format';
+import { Chart } from '../../components/charts/Chart';
+import { stackedBarOption } from '../../components/charts/options';
+import { Card, Empty, Loaded } from '../../components/Status';
+import { DataTable } from '../../components/table/DataTable';
+import { rowsOf, type Row } from '../../components/table/logic';
+import { useUrlParam } from '../../components/useUrlParam';
+
+interface DistributedReply {
+  steps: WireTable;
+  all_steps: WireTable;
+  collectives: WireTable;
+  calls: WireTable;
+  devices: WireTable;
+}
+
+const PARTS: [string, string, string][] = [
+  ['computation_us', 'Computation', '#5470c6'],
+  ['overlap_us', 'Overlapping', '#91cc75'],
+  ['communication_us', 'Communication', '#ee6666'],
+  ['other_us', 'Other', '#fac858'],
+];
+
+export function DistributedView(props: ViewProps) {
+  const state = useApi<DistributedReply>('distributed', { run: props.run, span: props.span });
+  return (
+    <div class="stack" data-testid="distributed">
+      <Loaded state={state}>{(data) => <Distributed data={data} name={`${props.run}_${props.span}`} />}</Loaded>
+    </div>
+  );
+}
+
+function Distributed({ data, name }: { data: DistributedReply; name: string }) {
+  const [stepParam, setStep] = useUrlParam('step', 'all');
+  const steps = useMemo(() => rowsOf(data.steps), [data]);
+  const allSteps = useMemo(() => rowsOf(data.all_steps), [data]);
+  const collectives = useMemo(() => rowsOf(data.collectives), [data]);
+  const devices = useMemo(() => rowsOf(data.devices), [data]);
+  const stepNumbers = [...new Set(steps.map((r) => String(r.step)))].sort((a, b) => Number(a) - Number(b));
+  const step = stepNumbers.includes(stepParam) ? stepParam : 'all';
+  const overlapRows: Row[] = step === 'all' ? allSteps : steps.filter((r) => String(r.step) === step);
+  const workers = overlapRows.map((r) => String(r.worker));
+  const overlap = useMemo(
+    () => stackedBarOption(workers, PARTS.map(([key, label, color]) => ({ name: label, color, values: overlapRows.map((r) => r[key] as number) })), formatDuration, { xName: 'Worker' }),
+    [data, step],
+  );
+  const transfer = useMemo(() => {
+    const byWorker = new Map<string, { transfer: number; sync: number }>();
+    for (const r of collectives) {
+      const entry = byWorker.get(String(r.worker)) ?? { transfer: 0, sync: 0 };
+      entry.transfer += Number(r.transfer_us) || 0;
+      entry.sync += Number(r.synchronizing_us) || 0;
+      byWorker.set(String(r.worker), entry);
+    }
+    const names = [...byWorker.keys()].sort();
+    return {
+      names,
+      option: stackedBarOption(
+        names,
+        [
+          { name: 'Data transfer', color: '#5470c6', values: names.map((w) => byWorker.get(w)!.transfer) },
+          { name: 'Synchronizing', color: '#ee6666', values: names.map((w) => byWorker.get(w)!.sync) },
+        ],
+        formatDuration,
+        { xName: 'Worker' },
+      ),
+    };
+  }, [data]);
+
+  return (
+    <>
+      <Card title="Workers">
+        <DataTable
+          id="distributed-devices"
+          rows={devices}
+          csvColumns={data.devices.columns}
+          csvName={`${name}_devices.csv`}
+          rowKey={(r) => String(r.worker)}
+          columns={[
+            { key: 'worker', label: 'Worker' },
+            { key: 'backend', label: 'Backend' },
+            { key: 'rank', label: 'Rank', numeric: true },
+            { key: 'world_size', label: 'World size', numeric: true },
+            { key: 'device_id', label: 'Device', numeric: true, format: (v) => (v === null || Number(v) < 0 ? 'CPU' : String(v)) },
+            { key: 'device_name', label: 'Device name', format: (v) => (v ? String(v) : '—') },
+            { key: 'memory_bytes', label: 'Memory', numeric: true, format: (v) => formatBytes(v as number) },
+            { key: 'compute_capability', label: 'Compute capability', format: (v) => (v ? String(v) : '—') },
+            { key: 'sm_count', label: 'SMs', numeric: true, format: (v) => formatNumber(v as number) },
+          ]}
+        />
+      </Card>
+      <div class="grid two">
+        <Card title="Computation / communication overlap per worker">
+          <div class="toolbar">
+            <label>
+              Step
+              <select data-control="step" value={step} onChange={(e) => setStep((e.target as HTMLSelectElement).value)}>
+                <option value="all">All steps (mean)</option>
+                {stepNumbers.map((s) => (
+                  <option key={s} value={s}>Step {s}</option>
+                ))}
+              </select>
+            </label>
+          </div>
+          {overlapRows.length ? <Chart option={overlap} height={320} label="Overlap per worker" /> : <Empty>No steps recorded.</Empty>}
+        </Card>
+        <Card title="Collectives: data transfer vs synchronizing">
+          {transfer.names.length ? <Chart option={transfer.option} height={360} label="Transfer vs synchronizing" /> : <Empty>No collective communication recorded.</Empty>}
+        </Card>
+      </div>
+      <Card title="Collectives">
+        <DataTable
+          id="collectives"
+          rows={collectives}
+          csvColumns={data.collectives.columns}
+          csvName={`${name}_collectives.csv`}
+          searches={[{ label: 'Search collectives or workers', keys: ['name', 'worker'] }]}
+          defaultSort={{ key: 'total_us', dir: 'desc' }}
+          rowKey={(r) => `${r.worker}|${r.name}`}
+          columns={[
+            { key: 'worker', label: 'Worker' },
+            { key: 'name', label: 'Collective' },
+            { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
+            { key: 'size_bytes', label: 'Total size', numeric: true, format: (v) => formatBytes(v as number) },
+            { key: 'mean_size_bytes', label: 'Mean size', numeric: true, format: (v) => formatBytes(v as number) },
+            { key: 'total_us', label: 'Total time', numeric: true, format: (v) => formatDuration(v as number) },
+            { key: 'mean_us', label: 'Mean time', numeric: true, format: (v) => formatDuration(v as number) },
+            { key: 'transfer_us', label: 'Data transfer', numeric: true, format: (v) => formatDuration(v as number) },
+            { key: 'synchronizing_us', label: 'Synchronizing', numeric: true, format: (v) => formatDuration(v as number) },
+          ]}
+        />
+      </Card>
+    </>
+  );
 }
