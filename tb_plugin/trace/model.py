@@ -15,7 +15,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
 
 import msgspec
 import numpy as np
@@ -28,75 +27,89 @@ from .parse import decode_args
 _NO_RAW = Raw(b"null")
 
 
-def _f(name):
-    return msgspec.field(name=name, default=None)
+# Args Structs: absent fields take sentinel defaults (-1, NaN, "") rather than None, so columns
+# come out of the Structs with one `np.fromiter` each. A value of the wrong type (or null)
+# makes `decode_args` fall back to decoding that batch event by event.
+_NAN = float("nan")
+
+
+def _i(name):
+    return msgspec.field(name=name, default=-1)
+
+
+def _x(name):
+    return msgspec.field(name=name, default=_NAN)
+
+
+def _s(name):
+    return msgspec.field(name=name, default="")
+
+
+def _r(name):
+    return msgspec.field(name=name, default=_NO_RAW)
 
 
 class _OpArgs(msgspec.Struct, gc=False):
-    external_id: int | None = _f("External id")
-    external_id_lower: int | None = _f("external id")
-    input_dims: Raw = msgspec.field(name="Input Dims", default=_NO_RAW)
-    input_dims_old: Raw = msgspec.field(name="Input dims", default=_NO_RAW)
-    input_type: Raw = msgspec.field(name="Input type", default=_NO_RAW)
-    call_stack: str | None = _f("Call stack")
-    sequence_number: int | None = _f("Sequence number")
-    fwd_thread_id: int | None = _f("Fwd thread id")
-    collective_name: str | None = _f("Collective name")
-    in_msg_nelems: int | None = _f("In msg nelems")
-    out_msg_nelems: int | None = _f("Out msg nelems")
-    group_size: int | None = _f("Group size")
-    dtype: str | None = _f("dtype")
-    process_group_name: str | int | None = _f("Process Group Name")
-    collective_seq: int | None = _f("Seq")
+    external_id: int = _i("External id")
+    external_id_lower: int = _i("external id")
+    input_dims: Raw = _r("Input Dims")
+    input_dims_old: Raw = _r("Input dims")
+    input_type: Raw = _r("Input type")
+    call_stack: str = _s("Call stack")
+    sequence_number: int = _i("Sequence number")
+    fwd_thread_id: int = _i("Fwd thread id")
+    collective_name: str = _s("Collective name")
+    in_msg_nelems: int = _i("In msg nelems")
+    out_msg_nelems: int = _i("Out msg nelems")
+    group_size: int = _i("Group size")
+    dtype: str = _s("dtype")
+    process_group_name: str | int = _s("Process Group Name")
+    collective_seq: int = _i("Seq")
 
 
 class _PythonArgs(msgspec.Struct, gc=False):
-    python_id: int | None = _f("Python id")
-    python_parent_id: int | None = _f("Python parent id")
-    python_module_id: int | None = _f("Python module id")
+    python_id: int = _i("Python id")
+    python_parent_id: int = _i("Python parent id")
+    python_module_id: int = _i("Python module id")
 
 
 class _RuntimeArgs(msgspec.Struct, gc=False):
-    correlation: int | None = None
-    external_id: int | None = _f("External id")
-    external_id_lower: int | None = _f("external id")
-    cbid: int | None = None
+    correlation: int = -1
+    external_id: int = _i("External id")
+    external_id_lower: int = _i("external id")
+    cbid: int = -1
 
 
 class _DeviceArgs(msgspec.Struct, gc=False):
-    correlation: int | None = None
-    external_id: int | None = _f("External id")
-    external_id_lower: int | None = _f("external id")
-    device: int | None = None
-    stream: int | None = None
+    correlation: int = -1
+    external_id: int = _i("External id")
+    external_id_lower: int = _i("external id")
+    device: int = -1
+    stream: int = -1
     grid: Raw = _NO_RAW
     block: Raw = _NO_RAW
-    registers_per_thread: int | float | None = _f("registers per thread")
-    shared_memory: int | float | None = _f("shared memory")
-    blocks_per_sm: float | None = _f("blocks per SM")
-    warps_per_sm: float | None = _f("warps per SM")
-    est_achieved_occupancy_pct: float | None = _f("est. achieved occupancy %")
-    bytes: int | float | None = None
-    memory_bandwidth_gbps: float | None = _f("memory bandwidth (GB/s)")
+    registers_per_thread: float = _x("registers per thread")
+    shared_memory: float = _x("shared memory")
+    blocks_per_sm: float = _x("blocks per SM")
+    warps_per_sm: float = _x("warps per SM")
+    est_achieved_occupancy_pct: float = _x("est. achieved occupancy %")
+    bytes: float = _NAN
+    memory_bandwidth_gbps: float = _x("memory bandwidth (GB/s)")
 
 
 class _MemoryArgs(msgspec.Struct, gc=False):
-    device_type: int | None = _f("Device Type")
-    device_id: int | None = _f("Device Id")
-    addr: int | None = _f("Addr")
-    bytes: int | float | None = _f("Bytes")
-    total_allocated: int | float | None = _f("Total Allocated")
-    total_reserved: int | float | None = _f("Total Reserved")
+    device_type: int = _i("Device Type")
+    device_id: int = _i("Device Id")
+    addr: int = _i("Addr")
+    bytes: float = _x("Bytes")
+    total_allocated: float = _x("Total Allocated")
+    total_reserved: float = _x("Total Reserved")
 
 
 class _MetaArgs(msgspec.Struct, gc=False):
     name: str | int | None = None
     labels: str | None = None
     sort_index: int | float | None = None
-
-
-class _CounterArgs(msgspec.Struct, gc=False):
-    values: dict[str, Any] = {}
 
 
 # Event kinds, decided from `ph` and the lower-cased `cat`.
@@ -171,6 +184,27 @@ def _objects(values):
 
 def _object_column(events, attr):
     return np.fromiter(map(attrgetter(attr), events), dtype=object, count=len(events))
+
+
+def _int_field(structs, attr):
+    """int64 column of one Struct field; -1 where absent or outside int64."""
+    try:
+        return np.fromiter(map(attrgetter(attr), structs), dtype=np.int64, count=len(structs))
+    except (TypeError, ValueError, OverflowError):  # big or odd values: the careful path
+        return _ints(_column(structs, attr))
+
+
+def _float_field(structs, attr):
+    """float64 column of one Struct field; NaN where absent."""
+    try:
+        return np.fromiter(map(attrgetter(attr), structs), dtype=np.float64, count=len(structs))
+    except (TypeError, ValueError, OverflowError):
+        return _floats(_column(structs, attr))
+
+
+def _whole(values, missing=-1):
+    """int64 from float64, `missing` where NaN."""
+    return np.where(np.isfinite(values), values, missing).astype(np.int64)
 
 
 def _floats(values):
@@ -319,8 +353,8 @@ class _Builder:
         cat = _object_column(events, "cat")
         self.name_codes, self.name_categories = _intern(_column(events, "name"))
         self.kind = self._classify(ph, cat)
-        self.ts_all = _floats(_column(events, "ts"))
-        self.dur_all = _floats(_column(events, "dur"))
+        self.ts_all = _float_field(events, "ts")
+        self.dur_all = _float_field(events, "dur")
         self.id_all = _object_column(events, "id")
         self.bp_all = _object_column(events, "bp")
         self.args_all = _object_column(events, "args")
@@ -415,19 +449,19 @@ class _Builder:
             "thread": self.thread_all[m],
             "ts": self.ts(m),
             "dur": self.durations(m),
-            "external_id": _first_valid(_ints(_column(a, "external_id")), _ints(_column(a, "external_id_lower"))),
-            "sequence_number": _ints(_column(a, "sequence_number")),
-            "fwd_thread_id": _ints(_column(a, "fwd_thread_id")),
+            "external_id": _first_valid(_int_field(a, "external_id"), _int_field(a, "external_id_lower")),
+            "sequence_number": _int_field(a, "sequence_number"),
+            "fwd_thread_id": _int_field(a, "fwd_thread_id"),
             "input_dims": _raw_json_categorical(input_dims),
             "input_type": _raw_json_categorical(_column(a, "input_type")),
             "call_stack": _categorical(_column(a, "call_stack")),
             "collective_name": _categorical(_column(a, "collective_name")),
-            "in_msg_nelems": _ints(_column(a, "in_msg_nelems")),
-            "out_msg_nelems": _ints(_column(a, "out_msg_nelems")),
-            "group_size": _ints(_column(a, "group_size")),
+            "in_msg_nelems": _int_field(a, "in_msg_nelems"),
+            "out_msg_nelems": _int_field(a, "out_msg_nelems"),
+            "group_size": _int_field(a, "group_size"),
             "dtype": _categorical(_column(a, "dtype")),
             "process_group_name": _categorical(_column(a, "process_group_name")),
-            "collective_seq": _ints(_column(a, "collective_seq")),
+            "collective_seq": _int_field(a, "collective_seq"),
         })
 
     def python(self):
@@ -438,9 +472,9 @@ class _Builder:
             "thread": self.thread_all[m],
             "ts": self.ts(m),
             "dur": self.durations(m),
-            "python_id": _ints(_column(a, "python_id")),
-            "python_parent_id": _ints(_column(a, "python_parent_id")),
-            "python_module_id": _ints(_column(a, "python_module_id")),
+            "python_id": _int_field(a, "python_id"),
+            "python_parent_id": _int_field(a, "python_parent_id"),
+            "python_module_id": _int_field(a, "python_module_id"),
         })
 
     def runtime(self):
@@ -452,16 +486,16 @@ class _Builder:
             "thread": self.thread_all[m],
             "ts": self.ts(m),
             "dur": self.durations(m),
-            "correlation": _ints(_column(a, "correlation")),
-            "external_id": _first_valid(_ints(_column(a, "external_id")), _ints(_column(a, "external_id_lower"))),
-            "cbid": _ints(_column(a, "cbid")),
+            "correlation": _int_field(a, "correlation"),
+            "external_id": _first_valid(_int_field(a, "external_id"), _int_field(a, "external_id_lower")),
+            "cbid": _int_field(a, "cbid"),
         })
 
     def device_table(self, kind):
         m = self.mask(kind)
         a = self.args(m, _DeviceArgs)
-        device = _ints(_column(a, "device"))
-        stream = _ints(_column(a, "stream"))
+        device = _int_field(a, "device")
+        stream = _int_field(a, "stream")
         if m.any() and ((device < 0).any() or (stream < 0).any()):
             device = np.where(device >= 0, device, _device_from_fallback(self.pid_all[m]))
             stream = np.where(stream >= 0, stream, _device_from_fallback(self.tid_all[m]))
@@ -472,22 +506,22 @@ class _Builder:
             "thread": self.thread_all[m],
             "ts": self.ts(m),
             "dur": self.durations(m),
-            "correlation": _ints(_column(a, "correlation")),
-            "external_id": _first_valid(_ints(_column(a, "external_id")), _ints(_column(a, "external_id_lower"))),
+            "correlation": _int_field(a, "correlation"),
+            "external_id": _first_valid(_int_field(a, "external_id"), _int_field(a, "external_id_lower")),
         }
         if kind == KIND_KERNEL:
             columns.update({
                 "grid": _raw_json_categorical(_column(a, "grid")),
                 "block": _raw_json_categorical(_column(a, "block")),
-                "registers_per_thread": _ints(_column(a, "registers_per_thread")),
-                "shared_memory": _ints(_column(a, "shared_memory")),
-                "blocks_per_sm": _floats(_column(a, "blocks_per_sm")),
-                "warps_per_sm": _floats(_column(a, "warps_per_sm")),
-                "est_achieved_occupancy_pct": _floats(_column(a, "est_achieved_occupancy_pct")),
+                "registers_per_thread": _whole(_float_field(a, "registers_per_thread")),
+                "shared_memory": _whole(_float_field(a, "shared_memory")),
+                "blocks_per_sm": _float_field(a, "blocks_per_sm"),
+                "warps_per_sm": _float_field(a, "warps_per_sm"),
+                "est_achieved_occupancy_pct": _float_field(a, "est_achieved_occupancy_pct"),
             })
         elif kind in (KIND_MEMCPY, KIND_MEMSET):
-            columns["bytes"] = _ints(_column(a, "bytes"))
-            columns["memory_bandwidth_gbps"] = _floats(_column(a, "memory_bandwidth_gbps"))
+            columns["bytes"] = _whole(_float_field(a, "bytes"))
+            columns["memory_bandwidth_gbps"] = _float_field(a, "memory_bandwidth_gbps")
         return pd.DataFrame(columns)
 
     def memory(self):
@@ -496,12 +530,12 @@ class _Builder:
         return pd.DataFrame({
             "thread": self.thread_all[m],
             "ts": self.ts(m),
-            "device_type": _ints(_column(a, "device_type")),
-            "device_id": _ints(_column(a, "device_id")),
-            "addr": _ints(_column(a, "addr")),
-            "bytes": _ints(_column(a, "bytes"), missing=0),
-            "total_allocated": _floats(_column(a, "total_allocated")),
-            "total_reserved": _floats(_column(a, "total_reserved")),
+            "device_type": _int_field(a, "device_type"),
+            "device_id": _int_field(a, "device_id"),
+            "addr": _int_field(a, "addr"),
+            "bytes": _whole(_float_field(a, "bytes"), missing=0),
+            "total_allocated": _float_field(a, "total_allocated"),
+            "total_reserved": _float_field(a, "total_reserved"),
         })
 
     def flows(self):
@@ -559,7 +593,7 @@ class _Builder:
             "tid": rows[self.thread_all[m], 1],
             "name": [None if n is None else str(n) for n in _column(a, "name")],
             "labels": _column(a, "labels"),
-            "sort_index": _floats(_column(a, "sort_index")),
+            "sort_index": _float_field(a, "sort_index"),
         })
 
         def process_value(what, column):
