@@ -41,6 +41,7 @@ export function scheduleReady(): void {
       if (!el) return;
       seq += 1;
       el.dataset.readySeq = String(seq);
+      el.dataset.readyMs = String(Math.round(performance.now()));
       el.dataset.ready = 'true';
     }),
   );

@@ -1,0 +1,224 @@
+"""End-to-end fixtures: the real `tensorboard` on the sample runs, Debian's Chromium driven by
+Playwright (system binary, headless; no browser is ever downloaded), and helpers that wait on
+the page's ready signal (`body[data-ready=true]`), never on sleeps.
+
+Screenshots of every view go to $TB_PLUGIN_SCREENSHOTS (or a fresh temp directory, printed at
+the end of the run): look at them, blank or clipped charts are failures.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("playwright", reason="the e2e tests need the playwright package (pip install -e '.[test]')")
+
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.exists():
+    pytest.skip(f"Debian's Chromium is not installed at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from ..conftest import SAMPLES  # noqa: E402
+
+TENSORBOARD = Path(sys.executable).with_name("tensorboard")
+PLUGIN = "/data/plugin/pytorch_profiler"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+READY = "body[data-ready='true']"
+_SCREENSHOTS = {}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def tensorboard(logdir, log_path):
+    """A real tensorboard on 127.0.0.1 at a free port; yields its base URL; stopped by pid."""
+    if not TENSORBOARD.exists():
+        pytest.skip(f"no tensorboard executable beside {sys.executable}")
+    port = free_port()
+    args = [str(TENSORBOARD), "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)]
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}{PLUGIN}/runs", timeout=5) as response:
+                    if json.loads(response.read())["runs"]:
+                        break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            assert proc.poll() is None, Path(log_path).read_text(errors="replace")
+            assert time.monotonic() < deadline, "tensorboard did not list the runs within 60 s"
+            time.sleep(0.2)
+        yield base
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    with tensorboard(SAMPLES, tmp_path_factory.mktemp("tb") / "tensorboard.log") as base:
+        yield base
+
+
+def api(base, route, raw=False, **params):
+    """GET a plugin route, asking again while the profile is parsed (202); JSON or bytes."""
+    url = f"{base}{PLUGIN}/{route}?{urllib.parse.urlencode(params)}"
+    deadline = time.monotonic() + 120
+    while True:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            body = response.read()
+            if response.status == 200:
+                return body if raw else json.loads(body)
+        assert time.monotonic() < deadline, f"{url} still loading"
+        time.sleep(0.2)
+
+
+def rows(table):
+    """A wire table as a list of dicts."""
+    return [dict(zip(table["columns"], row)) for row in table["rows"]]
+
+
+def format_duration(us):
+    """Mirror of frontend/src/base/format.ts formatDuration."""
+    if us is None:
+        return "—"
+    sign, a = ("-" if us < 0 else ""), abs(us)
+    if a < 1e3:
+        text = f"{a:.1f}"
+        text = text.rstrip("0").rstrip(".") if "." in text else text
+        return f"{sign}{text} µs"
+    if a < 1e6:
+        return f"{sign}{a / 1e3:.2f} ms"
+    return f"{sign}{a / 1e6:.2f} s"
+
+
+def format_bytes(n):
+    """Mirror of frontend/src/base/format.ts formatBytes."""
+    if n is None:
+        return "—"
+    sign, a = ("-" if n < 0 else ""), abs(n)
+    if a < 1024:
+        return f"{sign}{round(a)} B"
+    value, unit = a / 1024, 0
+    units = ["KB", "MB", "GB", "TB"]
+    while value >= 1024 and unit < len(units) - 1:
+        value /= 1024
+        unit += 1
+    return f"{sign}{value:.2f} {units[unit]}"
+
+
+@pytest.fixture(scope="session")
+def screenshot_dir():
+    path = Path(os.environ.get("TB_PLUGIN_SCREENSHOTS") or tempfile.mkdtemp(prefix="tb_plugin_screenshots_"))
+    path.mkdir(parents=True, exist_ok=True)
+    _SCREENSHOTS["dir"] = path
+    return path
+
+
+def pytest_terminal_summary(terminalreporter):
+    if "dir" in _SCREENSHOTS:
+        terminalreporter.write_line(f"e2e screenshots: {_SCREENSHOTS['dir']}")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Watch:
+    """Console errors, page errors and every request of a page, checked at teardown."""
+
+    def __init__(self, page):
+        self.errors, self.requests = [], []
+        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text} @ {m.location}"))
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on("request", lambda r: self.requests.append(r.url))
+
+    def check(self):
+        assert not self.errors, self.errors
+        foreign = [u for u in self.requests
+                   if urllib.parse.urlsplit(u).scheme not in ("data", "blob") and urllib.parse.urlsplit(u).hostname != "127.0.0.1"]
+        assert not foreign, f"requests to other hosts: {foreign}"
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    watch = Watch(page)
+    page.watch = watch
+    yield page
+    context.close()
+    watch.check()
+
+
+def open_page(page, server, **query):
+    """Open our page directly with a selection and wait until its view has rendered."""
+    page.goto(f"{server}{PLUGIN}/index.html?{urllib.parse.urlencode(query)}")
+    page.wait_for_selector(READY, state="attached")
+    return page
+
+
+def after(page, action):
+    """Run `action` (a click, a drag...) and wait for the next ready state it causes."""
+    seq = page.evaluate("() => document.body.dataset.readySeq || '0'")
+    action()
+    page.wait_for_selector(f"body[data-ready='true']:not([data-ready-seq='{seq}'])", state="attached")
+
+
+def charts_drawn(frame):
+    """{chart label: painted pixels} of every ECharts canvas in the frame."""
+    return frame.evaluate("""() => Object.fromEntries([...document.querySelectorAll('[data-chart]')].map((el) => {
+        const canvas = el.querySelector('canvas');
+        if (!canvas || !canvas.width || !canvas.height) return [el.dataset.chart, 0];
+        const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+        let painted = 0;
+        for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted += 1;
+        return [el.dataset.chart, painted];
+    }))""")
+
+
+def assert_charts_drawn(frame, expected_count):
+    drawn = charts_drawn(frame)
+    assert len(drawn) == expected_count, drawn
+    blank = {k: v for k, v in drawn.items() if v < 2000}
+    assert not blank, f"charts without a picture: {blank} (all: {drawn})"
+
+
+def row_count(page, table_id):
+    return int(page.get_attribute(f"[data-table='{table_id}'] .row-count", "data-row-count"))
+
+
+def screenshot(page, screenshot_dir, name):
+    path = screenshot_dir / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

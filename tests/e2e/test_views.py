@@ -1,0 +1,121 @@
+"""Every view of a CPU run, a GPU run and the distributed run, opened in Chromium: the numbers
+the API returns are on the page, the charts drew, nothing went wrong in the console, and a
+screenshot of each is saved."""
+
+import pytest
+
+from .conftest import (api, assert_charts_drawn, format_bytes, format_duration, open_page, row_count, rows,
+                       screenshot)
+
+CASES = {
+    "cpu_cnn": ["overview", "operator", "memory", "module", "diff"],
+    "gpu_resnet50_v100": ["overview", "operator", "kernel", "memory", "diff"],
+    "cpu_ddp_gloo": ["overview", "operator", "memory", "module", "distributed", "diff"],
+}
+WORKER = {"cpu_cnn": "worker0", "gpu_resnet50_v100": "worker0", "cpu_ddp_gloo": "worker0"}
+
+
+@pytest.mark.parametrize("run", sorted(CASES))
+def test_views_offered_are_those_with_data(page, server, run):
+    expected = api(server, "views", run=run, worker=WORKER[run])["views"] + ["diff"]
+    assert sorted(expected) == sorted(CASES[run])
+    open_page(page, server, run=run)
+    tabs = page.eval_on_selector_all("[role=tab]", "els => els.map((e) => e.dataset.view)")
+    assert tabs == [v for v in ["overview", "operator", "kernel", "memory", "module", "distributed", "diff"] if v in expected]
+    assert page.get_attribute("[role=tab][aria-selected=true]", "data-view") == "overview"
+
+
+def check_overview(page, server, q):
+    data = api(server, "overview", **q)
+    text = page.inner_text("[data-testid=overview]")
+    assert page.inner_text("[data-field=step_mean_total]") == format_duration(data["step_mean"]["total_us"])
+    for rec in data["recommendations"]:
+        assert rec["text"] in text
+    for gpu in rows(data["gpu_summary"]):
+        assert gpu["name"] in text and format_bytes(gpu["memory_bytes"]) in text
+    dataloader = data["step_mean"]["dataloader_us"]
+    assert format_duration(dataloader) in page.inner_text("[data-table=execution-summary]")
+    return 2
+
+
+def check_operator(page, server, q):
+    table = rows(api(server, "operators", **q))
+    key = "device_self_us" if any(r["device_self_us"] > 0 for r in table) else "host_self_us"
+    top = max(table, key=lambda r: r[key])
+    first = page.locator("[data-table=operators] tbody tr").first
+    assert top["name"] in first.inner_text() and format_duration(top[key]) in first.inner_text()
+    assert row_count(page, "operators") == len(table)
+    return 4 if key == "device_self_us" else 2
+
+
+def check_kernel(page, server, q):
+    table = rows(api(server, "kernels", **q))
+    top = max(table, key=lambda r: r["total_us"])
+    first = page.locator("[data-table=kernels] tbody tr").first.inner_text()
+    assert top["name"] in first and format_duration(top["total_us"]) in first
+    assert row_count(page, "kernels") == len(table)
+    return 2
+
+
+def check_memory(page, server, q):
+    devices = api(server, "memory_devices", **q)["devices"]
+    curve = api(server, "memory_curve", **q, device=devices[0])
+    assert page.inner_text("[data-field=peak_allocated]") == format_bytes(curve["peaks"]["peak_allocated_bytes"])
+    assert row_count(page, "memory-events") == len(api(server, "memory_events", **q, device=devices[0])["rows"])
+    assert row_count(page, "memory-stats") == len(api(server, "memory_stats", **q, device=devices[0])["rows"])
+    return 1
+
+
+def check_module(page, server, q):
+    modules = rows(api(server, "modules", **q))
+    text = page.inner_text("[data-table=modules]")
+    for module in modules:
+        assert module["name"] in text
+    flame = api(server, "module_flame", **q)
+    assert flame["children"][0]["name"] in page.inner_text("[data-testid=module-flame]")
+    return 0
+
+
+def check_distributed(page, server, q):
+    data = api(server, "distributed", run=q["run"], span=q["span"])
+    collectives = rows(data["collectives"])
+    assert row_count(page, "collectives") == len(collectives) > 0
+    top = max(collectives, key=lambda r: r["total_us"])
+    first = page.locator("[data-table=collectives] tbody tr").first.inner_text()
+    assert top["name"] in first and format_duration(top["total_us"]) in first
+    for device in rows(data["devices"]):
+        assert device["worker"] in page.inner_text("[data-table=distributed-devices]")
+    return 2
+
+
+def check_diff(page, server, q):
+    b = {"run_b": page.input_value("[data-control=run_b]"), "worker_b": page.input_value("[data-control=worker_b]"),
+         "span_b": page.input_value("[data-control=span_b]")}
+    data = api(server, "diff", **q, **b)
+    assert row_count(page, "diff-operators") == len(data["operators"]["rows"])
+    total = [r for r in rows(data["steps"]) if r["category"] == "total"]
+    if total:
+        assert format_duration(total[0]["mean_us_b"]) in page.inner_text("[data-table=diff-steps]")
+    return 1
+
+
+CHECKS = {"overview": check_overview, "operator": check_operator, "kernel": check_kernel, "memory": check_memory,
+          "module": check_module, "distributed": check_distributed, "diff": check_diff}
+
+
+@pytest.mark.parametrize("run,view", [(run, view) for run, views in sorted(CASES.items()) for view in views])
+def test_view_shows_api_numbers_and_draws(page, server, screenshot_dir, run, view):
+    q = {"run": run, "worker": WORKER[run], "span": 1}
+    open_page(page, server, **q, view=view)
+    assert page.get_attribute("[data-current-view]", "data-current-view") == view
+    assert not page.query_selector(".status.error"), page.inner_text(".status.error")
+    charts = CHECKS[view](page, server, q)
+    assert_charts_drawn(page, charts)
+    # First view visible within 1 s of its data arriving.
+    lag = page.evaluate("""() => {
+        const last = Math.max(...performance.getEntriesByType('resource')
+            .filter((e) => e.name.includes('/data/plugin/') && !e.name.includes('/runs')).map((e) => e.responseEnd));
+        return Number(document.body.dataset.readyMs) - last;
+    }""")
+    assert lag < 1000, f"rendered {lag} ms after the last reply"
+    screenshot(page, screenshot_dir, f"{run}_{view}")
