@@ -12,6 +12,7 @@ import math
 import time
 from dataclasses import asdict
 from functools import wraps
+from urllib.parse import quote
 
 import numpy as np
 import orjson
@@ -22,6 +23,8 @@ from .errors import TraceError
 from .loading import Loading, NotFound
 from .views import diff as diff_view
 from .views import distributed as distributed_view
+from .views import timeline
+from .views.common import step_windows
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +148,17 @@ def float_param(request, name, required=True, default=None):
     return value
 
 
+def tracks_param(request):
+    """Optional comma-separated track ids; None means every track."""
+    raw = text_param(request, "tracks", required=False)
+    if raw is None:
+        return None
+    try:
+        return [int(t) for t in raw.split(",") if t.strip()]
+    except ValueError:
+        raise ApiError(400, "bad_parameter", "parameter 'tracks' must be comma-separated track ids") from None
+
+
 def choice_param(request, name, choices):
     """One of `choices` (the first is the default)."""
     value = text_param(request, name, required=False, default=choices[0])
@@ -223,6 +237,14 @@ class Api:
             "/module_flame": route(self.module_flame),
             "/distributed": route(self.distributed),
             "/diff": route(self.diff),
+            "/timeline_tracks": route(self.timeline_tracks),
+            "/timeline_slices": route(self.timeline_slices),
+            "/timeline_counters": route(self.timeline_counters),
+            "/timeline_event": route(self.timeline_event),
+            "/timeline_flows": route(self.timeline_flows),
+            "/timeline_search": route(self.timeline_search),
+            "/timeline_summary": route(self.timeline_summary),
+            "/trace_file": route(self.trace_file),
         }
 
     def _profile(self, request, suffix=""):
@@ -336,6 +358,74 @@ class Api:
     def diff(self, request):
         view = diff_view.diff(self._profile(request).model, self._profile(request, "_b").model)
         return tables_reply(request, view, ("operators", "kernels", "steps"))
+
+    def timeline_tracks(self, request):
+        profile = self._profile(request)
+        index = profile.timeline()
+        start, end = profile.model.span_us()
+        steps = step_windows(profile.model)[["step", "start_us", "end_us"]]
+        return respond({"tracks": index.tracks, "start_us": start, "end_us": end, "origin_us": profile.model.origin_us,
+                        "steps": steps, "kinds": list(timeline.KINDS)})
+
+    def _window(self, request):
+        start_us = float_param(request, "start_us")
+        end_us = float_param(request, "end_us")
+        if end_us < start_us:
+            raise ApiError(400, "bad_parameter", f"end_us ({end_us}) is before start_us ({start_us})")
+        return start_us, end_us
+
+    def timeline_slices(self, request):
+        index = self._profile(request).timeline()
+        start_us, end_us = self._window(request)
+        resolution = float_param(request, "resolution_us")
+        if resolution <= 0:
+            raise ApiError(400, "bad_parameter", "parameter 'resolution_us' must be > 0")
+        return respond(index.query(start_us, end_us, resolution, tracks_param(request)))
+
+    def timeline_counters(self, request):
+        profile = self._profile(request)
+        start_us, end_us = self._window(request)
+        points = int_param(request, "points", required=False, default=500, minimum=1)
+        return respond({"counters": timeline.counters(profile.model, start_us, end_us, min(points, 5000))})
+
+    def timeline_event(self, request):
+        index = self._profile(request).timeline()
+        event = int_param(request, "event", minimum=0)
+        try:
+            return respond(timeline.event_details(index, event))
+        except KeyError as exc:
+            raise NotFound(exc.args[0]) from None
+
+    def timeline_flows(self, request):
+        index = self._profile(request).timeline()
+        event = int_param(request, "event", minimum=0)
+        try:
+            return respond({"event": event, "flows": timeline.event_flows(index, event)})
+        except KeyError as exc:
+            raise NotFound(exc.args[0]) from None
+
+    def timeline_search(self, request):
+        index = self._profile(request).timeline()
+        text = text_param(request, "q")
+        after_us = float_param(request, "after_us", required=False)
+        direction = choice_param(request, "direction", ("next", "prev"))
+        return respond(timeline.search(index, text, after_us, direction, tracks_param(request)))
+
+    def timeline_summary(self, request):
+        index = self._profile(request).timeline()
+        start_us, end_us = self._window(request)
+        return table_reply(request, timeline.range_summary(index, start_us, end_us, tracks_param(request)))
+
+    def trace_file(self, request):
+        """The original trace file, as stored (gzip stays gzip), for other viewers."""
+        run = text_param(request, "run")
+        worker = text_param(request, "worker")
+        span = int_param(request, "span", required=False, default=1, minimum=1)
+        path, data = self.store.read_file(run, worker, span)
+        name = path.rsplit("/", 1)[-1]
+        response = respond(data, content_type="application/gzip" if data[:2] == b"\x1f\x8b" else "application/json")
+        response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name)}"
+        return response
 
     def tables(self, request):
         """One raw event table of a profile (`table=kernels` ...), JSON or CSV."""

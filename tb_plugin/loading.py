@@ -193,6 +193,11 @@ class RunStore:
             raise NotFound(f"worker {worker!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
         return spans[span - 1]
 
+    def read_file(self, run, worker, span):
+        """(relative path, stored bytes) of one span's trace file."""
+        path = self.span_file(run, worker, span).path
+        return path, self._storage.read_bytes(path)
+
     def profile(self, run, worker, span):
         """The `Profile`, or a `Loading` while it is parsed; raises `NotFound`/`TraceError`."""
         path = self.span_file(run, worker, span).path
@@ -299,6 +304,9 @@ class RunStore:
             self._sizes[path] = size
             self._profiles.move_to_end(path)
             # Least recently used go first; the profile just loaded always stays.
+            # The timeline index is built next, off the request path, so the trace view's
+            # first paint does not wait for it.
+            self._executor.submit(profile.timeline)
             while len(self._profiles) > 1 and (len(self._profiles) > self.max_profiles
                                                or sum(self._sizes.values()) > self.max_memory_bytes):
                 evicted, _ = self._profiles.popitem(last=False)

@@ -13,7 +13,7 @@ from .trace.model import build_model
 from .trace.parse import parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
-from .views import kernels, memory, modules, operators, overview, recommendations
+from .views import kernels, memory, modules, operators, overview, recommendations, timeline
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +125,12 @@ class Profile:
     def module_flame(self):
         """The module tree as nested {name, value, children} for a flame graph."""
         return modules.module_flame(self.model)
+
+    # --- timeline ----------------------------------------------------------------------------
+
+    def timeline(self):
+        """The level-of-detail timeline index (tracks, slices, queries); see views.timeline."""
+        return timeline.timeline_index(self.model)
 
     @property
     def device_type(self):

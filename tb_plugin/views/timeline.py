@@ -1,0 +1,494 @@
+"""Trace timeline served at the level of detail the viewer draws.
+
+The viewer never receives the whole trace: it asks for the slices of some tracks in a time
+window at a resolution (µs per pixel), and gets events at least one pixel long as they are,
+and runs of shorter events merged into blocks that say how many events and how much busy
+time they hold. Nothing is dropped: every event is either a slice or inside a block.
+
+To answer any window quickly, `TimelineIndex` precomputes levels of detail: level 0 is the
+events themselves, and level k merges level k-1 at a resolution 4x coarser. A query reads
+the coarsest level still finer than the asked resolution, so the rows it touches are bounded
+by the pixels drawn, not by the events in the window, and merges those once more.
+
+Slices live in "groups", one per (track, lane); lanes are nesting depths (overlapping events
+get their own lane). Within a group, rows are sorted by start time.
+"""
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..trace.linking import Nesting
+from .common import _cached
+from .intervals import union_length, weighted_level_integral
+
+# Slice kinds (the `kind` column), also what the viewer colours by.
+KINDS = ("op", "annotation", "runtime", "python", "kernel", "memcpy", "memset", "gpu_annotation")
+_KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+LEVEL_FACTOR = 4.0
+FINEST_RESOLUTION_US = 1.0
+_NUMBER = re.compile(r"(-?\d+)")
+
+
+@dataclass
+class Level:
+    """One level of detail: blocks sorted by (group, start)."""
+
+    resolution_us: float
+    group: np.ndarray  # int64
+    start: np.ndarray  # float64 µs
+    end: np.ndarray
+    count: np.ndarray  # int64, events inside (1 for an event)
+    busy: np.ndarray  # float64 µs, summed durations of those events
+    name: np.ndarray  # int64 code of the longest event's name
+    event: np.ndarray  # int64 slice id when the block is one event, else -1
+    group_offsets: np.ndarray  # first row of each group, plus the total
+    cummax_end: np.ndarray  # running max of `end` within each group
+
+    @classmethod
+    def build(cls, resolution_us, n_groups, group, start, end, count, busy, name, event):
+        offsets = np.searchsorted(group, np.arange(n_groups + 1), side="left")
+        # running max of end, restarted at each group: shift groups apart, accumulate, shift back
+        shift = (np.nanmax(end) - np.nanmin(start) + 1.0) if len(end) else 1.0
+        shifted = end - np.nanmin(start) + group * shift if len(end) else end
+        cummax = np.maximum.accumulate(shifted) - group * shift + np.nanmin(start) if len(end) else end
+        return cls(resolution_us, group, start, end, count, busy, name, event, offsets, cummax)
+
+    def window(self, groups, t0, t1):
+        """Row ranges [lo, hi) of each of `groups` that may overlap [t0, t1]."""
+        lo_rows, hi_rows = self.group_offsets[groups], self.group_offsets[groups + 1]
+        lo = np.empty(len(groups), dtype=np.int64)
+        hi = np.empty(len(groups), dtype=np.int64)
+        for i, (a, b) in enumerate(zip(lo_rows, hi_rows)):  # one search per group, not per event
+            lo[i] = a + np.searchsorted(self.cummax_end[a:b], t0, side="left")
+            hi[i] = a + np.searchsorted(self.start[a:b], t1, side="right")
+        return lo, np.maximum(hi, lo)
+
+
+def merge_blocks(group, start, end, count, busy, name, event, resolution_us):
+    """Merge runs of blocks shorter than `resolution_us` in the same group whose gaps are
+    shorter than `resolution_us`; longer blocks stay as they are. Inputs sorted by (group,
+    start). Counts and busy time add up; the name is the longest member's."""
+    n = len(start)
+    if not n:
+        return group, start, end, count, busy, name, event
+    small = (end - start) < resolution_us
+    same_group = np.r_[False, group[1:] == group[:-1]]
+    # end of everything before each row in its group: a running max restarted per group
+    shift = end.max() - start.min() + 1.0
+    running = np.maximum.accumulate(end - start.min() + group * shift) - group * shift + start.min()
+    prev_end = np.r_[-np.inf, running[:-1]]
+    prev_small = np.r_[False, small[:-1]]
+    joins = same_group & small & prev_small & (start - prev_end < resolution_us)
+    block = np.cumsum(~joins) - 1
+    n_blocks = block[-1] + 1
+    out_group = group[~joins]
+    out_start = start[~joins]
+    out_end = np.full(n_blocks, -np.inf)
+    np.maximum.at(out_end, block, end)
+    out_count = np.bincount(block, weights=count, minlength=n_blocks).astype(np.int64)
+    out_busy = np.bincount(block, weights=busy, minlength=n_blocks)
+    # the longest member names the block: sort by (block, duration) and take each block's last
+    order = np.lexsort((end - start, block))
+    last = np.r_[block[order][1:] != block[order][:-1], True]
+    out_name = np.empty(n_blocks, dtype=np.int64)
+    out_name[block[order][last]] = name[order][last]
+    # a block made of one input row keeps that row's event id (-1 if it already was a block)
+    out_event = np.full(n_blocks, -1, dtype=np.int64)
+    singles = np.bincount(block, minlength=n_blocks) == 1
+    out_event[singles] = event[~joins][singles]
+    return out_group, out_start, out_end, out_count, out_busy, out_name, out_event
+
+
+class TimelineIndex:
+    """Tracks, slices and levels of detail of one trace; see the module docstring.
+
+    Attributes
+    ----------
+    tracks : DataFrame
+        track (int id), kind ("thread", "python", "device"), process, thread (display
+        names), pid, tid, device, stream, sort_process, sort_thread, lanes, events.
+    slices : DataFrame
+        One row per event: track, lane, kind (index into KINDS), name (code into `names`),
+        ts, dur, source (table name), row (in that table).
+    names : pandas Index of all names (slice `name` codes index it).
+    """
+
+    def __init__(self, model):
+        self.model = model
+        slices = []
+        ops = model.ops
+        is_annotation = (ops["cat"] == "user_annotation").to_numpy()
+        names = ops["name"].cat.categories  # shared by every `name` column of the model
+        self.names = names
+        parts = [
+            ("ops", ops, np.where(is_annotation, _KIND_CODE["annotation"], _KIND_CODE["op"]), "thread"),
+            ("runtime", model.runtime, _KIND_CODE["runtime"], "thread"),
+            ("python", model.python, _KIND_CODE["python"], "python"),
+            ("kernels", model.kernels, _KIND_CODE["kernel"], "device"),
+            ("memcpy", model.memcpy, _KIND_CODE["memcpy"], "device"),
+            ("memset", model.memset, _KIND_CODE["memset"], "device"),
+            ("gpu_annotations", model.gpu_annotations, _KIND_CODE["gpu_annotation"], "device"),
+        ]
+        for source, table, kind, track_kind in parts:
+            if not len(table):
+                continue
+            slices.append(pd.DataFrame({
+                "thread": table["thread"].to_numpy(),
+                "track_kind": track_kind,
+                "kind": np.broadcast_to(kind, len(table)).astype(np.int64),
+                "name": table["name"].cat.codes.to_numpy().astype(np.int64),
+                "ts": table["ts"].to_numpy(),
+                "dur": table["dur"].to_numpy(),
+                "source": source,
+                "row": np.arange(len(table)),
+            }))
+        frame = pd.concat(slices, ignore_index=True) if slices else pd.DataFrame(
+            {"thread": [], "track_kind": [], "kind": [], "name": [], "ts": [], "dur": [], "source": [], "row": []})
+        self.tracks, frame["track"] = self._tracks(frame)
+        nesting = Nesting(frame["track"].to_numpy(), frame["ts"].to_numpy(), frame["dur"].to_numpy())
+        frame["lane"] = nesting.depth.astype(np.int64)
+        lanes = frame.groupby("track")["lane"].max() + 1 if len(frame) else pd.Series(dtype=np.int64)
+        self.tracks["lanes"] = self.tracks["track"].map(lanes).fillna(0).astype(np.int64)
+        self.tracks["events"] = self.tracks["track"].map(frame.groupby("track").size()).fillna(0).astype(np.int64)
+        self.max_lanes = int(self.tracks["lanes"].max()) if len(self.tracks) else 1
+        self.slices = frame.drop(columns=["thread", "track_kind"])
+        self.levels = self._levels()
+
+    def _tracks(self, frame):
+        """One track per (thread, kind of track); named from the trace's metadata."""
+        threads = self.model.threads
+        keys = frame[["thread", "track_kind"]].drop_duplicates().reset_index(drop=True)
+        rows = threads.iloc[keys["thread"].to_numpy()].reset_index(drop=True) if len(keys) else threads.iloc[0:0]
+        device_kind = (keys["track_kind"] == "device").to_numpy()
+        device = np.array([_first_number(p) for p in rows["pid"]], dtype=np.int64) if len(rows) else np.zeros(0, np.int64)
+        stream = np.array([_first_number(t) for t in rows["tid"]], dtype=np.int64) if len(rows) else np.zeros(0, np.int64)
+        named = rows["process_name"].to_numpy(dtype=object) != ""
+        labels = rows["process_labels"].to_numpy(dtype=object)
+        fallback = np.where(device_kind, [f"GPU {d}" for d in device], [f"Process {p}" for p in rows["pid"]])
+        process = np.where(named, rows["process_name"].to_numpy(dtype=object), fallback).astype(object)
+        # as chrome://tracing shows them: "python3.8 (GPU 1)"
+        process = np.where(labels != "", [f"{p} ({lab})" for p, lab in zip(process, labels)], process)
+        thread_named = rows["thread_name"].to_numpy(dtype=object)
+        thread_named = np.array([str(t).strip() for t in thread_named], dtype=object)
+        thread = np.where(thread_named != "", thread_named,
+                          np.where(device_kind, [f"stream {s}" for s in stream], [f"thread {t}" for t in rows["tid"]]))
+        python = (keys["track_kind"] == "python").to_numpy()
+        thread = np.where(python, [f"{t} (python)" for t in thread], thread)
+        process_sort = rows["process_sort_index"].to_numpy()
+        thread_sort = rows["thread_sort_index"].to_numpy()
+        tracks = pd.DataFrame({
+            "kind": keys["track_kind"].to_numpy(),
+            "process": process,
+            "thread": thread.astype(object),
+            "pid": rows["pid"].to_numpy(dtype=object),
+            "tid": rows["tid"].to_numpy(dtype=object),
+            "device": np.where(device_kind, device, -1),
+            "stream": np.where(device_kind, stream, -1),
+            # metadata order when the trace gives one; otherwise CPU processes before GPUs
+            "sort_process": np.where(np.isfinite(process_sort), process_sort, np.where(device_kind, 1e12 + device, 0)),
+            "sort_thread": np.where(np.isfinite(thread_sort), thread_sort, np.where(device_kind, stream, 0)) + python * 0.5,
+        })
+        tracks = tracks.sort_values(["sort_process", "process", "sort_thread", "thread"], kind="stable")
+        order = tracks.index.to_numpy()
+        tracks = tracks.reset_index(drop=True)
+        tracks.insert(0, "track", np.arange(len(tracks)))
+        track_of_key = np.empty(len(keys), dtype=np.int64)
+        track_of_key[order] = np.arange(len(keys))
+        key_index = pd.MultiIndex.from_frame(keys)
+        slice_key = key_index.get_indexer(pd.MultiIndex.from_frame(frame[["thread", "track_kind"]]))
+        return tracks, track_of_key[slice_key] if len(frame) else np.zeros(0, np.int64)
+
+    def _levels(self):
+        s = self.slices
+        group = (s["track"].to_numpy() * self.max_lanes + s["lane"].to_numpy()).astype(np.int64)
+        order = np.lexsort((s["ts"].to_numpy(), group))
+        n_groups = max(len(self.tracks) * self.max_lanes, 1)
+        args = (group[order], s["ts"].to_numpy()[order], (s["ts"] + s["dur"]).to_numpy()[order],
+                np.ones(len(s), np.int64), s["dur"].to_numpy()[order], s["name"].to_numpy()[order], order.astype(np.int64))
+        levels = [Level.build(0.0, n_groups, *args)]
+        span = float(args[2].max() - args[1].min()) if len(s) else 0.0
+        resolution = FINEST_RESOLUTION_US
+        while len(args[1]) > 4 * n_groups and resolution < span:
+            args = merge_blocks(*args, resolution)
+            levels.append(Level.build(resolution, n_groups, *args))
+            resolution *= LEVEL_FACTOR
+        return levels
+
+    def track_ids(self, tracks=None):
+        if tracks is None:
+            return self.tracks["track"].to_numpy()
+        tracks = np.asarray(tracks, dtype=np.int64)
+        return tracks[(tracks >= 0) & (tracks < len(self.tracks))]
+
+    def query(self, start_us, end_us, resolution_us, tracks=None):
+        """Slices and merged blocks of `tracks` overlapping [start_us, end_us].
+
+        Returns a dict of equal-length lists: track, lane, start_us, dur_us, name (index into
+        the returned `names`), count (events inside; 1 for a single event), busy_us, event (the
+        slice id of a single event, -1 for a merged block), kind (index into KINDS, -1 for a
+        merged block), plus `names` and `kinds`.
+        """
+        level = self.levels[0]
+        for candidate in self.levels[1:]:
+            if candidate.resolution_us <= resolution_us:
+                level = candidate
+        track_ids = self.track_ids(tracks)
+        groups = (track_ids[:, None] * self.max_lanes + np.arange(self.max_lanes)[None, :]).ravel()
+        lo, hi = level.window(groups, start_us, end_us)
+        rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)]) if len(lo) else np.zeros(0, np.int64)
+        rows = rows[level.end[rows] >= start_us]
+        merged = merge_blocks(level.group[rows], level.start[rows], level.end[rows], level.count[rows],
+                              level.busy[rows], level.name[rows], level.event[rows], resolution_us)
+        group, start, end, count, busy, name, event = merged
+        used, name_ids = np.unique(name, return_inverse=True)
+        kind = np.where(event >= 0, self.slices["kind"].to_numpy()[np.clip(event, 0, None)], -1) if len(event) else event
+        return {
+            "track": (group // self.max_lanes).tolist(),
+            "lane": (group % self.max_lanes).tolist(),
+            "start_us": start.tolist(),
+            "dur_us": (end - start).tolist(),
+            "name": name_ids.tolist(),
+            "count": count.tolist(),
+            "busy_us": busy.tolist(),
+            "event": event.tolist(),
+            "kind": kind.tolist(),
+            "names": [str(self.names[i]) for i in used],
+            "kinds": list(KINDS),
+        }
+
+
+def _first_number(text):
+    m = _NUMBER.search(str(text))
+    return int(m.group(1)) if m else -1
+
+
+def timeline_index(model):
+    """The model's `TimelineIndex`, built on first use and cached."""
+    return _cached(model, "timeline_index", lambda: TimelineIndex(model))
+
+
+def counters(model, start_us, end_us, points=500):
+    """Counter series over [start_us, end_us] in about `points` buckets.
+
+    Returns a list of {"name", "unit", "time_us": [...], "value": [...], "max": [...]}: GPU
+    utilization and estimated SM efficiency per GPU (percent, computed from kernels, the
+    bucket average), allocated/reserved memory per device (bytes, bucket maximum so peaks
+    survive), and the trace's own counter events (bucket maximum).
+    """
+    points = max(int(points), 1)
+    edges = np.linspace(start_us, end_us, points + 1)
+    windows = (edges[:-1], edges[1:])
+    width = np.maximum(edges[1:] - edges[:-1], 1e-12)
+    series = []
+    k = model.kernels
+    for device in sorted(set(k["device"].tolist())):
+        on = (k["device"] == device).to_numpy()
+        ks, ke = k["ts"].to_numpy()[on], (k["ts"] + k["dur"]).to_numpy()[on]
+        busy = union_length(ks, ke, windows)
+        blocks = k["blocks_per_sm"].to_numpy()[on]
+        has = np.isfinite(blocks)
+        sm = weighted_level_integral(ks[has], ke[has], np.minimum(blocks[has], 1.0), windows, cap=1.0)
+        series.append(_series(f"GPU {device} utilization", "%", edges, 100 * busy / width))
+        if has.any():
+            series.append(_series(f"GPU {device} est. SM efficiency", "%", edges, 100 * sm / width))
+    mem = model.memory
+    if len(mem):
+        for (dtype, did), part in mem.groupby(["device_type", "device_id"], sort=True):
+            label = "CPU" if dtype == 0 else f"GPU{did}" if dtype == 1 else f"Device{dtype}:{did}"
+            allocated = part["total_allocated"].to_numpy()
+            if not np.isfinite(allocated).any():
+                allocated = np.cumsum(part["bytes"].to_numpy()).astype(np.float64)
+            for what, values in (("allocated", allocated), ("reserved", part["total_reserved"].to_numpy())):
+                if np.isfinite(values).any():
+                    series.append(_step_series(f"{label} memory {what}", "B", edges, part["ts"].to_numpy(), values))
+    c = model.counters
+    for (name, key), part in c.groupby(["name", "series"], observed=True, sort=True):
+        series.append(_step_series(f"{name} {key}", "", edges, part["ts"].to_numpy(), part["value"].to_numpy()))
+    return series
+
+
+def _series(name, unit, edges, values):
+    return {"name": name, "unit": unit, "time_us": edges[:-1].tolist(), "value": np.round(values, 3).tolist(),
+            "max": np.round(values, 3).tolist()}
+
+
+def _step_series(name, unit, edges, times, values):
+    """A step function sampled per bucket: the value at the bucket start and the bucket max."""
+    order = np.argsort(times, kind="stable")
+    times, values = times[order], values[order]
+    ok = np.isfinite(values)
+    times, values = times[ok], values[ok]
+    if not len(times):
+        return {"name": name, "unit": unit, "time_us": [], "value": [], "max": []}
+    at_start_idx = np.searchsorted(times, edges[:-1], side="right") - 1
+    at_start = np.where(at_start_idx >= 0, values[np.clip(at_start_idx, 0, None)], np.nan)
+    bucket = np.searchsorted(edges, times, side="right") - 1
+    inside = (bucket >= 0) & (bucket < len(edges) - 1)
+    peak = at_start.copy()
+    np.fmax.at(peak, bucket[inside], values[inside])
+    keep = np.isfinite(peak)
+    return {"name": name, "unit": unit, "time_us": edges[:-1][keep].tolist(),
+            "value": at_start[keep].tolist(), "max": peak[keep].tolist()}
+
+
+def _slice_ids(index):
+    """{source table: array mapping its rows to slice ids}."""
+    def build():
+        s = index.slices
+        out = {}
+        for source, part in s.groupby("source", sort=False):
+            ids = np.full(int(part["row"].max()) + 1, -1, dtype=np.int64)
+            ids[part["row"].to_numpy()] = part.index.to_numpy()
+            out[source] = ids
+        return out
+    return _cached(index.model, "timeline_slice_ids", build)
+
+
+def _slice_of(index, source, rows):
+    ids = _slice_ids(index).get(source)
+    rows = np.asarray(rows, dtype=np.int64)
+    if ids is None:
+        return np.full(len(rows), -1, dtype=np.int64)
+    ok = (rows >= 0) & (rows < len(ids))
+    return np.where(ok, ids[np.clip(rows, 0, len(ids) - 1)], -1)
+
+
+def _endpoint(index, slice_id):
+    s = index.slices
+    return {"event": int(slice_id), "track": int(s["track"].iat[slice_id]), "lane": int(s["lane"].iat[slice_id]),
+            "ts_us": float(s["ts"].iat[slice_id]), "dur_us": float(s["dur"].iat[slice_id])}
+
+
+def _plain(value):
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value) if np.isfinite(value) else None
+    return value if isinstance(value, (int, str, bool)) or value is None else str(value)
+
+
+def event_details(index, event):
+    """Everything the model holds about one slice: its table row, the operator that
+    launched it (for runtime calls and device activity), and the op's call stack."""
+    from .operators import _frames_of_key, _stack_keys
+
+    s = index.slices
+    if not 0 <= event < len(s):
+        raise KeyError(f"no event {event}; events are 0..{len(s) - 1}")
+    source, row = s["source"].iat[event], int(s["row"].iat[event])
+    model = index.model
+    table = getattr(model, source)
+    fields = {column: _plain(table[column].iat[row]) for column in table.columns}
+    details = {**_endpoint(index, event), "name": str(index.names[s["name"].iat[event]]),
+               "kind": KINDS[int(s["kind"].iat[event])], "source": source, "row": row,
+               "start_us_absolute": float(model.origin_us + s["ts"].iat[event]), "fields": fields}
+    op = row if source == "ops" else fields.get("op", -1)
+    if op is not None and op >= 0:
+        ops = model.ops
+        details["operator"] = {"row": int(op), "name": str(ops["name"].iat[op]), "input_shape": str(ops["input_dims"].iat[op]),
+                               "event": int(_slice_of(index, "ops", [op])[0])}
+        key = int(_stack_keys(model)[op])
+        details["call_stack"] = _frames_of_key(model, key) if key >= 0 else []
+    return details
+
+
+def event_flows(index, event):
+    """Arrows touching one slice: CPU launch -> device activity (correlation) and forward ->
+    backward op (`fwdbwd` flow events). Each arrow: {"kind", "from": endpoint, "to": endpoint}."""
+    s = index.slices
+    if not 0 <= event < len(s):
+        raise KeyError(f"no event {event}; events are 0..{len(s) - 1}")
+    model = index.model
+    source, row = s["source"].iat[event], int(s["row"].iat[event])
+    pairs = []  # (kind, from slice, to slice)
+    device_sources = ("kernels", "memcpy", "memset")
+    runtime_rows = []
+    if source == "runtime":
+        runtime_rows = [row]
+    elif source == "ops":
+        runtime_rows = np.flatnonzero(model.runtime["op"].to_numpy() == row).tolist()
+    elif source in device_sources:
+        rt = int(getattr(model, source)["runtime"].iat[row])
+        if rt >= 0:
+            pairs.append(("launch", _slice_of(index, "runtime", [rt])[0], event))
+    if runtime_rows:
+        for dev in device_sources:
+            table = getattr(model, dev)
+            hit = np.flatnonzero(np.isin(table["runtime"].to_numpy(), runtime_rows))
+            froms = _slice_of(index, "runtime", table["runtime"].to_numpy()[hit])
+            tos = _slice_of(index, dev, hit)
+            pairs += [("launch", f, t) for f, t in zip(froms, tos)]
+    if source == "ops":
+        pairs += _fwdbwd_pairs(index, row)
+    return [{"kind": kind, "from": _endpoint(index, f), "to": _endpoint(index, t)}
+            for kind, f, t in pairs if f >= 0 and t >= 0]
+
+
+def _fwdbwd_pairs(index, op_row):
+    """Forward/backward links of one op: flow start at the forward op, end at the backward op."""
+    model = index.model
+    fl = model.flows
+    fb = fl[fl["cat"] == "fwdbwd"]
+    if not len(fb):
+        return []
+    ops = model.ops
+    nesting = Nesting(ops["thread"].to_numpy(), ops["ts"].to_numpy(), ops["dur"].to_numpy())
+    at = nesting.enclosing(fb["thread"].to_numpy(), fb["ts"].to_numpy())
+    starts = fb["phase"].to_numpy() == "s"
+    by_id = pd.DataFrame({"flow": fb["flow_id"].to_numpy(), "op": at, "start": starts})
+    src = by_id[by_id["start"]].drop_duplicates("flow").set_index("flow")["op"]
+    dst = by_id[~by_id["start"]].drop_duplicates("flow").set_index("flow")["op"]
+    linked = pd.concat([src.rename("from"), dst.rename("to")], axis=1, join="inner")
+    mine = linked[(linked["from"] == op_row) | (linked["to"] == op_row)]
+    froms = _slice_of(index, "ops", mine["from"].to_numpy())
+    tos = _slice_of(index, "ops", mine["to"].to_numpy())
+    return [("fwdbwd", f, t) for f, t in zip(froms, tos)]
+
+
+def search(index, text, after_us=None, direction="next", tracks=None, limit=50):
+    """Slices whose name contains `text` (case-insensitive), in time order.
+
+    Returns {"total": matches, "match": the next one after `after_us` (or the previous one
+    before it with direction="prev"; wraps around), "results": up to `limit` matches from
+    there on, each an endpoint with its name}.
+    """
+    needle = text.lower()
+    names = pd.Series(index.names, dtype=object).astype(str).str.lower()
+    wanted = np.flatnonzero(names.str.contains(needle, regex=False).to_numpy())
+    s = index.slices
+    mask = np.isin(s["name"].to_numpy(), wanted)
+    if tracks is not None:
+        mask &= np.isin(s["track"].to_numpy(), index.track_ids(tracks))
+    ids = np.flatnonzero(mask)
+    ids = ids[np.argsort(s["ts"].to_numpy()[ids], kind="stable")]
+    if not len(ids):
+        return {"total": 0, "match": None, "results": []}
+    ts = s["ts"].to_numpy()[ids]
+    if direction == "prev":
+        pos = np.searchsorted(ts, np.inf if after_us is None else after_us, side="left") - 1
+        pos = pos if pos >= 0 else len(ids) - 1
+    else:
+        pos = np.searchsorted(ts, -np.inf if after_us is None else after_us, side="right")
+        pos = pos if pos < len(ids) else 0
+    window = ids[pos:pos + limit]
+    as_dict = lambda i: {**_endpoint(index, i), "name": str(index.names[s["name"].iat[i]])}  # noqa: E731
+    return {"total": int(len(ids)), "match": as_dict(int(ids[pos])), "results": [as_dict(int(i)) for i in window]}
+
+
+def range_summary(index, start_us, end_us, tracks=None):
+    """Per name, what lies inside [start_us, end_us] on `tracks`: name, kind, count (slices
+    overlapping the range), total_us (their time clipped to the range), sorted by total."""
+    s = index.slices
+    ts, end = s["ts"].to_numpy(), (s["ts"] + s["dur"]).to_numpy()
+    mask = (ts <= end_us) & (end >= start_us)
+    if tracks is not None:
+        mask &= np.isin(s["track"].to_numpy(), index.track_ids(tracks))
+    clipped = np.minimum(end[mask], end_us) - np.maximum(ts[mask], start_us)
+    frame = pd.DataFrame({"name": s["name"].to_numpy()[mask], "kind": s["kind"].to_numpy()[mask], "t": clipped})
+    out = frame.groupby(["name", "kind"]).agg(count=("t", "size"), total_us=("t", "sum")).reset_index()
+    out["name"] = [str(index.names[i]) for i in out["name"]]
+    out["kind"] = [KINDS[k] for k in out["kind"]]
+    return out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
