@@ -19,6 +19,9 @@ export function topSlices(items: readonly Slice[], n: number): Slice[] {
 const ellipsis = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 
 export function pieOption(title: string, slices: readonly Slice[], format: (v: number) => string, colors?: string[]): ChartOption {
+  // Short names (step categories) fit in a legend beside the pie; long ones (operators,
+  // kernels) get a paged legend below it, truncated (the tooltip has the full name).
+  const short = slices.every((s) => s.name.length <= 16);
   return {
     ...(colors ? { color: colors } : {}),
     title: { text: title, left: 'center', top: 0, textStyle: { fontSize: 13, fontWeight: 500 } },
@@ -28,20 +31,22 @@ export function pieOption(title: string, slices: readonly Slice[], format: (v: n
       formatter: (p: { name: string; value: number; percent: number; marker: string }) =>
         `${p.marker}${esc(p.name)}<br/><b>${esc(format(p.value))}</b> (${p.percent.toFixed(1)} %)`,
     },
-    legend: {
-      type: 'scroll',
-      orient: 'horizontal',
-      left: 8,
-      right: 8,
-      bottom: 0,
-      textStyle: { fontSize: 11, width: 180, overflow: 'truncate' },
-      formatter: (name: string) => ellipsis(name, 40),
-    },
+    legend: short
+      ? { type: 'scroll', orient: 'vertical', left: '62%', top: 'middle', textStyle: { fontSize: 11 } }
+      : {
+          type: 'scroll',
+          orient: 'horizontal',
+          left: 8,
+          right: 8,
+          bottom: 0,
+          textStyle: { fontSize: 11, width: 180, overflow: 'truncate' },
+          formatter: (name: string) => ellipsis(name, 40),
+        },
     series: [
       {
         type: 'pie',
-        radius: ['0%', '62%'],
-        center: ['50%', '50%'],
+        radius: ['0%', short ? '70%' : '62%'],
+        center: [short ? '32%' : '50%', '52%'],
         label: { show: false },
         data: slices.map((s) => ({ name: s.name, value: s.value })),
       },

@@ -1,0 +1,133 @@
+"""The page among other frames and other data: VS Code's jump to source (two nested foreign
+frames recording the message), trace names holding markup (shown as text, never run), and a
+broken run (its reason shown, the other runs unaffected)."""
+
+import functools
+import http.server
+import json
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from ..conftest import op, write_trace
+from .conftest import PLUGIN, READY, Watch, after, api, free_port, open_page, screenshot, tensorboard
+
+CPU = {"run": "cpu_cnn", "worker": "worker0", "span": 1}
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def vscode_like(tmp_path, server):
+    """outer.html (records messages) > middle.html > the plugin page, from another origin."""
+    plugin = f"{server}{PLUGIN}/index.html?{urllib.parse.urlencode({**CPU, 'view': 'operator'})}"
+    (tmp_path / "outer.html").write_text(
+        "<!doctype html><link rel=icon href='data:,'><title>webview</title><pre id=log></pre>"
+        "<iframe id=webview src='middle.html' style='width:1380px;height:900px;border:0'></iframe>"
+        "<script>window.messages = [];"
+        "addEventListener('message', (e) => { messages.push({data: e.data, origin: e.origin});"
+        "document.getElementById('log').textContent = JSON.stringify(messages); });</script>")
+    (tmp_path / "middle.html").write_text(
+        f"<!doctype html><iframe id=tensorboard src='{plugin}' style='width:1360px;height:880px;border:0'></iframe>")
+    handler = functools.partial(_QuietHandler, directory=str(tmp_path))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/outer.html"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(10)
+
+
+def test_vscode_jump_to_source_posts_file_and_zero_based_line(page, vscode_like, server):
+    page.goto(vscode_like)
+    plugin = page.frame_locator("#webview").frame_locator("#tensorboard")
+    plugin.locator(READY).wait_for(state="attached")
+    first = plugin.locator("[data-table=operators] tbody tr").first
+    name = first.locator("td.first").inner_text()
+    first.locator("button.expander").click()
+    stacks = api(server, "operator_stacks", **CPU, name=name)["stacks"]
+    target = next(f for f in stacks[0]["frames"] if f["file"] and f["line"] is not None)
+    link = plugin.locator("[data-testid=stacks] .call-stack").first.locator("a.source-link").first
+    assert link.inner_text() == target["text"]
+    link.click()
+    page.wait_for_selector("#log:not(:empty)")
+    messages = page.evaluate("() => window.messages")
+    assert len(messages) == 1
+    assert messages[0]["data"] == {"filename": target["file"], "line": target["line"] - 1}
+    assert messages[0]["origin"] == server
+
+
+MARKUP_OPS = ['<img src=x onerror="window.__xss=1">', "<script>window.__xss=2</script>"]
+MARKUP_RUN = "<b>run</b>"
+
+
+@pytest.fixture(scope="module")
+def odd_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("odd_logdir")
+    events = [op(name, 10 * i, 5 + i) for i, name in enumerate(MARKUP_OPS * 3)]
+    write_trace(root / MARKUP_RUN / "worker0.pt.trace.json", events)
+    write_trace(root / "broken" / "worker0.pt.trace.json", []).write_bytes(b'{"traceEvents": [{"ph": "X"')
+    with tensorboard(root, root.parent / "odd_tensorboard.log") as base:
+        yield base
+
+
+def test_trace_names_are_text_never_markup(browser, odd_server, screenshot_dir):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    watch = Watch(page)
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        open_page(page, odd_server, run=MARKUP_RUN, view="operator")
+        text = page.inner_text("[data-table=operators]")
+        for name in MARKUP_OPS:
+            assert name in text
+        assert MARKUP_RUN in page.inner_text(".run-list")
+        # Hover the pie so its tooltip shows a name: still text.
+        box = page.locator("[data-chart='Host self time']").bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] * 0.52)
+        page.wait_for_selector("[data-chart='Host self time'] div:has-text('window.__xss')")
+        assert page.evaluate("() => window.__xss") is None
+        assert page.evaluate("() => document.body.querySelectorAll('img, script').length") == 0
+        assert page.evaluate("() => [...document.querySelectorAll('b')].filter((b) => b.textContent === 'run').length") == 0
+        assert not dialogs
+        screenshot(page, screenshot_dir, "markup_names_operator")
+    finally:
+        context.close()
+    watch.check()
+
+
+def test_broken_run_shows_its_reason_and_others_still_work(browser, odd_server):
+    reason = None
+    while reason is None:  # 202 while the load is tried, then the failure
+        try:
+            with urllib.request.urlopen(f"{odd_server}{PLUGIN}/views?run=broken&worker=worker0", timeout=60) as reply:
+                assert reply.status == 202, "a truncated trace should not load"
+        except urllib.error.HTTPError as error:
+            assert error.code == 422
+            reason = json.loads(error.read())["reason"]
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    watch = Watch(page)
+    try:
+        open_page(page, odd_server, run="broken")
+        assert reason in page.inner_text(".content .status.error")
+        page.wait_for_selector(".run-list li[data-run=broken] .run-error")
+        assert reason in page.inner_text(".run-list li[data-run=broken] .run-error")
+        after(page, lambda: page.click(f".run-list li[data-run='{MARKUP_RUN}'] button"))
+        assert page.get_attribute("[data-current-view]", "data-current-view") == "overview"
+        assert not page.query_selector(".content .status.error")
+    finally:
+        context.close()
+    # The browser reports the 422 reply itself; nothing else may go wrong.
+    watch.errors = [e for e in watch.errors if "status of 422" not in e]
+    watch.check()
