@@ -25,7 +25,9 @@ setup(
         "s3": ["s3fs"],
         "gs": ["gcsfs"],
         "az": ["adlfs"],
-        "test": ["pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "pyyaml", "torch==2.13.0"],
+        "test": ["pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "pyyaml", "torch==2.13.0",
+                 # Drives Debian's Chromium in tests/e2e (its own browsers are never downloaded).
+                 "playwright>=1.40"],
     },
     entry_points={
         "tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerPluginLoader"],

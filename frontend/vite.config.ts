@@ -6,7 +6,7 @@ import { defineConfig } from 'vite';
 
 export default defineConfig({
   base: './',
-  esbuild: { jsx: 'automatic', jsxImportSource: 'preact' },
+  oxc: { jsx: { runtime: 'automatic', importSource: 'preact' } },
   build: {
     outDir: '../tb_plugin/static',
     emptyOutDir: true,
@@ -15,7 +15,7 @@ export default defineConfig({
     modulePreload: { polyfill: false },
     reportCompressedSize: true,
     chunkSizeWarningLimit: 1500,
-    rollupOptions: {
+    rolldownOptions: {
       output: {
         entryFileNames: 'app.js',
         chunkFileNames: '[name].js',
