@@ -622,6 +622,11 @@ def _devices(metadata):
     for column in columns:
         if column not in table:
             table[column] = np.nan if column != "name" else ""
+        elif column == "name":
+            table[column] = [v if isinstance(v, str) else "" if v is None else str(v) for v in table[column]]
+        else:  # numbers as float64, NaN where a file has a string, null or a non-finite value
+            values = pd.to_numeric(table[column], errors="coerce").to_numpy(np.float64)
+            table[column] = np.where(np.isfinite(values), values, np.nan)
     return table
 
 
