@@ -110,6 +110,10 @@ def test_view_shows_api_numbers_and_draws(page, server, screenshot_dir, run, vie
     assert page.get_attribute("[data-current-view]", "data-current-view") == view
     assert not page.query_selector(".status.error"), page.inner_text(".status.error")
     charts = CHECKS[view](page, server, q)
+    # Every table: sortable headers, a search box and a CSV download.
+    for table in page.query_selector_all("[data-table]"):
+        assert table.query_selector("input[type=search]") and table.query_selector("button.csv")
+        assert table.query_selector("th[data-sort-key]")
     assert_charts_drawn(page, charts)
     # First view visible within 1 s of its data arriving.
     lag = page.evaluate("""() => {

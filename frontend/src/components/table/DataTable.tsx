@@ -28,6 +28,7 @@ export interface DataTableProps {
   /** Columns of the CSV download, in order (default: the wire columns of the first row). */
   csvColumns?: string[];
   csvName: string;
+  /** Search boxes (each filters on its columns); default one box over every column. */
   searches?: Search[];
   defaultSort?: SortState | null;
   tree?: TreeSpec;
@@ -51,7 +52,9 @@ export function downloadText(name: string, text: string, type = 'text/csv'): voi
 }
 
 export function DataTable(props: DataTableProps) {
-  const { columns, rows, searches = [], tree, details, pageSize = 100 } = props;
+  const { columns, rows, tree, details, pageSize = 100 } = props;
+  // Every table can be searched: by default over all its columns.
+  const searches = props.searches ?? [{ label: 'Search', keys: columns.map((c) => c.key) }];
   const [sort, setSort] = useState<SortState | null>(props.defaultSort ?? null);
   const [queries, setQueries] = useState<string[]>(() => searches.map(() => ''));
   const [collapsed, setCollapsed] = useState<Set<Cell>>(new Set());
