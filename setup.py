@@ -27,7 +27,9 @@ setup(
         "az": ["adlfs"],
         "test": ["pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "pyyaml", "torch==2.13.0",
                  # Drives Debian's Chromium in tests/e2e (its own browsers are never downloaded).
-                 "playwright>=1.40"],
+                 "playwright>=1.40",
+                 # tests/test_openapi_fuzz.py (parameter dictionaries; checked with 4.32.5).
+                 "schemathesis>=4.32"],
     },
     entry_points={
         "tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerPluginLoader"],

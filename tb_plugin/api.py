@@ -60,8 +60,12 @@ def _json_default(value):
 
 
 def respond(body, status=200, content_type="application/json"):
-    """The one place replies are built: serialisation, charset and safety headers."""
-    if content_type == "application/json":
+    """The one place replies are built: serialisation, charset and safety headers.
+
+    `bytes` are sent as they are (a stored trace file is already JSON); anything else is
+    serialised as JSON, or encoded as UTF-8 text for other content types.
+    """
+    if content_type == "application/json" and not isinstance(body, bytes):
         payload = orjson.dumps(body, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
         content_type = "application/json; charset=utf-8"
     else:
@@ -154,9 +158,12 @@ def tracks_param(request):
     if raw is None:
         return None
     try:
-        return [int(t) for t in raw.split(",") if t.strip()]
+        ids = [int(t) for t in raw.split(",") if t.strip()]
     except ValueError:
         raise ApiError(400, "bad_parameter", "parameter 'tracks' must be comma-separated track ids") from None
+    if not all(0 <= t < 1 << 31 for t in ids):  # beyond int64 the views' arrays would overflow
+        raise ApiError(400, "bad_parameter", "parameter 'tracks' holds a track id out of range")
+    return ids
 
 
 def choice_param(request, name, choices):

@@ -155,6 +155,7 @@ def operator_stacks(model, name, input_shape=None):
         text = "\n".join(f["text"] for f in frames)
         entry = merged.setdefault(text, {"calls": 0, "host_self_us": 0.0, "host_total_us": 0.0,
                                          "device_self_us": 0.0, "device_total_us": 0.0, "frames": frames})
-        for column in ("calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us"):
-            entry[column] += row[column].item()
+        entry["calls"] += int(row["calls"])  # iterrows gives the row as floats
+        for column in ("host_self_us", "host_total_us", "device_self_us", "device_total_us"):
+            entry[column] += float(row[column])
     return list(merged.values())
