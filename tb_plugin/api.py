@@ -188,13 +188,21 @@ def ready(result):
     return result
 
 
-def tables_reply(request, view, names):
-    """A view made of several tables: all as JSON, or one (`table=`) as JSON or CSV."""
+def tables_reply(request, build, names):
+    """A view made of several tables: all as JSON, or one (`table=`) as JSON or CSV.
+
+    `build()` computes the view; it is called only once `table` and `format` are valid, so a
+    bad request costs no computation.
+    """
     name = text_param(request, "table", required=False)
+    as_csv = choice_param(request, "format", ("json", "csv")) == "csv"
+    if name is None and as_csv:
+        raise ApiError(400, "bad_parameter", f"format=csv needs one table: table={'|'.join(names)}")
+    if name is not None and name not in names:
+        raise ApiError(400, "bad_parameter", f"parameter 'table' must be one of {', '.join(names)}")
+    view = build()
     if name is None:
         return respond({n: getattr(view, n) for n in names})
-    if name not in names:
-        raise ApiError(400, "bad_parameter", f"parameter 'table' must be one of {', '.join(names)}")
     return table_reply(request, getattr(view, name))
 
 
@@ -359,12 +367,13 @@ class Api:
             raise NotFound(f"no worker of run {run!r} has span {span}")
         # Every worker's profile is requested before any is awaited, so they load together.
         results = {w: self.store.profile(run, w, span) for w in workers}
-        view = distributed_view.distributed({w: ready(r).model for w, r in results.items()})
-        return tables_reply(request, view, ("steps", "all_steps", "collectives", "calls", "devices"))
+        models = {w: ready(r).model for w, r in results.items()}
+        return tables_reply(request, lambda: distributed_view.distributed(models),
+                            ("steps", "all_steps", "collectives", "calls", "devices"))
 
     def diff(self, request):
-        view = diff_view.diff(self._profile(request).model, self._profile(request, "_b").model)
-        return tables_reply(request, view, ("operators", "kernels", "steps"))
+        a, b = self._profile(request).model, self._profile(request, "_b").model
+        return tables_reply(request, lambda: diff_view.diff(a, b), ("operators", "kernels", "steps"))
 
     def timeline_tracks(self, request):
         profile = self._profile(request)
