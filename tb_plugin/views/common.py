@@ -2,6 +2,7 @@
 tree with self and total times. All computed once per model and cached on it."""
 
 import re
+import threading
 from functools import lru_cache
 from importlib import resources
 
@@ -23,6 +24,7 @@ _TC_ELIGIBLE = re.compile(
     r"chain_matmul|linalg_multi_dot|prelu|_prelu_kernel\w*|(_thnn_fused_)?(lstm|gru|rnn)(_tanh|_relu)?(_cell)?\w*|"
     r"_cudnn_rnn\w*|miopen_rnn\w*|_scaled_mm|_scaled_dot_product\w*|scaled_dot_product_attention)$")
 NO_STEP = 0  # step number used when the trace has no ProfilerStep markers
+_CACHE_LOCK = threading.Lock()  # guards the creation of the per-key locks of `_cached`
 
 
 @lru_cache(maxsize=1)
@@ -61,10 +63,18 @@ def is_tc_eligible_name(name):
 
 
 def _cached(model, key, build):
+    """`build()` computed once per model and key, however many request threads ask at once:
+    the first computes while the others wait for its result (a lock per key, kept in the
+    cache dict, which the disk cache never pickles)."""
     cache = model.__dict__.setdefault("_view_cache", {})
-    if key not in cache:
-        cache[key] = build()
-    return cache[key]
+    if key in cache:
+        return cache[key]
+    with _CACHE_LOCK:
+        lock = cache.setdefault(("_lock", key), threading.RLock())
+    with lock:
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
 
 
 def device_activity(model):
