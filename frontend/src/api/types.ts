@@ -37,7 +37,7 @@ export interface SpansReply {
   spans: { span: number; stamp: number | null; file: string }[];
 }
 
-export type ViewName = 'overview' | 'operator' | 'kernel' | 'memory' | 'module' | 'distributed' | 'diff';
+export type ViewName = 'overview' | 'operator' | 'kernel' | 'trace' | 'memory' | 'module' | 'distributed' | 'diff';
 
 export interface ViewsReply {
   run: string;
@@ -109,6 +109,81 @@ export interface FlameNode {
   name: string;
   value: number;
   children: FlameNode[];
+}
+
+/** /timeline_tracks: tracks (a table), the trace's span and steps, µs from the trace start. */
+export interface TimelineTracksReply {
+  tracks: WireTable;
+  start_us: number;
+  end_us: number;
+  origin_us: number;
+  steps: WireTable;
+  kinds: string[];
+}
+
+/** /timeline_slices: columnar; `name` and `kind` index `names` and `kinds` (kind -1 and
+ * event -1 for a merged block of `count` events shorter than the resolution). */
+export interface TimelineSlicesReply {
+  track: number[];
+  lane: number[];
+  start_us: number[];
+  dur_us: number[];
+  name: number[];
+  count: number[];
+  busy_us: number[];
+  event: number[];
+  kind: number[];
+  names: string[];
+  kinds: string[];
+}
+
+export interface CounterSeries {
+  name: string;
+  unit: string;
+  time_us: number[];
+  value: (number | null)[];
+  max: (number | null)[];
+}
+
+export interface TimelineCountersReply {
+  counters: CounterSeries[];
+}
+
+/** A slice as the timeline routes name it: id, place and time. */
+export interface TimelineEndpoint {
+  event: number;
+  track: number;
+  lane: number;
+  ts_us: number;
+  dur_us: number;
+}
+
+export interface TimelineEventReply extends TimelineEndpoint {
+  name: string;
+  kind: string;
+  source: string;
+  row: number;
+  start_us_absolute: number;
+  fields: Record<string, string | number | boolean | null>;
+  operator?: { row: number; name: string; input_shape: string; event: number };
+  call_stack?: StackFrame[];
+}
+
+export interface TimelineFlow {
+  kind: string;
+  from: TimelineEndpoint;
+  to: TimelineEndpoint;
+}
+
+export interface TimelineFlowsReply {
+  event: number;
+  flows: TimelineFlow[];
+}
+
+export interface TimelineSearchReply {
+  total: number;
+  match: (TimelineEndpoint & { name: string }) | null;
+  results: (TimelineEndpoint & { name: string })[];
 }
 
 /** A 4xx/5xx reply body. */

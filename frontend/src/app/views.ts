@@ -9,11 +9,13 @@ import { MemoryView } from '../views/memory/MemoryView';
 import { ModuleView } from '../views/module/ModuleView';
 import { OperatorView } from '../views/operator/OperatorView';
 import { OverviewView } from '../views/overview/OverviewView';
+import { TraceView } from '../views/trace/TraceView';
 
 export const VIEWS: { name: ViewName; label: string; component: FunctionComponent<ViewProps> }[] = [
   { name: 'overview', label: 'Overview', component: OverviewView },
   { name: 'operator', label: 'Operator', component: OperatorView },
   { name: 'kernel', label: 'Kernel', component: KernelView },
+  { name: 'trace', label: 'Trace', component: TraceView },
   { name: 'memory', label: 'Memory', component: MemoryView },
   { name: 'module', label: 'Module', component: ModuleView },
   { name: 'distributed', label: 'Distributed', component: DistributedView },

@@ -30,6 +30,8 @@ export interface DataTableProps {
   csvName: string;
   /** Search boxes (each filters on its columns); default one box over every column. */
   searches?: Search[];
+  /** What the search boxes hold at first (e.g. from a link), in the order of `searches`. */
+  initialQueries?: string[];
   defaultSort?: SortState | null;
   tree?: TreeSpec;
   /** Row details shown below a row when its toggle is clicked. */
@@ -56,7 +58,7 @@ export function DataTable(props: DataTableProps) {
   // Every table can be searched: by default over all its columns.
   const searches = props.searches ?? [{ label: 'Search', keys: columns.map((c) => c.key) }];
   const [sort, setSort] = useState<SortState | null>(props.defaultSort ?? null);
-  const [queries, setQueries] = useState<string[]>(() => searches.map(() => ''));
+  const [queries, setQueries] = useState<string[]>(() => searches.map((_, i) => props.initialQueries?.[i] ?? ''));
   const [collapsed, setCollapsed] = useState<Set<Cell>>(new Set());
   const [open, setOpen] = useState<Set<string>>(new Set());
   const [limit, setLimit] = useState(pageSize);

@@ -22,6 +22,8 @@ const PIES: [string, string][] = [
 
 export function OperatorView(props: ViewProps) {
   const [groupBy, setGroupBy] = useUrlParam('group_by', 'name');
+  // Other views link here with an operator to search for (the trace view's event details).
+  const [search] = useUrlParam('op_search', '');
   const [topN, setTopN] = useState(10);
   const state = useApi<WireTable>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy });
   return (
@@ -43,12 +45,12 @@ export function OperatorView(props: ViewProps) {
           </select>
         </label>
       </div>
-      <Loaded state={state}>{(table) => <Operators {...props} table={table} groupBy={groupBy} topN={topN} />}</Loaded>
+      <Loaded state={state}>{(table) => <Operators {...props} table={table} groupBy={groupBy} topN={topN} search={search} />}</Loaded>
     </div>
   );
 }
 
-function Operators({ table, groupBy, topN, run, worker, span }: ViewProps & { table: WireTable; groupBy: string; topN: number }) {
+function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProps & { table: WireTable; groupBy: string; topN: number; search: string }) {
   const rows = useMemo(() => rowsOf(table), [table]);
   const byShape = groupBy === 'name_shape';
   const label = (r: Row) => (byShape ? `${r.name} ${r.input_shape ?? ''}` : String(r.name));
@@ -93,6 +95,7 @@ function Operators({ table, groupBy, topN, run, worker, span }: ViewProps & { ta
           csvColumns={table.columns}
           csvName={`${run}_${worker}_${span}_operators_${groupBy}.csv`}
           searches={[{ label: 'Search operators', keys: byShape ? ['name', 'input_shape'] : ['name'] }]}
+          initialQueries={[search]}
           defaultSort={{ key: rows.some((r) => Number(r.device_self_us) > 0) ? 'device_self_us' : 'host_self_us', dir: 'desc' }}
           rowKey={(r) => `${r.name}|${r.input_shape ?? ''}`}
           details={{

@@ -1,0 +1,333 @@
+// Trace view: the whole trace on a canvas timeline that asks the server for exactly what it
+// draws (/timeline_slices at one pixel's resolution; short events arrive merged into
+// blocks). Tracks grouped by process (collapsible), counters above them, a ruler in µs/ms/s
+// with the steps; zoom/pan with wheel, drag and W/S/A/D; click an event for its details and
+// flow arrows; shift+drag a range for per-name totals; search with next/previous; jump to a
+// step; download the original file. The visible window and the selected event are kept in
+// the page URL (trace_start_us, trace_end_us, trace_event).
+
+import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { describeError, fetchJson, routeUrl } from '../../api/client';
+import type {
+  TimelineEndpoint,
+  TimelineEventReply,
+  TimelineFlowsReply,
+  TimelineSearchReply,
+  TimelineTracksReply,
+  ViewProps,
+  WireTable,
+} from '../../api/types';
+import { useApi } from '../../api/useApi';
+import { formatDuration, formatNumber } from '../../base/format';
+import { beginWork } from '../../base/ready';
+import { setParams } from '../../base/url';
+import { Card, Empty, ErrorBox, Loaded } from '../../components/Status';
+import { DataTable } from '../../components/table/DataTable';
+import { rowsOf } from '../../components/table/logic';
+import { useUrlParam } from '../../components/useUrlParam';
+import { Details } from './Details';
+import { useTimelineData } from './data';
+import type { Range, Step } from './draw';
+import { bounds, centreOn, clampWindow, groupTracks, layout, type TrackInfo, type Window } from './logic';
+import { Timeline, type SliceHit } from './Timeline';
+
+export function TraceView(props: ViewProps) {
+  useEffect(() => {
+    performance.mark('trace-view-open');
+  }, []);
+  const base = { run: props.run, worker: props.worker, span: props.span };
+  const tracks = useApi<TimelineTracksReply>('timeline_tracks', base);
+  return (
+    <div class="stack" data-testid="trace">
+      <Loaded state={tracks} label="Building the timeline…">
+        {(data) => (data.tracks.rows.length ? <Trace {...props} info={data} /> : <Empty>This trace has no events to show on a timeline.</Empty>)}
+      </Loaded>
+    </div>
+  );
+}
+
+function num(text: string): number | null {
+  if (text === '') return null;
+  const v = Number(text);
+  return Number.isFinite(v) ? v : null;
+}
+
+const round = (v: number) => Math.round(v * 1000) / 1000;
+
+function Trace(props: ViewProps & { info: TimelineTracksReply }) {
+  const { info } = props;
+  const base = useMemo(() => ({ run: props.run, worker: props.worker, span: props.span }), [props.run, props.worker, props.span]);
+  const trackList = useMemo<TrackInfo[]>(() => rowsOf(info.tracks).map((r) => ({
+    track: Number(r.track),
+    kind: String(r.kind),
+    process: String(r.process),
+    thread: String(r.thread),
+    pid: String(r.pid),
+    lanes: Number(r.lanes),
+    events: Number(r.events),
+  })), [info]);
+  const trackMap = useMemo(() => new Map(trackList.map((t) => [t.track, t])), [trackList]);
+  const groups = useMemo(() => groupTracks(trackList), [trackList]);
+  const steps = useMemo<Step[]>(() => rowsOf(info.steps).map((r) => ({ step: Number(r.step), start_us: Number(r.start_us), end_us: Number(r.end_us) })), [info]);
+  const limit = useMemo(() => bounds(info.start_us, info.end_us), [info]);
+
+  // The visible window, from the URL when a link reopens the view.
+  const [startParam] = useUrlParam('trace_start_us', '');
+  const [endParam] = useUrlParam('trace_end_us', '');
+  const [view, setViewState] = useState<Window>(() => {
+    const s = num(startParam);
+    const e = num(endParam);
+    return s !== null && e !== null && e > s ? clampWindow({ start: s, end: e }, limit) : clampWindow(limit, limit);
+  });
+  const setView = useCallback((next: Window) => setViewState(clampWindow(next, limit)), [limit]);
+  useEffect(() => {
+    // replaceState is rate-limited by browsers: write the window once it settles.
+    const timer = setTimeout(() => setParams({ trace_start_us: round(view.start), trace_end_us: round(view.end) }), 250);
+    return () => clearTimeout(timer);
+  }, [view]);
+
+  const [collapsed, setCollapsed] = useState<Set<string>>(() => new Set());
+  const toggle = useCallback((key: string) => {
+    setCollapsed((old) => {
+      const next = new Set(old);
+      if (next.has(key)) next.delete(key);
+      else next.add(key);
+      return next;
+    });
+  }, []);
+
+  const [plotWidth, setPlotWidth] = useState(0);
+  const [counterNames, setCounterNames] = useState<string[]>([]);
+  const shape = useMemo(() => layout(groups, counterNames, collapsed), [groups, counterNames, collapsed]);
+  const tracksParam = shape.visibleTracks.length === trackList.length ? '' : shape.visibleTracks.join(',') || '-1';
+  const data = useTimelineData(base, view, plotWidth, tracksParam);
+  useEffect(() => {
+    const names = data.counters?.map((c) => c.name) ?? [];
+    if (names.join('\u0000') !== counterNames.join('\u0000')) setCounterNames(names);
+  }, [data.counters]);
+
+  // Selection: the event id (in the URL) and where it is, once known.
+  const [eventParam, setEventParam] = useUrlParam('trace_event', '');
+  const selectedId = num(eventParam);
+  const [where, setWhere] = useState<TimelineEndpoint | null>(null);
+  const [reveal, setReveal] = useState(0);
+  const centreWhenKnown = useRef(false);
+  const details = useApi<TimelineEventReply>(selectedId !== null ? 'timeline_event' : null, { ...base, event: selectedId });
+  const flows = useApi<TimelineFlowsReply>(selectedId !== null ? 'timeline_flows' : null, { ...base, event: selectedId });
+  const known = details.status === 'ok' && details.data.event === selectedId ? details.data : null;
+  const selected: TimelineEndpoint | null = where && where.event === selectedId ? where : known;
+
+  const expandFor = (track: number) => {
+    const group = groups.find((g) => g.tracks.some((t) => t.track === track));
+    if (group && collapsed.has(group.key)) toggle(group.key);
+  };
+  const goTo = useCallback((endpoint: TimelineEndpoint) => {
+    setEventParam(String(endpoint.event));
+    if (endpoint.track < 0) {
+      setWhere(null);
+      centreWhenKnown.current = true;
+      return;
+    }
+    setWhere(endpoint);
+    expandFor(endpoint.track);
+    setViewState((v) => centreOn(v, endpoint.ts_us, endpoint.ts_us + endpoint.dur_us, limit));
+    setReveal((n) => n + 1);
+  }, [groups, collapsed, limit]);
+  useEffect(() => {
+    if (known && centreWhenKnown.current) {
+      centreWhenKnown.current = false;
+      goTo(known);
+    }
+  }, [known]);
+
+  const onSelect = useCallback((hit: SliceHit | null) => {
+    if (!hit) {
+      setEventParam(null);
+      setWhere(null);
+      return;
+    }
+    setWhere({ event: hit.event, track: hit.track, lane: hit.lane, ts_us: hit.start, dur_us: hit.dur });
+    setEventParam(String(hit.event));
+  }, []);
+
+  const [range, setRange] = useState<Range | null>(null);
+
+  const operatorHref = (name: string) => {
+    const url = new URL(window.location.href);
+    url.searchParams.set('view', 'operator');
+    url.searchParams.set('op_search', name);
+    return url.href;
+  };
+  const openOperator = (name: string) => setParams({ view: 'operator', op_search: name });
+
+  return (
+    <>
+      <div class="toolbar trace-toolbar">
+        <Search base={base} selected={selected} onFound={goTo} />
+        {steps.length ? (
+          <label>
+            Jump to step
+            <select
+              data-control="trace-step"
+              value=''
+              onChange={(e) => {
+                const step = steps.find((s) => String(s.step) === (e.target as HTMLSelectElement).value);
+                if (step) {
+                  const pad = (step.end_us - step.start_us) * 0.03;
+                  setView({ start: step.start_us - pad, end: step.end_us + pad });
+                }
+              }}
+            >
+              <option value="">—</option>
+              {steps.map((s) => (
+                <option key={s.step} value={String(s.step)}>step {s.step} ({formatDuration(s.end_us - s.start_us)})</option>
+              ))}
+            </select>
+          </label>
+        ) : null}
+        <button type="button" data-control="trace-reset" onClick={() => setView(limit)}>Whole trace</button>
+        <span class="hint" data-testid="trace-window">{formatDuration(view.start)} – {formatDuration(view.end)}</span>
+        <span class="spacer" />
+        <a href={routeUrl('trace_file', base)} download data-link="trace-file">Download trace</a>
+      </div>
+      <div class="hint trace-help">
+        Wheel or <kbd>W</kbd>/<kbd>S</kbd>: zoom · drag or <kbd>A</kbd>/<kbd>D</kbd>: pan · shift+wheel: scroll the tracks · shift+drag: totals of a range ·
+        click: details. Hatched blocks are runs of events shorter than a pixel, merged (hover for how many; click to zoom in).
+        Other viewers: download the trace and open it in Perfetto (ui.perfetto.dev, “Open trace file”) or chrome://tracing; it never leaves your machine unless you do so.
+      </div>
+      {data.error ? <ErrorBox title="Cannot load this part of the timeline" reason={data.error} /> : null}
+      <Timeline
+        layout={shape}
+        limit={limit}
+        view={view}
+        onView={setView}
+        slices={data.slices}
+        counters={data.counters}
+        steps={steps}
+        selected={selected}
+        onSelect={onSelect}
+        flows={selected && flows.status === 'ok' && flows.data.event === selected.event ? flows.data.flows : []}
+        range={range}
+        onRange={setRange}
+        onToggle={toggle}
+        reveal={reveal}
+        onPlotWidth={setPlotWidth}
+        requests={data.requests}
+      />
+      {selectedId === null && !range ? (
+        <div class="hint" data-testid="trace-nothing-selected">
+          Click an event for its details and flow arrows; shift+drag across the timeline for the total time per name in a range.
+        </div>
+      ) : null}
+      {range ? <Summary base={base} range={range} total={trackList.length} onClear={() => setRange(null)} /> : null}
+      {selectedId !== null ? (
+        <Details event={details} flows={flows} tracks={trackMap} operatorHref={operatorHref} onOperatorLink={openOperator} onGoTo={goTo} />
+      ) : null}
+    </>
+  );
+}
+
+function Summary({ base, range, total, onClear }: { base: Record<string, string | number>; range: Range; total: number; onClear: () => void }) {
+  const tracks = range.tracks.length && range.tracks.length < total ? range.tracks.join(',') : null;
+  const state = useApi<WireTable>('timeline_summary', { ...base, start_us: range.start, end_us: range.end, tracks });
+  return (
+    <Card title={`Range ${formatDuration(range.start)} – ${formatDuration(range.end)} (${formatDuration(range.end - range.start)})`}>
+      <div
+        class="hint"
+        data-testid="trace-range"
+        data-start-us={String(range.start)}
+        data-end-us={String(range.end)}
+        data-tracks={tracks ?? ''}
+      >
+        {tracks ? `${range.tracks.length} of ${total} tracks` : 'all tracks'} ·{' '}
+        <button type="button" class="link-button" data-control="trace-clear-range" onClick={onClear}>clear</button>
+      </div>
+      <Loaded state={state}>
+        {(table) => (
+          <DataTable
+            id="trace-summary"
+            rows={rowsOf(table)}
+            csvColumns={table.columns}
+            csvName={`${base.run}_${base.worker}_${base.span}_range_summary.csv`}
+            searches={[{ label: 'Search names', keys: ['name', 'kind'] }]}
+            defaultSort={{ key: 'total_us', dir: 'desc' }}
+            rowKey={(r) => `${r.name}|${r.kind}`}
+            columns={[
+              { key: 'name', label: 'Name' },
+              { key: 'kind', label: 'Kind' },
+              { key: 'count', label: 'Count', numeric: true, format: (v) => formatNumber(v as number) },
+              { key: 'total_us', label: 'Total in range', numeric: true, format: (v) => formatDuration(v as number) },
+            ]}
+          />
+        )}
+      </Loaded>
+    </Card>
+  );
+}
+
+function Search({ base, selected, onFound }: { base: Record<string, string | number>; selected: TimelineEndpoint | null; onFound: (e: TimelineEndpoint) => void }) {
+  const [query, setQuery] = useUrlParam('trace_q', '');
+  const [text, setText] = useState(query);
+  const [reply, setReply] = useState<{ q: string; data: TimelineSearchReply; at: number } | null>(null);
+  const [error, setError] = useState('');
+  const busy = useRef(false);
+
+  const ask = async (direction: 'next' | 'prev') => {
+    const q = text.trim();
+    if (!q || busy.current) return;
+    setQuery(q);
+    // Within the matches already listed, step locally; ask the server past their ends.
+    if (reply && reply.q === q && reply.data.results.length) {
+      const at = reply.at + (direction === 'next' ? 1 : -1);
+      if (at >= 0 && at < reply.data.results.length) {
+        setReply({ ...reply, at });
+        onFound(reply.data.results[at]);
+        return;
+      }
+    }
+    const current = reply && reply.q === q ? reply.data.results[reply.at] : selected;
+    busy.current = true;
+    const done = beginWork();
+    try {
+      const data = await fetchJson<TimelineSearchReply>('timeline_search', { ...base, q, direction, after_us: current ? current.ts_us : null });
+      setError('');
+      if (!data.match) {
+        setReply({ q, data, at: 0 });
+        return;
+      }
+      const list = direction === 'next' ? data.results : [data.match];
+      setReply({ q, data: { ...data, results: list }, at: 0 });
+      onFound(data.match);
+    } catch (err) {
+      setError(describeError(err));
+    } finally {
+      busy.current = false;
+      done();
+    }
+  };
+
+  const current = reply && reply.q === text.trim() ? reply.data.results[reply.at] : null;
+  return (
+    <form
+      class="trace-search"
+      onSubmit={(e) => {
+        e.preventDefault();
+        ask('next');
+      }}
+    >
+      <input
+        type="search"
+        data-control="trace-search"
+        placeholder="Search events by name"
+        aria-label="Search events by name"
+        value={text}
+        onInput={(e) => setText((e.target as HTMLInputElement).value)}
+      />
+      <button type="button" data-control="trace-prev" title="Previous match" onClick={() => ask('prev')}>◀</button>
+      <button type="button" data-control="trace-next" title="Next match" onClick={() => ask('next')}>▶</button>
+      <span class="hint" data-testid="trace-search-status" data-total={reply ? String(reply.data.total) : ''} data-match={current ? String(current.event) : ''}>
+        {error ? <span class="error">{error}</span> : reply && reply.q === text.trim() ? (reply.data.total ? `${formatNumber(reply.data.total)} matches · ${current?.name ?? ''} at ${formatDuration(current?.ts_us)}` : 'no match') : ''}
+      </span>
+    </form>
+  );
+}
