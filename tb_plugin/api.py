@@ -9,7 +9,10 @@ import csv
 import io
 import logging
 import math
+import threading
 import time
+import weakref
+from collections import OrderedDict
 from dataclasses import asdict
 from functools import wraps
 from urllib.parse import quote
@@ -37,6 +40,47 @@ class StillLoading(Exception):
     def __init__(self, loading):
         super().__init__(loading.path)
         self.loading = loading
+
+
+class CachedReply(Exception):
+    """The answer to this exact request over this exact profile was computed before."""
+
+    def __init__(self, payload, content_type):
+        super().__init__()
+        self.payload, self.content_type = payload, content_type
+
+
+class ReplyCache:
+    """Serialised answers per Profile object and request path (query string included).
+
+    Every view is a pure function of one profile and the parameters, so an answer can be
+    reused until the profile is replaced (a changed file loads as a new Profile; the old
+    one's entries go with it, being weakly keyed). Bounded per profile, LRU.
+    """
+
+    def __init__(self, per_profile=128):
+        self.per_profile = per_profile
+        self._entries = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, profile, path):
+        with self._lock:
+            entries = self._entries.get(profile)
+            if entries is None or path not in entries:
+                return None
+            entries.move_to_end(path)
+            return entries[path]
+
+    def put(self, profile, path, reply):
+        with self._lock:
+            entries = self._entries.setdefault(profile, OrderedDict())
+            entries[path] = reply
+            entries.move_to_end(path)
+            while len(entries) > self.per_profile:
+                entries.popitem(last=False)
+
+
+_PROFILES_USED = "tb_plugin.profiles"
 
 
 class ApiError(Exception):
@@ -87,8 +131,12 @@ def table_csv(frame):
     return buffer.getvalue()
 
 
-def route(handler):
-    """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies."""
+def route(handler, replies=None):
+    """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies.
+
+    With a `ReplyCache`, a successful answer computed from exactly one profile is kept and
+    served again for the same request path (see `Api._profile`).
+    """
 
     @wrappers.Request.application
     @wraps(handler)
@@ -96,7 +144,13 @@ def route(handler):
         try:
             if request.method not in ("GET", "HEAD"):
                 raise ApiError(405, "method_not_allowed", f"{request.method} is not supported")
-            return handler(request)
+            response = handler(request)
+            used = request.environ.get(_PROFILES_USED, [])
+            if replies is not None and response.status_code == 200 and len(used) == 1:
+                replies.put(used[0], request.full_path, (response.get_data(), response.content_type))
+            return response
+        except CachedReply as exc:
+            return wrappers.Response(exc.payload, status=200, content_type=exc.content_type, headers=_COMMON_HEADERS)
         except StillLoading as exc:
             return respond({"loading": True, "path": exc.loading.path,
                             "elapsed_seconds": round(time.time() - exc.loading.since, 3)}, status=202)
@@ -206,8 +260,9 @@ def tables_reply(request, build, names):
     return table_reply(request, getattr(view, name))
 
 
-def available_views(profile, worker_count):
-    """The views that have data for this profile (and run)."""
+def available_views(profile, worker_count, profile_count):
+    """The views that have data for this profile (and run); `profile_count` is how many
+    trace files the whole log directory holds (diff needs a second one)."""
     m = profile.model
     views = ["overview"]
     if len(m.ops):
@@ -218,8 +273,12 @@ def available_views(profile, worker_count):
         views.append("memory")
     if len(profile.modules()):
         views.append("module")
+    if len(profile.timeline().slices):
+        views.append("trace")
     if worker_count > 1:
         views.append("distributed")
+    if profile_count > 1:
+        views.append("diff")
     return views
 
 
@@ -228,46 +287,60 @@ class Api:
 
     def __init__(self, store):
         self.store = store
+        self.replies = ReplyCache()
+
+    def _route(self, handler):
+        return route(handler, self.replies)
 
     def routes(self):
         return {
-            "/runs": route(self.runs),
-            "/workers": route(self.workers),
-            "/spans": route(self.spans),
-            "/info": route(self.info),
-            "/tables": route(self.tables),
-            "/views": route(self.views),
-            "/overview": route(self.overview),
-            "/steps": route(self.steps),
-            "/gpu_summary": route(self.gpu_summary),
-            "/operators": route(self.operators),
-            "/operator_stacks": route(self.operator_stacks),
-            "/kernels": route(self.kernels),
-            "/kernel_tensor_cores": route(self.kernel_tensor_cores),
-            "/memory_devices": route(self.memory_devices),
-            "/memory_curve": route(self.memory_curve),
-            "/memory_events": route(self.memory_events),
-            "/memory_stats": route(self.memory_stats),
-            "/modules": route(self.modules),
-            "/module_flame": route(self.module_flame),
-            "/distributed": route(self.distributed),
-            "/diff": route(self.diff),
-            "/timeline_tracks": route(self.timeline_tracks),
-            "/timeline_slices": route(self.timeline_slices),
-            "/timeline_counters": route(self.timeline_counters),
-            "/timeline_event": route(self.timeline_event),
-            "/timeline_flows": route(self.timeline_flows),
-            "/timeline_search": route(self.timeline_search),
-            "/timeline_summary": route(self.timeline_summary),
-            "/trace_file": route(self.trace_file),
+            "/runs": self._route(self.runs),
+            "/workers": self._route(self.workers),
+            "/spans": self._route(self.spans),
+            "/info": self._route(self.info),
+            "/tables": self._route(self.tables),
+            "/views": self._route(self.views),
+            "/overview": self._route(self.overview),
+            "/steps": self._route(self.steps),
+            "/gpu_summary": self._route(self.gpu_summary),
+            "/operators": self._route(self.operators),
+            "/operator_stacks": self._route(self.operator_stacks),
+            "/kernels": self._route(self.kernels),
+            "/kernel_tensor_cores": self._route(self.kernel_tensor_cores),
+            "/memory_devices": self._route(self.memory_devices),
+            "/memory_curve": self._route(self.memory_curve),
+            "/memory_events": self._route(self.memory_events),
+            "/memory_stats": self._route(self.memory_stats),
+            "/modules": self._route(self.modules),
+            "/module_flame": self._route(self.module_flame),
+            "/distributed": self._route(self.distributed),
+            "/diff": self._route(self.diff),
+            "/timeline_tracks": self._route(self.timeline_tracks),
+            "/timeline_slices": self._route(self.timeline_slices),
+            "/timeline_counters": self._route(self.timeline_counters),
+            "/timeline_event": self._route(self.timeline_event),
+            "/timeline_flows": self._route(self.timeline_flows),
+            "/timeline_search": self._route(self.timeline_search),
+            "/timeline_summary": self._route(self.timeline_summary),
+            "/trace_file": self._route(self.trace_file),
         }
 
     def _profile(self, request, suffix=""):
-        """The Profile named by run/worker/span (or run_b/worker_b/span_b with suffix "_b")."""
+        """The Profile named by run/worker/span (or run_b/worker_b/span_b with suffix "_b").
+
+        Raises CachedReply when this request was answered from this profile before.
+        """
         run = text_param(request, "run" + suffix)
         worker = text_param(request, "worker" + suffix)
         span = int_param(request, "span" + suffix, required=False, default=1, minimum=1)
-        return ready(self.store.profile(run, worker, span))
+        profile = ready(self.store.profile(run, worker, span))
+        used = request.environ.setdefault(_PROFILES_USED, [])
+        used.append(profile)
+        if len(used) == 1:
+            cached = self.replies.get(profile, request.full_path)
+            if cached is not None:
+                raise CachedReply(*cached)
+        return profile
 
     def runs(self, request):
         return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error})
@@ -294,7 +367,8 @@ class Api:
         worker = text_param(request, "worker", required=False, default=next(iter(files.workers)))
         span = int_param(request, "span", required=False, default=1, minimum=1)
         profile = ready(self.store.profile(run, worker, span))
-        return respond({"run": run, "views": available_views(profile, len(files.workers))})
+        profile_count = sum(r["files"] for r in self.store.runs())
+        return respond({"run": run, "views": available_views(profile, len(files.workers), profile_count)})
 
     def overview(self, request):
         return respond(self._profile(request).overview())

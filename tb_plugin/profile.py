@@ -31,7 +31,7 @@ def _device_type(model):
     return "CUDA" if has_device_work else "CPU"
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: a reloaded file is a new Profile
 class Profile:
     """One trace file, parsed into a columnar `TraceModel`, and the views computed from it.
 

@@ -201,7 +201,7 @@ def gpu_served(tmp_path_factory):
 
 def test_views_lists_only_views_with_data(gpu_served, served):
     _, client = gpu_served
-    assert client.get(f"{PREFIX}/views?run=resnet").get_json()["views"] == ["overview", "operator", "kernel", "memory"]
+    assert client.get(f"{PREFIX}/views?run=resnet").get_json()["views"] == ["overview", "operator", "kernel", "memory", "trace"]
     _, cpu_client = served
     assert "kernel" not in cpu_client.get(f"{PREFIX}/views?run=cpu_cnn").get_json()["views"]
 
@@ -324,3 +324,22 @@ def test_diff_route(ddp_served):
     assert ddp_served.get(url.replace("worker_b=worker0", "worker_b=nobody")).status_code == 404
     steps = wait_route(ddp_served, url + "&table=steps&format=csv").get_data(as_text=True)
     assert steps.splitlines()[0].startswith("category,")
+
+
+def test_answers_are_reused_until_the_file_changes(tmp_path, monkeypatch):
+    path = write_trace(tmp_path / "run" / "w.pt.trace.json", [op("aten::add", 0, 5)])
+    plugin, client = make_client(tmp_path)
+    plugin.store.wait_for_scan(30)
+    wait_ready(client, "run=run&worker=w")
+    import tb_plugin.views.operators as operators_view
+    calls = []
+    real = operators_view.operators
+    monkeypatch.setattr(operators_view, "operators", lambda *a: calls.append(1) or real(*a))
+    first = client.get(f"{PREFIX}/operators?run=run&worker=w").get_json()
+    again = client.get(f"{PREFIX}/operators?run=run&worker=w").get_json()
+    assert first == again and len(calls) == 1
+    assert client.get(f"{PREFIX}/operators?run=run&worker=w&format=csv").status_code == 200 and len(calls) == 2
+    write_trace(path, [op("aten::mul", 0, 5), op("aten::mul", 10, 5)])
+    changed = wait_route(client, f"{PREFIX}/operators?run=run&worker=w").get_json()
+    assert [r[0] for r in changed["rows"]] == ["aten::mul"] and len(calls) == 3
+    plugin.store.stop()
