@@ -28,7 +28,7 @@ import { useUrlParam } from '../../components/useUrlParam';
 import { Details } from './Details';
 import { useTimelineData } from './data';
 import type { Range, Step } from './draw';
-import { bounds, centreOn, clampWindow, groupTracks, layout, type TrackInfo, type Window } from './logic';
+import { bounds, centreOn, clampWindow, groupTracks, layout, windowLabel, type TrackInfo, type Window } from './logic';
 import { Timeline, type SliceHit } from './Timeline';
 
 export function TraceView(props: ViewProps) {
@@ -186,7 +186,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
           </label>
         ) : null}
         <button type="button" data-control="trace-reset" onClick={() => setView(limit)}>Whole trace</button>
-        <span class="hint" data-testid="trace-window">{formatDuration(view.start)} – {formatDuration(view.end)}</span>
+        <span class="hint" data-testid="trace-window">{windowLabel(view)}</span>
         <span class="spacer" />
         <a href={routeUrl('trace_file', base)} download data-link="trace-file">Download trace</a>
       </div>

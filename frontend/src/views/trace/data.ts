@@ -76,14 +76,13 @@ export function useTimelineData(base: Params, view: Window, plotWidth: number, t
     const window = { start_us: want.start, end_us: want.end };
     let left = 2;
     let failure = '';
-    let slices: SliceData | null = null;
-    let counters: CounterSeries[] | null = null;
+    // Each reply is drawn as soon as it lands (slices usually first: counters cost the server
+    // more); the work is done when both have.
     const settle = () => {
       left -= 1;
       if (left > 0 || seq !== s.seq) return;
       s.fetched = failure ? null : want;
-      // Both replies at once: one render, one draw.
-      setData((old) => ({ slices: slices ?? old.slices, counters: counters ?? old.counters, error: failure, requests: s.requests }));
+      setData((old) => ({ ...old, error: failure, requests: s.requests }));
       release();
     };
     const fail = (error: unknown) => {
@@ -93,12 +92,12 @@ export function useTimelineData(base: Params, view: Window, plotWidth: number, t
     };
     fetchJson<TimelineSlicesReply>('timeline_slices', { ...b, ...window, resolution_us: resolution, tracks: tr || null }, { signal: controller.signal })
       .then((reply) => {
-        if (seq === s.seq) slices = indexSlices(reply);
+        if (seq === s.seq) setData((old) => ({ ...old, slices: indexSlices(reply), requests: s.requests }));
         settle();
       }, fail);
     fetchJson<TimelineCountersReply>('timeline_counters', { ...b, ...window, points: Math.min(5000, Math.max(10, Math.round((px * (1 + 2 * PAD)) / 2))) }, { signal: controller.signal })
       .then((reply) => {
-        if (seq === s.seq) counters = reply.counters;
+        if (seq === s.seq) setData((old) => ({ ...old, counters: reply.counters }));
         settle();
       }, fail);
   };

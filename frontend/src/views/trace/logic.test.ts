@@ -19,6 +19,7 @@ import {
   tickLabel,
   ticks,
   tracksBetween,
+  windowLabel,
   zoomAt,
   type TrackInfo,
 } from './logic';
@@ -75,6 +76,11 @@ describe('ruler', () => {
     const sub = ticks({ start: 10, end: 12 }, 1000, 90);
     expect(sub.step).toBeCloseTo(0.2);
     expect(tickLabel(10.4, sub)).toBe('10.4 µs');
+  });
+  it('labels a window with the precision its width needs', () => {
+    expect(windowLabel({ start: 16_551_520, end: 16_553_370 })).toBe('16,551.52 ms – 16,553.37 ms');
+    expect(windowLabel({ start: -21_313, end: 1_086_971 })).toBe('-0.02 s – 1.09 s');
+    expect(windowLabel({ start: 100, end: 150 })).toBe('100.0 µs – 150.0 µs');
   });
   it('labels negative times and zero', () => {
     const t = ticks({ start: -300, end: 1000 }, 1300, 90);

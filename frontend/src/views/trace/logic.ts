@@ -86,6 +86,13 @@ export function tickLabel(t: number, spec: Pick<Ticks, 'unit' | 'decimals'>): st
   return `${grouped}${fraction !== undefined ? `.${fraction}` : ''} ${spec.unit}`;
 }
 
+/** "16,551.52 ms – 16,553.37 ms": the window's ends with the precision its width needs. */
+export function windowLabel(view: Window): string {
+  const coarse = ticks(view, 20, 1);
+  const spec = { unit: coarse.unit, decimals: coarse.decimals + 1 };
+  return `${tickLabel(view.start, spec)} – ${tickLabel(view.end, spec)}`;
+}
+
 // ----------------------------------------------------------------------------- layout
 
 export interface TrackInfo {
