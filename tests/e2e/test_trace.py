@@ -371,7 +371,7 @@ def test_box_select_shows_the_totals_of_timeline_summary(page, server, screensho
     shoot(page, screenshot_dir, f"{run}_trace_range")
 
 
-def test_collapse_a_process_and_download_the_trace(page, server, browser):
+def test_collapse_a_process_and_download_the_trace(page, server):
     run = "gpu_resnet50_v100"
     open_trace(page, server, run)
     drawn = page.evaluate("() => document.querySelector('.trace-canvas').traceDebug.rows()")
