@@ -22,7 +22,7 @@ import pandas as pd
 from msgspec import Raw
 
 from .linking import Nesting, lookup
-from .parse import decode_args
+from .parse import decode_args_blob, decode_events
 
 _NO_RAW = Raw(b"null")
 
@@ -273,14 +273,10 @@ def _first_valid(primary, secondary):
     return np.where(primary >= 0, primary, secondary)
 
 
-def _device_from_fallback(values):
-    """Device / stream numbers from pid/tid values like 0, "1" or "stream 7"."""
-    codes, uniques = pd.factorize(_objects(values))
-    parsed = []
-    for u in uniques:
-        m = _DIGITS.search(str(u))
-        parsed.append(int(m.group(1)) if m else -1)
-    return np.asarray(parsed, dtype=np.int64)[codes] if len(values) else np.zeros(0, np.int64)
+def _first_int(value):
+    """The first integer in a pid/tid value (0, "1", "stream 7"); -1 when there is none."""
+    m = _DIGITS.search("" if value is None else str(value))
+    return int(m.group(1)) if m else -1
 
 
 @dataclass
@@ -338,73 +334,171 @@ class TraceModel:
         return float(min(starts)), float(max(ends))
 
 
+class _Interner:
+    """Global integer codes for values met batch by batch (strings, ints, None). Values of
+    different types stay distinct (pid 1 and pid "1" are told apart until normalised)."""
+
+    def __init__(self):
+        self._index = {}
+        self.values = []
+
+    def _code(self, value):
+        if value is None or (isinstance(value, float) and value != value):
+            key = None
+        else:
+            key = (type(value).__name__, value)
+        code = self._index.get(key)
+        if code is None:
+            code = self._index[key] = len(self.values)
+            self.values.append(None if key is None else value)
+        return code
+
+    def code_of(self, value):
+        return self._index.get((type(value).__name__, value))
+
+    def codes(self, values):
+        codes, uniques = pd.factorize(values)  # missing values (None, NaN) get code -1
+        remap = np.fromiter((self._code(u) for u in [*uniques, None]), dtype=np.int64, count=len(uniques) + 1)
+        return remap[codes] if len(codes) else np.zeros(0, np.int64)
+
+    def texts(self):
+        """Each value as text ("" for None), for categories."""
+        return [v if isinstance(v, str) else "" if v is None else str(v) for v in self.values]
+
+
+def _text_categories(interner, codes):
+    """(codes, categories) over an interner's values as unique strings."""
+    texts = interner.texts()
+    categories, remap = np.unique(np.array(texts + [""], dtype=object), return_inverse=True)
+    return remap.astype(np.int64)[codes], pd.Index(categories, dtype=object)
+
+
+_BATCH_EVENTS = 1 << 16
+_KINDS_WITH_ARGS = (KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_GPU_ANNOTATION,
+                    KIND_MEMORY, KIND_META, KIND_COUNTER)
+
+
+def _arg_columns(blobs, args_type, anomalies):
+    """{field name: column} of `args_type` Structs decoded from `blobs` ((args joined by ",",
+    their lengths) per batch), one batch at a time (only the columns outlive a batch): int
+    fields as int64, float fields as float64, the rest (strings, raw JSON) as object arrays."""
+    fields = msgspec.structs.fields(args_type)
+    parts = {f.name: [] for f in fields}
+    for blob, lengths in blobs:
+        structs, bad = decode_args_blob(blob, lengths, args_type)
+        if bad:
+            anomalies["malformed_args_replaced"] = anomalies.get("malformed_args_replaced", 0) + bad
+        for f in fields:
+            extract = _int_field if f.type is int else _float_field if f.type is float else _object_column
+            parts[f.name].append(extract(structs, f.name))
+    empty = {int: np.int64, float: np.float64}
+    return {f.name: np.concatenate(parts[f.name]) if parts[f.name] else np.zeros(0, dtype=empty.get(f.type, object))
+            for f in fields}
+
+
 class _Builder:
     """Builds the tables of one `TraceModel`; one instance per trace.
 
-    Each top-level field is pulled out of the event Structs once, for all events (one pass
-    per field, in C through `attrgetter`); tables then take their rows by boolean masks.
+    Events are decoded batch by batch; from each batch the top-level fields are pulled out
+    once (one pass per field, in C through `attrgetter`) into codes and float arrays, and the
+    batch's Structs are dropped, so a large trace never holds all its events as Python
+    objects at once. Tables then take their rows by boolean masks.
     """
 
     def __init__(self, parsed):
         self.anomalies = dict(parsed.anomalies)
-        events = parsed.events
-        n = len(events)
-        ph = _object_column(events, "ph")
-        cat = _object_column(events, "cat")
-        self.name_codes, self.name_categories = _intern(_column(events, "name"))
-        self.kind = self._classify(ph, cat)
-        self.ts_all = _float_field(events, "ts")
-        self.dur_all = _float_field(events, "dur")
-        self.id_all = _object_column(events, "id")
-        self.bp_all = _object_column(events, "bp")
-        self.args_all = _object_column(events, "args")
-        self.pid_all = _object_column(events, "pid")
-        self.tid_all = _object_column(events, "tid")
-        skipped = int((self.kind == KIND_SKIPPED).sum())
+        raws, parsed.events = parsed.events, None
+        ph_i, cat_i, name_i, pid_i, tid_i = (_Interner() for _ in range(5))
+        self._interners = (ph_i, cat_i, name_i)
+        self._pair_kinds = {}
+        # Per kind, its events' args as JSON text: per batch, the args joined by "," and their
+        # lengths. Copying them out lets the whole input buffer go once the loop ends.
+        self._arg_blobs = {kind: [] for kind in _KINDS_WITH_ARGS}
+        parts = {key: [] for key in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "kind")}
+        for start in range(0, len(raws), _BATCH_EVENTS):
+            events = decode_events(raws[start:start + _BATCH_EVENTS], self.anomalies)
+            for key, interner in (("ph", ph_i), ("cat", cat_i), ("name", name_i), ("pid", pid_i), ("tid", tid_i)):
+                parts[key].append(interner.codes(_object_column(events, key)))
+            parts["ts"].append(_float_field(events, "ts"))
+            parts["dur"].append(_float_field(events, "dur"))
+            for key in ("id", "bp"):
+                parts[key].append(_object_column(events, key))
+            kind = self._classify(parts["ph"][-1], parts["cat"][-1], parts["name"][-1], parts["ts"][-1])
+            parts["kind"].append(kind)
+            args = _object_column(events, "args")
+            kind_codes, kinds_here = pd.factorize(kind)
+            for code, wanted in enumerate(kinds_here):
+                blobs = self._arg_blobs.get(wanted)
+                selected = args[kind_codes == code] if blobs is not None else ()
+                if len(selected):
+                    lengths = np.fromiter(map(len, selected), dtype=np.int64, count=len(selected))
+                    blobs.append((b",".join(selected), lengths))
+            del events, args
+        del raws
+        joined = {}
+        for key in list(parts):  # one field at a time, so batches and result never all coexist
+            arrays = parts.pop(key)
+            joined[key] = np.concatenate(arrays) if arrays else np.zeros(0, dtype=object if key == "kind" else None)
+            del arrays
+        self.kind = joined["kind"]
+        self.ph_coded = (joined["ph"].astype(np.int64), ph_i.values)
+        self.cat_coded = (joined["cat"].astype(np.int64), cat_i.values)
+        self.name_codes, self.name_categories = _text_categories(name_i, joined["name"].astype(np.int64))
+        self.ts_all, self.dur_all = joined["ts"], joined["dur"]
+        self.id_all, self.bp_all = joined["id"], joined["bp"]
+        self.pid_coded = (joined["pid"].astype(np.int64), pid_i.values)
+        self.tid_coded = (joined["tid"].astype(np.int64), tid_i.values)
+        skipped = int((self.kind == KIND_SKIPPED).sum()) - self.anomalies.get("events_without_ts_dropped", 0)
         if skipped:
             self.anomalies["unsupported_events_skipped"] = skipped
         timed = np.isin(self.kind, [KIND_META, KIND_SKIPPED], invert=True)
-        missing_ts = timed & ~np.isfinite(self.ts_all)
-        if missing_ts.any():
-            self.anomalies["events_without_ts_dropped"] = int(missing_ts.sum())
-            self.kind[missing_ts] = KIND_SKIPPED
         # Flow / instant markers far outside the profiled window (e.g. "Record Window End")
         # must not move the origin; intervals define it.
         interval = np.isin(self.kind, [KIND_OP, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET])
         base = self.ts_all[interval] if interval.any() else self.ts_all[timed & np.isfinite(self.ts_all)]
         self.origin = float(np.min(base)) if len(base) else 0.0
-        self.thread_all, self.thread_keys = self._threads(timed)
+        self.thread_all, self.thread_keys = self._threads()
 
-    def _classify(self, ph, cat):
-        """Kind of every event: classify each distinct (ph, cat) once, broadcast by code."""
-        ph_codes, ph_uniques = pd.factorize(ph)
-        cat_codes, cat_uniques = pd.factorize(cat)
-        self.ph_coded, self.cat_coded = (ph_codes, list(ph_uniques)), (cat_codes, list(cat_uniques))
-        width = len(cat_uniques) + 1
-        pair_codes, pairs = pd.factorize(ph_codes.astype(np.int64) * width + cat_codes + 1)
-        kinds = np.array([classify(ph_uniques[p // width] if p // width >= 0 else None,
-                                   cat_uniques[p % width - 1] if p % width else None, None) for p in pairs], dtype=object)
-        kind = kinds[pair_codes] if len(ph) else np.zeros(0, dtype=object)
+    def _classify(self, ph_codes, cat_codes, name_codes, ts):
+        """Kind of each event of a batch: each distinct (ph, cat) classified once."""
+        ph_i, cat_i, name_i = self._interners
+        width = max(len(cat_i.values), 1) + 1
+        pair_codes, pairs = pd.factorize(ph_codes * width + cat_codes)
+        kinds = []
+        for p in pairs:  # a few distinct pairs per batch; cached by codes, which are global
+            key = (p // width, p % width)
+            if key not in self._pair_kinds:
+                self._pair_kinds[key] = classify(ph_i.values[key[0]], cat_i.values[key[1]], None)
+            kinds.append(self._pair_kinds[key])
+        kind = np.array(kinds, dtype=object)[pair_codes] if len(ph_codes) else np.zeros(0, dtype=object)
         # Instant events are allocator records when named "[memory]".
-        instant = (ph == "i") | (ph == "I")
-        memory_code = self.name_categories.get_indexer(["[memory]"])[0]
-        kind[instant & (self.name_codes == memory_code)] = KIND_MEMORY
+        instant = np.isin(ph_codes, [i for i, v in enumerate(ph_i.values) if v in ("i", "I")])
+        memory_code = name_i.code_of("[memory]")
+        if memory_code is not None:
+            kind[instant & (name_codes == memory_code)] = KIND_MEMORY
+        missing_ts = np.isin(kind, [KIND_META, KIND_SKIPPED], invert=True) & ~np.isfinite(ts)
+        if missing_ts.any():
+            self.anomalies["events_without_ts_dropped"] = self.anomalies.get("events_without_ts_dropped", 0) + int(missing_ts.sum())
+            kind[missing_ts] = KIND_SKIPPED
         return kind
 
-    def _threads(self, timed):
+    def _threads(self):
         """Thread table row of every event's (pid, tid), both normalised to stripped strings."""
-        pid_codes, pid_uniques = pd.factorize(self.pid_all)
-        tid_codes, tid_uniques = pd.factorize(self.tid_all)
-        width = len(tid_uniques) + 1
-        pair_codes, pairs = pd.factorize(pid_codes.astype(np.int64) * width + tid_codes + 1)
-        pid_text = [str(u).strip() for u in pid_uniques]
-        tid_text = [str(u).strip() for u in tid_uniques]
+        (pid_codes, pid_values), (tid_codes, tid_values) = self.pid_coded, self.tid_coded
+        width = max(len(tid_values), 1)
+        pair_codes, pairs = pd.factorize(pid_codes * width + tid_codes)
+        pid_text = ["" if v is None else str(v).strip() for v in pid_values]
+        tid_text = ["" if v is None else str(v).strip() for v in tid_values]
         keys, rows = {}, np.empty(len(pairs), dtype=np.int64)
         for i, pair in enumerate(pairs):  # once per distinct (pid, tid), not per event
-            p, t = pair // width, pair % width - 1
-            key = (pid_text[p] if p >= 0 else "", tid_text[t] if t >= 0 else "")
-            rows[i] = keys.setdefault(key, len(keys))
+            rows[i] = keys.setdefault((pid_text[pair // width], tid_text[pair % width]), len(keys))
         return (rows[pair_codes] if len(pair_codes) else np.zeros(0, np.int64)), list(keys)
+
+    def numbers(self, coded, mask):
+        """Device / stream numbers from pid or tid values like 0, "1" or "stream 7"."""
+        codes, values = coded
+        parsed = np.array([_first_int(v) for v in values] or [-1], dtype=np.int64)
+        return parsed[codes[mask]]
 
     def mask(self, kind):
         return self.kind == kind
@@ -431,74 +525,72 @@ class _Builder:
             dur = np.where(bad, 0.0, dur)
         return dur
 
-    def args(self, mask, args_type):
-        structs, bad = decode_args(list(self.args_all[mask]), args_type)
-        if bad:
-            self.anomalies["malformed_args_replaced"] = self.anomalies.get("malformed_args_replaced", 0) + bad
-        return structs
+    def args(self, kind, args_type):
+        """The args of the events of `kind` (in event order) as {field: column}."""
+        return _arg_columns(self._arg_blobs[kind], args_type, self.anomalies)
 
     # --- tables -------------------------------------------------------------------------
 
     def ops(self):
         m = self.mask(KIND_OP)
-        a = self.args(m, _OpArgs)
-        input_dims = [d if bytes(d) != b"null" else o for d, o in zip(_column(a, "input_dims"), _column(a, "input_dims_old"))]
+        a = self.args(KIND_OP, _OpArgs)
+        input_dims = [d if bytes(d) != b"null" else o for d, o in zip(a["input_dims"], a["input_dims_old"])]
         return pd.DataFrame({
             "name": self.names(m),
             "cat": self.cat_lower(m),
             "thread": self.thread_all[m],
             "ts": self.ts(m),
             "dur": self.durations(m),
-            "external_id": _first_valid(_int_field(a, "external_id"), _int_field(a, "external_id_lower")),
-            "sequence_number": _int_field(a, "sequence_number"),
-            "fwd_thread_id": _int_field(a, "fwd_thread_id"),
+            "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
+            "sequence_number": a["sequence_number"],
+            "fwd_thread_id": a["fwd_thread_id"],
             "input_dims": _raw_json_categorical(input_dims),
-            "input_type": _raw_json_categorical(_column(a, "input_type")),
-            "call_stack": _categorical(_column(a, "call_stack")),
-            "collective_name": _categorical(_column(a, "collective_name")),
-            "in_msg_nelems": _int_field(a, "in_msg_nelems"),
-            "out_msg_nelems": _int_field(a, "out_msg_nelems"),
-            "group_size": _int_field(a, "group_size"),
-            "dtype": _categorical(_column(a, "dtype")),
-            "process_group_name": _categorical(_column(a, "process_group_name")),
-            "collective_seq": _int_field(a, "collective_seq"),
+            "input_type": _raw_json_categorical(a["input_type"]),
+            "call_stack": _categorical(a["call_stack"]),
+            "collective_name": _categorical(a["collective_name"]),
+            "in_msg_nelems": a["in_msg_nelems"],
+            "out_msg_nelems": a["out_msg_nelems"],
+            "group_size": a["group_size"],
+            "dtype": _categorical(a["dtype"]),
+            "process_group_name": _categorical(a["process_group_name"]),
+            "collective_seq": a["collective_seq"],
         })
 
     def python(self):
         m = self.mask(KIND_PYTHON)
-        a = self.args(m, _PythonArgs)
+        a = self.args(KIND_PYTHON, _PythonArgs)
         return pd.DataFrame({
             "name": self.names(m),
             "thread": self.thread_all[m],
             "ts": self.ts(m),
             "dur": self.durations(m),
-            "python_id": _int_field(a, "python_id"),
-            "python_parent_id": _int_field(a, "python_parent_id"),
-            "python_module_id": _int_field(a, "python_module_id"),
+            "python_id": a["python_id"],
+            "python_parent_id": a["python_parent_id"],
+            "python_module_id": a["python_module_id"],
         })
 
     def runtime(self):
         m = self.mask(KIND_RUNTIME)
-        a = self.args(m, _RuntimeArgs)
+        a = self.args(KIND_RUNTIME, _RuntimeArgs)
         return pd.DataFrame({
             "name": self.names(m),
             "cat": self.cat_lower(m),
             "thread": self.thread_all[m],
             "ts": self.ts(m),
             "dur": self.durations(m),
-            "correlation": _int_field(a, "correlation"),
-            "external_id": _first_valid(_int_field(a, "external_id"), _int_field(a, "external_id_lower")),
-            "cbid": _int_field(a, "cbid"),
+            "correlation": a["correlation"],
+            "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
+            "cbid": a["cbid"],
         })
 
     def device_table(self, kind):
         m = self.mask(kind)
-        a = self.args(m, _DeviceArgs)
-        device = _int_field(a, "device")
-        stream = _int_field(a, "stream")
+        a = self.args(kind, _DeviceArgs)
+        device = a["device"]
+        stream = a["stream"]
         if m.any() and ((device < 0).any() or (stream < 0).any()):
-            device = np.where(device >= 0, device, _device_from_fallback(self.pid_all[m]))
-            stream = np.where(stream >= 0, stream, _device_from_fallback(self.tid_all[m]))
+            device = np.where(device >= 0, device, self.numbers(self.pid_coded, m))
+            stream = np.where(stream >= 0, stream, self.numbers(self.tid_coded, m))
         columns = {
             "name": self.names(m),
             "device": device,
@@ -506,36 +598,36 @@ class _Builder:
             "thread": self.thread_all[m],
             "ts": self.ts(m),
             "dur": self.durations(m),
-            "correlation": _int_field(a, "correlation"),
-            "external_id": _first_valid(_int_field(a, "external_id"), _int_field(a, "external_id_lower")),
+            "correlation": a["correlation"],
+            "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
         }
         if kind == KIND_KERNEL:
             columns.update({
-                "grid": _raw_json_categorical(_column(a, "grid")),
-                "block": _raw_json_categorical(_column(a, "block")),
-                "registers_per_thread": _whole(_float_field(a, "registers_per_thread")),
-                "shared_memory": _whole(_float_field(a, "shared_memory")),
-                "blocks_per_sm": _float_field(a, "blocks_per_sm"),
-                "warps_per_sm": _float_field(a, "warps_per_sm"),
-                "est_achieved_occupancy_pct": _float_field(a, "est_achieved_occupancy_pct"),
+                "grid": _raw_json_categorical(a["grid"]),
+                "block": _raw_json_categorical(a["block"]),
+                "registers_per_thread": _whole(a["registers_per_thread"]),
+                "shared_memory": _whole(a["shared_memory"]),
+                "blocks_per_sm": a["blocks_per_sm"],
+                "warps_per_sm": a["warps_per_sm"],
+                "est_achieved_occupancy_pct": a["est_achieved_occupancy_pct"],
             })
         elif kind in (KIND_MEMCPY, KIND_MEMSET):
-            columns["bytes"] = _whole(_float_field(a, "bytes"))
-            columns["memory_bandwidth_gbps"] = _float_field(a, "memory_bandwidth_gbps")
+            columns["bytes"] = _whole(a["bytes"])
+            columns["memory_bandwidth_gbps"] = a["memory_bandwidth_gbps"]
         return pd.DataFrame(columns)
 
     def memory(self):
         m = self.mask(KIND_MEMORY)
-        a = self.args(m, _MemoryArgs)
+        a = self.args(KIND_MEMORY, _MemoryArgs)
         return pd.DataFrame({
             "thread": self.thread_all[m],
             "ts": self.ts(m),
-            "device_type": _int_field(a, "device_type"),
-            "device_id": _int_field(a, "device_id"),
-            "addr": _int_field(a, "addr"),
-            "bytes": _whole(_float_field(a, "bytes"), missing=0),
-            "total_allocated": _float_field(a, "total_allocated"),
-            "total_reserved": _float_field(a, "total_reserved"),
+            "device_type": a["device_type"],
+            "device_id": a["device_id"],
+            "addr": a["addr"],
+            "bytes": _whole(a["bytes"], missing=0),
+            "total_allocated": a["total_allocated"],
+            "total_reserved": a["total_reserved"],
         })
 
     def flows(self):
@@ -555,7 +647,7 @@ class _Builder:
         if not m.any():
             return pd.DataFrame({"name": _categorical([]), "thread": np.zeros(0, np.int64),
                                  "ts": np.zeros(0), "series": _categorical([]), "value": np.zeros(0)})
-        values = msgspec.json.decode(b"[" + b",".join(self.args_all[m]) + b"]")
+        values = [v for blob, _ in self._arg_blobs[KIND_COUNTER] for v in msgspec.json.decode(b"[" + blob + b"]")]
         # Counter events are rare (one per sample of a few series): a loop over them is cheap.
         rows = [(i, k, v) for i, d in enumerate(values) if isinstance(d, dict) for k, v in d.items()]
         idx = np.array([r[0] for r in rows], dtype=np.int64)
@@ -586,14 +678,14 @@ class _Builder:
         if not m.any():
             return table.assign(process_name="", process_labels="", process_sort_index=np.nan,
                                 thread_name="", thread_sort_index=np.nan)
-        a = self.args(m, _MetaArgs)
+        a = self.args(KIND_META, _MetaArgs)
         meta = pd.DataFrame({
             "what": np.asarray(self.names(m).astype(str)),
             "pid": rows[self.thread_all[m], 0],
             "tid": rows[self.thread_all[m], 1],
-            "name": [None if n is None else str(n) for n in _column(a, "name")],
-            "labels": _column(a, "labels"),
-            "sort_index": _float_field(a, "sort_index"),
+            "name": [None if n is None else str(n) for n in a["name"]],
+            "labels": a["labels"],
+            "sort_index": a["sort_index"],
         })
 
         def process_value(what, column):

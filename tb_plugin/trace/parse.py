@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import numpy as np
 from msgspec import Raw
 
 from ..errors import TraceError
@@ -42,9 +43,11 @@ class Event(msgspec.Struct, gc=False):
 
 
 class _Document(msgspec.Struct):
-    """The top-level object; keys not named here are skipped by the decoder."""
+    """The top-level object; keys not named here are skipped by the decoder. Events stay
+    undecoded slices here: `decode_events` turns them into Structs batch by batch, so a
+    large trace never holds all its events as Python objects at once."""
 
-    traceEvents: list[Event] | None = None
+    traceEvents: list[Raw] | None = None
     schemaVersion: Any = None
     deviceProperties: Any = None
     computeProperties: Any = None
@@ -65,13 +68,15 @@ class _Document(msgspec.Struct):
 
 
 _DOCUMENT_DECODER = msgspec.json.Decoder(_Document)
+_RAW_LIST_DECODER = msgspec.json.Decoder(list[Raw])
 _EVENT_LIST_DECODER = msgspec.json.Decoder(list[Event])
+_EVENT_DECODER = msgspec.json.Decoder(Event)
 _METADATA_KEYS = tuple(f for f in _Document.__struct_fields__ if f != "traceEvents")
 
 
 @dataclass
 class ParsedTrace:
-    """Decoded events plus the top-level metadata of one trace file."""
+    """The events (undecoded JSON slices, `msgspec.Raw`) and top-level metadata of a trace."""
 
     events: list
     metadata: dict
@@ -85,7 +90,7 @@ def _first_significant_byte(data):
 
 def _decode_fast(data):
     if _first_significant_byte(data) == b"[":
-        return ParsedTrace(_EVENT_LIST_DECODER.decode(data), {})
+        return ParsedTrace(_RAW_LIST_DECODER.decode(data), {})
     doc = _DOCUMENT_DECODER.decode(data)
     if doc.traceEvents is None:
         raise _NotATrace("the JSON object has no 'traceEvents' list")
@@ -119,26 +124,52 @@ def _decode_tolerant(data, anomalies):
         raw_events, metadata = doc, {}
     else:
         raise _NotATrace(f"the top level is a JSON {type(doc).__name__}, not an object or array")
-    # Re-encoding through msgspec turns NaN into null and keeps big integers exact; then each
-    # event is decoded on its own so one bad event costs only itself.
-    events, dropped = [], 0
-    for item in raw_events:
+    # Re-encoding through msgspec turns NaN into null and keeps big integers exact; events
+    # that are not objects or have fields of the wrong type are dropped by decode_events.
+    return ParsedTrace([Raw(msgspec.json.encode(item)) for item in raw_events], metadata, anomalies)
+
+
+def _count(anomalies, key, n=1):
+    anomalies[key] = anomalies.get(key, 0) + n
+
+
+def _decode_one(raw, anomalies):
+    """One event on its own: repaired text if need be, wrongly typed fields coerced where
+    possible; None (counted as dropped) when it is not a usable event."""
+    try:
+        return _EVENT_DECODER.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        pass
+    try:
+        text = bytes(raw).decode("utf-8", errors="replace")
+        if "\ufffd" in text:
+            _count(anomalies, "invalid_utf8_replaced", text.count("\ufffd"))
+        text, escapes = _INVALID_ESCAPE.subn(r"\\\\", text)
+        if escapes:
+            _count(anomalies, "invalid_escapes_repaired", escapes)
+        item = json.loads(text, strict=False)
         if not isinstance(item, dict):
-            dropped += 1
-            continue
+            raise TypeError("not an object")
         top = {k: v for k, v in item.items() if k in _EVENT_FIELDS and k != "args"}
-        try:
-            event = msgspec.convert(top, Event, strict=False)
-        except msgspec.ValidationError:
-            dropped += 1
-            continue
+        event = msgspec.convert(top, Event, strict=False)
         args = item.get("args")
         if isinstance(args, dict):
             event.args = Raw(msgspec.json.encode(args))
-        events.append(event)
-    if dropped:
-        anomalies["malformed_events_dropped"] = dropped
-    return ParsedTrace(events, metadata, anomalies)
+        return event
+    except (ValueError, TypeError, RecursionError, msgspec.ValidationError, msgspec.EncodeError):
+        _count(anomalies, "malformed_events_dropped")
+        return None
+
+
+def decode_events(raws, anomalies):
+    """Decode a batch of event slices into `Event` Structs, in one decoder call; when some
+    event does not fit, event by event, dropping (and counting in `anomalies`) the unusable."""
+    try:
+        return _EVENT_LIST_DECODER.decode(b"[" + b",".join(raws) + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        pass
+    events = (_decode_one(raw, anomalies) for raw in raws)
+    return [e for e in events if e is not None]
 
 
 def parse_trace(data, path):
@@ -162,6 +193,17 @@ def parse_trace(data, path):
         raise TraceError(path, f"{where}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except (RecursionError, MemoryError, ValueError, TypeError) as exc:
         raise TraceError(path, f"cannot be decoded: {type(exc).__name__}: {exc}") from None
+
+
+def decode_args_blob(blob, lengths, args_type):
+    """`decode_args` for args stored as one text: the args joined by "," and their lengths."""
+    try:
+        return msgspec.json.Decoder(list[args_type]).decode(b"[" + blob + b"]"), 0
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        pass
+    starts = np.concatenate(([0], np.cumsum(lengths[:-1] + 1)))
+    view = memoryview(blob)
+    return decode_args([view[a:a + n] for a, n in zip(starts.tolist(), lengths.tolist())], args_type)
 
 
 def decode_args(raws, args_type):
