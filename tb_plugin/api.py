@@ -498,8 +498,9 @@ class Api:
         index = self._profile(request).timeline()
         text = text_param(request, "q")
         after_us = float_param(request, "after_us", required=False)
+        after_event = int_param(request, "after_event", required=False, minimum=0)
         direction = choice_param(request, "direction", ("next", "prev"))
-        return respond(timeline.search(index, text, after_us, direction, tracks_param(request)))
+        return respond(timeline.search(index, text, after_us, direction, tracks_param(request), after_event=after_event))
 
     def timeline_summary(self, request):
         index = self._profile(request).timeline()

@@ -193,3 +193,34 @@ def test_timeline_routes(tmp_path):
     original = next((SAMPLES / "gpu_resnet50_v100").glob("*.gz")).read_bytes()
     assert download.data == original and "attachment" in download.headers["Content-Disposition"]
     plugin.store.stop()
+
+
+def test_search_steps_through_matches_that_start_together(tmp_path):
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("aten::add", 0, 5, tid=1), op("aten::add", 0, 5, tid=2), op("aten::add", 0, 5, tid=3), op("aten::add", 9, 1)])
+    index = tb_plugin.load(path).timeline()
+    seen = []
+    found = search(index, "add")
+    for _ in range(5):
+        seen.append((found["position"], found["match"]["event"]))
+        found = search(index, "add", after_event=found["match"]["event"])
+    assert [p for p, _ in seen] == [0, 1, 2, 3, 0] and len({e for _, e in seen[:4]}) == 4
+    back = search(index, "add", after_event=seen[0][1], direction="prev")
+    assert back["position"] == 3
+
+
+def test_counters_of_a_window_match_the_whole_trace(tmp_path):
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        kernel("a", 0, 10, correlation=1), kernel("b", 25, 50, correlation=2),
+        {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5,
+         "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 8, "Total Allocated": 8, "Total Reserved": 16}},
+        {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 60,
+         "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": -8, "Total Allocated": 0, "Total Reserved": 16}},
+    ])
+    model = tb_plugin.load(path).model
+    whole = {c["name"]: c for c in counters(model, 0, 100, points=4)}
+    part = {c["name"]: c for c in counters(model, 50, 75, points=1)}
+    assert part["GPU 0 utilization"]["value"] == whole["GPU 0 utilization"]["value"][2:3]
+    # the level at the window start comes from the record before it
+    assert part["GPU0 memory allocated"]["value"] == [8.0] and part["GPU0 memory allocated"]["max"] == [8.0]

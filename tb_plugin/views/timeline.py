@@ -176,7 +176,7 @@ class TimelineIndex:
         thread = np.where(thread_named != "", thread_named,
                           np.where(device_kind, [f"stream {s}" for s in stream], [f"thread {t}" for t in rows["tid"]]))
         python = (keys["track_kind"] == "python").to_numpy()
-        thread = np.where(python, [f"{t} (python)" for t in thread], thread)
+        thread = np.where(python, [f"{t} · Python frames" for t in thread], thread)
         process_sort = rows["process_sort_index"].to_numpy()
         thread_sort = rows["thread_sort_index"].to_numpy()
         tracks = pd.DataFrame({
@@ -284,7 +284,10 @@ def counters(model, start_us, end_us, points=500):
     width = np.maximum(edges[1:] - edges[:-1], 1e-12)
     series = []
     k = model.kernels
-    for device in sorted(set(k["device"].tolist())):
+    devices = sorted(set(k["device"].tolist()))
+    # only kernels touching the window matter: the sweeps below then cost what is drawn
+    k = k[((k["ts"] <= end_us) & (k["ts"] + k["dur"] >= start_us)).to_numpy()]
+    for device in devices:
         on = (k["device"] == device).to_numpy()
         ks, ke = k["ts"].to_numpy()[on], (k["ts"] + k["dur"]).to_numpy()[on]
         busy = union_length(ks, ke, windows)
@@ -298,9 +301,15 @@ def counters(model, start_us, end_us, points=500):
     if len(mem):
         for (dtype, did), part in mem.groupby(["device_type", "device_id"], sort=True):
             label = "CPU" if dtype == 0 else f"GPU{did}" if dtype == 1 else f"Device{dtype}:{did}"
+            part = part.sort_values("ts", kind="stable")
             allocated = part["total_allocated"].to_numpy()
             if not np.isfinite(allocated).any():
                 allocated = np.cumsum(part["bytes"].to_numpy()).astype(np.float64)
+            # records in the window, plus the last one before it (the level at its start)
+            times = part["ts"].to_numpy()
+            first = max(int(np.searchsorted(times, start_us, side="right")) - 1, 0)
+            last = int(np.searchsorted(times, end_us, side="right"))
+            part, allocated = part.iloc[first:last], allocated[first:last]
             for what, values in (("allocated", allocated), ("reserved", part["total_reserved"].to_numpy())):
                 if np.isfinite(values).any():
                     series.append(_step_series(f"{label} memory {what}", "B", edges, part["ts"].to_numpy(), values))
@@ -359,7 +368,8 @@ def _slice_of(index, source, rows):
 def _endpoint(index, slice_id):
     s = index.slices
     return {"event": int(slice_id), "track": int(s["track"].iat[slice_id]), "lane": int(s["lane"].iat[slice_id]),
-            "ts_us": float(s["ts"].iat[slice_id]), "dur_us": float(s["dur"].iat[slice_id])}
+            "ts_us": float(s["ts"].iat[slice_id]), "dur_us": float(s["dur"].iat[slice_id]),
+            "name": str(index.names[s["name"].iat[slice_id]])}
 
 
 def _plain(value):
@@ -448,12 +458,13 @@ def _fwdbwd_pairs(index, op_row):
     return [("fwdbwd", f, t) for f, t in zip(froms, tos)]
 
 
-def search(index, text, after_us=None, direction="next", tracks=None, limit=50):
-    """Slices whose name contains `text` (case-insensitive), in time order.
+def search(index, text, after_us=None, direction="next", tracks=None, limit=50, after_event=None):
+    """Slices whose name contains `text` (case-insensitive), ordered by (start, event id).
 
-    Returns {"total": matches, "match": the next one after `after_us` (or the previous one
-    before it with direction="prev"; wraps around), "results": up to `limit` matches from
-    there on, each an endpoint with its name}.
+    Returns {"total": matches, "position": the match's rank in that order, "match": the next
+    one after `after_event` (a slice id: ties in time are stepped through one by one) or else
+    after `after_us` (or the previous one with direction="prev"; wraps around), "results": up
+    to `limit` matches from there on, each an endpoint with its name}.
     """
     needle = text.lower()
     names = pd.Series(index.names, dtype=object).astype(str).str.lower()
@@ -463,19 +474,30 @@ def search(index, text, after_us=None, direction="next", tracks=None, limit=50):
     if tracks is not None:
         mask &= np.isin(s["track"].to_numpy(), index.track_ids(tracks))
     ids = np.flatnonzero(mask)
-    ids = ids[np.argsort(s["ts"].to_numpy()[ids], kind="stable")]
+    ids = ids[np.argsort(s["ts"].to_numpy()[ids], kind="stable")]  # ids ascend: ties by id
     if not len(ids):
-        return {"total": 0, "match": None, "results": []}
+        return {"total": 0, "position": -1, "match": None, "results": []}
     ts = s["ts"].to_numpy()[ids]
-    if direction == "prev":
+    if after_event is not None and 0 <= after_event < len(s):
+        key = (float(s["ts"].iat[after_event]), after_event)
+        rank = np.searchsorted(ts, key[0], side="left")
+        rank += int(np.searchsorted(ids[rank:np.searchsorted(ts, key[0], side="right")], key[1], side="left"))
+        if direction == "prev":
+            pos = rank - 1 if rank > 0 else len(ids) - 1
+        else:
+            hit = rank < len(ids) and ids[rank] == after_event
+            pos = rank + 1 if hit else rank
+            pos = pos if pos < len(ids) else 0
+    elif direction == "prev":
         pos = np.searchsorted(ts, np.inf if after_us is None else after_us, side="left") - 1
         pos = pos if pos >= 0 else len(ids) - 1
     else:
         pos = np.searchsorted(ts, -np.inf if after_us is None else after_us, side="right")
         pos = pos if pos < len(ids) else 0
+    pos = int(pos)
     window = ids[pos:pos + limit]
-    as_dict = lambda i: {**_endpoint(index, i), "name": str(index.names[s["name"].iat[i]])}  # noqa: E731
-    return {"total": int(len(ids)), "match": as_dict(int(ids[pos])), "results": [as_dict(int(i)) for i in window]}
+    return {"total": int(len(ids)), "position": int(pos), "match": _endpoint(index, int(ids[pos])),
+            "results": [_endpoint(index, int(i)) for i in window]}
 
 
 def range_summary(index, start_us, end_us, tracks=None):

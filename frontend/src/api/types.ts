@@ -182,6 +182,8 @@ export interface TimelineFlowsReply {
 
 export interface TimelineSearchReply {
   total: number;
+  /** Rank of `match` among all matches, ordered by (start, event id). */
+  position: number;
   match: (TimelineEndpoint & { name: string }) | null;
   results: (TimelineEndpoint & { name: string })[];
 }

@@ -289,7 +289,9 @@ function Search({ base, selected, onFound }: { base: Record<string, string | num
     busy.current = true;
     const done = beginWork();
     try {
-      const data = await fetchJson<TimelineSearchReply>('timeline_search', { ...base, q, direction, after_us: current ? current.ts_us : null });
+      // stepping from the current match by its id visits matches that start together one by one
+      const from = current ? { after_event: current.event } : { after_us: null };
+      const data = await fetchJson<TimelineSearchReply>('timeline_search', { ...base, q, direction, ...from });
       setError('');
       if (!data.match) {
         setReply({ q, data, at: 0 });
@@ -326,7 +328,7 @@ function Search({ base, selected, onFound }: { base: Record<string, string | num
       <button type="button" data-control="trace-prev" title="Previous match" onClick={() => ask('prev')}>◀</button>
       <button type="button" data-control="trace-next" title="Next match" onClick={() => ask('next')}>▶</button>
       <span class="hint" data-testid="trace-search-status" data-total={reply ? String(reply.data.total) : ''} data-match={current ? String(current.event) : ''}>
-        {error ? <span class="error">{error}</span> : reply && reply.q === text.trim() ? (reply.data.total ? `${formatNumber(reply.data.total)} matches · ${current?.name ?? ''} at ${formatDuration(current?.ts_us)}` : 'no match') : ''}
+        {error ? <span class="error">{error}</span> : reply && reply.q === text.trim() ? (reply.data.total ? `${formatNumber(reply.data.position + reply.at + 1)} of ${formatNumber(reply.data.total)} · ${current?.name ?? ''} at ${formatDuration(current?.ts_us)}` : 'no match') : ''}
       </span>
     </form>
   );
