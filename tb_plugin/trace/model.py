@@ -509,6 +509,11 @@ class _Builder:
     def ts(self, mask):
         return self.ts_all[mask] - self.origin
 
+    def intervals(self, mask, instants_allowed=False):
+        """The columns every interval table starts with: name, thread, ts, dur."""
+        return {"name": self.names(mask), "thread": self.thread_all[mask], "ts": self.ts(mask),
+                "dur": self.durations(mask, instants_allowed)}
+
     def cat_lower(self, mask):
         return _recode(self.cat_coded, mask, lambda c: c.lower() if c else "")
 
@@ -536,11 +541,8 @@ class _Builder:
         a = self.args(KIND_OP, _OpArgs)
         input_dims = [d if bytes(d) != b"null" else o for d, o in zip(a["input_dims"], a["input_dims_old"])]
         return pd.DataFrame({
-            "name": self.names(m),
+            **self.intervals(m),
             "cat": self.cat_lower(m),
-            "thread": self.thread_all[m],
-            "ts": self.ts(m),
-            "dur": self.durations(m),
             "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
             "sequence_number": a["sequence_number"],
             "fwd_thread_id": a["fwd_thread_id"],
@@ -560,10 +562,7 @@ class _Builder:
         m = self.mask(KIND_PYTHON)
         a = self.args(KIND_PYTHON, _PythonArgs)
         return pd.DataFrame({
-            "name": self.names(m),
-            "thread": self.thread_all[m],
-            "ts": self.ts(m),
-            "dur": self.durations(m),
+            **self.intervals(m),
             "python_id": a["python_id"],
             "python_parent_id": a["python_parent_id"],
             "python_module_id": a["python_module_id"],
@@ -573,11 +572,8 @@ class _Builder:
         m = self.mask(KIND_RUNTIME)
         a = self.args(KIND_RUNTIME, _RuntimeArgs)
         return pd.DataFrame({
-            "name": self.names(m),
+            **self.intervals(m),
             "cat": self.cat_lower(m),
-            "thread": self.thread_all[m],
-            "ts": self.ts(m),
-            "dur": self.durations(m),
             "correlation": a["correlation"],
             "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
             "cbid": a["cbid"],
@@ -592,12 +588,9 @@ class _Builder:
             device = np.where(device >= 0, device, self.numbers(self.pid_coded, m))
             stream = np.where(stream >= 0, stream, self.numbers(self.tid_coded, m))
         columns = {
-            "name": self.names(m),
+            **self.intervals(m),
             "device": device,
             "stream": stream,
-            "thread": self.thread_all[m],
-            "ts": self.ts(m),
-            "dur": self.durations(m),
             "correlation": a["correlation"],
             "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
         }
@@ -662,12 +655,9 @@ class _Builder:
     def other(self):
         m = self.mask(KIND_OTHER)
         return pd.DataFrame({
-            "name": self.names(m),
+            **self.intervals(m, instants_allowed=True),
             "cat": _recode(self.cat_coded, m, lambda c: c or ""),
             "phase": self.phases(m),
-            "thread": self.thread_all[m],
-            "ts": self.ts(m),
-            "dur": self.durations(m, instants_allowed=True),
         })
 
     def threads(self):
