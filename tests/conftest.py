@@ -1,8 +1,16 @@
 """Shared fixtures: paths to the real traces, and writers for hand-made tiny traces."""
 
+import contextlib
 import gzip
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -57,3 +65,47 @@ def raw_events(path):
         data = gzip.decompress(data)
     doc = json.loads(data)
     return doc if isinstance(doc, list) else doc["traceEvents"]
+
+
+TENSORBOARD = Path(sys.executable).with_name("tensorboard")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def tensorboard(logdir, log_path, path_prefix="", extra_args=()):
+    """A real `tensorboard` on 127.0.0.1 at a free port, without the disk cache; yields its
+    base URL once it answers; stopped by its pid (SIGTERM, then SIGKILL)."""
+    if not TENSORBOARD.exists():
+        pytest.skip(f"no tensorboard executable beside {sys.executable}")
+    port = free_port()
+    args = [str(TENSORBOARD), "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port),
+            "--profiler_cache_dir", "", *extra_args]
+    if path_prefix:
+        args += ["--path_prefix", path_prefix]
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    base = f"http://127.0.0.1:{port}{path_prefix}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/data/plugins_listing", timeout=5):
+                    break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                assert proc.poll() is None, Path(log_path).read_text(errors="replace")
+                assert time.monotonic() < deadline, "tensorboard did not start within 60 s"
+                time.sleep(0.2)
+        yield base
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()

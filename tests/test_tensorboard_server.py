@@ -1,28 +1,12 @@
 """The installed plugin inside a real `tensorboard` process, over real HTTP on loopback."""
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from .conftest import SAMPLES
-
-TENSORBOARD = Path(sys.executable).with_name("tensorboard")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from .conftest import SAMPLES, tensorboard
 
 def get_json(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -31,34 +15,8 @@ def get_json(url, timeout=5):
 
 @pytest.fixture(params=["", "/tb"], ids=["root", "path_prefix"])
 def server(request, tmp_path):
-    if not TENSORBOARD.exists():
-        pytest.skip(f"no tensorboard executable beside {sys.executable}")
-    port = free_port()
-    args = [str(TENSORBOARD), "--logdir", str(SAMPLES), "--host", "127.0.0.1", "--port", str(port)]
-    if request.param:
-        args += ["--path_prefix", request.param]
-    log = open(tmp_path / "tensorboard.log", "wb")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    base = f"http://127.0.0.1:{port}{request.param}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                get_json(f"{base}/data/plugins_listing")
-                break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                assert proc.poll() is None, (tmp_path / "tensorboard.log").read_text()
-                assert time.monotonic() < deadline, "tensorboard did not start"
-                time.sleep(0.2)
+    with tensorboard(SAMPLES, tmp_path / "tensorboard.log", path_prefix=request.param) as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def test_plugin_listed_active_and_serves_sample_runs(server):

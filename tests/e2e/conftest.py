@@ -9,10 +9,6 @@ the end of the run): look at them, blank or clipped charts are failures.
 import contextlib
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -30,9 +26,9 @@ if not CHROMIUM.exists():
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from ..conftest import SAMPLES  # noqa: E402
+from ..conftest import SAMPLES, free_port  # noqa: E402,F401  (free_port: used by e2e tests)
+from ..conftest import tensorboard as _tensorboard  # noqa: E402
 
-TENSORBOARD = Path(sys.executable).with_name("tensorboard")
 PLUGIN = "/data/plugin/pytorch_profiler"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
@@ -40,23 +36,10 @@ READY = "body[data-ready='true']"
 _SCREENSHOTS = {}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def tensorboard(logdir, log_path):
-    """A real tensorboard on 127.0.0.1 at a free port; yields its base URL; stopped by pid."""
-    if not TENSORBOARD.exists():
-        pytest.skip(f"no tensorboard executable beside {sys.executable}")
-    port = free_port()
-    args = [str(TENSORBOARD), "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)]
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    base = f"http://127.0.0.1:{port}"
-    try:
+    """The shared real-tensorboard helper, yielding once the runs are listed."""
+    with _tensorboard(logdir, log_path) as base:
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -65,18 +48,9 @@ def tensorboard(logdir, log_path):
                         break
             except (urllib.error.URLError, ConnectionError, OSError):
                 pass
-            assert proc.poll() is None, Path(log_path).read_text(errors="replace")
             assert time.monotonic() < deadline, "tensorboard did not list the runs within 60 s"
             time.sleep(0.2)
         yield base
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture(scope="session")
