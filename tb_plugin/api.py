@@ -180,30 +180,28 @@ def text_param(request, name, required=True, default=None):
     return values[0]
 
 
-def int_param(request, name, required=True, default=None, minimum=None):
+def _number_param(request, name, convert, what, required, default):
     raw = text_param(request, name, required=required)
     if raw is None:
         return default
     try:
-        value = int(raw)
+        value = convert(raw)
     except ValueError:
-        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be an integer, not {raw[:40]!r}") from None
-    if minimum is not None and value < minimum:
+        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be {what}, not {raw[:40]!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be finite")
+    return value
+
+
+def int_param(request, name, required=True, default=None, minimum=None):
+    value = _number_param(request, name, int, "an integer", required, default)
+    if value is not None and minimum is not None and value < minimum:
         raise ApiError(400, "bad_parameter", f"parameter {name!r} must be >= {minimum}, not {value}")
     return value
 
 
 def float_param(request, name, required=True, default=None):
-    raw = text_param(request, name, required=required)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be a number, not {raw[:40]!r}") from None
-    if not math.isfinite(value):
-        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be finite")
-    return value
+    return _number_param(request, name, float, "a number", required, default)
 
 
 def tracks_param(request):

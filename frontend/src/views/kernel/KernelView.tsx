@@ -11,6 +11,7 @@ import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
+import { TopNSelect } from '../../components/TopNSelect';
 
 export function KernelView(props: ViewProps) {
   const [groupBy, setGroupBy] = useUrlParam('group_by', 'name');
@@ -28,14 +29,7 @@ export function KernelView(props: ViewProps) {
             <option value="name_op">Kernel + operator + launch config</option>
           </select>
         </label>
-        <label>
-          Top
-          <select value={String(topN)} onChange={(e) => setTopN(Number((e.target as HTMLSelectElement).value))}>
-            {[5, 10, 20, 50].map((n) => (
-              <option key={n} value={String(n)}>{n}</option>
-            ))}
-          </select>
-        </label>
+        <TopNSelect value={topN} onChange={setTopN} />
       </div>
       <Loaded state={kernels}>
         {(table) => (

@@ -12,6 +12,7 @@ import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf, type Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Stacks } from './Stacks';
+import { TopNSelect } from '../../components/TopNSelect';
 
 const PIES: [string, string][] = [
   ['device_self_us', 'Device self time'],
@@ -36,14 +37,7 @@ export function OperatorView(props: ViewProps) {
             <option value="name_shape">Operator + input shape</option>
           </select>
         </label>
-        <label>
-          Top
-          <select value={String(topN)} onChange={(e) => setTopN(Number((e.target as HTMLSelectElement).value))}>
-            {[5, 10, 20, 50].map((n) => (
-              <option key={n} value={String(n)}>{n}</option>
-            ))}
-          </select>
-        </label>
+        <TopNSelect value={topN} onChange={setTopN} />
       </div>
       <Loaded state={state}>{(table) => <Operators {...props} table={table} groupBy={groupBy} topN={topN} search={search} />}</Loaded>
     </div>
