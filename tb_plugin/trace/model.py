@@ -625,7 +625,7 @@ class _Builder:
 
     def flows(self):
         m = self.mask(KIND_FLOW)
-        id_codes, _ = pd.factorize(_objects([str(i) for i in self.id_all[m]]))
+        id_codes, _ = pd.factorize(self.id_all[m])  # ids as written (int, or str in some traces)
         return pd.DataFrame({
             "flow_id": np.asarray(id_codes, dtype=np.int64),
             "phase": self.phases(m),
