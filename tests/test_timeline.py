@@ -224,3 +224,13 @@ def test_counters_of_a_window_match_the_whole_trace(tmp_path):
     assert part["GPU 0 utilization"]["value"] == whole["GPU 0 utilization"]["value"][2:3]
     # the level at the window start comes from the record before it
     assert part["GPU0 memory allocated"]["value"] == [8.0] and part["GPU0 memory allocated"]["max"] == [8.0]
+
+
+def test_counter_series_do_not_depend_on_the_window(tmp_path):
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        kernel("a", 0, 10, correlation=1, **{"blocks per SM": 0.5}), kernel("b", 60, 10, correlation=2),
+    ])
+    model = tb_plugin.load(path).model
+    names = lambda a, b: [c["name"] for c in counters(model, a, b, points=2)]  # noqa: E731
+    assert names(0, 100) == names(50, 100) == ["GPU 0 utilization", "GPU 0 est. SM efficiency"]

@@ -285,6 +285,9 @@ def counters(model, start_us, end_us, points=500):
     series = []
     k = model.kernels
     devices = sorted(set(k["device"].tolist()))
+    # which series exist depends on the whole trace, never on the window, so a viewer's
+    # counter rows stay the same while it zooms
+    with_blocks = set(k.loc[np.isfinite(k["blocks_per_sm"].to_numpy()), "device"].tolist())
     # only kernels touching the window matter: the sweeps below then cost what is drawn
     k = k[((k["ts"] <= end_us) & (k["ts"] + k["dur"] >= start_us)).to_numpy()]
     for device in devices:
@@ -295,7 +298,7 @@ def counters(model, start_us, end_us, points=500):
         has = np.isfinite(blocks)
         sm = weighted_level_integral(ks[has], ke[has], np.minimum(blocks[has], 1.0), windows, cap=1.0)
         series.append(_series(f"GPU {device} utilization", "%", edges, 100 * busy / width))
-        if has.any():
+        if device in with_blocks:
             series.append(_series(f"GPU {device} est. SM efficiency", "%", edges, 100 * sm / width))
     mem = model.memory
     if len(mem):
