@@ -77,7 +77,6 @@ Usage::
 """
 
 import argparse
-import contextlib
 import datetime
 import hashlib
 import json
@@ -85,7 +84,6 @@ import os
 import platform
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -98,7 +96,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trace_view_bench  # noqa: E402
-from trace_view_bench import (BOX, CHROMIUM, CHROMIUM_ARGS, GUTTER_PX, READY, free_port, json_size, log,  # noqa: E402
+from trace_view_bench import (BOX, CHROMIUM, CHROMIUM_ARGS, GUTTER_PX, READY, json_size, log,  # noqa: E402
                               percentile, renderer_rss_mb)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -229,26 +227,12 @@ def get_polyfill(path, work):
     return data
 
 
-@contextlib.contextmanager
 def old_tensorboard(venv, logdir, tmpdir, log_path):
-    port = free_port()
-    args = [str(Path(venv) / "bin/tensorboard"), "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)]
-    out = open(log_path, "wb")
+    """The old plugin's tensorboard from its own venv (our PYTHONPATH kept out of it)."""
     # TMPDIR: the old plugin keeps its trace-with-counters files in tempfile.mkdtemp().
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmpdir)}
     env.pop("PYTHONPATH", None)
-    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
-    log(f"old tensorboard pid {proc.pid} on port {port} (log {log_path})")
-    try:
-        yield f"http://127.0.0.1:{port}", proc
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        out.close()
+    return trace_view_bench.serve(Path(venv) / "bin/tensorboard", logdir, log_path, env=env)
 
 
 def wait_runs(base, proc, timeout_s):

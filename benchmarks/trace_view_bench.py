@@ -98,14 +98,15 @@ def get(base, route, timeout=600, **params):
 
 
 @contextlib.contextmanager
-def tensorboard(logdir, cache_dir, memory_mb, log_path):
+def serve(executable, logdir, log_path, extra_args=(), env=None):
+    """A `tensorboard` executable on 127.0.0.1 at a free port; yields (base URL, process) and
+    stops it by pid (SIGTERM, then SIGKILL)."""
     port = free_port()
-    exe = Path(sys.executable).with_name("tensorboard")
-    args = [str(exe), "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port),
-            "--profiler_cache_dir", str(cache_dir), "--profiler_max_memory_mb", str(memory_mb)]
+    args = [str(executable), "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port), *extra_args]
     out = open(log_path, "wb")
-    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    log(f"tensorboard pid {proc.pid} on port {port} (log {log_path})")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"} if env is None else env
+    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+    log(f"{executable} pid {proc.pid} on port {port} (log {log_path})")
     try:
         yield f"http://127.0.0.1:{port}", proc
     finally:
@@ -116,6 +117,12 @@ def tensorboard(logdir, cache_dir, memory_mb, log_path):
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
         out.close()
+
+
+def tensorboard(logdir, cache_dir, memory_mb, log_path):
+    """Our plugin's tensorboard (the one beside this Python)."""
+    return serve(Path(sys.executable).with_name("tensorboard"), logdir, log_path,
+                 ["--profiler_cache_dir", str(cache_dir), "--profiler_max_memory_mb", str(memory_mb)])
 
 
 def wait_loaded(base, proc, timeout_s):
