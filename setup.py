@@ -16,8 +16,11 @@ setup(
         "werkzeug>=2.0",
         "pandas>=1.5",
         "numpy>=1.23",
-        # Typed JSON decoding into Structs: measured ~2x orjson's speed on real traces.
+        # Splits a trace into one undecoded slice per event, and repairs odd events.
         "msgspec>=0.18",
+        # Multi-threaded JSON-lines reader writing typed columns without a Python object per
+        # event: what brings loading under orjson's time (benchmarks/README.md).
+        "polars>=2.0",
         "orjson>=3.8",
         "fsspec>=2023.1",
     ],

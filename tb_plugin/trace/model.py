@@ -19,17 +19,19 @@ from operator import attrgetter
 import msgspec
 import numpy as np
 import pandas as pd
+import polars as pl
 from msgspec import Raw
 
 from .linking import Nesting, lookup
-from .parse import decode_args_blob, decode_events
+from .parse import EVENT_SCHEMA, decode_args, events_frame
 
 _NO_RAW = Raw(b"null")
 
 
-# Args Structs: absent fields take sentinel defaults (-1, NaN, "") rather than None, so columns
-# come out of the Structs with one `np.fromiter` each. A value of the wrong type (or null)
-# makes `decode_args` fall back to decoding that batch event by event.
+# Args Structs name the args fields each kind needs and their types: `int` fields become int64
+# columns (-1 where absent), `float` fields float64 (NaN), all others text (numbers, lists and
+# objects as their JSON). polars reads them (`_arg_columns`); when a value does not fit its
+# type, msgspec decodes that kind's args event by event with these Structs and their defaults.
 _NAN = float("nan")
 
 
@@ -109,7 +111,7 @@ class _MemoryArgs(msgspec.Struct, gc=False):
 class _MetaArgs(msgspec.Struct, gc=False):
     name: str | int | None = None
     labels: str | None = None
-    sort_index: int | float | None = None
+    sort_index: float = _NAN
 
 
 # Event kinds, decided from `ph` and the lower-cased `cat`.
@@ -126,6 +128,11 @@ KIND_META = "meta"
 KIND_COUNTER = "counter"
 KIND_OTHER = "other"
 KIND_SKIPPED = "skipped"
+# The builder holds each event's kind as a small integer: comparing int8 codes is what makes
+# a table's row mask cheap.
+_KIND_CODE = {kind: code for code, kind in enumerate(
+    (KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_GPU_ANNOTATION, KIND_MEMORY,
+     KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_SKIPPED))}
 
 _X_CATEGORIES = {
     "cpu_op": KIND_OP,
@@ -172,18 +179,14 @@ def classify(ph, cat, name):
     return KIND_SKIPPED
 
 
-def _column(events, attr):
-    return list(map(attrgetter(attr), events))
+def _column(structs, attr):
+    return list(map(attrgetter(attr), structs))
 
 
 def _objects(values):
     """Object array of a list without numpy probing each item (bytes and msgspec.Raw expose
     the buffer protocol, which makes `np.array(..., dtype=object)` 50x slower)."""
     return np.fromiter(values, dtype=object, count=len(values))
-
-
-def _object_column(events, attr):
-    return np.fromiter(map(attrgetter(attr), events), dtype=object, count=len(events))
 
 
 def _int_field(structs, attr):
@@ -200,6 +203,17 @@ def _float_field(structs, attr):
         return np.fromiter(map(attrgetter(attr), structs), dtype=np.float64, count=len(structs))
     except (TypeError, ValueError, OverflowError):
         return _floats(_column(structs, attr))
+
+
+def _text_field(structs, attr):
+    """String Series of one Struct field: text as is, JSON (`Raw`) as its text, numbers as
+    text; null where absent."""
+    def text(value):
+        if isinstance(value, Raw):
+            value = bytes(value)
+            return None if value == b"null" else value.decode("utf-8", "replace")
+        return value if value is None or isinstance(value, str) else str(value)
+    return pl.Series([text(v) for v in _column(structs, attr)], dtype=pl.String)
 
 
 def _whole(values, missing=-1):
@@ -229,6 +243,15 @@ def _ints(values, missing=-1):
     return out
 
 
+def _coded(series):
+    """(codes, values) of a String Series: `values` its distinct strings in order of first
+    appearance, `codes` an int64 row -> index into `values`, -1 where null. Hashing happens
+    in polars, without a Python object per row."""
+    values = series.drop_nulls().unique(maintain_order=True)
+    codes = series.cast(pl.Enum(values)).to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
+    return codes, values.to_list()
+
+
 def _intern(values):
     """(codes, categories) of strings: categories unique, always holding "" (None's code)."""
     codes, uniques = pd.factorize(_objects(values), use_na_sentinel=True)
@@ -239,15 +262,9 @@ def _intern(values):
     return codes, pd.Index(categories_unique, dtype=object)
 
 
-def _categorical(values):
-    """Interned strings as a pandas Categorical; None becomes the empty string."""
-    codes, categories = _intern(values)
-    return pd.Categorical.from_codes(codes, categories=categories, validate=False)
-
-
 def _recode(coded, mask, transform):
-    """Categorical of the rows in `mask` of factorized strings, each distinct value mapped
-    through `transform` once (not once per row)."""
+    """Categorical of the rows in `mask` of coded strings (`_coded`), each distinct value
+    mapped through `transform` once (not once per row)."""
     codes, uniques = coded
     texts = [transform(u) for u in uniques] + [transform(None)]  # code -1 (missing) -> last
     new_codes, categories = _intern(texts)
@@ -256,17 +273,34 @@ def _recode(coded, mask, transform):
                                      validate=False)
 
 
-def _raw_json_categorical(raws):
-    """Interned compact JSON text of `Raw` values (e.g. input shapes); absent -> ""."""
-    codes, uniques = pd.factorize(_objects([bytes(r) for r in raws]))
-    texts = []
-    for u in uniques:
-        try:
-            value = msgspec.json.decode(u)
-            texts.append("" if value is None else json.dumps(value, separators=(", ", ": ")) if not isinstance(value, str) else value)
-        except msgspec.DecodeError:
-            texts.append(u.decode("utf-8", "replace"))
-    return _categorical([texts[c] for c in codes]) if len(uniques) < len(raws) // 2 + 1 else _categorical(texts and [texts[c] for c in codes])
+_ALL = slice(None)
+
+
+def _categorical(coded):
+    """Coded strings (`_coded`) as a pandas Categorical; null becomes the empty string."""
+    return _recode(coded, _ALL, lambda v: v or "")
+
+
+def _canonical_json(text):
+    """JSON text (e.g. input shapes) written one way whoever wrote it; absent -> ""."""
+    if text is None:
+        return ""
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return text
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
+
+
+def _json_categorical(coded):
+    """Interned canonical JSON text of coded strings holding JSON; absent -> ""."""
+    return _recode(coded, _ALL, _canonical_json)
+
+
+def _texts(coded):
+    """Coded strings back as a list of str (None where null); for small tables only."""
+    codes, values = coded
+    return [values[c] if c >= 0 else None for c in codes.tolist()]
 
 
 def _first_valid(primary, secondary):
@@ -334,161 +368,191 @@ class TraceModel:
         return float(min(starts)), float(max(ends))
 
 
+# Events are read in batches of about this much JSON: large enough for polars' threads, small
+# enough that a batch's text and its frame stay a small part of the peak memory.
+_BATCH_BYTES = 8 << 20
+
+
+def _batches(raws):
+    """Slices of `raws` holding about `_BATCH_BYTES` of JSON each."""
+    sizes = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
+    total = int(sizes[-1]) if len(sizes) else 0
+    ends = np.searchsorted(sizes, np.arange(_BATCH_BYTES, total, _BATCH_BYTES), side="right").tolist()
+    bounds = sorted(set([0, *ends, len(raws)]))
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def _arg_columns(texts, args_type, anomalies, interners):
+    """{field name: column} of the `args_type` fields of args JSON texts (a String Series, one
+    per event, null where an event has none): int fields as int64 (-1 where absent), float
+    fields as float64 (NaN), the others as int32 codes of `interners[field name]` (-1 where
+    absent; numbers, lists and objects as their JSON text)."""
+    fields = msgspec.structs.fields(args_type)
+    schema = {f.encode_name: pl.Int64 if f.type is int else pl.Float64 if f.type is float else pl.String for f in fields}
+    try:
+        lines = texts.fill_null("{}").str.join("\n").item().encode() if len(texts) else b""
+        decoded = pl.read_ndjson(lines, schema=schema)
+    except pl.exceptions.PolarsError:
+        decoded = _arg_columns_repaired(texts, args_type, anomalies)
+    columns = {}
+    for f in fields:
+        column = decoded[f.encode_name]
+        columns[f.name] = (column.fill_null(-1).to_numpy() if f.type is int
+                           else column.to_numpy() if f.type is float else interners[f.name].codes(column))
+    return columns
+
+
+def _arg_columns_repaired(texts, args_type, anomalies):
+    """The args as `_arg_columns` reads them ({JSON key: polars Series}), through msgspec,
+    event by event where needed: a value that does not fit its field's type makes that
+    event's args the Struct's defaults (counted)."""
+    structs, bad = decode_args([b"{}" if t is None else t.encode() for t in texts.to_list()], args_type)
+    if bad:
+        anomalies["malformed_args_replaced"] = anomalies.get("malformed_args_replaced", 0) + bad
+    read = {int: _int_field, float: _float_field}
+    return {f.encode_name: pl.Series(read.get(f.type, _text_field)(structs, f.name))
+            for f in msgspec.structs.fields(args_type)}
+
+
 class _Interner:
-    """Global integer codes for values met batch by batch (strings, ints, None). Values of
-    different types stay distinct (pid 1 and pid "1" are told apart until normalised)."""
+    """Global codes for the strings of one column met batch by batch: `values[code]`."""
 
     def __init__(self):
         self._index = {}
         self.values = []
 
-    def _code(self, value):
-        if value is None or (isinstance(value, float) and value != value):
-            key = None
-        else:
-            key = (type(value).__name__, value)
-        code = self._index.get(key)
-        if code is None:
-            code = self._index[key] = len(self.values)
-            self.values.append(None if key is None else value)
-        return code
-
-    def code_of(self, value):
-        return self._index.get((type(value).__name__, value))
-
-    def codes(self, values):
-        codes, uniques = pd.factorize(values)  # missing values (None, NaN) get code -1
-        remap = np.fromiter((self._code(u) for u in [*uniques, None]), dtype=np.int64, count=len(uniques) + 1)
-        return remap[codes] if len(codes) else np.zeros(0, np.int64)
-
-    def texts(self):
-        """Each value as text ("" for None), for categories."""
-        return [v if isinstance(v, str) else "" if v is None else str(v) for v in self.values]
+    def codes(self, series):
+        """int32 code of each row of a String Series; -1 where null."""
+        batch_codes, batch_values = _coded(series)
+        remap = np.empty(len(batch_values) + 1, dtype=np.int32)
+        remap[-1] = -1  # batch code -1 (null) stays -1
+        for i, value in enumerate(batch_values):  # distinct values only
+            code = self._index.get(value)
+            if code is None:
+                code = self._index[value] = len(self.values)
+                self.values.append(value)
+            remap[i] = code
+        return remap[batch_codes]
 
 
-def _text_categories(interner, codes):
-    """(codes, categories) over an interner's values as unique strings."""
-    texts = interner.texts()
-    categories, remap = np.unique(np.array(texts + [""], dtype=object), return_inverse=True)
-    return remap.astype(np.int64)[codes], pd.Index(categories, dtype=object)
+# The args fields each kind's table needs (counters keep their args whole: any series name).
+_ARGS_TYPES = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
+               KIND_MEMCPY: _DeviceArgs, KIND_MEMSET: _DeviceArgs, KIND_GPU_ANNOTATION: _DeviceArgs,
+               KIND_MEMORY: _MemoryArgs, KIND_META: _MetaArgs}
 
 
-_BATCH_EVENTS = 1 << 16
-_KINDS_WITH_ARGS = (KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_GPU_ANNOTATION,
-                    KIND_MEMORY, KIND_META, KIND_COUNTER)
+def _concat_columns(parts, args_type, interners):
+    """{field: column} of `_arg_columns` results, batch after batch; text fields as coded
+    strings (`_coded`)."""
+    columns = {}
+    for f in msgspec.structs.fields(args_type):
+        pieces = [part[f.name] for part in parts]
+        dtype = np.int64 if f.type is int else np.float64 if f.type is float else np.int32
+        column = np.concatenate(pieces) if pieces else np.zeros(0, dtype)
+        columns[f.name] = column if f.type in (int, float) else (column, interners[f.name].values)
+    return columns
 
 
-def _arg_columns(blobs, args_type, anomalies):
-    """{field name: column} of `args_type` Structs decoded from `blobs` ((args joined by ",",
-    their lengths) per batch), one batch at a time (only the columns outlive a batch): int
-    fields as int64, float fields as float64, the rest (strings, raw JSON) as object arrays."""
-    fields = msgspec.structs.fields(args_type)
-    parts = {f.name: [] for f in fields}
-    for blob, lengths in blobs:
-        structs, bad = decode_args_blob(blob, lengths, args_type)
-        if bad:
-            anomalies["malformed_args_replaced"] = anomalies.get("malformed_args_replaced", 0) + bad
-        for f in fields:
-            extract = _int_field if f.type is int else _float_field if f.type is float else _object_column
-            parts[f.name].append(extract(structs, f.name))
-    empty = {int: np.int64, float: np.float64}
-    return {f.name: np.concatenate(parts[f.name]) if parts[f.name] else np.zeros(0, dtype=empty.get(f.type, object))
-            for f in fields}
+def _text_interners(args_type):
+    return {f.name: _Interner() for f in msgspec.structs.fields(args_type) if f.type not in (int, float)}
 
 
 class _Builder:
     """Builds the tables of one `TraceModel`; one instance per trace.
 
-    Events are decoded batch by batch; from each batch the top-level fields are pulled out
-    once (one pass per field, in C through `attrgetter`) into codes and float arrays, and the
-    batch's Structs are dropped, so a large trace never holds all its events as Python
-    objects at once. Tables then take their rows by boolean masks.
+    polars reads the events batch by batch into typed columns (`parse.events_frame`); from
+    each batch only compact columns are kept: strings as integer codes, times as float64, and
+    per kind just the args fields its table needs. So the JSON text of a batch lives only
+    while the batch is read, and tables then take their rows by boolean masks.
     """
 
     def __init__(self, parsed):
         self.anomalies = dict(parsed.anomalies)
         raws, parsed.events = parsed.events, None
-        ph_i, cat_i, name_i, pid_i, tid_i = (_Interner() for _ in range(5))
-        self._interners = (ph_i, cat_i, name_i)
+        self._interners = {key: _Interner() for key in ("ph", "cat", "name", "pid", "tid")}
         self._pair_kinds = {}
-        # Per kind, its events' args as JSON text: per batch, the args joined by "," and their
-        # lengths. Copying them out lets the whole input buffer go once the loop ends.
-        self._arg_blobs = {kind: [] for kind in _KINDS_WITH_ARGS}
-        parts = {key: [] for key in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "kind")}
-        for start in range(0, len(raws), _BATCH_EVENTS):
-            events = decode_events(raws[start:start + _BATCH_EVENTS], self.anomalies)
-            for key, interner in (("ph", ph_i), ("cat", cat_i), ("name", name_i), ("pid", pid_i), ("tid", tid_i)):
-                parts[key].append(interner.codes(_object_column(events, key)))
-            parts["ts"].append(_float_field(events, "ts"))
-            parts["dur"].append(_float_field(events, "dur"))
-            for key in ("id", "bp"):
-                parts[key].append(_object_column(events, key))
+        parts = {key: [] for key in (*self._interners, "ts", "dur", "kind")}
+        self._arg_parts = {kind: [] for kind in _ARGS_TYPES}
+        self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in _ARGS_TYPES.items()}
+        self._flow_parts, self._counter_args = [], []
+        for batch in _batches(raws):
+            frame = events_frame(raws[batch], self.anomalies)
+            for key, interner in self._interners.items():
+                parts[key].append(interner.codes(frame[key]))
+            parts["ts"].append(frame["ts"].to_numpy())
+            parts["dur"].append(frame["dur"].to_numpy())
             kind = self._classify(parts["ph"][-1], parts["cat"][-1], parts["name"][-1], parts["ts"][-1])
             parts["kind"].append(kind)
-            args = _object_column(events, "args")
-            kind_codes, kinds_here = pd.factorize(kind)
-            for code, wanted in enumerate(kinds_here):
-                blobs = self._arg_blobs.get(wanted)
-                selected = args[kind_codes == code] if blobs is not None else ()
-                if len(selected):
-                    lengths = np.fromiter(map(len, selected), dtype=np.int64, count=len(selected))
-                    blobs.append((b",".join(selected), lengths))
-            del events, args
-        del raws
-        joined = {}
-        for key in list(parts):  # one field at a time, so batches and result never all coexist
-            arrays = parts.pop(key)
-            joined[key] = np.concatenate(arrays) if arrays else np.zeros(0, dtype=object if key == "kind" else None)
-            del arrays
+            for kind_name, args_type in _ARGS_TYPES.items():
+                rows = kind == _KIND_CODE[kind_name]
+                if rows.any():
+                    texts = frame["args"].filter(pl.Series(rows))
+                    self._arg_parts[kind_name].append(
+                        _arg_columns(texts, args_type, self.anomalies, self._arg_interners[kind_name]))
+            rows = pl.Series(kind == _KIND_CODE[KIND_FLOW])
+            self._flow_parts.append(frame.select("id", "bp").filter(rows))
+            rows = pl.Series(kind == _KIND_CODE[KIND_COUNTER])
+            self._counter_args.extend(frame["args"].filter(rows).to_list())
+            del frame
+        del raws  # lets the input buffer go
+        empty = {"kind": np.int8, "ts": np.float64, "dur": np.float64}
+        joined = {key: np.concatenate(arrays) if arrays else np.zeros(0, empty.get(key, np.int32))
+                  for key, arrays in parts.items()}
+        del parts
         self.kind = joined["kind"]
-        self.ph_coded = (joined["ph"].astype(np.int64), ph_i.values)
-        self.cat_coded = (joined["cat"].astype(np.int64), cat_i.values)
-        self.name_codes, self.name_categories = _text_categories(name_i, joined["name"].astype(np.int64))
         self.ts_all, self.dur_all = joined["ts"], joined["dur"]
-        self.id_all, self.bp_all = joined["id"], joined["bp"]
-        self.pid_coded = (joined["pid"].astype(np.int64), pid_i.values)
-        self.tid_coded = (joined["tid"].astype(np.int64), tid_i.values)
-        skipped = int((self.kind == KIND_SKIPPED).sum()) - self.anomalies.get("events_without_ts_dropped", 0)
+        self.ph_coded = (joined["ph"], self._interners["ph"].values)
+        self.cat_coded = (joined["cat"], self._interners["cat"].values)
+        self.pid_coded = (joined["pid"], self._interners["pid"].values)
+        self.tid_coded = (joined["tid"], self._interners["tid"].values)
+        name_values = self._interners["name"].values
+        self.name_categories = pd.Index(sorted(set(name_values) | {""}), dtype=object)
+        name_remap = np.append(self.name_categories.get_indexer(name_values), self.name_categories.get_loc(""))
+        self.name_codes = name_remap[joined["name"]]
+        skipped = int(self.mask(KIND_SKIPPED).sum()) - self.anomalies.get("events_without_ts_dropped", 0)
         if skipped:
             self.anomalies["unsupported_events_skipped"] = skipped
-        timed = np.isin(self.kind, [KIND_META, KIND_SKIPPED], invert=True)
+        timed = ~self.mask(KIND_META, KIND_SKIPPED)
         # Flow / instant markers far outside the profiled window (e.g. "Record Window End")
         # must not move the origin; intervals define it.
-        interval = np.isin(self.kind, [KIND_OP, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET])
+        interval = self.mask(KIND_OP, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
         base = self.ts_all[interval] if interval.any() else self.ts_all[timed & np.isfinite(self.ts_all)]
         self.origin = float(np.min(base)) if len(base) else 0.0
         self.thread_all, self.thread_keys = self._threads()
 
     def _classify(self, ph_codes, cat_codes, name_codes, ts):
-        """Kind of each event of a batch: each distinct (ph, cat) classified once."""
-        ph_i, cat_i, name_i = self._interners
-        width = max(len(cat_i.values), 1) + 1
-        pair_codes, pairs = pd.factorize(ph_codes * width + cat_codes)
+        """Kind code (`_KIND_CODE`) of each event of a batch: each distinct (ph, cat) classified
+        once per trace (codes are global)."""
+        ph_values, cat_values = self._interners["ph"].values, self._interners["cat"].values
+        width = len(cat_values) + 1
+        pair_codes, pairs = pd.factorize((ph_codes.astype(np.int64) + 1) * width + (cat_codes + 1))
         kinds = []
-        for p in pairs:  # a few distinct pairs per batch; cached by codes, which are global
-            key = (p // width, p % width)
+        for p in pairs:
+            key = (p // width - 1, p % width - 1)
             if key not in self._pair_kinds:
-                self._pair_kinds[key] = classify(ph_i.values[key[0]], cat_i.values[key[1]], None)
+                ph = ph_values[key[0]] if key[0] >= 0 else None
+                cat = cat_values[key[1]] if key[1] >= 0 else None
+                self._pair_kinds[key] = _KIND_CODE[classify(ph, cat, None)]
             kinds.append(self._pair_kinds[key])
-        kind = np.array(kinds, dtype=object)[pair_codes] if len(ph_codes) else np.zeros(0, dtype=object)
+        kind = np.array(kinds, dtype=np.int8)[pair_codes] if len(pair_codes) else np.zeros(0, dtype=np.int8)
         # Instant events are allocator records when named "[memory]".
-        instant = np.isin(ph_codes, [i for i, v in enumerate(ph_i.values) if v in ("i", "I")])
-        memory_code = name_i.code_of("[memory]")
+        instant = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v in ("i", "I")])
+        memory_code = self._interners["name"]._index.get("[memory]")
         if memory_code is not None:
-            kind[instant & (name_codes == memory_code)] = KIND_MEMORY
-        missing_ts = np.isin(kind, [KIND_META, KIND_SKIPPED], invert=True) & ~np.isfinite(ts)
+            kind[instant & (name_codes == memory_code)] = _KIND_CODE[KIND_MEMORY]
+        missing_ts = np.isin(kind, [_KIND_CODE[KIND_META], _KIND_CODE[KIND_SKIPPED]], invert=True) & ~np.isfinite(ts)
         if missing_ts.any():
             self.anomalies["events_without_ts_dropped"] = self.anomalies.get("events_without_ts_dropped", 0) + int(missing_ts.sum())
-            kind[missing_ts] = KIND_SKIPPED
+            kind[missing_ts] = _KIND_CODE[KIND_SKIPPED]
         return kind
 
     def _threads(self):
         """Thread table row of every event's (pid, tid), both normalised to stripped strings."""
         (pid_codes, pid_values), (tid_codes, tid_values) = self.pid_coded, self.tid_coded
-        width = max(len(tid_values), 1)
-        pair_codes, pairs = pd.factorize(pid_codes * width + tid_codes)
-        pid_text = ["" if v is None else str(v).strip() for v in pid_values]
-        tid_text = ["" if v is None else str(v).strip() for v in tid_values]
+        width = len(tid_values) + 1
+        pair_codes, pairs = pd.factorize((pid_codes.astype(np.int64) + 1) * width + (tid_codes + 1))
+        pid_text = ["", *(v.strip() for v in pid_values)]
+        tid_text = ["", *(v.strip() for v in tid_values)]
         keys, rows = {}, np.empty(len(pairs), dtype=np.int64)
         for i, pair in enumerate(pairs):  # once per distinct (pid, tid), not per event
             rows[i] = keys.setdefault((pid_text[pair // width], tid_text[pair % width]), len(keys))
@@ -497,11 +561,14 @@ class _Builder:
     def numbers(self, coded, mask):
         """Device / stream numbers from pid or tid values like 0, "1" or "stream 7"."""
         codes, values = coded
-        parsed = np.array([_first_int(v) for v in values] or [-1], dtype=np.int64)
+        parsed = np.array([_first_int(v) for v in values] + [-1], dtype=np.int64)  # code -1 -> last
         return parsed[codes[mask]]
 
-    def mask(self, kind):
-        return self.kind == kind
+    def mask(self, *kinds):
+        """Which events are of one of `kinds`."""
+        if len(kinds) == 1:
+            return self.kind == _KIND_CODE[kinds[0]]
+        return np.isin(self.kind, [_KIND_CODE[k] for k in kinds])
 
     def names(self, mask):
         return pd.Categorical.from_codes(self.name_codes[mask], categories=self.name_categories, validate=False)
@@ -530,24 +597,25 @@ class _Builder:
             dur = np.where(bad, 0.0, dur)
         return dur
 
-    def args(self, kind, args_type):
+    def args(self, kind):
         """The args of the events of `kind` (in event order) as {field: column}."""
-        return _arg_columns(self._arg_blobs[kind], args_type, self.anomalies)
+        return _concat_columns(self._arg_parts[kind], _ARGS_TYPES[kind], self._arg_interners[kind])
 
     # --- tables -------------------------------------------------------------------------
 
     def ops(self):
         m = self.mask(KIND_OP)
-        a = self.args(KIND_OP, _OpArgs)
-        input_dims = [d if bytes(d) != b"null" else o for d, o in zip(a["input_dims"], a["input_dims_old"])]
+        a = self.args(KIND_OP)
+        (dims, dims_values), (old, old_values) = a["input_dims"], a["input_dims_old"]  # "Input dims" before 2.x
+        input_dims = (np.where(dims >= 0, dims, np.where(old >= 0, old + len(dims_values), -1)), dims_values + old_values)
         return pd.DataFrame({
             **self.intervals(m),
             "cat": self.cat_lower(m),
             "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
             "sequence_number": a["sequence_number"],
             "fwd_thread_id": a["fwd_thread_id"],
-            "input_dims": _raw_json_categorical(input_dims),
-            "input_type": _raw_json_categorical(a["input_type"]),
+            "input_dims": _json_categorical(input_dims),
+            "input_type": _json_categorical(a["input_type"]),
             "call_stack": _categorical(a["call_stack"]),
             "collective_name": _categorical(a["collective_name"]),
             "in_msg_nelems": a["in_msg_nelems"],
@@ -560,7 +628,7 @@ class _Builder:
 
     def python(self):
         m = self.mask(KIND_PYTHON)
-        a = self.args(KIND_PYTHON, _PythonArgs)
+        a = self.args(KIND_PYTHON)
         return pd.DataFrame({
             **self.intervals(m),
             "python_id": a["python_id"],
@@ -570,7 +638,7 @@ class _Builder:
 
     def runtime(self):
         m = self.mask(KIND_RUNTIME)
-        a = self.args(KIND_RUNTIME, _RuntimeArgs)
+        a = self.args(KIND_RUNTIME)
         return pd.DataFrame({
             **self.intervals(m),
             "cat": self.cat_lower(m),
@@ -581,7 +649,7 @@ class _Builder:
 
     def device_table(self, kind):
         m = self.mask(kind)
-        a = self.args(kind, _DeviceArgs)
+        a = self.args(kind)
         device = a["device"]
         stream = a["stream"]
         if m.any() and ((device < 0).any() or (stream < 0).any()):
@@ -596,8 +664,8 @@ class _Builder:
         }
         if kind == KIND_KERNEL:
             columns.update({
-                "grid": _raw_json_categorical(a["grid"]),
-                "block": _raw_json_categorical(a["block"]),
+                "grid": _json_categorical(a["grid"]),
+                "block": _json_categorical(a["block"]),
                 "registers_per_thread": _whole(a["registers_per_thread"]),
                 "shared_memory": _whole(a["shared_memory"]),
                 "blocks_per_sm": a["blocks_per_sm"],
@@ -611,7 +679,7 @@ class _Builder:
 
     def memory(self):
         m = self.mask(KIND_MEMORY)
-        a = self.args(KIND_MEMORY, _MemoryArgs)
+        a = self.args(KIND_MEMORY)
         return pd.DataFrame({
             "thread": self.thread_all[m],
             "ts": self.ts(m),
@@ -625,22 +693,25 @@ class _Builder:
 
     def flows(self):
         m = self.mask(KIND_FLOW)
-        id_codes, _ = pd.factorize(self.id_all[m])  # ids as written (int, or str in some traces)
+        flows = pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema={"id": pl.String, "bp": pl.String})
+        flow_ids, _ = _coded(flows["id"])  # ids as written (numbers, or text in some traces)
         return pd.DataFrame({
-            "flow_id": np.asarray(id_codes, dtype=np.int64),
+            "flow_id": flow_ids,
             "phase": self.phases(m),
             "cat": self.cat_lower(m),
             "thread": self.thread_all[m],
             "ts": self.ts(m),
-            "binding": _categorical(self.bp_all[m]),
+            "binding": _categorical(_coded(flows["bp"])),
         })
 
     def counters(self):
         m = self.mask(KIND_COUNTER)
         if not m.any():
-            return pd.DataFrame({"name": _categorical([]), "thread": np.zeros(0, np.int64),
-                                 "ts": np.zeros(0), "series": _categorical([]), "value": np.zeros(0)})
-        values = [v for blob, _ in self._arg_blobs[KIND_COUNTER] for v in msgspec.json.decode(b"[" + blob + b"]")]
+            no_text = (np.zeros(0, np.int32), [])
+            return pd.DataFrame({"name": _categorical(no_text), "thread": np.zeros(0, np.int64),
+                                 "ts": np.zeros(0), "series": _categorical(no_text), "value": np.zeros(0)})
+        texts = ",".join("null" if t is None else t for t in self._counter_args)
+        values = msgspec.json.decode(f"[{texts}]")
         # Counter events are rare (one per sample of a few series): a loop over them is cheap.
         rows = [(i, k, v) for i, d in enumerate(values) if isinstance(d, dict) for k, v in d.items()]
         idx = np.array([r[0] for r in rows], dtype=np.int64)
@@ -648,7 +719,7 @@ class _Builder:
             "name": self.names(m)[idx],
             "thread": self.thread_all[m][idx],
             "ts": self.ts(m)[idx],
-            "series": _categorical([r[1] for r in rows]),
+            "series": _categorical(_coded(pl.Series([r[1] for r in rows], dtype=pl.String))),
             "value": _floats([r[2] if isinstance(r[2], (int, float)) else None for r in rows]),
         })
 
@@ -668,13 +739,13 @@ class _Builder:
         if not m.any():
             return table.assign(process_name="", process_labels="", process_sort_index=np.nan,
                                 thread_name="", thread_sort_index=np.nan)
-        a = self.args(KIND_META, _MetaArgs)
+        a = self.args(KIND_META)
         meta = pd.DataFrame({
             "what": np.asarray(self.names(m).astype(str)),
             "pid": rows[self.thread_all[m], 0],
             "tid": rows[self.thread_all[m], 1],
-            "name": [None if n is None else str(n) for n in a["name"]],
-            "labels": a["labels"],
+            "name": _texts(a["name"]),
+            "labels": _texts(a["labels"]),
             "sort_index": a["sort_index"],
         })
 

@@ -1,9 +1,11 @@
-"""JSON bytes -> typed event records, for every Kineto trace generation.
+"""JSON bytes -> columns of events, for every Kineto trace generation.
 
-The fast path decodes straight into msgspec Structs that declare only the fields the model
-uses; `args` stays an undecoded `msgspec.Raw` slice, decoded later per event kind with a
-kind-specific Struct (see `decode_args`). Measured on a real 54 MB GPU trace this is about
-twice as fast as `orjson.loads` into dicts, and holds far less memory.
+msgspec splits the document into one undecoded slice per event (skipping every top-level
+key the model does not use); `events_frame` then hands batches of those slices to polars'
+multi-threaded JSON-lines reader, which writes the top-level fields straight into typed
+columns, without a Python object per event or field. `args` stays JSON text, decoded later
+per event kind into only the fields that kind needs (see `model._arg_columns`). On the real
+54 MB V100 trace this costs about half of what `orjson.loads` needs to build dicts.
 
 Real files are not always valid JSON: bare `NaN`/`Infinity`, invalid `\\` escapes and invalid
 UTF-8 occur, as do fields of the wrong type. Those files take the tolerant path: the text is
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import numpy as np
+import polars as pl
 from msgspec import Raw
 
 from ..errors import TraceError
@@ -28,7 +30,8 @@ _BLANK = re.compile(rb"\s*\Z")  # stops at the first non-blank byte: no copy of 
 
 
 class Event(msgspec.Struct, gc=False):
-    """One trace event, top-level fields only; `args` is decoded per kind later."""
+    """One trace event, top-level fields only: what an event that polars rejects is
+    repaired into (see `events_frame`)."""
 
     ph: str | None = ""
     cat: str | None = ""
@@ -172,6 +175,47 @@ def decode_events(raws, anomalies):
     return [e for e in events if e is not None]
 
 
+# The columns of `events_frame`. pid / tid / id are text because traces write them as
+# numbers or strings; polars writes a number given for a String column as its text, and an
+# object (`args`) as its compact JSON.
+EVENT_SCHEMA = {"ph": pl.String, "cat": pl.String, "name": pl.String, "pid": pl.String, "tid": pl.String,
+                "ts": pl.Float64, "dur": pl.Float64, "id": pl.String, "bp": pl.String, "args": pl.String}
+# One event per line for the JSON-lines reader: a raw newline inside an event can only be
+# whitespace between tokens (JSON strings hold newlines escaped), so it becomes a space; the
+# record separator, which valid JSON never holds raw, is put between events and becomes the
+# newline. A slice that breaks these rules fails to read and takes the repair path.
+_ONE_EVENT_PER_LINE = bytes.maketrans(b"\n\r\x1e", b"  \n")
+
+
+def _read_lines(lines):
+    return pl.read_ndjson(lines.translate(_ONE_EVENT_PER_LINE), schema=EVENT_SCHEMA)
+
+
+def events_frame(raws, anomalies):
+    """A batch of event slices as a polars DataFrame with `EVENT_SCHEMA` columns, one row per
+    event in order. When polars rejects the batch (a field of the wrong type, an event that is
+    not an object, ...), its events are decoded one by one by msgspec, repaired or dropped
+    (counted in `anomalies`), and re-encoded as plain JSON for polars."""
+    if not raws:
+        return pl.DataFrame(schema=EVENT_SCHEMA)
+    try:
+        return _read_lines(b"\x1e".join(raws))
+    except pl.exceptions.PolarsError:
+        pass
+    lines = [msgspec.json.encode(e) for e in decode_events(raws, anomalies)]
+    try:
+        return _read_lines(b"\x1e".join(lines)) if lines else pl.DataFrame(schema=EVENT_SCHEMA)
+    except pl.exceptions.PolarsError:
+        pass
+    frames = []
+    for line in lines:  # only when polars still refuses what msgspec accepted: event by event
+        try:
+            frames.append(_read_lines(line))
+        except pl.exceptions.PolarsError:
+            _count(anomalies, "malformed_events_dropped")
+    return pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)
+
+
 def parse_trace(data, path):
     """Decode a trace's JSON bytes; any failure becomes a `TraceError` naming `path`."""
     if _BLANK.match(data):
@@ -193,17 +237,6 @@ def parse_trace(data, path):
         raise TraceError(path, f"{where}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except (RecursionError, MemoryError, ValueError, TypeError) as exc:
         raise TraceError(path, f"cannot be decoded: {type(exc).__name__}: {exc}") from None
-
-
-def decode_args_blob(blob, lengths, args_type):
-    """`decode_args` for args stored as one text: the args joined by "," and their lengths."""
-    try:
-        return msgspec.json.Decoder(list[args_type]).decode(b"[" + blob + b"]"), 0
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-        pass
-    starts = np.concatenate(([0], np.cumsum(lengths[:-1] + 1)))
-    view = memoryview(blob)
-    return decode_args([view[a:a + n] for a, n in zip(starts.tolist(), lengths.tolist())], args_type)
 
 
 def decode_args(raws, args_type):
