@@ -68,12 +68,13 @@ def exclusive_time(windows, categories):
     c = np.concatenate(cats)
     order = np.argsort(t, kind="stable")
     t, d, c = t[order], d[order], c[order]
-    active = np.zeros((len(t), n_cat + 1), dtype=np.int64)
-    active[np.arange(len(t)), c] = d
-    active = np.cumsum(active, axis=0)[:, :n_cat] > 0
     segment = np.diff(t, append=t[-1])
-    # the highest-priority active category of each segment; n_cat when none is active
-    top = np.where(active.any(axis=1), np.argmax(active, axis=1), n_cat)
+    # The highest-priority active category of each segment; n_cat when none is active. One
+    # running count per category (not a segments x categories matrix: that would take
+    # hundreds of MB on a large trace), lowest priority first so higher ones overwrite.
+    top = np.full(len(t), n_cat, dtype=np.int64)
+    for category in range(n_cat - 1, -1, -1):
+        top[np.cumsum(np.where(c == category, d, 0)) > 0] = category
     order_w = np.argsort(win_start)
     ws_sorted = win_start[order_w]
     seg_win = np.searchsorted(ws_sorted, t, side="right") - 1
