@@ -272,7 +272,7 @@ class RunStore:
         if need > self.max_parse_bytes:
             raise TraceError(display, f"too large to load: parsing it needs about {need >> 20} MB, more than the "
                                       f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
-        profile = profile_from_bytes(self._storage.read_trace_bytes(path), display)
+        profile = profile_from_bytes(self._storage.read_trace(path), display)
         if key:
             self.cache.put(key, profile.model)
         return profile

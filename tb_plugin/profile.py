@@ -8,7 +8,7 @@ import numpy as np
 
 from .discovery import discover_runs
 from .errors import TraceError
-from .storage import Storage, open_single
+from .storage import Storage, TraceBytes, open_single
 from .trace.model import build_model
 from .trace.parse import parse_trace
 from .views import diff as diff_view
@@ -163,10 +163,14 @@ class Profile:
 
 
 def profile_from_bytes(data, display_path):
-    """Parse and model a trace's JSON bytes; every failure is a `TraceError`."""
+    """Parse and model a trace's JSON (bytes, or a `TraceBytes` whose memory is given back as
+    the events are read); every failure is a `TraceError`."""
     started = time.perf_counter()
-    parsed = parse_trace(data, display_path)
+    trace = data if isinstance(data, TraceBytes) else TraceBytes(data)
     del data
+    parsed = parse_trace(trace.data, display_path)
+    parsed.release = trace.release
+    del trace
     try:
         model = build_model(parsed)
     except TraceError:
@@ -187,7 +191,7 @@ def load(path_or_url):
         file and the reason.
     """
     storage, name = open_single(path_or_url)
-    return profile_from_bytes(storage.read_trace_bytes(name), storage.display(name))
+    return profile_from_bytes(storage.read_trace(name), storage.display(name))
 
 
 class Run:
@@ -225,7 +229,7 @@ class Run:
         key = (worker, span)
         if key not in self._profiles:
             rel = files[span - 1].path
-            self._profiles[key] = profile_from_bytes(self.storage.read_trace_bytes(rel), self.storage.display(rel))
+            self._profiles[key] = profile_from_bytes(self.storage.read_trace(rel), self.storage.display(rel))
         return self._profiles[key]
 
     def __getitem__(self, key):

@@ -5,6 +5,7 @@ are joined and that nothing outside the root is read.
 """
 
 import gzip
+import mmap
 import os
 import posixpath
 import zlib
@@ -39,6 +40,48 @@ def decompress_if_gzip(data, path):
         return gzip.decompress(data)
     except (EOFError, OSError, zlib.error) as exc:
         raise TraceError(path, f"the gzip stream is corrupt or truncated ({exc})") from None
+
+
+class TraceBytes:
+    """A trace's JSON bytes (`data`, bytes-like) and a way to hand back the part of them the
+    loader has consumed.
+
+    A local uncompressed file is read into an anonymous memory mapping (never a mapping of the
+    file itself: a file truncated while mapped would crash the process), whose pages
+    `release` returns to the operating system as the loader moves on: a large trace's text
+    does not stay in memory whole while its columns are built. Other bytes (gzip, remote)
+    are plain `bytes`; `release` leaves them alone.
+    """
+
+    def __init__(self, data, mapping=None):
+        self.data = data
+        self._mapping = mapping if hasattr(mmap, "MADV_DONTNEED") else None
+        self._released = 0
+
+    def release(self, upto=None):
+        """The first `upto` bytes (all when None) will not be read again."""
+        if self._mapping is None:
+            return
+        upto = len(self.data) if upto is None else min(upto, len(self.data))
+        end = upto - upto % mmap.PAGESIZE
+        if end > self._released:
+            self._mapping.madvise(mmap.MADV_DONTNEED, self._released, end - self._released)
+            self._released = end
+
+
+def _read_into_mapping(fh, size):
+    """Up to `size` bytes of an open file in an anonymous mapping, as a `TraceBytes`."""
+    if size <= 0:
+        return TraceBytes(b"")
+    mapping = mmap.mmap(-1, size)
+    view = memoryview(mapping)
+    filled = 0
+    while filled < size:
+        count = fh.readinto(view[filled:])
+        if not count:
+            break
+        filled += count
+    return TraceBytes(view[:filled], mapping)
 
 
 class Storage:
@@ -110,9 +153,22 @@ class Storage:
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
-    def read_trace_bytes(self, rel):
-        """The file's JSON bytes, inflated when the file is gzip."""
-        return decompress_if_gzip(self.read_bytes(rel), self.display(rel))
+    def read_trace(self, rel):
+        """The file's JSON bytes (inflated when the file is gzip) as a `TraceBytes`."""
+        if self.remote:
+            return TraceBytes(decompress_if_gzip(self.read_bytes(rel), self.display(rel)))
+        full = self.resolve(rel)
+        try:
+            with open(full, "rb") as fh:
+                if fh.read(2) == _GZIP_MAGIC:
+                    fh.seek(0)
+                    return TraceBytes(decompress_if_gzip(fh.read(), self.display(rel)))
+                fh.seek(0)
+                # A file still being written may have grown since: what is read is what the
+                # size said, and an incomplete JSON is reported (and retried) as truncated.
+                return _read_into_mapping(fh, os.fstat(fh.fileno()).st_size)
+        except (OSError, ValueError) as exc:
+            raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
     def json_size(self, rel):
         """Size of the trace's JSON in bytes: the file size, or for gzip the size the trailer

@@ -240,7 +240,7 @@ def test_resolve_outside_prefix_refused_on_s3(s3, rel):
     with pytest.raises(PathOutsideLogdirError) as info:
         storage.resolve(rel)
     assert isinstance(info.value, tb_plugin.TraceError)
-    for method in (storage.read_bytes, storage.read_trace_bytes, storage.read_head, storage.stat):
+    for method in (storage.read_bytes, storage.read_trace, storage.read_head, storage.stat):
         with pytest.raises(PathOutsideLogdirError):
             method(rel)
     assert spy.calls == [], "a refused path must not reach the file system"

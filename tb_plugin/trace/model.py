@@ -13,6 +13,7 @@
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -243,13 +244,22 @@ def _ints(values, missing=-1):
     return out
 
 
+def _frame_codes(frame, names):
+    """{name: (codes, values)} for String columns of a polars DataFrame: `values` the column's
+    distinct strings in order of first appearance, `codes` an int32 row -> index into
+    `values`, -1 where null. Hashing happens in polars, without a Python object per row, and
+    all columns take two polars calls (each call has a fixed cost)."""
+    if not names:
+        return {}
+    distinct = frame.select(pl.col(n).drop_nulls().unique(maintain_order=True).implode() for n in names).row(0)
+    codes = frame.select(pl.col(n).cast(pl.Enum(values)).to_physical().cast(pl.Int32).fill_null(-1)
+                         for n, values in zip(names, distinct))
+    return {n: (codes[n].to_numpy(), values) for n, values in zip(names, distinct)}
+
+
 def _coded(series):
-    """(codes, values) of a String Series: `values` its distinct strings in order of first
-    appearance, `codes` an int64 row -> index into `values`, -1 where null. Hashing happens
-    in polars, without a Python object per row."""
-    values = series.drop_nulls().unique(maintain_order=True)
-    codes = series.cast(pl.Enum(values)).to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
-    return codes, values.to_list()
+    """(codes, values) of one String Series (see `_frame_codes`)."""
+    return _frame_codes(series.rename("values").to_frame(), ("values",))["values"]
 
 
 def _intern(values):
@@ -374,44 +384,71 @@ _BATCH_BYTES = 8 << 20
 
 
 def _batches(raws):
-    """Slices of `raws` holding about `_BATCH_BYTES` of JSON each."""
+    """Take `raws` (a list of event slices) apart into batches of about `_BATCH_BYTES` of JSON
+    each, emptying the list as it goes (an event slice is freed once its batch is done).
+    Yields (batch, total length of the slices up to the batch's end)."""
     sizes = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
     total = int(sizes[-1]) if len(sizes) else 0
     ends = np.searchsorted(sizes, np.arange(_BATCH_BYTES, total, _BATCH_BYTES), side="right").tolist()
     bounds = sorted(set([0, *ends, len(raws)]))
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+    for end, count in zip(bounds[1:], np.diff(bounds).tolist()):
+        batch = raws[:count]
+        del raws[:count]
+        yield batch, int(sizes[end - 1])
 
 
-def _arg_columns(texts, args_type, anomalies, interners):
-    """{field name: column} of the `args_type` fields of args JSON texts (a String Series, one
-    per event, null where an event has none): int fields as int64 (-1 where absent), float
-    fields as float64 (NaN), the others as int32 codes of `interners[field name]` (-1 where
-    absent; numbers, lists and objects as their JSON text)."""
+def _event_frames(raws, anomalies, release):
+    """`events_frame` of each batch of `raws`, in order, calling `release` (see
+    `ParsedTrace`) once a batch is read. The next batch is read on a helper thread while the
+    caller works on the current one: polars releases the GIL, and neither side alone keeps
+    both cores busy."""
+    with ThreadPoolExecutor(1, thread_name_prefix="tb_plugin-read") as pool:
+        reading = None
+        for batch, consumed in _batches(raws):
+            ahead = (pool.submit(events_frame, batch, anomalies), consumed)
+            del batch
+            if reading is not None:
+                yield _read(*reading, release)
+            reading = ahead
+        if reading is not None:
+            yield _read(*reading, release)
+    release()
+
+
+def _read(future, consumed, release):
+    frame = future.result()
+    release(consumed)
+    return frame
+
+
+def _arg_columns(lines, args_type, anomalies, interners):
+    """{field name: column} of the `args_type` fields of args JSON objects, one per line (as
+    polars writes them: compact, `{}` where an event has none): int fields as int64 (-1 where
+    absent), float fields as float64 (NaN), the others as int32 codes of
+    `interners[field name]` (-1 where absent; numbers, lists and objects as their JSON)."""
     fields = msgspec.structs.fields(args_type)
     schema = {f.encode_name: pl.Int64 if f.type is int else pl.Float64 if f.type is float else pl.String for f in fields}
     try:
-        lines = texts.fill_null("{}").str.join("\n").item().encode() if len(texts) else b""
         decoded = pl.read_ndjson(lines, schema=schema)
     except pl.exceptions.PolarsError:
-        decoded = _arg_columns_repaired(texts, args_type, anomalies)
-    columns = {}
-    for f in fields:
-        column = decoded[f.encode_name]
-        columns[f.name] = (column.fill_null(-1).to_numpy() if f.type is int
-                           else column.to_numpy() if f.type is float else interners[f.name].codes(column))
-    return columns
+        decoded = _arg_columns_repaired(lines.split(b"\n"), args_type, anomalies)
+    numbers = decoded.select(pl.col(f.encode_name).fill_null(-1 if f.type is int else _NAN)
+                             for f in fields if f.type in (int, float))
+    coded = _frame_codes(decoded, [f.encode_name for f in fields if f.type not in (int, float)])
+    return {f.name: numbers[f.encode_name].to_numpy() if f.type in (int, float)
+            else interners[f.name].remap(coded[f.encode_name]) for f in fields}
 
 
 def _arg_columns_repaired(texts, args_type, anomalies):
-    """The args as `_arg_columns` reads them ({JSON key: polars Series}), through msgspec,
+    """The args as `_arg_columns` reads them (a DataFrame, a column per JSON key), through msgspec,
     event by event where needed: a value that does not fit its field's type makes that
     event's args the Struct's defaults (counted)."""
-    structs, bad = decode_args([b"{}" if t is None else t.encode() for t in texts.to_list()], args_type)
+    structs, bad = decode_args(texts, args_type)
     if bad:
         anomalies["malformed_args_replaced"] = anomalies.get("malformed_args_replaced", 0) + bad
     read = {int: _int_field, float: _float_field}
-    return {f.encode_name: pl.Series(read.get(f.type, _text_field)(structs, f.name))
-            for f in msgspec.structs.fields(args_type)}
+    return pl.DataFrame({f.encode_name: pl.Series(read.get(f.type, _text_field)(structs, f.name))
+                         for f in msgspec.structs.fields(args_type)})
 
 
 class _Interner:
@@ -421,9 +458,9 @@ class _Interner:
         self._index = {}
         self.values = []
 
-    def codes(self, series):
-        """int32 code of each row of a String Series; -1 where null."""
-        batch_codes, batch_values = _coded(series)
+    def remap(self, coded):
+        """Global int32 codes of a batch's coded strings (`_frame_codes`); -1 where null."""
+        batch_codes, batch_values = coded
         remap = np.empty(len(batch_values) + 1, dtype=np.int32)
         remap[-1] = -1  # batch code -1 (null) stays -1
         for i, value in enumerate(batch_values):  # distinct values only
@@ -475,24 +512,15 @@ class _Builder:
         self._arg_parts = {kind: [] for kind in _ARGS_TYPES}
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in _ARGS_TYPES.items()}
         self._flow_parts, self._counter_args = [], []
-        for batch in _batches(raws):
-            frame = events_frame(raws[batch], self.anomalies)
+        for frame in _event_frames(raws, self.anomalies, parsed.release):
+            coded = _frame_codes(frame, tuple(self._interners))
             for key, interner in self._interners.items():
-                parts[key].append(interner.codes(frame[key]))
+                parts[key].append(interner.remap(coded[key]))
             parts["ts"].append(frame["ts"].to_numpy())
             parts["dur"].append(frame["dur"].to_numpy())
             kind = self._classify(parts["ph"][-1], parts["cat"][-1], parts["name"][-1], parts["ts"][-1])
             parts["kind"].append(kind)
-            for kind_name, args_type in _ARGS_TYPES.items():
-                rows = kind == _KIND_CODE[kind_name]
-                if rows.any():
-                    texts = frame["args"].filter(pl.Series(rows))
-                    self._arg_parts[kind_name].append(
-                        _arg_columns(texts, args_type, self.anomalies, self._arg_interners[kind_name]))
-            rows = pl.Series(kind == _KIND_CODE[KIND_FLOW])
-            self._flow_parts.append(frame.select("id", "bp").filter(rows))
-            rows = pl.Series(kind == _KIND_CODE[KIND_COUNTER])
-            self._counter_args.extend(frame["args"].filter(rows).to_list())
+            self._keep_batch_args(frame.with_columns(kind=pl.Series(kind)), np.bincount(kind, minlength=len(_KIND_CODE)))
             del frame
         del raws  # lets the input buffer go
         empty = {"kind": np.int8, "ts": np.float64, "dur": np.float64}
@@ -519,6 +547,22 @@ class _Builder:
         base = self.ts_all[interval] if interval.any() else self.ts_all[timed & np.isfinite(self.ts_all)]
         self.origin = float(np.min(base)) if len(base) else 0.0
         self.thread_all, self.thread_keys = self._threads()
+
+    def _keep_batch_args(self, frame, kind_counts):
+        """From one batch (its frame with a `kind` column): each kind's args fields, the flow
+        ids and bindings, and the counters' args as JSON text."""
+        present = [k for k in _ARGS_TYPES if kind_counts[_KIND_CODE[k]]]
+        of_kind = {k: pl.col("kind") == _KIND_CODE[k] for k in (*present, KIND_COUNTER)}
+        texts = frame.select(  # one polars call for every kind: each call has a fixed cost
+            *(pl.col("args").filter(of_kind[k]).fill_null("{}").str.join("\n").alias(k) for k in present),
+            pl.col("args").filter(of_kind[KIND_COUNTER]).fill_null("null").str.join(",").alias(KIND_COUNTER),
+        ).row(0)
+        for k, lines in zip(present, texts):
+            self._arg_parts[k].append(_arg_columns(lines.encode(), _ARGS_TYPES[k], self.anomalies, self._arg_interners[k]))
+        if kind_counts[_KIND_CODE[KIND_COUNTER]]:
+            self._counter_args.append(texts[-1])
+        if kind_counts[_KIND_CODE[KIND_FLOW]]:
+            self._flow_parts.append(frame.filter(pl.col("kind") == _KIND_CODE[KIND_FLOW]).select("id", "bp"))
 
     def _classify(self, ph_codes, cat_codes, name_codes, ts):
         """Kind code (`_KIND_CODE`) of each event of a batch: each distinct (ph, cat) classified
@@ -694,14 +738,15 @@ class _Builder:
     def flows(self):
         m = self.mask(KIND_FLOW)
         flows = pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema={"id": pl.String, "bp": pl.String})
-        flow_ids, _ = _coded(flows["id"])  # ids as written (numbers, or text in some traces)
+        coded = _frame_codes(flows, ("id", "bp"))
+        flow_ids = coded["id"][0].astype(np.int64)  # ids as written (numbers, or text in some traces)
         return pd.DataFrame({
             "flow_id": flow_ids,
             "phase": self.phases(m),
             "cat": self.cat_lower(m),
             "thread": self.thread_all[m],
             "ts": self.ts(m),
-            "binding": _categorical(_coded(flows["bp"])),
+            "binding": _categorical(coded["bp"]),
         })
 
     def counters(self):
@@ -710,8 +755,7 @@ class _Builder:
             no_text = (np.zeros(0, np.int32), [])
             return pd.DataFrame({"name": _categorical(no_text), "thread": np.zeros(0, np.int64),
                                  "ts": np.zeros(0), "series": _categorical(no_text), "value": np.zeros(0)})
-        texts = ",".join("null" if t is None else t for t in self._counter_args)
-        values = msgspec.json.decode(f"[{texts}]")
+        values = msgspec.json.decode(f"[{','.join(self._counter_args)}]")
         # Counter events are rare (one per sample of a few series): a loop over them is cheap.
         rows = [(i, k, v) for i, d in enumerate(values) if isinstance(d, dict) for k, v in d.items()]
         idx = np.array([r[0] for r in rows], dtype=np.int64)

@@ -77,17 +77,26 @@ _EVENT_DECODER = msgspec.json.Decoder(Event)
 _METADATA_KEYS = tuple(f for f in _Document.__struct_fields__ if f != "traceEvents")
 
 
+def _keep_all(upto=None):
+    pass
+
+
 @dataclass
 class ParsedTrace:
-    """The events (undecoded JSON slices, `msgspec.Raw`) and top-level metadata of a trace."""
+    """The events (undecoded JSON slices, `msgspec.Raw`) and top-level metadata of a trace.
+
+    `release(upto)` says that the first `upto` bytes of the input (all when None) will not
+    be read again; the loader calls it as it consumes events in order (the sum of the
+    lengths of the slices consumed is at most their end in the input)."""
 
     events: list
     metadata: dict
     anomalies: dict = field(default_factory=dict)
+    release: Any = _keep_all
 
 
 def _first_significant_byte(data):
-    stripped = data[:64].lstrip(b" \t\r\n\xef\xbb\xbf")
+    stripped = bytes(data[:64]).lstrip(b" \t\r\n\xef\xbb\xbf")
     return stripped[:1]
 
 
@@ -111,7 +120,7 @@ _EVENT_FIELDS = set(Event.__struct_fields__)
 
 
 def _decode_tolerant(data, anomalies):
-    text = data.decode("utf-8", errors="replace")
+    text = str(data, "utf-8", errors="replace")
     if "\ufffd" in text:
         anomalies["invalid_utf8_replaced"] = text.count("\ufffd")
     repaired, escapes = _INVALID_ESCAPE.subn(r"\\\\", text)
