@@ -73,7 +73,9 @@ def _read_into_mapping(fh, size):
     """Up to `size` bytes of an open file in an anonymous mapping, as a `TraceBytes`."""
     if size <= 0:
         return TraceBytes(b"")
-    mapping = mmap.mmap(-1, size)
+    # Pages faulted in up front (MAP_POPULATE) cost less than one fault per page while reading.
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+    mapping = mmap.mmap(-1, size, flags=flags)
     view = memoryview(mapping)
     filled = 0
     while filled < size:

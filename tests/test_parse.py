@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import mmap
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import pytest
 import tb_plugin
 from tb_plugin import TraceError
 
-from .conftest import kernel, op, runtime, write_trace
+from .conftest import kernel, op, runtime, shared_trace, write_trace
 
 
 def test_load_current_format_links_op_runtime_kernel(tmp_path):
@@ -199,3 +200,74 @@ def test_counters_and_metadata(tmp_path):
     assert m.devices["name"].tolist() == ["Tesla X"]
     info = p.info()
     assert info["distributed"]["rank"] == 1 and info["devices"][0]["memory_bytes"] == 100
+
+
+def test_wrong_typed_args_keep_the_event_with_defaults(tmp_path):
+    # One op's "External id" is text: polars refuses that kind's args in the batch, msgspec
+    # decodes them event by event and only that event's args fall back to the defaults.
+    path = write_trace(tmp_path / "args.pt.trace.json", [
+        op("a", 0, 10, **{"External id": 1, "Input Dims": [[2, 3], []], "Process Group Name": 0}),
+        op("b", 1, 2, **{"External id": "not a number", "Input Dims": [[4]]}),
+        op("c", 3, 2, **{"External id": 3, "Input Dims": [[[1, 2], [3]]], "Process Group Name": "pg"}),
+    ])
+    m = tb_plugin.load(path).model
+    assert m.ops["external_id"].tolist() == [1, -1, 3]
+    assert m.ops["input_dims"].tolist() == ["[[2, 3], []]", "", "[[[1, 2], [3]]]"]
+    assert m.ops["process_group_name"].tolist() == ["0", "", "pg"]
+    assert m.anomalies["malformed_args_replaced"] == 1
+
+
+def test_flow_ids_written_as_numbers_or_text(tmp_path):
+    def flow(phase, flow_id, ts):
+        return {"ph": phase, "cat": "ac2g", "name": "ac2g", "id": flow_id, "pid": 1, "tid": 1, "ts": ts, "bp": "e"}
+    path = write_trace(tmp_path / "flows.pt.trace.json", [
+        op("a", 0, 10), flow("s", 5, 1), flow("f", "5", 2), flow("s", "x1", 3), flow("f", "x1", 4),
+        flow("s", 2**70, 5), flow("f", 7, 6),
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "pid": 1, "tid": 1, "ts": 7},
+    ])
+    ids = tb_plugin.load(path).model.flows["flow_id"].tolist()
+    assert ids[0] == ids[1] and ids[2] == ids[3]  # 5 and "5" are one id, as are "x1" and "x1"
+    assert len({ids[0], ids[2], ids[4], ids[5]}) == 4 and ids[6] == -1  # no id: -1
+
+
+def test_batches_and_released_input_give_the_same_model(monkeypatch, tmp_path):
+    """The loader reads a local trace into an anonymous mapping and gives pages back as it
+    goes; with many small batches (many releases) the model must equal the one built from
+    plain bytes in one batch."""
+    import pandas.testing
+
+    from tb_plugin.storage import Storage, TraceBytes
+    from tb_plugin.trace import model as model_module
+    text = gzip.decompress(shared_trace("v100_ddp_nccl_memory", "rank1.pt.trace.json.gz").read_bytes())
+    whole = tb_plugin.profile.profile_from_bytes(text, "whole").model
+    (tmp_path / "rank1.pt.trace.json").write_bytes(text)
+    monkeypatch.setattr(model_module, "_BATCH_BYTES", 1 << 18)
+    released = []
+    real_release = TraceBytes.release
+    monkeypatch.setattr(TraceBytes, "release", lambda self, upto=None: (released.append(upto), real_release(self, upto)))
+    trace = Storage(tmp_path).read_trace("rank1.pt.trace.json")
+    assert trace._mapping is not None  # an uncompressed local file takes the mapping path
+    batched = tb_plugin.profile.profile_from_bytes(trace, "batched").model
+    assert len(released) > 100  # one release per batch
+    for name in whole.TABLES + ("threads", "devices"):
+        pandas.testing.assert_frame_equal(getattr(batched, name), getattr(whole, name), obj=name)
+    assert batched.anomalies == whole.anomalies
+
+
+def test_released_pages_are_given_back_and_the_rest_kept(tmp_path):
+    from tb_plugin.storage import Storage
+    page = mmap.PAGESIZE
+    content = bytes(range(256)) * (3 * page // 256) + b"tail"
+    (tmp_path / "t.json").write_bytes(content)
+    trace = Storage(tmp_path).read_trace("t.json")
+    assert bytes(trace.data) == content
+    trace.release(page + 10)  # only whole pages below the mark go
+    assert bytes(trace.data[:page]) == bytes(page)  # an anonymous page given back reads as zeros
+    assert bytes(trace.data[page:]) == content[page:]
+    trace.release()
+    assert bytes(trace.data[:3 * page]) == bytes(3 * page) and bytes(trace.data[3 * page:]) == b"tail"
+    gz = tmp_path / "g.json.gz"
+    gz.write_bytes(gzip.compress(content))
+    kept = Storage(tmp_path).read_trace("g.json.gz")
+    kept.release()  # gzip input is plain bytes: nothing to give back, nothing changes
+    assert bytes(kept.data) == content

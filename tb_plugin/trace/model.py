@@ -244,17 +244,33 @@ def _ints(values, missing=-1):
     return out
 
 
-def _frame_codes(frame, names):
+def _frame_codes(frame, names, also=()):
     """{name: (codes, values)} for String columns of a polars DataFrame: `values` the column's
     distinct strings in order of first appearance, `codes` an int32 row -> index into
     `values`, -1 where null. Hashing happens in polars, without a Python object per row, and
-    all columns take two polars calls (each call has a fixed cost)."""
-    if not names:
+    all columns take two polars calls (each call has a fixed cost); `also` are more
+    expressions for the second call, whose results are returned as numpy arrays by name."""
+    distinct = frame.select(pl.col(n).drop_nulls().unique(maintain_order=True).implode() for n in names).row(0) if names else ()
+    if not names and not also:
         return {}
-    distinct = frame.select(pl.col(n).drop_nulls().unique(maintain_order=True).implode() for n in names).row(0)
-    codes = frame.select(pl.col(n).cast(pl.Enum(values)).to_physical().cast(pl.Int32).fill_null(-1)
-                         for n, values in zip(names, distinct))
-    return {n: (codes[n].to_numpy(), values) for n, values in zip(names, distinct)}
+    columns = frame.select(*(pl.col(n).cast(pl.Enum(values)).to_physical().cast(pl.Int32).fill_null(-1)
+                             for n, values in zip(names, distinct)), *also)
+    coded = {n: (columns[n].to_numpy(), values) for n, values in zip(names, distinct)}
+    return {**coded, **{name: columns[name].to_numpy() for name in columns.columns if name not in coded}}
+
+
+def _id_codes(series):
+    """int64 code per row of a String Series of ids (-1 where null), equal ids sharing one.
+    Ids are integers in nearly every trace: those are factorized as numbers (hashing many
+    distinct strings is what `_frame_codes` is slow at); other texts get codes after them."""
+    as_int = series.cast(pl.Int64, strict=False)
+    is_int = as_int.is_not_null().to_numpy()
+    codes = np.full(len(series), -1, dtype=np.int64)
+    int_codes, distinct = pd.factorize(as_int.filter(is_int).to_numpy())
+    codes[is_int] = int_codes
+    text_codes, _ = _coded(series.filter(~is_int))
+    codes[~is_int] = np.where(text_codes >= 0, text_codes + len(distinct), -1)
+    return codes
 
 
 def _coded(series):
@@ -432,11 +448,10 @@ def _arg_columns(lines, args_type, anomalies, interners):
         decoded = pl.read_ndjson(lines, schema=schema)
     except pl.exceptions.PolarsError:
         decoded = _arg_columns_repaired(lines.split(b"\n"), args_type, anomalies)
-    numbers = decoded.select(pl.col(f.encode_name).fill_null(-1 if f.type is int else _NAN)
-                             for f in fields if f.type in (int, float))
-    coded = _frame_codes(decoded, [f.encode_name for f in fields if f.type not in (int, float)])
-    return {f.name: numbers[f.encode_name].to_numpy() if f.type in (int, float)
-            else interners[f.name].remap(coded[f.encode_name]) for f in fields}
+    numbers = [pl.col(f.encode_name).fill_null(-1 if f.type is int else _NAN) for f in fields if f.type in (int, float)]
+    columns = _frame_codes(decoded, [f.encode_name for f in fields if f.type not in (int, float)], also=numbers)
+    return {f.name: columns[f.encode_name] if f.type in (int, float) else interners[f.name].remap(columns[f.encode_name])
+            for f in fields}
 
 
 def _arg_columns_repaired(texts, args_type, anomalies):
@@ -738,8 +753,8 @@ class _Builder:
     def flows(self):
         m = self.mask(KIND_FLOW)
         flows = pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema={"id": pl.String, "bp": pl.String})
-        coded = _frame_codes(flows, ("id", "bp"))
-        flow_ids = coded["id"][0].astype(np.int64)  # ids as written (numbers, or text in some traces)
+        flow_ids = _id_codes(flows["id"])
+        coded = _frame_codes(flows, ("bp",))
         return pd.DataFrame({
             "flow_id": flow_ids,
             "phase": self.phases(m),
@@ -835,7 +850,8 @@ def _link(ops, runtime, device_tables, memory):
     # Where an External id repeats (a user annotation and the op inside it), the innermost wins.
     by_depth = np.lexsort((-nesting.depth,))
     op_ext = ops["external_id"].to_numpy()
-    ext_index = by_depth[lookup(op_ext[by_depth], np.unique(op_ext[op_ext > 0]))] if len(ops) else np.zeros(0, np.int64)
+    distinct_ext = pd.unique(op_ext[op_ext > 0])  # hashing: numpy's unique sorts (or is slower still)
+    ext_index = by_depth[lookup(op_ext[by_depth], distinct_ext)] if len(ops) else np.zeros(0, np.int64)
     ext_keys = op_ext[ext_index] if len(ops) else np.zeros(0, np.int64)
 
     def op_of_external(ext):
