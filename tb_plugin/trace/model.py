@@ -13,7 +13,9 @@
 
 import json
 import re
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -396,7 +398,7 @@ class TraceModel:
 
 # Events are read in batches of about this much JSON: large enough for polars' threads, small
 # enough that a batch's text and its frame stay a small part of the peak memory.
-_BATCH_BYTES = 8 << 20
+_BATCH_BYTES = 4 << 20
 
 
 def _batches(raws):
@@ -413,35 +415,103 @@ def _batches(raws):
         yield batch, int(sizes[end - 1])
 
 
-def _event_frames(raws, anomalies, release):
-    """`events_frame` of each batch of `raws`, in order, calling `release` (see
-    `ParsedTrace`) once a batch is read. The next batch is read on a helper thread while the
-    caller works on the current one: polars releases the GIL, and neither side alone keeps
-    both cores busy."""
-    with ThreadPoolExecutor(1, thread_name_prefix="tb_plugin-read") as pool:
-        reading = None
+# Batches read at once, each on its own helper thread: while one waits for polars (which
+# releases the GIL), the other runs its Python steps, so both cores stay busy.
+_READERS = 3
+
+
+def _read_batches(raws, release):
+    """`_read_batch` of each batch of `raws`, in order, on `_READERS` helper threads;
+    `release` (see `ParsedTrace`) is called as batches are done, and once at the end."""
+    with ThreadPoolExecutor(_READERS, thread_name_prefix="tb_plugin-read") as pool:
+        pending = deque()
         for batch, consumed in _batches(raws):
-            ahead = (pool.submit(events_frame, batch, anomalies), consumed)
+            pending.append((pool.submit(_read_batch, batch), consumed))
             del batch
-            if reading is not None:
-                yield _read(*reading, release)
-            reading = ahead
-        if reading is not None:
-            yield _read(*reading, release)
+            if len(pending) > _READERS:
+                yield _finished(*pending.popleft(), release)
+        while pending:
+            yield _finished(*pending.popleft(), release)
     release()
 
 
-def _read(future, consumed, release):
-    frame = future.result()
+def _finished(future, consumed, release):
+    batch = future.result()
     release(consumed)
-    return frame
+    return batch
 
 
-def _arg_columns(lines, args_type, anomalies, interners):
+@dataclass
+class _Batch:
+    """What one batch of events leaves behind: compact columns, strings coded per batch
+    (`_frame_codes`) until the builder maps them to codes for the whole trace."""
+
+    coded: dict  # "ph", "cat", "name", "pid", "tid" -> (codes, values)
+    ts: np.ndarray
+    dur: np.ndarray
+    kind: np.ndarray
+    args: dict  # kind -> {field: number column, or coded text}
+    flows: object  # polars DataFrame (id, bp) of the flow events, or None
+    counter_args: object  # the counters' args as JSON texts joined by ",", or None
+    anomalies: dict
+
+
+_TOP_LEVEL_TEXT = ("ph", "cat", "name", "pid", "tid")
+
+
+def _read_batch(raws):
+    """One batch of event slices -> `_Batch` (runs on a helper thread)."""
+    anomalies = {}
+    frame = events_frame(raws, anomalies)
+    del raws
+    coded = _frame_codes(frame, _TOP_LEVEL_TEXT)
+    ts, dur = frame["ts"].to_numpy(), frame["dur"].to_numpy()
+    kind = _classify(coded, ts, anomalies)
+    counts = np.bincount(kind, minlength=len(_KIND_CODE))
+    present = [k for k in _ARGS_TYPES if counts[_KIND_CODE[k]]]
+    frame = frame.with_columns(kind=pl.Series(kind))
+    of_kind = {k: pl.col("kind") == _KIND_CODE[k] for k in (*present, KIND_COUNTER)}
+    texts = frame.select(  # one polars call for every kind: each call has a fixed cost
+        *(pl.col("args").filter(of_kind[k]).fill_null("{}").str.join("\n").alias(k) for k in present),
+        pl.col("args").filter(of_kind[KIND_COUNTER]).fill_null("null").str.join(",").alias(KIND_COUNTER),
+    ).row(0)
+    args = {k: _arg_columns(lines.encode(), _ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
+    flows = (frame.filter(pl.col("kind") == _KIND_CODE[KIND_FLOW]).select("id", "bp")
+             if counts[_KIND_CODE[KIND_FLOW]] else None)
+    return _Batch(coded, ts, dur, kind, args, flows, texts[-1] if counts[_KIND_CODE[KIND_COUNTER]] else None, anomalies)
+
+
+@lru_cache(maxsize=4096)
+def _kind_code(ph, cat):
+    return _KIND_CODE[classify(ph, cat, None)]
+
+
+def _classify(coded, ts, anomalies):
+    """Kind code (`_KIND_CODE`) of each event of a batch: each distinct (ph, cat) classified
+    once."""
+    (ph_codes, ph_values), (cat_codes, cat_values), (name_codes, name_values) = (
+        coded["ph"], coded["cat"], coded["name"])
+    width = len(cat_values) + 1
+    pair_codes, pairs = pd.factorize((ph_codes.astype(np.int64) + 1) * width + (cat_codes + 1))
+    ph_or_none, cat_or_none = [None, *ph_values], [None, *cat_values]  # code -1 -> None
+    kinds = [_kind_code(ph_or_none[p // width], cat_or_none[p % width]) for p in pairs]
+    kind = np.array(kinds, dtype=np.int8)[pair_codes] if len(pair_codes) else np.zeros(0, dtype=np.int8)
+    # Instant events are allocator records when named "[memory]".
+    instant = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v in ("i", "I")])
+    if "[memory]" in name_values:
+        kind[instant & (name_codes == name_values.index("[memory]"))] = _KIND_CODE[KIND_MEMORY]
+    missing_ts = np.isin(kind, [_KIND_CODE[KIND_META], _KIND_CODE[KIND_SKIPPED]], invert=True) & ~np.isfinite(ts)
+    if missing_ts.any():
+        anomalies["events_without_ts_dropped"] = int(missing_ts.sum())
+        kind[missing_ts] = _KIND_CODE[KIND_SKIPPED]
+    return kind
+
+
+def _arg_columns(lines, args_type, anomalies):
     """{field name: column} of the `args_type` fields of args JSON objects, one per line (as
     polars writes them: compact, `{}` where an event has none): int fields as int64 (-1 where
-    absent), float fields as float64 (NaN), the others as int32 codes of
-    `interners[field name]` (-1 where absent; numbers, lists and objects as their JSON)."""
+    absent), float fields as float64 (NaN), the others coded (`_frame_codes`; -1 where
+    absent; numbers, lists and objects as their JSON)."""
     fields = msgspec.structs.fields(args_type)
     schema = {f.encode_name: pl.Int64 if f.type is int else pl.Float64 if f.type is float else pl.String for f in fields}
     try:
@@ -450,8 +520,7 @@ def _arg_columns(lines, args_type, anomalies, interners):
         decoded = _arg_columns_repaired(lines.split(b"\n"), args_type, anomalies)
     numbers = [pl.col(f.encode_name).fill_null(-1 if f.type is int else _NAN) for f in fields if f.type in (int, float)]
     columns = _frame_codes(decoded, [f.encode_name for f in fields if f.type not in (int, float)], also=numbers)
-    return {f.name: columns[f.encode_name] if f.type in (int, float) else interners[f.name].remap(columns[f.encode_name])
-            for f in fields}
+    return {f.name: columns[f.encode_name] for f in fields}
 
 
 def _arg_columns_repaired(texts, args_type, anomalies):
@@ -474,7 +543,7 @@ class _Interner:
         self.values = []
 
     def remap(self, coded):
-        """Global int32 codes of a batch's coded strings (`_frame_codes`); -1 where null."""
+        """Codes for the whole trace of a batch's coded strings (`_frame_codes`); -1 where null."""
         batch_codes, batch_values = coded
         remap = np.empty(len(batch_values) + 1, dtype=np.int32)
         remap[-1] = -1  # batch code -1 (null) stays -1
@@ -521,22 +590,27 @@ class _Builder:
     def __init__(self, parsed):
         self.anomalies = dict(parsed.anomalies)
         raws, parsed.events = parsed.events, None
-        self._interners = {key: _Interner() for key in ("ph", "cat", "name", "pid", "tid")}
-        self._pair_kinds = {}
-        parts = {key: [] for key in (*self._interners, "ts", "dur", "kind")}
+        self._interners = {key: _Interner() for key in _TOP_LEVEL_TEXT}
+        parts = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
         self._arg_parts = {kind: [] for kind in _ARGS_TYPES}
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in _ARGS_TYPES.items()}
         self._flow_parts, self._counter_args = [], []
-        for frame in _event_frames(raws, self.anomalies, parsed.release):
-            coded = _frame_codes(frame, tuple(self._interners))
+        for batch in _read_batches(raws, parsed.release):
             for key, interner in self._interners.items():
-                parts[key].append(interner.remap(coded[key]))
-            parts["ts"].append(frame["ts"].to_numpy())
-            parts["dur"].append(frame["dur"].to_numpy())
-            kind = self._classify(parts["ph"][-1], parts["cat"][-1], parts["name"][-1], parts["ts"][-1])
-            parts["kind"].append(kind)
-            self._keep_batch_args(frame.with_columns(kind=pl.Series(kind)), np.bincount(kind, minlength=len(_KIND_CODE)))
-            del frame
+                parts[key].append(interner.remap(batch.coded[key]))
+            parts["ts"].append(batch.ts)
+            parts["dur"].append(batch.dur)
+            parts["kind"].append(batch.kind)
+            for kind, columns in batch.args.items():
+                interners = self._arg_interners[kind]
+                self._arg_parts[kind].append({name: interners[name].remap(column) if name in interners else column
+                                              for name, column in columns.items()})
+            if batch.flows is not None:
+                self._flow_parts.append(batch.flows)
+            if batch.counter_args is not None:
+                self._counter_args.append(batch.counter_args)
+            for key, count in batch.anomalies.items():
+                self.anomalies[key] = self.anomalies.get(key, 0) + count
         del raws  # lets the input buffer go
         empty = {"kind": np.int8, "ts": np.float64, "dur": np.float64}
         joined = {key: np.concatenate(arrays) if arrays else np.zeros(0, empty.get(key, np.int32))
@@ -562,48 +636,6 @@ class _Builder:
         base = self.ts_all[interval] if interval.any() else self.ts_all[timed & np.isfinite(self.ts_all)]
         self.origin = float(np.min(base)) if len(base) else 0.0
         self.thread_all, self.thread_keys = self._threads()
-
-    def _keep_batch_args(self, frame, kind_counts):
-        """From one batch (its frame with a `kind` column): each kind's args fields, the flow
-        ids and bindings, and the counters' args as JSON text."""
-        present = [k for k in _ARGS_TYPES if kind_counts[_KIND_CODE[k]]]
-        of_kind = {k: pl.col("kind") == _KIND_CODE[k] for k in (*present, KIND_COUNTER)}
-        texts = frame.select(  # one polars call for every kind: each call has a fixed cost
-            *(pl.col("args").filter(of_kind[k]).fill_null("{}").str.join("\n").alias(k) for k in present),
-            pl.col("args").filter(of_kind[KIND_COUNTER]).fill_null("null").str.join(",").alias(KIND_COUNTER),
-        ).row(0)
-        for k, lines in zip(present, texts):
-            self._arg_parts[k].append(_arg_columns(lines.encode(), _ARGS_TYPES[k], self.anomalies, self._arg_interners[k]))
-        if kind_counts[_KIND_CODE[KIND_COUNTER]]:
-            self._counter_args.append(texts[-1])
-        if kind_counts[_KIND_CODE[KIND_FLOW]]:
-            self._flow_parts.append(frame.filter(pl.col("kind") == _KIND_CODE[KIND_FLOW]).select("id", "bp"))
-
-    def _classify(self, ph_codes, cat_codes, name_codes, ts):
-        """Kind code (`_KIND_CODE`) of each event of a batch: each distinct (ph, cat) classified
-        once per trace (codes are global)."""
-        ph_values, cat_values = self._interners["ph"].values, self._interners["cat"].values
-        width = len(cat_values) + 1
-        pair_codes, pairs = pd.factorize((ph_codes.astype(np.int64) + 1) * width + (cat_codes + 1))
-        kinds = []
-        for p in pairs:
-            key = (p // width - 1, p % width - 1)
-            if key not in self._pair_kinds:
-                ph = ph_values[key[0]] if key[0] >= 0 else None
-                cat = cat_values[key[1]] if key[1] >= 0 else None
-                self._pair_kinds[key] = _KIND_CODE[classify(ph, cat, None)]
-            kinds.append(self._pair_kinds[key])
-        kind = np.array(kinds, dtype=np.int8)[pair_codes] if len(pair_codes) else np.zeros(0, dtype=np.int8)
-        # Instant events are allocator records when named "[memory]".
-        instant = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v in ("i", "I")])
-        memory_code = self._interners["name"]._index.get("[memory]")
-        if memory_code is not None:
-            kind[instant & (name_codes == memory_code)] = _KIND_CODE[KIND_MEMORY]
-        missing_ts = np.isin(kind, [_KIND_CODE[KIND_META], _KIND_CODE[KIND_SKIPPED]], invert=True) & ~np.isfinite(ts)
-        if missing_ts.any():
-            self.anomalies["events_without_ts_dropped"] = self.anomalies.get("events_without_ts_dropped", 0) + int(missing_ts.sum())
-            kind[missing_ts] = _KIND_CODE[KIND_SKIPPED]
-        return kind
 
     def _threads(self):
         """Thread table row of every event's (pid, tid), both normalised to stripped strings."""
