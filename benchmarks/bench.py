@@ -13,8 +13,12 @@ Every measurement runs in a fresh child interpreter (this script re-invoked with
 the end (``VmHWM``; see `_peak_rss_bytes` for why not ``ru_maxrss``) is the peak of that one
 measurement alone, interpreter and imports included. Inside the child the timed call is
 repeated ``--repeat`` times and the best time is kept (the first call pays one-off costs such
-as lazy imports and cold caches, which are not what we want to compare); nothing from one
-repeat is kept alive into the next, so repeats do not raise the peak.
+as lazy imports and cold caches, which are not what we want to compare). Nothing from one
+repeat is kept alive into the next, but memory allocators (glibc's per-thread arenas,
+polars' jemalloc) keep part of what was freed, so later repeats can peak higher than the
+first: the memory target is checked against the peak read right after the first load (what
+a user loading a trace once sees), and the child's whole peak (all repeats and views) is
+reported beside it.
 
 Gzip decompression is kept out of both timings: ``.json.gz`` inputs are inflated once into a
 temporary directory (``tempfile``, so ``TMPDIR`` decides where) and both sides read the
@@ -399,6 +403,7 @@ def child_load(path, repeat, views):
     best_load = best_total = float("inf")
     view_best = {name: float("inf") for name in present}
     errors = {}
+    load_peak = None
     for _ in range(repeat):
         started = time.perf_counter()
         try:
@@ -407,6 +412,7 @@ def child_load(path, repeat, views):
             return {"error": f"load: {type(exc).__name__}: {exc}", "base_rss": base,
                     "peak_rss": _peak_rss_bytes(), "views": present, "missing_views": missing}
         load_s = time.perf_counter() - started
+        load_peak = load_peak or _peak_rss_bytes()  # the first load's peak, before any view
         views_s = 0.0
         for name in present:
             result = None
@@ -427,7 +433,7 @@ def child_load(path, repeat, views):
         gc.collect()  # the next repeat must not hold two Profiles at once
     return {"seconds": best_load, "total_seconds": best_total, "view_seconds": view_best,
             "view_errors": errors, "views": present, "missing_views": missing,
-            "base_rss": base, "peak_rss": _peak_rss_bytes()}
+            "base_rss": base, "load_peak_rss": load_peak, "peak_rss": _peak_rss_bytes()}
 
 
 def child_cprofile(path, top):
@@ -538,8 +544,9 @@ def fmt(value, spec):
 def report_table(rows):
     """The results as a Markdown table (readable in a terminal, pasted as is into README)."""
     head = ["file", "JSON MB", "orjson s", "orjson MB/s", "load s", "load MB/s", "load/orjson",
-            "load+views s", "(load+views)/orjson", "peak RSS MB", "RSS/JSON",
-            "RSS after imports MB", "(peak−imports)/JSON", "orjson peak RSS MB", "load ≤0.7x", "RSS ≤2.5x"]
+            "load+views s", "(load+views)/orjson", "load peak RSS MB", "RSS/JSON",
+            "RSS after imports MB", "(peak−imports)/JSON", "child peak RSS MB", "orjson peak RSS MB",
+            "load ≤0.7x", "RSS ≤2.5x"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
     for r in rows:
         mb = r["bytes"] / MB
@@ -547,7 +554,7 @@ def report_table(rows):
         o_s = oj.get("seconds")
         l_s = ld.get("seconds")
         t_s = ld.get("total_seconds")
-        peak = ld.get("peak_rss")
+        peak = ld.get("load_peak_rss")
         ratio = l_s / o_s if l_s and o_s else None
         rss_ratio = peak / r["bytes"] if peak else None
         cells = [
@@ -557,6 +564,7 @@ def report_table(rows):
             fmt(peak / MB if peak else None, ".0f"), fmt(rss_ratio, ".1f"),
             fmt(ld.get("base_rss", 0) / MB or None, ".0f"),
             fmt((peak - ld["base_rss"]) / r["bytes"] if peak and ld.get("base_rss") else None, ".1f"),
+            fmt((ld.get("peak_rss") or 0) / MB or None, ".0f"),
             fmt(oj.get("peak_rss", 0) / MB or None, ".0f"),
             "—" if ratio is None else ("met" if ratio <= TARGET_LOAD_RATIO else "**not met**"),
             "—" if rss_ratio is None else ("met" if rss_ratio <= TARGET_RSS_RATIO else "**not met**"),

@@ -15,8 +15,8 @@ import json
 import re
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 from operator import attrgetter
 
 import msgspec

@@ -4,8 +4,8 @@ msgspec splits the document into one undecoded slice per event (skipping every t
 key the model does not use); `events_frame` then hands batches of those slices to polars'
 multi-threaded JSON-lines reader, which writes the top-level fields straight into typed
 columns, without a Python object per event or field. `args` stays JSON text, decoded later
-per event kind into only the fields that kind needs (see `model._arg_columns`). On the real
-54 MB V100 trace this costs about half of what `orjson.loads` needs to build dicts.
+per event kind into only the fields that kind needs (see `model._arg_columns`). Figures
+against `orjson.loads` are in benchmarks/README.md.
 
 Real files are not always valid JSON: bare `NaN`/`Infinity`, invalid `\\` escapes and invalid
 UTF-8 occur, as do fields of the wrong type. Those files take the tolerant path: the text is
