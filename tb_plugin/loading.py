@@ -22,8 +22,10 @@ from .storage import Storage
 
 logger = logging.getLogger(__name__)
 
-# Peak memory of a parse, as a multiple of the JSON size (benchmarks/README.md measures ~4x).
-PARSE_PEAK_FACTOR = 5
+# Peak memory of a parse above what the process held before, as a multiple of the JSON size:
+# benchmarks/README.md measures ~2x for a local 227 MB trace (plain or gzip) and ~2.6x when the
+# text stays whole (remote files); smaller traces add a few tens of MB of batches in flight.
+PARSE_PEAK_FACTOR = 3
 # How long a request may wait for the first scan of the log directory after start-up.
 _FIRST_SCAN_WAIT_SECONDS = 30.0
 # A file modified this recently when it failed to parse may still have been being written:

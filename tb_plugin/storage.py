@@ -46,11 +46,11 @@ class TraceBytes:
     """A trace's JSON bytes (`data`, bytes-like) and a way to hand back the part of them the
     loader has consumed.
 
-    A local uncompressed file is read into an anonymous memory mapping (never a mapping of the
-    file itself: a file truncated while mapped would crash the process), whose pages
-    `release` returns to the operating system as the loader moves on: a large trace's text
-    does not stay in memory whole while its columns are built. Other bytes (gzip, remote)
-    are plain `bytes`; `release` leaves them alone.
+    A local file is read (inflated, when gzip) into an anonymous memory mapping (never a
+    mapping of the file itself: a file truncated while mapped would crash the process), whose
+    pages `release` returns to the operating system as the loader moves on: a large trace's
+    text does not stay in memory whole while its columns are built. Remote files are plain
+    `bytes`; `release` leaves them alone.
     """
 
     def __init__(self, data, mapping=None):
@@ -69,8 +69,9 @@ class TraceBytes:
             self._released = end
 
 
-def _read_into_mapping(fh, size):
-    """Up to `size` bytes of an open file in an anonymous mapping, as a `TraceBytes`."""
+def _read_into_mapping(stream, size):
+    """Up to `size` bytes of a stream (a file, or a `gzip.GzipFile` inflating one) in an
+    anonymous mapping, as a `TraceBytes`."""
     if size <= 0:
         return TraceBytes(b"")
     # Pages faulted in up front (MAP_POPULATE) cost less than one fault per page while reading.
@@ -79,11 +80,24 @@ def _read_into_mapping(fh, size):
     view = memoryview(mapping)
     filled = 0
     while filled < size:
-        count = fh.readinto(view[filled:])
+        count = stream.readinto(view[filled:])
         if not count:
             break
         filled += count
     return TraceBytes(view[:filled], mapping)
+
+
+def _gzip_size(fh, size):
+    """The inflated size a gzip file's trailer records (modulo 4 GiB, so at least the
+    compressed size), capped at deflate's maximum ratio (1032:1) against a damaged trailer."""
+    if size < 18:
+        return size
+    fh.seek(size - 4)
+    isize = int.from_bytes(fh.read(4), "little")
+    fh.seek(0)
+    while isize < size:  # the trailer wrapped around 4 GiB
+        isize += 1 << 32
+    return min(isize, size * 1032)
 
 
 class Storage:
@@ -162,13 +176,22 @@ class Storage:
         full = self.resolve(rel)
         try:
             with open(full, "rb") as fh:
-                if fh.read(2) == _GZIP_MAGIC:
+                size = os.fstat(fh.fileno()).st_size
+                if fh.read(2) != _GZIP_MAGIC:
                     fh.seek(0)
-                    return TraceBytes(decompress_if_gzip(fh.read(), self.display(rel)))
-                fh.seek(0)
-                # A file still being written may have grown since: what is read is what the
-                # size said, and an incomplete JSON is reported (and retried) as truncated.
-                return _read_into_mapping(fh, os.fstat(fh.fileno()).st_size)
+                    # A file still being written may have grown since: what is read is what
+                    # the size said, and an incomplete JSON is reported (and retried) as
+                    # truncated.
+                    return _read_into_mapping(fh, size)
+                claimed = _gzip_size(fh, size)
+                stream = gzip.GzipFile(fileobj=fh)
+                inflated = _read_into_mapping(stream, claimed)
+                if len(inflated.data) == claimed and stream.read(1):  # more than the trailer says
+                    fh.seek(0)
+                    inflated = TraceBytes(decompress_if_gzip(fh.read(), self.display(rel)))
+                return inflated
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise TraceError(self.display(rel), f"the gzip stream is corrupt or truncated ({exc})") from None
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
@@ -180,16 +203,9 @@ class Storage:
         try:
             opener = self.fs.open if self.remote else open
             with opener(full, "rb") as fh:
-                if fh.read(2) != _GZIP_MAGIC or size < 18:
-                    return size
-                fh.seek(size - 4)
-                isize = int.from_bytes(fh.read(4), "little")
+                return _gzip_size(fh, size) if fh.read(2) == _GZIP_MAGIC else size
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
-        while isize < size:  # the trailer wrapped around 4 GiB
-            isize += 1 << 32
-        # A damaged trailer must not claim more than deflate's maximum ratio (1032:1).
-        return min(isize, size * 1032)
 
     def read_head(self, rel, size=4096):
         """The first `size` bytes of the (decompressed) file, to sniff its type."""

@@ -255,7 +255,7 @@ def test_batches_and_released_input_give_the_same_model(monkeypatch, tmp_path):
 
 
 def test_released_pages_are_given_back_and_the_rest_kept(tmp_path):
-    from tb_plugin.storage import Storage
+    from tb_plugin.storage import Storage, TraceBytes
     page = mmap.PAGESIZE
     content = bytes(range(256)) * (3 * page // 256) + b"tail"
     (tmp_path / "t.json").write_bytes(content)
@@ -268,6 +268,29 @@ def test_released_pages_are_given_back_and_the_rest_kept(tmp_path):
     assert bytes(trace.data[:3 * page]) == bytes(3 * page) and bytes(trace.data[3 * page:]) == b"tail"
     gz = tmp_path / "g.json.gz"
     gz.write_bytes(gzip.compress(content))
-    kept = Storage(tmp_path).read_trace("g.json.gz")
-    kept.release()  # gzip input is plain bytes: nothing to give back, nothing changes
+    inflated = Storage(tmp_path).read_trace("g.json.gz")
+    assert bytes(inflated.data) == content  # inflated into a mapping too, whole
+    inflated.release(page)
+    assert bytes(inflated.data[:page]) == bytes(page) and bytes(inflated.data[page:]) == content[page:]
+    kept = TraceBytes(content)  # bytes from a remote file: nothing to give back, nothing changes
+    kept.release()
     assert bytes(kept.data) == content
+
+
+def test_gzip_holding_more_than_its_trailer_says_loads_whole(tmp_path):
+    # A gzip trailer records the size of the last member only, modulo 4 GiB: a file of two
+    # members (or above 4 GiB) inflates to more than it claims and must not be cut short.
+    events = [op(f"op{i}", 10 * i, 5) for i in range(200)]
+    text = json.dumps({"traceEvents": events}).encode()
+    path = tmp_path / "two.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(text[:1000]) + gzip.compress(text[1000:]))
+    assert len(tb_plugin.load(path).model.ops) == 200
+
+
+def test_gzip_with_a_damaged_trailer_is_reported(tmp_path):
+    path = write_trace(tmp_path / "w.pt.trace.json.gz", [op("a", 0, 10), op("b", 20, 5)], gz=True)
+    data = bytearray(path.read_bytes())
+    data[-4:] = (20).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(TraceError, match="gzip stream is corrupt or truncated"):
+        tb_plugin.load(path)  # the gzip reader checks the length it inflated against the trailer

@@ -398,7 +398,7 @@ class TraceModel:
 
 # Events are read in batches of about this much JSON: large enough for polars' threads, small
 # enough that a batch's text and its frame stay a small part of the peak memory.
-_BATCH_BYTES = 4 << 20
+_BATCH_BYTES = 6 << 20
 
 
 def _batches(raws):
