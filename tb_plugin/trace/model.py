@@ -26,7 +26,7 @@ import polars as pl
 from msgspec import Raw
 
 from .linking import Nesting, lookup
-from .parse import EVENT_SCHEMA, decode_args, events_frame
+from .parse import decode_args, events_frame
 
 _NO_RAW = Raw(b"null")
 
