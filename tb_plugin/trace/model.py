@@ -17,6 +17,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import compress
 from operator import attrgetter
 
 import msgspec
@@ -26,7 +27,7 @@ import polars as pl
 from msgspec import Raw
 
 from .linking import Nesting, lookup
-from .parse import decode_args, events_frame
+from .parse import FLOW_SCHEMA, decode_args, events_frame, flow_columns
 
 _NO_RAW = Raw(b"null")
 
@@ -462,7 +463,7 @@ _TOP_LEVEL_TEXT = ("ph", "cat", "name", "pid", "tid")
 def _read_batch(raws):
     """One batch of event slices -> `_Batch` (runs on a helper thread)."""
     anomalies = {}
-    frame = events_frame(raws, anomalies)
+    frame, lines = events_frame(raws, anomalies)
     del raws
     coded = _frame_codes(frame, _TOP_LEVEL_TEXT)
     ts, dur = frame["ts"].to_numpy(), frame["dur"].to_numpy()
@@ -476,8 +477,7 @@ def _read_batch(raws):
         pl.col("args").filter(of_kind[KIND_COUNTER]).fill_null("null").str.join(",").alias(KIND_COUNTER),
     ).row(0)
     args = {k: _arg_columns(lines.encode(), _ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
-    flows = (frame.filter(pl.col("kind") == _KIND_CODE[KIND_FLOW]).select("id", "bp")
-             if counts[_KIND_CODE[KIND_FLOW]] else None)
+    flows = flow_columns(list(compress(lines, kind == _KIND_CODE[KIND_FLOW]))) if counts[_KIND_CODE[KIND_FLOW]] else None
     return _Batch(coded, ts, dur, kind, args, flows, texts[-1] if counts[_KIND_CODE[KIND_COUNTER]] else None, anomalies)
 
 
@@ -784,7 +784,7 @@ class _Builder:
 
     def flows(self):
         m = self.mask(KIND_FLOW)
-        flows = pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema={"id": pl.String, "bp": pl.String})
+        flows = pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema=FLOW_SCHEMA)
         flow_ids = _id_codes(flows["id"])
         coded = _frame_codes(flows, ("bp",))
         return pd.DataFrame({

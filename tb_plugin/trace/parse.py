@@ -184,11 +184,13 @@ def decode_events(raws, anomalies):
     return [e for e in events if e is not None]
 
 
-# The columns of `events_frame`. pid / tid / id are text because traces write them as
-# numbers or strings; polars writes a number given for a String column as its text, and an
-# object (`args`) as its compact JSON.
+# The columns of `events_frame`. pid / tid are text because traces write them as numbers or
+# strings; polars writes a number given for a String column as its text, and an object
+# (`args`) as its compact JSON. Every column costs polars time on every event, so the flow
+# events' `id` and `bp` are read apart, from those events only (`flow_columns`).
 EVENT_SCHEMA = {"ph": pl.String, "cat": pl.String, "name": pl.String, "pid": pl.String, "tid": pl.String,
-                "ts": pl.Float64, "dur": pl.Float64, "id": pl.String, "bp": pl.String, "args": pl.String}
+                "ts": pl.Float64, "dur": pl.Float64, "args": pl.String}
+FLOW_SCHEMA = {"id": pl.String, "bp": pl.String}
 # One event per line for the JSON-lines reader: a raw newline inside an event can only be
 # whitespace between tokens (JSON strings hold newlines escaped), so it becomes a space; the
 # record separator, which valid JSON never holds raw, is put between events and becomes the
@@ -196,33 +198,53 @@ EVENT_SCHEMA = {"ph": pl.String, "cat": pl.String, "name": pl.String, "pid": pl.
 _ONE_EVENT_PER_LINE = bytes.maketrans(b"\n\r\x1e", b"  \n")
 
 
-def _read_lines(lines):
-    return pl.read_ndjson(lines.translate(_ONE_EVENT_PER_LINE), schema=EVENT_SCHEMA)
+def _read_lines(events, schema=EVENT_SCHEMA):
+    return pl.read_ndjson(b"\x1e".join(events).translate(_ONE_EVENT_PER_LINE), schema=schema)
 
 
 def events_frame(raws, anomalies):
     """A batch of event slices as a polars DataFrame with `EVENT_SCHEMA` columns, one row per
-    event in order. When polars rejects the batch (a field of the wrong type, an event that is
-    not an object, ...), its events are decoded one by one by msgspec, repaired or dropped
-    (counted in `anomalies`), and re-encoded as plain JSON for polars."""
+    event in order, and the events' JSON texts (one per row: `raws` itself, unless repaired).
+
+    When polars rejects the batch (a field of the wrong type, an event that is not an
+    object, ...), its events are decoded one by one by msgspec, repaired or dropped (counted
+    in `anomalies`), and re-encoded as plain JSON for polars."""
     if not raws:
-        return pl.DataFrame(schema=EVENT_SCHEMA)
+        return pl.DataFrame(schema=EVENT_SCHEMA), []
     try:
-        return _read_lines(b"\x1e".join(raws))
+        return _read_lines(raws), raws
     except pl.exceptions.PolarsError:
         pass
     lines = [msgspec.json.encode(e) for e in decode_events(raws, anomalies)]
     try:
-        return _read_lines(b"\x1e".join(lines)) if lines else pl.DataFrame(schema=EVENT_SCHEMA)
+        return (_read_lines(lines) if lines else pl.DataFrame(schema=EVENT_SCHEMA)), lines
     except pl.exceptions.PolarsError:
         pass
-    frames = []
+    frames, kept = [], []
     for line in lines:  # only when polars still refuses what msgspec accepted: event by event
         try:
-            frames.append(_read_lines(line))
+            frames.append(_read_lines([line]))
+            kept.append(line)
         except pl.exceptions.PolarsError:
             _count(anomalies, "malformed_events_dropped")
-    return pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)
+    return (pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)), kept
+
+
+def flow_columns(events):
+    """`id` and `bp` of flow events (their JSON texts) as a DataFrame with `FLOW_SCHEMA`
+    columns, one row per event; null where a value cannot be read as text."""
+    try:
+        return _read_lines(events, FLOW_SCHEMA)
+    except pl.exceptions.PolarsError:
+        pass
+    unreadable = pl.DataFrame({"id": [None], "bp": [None]}, schema=FLOW_SCHEMA)
+    rows = []
+    for event in events:  # only when some event's id or bp is not text: event by event
+        try:
+            rows.append(_read_lines([event], FLOW_SCHEMA))
+        except pl.exceptions.PolarsError:
+            rows.append(unreadable)
+    return pl.concat(rows) if rows else pl.DataFrame(schema=FLOW_SCHEMA)
 
 
 def parse_trace(data, path):
