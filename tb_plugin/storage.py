@@ -4,6 +4,7 @@ Everything that touches a file system goes through `Storage`, so one place decid
 are joined and that nothing outside the root is read.
 """
 
+import errno
 import gzip
 import mmap
 import os
@@ -69,13 +70,14 @@ class TraceBytes:
             self._released = end
 
 
-def _read_into_mapping(stream, size):
+def _read_into_mapping(stream, size, populate=True):
     """Up to `size` bytes of a stream (a file, or a `gzip.GzipFile` inflating one) in an
-    anonymous mapping, as a `TraceBytes`."""
+    anonymous mapping, as a `TraceBytes`. `populate` faults the pages in up front
+    (MAP_POPULATE), which costs less than one fault per page while reading, but only suits a
+    size known to be right."""
     if size <= 0:
         return TraceBytes(b"")
-    # Pages faulted in up front (MAP_POPULATE) cost less than one fault per page while reading.
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
     mapping = mmap.mmap(-1, size, flags=flags)
     view = memoryview(mapping)
     filled = 0
@@ -183,10 +185,20 @@ class Storage:
                     # the size said, and an incomplete JSON is reported (and retried) as
                     # truncated.
                     return _read_into_mapping(fh, size)
+                # The trailer's size is a claim (a file still being written has none yet): the
+                # mapping is not populated, so pages never written cost nothing, and a stream
+                # holding more than the claim, or a claim too large to map, is inflated whole.
                 claimed = _gzip_size(fh, size)
                 stream = gzip.GzipFile(fileobj=fh)
-                inflated = _read_into_mapping(stream, claimed)
-                if len(inflated.data) == claimed and stream.read(1):  # more than the trailer says
+                try:
+                    inflated = _read_into_mapping(stream, claimed, populate=False)
+                except OverflowError:
+                    inflated = None
+                except OSError as exc:
+                    if exc.errno != errno.ENOMEM:
+                        raise
+                    inflated = None
+                if inflated is None or (len(inflated.data) == claimed and stream.read(1)):
                     fh.seek(0)
                     inflated = TraceBytes(decompress_if_gzip(fh.read(), self.display(rel)))
                 return inflated
