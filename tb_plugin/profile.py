@@ -10,7 +10,7 @@ from .discovery import discover_runs
 from .errors import TraceError
 from .storage import Storage, TraceBytes, open_single
 from .trace.model import build_model
-from .trace.parse import parse_trace
+from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
 from .views import kernels, memory, modules, operators, overview, recommendations, timeline
@@ -175,7 +175,8 @@ def profile_from_bytes(data, display_path):
         model = build_model(parsed)
     except TraceError:
         raise
-    except Exception as exc:  # a trace our model cannot hold must not escape as anything else
+    # A trace our model cannot hold must not escape as anything else (polars panics included).
+    except (Exception, *POLARS_REFUSED) as exc:
         logger.exception("building the model of %s failed", display_path)
         raise TraceError(display_path, f"the events could not be analysed ({type(exc).__name__}: {exc})") from None
     return Profile(display_path, model, time.perf_counter() - started)

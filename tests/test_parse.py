@@ -294,3 +294,56 @@ def test_gzip_with_a_damaged_trailer_is_reported(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(TraceError, match="gzip stream is corrupt or truncated"):
         tb_plugin.load(path)  # the gzip reader checks the length it inflated against the trailer
+
+
+def test_lone_utf16_surrogate_escapes_become_replacement_characters(tmp_path):
+    # JSON allows "\ud800" alone; UTF-8 cannot hold it. The event stays, the character is
+    # replaced (and counted); a proper pair is kept.
+    path = tmp_path / "s.pt.trace.json"
+    path.write_text('{"traceEvents": ['
+                    '{"ph": "X", "cat": "cpu_op", "name": "a\\ud800b", "pid": 1, "tid": 1, "ts": 1, "dur": 2},'
+                    '{"ph": "X", "cat": "cpu_op", "name": "pair \\ud83d\\ude00", "pid": 1, "tid": 1, "ts": 4, "dur": 1,'
+                    ' "args": {"Call stack": "x\\udfffy", "External id": 5}}]}')
+    m = tb_plugin.load(path).model
+    assert m.ops["name"].tolist() == ["a\ufffdb", "pair \U0001F600"]
+    assert m.ops["call_stack"].tolist() == ["", "x\ufffdy"]
+    assert m.ops["external_id"].tolist() == [-1, 5]
+    assert m.anomalies["lone_surrogates_replaced"] == 2
+
+
+def test_a_polars_panic_takes_the_repair_path(tmp_path, monkeypatch):
+    # A panic in polars' Rust code is a BaseException: it must neither escape the loader nor
+    # lose the trace when the repair path can read it.
+    import polars as pl
+
+    from tb_plugin.trace import parse as parse_module
+    path = write_trace(tmp_path / "p.pt.trace.json", [op("a", 0, 10), op("b", 2, 3)])
+    real_read = pl.read_ndjson
+    calls = []
+
+    def panicking_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise pl.exceptions.PanicException("simulated panic")
+        return real_read(*args, **kwargs)
+    monkeypatch.setattr(parse_module.pl, "read_ndjson", panicking_once)
+    assert tb_plugin.load(path).model.ops["name"].tolist() == ["a", "b"]
+
+    def always_panicking(*args, **kwargs):
+        raise pl.exceptions.PanicException("simulated panic")
+    monkeypatch.setattr(parse_module.pl, "read_ndjson", always_panicking)
+    m = tb_plugin.load(path).model  # nothing readable: events dropped and counted, no crash
+    assert len(m.ops) == 0 and m.anomalies["malformed_events_dropped"] == 2
+
+
+def test_a_polars_panic_while_modelling_becomes_a_trace_error(tmp_path, monkeypatch):
+    import polars as pl
+
+    from tb_plugin.trace import model as model_module
+    path = write_trace(tmp_path / "p.pt.trace.json", [op("a", 0, 10)])
+
+    def panicking(*args, **kwargs):
+        raise pl.exceptions.PanicException("simulated panic")
+    monkeypatch.setattr(model_module, "_frame_codes", panicking)
+    with pytest.raises(TraceError, match="could not be analysed.*PanicException"):
+        tb_plugin.load(path)

@@ -27,7 +27,7 @@ import polars as pl
 from msgspec import Raw
 
 from .linking import Nesting, lookup
-from .parse import FLOW_SCHEMA, decode_args, events_frame, flow_columns
+from .parse import FLOW_SCHEMA, POLARS_REFUSED, decode_args, events_frame, flow_columns
 
 _NO_RAW = Raw(b"null")
 
@@ -516,7 +516,7 @@ def _arg_columns(lines, args_type, anomalies):
     schema = {f.encode_name: pl.Int64 if f.type is int else pl.Float64 if f.type is float else pl.String for f in fields}
     try:
         decoded = pl.read_ndjson(lines, schema=schema)
-    except pl.exceptions.PolarsError:
+    except POLARS_REFUSED:
         decoded = _arg_columns_repaired(lines.split(b"\n"), args_type, anomalies)
     numbers = [pl.col(f.encode_name).fill_null(-1 if f.type is int else _NAN) for f in fields if f.type in (int, float)]
     columns = _frame_codes(decoded, [f.encode_name for f in fields if f.type not in (int, float)], also=numbers)

@@ -116,6 +116,10 @@ class _NotATrace(Exception):
 
 # A backslash that does not start a valid JSON escape: doubled so it stays a literal.
 _INVALID_ESCAPE = re.compile(r"\\(?![\"\\/bfnrtu])|\\u(?![0-9a-fA-F]{4})")
+# A UTF-16 surrogate escape without its pair (JSON allows it, UTF-8 cannot hold it): it
+# becomes U+FFFD, as invalid UTF-8 does.
+_LONE_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _EVENT_FIELDS = set(Event.__struct_fields__)
 
 
@@ -126,6 +130,9 @@ def _decode_tolerant(data, anomalies):
     repaired, escapes = _INVALID_ESCAPE.subn(r"\\\\", text)
     if escapes:
         anomalies["invalid_escapes_repaired"] = escapes
+    repaired, surrogates = _LONE_SURROGATE.subn(r"\\ufffd", repaired)
+    if surrogates:
+        anomalies["lone_surrogates_replaced"] = surrogates
     doc = json.loads(repaired, strict=False)
     if isinstance(doc, dict):
         raw_events = doc.get("traceEvents")
@@ -159,6 +166,9 @@ def _decode_one(raw, anomalies):
         text, escapes = _INVALID_ESCAPE.subn(r"\\\\", text)
         if escapes:
             _count(anomalies, "invalid_escapes_repaired", escapes)
+        text, surrogates = _LONE_SURROGATE.subn(r"\\ufffd", text)
+        if surrogates:
+            _count(anomalies, "lone_surrogates_replaced", surrogates)
         item = json.loads(text, strict=False)
         if not isinstance(item, dict):
             raise TypeError("not an object")
@@ -183,6 +193,10 @@ def decode_events(raws, anomalies):
     events = (_decode_one(raw, anomalies) for raw in raws)
     return [e for e in events if e is not None]
 
+
+# What polars raises when it cannot read a text: its errors, and a panic of its Rust code
+# (a BaseException, which no `except Exception` would stop) on input it did not foresee.
+POLARS_REFUSED = (pl.exceptions.PolarsError, pl.exceptions.PanicException)
 
 # The columns of `events_frame`. pid / tid are text because traces write them as numbers or
 # strings; polars writes a number given for a String column as its text, and an object
@@ -213,19 +227,19 @@ def events_frame(raws, anomalies):
         return pl.DataFrame(schema=EVENT_SCHEMA), []
     try:
         return _read_lines(raws), raws
-    except pl.exceptions.PolarsError:
+    except POLARS_REFUSED:
         pass
     lines = [msgspec.json.encode(e) for e in decode_events(raws, anomalies)]
     try:
         return (_read_lines(lines) if lines else pl.DataFrame(schema=EVENT_SCHEMA)), lines
-    except pl.exceptions.PolarsError:
+    except POLARS_REFUSED:
         pass
     frames, kept = [], []
     for line in lines:  # only when polars still refuses what msgspec accepted: event by event
         try:
             frames.append(_read_lines([line]))
             kept.append(line)
-        except pl.exceptions.PolarsError:
+        except POLARS_REFUSED:
             _count(anomalies, "malformed_events_dropped")
     return (pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)), kept
 
@@ -235,14 +249,14 @@ def flow_columns(events):
     columns, one row per event; null where a value cannot be read as text."""
     try:
         return _read_lines(events, FLOW_SCHEMA)
-    except pl.exceptions.PolarsError:
+    except POLARS_REFUSED:
         pass
     unreadable = pl.DataFrame({"id": [None], "bp": [None]}, schema=FLOW_SCHEMA)
     rows = []
     for event in events:  # only when some event's id or bp is not text: event by event
         try:
             rows.append(_read_lines([event], FLOW_SCHEMA))
-        except pl.exceptions.PolarsError:
+        except POLARS_REFUSED:
             rows.append(unreadable)
     return pl.concat(rows) if rows else pl.DataFrame(schema=FLOW_SCHEMA)
 
