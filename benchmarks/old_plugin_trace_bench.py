@@ -96,7 +96,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trace_view_bench  # noqa: E402
-from trace_view_bench import (BOX, CHROMIUM, CHROMIUM_ARGS, GUTTER_PX, READY, json_size, log,  # noqa: E402
+from trace_view_bench import (BOX, CHROMIUM, CHROMIUM_ARGS, GUTTER_PX, READY, json_size, log, measured_page,  # noqa: E402
                               percentile, renderer_rss_mb)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -395,17 +395,7 @@ def open_trace_tab(browser, base, polyfill, args):
 
         context.route("**/*", route)
         context.add_init_script(probe("/trace_embedding.html", args.min_ink, watch_old=True))
-        page = context.new_page()
-        page.set_default_timeout(args.step_timeout * 1000)
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        cdp = context.new_cdp_session(page)
-        cdp.send("Performance.enable")
-
-        def heap():
-            metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
-            return metrics["JSHeapUsedSize"] / 2**20, metrics["JSHeapTotalSize"] / 2**20
-
+        page, errors, heap, cdp = measured_page(context, args.step_timeout)
         page.goto(f"{base}{PLUGIN}/index.html")
         page.wait_for_selector("text=Execution Summary", timeout=args.step_timeout * 1000 * 5)
         page.evaluate("() => performance.setResourceTimingBufferSize(100000)")
@@ -518,17 +508,7 @@ def probe_ours(trace, args, work):
                     context = browser.new_context(viewport={"width": args.width, "height": args.height})
                     try:
                         context.add_init_script(probe("/index.html"))
-                        page = context.new_page()
-                        page.set_default_timeout(args.step_timeout * 1000)
-                        errors = []
-                        page.on("pageerror", lambda e: errors.append(str(e)))
-                        cdp = context.new_cdp_session(page)
-                        cdp.send("Performance.enable")
-
-                        def heap():
-                            metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
-                            return metrics["JSHeapUsedSize"] / 2**20, metrics["JSHeapTotalSize"] / 2**20
-
+                        page, errors, heap, cdp = measured_page(context, args.step_timeout)
                         page.goto(f"{base}{PLUGIN}/index.html?{urllib.parse.urlencode({**q, 'view': 'overview'})}")
                         page.wait_for_selector(READY, state="attached", timeout=args.step_timeout * 1000 * 5)
                         page.wait_for_timeout(500)

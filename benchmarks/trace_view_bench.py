@@ -198,6 +198,24 @@ def renderer_rss_mb():
     return best
 
 
+def measured_page(context, step_timeout_s):
+    """A new page of a Playwright `context`, set up for measuring: (page, errors, heap, cdp)
+    where `errors` collects the page's uncaught errors, `heap()` reads (JS heap used, total)
+    in MB, and `cdp` is the page's DevTools protocol session."""
+    page = context.new_page()
+    page.set_default_timeout(step_timeout_s * 1000)
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    cdp = context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+
+    def heap():
+        metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+        return metrics["JSHeapUsedSize"] / 2**20, metrics["JSHeapTotalSize"] / 2**20
+
+    return page, errors, heap, cdp
+
+
 def json_size(path):
     """Bytes of JSON in a trace file (the gzip trailer's size field for .gz files < 4 GiB)."""
     if path.suffix != ".gz":
@@ -240,17 +258,7 @@ def run_browser(base, q, tracks_reply, args):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             context = browser.new_context(viewport={"width": args.width, "height": args.height})
-            page = context.new_page()
-            page.set_default_timeout(args.step_timeout * 1000)
-            errors = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            cdp = context.new_cdp_session(page)
-            cdp.send("Performance.enable")
-
-            def heap():
-                metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
-                return metrics["JSHeapUsedSize"] / 2**20, metrics["JSHeapTotalSize"] / 2**20
-
+            page, errors, heap, _ = measured_page(context, args.step_timeout)
             page.goto(f"{base}{PLUGIN}/index.html?{urllib.parse.urlencode({**q, 'view': 'overview'})}")
             page.wait_for_selector(READY, state="attached", timeout=args.step_timeout * 1000 * 10)
             page.evaluate("() => performance.setResourceTimingBufferSize(100000)")
