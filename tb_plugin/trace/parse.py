@@ -123,17 +123,28 @@ _LONE_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0
 _EVENT_FIELDS = set(Event.__struct_fields__)
 
 
-def _decode_tolerant(data, anomalies):
+def _count(anomalies, key, n=1):
+    anomalies[key] = anomalies.get(key, 0) + n
+
+
+def _repaired_text(data, anomalies):
+    """JSON bytes as text the standard library parses, each repair counted in `anomalies`:
+    invalid UTF-8 and lone surrogate escapes become U+FFFD, invalid escapes literal
+    backslashes."""
     text = str(data, "utf-8", errors="replace")
     if "\ufffd" in text:
-        anomalies["invalid_utf8_replaced"] = text.count("\ufffd")
-    repaired, escapes = _INVALID_ESCAPE.subn(r"\\\\", text)
+        _count(anomalies, "invalid_utf8_replaced", text.count("\ufffd"))
+    text, escapes = _INVALID_ESCAPE.subn(r"\\\\", text)
     if escapes:
-        anomalies["invalid_escapes_repaired"] = escapes
-    repaired, surrogates = _LONE_SURROGATE.subn(r"\\ufffd", repaired)
+        _count(anomalies, "invalid_escapes_repaired", escapes)
+    text, surrogates = _LONE_SURROGATE.subn(r"\\ufffd", text)
     if surrogates:
-        anomalies["lone_surrogates_replaced"] = surrogates
-    doc = json.loads(repaired, strict=False)
+        _count(anomalies, "lone_surrogates_replaced", surrogates)
+    return text
+
+
+def _decode_tolerant(data, anomalies):
+    doc = json.loads(_repaired_text(data, anomalies), strict=False)
     if isinstance(doc, dict):
         raw_events = doc.get("traceEvents")
         if not isinstance(raw_events, list):
@@ -148,10 +159,6 @@ def _decode_tolerant(data, anomalies):
     return ParsedTrace([Raw(msgspec.json.encode(item)) for item in raw_events], metadata, anomalies)
 
 
-def _count(anomalies, key, n=1):
-    anomalies[key] = anomalies.get(key, 0) + n
-
-
 def _decode_one(raw, anomalies):
     """One event on its own: repaired text if need be, wrongly typed fields coerced where
     possible; None (counted as dropped) when it is not a usable event."""
@@ -160,16 +167,7 @@ def _decode_one(raw, anomalies):
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         pass
     try:
-        text = bytes(raw).decode("utf-8", errors="replace")
-        if "\ufffd" in text:
-            _count(anomalies, "invalid_utf8_replaced", text.count("\ufffd"))
-        text, escapes = _INVALID_ESCAPE.subn(r"\\\\", text)
-        if escapes:
-            _count(anomalies, "invalid_escapes_repaired", escapes)
-        text, surrogates = _LONE_SURROGATE.subn(r"\\ufffd", text)
-        if surrogates:
-            _count(anomalies, "lone_surrogates_replaced", surrogates)
-        item = json.loads(text, strict=False)
+        item = json.loads(_repaired_text(raw, anomalies), strict=False)
         if not isinstance(item, dict):
             raise TypeError("not an object")
         top = {k: v for k, v in item.items() if k in _EVENT_FIELDS and k != "args"}
