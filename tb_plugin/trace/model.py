@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import compress
 from operator import attrgetter
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -507,19 +508,35 @@ def _classify(coded, ts, anomalies):
     return kind
 
 
+class _NumberField(NamedTuple):
+    """How an args field of one number type is read (polars), held (numpy) and marked absent."""
+
+    polars: object
+    numpy: object
+    absent: object
+
+
+# Every args field of another type is text (`_is_text`).
+_NUMBER_FIELDS = {int: _NumberField(pl.Int64, np.int64, -1), float: _NumberField(pl.Float64, np.float64, _NAN)}
+
+
+def _is_text(field):
+    return field.type not in _NUMBER_FIELDS
+
+
 def _arg_columns(lines, args_type, anomalies):
     """{field name: column} of the `args_type` fields of args JSON objects, one per line (as
     polars writes them: compact, `{}` where an event has none): int fields as int64 (-1 where
     absent), float fields as float64 (NaN), the others coded (`_frame_codes`; -1 where
     absent; numbers, lists and objects as their JSON)."""
     fields = msgspec.structs.fields(args_type)
-    schema = {f.encode_name: pl.Int64 if f.type is int else pl.Float64 if f.type is float else pl.String for f in fields}
+    schema = {f.encode_name: pl.String if _is_text(f) else _NUMBER_FIELDS[f.type].polars for f in fields}
     try:
         decoded = pl.read_ndjson(lines, schema=schema)
     except POLARS_REFUSED:
         decoded = _arg_columns_repaired(lines.split(b"\n"), args_type, anomalies)
-    numbers = [pl.col(f.encode_name).fill_null(-1 if f.type is int else _NAN) for f in fields if f.type in (int, float)]
-    columns = _frame_codes(decoded, [f.encode_name for f in fields if f.type not in (int, float)], also=numbers)
+    numbers = [pl.col(f.encode_name).fill_null(_NUMBER_FIELDS[f.type].absent) for f in fields if not _is_text(f)]
+    columns = _frame_codes(decoded, [f.encode_name for f in fields if _is_text(f)], also=numbers)
     return {f.name: columns[f.encode_name] for f in fields}
 
 
@@ -568,14 +585,13 @@ def _concat_columns(parts, args_type, interners):
     columns = {}
     for f in msgspec.structs.fields(args_type):
         pieces = [part[f.name] for part in parts]
-        dtype = np.int64 if f.type is int else np.float64 if f.type is float else np.int32
-        column = np.concatenate(pieces) if pieces else np.zeros(0, dtype)
-        columns[f.name] = column if f.type in (int, float) else (column, interners[f.name].values)
+        column = np.concatenate(pieces) if pieces else np.zeros(0, np.int32 if _is_text(f) else _NUMBER_FIELDS[f.type].numpy)
+        columns[f.name] = (column, interners[f.name].values) if _is_text(f) else column
     return columns
 
 
 def _text_interners(args_type):
-    return {f.name: _Interner() for f in msgspec.structs.fields(args_type) if f.type not in (int, float)}
+    return {f.name: _Interner() for f in msgspec.structs.fields(args_type) if _is_text(f)}
 
 
 class _Builder:
