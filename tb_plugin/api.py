@@ -20,7 +20,7 @@ from urllib.parse import quote
 import numpy as np
 import orjson
 import pandas as pd
-from werkzeug import wrappers
+from werkzeug import wrappers, wsgi
 
 from .errors import TraceError
 from .loading import Loading, NotFound
@@ -32,6 +32,7 @@ from .views.common import step_windows
 logger = logging.getLogger(__name__)
 
 _COMMON_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
+_STREAM_CHUNK = 1 << 20
 
 
 class StillLoading(Exception):
@@ -117,6 +118,13 @@ def respond(body, status=200, content_type="application/json"):
         if content_type.startswith("text/") or content_type.endswith("javascript"):
             content_type += "; charset=utf-8"
     return wrappers.Response(payload, status=status, content_type=content_type, headers=_COMMON_HEADERS)
+
+
+def respond_file(request, stored, content_type):
+    """A reply streaming an open binary file (closed when the reply is done), so a download
+    of a large trace never holds the whole file in the server's memory."""
+    body = wsgi.wrap_file(request.environ, stored, buffer_size=_STREAM_CHUNK)
+    return wrappers.Response(body, content_type=content_type, headers=_COMMON_HEADERS, direct_passthrough=True)
 
 
 def table_json(frame):
@@ -510,9 +518,9 @@ class Api:
         run = text_param(request, "run")
         worker = text_param(request, "worker")
         span = int_param(request, "span", required=False, default=1, minimum=1)
-        path, data = self.store.read_file(run, worker, span)
+        path, stored, is_gzip = self.store.open_file(run, worker, span)
         name = path.rsplit("/", 1)[-1]
-        response = respond(data, content_type="application/gzip" if data[:2] == b"\x1f\x8b" else "application/json")
+        response = respond_file(request, stored, "application/gzip" if is_gzip else "application/json")
         response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name)}"
         return response
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .discovery import discover_runs
 from .errors import TraceError
 from .profile import Profile, profile_from_bytes
-from .storage import Storage
+from .storage import GZIP_MAGIC, Storage
 
 logger = logging.getLogger(__name__)
 
@@ -195,10 +195,18 @@ class RunStore:
             raise NotFound(f"worker {worker!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
         return spans[span - 1]
 
-    def read_file(self, run, worker, span):
-        """(relative path, stored bytes) of one span's trace file."""
+    def open_file(self, run, worker, span):
+        """(relative path, binary file object as stored, whether it is gzip) of one span's
+        trace file, positioned at its start; the caller closes it."""
         path = self.span_file(run, worker, span).path
-        return path, self._storage.read_bytes(path)
+        stored = self._storage.open_stored(path)
+        try:
+            is_gzip = stored.read(2) == GZIP_MAGIC
+            stored.seek(0)
+        except (OSError, ValueError) as exc:
+            stored.close()
+            raise TraceError(self._storage.display(path), f"cannot read the file ({exc})") from None
+        return path, stored, is_gzip
 
     def profile(self, run, worker, span):
         """The `Profile`, or a `Loading` while it is parsed; raises `NotFound`/`TraceError`."""

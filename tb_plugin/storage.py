@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .errors import PathOutsideLogdirError, TraceError
 
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def is_url(path):
@@ -35,7 +35,7 @@ class FileStat:
 
 def decompress_if_gzip(data, path):
     """Return `data` inflated when it is gzip, unchanged otherwise; truncation is a TraceError."""
-    if not data.startswith(_GZIP_MAGIC):
+    if not data.startswith(GZIP_MAGIC):
         return data
     try:
         return gzip.decompress(data)
@@ -157,19 +157,25 @@ class Storage:
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot stat the file ({exc})") from None
 
-    def read_bytes(self, rel, limit=None):
-        """The file's bytes (at most `limit` of them), as stored (no decompression)."""
+    def open_stored(self, rel, block_size=None):
+        """The file opened for binary reading, as stored (no decompression); `block_size` is
+        how much a remote read fetches at a time (fsspec's default when None)."""
         full = self.resolve(rel)
         try:
             if self.remote:
-                # A small block size for head reads: the default would fetch ~50 MB to sniff 4 KB.
-                options = {"block_size": max(limit, 1 << 16)} if limit else {}
-                with self.fs.open(full, "rb", **options) as fh:
-                    return fh.read(limit) if limit else fh.read()
-            with open(full, "rb") as fh:
-                return fh.read(limit) if limit else fh.read()
+                return self.fs.open(full, "rb", **({"block_size": block_size} if block_size else {}))
+            return open(full, "rb")
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
+
+    def read_bytes(self, rel, limit=None):
+        """The file's bytes (at most `limit` of them), as stored (no decompression)."""
+        # A small block size for head reads: fsspec's default would fetch ~50 MB to sniff 4 KB.
+        with self.open_stored(rel, block_size=max(limit, 1 << 16) if limit else None) as fh:
+            try:
+                return fh.read(limit) if limit else fh.read()
+            except (OSError, ValueError) as exc:
+                raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
     def read_trace(self, rel):
         """The file's JSON bytes (inflated when the file is gzip) as a `TraceBytes`."""
@@ -179,7 +185,7 @@ class Storage:
         try:
             with open(full, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
-                if fh.read(2) != _GZIP_MAGIC:
+                if fh.read(2) != GZIP_MAGIC:
                     fh.seek(0)
                     # A file still being written may have grown since: what is read is what
                     # the size said, and an incomplete JSON is reported (and retried) as
@@ -215,14 +221,14 @@ class Storage:
         try:
             opener = self.fs.open if self.remote else open
             with opener(full, "rb") as fh:
-                return _gzip_size(fh, size) if fh.read(2) == _GZIP_MAGIC else size
+                return _gzip_size(fh, size) if fh.read(2) == GZIP_MAGIC else size
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
     def read_head(self, rel, size=4096):
         """The first `size` bytes of the (decompressed) file, to sniff its type."""
         raw = self.read_bytes(rel, limit=size)
-        if raw.startswith(_GZIP_MAGIC):
+        if raw.startswith(GZIP_MAGIC):
             try:
                 return zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(raw, size)
             except zlib.error:

@@ -13,6 +13,7 @@ from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
+from tb_plugin import api
 from tb_plugin.plugin import ProfilerPlugin
 from tb_plugin.storage import Storage
 
@@ -136,6 +137,25 @@ def test_path_traversal_never_reads_outside(served, monkeypatch, run):
     response = client.get(f"{PREFIX}/info?run={run}&worker=worker0")
     assert response.status_code == 404
     assert opened == []
+
+
+def test_trace_file_streams_the_stored_file_and_closes_it(served, logdir, monkeypatch):
+    """A download is sent in chunks straight from the file (a trace of hundreds of MB is
+    never held whole in the server), byte for byte as stored, and the file is closed."""
+    _, client = served
+    monkeypatch.setattr(api, "_STREAM_CHUNK", 4096)
+    handles = []
+    real = Storage.open_stored
+    monkeypatch.setattr(Storage, "open_stored", lambda self, rel, **kw: handles.append(real(self, rel, **kw)) or handles[-1])
+    response = client.get(f"{PREFIX}/trace_file?run=cpu_cnn&worker=worker0&span=2", buffered=False)
+    assert response.status_code == 200 and response.is_streamed
+    assert response.headers["Content-Type"] == "application/gzip"
+    chunks = list(response.response)
+    response.close()
+    stored = sorted((logdir / "cpu_cnn").glob("worker0.*.gz"), key=lambda p: int(p.name.split(".")[1]))[1].read_bytes()
+    assert len(chunks) == -(-len(stored) // 4096) and max(map(len, chunks)) == 4096
+    assert b"".join(chunks) == stored
+    assert len(handles) == 1 and handles[0].closed
 
 
 def test_tables_json_and_csv_agree(served):
