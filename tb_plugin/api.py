@@ -160,8 +160,10 @@ def route(handler, replies=None):
         except CachedReply as exc:
             return wrappers.Response(exc.payload, status=200, content_type=exc.content_type, headers=_COMMON_HEADERS)
         except StillLoading as exc:
-            return respond({"loading": True, "path": exc.loading.path,
-                            "elapsed_seconds": round(time.time() - exc.loading.since, 3)}, status=202)
+            loading = exc.loading
+            return respond({"loading": True, "path": loading.path, "elapsed_seconds": round(time.time() - loading.since, 3),
+                            "stage": loading.stage,
+                            "fraction": None if loading.fraction is None else round(loading.fraction, 4)}, status=202)
         except ApiError as exc:
             return respond({"error": exc.error, "reason": exc.reason}, status=exc.status)
         except NotFound as exc:

@@ -14,10 +14,11 @@ from collections import OrderedDict
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from .discovery import discover_runs
 from .errors import TraceError
-from .profile import Profile, profile_from_bytes
+from .profile import STAGE_QUEUED, STAGE_READING, Profile, profile_from_bytes
 from .storage import GZIP_MAGIC, Storage
 
 logger = logging.getLogger(__name__)
@@ -39,10 +40,13 @@ class NotFound(LookupError):
 
 @dataclass
 class Loading:
-    """A profile that is being (or about to be) parsed."""
+    """A profile that is being (or about to be) parsed: since when, at which stage (one of
+    the `STAGE_*` of `profile`), and for `STAGE_PARSING` the fraction of the JSON read."""
 
     path: str
     since: float
+    stage: str = STAGE_QUEUED
+    fraction: float | None = None
 
 
 @dataclass
@@ -53,6 +57,8 @@ class _FileState:
     failed_at: float = 0.0
     future: object = None
     started: float = 0.0
+    stage: str = STAGE_QUEUED
+    fraction: float | None = None
     load_seconds: float = 0.0
 
 
@@ -221,7 +227,7 @@ class RunStore:
                 raise TraceError(path, state.error)
             if state.status != "loading":
                 self._submit(path, state)
-            return Loading(path, state.started)
+            return Loading(path, state.started, state.stage, state.fraction)
 
     def profile_blocking(self, run, worker, span, timeout=None):
         """Wait for the profile (the CLI, tests and notebooks); raises like `profile`."""
@@ -269,11 +275,20 @@ class RunStore:
     def _submit(self, path, state):
         state.status = "loading"
         state.started = time.time()
+        state.stage, state.fraction = STAGE_QUEUED, None
         state.error = ""
         state.future = self._executor.submit(self._load, path)
 
+    def _progress(self, path, stage, fraction):
+        """Called from the loader thread as a load moves on; read by `profile`."""
+        with self._lock:
+            state = self._files.get(path)
+            if state is not None and state.status == "loading":
+                state.stage, state.fraction = stage, fraction
+
     def _parse_or_cached(self, path, stat):
         display = self._storage.display(path)
+        self._progress(path, STAGE_READING, None)
         key = self.cache.key(display, stat.size, stat.mtime) if self.cache else None
         model = self.cache.get(key) if key else None
         if model is not None:
@@ -282,7 +297,7 @@ class RunStore:
         if need > self.max_parse_bytes:
             raise TraceError(display, f"too large to load: parsing it needs about {need >> 20} MB, more than the "
                                       f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
-        profile = profile_from_bytes(self._storage.read_trace(path), display)
+        profile = profile_from_bytes(self._storage.read_trace(path), display, partial(self._progress, path))
         if key:
             self.cache.put(key, profile.model)
         return profile

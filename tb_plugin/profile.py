@@ -162,14 +162,40 @@ class Profile:
         }
 
 
-def profile_from_bytes(data, display_path):
+# The stages of a load, as `profile_from_bytes` and the store report them.
+STAGE_QUEUED = "queued"  # waiting for the loader thread (other traces may load first)
+STAGE_READING = "reading"  # reading (and inflating) the file, or the disk cache
+STAGE_PARSING = "parsing"  # reading events; comes with the fraction of the JSON done
+STAGE_BUILDING = "building"  # making and linking the tables
+
+
+def _no_progress(stage, fraction):
+    pass
+
+
+def profile_from_bytes(data, display_path, progress=_no_progress):
     """Parse and model a trace's JSON (bytes, or a `TraceBytes` whose memory is given back as
-    the events are read); every failure is a `TraceError`."""
+    the events are read); every failure is a `TraceError`.
+
+    `progress(stage, fraction)` hears how far the work is, from this thread: `STAGE_PARSING`
+    with the fraction of the JSON read so far (0 to 1), then `STAGE_BUILDING` (fraction None)
+    while the tables are made and linked."""
     started = time.perf_counter()
     trace = data if isinstance(data, TraceBytes) else TraceBytes(data)
     del data
+    total = len(trace.data)
+    progress(STAGE_PARSING, 0.0)
     parsed = parse_trace(trace.data, display_path)
-    parsed.release = trace.release
+
+    def release(upto=None, give_back=trace.release):
+        # The loader releases the input in order as batches finish, and once more at the end.
+        give_back(upto)
+        if upto is None:
+            progress(STAGE_BUILDING, None)
+        else:
+            progress(STAGE_PARSING, min(upto / total, 1.0))
+
+    parsed.release = release
     del trace
     try:
         model = build_model(parsed)

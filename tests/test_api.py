@@ -5,6 +5,7 @@ import csv
 import io
 import os
 import shutil
+import threading
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
-from tb_plugin import api
+from tb_plugin import api, loading
 from tb_plugin.plugin import ProfilerPlugin
 from tb_plugin.storage import Storage
 
@@ -109,6 +110,32 @@ def test_fixed_trace_is_retried(tmp_path):
     write_trace(path, [op("ProfilerStep#1", 0, 10, cat="user_annotation")])
     response = wait_ready(client, "run=run&worker=w")
     assert response.status_code == 200 and response.get_json()["steps"] == [1]
+    plugin.store.stop()
+
+
+def test_loading_reply_tells_the_stage_and_the_fraction_read(tmp_path, monkeypatch):
+    write_trace(tmp_path / "run" / "w.pt.trace.json", [op("ProfilerStep#1", 0, 10, cat="user_annotation")])
+    gate = threading.Event()
+    real = loading.profile_from_bytes
+
+    def held_while_parsing(data, display_path, progress):
+        progress("parsing", 0.25)
+        gate.wait(30)
+        return real(data, display_path, progress)
+
+    monkeypatch.setattr(loading, "profile_from_bytes", held_while_parsing)
+    plugin, client = make_client(tmp_path)
+    plugin.store.wait_for_scan(30)
+    try:
+        deadline = time.monotonic() + 30
+        while (body := client.get(f"{PREFIX}/info?run=run&worker=w").get_json())["stage"] != "parsing":
+            assert body["loading"] is True and body["stage"] in ("queued", "reading") and body["fraction"] is None
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert body["fraction"] == 0.25 and body["elapsed_seconds"] >= 0
+    finally:
+        gate.set()
+    assert wait_ready(client, "run=run&worker=w").status_code == 200
     plugin.store.stop()
 
 

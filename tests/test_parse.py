@@ -247,8 +247,14 @@ def test_batches_and_released_input_give_the_same_model(monkeypatch, tmp_path):
     monkeypatch.setattr(TraceBytes, "release", lambda self, upto=None: (released.append(upto), real_release(self, upto)))
     trace = Storage(tmp_path).read_trace("rank1.pt.trace.json")
     assert trace._mapping is not None  # an uncompressed local file takes the mapping path
-    batched = tb_plugin.profile.profile_from_bytes(trace, "batched").model
+    heard = []
+    batched = tb_plugin.profile.profile_from_bytes(trace, "batched", lambda *report: heard.append(report)).model
     assert len(released) > 100  # one release per batch
+    # Progress: the fraction of the JSON read at each release, then the table building.
+    fractions = [fraction for stage, fraction in heard if stage == "parsing"]
+    assert heard[-1] == ("building", None) and [stage for stage, _ in heard].count("building") == 1
+    assert fractions[0] == 0 and fractions == sorted(fractions) and 0.95 < fractions[-1] <= 1
+    assert len(fractions) == len(released)  # the start, and each release but the final one
     for name in whole.TABLES + ("threads", "devices"):
         pandas.testing.assert_frame_equal(getattr(batched, name), getattr(whole, name), obj=name)
     assert batched.anomalies == whole.anomalies

@@ -200,6 +200,10 @@ export interface LoadingReply {
   loading: true;
   path: string;
   elapsed_seconds?: number;
+  /** queued for the loader; reading the file; parsing events; building tables. */
+  stage?: 'queued' | 'reading' | 'parsing' | 'building';
+  /** While parsing, the fraction (0..1) of the JSON read so far. */
+  fraction?: number | null;
 }
 
 /** What every view gets from the shell: the selected profile and the known runs. */

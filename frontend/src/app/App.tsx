@@ -125,7 +125,7 @@ export function App() {
           {!reply && !error ? <Loading label="Looking for runs…" /> : null}
           {reply && runParam && !run ? <ErrorBox title="Run not found" reason={`No run named “${runParam}” has been found (yet) under the log directory.`} /> : null}
           {spans.status === 'error' ? <ErrorBox reason={spans.error} /> : null}
-          {views.status === 'loading' && run ? <Loading label={views.progress ? `Parsing ${run.name} / ${worker} span ${span}…` : 'Loading…'} seconds={views.progress?.elapsed_seconds ?? null} /> : null}
+          {views.status === 'loading' && run ? <Loading progress={views.progress} subject={`${run.name} / ${worker} span ${span}`} /> : null}
           {views.status === 'error' ? <ErrorBox title={`Cannot open ${run?.name} / ${worker} span ${span}`} reason={views.error} /> : null}
           {views.status === 'ok' && run ? (
             <>

@@ -1,14 +1,25 @@
 // Loading and error states shared by every view. Server text is rendered as text.
 
 import type { ComponentChildren } from 'preact';
+import { loadingLabel, loadingPercent } from '../api/progress';
+import type { LoadingReply } from '../api/types';
 import type { ApiState } from '../api/useApi';
 
-export function Loading({ label = 'Loading…', seconds }: { label?: string; seconds?: number | null }) {
+/** A spinner and `label`; with the server's progress of a profile load (`subject` names the
+ * profile), its stage, elapsed time and, while parsing, a bar of how much is read. */
+export function Loading({ label = 'Loading…', progress, subject }: { label?: string; progress?: LoadingReply | null; subject?: string }) {
+  const percent = progress ? loadingPercent(progress) : null;
+  const seconds = progress?.elapsed_seconds;
   return (
     <div class="status loading" role="status" aria-live="polite">
       <span class="spinner" aria-hidden="true" />
-      {label}
+      {progress ? loadingLabel(progress, subject) : label}
       {seconds !== null && seconds !== undefined ? ` (${seconds.toFixed(0)} s)` : ''}
+      {percent !== null ? (
+        <div class="progress" data-progress={percent}>
+          <div class="bar" style={{ width: `${percent}%` }} />
+        </div>
+      ) : null}
     </div>
   );
 }
@@ -30,7 +41,7 @@ export function Empty({ children }: { children: ComponentChildren }) {
 export function Loaded<T>({ state, label, children }: { state: ApiState<T>; label?: string; children: (data: T) => ComponentChildren }) {
   if (state.status === 'error') return <ErrorBox reason={state.error} />;
   if (state.status === 'loading') {
-    return <Loading label={state.progress ? 'Parsing the trace…' : label} seconds={state.progress?.elapsed_seconds ?? null} />;
+    return <Loading label={label} progress={state.progress} />;
   }
   return <>{children(state.data)}</>;
 }

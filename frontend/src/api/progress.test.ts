@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { loadingLabel, loadingPercent } from './progress';
+import type { LoadingReply } from './types';
+
+const reply = (stage: LoadingReply['stage'], fraction: number | null = null): LoadingReply =>
+  ({ loading: true, path: 'run/w.pt.trace.json', elapsed_seconds: 1.5, stage, fraction });
+
+describe('loadingLabel', () => {
+  it('names each stage of a load', () => {
+    expect(loadingLabel(reply('queued'))).toBe('Waiting to load the trace…');
+    expect(loadingLabel(reply('reading'), 'run / w span 1')).toBe('Reading run / w span 1…');
+    expect(loadingLabel(reply('building'))).toBe('Building the tables of the trace…');
+  });
+  it('tells how much is parsed, rounded down so 100% means done', () => {
+    expect(loadingLabel(reply('parsing', 0.4567))).toBe('Parsing the trace… 45%');
+    expect(loadingLabel(reply('parsing', 0.999))).toBe('Parsing the trace… 99%');
+    expect(loadingLabel(reply('parsing'))).toBe('Parsing the trace…');
+  });
+  it('reads a reply of an older server (no stage) as parsing', () => {
+    expect(loadingLabel({ loading: true, path: 'p' })).toBe('Parsing the trace…');
+  });
+});
+
+describe('loadingPercent', () => {
+  it('clamps to 0..100 and ignores what is not a number', () => {
+    expect(loadingPercent(reply('parsing', 1.2))).toBe(100);
+    expect(loadingPercent(reply('parsing', -0.1))).toBe(0);
+    expect(loadingPercent(reply('parsing', Number.NaN))).toBeNull();
+    expect(loadingPercent(reply('building'))).toBeNull();
+  });
+});

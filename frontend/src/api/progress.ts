@@ -1,0 +1,26 @@
+// A 202 reply (a profile still loading) in words: what the server is doing, and how far.
+
+import type { LoadingReply } from './types';
+
+/** The stage of a load in words, e.g. "Parsing the trace… 45%"; `subject` names what loads. */
+export function loadingLabel(progress: LoadingReply, subject = 'the trace'): string {
+  switch (progress.stage) {
+    case 'queued':
+      return `Waiting to load ${subject}…`;
+    case 'reading':
+      return `Reading ${subject}…`;
+    case 'building':
+      return `Building the tables of ${subject}…`;
+    default: {
+      const percent = loadingPercent(progress);
+      return `Parsing ${subject}…${percent === null ? '' : ` ${percent}%`}`;
+    }
+  }
+}
+
+/** Whole percent of the JSON parsed so far, or null when the server gives no fraction. */
+export function loadingPercent(progress: LoadingReply): number | null {
+  const fraction = progress.fraction;
+  if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return null;
+  return Math.floor(Math.min(Math.max(fraction, 0), 1) * 100);
+}
