@@ -297,7 +297,8 @@ class RunStore:
         if need > self.max_parse_bytes:
             raise TraceError(display, f"too large to load: parsing it needs about {need >> 20} MB, more than the "
                                       f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
-        profile = profile_from_bytes(self._storage.read_trace(path), display, partial(self._progress, path))
+        stored = self._storage.read_trace(path, partial(self._progress, path, STAGE_READING))
+        profile = profile_from_bytes(stored, display, partial(self._progress, path))
         if key:
             self.cache.put(key, profile.model)
         return profile

@@ -164,8 +164,8 @@ class Profile:
 
 # The stages of a load, as `profile_from_bytes` and the store report them.
 STAGE_QUEUED = "queued"  # waiting for the loader thread (other traces may load first)
-STAGE_READING = "reading"  # reading (and inflating) the file, or the disk cache
-STAGE_PARSING = "parsing"  # reading events; comes with the fraction of the JSON done
+STAGE_READING = "reading"  # reading (and inflating) the file, with the fraction of it read; or the disk cache
+STAGE_PARSING = "parsing"  # reading events, with the fraction of the JSON done
 STAGE_BUILDING = "building"  # making and linking the tables
 
 

@@ -70,7 +70,29 @@ class TraceBytes:
             self._released = end
 
 
-def _read_into_mapping(stream, size, populate=True):
+def _no_report(fraction):
+    pass
+
+
+# Reads go in pieces of this size so that a long read (a large or remote file) can report
+# how far it is; a piece is large enough that the number of calls costs nothing.
+_READ_PIECE = 32 << 20
+
+
+def _read_pieces(stream, view, progress):
+    """Fill `view` from `stream` piece by piece, calling `progress()` after each piece; the
+    number of bytes read (fewer than `len(view)` when the stream ends first)."""
+    filled = 0
+    while filled < len(view):
+        count = stream.readinto(view[filled:filled + _READ_PIECE])
+        if not count:
+            break
+        filled += count
+        progress()
+    return filled
+
+
+def _read_into_mapping(stream, size, populate=True, progress=_no_report):
     """Up to `size` bytes of a stream (a file, or a `gzip.GzipFile` inflating one) in an
     anonymous mapping, as a `TraceBytes`. `populate` faults the pages in up front
     (MAP_POPULATE), which costs less than one fault per page while reading, but only suits a
@@ -80,12 +102,7 @@ def _read_into_mapping(stream, size, populate=True):
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
     mapping = mmap.mmap(-1, size, flags=flags)
     view = memoryview(mapping)
-    filled = 0
-    while filled < size:
-        count = stream.readinto(view[filled:])
-        if not count:
-            break
-        filled += count
+    filled = _read_pieces(stream, view, progress)
     return TraceBytes(view[:filled], mapping)
 
 
@@ -177,27 +194,32 @@ class Storage:
             except (OSError, ValueError) as exc:
                 raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
-    def read_trace(self, rel):
-        """The file's JSON bytes (inflated when the file is gzip) as a `TraceBytes`."""
+    def read_trace(self, rel, progress=_no_report):
+        """The file's JSON bytes (inflated when the file is gzip) as a `TraceBytes`;
+        `progress(fraction)` hears which fraction of the stored file is read so far."""
         if self.remote:
-            return TraceBytes(decompress_if_gzip(self.read_bytes(rel), self.display(rel)))
+            return TraceBytes(decompress_if_gzip(self._read_remote(rel, progress), self.display(rel)))
         full = self.resolve(rel)
         try:
             with open(full, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
+
+                def report():  # a gzip stream reads ahead: its file position is what is read
+                    progress(min(fh.tell() / size, 1.0))
+
                 if fh.read(2) != GZIP_MAGIC:
                     fh.seek(0)
                     # A file still being written may have grown since: what is read is what
                     # the size said, and an incomplete JSON is reported (and retried) as
                     # truncated.
-                    return _read_into_mapping(fh, size)
+                    return _read_into_mapping(fh, size, progress=report)
                 # The trailer's size is a claim (a file still being written has none yet): the
                 # mapping is not populated, so pages never written cost nothing, and a stream
                 # holding more than the claim, or a claim too large to map, is inflated whole.
                 claimed = _gzip_size(fh, size)
                 stream = gzip.GzipFile(fileobj=fh)
                 try:
-                    inflated = _read_into_mapping(stream, claimed, populate=False)
+                    inflated = _read_into_mapping(stream, claimed, populate=False, progress=report)
                 except OverflowError:
                     inflated = None
                 except OSError as exc:
@@ -212,6 +234,20 @@ class Storage:
             raise TraceError(self.display(rel), f"the gzip stream is corrupt or truncated ({exc})") from None
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
+
+    def _read_remote(self, rel, progress):
+        """A remote file's stored bytes, read piece by piece to report progress."""
+        with self.open_stored(rel) as fh:
+            try:
+                size = fh.size if isinstance(getattr(fh, "size", None), int) else None
+                if size is None:  # a file system that cannot tell the size up front
+                    return fh.read()
+                data = bytearray(size)
+                filled = _read_pieces(fh, memoryview(data), lambda: progress(fh.tell() / size if size else 1.0))
+                del data[filled:]  # a file that shrank since it was listed
+                return data
+            except (OSError, ValueError) as exc:
+                raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
     def json_size(self, rel):
         """Size of the trace's JSON in bytes: the file size, or for gzip the size the trailer

@@ -260,6 +260,30 @@ def test_batches_and_released_input_give_the_same_model(monkeypatch, tmp_path):
     assert batched.anomalies == whole.anomalies
 
 
+@pytest.mark.parametrize("stored_as", ["plain", "gzip", "remote"])
+def test_reading_reports_the_fraction_of_the_stored_file_read(tmp_path, monkeypatch, stored_as):
+    """Pieces of `_READ_PIECE` bytes, each followed by a report; the last report is 1."""
+    import fsspec
+
+    from tb_plugin import storage
+    monkeypatch.setattr(storage, "_READ_PIECE", 4096)
+    content = json.dumps({"traceEvents": [{"name": f"op{i}", "ts": i} for i in range(3000)]}).encode()
+    stored = gzip.compress(content) if stored_as == "gzip" else content
+    if stored_as == "remote":
+        root = f"memory://{tmp_path.name}"
+        with fsspec.open(f"{root}/t.json", "wb") as fh:
+            fh.write(stored)
+    else:
+        root = tmp_path
+        (tmp_path / "t.json").write_bytes(stored)
+    heard = []
+    trace = storage.Storage(root).read_trace("t.json", heard.append)
+    assert bytes(trace.data) == content
+    assert heard == sorted(heard) and heard[-1] == 1.0 and heard[0] >= 0
+    if stored_as != "gzip":  # a gzip stream reads its file ahead in buffers of its own
+        assert len(heard) == -(-len(stored) // 4096) and heard[0] == 4096 / len(stored)
+
+
 def test_released_pages_are_given_back_and_the_rest_kept(tmp_path):
     from tb_plugin.storage import Storage, TraceBytes
     page = mmap.PAGESIZE

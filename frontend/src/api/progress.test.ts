@@ -9,6 +9,7 @@ describe('loadingLabel', () => {
   it('names each stage of a load', () => {
     expect(loadingLabel(reply('queued'))).toBe('Waiting to load the trace…');
     expect(loadingLabel(reply('reading'), 'run / w span 1')).toBe('Reading run / w span 1…');
+    expect(loadingLabel(reply('reading', 0.5), 'run / w span 1')).toBe('Reading run / w span 1… 50%');
     expect(loadingLabel(reply('building'))).toBe('Building the tables of the trace…');
   });
   it('tells how much is parsed, rounded down so 100% means done', () => {

@@ -4,21 +4,22 @@ import type { LoadingReply } from './types';
 
 /** The stage of a load in words, e.g. "Parsing the trace… 45%"; `subject` names what loads. */
 export function loadingLabel(progress: LoadingReply, subject = 'the trace'): string {
+  const percent = loadingPercent(progress);
+  const done = percent === null ? '' : ` ${percent}%`;
   switch (progress.stage) {
     case 'queued':
       return `Waiting to load ${subject}…`;
     case 'reading':
-      return `Reading ${subject}…`;
+      return `Reading ${subject}…${done}`;
     case 'building':
       return `Building the tables of ${subject}…`;
-    default: {
-      const percent = loadingPercent(progress);
-      return `Parsing ${subject}…${percent === null ? '' : ` ${percent}%`}`;
-    }
+    default:
+      return `Parsing ${subject}…${done}`;
   }
 }
 
-/** Whole percent of the JSON parsed so far, or null when the server gives no fraction. */
+/** Whole percent of the stage done (reading the file, parsing its JSON), or null when the
+ * server gives no fraction. */
 export function loadingPercent(progress: LoadingReply): number | null {
   const fraction = progress.fraction;
   if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return null;

@@ -202,7 +202,7 @@ export interface LoadingReply {
   elapsed_seconds?: number;
   /** queued for the loader; reading the file; parsing events; building tables. */
   stage?: 'queued' | 'reading' | 'parsing' | 'building';
-  /** While parsing, the fraction (0..1) of the JSON read so far. */
+  /** While reading, the fraction (0..1) of the file read; while parsing, of the JSON parsed. */
   fraction?: number | null;
 }
 
