@@ -26,7 +26,7 @@ if not CHROMIUM.exists():
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from ..conftest import SAMPLES, free_port  # noqa: E402,F401  (free_port: used by e2e tests)
+from ..conftest import SAMPLES  # noqa: E402
 from ..conftest import tensorboard as _tensorboard  # noqa: E402
 
 PLUGIN = "/data/plugin/pytorch_profiler"

@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-from ..conftest import op, write_trace
-from .conftest import PLUGIN, READY, Watch, after, api, free_port, open_page, screenshot, tensorboard
+from ..conftest import free_port, op, write_trace
+from .conftest import PLUGIN, READY, Watch, after, api, open_page, screenshot, tensorboard
 
 CPU = {"run": "cpu_cnn", "worker": "worker0", "span": 1}
 
