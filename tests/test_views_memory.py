@@ -314,6 +314,17 @@ def test_curve_peak_equals_raw_total_allocated_max(ddp):
     assert peaks.total_memory_bytes == next(d["totalGlobalMem"] for d in doc["deviceProperties"] if d["id"] == 1)
 
 
+def test_cpu_reserved_is_absent_not_zero(ddp):
+    """The CPU allocator writes "Total Reserved": 0 on every record: not a measurement."""
+    model, records, _, _ = ddp
+    cpu = [r for r in records if r["args"]["Device Type"] == 0]
+    assert cpu and {r["args"]["Total Reserved"] for r in cpu} == {0}
+    curve = memory_curve(model, "CPU", max_points=10**9)
+    assert len(curve) == len(cpu) and curve["reserved_bytes"].isna().all()
+    assert curve["allocated_bytes"].max() == max(r["args"]["Total Allocated"] for r in cpu)
+    assert np.isnan(memory_peaks(model, "CPU").peak_reserved_bytes)
+
+
 def test_events_real_ddp_trace_match_dict_sweep(ddp):
     model, records, origin, _ = ddp
     gpu = [r for r in records if r["args"]["Device Type"] == 1]

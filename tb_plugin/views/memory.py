@@ -109,6 +109,10 @@ def _full_curve(model, device):
         rec = _device_records(model, device)
         total = rec["total_allocated"].to_numpy(np.float64)
         reserved = rec["total_reserved"].to_numpy(np.float64)
+        if _device_key(model, device)[0] == CPU_DEVICE_TYPE:
+            # PyTorch's CPU allocator caches nothing and writes 0 as its reserved total:
+            # not a measurement, so it is shown as absent rather than as "0 B reserved".
+            reserved = np.full(len(reserved), np.nan)
         if np.isfinite(total).any():
             keep = np.isfinite(total)
             time, allocated, reserved = rec["ts"].to_numpy()[keep], total[keep], reserved[keep]
@@ -172,7 +176,7 @@ def memory_curve(model, device, start_us=None, end_us=None, max_points=MAX_CURVE
       record; for traces without it (before PyTorch 1.10) the cumulative sum of the device's
       ``Bytes`` since the start of the trace, so memory allocated before profiling is not in it;
     - ``reserved_bytes`` (float64, bytes): ``Total Reserved`` after the record, NaN when the
-      trace has none.
+      trace has none and for the CPU (whose allocator reserves nothing and writes 0).
 
     Notes
     -----
