@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compareCells, filterRows, rowsOf, sortRows, toCsv, treeRows, type Row } from './logic';
+import { anyNonZero, compareCells, filterRows, rowsOf, sortRows, toCsv, treeRows, type Row } from './logic';
 
 const table = {
   columns: ['name', 'calls', 'host_self_us', 'flag'],
@@ -16,6 +16,16 @@ describe('rowsOf', () => {
   it('keys each row by column name', () => {
     expect(rows[0]).toEqual({ name: 'aten::add_', calls: 62, host_self_us: 82.344, flag: false });
     expect(rows).toHaveLength(4);
+  });
+});
+
+describe('anyNonZero', () => {
+  it('is true only when some row holds a non-zero number in one of the columns', () => {
+    expect(anyNonZero(rows, ['host_self_us'])).toBe(true);
+    expect(anyNonZero([{ a: 0, b: null }, { a: 0, b: 0 }], ['a', 'b'])).toBe(false);
+    expect(anyNonZero([{ a: 0, b: -2 }], ['a', 'b'])).toBe(true);
+    expect(anyNonZero(rows, ['missing'])).toBe(false);
+    expect(anyNonZero([], ['a'])).toBe(false);
   });
 });
 

@@ -21,6 +21,12 @@ export function rowsOf(table: { columns: string[]; rows: Cell[][] }): Row[] {
   });
 }
 
+/** Whether any row holds a non-zero number in any of `keys`: columns that are zero
+ *  everywhere (device times of a CPU-only trace) say nothing and are left out of tables. */
+export function anyNonZero(rows: readonly Row[], keys: readonly string[]): boolean {
+  return rows.some((r) => keys.some((key) => Number(r[key]) > 0 || Number(r[key]) < 0));
+}
+
 /** Ascending order of two cells: numbers numerically, text case-insensitively, missing last. */
 export function compareCells(a: Cell | undefined, b: Cell | undefined): number {
   const aMissing = a === null || a === undefined || (typeof a === 'number' && Number.isNaN(a));

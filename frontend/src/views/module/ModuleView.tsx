@@ -7,7 +7,7 @@ import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber } from '../../base/format';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
+import { anyNonZero, rowsOf } from '../../components/table/logic';
 import { Flame } from './Flame';
 
 export function ModuleView(props: ViewProps) {
@@ -31,6 +31,8 @@ function Modules({ table, name }: { table: WireTable; name: string }) {
   const rows = useMemo(() => rowsOf(table), [table]);
   const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
   if (!rows.length) return <Empty>No nn.Module records (profile with with_modules=True).</Empty>;
+  const device = ['device_total_us', 'device_self_us', 'backward_device_total_us'];
+  const withDevice = anyNonZero(rows, device);
   return (
     <DataTable
       id="modules"
@@ -48,10 +50,9 @@ function Modules({ table, name }: { table: WireTable; name: string }) {
         { key: 'operators', label: 'Operators', numeric: true, format: (v) => formatNumber(v as number) },
         us('host_total_us', 'Host total'),
         us('host_self_us', 'Host self'),
-        us('device_total_us', 'Device total'),
-        us('device_self_us', 'Device self'),
+        ...(withDevice ? [us('device_total_us', 'Device total'), us('device_self_us', 'Device self')] : []),
         us('backward_host_total_us', 'Backward host total'),
-        us('backward_device_total_us', 'Backward device total'),
+        ...(withDevice ? [us('backward_device_total_us', 'Backward device total')] : []),
       ]}
     />
   );

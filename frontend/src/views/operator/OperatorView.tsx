@@ -9,7 +9,7 @@ import { Chart } from '../../components/charts/Chart';
 import { pieOption, topSlices } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf, type Row } from '../../components/table/logic';
+import { anyNonZero, rowsOf, type Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Stacks } from './Stacks';
 import { TopNSelect } from '../../components/TopNSelect';
@@ -56,19 +56,23 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
       }),
     [rows, topN],
   );
-  const noDevice = !rows.some((r) => Number(r.device_total_us) > 0);
+  const noDevice = !anyNonZero(rows, ['device_self_us', 'device_total_us']);
   const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
+  const tensorCores: Column[] = [
+    { key: 'tc_eligible', label: 'Tensor Core eligible', format: (v) => (v ? 'Yes' : 'No') },
+    { key: 'tc_self_pct', label: 'Tensor Core self', numeric: true, format: (v) => formatPct(v as number) },
+    { key: 'tc_total_pct', label: 'Tensor Core total', numeric: true, format: (v) => formatPct(v as number) },
+  ];
   const columns: Column[] = [
     { key: 'name', label: 'Name' },
     ...(byShape ? [{ key: 'input_shape', label: 'Input shape' }] : []),
     { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
-    us('device_self_us', 'Device self'),
-    us('device_total_us', 'Device total'),
+    // Without device time the device and Tensor Core columns would be zeros and dashes
+    // (the CSV keeps them).
+    ...(noDevice ? [] : [us('device_self_us', 'Device self'), us('device_total_us', 'Device total')]),
     us('host_self_us', 'Host self'),
     us('host_total_us', 'Host total'),
-    { key: 'tc_eligible', label: 'Tensor Core eligible', format: (v) => (v ? 'Yes' : 'No') },
-    { key: 'tc_self_pct', label: 'Tensor Core self', numeric: true, format: (v) => formatPct(v as number) },
-    { key: 'tc_total_pct', label: 'Tensor Core total', numeric: true, format: (v) => formatPct(v as number) },
+    ...(noDevice ? [] : tensorCores),
   ];
   return (
     <>
@@ -90,7 +94,7 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
           csvName={`${run}_${worker}_${span}_operators_${groupBy}.csv`}
           searches={[{ label: 'Search operators', keys: byShape ? ['name', 'input_shape'] : ['name'] }]}
           initialQueries={[search]}
-          defaultSort={{ key: rows.some((r) => Number(r.device_self_us) > 0) ? 'device_self_us' : 'host_self_us', dir: 'desc' }}
+          defaultSort={{ key: noDevice ? 'host_self_us' : 'device_self_us', dir: 'desc' }}
           rowKey={(r) => `${r.name}|${r.input_shape ?? ''}`}
           details={{
             label: 'Call stacks',
