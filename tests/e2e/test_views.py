@@ -47,7 +47,12 @@ def check_operator(page, server, q):
     first = page.locator("[data-table=operators] tbody tr").first
     assert top["name"] in first.inner_text() and format_duration(top[key]) in first.inner_text()
     assert row_count(page, "operators") == len(table)
-    return 4 if key == "device_self_us" else 2
+    # Device and Tensor Core columns only where some operator has device time.
+    headers = page.locator("[data-table=operators] thead th").all_inner_texts()
+    with_device = key == "device_self_us"
+    assert any("Device self" in h for h in headers) == with_device
+    assert any("Tensor Core" in h for h in headers) == with_device
+    return 4 if with_device else 2
 
 
 def check_kernel(page, server, q):
@@ -73,6 +78,11 @@ def check_module(page, server, q):
     text = page.inner_text("[data-table=modules]")
     for module in modules:
         assert module["name"] in text
+    device_keys = ("device_total_us", "device_self_us", "backward_device_total_us")
+    with_device = any(m[k] for m in modules for k in device_keys)
+    headers = page.locator("[data-table=modules] thead th").all_inner_texts()
+    assert any("Host total" in h for h in headers)
+    assert any("Device total" in h for h in headers) == with_device
     flame = api(server, "module_flame", **q)
     assert flame["children"][0]["name"] in page.inner_text("[data-testid=module-flame]")
     return 0
