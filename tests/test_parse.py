@@ -140,6 +140,33 @@ def test_tolerates_nan_bad_escapes_big_ints_and_invalid_utf8(tmp_path):
     assert m.anomalies["invalid_durations_zeroed"] == 1
 
 
+@pytest.mark.parametrize("layout", ["one line", "indented", "long line"])
+def test_bare_na_nan_and_inf_values_become_absent_and_strings_keep_them(tmp_path, layout):
+    """Kineto wrote bare `N/A` values in early 2021 (pytorch/kineto#128) and C++ formatting
+    writes `nan` / `inf`: those values are read as absent, counted; the same words inside
+    strings are text and stay as they are. Indented files (as Kineto writes them) and short
+    lines are repaired in bytes and keep the fast path; a word too far from a line start to
+    tell cheaply whether it is in a string leaves the repair to the tolerant path."""
+    events = [op('ratio: N/A, inf, -nan', 0, 10, **{"External id": 1}),
+              kernel("k1", 2, 3, correlation=7, **{"blocks per SM": 1.5, "est. achieved occupancy %": 50}),
+              kernel("k2", 6, 3, correlation=8, **{"blocks per SM": 2.0, "est. achieved occupancy %": 25})]
+    if layout == "long line":
+        events = [op("x" * 5000, 20, 1)] + events
+    text = json.dumps({"traceEvents": events}, indent=2 if layout == "indented" else None)
+    for number, word in [("1.5", "inf"), ("2.0", "-inf"), ("50", "N/A"), ("25", "nan")]:
+        text = text.replace(number, word, 1)
+    assert (text.count("N/A"), text.count("inf"), text.count("nan")) == (2, 3, 2)  # name + values
+    path = tmp_path / "bare.pt.trace.json"
+    path.write_text(text)
+    m = tb_plugin.load(path).model
+    assert m.ops["name"].tolist()[-1] == "ratio: N/A, inf, -nan"
+    assert m.kernels["name"].tolist() == ["k1", "k2"]
+    assert m.kernels["blocks_per_sm"].isna().all()
+    assert m.kernels["est_achieved_occupancy_pct"].isna().all()
+    assert m.anomalies["bare_words_nulled"] == 4
+    assert ("tolerant_parse" in m.anomalies) == (layout == "long line")
+
+
 def test_wrong_typed_fields_drop_only_that_event(tmp_path):
     path = write_trace(tmp_path / "typed.pt.trace.json", [
         op("good", 0, 10), {"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": {"x": 1}, "dur": 3},
