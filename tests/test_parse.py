@@ -140,6 +140,41 @@ def test_tolerates_nan_bad_escapes_big_ints_and_invalid_utf8(tmp_path):
     assert m.anomalies["invalid_durations_zeroed"] == 1
 
 
+@pytest.mark.parametrize("indent", [None, 2])
+def test_args_strings_with_escapes_read_exactly(tmp_path, indent):
+    """Backslashes, quotes and control characters escaped in args strings (Windows call
+    stacks, odd group names) come out as the JSON says, beside events without escapes."""
+    stack = "C:\\new\\torch\\nn.py(7): forward;C:\\Users\\me\\train.py(3): <module>"
+    events = [op("plain", 0, 1, **{"External id": 1, "Call stack": "a.py(1): f"}),
+              op("windows", 2, 1, **{"External id": 2, "Call stack": stack, "Input type": ['say "hi"', "float"]}),
+              op("nccl:all_reduce", 4, 1, **{"External id": 3, "Process Group Name": "pg\t0\n\u0001",
+                                             "Collective name": "all\u00e9"})]
+    path = tmp_path / "escapes.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}, indent=indent))
+    m = tb_plugin.load(path).model
+    assert not m.anomalies
+    ops = m.ops.set_index("name")
+    assert ops.loc["plain", "call_stack"] == "a.py(1): f"
+    assert ops.loc["windows", "call_stack"] == stack
+    assert json.loads(ops.loc["windows", "input_type"]) == ['say "hi"', "float"]
+    assert ops["external_id"].tolist() == [1, 2, 3]
+    assert ops.loc["nccl:all_reduce", "process_group_name"] == "pg\t0\n\u0001"
+    assert ops.loc["nccl:all_reduce", "collective_name"] == "all\u00e9"
+
+
+def test_escape_repair_keeps_valid_escaped_backslashes(tmp_path):
+    """A Windows path (`C:\\\\Users`, valid JSON) beside an invalid escape: only the invalid
+    one is repaired; the path's escaped backslashes are not taken for escapes."""
+    text = ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a \\q", "pid": 1, "tid": 1, "ts": 0, "dur": 1,'
+            ' "args": {"Call stack": "C:\\\\Users\\\\me\\\\train.py(3): main"}}]}')
+    path = tmp_path / "windows.pt.trace.json"
+    path.write_text(text)
+    m = tb_plugin.load(path).model
+    assert m.ops["name"].tolist() == ["a \\q"]
+    assert m.ops["call_stack"].tolist() == ["C:\\Users\\me\\train.py(3): main"]
+    assert m.anomalies["invalid_escapes_repaired"] == 1
+
+
 @pytest.mark.parametrize("layout", ["one line", "indented", "long line"])
 def test_bare_na_nan_and_inf_values_become_absent_and_strings_keep_them(tmp_path, layout):
     """Kineto wrote bare `N/A` values in early 2021 (pytorch/kineto#128) and C++ formatting

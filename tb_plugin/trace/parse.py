@@ -114,8 +114,10 @@ class _NotATrace(Exception):
     pass
 
 
-# A backslash that does not start a valid JSON escape: doubled so it stays a literal.
-_INVALID_ESCAPE = re.compile(r"\\(?![\"\\/bfnrtu])|\\u(?![0-9a-fA-F]{4})")
+# A backslash that does not start a valid JSON escape: doubled so it stays a literal. Runs of
+# backslashes are read from their start, pair by pair, so the second half of a valid `\\`
+# (a Windows path's separator) is never taken for the start of an escape.
+_INVALID_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(?=u(?![0-9a-fA-F]{4})|[^\"\\/bfnrtu])")
 # A UTF-16 surrogate escape without its pair (JSON allows it, UTF-8 cannot hold it): it
 # becomes U+FFFD, as invalid UTF-8 does.
 _LONE_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
@@ -144,7 +146,7 @@ def _repaired_text(data, anomalies):
     text = str(data, "utf-8", errors="replace")
     if "\ufffd" in text:
         _count(anomalies, "invalid_utf8_replaced", text.count("\ufffd"))
-    text, escapes = _INVALID_ESCAPE.subn(r"\\\\", text)
+    text, escapes = _INVALID_ESCAPE.subn(r"\1\\\\", text)
     if escapes:
         _count(anomalies, "invalid_escapes_repaired", escapes)
     text, surrogates = _LONE_SURROGATE.subn(r"\\ufffd", text)
@@ -275,8 +277,43 @@ FLOW_SCHEMA = {"id": pl.String, "bp": pl.String}
 _ONE_EVENT_PER_LINE = bytes.maketrans(b"\n\r\x1e", b"  \n")
 
 
+# polars writes an object read into a String column as JSON, but leaves the backslashes and
+# control characters of its strings unescaped (polars 2.1: the args text `{"p": "C:\\\\x"}`
+# comes back as `{"p": "C:\\x"}`), which would garble or lose such args (Windows call stacks);
+# those rows take their args text from the event's own JSON instead.
+_NOT_ESCAPED_BY_POLARS = r"[\x00-\x1f\\]"
+_NEWLINES_TO_SPACES = bytes.maketrans(b"\n\r", b"  ")  # raw newlines are whitespace in JSON
+
+
+class _ArgsOnly(msgspec.Struct):
+    args: Raw = _EMPTY_ARGS
+
+
+_ARGS_ONLY_DECODER = msgspec.json.Decoder(_ArgsOnly)
+
+
 def _read_lines(events, schema=EVENT_SCHEMA):
-    return pl.read_ndjson(b"\x1e".join(events).translate(_ONE_EVENT_PER_LINE), schema=schema)
+    text = b"\x1e".join(events).translate(_ONE_EVENT_PER_LINE)
+    frame = pl.read_ndjson(text, schema=schema)
+    if "args" in schema and b"\\" in text:  # no backslash in the batch, no escape to lose
+        frame = _with_exact_args(frame, events)
+    return frame
+
+
+def _with_exact_args(frame, events):
+    """`frame` (read from `events`, a row each) with the args text of the rows polars did
+    not write faithfully (`_NOT_ESCAPED_BY_POLARS`) cut from the events' own JSON."""
+    rows = frame["args"].str.contains(_NOT_ESCAPED_BY_POLARS).fill_null(False).arg_true().to_list()
+    if not rows:
+        return frame
+    exact = []
+    for row in rows:  # rows whose args hold escapes only
+        try:
+            args = bytes(_ARGS_ONLY_DECODER.decode(events[row]).args)
+        except msgspec.DecodeError:
+            args = frame["args"][row].encode()
+        exact.append(args.translate(_NEWLINES_TO_SPACES).decode("utf-8", errors="replace"))
+    return frame.with_columns(frame["args"].scatter(rows, exact))
 
 
 def events_frame(raws, anomalies):
