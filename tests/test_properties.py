@@ -399,3 +399,21 @@ def test_loader_edge_texts(text):
     except tb_plugin.TraceError:
         return
     check_invariants(profile)
+
+
+ANY_TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)  # Cs: lone surrogates
+
+
+@PROPERTY_SETTINGS
+@given(name=ANY_TEXT, stack=ANY_TEXT, group=ANY_TEXT, indent=st.sampled_from([None, 1]),
+       ascii_only=st.booleans())
+def test_any_text_in_names_and_args_reads_back_exactly(name, stack, group, indent, ascii_only):
+    """Whatever text an op's name and string args hold (quotes, backslashes, control
+    characters, any script, escaped or not), the model holds the same text."""
+    event = op(name, 0, 5, **{"External id": 1, "Call stack": stack, "Process Group Name": group})
+    text = json.dumps({"traceEvents": [op("first", 0, 1), event]}, indent=indent, ensure_ascii=ascii_only)
+    profile = tb_plugin.load(_write(text.encode()))
+    ops = profile.model.ops
+    [row] = ops[ops["external_id"] == 1].to_dict("records")
+    assert (row["name"], row["call_stack"], row["process_group_name"]) == (name, stack, group)
+    assert not profile.model.anomalies
