@@ -16,5 +16,20 @@ Every loading problem raises `tb_plugin.TraceError`.
 __version__ = "0.1.0"  # first: modules imported below read it
 
 from .errors import TraceError  # noqa: E402
-from .profile import Profile, Run, diff, load, load_run  # noqa: E402
+
 __all__ = ["Profile", "Run", "TraceError", "diff", "load", "load_run", "__version__"]
+_FROM_PROFILE = {"Profile", "Run", "diff", "load", "load_run"}
+
+
+def __getattr__(name):
+    # The Python API's names come from `profile` on first use (PEP 562), so that TensorBoard,
+    # which imports this package at start-up for the plugin, does not load numpy, pandas,
+    # polars and the views unless the plugin is used.
+    if name in _FROM_PROFILE:
+        from . import profile
+        return getattr(profile, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})

@@ -24,6 +24,7 @@ from werkzeug import wrappers, wsgi
 
 from .errors import TraceError
 from .loading import Loading, NotFound
+from .routes import API_ROUTES
 from .views import diff as diff_view
 from .views import distributed as distributed_view
 from .views import timeline
@@ -301,37 +302,8 @@ class Api:
         return route(handler, self.replies)
 
     def routes(self):
-        return {
-            "/runs": self._route(self.runs),
-            "/workers": self._route(self.workers),
-            "/spans": self._route(self.spans),
-            "/info": self._route(self.info),
-            "/tables": self._route(self.tables),
-            "/views": self._route(self.views),
-            "/overview": self._route(self.overview),
-            "/steps": self._route(self.steps),
-            "/gpu_summary": self._route(self.gpu_summary),
-            "/operators": self._route(self.operators),
-            "/operator_stacks": self._route(self.operator_stacks),
-            "/kernels": self._route(self.kernels),
-            "/kernel_tensor_cores": self._route(self.kernel_tensor_cores),
-            "/memory_devices": self._route(self.memory_devices),
-            "/memory_curve": self._route(self.memory_curve),
-            "/memory_events": self._route(self.memory_events),
-            "/memory_stats": self._route(self.memory_stats),
-            "/modules": self._route(self.modules),
-            "/module_flame": self._route(self.module_flame),
-            "/distributed": self._route(self.distributed),
-            "/diff": self._route(self.diff),
-            "/timeline_tracks": self._route(self.timeline_tracks),
-            "/timeline_slices": self._route(self.timeline_slices),
-            "/timeline_counters": self._route(self.timeline_counters),
-            "/timeline_event": self._route(self.timeline_event),
-            "/timeline_flows": self._route(self.timeline_flows),
-            "/timeline_search": self._route(self.timeline_search),
-            "/timeline_summary": self._route(self.timeline_summary),
-            "/trace_file": self._route(self.trace_file),
-        }
+        """{"/<name>": WSGI app} of every data route (`routes.API_ROUTES`)."""
+        return {f"/{name}": self._route(getattr(self, name)) for name in API_ROUTES}
 
     def _profile(self, request, suffix=""):
         """The Profile named by run/worker/span (or run_b/worker_b/span_b with suffix "_b").

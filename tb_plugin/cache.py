@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
-from .trace.model import TraceModel
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +81,8 @@ class ModelCache:
             logger.warning("discarding corrupt cache entry %s: %s", path.name, exc)
             path.unlink(missing_ok=True)
             return None
+        from .trace.model import TraceModel  # not at import: see loading.RunStore._parse_or_cached
+
         if not isinstance(model, TraceModel):
             path.unlink(missing_ok=True)
             return None

@@ -8,6 +8,7 @@ import numpy as np
 
 from .discovery import discover_runs
 from .errors import TraceError
+from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import Storage, TraceBytes, open_single
 from .trace.model import build_model
 from .trace.parse import POLARS_REFUSED, parse_trace
@@ -160,13 +161,6 @@ class Profile:
             "anomalies": m.anomalies,
             "load_seconds": round(self.load_seconds, 4),
         }
-
-
-# The stages of a load, as `profile_from_bytes` and the store report them.
-STAGE_QUEUED = "queued"  # waiting for the loader thread (other traces may load first)
-STAGE_READING = "reading"  # reading (and inflating) the file, with the fraction of it read; or the disk cache
-STAGE_PARSING = "parsing"  # reading events, with the fraction of the JSON done
-STAGE_BUILDING = "building"  # making and linking the tables
 
 
 def _no_progress(stage, fraction):

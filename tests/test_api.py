@@ -14,7 +14,7 @@ from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
-from tb_plugin import api, loading
+from tb_plugin import api, profile
 from tb_plugin.plugin import ProfilerPlugin
 from tb_plugin.storage import Storage
 
@@ -116,14 +116,14 @@ def test_fixed_trace_is_retried(tmp_path):
 def test_loading_reply_tells_the_stage_and_the_fraction_read(tmp_path, monkeypatch):
     write_trace(tmp_path / "run" / "w.pt.trace.json", [op("ProfilerStep#1", 0, 10, cat="user_annotation")])
     gate = threading.Event()
-    real = loading.profile_from_bytes
+    real = profile.profile_from_bytes
 
     def held_while_parsing(data, display_path, progress):
         progress("parsing", 0.25)
         gate.wait(30)
         return real(data, display_path, progress)
 
-    monkeypatch.setattr(loading, "profile_from_bytes", held_while_parsing)
+    monkeypatch.setattr(profile, "profile_from_bytes", held_while_parsing)
     plugin, client = make_client(tmp_path)
     plugin.store.wait_for_scan(30)
     try:

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 import tb_plugin
+import tb_plugin.profile
 from tb_plugin.cache import ModelCache
 from tb_plugin.loading import RunStore
 
@@ -28,8 +29,7 @@ def test_second_store_loads_from_cache_without_parsing(tmp_path, monkeypatch):
     original = first.profile_blocking("cnn", "worker0", 2, timeout=60)
     first.stop()
     assert len(list((tmp_path / "cache").glob("*.tbpp"))) == 1
-    import tb_plugin.loading as loading
-    monkeypatch.setattr(loading, "profile_from_bytes", lambda *a: pytest.fail("parsed although cached"))
+    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a: pytest.fail("parsed although cached"))
     second = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))
     second.wait_for_scan(30)
     cached = second.profile_blocking("cnn", "worker0", 2, timeout=60)

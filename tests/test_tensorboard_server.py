@@ -1,6 +1,9 @@
-"""The installed plugin inside a real `tensorboard` process, over real HTTP on loopback."""
+"""The plugin inside TensorBoard: a real `tensorboard` process over HTTP on loopback, and what
+building the plugin costs TensorBoard's start-up."""
 
 import json
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -50,3 +53,32 @@ def test_info_of_gpu_sample_over_http(server):
     assert body["device_type"] == "CUDA"
     assert body["steps"] == [5, 6, 7, 8, 9, 10]
     assert body["devices"][0]["name"].startswith("Tesla V100")
+
+
+_START_UP = """
+import argparse, sys
+from tensorboard.plugins import base_plugin
+from werkzeug.test import Client
+from tb_plugin.plugin import ProfilerPluginLoader
+
+HEAVY = ("pandas", "polars", "msgspec", "tb_plugin.profile", "tb_plugin.api", "tb_plugin.trace.model")
+flags = argparse.Namespace(reload_interval=5, profiler_cache_dir="", profiler_max_memory_mb=4096)
+plugin = ProfilerPluginLoader().load(base_plugin.TBContext(logdir=sys.argv[1], flags=flags))
+apps = plugin.get_plugin_apps()
+plugin.store.wait_for_scan(30)
+print(plugin.is_active(), sorted(m for m in HEAVY if m in sys.modules))
+response = Client(apps["/runs"]).get("/runs")
+print(response.status_code, sorted(m for m in HEAVY if m in sys.modules))
+plugin.store.stop()
+"""
+
+
+def test_tensorboard_start_up_imports_no_model_library_until_a_request(tmp_path):
+    """TensorBoard builds every installed plugin at start-up, also for users who never open
+    ours: building it, listing its routes and `is_active` import none of the libraries the
+    views need; the first request does."""
+    done = subprocess.run([sys.executable, "-c", _START_UP, str(SAMPLES)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    before, after = done.stdout.splitlines()
+    assert before == "True []"
+    assert after.startswith("200 ") and "pandas" in after and "tb_plugin.api" in after

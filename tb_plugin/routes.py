@@ -1,0 +1,16 @@
+"""The names of the plugin's data routes (each an `Api` method of the same name, described in
+`openapi.yaml`). Kept apart from `api` so that TensorBoard can list the routes at start-up
+without importing what answers them (see `plugin.ProfilerPlugin.get_plugin_apps`)."""
+
+API_ROUTES = (
+    "runs", "workers", "spans", "info", "tables", "views",
+    "overview", "steps", "gpu_summary",
+    "operators", "operator_stacks",
+    "kernels", "kernel_tensor_cores",
+    "memory_devices", "memory_curve", "memory_events", "memory_stats",
+    "modules", "module_flame",
+    "distributed", "diff",
+    "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
+    "timeline_search", "timeline_summary",
+    "trace_file",
+)
