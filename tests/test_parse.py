@@ -215,6 +215,20 @@ def test_wrong_typed_fields_drop_only_that_event(tmp_path):
     assert m.anomalies["events_without_ts_dropped"] == 1
 
 
+def test_a_truncated_large_file_is_refused_without_the_slow_repair_path(tmp_path, monkeypatch):
+    """A half-written trace (the common case while TensorBoard watches a run) is told apart
+    from a malformed one right after the fast decoder, without the standard library pass."""
+    from tb_plugin.trace import parse
+
+    monkeypatch.setattr(parse, "_decode_tolerant", lambda *a: pytest.fail("took the tolerant path"))
+    text = json.dumps({"traceEvents": [op(f"op{i}", i, 1) for i in range(2000)]}, indent=2).encode()
+    for cut in (len(text) // 2, len(text) - 3):
+        path = tmp_path / "half.pt.trace.json"
+        path.write_bytes(text[:cut])
+        with pytest.raises(TraceError, match=f"truncated .* after {cut:,} bytes of JSON"):
+            tb_plugin.load(path)
+
+
 @pytest.mark.parametrize("content, reason", [
     (b"", "empty"),
     (b"   \n", "empty"),

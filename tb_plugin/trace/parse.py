@@ -361,6 +361,12 @@ def flow_columns(events):
     return pl.concat(rows) if rows else pl.DataFrame(schema=FLOW_SCHEMA)
 
 
+# What msgspec says of input that ends before its JSON does (a file still being written, or
+# cut off); the whole file was valid up to there, so the tolerant path could not help.
+_MSGSPEC_TRUNCATED = "Input data was truncated"
+_TRUNCATED = "truncated (ends before the JSON does)"
+
+
 def _try_fast(data, path):
     """`_decode_fast(data)`, or the decode error the tolerant path may get past."""
     try:
@@ -387,14 +393,16 @@ def parse_trace(data, path):
     if not isinstance(parsed, Exception):
         parsed.anomalies.update(anomalies)
         return parsed
+    if str(parsed) == _MSGSPEC_TRUNCATED:  # no repair gives back the missing end: say so at once
+        raise TraceError(path, f"{_TRUNCATED} after {len(data):,} bytes of JSON: still being written, or cut off")
     anomalies["tolerant_parse"] = str(parsed)
     try:
         return _decode_tolerant(data, anomalies)
     except _NotATrace as exc:
         raise TraceError(path, f"not a Kineto trace: {exc}") from None
     except json.JSONDecodeError as exc:
-        where = "truncated (ends before the JSON does)" if exc.pos >= len(exc.doc) - 1 else "not valid JSON"
-        raise TraceError(path, f"{where}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        where = _TRUNCATED if exc.pos >= len(exc.doc) - 1 else "not valid JSON"
+        raise TraceError(path, f"{where}: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except (RecursionError, MemoryError, ValueError, TypeError) as exc:
         raise TraceError(path, f"cannot be decoded: {type(exc).__name__}: {exc}") from None
 
