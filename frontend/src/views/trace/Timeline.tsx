@@ -12,7 +12,7 @@ import type { CounterSeries, TimelineEndpoint, TimelineFlow } from '../../api/ty
 import { formatDuration, formatNumber } from '../../base/format';
 import { useThemeValue } from '../../components/theme';
 import { counterText, draw, GUTTER_PX, laneY, RULER_PX, timeAt, xOf, type Drawn, type Palette, type Range, type Scene, type Step } from './draw';
-import { hitSlice, LANE_PX, panBy, rowAt, tracksBetween, zoomAt, type Layout, type SliceData, type Window } from './logic';
+import { hitSlice, LANE_PX, panBy, rowAt, seriesOf, tracksBetween, zoomAt, type Layout, type SliceData, type Window } from './logic';
 
 export interface SliceHit {
   index: number;
@@ -275,8 +275,8 @@ export function Timeline(props: TimelineProps) {
       return [h.name, `${formatDuration(h.dur)} at ${formatDuration(h.start)}`];
     }
     const row = y >= RULER_PX ? rowAt(p.layout.rows, y - RULER_PX + s.scrollTop) : null;
-    if (row?.type === 'counter' && p.counters && x >= GUTTER_PX) {
-      const series = p.counters[row.index];
+    const series = row?.type === 'counter' && x >= GUTTER_PX ? seriesOf(p.counters, row) : undefined;
+    if (series) {
       const t = timeAt(scene(), x);
       let k = -1;
       for (let j = 0; j < series.time_us.length && series.time_us[j] <= t; j += 1) k = j;
@@ -439,7 +439,7 @@ function debugHook(el: HTMLCanvasElement, sc: Scene) {
       sc.layout.rows.map((r) =>
         r.type === 'header' ? { type: r.type, label: r.label, collapsed: r.collapsed, y: RULER_PX + r.y - sc.scrollTop + r.h / 2 }
           : r.type === 'track' ? { type: r.type, label: r.track.thread, track: r.track.track, y: RULER_PX + r.y - sc.scrollTop + LANE_PX / 2 }
-            : { type: r.type, label: sc.counters?.[r.index]?.name ?? '', y: RULER_PX + r.y - sc.scrollTop + r.h / 2 },
+            : { type: r.type, label: r.name, y: RULER_PX + r.y - sc.scrollTop + r.h / 2 },
       ),
   };
 }

@@ -5,7 +5,7 @@
 
 import type { CounterSeries, TimelineEndpoint, TimelineFlow } from '../../api/types';
 import { formatBytes, formatDuration, formatNumber } from '../../base/format';
-import { fitText, LANE_PX, nameColour, textOn, tickLabel, ticks, type Layout, type SliceData, type Window } from './logic';
+import { fitText, LANE_PX, nameColour, seriesOf, textOn, tickLabel, ticks, type Layout, type SliceData, type Window } from './logic';
 
 export const GUTTER_PX = 230;
 export const RULER_PX = 36;
@@ -142,8 +142,9 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): Drawn {
     } else if (row.type === 'track') {
       ctx.fillStyle = p.border;
       ctx.fillRect(GUTTER_PX, y + row.h - 1, plotW, 1);
-    } else if (row.type === 'counter' && scene.counters) {
-      drawCounter(ctx, scene, scene.counters[row.index], y, row.h, upp);
+    } else if (row.type === 'counter') {
+      const series = seriesOf(scene.counters, row);
+      if (series) drawCounter(ctx, scene, series, y, row.h, upp);
     }
   }
 
@@ -294,13 +295,15 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): Drawn {
         ctx.fillStyle = p.muted;
         ctx.fillText(`${row.track.lanes} levels`, 16, y + LANE_PX * 1.5);
       }
-    } else if (scene.counters) {
-      const series = scene.counters[row.index];
-      const peak = Math.max(0, ...series.max.map((v) => (v === null ? 0 : v)));
+    } else {
       ctx.fillStyle = p.fg;
-      ctx.fillText(fitText(series.name, GUTTER_PX - 22, CHAR_PX), 16, y + 10);
-      ctx.fillStyle = p.muted;
-      ctx.fillText(`max ${formatCounter(series, peak)}`, 16, y + 24);
+      ctx.fillText(fitText(row.name, GUTTER_PX - 22, CHAR_PX), 16, y + 10);
+      const series = seriesOf(scene.counters, row);
+      if (series) {
+        const peak = Math.max(0, ...series.max.map((v) => (v === null ? 0 : v)));
+        ctx.fillStyle = p.muted;
+        ctx.fillText(`max ${formatCounter(series, peak)}`, 16, y + 24);
+      }
     }
   }
   ctx.fillStyle = p.border;

@@ -16,6 +16,7 @@ import {
   nameColour,
   panBy,
   rowAt,
+  seriesOf,
   tickLabel,
   ticks,
   tracksBetween,
@@ -115,6 +116,15 @@ describe('layout', () => {
     expect(rowAt(open.rows, top0 + 1)?.type).toBe('track');
     expect(rowAt(open.rows, open.height + 5)).toBeNull();
     expect(tracksBetween(open.rows, top0 + 1, (open.trackTop.get(2) as number) + 1)).toEqual([0, 1, 2]);
+  });
+  it('finds a counter row its series by name, whatever order the reply lists them in', () => {
+    const rows = layout([], ['util', 'memory'], new Set()).rows.filter((r) => r.type === 'counter');
+    const series = (name: string) => ({ name, unit: '%', time_us: [0], value: [1], max: [1] });
+    const reply = [series('memory'), series('util')];
+    expect(rows.map((r) => seriesOf(reply, r as { name: string })?.name)).toEqual(['util', 'memory']);
+    // A reply from before the layout caught up (a series gone): nothing to draw, no crash.
+    expect(seriesOf([series('util')], rows[1] as { name: string })).toBeUndefined();
+    expect(seriesOf(null, rows[0] as { name: string })).toBeUndefined();
   });
 });
 

@@ -2,7 +2,7 @@
 // ticks in µs/ms/s, the vertical layout of process groups, tracks, lanes and counters, slice
 // colours and hit testing. Timeline.tsx draws what these return; logic.test.ts checks them.
 
-import type { TimelineSlicesReply } from '../../api/types';
+import type { CounterSeries, TimelineSlicesReply } from '../../api/types';
 
 /** A time window in µs from the trace start (the API's time base). */
 export interface Window {
@@ -142,7 +142,7 @@ export const TRACK_GAP_PX = 4;
 export type Row =
   | { type: 'header'; y: number; h: number; key: string; label: string; collapsed: boolean; detail: string }
   | { type: 'track'; y: number; h: number; track: TrackInfo }
-  | { type: 'counter'; y: number; h: number; index: number };
+  | { type: 'counter'; y: number; h: number; name: string };
 
 export interface Layout {
   rows: Row[];
@@ -166,8 +166,8 @@ export function layout(groups: ProcessGroup[], counters: string[], collapsed: Re
     rows.push({ type: 'header', y, h: HEADER_PX, key: COUNTERS_KEY, label: 'Counters', collapsed: closed, detail: `${counters.length} series` });
     y += HEADER_PX;
     if (!closed) {
-      counters.forEach((_, index) => {
-        rows.push({ type: 'counter', y, h: COUNTER_PX, index });
+      counters.forEach((name) => {
+        rows.push({ type: 'counter', y, h: COUNTER_PX, name });
         y += COUNTER_PX;
       });
     }
@@ -187,6 +187,12 @@ export function layout(groups: ProcessGroup[], counters: string[], collapsed: Re
     }
   }
   return { rows, height: y, trackTop, visibleTracks };
+}
+
+/** The series a counter row draws, matched by name: counter replies and the layout are
+ * updated one after the other, so positions may disagree for a frame; undefined then. */
+export function seriesOf(counters: readonly CounterSeries[] | null, row: { name: string }): CounterSeries | undefined {
+  return counters?.find((series) => series.name === row.name);
 }
 
 /** The row at content height `y`, if any. */
