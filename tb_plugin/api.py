@@ -53,11 +53,13 @@ class CachedReply(Exception):
 
 
 class ReplyCache:
-    """Serialised answers per Profile object and request path (query string included).
+    """Serialised answers per request path (query string included) and the Profiles it used.
 
-    Every view is a pure function of one profile and the parameters, so an answer can be
-    reused until the profile is replaced (a changed file loads as a new Profile; the old
-    one's entries go with it, being weakly keyed). Bounded per profile, LRU.
+    Every view is a pure function of its profiles and the parameters, so an answer can be
+    reused until a profile is replaced (a changed file loads as a new Profile). Entries live
+    under the first profile, weakly keyed, so they go with it; an answer that used more
+    profiles (diff, distributed) holds weak references to the others and is reused only while
+    each is still the profile served. Bounded per first profile, LRU.
     """
 
     def __init__(self, per_profile=128):
@@ -65,18 +67,24 @@ class ReplyCache:
         self._entries = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
-    def get(self, profile, path):
+    def get(self, profiles, path):
+        """The reply stored for `path` over exactly `profiles` (in order), or None."""
+        first, others = profiles[0], profiles[1:]
         with self._lock:
-            entries = self._entries.get(profile)
-            if entries is None or path not in entries:
+            entries = self._entries.get(first)
+            entry = entries.get(path) if entries is not None else None
+            if entry is None:
+                return None
+            reply, used_others = entry
+            if len(used_others) != len(others) or any(ref() is not p for ref, p in zip(used_others, others)):
                 return None
             entries.move_to_end(path)
-            return entries[path]
+            return reply
 
-    def put(self, profile, path, reply):
+    def put(self, profiles, path, reply):
         with self._lock:
-            entries = self._entries.setdefault(profile, OrderedDict())
-            entries[path] = reply
+            entries = self._entries.setdefault(profiles[0], OrderedDict())
+            entries[path] = (reply, tuple(weakref.ref(p) for p in profiles[1:]))
             entries.move_to_end(path)
             while len(entries) > self.per_profile:
                 entries.popitem(last=False)
@@ -143,8 +151,8 @@ def table_csv(frame):
 def route(handler, replies=None):
     """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies.
 
-    With a `ReplyCache`, a successful answer computed from exactly one profile is kept and
-    served again for the same request path (see `Api._profile`).
+    With a `ReplyCache`, a successful answer computed from profiles is kept and served again
+    for the same request path over the same profiles (see `Api._reuse`).
     """
 
     @wrappers.Request.application
@@ -155,8 +163,8 @@ def route(handler, replies=None):
                 raise ApiError(405, "method_not_allowed", f"{request.method} is not supported")
             response = handler(request)
             used = request.environ.get(_PROFILES_USED, [])
-            if replies is not None and response.status_code == 200 and len(used) == 1:
-                replies.put(used[0], request.full_path, (response.get_data(), response.content_type))
+            if replies is not None and response.status_code == 200 and used:
+                replies.put(used, request.full_path, (response.get_data(), response.content_type))
             return response
         except CachedReply as exc:
             return wrappers.Response(exc.payload, status=200, content_type=exc.content_type, headers=_COMMON_HEADERS)
@@ -308,19 +316,23 @@ class Api:
     def _profile(self, request, suffix=""):
         """The Profile named by run/worker/span (or run_b/worker_b/span_b with suffix "_b").
 
-        Raises CachedReply when this request was answered from this profile before.
+        Raises CachedReply when this request was answered from the profiles named so far.
         """
         run = text_param(request, "run" + suffix)
         worker = text_param(request, "worker" + suffix)
         span = int_param(request, "span" + suffix, required=False, default=1, minimum=1)
         profile = ready(self.store.profile(run, worker, span))
-        used = request.environ.setdefault(_PROFILES_USED, [])
-        used.append(profile)
-        if len(used) == 1:
-            cached = self.replies.get(profile, request.full_path)
-            if cached is not None:
-                raise CachedReply(*cached)
+        self._reuse(request, [profile])
         return profile
+
+    def _reuse(self, request, profiles):
+        """Note that this request uses `profiles`; raise CachedReply when it was answered
+        before from exactly the profiles it has used so far."""
+        used = request.environ.setdefault(_PROFILES_USED, [])
+        used.extend(profiles)
+        cached = self.replies.get(used, request.full_path)
+        if cached is not None:
+            raise CachedReply(*cached)
 
     def runs(self, request):
         return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error})
@@ -421,7 +433,9 @@ class Api:
             raise NotFound(f"no worker of run {run!r} has span {span}")
         # Every worker's profile is requested before any is awaited, so they load together.
         results = {w: self.store.profile(run, w, span) for w in workers}
-        models = {w: ready(r).model for w, r in results.items()}
+        profiles = {w: ready(r) for w, r in results.items()}
+        self._reuse(request, list(profiles.values()))
+        models = {w: p.model for w, p in profiles.items()}
         return tables_reply(request, lambda: distributed_view.distributed(models),
                             ("steps", "all_steps", "collectives", "calls", "devices"))
 

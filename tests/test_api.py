@@ -390,3 +390,37 @@ def test_answers_are_reused_until_the_file_changes(tmp_path, monkeypatch):
     changed = wait_route(client, f"{PREFIX}/operators?run=run&worker=w").get_json()
     assert [r[0] for r in changed["rows"]] == ["aten::mul"] and len(calls) == 3
     plugin.store.stop()
+
+
+@pytest.mark.parametrize("route", ["diff", "distributed"])
+def test_answers_over_several_profiles_are_reused_until_one_file_changes(tmp_path, monkeypatch, route):
+    """diff and distributed read two or more profiles: reused while every one is the profile
+    served, computed again when any of them (here the second) is reloaded."""
+    from tb_plugin.views import diff as diff_view
+    from tb_plugin.views import distributed as distributed_view
+    write_trace(tmp_path / "run" / "w0.pt.trace.json", [op("ProfilerStep#1", 0, 20), op("aten::add", 1, 5)])
+    second = write_trace(tmp_path / "run" / "w1.pt.trace.json", [op("ProfilerStep#1", 0, 20), op("aten::add", 1, 7)])
+    plugin, client = make_client(tmp_path)
+    plugin.store.wait_for_scan(30)
+    module, name = (diff_view, "diff") if route == "diff" else (distributed_view, "distributed")
+    calls = []
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a: calls.append(1) or real(*a))
+    url = (f"{PREFIX}/diff?run=run&worker=w0&run_b=run&worker_b=w1&table=operators" if route == "diff"
+           else f"{PREFIX}/distributed?run=run&table=steps")
+    first = wait_route(client, url)
+    assert first.status_code == 200, first.get_json()
+    assert client.get(url).get_json() == first.get_json() and len(calls) == 1
+    write_trace(second, [op("ProfilerStep#1", 0, 30), op("aten::add", 1, 9), op("aten::add", 11, 9)])
+    deadline = time.monotonic() + 60  # the rescan notices the change, then the file loads again
+    while (changed := wait_route(client, url).get_json()) == first.get_json():
+        assert time.monotonic() < deadline, "the changed file was never reloaded"
+        time.sleep(0.1)
+    assert len(calls) == 2
+    if route == "diff":
+        (row,) = [dict(zip(changed["columns"], r)) for r in changed["rows"]]
+        assert (row["name"], row["calls_a"], row["calls_b"], row["host_self_us_b"]) == ("aten::add", 1, 2, 18.0)
+    else:
+        totals = {r[changed["columns"].index("worker")]: r[changed["columns"].index("total_us")] for r in changed["rows"]}
+        assert totals == {"w0": 20, "w1": 30}
+    plugin.store.stop()
