@@ -234,3 +234,31 @@ def test_counter_series_do_not_depend_on_the_window(tmp_path):
     model = tb_plugin.load(path).model
     names = lambda a, b: [c["name"] for c in counters(model, a, b, points=2)]  # noqa: E731
     assert names(0, 100) == names(50, 100) == ["GPU 0 utilization", "GPU 0 est. SM efficiency"]
+
+
+def _memory_record(ts, device_type, total_allocated, total_reserved, bytes_=8):
+    return {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+            "args": {"Device Type": device_type, "Device Id": 0, "Addr": 1, "Bytes": bytes_,
+                     "Total Allocated": total_allocated, "Total Reserved": total_reserved}}
+
+
+def test_memory_counters_follow_the_memory_view(tmp_path):
+    """The Trace view's memory rows are the memory view's curves: the CPU's reserved total
+    (PyTorch writes 0, its allocator reserves nothing) has no row, and which rows exist does
+    not depend on the window, even one before every record."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        _memory_record(50, 0, 8, 0), _memory_record(60, 0, 24, 0, bytes_=16),
+        _memory_record(70, 1, 32, 64, bytes_=32),
+    ])
+    model = tb_plugin.load(path).model
+    names = lambda a, b: [c["name"] for c in counters(model, a, b, points=2)]  # noqa: E731
+    expected = ["CPU memory allocated", "GPU0 memory allocated", "GPU0 memory reserved"]
+    assert names(0, 100) == names(0, 10) == names(80, 100) == expected
+    whole = {c["name"]: c for c in counters(model, 0, 100, points=4)}
+    # buckets [0,25) [25,50) [50,75) [75,100): level at the start, maximum within
+    assert whole["CPU memory allocated"]["time_us"] == [50.0, 75.0]
+    assert whole["CPU memory allocated"]["max"] == [24.0, 24.0]
+    assert whole["GPU0 memory reserved"]["max"] == [64.0, 64.0]
+    early = {c["name"]: c for c in counters(model, 0, 10, points=2)}
+    assert early["GPU0 memory allocated"]["time_us"] == []

@@ -103,8 +103,9 @@ def _in_range(ts, start_us, end_us):
     return keep
 
 
-def _full_curve(model, device):
-    """The undownsampled curve of one device (see `memory_curve`), cached."""
+def full_curve(model, device):
+    """The undownsampled curve of one device (`memory_curve`'s columns), cached: what the
+    memory view and the Trace view's memory counters both draw."""
     def build():
         rec = _device_records(model, device)
         total = rec["total_allocated"].to_numpy(np.float64)
@@ -184,7 +185,7 @@ def memory_curve(model, device, start_us=None, end_us=None, max_points=MAX_CURVE
     totals, records without one are left out. The cumulative sum is taken over the whole
     trace before the time range is applied, so zooming does not change the values.
     """
-    curve = _full_curve(model, device)
+    curve = full_curve(model, device)
     keep = _in_range(curve["time_us"].to_numpy(), start_us, end_us)
     curve = curve[keep].reset_index(drop=True)
     rows = downsample_indices(curve["time_us"].to_numpy(), curve["allocated_bytes"].to_numpy(),
@@ -219,7 +220,7 @@ def memory_peaks(model, device, start_us=None, end_us=None):
     Computed on the full curve of `memory_curve` (never on the downsampled one) within the
     optional time range. Returns a `MemoryPeaks`.
     """
-    curve = _full_curve(model, device)
+    curve = full_curve(model, device)
     curve = curve[_in_range(curve["time_us"].to_numpy(), start_us, end_us)]
     allocated = curve["allocated_bytes"].to_numpy()
     reserved = curve["reserved_bytes"].to_numpy()

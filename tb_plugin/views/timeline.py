@@ -23,6 +23,7 @@ import pandas as pd
 from ..trace.linking import Nesting
 from .common import _cached
 from .intervals import union_length, weighted_level_integral
+from .memory import full_curve, memory_devices
 
 # Slice kinds (the `kind` column), also what the viewer colours by.
 KINDS = ("op", "annotation", "runtime", "python", "kernel", "memcpy", "memset", "gpu_annotation")
@@ -300,22 +301,16 @@ def counters(model, start_us, end_us, points=500):
         series.append(_series(f"GPU {device} utilization", "%", edges, 100 * busy / width))
         if device in with_blocks:
             series.append(_series(f"GPU {device} est. SM efficiency", "%", edges, 100 * sm / width))
-    mem = model.memory
-    if len(mem):
-        for (dtype, did), part in mem.groupby(["device_type", "device_id"], sort=True):
-            label = "CPU" if dtype == 0 else f"GPU{did}" if dtype == 1 else f"Device{dtype}:{did}"
-            part = part.sort_values("ts", kind="stable")
-            allocated = part["total_allocated"].to_numpy()
-            if not np.isfinite(allocated).any():
-                allocated = np.cumsum(part["bytes"].to_numpy()).astype(np.float64)
-            # records in the window, plus the last one before it (the level at its start)
-            times = part["ts"].to_numpy()
-            first = max(int(np.searchsorted(times, start_us, side="right")) - 1, 0)
-            last = int(np.searchsorted(times, end_us, side="right"))
-            part, allocated = part.iloc[first:last], allocated[first:last]
-            for what, values in (("allocated", allocated), ("reserved", part["total_reserved"].to_numpy())):
-                if np.isfinite(values).any():
-                    series.append(_step_series(f"{label} memory {what}", "B", edges, part["ts"].to_numpy(), values))
+    for device in memory_devices(model):
+        curve = full_curve(model, device)
+        times = curve["time_us"].to_numpy()
+        # records in the window, plus the last one before it (the level at its start)
+        first = max(int(np.searchsorted(times, start_us, side="right")) - 1, 0)
+        last = int(np.searchsorted(times, end_us, side="right"))
+        for what in ("allocated", "reserved"):
+            values = curve[f"{what}_bytes"].to_numpy()
+            if np.isfinite(values).any():  # decided over the whole trace, like every series
+                series.append(_step_series(f"{device} memory {what}", "B", edges, times[first:last], values[first:last]))
     c = model.counters
     for (name, key), part in c.groupby(["name", "series"], observed=True, sort=True):
         series.append(_step_series(f"{name} {key}", "", edges, part["ts"].to_numpy(), part["value"].to_numpy()))
