@@ -403,3 +403,34 @@ def test_dark_theme(browser, server, screenshot_dir):
         shoot(page, screenshot_dir, "gpu_resnet50_v100_trace_dark")
     finally:
         context.close()
+
+
+def test_python_frames_can_be_hidden_and_the_choice_is_kept_in_the_url(page, server, screenshot_dir):
+    run = "cpu_cnn"
+    python_tracks = [r["thread"] for r in rows(api(server, "timeline_tracks", **q(run))["tracks"]) if r["kind"] == "python"]
+    assert python_tracks  # the sample is recorded with with_stack=True
+    open_trace(page, server, run)
+
+    def drawn_tracks():
+        return [r["label"] for r in page.evaluate("() => document.querySelector('.trace-canvas').traceDebug.rows()")
+                if r["type"] == "track"]
+    shown = drawn_tracks()
+    assert set(python_tracks) <= set(shown)
+    after(page, lambda: page.uncheck("[data-control=trace-python]"))
+    hidden = drawn_tracks()
+    assert hidden == [t for t in shown if t not in python_tracks] and hidden
+    assert "trace_python=0" in page.url
+    shoot(page, screenshot_dir, f"{run}_trace_without_python")
+    # a link with the choice opens the same way; ticking the box brings the tracks back
+    open_page(page, server, **q(run), view="trace", trace_python=0)
+    page.wait_for_selector(f"{BOX}[data-first-paint-ms]", state="attached")
+    assert drawn_tracks() == hidden and not page.is_checked("[data-control=trace-python]")
+    after(page, lambda: page.check("[data-control=trace-python]"))
+    assert drawn_tracks() == shown and "trace_python" not in page.url
+
+
+def test_no_python_frames_toggle_without_python_frames(page, server):
+    run = "gpu_resnet50_v100"
+    assert not [r for r in rows(api(server, "timeline_tracks", **q(run))["tracks"]) if r["kind"] == "python"]
+    open_trace(page, server, run)
+    assert page.query_selector("[data-control=trace-python]") is None

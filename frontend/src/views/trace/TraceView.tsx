@@ -3,8 +3,9 @@
 // blocks). Tracks grouped by process (collapsible), counters above them, a ruler in µs/ms/s
 // with the steps; zoom/pan with wheel, drag and W/S/A/D; click an event for its details and
 // flow arrows; shift+drag a range for per-name totals; search with next/previous; jump to a
-// step; download the original file. The visible window and the selected event are kept in
-// the page URL (trace_start_us, trace_end_us, trace_event).
+// step; hide the Python-frame tracks; download the original file. The visible window, the
+// selected event and whether Python frames are shown are kept in the page URL
+// (trace_start_us, trace_end_us, trace_event, trace_python).
 
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { describeError, fetchJson, routeUrl } from '../../api/client';
@@ -28,7 +29,7 @@ import { useUrlParam } from '../../components/useUrlParam';
 import { Details } from './Details';
 import { useTimelineData } from './data';
 import type { Range, Step } from './draw';
-import { bounds, centreOn, clampWindow, groupTracks, layout, windowLabel, type TrackInfo, type Window } from './logic';
+import { bounds, centreOn, clampWindow, groupKey, groupTracks, layout, windowLabel, type TrackInfo, type Window } from './logic';
 import { Timeline, type SliceHit } from './Timeline';
 
 export function TraceView(props: ViewProps) {
@@ -67,7 +68,11 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     events: Number(r.events),
   })), [info]);
   const trackMap = useMemo(() => new Map(trackList.map((t) => [t.track, t])), [trackList]);
-  const groups = useMemo(() => groupTracks(trackList), [trackList]);
+  // Python frames (with_stack=True) can hold more rows than everything else: they can be hidden.
+  const hasPython = useMemo(() => trackList.some((t) => t.kind === 'python'), [trackList]);
+  const [pythonParam, setPythonParam] = useUrlParam('trace_python', '1');
+  const showPython = pythonParam !== '0';
+  const groups = useMemo(() => groupTracks(showPython ? trackList : trackList.filter((t) => t.kind !== 'python')), [trackList, showPython]);
   const steps = useMemo<Step[]>(() => rowsOf(info.steps).map((r) => ({ step: Number(r.step), start_us: Number(r.start_us), end_us: Number(r.end_us) })), [info]);
   const limit = useMemo(() => bounds(info.start_us, info.end_us), [info]);
 
@@ -118,8 +123,10 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   const selected: TimelineEndpoint | null = where && where.event === selectedId ? where : known;
 
   const expandFor = (track: number) => {
-    const group = groups.find((g) => g.tracks.some((t) => t.track === track));
-    if (group && collapsed.has(group.key)) toggle(group.key);
+    const info = trackMap.get(track);
+    if (!info) return;
+    if (info.kind === 'python' && !showPython) setPythonParam('1');
+    if (collapsed.has(groupKey(info))) toggle(groupKey(info));
   };
   const goTo = useCallback((endpoint: TimelineEndpoint) => {
     setEventParam(String(endpoint.event));
@@ -132,7 +139,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     expandFor(endpoint.track);
     setViewState((v) => centreOn(v, endpoint.ts_us, endpoint.ts_us + endpoint.dur_us, limit));
     setReveal((n) => n + 1);
-  }, [groups, collapsed, limit]);
+  }, [trackMap, collapsed, showPython, limit]);
   useEffect(() => {
     if (known && centreWhenKnown.current) {
       centreWhenKnown.current = false;
@@ -186,6 +193,17 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
           </label>
         ) : null}
         <button type="button" data-control="trace-reset" onClick={() => setView(limit)}>Whole trace</button>
+        {hasPython ? (
+          <label title="The Python call stack of each thread (recorded with with_stack=True), one track per thread">
+            <input
+              type="checkbox"
+              data-control="trace-python"
+              checked={showPython}
+              onChange={(e) => setPythonParam((e.target as HTMLInputElement).checked ? '1' : '0')}
+            />
+            Python frames
+          </label>
+        ) : null}
         <span class="hint" data-testid="trace-window">{windowLabel(view)}</span>
         <span class="spacer" />
         <a href={routeUrl('trace_file', base)} download data-link="trace-file">Download trace</a>

@@ -111,12 +111,17 @@ export interface ProcessGroup {
   tracks: TrackInfo[];
 }
 
+/** The process group a track belongs to (its collapse key). */
+export function groupKey(track: TrackInfo): string {
+  return `${track.pid}\u0000${track.process}`;
+}
+
 /** Tracks grouped by process, in the server's order (which follows the trace's metadata). */
 export function groupTracks(tracks: TrackInfo[]): ProcessGroup[] {
   const groups: ProcessGroup[] = [];
   const byKey = new Map<string, ProcessGroup>();
   for (const track of tracks) {
-    const key = `${track.pid}\u0000${track.process}`;
+    const key = groupKey(track);
     let group = byKey.get(key);
     if (!group) {
       group = { key, label: track.process, tracks: [] };
