@@ -37,11 +37,12 @@ _STREAM_CHUNK = 1 << 20
 
 
 class StillLoading(Exception):
-    """The profile asked for is being parsed: answered 202 with progress."""
+    """The profile asked for is being parsed: answered 202 with progress. A view over several
+    profiles also says how many of them are `ready` of the `total` it needs."""
 
-    def __init__(self, loading):
+    def __init__(self, loading, ready=None, total=None):
         super().__init__(loading.path)
-        self.loading = loading
+        self.loading, self.ready, self.total = loading, ready, total
 
 
 class CachedReply(Exception):
@@ -170,9 +171,11 @@ def route(handler, replies=None):
             return wrappers.Response(exc.payload, status=200, content_type=exc.content_type, headers=_COMMON_HEADERS)
         except StillLoading as exc:
             loading = exc.loading
-            return respond({"loading": True, "path": loading.path, "elapsed_seconds": round(time.time() - loading.since, 3),
-                            "stage": loading.stage,
-                            "fraction": None if loading.fraction is None else round(loading.fraction, 4)}, status=202)
+            body = {"loading": True, "path": loading.path, "elapsed_seconds": round(time.time() - loading.since, 3),
+                    "stage": loading.stage, "fraction": None if loading.fraction is None else round(loading.fraction, 4)}
+            if exc.total is not None:
+                body.update(ready=exc.ready, total=exc.total)
+            return respond(body, status=202)
         except ApiError as exc:
             return respond({"error": exc.error, "reason": exc.reason}, status=exc.status)
         except NotFound as exc:
@@ -275,6 +278,11 @@ def tables_reply(request, build, names):
     if name is None:
         return respond({n: getattr(view, n) for n in names})
     return table_reply(request, getattr(view, name))
+
+
+def _distributed_part(profile):
+    """What the distributed view keeps of one worker's profile (`RunStore.summary`)."""
+    return distributed_view.worker_part(profile.model)
 
 
 def available_views(profile, worker_count, profile_count):
@@ -431,12 +439,15 @@ class Api:
         workers = [w for w, spans in files.workers.items() if span <= len(spans)]
         if not workers:
             raise NotFound(f"no worker of run {run!r} has span {span}")
-        # Every worker's profile is requested before any is awaited, so they load together.
-        results = {w: self.store.profile(run, w, span) for w in workers}
-        profiles = {w: ready(r) for w, r in results.items()}
-        self._reuse(request, list(profiles.values()))
-        models = {w: p.model for w, p in profiles.items()}
-        return tables_reply(request, lambda: distributed_view.distributed(models),
+        # Each worker gives a small summary of its profile, so a run of more ranks than the
+        # memory budget holds profiles still gets its view; every one is asked for before any
+        # is awaited, so they load one after another without waiting for the next request.
+        results = {w: self.store.summary(run, w, span, "distributed", _distributed_part) for w in workers}
+        loading = [r for r in results.values() if isinstance(r, Loading)]
+        if loading:
+            raise StillLoading(loading[0], ready=len(results) - len(loading), total=len(results))
+        self._reuse(request, list(results.values()))
+        return tables_reply(request, lambda: distributed_view.combine(results),
                             ("steps", "all_steps", "collectives", "calls", "devices"))
 
     def diff(self, request):

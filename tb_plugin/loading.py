@@ -99,6 +99,10 @@ class RunStore:
         self._runs = {}
         self._files = {}
         self._profiles = OrderedDict()
+        # Small results derived from one file's profile (`summary`), kept while the file is
+        # unchanged even after its profile leaves memory, and those asked for but not built yet.
+        self._summaries = {}
+        self._wanted = {}
         self._sniff_cache = {}
         self._lock = threading.RLock()
         self._scan_lock = threading.Lock()
@@ -229,6 +233,33 @@ class RunStore:
                 self._submit(path, state)
             return Loading(path, state.started, state.stage, state.fraction)
 
+    def summary(self, run, worker, span, key, build):
+        """`build(profile)` of one span's profile, computed once per file version and kept
+        after the profile itself is dropped from memory; a `Loading` while the profile loads.
+
+        A view over many files (the distributed view of a 128-rank run) asks each file for a
+        small summary: the profiles need not all fit in memory at once. A summary asked for
+        while its profile loads is built on the loader thread right after the load, before
+        the memory budget can drop that profile again."""
+        path = self.span_file(run, worker, span).path
+        self._refresh(path)
+        with self._lock:
+            done = self._summaries.get(path, {})
+            if key in done:
+                return done[key]
+            self._wanted.setdefault(path, {})[key] = build
+        result = self.profile(run, worker, span)
+        if isinstance(result, Loading):
+            return result
+        built = self._build_summaries(path, result)
+        if key in built:
+            return built[key]
+        with self._lock:
+            done = self._summaries.get(path, {})
+            if key in done:
+                return done[key]
+        return build(result)  # built meanwhile by another thread and dropped since: once more
+
     def profile_blocking(self, run, worker, span, timeout=None):
         """Wait for the profile (the CLI, tests and notebooks); raises like `profile`."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -249,6 +280,19 @@ class RunStore:
         self._files.pop(path, None)
         self._profiles.pop(path, None)
         self._sizes.pop(path, None)
+        self._summaries.pop(path, None)
+        self._wanted.pop(path, None)
+
+    def _build_summaries(self, path, profile):
+        """Build the summaries asked of `path` (`summary`) from its `profile`; kept while
+        `profile` is still the one of the file as it is. Returns {key: summary} built."""
+        with self._lock:
+            wanted = self._wanted.pop(path, {})
+        built = {key: build(profile) for key, build in wanted.items()}
+        with self._lock:
+            if built and self._profiles.get(path) is profile:
+                self._summaries.setdefault(path, {}).update(built)
+        return built
 
     def _refresh(self, path):
         """Drop what is known about `path` when its size or mtime changed."""
@@ -265,6 +309,7 @@ class RunStore:
             elif state.stat != stat and state.status != "loading":
                 self._profiles.pop(path, None)
                 self._sizes.pop(path, None)
+                self._summaries.pop(path, None)
                 self._files[path] = _FileState(stat=stat)
 
     def _retry_due(self, state):
@@ -343,3 +388,7 @@ class RunStore:
                 self._sizes.pop(evicted, None)
                 if evicted in self._files:
                     self._files[evicted].status = "new"
+        try:  # summaries asked for while it loaded, before the budget can drop it again
+            self._build_summaries(path, profile)
+        except Exception:  # the request that asked builds it again and reports the failure
+            logger.exception("summarising %s failed", path)

@@ -249,9 +249,11 @@ class Run:
             raise KeyError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
         key = (worker, span)
         if key not in self._profiles:
-            rel = files[span - 1].path
-            self._profiles[key] = profile_from_bytes(self.storage.read_trace(rel), self.storage.display(rel))
+            self._profiles[key] = self._load(files[span - 1].path)
         return self._profiles[key]
+
+    def _load(self, rel):
+        return profile_from_bytes(self.storage.read_trace(rel), self.storage.display(rel))
 
     def __getitem__(self, key):
         worker, span = key if isinstance(key, tuple) else (key, 1)
@@ -259,11 +261,18 @@ class Run:
 
     def distributed(self, span=1):
         """Computation / communication per worker and step, collectives and devices for one
-        span of every worker that has it; see `tb_plugin.views.distributed.distributed`."""
+        span of every worker that has it; see `tb_plugin.views.distributed.distributed`.
+
+        Profiles not loaded yet are loaded one at a time and not kept: a job of many ranks
+        never needs all its profiles in memory at once."""
         workers = [w for w in self.workers if span <= len(self.files.workers[w])]
         if not workers:
             raise KeyError(f"no worker of this run has span {span}")
-        return distributed_view.distributed({w: self.profile(w, span).model for w in workers})
+
+        def model(worker):
+            loaded = self._profiles.get((worker, span))
+            return (loaded or self._load(self.files.workers[worker][span - 1].path)).model
+        return distributed_view.combine({w: distributed_view.worker_part(model(w)) for w in workers})
 
 
 def diff(a, b):

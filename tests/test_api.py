@@ -402,7 +402,7 @@ def test_answers_over_several_profiles_are_reused_until_one_file_changes(tmp_pat
     second = write_trace(tmp_path / "run" / "w1.pt.trace.json", [op("ProfilerStep#1", 0, 20), op("aten::add", 1, 7)])
     plugin, client = make_client(tmp_path)
     plugin.store.wait_for_scan(30)
-    module, name = (diff_view, "diff") if route == "diff" else (distributed_view, "distributed")
+    module, name = (diff_view, "diff") if route == "diff" else (distributed_view, "combine")
     calls = []
     real = getattr(module, name)
     monkeypatch.setattr(module, name, lambda *a: calls.append(1) or real(*a))
@@ -423,4 +423,36 @@ def test_answers_over_several_profiles_are_reused_until_one_file_changes(tmp_pat
     else:
         totals = {r[changed["columns"].index("worker")]: r[changed["columns"].index("total_us")] for r in changed["rows"]}
         assert totals == {"w0": 20, "w1": 30}
+    plugin.store.stop()
+
+
+def test_distributed_view_of_more_ranks_than_profiles_kept_in_memory(tmp_path):
+    """A 128-rank job has more workers than the store keeps parsed profiles (64, and fewer
+    within the memory budget): each worker's profile is summarised as it loads, so the view
+    completes, says how many workers are ready while it waits, and equals the view computed
+    from all the models at once."""
+    import tb_plugin
+    from tb_plugin.views import distributed as distributed_view
+    sample = sorted((SAMPLES / "cpu_ddp_gloo").glob("worker0.*.pt.trace.json.gz"))[0]
+    (tmp_path / "run").mkdir()
+    for rank in range(6):
+        shutil.copy(sample, tmp_path / "run" / f"rank{rank}.pt.trace.json.gz")
+    plugin, client = make_client(tmp_path)
+    plugin.store.max_profiles = 2
+    plugin.store.wait_for_scan(30)
+    url = f"{PREFIX}/distributed?run=run&table=all_steps"
+    first = client.get(url)
+    assert first.status_code == 202
+    progress = first.get_json()
+    assert progress["total"] == 6 and 0 <= progress["ready"] < 6 and progress["stage"]
+    body = wait_route(client, url, timeout=120)
+    assert body.status_code == 200, body.get_json()
+    assert len(plugin.store._profiles) <= 2  # never more than the store may keep
+    got = body.get_json()
+    models = {f"rank{r}": tb_plugin.load(tmp_path / "run" / f"rank{r}.pt.trace.json.gz").model for r in range(6)}
+    expected = distributed_view.distributed(models).all_steps
+    assert got["columns"] == list(expected.columns)
+    assert [r[0] for r in got["rows"]] == [f"rank{r}" for r in range(6)]
+    for row, (_, want) in zip(got["rows"], expected.iterrows()):
+        assert row[1] == want["steps"] and all(abs(a - b) < 1e-6 for a, b in zip(row[2:], want.iloc[2:]))
     plugin.store.stop()

@@ -318,14 +318,32 @@ def distributed(models):
     duration - transfer time. A call no other worker holds has transfer = its own duration
     and synchronizing 0 (``matched_workers`` is 1).
     """
-    workers = list(models)
+    return combine({worker: worker_part(model) for worker, model in models.items()})
+
+
+@dataclass(eq=False)  # identity semantics: held weakly by the server's reply cache
+class WorkerPart:
+    """What the distributed view needs of one worker's model: small tables, so a view over
+    many ranks never needs all their models in memory at once (see `combine`)."""
+
+    steps: pd.DataFrame
+    calls: pd.DataFrame
+    devices: pd.DataFrame
+
+
+def worker_part(model):
+    """The `WorkerPart` of one worker's model (columns as in `distributed`, without `worker`)."""
+    calls = collective_calls(model)
+    return WorkerPart(steps=_worker_steps(model, calls), calls=calls, devices=_worker_devices(model))
+
+
+def combine(parts):
+    """The `DistributedView` of {worker name: `WorkerPart`}; `distributed` of their models."""
     step_parts, call_parts, device_parts = [], [], []
-    for worker in workers:  # one iteration per worker
-        model = models[worker]
-        calls = collective_calls(model)
-        step_parts.append(_worker_steps(model, calls).assign(worker=worker))
-        call_parts.append(calls.assign(worker=worker))
-        device_parts.append(_worker_devices(model).assign(worker=worker))
+    for worker, part in parts.items():  # one iteration per worker
+        step_parts.append(part.steps.assign(worker=worker))
+        call_parts.append(part.calls.assign(worker=worker))
+        device_parts.append(part.devices.assign(worker=worker))
 
     steps = _concat(step_parts, STEP_COLUMNS)
     steps["worker"] = steps["worker"].astype(str)

@@ -17,6 +17,10 @@ describe('loadingLabel', () => {
     expect(loadingLabel(reply('parsing', 0.999))).toBe('Parsing the trace… 99%');
     expect(loadingLabel(reply('parsing'))).toBe('Parsing the trace…');
   });
+  it('counts the traces a view over several of them has, then names the stage of the next', () => {
+    const many: LoadingReply = { ...reply('parsing', 0.5), ready: 3, total: 128 };
+    expect(loadingLabel(many, 'run / w span 1')).toBe('3 of 128 traces loaded · Parsing the next trace… 50%');
+  });
   it('reads a reply of an older server (no stage) as parsing', () => {
     expect(loadingLabel({ loading: true, path: 'p' })).toBe('Parsing the trace…');
   });

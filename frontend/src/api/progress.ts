@@ -4,6 +4,11 @@ import type { LoadingReply } from './types';
 
 /** The stage of a load in words, e.g. "Parsing the trace… 45%"; `subject` names what loads. */
 export function loadingLabel(progress: LoadingReply, subject = 'the trace'): string {
+  const stage = stageLabel(progress, progress.total ? 'the next trace' : subject);
+  return progress.total ? `${progress.ready ?? 0} of ${progress.total} traces loaded · ${stage}` : stage;
+}
+
+function stageLabel(progress: LoadingReply, subject: string): string {
   const percent = loadingPercent(progress);
   const done = percent === null ? '' : ` ${percent}%`;
   switch (progress.stage) {

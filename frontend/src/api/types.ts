@@ -204,6 +204,9 @@ export interface LoadingReply {
   stage?: 'queued' | 'reading' | 'parsing' | 'building';
   /** While reading, the fraction (0..1) of the file read; while parsing, of the JSON parsed. */
   fraction?: number | null;
+  /** Views over several traces (distributed): how many are loaded, of how many. */
+  ready?: number;
+  total?: number;
 }
 
 /** What every view gets from the shell: the selected profile and the known runs. */
