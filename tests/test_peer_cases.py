@@ -548,3 +548,147 @@ def test_tensor_core_ratios(tmp_path):
     assert profile.gpu_summary()["tensor_core_kernel_pct"].tolist() == pytest.approx([100 * 15 / 25])
     assert profile.tensor_core_share() == pytest.approx({"tensor_cores_us": 15, "other_us": 10,
                                                          "tensor_cores_pct": 100 * 15 / 25})
+
+
+# --- 6. memory -----------------------------------------------------------------------------------
+
+MEMORY_OPS = [
+    host("aten::to", 10, 10, 2),
+    host("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 100, 180, 2),
+    host("aten::to", 200, 60, 3, dims=TO_SHAPE),
+    host("aten::nll_loss_backward", 340, 70, 4, dims=NLL_SHAPE),
+    host("ProfilerStep#1", 50, 400, 1), host("ProfilerStep#2", 500, 500, 1),
+    host("aten::to", 510, 150, 3, dims=TO_SHAPE), host("aten::copy_", 520, 100, 3, dims=TO_SHAPE),
+    host("aten::liner", 700, 100, 3, dims=TO_SHAPE), host("aten::t", 705, 40, 3, dims=TO_SHAPE),
+    host("aten::transpose", 710, 30, 3, dims=TO_SHAPE), host("aten::tranas_stride", 720, 10, 3, dims=TO_SHAPE),
+    host("aten::addmm", 750, 40, 3, dims=TO_SHAPE), host("aten::to", 900, 100, 3, dims=TO_SHAPE),
+]
+CPU, GPU = 0, 1
+MEMORY_RECORDS = [  # (ts, device type, address, bytes)
+    (90, CPU, 90, 4), (150, CPU, 150, 4), (200, CPU, 200, 4), (210, GPU, 210, 4), (265, GPU, 265, 4),
+    (300, GPU, 300, 4), (350, GPU, 350, 10), (360, GPU, 350, -10), (450, CPU, 450, 1000000),
+    (515, GPU, 515, 100), (520, GPU, 520, 100), (600, GPU, 520, -100), (690, GPU, 690, 100),
+    (701, GPU, 701, 100), (796, GPU, 515, -100), (708, GPU, 708, 100), (742, GPU, 708, -100),
+    (715, GPU, 715, 50), (735, GPU, 715, -50), (725, GPU, 725, 50), (728, GPU, 725, -50), (729, CPU, 729, 50),
+    (746, CPU, 746, 100), (747, GPU, 747, 20), (749, CPU, 690, -100), (760, GPU, 760, 30), (780, GPU, 760, -30),
+    (795, GPU, 795, 10), (799, GPU, 795, -10),
+]
+STATS = ["self_size_increase_bytes", "self_alloc_bytes", "self_alloc_count", "size_increase_bytes", "alloc_bytes",
+         "alloc_count", "calls"]
+
+
+@pytest.fixture
+def memory_profile(tmp_path):
+    # the ops' thread ids are strings ("123"), the records' numbers (123), as the old suite wrote them
+    events = MEMORY_OPS + [mem(ts, nbytes, addr, device_type=dtype) for ts, dtype, addr, nbytes in MEMORY_RECORDS]
+    return load(tmp_path, events)
+
+
+def test_memory_stats_per_operator(memory_profile):
+    """Each record belongs to the innermost operator open at its time on its thread; totals add
+    the callees'. Records inside no operator (in the DataLoader range or only in a step) go to
+    the row "". Columns as the old plugin's: self increase, self allocation size and count,
+    increase, allocation size and count, calls (all four aten::to instances)."""
+    assert memory_profile.memory_devices() == ["CPU", "GPU0"]
+    gpu = memory_profile.memory_stats("GPU0").set_index("operator")[STATS]
+    assert gpu.loc["aten::to"].tolist() == [104, 104, 2, 104, 204, 3, 4]
+    assert gpu.loc["aten::nll_loss_backward"].tolist() == [0, 10, 1, 0, 10, 1, 1]
+    assert gpu.loc["aten::copy_"].tolist() == [0, 100, 1, 0, 100, 1, 1]
+    assert gpu.loc["aten::addmm"].tolist() == [0, 30, 1, 0, 30, 1, 1]
+    assert gpu.loc["aten::tranas_stride"].tolist() == [0, 50, 1, 0, 50, 1, 1]
+    assert gpu.loc["aten::transpose"].tolist() == [0, 50, 1, 0, 100, 2, 1]
+    assert gpu.loc["aten::t"].tolist() == [0, 100, 1, 0, 200, 3, 1]
+    assert gpu.loc["aten::liner"].tolist() == [20, 130, 3, 20, 360, 7, 1]
+    # outside every operator: 265 (DataLoader range), 300 and 690 (step only)
+    assert gpu.loc[""].tolist() == [4 + 4 + 100, 108, 3, 108, 108, 3, 0]
+    assert len(gpu) == 9
+
+    cpu = memory_profile.memory_stats("CPU").set_index("operator")[STATS]
+    assert cpu.loc["aten::to"].tolist() == [4, 4, 1, 4, 4, 1, 4]
+    assert cpu.loc["aten::liner"].tolist() == [0, 100, 1, 50, 150, 2, 1]
+    assert cpu.loc["aten::tranas_stride"].tolist() == [50, 50, 1, 50, 50, 1, 1]
+    assert cpu.loc["aten::transpose"].tolist() == [0, 0, 0, 50, 50, 1, 1]
+    assert cpu.loc["aten::t"].tolist() == [0, 0, 0, 50, 50, 1, 1]
+    # 90 (step only), 150 (DataLoader range), 450 (the end of step 1)
+    assert cpu.loc[""].tolist() == [4 + 4 + 1000000, 1000008, 3, 1000008, 1000008, 3, 0]
+    assert len(cpu) == 6
+
+
+def test_memory_stats_in_a_time_range(memory_profile):
+    """Restricted to [700, 800]: the records of aten::liner's call and the operators overlapping
+    the range (aten::to at 510..660 does not)."""
+    gpu = memory_profile.memory_stats("GPU0", start_us=700 - memory_profile.model.origin_us,
+                                      end_us=800 - memory_profile.model.origin_us).set_index("operator")[STATS]
+    assert sorted(gpu.index) == ["aten::addmm", "aten::liner", "aten::t", "aten::tranas_stride", "aten::transpose"]
+    assert gpu.loc["aten::liner"].tolist() == [20, 130, 3, 20, 360, 7, 1]
+
+
+def test_memory_events_pair_allocations_with_frees(memory_profile):
+    """GPU records paired by address: 350 freed at 360, 520 at 600, 515 at 796 (by aten::liner
+    though aten::to allocated it), 708 at 742, 715 at 735, 725 at 728, 760 at 780, 795 at 799;
+    210, 265, 300, 690, 701 and 747 are never freed."""
+    events = memory_profile.memory_events("GPU0")
+    origin = memory_profile.model.origin_us
+    got = {(r["alloc_us"] + origin): (r["operator"], r["size_bytes"],
+                                       None if np.isnan(r["free_us"]) else r["free_us"] + origin)
+           for r in events.to_dict("records")}
+    assert got == {
+        210: ("aten::to", 4, None), 265: ("", 4, None), 300: ("", 4, None), 350: ("aten::nll_loss_backward", 10, 360),
+        515: ("aten::to", 100, 796), 520: ("aten::copy_", 100, 600), 690: ("", 100, None),
+        701: ("aten::liner", 100, None), 708: ("aten::t", 100, 742), 715: ("aten::transpose", 50, 735),
+        725: ("aten::tranas_stride", 50, 728), 747: ("aten::liner", 20, None), 760: ("aten::addmm", 30, 780),
+        795: ("aten::liner", 10, 799)}
+
+
+# The old suite's memory-curve records: (ts, device type, device id, addr, bytes, total allocated,
+# total reserved); the CPU "free 5" at 905 names address 4, so it frees nothing allocated there.
+CURVE_CPU = [
+    (1, 0, 0, 1, 4, 4, 0), (20, 0, 0, 1, -4, 0, 0), (100, 0, 0, 2, 8000, 8000, 0), (200, 0, 0, 2, -8000, 0, 0),
+    (300, 0, 0, 3, 4, 4, 0), (400, 0, 0, 4, 16, 20, 0), (500, 0, 0, 5, 4000, 4020, 0), (600, 0, 0, 4, -16, 4004, 0),
+    (700, 0, 0, 7, 80, 4084, 0), (800, 0, 0, 3, -4, 4080, 0), (900, 0, 0, 7, -80, 4000, 0),
+    (905, 0, 0, 4, -4000, 0, 0),
+]
+CURVE_GPU = [
+    (2, 1, 0, 11, 400, 400, 512), (22, 1, 0, 11, -400, 0, 512), (105, 1, 0, 12, 5000, 5000, 10240),
+    (106, 1, 0, 13, 3000, 8000, 10240), (205, 1, 0, 12, -5000, 3000, 10240), (401, 1, 0, 14, 1024, 4024, 10240),
+    (499, 1, 0, 15, 4, 4028, 10240), (501, 1, 0, 13, -3000, 1028, 10240), (502, 1, 0, 15, -4, 1024, 10240),
+    (906, 1, 0, 14, -1024, 0, 10240),
+]
+
+
+@pytest.fixture
+def curve_profile(tmp_path):
+    def entry(ts, dtype, did, addr, nbytes, allocated, reserved):
+        return {"ph": "i", "s": "t", "name": "[memory]", "pid": 0, "tid": 0, "ts": ts,
+                "args": {"Device Type": dtype, "Device Id": did, "Addr": addr, "Bytes": nbytes,
+                         "Total Allocated": allocated, "Total Reserved": reserved}}
+    return load(tmp_path, [entry(*r) for r in sorted(CURVE_CPU + CURVE_GPU, key=lambda r: r[0])])
+
+
+def test_memory_curve_is_the_allocator_totals(curve_profile):
+    """A memory-only trace: one curve point per record, at its time from the first record (1 µs),
+    with the allocator's Total Allocated and Total Reserved. CPU reserved is NaN where the old
+    plugin showed the 0 the CPU allocator writes (it reserves nothing: no measurement; see
+    `memory_curve`)."""
+    assert curve_profile.model.origin_us == 1
+    gpu = curve_profile.memory_curve("GPU0")
+    assert gpu["time_us"].tolist() == [r[0] - 1 for r in CURVE_GPU]
+    assert gpu["allocated_bytes"].tolist() == [r[5] for r in CURVE_GPU]
+    assert gpu["reserved_bytes"].tolist() == [r[6] for r in CURVE_GPU]
+    cpu = curve_profile.memory_curve("CPU")
+    assert cpu["time_us"].tolist() == [r[0] - 1 for r in CURVE_CPU]
+    assert cpu["allocated_bytes"].tolist() == [r[5] for r in CURVE_CPU]
+    assert cpu["reserved_bytes"].isna().all()
+    peaks = curve_profile.memory_peaks("GPU0")
+    assert (peaks.peak_allocated_bytes, peaks.peak_allocated_us, peaks.peak_reserved_bytes) == (8000, 106 - 1, 10240)
+
+
+def test_memory_curve_events_with_an_unmatched_free(curve_profile):
+    """CPU allocations pair with the next free of their address; the free of 4000 bytes at 905
+    names address 4 (already freed at 600), so it is an unmatched free and the 4000 bytes at
+    address 5 are never freed."""
+    events = curve_profile.memory_events("CPU")
+    rows = [(None if np.isnan(r["alloc_us"]) else r["alloc_us"] + 1, r["size_bytes"],
+             None if np.isnan(r["free_us"]) else r["free_us"] + 1) for r in events.to_dict("records")]
+    assert rows == [(None, 4000, 905), (1, 4, 20), (100, 8000, 200), (300, 4, 800), (400, 16, 600),
+                    (500, 4000, None), (700, 80, 900)]
