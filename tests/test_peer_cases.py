@@ -14,7 +14,6 @@ runtime calls and device activity.
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import tb_plugin
@@ -126,7 +125,8 @@ def test_all_categories_kernels(tmp_path):
     by_name = profile.kernels(group_by="name")
     assert len(by_name) == 1
     k = by_name.iloc[0]
-    assert (k["name"], k["calls"], k["total_us"], k["mean_us"], k["min_us"], k["max_us"]) == (NLL_KERNEL, 1, 15, 15, 15, 15)
+    assert (k["name"], k["calls"], k["total_us"], k["mean_us"], k["min_us"], k["max_us"]) == \
+        (NLL_KERNEL, 1, 15, 15, 15, 15)
     by_op = profile.kernels(group_by="name_op")
     assert len(by_op) == 1
     assert (by_op.iloc[0]["operator"], by_op.iloc[0]["calls"], by_op.iloc[0]["total_us"]) == \
@@ -441,6 +441,19 @@ def test_gpu_utilization_counter_in_10us_buckets(tmp_path):
     assert sm == pytest.approx([0, 0, 0, 75, 75, 30, 30, 0, 0, 0, 100, 100])
 
 
+
+def test_gpu_counters_of_a_trace_shorter_than_a_bucket(tmp_path):
+    """A 3 µs trace (the old plugin crashed when the whole trace was shorter than one of its
+    buckets): the utilization counter integrates to the kernel's 2 µs busy time."""
+    events = [host("aten::add", 0, 3, 1, tid="456"), launch(0.5, 0.5, 1, 1), device(1, 2, 1, 1)]
+    profile = load(tmp_path, events)
+    start, end = profile.model.span_us()
+    series = {s["name"]: s for s in timeline.counters(profile.model, start, end, points=7)}
+    util = series["GPU 0 utilization"]["value"]
+    assert sum(v / 100 * (end - start) / 7 for v in util) == pytest.approx(2, abs=0.01)
+    assert profile.gpu_summary()["utilization_pct"].tolist() == pytest.approx([100 * 2 / 3])
+
+
 def test_gpu_metrics_of_kernels_outside_every_step(tmp_path):
     """Both kernels run outside ProfilerStep#2 [100, 200] (at 60 and 240, launched outside it
     too): within the step the GPU is idle, so utilization and SM efficiency are 0 and the
@@ -541,8 +554,8 @@ def test_tensor_core_ratios(tmp_path):
     cudnn = row(ops, name="aten::cudnn_convolution")
     assert (bool(cudnn["tc_eligible"]), cudnn["tc_self_pct"], cudnn["tc_total_pct"]) == (True, 100, 100)
     kernels = profile.kernels(group_by="name_op")
-    assert (row(kernels, name="kernel_no_tc")["operator"], bool(row(kernels, name="kernel_no_tc")["tensor_cores_used"])) \
-        == ("op_no_tc", False)
+    no_tc_kernel = row(kernels, name="kernel_no_tc")
+    assert (no_tc_kernel["operator"], bool(no_tc_kernel["tensor_cores_used"])) == ("op_no_tc", False)
     assert (row(kernels, name=tc_kernel)["operator"], bool(row(kernels, name=tc_kernel)["tensor_cores_used"])) == \
         ("aten::cudnn_convolution", True)
     assert profile.gpu_summary()["tensor_core_kernel_pct"].tolist() == pytest.approx([100 * 15 / 25])
@@ -640,6 +653,36 @@ def test_memory_events_pair_allocations_with_frees(memory_profile):
         795: ("aten::liner", 10, 799)}
 
 
+
+def test_memory_curve_without_totals_integrates_the_records(memory_profile):
+    """The old suite's memory records carry no Total Allocated (as before PyTorch 1.10): the
+    curve is the running sum of each device's Bytes in time order."""
+    origin = memory_profile.model.origin_us
+    for device, dtype in (("GPU0", GPU), ("CPU", CPU)):
+        records = sorted((ts, nbytes) for ts, d, _, nbytes in MEMORY_RECORDS if d == dtype)
+        curve = memory_profile.memory_curve(device)
+        assert (curve["time_us"] + origin).tolist() == [ts for ts, _ in records]
+        assert curve["allocated_bytes"].tolist() == np.cumsum([b for _, b in records]).tolist()
+        assert curve["reserved_bytes"].isna().all()
+
+
+def test_memory_records_without_addresses(tmp_path):
+    """Records without `Addr` (before PyTorch 1.10) are attributed as before, so the statistics
+    are the same; allocations cannot be paired with frees: no free time, and the frees are left
+    out of the events."""
+    events = MEMORY_OPS + [mem(ts, nbytes, addr, device_type=dtype) for ts, dtype, addr, nbytes in MEMORY_RECORDS]
+    for event in events:
+        event["args"].pop("Addr", None)
+    profile = load(tmp_path, events)
+    gpu = profile.memory_stats("GPU0").set_index("operator")[STATS]
+    assert gpu.loc["aten::liner"].tolist() == [20, 130, 3, 20, 360, 7, 1]
+    assert gpu.loc["aten::to"].tolist() == [104, 104, 2, 104, 204, 3, 4]
+    allocations = profile.memory_events("GPU0")
+    assert len(allocations) == sum(1 for _, d, _, b in MEMORY_RECORDS if d == GPU and b > 0)
+    assert allocations["free_us"].isna().all()
+    assert sorted(allocations["size_bytes"]) == sorted(b for _, d, _, b in MEMORY_RECORDS if d == GPU and b > 0)
+
+
 # The old suite's memory-curve records: (ts, device type, device id, addr, bytes, total allocated,
 # total reserved); the CPU "free 5" at 905 names address 4, so it frees nothing allocated there.
 CURVE_CPU = [
@@ -692,3 +735,241 @@ def test_memory_curve_events_with_an_unmatched_free(curve_profile):
              None if np.isnan(r["free_us"]) else r["free_us"] + 1) for r in events.to_dict("records")]
     assert rows == [(None, 4000, 905), (1, 4, 20), (100, 8000, 200), (300, 4, 800), (400, 16, 600),
                     (500, 4000, None), (700, 80, 900)]
+
+
+# --- 7. distributed ------------------------------------------------------------------------------
+
+def coll(name, ts, dur, ext, tid, dims, cat="cpu_op"):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 23803, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"External id": ext, "Input Dims": dims, "Input type": ["float"] * len(dims)}}
+
+
+def add_op(ts, dur, tid="23803"):
+    return {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "pid": 23803, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"External id": 24504, "Input Dims": [[1000], [1000], []], "Input type": ["float", "float", "Int"]}}
+
+
+def dist_kernel(name, ts, dur, corr, ext, stream):
+    return {"ph": "X", "cat": "Kernel", "name": name, "pid": 0, "tid": f"stream {stream}", "ts": ts, "dur": dur,
+            "args": {"device": 0, "correlation": corr, "external id": ext}}
+
+
+BROADCAST_K = "ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)"
+ALLREDUCE_K = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+ADD_K = "void at::native::vectorized_elementwise_kernel"
+
+
+def nccl_worker(bcast_dur, bcast_k, add_ts, add_k, allreduce_k):
+    return [
+        coll("nccl:broadcast", 0, bcast_dur, 146, "23803", [[53120]]),
+        dist_kernel(BROADCAST_K, *bcast_k, 28506, 146, 16),
+        add_op(add_ts, 20),
+        dist_kernel(ADD_K, *add_k, 99765, 24504, 7),
+        coll("nccl:all_reduce", 160, 75, 2513, "25166", [[2049000]]),
+        dist_kernel(ALLREDUCE_K, *allreduce_k, 33218, 2513, 16),
+    ]
+
+
+@pytest.fixture
+def nccl_run(tmp_path):
+    write(tmp_path, nccl_worker(75, (16, 16), 100, (130, 161), (162, 1556)), "worker0")
+    write(tmp_path, nccl_worker(20, (8, 31), 25, (30, 161), (562, 1058)), "worker1")
+    return tb_plugin.load_run(str(tmp_path))
+
+
+def test_nccl_step_breakdown(nccl_run):
+    """Without steps a worker's one step is the whole trace, [0, 1718] on worker 0: the NCCL
+    kernels run to 1718 and are not linked to any launch. Communication = the collective ops
+    and their kernels, minus the computing kernel 130..291 that outranks it; CPU Exec is
+    aten::add_ 100..120.
+
+    The old plugin answered [Kernel 105, Communication 75, CPU Exec 20, Other 35, total 235]:
+    it made the step end at the last CPU op (235) because these kernels have no launch. Ours
+    spans the whole trace (`step_windows`: one step over the whole trace), so no device work
+    falls outside the only step; the 35 µs of Other are the same."""
+    w0 = steps_as_dicts(nccl_run.profile("worker0"))[0]
+    assert w0 == {"kernel_us": 161, "memcpy_us": 0, "memset_us": 0, "communication_us": 75 + (1718 - 291),
+                  "runtime_us": 0, "dataloader_us": 0, "cpu_exec_us": 20, "other_us": 35, "total_us": 1718}
+    w1 = steps_as_dicts(nccl_run.profile("worker1"))[0]
+    # communication 0..30, 191..235, 562..1620; aten::add_ 25..45 is all communication or kernel
+    assert w1 == {"kernel_us": 161, "memcpy_us": 0, "memset_us": 0, "communication_us": 30 + 44 + 1058,
+                  "runtime_us": 0, "dataloader_us": 0, "cpu_exec_us": 0, "other_us": 562 - 235, "total_us": 1620}
+
+
+def test_nccl_overlap_and_collectives(nccl_run):
+    """Computation = the computing kernel (161 µs on both workers); communication = the NCCL
+    kernels (16 + 1556 on worker 0, 31 + 1058 on worker 1); they overlap 162..291 on worker 0
+    and 30..39 on worker 1. A collective's time is its kernels' time; its transfer time is the
+    minimum over workers (broadcast 16, all_reduce 1058), the rest is synchronizing.
+
+    These are the old plugin's answers of its first NCCL test version (transfer 16 and 1058,
+    synchronizing 498 and 15, overlap 73 and 9 within its 235 µs step). Its later version
+    counts the collective's CPU op as communication time too and sums per-range minima of
+    overlapping ranges (broadcast transfer 36 = min CPU op 20 + min kernel 16); ours follows
+    METRICS.md: NCCL collectives are their kernels."""
+    view = nccl_run.distributed()
+    steps = view.steps.set_index("worker")
+    assert steps.loc["worker0", ["computation_us", "overlap_us", "communication_us", "other_us", "total_us"]].tolist() \
+        == [161, 291 - 162, 16 + 1556, 1718 - (16 + 1556) - (161 - 129), 1718]
+    assert steps.loc["worker1", ["computation_us", "overlap_us", "communication_us", "other_us", "total_us"]].tolist() \
+        == [161, 9, 31 + 1058, 1620 - 1089 - 152, 1620]
+    colls = view.collectives.set_index(["worker", "name"])
+    columns = ["calls", "size_bytes", "mean_size_bytes", "total_us", "mean_us", "transfer_us", "synchronizing_us"]
+    assert colls.loc[("worker0", "nccl:broadcast"), columns].tolist() == [1, 212480, 212480, 16, 16, 16, 0]
+    assert colls.loc[("worker0", "nccl:all_reduce"), columns].tolist() == [1, 8196000, 8196000, 1556, 1556, 1058, 498]
+    assert colls.loc[("worker1", "nccl:broadcast"), columns].tolist() == [1, 212480, 212480, 31, 31, 16, 15]
+    assert colls.loc[("worker1", "nccl:all_reduce"), columns].tolist() == [1, 8196000, 8196000, 1058, 1058, 1058, 0]
+    assert set(view.calls["matched_workers"]) == {2}
+
+
+GLOO_W0 = [
+    coll("gloo:broadcast", 16, 38, 165, "23803", [[53120]]), coll("gloo:broadcast", 25, 36, 166, "23805", [[53120]]),
+    coll("gloo:broadcast", 66, 18, 167, "23803", [[53120]]), add_op(0, 20, tid="23800"),
+    coll("gloo:all_reduce", 110, 18, 2513, "23805", [[2049000]]),
+    coll("gloo:all_reduce", 120, 36, 2516, "23803", [[2049000]]),
+]
+GLOO_W1 = [
+    coll("gloo:broadcast", 20, 28, 256, "23803", [[53120]]), coll("gloo:broadcast", 28, 30, 257, "23805", [[53120]]),
+    coll("gloo:broadcast", 77, 6, 258, "23803", [[53120]]), add_op(0, 30, tid="23800"),
+    coll("gloo:all_reduce", 88, 38, 2513, "23805", [[2049000]]),
+    coll("gloo:all_reduce", 130, 16, 2516, "23803", [[2049000]]),
+]
+
+
+def mul_op(ts, dur):
+    return {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 23803, "tid": "23800", "ts": ts, "dur": dur,
+            "args": {"External id": 24505}}
+
+
+@pytest.fixture(params=["gpu", "cpu"])
+def gloo_run(request, tmp_path):
+    """gloo collectives on two threads per worker; the computation is a kernel launched by
+    aten::add_ (`gpu`) or an aten::mul op (`cpu`, no GPU at all)."""
+    if request.param == "gpu":
+        extra0, extra1 = [dist_kernel(ADD_K, 30, 101, 99765, 24504, 7)], [dist_kernel(ADD_K, 70, 70, 99765, 24504, 7)]
+    else:
+        extra0, extra1 = [mul_op(30, 101)], [mul_op(70, 70)]
+    write(tmp_path, GLOO_W0 + extra0, "worker0")
+    write(tmp_path, GLOO_W1 + extra1, "worker1")
+    return request.param, tb_plugin.load_run(str(tmp_path))
+
+
+def test_gloo_step_breakdown(gloo_run):
+    """Communication = the union of the gloo ops (16..61, 66..84, 110..156 on worker 0), below
+    the kernel (GPU case); CPU Exec = aten::add_ (and aten::mul) outside them. These are the
+    old plugin's numbers."""
+    kind, run = gloo_run
+    w0 = steps_as_dicts(run.profile("worker0"))[0]
+    w1 = steps_as_dicts(run.profile("worker1"))[0]
+    parts = ["kernel_us", "communication_us", "cpu_exec_us", "other_us", "total_us"]
+    if kind == "gpu":
+        assert [w0[p] for p in parts] == [101, 39, 16, 0, 156]
+        assert [w1[p] for p in parts] == [70, 44, 20, 12, 146]
+    else:
+        assert [w0[p] for p in parts] == [0, 109, 47, 0, 156]
+        assert [w1[p] for p in parts] == [0, 98, 36, 12, 146]
+
+
+def test_gloo_overlap_and_collectives(gloo_run):
+    """Computation: the kernel, or without kernels the CPU operators (aten::add_, aten::mul);
+    communication: the gloo ops' host intervals. Overlap and the rest as the old plugin
+    (worker 0, GPU: computation-only 31, overlap 70, communication-only 39, other 16).
+
+    Collectives: each gloo op is one call, matched across workers by its order among the
+    calls of the same name and size (by host start: the broadcasts of worker 0 at 16, 25, 66
+    with those of worker 1 at 20, 28, 77). Transfer = the shorter of each matched pair. The
+    old plugin's total per collective was the union of its calls' intervals (worker 0
+    broadcast 63, where the calls on two threads overlap) and its transfer the union of
+    end-aligned minima (41); ours sums per call (METRICS.md: the i-th collective's transfer
+    is the minimum of its duration over workers), so total 38 + 36 + 18 = 92 and transfer
+    28 + 30 + 6 = 64; the all_reduce transfers (34) agree."""
+    kind, run = gloo_run
+    view = run.distributed()
+    steps = view.steps.set_index("worker")
+    columns = ["computation_us", "overlap_us", "communication_us", "other_us", "total_us"]
+    if kind == "gpu":
+        assert steps.loc["worker0", columns].tolist() == [101, 70, 109, 16, 156]
+        assert steps.loc["worker1", columns].tolist() == [70, 54, 98, 32, 146]
+    else:
+        assert steps.loc["worker0", columns].tolist() == [121, 74, 109, 0, 156]
+        assert steps.loc["worker1", columns].tolist() == [100, 64, 98, 12, 146]
+    colls = view.collectives.set_index(["worker", "name"])
+    columns = ["calls", "size_bytes", "mean_size_bytes", "total_us", "mean_us", "transfer_us", "synchronizing_us"]
+    assert colls.loc[("worker0", "gloo:broadcast"), columns].tolist() == [3, 637440, 212480, 92, 92 / 3, 64, 28]
+    assert colls.loc[("worker1", "gloo:broadcast"), columns].tolist() == [3, 637440, 212480, 64, 64 / 3, 64, 0]
+    assert colls.loc[("worker0", "gloo:all_reduce"), columns].tolist() == [2, 16392000, 8196000, 54, 27, 34, 20]
+    assert colls.loc[("worker1", "gloo:all_reduce"), columns].tolist() == [2, 16392000, 8196000, 54, 27, 34, 20]
+
+
+def test_nccl_user_annotation_is_communication(tmp_path):
+    """PyTorch 2.x may record the collective as a `user_annotation` named `nccl:all_reduce`
+    (kineto issue 640): it is still communication, and a collective call."""
+    event = {"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "pid": 128, "tid": 999,
+             "ts": 1686070155939447, "dur": 71, "args": {"External id": 647, "Profiler Event Index": 134}}
+    write(tmp_path, [event], "worker0")
+    run = tb_plugin.load_run(str(tmp_path))
+    assert steps_as_dicts(run.profile("worker0"))[0]["communication_us"] == 71
+    calls = run.distributed().calls
+    assert (calls["name"].tolist(), calls["duration_us"].tolist()) == (["nccl:all_reduce"], [71])
+
+
+# --- 8. modules ----------------------------------------------------------------------------------
+
+def test_module_hierarchy(tmp_path):
+    """`nn.Module` python frames under a non-module root frame: MyModule called three times,
+    each with a Linear holding one aten::addmm, and a Conv2 without children. Roots are
+    MyModule and Conv2; Linear is MyModule's only child."""
+    def frame(name, ts, dur, pid_, parent=None, module=None):
+        args = {"Python id": pid_}
+        if parent is not None:
+            args["Python parent id"] = parent
+        if module is not None:
+            args["Python module id"] = module
+        return {"ph": "X", "cat": "python_function", "name": name, "pid": 1908, "tid": 1908, "ts": ts, "dur": dur,
+                "args": args}
+
+    def addmm(ts, dur, caller):
+        return {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1908, "tid": 1908, "ts": ts, "dur": dur,
+                "args": {"External id": 12182, "Fwd thread id": 0, "Sequence number": 4006,
+                         "python_caller_id": caller}}
+
+    events = [frame("test_root", 1, 19367, 1)]
+    for i, (ts, mm_dur) in enumerate([(2, 31), (1000, 32), (2000, 33)]):
+        outer, inner = 2 + 2 * i, 3 + 2 * i
+        events += [frame("nn.Module: MyModule", ts, 211, outer, parent=1, module=0),
+                   frame("nn.Module: Linear", ts + 1 + (2 if i == 0 else 0), 62, inner, parent=outer, module=1),
+                   addmm(ts + 2 + (6 if i == 0 else 0), mm_dur, inner)]
+    events.append(frame("nn.Module: Conv2", 3000, 211, 8, parent=1, module=100))
+    table = load(tmp_path, events).modules()
+    assert table["path"].tolist() == ["MyModule", "MyModule > Linear", "Conv2"]
+    by_path = table.set_index("path")
+    assert by_path.loc["MyModule", ["occurrences", "operators", "host_total_us", "host_self_us"]].tolist() == \
+        [3, 3, 3 * 211, 3 * (211 - 62)]
+    assert by_path.loc["MyModule > Linear", ["occurrences", "operators", "host_total_us"]].tolist() == [3, 3, 3 * 62]
+    assert by_path.loc["Conv2", ["occurrences", "operators", "host_total_us", "depth"]].tolist() == [1, 0, 211, 0]
+    assert by_path.loc["MyModule > Linear", "parent_id"] == by_path.loc["MyModule", "node_id"]
+
+
+# --- 9. interval arithmetic (the old test_ranges.py) ---------------------------------------------
+
+def test_interval_union():
+    """Merging (1.1, 2.2), (1.5, 2.3), (3.3, 3.9) and the ranges inside it, (4.1, 4.2) gives
+    (1.1, 2.3), (3.3, 3.9), (4.1, 4.2): 1.9 in all."""
+    starts = [1.1, 1.5, 3.3, 3.5, 3.7, 4.1]
+    ends = [2.2, 2.3, 3.9, 3.6, 3.8, 4.2]
+    assert union_length(starts, ends, ([0], [10]))[0] == pytest.approx(1.2 + 0.6 + 0.1)
+    # the same ranges as windows of their own: each merged range's length, nothing between
+    assert union_length(starts, ends, ([1.1, 3.3, 4.1], [2.3, 3.9, 4.2])) == pytest.approx([1.2, 0.6, 0.1])
+
+
+def test_interval_subtraction_and_intersection():
+    """Ranges a = (1.1, 2.2), (3.3, 4.4), (5.5, 6.6) and b = (0, 0.1), (1.0, 1.4), (1.5, 1.6),
+    (1.9, 3.4), (4.3, 4.6): a minus b = (1.4, 1.5), (1.6, 1.9), (3.4, 4.3), (5.5, 6.6) (2.4 in
+    all); a and b = (1.1, 1.4), (1.5, 1.6), (1.9, 2.2), (3.3, 3.4), (4.3, 4.4) (0.9). With b
+    outranking a, a's exclusive time is a minus b, and b's time inside a is the intersection."""
+    a = ([1.1, 3.3, 5.5], [2.2, 4.4, 6.6])
+    b = ([0, 1.0, 1.5, 1.9, 4.3], [0.1, 1.4, 1.6, 3.4, 4.6])
+    parts = exclusive_time(a, [b, a])
+    assert parts[:, 1] == pytest.approx([0.1 + 0.3, 0.9, 1.1])  # a minus b, per range of a
+    assert parts[:, 0] == pytest.approx([0.3 + 0.1 + 0.3, 0.1 + 0.1, 0])  # a and b, per range of a
+    assert parts.sum() == pytest.approx(3.3)  # the sum of a's lengths, as get_ranges_sum
