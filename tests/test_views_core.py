@@ -111,6 +111,9 @@ def test_step_breakdown_priority_worked_on_paper(tmp_path):
         op("ProfilerStep#2", 130, 70, cat="user_annotation"),
         op("nccl:all_reduce", 150, 20, cat="user_annotation"),
         op("aten::add", 180, 10),
+        # step 2 launches its memcpy (a zero-length call: no runtime time), so it is a step
+        # with device work, not a trailing step cut short by the end of profiling
+        runtime("cudaMemcpyAsync", 140, 0, correlation=99, external_id=-1),
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 140, "dur": 5,
          "args": {"device": 0, "stream": 7, "correlation": 99}},
     ])

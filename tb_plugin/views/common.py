@@ -114,6 +114,13 @@ def step_windows(model):
     launches caused, and starting no earlier than the previous step's end. Without step
     markers there is one step (number 0) over the whole trace.
 
+    When some step launched device work, the steps at the end of the trace that launched
+    none are left out, and then the last step too when it launched fewer than 80% of the
+    device activities of the step before it: those are steps the profiler stopped recording
+    part-way (the stub `ProfilerStep#N` opened by the last `prof.step()`, or a step whose
+    device work was not collected), whose breakdown would be mostly "Other" and would skew
+    the mean step (torch-tb-profiler 0.4.3 drops them the same way).
+
     Columns: step (int), start_us, end_us (float, relative to the trace origin),
     host_start_us, host_end_us.
     """
@@ -126,6 +133,7 @@ def step_windows(model):
         host_start = steps["ts"].to_numpy()
         host_end = host_start + steps["dur"].to_numpy()
         end = host_end.copy()
+        numbers = steps["step"].to_numpy()
         dev = device_activity(model)
         linked = dev[dev["runtime"] >= 0]
         if len(linked):
@@ -136,10 +144,16 @@ def step_windows(model):
             ext = np.full(len(host_start), -np.inf)
             np.maximum.at(ext, k[ok], dev_end[ok])
             end = np.maximum(end, ext)
+            launched = np.bincount(k[ok], minlength=len(host_start))
+            if launched.any():  # incomplete steps at the end of a trace with device work
+                kept = int(np.flatnonzero(launched)[-1]) + 1
+                if kept >= 2 and launched[kept - 1] < 0.8 * launched[kept - 2]:
+                    kept -= 1
+                host_start, host_end, end, numbers = host_start[:kept], host_end[:kept], end[:kept], numbers[:kept]
         start = host_start.copy()
         start[1:] = np.maximum(host_start[1:], end[:-1])
         end = np.maximum(end, start)
-        return pd.DataFrame({"step": steps["step"].to_numpy(), "start_us": start, "end_us": end,
+        return pd.DataFrame({"step": numbers, "start_us": start, "end_us": end,
                              "host_start_us": host_start, "host_end_us": host_end})
     return _cached(model, "step_windows", build)
 
