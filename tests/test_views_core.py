@@ -242,3 +242,20 @@ def test_triton_kernel_outside_operators_still_counted():
     p = tb_plugin.load(shared_trace("triton_kernel"))
     table = p.kernels("name_op")
     assert table["calls"].sum() == 1 and table["name"][0].startswith("triton_")
+
+
+def test_kernel_launched_directly_in_a_step_has_no_operator_and_one_row(tmp_path):
+    """A launch inside ProfilerStep#N but in no operator (a Triton kernel through the driver,
+    say) is one row for all steps, operator "", not a row per step; a user annotation around
+    a launch is still named."""
+    events = []
+    for step, t0 in ((1, 0), (2, 100)):
+        events += [op(f"ProfilerStep#{step}", t0, 90, cat="user_annotation"),
+                   runtime("cuLaunchKernel", t0 + 10, 2, correlation=step, external_id=-1, cat="cuda_driver"),
+                   kernel("triton_k", t0 + 20, 5, correlation=step),
+                   op("## fwd ##", t0 + 40, 30, cat="user_annotation"),
+                   runtime("cudaLaunchKernel", t0 + 50, 2, correlation=10 + step, external_id=-1),
+                   kernel("k_fwd", t0 + 60, 4, correlation=10 + step)]
+    table = tb_plugin.load(write_trace(tmp_path / "w.pt.trace.json", events)).kernels("name_op")
+    rows = {(r["name"], r["operator"]): (r["calls"], r["total_us"]) for r in table.to_dict("records")}
+    assert rows == {("triton_k", ""): (2, 10.0), ("k_fwd", "## fwd ##"): (2, 8.0)}

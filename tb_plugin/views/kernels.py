@@ -20,8 +20,9 @@ def kernels(model, group_by="name"):
     Returns
     -------
     DataFrame, sorted by total time, with columns
-    name (str); with "name_op" also operator (str, the launching operator, "" for kernels
-    launched outside any operator, e.g. Triton kernels through cuLaunchKernel), grid, block
+    name (str); with "name_op" also operator (str, the launching operator or annotation, ""
+    for kernels launched outside any, or directly in a ``ProfilerStep#N``, e.g. Triton
+    kernels through cuLaunchKernel), grid, block
     (str, "[x, y, z]"), registers_per_thread, shared_memory (int, bytes; -1 when unknown);
     then calls (int), total_us, mean_us, max_us, min_us (float µs), mean_blocks_per_sm,
     mean_est_achieved_occupancy_pct (float, duration-weighted over the kernels that report
@@ -48,7 +49,9 @@ def kernels(model, group_by="name"):
     keys = ["name"]
     if group_by == "name_op":
         keys = NAME_OP_KEYS
-        frame["operator"] = op_names(model, k["op"].to_numpy())
+        operator = pd.Series(op_names(model, k["op"].to_numpy()), dtype=object)
+        # Launched in a step but in no operator: "ProfilerStep#N" would split its row per step.
+        frame["operator"] = operator.mask(operator.str.match(r"ProfilerStep#\d+$"), "").to_numpy()
         frame["grid"] = k["grid"].astype(str).to_numpy()
         frame["block"] = k["block"].astype(str).to_numpy()
         frame["registers_per_thread"] = k["registers_per_thread"].to_numpy()
