@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tb_plugin.discovery import discover_runs, parse_trace_file_name
+from tb_plugin.discovery import SNIFF_BYTES, discover_runs, parse_trace_file_name
 from tb_plugin.storage import Storage
 
 from .conftest import op, write_trace
@@ -76,3 +76,19 @@ def test_plain_json_sniffed_again_when_it_grows(tmp_path):
     assert discover_runs(Storage(tmp_path), cache) == {}
     write_trace(plain, [op("a", 0, 1)])
     assert list(discover_runs(Storage(tmp_path), cache)) == ["run"]
+
+
+def test_plain_json_trace_with_a_long_header_is_a_run(tmp_path):
+    # Kineto writes distributedInfo before traceEvents: for a gloo rank of a 300-rank job with
+    # ten process groups (../shared/traces/cpu_only_gloo) that is ~17 KB, past the 4 KB that
+    # used to be sniffed, and such a trace saved as plain .json was not found. Larger jobs
+    # push "traceEvents" past any head read: the header itself must be recognised.
+    groups = [{"pg_name": str(i), "pg_size": 1000, "ranks": list(range(1000))} for i in range(16)]
+    path = write_trace(tmp_path / "gloo" / "rank34.json", [op("a", 0, 1)],
+                       deviceProperties=[], distributedInfo={"backend": "gloo", "rank": 34, "pg_config": groups})
+    assert path.read_bytes().find(b'"traceEvents"') > SNIFF_BYTES
+    (tmp_path / "gloo" / "notes.json").write_text('{"schemaVersion": 1, "comment": "' + "x" * 70_000 + '"}')
+    runs = discover_runs(Storage(tmp_path))
+    assert list(runs) == ["gloo"]
+    assert list(runs["gloo"].workers) == ["rank34"]
+    assert runs["gloo"].workers["rank34"][0].path == "gloo/rank34.json"
