@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-from .discovery import discover_runs
+from .discovery import SNIFF_BYTES, discover_runs, looks_like_trace
 from .errors import TraceError
 from .stages import STAGE_QUEUED, STAGE_READING
 from .storage import GZIP_MAGIC, Storage
@@ -205,6 +205,11 @@ class RunStore:
         """(relative path, binary file object as stored, whether it is gzip) of one span's
         trace file, positioned at its start; the caller closes it."""
         path = self.span_file(run, worker, span).path
+        # Discovery follows symlinks, and a `*.pt.trace.json` name proves nothing: a link to
+        # /etc/passwd named like a trace was streamed out verbatim. Only what looks like a
+        # Kineto trace is handed out as one.
+        if not looks_like_trace(self._storage.read_head(path, SNIFF_BYTES)):
+            raise TraceError(self._storage.display(path), "not a Kineto trace: the file is not served")
         stored = self._storage.open_stored(path)
         try:
             is_gzip = stored.read(2) == GZIP_MAGIC
