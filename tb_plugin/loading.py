@@ -19,7 +19,7 @@ from functools import partial
 from .discovery import SNIFF_BYTES, discover_runs, looks_like_trace
 from .errors import TraceError
 from .stages import STAGE_QUEUED, STAGE_READING
-from .storage import GZIP_MAGIC, Storage
+from .storage import GZIP_MAGIC, Storage, inflate_head
 
 logger = logging.getLogger(__name__)
 
@@ -205,19 +205,20 @@ class RunStore:
         """(relative path, binary file object as stored, whether it is gzip) of one span's
         trace file, positioned at its start; the caller closes it."""
         path = self.span_file(run, worker, span).path
-        # Discovery follows symlinks, and a `*.pt.trace.json` name proves nothing: a link to
-        # /etc/passwd named like a trace was streamed out verbatim. Only what looks like a
-        # Kineto trace is handed out as one.
-        if not looks_like_trace(self._storage.read_head(path, SNIFF_BYTES)):
-            raise TraceError(self._storage.display(path), "not a Kineto trace: the file is not served")
         stored = self._storage.open_stored(path)
         try:
-            is_gzip = stored.read(2) == GZIP_MAGIC
+            head = stored.read(SNIFF_BYTES)
             stored.seek(0)
         except (OSError, ValueError) as exc:
             stored.close()
             raise TraceError(self._storage.display(path), f"cannot read the file ({exc})") from None
-        return path, stored, is_gzip
+        # Discovery follows symlinks, and a `*.pt.trace.json` name proves nothing: a link to
+        # /etc/passwd named like a trace was streamed out verbatim. Only what looks like a
+        # Kineto trace (judged on the handle that is sent) is handed out as one.
+        if not looks_like_trace(inflate_head(head, SNIFF_BYTES)):
+            stored.close()
+            raise TraceError(self._storage.display(path), "not a Kineto trace: the file is not served")
+        return path, stored, head.startswith(GZIP_MAGIC)
 
     def profile(self, run, worker, span):
         """The `Profile`, or a `Loading` while it is parsed; raises `NotFound`/`TraceError`."""

@@ -43,6 +43,17 @@ def decompress_if_gzip(data, path):
         raise TraceError(path, f"the gzip stream is corrupt or truncated ({exc})") from None
 
 
+def inflate_head(raw, size):
+    """At most `size` bytes of what the first bytes `raw` of a file hold: inflated when they
+    are gzip (b"" when that stream is corrupt), as they are otherwise."""
+    if raw.startswith(GZIP_MAGIC):
+        try:
+            return zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(raw, size)
+        except zlib.error:
+            return b""
+    return raw
+
+
 class TraceBytes:
     """A trace's JSON bytes (`data`, bytes-like) and a way to hand back the part of them the
     loader has consumed.
@@ -263,13 +274,7 @@ class Storage:
 
     def read_head(self, rel, size=4096):
         """The first `size` bytes of the (decompressed) file, to sniff its type."""
-        raw = self.read_bytes(rel, limit=size)
-        if raw.startswith(GZIP_MAGIC):
-            try:
-                return zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(raw, size)
-            except zlib.error:
-                return b""
-        return raw
+        return inflate_head(self.read_bytes(rel, limit=size), size)
 
     def walk(self):
         """Yield `(relative_dir, [file names])` for every directory below the root.
