@@ -46,6 +46,9 @@ def cases():
     yield "wrong_types.pt.trace.json", trace([{**GOOD_EVENT, "ts": "soon"}, {**GOOD_EVENT, "dur": [1]}, GOOD_EVENT,
                                               {**GOOD_EVENT, "args": {"External id": "seven", "Input Dims": "?"}}]), 200, ""
     yield "events_not_objects.pt.trace.json", trace([1, "two", None, [3], GOOD_EVENT]), 200, ""
+    # A JSON array with no event object in it at all is not an empty trace but no trace.
+    yield "numbers_array.pt.trace.json", b"[1, 2, 3]", 422, "none of the 3 entries of its event list is an event"
+    yield "no_event_objects.pt.trace.json", trace([1, "two", None, [{"ph": "X"}]]), 422, "none of the 4 entries"
     yield "bare_array_2020.pt.trace.json", json.dumps([GOOD_EVENT]).encode(), 200, ""
     yield "no_events.pt.trace.json", trace([]), 200, ""
 
