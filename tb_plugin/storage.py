@@ -9,6 +9,7 @@ import gzip
 import mmap
 import os
 import posixpath
+import stat
 import zlib
 from dataclasses import dataclass
 
@@ -130,6 +131,28 @@ def _gzip_size(fh, size):
     return min(isize, size * 1032)
 
 
+def _open_regular(full):
+    """A local file opened for binary reading, refusing what is not a regular file.
+
+    Opened without blocking, then checked: a FIFO named like a trace (or a link to one, or to
+    a device) would otherwise block `open` or `read` for good, and with it the scan or the
+    loader thread that every run waits on."""
+    fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", full)
+        if not stat.S_ISREG(mode):
+            kind = "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
+            raise OSError(errno.EINVAL, f"not a regular file but {kind}", full)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class Storage:
     """A root directory (local path or fsspec URL) and read access below it.
 
@@ -192,7 +215,7 @@ class Storage:
         try:
             if self.remote:
                 return self.fs.open(full, "rb", **({"block_size": block_size} if block_size else {}))
-            return open(full, "rb")
+            return _open_regular(full)
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
@@ -212,7 +235,7 @@ class Storage:
             return TraceBytes(decompress_if_gzip(self._read_remote(rel, progress), self.display(rel)))
         full = self.resolve(rel)
         try:
-            with open(full, "rb") as fh:
+            with _open_regular(full) as fh:
                 size = os.fstat(fh.fileno()).st_size
 
                 def report():  # a gzip stream reads ahead: its file position is what is read
@@ -266,8 +289,7 @@ class Storage:
         full = self.resolve(rel)
         size = self.stat(rel).size
         try:
-            opener = self.fs.open if self.remote else open
-            with opener(full, "rb") as fh:
+            with (self.fs.open(full, "rb") if self.remote else _open_regular(full)) as fh:
                 return _gzip_size(fh, size) if fh.read(2) == GZIP_MAGIC else size
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None

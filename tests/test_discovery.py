@@ -92,3 +92,32 @@ def test_plain_json_trace_with_a_long_header_is_a_run(tmp_path):
     assert list(runs) == ["gloo"]
     assert list(runs["gloo"].workers) == ["rank34"]
     assert runs["gloo"].workers["rank34"][0].path == "gloo/rank34.json"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_named_pipes_in_the_logdir_block_neither_scan_nor_load(tmp_path):
+    # Opening a FIFO for reading waits for a writer: one named like a trace (or a plain .json
+    # being sniffed) used to hang the scan thread or the single loader thread for good.
+    import threading
+
+    import tb_plugin
+
+    write_trace(tmp_path / "run" / "good.pt.trace.json", [op("a", 0, 1)])
+    os.mkfifo(tmp_path / "run" / "pipe.pt.trace.json")
+    os.mkfifo(tmp_path / "run" / "pipe2.json")
+    outcome = {}
+
+    def scan_and_load():
+        outcome["runs"] = discover_runs(Storage(tmp_path))
+        with pytest.raises(tb_plugin.TraceError) as err:
+            tb_plugin.load(tmp_path / "run" / "pipe.pt.trace.json")
+        outcome["reason"] = err.value.reason
+        outcome["ops"] = len(tb_plugin.load(tmp_path / "run" / "good.pt.trace.json").model.ops)
+
+    worker = threading.Thread(target=scan_and_load, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "blocked on a named pipe"
+    assert list(outcome["runs"]["run"].workers) == ["good", "pipe"]
+    assert "not a regular file but a pipe" in outcome["reason"]
+    assert outcome["ops"] == 1
