@@ -390,3 +390,19 @@ def test_answers_are_reused_until_the_file_changes(tmp_path, monkeypatch):
     changed = wait_route(client, f"{PREFIX}/operators?run=run&worker=w").get_json()
     assert [r[0] for r in changed["rows"]] == ["aten::mul"] and len(calls) == 3
     plugin.store.stop()
+
+
+def test_a_window_wider_than_a_float_is_refused(served):
+    """-1e308..1e308 is finite at both ends but its width is not: /timeline_counters answered
+    200 with NaN and infinite times (null in JSON); the timeline routes now refuse it."""
+    _, client = served
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    base = "run=cpu_cnn&worker=worker0&start_us=-1e308&end_us=1e308"
+    for route in ("timeline_counters", "timeline_summary", "timeline_slices"):
+        response = client.get(f"{PREFIX}/{route}?{base}&resolution_us=1")
+        assert response.status_code == 400, route
+        assert response.get_json() == {"error": "bad_parameter", "reason": "the window from start_us to end_us is too wide"}
+    wide = client.get(f"{PREFIX}/timeline_counters?run=cpu_cnn&worker=worker0&start_us=-1e300&end_us=1e300&points=10")
+    assert wide.status_code == 200
+    times = wide.get_json()["counters"][0]["time_us"]
+    assert times and all(isinstance(t, float) for t in times)
