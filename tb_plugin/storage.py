@@ -321,15 +321,29 @@ class Storage:
             yield from sorted(by_dir.items(), key=lambda item: (item[0] != ".", item[0]))
             return
         seen = set()
+        real_root = os.path.realpath(self.root)
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=True):
             real = os.path.realpath(dirpath)
             if real in seen:
                 dirnames[:] = []
                 continue
             seen.add(real)
-            dirnames.sort()
+            # A link to a directory inside the root is not followed: that directory is walked
+            # under its own name (an `alias -> run` link sorting first hid `run` behind it).
+            dirnames[:] = sorted(d for d in dirnames if not _links_into(os.path.join(dirpath, d), real_root))
             rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             yield rel, sorted(filenames)
+
+
+def _links_into(path, real_root):
+    """True when `path` is a symbolic link to somewhere inside `real_root` (or to it)."""
+    if not os.path.islink(path):
+        return False
+    target = os.path.realpath(path)
+    try:
+        return os.path.commonpath([target, real_root]) == real_root
+    except ValueError:  # different drives
+        return False
 
 
 def open_single(path):

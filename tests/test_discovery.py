@@ -61,6 +61,21 @@ def test_symlinked_run_directory_is_followed(tmp_path):
     assert list(discover_runs(Storage(logdir))) == ["linked"]
 
 
+def test_link_to_a_run_inside_the_logdir_does_not_rename_it(tmp_path):
+    # Each real directory is walked once, and "alias" sorts before "run": the run used to be
+    # listed only as "alias", its real name gone. Links into the logdir are not followed.
+    write_trace(tmp_path / "run" / "w.pt.trace.json", [op("a", 0, 1)])
+    os.symlink(tmp_path / "run", tmp_path / "alias")
+    os.symlink("../run", tmp_path / "run" / "self")
+    outside = tmp_path.parent / (tmp_path.name + "_outside")
+    write_trace(outside / "w.pt.trace.json", [op("a", 0, 1)])
+    os.symlink(tmp_path / "run", outside / "back")  # a linked run linking back into the logdir
+    os.symlink(outside, tmp_path / "linked")
+    runs = discover_runs(Storage(tmp_path))
+    assert list(runs) == ["linked", "run"]
+    assert runs["run"].workers["w"][0].path == "run/w.pt.trace.json"
+
+
 @pytest.mark.parametrize("rel", ["..", "../x", "a/../../x", "/etc/passwd", "C:/x", "a/./../.."])
 def test_storage_refuses_paths_leaving_the_root(tmp_path, rel):
     from tb_plugin.errors import PathOutsideLogdirError
