@@ -406,3 +406,26 @@ def test_a_window_wider_than_a_float_is_refused(served):
     assert wide.status_code == 200
     times = wide.get_json()["counters"][0]["time_us"]
     assert times and all(isinstance(t, float) for t in times)
+
+
+def test_first_plugins_listing_after_start_up_sees_the_runs(monkeypatch):
+    """The page asks for the plugins listing as it opens, right after TensorBoard starts: the
+    answer came before the first scan ended, so the tab showed as inactive over a logdir
+    full of runs. A scan that takes a moment (a large or remote logdir) is waited for."""
+    import tb_plugin.loading as loading_module
+
+    real = loading_module.discover_runs
+
+    def slow_discover(*args, **kwargs):
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loading_module, "discover_runs", slow_discover)
+    plugin, client = make_client(SAMPLES)
+    try:
+        listing = client.get("/data/plugins_listing").get_json()
+        assert listing["pytorch_profiler"]["enabled"] is True
+        assert [r["name"] for r in client.get(f"{PREFIX}/runs").get_json()["runs"]] == [
+            "cpu_cnn", "cpu_ddp_gloo", "gpu_a100_nccl", "gpu_resnet50_v100"]
+    finally:
+        plugin.store.stop()
