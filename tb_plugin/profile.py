@@ -1,6 +1,7 @@
 """The Python API: `load` one trace file into a `Profile`, `load_run` a run directory."""
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -287,6 +288,9 @@ def load_run(dir_or_url):
         When the directory holds no trace files.
     """
     storage = Storage(dir_or_url)
+    if not storage.remote and not os.path.isdir(storage.root):  # not "no trace files in this directory"
+        raise TraceError(storage.display(None), "not a directory (a run is the directory holding trace files)"
+                         if os.path.exists(storage.root) else "no such directory")
     runs = discover_runs(_TopLevelOnly(storage))
     if "." not in runs:
         raise TraceError(storage.display(None), "no trace files (*.pt.trace.json[.gz]) in this directory")
