@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from .errors import PathOutsideLogdirError, TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
+# A 10-byte header, an empty deflate block and an 8-byte trailer: the shortest complete gzip file.
+_GZIP_MIN_SIZE = 20
 
 
 def is_url(path):
@@ -250,6 +252,8 @@ class Storage:
                 # The trailer's size is a claim (a file still being written has none yet): the
                 # mapping is not populated, so pages never written cost nothing, and a stream
                 # holding more than the claim, or a claim too large to map, is inflated whole.
+                if size < _GZIP_MIN_SIZE:  # GzipFile reads such a stub as empty, not as cut off
+                    raise EOFError(f"{size} bytes, shorter than any complete gzip file")
                 claimed = _gzip_size(fh, size)
                 stream = gzip.GzipFile(fileobj=fh)
                 try:

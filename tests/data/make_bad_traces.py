@@ -27,6 +27,8 @@ def cases():
     yield "empty.pt.trace.json", b"", 422, "the file is empty"
     yield "truncated_json.pt.trace.json", good[: len(good) // 2], 422, "truncated"
     yield "truncated_gzip.pt.trace.json.gz", gzip.compress(good, mtime=0)[:40], 422, "gzip stream is corrupt or truncated"
+    # What a handler writing with use_gzip=True has written at first: was read as "empty".
+    yield "gzip_header_only.pt.trace.json.gz", gzip.compress(good, mtime=0)[:10], 422, "gzip stream is corrupt or truncated"
     yield "not_a_trace.pt.trace.json", b'{"model": "resnet", "lr": 0.1}', 422, "no 'traceEvents'"
     yield "scalar.pt.trace.json", b"3.14", 422, "not an object or array"
     yield "binary.pt.trace.json", bytes(range(256)) * 4, 422, "not valid JSON"
