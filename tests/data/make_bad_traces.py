@@ -27,8 +27,10 @@ def cases():
     yield "empty.pt.trace.json", b"", 422, "the file is empty"
     yield "truncated_json.pt.trace.json", good[: len(good) // 2], 422, "truncated"
     yield "truncated_gzip.pt.trace.json.gz", gzip.compress(good, mtime=0)[:40], 422, "gzip stream is corrupt or truncated"
-    # What a handler writing with use_gzip=True has written at first: was read as "empty".
-    yield "gzip_header_only.pt.trace.json.gz", gzip.compress(good, mtime=0)[:10], 422, "gzip stream is corrupt or truncated"
+    # The first bytes of a gzip file being written: the magic alone was read as "empty", a
+    # header cut short as "Not a gzipped file".
+    yield "gzip_magic_only.pt.trace.json.gz", gzip.compress(good, mtime=0)[:2], 422, "shorter than any complete gzip file"
+    yield "gzip_header_cut.pt.trace.json.gz", gzip.compress(good, mtime=0)[:6], 422, "shorter than any complete gzip file"
     yield "not_a_trace.pt.trace.json", b'{"model": "resnet", "lr": 0.1}', 422, "no 'traceEvents'"
     yield "scalar.pt.trace.json", b"3.14", 422, "not an object or array"
     yield "binary.pt.trace.json", bytes(range(256)) * 4, 422, "not valid JSON"
