@@ -10,7 +10,8 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
     packages=find_packages(include=["tb_plugin", "tb_plugin.*"]),
-    package_data={"tb_plugin": ["static/*", "openapi.yaml"]},
+    # Every non-Python file the package reads at run time (tests/test_packaging.py checks the wheel).
+    package_data={"tb_plugin": ["static/*", "openapi.yaml"], "tb_plugin.views": ["*.txt"]},
     install_requires=[
         "tensorboard>=2.11",
         "werkzeug>=2.0",

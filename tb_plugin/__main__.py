@@ -2,16 +2,33 @@
 
 import argparse
 import json
+import os
 import sys
 
 from . import TraceError, load
+
+
+def _format_distributed(dist):
+    """One line for distributedInfo: its process groups can list every rank of a job (17 KB
+    for a rank of a 300-rank gloo job), which `--json` keeps and the text leaves out."""
+    if not dist:
+        return "no"
+    parts = [str(dist["backend"])] if dist.get("backend") else []
+    if "rank" in dist:
+        parts.append(f"rank {dist['rank']}" + (f" of {dist['world_size']}" if "world_size" in dist else ""))
+    groups = dist.get("pg_count", len(dist.get("pg_config") or ()))
+    if groups:
+        parts.append(f"{groups} process group{'s' if groups != 1 else ''}")
+    if dist.get("nccl_version"):
+        parts.append(f"NCCL {dist['nccl_version']}")
+    return ", ".join(parts) or "yes"
 
 
 def _format_info(info):
     lines = [
         f"source:      {info['source']}",
         f"device:      {info['device_type']}" + "".join(f"\n  GPU {d['id']}: {d['name']}" for d in info["devices"]),
-        f"distributed: {info['distributed'] or 'no'}",
+        f"distributed: {_format_distributed(info['distributed'])}",
         f"steps:       {len(info['steps'])}" + (f" ({info['steps'][0]}..{info['steps'][-1]})" if info["steps"] else ""),
         f"time span:   {info['duration_us'] / 1000:.3f} ms",
         f"threads:     {info['threads']}",
@@ -38,7 +55,11 @@ def main(argv=None):
         print(f"error: {exc}", file=sys.stderr)
         return 2
     summary = profile.info()
-    print(json.dumps(summary, indent=2, default=str) if args.json else _format_info(summary))
+    try:
+        print(json.dumps(summary, indent=2, default=str) if args.json else _format_info(summary), flush=True)
+    except BrokenPipeError:  # `... | head`: the reader left; no traceback for that
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

@@ -467,6 +467,8 @@ class Api:
         end_us = float_param(request, "end_us")
         if end_us < start_us:
             raise ApiError(400, "bad_parameter", f"end_us ({end_us}) is before start_us ({start_us})")
+        if not math.isfinite(end_us - start_us):  # e.g. -1e308..1e308: bins of width inf, NaN times
+            raise ApiError(400, "bad_parameter", "the window from start_us to end_us is too wide")
         return start_us, end_us
 
     def timeline_slices(self, request):

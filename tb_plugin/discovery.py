@@ -15,6 +15,13 @@ _TRACE_FILE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.jso
 _PLAIN_JSON = re.compile(r"^(?P<worker>.+?)\.json(?:\.gz)?$")
 # What the first kilobytes of a Kineto trace contain, in either top-level layout.
 _TRACE_SIGNATURE = re.compile(rb'"traceEvents"|^\s*\[\s*\{[^\]]{0,2000}?"ph"\s*:', re.S)
+# Kineto writes its header before "traceEvents": `schemaVersion` first, then device
+# properties and the process groups of a distributed job, which alone can exceed any head
+# read (a gloo rank of a 300-rank job lists every rank of each group: 16 KB). A head that
+# starts like that header is a trace even when "traceEvents" is further on.
+_KINETO_HEADER = re.compile(rb'^\s*\{\s*"schemaVersion"\s*:\s*\d+\s*,.*?"(?:deviceProperties|distributedInfo)"\s*:', re.S)
+# How much of a plain .json file is read to decide whether it is a trace.
+SNIFF_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,7 @@ def parse_trace_file_name(name):
 
 def looks_like_trace(head):
     """True when the first bytes of a JSON file look like a Kineto trace."""
-    return bool(_TRACE_SIGNATURE.search(head))
+    return bool(_TRACE_SIGNATURE.search(head) or _KINETO_HEADER.match(head))
 
 
 def _group(run_name, rel_dir, candidates):
@@ -93,7 +100,7 @@ def discover_runs(storage, sniff_cache=None):
                 # Keyed by size too: a file still being written is sniffed again once it grows.
                 key = (rel, storage.stat(rel).size)
                 if key not in sniff_cache:
-                    sniff_cache[key] = looks_like_trace(storage.read_head(rel))
+                    sniff_cache[key] = looks_like_trace(storage.read_head(rel, SNIFF_BYTES))
             except TraceError:
                 continue
             if sniff_cache[key]:

@@ -16,10 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-from .discovery import discover_runs
+from .discovery import SNIFF_BYTES, discover_runs, looks_like_trace
 from .errors import TraceError
 from .stages import STAGE_QUEUED, STAGE_READING
-from .storage import GZIP_MAGIC, Storage
+from .storage import GZIP_MAGIC, Storage, inflate_head
 
 logger = logging.getLogger(__name__)
 
@@ -211,12 +211,18 @@ class RunStore:
         path = self.span_file(run, worker, span).path
         stored = self._storage.open_stored(path)
         try:
-            is_gzip = stored.read(2) == GZIP_MAGIC
+            head = stored.read(SNIFF_BYTES)
             stored.seek(0)
         except (OSError, ValueError) as exc:
             stored.close()
             raise TraceError(self._storage.display(path), f"cannot read the file ({exc})") from None
-        return path, stored, is_gzip
+        # Discovery follows symlinks, and a `*.pt.trace.json` name proves nothing: a link to
+        # /etc/passwd named like a trace was streamed out verbatim. Only what looks like a
+        # Kineto trace (judged on the handle that is sent) is handed out as one.
+        if not looks_like_trace(inflate_head(head, SNIFF_BYTES)):
+            stored.close()
+            raise TraceError(self._storage.display(path), "not a Kineto trace: the file is not served")
+        return path, stored, head.startswith(GZIP_MAGIC)
 
     def profile(self, run, worker, span):
         """The `Profile`, or a `Loading` while it is parsed; raises `NotFound`/`TraceError`."""

@@ -11,6 +11,8 @@ from .loading import RunStore
 from .routes import API_ROUTES
 
 DEFAULT_MAX_MEMORY_MB = 4096
+# How long the first plugins listing waits for the first scan of the log directory.
+FIRST_LISTING_WAIT_SECONDS = 5.0
 
 PLUGIN_NAME = "pytorch_profiler"
 _STATIC_TYPES = {".js": "text/javascript", ".html": "text/html", ".css": "text/css",
@@ -55,8 +57,14 @@ class ProfilerPlugin(base_plugin.TBPlugin):
         return self._api
 
     def is_active(self):
-        # Called on every plugins listing: answers from memory and starts the scanner.
-        return bool(self.store.logdir) and self.store.has_runs()
+        # Called on every plugins listing: answers from memory and starts the scanner. The
+        # first listing comes as the page opens, right after start-up: it waits (a moment for
+        # a local logdir, at most a few seconds) for the first scan, which otherwise had not
+        # finished and the tab showed as inactive until the page was reloaded.
+        if not self.store.logdir:
+            return False
+        self.store.wait_for_scan(FIRST_LISTING_WAIT_SECONDS)
+        return self.store.has_runs()
 
     def frontend_metadata(self):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="PyTorch Profiler",

@@ -1,6 +1,7 @@
 """The Python API: `load` one trace file into a `Profile`, `load_run` a run directory."""
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -191,6 +192,12 @@ def profile_from_bytes(data, display_path, progress=_no_progress):
 
     parsed.release = release
     del trace
+    # An event list with entries but no JSON object among them (`[1, 2, 3]`, a list of names)
+    # is no trace, not an empty one. (Slices start at their value: an object's is `{`.)
+    entries = len(parsed.events)
+    if entries and not any(bytes(memoryview(raw)[:1]) == b"{" for raw in parsed.events):
+        raise TraceError(display_path, f"not a Kineto trace: none of the {entries:,} entries of its event list "
+                                       "is an event (a JSON object with ph, name, ts, ...)")
     try:
         model = build_model(parsed)
     except TraceError:
@@ -290,6 +297,9 @@ def load_run(dir_or_url):
         When the directory holds no trace files.
     """
     storage = Storage(dir_or_url)
+    if not storage.remote and not os.path.isdir(storage.root):  # not "no trace files in this directory"
+        raise TraceError(storage.display(None), "not a directory (a run is the directory holding trace files)"
+                         if os.path.exists(storage.root) else "no such directory")
     runs = discover_runs(_TopLevelOnly(storage))
     if "." not in runs:
         raise TraceError(storage.display(None), "no trace files (*.pt.trace.json[.gz]) in this directory")

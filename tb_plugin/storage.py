@@ -9,12 +9,15 @@ import gzip
 import mmap
 import os
 import posixpath
+import stat
 import zlib
 from dataclasses import dataclass
 
 from .errors import PathOutsideLogdirError, TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
+# A 10-byte header, an empty deflate block and an 8-byte trailer: the shortest complete gzip file.
+_GZIP_MIN_SIZE = 20
 
 
 def is_url(path):
@@ -41,6 +44,17 @@ def decompress_if_gzip(data, path):
         return gzip.decompress(data)
     except (EOFError, OSError, zlib.error) as exc:
         raise TraceError(path, f"the gzip stream is corrupt or truncated ({exc})") from None
+
+
+def inflate_head(raw, size):
+    """At most `size` bytes of what the first bytes `raw` of a file hold: inflated when they
+    are gzip (b"" when that stream is corrupt), as they are otherwise."""
+    if raw.startswith(GZIP_MAGIC):
+        try:
+            return zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(raw, size)
+        except zlib.error:
+            return b""
+    return raw
 
 
 class TraceBytes:
@@ -119,6 +133,28 @@ def _gzip_size(fh, size):
     return min(isize, size * 1032)
 
 
+def _open_regular(full):
+    """A local file opened for binary reading, refusing what is not a regular file.
+
+    Opened without blocking, then checked: a FIFO named like a trace (or a link to one, or to
+    a device) would otherwise block `open` or `read` for good, and with it the scan or the
+    loader thread that every run waits on."""
+    fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", full)
+        if not stat.S_ISREG(mode):
+            kind = "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
+            raise OSError(errno.EINVAL, f"not a regular file but {kind}", full)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class Storage:
     """A root directory (local path or fsspec URL) and read access below it.
 
@@ -181,7 +217,7 @@ class Storage:
         try:
             if self.remote:
                 return self.fs.open(full, "rb", **({"block_size": block_size} if block_size else {}))
-            return open(full, "rb")
+            return _open_regular(full)
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
@@ -201,7 +237,7 @@ class Storage:
             return TraceBytes(decompress_if_gzip(self._read_remote(rel, progress), self.display(rel)))
         full = self.resolve(rel)
         try:
-            with open(full, "rb") as fh:
+            with _open_regular(full) as fh:
                 size = os.fstat(fh.fileno()).st_size
 
                 def report():  # a gzip stream reads ahead: its file position is what is read
@@ -216,6 +252,8 @@ class Storage:
                 # The trailer's size is a claim (a file still being written has none yet): the
                 # mapping is not populated, so pages never written cost nothing, and a stream
                 # holding more than the claim, or a claim too large to map, is inflated whole.
+                if size < _GZIP_MIN_SIZE:  # GzipFile reads such a stub as empty, not as cut off
+                    raise EOFError(f"{size} bytes, shorter than any complete gzip file")
                 claimed = _gzip_size(fh, size)
                 stream = gzip.GzipFile(fileobj=fh)
                 try:
@@ -255,21 +293,14 @@ class Storage:
         full = self.resolve(rel)
         size = self.stat(rel).size
         try:
-            opener = self.fs.open if self.remote else open
-            with opener(full, "rb") as fh:
+            with (self.fs.open(full, "rb") if self.remote else _open_regular(full)) as fh:
                 return _gzip_size(fh, size) if fh.read(2) == GZIP_MAGIC else size
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
     def read_head(self, rel, size=4096):
         """The first `size` bytes of the (decompressed) file, to sniff its type."""
-        raw = self.read_bytes(rel, limit=size)
-        if raw.startswith(GZIP_MAGIC):
-            try:
-                return zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(raw, size)
-            except zlib.error:
-                return b""
-        return raw
+        return inflate_head(self.read_bytes(rel, limit=size), size)
 
     def walk(self):
         """Yield `(relative_dir, [file names])` for every directory below the root.
@@ -294,15 +325,29 @@ class Storage:
             yield from sorted(by_dir.items(), key=lambda item: (item[0] != ".", item[0]))
             return
         seen = set()
+        real_root = os.path.realpath(self.root)
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=True):
             real = os.path.realpath(dirpath)
             if real in seen:
                 dirnames[:] = []
                 continue
             seen.add(real)
-            dirnames.sort()
+            # A link to a directory inside the root is not followed: that directory is walked
+            # under its own name (an `alias -> run` link sorting first hid `run` behind it).
+            dirnames[:] = sorted(d for d in dirnames if not _links_into(os.path.join(dirpath, d), real_root))
             rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             yield rel, sorted(filenames)
+
+
+def _links_into(path, real_root):
+    """True when `path` is a symbolic link to somewhere inside `real_root` (or to it)."""
+    if not os.path.islink(path):
+        return False
+    target = os.path.realpath(path)
+    try:
+        return os.path.commonpath([target, real_root]) == real_root
+    except ValueError:  # different drives
+        return False
 
 
 def open_single(path):

@@ -456,3 +456,42 @@ def test_distributed_view_of_more_ranks_than_profiles_kept_in_memory(tmp_path):
     for row, (_, want) in zip(got["rows"], expected.iterrows()):
         assert row[1] == want["steps"] and all(abs(a - b) < 1e-6 for a, b in zip(row[2:], want.iloc[2:]))
     plugin.store.stop()
+
+
+def test_a_window_wider_than_a_float_is_refused(served):
+    """-1e308..1e308 is finite at both ends but its width is not: /timeline_counters answered
+    200 with NaN and infinite times (null in JSON); the timeline routes now refuse it."""
+    _, client = served
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    base = "run=cpu_cnn&worker=worker0&start_us=-1e308&end_us=1e308"
+    for route in ("timeline_counters", "timeline_summary", "timeline_slices"):
+        response = client.get(f"{PREFIX}/{route}?{base}&resolution_us=1")
+        assert response.status_code == 400, route
+        assert response.get_json() == {"error": "bad_parameter", "reason": "the window from start_us to end_us is too wide"}
+    wide = client.get(f"{PREFIX}/timeline_counters?run=cpu_cnn&worker=worker0&start_us=-1e300&end_us=1e300&points=10")
+    assert wide.status_code == 200
+    times = wide.get_json()["counters"][0]["time_us"]
+    assert times and all(isinstance(t, float) for t in times)
+
+
+def test_first_plugins_listing_after_start_up_sees_the_runs(monkeypatch):
+    """The page asks for the plugins listing as it opens, right after TensorBoard starts: the
+    answer came before the first scan ended, so the tab showed as inactive over a logdir
+    full of runs. A scan that takes a moment (a large or remote logdir) is waited for."""
+    import tb_plugin.loading as loading_module
+
+    real = loading_module.discover_runs
+
+    def slow_discover(*args, **kwargs):
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loading_module, "discover_runs", slow_discover)
+    plugin, client = make_client(SAMPLES)
+    try:
+        listing = client.get("/data/plugins_listing").get_json()
+        assert listing["pytorch_profiler"]["enabled"] is True
+        assert [r["name"] for r in client.get(f"{PREFIX}/runs").get_json()["runs"]] == [
+            "cpu_cnn", "cpu_ddp_gloo", "gpu_a100_nccl", "gpu_resnet50_v100"]
+    finally:
+        plugin.store.stop()

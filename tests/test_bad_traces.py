@@ -104,3 +104,18 @@ def test_settled_broken_file_is_not_reparsed(tmp_path):
         with pytest.raises(tb_plugin.TraceError):
             store.profile("run", "w", 1)
     store.stop()
+
+
+def test_load_run_says_when_there_is_no_directory(tmp_path):
+    # Both used to answer "no trace files (*.pt.trace.json[.gz]) in this directory".
+    trace = write_trace(tmp_path / "run" / "w.pt.trace.json", [op("a", 0, 1)])
+    with pytest.raises(tb_plugin.TraceError) as missing:
+        tb_plugin.load_run(tmp_path / "nowhere")
+    assert missing.value.path == str(tmp_path / "nowhere") and missing.value.reason == "no such directory"
+    with pytest.raises(tb_plugin.TraceError) as a_file:
+        tb_plugin.load_run(trace)
+    assert a_file.value.path == str(trace) and a_file.value.reason.startswith("not a directory")
+    with pytest.raises(tb_plugin.TraceError) as empty:
+        tb_plugin.load_run(tmp_path)
+    assert "no trace files" in empty.value.reason
+    assert tb_plugin.load_run(tmp_path / "run").workers == ["w"]

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tb_plugin.discovery import discover_runs, parse_trace_file_name
+from tb_plugin.discovery import SNIFF_BYTES, discover_runs, parse_trace_file_name
 from tb_plugin.storage import Storage
 
 from .conftest import op, write_trace
@@ -61,6 +61,21 @@ def test_symlinked_run_directory_is_followed(tmp_path):
     assert list(discover_runs(Storage(logdir))) == ["linked"]
 
 
+def test_link_to_a_run_inside_the_logdir_does_not_rename_it(tmp_path):
+    # Each real directory is walked once, and "alias" sorts before "run": the run used to be
+    # listed only as "alias", its real name gone. Links into the logdir are not followed.
+    write_trace(tmp_path / "run" / "w.pt.trace.json", [op("a", 0, 1)])
+    os.symlink(tmp_path / "run", tmp_path / "alias")
+    os.symlink("../run", tmp_path / "run" / "self")
+    outside = tmp_path.parent / (tmp_path.name + "_outside")
+    write_trace(outside / "w.pt.trace.json", [op("a", 0, 1)])
+    os.symlink(tmp_path / "run", outside / "back")  # a linked run linking back into the logdir
+    os.symlink(outside, tmp_path / "linked")
+    runs = discover_runs(Storage(tmp_path))
+    assert list(runs) == ["linked", "run"]
+    assert runs["run"].workers["w"][0].path == "run/w.pt.trace.json"
+
+
 @pytest.mark.parametrize("rel", ["..", "../x", "a/../../x", "/etc/passwd", "C:/x", "a/./../.."])
 def test_storage_refuses_paths_leaving_the_root(tmp_path, rel):
     from tb_plugin.errors import PathOutsideLogdirError
@@ -76,3 +91,48 @@ def test_plain_json_sniffed_again_when_it_grows(tmp_path):
     assert discover_runs(Storage(tmp_path), cache) == {}
     write_trace(plain, [op("a", 0, 1)])
     assert list(discover_runs(Storage(tmp_path), cache)) == ["run"]
+
+
+def test_plain_json_trace_with_a_long_header_is_a_run(tmp_path):
+    # Kineto writes distributedInfo before traceEvents: for a gloo rank of a 300-rank job with
+    # ten process groups (../shared/traces/cpu_only_gloo) that is ~17 KB, past the 4 KB that
+    # used to be sniffed, and such a trace saved as plain .json was not found. Larger jobs
+    # push "traceEvents" past any head read: the header itself must be recognised.
+    groups = [{"pg_name": str(i), "pg_size": 1000, "ranks": list(range(1000))} for i in range(16)]
+    path = write_trace(tmp_path / "gloo" / "rank34.json", [op("a", 0, 1)],
+                       deviceProperties=[], distributedInfo={"backend": "gloo", "rank": 34, "pg_config": groups})
+    assert path.read_bytes().find(b'"traceEvents"') > SNIFF_BYTES
+    (tmp_path / "gloo" / "notes.json").write_text('{"schemaVersion": 1, "comment": "' + "x" * 70_000 + '"}')
+    runs = discover_runs(Storage(tmp_path))
+    assert list(runs) == ["gloo"]
+    assert list(runs["gloo"].workers) == ["rank34"]
+    assert runs["gloo"].workers["rank34"][0].path == "gloo/rank34.json"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_named_pipes_in_the_logdir_block_neither_scan_nor_load(tmp_path):
+    # Opening a FIFO for reading waits for a writer: one named like a trace (or a plain .json
+    # being sniffed) used to hang the scan thread or the single loader thread for good.
+    import threading
+
+    import tb_plugin
+
+    write_trace(tmp_path / "run" / "good.pt.trace.json", [op("a", 0, 1)])
+    os.mkfifo(tmp_path / "run" / "pipe.pt.trace.json")
+    os.mkfifo(tmp_path / "run" / "pipe2.json")
+    outcome = {}
+
+    def scan_and_load():
+        outcome["runs"] = discover_runs(Storage(tmp_path))
+        with pytest.raises(tb_plugin.TraceError) as err:
+            tb_plugin.load(tmp_path / "run" / "pipe.pt.trace.json")
+        outcome["reason"] = err.value.reason
+        outcome["ops"] = len(tb_plugin.load(tmp_path / "run" / "good.pt.trace.json").model.ops)
+
+    worker = threading.Thread(target=scan_and_load, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "blocked on a named pipe"
+    assert list(outcome["runs"]["run"].workers) == ["good", "pipe"]
+    assert "not a regular file but a pipe" in outcome["reason"]
+    assert outcome["ops"] == 1

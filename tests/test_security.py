@@ -37,6 +37,7 @@ What is tested, and how:
 """
 
 import builtins
+import gzip
 import io
 import os
 import shutil
@@ -296,3 +297,31 @@ def test_names_from_traces_come_back_as_data(world):
     disposition = download.headers["Content-Disposition"]
     assert disposition.startswith("attachment;") and "<" not in disposition and '"' not in disposition
     assert download.data == (world[0] / "names" / f"{MARKUP}.pt.trace.json").read_bytes()
+
+
+def test_trace_named_symlink_to_a_file_outside_is_not_served(tmp_path):
+    """Symlinks are followed (runs linked in by the owner are served), so a link named like a
+    trace can point anywhere; /trace_file streamed such a link to any file verbatim (a
+    `worker0.pt.trace.json -> /etc/passwd` came back whole). What is not a Kineto trace is
+    refused with a 422, both plain and gzip; real traces still download byte for byte."""
+    root, outside = tmp_path / "logdir", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("root:x:0:0:the secret\n")
+    (outside / "secret.gz").write_bytes(gzip.compress(b'{"token": "the secret"}'))
+    good = write_trace(root / "run" / "good.pt.trace.json.gz", [op("a", 0, 1)], gz=True)
+    os.symlink(outside / "secret.txt", root / "run" / "leak.pt.trace.json")
+    os.symlink(outside / "secret.gz", root / "run" / "leakgz.pt.trace.json.gz")
+    plugin, client = make_client(root)
+    plugin.store.wait_for_scan(30)
+    try:
+        assert client.get(f"{PREFIX}/workers?run=run").get_json()["workers"] == ["good", "leak", "leakgz"]
+        for worker in ("leak", "leakgz"):
+            response = client.get(f"{PREFIX}/trace_file?run=run&worker={worker}")
+            assert response.status_code == 422, worker
+            assert b"the secret" not in response.data
+            assert response.get_json()["reason"] == "not a Kineto trace: the file is not served"
+        download = client.get(f"{PREFIX}/trace_file?run=run&worker=good")
+        assert download.status_code == 200 and download.headers["Content-Type"] == "application/gzip"
+        assert download.data == good.read_bytes()
+    finally:
+        plugin.store.stop()

@@ -27,6 +27,10 @@ def cases():
     yield "empty.pt.trace.json", b"", 422, "the file is empty"
     yield "truncated_json.pt.trace.json", good[: len(good) // 2], 422, "truncated"
     yield "truncated_gzip.pt.trace.json.gz", gzip.compress(good, mtime=0)[:40], 422, "gzip stream is corrupt or truncated"
+    # The first bytes of a gzip file being written: the magic alone was read as "empty", a
+    # header cut short as "Not a gzipped file".
+    yield "gzip_magic_only.pt.trace.json.gz", gzip.compress(good, mtime=0)[:2], 422, "shorter than any complete gzip file"
+    yield "gzip_header_cut.pt.trace.json.gz", gzip.compress(good, mtime=0)[:6], 422, "shorter than any complete gzip file"
     yield "not_a_trace.pt.trace.json", b'{"model": "resnet", "lr": 0.1}', 422, "no 'traceEvents'"
     yield "scalar.pt.trace.json", b"3.14", 422, "not an object or array"
     yield "binary.pt.trace.json", bytes(range(256)) * 4, 422, "not valid JSON"
@@ -46,6 +50,9 @@ def cases():
     yield "wrong_types.pt.trace.json", trace([{**GOOD_EVENT, "ts": "soon"}, {**GOOD_EVENT, "dur": [1]}, GOOD_EVENT,
                                               {**GOOD_EVENT, "args": {"External id": "seven", "Input Dims": "?"}}]), 200, ""
     yield "events_not_objects.pt.trace.json", trace([1, "two", None, [3], GOOD_EVENT]), 200, ""
+    # A JSON array with no event object in it at all is not an empty trace but no trace.
+    yield "numbers_array.pt.trace.json", b"[1, 2, 3]", 422, "none of the 3 entries of its event list is an event"
+    yield "no_event_objects.pt.trace.json", trace([1, "two", None, [{"ph": "X"}]]), 422, "none of the 4 entries"
     yield "bare_array_2020.pt.trace.json", json.dumps([GOOD_EVENT]).encode(), 200, ""
     yield "no_events.pt.trace.json", trace([]), 200, ""
 
