@@ -262,3 +262,11 @@ def test_memory_counters_follow_the_memory_view(tmp_path):
     assert whole["GPU0 memory reserved"]["max"] == [64.0, 64.0]
     early = {c["name"]: c for c in counters(model, 0, 10, points=2)}
     assert early["GPU0 memory allocated"]["time_us"] == []
+
+
+def test_event_of_a_trace_without_timeline_events_is_refused_plainly(tmp_path):
+    from tb_plugin.views.timeline import event_details, event_flows
+    index = tb_plugin.load(write_trace(tmp_path / "w.pt.trace.json", [])).timeline()
+    for lookup in (event_details, event_flows):
+        with pytest.raises(KeyError, match="no event 0; this trace has no events on its timeline"):
+            lookup(index, 0)

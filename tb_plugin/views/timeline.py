@@ -378,14 +378,20 @@ def _plain(value):
     return value if isinstance(value, (int, str, bool)) or value is None else str(value)
 
 
+def _check_event(slices, event):
+    """KeyError naming the valid event ids unless `event` is one."""
+    if not 0 <= event < len(slices):
+        valid = f"events are 0..{len(slices) - 1}" if len(slices) else "this trace has no events on its timeline"
+        raise KeyError(f"no event {event}; {valid}")
+
+
 def event_details(index, event):
     """Everything the model holds about one slice: its table row, the operator that
     launched it (for runtime calls and device activity), and the op's call stack."""
     from .operators import _frames_of_key, _stack_keys
 
     s = index.slices
-    if not 0 <= event < len(s):
-        raise KeyError(f"no event {event}; events are 0..{len(s) - 1}")
+    _check_event(s, event)
     source, row = s["source"].iat[event], int(s["row"].iat[event])
     model = index.model
     table = getattr(model, source)
@@ -407,8 +413,7 @@ def event_flows(index, event):
     """Arrows touching one slice: CPU launch -> device activity (correlation) and forward ->
     backward op (`fwdbwd` flow events). Each arrow: {"kind", "from": endpoint, "to": endpoint}."""
     s = index.slices
-    if not 0 <= event < len(s):
-        raise KeyError(f"no event {event}; events are 0..{len(s) - 1}")
+    _check_event(s, event)
     model = index.model
     source, row = s["source"].iat[event], int(s["row"].iat[event])
     pairs = []  # (kind, from slice, to slice)
