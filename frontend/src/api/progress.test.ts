@@ -20,6 +20,9 @@ describe('loadingLabel', () => {
   it('counts the traces a view over several of them has, then names the stage of the next', () => {
     const many: LoadingReply = { ...reply('parsing', 0.5), ready: 3, total: 128 };
     expect(loadingLabel(many, 'run / w span 1')).toBe('3 of 128 traces loaded · Parsing the next trace… 50%');
+    // the bar: of all of them, 3.5 of 128
+    expect(loadingPercent(many)).toBe(2);
+    expect(loadingPercent({ ...reply('queued'), ready: 6, total: 8 })).toBe(75);
   });
   it('reads a reply of an older server (no stage) as parsing', () => {
     expect(loadingLabel({ loading: true, path: 'p' })).toBe('Parsing the trace…');

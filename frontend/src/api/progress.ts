@@ -9,7 +9,7 @@ export function loadingLabel(progress: LoadingReply, subject = 'the trace'): str
 }
 
 function stageLabel(progress: LoadingReply, subject: string): string {
-  const percent = loadingPercent(progress);
+  const percent = stagePercent(progress);
   const done = percent === null ? '' : ` ${percent}%`;
   switch (progress.stage) {
     case 'queued':
@@ -25,8 +25,16 @@ function stageLabel(progress: LoadingReply, subject: string): string {
 
 /** Whole percent of the stage done (reading the file, parsing its JSON), or null when the
  * server gives no fraction. */
-export function loadingPercent(progress: LoadingReply): number | null {
+function stagePercent(progress: LoadingReply): number | null {
   const fraction = progress.fraction;
   if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return null;
   return Math.floor(Math.min(Math.max(fraction, 0), 1) * 100);
+}
+
+/** Whole percent for a progress bar: of the stage (`stagePercent`), or for a view over
+ * several traces of all of them (those loaded, plus the part of the one loading). */
+export function loadingPercent(progress: LoadingReply): number | null {
+  if (!progress.total) return stagePercent(progress);
+  const current = (stagePercent(progress) ?? 0) / 100;
+  return Math.floor((Math.min((progress.ready ?? 0) + current, progress.total) / progress.total) * 100);
 }
