@@ -263,20 +263,27 @@ def ready(result):
 
 
 def tables_reply(request, build, names):
-    """A view made of several tables: all as JSON, or one (`table=`) as JSON or CSV.
+    """A view made of several tables: all as JSON, some (`tables=a,b`) as JSON, or one
+    (`table=`) as JSON or CSV.
 
-    `build()` computes the view; it is called only once `table` and `format` are valid, so a
-    bad request costs no computation.
+    `build()` computes the view; it is called only once `table`, `tables` and `format` are
+    valid, so a bad request costs no computation.
     """
     name = text_param(request, "table", required=False)
+    subset = text_param(request, "tables", required=False)
     as_csv = choice_param(request, "format", ("json", "csv")) == "csv"
+    if name is not None and subset is not None:
+        raise ApiError(400, "bad_parameter", "give 'table' (one table) or 'tables' (several), not both")
     if name is None and as_csv:
         raise ApiError(400, "bad_parameter", f"format=csv needs one table: table={'|'.join(names)}")
     if name is not None and name not in names:
         raise ApiError(400, "bad_parameter", f"parameter 'table' must be one of {', '.join(names)}")
+    wanted = names if subset is None else subset.split(",")
+    if not set(wanted) <= set(names):
+        raise ApiError(400, "bad_parameter", f"parameter 'tables' takes names among {', '.join(names)}, comma-separated")
     view = build()
     if name is None:
-        return respond({n: getattr(view, n) for n in names})
+        return respond({n: getattr(view, n) for n in names if n in wanted})
     return table_reply(request, getattr(view, name))
 
 

@@ -495,3 +495,13 @@ def test_first_plugins_listing_after_start_up_sees_the_runs(monkeypatch):
             "cpu_cnn", "cpu_ddp_gloo", "gpu_a100_nccl", "gpu_resnet50_v100"]
     finally:
         plugin.store.stop()
+
+
+def test_views_of_several_tables_answer_the_ones_asked_for(ddp_served):
+    url = f"{PREFIX}/distributed?run=ddp&span=2"
+    everything = wait_route(ddp_served, url).get_json()
+    some = ddp_served.get(f"{url}&tables=steps,devices").get_json()
+    assert some == {"steps": everything["steps"], "devices": everything["devices"]}
+    for bad in ("tables=steps,nope", "tables=steps,", "tables=steps&table=steps", "tables=steps&format=csv"):
+        response = ddp_served.get(f"{url}&{bad}")
+        assert response.status_code == 400 and response.get_json()["error"] == "bad_parameter", bad

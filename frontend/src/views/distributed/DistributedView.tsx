@@ -14,11 +14,12 @@ import { DataTable } from '../../components/table/DataTable';
 import { rowsOf, type Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 
+/** The tables this view shows; not `calls` (one row per collective call per worker: large
+ * for many ranks, and only for CSV export or the API). */
 interface DistributedReply {
   steps: WireTable;
   all_steps: WireTable;
   collectives: WireTable;
-  calls: WireTable;
   devices: WireTable;
 }
 
@@ -30,7 +31,7 @@ const PARTS: [string, string, string][] = [
 ];
 
 export function DistributedView(props: ViewProps) {
-  const state = useApi<DistributedReply>('distributed', { run: props.run, span: props.span });
+  const state = useApi<DistributedReply>('distributed', { run: props.run, span: props.span, tables: 'steps,all_steps,collectives,devices' });
   return (
     <div class="stack" data-testid="distributed">
       <Loaded state={state}>{(data) => <Distributed data={data} name={`${props.run}_${props.span}`} />}</Loaded>
