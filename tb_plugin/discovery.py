@@ -22,6 +22,9 @@ _TRACE_SIGNATURE = re.compile(rb'"traceEvents"|^\s*\[\s*\{[^\]]{0,2000}?"ph"\s*:
 _KINETO_HEADER = re.compile(rb'^\s*\{\s*"schemaVersion"\s*:\s*\d+\s*,.*?"(?:deviceProperties|distributedInfo)"\s*:', re.S)
 # How much of a plain .json file is read to decide whether it is a trace.
 SNIFF_BYTES = 64 << 10
+# TensorBoard's own profile plugin (TensorFlow, JAX) keeps `<host>.trace.json.gz` files, Chrome
+# traces too, under `plugins/profile/<session>/`: those are its runs, not ours.
+_OTHER_PROFILER_DIR = re.compile(r"(^|/)plugins/profile(/|$)")
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ def discover_runs(storage, sniff_cache=None):
                 candidates.append((parsed[0], parsed[1], file_name))
                 continue
             plain = _PLAIN_JSON.match(file_name)
-            if not plain:
+            if not plain or _OTHER_PROFILER_DIR.search(rel_dir):
                 continue
             rel = file_name if rel_dir == "." else f"{rel_dir}/{file_name}"
             try:

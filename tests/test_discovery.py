@@ -136,3 +136,20 @@ def test_named_pipes_in_the_logdir_block_neither_scan_nor_load(tmp_path):
     assert list(outcome["runs"]["run"].workers) == ["good", "pipe"]
     assert "not a regular file but a pipe" in outcome["reason"]
     assert outcome["ops"] == 1
+
+
+def test_tensorboard_profile_plugin_traces_are_not_runs(tmp_path):
+    """TensorFlow's and JAX's profilers write Chrome traces (`<host>.trace.json.gz`, holding
+    "traceEvents") under plugins/profile/<session>/ for TensorBoard's own Profile tab: not
+    ours. A PyTorch trace file named as the handler names it still counts, wherever it is."""
+    session = tmp_path / "plugins" / "profile" / "2024_01_01_00_00_00"
+    write_trace(session / "host.trace.json.gz", [op("MatMul", 0, 5)], gz=True, displayTimeUnit="ns")
+    assert discover_runs(Storage(str(tmp_path))) == {}
+    write_trace(session / "worker0.pt.trace.json", [op("aten::mm", 0, 5)])
+    runs = discover_runs(Storage(str(tmp_path)))
+    assert list(runs) == ["plugins/profile/2024_01_01_00_00_00"]
+    assert [f.path for f in runs["plugins/profile/2024_01_01_00_00_00"].files()] == [
+        "plugins/profile/2024_01_01_00_00_00/worker0.pt.trace.json"]
+    # the same plain file elsewhere is sniffed as a trace
+    write_trace(tmp_path / "mine" / "host.trace.json.gz", [op("aten::mm", 0, 5)], gz=True)
+    assert "mine" in discover_runs(Storage(str(tmp_path)))
