@@ -81,29 +81,34 @@ def format_duration(us):
     """Mirror of frontend/src/base/format.ts formatDuration."""
     if us is None:
         return "—"
-    sign, a = ("-" if us < 0 else ""), abs(us)
-    if a < 1e3:
+    a = abs(us)
+    if a < 999.95:
         text = f"{a:.1f}"
         text = text.rstrip("0").rstrip(".") if "." in text else text
-        return f"{sign}{text} µs"
-    if a < 1e6:
-        return f"{sign}{a / 1e3:.2f} ms"
-    return f"{sign}{a / 1e6:.2f} s"
+        return f"{_signed(us, text)} µs"
+    if a < 999_995:
+        return f"{_signed(us, f'{a / 1e3:.2f}')} ms"
+    return f"{_signed(us, f'{a / 1e6:.2f}')} s"
+
+
+def _signed(value, text):
+    """A minus only when the rounded text is not zero (never "-0 µs")."""
+    return f"-{text}" if value < 0 and any(c in "123456789" for c in text) else text
 
 
 def format_bytes(n):
     """Mirror of frontend/src/base/format.ts formatBytes."""
     if n is None:
         return "—"
-    sign, a = ("-" if n < 0 else ""), abs(n)
+    a = abs(n)
     if a < 1024:
-        return f"{sign}{round(a)} B"
+        return f"{_signed(n, str(round(a)))} B"
     value, unit = a / 1024, 0
     units = ["KB", "MB", "GB", "TB"]
     while value >= 1024 and unit < len(units) - 1:
         value /= 1024
         unit += 1
-    return f"{sign}{value:.2f} {units[unit]}"
+    return f"{_signed(n, f'{value:.2f}')} {units[unit]}"
 
 
 @pytest.fixture(scope="session")

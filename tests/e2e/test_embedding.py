@@ -1,6 +1,7 @@
 """The page among other frames and other data: VS Code's jump to source (two nested foreign
-frames recording the message), trace names holding markup (shown as text, never run), and a
-broken run (its reason shown, the other runs unaffected)."""
+frames recording the message), trace names holding markup (shown as text, never run), a
+broken run (its reason shown, the other runs unaffected), and a GPU the trace does not
+describe (no deviceProperties)."""
 
 import functools
 import http.server
@@ -12,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from ..conftest import free_port, op, write_trace
+from ..conftest import free_port, kernel, op, runtime, write_trace
 from .conftest import PLUGIN, READY, Watch, after, api, open_page, screenshot, tensorboard
 
 CPU = {"run": "cpu_cnn", "worker": "worker0", "span": 1}
@@ -66,6 +67,7 @@ def test_vscode_jump_to_source_posts_file_and_zero_based_line(page, vscode_like,
 
 MARKUP_OPS = ['<img src=x onerror="window.__xss=1">', "<script>window.__xss=2</script>"]
 MARKUP_RUN = "<b>run</b>"
+UNDESCRIBED_GPU_RUN = "undescribed_gpu"
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +76,10 @@ def odd_server(tmp_path_factory):
     events = [op(name, 10 * i, 5 + i) for i, name in enumerate(MARKUP_OPS * 3)]
     write_trace(root / MARKUP_RUN / "worker0.pt.trace.json", events)
     write_trace(root / "broken" / "worker0.pt.trace.json", []).write_bytes(b'{"traceEvents": [{"ph": "X"')
+    # Kernels on GPU 0, but no deviceProperties (old traces): no name, no compute capability.
+    gpu = [op("ProfilerStep#1", 0, 100), op("aten::mm", 10, 50, **{"External id": 1}),
+           runtime("cudaLaunchKernel", 12, 5, correlation=7, external_id=1), kernel("gemm", 20, 30, correlation=7)]
+    write_trace(root / UNDESCRIBED_GPU_RUN / "worker0.pt.trace.json", gpu)
     with tensorboard(root, root.parent / "odd_tensorboard.log") as base:
         yield base
 
@@ -130,4 +136,24 @@ def test_broken_run_shows_its_reason_and_others_still_work(browser, odd_server):
         context.close()
     # The browser reports the 422 reply itself; nothing else may go wrong.
     watch.errors = [e for e in watch.errors if "status of 422" not in e]
+    watch.check()
+
+
+def test_gpu_without_device_properties_shows_dashes_not_blanks(browser, odd_server):
+    summary = api(odd_server, "overview", run=UNDESCRIBED_GPU_RUN, worker="worker0", span=1)["gpu_summary"]
+    gpu = dict(zip(summary["columns"], summary["rows"][0]))
+    assert gpu["name"] == "" and gpu["compute_capability"] == ""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    watch = Watch(page)
+    try:
+        open_page(page, odd_server, run=UNDESCRIBED_GPU_RUN, view="overview")
+        card = page.locator("[data-gpu='0']")
+        assert card.locator("strong").inner_text() == "GPU 0"  # not "GPU 0:"
+        values = dict(zip(card.locator("dt").all_inner_texts(), card.locator("dd").all_inner_texts()))
+        assert values["Compute capability"] == "—" and values["Memory"] == "—", values
+        assert all(v.strip() for v in values.values()), values
+    finally:
+        context.close()
     watch.check()

@@ -207,3 +207,54 @@ def test_dark_system_preference_when_alone(browser, server, screenshot_dir):
         screenshot(page, screenshot_dir, "gpu_resnet50_v100_overview_dark")
     finally:
         context.close()
+
+
+def test_diff_of_a_multi_worker_run_defaults_to_its_next_span(page, server, screenshot_dir):
+    # cpu_ddp_gloo: 2 workers x 2 spans. B is the same worker's span 2, not another run.
+    open_page(page, server, run="cpu_ddp_gloo", worker="worker0", span=1, view="diff")
+    b = {c: page.input_value(f"[data-control={c}]") for c in ("run_b", "worker_b", "span_b")}
+    assert b == {"run_b": "cpu_ddp_gloo", "worker_b": "worker0", "span_b": "2"}
+    data = api(server, "diff", run="cpu_ddp_gloo", worker="worker0", span=1, **b)
+    # Step categories are named as on the overview; the CSV keeps the API's ids.
+    steps = page.locator("[data-table=diff-steps] tbody td.first").all_inner_texts()
+    assert steps == ["Kernel", "Memcpy", "Memset", "Communication", "Runtime", "DataLoader", "CPU Exec", "Other", "Total"]
+    assert [r[0] for r in parse_csv(download(page, "diff-steps"))[1]] == [r["category"] for r in rows(data["steps"])]
+    # Neither side ran on a device: no columns of zeros, as in the operator view.
+    headers = page.locator("[data-table=diff-operators] thead th").all_inner_texts()
+    assert any("Host self Δ" in h for h in headers) and not any("Device" in h for h in headers)
+    assert "host times only" in page.inner_text("[data-testid=diff]")
+    screenshot(page, screenshot_dir, "cpu_ddp_gloo_diff_default")
+
+
+def test_diff_deltas_that_round_to_zero_have_no_sign_or_colour(page, server):
+    # cpu_cnn span 1 vs 2: aten::linear's host self time differs by less than 0.05 µs.
+    open_page(page, server, **CPU, view="diff")
+    b = {c: page.input_value(f"[data-control={c}]") for c in ("run_b", "worker_b", "span_b")}
+    ops = rows(api(server, "diff", **CPU, **b)["operators"])
+    tiny = [r for r in ops if 0 < abs(r["host_self_us_delta"]) < 0.05]
+    assert tiny, "the sample runs no longer have a delta that rounds to zero"
+    page.fill("[data-table=diff-operators] input[type=search]", tiny[0]["name"])
+    row = page.locator("[data-table=diff-operators] tbody tr", has_text=tiny[0]["name"]).first
+    cells = row.locator("td").all_inner_texts()
+    headers = page.locator("[data-table=diff-operators] thead th").all_inner_texts()
+    cell = row.locator("td").nth([h.strip() for h in headers].index("Host self Δ"))
+    assert cell.inner_text() == "0 µs", cells
+    assert cell.locator(".pos, .neg").count() == 0
+
+
+def test_four_operator_pies_are_two_by_two_in_a_narrow_window(page, server):
+    def pie_rows():
+        boxes = [page.locator(f"[data-chart='{n}']").bounding_box() for n in
+                 ("Device self time", "Device total time", "Host self time", "Host total time")]
+        tops = [round(b["y"]) for b in boxes]
+        return sorted(tops.count(t) for t in set(tops)), [round(b["width"]) for b in boxes]
+
+    open_page(page, server, **GPU, view="operator")
+    per_row, widths = pie_rows()
+    assert per_row == [4], per_row  # 1400 px: all four in a row
+    for width in (1000, 800):
+        page.set_viewport_size({"width": width, "height": 800})
+        page.wait_for_function("() => document.querySelector('[data-chart]').getBoundingClientRect().width < 400")
+        per_row, widths = pie_rows()
+        assert per_row == [2, 2] and max(widths) - min(widths) <= 1, (width, per_row, widths)  # never 3 + 1
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")

@@ -2,6 +2,8 @@
 the API returns are on the page, the charts drew, nothing went wrong in the console, and a
 screenshot of each is saved."""
 
+import re
+
 import pytest
 
 from .conftest import (api, assert_charts_drawn, format_bytes, format_duration, open_page, row_count, rows,
@@ -111,6 +113,8 @@ def check_diff(page, server, q):
     return 1
 
 
+SLOPPY = re.compile(r"\b(?:NaN|undefined|null|Infinity)\b|(?<![\w.])[-+]0(?:\.0+)?(?![\d.])")
+
 CHECKS = {"overview": check_overview, "operator": check_operator, "kernel": check_kernel, "memory": check_memory,
           "module": check_module, "distributed": check_distributed, "diff": check_diff}
 
@@ -127,6 +131,9 @@ def test_view_shows_api_numbers_and_draws(page, server, screenshot_dir, run, vie
         assert table.query_selector("input[type=search]") and table.query_selector("button.csv")
         assert table.query_selector("th[data-sort-key]")
     assert_charts_drawn(page, charts)
+    # No formatting leftovers: a negative that rounds to zero ("-0 µs"), NaN, undefined...
+    text = page.inner_text("[data-current-view]")
+    assert not SLOPPY.findall(text), [text[max(0, m.start() - 60):m.end() + 20] for m in SLOPPY.finditer(text)]
     # Drawn once its data arrives, not after some other wait (a timer, another poll round).
     # Not a speed measurement (benchmarks/ measures): the bound leaves room for a machine
     # busy with other work, where 1 s was missed by a page that was not waiting on anything.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
+import { axisText, byteTickInterval, deltaSign, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
 
 describe('formatDuration', () => {
   it('keeps microseconds below a millisecond, one decimal, no trailing zero', () => {
@@ -20,6 +20,16 @@ describe('formatDuration', () => {
     expect(formatDuration(undefined)).toBe('—');
     expect(formatDuration(Number.NaN)).toBe('—');
   });
+  it('never shows "-0" for a negative value that rounds to zero', () => {
+    expect(formatDuration(-0.04)).toBe('0 µs');
+    expect(formatDuration(-0.05)).toBe('-0.1 µs');
+    expect(formatDuration(-1e-9)).toBe('0 µs');
+  });
+  it('moves to the next unit where rounding would reach it', () => {
+    expect(formatDuration(999.96)).toBe('1.00 ms');
+    expect(formatDuration(-999.96)).toBe('-1.00 ms');
+    expect(formatDuration(999_996)).toBe('1.00 s');
+  });
 });
 
 describe('formatBytes', () => {
@@ -36,6 +46,7 @@ describe('formatBytes', () => {
   it('signs negatives (memory released) and marks missing values', () => {
     expect(formatBytes(-356452064)).toBe('-339.94 MB');
     expect(formatBytes(null)).toBe('—');
+    expect(formatBytes(-0.4)).toBe('0 B');
   });
 });
 
@@ -46,10 +57,14 @@ describe('numbers and percentages', () => {
     expect(formatNumber(1234.5)).toBe('1,234.5');
     expect(formatNumber(0.125)).toBe('0.13');
     expect(formatNumber(null)).toBe('—');
+    expect(formatNumber(-0.001)).toBe('0');
+    expect(formatNumber(-1234.567)).toBe('-1,234.57');
   });
   it('formats percentages and shares', () => {
     expect(formatPct(55.514085)).toBe('55.5 %');
     expect(formatPct(null)).toBe('—');
+    expect(formatPct(-0.01)).toBe('0.0 %');
+    expect(formatPct(-12.34)).toBe('-12.3 %');
     expect(formatShare(0.0659)).toBe('6.6 %');
   });
   it('signs deltas', () => {
@@ -57,5 +72,36 @@ describe('numbers and percentages', () => {
     expect(formatDelta(-20, formatDuration)).toBe('-20 µs');
     expect(formatDelta(0, formatDuration)).toBe('0 µs');
     expect(formatDelta(null, formatDuration)).toBe('—');
+    expect(formatDelta(0.04, formatDuration)).toBe('0 µs');
+    expect(formatDelta(-0.04, formatDuration)).toBe('0 µs');
+    expect(deltaSign(0.04, formatDuration)).toBe(0);
+    expect(deltaSign(-0.2, formatDuration)).toBe(-1);
+    expect(deltaSign(3, formatNumber)).toBe(1);
+  });
+});
+
+describe('axes', () => {
+  it('drops trailing decimal zeros of tick labels', () => {
+    expect(axisText('210.00 ms')).toBe('210 ms');
+    expect(axisText('1.50 MB')).toBe('1.5 MB');
+    expect(axisText('1.25 MB')).toBe('1.25 MB');
+    expect(axisText('0 µs')).toBe('0 µs');
+    expect(axisText('500 µs')).toBe('500 µs');
+    expect(axisText('-2.00 s')).toBe('-2 s');
+    expect(axisText('1,000.50 x')).toBe('1,000.5 x');
+  });
+  it('spaces byte ticks by round binary amounts', () => {
+    const labels = (max: number) => {
+      const step = byteTickInterval(max);
+      const out: string[] = [];
+      for (let v = 0; v <= Math.ceil(max / step) * step; v += step) out.push(axisText(formatBytes(v)));
+      return out;
+    };
+    expect(labels(1.43 * 1024 ** 2)).toEqual(['0 B', '512 KB', '1 MB', '1.5 MB']);
+    expect(labels(55.13 * 1024 ** 2)).toEqual(['0 B', '16 MB', '32 MB', '48 MB', '64 MB']);
+    expect(labels(2.6 * 1024 ** 3)).toEqual(['0 B', '1 GB', '2 GB', '3 GB']);
+    expect(labels(700)).toEqual(['0 B', '256 B', '512 B', '768 B']);
+    expect(labels(900 * 1024)).toEqual(['0 B', '256 KB', '512 KB', '768 KB', '1 MB']);
+    expect(byteTickInterval(0)).toBe(1);
   });
 });

@@ -4,22 +4,27 @@
 
 const MINUS = '-';
 
+/** `text` (digits of |value|) with a minus for a negative value, unless it rounds to zero:
+ * -0.04 µs is shown as "0 µs", never "-0 µs". */
+function signed(value: number, text: string): string {
+  return value < 0 && /[1-9]/.test(text) ? MINUS + text : text;
+}
+
 /** Microseconds as "812.3 µs", "4.57 ms" or "1.23 s"; "—" for missing values. */
 export function formatDuration(us: number | null | undefined): string {
   if (us === null || us === undefined || !Number.isFinite(us)) return '—';
-  const sign = us < 0 ? MINUS : '';
   const a = Math.abs(us);
-  if (a < 1e3) return `${sign}${trimZero(a.toFixed(1))} µs`;
-  if (a < 1e6) return `${sign}${(a / 1e3).toFixed(2)} ms`;
-  return `${sign}${(a / 1e6).toFixed(2)} s`;
+  // Bounds where the rounded text would reach the next unit ("1000 µs", "1000.00 ms").
+  if (a < 999.95) return `${signed(us, trimZero(a.toFixed(1)))} µs`;
+  if (a < 999_995) return `${signed(us, (a / 1e3).toFixed(2))} ms`;
+  return `${signed(us, (a / 1e6).toFixed(2))} s`;
 }
 
 /** Bytes in binary units: "512 B", "1.50 KB", "3.20 MB", "31.74 GB". */
 export function formatBytes(bytes: number | null | undefined): string {
   if (bytes === null || bytes === undefined || !Number.isFinite(bytes)) return '—';
-  const sign = bytes < 0 ? MINUS : '';
   const a = Math.abs(bytes);
-  if (a < 1024) return `${sign}${Math.round(a)} B`;
+  if (a < 1024) return `${signed(bytes, String(Math.round(a)))} B`;
   const units = ['KB', 'MB', 'GB', 'TB'];
   let value = a / 1024;
   let unit = 0;
@@ -27,13 +32,13 @@ export function formatBytes(bytes: number | null | undefined): string {
     value /= 1024;
     unit += 1;
   }
-  return `${sign}${value.toFixed(2)} ${units[unit]}`;
+  return `${signed(bytes, value.toFixed(2))} ${units[unit]}`;
 }
 
 /** A percentage already in 0..100: "12.3 %". */
 export function formatPct(pct: number | null | undefined, digits = 1): string {
   if (pct === null || pct === undefined || !Number.isFinite(pct)) return '—';
-  return `${pct.toFixed(digits)} %`;
+  return `${signed(pct, Math.abs(pct).toFixed(digits))} %`;
 }
 
 /** A share in 0..1 as a percentage. */
@@ -44,25 +49,51 @@ export function formatShare(share: number | null | undefined): string {
 /** Integers with thousands separators (","), other numbers with up to 2 decimals. */
 export function formatNumber(value: number | null | undefined): string {
   if (value === null || value === undefined || !Number.isFinite(value)) return '—';
-  if (Number.isInteger(value)) return groupThousands(String(value));
-  return groupThousands(trimZero(value.toFixed(2)));
+  const digits = Number.isInteger(value) ? String(Math.abs(value)) : trimZero(Math.abs(value).toFixed(2));
+  return signed(value, groupThousands(digits));
 }
 
+/** Digits of a non-negative number with "," between thousands. */
 function groupThousands(text: string): string {
-  const negative = text.startsWith('-');
-  const body = negative ? text.slice(1) : text;
-  const [whole, fraction] = body.split('.');
+  const [whole, fraction] = text.split('.');
   const grouped = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-  return (negative ? MINUS : '') + grouped + (fraction !== undefined ? `.${fraction}` : '');
+  return grouped + (fraction !== undefined ? `.${fraction}` : '');
 }
 
 function trimZero(text: string): string {
   return text.includes('.') ? text.replace(/\.?0+$/, '') : text;
 }
 
-/** Difference b - a with a sign, formatted by `format`; "+0" style for no change. */
+/** Difference b - a with a sign, formatted by `format`; no sign when it rounds to zero
+ * ("0 µs", never "+0 µs" or "-0 µs"). */
 export function formatDelta(delta: number | null | undefined, format: (v: number) => string): string {
   if (delta === null || delta === undefined || !Number.isFinite(delta)) return '—';
-  if (delta > 0) return `+${format(delta)}`;
-  return format(delta);
+  const text = format(delta);
+  return delta > 0 && /[1-9]/.test(text) ? `+${text}` : text;
+}
+
+/** -1, 0 or 1: the sign of a delta as `formatDelta` shows it (0 when it rounds to zero). */
+export function deltaSign(delta: number | null | undefined, format: (v: number) => string): number {
+  const text = formatDelta(delta, format);
+  return text.startsWith('+') ? 1 : text.startsWith(MINUS) ? -1 : 0;
+}
+
+/** An axis tick label: `text` of a formatter above without trailing decimal zeros, since the
+ * ticks are round values ("210 ms", "1.5 MB", not "210.00 ms", "1.50 MB"). */
+export function axisText(text: string): string {
+  return text.replace(/^([^.]*\d)\.(\d*?)0+(?=\D|$)/, (_, whole: string, fraction: string) => (fraction ? `${whole}.${fraction}` : whole));
+}
+
+// Above 128, only divisors of 1024: ticks never reach "1000 KB" before the next unit.
+const BYTE_STEPS = [1, 2, 4, 5, 8, 10, 16, 20, 32, 50, 64, 100, 128, 256, 512];
+
+/** Tick spacing for a bytes axis from 0 to `maxBytes` with about `ticks` intervals: a round
+ * number of B, KB, MB, GB or TB (1, 2, 5, ... or a power of two), so the labels that
+ * formatBytes writes read 256 KB, 512 KB, 768 KB, 1 MB, not 292.97 KB, 585.94 KB. */
+export function byteTickInterval(maxBytes: number, ticks = 5): number {
+  const target = Number.isFinite(maxBytes) && maxBytes > 0 ? maxBytes / ticks : 1;
+  for (let unit = 1; unit <= 1024 ** 4; unit *= 1024) {
+    for (const step of BYTE_STEPS) if (step * unit >= target) return step * unit;
+  }
+  return Math.ceil(target / 1024 ** 4) * 1024 ** 4;
 }

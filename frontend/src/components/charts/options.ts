@@ -1,6 +1,7 @@
 // Option builders for the chart kinds the views share. Every tooltip is built by a formatter
 // that escapes names (trace names may hold markup), and values are formatted with units.
 
+import { axisText } from '../../base/format';
 import { esc, type ChartOption } from './echarts';
 
 export interface Slice {
@@ -60,6 +61,19 @@ export interface StackSeries {
   color?: string;
 }
 
+/** The step categories of /overview (`<id>_us`) and /diff (`category`), in order, with the
+ * names people know them by. */
+export const STEP_CATEGORIES: [string, string][] = [
+  ['kernel', 'Kernel'],
+  ['memcpy', 'Memcpy'],
+  ['memset', 'Memset'],
+  ['communication', 'Communication'],
+  ['runtime', 'Runtime'],
+  ['dataloader', 'DataLoader'],
+  ['cpu_exec', 'CPU Exec'],
+  ['other', 'Other'],
+];
+
 /** Fixed colours for the step categories, so a category looks the same in every chart. */
 export const CATEGORY_COLORS = ['#5470c6', '#91cc75', '#73c0de', '#9a60b4', '#ea7ccc', '#fac858', '#ee6666', '#3ba272'];
 
@@ -70,7 +84,7 @@ export function stackedBarOption(
   format: (v: number) => string,
   options: { xName?: string; horizontal?: boolean } = {},
 ): ChartOption {
-  const valueAxis = { type: 'value', axisLabel: { formatter: (v: number) => format(v) } };
+  const valueAxis = { type: 'value', axisLabel: { formatter: (v: number) => axisText(format(v)) } };
   const categoryAxis = { type: 'category', data: categories, name: options.xName, nameLocation: 'middle', nameGap: 28 };
   return {
     tooltip: {

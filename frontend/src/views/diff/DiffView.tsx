@@ -4,13 +4,18 @@
 import { useMemo } from 'preact/hooks';
 import type { SpansReply, ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { formatDelta, formatDuration, formatNumber } from '../../base/format';
+import { axisText, deltaSign, formatDelta, formatDuration, formatNumber } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { esc } from '../../components/charts/echarts';
+import { STEP_CATEGORIES } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
+import { anyNonZero, rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
+
+/** "cpu_exec" → "CPU Exec", as the overview names the step categories. */
+const CATEGORY_LABELS = new Map<string, string>([...STEP_CATEGORIES, ['total', 'Total']]);
+const categoryLabel = (id: unknown) => CATEGORY_LABELS.get(String(id)) ?? String(id);
 
 interface DiffReply {
   operators: WireTable;
@@ -20,8 +25,9 @@ interface DiffReply {
 
 export function DiffView(props: ViewProps) {
   const current = props.runs.find((r) => r.name === props.run);
-  // Default B: the next span of the same worker, else another run.
-  const fallbackRun = current && current.spans > current.workers.length ? props.run : props.runs.find((r) => r.name !== props.run)?.name ?? props.run;
+  // Default B: the next span of the same worker, else another run (`spans` counts the
+  // spans of a worker, not the run's files).
+  const fallbackRun = current && current.spans > 1 ? props.run : props.runs.find((r) => r.name !== props.run)?.name ?? props.run;
   const [runB, setRunB] = useUrlParam('run_b', fallbackRun);
   const runInfoB = props.runs.find((r) => r.name === runB) ?? current;
   const [workerParam, setWorkerB] = useUrlParam('worker_b', '');
@@ -84,6 +90,9 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
   const operators = useMemo(() => rowsOf(data.operators), [data]);
   const kernels = useMemo(() => rowsOf(data.kernels), [data]);
   const shownSteps = steps.filter((r) => String(r.category) !== 'total');
+  // As in the operator view: without device time on either side the device columns would be
+  // zeros pushing the host deltas out of sight (the CSV keeps them).
+  const withDevice = anyNonZero(operators, ['device_self_us_a', 'device_self_us_b', 'device_total_us_a', 'device_total_us_b']);
   const option = useMemo(
     () => ({
       tooltip: {
@@ -94,8 +103,8 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
       },
       legend: { top: 0 },
       grid: { left: 72, right: 24, top: 40, bottom: 64 },
-      xAxis: { type: 'category', data: shownSteps.map((r) => String(r.category)), axisLabel: { interval: 0, rotate: 30, fontSize: 11 } },
-      yAxis: { type: 'value', axisLabel: { formatter: (v: number) => formatDuration(v) } },
+      xAxis: { type: 'category', data: shownSteps.map((r) => categoryLabel(r.category)), axisLabel: { interval: 0, rotate: 30, fontSize: 11 } },
+      yAxis: { type: 'value', axisLabel: { formatter: (v: number) => axisText(formatDuration(v)) } },
       series: [
         { name: `A: ${labelA}`, type: 'bar', data: shownSteps.map((r) => r.mean_us_a), itemStyle: { color: '#5470c6' } },
         { name: `B: ${labelB}`, type: 'bar', data: shownSteps.map((r) => r.mean_us_b), itemStyle: { color: '#fac858' } },
@@ -107,7 +116,11 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
     key,
     label: text,
     numeric: true,
-    format: (v) => (delta ? <span class={Number(v) > 0 ? 'pos' : Number(v) < 0 ? 'neg' : ''}>{formatDelta(v as number, formatDuration)}</span> : formatDuration(v as number)),
+    format: (v) => {
+      if (!delta) return formatDuration(v as number);
+      const sign = deltaSign(v as number, formatDuration);
+      return <span class={sign > 0 ? 'pos' : sign < 0 ? 'neg' : ''}>{formatDelta(v as number, formatDuration)}</span>;
+    },
   });
   const count = (key: string, text: string, delta = false): Column => ({
     key,
@@ -128,11 +141,12 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
             csvColumns={data.steps.columns}
             csvName={`${name}_steps.csv`}
             rowKey={(r) => String(r.category)}
-            columns={[{ key: 'category', label: 'Category' }, us('mean_us_a', 'A'), us('mean_us_b', 'B'), us('mean_us_delta', 'B − A', true)]}
+            columns={[{ key: 'category', label: 'Category', format: categoryLabel }, us('mean_us_a', 'A'), us('mean_us_b', 'B'), us('mean_us_delta', 'B − A', true)]}
           />
         </Card>
       </div>
       <Card title="Operators (B − A)">
+        {withDevice ? null : <div class="hint">No device time in either profile: host times only.</div>}
         <DataTable
           id="diff-operators"
           rows={operators}
@@ -149,10 +163,14 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
             us('host_self_us_b', 'Host self B'),
             us('host_self_us_delta', 'Host self Δ', true),
             us('host_total_us_delta', 'Host total Δ', true),
-            us('device_self_us_a', 'Device self A'),
-            us('device_self_us_b', 'Device self B'),
-            us('device_self_us_delta', 'Device self Δ', true),
-            us('device_total_us_delta', 'Device total Δ', true),
+            ...(withDevice
+              ? [
+                  us('device_self_us_a', 'Device self A'),
+                  us('device_self_us_b', 'Device self B'),
+                  us('device_self_us_delta', 'Device self Δ', true),
+                  us('device_total_us_delta', 'Device total Δ', true),
+                ]
+              : []),
           ]}
         />
       </Card>

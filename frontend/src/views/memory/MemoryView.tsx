@@ -6,7 +6,7 @@
 import { useCallback, useMemo, useState } from 'preact/hooks';
 import type { MemoryCurveReply, MemoryDevicesReply, ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { formatBytes, formatDuration, formatNumber } from '../../base/format';
+import { axisText, byteTickInterval, formatBytes, formatDuration, formatNumber } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { esc, type echarts } from '../../components/charts/echarts';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -150,6 +150,10 @@ function Curve({ data, onRange }: { data: MemoryCurveReply; onRange: (from: numb
   const hasReserved = rows.some((r) => r[2] !== null && r[2] !== 0);
   const option = useMemo(() => {
     const peak = data.peaks;
+    // Ticks at round binary sizes (ECharts would space bytes decimally: 292.97 KB, 585.94 KB).
+    let top = peak.peak_allocated_bytes ?? 0;
+    for (const r of rows) top = Math.max(top, r[1] ?? 0, r[2] ?? 0);
+    const interval = byteTickInterval(top);
     return {
       tooltip: {
         trigger: 'axis',
@@ -162,8 +166,8 @@ function Curve({ data, onRange }: { data: MemoryCurveReply; onRange: (from: numb
       legend: { top: 0 },
       grid: { left: 80, right: 32, top: 36, bottom: 40 },
       brush: { xAxisIndex: 0, brushType: 'lineX', brushMode: 'single', transformable: false, throttleType: 'debounce', brushStyle: { color: 'rgba(245,124,0,0.15)', borderColor: '#f57c00' } },
-      xAxis: { type: 'value', min: 'dataMin', max: 'dataMax', name: 'Time', nameLocation: 'middle', nameGap: 26, axisLabel: { formatter: (v: number) => formatDuration(v) } },
-      yAxis: { type: 'value', axisLabel: { formatter: (v: number) => formatBytes(v) } },
+      xAxis: { type: 'value', min: 'dataMin', max: 'dataMax', name: 'Time', nameLocation: 'middle', nameGap: 26, axisLabel: { hideOverlap: true, formatter: (v: number) => axisText(formatDuration(v)) } },
+      yAxis: { type: 'value', min: 0, max: Math.max(1, Math.ceil(top / interval)) * interval, interval, axisLabel: { formatter: (v: number) => axisText(formatBytes(v)) } },
       series: [
         {
           name: 'Allocated',

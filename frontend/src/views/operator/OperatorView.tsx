@@ -77,7 +77,7 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
   return (
     <>
       {noDevice ? <div class="hint">No device time in this trace: host times only.</div> : null}
-      <div class="grid four">
+      <div class={noDevice ? 'grid pair' : 'grid four'} data-testid="operator-pies">
         {pies.filter((pie) => !(noDevice && pie.key.startsWith('device'))).map((pie) => (
           <Card key={pie.key}>
             {pie.slices.length ? <Chart option={pie.option} height={260} label={pie.title} /> : <Empty>{pie.title}: none recorded.</Empty>}

@@ -6,22 +6,13 @@ import type { OverviewReply, ViewProps } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
-import { CATEGORY_COLORS, pieOption, stackedBarOption } from '../../components/charts/options';
+import { CATEGORY_COLORS, STEP_CATEGORIES, pieOption, stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
 import { rowsOf, type Row } from '../../components/table/logic';
 
-/** Step categories in the order of /steps, with the names people know them by. */
-const CATEGORIES: [string, string][] = [
-  ['kernel_us', 'Kernel'],
-  ['memcpy_us', 'Memcpy'],
-  ['memset_us', 'Memset'],
-  ['communication_us', 'Communication'],
-  ['runtime_us', 'Runtime'],
-  ['dataloader_us', 'DataLoader'],
-  ['cpu_exec_us', 'CPU Exec'],
-  ['other_us', 'Other'],
-];
+/** Step categories in the order of /steps (columns `<id>_us`). */
+const CATEGORIES: [string, string][] = STEP_CATEGORIES.map(([id, label]) => [`${id}_us`, label]);
 
 export function OverviewView({ run, worker, span }: ViewProps) {
   const state = useApi<OverviewReply>('overview', { run, worker, span });
@@ -71,10 +62,11 @@ function Overview({ data, name }: { data: OverviewReply; name: string }) {
             <div class="cards">
               {gpus.map((gpu) => (
                 <div class="gpu" key={String(gpu.device)} data-gpu={String(gpu.device)}>
-                  <div><strong>GPU {String(gpu.device)}: {String(gpu.name ?? '')}</strong></div>
+                  {/* name and compute capability are "" when the trace has no deviceProperties */}
+                  <div><strong>GPU {String(gpu.device)}{gpu.name ? `: ${String(gpu.name)}` : ''}</strong></div>
                   <dl class="kv">
                     <dt>Memory</dt><dd>{formatBytes(gpu.memory_bytes as number)}</dd>
-                    <dt>Compute capability</dt><dd>{String(gpu.compute_capability ?? '—')}</dd>
+                    <dt>Compute capability</dt><dd>{String(gpu.compute_capability || '—')}</dd>
                     <dt>GPU utilization</dt><dd>{formatPct(gpu.utilization_pct as number)}</dd>
                     <dt>Est. SM efficiency</dt><dd>{formatPct(gpu.est_sm_efficiency_pct as number)}</dd>
                     <dt>Est. achieved occupancy</dt><dd>{formatPct(gpu.est_achieved_occupancy_pct as number)}</dd>
