@@ -306,7 +306,7 @@ def test_memory_routes(served):
     part = client.get(f"{PREFIX}/memory_stats?{q}&device=CPU&start_us={start}&end_us={end}").get_json()["rows"]
     assert sum(r[4] for r in part) < sum(r[4] for r in whole)  # fewer allocations in half the range
     events = client.get(f"{PREFIX}/memory_events?{q}&device=CPU&format=csv")
-    assert events.get_data(as_text=True).splitlines()[0] == "operator,size_bytes,alloc_us,free_us,duration_us"
+    assert events.get_data(as_text=True).splitlines()[0] == "operator,size_bytes,alloc_us,free_us,duration_us,free_known"
 
 
 @pytest.mark.parametrize("params, status", [("&device=GPU9", 404), ("&start_us=x", 400), ("&start_us=5&end_us=1", 400),

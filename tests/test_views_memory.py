@@ -127,15 +127,16 @@ def test_events_pairing_by_address_with_reuse_and_never_freed(hand_model):
     events = memory_events(hand_model, "GPU0")
     assert list(events.columns) == EVENT_COLUMNS
     assert rows(events) == [
-        ("", 64, None, 1100.0, None),                                  # r9: allocated before the trace
-        ("aten::ones (aten::empty)", 100, 14.0, 400.0, 386.0),          # r1 freed by r5
-        ("aten::conv_impl (aten::empty)", 50, 125.0, 250.0, 125.0),     # r2 freed by r4
-        ("aten::conv_impl", 400, 150.0, None, None),                    # r3 never freed
-        ("aten::add", 100, 510.0, 600.0, 90.0),                         # r6 reuses @1000, freed by r8
-        ("aten::add", 8, 540.0, None, None),                            # r7 never freed
+        ("", 64, None, 1100.0, None, True),                                  # r9: allocated before the trace
+        ("aten::ones (aten::empty)", 100, 14.0, 400.0, 386.0, True),          # r1 freed by r5
+        ("aten::conv_impl (aten::empty)", 50, 125.0, 250.0, 125.0, True),     # r2 freed by r4
+        ("aten::conv_impl", 400, 150.0, None, None, True),                    # r3 never freed
+        ("aten::add", 100, 510.0, 600.0, 90.0, True),                         # r6 reuses @1000, freed by r8
+        ("aten::add", 8, 540.0, None, None, True),                            # r7 never freed
     ]
     assert events["size_bytes"].dtype == np.int64
     assert all(events[c].dtype == np.float64 for c in ("alloc_us", "free_us", "duration_us"))
+    assert events["free_known"].dtype == bool
 
 
 def test_events_time_range_keeps_overlapping_lifetimes(hand_model):
@@ -148,7 +149,8 @@ def test_events_time_range_keeps_overlapping_lifetimes(hand_model):
 def test_events_allocation_without_free_before_next_allocation_stays_unpaired(tmp_path):
     events = [op("aten::a", 0, 100), memory(10, 32, 9, 32, 64), memory(20, 32, 9, 64, 64), memory(30, -32, 9, 32, 64)]
     model = tb_plugin.load(write_trace(tmp_path / "lost.pt.trace.json", events)).model
-    assert rows(memory_events(model, "GPU0")) == [("aten::a", 32, 10.0, None, None), ("aten::a", 32, 20.0, 30.0, 10.0)]
+    assert rows(memory_events(model, "GPU0")) == [("aten::a", 32, 10.0, None, None, True),
+                                                  ("aten::a", 32, 20.0, 30.0, 10.0, True)]
 
 
 def test_stats_self_and_total_with_nested_ops(hand_model):
@@ -209,9 +211,11 @@ def test_curve_without_totals_is_cumulative_bytes(no_addr_model):
 
 
 def test_events_without_addr_are_unpaired_allocations(no_addr_model):
-    assert rows(memory_events(no_addr_model, "GPU0")) == [("aten::x", 100, 10.0, None, None),
-                                                          ("aten::x", 50, 20.0, None, None),
-                                                          ("aten::y", 8, 205.0, None, None)]
+    """Without addresses no free can be found: free_known says free_us is unknown, so the
+    page does not claim "not freed" (the x's 100 bytes were freed at 30)."""
+    assert rows(memory_events(no_addr_model, "GPU0")) == [("aten::x", 100, 10.0, None, None, False),
+                                                          ("aten::x", 50, 20.0, None, None, False),
+                                                          ("aten::y", 8, 205.0, None, None, False)]
 
 
 def test_stats_without_addr(no_addr_model):

@@ -28,7 +28,7 @@ _POINTS_PER_BUCKET = 5
 _EMPTY_OPS = "aten::empty"
 
 CURVE_COLUMNS = ["time_us", "allocated_bytes", "reserved_bytes"]
-EVENT_COLUMNS = ["operator", "size_bytes", "alloc_us", "free_us", "duration_us"]
+EVENT_COLUMNS = ["operator", "size_bytes", "alloc_us", "free_us", "duration_us", "free_known"]
 STATS_COLUMNS = ["operator", "calls", "size_increase_bytes", "self_size_increase_bytes", "alloc_count",
                  "self_alloc_count", "alloc_bytes", "self_alloc_bytes"]
 
@@ -318,6 +318,8 @@ def memory_events(model, device, start_us=None, end_us=None):
     - ``free_us`` (float64, µs): the next free of the same address on the device; NaN when
       never freed in the trace;
     - ``duration_us`` (float64, µs): ``free_us - alloc_us``; NaN when either is unknown.
+    - ``free_known`` (bool): whether the record's address lets its free be found, so that a
+      NaN ``free_us`` means "not freed in the trace"; False for records without ``Addr``.
 
     Notes
     -----
@@ -358,6 +360,7 @@ def memory_events(model, device, start_us=None, end_us=None):
         "free_us": np.concatenate([ts[orphans], free_us]),
     })
     events["duration_us"] = events["free_us"] - events["alloc_us"]
+    events["free_known"] = np.concatenate([np.ones(len(orphans), dtype=bool), known[allocs]])
     lo = events["alloc_us"].fillna(-np.inf).to_numpy()
     hi = events["free_us"].fillna(np.inf).to_numpy()
     keep = np.ones(len(events), dtype=bool)

@@ -30,7 +30,8 @@ export function MemoryView(props: ViewProps) {
 
 function Memory(props: ViewProps & { devices: string[] }) {
   const [deviceParam, setDevice] = useUrlParam('device', '');
-  const device = props.devices.includes(deviceParam) ? deviceParam : props.devices[0];
+  // A GPU run opens on its first GPU: that is the memory a user runs out of (the API lists CPU first).
+  const device = props.devices.includes(deviceParam) ? deviceParam : (props.devices.find((d) => d !== 'CPU') ?? props.devices[0]);
   const [startParam, setStart] = useUrlParam('start_us', '');
   const [endParam, setEnd] = useUrlParam('end_us', '');
   const start = startParam === '' ? null : Number(startParam);
@@ -126,22 +127,32 @@ function Events({ table, minKb, maxKb, name }: { table: WireTable; minKb: string
     () => all.filter((r) => (min === null || Number(r.size_bytes) >= min) && (max === null || Number(r.size_bytes) <= max)),
     [all, min, max],
   );
+  const unpairable = useMemo(() => all.some((r) => r.free_known === false), [all]);
   return (
-    <DataTable
-      id="memory-events"
-      rows={rows}
-      csvColumns={table.columns}
-      csvName={`${name}_memory_events.csv`}
-      searches={[{ label: 'Search operators', keys: ['operator'] }]}
-      rowKey={(r) => `${r.alloc_us}|${r.operator}|${r.size_bytes}|${r.free_us}`}
-      columns={[
-        { key: 'operator', label: 'Operator', format: (v) => (v === '' ? '(no operator)' : String(v)) },
-        { key: 'size_bytes', label: 'Size', numeric: true, format: (v) => formatBytes(v as number) },
-        { key: 'alloc_us', label: 'Allocated at', numeric: true, format: (v) => formatDuration(v as number) },
-        { key: 'free_us', label: 'Freed at', numeric: true, format: (v) => (v === null ? 'not freed' : formatDuration(v as number)) },
-        { key: 'duration_us', label: 'Lifetime', numeric: true, format: (v) => formatDuration(v as number) },
-      ]}
-    />
+    <>
+      {unpairable ? (
+        <div class="hint" data-testid="memory-no-addresses">
+          This trace's allocator records carry no addresses (PyTorch before 1.10), so frees cannot be matched to
+          allocations: free times and lifetimes are unknown. The curve and the statistics per operator are complete.
+        </div>
+      ) : null}
+      <DataTable
+        id="memory-events"
+        rows={rows}
+        csvColumns={table.columns}
+        csvName={`${name}_memory_events.csv`}
+        searches={[{ label: 'Search operators', keys: ['operator'] }]}
+        rowKey={(r) => `${r.alloc_us}|${r.operator}|${r.size_bytes}|${r.free_us}`}
+        columns={[
+          { key: 'operator', label: 'Operator', format: (v) => (v === '' ? '(no operator)' : String(v)) },
+          { key: 'size_bytes', label: 'Size', numeric: true, format: (v) => formatBytes(v as number) },
+          { key: 'alloc_us', label: 'Allocated at', numeric: true, format: (v) => formatDuration(v as number) },
+          // Without addresses (PyTorch < 1.10) a free cannot be found: unknown, not "not freed".
+          { key: 'free_us', label: 'Freed at', numeric: true, format: (v, r) => (v !== null ? formatDuration(v as number) : r.free_known === false ? 'unknown' : 'not freed') },
+          { key: 'duration_us', label: 'Lifetime', numeric: true, format: (v) => formatDuration(v as number) },
+        ]}
+      />
+    </>
   );
 }
 
