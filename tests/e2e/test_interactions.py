@@ -258,3 +258,14 @@ def test_four_operator_pies_are_two_by_two_in_a_narrow_window(page, server):
         per_row, widths = pie_rows()
         assert per_row == [2, 2] and max(widths) - min(widths) <= 1, (width, per_row, widths)  # never 3 + 1
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_top_n_is_kept_in_the_url_and_shared_by_operator_and_kernel_views(page, server):
+    open_page(page, server, **GPU, view="kernel")
+    assert page.input_value("[data-control=top-n]") == "10"
+    page.select_option("[data-control=top-n]", "5")  # charts only: no request, no new ready state
+    page.wait_for_function("() => new URLSearchParams(location.search).get('top') === '5'")
+    open_page(page, server, **GPU, view="operator", top=5)
+    assert page.input_value("[data-control=top-n]") == "5"
+    open_page(page, server, **GPU, view="operator", top=7)  # not a choice: the default
+    assert page.input_value("[data-control=top-n]") == "10"

@@ -1,7 +1,7 @@
 // Kernel view: top-N pie of kernel time, Tensor Core share, grouping by name or name +
 // operator + launch configuration, search by kernel and by operator, sortable table.
 
-import { useMemo, useState } from 'preact/hooks';
+import { useMemo } from 'preact/hooks';
 import type { TensorCoreShare, ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
@@ -11,11 +11,11 @@ import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
-import { TopNSelect } from '../../components/TopNSelect';
+import { TopNSelect, useTopN } from '../../components/TopNSelect';
 
 export function KernelView(props: ViewProps) {
   const [groupBy, setGroupBy] = useUrlParam('group_by', 'name');
-  const [topN, setTopN] = useState(10);
+  const [topN, setTopN] = useTopN();
   const base = { run: props.run, worker: props.worker, span: props.span };
   const kernels = useApi<WireTable>('kernels', { ...base, group_by: groupBy });
   const share = useApi<TensorCoreShare>('kernel_tensor_cores', base);

@@ -1,7 +1,7 @@
 // Operator view: four top-N pies (device self/total, host self/total), grouping by name or
 // name + input shape, a searchable sortable table with expandable call stacks.
 
-import { useMemo, useState } from 'preact/hooks';
+import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
@@ -12,7 +12,7 @@ import { DataTable, type Column } from '../../components/table/DataTable';
 import { anyNonZero, rowsOf, type Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Stacks } from './Stacks';
-import { TopNSelect } from '../../components/TopNSelect';
+import { TopNSelect, useTopN } from '../../components/TopNSelect';
 
 const PIES: [string, string][] = [
   ['device_self_us', 'Device self time'],
@@ -25,7 +25,7 @@ export function OperatorView(props: ViewProps) {
   const [groupBy, setGroupBy] = useUrlParam('group_by', 'name');
   // Other views link here with an operator to search for (the trace view's event details).
   const [search] = useUrlParam('op_search', '');
-  const [topN, setTopN] = useState(10);
+  const [topN, setTopN] = useTopN();
   const state = useApi<WireTable>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy });
   return (
     <div class="stack" data-testid="operator">
