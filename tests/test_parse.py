@@ -453,3 +453,13 @@ def test_a_polars_panic_while_modelling_becomes_a_trace_error(tmp_path, monkeypa
     monkeypatch.setattr(model_module, "_frame_codes", panicking)
     with pytest.raises(TraceError, match="could not be analysed.*PanicException"):
         tb_plugin.load(path)
+
+
+def test_device_properties_without_a_usable_compute_minor_show_no_capability(tmp_path):
+    """Fuzzing: a deviceProperties entry whose computeMinor is a string (or absent) made
+    gpu_summary() raise ValueError (int(NaN)) instead of leaving the capability blank."""
+    events = [kernel("k", 10, 5, correlation=1)]
+    for minor in ("x", None, float("inf")):
+        props = {"id": 0, "name": "GPU", "totalGlobalMem": 10, "computeMajor": 8, "computeMinor": minor}
+        path = write_trace(tmp_path / "w.pt.trace.json", events, deviceProperties=[props])
+        assert tb_plugin.load(path).gpu_summary()["compute_capability"].tolist() == [""]
