@@ -463,3 +463,18 @@ def test_device_properties_without_a_usable_compute_minor_show_no_capability(tmp
         props = {"id": 0, "name": "GPU", "totalGlobalMem": 10, "computeMajor": 8, "computeMinor": minor}
         path = write_trace(tmp_path / "w.pt.trace.json", events, deviceProperties=[props])
         assert tb_plugin.load(path).gpu_summary()["compute_capability"].tolist() == [""]
+
+
+def test_pid_and_tid_beyond_int64_load_and_draw(tmp_path):
+    """Fuzzing: a 20-digit pid on a kernel made the model refuse the whole trace
+    (OverflowError -> "could not be analysed"), and a 20-digit tid broke the timeline; the
+    device / stream number becomes -1 (absent), as for a pid holding no number."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 10**20, "tid": 7, "ts": 1, "dur": 2, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 10**20, "ts": 1, "dur": 2, "args": {}},
+    ])
+    p = tb_plugin.load(path)
+    assert p.model.kernels[["device", "stream"]].values.tolist() == [[-1, 7]]
+    tracks = p.timeline().tracks
+    assert {"stream 7", f"thread {10**20}"} <= set(tracks["thread"])
+

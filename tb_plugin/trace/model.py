@@ -338,9 +338,11 @@ def _first_valid(primary, secondary):
 
 
 def _first_int(value):
-    """The first integer in a pid/tid value (0, "1", "stream 7"); -1 when there is none."""
+    """The first integer in a pid/tid value (0, "1", "stream 7"); -1 when there is none, or
+    when it does not fit an int64 column (a pid of 20 digits)."""
     m = _DIGITS.search("" if value is None else str(value))
-    return int(m.group(1)) if m else -1
+    number = int(m.group(1)) if m else -1
+    return number if -2**63 <= number < 2**63 else -1
 
 
 @dataclass
