@@ -478,3 +478,14 @@ def test_pid_and_tid_beyond_int64_load_and_draw(tmp_path):
     tracks = p.timeline().tracks
     assert {"stream 7", f"thread {10**20}"} <= set(tracks["thread"])
 
+
+def test_module_frames_all_on_a_parent_id_cycle_give_an_empty_module_table(tmp_path):
+    """Fuzzing: when every module frame's parent ids form a cycle (each frame is dropped, as
+    documented), modules() raised IndexError indexing the empty node array."""
+    def frame(ts, python_id, parent):
+        return {"ph": "X", "cat": "python_function", "name": "nn.Module: M", "pid": 1, "tid": 1, "ts": ts, "dur": 5,
+                "args": {"Python id": python_id, "Python parent id": parent, "Python module id": 0}}
+    path = write_trace(tmp_path / "w.pt.trace.json", [frame(0, 1, 2), frame(1, 2, 1), op("aten::mm", 2, 1)])
+    p = tb_plugin.load(path)
+    assert len(p.modules()) == 0
+    assert p.module_flame() == {"name": "All modules", "value": 0.0, "children": []}
