@@ -489,3 +489,20 @@ def test_module_frames_all_on_a_parent_id_cycle_give_an_empty_module_table(tmp_p
     p = tb_plugin.load(path)
     assert len(p.modules()) == 0
     assert p.module_flame() == {"name": "All modules", "value": 0.0, "children": []}
+
+
+def test_counter_args_that_are_strings_are_skipped_not_fatal(tmp_path):
+    """Fuzzing: polars writes an args that is a JSON string as its bare text, so one counter
+    event (`ph: C`) with `"args": "text"` made the joined counter JSON undecodable and the
+    whole trace was refused ("could not be analysed"); one holding `{..}, {..}` as text
+    shifted every later counter value onto the wrong event."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("aten::mm", 1, 2),
+        {"ph": "C", "name": "ctr", "pid": 1, "ts": 2, "args": "cuda_runtime"},
+        {"ph": "C", "name": "ctr", "pid": 1, "ts": 3, "args": '{"a": 1}, {"b": 2}'},
+        {"ph": "C", "name": "ctr", "pid": 1, "ts": 4, "args": {"v": 5}},
+        {"ph": "C", "name": "ctr", "pid": 1, "ts": 5, "args": None},
+    ])
+    m = tb_plugin.load(path).model
+    assert m.counters[["ts", "series", "value"]].values.tolist() == [[3.0, "v", 5.0]]
+    assert m.anomalies == {"malformed_args_replaced": 2}

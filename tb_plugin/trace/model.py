@@ -456,7 +456,7 @@ class _Batch:
     kind: np.ndarray
     args: dict  # kind -> {field: number column, or coded text}
     flows: object  # polars DataFrame (id, bp) of the flow events, or None
-    counter_args: object  # the counters' args as JSON texts joined by ",", or None
+    counter_args: object  # the counters' args, decoded (a list, one value per counter event), or None
     anomalies: dict
 
 
@@ -481,7 +481,32 @@ def _read_batch(raws):
     ).row(0)
     args = {k: _arg_columns(lines.encode(), _ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
     flows = flow_columns(list(compress(lines, kind == _KIND_CODE[KIND_FLOW]))) if counts[_KIND_CODE[KIND_FLOW]] else None
-    return _Batch(coded, ts, dur, kind, args, flows, texts[-1] if counts[_KIND_CODE[KIND_COUNTER]] else None, anomalies)
+    counter_args = None
+    if counts[_KIND_CODE[KIND_COUNTER]]:
+        counter_args = _counter_values(texts[-1], frame, of_kind[KIND_COUNTER], counts[_KIND_CODE[KIND_COUNTER]],
+                                       anomalies)
+    return _Batch(coded, ts, dur, kind, args, flows, counter_args, anomalies)
+
+
+def _counter_values(joined, frame, is_counter, count, anomalies):
+    """The args of a batch's `count` counter events, decoded, one value each in order, from
+    their texts as polars writes them joined by ",". polars writes an args that is a JSON
+    string as its bare text, which is not JSON (or is several values): then each is decoded
+    alone, and one that is not JSON becomes None (counted)."""
+    try:
+        values = msgspec.json.decode(f"[{joined}]")
+        if len(values) == count:
+            return values
+    except msgspec.DecodeError:
+        pass
+    values = []
+    for text in frame.filter(is_counter)["args"].to_list():  # only for such odd batches
+        try:
+            values.append(None if text is None else msgspec.json.decode(text))
+        except msgspec.DecodeError:
+            values.append(None)
+            anomalies["malformed_args_replaced"] = anomalies.get("malformed_args_replaced", 0) + 1
+    return values
 
 
 @lru_cache(maxsize=4096)
@@ -820,7 +845,7 @@ class _Builder:
             no_text = (np.zeros(0, np.int32), [])
             return pd.DataFrame({"name": _categorical(no_text), "thread": np.zeros(0, np.int64),
                                  "ts": np.zeros(0), "series": _categorical(no_text), "value": np.zeros(0)})
-        values = msgspec.json.decode(f"[{','.join(self._counter_args)}]")
+        values = [value for part in self._counter_args for value in part]
         # Counter events are rare (one per sample of a few series): a loop over them is cheap.
         rows = [(i, k, v) for i, d in enumerate(values) if isinstance(d, dict) for k, v in d.items()]
         idx = np.array([r[0] for r in rows], dtype=np.int64)
