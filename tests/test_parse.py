@@ -236,6 +236,9 @@ def test_a_truncated_large_file_is_refused_without_the_slow_repair_path(tmp_path
     (b'{"foo": 1}', "no 'traceEvents'"),
     (b"42", "not an object or array"),
     (b"\x00\x01garbage", "not valid JSON"),
+    (b"\xef\xbb\xbf \n", "empty"),  # a byte-order mark and nothing else
+    (b'{"traceEvents": []}x', "not valid JSON: Extra data"),  # one byte after the end is not a cut
+    (b'{"traceEvents": []}{"traceEvents": []}', "not valid JSON: Extra data"),
 ])
 def test_bad_files_raise_trace_error_naming_the_file(tmp_path, content, reason):
     path = tmp_path / "bad.pt.trace.json"
@@ -506,3 +509,17 @@ def test_counter_args_that_are_strings_are_skipped_not_fatal(tmp_path):
     m = tb_plugin.load(path).model
     assert m.counters[["ts", "series", "value"]].values.tolist() == [[3.0, "v", 5.0]]
     assert m.anomalies == {"malformed_args_replaced": 2}
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_utf8_byte_order_mark_is_skipped(tmp_path, gz):
+    """Fuzzing: a trace saved with a UTF-8 byte-order mark (as Windows tools write) was
+    refused as "not valid JSON: Unexpected UTF-8 BOM"; it is skipped and counted."""
+    events = [op("aten::mm", 1, 2), op("aten::add", 4, 1)]
+    for document in ({"traceEvents": events}, events):
+        data = b"\xef\xbb\xbf" + json.dumps(document).encode()
+        path = tmp_path / ("w.pt.trace.json" + (".gz" if gz else ""))
+        path.write_bytes(gzip.compress(data) if gz else data)
+        m = tb_plugin.load(path).model
+        assert m.ops["name"].tolist() == ["aten::mm", "aten::add"]
+        assert m.anomalies == {"byte_order_mark_skipped": 1}
