@@ -523,3 +523,18 @@ def test_a_utf8_byte_order_mark_is_skipped(tmp_path, gz):
         m = tb_plugin.load(path).model
         assert m.ops["name"].tolist() == ["aten::mm", "aten::add"]
         assert m.anomalies == {"byte_order_mark_skipped": 1}
+
+
+def test_whole_number_args_beyond_int64_read_as_absent(tmp_path):
+    """Fuzzing: a kernel's "registers per thread" / "shared memory", a memcpy's or a memory
+    record's bytes of 1e300 were cast to int64 as -2**63 (with a RuntimeWarning)."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        kernel("k", 1, 2, correlation=1, **{"registers per thread": 1e300, "shared memory": -1e19}),
+        {"ph": "X", "cat": "gpu_memcpy", "name": "m", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+         "args": {"bytes": 1e30, "device": 0, "stream": 7}},
+        {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1,
+         "args": {"Device Type": 0, "Device Id": 0, "Addr": 1, "Bytes": 1e300, "Total Allocated": 1, "Total Reserved": 1}},
+    ])
+    m = tb_plugin.load(path).model
+    assert m.kernels[["registers_per_thread", "shared_memory"]].values.tolist() == [[-1, -1]]
+    assert m.memcpy["bytes"].tolist() == [-1] and m.memory["bytes"].tolist() == [0]

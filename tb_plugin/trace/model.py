@@ -222,8 +222,9 @@ def _text_field(structs, attr):
 
 
 def _whole(values, missing=-1):
-    """int64 from float64, `missing` where NaN."""
-    return np.where(np.isfinite(values), values, missing).astype(np.int64)
+    """int64 from float64, `missing` where NaN or infinite or outside int64 (which the cast
+    would turn into -2**63)."""
+    return np.where(np.abs(values) < 2.0**63, values, missing).astype(np.int64)
 
 
 def _floats(values):
