@@ -3,6 +3,7 @@
 import gzip
 import json
 import mmap
+import warnings
 
 import numpy as np
 import pytest
@@ -538,3 +539,22 @@ def test_whole_number_args_beyond_int64_read_as_absent(tmp_path):
     m = tb_plugin.load(path).model
     assert m.kernels[["registers_per_thread", "shared_memory"]].values.tolist() == [[-1, -1]]
     assert m.memcpy["bytes"].tolist() == [-1] and m.memory["bytes"].tolist() == [0]
+
+
+@pytest.mark.parametrize("args", ["", "  ", 5, [1, 2], "x"])
+def test_args_that_are_not_objects_read_as_empty(tmp_path, args):
+    """Fuzzing: an event whose args is an empty or blank string (`{"ph": "M", "args": ""}`)
+    left the args lines one short, since polars writes a string as its bare text and the
+    lines reader skips a blank line: the trace was refused ("All arrays must be of the same
+    length"). Args that are no object hold no field: defaults, counted."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("a", 1, 2, **{"External id": 3}) | {"args": args},
+        op("b", 1, 2, **{"External id": 7}),
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": args},
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+    ])
+    m = tb_plugin.load(path).model
+    assert m.ops["external_id"].tolist() == [-1, 7]
+    assert m.threads[["process_name", "thread_name"]].values.tolist() == [["main", ""]]
+    assert m.anomalies == {"malformed_args_replaced": 2}
+

@@ -476,10 +476,18 @@ def _read_batch(raws):
     present = [k for k in _ARGS_TYPES if counts[_KIND_CODE[k]]]
     frame = frame.with_columns(kind=pl.Series(kind))
     of_kind = {k: pl.col("kind") == _KIND_CODE[k] for k in (*present, KIND_COUNTER)}
-    texts = frame.select(  # one polars call for every kind: each call has a fixed cost
-        *(pl.col("args").filter(of_kind[k]).fill_null("{}").str.join("\n").alias(k) for k in present),
+    # One args text per line: polars writes an args that is a JSON string as its bare text,
+    # which may be empty or blank (the reader would skip that line, leaving a row short); an
+    # args that is no object holds no field, so it reads as `{}` (counted).
+    is_object = pl.col("args").str.starts_with("{")
+    objects = pl.when(is_object).then(pl.col("args")).otherwise(pl.lit("{}"))
+    *texts, not_objects = frame.select(  # one polars call for every kind: each call has a fixed cost
+        *(objects.filter(of_kind[k]).str.join("\n").alias(k) for k in present),
         pl.col("args").filter(of_kind[KIND_COUNTER]).fill_null("null").str.join(",").alias(KIND_COUNTER),
+        (~is_object & pl.col("kind").is_in([_KIND_CODE[k] for k in present])).sum().alias("not_objects"),
     ).row(0)
+    if not_objects:
+        anomalies["malformed_args_replaced"] = not_objects
     args = {k: _arg_columns(lines.encode(), _ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
     flows = flow_columns(list(compress(lines, kind == _KIND_CODE[KIND_FLOW]))) if counts[_KIND_CODE[KIND_FLOW]] else None
     counter_args = None
