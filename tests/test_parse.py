@@ -558,3 +558,18 @@ def test_args_that_are_not_objects_read_as_empty(tmp_path, args):
     assert m.threads[["process_name", "thread_name"]].values.tolist() == [["main", ""]]
     assert m.anomalies == {"malformed_args_replaced": 2}
 
+
+def test_absurd_durations_are_zeroed_and_keep_the_nesting(tmp_path):
+    """Fuzzing: one python frame with `dur` 1e308 made the per-thread sort keys of its
+    nesting (ts + thread * span) inf/NaN (numpy 'invalid value' warnings), garbling depth and
+    parent of every frame; durations beyond 1e12 us (11.6 days) are invalid and zeroed, like
+    negative ones."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("outer", 0, 10), op("inner", 2, 3),
+        {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 2, "ts": 1, "dur": 1e308, "args": {}},
+    ])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        m = tb_plugin.load(path).model
+    assert m.ops[["depth", "parent"]].values.tolist() == [[0, -1], [1, 0]]
+    assert m.python["dur"].tolist() == [0.0] and m.anomalies == {"invalid_durations_zeroed": 1}

@@ -401,6 +401,9 @@ class TraceModel:
         return float(min(starts)), float(max(ends))
 
 
+# Longer than any profiling session (about 11.6 days): a duration beyond it is invalid.
+_MAX_DURATION_US = 1e12
+
 # Events are read in batches of about this much JSON: large enough for polars' threads, small
 # enough that a batch's text and its frame stay a small part of the peak memory.
 _BATCH_BYTES = 6 << 20
@@ -734,7 +737,9 @@ class _Builder:
         dur = self.dur_all[mask]
         if instants_allowed:  # instant events have no duration by design
             dur = np.where(np.isnan(dur), 0.0, dur)
-        bad = ~np.isfinite(dur) | (dur < 0)
+        # No event lasts longer than `_MAX_DURATION_US`: a larger value (1e308) is garbage, and
+        # would overflow the per-thread sort keys of `Nesting` (ts + thread * span) to inf/NaN.
+        bad = ~(dur >= 0) | (dur > _MAX_DURATION_US)
         if bad.any():
             self.anomalies["invalid_durations_zeroed"] = self.anomalies.get("invalid_durations_zeroed", 0) + int(bad.sum())
             dur = np.where(bad, 0.0, dur)
