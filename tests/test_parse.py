@@ -573,3 +573,15 @@ def test_absurd_durations_are_zeroed_and_keep_the_nesting(tmp_path):
         m = tb_plugin.load(path).model
     assert m.ops[["depth", "parent"]].values.tolist() == [[0, -1], [1, 0]]
     assert m.python["dur"].tolist() == [0.0] and m.anomalies == {"invalid_durations_zeroed": 1}
+
+
+def test_a_step_number_beyond_int64_is_no_step(tmp_path):
+    """Fuzzing: an op named "ProfilerStep#" + 20 digits made the trace refused (OverflowError
+    casting the step numbers to int64); it stays an op, not a step."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("ProfilerStep#99999999999999999999", 0, 10, cat="user_annotation"),
+        op("ProfilerStep#4", 20, 10, cat="user_annotation"), op("aten::mm", 22, 1),
+    ])
+    p = tb_plugin.load(path)
+    assert p.model.steps["step"].tolist() == [4] and len(p.model.ops) == 3
+    assert p.steps()["step"].tolist() == [4]

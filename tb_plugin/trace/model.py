@@ -966,6 +966,7 @@ def _steps(ops):
     """Host-side `ProfilerStep#N` ranges (never the GPU copies), one row per step number."""
     names = pd.Series(ops["name"].cat.categories, dtype=object)
     step_numbers = names.str.extract(STEP_NAME, expand=False)
+    step_numbers = step_numbers.where(step_numbers.str.len() <= 18)  # beyond int64 is no step number
     is_step_code = step_numbers.notna().to_numpy()
     codes = ops["name"].cat.codes.to_numpy()
     mask = is_step_code[codes] if len(codes) else np.zeros(0, bool)
