@@ -3,6 +3,7 @@
 import gzip
 import json
 import mmap
+import warnings
 
 import numpy as np
 import pytest
@@ -236,6 +237,9 @@ def test_a_truncated_large_file_is_refused_without_the_slow_repair_path(tmp_path
     (b'{"foo": 1}', "no 'traceEvents'"),
     (b"42", "not an object or array"),
     (b"\x00\x01garbage", "not valid JSON"),
+    (b"\xef\xbb\xbf \n", "empty"),  # a byte-order mark and nothing else
+    (b'{"traceEvents": []}x', "not valid JSON: Extra data"),  # one byte after the end is not a cut
+    (b'{"traceEvents": []}{"traceEvents": []}', "not valid JSON: Extra data"),
 ])
 def test_bad_files_raise_trace_error_naming_the_file(tmp_path, content, reason):
     path = tmp_path / "bad.pt.trace.json"
@@ -453,3 +457,131 @@ def test_a_polars_panic_while_modelling_becomes_a_trace_error(tmp_path, monkeypa
     monkeypatch.setattr(model_module, "_frame_codes", panicking)
     with pytest.raises(TraceError, match="could not be analysed.*PanicException"):
         tb_plugin.load(path)
+
+
+def test_device_properties_without_a_usable_compute_minor_show_no_capability(tmp_path):
+    """Fuzzing: a deviceProperties entry whose computeMinor is a string (or absent) made
+    gpu_summary() raise ValueError (int(NaN)) instead of leaving the capability blank."""
+    events = [kernel("k", 10, 5, correlation=1)]
+    for minor in ("x", None, float("inf")):
+        props = {"id": 0, "name": "GPU", "totalGlobalMem": 10, "computeMajor": 8, "computeMinor": minor}
+        path = write_trace(tmp_path / "w.pt.trace.json", events, deviceProperties=[props])
+        assert tb_plugin.load(path).gpu_summary()["compute_capability"].tolist() == [""]
+
+
+def test_pid_and_tid_beyond_int64_load_and_draw(tmp_path):
+    """Fuzzing: a 20-digit pid on a kernel made the model refuse the whole trace
+    (OverflowError -> "could not be analysed"), and a 20-digit tid broke the timeline; the
+    device / stream number becomes -1 (absent), as for a pid holding no number."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 10**20, "tid": 7, "ts": 1, "dur": 2, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 10**20, "ts": 1, "dur": 2, "args": {}},
+    ])
+    p = tb_plugin.load(path)
+    assert p.model.kernels[["device", "stream"]].values.tolist() == [[-1, 7]]
+    tracks = p.timeline().tracks
+    assert {"stream 7", f"thread {10**20}"} <= set(tracks["thread"])
+
+
+def test_module_frames_all_on_a_parent_id_cycle_give_an_empty_module_table(tmp_path):
+    """Fuzzing: when every module frame's parent ids form a cycle (each frame is dropped, as
+    documented), modules() raised IndexError indexing the empty node array."""
+    def frame(ts, python_id, parent):
+        return {"ph": "X", "cat": "python_function", "name": "nn.Module: M", "pid": 1, "tid": 1, "ts": ts, "dur": 5,
+                "args": {"Python id": python_id, "Python parent id": parent, "Python module id": 0}}
+    path = write_trace(tmp_path / "w.pt.trace.json", [frame(0, 1, 2), frame(1, 2, 1), op("aten::mm", 2, 1)])
+    p = tb_plugin.load(path)
+    assert len(p.modules()) == 0
+    assert p.module_flame() == {"name": "All modules", "value": 0.0, "children": []}
+
+
+def test_counter_args_that_are_strings_are_skipped_not_fatal(tmp_path):
+    """Fuzzing: polars writes an args that is a JSON string as its bare text, so one counter
+    event (`ph: C`) with `"args": "text"` made the joined counter JSON undecodable and the
+    whole trace was refused ("could not be analysed"); one holding `{..}, {..}` as text
+    shifted every later counter value onto the wrong event."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("aten::mm", 1, 2),
+        {"ph": "C", "name": "ctr", "pid": 1, "ts": 2, "args": "cuda_runtime"},
+        {"ph": "C", "name": "ctr", "pid": 1, "ts": 3, "args": '{"a": 1}, {"b": 2}'},
+        {"ph": "C", "name": "ctr", "pid": 1, "ts": 4, "args": {"v": 5}},
+        {"ph": "C", "name": "ctr", "pid": 1, "ts": 5, "args": None},
+    ])
+    m = tb_plugin.load(path).model
+    assert m.counters[["ts", "series", "value"]].values.tolist() == [[3.0, "v", 5.0]]
+    assert m.anomalies == {"malformed_args_replaced": 2}
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_utf8_byte_order_mark_is_skipped(tmp_path, gz):
+    """Fuzzing: a trace saved with a UTF-8 byte-order mark (as Windows tools write) was
+    refused as "not valid JSON: Unexpected UTF-8 BOM"; it is skipped and counted."""
+    events = [op("aten::mm", 1, 2), op("aten::add", 4, 1)]
+    for document in ({"traceEvents": events}, events):
+        data = b"\xef\xbb\xbf" + json.dumps(document).encode()
+        path = tmp_path / ("w.pt.trace.json" + (".gz" if gz else ""))
+        path.write_bytes(gzip.compress(data) if gz else data)
+        m = tb_plugin.load(path).model
+        assert m.ops["name"].tolist() == ["aten::mm", "aten::add"]
+        assert m.anomalies == {"byte_order_mark_skipped": 1}
+
+
+def test_whole_number_args_beyond_int64_read_as_absent(tmp_path):
+    """Fuzzing: a kernel's "registers per thread" / "shared memory", a memcpy's or a memory
+    record's bytes of 1e300 were cast to int64 as -2**63 (with a RuntimeWarning)."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        kernel("k", 1, 2, correlation=1, **{"registers per thread": 1e300, "shared memory": -1e19}),
+        {"ph": "X", "cat": "gpu_memcpy", "name": "m", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+         "args": {"bytes": 1e30, "device": 0, "stream": 7}},
+        {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1,
+         "args": {"Device Type": 0, "Device Id": 0, "Addr": 1, "Bytes": 1e300, "Total Allocated": 1, "Total Reserved": 1}},
+    ])
+    m = tb_plugin.load(path).model
+    assert m.kernels[["registers_per_thread", "shared_memory"]].values.tolist() == [[-1, -1]]
+    assert m.memcpy["bytes"].tolist() == [-1] and m.memory["bytes"].tolist() == [0]
+
+
+@pytest.mark.parametrize("args", ["", "  ", 5, [1, 2], "x"])
+def test_args_that_are_not_objects_read_as_empty(tmp_path, args):
+    """Fuzzing: an event whose args is an empty or blank string (`{"ph": "M", "args": ""}`)
+    left the args lines one short, since polars writes a string as its bare text and the
+    lines reader skips a blank line: the trace was refused ("All arrays must be of the same
+    length"). Args that are no object hold no field: defaults, counted."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("a", 1, 2, **{"External id": 3}) | {"args": args},
+        op("b", 1, 2, **{"External id": 7}),
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": args},
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+    ])
+    m = tb_plugin.load(path).model
+    assert m.ops["external_id"].tolist() == [-1, 7]
+    assert m.threads[["process_name", "thread_name"]].values.tolist() == [["main", ""]]
+    assert m.anomalies == {"malformed_args_replaced": 2}
+
+
+def test_absurd_durations_are_zeroed_and_keep_the_nesting(tmp_path):
+    """Fuzzing: one python frame with `dur` 1e308 made the per-thread sort keys of its
+    nesting (ts + thread * span) inf/NaN (numpy 'invalid value' warnings), garbling depth and
+    parent of every frame; durations beyond 1e12 us (11.6 days) are invalid and zeroed, like
+    negative ones."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("outer", 0, 10), op("inner", 2, 3),
+        {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 2, "ts": 1, "dur": 1e308, "args": {}},
+    ])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        m = tb_plugin.load(path).model
+    assert m.ops[["depth", "parent"]].values.tolist() == [[0, -1], [1, 0]]
+    assert m.python["dur"].tolist() == [0.0] and m.anomalies == {"invalid_durations_zeroed": 1}
+
+
+def test_a_step_number_beyond_int64_is_no_step(tmp_path):
+    """Fuzzing: an op named "ProfilerStep#" + 20 digits made the trace refused (OverflowError
+    casting the step numbers to int64); it stays an op, not a step."""
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("ProfilerStep#99999999999999999999", 0, 10, cat="user_annotation"),
+        op("ProfilerStep#4", 20, 10, cat="user_annotation"), op("aten::mm", 22, 1),
+    ])
+    p = tb_plugin.load(path)
+    assert p.model.steps["step"].tolist() == [4] and len(p.model.ops) == 3
+    assert p.steps()["step"].tolist() == [4]

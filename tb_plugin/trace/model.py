@@ -222,8 +222,9 @@ def _text_field(structs, attr):
 
 
 def _whole(values, missing=-1):
-    """int64 from float64, `missing` where NaN."""
-    return np.where(np.isfinite(values), values, missing).astype(np.int64)
+    """int64 from float64, `missing` where NaN or infinite or outside int64 (which the cast
+    would turn into -2**63)."""
+    return np.where(np.abs(values) < 2.0**63, values, missing).astype(np.int64)
 
 
 def _floats(values):
@@ -338,9 +339,11 @@ def _first_valid(primary, secondary):
 
 
 def _first_int(value):
-    """The first integer in a pid/tid value (0, "1", "stream 7"); -1 when there is none."""
+    """The first integer in a pid/tid value (0, "1", "stream 7"); -1 when there is none, or
+    when it does not fit an int64 column (a pid of 20 digits)."""
     m = _DIGITS.search("" if value is None else str(value))
-    return int(m.group(1)) if m else -1
+    number = int(m.group(1)) if m else -1
+    return number if -2**63 <= number < 2**63 else -1
 
 
 @dataclass
@@ -398,6 +401,9 @@ class TraceModel:
         return float(min(starts)), float(max(ends))
 
 
+# Longer than any profiling session (about 11.6 days): a duration beyond it is invalid.
+_MAX_DURATION_US = 1e12
+
 # Events are read in batches of about this much JSON: large enough for polars' threads, small
 # enough that a batch's text and its frame stay a small part of the peak memory.
 _BATCH_BYTES = 6 << 20
@@ -454,7 +460,7 @@ class _Batch:
     kind: np.ndarray
     args: dict  # kind -> {field: number column, or coded text}
     flows: object  # polars DataFrame (id, bp) of the flow events, or None
-    counter_args: object  # the counters' args as JSON texts joined by ",", or None
+    counter_args: object  # the counters' args, decoded (a list, one value per counter event), or None
     anomalies: dict
 
 
@@ -473,13 +479,46 @@ def _read_batch(raws):
     present = [k for k in _ARGS_TYPES if counts[_KIND_CODE[k]]]
     frame = frame.with_columns(kind=pl.Series(kind))
     of_kind = {k: pl.col("kind") == _KIND_CODE[k] for k in (*present, KIND_COUNTER)}
-    texts = frame.select(  # one polars call for every kind: each call has a fixed cost
-        *(pl.col("args").filter(of_kind[k]).fill_null("{}").str.join("\n").alias(k) for k in present),
+    # One args text per line: polars writes an args that is a JSON string as its bare text,
+    # which may be empty or blank (the reader would skip that line, leaving a row short); an
+    # args that is no object holds no field, so it reads as `{}` (counted).
+    is_object = pl.col("args").str.starts_with("{")
+    objects = pl.when(is_object).then(pl.col("args")).otherwise(pl.lit("{}"))
+    *texts, not_objects = frame.select(  # one polars call for every kind: each call has a fixed cost
+        *(objects.filter(of_kind[k]).str.join("\n").alias(k) for k in present),
         pl.col("args").filter(of_kind[KIND_COUNTER]).fill_null("null").str.join(",").alias(KIND_COUNTER),
+        (~is_object & pl.col("kind").is_in([_KIND_CODE[k] for k in present])).sum().alias("not_objects"),
     ).row(0)
+    if not_objects:
+        anomalies["malformed_args_replaced"] = not_objects
     args = {k: _arg_columns(lines.encode(), _ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
     flows = flow_columns(list(compress(lines, kind == _KIND_CODE[KIND_FLOW]))) if counts[_KIND_CODE[KIND_FLOW]] else None
-    return _Batch(coded, ts, dur, kind, args, flows, texts[-1] if counts[_KIND_CODE[KIND_COUNTER]] else None, anomalies)
+    counter_args = None
+    if counts[_KIND_CODE[KIND_COUNTER]]:
+        counter_args = _counter_values(texts[-1], frame, of_kind[KIND_COUNTER], counts[_KIND_CODE[KIND_COUNTER]],
+                                       anomalies)
+    return _Batch(coded, ts, dur, kind, args, flows, counter_args, anomalies)
+
+
+def _counter_values(joined, frame, is_counter, count, anomalies):
+    """The args of a batch's `count` counter events, decoded, one value each in order, from
+    their texts as polars writes them joined by ",". polars writes an args that is a JSON
+    string as its bare text, which is not JSON (or is several values): then each is decoded
+    alone, and one that is not JSON becomes None (counted)."""
+    try:
+        values = msgspec.json.decode(f"[{joined}]")
+        if len(values) == count:
+            return values
+    except msgspec.DecodeError:
+        pass
+    values = []
+    for text in frame.filter(is_counter)["args"].to_list():  # only for such odd batches
+        try:
+            values.append(None if text is None else msgspec.json.decode(text))
+        except msgspec.DecodeError:
+            values.append(None)
+            anomalies["malformed_args_replaced"] = anomalies.get("malformed_args_replaced", 0) + 1
+    return values
 
 
 @lru_cache(maxsize=4096)
@@ -698,7 +737,9 @@ class _Builder:
         dur = self.dur_all[mask]
         if instants_allowed:  # instant events have no duration by design
             dur = np.where(np.isnan(dur), 0.0, dur)
-        bad = ~np.isfinite(dur) | (dur < 0)
+        # No event lasts longer than `_MAX_DURATION_US`: a larger value (1e308) is garbage, and
+        # would overflow the per-thread sort keys of `Nesting` (ts + thread * span) to inf/NaN.
+        bad = ~(dur >= 0) | (dur > _MAX_DURATION_US)
         if bad.any():
             self.anomalies["invalid_durations_zeroed"] = self.anomalies.get("invalid_durations_zeroed", 0) + int(bad.sum())
             dur = np.where(bad, 0.0, dur)
@@ -818,7 +859,7 @@ class _Builder:
             no_text = (np.zeros(0, np.int32), [])
             return pd.DataFrame({"name": _categorical(no_text), "thread": np.zeros(0, np.int64),
                                  "ts": np.zeros(0), "series": _categorical(no_text), "value": np.zeros(0)})
-        values = msgspec.json.decode(f"[{','.join(self._counter_args)}]")
+        values = [value for part in self._counter_args for value in part]
         # Counter events are rare (one per sample of a few series): a loop over them is cheap.
         rows = [(i, k, v) for i, d in enumerate(values) if isinstance(d, dict) for k, v in d.items()]
         idx = np.array([r[0] for r in rows], dtype=np.int64)
@@ -925,6 +966,7 @@ def _steps(ops):
     """Host-side `ProfilerStep#N` ranges (never the GPU copies), one row per step number."""
     names = pd.Series(ops["name"].cat.categories, dtype=object)
     step_numbers = names.str.extract(STEP_NAME, expand=False)
+    step_numbers = step_numbers.where(step_numbers.str.len() <= 18)  # beyond int64 is no step number
     is_step_code = step_numbers.notna().to_numpy()
     codes = ops["name"].cat.codes.to_numpy()
     mask = is_step_code[codes] if len(codes) else np.zeros(0, bool)

@@ -379,11 +379,17 @@ def _try_fast(data, path):
         return exc
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def parse_trace(data, path):
     """Decode a trace's JSON bytes; any failure becomes a `TraceError` naming `path`."""
+    anomalies = {}
+    if bytes(data[:3]) == _BOM:  # UTF-8 written with a byte-order mark (Windows tools): skipped, not copied
+        data = memoryview(data)[3:]
+        anomalies["byte_order_mark_skipped"] = 1
     if _BLANK.match(data):
         raise TraceError(path, "the file is empty")
-    anomalies = {}
     parsed = _try_fast(data, path)
     # Bare NaN-like words are the common flaw of otherwise valid files: nulled, the file
     # takes the fast path instead of the standard library's (~15x slower).
@@ -401,7 +407,7 @@ def parse_trace(data, path):
     except _NotATrace as exc:
         raise TraceError(path, f"not a Kineto trace: {exc}") from None
     except json.JSONDecodeError as exc:
-        where = _TRUNCATED if exc.pos >= len(exc.doc) - 1 else "not valid JSON"
+        where = _TRUNCATED if exc.pos >= len(exc.doc) - 1 and exc.msg != "Extra data" else "not valid JSON"
         raise TraceError(path, f"{where}: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except (RecursionError, MemoryError, ValueError, TypeError) as exc:
         raise TraceError(path, f"cannot be decoded: {type(exc).__name__}: {exc}") from None

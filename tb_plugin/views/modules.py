@@ -234,6 +234,8 @@ def _build(model):
     name_code = py["name"].cat.codes.to_numpy().astype(np.int64)[rows]
     node_of, node_parent, node_name = _assign_nodes(name_code, parent_frame)
     keep = node_of >= 0
+    if not keep.any():  # every module frame sits on a cycle of parent ids
+        return _empty()
     rows, node_of = rows[keep], node_of[keep]
     n = len(node_parent)
     f_thread, f_ts, f_dur = (py[c].to_numpy()[rows] for c in ("thread", "ts", "dur"))

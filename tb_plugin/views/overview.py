@@ -83,7 +83,7 @@ def gpu_summary(model):
             "name": str(p["name"]) if p is not None else "",
             "memory_bytes": float(p["totalGlobalMem"]) if p is not None else np.nan,
             "compute_capability": f"{int(p['computeMajor'])}.{int(p['computeMinor'])}"
-            if p is not None and pd.notna(p["computeMajor"]) else "",
+            if p is not None and pd.notna(p["computeMajor"]) and pd.notna(p["computeMinor"]) else "",
             "utilization_pct": 100 * busy / span if span > 0 else np.nan,
             "est_sm_efficiency_pct": 100 * sm / span if span > 0 and has_blocks.any() else np.nan,
             "est_achieved_occupancy_pct": occupancy,

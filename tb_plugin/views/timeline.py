@@ -262,8 +262,10 @@ class TimelineIndex:
 
 
 def _first_number(text):
+    """The first integer in a pid/tid text; -1 when there is none or it exceeds int64."""
     m = _NUMBER.search(str(text))
-    return int(m.group(1)) if m else -1
+    number = int(m.group(1)) if m else -1
+    return number if -2**63 <= number < 2**63 else -1
 
 
 def timeline_index(model):
