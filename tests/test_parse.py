@@ -585,3 +585,32 @@ def test_a_step_number_beyond_int64_is_no_step(tmp_path):
     p = tb_plugin.load(path)
     assert p.model.steps["step"].tolist() == [4] and len(p.model.ops) == 3
     assert p.steps()["step"].tolist() == [4]
+
+
+def test_events_far_from_the_trace_are_dropped_and_the_rest_keep_their_args(tmp_path):
+    """Kineto has written kernels (and their flow ends) at ts 0 in traces whose times are
+    epoch microseconds (pytorch/kineto#109). Kept, they would make the trace start in 1970:
+    decades wide, every other time rounded. They are dropped and counted; the events around
+    them keep their own args (the args columns drop the same rows)."""
+    t0 = 1_615_207_264_500_000
+    events = [
+        op("aten::mm", t0, 50, **{"External id": 7}),
+        runtime("cudaLaunchKernel", t0 + 10, 5, correlation=1, external_id=7),
+        runtime("cudaLaunchKernel", t0 + 20, 5, correlation=2, external_id=7),
+        kernel("bad", 0, 0, correlation=1, **{"registers per thread": 99}),
+        {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 0, "cat": "ac2g", "name": "launch", "bp": "e"},
+        kernel("good", t0 + 30, 8, correlation=2, **{"registers per thread": 32}),
+        {"ph": "s", "id": 2, "pid": 1, "tid": 1, "ts": t0 + 20, "cat": "ac2g", "name": "launch"},
+        {"ph": "f", "id": 2, "pid": 0, "tid": 7, "ts": t0 + 30, "cat": "ac2g", "name": "launch", "bp": "e"},
+        {"ph": "C", "name": "util", "pid": 0, "tid": 0, "ts": 0, "args": {"v": 1}},
+        {"ph": "C", "name": "util", "pid": 0, "tid": 0, "ts": t0 + 40, "args": {"v": 2}},
+    ]
+    model = tb_plugin.load(write_trace(tmp_path / "w.pt.trace.json", events)).model
+    assert model.anomalies["events_far_from_the_trace_dropped"] == 3
+    assert model.origin_us == t0
+    k = model.kernels
+    assert k["name"].astype(str).tolist() == ["good"] and k["registers_per_thread"].tolist() == [32]
+    assert k["ts"].tolist() == [30.0] and k["op"].tolist() == [0]
+    assert model.flows["ts"].tolist() == [20.0, 30.0] and model.flows["flow_id"].nunique() == 1
+    assert model.counters["value"].tolist() == [2.0] and model.counters["ts"].tolist() == [40.0]
+    assert model.span_us() == (0.0, 50.0)

@@ -155,7 +155,7 @@ def wellformed_events(draw):
         {"ph": "M", "name": "process_sort_index", "pid": 0, "tid": 0, "args": {"sort_index": 5000000}},
         {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
     ]
-    t = draw(st.integers(0, 10**12))
+    t = start = draw(st.integers(0, 10**12))
     for step in range(draw(st.integers(0, 3))):
         length = draw(st.integers(5, 400))
         events.append(op(f"ProfilerStep#{draw(st.integers(0, 20)) if step == 0 else step + 20}", t, length,
@@ -164,9 +164,10 @@ def wellformed_events(draw):
         t += length + draw(st.integers(0, 30))
     _draw_ops(draw, ids, events, t, t + draw(st.integers(0, 200)), draw(st.sampled_from([1, 2])), 1)  # outside steps
     for _ in range(draw(st.integers(0, 3))):  # records outside every op, and counters
-        events.append(memory(draw(st.integers(0, t + 10)), draw(st.sampled_from([256, -256])), 4096, 0, 0,
+        # within the trace's own window: one a day away is dropped as not part of it
+        events.append(memory(draw(st.integers(start, t + 10)), draw(st.sampled_from([256, -256])), 4096, 0, 0,
                              device_type=draw(st.sampled_from([0, 1])), device_id=0, tid=3))
-        events.append({"ph": "C", "name": "GPU utilization", "pid": 0, "tid": 0, "ts": draw(st.integers(0, t + 10)),
+        events.append({"ph": "C", "name": "GPU utilization", "pid": 0, "tid": 0, "ts": draw(st.integers(start, t + 10)),
                        "args": {"value": draw(st.floats(0, 1))}})
     return draw(st.permutations(events))
 

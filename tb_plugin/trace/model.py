@@ -138,6 +138,7 @@ KIND_SKIPPED = "skipped"
 _KIND_CODE = {kind: code for code, kind in enumerate(
     (KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_GPU_ANNOTATION, KIND_MEMORY,
      KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_SKIPPED))}
+_KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
 _X_CATEGORIES = {
     "cpu_op": KIND_OP,
@@ -408,6 +409,10 @@ _MAX_DURATION_US = 1e12
 # enough that a batch's text and its frame stay a small part of the peak memory.
 _BATCH_BYTES = 6 << 20
 
+# An event further than this from the median of a trace's timestamps (a day and a bit) is not
+# part of the profiled window: no profiling session writes one file over days.
+_FAR_FROM_TRACE_US = 1e11
+
 
 def _batches(raws):
     """Take `raws` (a list of event slices) apart into batches of about `_BATCH_BYTES` of JSON
@@ -650,6 +655,7 @@ class _Builder:
         self._arg_parts = {kind: [] for kind in _ARGS_TYPES}
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in _ARGS_TYPES.items()}
         self._flow_parts, self._counter_args = [], []
+        self._kept_of_kind = {}  # kind -> which of its events (as read) are kept
         for batch in _read_batches(raws, parsed.release):
             for key, interner in self._interners.items():
                 parts[key].append(interner.remap(batch.coded[key]))
@@ -684,6 +690,7 @@ class _Builder:
         skipped = int(self.mask(KIND_SKIPPED).sum()) - self.anomalies.get("events_without_ts_dropped", 0)
         if skipped:
             self.anomalies["unsupported_events_skipped"] = skipped
+        self._drop_far_from_the_trace()
         timed = ~self.mask(KIND_META, KIND_SKIPPED)
         # Flow / instant markers far outside the profiled window (e.g. "Record Window End")
         # must not move the origin; intervals define it.
@@ -691,6 +698,36 @@ class _Builder:
         base = self.ts_all[interval] if interval.any() else self.ts_all[timed & np.isfinite(self.ts_all)]
         self.origin = float(np.min(base)) if len(base) else 0.0
         self.thread_all, self.thread_keys = self._threads()
+
+    def _drop_far_from_the_trace(self):
+        """Skip (and count) the timed events whose ts is more than `_FAR_FROM_TRACE_US` from
+        the median: Kineto has written kernels at ts 0 in epoch-µs traces (pytorch/kineto#109),
+        which would stretch the trace over decades and round every other time (float64 holds
+        µs to ~0.25 at 1.6e15). The median stands where nearly all events are."""
+        timed = ~self.mask(KIND_META, KIND_SKIPPED) & np.isfinite(self.ts_all)
+        if not timed.any():
+            return
+        ts = self.ts_all[timed]
+        centre = np.partition(ts, len(ts) // 2)[len(ts) // 2]
+        far = np.zeros(len(self.kind), dtype=bool)
+        far[timed] = np.abs(ts - centre) > _FAR_FROM_TRACE_US
+        if far.any():
+            # The args, flow and counter columns hold a row per event of their kind as read:
+            # they drop the same rows (`_kept`).
+            for code in np.unique(self.kind[far]).tolist():
+                self._kept_of_kind[_KIND_OF_CODE[code]] = ~far[self.kind == code]
+            self.kind[far] = _KIND_CODE[KIND_SKIPPED]
+            self.anomalies["events_far_from_the_trace_dropped"] = int(far.sum())
+
+    def _kept(self, kind, rows):
+        """`rows` (a row per event of `kind` as read: an array, a polars frame or a list) less
+        the events `_drop_far_from_the_trace` skipped."""
+        keep = self._kept_of_kind.get(kind)
+        if keep is None:
+            return rows
+        if isinstance(rows, list):
+            return [row for row, kept in zip(rows, keep) if kept]
+        return rows.filter(pl.Series(keep)) if isinstance(rows, pl.DataFrame) else rows[keep]
 
     def _threads(self):
         """Thread table row of every event's (pid, tid), both normalised to stripped strings."""
@@ -747,7 +784,9 @@ class _Builder:
 
     def args(self, kind):
         """The args of the events of `kind` (in event order) as {field: column}."""
-        return _concat_columns(self._arg_parts[kind], _ARGS_TYPES[kind], self._arg_interners[kind])
+        columns = _concat_columns(self._arg_parts[kind], _ARGS_TYPES[kind], self._arg_interners[kind])
+        return {name: (self._kept(kind, c[0]), c[1]) if isinstance(c, tuple) else self._kept(kind, c)
+                for name, c in columns.items()}
 
     # --- tables -------------------------------------------------------------------------
 
@@ -841,7 +880,7 @@ class _Builder:
 
     def flows(self):
         m = self.mask(KIND_FLOW)
-        flows = pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema=FLOW_SCHEMA)
+        flows = self._kept(KIND_FLOW, pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema=FLOW_SCHEMA))
         flow_ids = _id_codes(flows["id"])
         coded = _frame_codes(flows, ("bp",))
         return pd.DataFrame({
@@ -859,7 +898,7 @@ class _Builder:
             no_text = (np.zeros(0, np.int32), [])
             return pd.DataFrame({"name": _categorical(no_text), "thread": np.zeros(0, np.int64),
                                  "ts": np.zeros(0), "series": _categorical(no_text), "value": np.zeros(0)})
-        values = [value for part in self._counter_args for value in part]
+        values = self._kept(KIND_COUNTER, [value for part in self._counter_args for value in part])
         # Counter events are rare (one per sample of a few series): a loop over them is cheap.
         rows = [(i, k, v) for i, d in enumerate(values) if isinstance(d, dict) for k, v in d.items()]
         idx = np.array([r[0] for r in rows], dtype=np.int64)
