@@ -297,7 +297,10 @@ class RunStore:
         built = {key: build(profile) for key, build in wanted.items()}
         with self._lock:
             if built and self._profiles.get(path) is profile:
-                self._summaries.setdefault(path, {}).update(built)
+                stored = self._summaries.setdefault(path, {})
+                # The loader and a request may both have built one: the first stored stays, so
+                # every caller gets the same object (answers are reused by identity).
+                built = {key: stored.setdefault(key, value) for key, value in built.items()}
         return built
 
     def _refresh(self, path):

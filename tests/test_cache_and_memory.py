@@ -134,3 +134,21 @@ def test_trace_larger_than_the_budget_is_refused_with_a_message(tmp_path):
     assert response.status_code == 422
     assert "memory budget" in response.get_json()["reason"] and "--profiler_max_memory_mb" in response.get_json()["reason"]
     plugin.store.stop()
+
+
+def test_a_summary_built_twice_at_once_is_one_object(tmp_path):
+    """The loader thread and a request can both build a file's summary (a request asks while
+    the profile finishes loading): both get the first one stored, so replies reused by the
+    identity of the summaries they read stay valid."""
+    write_trace(tmp_path / "run" / "w.pt.trace.json", [op("aten::add", 0, 5)])
+    store = RunStore(str(tmp_path))
+    store.wait_for_scan(30)
+    profile = store.profile_blocking("run", "w", 1, timeout=60)
+    path = store.span_file("run", "w", 1).path
+    first, second = object(), object()
+    store._wanted[path] = {"k": lambda p: first}
+    assert store._build_summaries(path, profile) == {"k": first}
+    store._wanted[path] = {"k": lambda p: second}  # built again by another thread meanwhile
+    assert store._build_summaries(path, profile) == {"k": first}
+    assert store.summary("run", "w", 1, "k", lambda p: second) is first
+    store.stop()
