@@ -339,7 +339,7 @@ def _first_valid(primary, secondary):
     return np.where(primary >= 0, primary, secondary)
 
 
-def _first_int(value):
+def first_int(value):
     """The first integer in a pid/tid value (0, "1", "stream 7"); -1 when there is none, or
     when it does not fit an int64 column (a pid of 20 digits)."""
     m = _DIGITS.search("" if value is None else str(value))
@@ -744,7 +744,7 @@ class _Builder:
     def numbers(self, coded, mask):
         """Device / stream numbers from pid or tid values like 0, "1" or "stream 7"."""
         codes, values = coded
-        parsed = np.array([_first_int(v) for v in values] + [-1], dtype=np.int64)  # code -1 -> last
+        parsed = np.array([first_int(v) for v in values] + [-1], dtype=np.int64)  # code -1 -> last
         return parsed[codes[mask]]
 
     def mask(self, *kinds):

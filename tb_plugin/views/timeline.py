@@ -14,13 +14,13 @@ Slices live in "groups", one per (track, lane); lanes are nesting depths (overla
 get their own lane). Within a group, rows are sorted by start time.
 """
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..trace.linking import Nesting
+from ..trace.model import first_int
 from .common import _cached
 from .intervals import union_length, weighted_level_integral
 from .memory import full_curve, memory_devices
@@ -30,7 +30,6 @@ KINDS = ("op", "annotation", "runtime", "python", "kernel", "memcpy", "memset", 
 _KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 LEVEL_FACTOR = 4.0
 FINEST_RESOLUTION_US = 1.0
-_NUMBER = re.compile(r"(-?\d+)")
 
 
 @dataclass
@@ -164,8 +163,8 @@ class TimelineIndex:
         keys = frame[["thread", "track_kind"]].drop_duplicates().reset_index(drop=True)
         rows = threads.iloc[keys["thread"].to_numpy()].reset_index(drop=True) if len(keys) else threads.iloc[0:0]
         device_kind = (keys["track_kind"] == "device").to_numpy()
-        device = np.array([_first_number(p) for p in rows["pid"]], dtype=np.int64) if len(rows) else np.zeros(0, np.int64)
-        stream = np.array([_first_number(t) for t in rows["tid"]], dtype=np.int64) if len(rows) else np.zeros(0, np.int64)
+        device = np.array([first_int(p) for p in rows["pid"]], dtype=np.int64) if len(rows) else np.zeros(0, np.int64)
+        stream = np.array([first_int(t) for t in rows["tid"]], dtype=np.int64) if len(rows) else np.zeros(0, np.int64)
         named = rows["process_name"].to_numpy(dtype=object) != ""
         labels = rows["process_labels"].to_numpy(dtype=object)
         fallback = np.where(device_kind, [f"GPU {d}" for d in device], [f"Process {p}" for p in rows["pid"]])
@@ -259,13 +258,6 @@ class TimelineIndex:
             "names": [str(self.names[i]) for i in used],
             "kinds": list(KINDS),
         }
-
-
-def _first_number(text):
-    """The first integer in a pid/tid text; -1 when there is none or it exceeds int64."""
-    m = _NUMBER.search(str(text))
-    number = int(m.group(1)) if m else -1
-    return number if -2**63 <= number < 2**63 else -1
 
 
 def timeline_index(model):
