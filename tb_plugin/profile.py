@@ -192,12 +192,6 @@ def profile_from_bytes(data, display_path, progress=_no_progress):
 
     parsed.release = release
     del trace
-    # An event list with entries but no JSON object among them (`[1, 2, 3]`, a list of names)
-    # is no trace, not an empty one. (Slices start at their value: an object's is `{`.)
-    entries = len(parsed.events)
-    if entries and not any(bytes(memoryview(raw)[:1]) == b"{" for raw in parsed.events):
-        raise TraceError(display_path, f"not a Kineto trace: none of the {entries:,} entries of its event list "
-                                       "is an event (a JSON object with ph, name, ts, ...)")
     try:
         model = build_model(parsed)
     except TraceError:

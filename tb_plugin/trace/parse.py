@@ -100,14 +100,23 @@ def _first_significant_byte(data):
     return stripped[:1]
 
 
+def _trace_of(events, metadata, anomalies=None):
+    """The `ParsedTrace` of decoded event slices; `_NotATrace` when the list has entries but
+    no JSON object among them (`[1, 2, 3]`, a list of names): no trace, not an empty one."""
+    if events and not any(bytes(memoryview(raw)[:1]) == b"{" for raw in events):  # slices start at their value
+        raise _NotATrace(f"none of the {len(events):,} entries of its event list is an event "
+                         "(a JSON object with ph, name, ts, ...)")
+    return ParsedTrace(events, metadata, {} if anomalies is None else anomalies)
+
+
 def _decode_fast(data):
     if _first_significant_byte(data) == b"[":
-        return ParsedTrace(_RAW_LIST_DECODER.decode(data), {})
+        return _trace_of(_RAW_LIST_DECODER.decode(data), {})
     doc = _DOCUMENT_DECODER.decode(data)
     if doc.traceEvents is None:
         raise _NotATrace("the JSON object has no 'traceEvents' list")
     metadata = {k: getattr(doc, k) for k in _METADATA_KEYS if getattr(doc, k) is not None}
-    return ParsedTrace(doc.traceEvents, metadata)
+    return _trace_of(doc.traceEvents, metadata)
 
 
 class _NotATrace(Exception):
@@ -223,7 +232,7 @@ def _decode_tolerant(data, anomalies):
         raise _NotATrace(f"the top level is a JSON {type(doc).__name__}, not an object or array")
     # Re-encoding through msgspec turns NaN into null and keeps big integers exact; events
     # that are not objects or have fields of the wrong type are dropped by decode_events.
-    return ParsedTrace([Raw(msgspec.json.encode(item)) for item in raw_events], metadata, anomalies)
+    return _trace_of([Raw(msgspec.json.encode(item)) for item in raw_events], metadata, anomalies)
 
 
 def _decode_one(raw, anomalies):
