@@ -228,6 +228,10 @@ class RunStore:
         """The `Profile`, or a `Loading` while it is parsed; raises `NotFound`/`TraceError`."""
         path = self.span_file(run, worker, span).path
         self._refresh(path)
+        return self._profile_of(path)
+
+    def _profile_of(self, path):
+        """`profile` of a file whose size and mtime were just checked (`_refresh`)."""
         with self._lock:
             if path in self._profiles:
                 self._profiles.move_to_end(path)
@@ -254,7 +258,7 @@ class RunStore:
             if key in done:
                 return done[key]
             self._wanted.setdefault(path, {})[key] = build
-        result = self.profile(run, worker, span)
+        result = self._profile_of(path)
         if isinstance(result, Loading):
             return result
         built = self._build_summaries(path, result)
