@@ -26,9 +26,16 @@ export interface RunInfo {
   errors: RunError[];
 }
 
+/** A directory or file under the log directory that the scan could not look at, and why. */
+export interface ScanSkip {
+  path: string;
+  reason: string;
+}
+
 export interface RunsReply {
   runs: RunInfo[];
   scan_error: string;
+  scan_errors: ScanSkip[];
 }
 
 export interface SpansReply {
