@@ -6,6 +6,7 @@ describe (no deviceProperties)."""
 import functools
 import http.server
 import json
+import os
 import threading
 import urllib.error
 import urllib.parse
@@ -13,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from ..conftest import free_port, kernel, op, runtime, write_trace
+from ..conftest import deep_directory, free_port, kernel, op, runtime, write_trace
 from .conftest import PLUGIN, READY, Watch, after, api, open_page, screenshot, tensorboard
 
 CPU = {"run": "cpu_cnn", "worker": "worker0", "span": 1}
@@ -80,8 +81,11 @@ def odd_server(tmp_path_factory):
     gpu = [op("ProfilerStep#1", 0, 100), op("aten::mm", 10, 50, **{"External id": 1}),
            runtime("cudaLaunchKernel", 12, 5, correlation=7, external_id=1), kernel("gemm", 20, 30, correlation=7)]
     write_trace(root / UNDESCRIBED_GPU_RUN / "worker0.pt.trace.json", gpu)
-    with tensorboard(root, root.parent / "odd_tensorboard.log") as base:
-        yield base
+    # A run directory named in Latin-1 (not UTF-8) and a tree deeper than the scan descends.
+    write_trace(os.fsdecode(os.fsencode(root) + b"/caf\xe9/worker0.pt.trace.json"), gpu)
+    with deep_directory(root, 100):
+        with tensorboard(root, root.parent / "odd_tensorboard.log") as base:
+            yield base
 
 
 def test_trace_names_are_text_never_markup(browser, odd_server, screenshot_dir):
@@ -154,6 +158,30 @@ def test_gpu_without_device_properties_shows_dashes_not_blanks(browser, odd_serv
         values = dict(zip(card.locator("dt").all_inner_texts(), card.locator("dd").all_inner_texts()))
         assert values["Compute capability"] == "—" and values["Memory"] == "—", values
         assert all(v.strip() for v in values.values()), values
+    finally:
+        context.close()
+    watch.check()
+
+
+def test_run_named_in_latin1_opens_and_skipped_paths_are_listed(browser, odd_server, screenshot_dir):
+    """A directory name that is not UTF-8 emptied the run list (500); a tree too deep for
+    the scan vanished without a word. The run shows with the byte escaped and opens; what
+    the scan skipped is listed under the runs with its reason."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    watch = Watch(page)
+    try:
+        open_page(page, odd_server, run="caf\\xe9", view="overview")
+        assert page.locator(".run-list li.selected .run-name").inner_text() == "caf\\xe9"
+        assert page.locator("[data-gpu='0']").count() == 1
+        skipped = page.locator("[data-testid=scan-skipped]")
+        assert skipped.locator("summary").inner_text() == "1 path not scanned"
+        skipped.locator("summary").click()
+        entry = skipped.locator("li")
+        assert entry.get_attribute("data-path") == "/".join(["d"] * 65)
+        assert "more than 64 levels below the log directory: not scanned" in entry.inner_text()
+        screenshot(page, screenshot_dir, "scan_skipped_run_list")
     finally:
         context.close()
     watch.check()
