@@ -26,6 +26,7 @@ from .discovery import printable
 from .errors import TraceError
 from .loading import Loading, NotFound
 from .routes import API_ROUTES
+from .sources import SourceResolver
 from .views import diff as diff_view
 from .views import distributed as distributed_view
 from .views import timeline
@@ -325,6 +326,7 @@ class Api:
     def __init__(self, store):
         self.store = store
         self.replies = ReplyCache()
+        self.sources = SourceResolver()
 
     def _route(self, handler):
         return route(handler, self.replies)
@@ -397,11 +399,19 @@ class Api:
         group_by = choice_param(request, "group_by", ("name", "name_shape"))
         return table_reply(request, self._profile(request).operators(group_by))
 
+    def _with_source_paths(self, request, frames):
+        """`frames` with `path`, the absolute path of each frame's file on this machine where
+        exactly one exists (`sources.SourceResolver`), for editors to open."""
+        run_dir = self.store.run_directory(text_param(request, "run"), text_param(request, "worker"),
+                                           int_param(request, "span", required=False, default=1, minimum=1))
+        return self.sources.with_paths(frames, run_dir)
+
     def operator_stacks(self, request):
         name = text_param(request, "name")
         input_shape = text_param(request, "input_shape", required=False)
+        stacks = self._profile(request).operator_stacks(name, input_shape)
         return respond({"name": name, "input_shape": input_shape,
-                        "stacks": self._profile(request).operator_stacks(name, input_shape)})
+                        "stacks": [{**s, "frames": self._with_source_paths(request, s["frames"])} for s in stacks]})
 
     def kernels(self, request):
         group_by = choice_param(request, "group_by", ("name", "name_op"))
@@ -503,9 +513,12 @@ class Api:
         index = self._profile(request).timeline()
         event = int_param(request, "event", minimum=0)
         try:
-            return respond(timeline.event_details(index, event))
+            details = timeline.event_details(index, event)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from None
+        if "call_stack" in details:
+            details = {**details, "call_stack": self._with_source_paths(request, details["call_stack"])}
+        return respond(details)
 
     def timeline_flows(self, request):
         index = self._profile(request).timeline()

@@ -9,6 +9,7 @@ written, a fixed file) is tried again and a broken one is not reparsed on every 
 
 import gzip
 import logging
+import os
 import threading
 import time
 import zlib
@@ -210,6 +211,11 @@ class RunStore:
         if not 1 <= span <= len(spans):
             raise NotFound(f"worker {worker!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
         return spans[span - 1]
+
+    def run_directory(self, run, worker, span):
+        """The local directory holding one span's trace file; None for a remote log directory."""
+        path = self.span_file(run, worker, span).path
+        return None if self._storage.remote else os.path.dirname(self._storage.resolve(path))
 
     def open_file(self, run, worker, span):
         """(relative path, binary file object as stored, whether it is gzip) of one span's

@@ -68,9 +68,12 @@ export interface OverviewReply {
 
 export interface StackFrame {
   file: string | null;
+  /** 1-based. */
   line: number | null;
   function: string;
   text: string;
+  /** The file as an absolute path on the TensorBoard machine, where exactly one matches. */
+  path: string | null;
 }
 
 export interface OperatorStack {
