@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 
 from .errors import TraceError
 
-_TRACE_FILE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?$")
-_PLAIN_JSON = re.compile(r"^(?P<worker>.+?)\.json(?:\.gz)?$")
+# Any character in a name, newlines included (DOTALL), to the very end (\Z, where `$` would
+# also accept a name that ends in a newline after ".json").
+_TRACE_FILE = re.compile(r"(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?\Z", re.S)
+_PLAIN_JSON = re.compile(r"(?P<worker>.+?)\.json(?:\.gz)?\Z", re.S)
 # What the first kilobytes of a Kineto trace contain, in either top-level layout.
 _TRACE_SIGNATURE = re.compile(rb'"traceEvents"|^\s*\[\s*\{[^\]]{0,2000}?"ph"\s*:', re.S)
 # Kineto writes its header before "traceEvents": `schemaVersion` first, then device

@@ -19,6 +19,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 # How many directory levels below the root a walk descends: deeper trees (a directory nested
 # 1,400 levels took the whole scan down with the recursion limit) are reported, not walked.
 MAX_SCAN_DEPTH = 64
+_WINDOWS_PATHS = os.name == "nt"
 # A 10-byte header, an empty deflate block and an 8-byte trailer: the shortest complete gzip file.
 _GZIP_MIN_SIZE = 20
 
@@ -189,8 +190,14 @@ class Storage:
 
     def resolve(self, rel):
         """Absolute path (or bucket key) of `rel`, refusing anything that leaves the root."""
-        rel = str(rel).replace("\\", "/")
-        if rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
+        rel = str(rel)
+        # Only Windows reads "\\" as a separator and "C:" as a drive; elsewhere both are plain
+        # characters of a name (a worker file named "a\\b" or "C:x" is in its directory).
+        if _WINDOWS_PATHS and not self.remote:
+            rel = rel.replace("\\", "/")
+            if len(rel) > 1 and rel[1] == ":":
+                raise PathOutsideLogdirError(rel, "absolute paths are not accepted")
+        if rel.startswith("/"):
             raise PathOutsideLogdirError(rel, "absolute paths are not accepted")
         normalised = posixpath.normpath(rel) if rel else "."
         if normalised == ".." or normalised.startswith("../"):

@@ -76,11 +76,21 @@ def test_link_to_a_run_inside_the_logdir_does_not_rename_it(tmp_path):
     assert runs["run"].workers["w"][0].path == "run/w.pt.trace.json"
 
 
-@pytest.mark.parametrize("rel", ["..", "../x", "a/../../x", "/etc/passwd", "C:/x", "a/./../.."])
+WINDOWS_ONLY = pytest.mark.skipif(os.name != "nt", reason="a drive or a backslash is part of a name elsewhere")
+
+
+@pytest.mark.parametrize("rel", ["..", "../x", "a/../../x", "/etc/passwd", "a/./../..",
+                                 pytest.param("C:/x", marks=WINDOWS_ONLY), pytest.param("a\\..\\..\\x", marks=WINDOWS_ONLY)])
 def test_storage_refuses_paths_leaving_the_root(tmp_path, rel):
     from tb_plugin.errors import PathOutsideLogdirError
     with pytest.raises(PathOutsideLogdirError):
         Storage(tmp_path).resolve(rel)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX names")
+@pytest.mark.parametrize("rel", ["C:/x", "a\\..\\..\\x", "\\", "run/w\\x.pt.trace.json"])
+def test_backslashes_and_colons_are_characters_of_posix_names(tmp_path, rel):
+    assert Storage(tmp_path).resolve(rel) == os.path.join(str(tmp_path), *rel.split("/"))
 
 
 def test_plain_json_sniffed_again_when_it_grows(tmp_path):
