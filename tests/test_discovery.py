@@ -243,3 +243,21 @@ def test_names_equal_once_escaped_keep_the_first_and_report_the_other(tmp_path):
     runs = discover_runs(Storage(tmp_path), skipped=skipped)
     assert list(runs) == ["a\\xff"]
     assert [s.path for s in skipped] == ["a\\xff"] and "also another directory's" in skipped[0].reason
+
+
+def test_runs_route_reports_an_unreadable_run_directory(tmp_path, monkeypatch):
+    """An unreadable run directory disappeared with no message anywhere: /runs now lists it
+    under scan_errors with the reason, beside the runs that were found."""
+    from .test_api import PREFIX, make_client
+
+    for run in ("a", "locked"):
+        write_trace(tmp_path / run / "w.pt.trace.json", [op("a", 0, 1)])
+    _refuse_listing(monkeypatch, tmp_path / "locked")
+    plugin, client = make_client(tmp_path)
+    try:
+        body = client.get(f"{PREFIX}/runs").get_json()
+        assert [r["name"] for r in body["runs"]] == ["a"]
+        assert body["scan_errors"] == [{"path": "locked", "reason": "cannot list the directory (Permission denied)"}]
+        assert body["scan_error"] == ""
+    finally:
+        plugin.store.stop()
