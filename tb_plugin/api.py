@@ -399,19 +399,19 @@ class Api:
         group_by = choice_param(request, "group_by", ("name", "name_shape"))
         return table_reply(request, self._profile(request).operators(group_by))
 
-    def _with_source_paths(self, request, frames):
-        """`frames` with `path`, the absolute path of each frame's file on this machine where
-        exactly one exists (`sources.SourceResolver`), for editors to open."""
-        run_dir = self.store.run_directory(text_param(request, "run"), text_param(request, "worker"),
-                                           int_param(request, "span", required=False, default=1, minimum=1))
-        return self.sources.with_paths(frames, run_dir)
+    def _run_directory(self, request):
+        """The local directory of the requested span's trace file (None when remote): where a
+        stack frame's file is looked for besides TensorBoard's `sys.path` (`SourceResolver`)."""
+        return self.store.run_directory(text_param(request, "run"), text_param(request, "worker"),
+                                        int_param(request, "span", required=False, default=1, minimum=1))
 
     def operator_stacks(self, request):
         name = text_param(request, "name")
         input_shape = text_param(request, "input_shape", required=False)
         stacks = self._profile(request).operator_stacks(name, input_shape)
+        run_dir = self._run_directory(request)
         return respond({"name": name, "input_shape": input_shape,
-                        "stacks": [{**s, "frames": self._with_source_paths(request, s["frames"])} for s in stacks]})
+                        "stacks": [{**s, "frames": self.sources.with_paths(s["frames"], run_dir)} for s in stacks]})
 
     def kernels(self, request):
         group_by = choice_param(request, "group_by", ("name", "name_op"))
@@ -517,7 +517,7 @@ class Api:
         except KeyError as exc:
             raise NotFound(exc.args[0]) from None
         if "call_stack" in details:
-            details = {**details, "call_stack": self._with_source_paths(request, details["call_stack"])}
+            details = {**details, "call_stack": self.sources.with_paths(details["call_stack"], self._run_directory(request))}
         return respond(details)
 
     def timeline_flows(self, request):
