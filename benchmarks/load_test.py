@@ -12,8 +12,12 @@ documents for this trace).
 
 Reported per route: requests, 2xx / 202 / 4xx / 5xx counts, connection errors, and latency
 p50 / p95 / p99 (ms), over the whole run and over the loaded phase alone (from the first
-200 of /info on). The exit status is non-zero if any request got a 5xx or a connection
-error, or the server died. The server is stopped by its pid (SIGTERM, then SIGKILL after
+200 of /info on); how long the run took to load; and the routes that got no 2xx answer
+within the timed run (`not_served_in_run`: on a busy machine the load can outlast a short
+run; tests/test_load_smoke.py asserted this was empty before it flaked on a busy 2-core
+machine). After the timed run every URL is asked once more, again while 202, until it
+answers (`final_statuses`; at most `settle_seconds`). The exit status is non-zero if any
+request got a 5xx or a connection error, or the server died. The server is stopped by its pid (SIGTERM, then SIGKILL after
 10 s) whatever happens; every request has a timeout and every thread is joined with one.
 
 Usage::
@@ -198,9 +202,28 @@ def summarise(results, loaded_at):
     return rows, totals
 
 
+def settle(port, urls, timeout, settle_seconds):
+    """{route: status} of each URL asked one after another, again while it answers 202,
+    for at most `settle_seconds` in all; a URL still loading then stays 202."""
+    deadline = time.monotonic() + settle_seconds
+    statuses = {}
+    for route, url in urls:
+        while True:
+            try:
+                status, _ = get(port, url, timeout=timeout)
+            except (OSError, http.client.HTTPException) as exc:
+                status = f"error: {type(exc).__name__}"
+            if status != 202 or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        statuses[route] = status
+    return statuses
+
+
 def run_load_test(logdir=REPO / "samples", run="gpu_resnet50_v100", seconds=30.0, clients=50, timeout=30.0,
-                  spec_path=SPEC_PATH, log=print):
-    """Start tensorboard, load it for `seconds` with `clients` threads, stop it; returns a dict."""
+                  spec_path=SPEC_PATH, log=print, settle_seconds=300.0):
+    """Start tensorboard, load it for `seconds` with `clients` threads, ask every URL once
+    more until it answers (`settle`), stop it; returns a dict."""
     server = Server(logdir)
     try:
         server.wait_ready()
@@ -222,6 +245,7 @@ def run_load_test(logdir=REPO / "samples", run="gpu_resnet50_v100", seconds=30.0
         for t in threads:
             t.join(timeout=max(1.0, deadline + timeout + 5 - time.monotonic()))
         hung = [t.name for t in threads if t.is_alive()]
+        final_statuses = settle(server.port, urls, timeout, settle_seconds) if server.proc.poll() is None else {}
         server_alive = server.proc.poll() is None
         with lock:
             records = list(results)
@@ -232,6 +256,8 @@ def run_load_test(logdir=REPO / "samples", run="gpu_resnet50_v100", seconds=30.0
             "elapsed_s": round(time.monotonic() - started, 3), "requests_per_s": round(len(records) / seconds, 1),
             "hung_clients": hung, "server_alive": server_alive, "server_log": server.log.name,
             "routes": rows, "totals": totals,
+            "not_served_in_run": sorted(row["route"] for row in rows if row["2xx"] == 0),
+            "final_statuses": final_statuses,
         }
     finally:
         server.stop()
@@ -263,6 +289,11 @@ def print_report(report, out=sys.stdout):
         print(f"{row['route']:<28}" + "".join(cells), file=out)
     print(f"loaded after {report['loaded_after_s']} s; {report['requests_per_s']} requests/s"
           + (f"; server log kept in {report['server_log']}" if report["server_log"] else ""), file=out)
+    if report["not_served_in_run"]:
+        print(f"no 2xx within the {report['seconds']:g} s run: {', '.join(report['not_served_in_run'])}", file=out)
+    unanswered = {route: status for route, status in report["final_statuses"].items() if status != 200}
+    if unanswered:
+        print(f"not 200 when asked again after the run: {unanswered}", file=out)
 
 
 def main(argv=None):

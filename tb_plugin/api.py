@@ -22,15 +22,18 @@ import orjson
 import pandas as pd
 from werkzeug import wrappers, wsgi
 
+from .discovery import printable
 from .errors import TraceError
 from .loading import Loading, NotFound
 from .routes import API_ROUTES
+from .sources import SourceResolver
 from .views import diff as diff_view
 from .views import distributed as distributed_view
 from .views import timeline
 
 logger = logging.getLogger(__name__)
 
+ALLOWED_METHODS = ("GET", "HEAD")
 _COMMON_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
 _STREAM_CHUNK = 1 << 20
 
@@ -159,8 +162,8 @@ def route(handler, replies=None):
     @wraps(handler)
     def app(request):
         try:
-            if request.method not in ("GET", "HEAD"):
-                raise ApiError(405, "method_not_allowed", f"{request.method} is not supported")
+            if request.method not in ALLOWED_METHODS:
+                raise ApiError(405, "method_not_allowed", f"{request.method} is not supported; use {', '.join(ALLOWED_METHODS)}")
             response = handler(request)
             used = request.environ.get(_PROFILES_USED, [])
             if replies is not None and response.status_code == 200 and used:
@@ -170,17 +173,20 @@ def route(handler, replies=None):
             return wrappers.Response(exc.payload, status=200, content_type=exc.content_type, headers=_COMMON_HEADERS)
         except StillLoading as exc:
             loading = exc.loading
-            body = {"loading": True, "path": loading.path, "elapsed_seconds": round(time.time() - loading.since, 3),
+            body = {"loading": True, "path": printable(loading.path), "elapsed_seconds": round(time.time() - loading.since, 3),
                     "stage": loading.stage, "fraction": None if loading.fraction is None else round(loading.fraction, 4)}
             if exc.total is not None:
                 body.update(ready=exc.ready, total=exc.total)
             return respond(body, status=202)
         except ApiError as exc:
-            return respond({"error": exc.error, "reason": exc.reason}, status=exc.status)
+            response = respond({"error": exc.error, "reason": exc.reason}, status=exc.status)
+            if exc.status == 405:  # RFC 9110: a 405 lists the methods the resource supports
+                response.headers["Allow"] = ", ".join(ALLOWED_METHODS)
+            return response
         except NotFound as exc:
             return respond({"error": "not_found", "reason": str(exc)}, status=404)
         except TraceError as exc:
-            return respond({"error": "bad_trace", "reason": exc.reason, "path": exc.path}, status=422)
+            return respond({"error": "bad_trace", "reason": exc.reason, "path": printable(exc.path)}, status=422)
         except Exception:  # logged with its traceback; the client gets no internals
             logger.exception("error answering %s", request.full_path)
             return respond({"error": "internal", "reason": "internal error; see the TensorBoard log"}, status=500)
@@ -319,6 +325,7 @@ class Api:
     def __init__(self, store):
         self.store = store
         self.replies = ReplyCache()
+        self.sources = SourceResolver()
 
     def _route(self, handler):
         return route(handler, self.replies)
@@ -349,7 +356,8 @@ class Api:
             raise CachedReply(*cached)
 
     def runs(self, request):
-        return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error})
+        return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error,
+                        "scan_errors": [asdict(s) for s in self.store.scan_skipped]})
 
     def workers(self, request):
         run = text_param(request, "run")
@@ -362,7 +370,8 @@ class Api:
         if spans is None:
             raise NotFound(f"run {run!r} has no worker {worker!r}")
         return respond({"run": run, "worker": worker,
-                        "spans": [{"span": f.span, "stamp": f.stamp, "file": f.path.rsplit("/", 1)[-1]} for f in spans]})
+                        "spans": [{"span": f.span, "stamp": f.stamp, "file": printable(f.path.rsplit("/", 1)[-1])}
+                                  for f in spans]})
 
     def info(self, request):
         return respond(self._profile(request).info())
@@ -389,11 +398,19 @@ class Api:
         group_by = choice_param(request, "group_by", ("name", "name_shape"))
         return table_reply(request, self._profile(request).operators(group_by))
 
+    def _run_directory(self, request):
+        """The local directory of the requested span's trace file (None when remote): where a
+        stack frame's file is looked for besides TensorBoard's `sys.path` (`SourceResolver`)."""
+        return self.store.run_directory(text_param(request, "run"), text_param(request, "worker"),
+                                        int_param(request, "span", required=False, default=1, minimum=1))
+
     def operator_stacks(self, request):
         name = text_param(request, "name")
         input_shape = text_param(request, "input_shape", required=False)
+        stacks = self._profile(request).operator_stacks(name, input_shape)
+        run_dir = self._run_directory(request)
         return respond({"name": name, "input_shape": input_shape,
-                        "stacks": self._profile(request).operator_stacks(name, input_shape)})
+                        "stacks": [{**s, "frames": self.sources.with_paths(s["frames"], run_dir)} for s in stacks]})
 
     def kernels(self, request):
         group_by = choice_param(request, "group_by", ("name", "name_op"))
@@ -494,9 +511,12 @@ class Api:
         index = self._profile(request).timeline()
         event = int_param(request, "event", minimum=0)
         try:
-            return respond(timeline.event_details(index, event))
+            details = timeline.event_details(index, event)
         except KeyError as exc:
             raise NotFound(exc.args[0]) from None
+        if "call_stack" in details:
+            details = {**details, "call_stack": self.sources.with_paths(details["call_stack"], self._run_directory(request))}
+        return respond(details)
 
     def timeline_flows(self, request):
         index = self._profile(request).timeline()
@@ -527,7 +547,8 @@ class Api:
         path, stored, is_gzip = self.store.open_file(run, worker, span)
         name = path.rsplit("/", 1)[-1]
         response = respond_file(request, stored, "application/gzip" if is_gzip else "application/json")
-        response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name)}"
+        # The name's bytes as stored: one that is not UTF-8 is percent-encoded byte for byte.
+        response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name, errors='surrogateescape')}"
         return response
 
     def tables(self, request):

@@ -4,6 +4,11 @@ A run is a directory that directly holds trace files. `tensorboard_trace_handler
 `<worker>[.<digits>].pt.trace.json[.gz]`: the worker is the prefix, and the digit groups of
 one worker (ordered numerically) are its spans, shown as 1, 2, ... . Plain `*.json[.gz]`
 files count too when their first bytes look like a Kineto trace.
+
+Names come from the file system as `str`; bytes that are not UTF-8 arrive as lone surrogates
+(Python's `surrogateescape`), which no JSON encoder accepts. Run and worker names are shown
+with such bytes escaped (`\\xff`, see `printable`) and requests use that escaped name; file
+paths keep the real name, so the file opens.
 """
 
 import re
@@ -11,8 +16,10 @@ from dataclasses import dataclass, field
 
 from .errors import TraceError
 
-_TRACE_FILE = re.compile(r"^(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?$")
-_PLAIN_JSON = re.compile(r"^(?P<worker>.+?)\.json(?:\.gz)?$")
+# Any character in a name, newlines included (DOTALL), to the very end (\Z, where `$` would
+# also accept a name that ends in a newline after ".json").
+_TRACE_FILE = re.compile(r"(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?\Z", re.S)
+_PLAIN_JSON = re.compile(r"(?P<worker>.+?)\.json(?:\.gz)?\Z", re.S)
 # What the first kilobytes of a Kineto trace contain, in either top-level layout.
 _TRACE_SIGNATURE = re.compile(rb'"traceEvents"|^\s*\[\s*\{[^\]]{0,2000}?"ph"\s*:', re.S)
 # Kineto writes its header before "traceEvents": `schemaVersion` first, then device
@@ -27,21 +34,38 @@ SNIFF_BYTES = 64 << 10
 _OTHER_PROFILER_DIR = re.compile(r"(^|/)plugins/profile(/|$)")
 
 
+def printable(name):
+    """`name` as shown and as requests name it: bytes that are not UTF-8 (decoded with
+    `surrogateescape`, e.g. `\\udcff`) become `\\xff`; valid names are unchanged."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte (Windows names)
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A directory or file under the log directory that discovery did not scan, and why."""
+
+    path: str  # relative to the log directory, printable
+    reason: str
+
+
 @dataclass(frozen=True)
 class SpanFile:
     """One trace file: the `span` (1-based) of `worker` in a run."""
 
-    worker: str
+    worker: str  # printable
     span: int
     stamp: int | None
-    path: str  # relative to the log directory
+    path: str  # relative to the log directory, as the file system names it
 
 
 @dataclass
 class RunFiles:
     """The trace files of one run, by worker, spans in order."""
 
-    name: str
+    name: str  # printable
     workers: dict = field(default_factory=dict)  # worker -> [SpanFile, ...]
 
     def files(self):
@@ -66,9 +90,10 @@ def looks_like_trace(head):
 
 
 def _group(run_name, rel_dir, candidates):
+    """A RunFiles named `run_name` of the (worker, stamp, file name) `candidates` in `rel_dir`."""
     stamps = {}
     for worker, stamp, file_name in candidates:
-        stamps.setdefault(worker, []).append((stamp, file_name))
+        stamps.setdefault(printable(worker), []).append((stamp, file_name))
     run = RunFiles(run_name)
     for worker in sorted(stamps):
         ordered = sorted(stamps[worker], key=lambda s: (s[0] is not None, s[0] or 0, s[1]))
@@ -79,16 +104,23 @@ def _group(run_name, rel_dir, candidates):
     return run
 
 
-def discover_runs(storage, sniff_cache=None):
+def discover_runs(storage, sniff_cache=None, skipped=None):
     """Every run under the storage root: {run name: RunFiles}, run names sorted.
 
-    The run at the root itself is named "."; others by their relative directory. `sniff_cache`
-    (a dict) remembers which plain `.json` files (by path and size) are traces, so rescans do
-    not reread them.
+    The run at the root itself is named "."; others by their relative directory (`printable`).
+    `sniff_cache` (a dict) remembers which plain `.json` files (by path and size) are traces,
+    so rescans do not reread them. What is not scanned (a directory that cannot be listed or
+    is too deep, a plain `.json` that cannot be read, a name that collides with another once
+    escaped) is appended to the list `skipped` as a `Skipped`; the rest is still discovered.
     """
     sniff_cache = {} if sniff_cache is None else sniff_cache
+    skipped = [] if skipped is None else skipped
     runs = {}
-    for rel_dir, names in storage.walk():
+
+    def skip(rel, reason):
+        skipped.append(Skipped(printable(rel), reason))
+
+    for rel_dir, names in storage.walk(on_skip=skip):
         candidates = []
         for file_name in names:
             parsed = parse_trace_file_name(file_name)
@@ -104,10 +136,16 @@ def discover_runs(storage, sniff_cache=None):
                 key = (rel, storage.stat(rel).size)
                 if key not in sniff_cache:
                     sniff_cache[key] = looks_like_trace(storage.read_head(rel, SNIFF_BYTES))
-            except TraceError:
+            except TraceError as exc:
+                skip(rel, exc.reason)
                 continue
             if sniff_cache[key]:
                 candidates.append((plain.group("worker"), None, file_name))
-        if candidates:
-            runs[rel_dir] = _group(rel_dir, rel_dir, candidates)
+        if not candidates:
+            continue
+        name = printable(rel_dir)
+        if name in runs:  # `a\\xff` spelled out and `a` + byte 0xff: one name, two directories
+            skip(rel_dir, f"its name shown escaped, {name!r}, is also another directory's: not listed")
+            continue
+        runs[name] = _group(name, rel_dir, candidates)
     return dict(sorted(runs.items()))

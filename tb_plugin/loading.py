@@ -7,16 +7,19 @@ remembered with the file's size and mtime, so a file that changes (a trace still
 written, a fixed file) is tried again and a broken one is not reparsed on every request.
 """
 
+import gzip
 import logging
+import os
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-from .discovery import SNIFF_BYTES, discover_runs, looks_like_trace
+from .discovery import SNIFF_BYTES, discover_runs, looks_like_trace, printable
 from .errors import TraceError
 from .stages import STAGE_QUEUED, STAGE_READING
 from .storage import GZIP_MAGIC, Storage, inflate_head
@@ -111,6 +114,8 @@ class RunStore:
         self._stop = threading.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb_plugin_load")
         self.scan_error = ""
+        # What the last scan could not look at (`discovery.Skipped`): shown with the run list.
+        self.scan_skipped = []
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -142,8 +147,10 @@ class RunStore:
             try:
                 if self._storage is None:
                     self._storage = Storage(self.logdir)
-                runs = discover_runs(self._storage, self._sniff_cache)
+                skipped = []
+                runs = discover_runs(self._storage, self._sniff_cache, skipped)
                 self.scan_error = ""
+                self.scan_skipped = skipped
             except Exception as exc:  # a broken logdir must not kill the thread
                 logger.warning("scanning %s failed: %s", self.logdir, exc)
                 self.scan_error = f"cannot scan the log directory: {exc}"
@@ -182,7 +189,7 @@ class RunStore:
                     "loaded": sum(s.status in ("ready", "error") for s in states),
                     "loading": any(s.status == "loading" for s in states),
                     "errors": [
-                        {"worker": f.worker, "span": f.span, "path": f.path, "reason": s.error}
+                        {"worker": f.worker, "span": f.span, "path": printable(f.path), "reason": s.error}
                         for f, s in zip(files, states) if s.status == "error"
                     ],
                 })
@@ -205,24 +212,58 @@ class RunStore:
             raise NotFound(f"worker {worker!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
         return spans[span - 1]
 
+    def run_directory(self, run, worker, span):
+        """The local directory holding one span's trace file; None for a remote log directory."""
+        path = self.span_file(run, worker, span).path
+        return None if self._storage.remote else os.path.dirname(self._storage.resolve(path))
+
     def open_file(self, run, worker, span):
         """(relative path, binary file object as stored, whether it is gzip) of one span's
-        trace file, positioned at its start; the caller closes it."""
+        trace file, positioned at its start; the caller closes it. Errors name the file by its
+        path relative to the log directory, as every reply does."""
         path = self.span_file(run, worker, span).path
-        stored = self._storage.open_stored(path)
+        try:
+            stored = self._storage.open_stored(path)
+        except TraceError as exc:
+            raise TraceError(path, exc.reason) from None
         try:
             head = stored.read(SNIFF_BYTES)
+            is_gzip = head.startswith(GZIP_MAGIC)
+            # Discovery follows symlinks, and a `*.pt.trace.json` name proves nothing: a link
+            # to /etc/passwd named like a trace was streamed out verbatim. Only what looks like
+            # a Kineto trace (judged on the handle that is sent) is handed out as one.
+            if not looks_like_trace(inflate_head(head, SNIFF_BYTES)):
+                raise TraceError(path, "not a Kineto trace: the file is not served")
+            # A look at the head is not enough for a file from outside the log directory: a
+            # `{"traceEvents": [SECRET...` file passed it. That one is served only once the
+            # same handle parsed as a trace, as a load would parse it.
+            if self._storage.leaves_root(path, stored):
+                self._check_parses(path, stored, is_gzip)
             stored.seek(0)
-        except (OSError, ValueError) as exc:
+        except BaseException as exc:
             stored.close()
-            raise TraceError(self._storage.display(path), f"cannot read the file ({exc})") from None
-        # Discovery follows symlinks, and a `*.pt.trace.json` name proves nothing: a link to
-        # /etc/passwd named like a trace was streamed out verbatim. Only what looks like a
-        # Kineto trace (judged on the handle that is sent) is handed out as one.
-        if not looks_like_trace(inflate_head(head, SNIFF_BYTES)):
-            stored.close()
-            raise TraceError(self._storage.display(path), "not a Kineto trace: the file is not served")
-        return path, stored, head.startswith(GZIP_MAGIC)
+            if isinstance(exc, (OSError, ValueError, EOFError, zlib.error)):
+                raise TraceError(path, f"cannot read the file ({exc})") from None
+            raise
+        return path, stored, is_gzip
+
+    def _check_parses(self, path, stored, is_gzip):
+        """Raise `TraceError` unless the whole of `stored` (from its start) parses as a trace
+        within the memory budget."""
+        from .trace.parse import parse_trace
+
+        limit = self.max_parse_bytes // PARSE_PEAK_FACTOR
+        stored.seek(0)
+        # The inflated bytes are counted as they come: a gzip bomb stops at the limit.
+        source = gzip.GzipFile(fileobj=stored) if is_gzip else stored
+        data = source.read(limit + 1)
+        if len(data) > limit:
+            raise TraceError(path, f"not served: the file is outside the log directory and larger than the "
+                                   f"{limit >> 20} MB it can be checked within (--profiler_max_memory_mb)")
+        try:
+            parse_trace(data, path)
+        except TraceError as exc:
+            raise TraceError(path, f"not served: the file is outside the log directory and not a trace: {exc.reason}") from None
 
     def profile(self, run, worker, span):
         """The `Profile`, or a `Loading` while it is parsed; raises `NotFound`/`TraceError`."""

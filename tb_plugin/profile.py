@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .discovery import discover_runs
+from .discovery import discover_runs, printable
 from .errors import TraceError
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import Storage, TraceBytes, open_single
@@ -149,7 +149,7 @@ class Profile:
         ]
         used_devices = sorted(set(np.concatenate([t["device"].to_numpy() for t in (m.kernels, m.memcpy, m.memset)]).tolist()))
         return {
-            "source": self.source,
+            "source": printable(self.source),
             "device_type": self.device_type,
             "devices": devices,
             "devices_used": [int(d) for d in used_devices],
@@ -309,8 +309,8 @@ class _TopLevelOnly:
     def __getattr__(self, name):
         return getattr(self._storage, name)
 
-    def walk(self):
-        for rel_dir, names in self._storage.walk():
+    def walk(self, on_skip=None):
+        for rel_dir, names in self._storage.walk(on_skip):
             if rel_dir == ".":
                 yield rel_dir, names
             return

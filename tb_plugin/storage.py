@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from .errors import PathOutsideLogdirError, TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
+# How many directory levels below the root a walk descends: deeper trees (a directory nested
+# 1,400 levels took the whole scan down with the recursion limit) are reported, not walked.
+MAX_SCAN_DEPTH = 64
+_WINDOWS_PATHS = os.name == "nt"
 # A 10-byte header, an empty deflate block and an 8-byte trailer: the shortest complete gzip file.
 _GZIP_MIN_SIZE = 20
 
@@ -186,8 +190,14 @@ class Storage:
 
     def resolve(self, rel):
         """Absolute path (or bucket key) of `rel`, refusing anything that leaves the root."""
-        rel = str(rel).replace("\\", "/")
-        if rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
+        rel = str(rel)
+        # Only Windows reads "\\" as a separator and "C:" as a drive; elsewhere both are plain
+        # characters of a name (a worker file named "a\\b" or "C:x" is in its directory).
+        if _WINDOWS_PATHS and not self.remote:
+            rel = rel.replace("\\", "/")
+            if len(rel) > 1 and rel[1] == ":":
+                raise PathOutsideLogdirError(rel, "absolute paths are not accepted")
+        if rel.startswith("/"):
             raise PathOutsideLogdirError(rel, "absolute paths are not accepted")
         normalised = posixpath.normpath(rel) if rel else "."
         if normalised == ".." or normalised.startswith("../"):
@@ -298,54 +308,108 @@ class Storage:
         except (OSError, ValueError) as exc:
             raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
 
+    def leaves_root(self, rel, stored):
+        """True when `stored`, the local file `rel` opened by `open_stored`, lies outside the
+        root's real path: it was reached through a symbolic link leading out. Judged on the
+        open handle where the system tells its path (a link swapped after the open changes
+        nothing). Remote files never do."""
+        if self.remote:
+            return False
+        handle_path = f"/proc/self/fd/{stored.fileno()}"
+        real = os.readlink(handle_path) if os.path.islink(handle_path) else os.path.realpath(self.resolve(rel))
+        return not _inside(real, os.path.realpath(self.root))
+
     def read_head(self, rel, size=4096):
         """The first `size` bytes of the (decompressed) file, to sniff its type."""
         return inflate_head(self.read_bytes(rel, limit=size), size)
 
-    def walk(self):
-        """Yield `(relative_dir, [file names])` for every directory below the root.
+    def walk(self, on_skip=None):
+        """Yield `(relative_dir, [file names])` for every directory below the root, the root first.
 
-        Local symlinks are followed, each real directory visited once, so link loops end.
+        Local symlinks are followed, each real directory visited once, so link loops end. A
+        directory that cannot be listed, or lies more than `MAX_SCAN_DEPTH` levels below the
+        root, is not walked (nor what it holds) and is reported as `on_skip(relative_dir,
+        reason)`; the walk goes on with the rest. The walk keeps its own stack: a tree of any
+        depth costs no recursion.
         """
+        report = on_skip or _no_skip_report
         if self.remote:
-            try:
-                entries = self.fs.find(self.root, withdirs=False, detail=False)
-            except (OSError, ValueError):
-                return
-            by_dir = {}
-            for full in entries:
-                if full.endswith("/"):
-                    continue  # a zero-byte "folder" marker object, not a file
-                rel = posixpath.relpath(full, self.root)
-                if rel == ".":
-                    continue
-                parent, name = posixpath.split(rel)
-                by_dir.setdefault(parent or ".", []).append(name)
-            # The root first, as os.walk does (load_run reads only the first item), then the rest.
-            yield from sorted(by_dir.items(), key=lambda item: (item[0] != ".", item[0]))
+            yield from self._walk_remote(report)
             return
         seen = set()
         real_root = os.path.realpath(self.root)
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=True):
-            real = os.path.realpath(dirpath)
+        pending = [(".", self.root)]
+        while pending:
+            rel, full = pending.pop()
+            real = os.path.realpath(full)
             if real in seen:
-                dirnames[:] = []
                 continue
             seen.add(real)
-            # A link to a directory inside the root is not followed: that directory is walked
-            # under its own name (an `alias -> run` link sorting first hid `run` behind it).
-            dirnames[:] = sorted(d for d in dirnames if not _links_into(os.path.join(dirpath, d), real_root))
-            rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
-            yield rel, sorted(filenames)
+            try:
+                with os.scandir(full) as listing:
+                    entries = list(listing)
+            except OSError as exc:
+                report(rel, f"cannot list the directory ({exc.strerror or exc})")
+                continue
+            files, dirs = [], []
+            for entry in entries:
+                try:
+                    is_dir = entry.is_dir()  # follows links, as discovery does
+                except OSError:
+                    is_dir = False
+                (dirs if is_dir else files).append(entry.name)
+            yield rel, sorted(files)
+            depth = 0 if rel == "." else rel.count("/") + 1
+            # Pushed in reverse, so subdirectories are walked in name order.
+            for name in sorted(dirs, reverse=True):
+                child_rel = name if rel == "." else f"{rel}/{name}"
+                child = os.path.join(full, name)
+                # A link to a directory inside the root is not followed: that directory is
+                # walked under its own name (an `alias -> run` link sorting first hid `run`).
+                if _links_into(child, real_root):
+                    continue
+                if depth + 1 > MAX_SCAN_DEPTH:
+                    report(child_rel, f"more than {MAX_SCAN_DEPTH} levels below the log directory: not scanned")
+                    continue
+                pending.append((child_rel, child))
+
+    def _walk_remote(self, report):
+        try:
+            entries = self.fs.find(self.root, withdirs=False, detail=False)
+        except (OSError, ValueError) as exc:
+            report(".", f"cannot list the directory ({exc})")
+            return
+        by_dir, too_deep = {}, set()
+        for full in entries:
+            if full.endswith("/"):
+                continue  # a zero-byte "folder" marker object, not a file
+            rel = posixpath.relpath(full, self.root)
+            if rel == ".":
+                continue
+            parent, name = posixpath.split(rel)
+            parts = parent.split("/") if parent else []
+            if len(parts) > MAX_SCAN_DEPTH:
+                too_deep.add("/".join(parts[:MAX_SCAN_DEPTH + 1]))
+                continue
+            by_dir.setdefault(parent or ".", []).append(name)
+        for rel in sorted(too_deep):
+            report(rel, f"more than {MAX_SCAN_DEPTH} levels below the log directory: not scanned")
+        # The root first, as the local walk does (load_run reads only the first item), then the rest.
+        yield from sorted(by_dir.items(), key=lambda item: (item[0] != ".", item[0]))
+
+
+def _no_skip_report(rel, reason):
+    pass
 
 
 def _links_into(path, real_root):
     """True when `path` is a symbolic link to somewhere inside `real_root` (or to it)."""
-    if not os.path.islink(path):
-        return False
-    target = os.path.realpath(path)
+    return os.path.islink(path) and _inside(os.path.realpath(path), real_root)
+
+
+def _inside(real_path, real_root):
     try:
-        return os.path.commonpath([target, real_root]) == real_root
+        return os.path.commonpath([real_path, real_root]) == real_root
     except ValueError:  # different drives
         return False
 

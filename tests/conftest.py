@@ -109,3 +109,32 @@ def tensorboard(logdir, log_path, path_prefix="", extra_args=()):
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+@contextlib.contextmanager
+def deep_directory(parent, levels, name="d"):
+    """`parent/name/name/...`, `levels` deep, made and removed one level at a time through
+    directory descriptors: `os.makedirs` and `shutil.rmtree` recurse once per level and stop
+    at Python's recursion limit (~1,000) on such a tree. Yields the top directory."""
+    top = os.open(parent, os.O_RDONLY)
+    current = top
+    try:
+        for _ in range(levels):
+            os.mkdir(name, dir_fd=current)
+            below = os.open(name, os.O_RDONLY, dir_fd=current)
+            if current != top:
+                os.close(current)
+            current = below
+        if current != top:
+            os.close(current)
+        yield Path(parent) / name
+    finally:
+        os.close(top)
+        # Bottom up, by path (2 characters a level: within PATH_MAX for a few thousand levels).
+        for depth in range(levels, 0, -1):
+            level = os.path.join(parent, *[name] * depth)
+            with contextlib.suppress(FileNotFoundError):
+                for entry in os.scandir(level):
+                    if not entry.is_dir(follow_symlinks=False):
+                        os.unlink(entry.path)
+                os.rmdir(level)

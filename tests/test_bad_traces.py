@@ -119,3 +119,29 @@ def test_load_run_says_when_there_is_no_directory(tmp_path):
         tb_plugin.load_run(tmp_path)
     assert "no trace files" in empty.value.reason
     assert tb_plugin.load_run(tmp_path / "run").workers == ["w"]
+
+
+def test_trace_file_linked_in_from_outside_serves_exactly_what_loads(tmp_path):
+    """Each corpus file as the target of a `*.pt.trace.json` link from a run directory into a
+    folder outside the log directory (the corpus itself): /trace_file hands it out, byte for
+    byte, exactly when it loads as a trace, and otherwise answers 422 with none of its bytes
+    (a file whose head held "traceEvents" was streamed out whole before)."""
+    root = tmp_path / "logdir"
+    for name in EXPECTED:
+        link = root / run_name(name) / ("worker0.pt.trace.json" + (".gz" if name.endswith(".gz") else ""))
+        link.parent.mkdir(parents=True)
+        os.symlink(BAD / name, link)
+    plugin, client = make_client(root)
+    plugin.store.wait_for_scan(30)
+    try:
+        for name, expected in sorted(EXPECTED.items()):
+            response = client.get(f"{PREFIX}/trace_file?run={run_name(name)}&worker=worker0")
+            if expected["status"] == 200:
+                assert response.status_code == 200 and response.data == (BAD / name).read_bytes(), name
+            else:
+                assert response.status_code == 422, (name, response.status_code)
+                body = response.get_json()
+                assert body["error"] == "bad_trace" and body["path"].startswith(f"{run_name(name)}/worker0.pt.trace.json")
+                assert b"SECRET" not in response.data
+    finally:
+        plugin.store.stop()

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from tb_plugin.discovery import SNIFF_BYTES, discover_runs, parse_trace_file_name
-from tb_plugin.storage import Storage
+from tb_plugin.discovery import SNIFF_BYTES, Skipped, discover_runs, parse_trace_file_name
+from tb_plugin.storage import MAX_SCAN_DEPTH, Storage
 
-from .conftest import op, write_trace
+from .conftest import deep_directory, op, write_trace
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -76,11 +76,21 @@ def test_link_to_a_run_inside_the_logdir_does_not_rename_it(tmp_path):
     assert runs["run"].workers["w"][0].path == "run/w.pt.trace.json"
 
 
-@pytest.mark.parametrize("rel", ["..", "../x", "a/../../x", "/etc/passwd", "C:/x", "a/./../.."])
+WINDOWS_ONLY = pytest.mark.skipif(os.name != "nt", reason="a drive or a backslash is part of a name elsewhere")
+
+
+@pytest.mark.parametrize("rel", ["..", "../x", "a/../../x", "/etc/passwd", "a/./../..",
+                                 pytest.param("C:/x", marks=WINDOWS_ONLY), pytest.param("a\\..\\..\\x", marks=WINDOWS_ONLY)])
 def test_storage_refuses_paths_leaving_the_root(tmp_path, rel):
     from tb_plugin.errors import PathOutsideLogdirError
     with pytest.raises(PathOutsideLogdirError):
         Storage(tmp_path).resolve(rel)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX names")
+@pytest.mark.parametrize("rel", ["C:/x", "a\\..\\..\\x", "\\", "run/w\\x.pt.trace.json"])
+def test_backslashes_and_colons_are_characters_of_posix_names(tmp_path, rel):
+    assert Storage(tmp_path).resolve(rel) == os.path.join(str(tmp_path), *rel.split("/"))
 
 
 def test_plain_json_sniffed_again_when_it_grows(tmp_path):
@@ -153,3 +163,101 @@ def test_tensorboard_profile_plugin_traces_are_not_runs(tmp_path):
     # the same plain file elsewhere is sniffed as a trace
     write_trace(tmp_path / "mine" / "host.trace.json.gz", [op("aten::mm", 0, 5)], gz=True)
     assert "mine" in discover_runs(Storage(str(tmp_path)))
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_reported_and_the_rest_discovered(tmp_path):
+    """A directory nested ~1,400 levels took the whole scan down ("maximum recursion depth
+    exceeded"): no runs at all. The walk keeps its own stack and stops descending at
+    MAX_SCAN_DEPTH, saying where; runs beside it, and above the bound inside it, are found."""
+    write_trace(tmp_path / "a_run" / "w.pt.trace.json", [op("a", 0, 1)])
+    write_trace(tmp_path / "z_run" / "w.pt.trace.json", [op("a", 0, 1)])
+    with deep_directory(tmp_path, 1400) as top:
+        within = top.joinpath(*["d"] * (MAX_SCAN_DEPTH - 2))  # MAX_SCAN_DEPTH - 1 levels: scanned
+        write_trace(within / "w.pt.trace.json", [op("a", 0, 1)])
+        skipped = []
+        runs = discover_runs(Storage(tmp_path), skipped=skipped)
+    deepest = "/".join(["d"] * (MAX_SCAN_DEPTH - 1))
+    assert list(runs) == ["a_run", deepest, "z_run"]
+    assert skipped == [Skipped("/".join(["d"] * (MAX_SCAN_DEPTH + 1)),
+                               f"more than {MAX_SCAN_DEPTH} levels below the log directory: not scanned")]
+
+
+def _refuse_listing(monkeypatch, refused):
+    """Listing `refused` raises PermissionError, as a chmod 000 directory does for a user
+    other than root (tests run as root, whom chmod does not stop)."""
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path) == os.fspath(refused):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_an_unreadable_run_directory_is_reported_and_the_others_found(tmp_path, monkeypatch):
+    for run in ("a", "locked", "z"):
+        write_trace(tmp_path / run / "w.pt.trace.json", [op("a", 0, 1)])
+    write_trace(tmp_path / "locked" / "inner" / "w.pt.trace.json", [op("a", 0, 1)])
+    _refuse_listing(monkeypatch, tmp_path / "locked")
+    skipped = []
+    assert list(discover_runs(Storage(tmp_path), skipped=skipped)) == ["a", "z"]
+    assert skipped == [Skipped("locked", "cannot list the directory (Permission denied)")]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root lists a chmod 000 directory anyway; the listing error is emulated in the test above")
+def test_a_chmod_000_run_directory_is_reported_and_the_others_found(tmp_path):
+    for run in ("a", "locked"):
+        write_trace(tmp_path / run / "w.pt.trace.json", [op("a", 0, 1)])
+    os.chmod(tmp_path / "locked", 0)
+    try:
+        skipped = []
+        assert list(discover_runs(Storage(tmp_path), skipped=skipped)) == ["a"]
+        assert skipped == [Skipped("locked", "cannot list the directory (Permission denied)")]
+    finally:
+        os.chmod(tmp_path / "locked", 0o755)
+
+
+def test_names_that_are_not_utf8_are_listed_escaped_and_open(tmp_path):
+    """Linux names are bytes; Python hands those that are not UTF-8 over as lone surrogates,
+    which broke every JSON reply. Runs and workers are named with the bytes escaped (\\xff),
+    and the file paths keep the real name."""
+    root = os.fsencode(tmp_path)
+    write_trace(os.fsdecode(root + b"/caf\xe9/w.pt.trace.json"), [op("a", 0, 1)])  # Latin-1 "café"
+    write_trace(os.fsdecode(root + b"/run/rank\xff.pt.trace.json"), [op("a", 0, 1)])
+    runs = discover_runs(Storage(tmp_path))
+    assert list(runs) == ["caf\\xe9", "run"]
+    assert list(runs["run"].workers) == ["rank\\xff"]
+    for run in runs.values():
+        for span in run.files():
+            assert os.path.isfile(os.path.join(root, os.fsencode(span.path)))
+    assert all(name.encode("utf-8") for name in [*runs, *runs["run"].workers])  # no surrogates left
+
+
+def test_names_equal_once_escaped_keep_the_first_and_report_the_other(tmp_path):
+    root = os.fsencode(tmp_path)
+    write_trace(os.fsdecode(root + b"/a\xff/w.pt.trace.json"), [op("a", 0, 1)])
+    write_trace(tmp_path / "a\\xff" / "w.pt.trace.json", [op("a", 0, 1)])  # the escape spelled out
+    skipped = []
+    runs = discover_runs(Storage(tmp_path), skipped=skipped)
+    assert list(runs) == ["a\\xff"]
+    assert [s.path for s in skipped] == ["a\\xff"] and "also another directory's" in skipped[0].reason
+
+
+def test_runs_route_reports_an_unreadable_run_directory(tmp_path, monkeypatch):
+    """An unreadable run directory disappeared with no message anywhere: /runs now lists it
+    under scan_errors with the reason, beside the runs that were found."""
+    from .test_api import PREFIX, make_client
+
+    for run in ("a", "locked"):
+        write_trace(tmp_path / run / "w.pt.trace.json", [op("a", 0, 1)])
+    _refuse_listing(monkeypatch, tmp_path / "locked")
+    plugin, client = make_client(tmp_path)
+    try:
+        body = client.get(f"{PREFIX}/runs").get_json()
+        assert [r["name"] for r in body["runs"]] == ["a"]
+        assert body["scan_errors"] == [{"path": "locked", "reason": "cannot list the directory (Permission denied)"}]
+        assert body["scan_error"] == ""
+    finally:
+        plugin.store.stop()

@@ -422,3 +422,45 @@ def test_any_text_in_names_and_args_reads_back_exactly(name, stack, group, inden
     [row] = ops[ops["external_id"] == 1].to_dict("records")
     assert (row["name"], row["call_stack"], row["process_group_name"]) == (name, stack, group)
     assert not profile.model.anomalies
+
+
+# --- names on disk ------------------------------------------------------------------------------
+
+# A name as Linux stores it: any bytes but "/" and NUL (UTF-8 or not: Latin-1, cut multi-byte
+# sequences, lone continuation bytes ...). Worker names hold no "." (a ".<digits>" suffix is a
+# span stamp).
+_NAME_BYTES = st.one_of(st.binary(min_size=1, max_size=24), st.text(min_size=1, max_size=8).map(str.encode))
+DIR_NAMES = _NAME_BYTES.filter(lambda b: b"/" not in b and b"\x00" not in b and b not in (b".", b".."))
+WORKER_NAMES = _NAME_BYTES.filter(lambda b: not set(b) & set(b"/.\x00"))
+
+
+@settings(PROPERTY_SETTINGS, max_examples=min(EXAMPLES, 40))
+@given(run=DIR_NAMES, worker=WORKER_NAMES)
+def test_any_bytes_in_run_and_worker_names_are_listed_and_served(run, worker):
+    """Whatever bytes name a run directory and a trace file, /runs answers, the run and worker
+    are listed as the bytes read as UTF-8 with the others escaped (`\\xff`), and that name
+    opens the trace and downloads its file."""
+    from urllib.parse import urlencode
+
+    from .test_api import PREFIX, make_client, wait_route
+
+    with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
+        folder = os.path.join(os.fsencode(tmp), run)
+        os.mkdir(folder)
+        data = json.dumps({"traceEvents": [op("ProfilerStep#1", 0, 10, cat="user_annotation"), op("aten::mm", 1, 5)]}).encode()
+        with open(os.path.join(folder, worker + b".pt.trace.json"), "wb") as fh:
+            fh.write(data)
+        plugin, client = make_client(tmp)
+        try:
+            listing = client.get(f"{PREFIX}/runs")
+            assert listing.status_code == 200
+            run_name, worker_name = run.decode("utf-8", "backslashreplace"), worker.decode("utf-8", "backslashreplace")
+            assert [(r["name"], r["workers"]) for r in listing.get_json()["runs"]] == [(run_name, [worker_name])]
+            query = urlencode({"run": run_name, "worker": worker_name})
+            assert client.get(f"{PREFIX}/workers?{query}").get_json()["workers"] == [worker_name]
+            info = wait_route(client, f"{PREFIX}/info?{query}")
+            assert info.status_code == 200 and info.get_json()["steps"] == [1], (run, worker, info.get_json())
+            download = client.get(f"{PREFIX}/trace_file?{query}")
+            assert download.status_code == 200 and download.data == data
+        finally:
+            plugin.store.stop()

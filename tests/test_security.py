@@ -276,6 +276,40 @@ def test_every_route_sets_nosniff_and_a_data_content_type(world):
     assert {200, 400, 404, 422} <= seen
 
 
+def test_every_route_answers_other_methods_405_with_allow(world):
+    """RFC 9110: a 405 says which methods the resource supports; data and static routes alike."""
+    _, _, plugin, client = world
+    for path in sorted(plugin.get_plugin_apps()):
+        for method in ("POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
+            response = client.open(f"{PREFIX}{path}", method=method)
+            assert response.status_code == 405, (path, method, response.status_code)
+            assert response.headers["Allow"] == "GET, HEAD", (path, method)
+            assert response.get_json()["error"] == "method_not_allowed"
+
+
+def test_error_paths_are_relative_to_the_logdir_in_every_route(world):
+    """A reply naming a file gives its path under the log directory, never the server's
+    absolute path (trace_file gave it)."""
+    root, _, plugin, client = world
+    (root / "unreadable").mkdir(exist_ok=True)
+    os.symlink(root / "unreadable" / "missing.json", root / "unreadable" / "worker0.pt.trace.json")  # dangling
+    plugin.store.rescan()
+    try:
+        named = []
+        for path in SPEC["paths"]:
+            if "run" not in dict(route_parameters(path)):
+                continue
+            response = wait_route(client, f"{PREFIX}{path}?{valid_query(path).replace('run=cpu_cnn', 'run=unreadable')}")
+            if response.status_code == 422:
+                named.append((path, response.get_json()["path"]))
+        assert len(named) > 10 and {p for _, p in named} == {"unreadable/worker0.pt.trace.json"}, named
+        trace_file = client.get(f"{PREFIX}/trace_file?run=unreadable&worker=worker0")
+        assert trace_file.status_code == 422 and trace_file.get_json()["path"] == "unreadable/worker0.pt.trace.json"
+    finally:
+        (root / "unreadable" / "worker0.pt.trace.json").unlink()
+        plugin.store.rescan()
+
+
 def test_names_from_traces_come_back_as_data(world):
     _, _, _, client = world
     worker = quote(MARKUP, safe="")
@@ -320,6 +354,7 @@ def test_trace_named_symlink_to_a_file_outside_is_not_served(tmp_path):
             assert response.status_code == 422, worker
             assert b"the secret" not in response.data
             assert response.get_json()["reason"] == "not a Kineto trace: the file is not served"
+            assert response.get_json()["path"] == f"run/{worker}.pt.trace.json" + (".gz" if worker == "leakgz" else "")
         download = client.get(f"{PREFIX}/trace_file?run=run&worker=good")
         assert download.status_code == 200 and download.headers["Content-Type"] == "application/gzip"
         assert download.data == good.read_bytes()

@@ -32,6 +32,9 @@ def cases():
     yield "gzip_magic_only.pt.trace.json.gz", gzip.compress(good, mtime=0)[:2], 422, "shorter than any complete gzip file"
     yield "gzip_header_cut.pt.trace.json.gz", gzip.compress(good, mtime=0)[:6], 422, "shorter than any complete gzip file"
     yield "not_a_trace.pt.trace.json", b'{"model": "resnet", "lr": 0.1}', 422, "no 'traceEvents'"
+    # Starts like a trace (what a sniff of the head sees) and is not one: linked in from outside
+    # the log directory, /trace_file streamed it out whole (issue 19).
+    yield "secret_after_trace_key.pt.trace.json", b'{"traceEvents": [SECRET not json]}', 422, "not valid JSON"
     yield "scalar.pt.trace.json", b"3.14", 422, "not an object or array"
     yield "binary.pt.trace.json", bytes(range(256)) * 4, 422, "not valid JSON"
     yield "trace_events_not_list.pt.trace.json", b'{"traceEvents": {"a": 1}}', 422, "traceEvents"

@@ -1,22 +1,23 @@
-"""The page among other frames and other data: VS Code's jump to source (two nested foreign
-frames recording the message), trace names holding markup (shown as text, never run), a
-broken run (its reason shown, the other runs unaffected), and a GPU the trace does not
-describe (no deviceProperties)."""
+"""The page among other frames and other data: VS Code's jump to source (TensorBoard's page in
+a foreign frame that filters messages as VS Code's webview does), trace names holding markup
+(shown as text, never run), a broken run (its reason shown, the other runs unaffected), a
+GPU the trace does not describe (no deviceProperties), and a log directory with a name that
+is not UTF-8 and a tree too deep to scan."""
 
 import functools
 import http.server
+import importlib.util
 import json
+import os
 import threading
 import urllib.error
-import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 
-from ..conftest import free_port, kernel, op, runtime, write_trace
+from ..conftest import deep_directory, free_port, kernel, op, runtime, write_trace
 from .conftest import PLUGIN, READY, Watch, after, api, open_page, screenshot, tensorboard
-
-CPU = {"run": "cpu_cnn", "worker": "worker0", "span": 1}
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -24,18 +25,49 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+SOURCE_RUN = "with_sources"
+# Innermost first, as PyTorch writes them: paths relative to the sys.path entry of the module.
+SOURCE_STACK = ["train.py(7): step", "torch/nn/modules/module.py(1782): _call_impl", "train.py(1): <module>"]
+
+
+@pytest.fixture(scope="module")
+def source_server(tmp_path_factory):
+    """A real tensorboard over a run whose operator's stack names `train.py` (which lies in
+    the run's directory, as a script saved beside its traces does) and a torch module."""
+    root = tmp_path_factory.mktemp("source_logdir")
+    events = [op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+              op("aten::mm", 10, 50, **{"External id": 1, "Call stack": ";".join(SOURCE_STACK)})]
+    write_trace(root / SOURCE_RUN / "worker0.pt.trace.json", events)
+    (root / SOURCE_RUN / "train.py").write_text("import torch\n")
+    with tensorboard(root, root.parent / "source_tensorboard.log") as base:
+        yield base, root / SOURCE_RUN
+
+
+# The listener of VS Code's TensorBoard webview (microsoft/vscode-tensorboard src/session.ts,
+# getHtml): messages from another origin than TensorBoard's, or without a filename or a
+# truthy line, are dropped; the rest become {filename, line}.
+_VSCODE_WEBVIEW = """<!doctype html><link rel=icon href='data:,'><title>webview</title><pre id=log></pre>
+<script>
+  window.accepted = []; window.dropped = [];
+  addEventListener('message', (event) => {
+    if (!%(tensorboard)s.startsWith(event.origin) || !event.data || !event.data.filename || !event.data.line) {
+      window.dropped.push({data: event.data, origin: event.origin});
+      return;
+    }
+    window.accepted.push({filename: event.data.filename, line: event.data.line});
+    document.getElementById('log').textContent = JSON.stringify(window.accepted);
+  });
+</script>
+<iframe id=tensorboard src=%(page)s style='width:1380px;height:900px;border:0'></iframe>"""
+
+
 @pytest.fixture
-def vscode_like(tmp_path, server):
-    """outer.html (records messages) > middle.html > the plugin page, from another origin."""
-    plugin = f"{server}{PLUGIN}/index.html?{urllib.parse.urlencode({**CPU, 'view': 'operator'})}"
-    (tmp_path / "outer.html").write_text(
-        "<!doctype html><link rel=icon href='data:,'><title>webview</title><pre id=log></pre>"
-        "<iframe id=webview src='middle.html' style='width:1380px;height:900px;border:0'></iframe>"
-        "<script>window.messages = [];"
-        "addEventListener('message', (e) => { messages.push({data: e.data, origin: e.origin});"
-        "document.getElementById('log').textContent = JSON.stringify(messages); });</script>")
-    (tmp_path / "middle.html").write_text(
-        f"<!doctype html><iframe id=tensorboard src='{plugin}' style='width:1360px;height:880px;border:0'></iframe>")
+def vscode_webview(tmp_path, source_server):
+    """outer.html, from another origin, frames TensorBoard's own page (which frames the
+    plugin's two frames) and listens as VS Code's webview does."""
+    base = source_server[0]
+    (tmp_path / "outer.html").write_text(_VSCODE_WEBVIEW % {"tensorboard": json.dumps(base + "/"),
+                                                            "page": json.dumps(f"{base}/#pytorch_profiler")})
     handler = functools.partial(_QuietHandler, directory=str(tmp_path))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -46,23 +78,34 @@ def vscode_like(tmp_path, server):
     thread.join(10)
 
 
-def test_vscode_jump_to_source_posts_file_and_zero_based_line(page, vscode_like, server):
-    page.goto(vscode_like)
-    plugin = page.frame_locator("#webview").frame_locator("#tensorboard")
+def test_vscode_jump_to_source_lands_through_tensorboards_page(page, vscode_webview, source_server):
+    """Each frame of a stack, clicked in the plugin inside TensorBoard's page inside a VS
+    Code-like webview, reaches the webview's listener as `{filename, line}` that VS Code
+    opens: an absolute path that exists (the trace's `train.py` and `torch/...` are relative
+    and made VS Code ask the user for the file), and a line it does not drop (line 1 was
+    sent as 0, which VS Code's `!event.data.line` drops)."""
+    base, run_dir = source_server
+    torch_root = Path(importlib.util.find_spec("torch").origin).parent.parent  # site-packages of this Python
+    expected = [{"filename": str(run_dir / "train.py"), "line": 6},
+                {"filename": str(torch_root / "torch/nn/modules/module.py"), "line": 1781},
+                {"filename": str(run_dir / "train.py"), "line": 1}]  # line 1: the nearest VS Code selects
+    page.goto(vscode_webview)
+    tensorboard_page = page.frame_locator("#tensorboard")
+    plugin = tensorboard_page.frame_locator("iframe").first.frame_locator("iframe").first
     plugin.locator(READY).wait_for(state="attached")
-    first = plugin.locator("[data-table=operators] tbody tr").first
-    name = first.locator("td.first").inner_text()
-    first.locator("button.expander").click()
-    stacks = api(server, "operator_stacks", **CPU, name=name)["stacks"]
-    target = next(f for f in stacks[0]["frames"] if f["file"] and f["line"] is not None)
-    link = plugin.locator("[data-testid=stacks] .call-stack").first.locator("a.source-link").first
-    assert link.inner_text() == target["text"]
-    link.click()
-    page.wait_for_selector("#log:not(:empty)")
-    messages = page.evaluate("() => window.messages")
-    assert len(messages) == 1
-    assert messages[0]["data"] == {"filename": target["file"], "line": target["line"] - 1}
-    assert messages[0]["origin"] == server
+    plugin.locator(f".run-list li[data-run={SOURCE_RUN}] button").click()
+    plugin.locator("[data-view=operator]").click()
+    row = plugin.locator("[data-table=operators] tbody tr", has_text="aten::mm").first
+    row.locator("button.expander").click()
+    links = plugin.locator("[data-testid=stacks] .call-stack").first.locator("a.source-link")
+    assert links.all_inner_texts() == SOURCE_STACK
+    for i in range(len(SOURCE_STACK)):
+        links.nth(i).click()
+        page.wait_for_function(f"() => window.accepted.length + window.dropped.length > {i}")
+    assert page.evaluate("() => window.dropped") == []
+    accepted = page.evaluate("() => window.accepted")
+    assert accepted == expected
+    assert all(os.path.isfile(m["filename"]) for m in accepted)  # VS Code's fs.existsSync
 
 
 MARKUP_OPS = ['<img src=x onerror="window.__xss=1">', "<script>window.__xss=2</script>"]
@@ -80,8 +123,11 @@ def odd_server(tmp_path_factory):
     gpu = [op("ProfilerStep#1", 0, 100), op("aten::mm", 10, 50, **{"External id": 1}),
            runtime("cudaLaunchKernel", 12, 5, correlation=7, external_id=1), kernel("gemm", 20, 30, correlation=7)]
     write_trace(root / UNDESCRIBED_GPU_RUN / "worker0.pt.trace.json", gpu)
-    with tensorboard(root, root.parent / "odd_tensorboard.log") as base:
-        yield base
+    # A run directory named in Latin-1 (not UTF-8) and a tree deeper than the scan descends.
+    write_trace(os.fsdecode(os.fsencode(root) + b"/caf\xe9/worker0.pt.trace.json"), gpu)
+    with deep_directory(root, 100):
+        with tensorboard(root, root.parent / "odd_tensorboard.log") as base:
+            yield base
 
 
 def test_trace_names_are_text_never_markup(browser, odd_server, screenshot_dir):
@@ -154,6 +200,30 @@ def test_gpu_without_device_properties_shows_dashes_not_blanks(browser, odd_serv
         values = dict(zip(card.locator("dt").all_inner_texts(), card.locator("dd").all_inner_texts()))
         assert values["Compute capability"] == "—" and values["Memory"] == "—", values
         assert all(v.strip() for v in values.values()), values
+    finally:
+        context.close()
+    watch.check()
+
+
+def test_run_named_in_latin1_opens_and_skipped_paths_are_listed(browser, odd_server, screenshot_dir):
+    """A directory name that is not UTF-8 emptied the run list (500); a tree too deep for
+    the scan vanished without a word. The run shows with the byte escaped and opens; what
+    the scan skipped is listed under the runs with its reason."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    watch = Watch(page)
+    try:
+        open_page(page, odd_server, run="caf\\xe9", view="overview")
+        assert page.locator(".run-list li.selected .run-name").inner_text() == "caf\\xe9"
+        assert page.locator("[data-gpu='0']").count() == 1
+        skipped = page.locator("[data-testid=scan-skipped]")
+        assert skipped.locator("summary").inner_text() == "1 path not scanned"
+        skipped.locator("summary").click()
+        entry = skipped.locator("li")
+        assert entry.get_attribute("data-path") == "/".join(["d"] * 65)
+        assert "more than 64 levels below the log directory: not scanned" in entry.inner_text()
+        screenshot(page, screenshot_dir, "scan_skipped_run_list")
     finally:
         context.close()
     watch.check()

@@ -28,7 +28,14 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description Why the log directory as a whole could not be scanned ("" when it was). */
                             scan_error: string;
+                            /** @description What the last scan did not look at, each with why: a directory that cannot be listed (its runs are missing), one nested deeper than the scan descends, a plain .json that cannot be read, a name that collides with another once escaped. The rest is scanned. */
+                            scan_errors: {
+                                /** @description Relative to the log directory; bytes that are not UTF-8 shown as \xff. */
+                                path: string;
+                                reason: string;
+                            }[];
                             runs: {
                                 name: string;
                                 workers: string[];
@@ -547,12 +554,7 @@ export interface paths {
                                 host_total_us?: number;
                                 device_self_us?: number;
                                 device_total_us?: number;
-                                frames?: {
-                                    file?: string | null;
-                                    line?: number | null;
-                                    function?: string;
-                                    text?: string;
-                                }[];
+                                frames?: components["schemas"]["StackFrame"][];
                             }[];
                         };
                     };
@@ -1286,7 +1288,9 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": Record<string, never>;
+                        "application/json": {
+                            call_stack?: components["schemas"]["StackFrame"][];
+                        };
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -1509,6 +1513,17 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description One call-stack frame, innermost first, as the trace wrote it (`text`, parsed into file, line and function where it has that form). */
+        StackFrame: {
+            /** @description As written: often relative to the sys.path entry of the module. */
+            file: string | null;
+            /** @description 1-based. */
+            line: number | null;
+            function: string;
+            text: string;
+            /** @description The frame's file as an absolute path on the TensorBoard machine, where exactly one existing file matches it under TensorBoard's sys.path, site-packages, working directory or the run's directory (looked up by existence only); null otherwise. */
+            path: string | null;
+        };
         FlameNode: {
             name: string;
             value: number;

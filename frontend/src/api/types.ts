@@ -28,9 +28,16 @@ export interface RunInfo {
   errors: RunError[];
 }
 
+/** A directory or file under the log directory that the scan could not look at, and why. */
+export interface ScanSkip {
+  path: string;
+  reason: string;
+}
+
 export interface RunsReply {
   runs: RunInfo[];
   scan_error: string;
+  scan_errors: ScanSkip[];
 }
 
 export interface SpansReply {
@@ -63,9 +70,12 @@ export interface OverviewReply {
 
 export interface StackFrame {
   file: string | null;
+  /** 1-based. */
   line: number | null;
   function: string;
   text: string;
+  /** The file as an absolute path on the TensorBoard machine, where exactly one matches. */
+  path: string | null;
 }
 
 export interface OperatorStack {

@@ -119,7 +119,7 @@ export function App() {
             </select>
           </label>
         </header>
-        <RunList runs={runs} selected={run?.name ?? ''} scanError={reply?.scan_error ?? ''} onSelect={(name) => select({ run: name, worker: null, span: null })} />
+        <RunList runs={runs} selected={run?.name ?? ''} scanError={reply?.scan_error ?? ''} skipped={reply?.scan_errors ?? []} onSelect={(name) => select({ run: name, worker: null, span: null })} />
         <main class="content">
           {error ? <ErrorBox title="Cannot list the runs" reason={error} /> : null}
           {!reply && !error ? <Loading label="Looking for runs…" /> : null}

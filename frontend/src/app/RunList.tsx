@@ -1,9 +1,22 @@
 // The runs found so far, with load progress and per-run errors; a run that failed shows
-// why, the others stay usable.
+// why, the others stay usable. What the scan skipped (a directory it cannot list or that is
+// nested too deep) is listed below the runs, with the reason.
 
-import type { RunInfo } from '../api/types';
+import type { RunInfo, ScanSkip } from '../api/types';
 
-export function RunList({ runs, selected, onSelect, scanError }: { runs: RunInfo[]; selected: string; onSelect: (run: string) => void; scanError: string }) {
+export function RunList({
+  runs,
+  selected,
+  onSelect,
+  scanError,
+  skipped,
+}: {
+  runs: RunInfo[];
+  selected: string;
+  onSelect: (run: string) => void;
+  scanError: string;
+  skipped: ScanSkip[];
+}) {
   return (
     <nav class="run-list" aria-label="Runs">
       <h2>Runs</h2>
@@ -35,6 +48,20 @@ export function RunList({ runs, selected, onSelect, scanError }: { runs: RunInfo
           );
         })}
       </ul>
+      {skipped.length ? (
+        <details class="scan-skipped" data-testid="scan-skipped">
+          <summary>
+            {skipped.length} {skipped.length === 1 ? 'path' : 'paths'} not scanned
+          </summary>
+          <ul>
+            {skipped.map((skip) => (
+              <li key={skip.path} class="error" data-path={skip.path}>
+                <code>{skip.path}</code>: {skip.reason}
+              </li>
+            ))}
+          </ul>
+        </details>
+      ) : null}
     </nav>
   );
 }

@@ -1,7 +1,10 @@
-// Jump to source inside VS Code's integrated TensorBoard. VS Code's Python extension shows
-// TensorBoard in a webview frame and opens `{filename, line}` (line 0-based) posted to it with
-// target origin '*'. The plugin page is reached through TensorBoard's frames, so the message
-// goes to window.parent.parent and every ancestor above it (only VS Code listens).
+// Jump to source inside VS Code's integrated TensorBoard (microsoft/vscode-tensorboard,
+// src/session.ts). Its webview frames TensorBoard and listens for `{filename, line}` posted
+// from TensorBoard's origin; it drops a message whose `line` is falsy (`!event.data.line`),
+// opens `filename` if `fs.existsSync` finds it (else asks the user to pick a file), and
+// selects `new Position(line, 0)`: the line is 0-based. The plugin page is reached through
+// TensorBoard's frames, so the message goes to window.parent.parent and every ancestor above
+// it (only VS Code listens).
 
 /** True when an ancestor frame has another origin (VS Code's webview), or `?vscode=1`. */
 export function embeddedInForeignFrame(win: Window = window): boolean {
@@ -35,8 +38,17 @@ export function sourceMessageTargets(win: Window = window): Window[] {
   return targets;
 }
 
-/** Ask VS Code to open `file` at 1-based `line` (posted 0-based, as VS Code expects). */
+/**
+ * The `line` VS Code is sent for a frame's 1-based `line`: 0-based, as its Position is. Line 1
+ * (0-based 0) would be dropped as falsy, so it is sent as 1: the file opens at its top with
+ * line 2 selected, the nearest VS Code can be asked for.
+ */
+export function vscodeLine(line: number): number {
+  return Math.max(1, Math.floor(line) - 1);
+}
+
+/** Ask VS Code to open `file` (an absolute path where the server found one) at 1-based `line`. */
 export function openSource(file: string, line: number, win: Window = window): void {
-  const message = { filename: file, line: Math.max(0, line - 1) };
+  const message = { filename: file, line: vscodeLine(line) };
   for (const target of sourceMessageTargets(win)) target.postMessage(message, '*');
 }
