@@ -44,7 +44,7 @@ def gpu_summary(model):
 
     Returns
     -------
-    DataFrame with columns device (int), name (str), memory_bytes (float, NaN when unknown),
+    DataFrame with columns device (int), name (str), memory_bytes (Int64 bytes, <NA> when unknown),
     compute_capability (str "major.minor" or ""), utilization_pct (kernel-busy time / all-steps
     time), est_sm_efficiency_pct (time integral of min(blocks per SM, 1) summed over concurrent
     kernels and capped at 1 per instant, / all-steps time), est_achieved_occupancy_pct
@@ -81,7 +81,7 @@ def gpu_summary(model):
         rows.append({
             "device": int(device),
             "name": str(p["name"]) if p is not None else "",
-            "memory_bytes": float(p["totalGlobalMem"]) if p is not None else np.nan,
+            "memory_bytes": int(p["totalGlobalMem"]) if p is not None and pd.notna(p["totalGlobalMem"]) else pd.NA,
             "compute_capability": f"{int(p['computeMajor'])}.{int(p['computeMinor'])}"
             if p is not None and pd.notna(p["computeMajor"]) and pd.notna(p["computeMinor"]) else "",
             "utilization_pct": 100 * busy / span if span > 0 else np.nan,
@@ -89,7 +89,8 @@ def gpu_summary(model):
             "est_achieved_occupancy_pct": occupancy,
             "tensor_core_kernel_pct": 100 * tc_time / launched_time if launched_time > 0 else np.nan,
         })
-    return pd.DataFrame(rows, columns=GPU_COLUMNS)
+    # A byte count is a whole number: nullable Int64, not float with NaN for "unknown".
+    return pd.DataFrame(rows, columns=GPU_COLUMNS).astype({"memory_bytes": "Int64"})
 
 
 def environment(model, device_type):
