@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 # Declared dtype -> how a column of it is held in a DataFrame and sent as JSON.
-#   int64   whole numbers; -1 means "absent" in id columns (documented per column)
+#   int64   whole numbers; -1 means "absent" in id columns (documented per column); a nullable
+#           int64 column (a count or size that may be unknown) is held as pandas' Int64
 #   int32   whole numbers in the model's compact columns (sent like int64)
 #   float64 measurements; NaN means "unknown" and is sent as null (declare the column
 #           nullable where that can happen)
@@ -42,8 +43,9 @@ UNITS = ("", "us", "bytes", "pct", "count", "flops", "tflop/s", "gb/s", "bytes/u
 class Column:
     """One column: `name` (snake_case, with a unit suffix where it has one), `dtype` (one of
     `DTYPES`), `unit` (one of `UNITS`, "" for none), `doc`, one line of meaning, and
-    `nullable`: whether a value may be missing (NaN or None, sent as JSON null). Integer and
-    bool columns cannot be: they use -1 (or False) for "absent"."""
+    `nullable`: whether a value may be missing (NaN, None or pandas' NA, sent as JSON null).
+    Only measurements, text and whole-number quantities (int64, held as pandas' nullable Int64)
+    can be; ids use -1 and flags False for "absent"."""
 
     name: str
     dtype: str
@@ -58,7 +60,7 @@ class Column:
             raise ValueError(f"column {self.name!r}: unit {self.unit!r} is not one of {UNITS}")
         if not self.doc or "\n" in self.doc:
             raise ValueError(f"column {self.name!r}: doc must be one non-empty line")
-        if self.nullable and self.dtype not in ("float64", "str"):
+        if self.nullable and self.dtype not in ("float64", "str", "int64"):
             raise ValueError(f"column {self.name!r}: {self.dtype} columns cannot hold null")
 
     @property
@@ -107,7 +109,7 @@ class Table:
         for col in self.columns:
             values = source[col.name]
             try:
-                out[col.name] = _as_dtype(values, col.dtype)
+                out[col.name] = _as_dtype(values, col.dtype, col.nullable)
             except (TypeError, ValueError) as exc:
                 raise SchemaError(f"table {self.name!r}, column {col.name!r}: {exc}") from exc
         return pd.DataFrame(out, index=pd.RangeIndex(len(source)))
@@ -117,7 +119,7 @@ class Table:
         if list(frame.columns) != self.names:
             raise SchemaError(f"table {self.name!r}: columns {list(frame.columns)} != declared {self.names}")
         for col in self.columns:
-            if not _has_dtype(frame[col.name], col.dtype):
+            if not _has_dtype(frame[col.name], col.dtype, col.nullable):
                 raise SchemaError(f"table {self.name!r}, column {col.name!r}: dtype "
                                   f"{frame[col.name].dtype} is not {col.dtype}")
 
@@ -139,9 +141,15 @@ class SchemaError(ValueError):
     """A table does not match its declaration (a bug in the view that made it)."""
 
 
-def _as_dtype(values, dtype):
+def _as_dtype(values, dtype, nullable=False):
     series = values if isinstance(values, pd.Series) else pd.Series(values)
     series = series.reset_index(drop=True)
+    if dtype == "int64" and nullable:
+        if pd.api.types.is_bool_dtype(series.dtype) or not (
+                pd.api.types.is_numeric_dtype(series.dtype) or series.dtype == object or len(series) == 0):
+            raise TypeError(f"holds {series.dtype}, not whole numbers")
+        # whole numbers and None/NaN (rows built one by one give object); a fraction or text raises
+        return series.astype("Int64")
     if dtype == "str":
         if isinstance(series.dtype, pd.CategoricalDtype):
             return series.astype(str) if not _categories_are_str(series) else series
@@ -172,7 +180,9 @@ def _categories_are_str(series):
     return series.cat.categories.dtype == object or pd.api.types.is_string_dtype(series.cat.categories.dtype)
 
 
-def _has_dtype(series, dtype):
+def _has_dtype(series, dtype, nullable=False):
+    if dtype == "int64" and nullable:
+        return series.dtype == "Int64"
     if dtype == "str":
         return series.dtype == object or pd.api.types.is_string_dtype(series.dtype) or (
             isinstance(series.dtype, pd.CategoricalDtype) and _categories_are_str(series))

@@ -68,7 +68,10 @@ def test_nullable_only_for_columns_that_can_hold_null():
     assert Column("x", "float64", "us", "may be unknown", nullable=True).nullable
     assert Column("t", "str", "", "may be absent", True).json_type == "string"
     with pytest.raises(ValueError, match="null"):
-        Column("n", "int64", "", "ids use -1 instead", nullable=True)
+        Column("n", "int32", "", "ids use -1 instead", nullable=True)
+    with pytest.raises(ValueError, match="null"):
+        Column("b", "bool", "", "flags use False instead", nullable=True)
+    assert Column("size_bytes", "int64", "bytes", "a size that may be unknown", nullable=True).nullable
     assert Table("t", "d", (Column("a", "float64", "", "x", True),)).doc_lines() == ["a (float64, nullable): x"]
 
 
@@ -105,3 +108,21 @@ def test_documented_writes_the_columns_into_the_returns_section():
         """Only a summary."""
 
     assert bare.__doc__.splitlines()[2:4] == ["Returns", "-------"]
+
+
+def test_nullable_whole_numbers_are_held_as_int64_with_na():
+    table = Table("sizes", "one thing", (Column("size_bytes", "int64", "bytes", "its size", True),))
+    frame = table.frame({"size_bytes": [1.0, float("nan"), 3]})
+    assert str(frame["size_bytes"].dtype) == "Int64"
+    assert frame["size_bytes"].tolist()[0] == 1 and frame["size_bytes"].isna().tolist() == [False, True, False]
+    table.check(frame)
+    with pytest.raises(SchemaError, match="size_bytes"):
+        table.frame({"size_bytes": [1.5]})
+
+
+def test_nullable_whole_numbers_from_rows_with_none():
+    table = Table("sizes", "one thing", (Column("size_bytes", "int64", "bytes", "its size", True),))
+    frame = table.frame({"size_bytes": pd.Series([16 << 30, None], dtype=object)})
+    assert str(frame["size_bytes"].dtype) == "Int64" and frame["size_bytes"].isna().tolist() == [False, True]
+    with pytest.raises(SchemaError, match="size_bytes"):
+        table.frame({"size_bytes": pd.Series(["16 GB"], dtype=object)})

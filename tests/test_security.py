@@ -29,7 +29,8 @@ What is tested, and how:
   answer 2xx or 4xx, never 500.
 - **Headers.** Every route (answers 200, 202, 400, 404 and 422) sets
   `X-Content-Type-Options: nosniff` and a content type from a fixed list: JSON or CSV for
-  data, gzip/JSON for /trace_file, never `text/html`; only the bundled `index.html` is HTML.
+  data, gzip/JSON for /trace_file, never `text/html`; only the bundled `index.html` is HTML,
+  and it comes with its Content-Security-Policy as a header that TensorBoard's own check accepts.
 - **Names from traces are data.** A run whose worker and operators are named with markup
   (`<img src=x onerror=alert(1)>`, `<script>`) answers them inside JSON strings or CSV
   cells under a non-HTML content type, and /trace_file quotes the file name in
@@ -221,6 +222,25 @@ def test_static_files_have_their_types_and_nosniff(world):
         assert response.headers["Content-Type"] in STATIC_TYPES, (path, response.headers["Content-Type"])
         if response.headers["Content-Type"].startswith("text/html"):
             assert path.endswith(".html"), path
+
+
+def test_page_sends_its_csp_as_a_header_tensorboard_accepts(world, monkeypatch):
+    """TensorBoard's own response check (the one that logged "Requires default-src for
+    Content-Security-Policy" on every page load while the policy was only a <meta> tag)
+    finds nothing to say about the page or any other static file."""
+    from tensorboard.backend import security_validator
+
+    _, _, plugin, client = world
+    complaints = []
+    monkeypatch.setattr(security_validator, "_maybe_raise_value_error", complaints.append)
+    validator = security_validator.SecurityValidatorMiddleware(None)
+    for path in sorted(set(plugin.get_plugin_apps()) - set(plugin.api.routes())):
+        validator._validate_headers(list(client.get(PREFIX + path).headers.items()))
+    assert complaints == []
+    page = client.get(f"{PREFIX}/index.html")
+    policy = dict(part.strip().split(" ", 1) for part in page.headers["Content-Security-Policy"].split(";"))
+    assert policy["default-src"] == "'self'" and policy["script-src"] == "'self'"
+    assert b"http-equiv" not in page.data
 
 
 def test_symlink_out_of_the_logdir_is_not_reachable_by_requests(world, opened):

@@ -124,13 +124,17 @@ def test_details_flows_search_and_summary(tmp_path):
         op("aten::mm", 0, 20, **{"External id": 3}),
         runtime("cudaLaunchKernel", 2, 3, correlation=9, external_id=3),
         kernel("gemm_kernel", 30, 10, correlation=9, grid=[4, 1, 1]),
-        op("aten::relu", 50, 5),
+        op("aten::relu", 50, 5, pid=4242, tid=25738),
     ])
     index = tb_plugin.load(path).timeline()
     s = index.slices
     k = int(s.index[s["source"] == "kernels"][0])
     details = event_details(index, k)
     assert details["name"] == "gemm_kernel" and details["fields"]["grid"] == "[4, 1, 1]"
+    # Threads are the trace's pid and tid, not the model's row numbers ("thread 0").
+    relu = event_details(index, next(i for i in range(len(s)) if index.names[s["name"].iat[i]] == "aten::relu"))
+    assert (relu["fields"]["pid"], relu["fields"]["tid"]) == ("4242", "25738") and "thread" not in relu["fields"]
+    assert (details["fields"]["pid"], details["fields"]["tid"]) == ("0", "7")
     assert details["operator"]["name"] == "aten::mm" and details["kind"] == "kernel"
     arrows = event_flows(index, details["operator"]["event"])
     assert [(a["kind"], a["to"]["event"]) for a in arrows] == [("launch", k)]

@@ -148,7 +148,9 @@ def test_gpu_summary_worked_on_paper(tmp_path):
         kernel("volta_h884gemm", 10, 20, correlation=1, **{"blocks per SM": 0.5, "est. achieved occupancy %": 40}),
         kernel("elementwise", 20, 40, correlation=2, **{"blocks per SM": 2.0, "est. achieved occupancy %": 80}),
     ], deviceProperties=[{"id": 0, "name": "Tesla V100", "totalGlobalMem": 1000, "computeMajor": 7, "computeMinor": 0}])
-    gpu = tb_plugin.load(path).gpu_summary().iloc[0]
+    summary = tb_plugin.load(path).gpu_summary()
+    assert str(summary["memory_bytes"].dtype) == "Int64"  # a byte count, never a float
+    gpu = summary.iloc[0]
     assert gpu["utilization_pct"] == pytest.approx(50)
     assert gpu["est_sm_efficiency_pct"] == pytest.approx(45)
     assert gpu["est_achieved_occupancy_pct"] == pytest.approx(200 / 3)

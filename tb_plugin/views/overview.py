@@ -24,7 +24,7 @@ GPU_SUMMARY = declare(
     "gpu_summary", "one GPU that ran kernels, within [first step start, last step end]",
     ("device", "int64", "", "device number"),
     ("name", "str", "", "device name from the trace's deviceProperties; empty when not described"),
-    ("memory_bytes", "float64", "bytes", "device memory; null when not described", NULLABLE),
+    ("memory_bytes", "int64", "bytes", "device memory; null when not described", NULLABLE),
     ("compute_capability", "str", "", "\"major.minor\"; empty when not described"),
     ("utilization_pct", "float64", "pct", "kernel-busy time / all-steps time", NULLABLE),
     ("est_sm_efficiency_pct", "float64", "pct",
@@ -103,7 +103,7 @@ def gpu_summary(model):
         rows.append({
             "device": int(device),
             "name": str(p["name"]) if p is not None else "",
-            "memory_bytes": float(p["totalGlobalMem"]) if p is not None else np.nan,
+            "memory_bytes": int(p["totalGlobalMem"]) if p is not None and pd.notna(p["totalGlobalMem"]) else pd.NA,
             "compute_capability": f"{int(p['computeMajor'])}.{int(p['computeMinor'])}"
             if p is not None and pd.notna(p["computeMajor"]) and pd.notna(p["computeMinor"]) else "",
             "utilization_pct": 100 * busy / span if span > 0 else np.nan,

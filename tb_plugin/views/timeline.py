@@ -420,6 +420,11 @@ def event_details(index, event):
     model = index.model
     table = getattr(model, source)
     fields = {column: _plain(table[column].iat[row]) for column in table.columns}
+    if "thread" in fields:
+        # The model's row in its threads table ("thread 0"), not an id from the trace: shown
+        # as the trace's pid and tid, the numbers the track names and "Where" use.
+        thread = model.threads.iloc[int(fields.pop("thread"))]
+        fields = {"pid": str(thread["pid"]), "tid": str(thread["tid"]), **fields}
     details = {**_endpoint(index, event), "name": str(index.names[s["name"].iat[event]]),
                "kind": KINDS[int(s["kind"].iat[event])], "source": source, "row": row,
                "start_us_absolute": float(model.origin_us + s["ts"].iat[event]), "fields": fields}

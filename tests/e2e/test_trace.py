@@ -207,6 +207,10 @@ def test_click_event_shows_details_of_timeline_event(page, server, screenshot_di
     assert page.get_attribute(BOX, "data-selected-event") == str(hit["event"])
     fields = page.eval_on_selector_all("[data-testid=trace-fields] dt", "els => els.map((e) => e.textContent)")
     assert set(expected["fields"]) <= set(fields)
+    # One thread id throughout: the track named under Where is the pid/tid of All fields
+    # (the model's own row number showed as "thread 0" there).
+    assert "thread" not in expected["fields"]
+    assert expected["fields"]["tid"] in page.inner_text("[data-field=event-where]")
     if expected.get("call_stack"):
         text = page.inner_text("[data-testid=trace-stack]")
         for frame in expected["call_stack"]:

@@ -46,6 +46,11 @@ export interface SpansReply {
   spans: { span: number; stamp: number | null; file: string }[];
 }
 
+/** The part of /info the page reads. */
+export interface InfoReply {
+  device_type: string;
+}
+
 export type ViewName = 'overview' | 'operator' | 'kernel' | 'trace' | 'memory' | 'module' | 'distributed' | 'diff';
 
 export interface ViewsReply {

@@ -6,7 +6,7 @@ import { describeError, fetchJson } from '../api/client';
 import type { RunInfo, RunsReply, SpansReply, ViewName, ViewsReply } from '../api/types';
 import { useApi } from '../api/useApi';
 import { beginWork } from '../base/ready';
-import { setParams } from '../base/url';
+import { selectProfile, setParams } from '../base/url';
 import { ErrorBox, Loading } from '../components/Status';
 import { ThemeContext, useTheme } from '../components/theme';
 import { useUrlParam } from '../components/useUrlParam';
@@ -86,7 +86,7 @@ export function App() {
     setParams(values);
   }, [run?.name, worker, span, view, spans.status, views.status]);
 
-  const select = (values: Record<string, string | number | null>) => setParams(values);
+  const select = (values: Record<string, string | number | null>) => selectProfile(values);
   const View = VIEWS.find((v) => v.name === view)?.component;
 
   return (

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { axisText, byteTickInterval, deltaSign, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
+import { axisText, byteTickInterval, plural, roundAxis, timeTickInterval, deltaSign, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
 
 describe('formatDuration', () => {
   it('keeps microseconds below a millisecond, one decimal, no trailing zero', () => {
@@ -103,5 +103,26 @@ describe('axes', () => {
     expect(labels(700)).toEqual(['0 B', '256 B', '512 B', '768 B']);
     expect(labels(900 * 1024)).toEqual(['0 B', '256 KB', '512 KB', '768 KB', '1 MB']);
     expect(byteTickInterval(0)).toBe(1);
+  });
+  it('spaces time ticks by 1, 2 or 5 times a power of ten, from a round start', () => {
+    const labels = (min: number, max: number) => {
+      const axis = roundAxis(min, max, timeTickInterval(max - min));
+      const out: string[] = [];
+      for (let v = axis.min; v <= axis.max + 1e-9; v += axis.interval) out.push(axisText(formatDuration(v)));
+      return out;
+    };
+    // The memory curve of a trace starting at 297.6 µs and ending at 1.03 s.
+    expect(labels(297.6, 1_030_000)).toEqual(['0 µs', '200 ms', '400 ms', '600 ms', '800 ms', '1 s', '1.2 s']);
+    expect(labels(2_000, 5_000)).toEqual(['2 ms', '2.5 ms', '3 ms', '3.5 ms', '4 ms', '4.5 ms', '5 ms']);
+    expect(timeTickInterval(0)).toBe(1);
+    expect(roundAxis(5, 5, 1)).toEqual({ min: 5, max: 6, interval: 1 });
+  });
+});
+
+describe('plural', () => {
+  it('says "1 track", "2 tracks"', () => {
+    expect(plural(1, 'track')).toBe('1 track');
+    expect(plural(2, 'track')).toBe('2 tracks');
+    expect(plural(1200, 'event')).toBe('1,200 events');
   });
 });

@@ -97,3 +97,23 @@ export function byteTickInterval(maxBytes: number, ticks = 5): number {
   }
   return Math.ceil(target / 1024 ** 4) * 1024 ** 4;
 }
+
+/** Tick spacing for a time axis (µs) spanning `spanUs` with about `ticks` intervals: 1, 2 or 5
+ * times a power of ten, so formatDuration's labels read "200 ms", "400 ms", never "297.6 µs". */
+export function timeTickInterval(spanUs: number, ticks = 6): number {
+  const target = Number.isFinite(spanUs) && spanUs > 0 ? spanUs / ticks : 1;
+  const decade = 10 ** Math.floor(Math.log10(target));
+  return ([1, 2, 5, 10].find((step) => step * decade >= target) ?? 10) * decade;
+}
+
+/** An axis from a round tick at or below `min` to one at or above `max`: the first and last
+ * labels are round too, and none sits beside an odd end value ("1 s" next to "1.03 s"). */
+export function roundAxis(min: number, max: number, interval: number): { min: number; max: number; interval: number } {
+  const lo = Math.floor(min / interval) * interval;
+  return { min: lo, max: Math.max(Math.ceil(max / interval) * interval, lo + interval), interval };
+}
+
+/** "1 track", "3 tracks": `count` with the word in the singular or plural. */
+export function plural(count: number, word: string, pluralWord = `${word}s`): string {
+  return `${count.toLocaleString('en-US')} ${count === 1 ? word : pluralWord}`;
+}

@@ -3,6 +3,17 @@
 // reloads, no history entries per click. A tiny store: read, write, subscribe.
 
 type Listener = () => void;
+
+/**
+ * Selections made on one profile (run / worker / span): the Trace window and selected event,
+ * the Memory range, Diff's comparison (B, chosen relative to A) and the operator searched for
+ * from an event. Times and event ids mean nothing in another profile, so the shell drops these
+ * whenever the profile changes. View settings (group_by, top, device, trace_python, trace_q,
+ * the Distributed step) stay: each view checks them against the new profile's data (a step
+ * number or device it does not have falls back to the default).
+ */
+export const PROFILE_SELECTIONS = ['trace_start_us', 'trace_end_us', 'trace_event', 'start_us', 'end_us', 'run_b', 'worker_b', 'span_b', 'op_search'];
+const PROFILE_KEYS = ['run', 'worker', 'span'];
 const listeners = new Set<Listener>();
 
 export function getParam(name: string): string | null {
@@ -23,6 +34,14 @@ export function setParams(values: Record<string, string | number | null | undefi
   if (!changed) return;
   window.history.replaceState(window.history.state, '', url.href);
   listeners.forEach((listener) => listener());
+}
+
+/** `setParams` for a change of run, worker or span: when the profile changes, the selections
+ *  made on the old one (`PROFILE_SELECTIONS`) are removed in the same URL update, so no view
+ *  of the new profile ever sees them. */
+export function selectProfile(values: Record<string, string | number | null | undefined>): void {
+  const changes = PROFILE_KEYS.some((key) => key in values && String(values[key] ?? '') !== (getParam(key) ?? ''));
+  setParams(changes ? { ...values, ...Object.fromEntries(PROFILE_SELECTIONS.map((name) => [name, null])) } : values);
 }
 
 export function subscribe(listener: Listener): () => void {

@@ -17,14 +17,23 @@ export function topSlices(items: readonly Slice[], n: number): Slice[] {
   return rest > 0 ? [...top, { name: 'Other', value: rest }] : top;
 }
 
-const ellipsis = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+/** Slice colours: ECharts' palette followed by ten more, so a top 10 or top 20 has no two
+ *  slices alike (a top 50 repeats them, in order); "Other" is always grey. */
+export const PIE_COLORS = [
+  '#5470c6', '#91cc75', '#fac858', '#ee6666', '#73c0de', '#3ba272', '#fc8452', '#9a60b4', '#ea7ccc', '#c23531',
+  '#2f4554', '#61a0a8', '#d48265', '#749f83', '#ca8622', '#bda29a', '#6e7074', '#546570', '#c4ccd3', '#8d6e63',
+];
+export const OTHER_COLOR = '#9e9e9e';
 
-export function pieOption(title: string, slices: readonly Slice[], format: (v: number) => string, colors?: string[]): ChartOption {
-  // Short names (step categories) fit in a legend beside the pie; long ones (operators,
-  // kernels) get a paged legend below it, truncated (the tooltip has the full name).
-  const short = slices.every((s) => s.name.length <= 16);
+/** The colour of each slice (the legend paints the same). */
+export function sliceColors(slices: readonly Slice[]): string[] {
+  return slices.map((s, i) => (s.name === 'Other' && i === slices.length - 1 ? OTHER_COLOR : PIE_COLORS[i % PIE_COLORS.length]));
+}
+
+/** A pie without ECharts' legend (Pie.tsx lists every slice under it instead: ECharts'
+ *  paged legend showed 1-3 truncated names per page), each slice in `colors[i]`. */
+export function pieOption(title: string, slices: readonly Slice[], format: (v: number) => string, colors: readonly string[] = sliceColors(slices)): ChartOption {
   return {
-    ...(colors ? { color: colors } : {}),
     title: { text: title, left: 'center', top: 0, textStyle: { fontSize: 13, fontWeight: 500 } },
     tooltip: {
       trigger: 'item',
@@ -32,24 +41,13 @@ export function pieOption(title: string, slices: readonly Slice[], format: (v: n
       formatter: (p: { name: string; value: number; percent: number; marker: string }) =>
         `${p.marker}${esc(p.name)}<br/><b>${esc(format(p.value))}</b> (${p.percent.toFixed(1)} %)`,
     },
-    legend: short
-      ? { type: 'scroll', orient: 'vertical', left: '62%', top: 'middle', textStyle: { fontSize: 11 } }
-      : {
-          type: 'scroll',
-          orient: 'horizontal',
-          left: 8,
-          right: 8,
-          bottom: 0,
-          textStyle: { fontSize: 11, width: 180, overflow: 'truncate' },
-          formatter: (name: string) => ellipsis(name, 40),
-        },
     series: [
       {
         type: 'pie',
-        radius: ['0%', short ? '70%' : '62%'],
-        center: [short ? '32%' : '50%', '52%'],
+        radius: ['0%', '72%'],
+        center: ['50%', '56%'],
         label: { show: false },
-        data: slices.map((s) => ({ name: s.name, value: s.value })),
+        data: slices.map((s, i) => ({ name: s.name, value: s.value, itemStyle: { color: colors[i] } })),
       },
     ],
   };

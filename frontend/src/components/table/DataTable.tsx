@@ -2,10 +2,18 @@
 // (the rows the search keeps, in the order shown, with the API's column names and raw
 // values, so the file equals `?format=csv` of the same route when nothing is filtered).
 // Optional: a tree mode (hierarchical sort, expand/collapse) and expandable row details.
+//
+// Every table of the page behaves the same way: pages of PAGE_SIZE rows (a pager above and
+// below when there is more than one), in the page's own flow (no inner scroll box whose edge
+// cuts rows in half); a table wider than its card scrolls sideways with a scrollbar kept
+// at the bottom of the window while the table is on screen.
 
 import type { ComponentChildren, VNode } from 'preact';
-import { useMemo, useState } from 'preact/hooks';
-import { filterRows, sortRows, toCsv, treeRows, type Cell, type Row, type SortState, type TreeSpec } from './logic';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { plural } from '../../base/format';
+import { filterRows, pageOf, sortRows, toCsv, treeRows, type Cell, type Row, type SortState, type TreeSpec } from './logic';
+
+export const PAGE_SIZE = 50;
 
 /** A column of rows `R`: its `key` is one of R's columns and `format` gets that column's cell
  *  type, so with typed rows (`api/tables.typedRows`) a column the table does not have is a
@@ -18,6 +26,8 @@ export type Column<R extends Row = Row> = {
     format?: (value: R[K], row: R) => ComponentChildren;
     numeric?: boolean;
     title?: string;
+    /** Long text that should not wrap into a narrow column (input shapes). */
+    wide?: boolean;
   };
 }[keyof R & string];
 
@@ -42,7 +52,6 @@ export interface DataTableProps<R extends Row = Row> {
   /** Row details shown below a row when its toggle is clicked. */
   details?: { has: (row: R) => boolean; render: (row: R) => VNode; label?: string };
   rowKey?: (row: R) => string;
-  pageSize?: number;
   caption?: ComponentChildren;
 }
 
@@ -59,14 +68,14 @@ export function downloadText(name: string, text: string, type = 'text/csv'): voi
 }
 
 export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
-  const { columns, rows, tree, details, pageSize = 100 } = props;
+  const { columns, rows, tree, details } = props;
   // Every table can be searched: by default over all its columns.
   const searches = props.searches ?? [{ label: 'Search', keys: columns.map((c) => c.key) }];
   const [sort, setSort] = useState<SortState | null>(props.defaultSort ?? null);
   const [queries, setQueries] = useState<string[]>(() => searches.map((_, i) => props.initialQueries?.[i] ?? ''));
   const [collapsed, setCollapsed] = useState<Set<Cell>>(new Set());
   const [open, setOpen] = useState<Set<string>>(new Set());
-  const [limit, setLimit] = useState(pageSize);
+  const [page, setPage] = useState(0);
   const rowKey = props.rowKey ?? ((row: R) => JSON.stringify(row));
 
   const shown = useMemo(() => {
@@ -88,6 +97,7 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
       if (current?.key === column.key) return { key: column.key, dir: current.dir === 'asc' ? 'desc' : 'asc' };
       return { key: column.key, dir: column.numeric ? 'desc' : 'asc' };
     });
+    setPage(0);
   };
   const toggle = (set: Set<any>, value: unknown, apply: (s: Set<any>) => void) => {
     const next = new Set(set);
@@ -96,7 +106,9 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
     apply(next);
   };
 
-  const visible = shown.slice(0, limit);
+  const current = pageOf(shown, page, PAGE_SIZE);
+  const sortedBy = columns.find((c) => c.key === sort?.key);
+  const pager = current.pages > 1 ? <Pager page={current.page} pages={current.pages} total={shown.length} onPage={setPage} /> : null;
   return (
     <div class="data-table" data-table={props.id}>
       <div class="table-tools">
@@ -112,12 +124,12 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
               const next = queries.slice();
               next[i] = (e.target as HTMLInputElement).value;
               setQueries(next);
-              setLimit(pageSize);
+              setPage(0);
             }}
           />
         ))}
         <span class="row-count" data-row-count={shown.length}>
-          {shown.length === rows.length ? `${rows.length} rows` : `${shown.length} of ${rows.length} rows`}
+          {shown.length === rows.length ? plural(rows.length, 'row') : `${shown.length.toLocaleString('en-US')} of ${plural(rows.length, 'row')}`}
         </span>
         <button
           type="button"
@@ -128,8 +140,14 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
           Download CSV
         </button>
         {props.caption}
+        {pager}
       </div>
-      <div class="table-scroll">
+      {sort?.magnitude && sortedBy ? (
+        <div class="hint sort-note" data-sort-note={sort.key}>
+          Sorted by the size of “{sortedBy.label}”, the largest change of either sign first; click a header to sort by another column.
+        </div>
+      ) : null}
+      <SideScroll>
         <table>
           <thead>
             <tr>
@@ -137,8 +155,8 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
               {columns.map((column) => (
                 <th
                   key={column.key}
-                  class={column.numeric ? 'num sortable' : 'sortable'}
-                  title={column.title ?? 'Sort'}
+                  class={`${column.numeric ? 'num ' : ''}${column.wide ? 'wide ' : ''}sortable`}
+                  title={column.title ?? (sort?.key === column.key && sort.magnitude ? 'Sorted by size of change; click to sort by value' : 'Sort')}
                   aria-sort={sort?.key === column.key ? (sort.dir === 'asc' ? 'ascending' : 'descending') : 'none'}
                   onClick={() => onSort(column)}
                   data-sort-key={column.key}
@@ -146,18 +164,19 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
                   {column.label}
                   <span class="sort-mark" aria-hidden="true">
                     {sort?.key === column.key ? (sort.dir === 'asc' ? ' ▲' : ' ▼') : ''}
+                    {sort?.key === column.key && sort.magnitude ? ' |Δ|' : ''}
                   </span>
                 </th>
               ))}
             </tr>
           </thead>
           <tbody>
-            {visible.map((entry, index) => {
+            {current.rows.map((entry, index) => {
               const key = rowKey(entry.row);
               const isOpen = open.has(key);
               const canOpen = details?.has(entry.row) ?? false;
               return [
-                <tr key={key} class={isOpen ? 'open' : ''} data-row-index={index}>
+                <tr key={key} class={isOpen ? 'open' : ''} data-row-index={current.page * PAGE_SIZE + index}>
                   {details ? (
                     <td class="expander-col">
                       {canOpen ? (
@@ -168,7 +187,7 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
                     </td>
                   ) : null}
                   {columns.map((column, ci) => (
-                    <td key={column.key} class={`${column.numeric ? 'num' : ''}${ci === 0 ? ' first' : ''}`}>
+                    <td key={column.key} class={`${column.numeric ? 'num' : ''}${column.wide ? ' wide' : ''}${ci === 0 ? ' first' : ''}`}>
                       {ci === 0 && tree ? (
                         <span class="tree-cell" style={{ paddingLeft: `${entry.level * 16}px` }}>
                           {entry.hasChildren ? (
@@ -200,13 +219,99 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
             })}
           </tbody>
         </table>
-      </div>
-      {shown.length > limit ? (
-        <button type="button" class="more" onClick={() => setLimit(limit + pageSize * 5)}>
-          Show more ({shown.length - limit} more rows)
-        </button>
-      ) : null}
+      </SideScroll>
+      {pager ? <div class="table-tools bottom">{pager}</div> : null}
       {shown.length === 0 ? <div class="status empty">No rows{rows.length ? ' match the search' : ''}.</div> : null}
+    </div>
+  );
+}
+
+function Pager({ page, pages, total, onPage }: { page: number; pages: number; total: number; onPage: (page: number) => void }) {
+  const first = page * PAGE_SIZE + 1;
+  const last = Math.min(total, (page + 1) * PAGE_SIZE);
+  return (
+    <span class="pager" data-pager={`${page + 1}/${pages}`}>
+      <button type="button" data-page="first" disabled={page === 0} onClick={() => onPage(0)} aria-label="First page">«</button>
+      <button type="button" data-page="previous" disabled={page === 0} onClick={() => onPage(page - 1)} aria-label="Previous page">‹ Previous</button>
+      <span class="page-label">
+        {first.toLocaleString('en-US')}–{last.toLocaleString('en-US')} of {plural(total, 'row')} · page {page + 1} of {pages}
+      </span>
+      <button type="button" data-page="next" disabled={page === pages - 1} onClick={() => onPage(page + 1)} aria-label="Next page">Next ›</button>
+      <button type="button" data-page="last" disabled={page === pages - 1} onClick={() => onPage(pages - 1)} aria-label="Last page">»</button>
+    </span>
+  );
+}
+
+/**
+ * A box that scrolls its content sideways when wider than the card. Its own scrollbar is
+ * hidden (and overlay scrollbars, as on macOS, show only while scrolling anyway); a drawn
+ * rail below it, sticking to the bottom of the window while the table is on screen, shows
+ * how much is off to the right and scrolls there (drag the thumb, click the rail; wheel and
+ * trackpad scroll the table itself). `data-overflow` says whether there is anything to scroll.
+ */
+function SideScroll({ children }: { children: ComponentChildren }) {
+  const box = useRef<HTMLDivElement>(null);
+  const rail = useRef<HTMLDivElement>(null);
+  const [size, setSize] = useState({ content: 0, view: 0, left: 0 });
+  const measure = () => {
+    const el = box.current;
+    if (el) setSize({ content: el.scrollWidth, view: el.clientWidth, left: el.scrollLeft });
+  };
+  useEffect(() => {
+    const el = box.current;
+    if (!el) return undefined;
+    const observer = new ResizeObserver(measure);
+    observer.observe(el);
+    if (el.firstElementChild) observer.observe(el.firstElementChild);
+    measure();
+    return () => observer.disconnect();
+  }, []);
+  const overflow = size.content > size.view + 1;
+  const scrollBy = (pixels: number) => {
+    if (box.current) box.current.scrollLeft += pixels;
+  };
+  const onRail = (event: PointerEvent) => {
+    const el = box.current;
+    const track = rail.current;
+    if (!el || !track || !overflow) return;
+    const trackWidth = track.clientWidth;
+    const perPixel = size.content / trackWidth;
+    const thumbLeft = (el.scrollLeft / size.content) * trackWidth;
+    const thumbRight = thumbLeft + (size.view / size.content) * trackWidth;
+    const x = event.clientX - track.getBoundingClientRect().left;
+    if (x < thumbLeft || x > thumbRight) {
+      scrollBy((x < thumbLeft ? -1 : 1) * size.view * 0.9);
+      return;
+    }
+    // Drag the thumb: the table follows the pointer.
+    const startX = event.clientX;
+    const startLeft = el.scrollLeft;
+    track.setPointerCapture(event.pointerId);
+    const move = (e: PointerEvent) => {
+      el.scrollLeft = startLeft + (e.clientX - startX) * perPixel;
+    };
+    const up = () => {
+      track.removeEventListener('pointermove', move);
+      track.removeEventListener('pointerup', up);
+      track.removeEventListener('pointercancel', up);
+    };
+    track.addEventListener('pointermove', move);
+    track.addEventListener('pointerup', up);
+    track.addEventListener('pointercancel', up);
+    event.preventDefault();
+  };
+  const thumbWidth = overflow ? (100 * size.view) / size.content : 100;
+  const thumbLeft = overflow ? (100 * size.left) / size.content : 0;
+  return (
+    <div class="side-scroll" data-overflow={overflow ? 'true' : 'false'}>
+      <div class="table-scroll" ref={box} onScroll={measure}>
+        {children}
+      </div>
+      {overflow ? (
+        <div class="scroll-rail" ref={rail} onPointerDown={onRail} title="Scroll the table sideways" data-scroll-left={Math.round(size.left)}>
+          <div class="scroll-thumb" style={{ width: `${thumbWidth}%`, left: `${thumbLeft}%` }} />
+        </div>
+      ) : null}
     </div>
   );
 }

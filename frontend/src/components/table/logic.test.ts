@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { anyNonZero, compareCells, filterRows, rowsOf, sortRows, toCsv, treeRows, type Row } from './logic';
+import { anyNonZero, compareCells, filterRows, pageOf, rowsOf, sortRows, toCsv, treeRows, type Row } from './logic';
 
 const table = {
   columns: ['name', 'calls', 'host_self_us', 'flag'],
@@ -29,6 +29,17 @@ describe('anyNonZero', () => {
   });
 });
 
+describe('pageOf', () => {
+  const list = Array.from({ length: 23 }, (_, i) => i);
+  it('cuts pages and clamps the page number', () => {
+    expect(pageOf(list, 0, 10)).toEqual({ rows: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], page: 0, pages: 3 });
+    expect(pageOf(list, 2, 10)).toEqual({ rows: [20, 21, 22], page: 2, pages: 3 });
+    expect(pageOf(list, 9, 10).page).toBe(2);
+    expect(pageOf(list, -1, 10).page).toBe(0);
+    expect(pageOf([], 0, 10)).toEqual({ rows: [], page: 0, pages: 1 });
+  });
+});
+
 describe('sortRows', () => {
   it('sorts numbers numerically both ways with missing values last', () => {
     expect(sortRows(rows, { key: 'host_self_us', dir: 'desc' }).map((r) => r.name)).toEqual([
@@ -44,6 +55,11 @@ describe('sortRows', () => {
     ]);
     const tied = sortRows(rows, { key: 'flag', dir: 'asc' }).map((r) => r.name);
     expect(tied).toEqual(['aten::add_', 'aten::empty', 'aten::mm', 'Aten::Conv']);
+  });
+  it('sorts deltas by size, the largest change of either sign first', () => {
+    const deltas: Row[] = [{ name: 'a', d: 5 }, { name: 'b', d: -40 }, { name: 'c', d: null }, { name: 'd', d: 12 }, { name: 'e', d: -1 }];
+    expect(sortRows(deltas, { key: 'd', dir: 'desc', magnitude: true }).map((r) => r.name)).toEqual(['b', 'd', 'a', 'e', 'c']);
+    expect(sortRows(deltas, { key: 'd', dir: 'asc', magnitude: true }).map((r) => r.name)).toEqual(['e', 'a', 'd', 'b', 'c']);
   });
   it('returns a copy and leaves the input alone', () => {
     const before = rows.map((r) => r.name);

@@ -7,6 +7,8 @@ export type SortDir = 'asc' | 'desc';
 export interface SortState {
   key: string;
   dir: SortDir;
+  /** Order by |value| (Diff's deltas: the largest change of either sign first). */
+  magnitude?: boolean;
 }
 
 /** Wire table {columns, rows: [[...]]} to one object per row, keyed by column name. */
@@ -47,14 +49,26 @@ export function sortRows<T extends Row>(rows: readonly T[], sort: SortState | nu
   return copy
     .map((row, index) => ({ row, index }))
     .sort((x, y) => {
-      const a = x.row[sort.key];
-      const b = y.row[sort.key];
+      const a = magnitudeOf(x.row[sort.key], sort);
+      const b = magnitudeOf(y.row[sort.key], sort);
       const aMissing = a === null || a === undefined;
       const bMissing = b === null || b === undefined;
       if (aMissing || bMissing) return aMissing === bMissing ? x.index - y.index : aMissing ? 1 : -1;
       return sign * compareCells(a, b) || x.index - y.index;
     })
     .map((entry) => entry.row);
+}
+
+function magnitudeOf(value: Cell | undefined, sort: SortState): Cell | undefined {
+  return sort.magnitude && typeof value === 'number' ? Math.abs(value) : value;
+}
+
+/** The rows of page `page` (0-based, clamped to the last page) of `size` rows each, with
+ *  the page actually shown and the number of pages (at least 1). */
+export function pageOf<T>(rows: readonly T[], page: number, size: number): { rows: T[]; page: number; pages: number } {
+  const pages = Math.max(1, Math.ceil(rows.length / size));
+  const shown = Math.min(Math.max(0, Math.floor(page)), pages - 1);
+  return { rows: rows.slice(shown * size, (shown + 1) * size), page: shown, pages };
 }
 
 /** Rows where every word of `query` occurs (case-insensitive) in one of the `keys` cells. */

@@ -1,17 +1,18 @@
 // Diff view: the selected profile (A) against a second run/worker/span (B) picked here.
 // Step breakdowns side by side, operator and kernel deltas (B − A).
 
-import { useMemo } from 'preact/hooks';
-import type { SpansReply, ViewProps, WireTable } from '../../api/types';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import type { InfoReply, SpansReply, ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { axisText, deltaSign, formatDelta, formatDuration, formatNumber } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { esc } from '../../components/charts/echarts';
 import { STEP_CATEGORIES } from '../../components/charts/options';
-import { Card, Empty, Loaded } from '../../components/Status';
+import { Card, Empty, Loaded, Loading } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { anyNonZero, rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
+import { chooseComparison, type Choice } from './compare';
 
 /** "cpu_exec" → "CPU Exec", as the overview names the step categories. */
 const CATEGORY_LABELS = new Map<string, string>([...STEP_CATEGORIES, ['total', 'Total']]);
@@ -23,18 +24,35 @@ interface DiffReply {
   steps: WireTable;
 }
 
+/** The default B (see compare.ts), asking /info for the device type of A and, one at a time
+ *  while needed, of other runs; null while that is under way or when `wanted` is false. */
+function useDefaultComparison(props: ViewProps, wanted: boolean): Choice | null {
+  const infoA = useApi<InfoReply>(wanted ? 'info' : null, { run: props.run, worker: props.worker, span: props.span });
+  const [deviceOf, setDeviceOf] = useState<Map<string, string | null>>(() => new Map());
+  const deviceA = infoA.status === 'ok' ? infoA.data.device_type : null;
+  const choice = wanted && infoA.status !== 'loading' ? chooseComparison(props, props.runs, deviceA, deviceOf) : null;
+  const probe = choice?.kind === 'probe' ? choice.run : null;
+  const probed = useApi<InfoReply>(probe ? 'info' : null, { run: probe?.name, worker: probe?.workers[0], span: 1 });
+  useEffect(() => {
+    // A run that cannot be opened counts as not comparable (null), so the search goes on.
+    if (probe && probed.status !== 'loading') setDeviceOf((known) => new Map(known).set(probe.name, probed.status === 'ok' ? probed.data.device_type : null));
+  }, [probe?.name, probed.status]);
+  return choice?.kind === 'probe' ? null : choice;
+}
+
 export function DiffView(props: ViewProps) {
-  const current = props.runs.find((r) => r.name === props.run);
-  // Default B: the next span of the same worker, else another run (`spans` counts the
-  // spans of a worker, not the run's files).
-  const fallbackRun = current && current.spans > 1 ? props.run : props.runs.find((r) => r.name !== props.run)?.name ?? props.run;
-  const [runB, setRunB] = useUrlParam('run_b', fallbackRun);
-  const runInfoB = props.runs.find((r) => r.name === runB) ?? current;
+  const [runParam, setRunB] = useUrlParam('run_b', '');
+  const explicit = props.runs.find((r) => r.name === runParam);
+  const choice = useDefaultComparison(props, !explicit);
+  const auto = !explicit && choice?.kind === 'found' ? choice.b : null;
+  const runInfoB = explicit ?? props.runs.find((r) => r.name === auto?.run);
   const [workerParam, setWorkerB] = useUrlParam('worker_b', '');
-  const workerB = runInfoB?.workers.includes(workerParam) ? workerParam : runInfoB?.workers.includes(props.worker) ? props.worker : runInfoB?.workers[0] ?? '';
+  const workerB = runInfoB?.workers.includes(workerParam) ? workerParam : auto?.worker ?? (runInfoB?.workers.includes(props.worker) ? props.worker : runInfoB?.workers[0] ?? '');
   const spansB = useApi<SpansReply>(runInfoB ? 'spans' : null, { run: runInfoB?.name, worker: workerB });
   const spanListB = spansB.status === 'ok' ? spansB.data.spans.map((s) => s.span) : [];
-  const fallbackSpan = runInfoB?.name === props.run && workerB === props.worker ? spanListB.find((s) => s !== props.span) ?? props.span : 1;
+  // The same worker: its next span; the same run: A's span where that worker has it.
+  const sameRun = runInfoB?.name === props.run;
+  const fallbackSpan = sameRun && workerB === props.worker ? spanListB.find((s) => s !== props.span) ?? props.span : sameRun && spanListB.includes(props.span) ? props.span : spanListB[0] ?? 1;
   const [spanParam, setSpanB] = useUrlParam('span_b', '');
   const spanB = spanListB.includes(Number(spanParam)) ? Number(spanParam) : fallbackSpan;
   const diff = useApi<DiffReply>(spansB.status === 'ok' && runInfoB ? 'diff' : null, {
@@ -56,7 +74,8 @@ export function DiffView(props: ViewProps) {
         <strong>B:</strong>
         <label>
           Run
-          <select data-control="run_b" value={runInfoB?.name} onChange={(e) => { setRunB((e.target as HTMLSelectElement).value); setWorkerB(null); setSpanB(null); }}>
+          <select data-control="run_b" value={runInfoB?.name ?? ''} onChange={(e) => { setRunB((e.target as HTMLSelectElement).value); setWorkerB(null); setSpanB(null); }}>
+            {runInfoB ? null : <option value="">— choose a run —</option>}
             {props.runs.map((r) => (
               <option key={r.name} value={r.name}>{r.name}</option>
             ))}
@@ -78,9 +97,16 @@ export function DiffView(props: ViewProps) {
             ))}
           </select>
         </label>
+        {auto && choice?.kind === 'found' ? <span class="hint" data-testid="diff-default-reason">B by default: {choice.why}.</span> : null}
       </div>
+      {!explicit && !choice ? <Loading label="Looking for a profile comparable with A…" /> : null}
+      {!explicit && choice?.kind === 'none' ? (
+        <div class="status empty" data-testid="diff-nothing-comparable">
+          Nothing comparable with A: {choice.why}. Choose B above to compare anyway.
+        </div>
+      ) : null}
       {spansB.status === 'error' ? <Empty>{spansB.error}</Empty> : null}
-      <Loaded state={diff}>{(data) => <Diff data={data} labelA={labelA} labelB={labelB} name={`${props.run}_${props.worker}_${props.span}_vs_${runInfoB?.name}_${workerB}_${spanB}`} />}</Loaded>
+      {runInfoB ? <Loaded state={diff}>{(data) => <Diff data={data} labelA={labelA} labelB={labelB} name={`${props.run}_${props.worker}_${props.span}_vs_${runInfoB.name}_${workerB}_${spanB}`} />}</Loaded> : null}
     </div>
   );
 }
@@ -154,23 +180,21 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
           csvName={`${name}_operators.csv`}
           searches={[{ label: 'Search operators', keys: ['name'] }]}
           rowKey={(r) => String(r.name)}
+          // The API's order, stated on a shown column: the largest change first.
+          defaultSort={{ key: withDevice ? 'device_total_us_delta' : 'host_total_us_delta', dir: 'desc', magnitude: true }}
           columns={[
             { key: 'name', label: 'Operator' },
+            // The changes first (the sorted one leading), so they are on screen in any window;
+            // the two sides' values follow.
+            ...(withDevice ? [us('device_total_us_delta', 'Device total Δ', true), us('device_self_us_delta', 'Device self Δ', true)] : []),
+            us('host_total_us_delta', 'Host total Δ', true),
+            us('host_self_us_delta', 'Host self Δ', true),
+            count('calls_delta', 'Calls Δ', true),
             count('calls_a', 'Calls A'),
             count('calls_b', 'Calls B'),
-            count('calls_delta', 'Calls Δ', true),
             us('host_self_us_a', 'Host self A'),
             us('host_self_us_b', 'Host self B'),
-            us('host_self_us_delta', 'Host self Δ', true),
-            us('host_total_us_delta', 'Host total Δ', true),
-            ...(withDevice
-              ? [
-                  us('device_self_us_a', 'Device self A'),
-                  us('device_self_us_b', 'Device self B'),
-                  us('device_self_us_delta', 'Device self Δ', true),
-                  us('device_total_us_delta', 'Device total Δ', true),
-                ]
-              : []),
+            ...(withDevice ? [us('device_self_us_a', 'Device self A'), us('device_self_us_b', 'Device self B')] : []),
           ]}
         />
       </Card>
@@ -183,14 +207,15 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
             csvName={`${name}_kernels.csv`}
             searches={[{ label: 'Search kernels', keys: ['name'] }]}
             rowKey={(r) => String(r.name)}
+            defaultSort={{ key: 'total_us_delta', dir: 'desc', magnitude: true }}
             columns={[
               { key: 'name', label: 'Kernel' },
-              count('calls_a', 'Calls A'),
-              count('calls_b', 'Calls B'),
+              us('total_us_delta', 'Total Δ', true),
               count('calls_delta', 'Calls Δ', true),
               us('total_us_a', 'Total A'),
               us('total_us_b', 'Total B'),
-              us('total_us_delta', 'Total Δ', true),
+              count('calls_a', 'Calls A'),
+              count('calls_b', 'Calls B'),
             ]}
           />
         ) : (

@@ -5,8 +5,8 @@ import { useMemo } from 'preact/hooks';
 import type { TensorCoreShare, ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
-import { Chart } from '../../components/charts/Chart';
-import { pieOption, topSlices } from '../../components/charts/options';
+import { topSlices } from '../../components/charts/options';
+import { Pie } from '../../components/charts/Pie';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
@@ -44,12 +44,14 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
   const { table, groupBy, topN, share } = props;
   const rows = useMemo(() => rowsOf(table), [table]);
   const byOp = groupBy === 'name_op';
-  const pie = useMemo(
-    () => pieOption('Kernel time (top ' + topN + ')', topSlices(rows.map((r) => ({ name: byOp ? `${r.name} (${r.operator})` : String(r.name), value: Number(r.total_us) || 0 })), topN), formatDuration),
+  const slices = useMemo(
+    // By launch configuration, the same kernel appears for several operators and shapes: the
+    // operator and configuration come first, so the legend's two lines tell them apart.
+    () => topSlices(rows.map((r) => ({ name: byOp ? `${r.operator} · grid ${r.grid} block ${r.block} · ${r.name}` : String(r.name), value: Number(r.total_us) || 0 })), topN),
     [rows, topN],
   );
-  const tcPie = useMemo(
-    () => (share ? pieOption('Kernel time on Tensor Cores', [{ name: 'Using Tensor Cores', value: share.tensor_cores_us }, { name: 'Not using Tensor Cores', value: share.other_us }], formatDuration) : null),
+  const tcSlices = useMemo(
+    () => (share ? [{ name: 'Using Tensor Cores', value: share.tensor_cores_us }, { name: 'Not using Tensor Cores', value: share.other_us }].filter((s) => s.value > 0) : []),
     [share],
   );
   const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
@@ -76,10 +78,10 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
   return (
     <>
       <div class="grid two">
-        <Card>{rows.length ? <Chart option={pie} height={300} label="Kernel time pie" /> : <Empty>No kernels in this trace.</Empty>}</Card>
+        <Card>{slices.length ? <Pie title={`Kernel time (top ${topN})`} slices={slices} format={formatDuration} height={260} label="Kernel time pie" /> : <Empty>No kernels in this trace.</Empty>}</Card>
         <Card>
-          {tcPie && share && share.tensor_cores_us + share.other_us > 0 ? (
-            <Chart option={tcPie} height={300} label="Tensor Core pie" />
+          {tcSlices.length ? (
+            <Pie title="Kernel time on Tensor Cores" slices={tcSlices} format={formatDuration} height={260} label="Tensor Core pie" />
           ) : (
             <Empty>{props.shareError || 'No kernel time.'}</Empty>
           )}

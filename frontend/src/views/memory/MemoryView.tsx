@@ -7,7 +7,7 @@ import { useCallback, useMemo, useState } from 'preact/hooks';
 import { typedRows, type WireTableOf } from '../../api/tables';
 import type { MemoryCurveReply, MemoryDevicesReply, ViewProps } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { axisText, byteTickInterval, formatBytes, formatDuration, formatNumber } from '../../base/format';
+import { axisText, byteTickInterval, formatBytes, formatDuration, formatNumber, roundAxis, timeTickInterval } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { esc, type echarts } from '../../components/charts/echarts';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -165,6 +165,15 @@ function Curve({ data, onRange }: { data: MemoryCurveReply; onRange: (from: numb
     let top = peak.peak_allocated_bytes ?? 0;
     for (const r of rows) top = Math.max(top, r[1] ?? 0, r[2] ?? 0);
     const interval = byteTickInterval(top);
+    // Time ticks at round values from a round start (ECharts' 'dataMin' labelled the first
+    // sample, "297.6 µs", and put "1.03 s" beside "1 s" at the end).
+    let first = Infinity;
+    let last = -Infinity;
+    for (const r of rows) {
+      first = Math.min(first, r[0] ?? Infinity);
+      last = Math.max(last, r[0] ?? -Infinity);
+    }
+    const time = Number.isFinite(first) ? roundAxis(first, last, timeTickInterval(last - first)) : null;
     return {
       tooltip: {
         trigger: 'axis',
@@ -177,7 +186,7 @@ function Curve({ data, onRange }: { data: MemoryCurveReply; onRange: (from: numb
       legend: { top: 0 },
       grid: { left: 80, right: 32, top: 36, bottom: 40 },
       brush: { xAxisIndex: 0, brushType: 'lineX', brushMode: 'single', transformable: false, throttleType: 'debounce', brushStyle: { color: 'rgba(245,124,0,0.15)', borderColor: '#f57c00' } },
-      xAxis: { type: 'value', min: 'dataMin', max: 'dataMax', name: 'Time', nameLocation: 'middle', nameGap: 26, axisLabel: { hideOverlap: true, formatter: (v: number) => axisText(formatDuration(v)) } },
+      xAxis: { type: 'value', ...(time ?? { min: 'dataMin', max: 'dataMax' }), name: 'Time', nameLocation: 'middle', nameGap: 26, axisLabel: { hideOverlap: true, formatter: (v: number) => axisText(formatDuration(v)) } },
       yAxis: { type: 'value', min: 0, max: Math.max(1, Math.ceil(top / interval)) * interval, interval, axisLabel: { formatter: (v: number) => axisText(formatBytes(v)) } },
       series: [
         {

@@ -48,7 +48,6 @@ function Modules({ table, name }: { table: ModulesTable; name: string }) {
       tree={{ id: 'node_id', parent: 'parent_id' }}
       searches={[{ label: 'Search modules', keys: ['name', 'module_type'] }]}
       rowKey={(r) => String(r.node_id)}
-      pageSize={500}
       columns={[
         { key: 'name', label: 'Module' },
         { key: 'module_type', label: 'Type' },

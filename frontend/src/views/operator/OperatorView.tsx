@@ -5,8 +5,8 @@ import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
-import { Chart } from '../../components/charts/Chart';
-import { pieOption, topSlices } from '../../components/charts/options';
+import { topSlices } from '../../components/charts/options';
+import { Pie } from '../../components/charts/Pie';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { anyNonZero, rowsOf, type Row } from '../../components/table/logic';
@@ -52,7 +52,7 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
     () =>
       PIES.map(([key, title]) => {
         const slices = topSlices(rows.map((r) => ({ name: label(r), value: Number(r[key]) || 0 })), topN);
-        return { key, title, slices, option: pieOption(title, slices, formatDuration) };
+        return { key, title, slices };
       }),
     [rows, topN],
   );
@@ -65,7 +65,7 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
   ];
   const columns: Column[] = [
     { key: 'name', label: 'Name' },
-    ...(byShape ? [{ key: 'input_shape', label: 'Input shape' }] : []),
+    ...(byShape ? [{ key: 'input_shape', label: 'Input shape', wide: true }] : []),
     { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
     // Without device time the device and Tensor Core columns would be zeros and dashes
     // (the CSV keeps them).
@@ -80,7 +80,7 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
       <div class={noDevice ? 'grid pair' : 'grid four'} data-testid="operator-pies">
         {pies.filter((pie) => !(noDevice && pie.key.startsWith('device'))).map((pie) => (
           <Card key={pie.key}>
-            {pie.slices.length ? <Chart option={pie.option} height={260} label={pie.title} /> : <Empty>{pie.title}: none recorded.</Empty>}
+            {pie.slices.length ? <Pie title={pie.title} slices={pie.slices} format={formatDuration} label={pie.title} /> : <Empty>{pie.title}: none recorded.</Empty>}
           </Card>
         ))}
       </div>

@@ -7,7 +7,8 @@ import { typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
-import { CATEGORY_COLORS, STEP_CATEGORIES, pieOption, stackedBarOption } from '../../components/charts/options';
+import { CATEGORY_COLORS, STEP_CATEGORIES, stackedBarOption } from '../../components/charts/options';
+import { Pie } from '../../components/charts/Pie';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
 import { rowsOf, type Row } from '../../components/table/logic';
@@ -15,12 +16,13 @@ import { rowsOf, type Row } from '../../components/table/logic';
 /** Step categories in the order of /steps (columns `<id>_us`). */
 const CATEGORIES: [string, string][] = STEP_CATEGORIES.map(([id, label]) => [`${id}_us`, label]);
 
-export function OverviewView({ run, worker, span }: ViewProps) {
+export function OverviewView({ run, worker, span, runs }: ViewProps) {
   const state = useApi<OverviewReply>('overview', { run, worker, span });
-  return <Loaded state={state}>{(data) => <Overview data={data} name={`${run}_${worker}_${span}`} />}</Loaded>;
+  const workers = runs.find((r) => r.name === run)?.workers.length ?? 1;
+  return <Loaded state={state}>{(data) => <Overview data={data} name={`${run}_${worker}_${span}`} workers={workers} />}</Loaded>;
 }
 
-function Overview({ data, name }: { data: OverviewReply; name: string }) {
+function Overview({ data, name, workers }: { data: OverviewReply; name: string; workers: number }) {
   const gpus = typedRows(data.gpu_summary);
   const steps = rowsOf(data.steps);
   const total = data.step_mean.total_us ?? 0;
@@ -29,7 +31,11 @@ function Overview({ data, name }: { data: OverviewReply; name: string }) {
     mean_us: data.step_mean[key] ?? 0,
     share_pct: total ? (100 * (data.step_mean[key] ?? 0)) / total : null,
   }));
-  const pie = useMemo(() => pieOption('Mean step time by category', summary.map((r) => ({ name: String(r.category), value: Number(r.mean_us) })), formatDuration, CATEGORY_COLORS), [data]);
+  // Categories with time, each in its fixed colour (the legend lists exactly these).
+  const pie = useMemo(() => {
+    const shown = summary.map((r, i) => ({ name: String(r.category), value: Number(r.mean_us), color: CATEGORY_COLORS[i] })).filter((s) => s.value > 0);
+    return { slices: shown.map(({ name, value }) => ({ name, value })), colors: shown.map((s) => s.color) };
+  }, [data]);
   const bars = useMemo(
     () =>
       stackedBarOption(
@@ -53,7 +59,20 @@ function Overview({ data, name }: { data: OverviewReply; name: string }) {
             <dd>{steps.length}</dd>
             <dt>Mean step time</dt>
             <dd data-field="step_mean_total">{formatDuration(total)}</dd>
-            {distributedText(env.distributed) ? (<><dt>Distributed</dt><dd>{distributedText(env.distributed)}</dd></>) : null}
+            {distributedText(env.distributed) ? (
+              <>
+                <dt>Distributed</dt>
+                <dd data-field="distributed">
+                  {distributedText(env.distributed)}
+                  {missingRanks(env.distributed, workers) ? (
+                    <div class="hint" data-testid="missing-ranks">
+                      Only {workers === 1 ? 'this rank’s trace is' : `${workers} ranks’ traces are`} in this run, so there is no Distributed view:
+                      put every rank’s trace in the run’s folder to compare them.
+                    </div>
+                  ) : null}
+                </dd>
+              </>
+            ) : null}
           </dl>
         </Card>
         <Card title="GPU summary">
@@ -95,7 +114,7 @@ function Overview({ data, name }: { data: OverviewReply; name: string }) {
           />
         </Card>
         <Card>
-          {total > 0 ? <Chart option={pie} height={280} label="Execution summary pie" /> : <Empty>No step time recorded.</Empty>}
+          {total > 0 ? <Pie title="Mean step time by category" slices={pie.slices} colors={pie.colors} format={formatDuration} height={240} label="Execution summary pie" /> : <Empty>No step time recorded.</Empty>}
         </Card>
       </div>
       <Card title="Step time breakdown">
@@ -111,6 +130,12 @@ function Overview({ data, name }: { data: OverviewReply; name: string }) {
       </Card>
     </div>
   );
+}
+
+/** Whether the trace says it was one of more ranks than the run holds traces of. */
+function missingRanks(info: unknown, workers: number): boolean {
+  const size = Number((info as Record<string, unknown> | null)?.world_size);
+  return Number.isFinite(size) && size > workers;
 }
 
 function distributedText(info: unknown): string {

@@ -44,7 +44,7 @@ export function Details(props: DetailsProps) {
               <dt>Duration</dt>
               <dd data-field="event-duration">{formatDuration(d.dur_us)}</dd>
               <dt>Where</dt>
-              <dd>{place(props.tracks, d)}</dd>
+              <dd data-field="event-where">{place(props.tracks, d)}</dd>
               {d.operator ? (
                 <>
                   <dt>Operator</dt>

@@ -3,6 +3,7 @@
 // colours and hit testing. Timeline.tsx draws what these return; logic.test.ts checks them.
 
 import type { CounterSeries, TimelineSlicesReply } from '../../api/types';
+import { plural } from '../../base/format';
 
 /** A time window in µs from the trace start (the API's time base). */
 export interface Window {
@@ -180,7 +181,7 @@ export function layout(groups: ProcessGroup[], counters: string[], collapsed: Re
   for (const group of groups) {
     const closed = collapsed.has(group.key);
     const events = group.tracks.reduce((n, t) => n + t.events, 0);
-    rows.push({ type: 'header', y, h: HEADER_PX, key: group.key, label: group.label, collapsed: closed, detail: `${group.tracks.length} tracks · ${events.toLocaleString('en-US')} events` });
+    rows.push({ type: 'header', y, h: HEADER_PX, key: group.key, label: group.label, collapsed: closed, detail: `${plural(group.tracks.length, 'track')} · ${plural(events, 'event')}` });
     y += HEADER_PX;
     if (closed) continue;
     for (const track of group.tracks) {
