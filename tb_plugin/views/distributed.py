@@ -50,7 +50,8 @@ CALL_COLUMNS = ["worker", "name", "start_us", "duration_us", "on_device", "size_
 COLLECTIVE_COLUMNS = ["worker", "name", "calls", "size_bytes", "mean_size_bytes", "total_us", "mean_us",
                       "transfer_us", "synchronizing_us"]
 _CALL_TABLE_COLUMNS = ["worker", "root", "name", "start_us", "end_us", "device_us", "kernels", "on_device",
-                       "duration_us", "size_bytes", "process_group", "seq"]
+                       "duration_us", "size_bytes", "process_group", "seq", "group_size", "device_start_us",
+                       "device_end_us"]
 DEVICE_COLUMNS = ["worker", "backend", "rank", "world_size", "device_id", "device_name", "memory_bytes",
                   "compute_capability", "sm_count"]
 
@@ -139,7 +140,9 @@ def collective_calls(model):
         kernels (int64, count of those kernels), on_device (bool, kernels > 0), duration_us
         (float64 µs: device_us when on_device, else end_us - start_us), size_bytes (float64
         bytes, NaN when unknown), process_group (str, "" when absent), seq (int64, the
-        ``Seq`` arg, -1 when absent); ordered by start_us.
+        ``Seq`` arg, -1 when absent), group_size (int64, the ``Group size`` arg, -1 when
+        absent), device_start_us, device_end_us (float64 µs, first start
+        and last end of those kernels; NaN when none); ordered by start_us.
 
     Notes
     -----
@@ -179,7 +182,10 @@ def _build_calls(model):
     k = model.kernels
     k_root = _outermost_collective(model, k["op"].to_numpy()[comm])
     linked = k_root >= 0
-    kernel_time = pd.Series(k["dur"].to_numpy()[comm][linked]).groupby(k_root[linked]).agg(["sum", "size"])
+    k_ts = k["ts"].to_numpy()[comm][linked]
+    k_dur = k["dur"].to_numpy()[comm][linked]
+    kernel_time = pd.DataFrame({"dur": k_dur, "ts": k_ts, "end": k_ts + k_dur}).groupby(k_root[linked]).agg(
+        sum=("dur", "sum"), size=("dur", "size"), first_start=("ts", "min"), last_end=("end", "max"))
 
     chain = pd.DataFrame(index=pd.Index(np.unique(roots), name="root"))
     backend = members[members["is_backend"]].drop_duplicates("root").set_index("root")["row"]
@@ -188,6 +194,8 @@ def _build_calls(model):
     chain["rpc"] = rpc.reindex(chain.index).fillna(-1).astype(np.int64)
     chain["device_us"] = kernel_time["sum"].reindex(chain.index).fillna(0.0).astype(np.float64)
     chain["kernels"] = kernel_time["size"].reindex(chain.index).fillna(0).astype(np.int64)
+    chain["device_start_us"] = kernel_time["first_start"].reindex(chain.index).astype(np.float64)
+    chain["device_end_us"] = kernel_time["last_end"].reindex(chain.index).astype(np.float64)
     root = chain.index.to_numpy(dtype=np.int64)
     b, r = chain["backend"].to_numpy(), chain["rpc"].to_numpy()
     has_b, has_r = b >= 0, r >= 0
@@ -225,6 +233,9 @@ def _build_calls(model):
         "size_bytes": size.astype(np.float64),
         "process_group": np.where(has_r, _categorical_values(ops["process_group_name"], safe_r), ""),
         "seq": np.where(has_r, ops["collective_seq"].to_numpy()[safe_r], -1).astype(np.int64),
+        "group_size": np.where(has_r, ops["group_size"].to_numpy()[safe_r], -1).astype(np.int64),
+        "device_start_us": chain["device_start_us"].to_numpy(),
+        "device_end_us": chain["device_end_us"].to_numpy(),
     })
     calls["name"] = calls["name"].astype(str)
     calls["process_group"] = calls["process_group"].astype(str)
@@ -358,7 +369,7 @@ def combine(parts):
     ).reset_index()[ALL_STEPS_COLUMNS]
     all_steps["steps"] = all_steps["steps"].astype(np.int64)
 
-    calls = _match(_concat(call_parts, _CALL_TABLE_COLUMNS))
+    calls = match_calls(_concat(call_parts, _CALL_TABLE_COLUMNS))
     collectives = _collectives(calls)
     devices = _concat(device_parts, DEVICE_COLUMNS)
     return DistributedView(steps=steps, all_steps=all_steps, calls=calls[CALL_COLUMNS].reset_index(drop=True),
@@ -366,7 +377,7 @@ def combine(parts):
 
 
 _TEXT_COLUMNS = {"worker", "name", "process_group", "backend", "device_name", "compute_capability"}
-_INT_COLUMNS = {"step", "root", "kernels", "seq", "rank", "world_size", "device_id"}
+_INT_COLUMNS = {"step", "root", "kernels", "seq", "group_size", "rank", "world_size", "device_id"}
 
 
 def _concat(parts, columns):
@@ -421,8 +432,9 @@ def same_size_on_every_rank(name):
     return not ("scatter" in kind and "reducescatter" not in kind)
 
 
-def _match(calls):
-    """Add match keys, matched_workers, transfer_us and synchronizing_us (see `distributed`)."""
+def match_calls(calls):
+    """Add match keys, matched_workers, transfer_us and synchronizing_us (see `distributed`) to
+    the collective calls of several workers (a `worker` column tells whose)."""
     calls = calls.sort_values(["worker", "start_us", "end_us"], kind="stable").reset_index(drop=True)
     names = calls["name"].to_numpy(dtype=object)
     codes, uniques = pd.factorize(names)
