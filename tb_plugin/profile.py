@@ -287,7 +287,7 @@ class Run:
         across ranks with arrival spread and bandwidth, and each rank's clock offset; see
         `tb_plugin.views.job`. Loads like `distributed`: one profile at a time."""
         workers = self._span_workers(span)
-        return job_view.combine({w: job_view.rank_part(self._span_model(w, span), i) for i, w in enumerate(workers)},
+        return job_view.combine({w: job_view.rank_part(self._span_model(w, span)) for w in workers},
                                 align_clocks=align_clocks)
 
 

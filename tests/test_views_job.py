@@ -90,7 +90,7 @@ def test_straggler_found_with_cause_and_excess(three_ranks):
     assert (row["rank"], row["step"], row["cause"]) == (1, 2, "compute")
     assert row["excess_us"] == pytest.approx(300)
     assert "compute 600 µs vs median 300 µs" in row["detail"]
-    assert view.verdict["stragglers"] == 1 and "Rank 1" in view.verdict["text"]
+    assert view.verdict["stragglers"].tolist() == [1] and "Rank 1" in view.verdict["text"][0]
 
 
 def test_no_straggler_is_said(tmp_path):
@@ -98,7 +98,7 @@ def test_no_straggler_is_said(tmp_path):
     view = job_view.job(models)
     assert len(view.stragglers) == 0
     assert list(view.stragglers.columns) == job_view.STRAGGLERS.names
-    assert view.verdict["text"].startswith("No straggler")
+    assert view.verdict["text"][0].startswith("No straggler")
 
 
 def test_clock_offsets_recover_the_planted_skew(three_ranks):
@@ -209,4 +209,4 @@ def test_cpu_sample_job_view_has_every_rank_and_step():
 def test_empty_job():
     view = job_view.combine({})
     assert len(view.rank_steps) == 0 and len(view.stragglers) == 0 and len(view.collectives) == 0
-    assert view.verdict["ranks"] == 0
+    assert view.verdict["ranks"].tolist() == [0]

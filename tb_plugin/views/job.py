@@ -131,6 +131,13 @@ COLLECTIVES_ACROSS = declare(
     ("algbw_gbps", "float64", "gb/s", "algorithm bandwidth S / t (NaN when the size is unknown)"),
     ("busbw_gbps", "float64", "gb/s", "bus bandwidth: algbw times NCCL's factor for the collective"),
 )
+VERDICT = declare(
+    "job_verdict", "the job in one row: how many ranks, steps and straggling rank-steps, and what that means",
+    ("ranks", "int64", "count", "ranks in the job view"),
+    ("steps", "int64", "count", "distinct steps over the ranks"),
+    ("stragglers", "int64", "count", "straggling rank-steps"),
+    ("text", "str", "", "which rank held the job back most, in which step and why; or that none did"),
+)
 CLOCKS = declare(
     "job_clocks", "one rank's clock offset applied to align it with the reference rank",
     ("rank", "int64", "", "the rank"),
@@ -157,10 +164,9 @@ class RankPart:
     calls: pd.DataFrame
 
 
-def rank_part(model, position):
-    """The `RankPart` of one rank's model; `position` (the worker's index in the run) is its
-    rank when the trace's distributedInfo gives none."""
-    rank = _int_or(model.distributed.get("rank"), int(position))
+def rank_part(model):
+    """The `RankPart` of one rank's model (rank -1 when its distributedInfo gives none)."""
+    rank = _int_or(model.distributed.get("rank"), -1)
     breakdown = step_breakdown(model)
     has_device = len(device_activity(model)) > 0
     cpu_exec = breakdown["cpu_exec_us"].to_numpy()
@@ -222,13 +228,12 @@ class JobView:
     operators: pd.DataFrame
     collectives: pd.DataFrame
     clocks: pd.DataFrame
-    verdict: dict
+    verdict: pd.DataFrame
 
 
 def job(models, align_clocks=True):
     """The `JobView` of {worker name: model of one span}; see `combine`."""
-    return combine({worker: rank_part(model, i) for i, (worker, model) in enumerate(models.items())},
-                   align_clocks=align_clocks)
+    return combine({worker: rank_part(model) for worker, model in models.items()}, align_clocks=align_clocks)
 
 
 def combine(parts, align_clocks=True):
@@ -239,18 +244,18 @@ def combine(parts, align_clocks=True):
     JobView with tables ``rank_steps`` (`RANK_STEPS`), ``stragglers`` (`STRAGGLERS`, largest
     excess first), ``kernels`` (`KERNELS_ACROSS`) and ``operators`` (`OPERATORS_ACROSS`),
     largest spread first, ``collectives`` (`COLLECTIVES_ACROSS`, in order of first arrival),
-    ``clocks`` (`CLOCKS`), and ``verdict``: {"ranks", "steps", "stragglers", "text"}, the text
-    saying which rank held the job back most and why, or that no rank did.
+    ``clocks`` (`CLOCKS`), and ``verdict`` (`VERDICT`, one row): the text says which rank held
+    the job back most and why, or that no rank did.
 
-    A rank is the trace's distributedInfo rank; when two workers claim the same one (separate
-    jobs in one run), every worker's position in the run stands for its rank instead.
+    A rank is the trace's distributedInfo rank; when a worker has none, or two claim the same
+    one (separate jobs in one run), every worker's position in the run stands for its rank.
 
     With ``align_clocks=False`` every offset is 0: arrival times are compared on the ranks'
     own clocks (right when all ranks ran on one host).
     """
     workers = list(parts)
     ranks = np.array([parts[w].rank for w in workers], dtype=np.int64)
-    if len(np.unique(ranks)) != len(ranks):  # e.g. several single-process jobs in one run: all "rank 0"
+    if (ranks < 0).any() or len(np.unique(ranks)) != len(ranks):  # e.g. separate jobs, each "rank 0"
         ranks = np.arange(len(workers), dtype=np.int64)
     rank_steps = RANK_STEPS.frame(_stack(
         [parts[w].steps.assign(rank=r, worker=w) for w, r in zip(workers, ranks)], RANK_STEPS.names)
@@ -374,7 +379,7 @@ def _verdict(rank_steps, stragglers):
                 f"{_us(worst['excess_us'])} longer than the median rank, from {worst['cause']}. "
                 f"{len(stragglers)} straggling rank-steps in all, on "
                 f"{stragglers['rank'].nunique()} of {n_ranks} ranks.")
-    return {"ranks": n_ranks, "steps": n_steps, "stragglers": int(len(stragglers)), "text": text}
+    return VERDICT.frame({"ranks": [n_ranks], "steps": [n_steps], "stragglers": [len(stragglers)], "text": [text]})
 
 
 def _across(parts, workers, ranks, attr, keys):
