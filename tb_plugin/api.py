@@ -29,7 +29,6 @@ from .views import diff as diff_view
 from .views import distributed as distributed_view
 from .views import job as job_view
 from .views import timeline
-from .views.common import step_windows
 
 logger = logging.getLogger(__name__)
 
@@ -485,9 +484,8 @@ class Api:
         profile = self._profile(request)
         index = profile.timeline()
         start, end = profile.model.span_us()
-        steps = step_windows(profile.model)[["step", "start_us", "end_us"]]
         return respond({"tracks": index.tracks, "start_us": start, "end_us": end, "origin_us": profile.model.origin_us,
-                        "steps": steps, "kinds": list(timeline.KINDS)})
+                        "steps": timeline.step_marks(profile.model), "kinds": list(timeline.KINDS)})
 
     def _window(self, request):
         start_us = float_param(request, "start_us")

@@ -12,6 +12,7 @@ This module is light on purpose (pandas and numpy only): the views, the cache an
 import it at no cost.
 """
 
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,10 +20,18 @@ import pandas as pd
 
 # Declared dtype -> how a column of it is held in a DataFrame and sent as JSON.
 #   int64   whole numbers; -1 means "absent" in id columns (documented per column)
-#   float64 measurements; NaN means "unknown" and is sent as null
+#   int32   whole numbers in the model's compact columns (sent like int64)
+#   float64 measurements; NaN means "unknown" and is sent as null (declare the column
+#           nullable where that can happen)
 #   bool    flags
 #   str     text (held as Python strings or a categorical of strings)
-DTYPES = ("int64", "float64", "bool", "str")
+DTYPES = ("int64", "int32", "float64", "bool", "str")
+
+# Each dtype's JSON Schema type: what the OpenAPI components and the conformance test use.
+JSON_TYPES = {"int64": "integer", "int32": "integer", "float64": "number", "bool": "boolean", "str": "string"}
+
+# The fifth element of a column tuple in `declare`: the column may hold null (NaN, None).
+NULLABLE = True
 
 # Units a column may carry. One unit per quantity across the package: times and durations
 # are microseconds, sizes bytes, shares percent.
@@ -32,12 +41,15 @@ UNITS = ("", "us", "bytes", "pct", "count", "flops", "tflop/s", "gb/s", "bytes/u
 @dataclass(frozen=True)
 class Column:
     """One column: `name` (snake_case, with a unit suffix where it has one), `dtype` (one of
-    `DTYPES`), `unit` (one of `UNITS`, "" for none) and `doc`, one line of meaning."""
+    `DTYPES`), `unit` (one of `UNITS`, "" for none), `doc`, one line of meaning, and
+    `nullable`: whether a value may be missing (NaN or None, sent as JSON null). Integer and
+    bool columns cannot be: they use -1 (or False) for "absent"."""
 
     name: str
     dtype: str
     unit: str
     doc: str
+    nullable: bool = False
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -46,6 +58,13 @@ class Column:
             raise ValueError(f"column {self.name!r}: unit {self.unit!r} is not one of {UNITS}")
         if not self.doc or "\n" in self.doc:
             raise ValueError(f"column {self.name!r}: doc must be one non-empty line")
+        if self.nullable and self.dtype not in ("float64", "str"):
+            raise ValueError(f"column {self.name!r}: {self.dtype} columns cannot hold null")
+
+    @property
+    def json_type(self):
+        """The JSON Schema type of its values: "integer", "number", "boolean" or "string"."""
+        return JSON_TYPES[self.dtype]
 
 
 @dataclass(frozen=True)
@@ -107,8 +126,13 @@ class Table:
         lines = []
         for c in self.columns:
             unit = f", {c.unit}" if c.unit else ""
-            lines.append(f"{c.name} ({c.dtype}{unit}): {c.doc}")
+            null = ", nullable" if c.nullable else ""
+            lines.append(f"{c.name} ({c.dtype}{unit}{null}): {c.doc}")
         return lines
+
+    def doc_block(self):
+        """This table's part of a docstring: its name, what a row is, its columns."""
+        return [f"``{self.name}`` -- {self.doc}", "", *(f"- {line}" for line in self.doc_lines())]
 
 
 class SchemaError(ValueError):
@@ -132,11 +156,9 @@ def _as_dtype(values, dtype):
         if len(series) == 0 or series.dtype == object and series.map(type).eq(bool).all():
             return series.astype(bool)
         raise TypeError(f"holds {series.dtype}, not bool")
-    if dtype == "int64":
-        if pd.api.types.is_integer_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
-            return series.astype(np.int64)
-        if len(series) == 0:
-            return series.astype(np.int64)
+    if dtype in ("int64", "int32"):
+        if pd.api.types.is_integer_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype) or len(series) == 0:
+            return series.astype(np.dtype(dtype))
         raise TypeError(f"holds {series.dtype}, not whole numbers")
     # float64: whole numbers widen; anything else is a bug
     if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
@@ -156,8 +178,8 @@ def _has_dtype(series, dtype):
             isinstance(series.dtype, pd.CategoricalDtype) and _categories_are_str(series))
     if dtype == "bool":
         return series.dtype == bool
-    if dtype == "int64":
-        return series.dtype == np.int64
+    if dtype in ("int64", "int32"):
+        return series.dtype == np.dtype(dtype)
     return series.dtype == np.float64
 
 
@@ -167,9 +189,42 @@ TABLES = {}
 
 
 def declare(name, doc, *columns):
-    """Declare and register a table; `columns` are `Column`s or (name, dtype, unit, doc) tuples."""
+    """Declare and register a table; `columns` are `Column`s or (name, dtype, unit, doc)
+    tuples, with `NULLABLE` as a fifth element for a column that may hold null."""
     if name in TABLES:
         raise ValueError(f"table {name!r} is declared twice")
     table = Table(name, doc, tuple(c if isinstance(c, Column) else Column(*c) for c in columns))
     TABLES[name] = table
     return table
+
+
+def documented(*tables):
+    """Decorator: write the column lists of `tables` into the function's docstring, so that
+    `help(view)` shows the declared columns and no copy is kept by hand.
+
+    The lists go at the end of the docstring's "Returns" section (one is added, before
+    "Notes", when there is none), after what the docstring says there itself (which table
+    is returned when, and the row order).
+    """
+    def decorate(function):
+        function.__doc__ = _with_columns(function.__doc__ or "", tables)
+        function.tables = tables
+        return function
+    return decorate
+
+
+def _with_columns(doc, tables):
+    lines = inspect.cleandoc(doc).splitlines()
+    block = []
+    for table in tables:
+        block += [*table.doc_block(), ""]
+    headers = [i for i in range(1, len(lines)) if set(lines[i]) == {"-"} and lines[i - 1].strip()]
+    returns = next((i for i in headers if lines[i - 1].strip() == "Returns"), None)
+    if returns is None:
+        at = next((i - 1 for i in headers if lines[i - 1].strip() == "Notes"), len(lines))
+        block = ["Returns", "-------", *block]
+    else:
+        at = next((i - 1 for i in headers if i > returns), len(lines))
+    if at > 0 and lines[at - 1].strip():
+        block.insert(0, "")
+    return "\n".join(lines[:at] + block + lines[at:]).rstrip() + "\n"

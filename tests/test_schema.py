@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tb_plugin.schema import Column, SchemaError, Table
+from tb_plugin.schema import Column, SchemaError, Table, documented
 
 SAMPLE = Table("sample", "one row per thing", (
     Column("name", "str", "", "what the thing is called"),
@@ -62,3 +62,46 @@ def test_columns_are_validated_when_declared():
 
 def test_doc_lines_read_as_a_returns_section():
     assert SAMPLE.doc_lines()[2] == "total_us (float64, us): its summed duration"
+
+
+def test_nullable_only_for_columns_that_can_hold_null():
+    assert Column("x", "float64", "us", "may be unknown", nullable=True).nullable
+    assert Column("t", "str", "", "may be absent", True).json_type == "string"
+    with pytest.raises(ValueError, match="null"):
+        Column("n", "int64", "", "ids use -1 instead", nullable=True)
+    assert Table("t", "d", (Column("a", "float64", "", "x", True),)).doc_lines() == ["a (float64, nullable): x"]
+
+
+def test_int32_columns_are_kept_compact():
+    table = Table("compact", "d", (Column("depth", "int32", "", "nesting depth"),))
+    frame = table.frame({"depth": np.array([0, 1], np.int64)})
+    assert frame["depth"].dtype == np.int32 and table.column("depth").json_type == "integer"
+    table.check(frame)
+
+
+def test_documented_writes_the_columns_into_the_returns_section():
+    @documented(SAMPLE)
+    def view():
+        """Things per name.
+
+        Returns
+        -------
+        DataFrame sorted by calls.
+
+        Notes
+        -----
+        How it is counted.
+        """
+
+    doc = view.__doc__
+    lines = doc.splitlines()
+    assert lines[:5] == ["Things per name.", "", "Returns", "-------", "DataFrame sorted by calls."]
+    assert "``sample`` -- one row per thing" in lines
+    assert doc.index("- total_us (float64, us): its summed duration") < doc.index("Notes")
+    assert view.tables == (SAMPLE,)
+
+    @documented(SAMPLE)
+    def bare():
+        """Only a summary."""
+
+    assert bare.__doc__.splitlines()[2:4] == ["Returns", "-------"]

@@ -28,6 +28,7 @@ import polars as pl
 from msgspec import Raw
 
 from .linking import Nesting, lookup
+from .tables import DEVICES
 from .parse import FLOW_SCHEMA, POLARS_REFUSED, decode_args, events_frame, flow_columns
 
 _NO_RAW = Raw(b"null")
@@ -956,10 +957,8 @@ class _Builder:
 def _devices(metadata):
     props = metadata.get("deviceProperties") or metadata.get("computeProperties") or []
     rows = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
-    columns = ["id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "numSms",
-               "maxThreadsPerMultiprocessor", "regsPerBlock", "sharedMemPerBlock", "warpSize"]
     table = pd.DataFrame(rows)
-    for column in columns:
+    for column in DEVICES.names:
         if column not in table:
             table[column] = np.nan if column != "name" else ""
         elif column == "name":
@@ -967,7 +966,7 @@ def _devices(metadata):
         else:  # numbers as float64, NaN where a file has a string, null or a non-finite value
             values = pd.to_numeric(table[column], errors="coerce").to_numpy(np.float64)
             table[column] = np.where(np.isfinite(values), values, np.nan)
-    return table
+    return table[DEVICES.names]  # the declared properties; others a file has are not kept
 
 
 def _link(ops, runtime, device_tables, memory):

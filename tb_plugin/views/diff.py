@@ -6,14 +6,44 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..schema import Column, declare, documented
 from .common import step_breakdown
-from .operators import operators
+from .kernels import KERNELS_BY_NAME
+from .operators import OPERATORS_BY_NAME, operators
 
 OPERATOR_QUANTITIES = ["calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us"]
 KERNEL_QUANTITIES = ["calls", "total_us"]
-OPERATOR_DIFF_COLUMNS = ["name"] + [f"{q}_{side}" for q in OPERATOR_QUANTITIES for side in ("a", "b", "delta")]
-KERNEL_DIFF_COLUMNS = ["name"] + [f"{q}_{side}" for q in KERNEL_QUANTITIES for side in ("a", "b", "delta")]
-STEP_DIFF_COLUMNS = ["category", "mean_us_a", "mean_us_b", "mean_us_delta"]
+_SIDES = (("a", "in trace a"), ("b", "in trace b"), ("delta", "b - a"))
+
+
+def _side_by_side_columns(source, quantities):
+    """The declared columns of a side-by-side table: name, then each quantity of `source`
+    (a declared table) for a, b and their difference."""
+    name = source.column("name")
+    columns = [Column("name", "str", "", f"{name.doc}, found in either trace")]
+    for q in quantities:
+        c = source.column(q)
+        columns += [Column(f"{q}_{side}", c.dtype, c.unit, f"{c.doc}, {meaning} (0 where absent)")
+                    for side, meaning in _SIDES]
+    return columns
+
+
+DIFF_OPERATORS = declare(
+    "diff_operators", "one operator name found in either trace (the operator view's rows, grouped by name)",
+    *_side_by_side_columns(OPERATORS_BY_NAME, OPERATOR_QUANTITIES))
+DIFF_KERNELS = declare(
+    "diff_kernels", "one kernel name found in either trace (communication kernels included)",
+    *_side_by_side_columns(KERNELS_BY_NAME, KERNEL_QUANTITIES))
+DIFF_STEPS = declare(
+    "diff_steps", "one step-time category of the step breakdown (kernel ... other), then total",
+    ("category", "str", "", "the step_breakdown column without its _us suffix"),
+    ("mean_us_a", "float64", "us", "mean over trace a's steps of the category's time per step"),
+    ("mean_us_b", "float64", "us", "the same in trace b"),
+    ("mean_us_delta", "float64", "us", "mean_us_b - mean_us_a"),
+)
+OPERATOR_DIFF_COLUMNS = DIFF_OPERATORS.names
+KERNEL_DIFF_COLUMNS = DIFF_KERNELS.names
+STEP_DIFF_COLUMNS = DIFF_STEPS.names
 
 
 @dataclass
@@ -55,6 +85,7 @@ def kernel_totals(model):
     return grouped.astype({"calls": np.int64, "total_us": np.float64})
 
 
+@documented(DIFF_OPERATORS, DIFF_KERNELS, DIFF_STEPS)
 def diff(a, b):
     """Compare two traces: operators, kernels and step breakdown side by side.
 
@@ -67,35 +98,10 @@ def diff(a, b):
     Returns
     -------
     DiffView
-        ``operators`` -- one row per operator name found in either trace (`operators.operators`
-        grouped by name, so the same rows the operator view lists):
-
-        - name (str)
-        - calls_a, calls_b, calls_delta (int64)
-        - host_self_us_a, host_self_us_b, host_self_us_delta (float64 µs)
-        - host_total_us_a, host_total_us_b, host_total_us_delta (float64 µs)
-        - device_self_us_a, device_self_us_b, device_self_us_delta (float64 µs)
-        - device_total_us_a, device_total_us_b, device_total_us_delta (float64 µs)
-
-        sorted by absolute device_total_us_delta, then absolute host_total_us_delta
-        (largest first), then name.
-
-        ``kernels`` -- one row per kernel name found in either trace (all kernels of
-        ``model.kernels``, communication kernels included):
-
-        - name (str)
-        - calls_a, calls_b, calls_delta (int64)
-        - total_us_a, total_us_b, total_us_delta (float64 µs): summed kernel duration
-
-        sorted by absolute total_us_delta (largest first), then name.
-
-        ``steps`` -- one row per step-time category of `common.step_breakdown` (kernel,
-        memcpy, memset, communication, runtime, dataloader, cpu_exec, other) plus ``total``:
-
-        - category (str): the breakdown column without its ``_us`` suffix
-        - mean_us_a, mean_us_b (float64 µs): mean over the trace's steps of that category's
-          time per step (a trace without step markers counts as one step)
-        - mean_us_delta (float64 µs): mean_us_b - mean_us_a
+        Its tables ``operators`` (sorted by absolute device_total_us_delta, then absolute
+        host_total_us_delta, largest first, then name), ``kernels`` (sorted by absolute
+        total_us_delta, largest first, then name) and ``steps`` (a trace without step
+        markers counts as one step) are the ones declared below, in that order.
 
     Notes
     -----
@@ -106,7 +112,7 @@ def diff(a, b):
                             ["device_total_us_delta", "host_total_us_delta"])
     kernels = _sorted_by_change(_side_by_side(kernel_totals(a), kernel_totals(b), KERNEL_QUANTITIES),
                                 ["total_us_delta"])
-    return DiffView(operators=ops[OPERATOR_DIFF_COLUMNS], kernels=kernels[KERNEL_DIFF_COLUMNS], steps=_step_diff(a, b))
+    return DiffView(operators=DIFF_OPERATORS.frame(ops), kernels=DIFF_KERNELS.frame(kernels), steps=_step_diff(a, b))
 
 
 def _step_means(model):
@@ -120,5 +126,5 @@ def _step_diff(a, b):
     categories = list(mean_a.index) + [c for c in mean_b.index if c not in mean_a.index]
     side_a = mean_a.reindex(categories).fillna(0.0).to_numpy(np.float64)
     side_b = mean_b.reindex(categories).fillna(0.0).to_numpy(np.float64)
-    return pd.DataFrame({"category": categories, "mean_us_a": side_a, "mean_us_b": side_b,
-                         "mean_us_delta": side_b - side_a})
+    return DIFF_STEPS.frame({"category": categories, "mean_us_a": side_a, "mean_us_b": side_b,
+                             "mean_us_delta": side_b - side_a})

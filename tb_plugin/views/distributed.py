@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..schema import NULLABLE, Column, Table, declare, documented
 from .common import _cached, collective_op_mask, device_activity, kernel_flags, name_mask, operator_tree, step_windows
 from .intervals import exclusive_time, union_length
 
@@ -43,17 +44,83 @@ _ELEMENT_BYTES = {
 }
 _DTYPE_PREFIX = re.compile(r"c10::|at::|torch\.|std::|\s+")
 
-STEP_COLUMNS = ["worker", "step", "computation_us", "overlap_us", "communication_us", "other_us", "total_us"]
-ALL_STEPS_COLUMNS = ["worker", "steps", "computation_us", "overlap_us", "communication_us", "other_us", "total_us"]
-CALL_COLUMNS = ["worker", "name", "start_us", "duration_us", "on_device", "size_bytes", "match_by", "match_group",
-                "match_index", "matched_workers", "transfer_us", "synchronizing_us"]
-COLLECTIVE_COLUMNS = ["worker", "name", "calls", "size_bytes", "mean_size_bytes", "total_us", "mean_us",
-                      "transfer_us", "synchronizing_us"]
-_CALL_TABLE_COLUMNS = ["worker", "root", "name", "start_us", "end_us", "device_us", "kernels", "on_device",
-                       "duration_us", "size_bytes", "process_group", "seq", "group_size", "device_start_us",
-                       "device_end_us"]
-DEVICE_COLUMNS = ["worker", "backend", "rank", "world_size", "device_id", "device_name", "memory_bytes",
-                  "compute_capability", "sm_count"]
+_WORKER = ("worker", "str", "", "the worker (file name prefix)")
+_STEP_PARTS = (
+    ("computation_us", "float64", "us",
+     "union of non-communication kernels; for a worker without kernels, of its operators (collectives excluded)"),
+    ("overlap_us", "float64", "us", "time where computation and communication run at once"),
+    ("communication_us", "float64", "us",
+     "union of communication kernels and of collective calls' host intervals that launched none"),
+    ("other_us", "float64", "us", "step - computation - communication + overlap (neither)"),
+    ("total_us", "float64", "us", "the step window's length"),
+)
+DISTRIBUTED_STEPS = declare(
+    "distributed_steps", "one step of one worker (`common.step_windows`)",
+    _WORKER, ("step", "int64", "", "the ProfilerStep#N number (0 for a trace without steps)"), *_STEP_PARTS)
+DISTRIBUTED_ALL_STEPS = declare(
+    "distributed_all_steps", "one worker: the mean per step of its distributed_steps rows (the old plugin's \"All steps\")",
+    _WORKER, ("steps", "int64", "count", "steps of the worker"), *_STEP_PARTS)
+_SIZE = ("size_bytes", "float64", "bytes", "bytes sent by the call; null when unknown", NULLABLE)
+COLLECTIVE_CALLS = declare(
+    "collective_calls", "one collective call (a nest of collective ops) of one worker, before matching, by start",
+    ("root", "int64", "", "row in ops of the nest's outermost op"),
+    ("name", "str", "", "the backend op's name (nccl:all_reduce, gloo:broadcast), else the Collective name, else the root's"),
+    ("start_us", "float64", "us", "host start of the root, relative to the trace origin"),
+    ("end_us", "float64", "us", "host end of the root, relative to the trace origin"),
+    ("device_us", "float64", "us", "summed duration of the communication kernels launched in the nest; 0 when none"),
+    ("kernels", "int64", "count", "communication kernels launched in the nest"),
+    ("on_device", "bool", "", "kernels > 0"),
+    ("duration_us", "float64", "us", "device_us when on_device, else end_us - start_us"),
+    _SIZE,
+    ("process_group", "str", "", "the process group name; empty when absent"),
+    ("seq", "int64", "", "the `Seq` arg; -1 when absent"),
+    ("group_size", "int64", "count", "the `Group size` arg; -1 when absent"),
+    ("device_start_us", "float64", "us", "start of the first communication kernel of the nest; null when none", NULLABLE),
+    ("device_end_us", "float64", "us", "end of the last communication kernel of the nest; null when none", NULLABLE),
+)
+DISTRIBUTED_CALLS = declare(
+    "distributed_calls", "one collective call of one worker with its match on the other workers",
+    _WORKER,
+    ("name", "str", "", "collective name (see collective_calls)"),
+    ("start_us", "float64", "us", "host start relative to that worker's trace origin"),
+    ("duration_us", "float64", "us", "the call's duration (Notes)"),
+    ("on_device", "bool", "", "whether the duration is kernel time"),
+    _SIZE,
+    ("match_by", "str", "", "\"seq\" or \"order\""),
+    ("match_group", "str", "", "the process group for seq; the name (|<size_bytes> for equal-size collectives) for order"),
+    ("match_index", "int64", "", "`Seq`, or the occurrence index within match_group"),
+    ("matched_workers", "int64", "count", "workers holding this collective"),
+    ("transfer_us", "float64", "us", "the shortest duration of the matched calls: time moving data"),
+    ("synchronizing_us", "float64", "us", "duration_us - transfer_us: time waiting for the other workers"),
+)
+DISTRIBUTED_COLLECTIVES = declare(
+    "distributed_collectives", "one collective name of one worker, by worker then total time",
+    _WORKER, ("name", "str", "", "collective name"),
+    ("calls", "int64", "count", "calls"),
+    ("size_bytes", "float64", "bytes", "total over the calls; null if any call's size is unknown", NULLABLE),
+    ("mean_size_bytes", "float64", "bytes", "size_bytes / calls", NULLABLE),
+    ("total_us", "float64", "us", "summed call duration"),
+    ("mean_us", "float64", "us", "mean call duration"),
+    ("transfer_us", "float64", "us", "summed data-transfer time"),
+    ("synchronizing_us", "float64", "us", "summed synchronizing time (total_us - transfer_us)"),
+)
+DISTRIBUTED_DEVICES = declare(
+    "distributed_devices", "one device a worker used (one row with device_id -1 when it used none)",
+    _WORKER,
+    ("backend", "str", "", "distributedInfo backend; empty if unknown"),
+    ("rank", "int64", "", "distributedInfo rank; -1 if unknown"),
+    ("world_size", "int64", "count", "distributedInfo world_size; -1 if unknown"),
+    ("device_id", "int64", "", "device number; -1 for none"),
+    ("device_name", "str", "", "deviceProperties name; empty if unknown"),
+    ("memory_bytes", "float64", "bytes", "device memory", NULLABLE),
+    ("compute_capability", "str", "", "\"major.minor\"; empty if unknown"),
+    ("sm_count", "float64", "count", "streaming multiprocessors", NULLABLE),
+)
+STEP_COLUMNS = DISTRIBUTED_STEPS.names
+ALL_STEPS_COLUMNS = DISTRIBUTED_ALL_STEPS.names
+CALL_COLUMNS = DISTRIBUTED_CALLS.names
+COLLECTIVE_COLUMNS = DISTRIBUTED_COLLECTIVES.names
+DEVICE_COLUMNS = DISTRIBUTED_DEVICES.names
 
 
 def element_bytes(dtype):
@@ -122,6 +189,7 @@ def _outermost_collective(model, rows):
     return out
 
 
+@documented(COLLECTIVE_CALLS)
 def collective_calls(model):
     """One row per collective call of one worker, before matching across workers.
 
@@ -131,18 +199,7 @@ def collective_calls(model):
 
     Returns
     -------
-    DataFrame with columns
-        root (int64, row in `model.ops`), name (str: the backend op's name such as
-        ``nccl:all_reduce`` / ``gloo:broadcast``; else the ``Collective name`` arg of
-        ``record_param_comms``; else the root's name), start_us, end_us (float64 µs, host
-        interval of the root, relative to the trace origin), device_us (float64 µs, summed
-        duration of the communication kernels launched inside the nest; 0 when none),
-        kernels (int64, count of those kernels), on_device (bool, kernels > 0), duration_us
-        (float64 µs: device_us when on_device, else end_us - start_us), size_bytes (float64
-        bytes, NaN when unknown), process_group (str, "" when absent), seq (int64, the
-        ``Seq`` arg, -1 when absent), group_size (int64, the ``Group size`` arg, -1 when
-        absent), device_start_us, device_end_us (float64 µs, first start
-        and last end of those kernels; NaN when none); ordered by start_us.
+    DataFrame ordered by start_us.
 
     Notes
     -----
@@ -239,7 +296,7 @@ def _build_calls(model):
     })
     calls["name"] = calls["name"].astype(str)
     calls["process_group"] = calls["process_group"].astype(str)
-    return calls.sort_values(["start_us", "end_us"], kind="stable").reset_index(drop=True)
+    return COLLECTIVE_CALLS.frame(calls.sort_values(["start_us", "end_us"], kind="stable"))
 
 
 @dataclass
@@ -253,6 +310,8 @@ class DistributedView:
     devices: pd.DataFrame
 
 
+@documented(DISTRIBUTED_STEPS, DISTRIBUTED_ALL_STEPS, DISTRIBUTED_CALLS, DISTRIBUTED_COLLECTIVES,
+            DISTRIBUTED_DEVICES)
 def distributed(models):
     """Computation/communication per step, collectives and devices of several workers.
 
@@ -264,49 +323,8 @@ def distributed(models):
     Returns
     -------
     DistributedView
-        ``steps`` -- one row per worker per step (`common.step_windows`):
-
-        - worker (str)
-        - step (int64): the ``ProfilerStep#N`` number (0 for a trace without steps)
-        - computation_us (float64 µs): union of non-communication kernels in the step
-          window; for a worker without kernels, union of its operators (the rows the operator
-          view lists, collectives excluded)
-        - overlap_us (float64 µs): time where computation and communication run at once
-        - communication_us (float64 µs): union of communication kernels and of the host
-          intervals of collective calls that launched no communication kernel (for a worker
-          without kernels: its collective calls' host intervals, e.g. ``gloo:*``)
-        - other_us (float64 µs): step - computation - communication + overlap (neither)
-        - total_us (float64 µs): the step window's length
-
-        ``all_steps`` -- one row per worker, the mean per step of the above (as the old
-        plugin's "All steps"): worker (str), steps (int64, count), computation_us,
-        overlap_us, communication_us, other_us, total_us (float64 µs).
-
-        ``calls`` -- one row per collective call (`collective_calls`) with its matching:
-        worker (str), name (str), start_us (float64 µs, host start relative to that worker's
-        trace origin), duration_us (float64 µs), on_device (bool: duration is kernel time),
-        size_bytes (float64 bytes, NaN if unknown), match_by (str: "seq" or "order"),
-        match_group (str: the process group for "seq"; for "order" the name, plus
-        ``|<size_bytes>`` (``|?`` when unknown) for collectives whose size is the same on
-        every rank), match_index (int64: ``Seq``, or the occurrence index within
-        match_group), matched_workers (int64: workers holding this collective),
-        transfer_us, synchronizing_us (float64 µs).
-
-        ``collectives`` -- one row per worker per collective name:
-
-        - worker, name (str)
-        - calls (int64)
-        - size_bytes (float64 bytes): total over the calls; NaN if any call's size is unknown
-        - mean_size_bytes (float64 bytes): size_bytes / calls
-        - total_us, mean_us (float64 µs): summed and mean call duration
-        - transfer_us (float64 µs): summed data-transfer time
-        - synchronizing_us (float64 µs): summed synchronizing time (total_us - transfer_us)
-
-        ``devices`` -- one row per worker per device it used (one row with device_id -1 when
-        it used none): worker (str), backend (str, "" if unknown), rank, world_size (int64,
-        -1 if unknown) from ``distributedInfo``; device_id (int64), device_name (str, ""),
-        memory_bytes (float64 bytes, NaN), compute_capability (str like "8.0", ""),
-        sm_count (float64, NaN) from ``deviceProperties`` (absent values as noted).
+        Its tables ``steps``, ``all_steps``, ``calls``, ``collectives`` and ``devices`` are
+        the ones declared below, in that order.
 
     Notes
     -----
@@ -356,9 +374,7 @@ def combine(parts):
         call_parts.append(part.calls.assign(worker=worker))
         device_parts.append(part.devices.assign(worker=worker))
 
-    steps = _concat(step_parts, STEP_COLUMNS)
-    steps["worker"] = steps["worker"].astype(str)
-    steps["step"] = steps["step"].astype(np.int64)
+    steps = _concat(step_parts, DISTRIBUTED_STEPS)
     all_steps = steps.groupby("worker", sort=False).agg(
         steps=("step", "size"),
         computation_us=("computation_us", "mean"),
@@ -366,27 +382,21 @@ def combine(parts):
         communication_us=("communication_us", "mean"),
         other_us=("other_us", "mean"),
         total_us=("total_us", "mean"),
-    ).reset_index()[ALL_STEPS_COLUMNS]
-    all_steps["steps"] = all_steps["steps"].astype(np.int64)
+    ).reset_index()
 
-    calls = match_calls(_concat(call_parts, _CALL_TABLE_COLUMNS))
-    collectives = _collectives(calls)
-    devices = _concat(device_parts, DEVICE_COLUMNS)
-    return DistributedView(steps=steps, all_steps=all_steps, calls=calls[CALL_COLUMNS].reset_index(drop=True),
-                           collectives=collectives, devices=devices)
+    calls = match_calls(_concat(call_parts, _WORKER_CALLS))
+    return DistributedView(steps=steps, all_steps=DISTRIBUTED_ALL_STEPS.frame(all_steps),
+                           calls=DISTRIBUTED_CALLS.frame(calls), collectives=_collectives(calls),
+                           devices=_concat(device_parts, DISTRIBUTED_DEVICES))
 
 
-_TEXT_COLUMNS = {"worker", "name", "process_group", "backend", "device_name", "compute_capability"}
-_INT_COLUMNS = {"step", "root", "kernels", "seq", "group_size", "rank", "world_size", "device_id"}
+# The calls of every worker before matching: collective_calls with the worker.
+_WORKER_CALLS = Table("worker_calls", "one collective call of one worker", (Column(*_WORKER), *COLLECTIVE_CALLS.columns))
 
 
-def _concat(parts, columns):
-    """Per-worker tables stacked; with no workers, an empty table of the same columns and dtypes."""
-    if not parts:
-        dtype = lambda c: str if c in _TEXT_COLUMNS else np.int64 if c in _INT_COLUMNS else bool if c == "on_device" \
-            else np.float64  # noqa: E731
-        return pd.DataFrame({c: pd.Series(dtype=dtype(c)) for c in columns})
-    return pd.concat(parts, ignore_index=True)[columns]
+def _concat(parts, table):
+    """Per-worker tables stacked as `table` declares them (an empty one with no workers)."""
+    return table.frame(pd.concat(parts, ignore_index=True) if parts else {name: [] for name in table.names})
 
 
 def _worker_steps(model, calls):
@@ -469,10 +479,8 @@ def _collectives(calls):
     grouped["size_bytes"] = np.where(grouped["unknown_size"], np.nan, grouped["size_bytes"]).astype(np.float64)
     grouped["mean_size_bytes"] = grouped["size_bytes"] / grouped["calls"].where(grouped["calls"] > 0)
     grouped["mean_us"] = grouped["total_us"] / grouped["calls"].where(grouped["calls"] > 0)
-    out = grouped[COLLECTIVE_COLUMNS].astype({"worker": str, "name": str, "size_bytes": np.float64,
-                                              "total_us": np.float64, "mean_us": np.float64,
-                                              "transfer_us": np.float64, "synchronizing_us": np.float64})
-    return out.sort_values(["worker", "total_us"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    grouped = grouped.astype({"worker": str, "name": str})
+    return DISTRIBUTED_COLLECTIVES.frame(grouped.sort_values(["worker", "total_us"], ascending=[True, False], kind="stable"))
 
 
 def _worker_devices(model):

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import declare
+from ..schema import NULLABLE, declare, documented
 from .common import collective_op_mask, device_activity, step_breakdown
 from .distributed import collective_calls, match_calls
 from .kernels import kernels as kernel_table
@@ -102,7 +102,8 @@ KERNELS_ACROSS = declare(
     ("min_us", "float64", "us", "the smallest total over the ranks that ran it"),
     ("median_us", "float64", "us", "the median total"),
     ("max_us", "float64", "us", "the largest total"),
-    ("spread_pct", "float64", "pct", "how much the largest exceeds the median: 100 (max - median) / median"),
+    ("spread_pct", "float64", "pct", "how much the largest exceeds the median: 100 (max - median) / median",
+     NULLABLE),
     ("slowest_rank", "int64", "", "the rank with the largest total"),
 )
 OPERATORS_ACROSS = declare(
@@ -113,7 +114,8 @@ OPERATORS_ACROSS = declare(
     ("min_us", "float64", "us", "the smallest total over the ranks that ran it"),
     ("median_us", "float64", "us", "the median total"),
     ("max_us", "float64", "us", "the largest total"),
-    ("spread_pct", "float64", "pct", "how much the largest exceeds the median: 100 (max - median) / median"),
+    ("spread_pct", "float64", "pct", "how much the largest exceeds the median: 100 (max - median) / median",
+     NULLABLE),
     ("slowest_rank", "int64", "", "the rank with the largest total"),
 )
 COLLECTIVES_ACROSS = declare(
@@ -126,10 +128,10 @@ COLLECTIVES_ACROSS = declare(
     ("arrival_spread_us", "float64", "us", "last arrival minus first arrival, clocks aligned"),
     ("first_rank", "int64", "", "the rank that arrived first"),
     ("last_rank", "int64", "", "the rank that arrived last: the one the others waited for"),
-    ("size_bytes", "float64", "bytes", "the call's input size on one rank (NaN when unknown)"),
+    ("size_bytes", "float64", "bytes", "the call's input size on one rank; null when unknown", NULLABLE),
     ("transfer_us", "float64", "us", "the shortest duration over the ranks: the data movement itself"),
-    ("algbw_gbps", "float64", "gb/s", "algorithm bandwidth S / t (NaN when the size is unknown)"),
-    ("busbw_gbps", "float64", "gb/s", "bus bandwidth: algbw times NCCL's factor for the collective"),
+    ("algbw_gbps", "float64", "gb/s", "algorithm bandwidth S / t; null when the size is unknown or n is 1", NULLABLE),
+    ("busbw_gbps", "float64", "gb/s", "bus bandwidth: algbw times NCCL's factor for the collective", NULLABLE),
 )
 VERDICT = declare(
     "job_verdict", "the job in one row: how many ranks, steps and straggling rank-steps, and what that means",
@@ -236,6 +238,7 @@ def job(models, align_clocks=True):
     return combine({worker: rank_part(model) for worker, model in models.items()}, align_clocks=align_clocks)
 
 
+@documented(VERDICT, RANK_STEPS, STRAGGLERS, KERNELS_ACROSS, OPERATORS_ACROSS, COLLECTIVES_ACROSS, CLOCKS)
 def combine(parts, align_clocks=True):
     """The `JobView` of {worker name: `RankPart`}.
 

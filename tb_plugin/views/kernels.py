@@ -3,13 +3,36 @@
 import numpy as np
 import pandas as pd
 
+from ..schema import NULLABLE, declare, documented
 from .common import kernel_flags, op_names
 
-KERNEL_STAT_COLUMNS = ["calls", "total_us", "mean_us", "max_us", "min_us", "mean_blocks_per_sm",
-                       "mean_est_achieved_occupancy_pct", "tensor_cores_used"]
-NAME_OP_KEYS = ["name", "operator", "grid", "block", "registers_per_thread", "shared_memory"]
+_NAME = ("name", "str", "", "kernel name")
+_STATS = (
+    ("calls", "int64", "count", "runs"),
+    ("total_us", "float64", "us", "summed duration"),
+    ("mean_us", "float64", "us", "mean duration"),
+    ("max_us", "float64", "us", "longest run"),
+    ("min_us", "float64", "us", "shortest run"),
+    ("mean_blocks_per_sm", "float64", "", "duration-weighted mean over the runs that report it; null when none does",
+     NULLABLE),
+    ("mean_est_achieved_occupancy_pct", "float64", "pct",
+     "duration-weighted mean over the runs that report it; null when none does", NULLABLE),
+    ("tensor_cores_used", "bool", "", "whether the kernel runs on Tensor Cores (from its name)"),
+)
+KERNELS_BY_NAME = declare("kernels_by_name", "one kernel name", _NAME, *_STATS)
+KERNELS_BY_NAME_OP = declare(
+    "kernels_by_name_op", "one kernel name with the operator that launched it and one launch configuration",
+    _NAME,
+    ("operator", "str", "", "the launching operator or annotation; empty outside any, or directly in a ProfilerStep#N"),
+    ("grid", "str", "", "grid dimensions \"[x, y, z]\"; empty when unknown"),
+    ("block", "str", "", "block dimensions \"[x, y, z]\"; empty when unknown"),
+    ("registers_per_thread", "int64", "count", "registers per thread; -1 when unknown"),
+    ("shared_memory", "int64", "bytes", "shared memory per block; -1 when unknown"),
+    *_STATS)
+NAME_OP_KEYS = KERNELS_BY_NAME_OP.names[:-len(_STATS)]  # the grouping columns
 
 
+@documented(KERNELS_BY_NAME, KERNELS_BY_NAME_OP)
 def kernels(model, group_by="name"):
     """GPU kernels grouped by name, or by name + operator + launch configuration.
 
@@ -19,14 +42,9 @@ def kernels(model, group_by="name"):
 
     Returns
     -------
-    DataFrame, sorted by total time, with columns
-    name (str); with "name_op" also operator (str, the launching operator or annotation, ""
-    for kernels launched outside any, or directly in a ``ProfilerStep#N``, e.g. Triton
-    kernels through cuLaunchKernel), grid, block
-    (str, "[x, y, z]"), registers_per_thread, shared_memory (int, bytes; -1 when unknown);
-    then calls (int), total_us, mean_us, max_us, min_us (float µs), mean_blocks_per_sm,
-    mean_est_achieved_occupancy_pct (float, duration-weighted over the kernels that report
-    them; NaN when none does), tensor_cores_used (bool, from the kernel name).
+    DataFrame: `kernels_by_name`, or `kernels_by_name_op` for "name_op"; sorted by total
+    time. A kernel launched outside any operator (Triton kernels through cuLaunchKernel, say)
+    has operator "".
     """
     if group_by not in ("name", "name_op"):
         raise ValueError(f"group_by must be 'name' or 'name_op', not {group_by!r}")
@@ -67,8 +85,8 @@ def kernels(model, group_by="name"):
         g["mean_blocks_per_sm"] = np.where(g["blocks_weight"] > 0, g["blocks_weighted"] / g["blocks_weight"], np.nan)
         g["mean_est_achieved_occupancy_pct"] = np.where(
             g["occupancy_weight"] > 0, g["occupancy_weighted"] / g["occupancy_weight"], np.nan)
-    out = g[keys + KERNEL_STAT_COLUMNS].sort_values("total_us", ascending=False, kind="stable")
-    return out.reset_index(drop=True)
+    table = KERNELS_BY_NAME if group_by == "name" else KERNELS_BY_NAME_OP
+    return table.frame(g.sort_values("total_us", ascending=False, kind="stable"))
 
 
 def tensor_core_share(model):

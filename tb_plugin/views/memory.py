@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..schema import NULLABLE, declare, documented
 from .common import _cached, operator_tree
 
 CPU_DEVICE_TYPE = 0
@@ -27,10 +28,42 @@ MAX_CURVE_POINTS = 2000
 _POINTS_PER_BUCKET = 5
 _EMPTY_OPS = "aten::empty"
 
-CURVE_COLUMNS = ["time_us", "allocated_bytes", "reserved_bytes"]
-EVENT_COLUMNS = ["operator", "size_bytes", "alloc_us", "free_us", "duration_us", "free_known"]
-STATS_COLUMNS = ["operator", "calls", "size_increase_bytes", "self_size_increase_bytes", "alloc_count",
-                 "self_alloc_count", "alloc_bytes", "self_alloc_bytes"]
+MEMORY_CURVE = declare(
+    "memory_curve", "one kept allocator record of the device, in time order; the value holds until the next point",
+    ("time_us", "float64", "us", "the record's time, relative to the trace origin"),
+    ("allocated_bytes", "float64", "bytes",
+     "`Total Allocated` after the record; before PyTorch 1.10 the device's summed `Bytes` since the trace start"),
+    ("reserved_bytes", "float64", "bytes",
+     "`Total Reserved` after the record; null when the trace has none, and for the CPU (which writes 0)", NULLABLE),
+)
+MEMORY_EVENTS = declare(
+    "memory_events", "one allocation (or one free of memory allocated before the trace, an unmatched free)",
+    ("operator", "str", "",
+     "owner operator (module docstring); an aten::empty* owner shows as \"<parent> (aten::empty...)\"; "
+     "empty outside every operator and for unmatched frees"),
+    ("size_bytes", "int64", "bytes", "bytes allocated (freed, for an unmatched free)"),
+    ("alloc_us", "float64", "us", "allocation time, relative to the trace origin; null for an unmatched free",
+     NULLABLE),
+    ("free_us", "float64", "us", "the next free of the same address on the device; null when not freed in the trace",
+     NULLABLE),
+    ("duration_us", "float64", "us", "free_us - alloc_us; null when either is unknown", NULLABLE),
+    ("free_known", "bool", "",
+     "whether the record's address lets its free be found (false without `Addr`: null free_us is then unknown)"),
+)
+MEMORY_STATS = declare(
+    "memory_stats", "one operator name that owns, directly or through its callees, a record of the device in range",
+    ("operator", "str", "", "operator name; empty for the records no operator owns"),
+    ("calls", "int64", "count", "instances (after the duplicate-node merge) overlapping the range; 0 for \"\""),
+    ("size_increase_bytes", "int64", "bytes", "summed `Bytes` (allocations +, frees -) of its records and its callees'"),
+    ("self_size_increase_bytes", "int64", "bytes", "summed `Bytes` of the records its instances own themselves"),
+    ("alloc_count", "int64", "count", "allocation records (`Bytes` > 0), callees' included"),
+    ("self_alloc_count", "int64", "count", "allocation records its instances own themselves"),
+    ("alloc_bytes", "int64", "bytes", "bytes of those allocations, callees' included"),
+    ("self_alloc_bytes", "int64", "bytes", "bytes of the allocations its instances own themselves"),
+)
+CURVE_COLUMNS = MEMORY_CURVE.names
+EVENT_COLUMNS = MEMORY_EVENTS.names
+STATS_COLUMNS = MEMORY_STATS.names
 
 
 def device_name(device_type, device_id):
@@ -154,6 +187,7 @@ def downsample_indices(time, allocated, reserved, max_points):
     return np.unique(np.concatenate([starts, lasts, top_alloc, low_alloc, top_res]))
 
 
+@documented(MEMORY_CURVE)
 def memory_curve(model, device, start_us=None, end_us=None, max_points=MAX_CURVE_POINTS):
     """Allocated and reserved memory of one device over time, as a step curve.
 
@@ -170,14 +204,7 @@ def memory_curve(model, device, start_us=None, end_us=None, max_points=MAX_CURVE
 
     Returns
     -------
-    DataFrame with columns, one row per kept `[memory]` record of the device, in time order:
-
-    - ``time_us`` (float64, µs relative to the trace origin): the record's time;
-    - ``allocated_bytes`` (float64, bytes): the allocator's ``Total Allocated`` after the
-      record; for traces without it (before PyTorch 1.10) the cumulative sum of the device's
-      ``Bytes`` since the start of the trace, so memory allocated before profiling is not in it;
-    - ``reserved_bytes`` (float64, bytes): ``Total Reserved`` after the record, NaN when the
-      trace has none and for the CPU (whose allocator reserves nothing and writes 0).
+    DataFrame, one row per kept `[memory]` record of the device, in time order.
 
     Notes
     -----
@@ -190,7 +217,7 @@ def memory_curve(model, device, start_us=None, end_us=None, max_points=MAX_CURVE
     curve = curve[keep].reset_index(drop=True)
     rows = downsample_indices(curve["time_us"].to_numpy(), curve["allocated_bytes"].to_numpy(),
                               curve["reserved_bytes"].to_numpy(), max_points)
-    return curve.iloc[rows].reset_index(drop=True)[CURVE_COLUMNS]
+    return MEMORY_CURVE.frame(curve.iloc[rows])
 
 
 @dataclass(frozen=True)
@@ -290,6 +317,7 @@ def _event_operator_names(model, owner):
     return label
 
 
+@documented(MEMORY_EVENTS)
 def memory_events(model, device, start_us=None, end_us=None):
     """Allocations of one device with their lifetimes.
 
@@ -305,21 +333,8 @@ def memory_events(model, device, start_us=None, end_us=None):
 
     Returns
     -------
-    DataFrame with columns, one row per allocation (and per unmatched free), ordered by
-    allocation time (unmatched frees first), then free time:
-
-    - ``operator`` (str): the allocation's owner operator (see the module docstring); an
-      owner named ``aten::empty*`` is shown under its parent in the operator tree, whatever
-      that parent is (an operator, a user annotation, a ``ProfilerStep#N``), as
-      ``"<parent> (aten::empty)"``, as torch-tb-profiler did; ``""`` when the allocation is
-      outside every operator, and for unmatched frees;
-    - ``size_bytes`` (int64, bytes): bytes allocated (freed, for an unmatched free);
-    - ``alloc_us`` (float64, µs relative to the trace origin): NaN for an unmatched free;
-    - ``free_us`` (float64, µs): the next free of the same address on the device; NaN when
-      never freed in the trace;
-    - ``duration_us`` (float64, µs): ``free_us - alloc_us``; NaN when either is unknown.
-    - ``free_known`` (bool): whether the record's address lets its free be found, so that a
-      NaN ``free_us`` means "not freed in the trace"; False for records without ``Addr``.
+    DataFrame, one row per allocation (and per unmatched free), ordered by allocation time
+    (unmatched frees first), then free time.
 
     Notes
     -----
@@ -370,9 +385,10 @@ def memory_events(model, device, start_us=None, end_us=None):
         keep &= lo <= end_us
     events = events[keep]
     sort = np.lexsort((events["free_us"].fillna(np.inf).to_numpy(), events["alloc_us"].fillna(-np.inf).to_numpy()))
-    return events.iloc[sort].reset_index(drop=True)[EVENT_COLUMNS]
+    return MEMORY_EVENTS.frame(events.iloc[sort])
 
 
+@documented(MEMORY_STATS)
 def memory_stats(model, device, start_us=None, end_us=None):
     """Per operator name: calls and how much memory it (and its callees) allocated and freed.
 
@@ -387,20 +403,9 @@ def memory_stats(model, device, start_us=None, end_us=None):
 
     Returns
     -------
-    DataFrame with columns, one row per operator name that owns, directly or through its
-    callees, at least one record of the device in the range, sorted by name, plus a last row
-    ``""`` for records owned by no operator (when there are any):
-
-    - ``operator`` (str): operator name;
-    - ``calls`` (int64): instances of the operator (after the duplicate-node merge, as in the
-      operator view) that overlap the range, whether or not they touched memory; 0 for ``""``;
-    - ``size_increase_bytes`` (int64, bytes): sum of ``Bytes`` (allocations +, frees -) of
-      the records owned by the operator's instances and by everything they called;
-    - ``self_size_increase_bytes`` (int64, bytes): the same over the records the instances
-      own themselves;
-    - ``alloc_count`` / ``self_alloc_count`` (int64): number of allocation records
-      (``Bytes`` > 0), with / without callees;
-    - ``alloc_bytes`` / ``self_alloc_bytes`` (int64, bytes): bytes of those allocations.
+    DataFrame, one row per operator name that owns, directly or through its callees, at
+    least one record of the device in the range, sorted by name, plus a last row ``""`` for
+    records owned by no operator (when there are any).
 
     Notes
     -----
@@ -456,8 +461,7 @@ def memory_stats(model, device, start_us=None, end_us=None):
                             "alloc_count": [outside[1]], "self_alloc_count": [outside[1]],
                             "alloc_bytes": [outside[2]], "self_alloc_bytes": [outside[2]]})
         grouped = pd.concat([grouped, row], ignore_index=True)
-    out = grouped[STATS_COLUMNS].reset_index(drop=True)
-    return out.astype({c: np.int64 for c in STATS_COLUMNS[1:]}).astype({"operator": str})
+    return MEMORY_STATS.frame(grouped.astype({"operator": str}))
 
 
 def _overlaps(start, end, start_us, end_us):

@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..schema import declare, documented
 from ..trace.linking import Nesting, lookup
 from .common import _cached, device_activity, name_mask, operator_tree
 
@@ -18,15 +19,27 @@ PATH_SEPARATOR = " > "
 FLAME_ROOT = "All modules"
 _INSTANCE = re.compile(r"^(?P<type>.+?)_\d+$")
 
-MODULE_COLUMNS = {
-    "node_id": np.int64, "parent_id": np.int64, "name": str, "module_type": str, "path": str,
-    "depth": np.int64, "occurrences": np.int64, "operators": np.int64,
-    "host_total_us": np.float64, "host_self_us": np.float64,
-    "device_total_us": np.float64, "device_self_us": np.float64,
-    "backward_host_total_us": np.float64, "backward_device_total_us": np.float64,
-}
+MODULES = declare(
+    "modules", "one module at one path of the nn.Module hierarchy, in depth-first order (siblings by first start)",
+    ("node_id", "int64", "", "row number, 0..n-1"),
+    ("parent_id", "int64", "", "node_id of the enclosing module's node; -1 for a root"),
+    ("name", "str", "", "module instance as the profiler names it, e.g. Conv2d_1"),
+    ("module_type", "str", "", "class name: the instance name without _<n>, e.g. Conv2d"),
+    ("path", "str", "", "names from the root down, joined by \" > \""),
+    ("depth", "int64", "", "0 for roots"),
+    ("occurrences", "int64", "count", "forward calls of the module at this path"),
+    ("operators", "int64", "count", "operator calls (as the operator view counts them) inside those forward calls"),
+    ("host_total_us", "float64", "us", "summed wall time of the module's forward frames"),
+    ("host_self_us", "float64", "us", "host_total_us minus the children nodes' host_total_us (never below 0)"),
+    ("device_total_us", "float64", "us", "device activity launched inside the forward calls, child modules included"),
+    ("device_self_us", "float64", "us", "the part of device_total_us launched outside child modules"),
+    ("backward_host_total_us", "float64", "us", "wall time of the backward ops of the module's forward ops (Notes)"),
+    ("backward_device_total_us", "float64", "us", "device activity of those backward ops and of the ops they called"),
+)
+MODULE_COLUMNS = MODULES.names
 
 
+@documented(MODULES)
 def modules(model):
     """The nn.Module tree: one row per module at one path of the hierarchy.
 
@@ -41,27 +54,7 @@ def modules(model):
 
     Returns
     -------
-    DataFrame, one row per node in depth-first order (siblings by first start), columns:
-
-    - node_id (int64): row number, 0..n-1.
-    - parent_id (int64): node_id of the enclosing module's node; -1 for a root.
-    - name (str): module instance as the profiler names it, e.g. ``Conv2d_1``.
-    - module_type (str): class name, the instance name without ``_<n>``, e.g. ``Conv2d``.
-    - path (str): names from the root down, joined by `` > ``.
-    - depth (int64): 0 for roots.
-    - occurrences (int64): forward calls of the module at this path.
-    - operators (int64): operator calls (as the operator view counts them) starting inside
-      those forward calls, child modules included.
-    - host_total_us (float64, µs): summed wall time of the module's forward frames.
-    - host_self_us (float64, µs): host_total_us minus the children nodes' host_total_us
-      (never below 0).
-    - device_total_us (float64, µs): device activity (kernels, memcpys, memsets) launched
-      inside the forward calls, child modules included.
-    - device_self_us (float64, µs): the part of device_total_us launched outside child modules.
-    - backward_host_total_us (float64, µs): wall time of the backward ops attributed to the
-      module's forward ops, child modules included (see Notes).
-    - backward_device_total_us (float64, µs): device activity of those backward ops and of the
-      ops they called.
+    DataFrame, one row per node; an empty table when the trace has no module frames.
 
     Notes
     -----
@@ -112,7 +105,7 @@ def module_flame(model):
 
 
 def _empty():
-    return pd.DataFrame({column: pd.Series([], dtype=dtype) for column, dtype in MODULE_COLUMNS.items()})
+    return MODULES.frame({column: [] for column in MODULES.names})
 
 
 def _module_frames(model):
@@ -329,4 +322,4 @@ def _build(model):
         "device_total_us": device_total[order], "device_self_us": device_self[order],
         "backward_host_total_us": backward_host[order], "backward_device_total_us": backward_device[order],
     })
-    return out.astype(MODULE_COLUMNS)
+    return MODULES.frame(out)

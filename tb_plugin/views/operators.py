@@ -5,13 +5,30 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..schema import NULLABLE, declare, documented
 from ..trace.linking import Nesting
 from .common import _cached, operator_tree
 
 _FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<function>.*)$")
 
-OPERATOR_COLUMNS = ["name", "calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us",
-                    "tc_eligible", "tc_self_pct", "tc_total_pct", "has_call_stack"]
+_NAME = ("name", "str", "", "operator name")
+_STATS = (
+    ("calls", "int64", "count", "calls (after the duplicate-node merge, as torch counts them)"),
+    ("host_self_us", "float64", "us", "wall time less child ops and the op's own runtime calls"),
+    ("host_total_us", "float64", "us", "wall time"),
+    ("device_self_us", "float64", "us", "device activity launched by the op's own runtime calls"),
+    ("device_total_us", "float64", "us", "device activity launched by the op and its descendants"),
+    ("tc_eligible", "bool", "", "whether it (or an op it called) can run on Tensor Cores"),
+    ("tc_self_pct", "float64", "pct", "share of device_self_us on Tensor Cores; null without device time", NULLABLE),
+    ("tc_total_pct", "float64", "pct", "share of device_total_us on Tensor Cores; null without device time",
+     NULLABLE),
+    ("has_call_stack", "bool", "", "whether some call recorded a call stack (see operator_stacks)"),
+)
+OPERATORS_BY_NAME = declare("operators_by_name", "one operator name", _NAME, *_STATS)
+OPERATORS_BY_NAME_SHAPE = declare(
+    "operators_by_name_shape", "one operator name with one list of input shapes",
+    _NAME, ("input_shape", "str", "", "input shapes as JSON; empty when not recorded"), *_STATS)
+OPERATOR_COLUMNS = OPERATORS_BY_NAME.names
 
 
 def _python_stack_leaf(model):
@@ -64,6 +81,7 @@ def _frames_of_key(model, key):
     return frames
 
 
+@documented(OPERATORS_BY_NAME, OPERATORS_BY_NAME_SHAPE)
 def operators(model, group_by="name"):
     """Per operator (or operator + input shape): calls and times.
 
@@ -73,10 +91,8 @@ def operators(model, group_by="name"):
 
     Returns
     -------
-    DataFrame with columns name (str), [input_shape (str) when grouped by shape], calls (int),
-    host_self_us, host_total_us, device_self_us, device_total_us (float µs),
-    tc_eligible (bool), tc_self_pct, tc_total_pct (float, % of the device time on Tensor Cores;
-    NaN without device time), has_call_stack (bool); sorted by device self then host self time.
+    DataFrame: `operators_by_name`, or `operators_by_name_shape` grouped by shape; sorted by
+    device self then host self time.
 
     Notes
     -----
@@ -119,11 +135,10 @@ def operators(model, group_by="name"):
         grouped["tc_self_pct"] = np.where(grouped["device_self_us"] > 0, 100 * grouped["tc_self_us"] / grouped["device_self_us"], np.nan)
         grouped["tc_total_pct"] = np.where(grouped["device_total_us"] > 0, 100 * grouped["tc_total_us"] / grouped["device_total_us"], np.nan)
     grouped["name"] = grouped["name"].astype(str)
-    columns = OPERATOR_COLUMNS if group_by == "name" else OPERATOR_COLUMNS[:1] + ["input_shape"] + OPERATOR_COLUMNS[1:]
     if group_by == "name_shape":
         grouped["input_shape"] = grouped["input_shape"].astype(str)
-    out = grouped[columns].sort_values(["device_self_us", "host_self_us"], ascending=False, kind="stable")
-    return out.reset_index(drop=True)
+    table = OPERATORS_BY_NAME if group_by == "name" else OPERATORS_BY_NAME_SHAPE
+    return table.frame(grouped.sort_values(["device_self_us", "host_self_us"], ascending=False, kind="stable"))
 
 
 def operator_stacks(model, name, input_shape=None):

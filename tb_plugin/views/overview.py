@@ -3,23 +3,49 @@
 import numpy as np
 import pandas as pd
 
+from ..schema import NULLABLE, declare, documented
 from .common import kernel_flags, step_breakdown, step_windows
 from .intervals import union_length, weighted_level_integral
 
-STEP_COLUMNS = ["step", "kernel_us", "memcpy_us", "memset_us", "communication_us", "runtime_us",
-                "dataloader_us", "cpu_exec_us", "other_us", "total_us"]
-GPU_COLUMNS = ["device", "name", "memory_bytes", "compute_capability", "utilization_pct",
-               "est_sm_efficiency_pct", "est_achieved_occupancy_pct", "tensor_core_kernel_pct"]
+STEP_BREAKDOWN = declare(
+    "step_breakdown", "one step: its wall time split by category; the parts sum exactly to total_us",
+    ("step", "int64", "", "the ProfilerStep#N number; 0 when the trace has no step markers (one step over it all)"),
+    ("kernel_us", "float64", "us", "time running kernels (collective kernels excluded)"),
+    ("memcpy_us", "float64", "us", "time copying memory on a device, and no kernel ran"),
+    ("memset_us", "float64", "us", "time setting memory on a device, and none of the above"),
+    ("communication_us", "float64", "us", "collective kernels and host collective ops, and none of the above"),
+    ("runtime_us", "float64", "us", "runtime calls on the host, and none of the above"),
+    ("dataloader_us", "float64", "us", "DataLoader iteration on the host, and none of the above"),
+    ("cpu_exec_us", "float64", "us", "other host ops and annotations, and none of the above"),
+    ("other_us", "float64", "us", "none of the above"),
+    ("total_us", "float64", "us", "the step's wall time"),
+)
+GPU_SUMMARY = declare(
+    "gpu_summary", "one GPU that ran kernels, within [first step start, last step end]",
+    ("device", "int64", "", "device number"),
+    ("name", "str", "", "device name from the trace's deviceProperties; empty when not described"),
+    ("memory_bytes", "float64", "bytes", "device memory; null when not described", NULLABLE),
+    ("compute_capability", "str", "", "\"major.minor\"; empty when not described"),
+    ("utilization_pct", "float64", "pct", "kernel-busy time / all-steps time", NULLABLE),
+    ("est_sm_efficiency_pct", "float64", "pct",
+     "time integral of min(blocks per SM, 1) over concurrent kernels, capped at 1 per instant, / all-steps time",
+     NULLABLE),
+    ("est_achieved_occupancy_pct", "float64", "pct", "kernel-time-weighted mean of the kernels' occupancy estimate",
+     NULLABLE),
+    ("tensor_core_kernel_pct", "float64", "pct", "Tensor Core kernel time / time of kernels launched by operators",
+     NULLABLE),
+)
+STEP_COLUMNS = STEP_BREAKDOWN.names
+GPU_COLUMNS = GPU_SUMMARY.names
 
 
+@documented(STEP_BREAKDOWN)
 def steps(model):
     """Per step, wall time by category; the parts sum exactly to the step time.
 
     Returns
     -------
-    DataFrame with columns step (int; 0 when the trace has no ProfilerStep markers and the
-    whole trace is one step), kernel_us, memcpy_us, memset_us, communication_us, runtime_us,
-    dataloader_us, cpu_exec_us, other_us, total_us (float µs).
+    DataFrame, one row per step in time order.
 
     Notes
     -----
@@ -31,7 +57,7 @@ def steps(model):
     `record_param_comms`); Kernel excludes the collective kernels. CPU Exec is every other host
     op or annotation except the ProfilerStep ranges themselves.
     """
-    return step_breakdown(model)[STEP_COLUMNS]
+    return STEP_BREAKDOWN.frame(step_breakdown(model))
 
 
 def _steps_span(model):
@@ -39,18 +65,14 @@ def _steps_span(model):
     return float(windows["start_us"].min()), float(windows["end_us"].max())
 
 
+@documented(GPU_SUMMARY)
 def gpu_summary(model):
-    """One row per GPU that ran kernels (or is described in the trace).
+    """One row per GPU that ran kernels; percentages are null where their denominator is 0
+    or unknown, and every time is within [first step start, last step end].
 
     Returns
     -------
-    DataFrame with columns device (int), name (str), memory_bytes (float, NaN when unknown),
-    compute_capability (str "major.minor" or ""), utilization_pct (kernel-busy time / all-steps
-    time), est_sm_efficiency_pct (time integral of min(blocks per SM, 1) summed over concurrent
-    kernels and capped at 1 per instant, / all-steps time), est_achieved_occupancy_pct
-    (kernel-time-weighted mean of the kernels' estimate), tensor_core_kernel_pct (Tensor Core
-    kernel time / time of kernels launched by operators); all float percentages, computed
-    within [first step start, last step end].
+    DataFrame, one row per GPU by device number.
     """
     k = model.kernels
     props = model.devices
@@ -89,7 +111,7 @@ def gpu_summary(model):
             "est_achieved_occupancy_pct": occupancy,
             "tensor_core_kernel_pct": 100 * tc_time / launched_time if launched_time > 0 else np.nan,
         })
-    return pd.DataFrame(rows, columns=GPU_COLUMNS)
+    return GPU_SUMMARY.frame(pd.DataFrame(rows, columns=GPU_SUMMARY.names))
 
 
 def environment(model, device_type):

@@ -19,15 +19,45 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..schema import declare, documented
 from ..trace.linking import Nesting
 from ..trace.model import first_int
-from .common import _cached
+from .common import _cached, step_windows
 from .intervals import union_length, weighted_level_integral
 from .memory import full_curve, memory_devices
 
 # Slice kinds (the `kind` column), also what the viewer colours by.
 KINDS = ("op", "annotation", "runtime", "python", "kernel", "memcpy", "memset", "gpu_annotation")
 _KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+
+TIMELINE_TRACKS = declare(
+    "timeline_tracks", "one track of the Trace view: a thread's ops, its Python frames, or a device stream, in display order",
+    ("track", "int64", "", "track id, 0..n-1 in display order"),
+    ("kind", "str", "", "\"thread\", \"python\" or \"device\""),
+    ("process", "str", "", "process display name (metadata name and labels, else \"Process <pid>\" or \"GPU <n>\")"),
+    ("thread", "str", "", "thread display name (metadata name, else \"thread <tid>\" or \"stream <n>\")"),
+    ("pid", "str", "", "the events' pid as written"),
+    ("tid", "str", "", "the events' tid as written"),
+    ("device", "int64", "", "device number of a device track; -1 otherwise"),
+    ("stream", "int64", "", "stream number of a device track; -1 otherwise"),
+    ("sort_process", "float64", "", "process sort key (metadata sort index, else CPU processes before GPUs)"),
+    ("sort_thread", "float64", "", "thread sort key within the process"),
+    ("lanes", "int64", "count", "nesting depth of its slices (rows it takes)"),
+    ("events", "int64", "count", "slices on the track"),
+)
+TIMELINE_STEPS = declare(
+    "timeline_steps", "one step window, as the step breakdown uses it (`common.step_windows`)",
+    ("step", "int64", "", "the ProfilerStep#N number; 0 when the trace has no step markers"),
+    ("start_us", "float64", "us", "window start, relative to the trace origin"),
+    ("end_us", "float64", "us", "window end (the step's device work included), relative to the trace origin"),
+)
+TIMELINE_SUMMARY = declare(
+    "timeline_summary", "one slice name (and kind) with slices overlapping a time range, by total time",
+    ("name", "str", "", "slice name"),
+    ("kind", "str", "", "slice kind (one of KINDS)"),
+    ("count", "int64", "count", "slices overlapping the range"),
+    ("total_us", "float64", "us", "their time, clipped to the range"),
+)
 LEVEL_FACTOR = 4.0
 FINEST_RESOLUTION_US = 1.0
 
@@ -108,8 +138,7 @@ class TimelineIndex:
     Attributes
     ----------
     tracks : DataFrame
-        track (int id), kind ("thread", "python", "device"), process, thread (display
-        names), pid, tid, device, stream, sort_process, sort_thread, lanes, events.
+        The `timeline_tracks` table (`TIMELINE_TRACKS`).
     slices : DataFrame
         One row per event: track, lane, kind (index into KINDS), name (code into `names`),
         ts, dur, source (table name), row (in that table).
@@ -153,6 +182,7 @@ class TimelineIndex:
         lanes = frame.groupby("track")["lane"].max() + 1 if len(frame) else pd.Series(dtype=np.int64)
         self.tracks["lanes"] = self.tracks["track"].map(lanes).fillna(0).astype(np.int64)
         self.tracks["events"] = self.tracks["track"].map(frame.groupby("track").size()).fillna(0).astype(np.int64)
+        self.tracks = TIMELINE_TRACKS.frame(self.tracks)
         self.max_lanes = int(self.tracks["lanes"].max()) if len(self.tracks) else 1
         self.slices = frame.drop(columns=["thread", "track_kind"])
         self.levels = self._levels()
@@ -497,9 +527,9 @@ def search(index, text, after_us=None, direction="next", tracks=None, limit=50, 
             "results": [_endpoint(index, int(i)) for i in window]}
 
 
+@documented(TIMELINE_SUMMARY)
 def range_summary(index, start_us, end_us, tracks=None):
-    """Per name, what lies inside [start_us, end_us] on `tracks`: name, kind, count (slices
-    overlapping the range), total_us (their time clipped to the range), sorted by total."""
+    """Per name, what lies inside [start_us, end_us] on `tracks`, sorted by total time."""
     s = index.slices
     ts, end = s["ts"].to_numpy(), (s["ts"] + s["dur"]).to_numpy()
     mask = (ts <= end_us) & (end >= start_us)
@@ -510,4 +540,10 @@ def range_summary(index, start_us, end_us, tracks=None):
     out = frame.groupby(["name", "kind"]).agg(count=("t", "size"), total_us=("t", "sum")).reset_index()
     out["name"] = [str(index.names[i]) for i in out["name"]]
     out["kind"] = [KINDS[k] for k in out["kind"]]
-    return out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+    return TIMELINE_SUMMARY.frame(out.sort_values("total_us", ascending=False, kind="stable"))
+
+
+@documented(TIMELINE_STEPS)
+def step_marks(model):
+    """The steps the Trace view marks on its ruler."""
+    return TIMELINE_STEPS.frame(step_windows(model))

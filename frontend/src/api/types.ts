@@ -1,8 +1,10 @@
 // Wire types: the JSON the routes answer, as tb_plugin/openapi.yaml describes it.
 // Durations are microseconds (`_us`), sizes bytes (`_bytes`). Tables arrive as
-// {columns, rows} and are turned into row objects once, by components/table/logic.rowsOf.
+// {columns, rows} and are turned into row objects once, by components/table/logic.rowsOf
+// (or `tables.typedRows`, typed by the table's generated declaration).
 
 import type { Cell } from '../components/table/logic';
+import type { WireTableOf } from './tables';
 
 export interface WireTable {
   columns: string[];
@@ -53,9 +55,9 @@ export interface Recommendation {
 
 export interface OverviewReply {
   environment: Record<string, unknown>;
-  steps: WireTable;
+  steps: WireTableOf<'StepBreakdownTable'>;
   step_mean: Record<string, number>;
-  gpu_summary: WireTable;
+  gpu_summary: WireTableOf<'GpuSummaryTable'>;
   recommendations: Recommendation[];
 }
 
@@ -102,7 +104,7 @@ export interface MemoryPeaks {
 export interface MemoryCurveReply {
   device: string;
   peaks: MemoryPeaks;
-  curve: WireTable;
+  curve: WireTableOf<'MemoryCurveTable'>;
 }
 
 export interface FlameNode {
@@ -113,11 +115,11 @@ export interface FlameNode {
 
 /** /timeline_tracks: tracks (a table), the trace's span and steps, µs from the trace start. */
 export interface TimelineTracksReply {
-  tracks: WireTable;
+  tracks: WireTableOf<'TimelineTracksTable'>;
   start_us: number;
   end_us: number;
   origin_us: number;
-  steps: WireTable;
+  steps: WireTableOf<'TimelineStepsTable'>;
   kinds: string[];
 }
 

@@ -7,24 +7,29 @@ import type { ComponentChildren, VNode } from 'preact';
 import { useMemo, useState } from 'preact/hooks';
 import { filterRows, sortRows, toCsv, treeRows, type Cell, type Row, type SortState, type TreeSpec } from './logic';
 
-export interface Column {
-  key: string;
-  label: string;
-  /** Cell text; raw value otherwise. Return text, never HTML. */
-  format?: (value: Cell, row: Row) => ComponentChildren;
-  numeric?: boolean;
-  title?: string;
-}
+/** A column of rows `R`: its `key` is one of R's columns and `format` gets that column's cell
+ *  type, so with typed rows (`api/tables.typedRows`) a column the table does not have is a
+ *  type error. */
+export type Column<R extends Row = Row> = {
+  [K in keyof R & string]: {
+    key: K;
+    label: string;
+    /** Cell text; raw value otherwise. Return text, never HTML. */
+    format?: (value: R[K], row: R) => ComponentChildren;
+    numeric?: boolean;
+    title?: string;
+  };
+}[keyof R & string];
 
 export interface Search {
   label: string;
   keys: string[];
 }
 
-export interface DataTableProps {
+export interface DataTableProps<R extends Row = Row> {
   id: string;
-  columns: Column[];
-  rows: Row[];
+  columns: Column<R>[];
+  rows: R[];
   /** Columns of the CSV download, in order (default: the wire columns of the first row). */
   csvColumns?: string[];
   csvName: string;
@@ -35,8 +40,8 @@ export interface DataTableProps {
   defaultSort?: SortState | null;
   tree?: TreeSpec;
   /** Row details shown below a row when its toggle is clicked. */
-  details?: { has: (row: Row) => boolean; render: (row: Row) => VNode; label?: string };
-  rowKey?: (row: Row) => string;
+  details?: { has: (row: R) => boolean; render: (row: R) => VNode; label?: string };
+  rowKey?: (row: R) => string;
   pageSize?: number;
   caption?: ComponentChildren;
 }
@@ -53,7 +58,7 @@ export function downloadText(name: string, text: string, type = 'text/csv'): voi
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
-export function DataTable(props: DataTableProps) {
+export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
   const { columns, rows, tree, details, pageSize = 100 } = props;
   // Every table can be searched: by default over all its columns.
   const searches = props.searches ?? [{ label: 'Search', keys: columns.map((c) => c.key) }];
@@ -62,7 +67,7 @@ export function DataTable(props: DataTableProps) {
   const [collapsed, setCollapsed] = useState<Set<Cell>>(new Set());
   const [open, setOpen] = useState<Set<string>>(new Set());
   const [limit, setLimit] = useState(pageSize);
-  const rowKey = props.rowKey ?? ((row: Row) => JSON.stringify(row));
+  const rowKey = props.rowKey ?? ((row: R) => JSON.stringify(row));
 
   const shown = useMemo(() => {
     if (tree) {
@@ -78,7 +83,7 @@ export function DataTable(props: DataTableProps) {
   }, [rows, sort, queries, collapsed, tree]);
 
   const csvColumns = props.csvColumns ?? (rows.length ? Object.keys(rows[0]) : columns.map((c) => c.key));
-  const onSort = (column: Column) => {
+  const onSort = (column: Column<R>) => {
     setSort((current) => {
       if (current?.key === column.key) return { key: column.key, dir: current.dir === 'asc' ? 'desc' : 'asc' };
       return { key: column.key, dir: column.numeric ? 'desc' : 'asc' };
@@ -206,9 +211,11 @@ export function DataTable(props: DataTableProps) {
   );
 }
 
-function cellText(column: Column, row: Row): ComponentChildren {
+function cellText<R extends Row>(column: Column<R>, row: R): ComponentChildren {
   const value = row[column.key];
-  if (column.format) return column.format(value ?? null, row);
+  // `format` takes this column's cell type: the union of every column's would not type-check
+  const format = column.format as ((value: Cell, row: R) => ComponentChildren) | undefined;
+  if (format) return format(value ?? null, row);
   if (value === null || value === undefined) return '—';
   return String(value);
 }

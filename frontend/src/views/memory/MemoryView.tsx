@@ -4,14 +4,14 @@
 // size filters narrow the events table. Device and range are kept in the page URL.
 
 import { useCallback, useMemo, useState } from 'preact/hooks';
-import type { MemoryCurveReply, MemoryDevicesReply, ViewProps, WireTable } from '../../api/types';
+import { typedRows, type WireTableOf } from '../../api/tables';
+import type { MemoryCurveReply, MemoryDevicesReply, ViewProps } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { axisText, byteTickInterval, formatBytes, formatDuration, formatNumber } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { esc, type echarts } from '../../components/charts/echarts';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 
 type ECharts = ReturnType<typeof echarts.init>;
@@ -39,8 +39,8 @@ function Memory(props: ViewProps & { devices: string[] }) {
   const hasRange = start !== null && end !== null && Number.isFinite(start) && Number.isFinite(end) && end >= start;
   const query = { run: props.run, worker: props.worker, span: props.span, device, start_us: hasRange ? start : null, end_us: hasRange ? end : null };
   const curve = useApi<MemoryCurveReply>('memory_curve', { ...query, max_points: 2000 });
-  const events = useApi<WireTable>('memory_events', query);
-  const stats = useApi<WireTable>('memory_stats', query);
+  const events = useApi<WireTableOf<'MemoryEventsTable'>>('memory_events', query);
+  const stats = useApi<WireTableOf<'MemoryStatsTable'>>('memory_stats', query);
   const [minKb, setMinKb] = useState('');
   const [maxKb, setMaxKb] = useState('');
 
@@ -95,21 +95,21 @@ function Memory(props: ViewProps & { devices: string[] }) {
           {(table) => (
             <DataTable
               id="memory-stats"
-              rows={rowsOf(table)}
+              rows={typedRows(table)}
               csvColumns={table.columns}
               csvName={`${name}_memory_stats.csv`}
               searches={[{ label: 'Search operators', keys: ['operator'] }]}
               defaultSort={{ key: 'size_increase_bytes', dir: 'desc' }}
-              rowKey={(r) => String(r.operator)}
+              rowKey={(r) => r.operator}
               columns={[
                 { key: 'operator', label: 'Operator', format: (v) => (v === '' ? '(no operator)' : String(v)) },
-                { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
-                { key: 'size_increase_bytes', label: 'Size increase', numeric: true, format: (v) => formatBytes(v as number) },
-                { key: 'self_size_increase_bytes', label: 'Self size increase', numeric: true, format: (v) => formatBytes(v as number) },
-                { key: 'alloc_count', label: 'Allocations', numeric: true, format: (v) => formatNumber(v as number) },
-                { key: 'self_alloc_count', label: 'Self allocations', numeric: true, format: (v) => formatNumber(v as number) },
-                { key: 'alloc_bytes', label: 'Allocated', numeric: true, format: (v) => formatBytes(v as number) },
-                { key: 'self_alloc_bytes', label: 'Self allocated', numeric: true, format: (v) => formatBytes(v as number) },
+                { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v) },
+                { key: 'size_increase_bytes', label: 'Size increase', numeric: true, format: (v) => formatBytes(v) },
+                { key: 'self_size_increase_bytes', label: 'Self size increase', numeric: true, format: (v) => formatBytes(v) },
+                { key: 'alloc_count', label: 'Allocations', numeric: true, format: (v) => formatNumber(v) },
+                { key: 'self_alloc_count', label: 'Self allocations', numeric: true, format: (v) => formatNumber(v) },
+                { key: 'alloc_bytes', label: 'Allocated', numeric: true, format: (v) => formatBytes(v) },
+                { key: 'self_alloc_bytes', label: 'Self allocated', numeric: true, format: (v) => formatBytes(v) },
               ]}
             />
           )}
@@ -119,12 +119,12 @@ function Memory(props: ViewProps & { devices: string[] }) {
   );
 }
 
-function Events({ table, minKb, maxKb, name }: { table: WireTable; minKb: string; maxKb: string; name: string }) {
-  const all = useMemo(() => rowsOf(table), [table]);
+function Events({ table, minKb, maxKb, name }: { table: WireTableOf<'MemoryEventsTable'>; minKb: string; maxKb: string; name: string }) {
+  const all = useMemo(() => typedRows(table), [table]);
   const min = minKb === '' ? null : Number(minKb) * 1024;
   const max = maxKb === '' ? null : Number(maxKb) * 1024;
   const rows = useMemo(
-    () => all.filter((r) => (min === null || Number(r.size_bytes) >= min) && (max === null || Number(r.size_bytes) <= max)),
+    () => all.filter((r) => (min === null || r.size_bytes >= min) && (max === null || r.size_bytes <= max)),
     [all, min, max],
   );
   const unpairable = useMemo(() => all.some((r) => r.free_known === false), [all]);
@@ -145,11 +145,11 @@ function Events({ table, minKb, maxKb, name }: { table: WireTable; minKb: string
         rowKey={(r) => `${r.alloc_us}|${r.operator}|${r.size_bytes}|${r.free_us}`}
         columns={[
           { key: 'operator', label: 'Operator', format: (v) => (v === '' ? '(no operator)' : String(v)) },
-          { key: 'size_bytes', label: 'Size', numeric: true, format: (v) => formatBytes(v as number) },
-          { key: 'alloc_us', label: 'Allocated at', numeric: true, format: (v) => formatDuration(v as number) },
+          { key: 'size_bytes', label: 'Size', numeric: true, format: (v) => formatBytes(v) },
+          { key: 'alloc_us', label: 'Allocated at', numeric: true, format: (v) => formatDuration(v) },
           // Without addresses (PyTorch < 1.10) a free cannot be found: unknown, not "not freed".
-          { key: 'free_us', label: 'Freed at', numeric: true, format: (v, r) => (v !== null ? formatDuration(v as number) : r.free_known === false ? 'unknown' : 'not freed') },
-          { key: 'duration_us', label: 'Lifetime', numeric: true, format: (v) => formatDuration(v as number) },
+          { key: 'free_us', label: 'Freed at', numeric: true, format: (v, r) => (v !== null ? formatDuration(v) : r.free_known === false ? 'unknown' : 'not freed') },
+          { key: 'duration_us', label: 'Lifetime', numeric: true, format: (v) => formatDuration(v) },
         ]}
       />
     </>

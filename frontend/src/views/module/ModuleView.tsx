@@ -2,17 +2,23 @@
 // a flame graph of the module tree.
 
 import { useMemo } from 'preact/hooks';
-import type { FlameNode, ViewProps, WireTable } from '../../api/types';
+import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
+import type { FlameNode, ViewProps } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber } from '../../base/format';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { anyNonZero, rowsOf } from '../../components/table/logic';
+import { anyNonZero } from '../../components/table/logic';
 import { Flame } from './Flame';
+
+type ModulesTable = WireTableOf<'ModulesTable'>;
+type ModuleRow = RowOf<'ModulesTable'>;
+/** The time columns of the module table (µs). */
+type TimeColumn = { [K in keyof ModuleRow]: K extends `${string}_us` ? K : never }[keyof ModuleRow];
 
 export function ModuleView(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const modules = useApi<WireTable>('modules', base);
+  const modules = useApi<ModulesTable>('modules', base);
   const flame = useApi<FlameNode>('module_flame', base);
   const name = `${props.run}_${props.worker}_${props.span}`;
   return (
@@ -27,11 +33,11 @@ export function ModuleView(props: ViewProps) {
   );
 }
 
-function Modules({ table, name }: { table: WireTable; name: string }) {
-  const rows = useMemo(() => rowsOf(table), [table]);
-  const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
+function Modules({ table, name }: { table: ModulesTable; name: string }) {
+  const rows = useMemo(() => typedRows(table), [table]);
+  const us = (key: TimeColumn, text: string): Column<ModuleRow> => ({ key, label: text, numeric: true, format: (v) => formatDuration(v) });
   if (!rows.length) return <Empty>No nn.Module records (profile with with_modules=True).</Empty>;
-  const device = ['device_total_us', 'device_self_us', 'backward_device_total_us'];
+  const device: TimeColumn[] = ['device_total_us', 'device_self_us', 'backward_device_total_us'];
   const withDevice = anyNonZero(rows, device);
   return (
     <DataTable
@@ -46,8 +52,8 @@ function Modules({ table, name }: { table: WireTable; name: string }) {
       columns={[
         { key: 'name', label: 'Module' },
         { key: 'module_type', label: 'Type' },
-        { key: 'occurrences', label: 'Occurrences', numeric: true, format: (v) => formatNumber(v as number) },
-        { key: 'operators', label: 'Operators', numeric: true, format: (v) => formatNumber(v as number) },
+        { key: 'occurrences', label: 'Occurrences', numeric: true, format: (v) => formatNumber(v) },
+        { key: 'operators', label: 'Operators', numeric: true, format: (v) => formatNumber(v) },
         us('host_total_us', 'Host total'),
         us('host_self_us', 'Host self'),
         ...(withDevice ? [us('device_total_us', 'Device total'), us('device_self_us', 'Device self')] : []),

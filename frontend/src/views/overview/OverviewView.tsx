@@ -3,6 +3,7 @@
 
 import { useMemo } from 'preact/hooks';
 import type { OverviewReply, ViewProps } from '../../api/types';
+import { typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
@@ -20,7 +21,7 @@ export function OverviewView({ run, worker, span }: ViewProps) {
 }
 
 function Overview({ data, name }: { data: OverviewReply; name: string }) {
-  const gpus = rowsOf(data.gpu_summary);
+  const gpus = typedRows(data.gpu_summary);
   const steps = rowsOf(data.steps);
   const total = data.step_mean.total_us ?? 0;
   const summary: Row[] = CATEGORIES.map(([key, label]) => ({
@@ -65,12 +66,12 @@ function Overview({ data, name }: { data: OverviewReply; name: string }) {
                   {/* name and compute capability are "" when the trace has no deviceProperties */}
                   <div><strong>GPU {String(gpu.device)}{gpu.name ? `: ${String(gpu.name)}` : ''}</strong></div>
                   <dl class="kv">
-                    <dt>Memory</dt><dd>{formatBytes(gpu.memory_bytes as number)}</dd>
+                    <dt>Memory</dt><dd>{formatBytes(gpu.memory_bytes)}</dd>
                     <dt>Compute capability</dt><dd>{String(gpu.compute_capability || '—')}</dd>
-                    <dt>GPU utilization</dt><dd>{formatPct(gpu.utilization_pct as number)}</dd>
-                    <dt>Est. SM efficiency</dt><dd>{formatPct(gpu.est_sm_efficiency_pct as number)}</dd>
-                    <dt>Est. achieved occupancy</dt><dd>{formatPct(gpu.est_achieved_occupancy_pct as number)}</dd>
-                    <dt>Kernel time on Tensor Cores</dt><dd>{formatPct(gpu.tensor_core_kernel_pct as number)}</dd>
+                    <dt>GPU utilization</dt><dd>{formatPct(gpu.utilization_pct)}</dd>
+                    <dt>Est. SM efficiency</dt><dd>{formatPct(gpu.est_sm_efficiency_pct)}</dd>
+                    <dt>Est. achieved occupancy</dt><dd>{formatPct(gpu.est_achieved_occupancy_pct)}</dd>
+                    <dt>Kernel time on Tensor Cores</dt><dd>{formatPct(gpu.tensor_core_kernel_pct)}</dd>
                   </dl>
                 </div>
               ))}

@@ -16,15 +16,14 @@ import type {
   TimelineSearchReply,
   TimelineTracksReply,
   ViewProps,
-  WireTable,
 } from '../../api/types';
+import { typedRows, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber } from '../../base/format';
 import { beginWork } from '../../base/ready';
 import { setParams } from '../../base/url';
 import { Card, Empty, ErrorBox, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Details } from './Details';
 import { useTimelineData } from './data';
@@ -58,14 +57,14 @@ const round = (v: number) => Math.round(v * 1000) / 1000;
 function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   const { info } = props;
   const base = useMemo(() => ({ run: props.run, worker: props.worker, span: props.span }), [props.run, props.worker, props.span]);
-  const trackList = useMemo<TrackInfo[]>(() => rowsOf(info.tracks).map((r) => ({
-    track: Number(r.track),
-    kind: String(r.kind),
-    process: String(r.process),
-    thread: String(r.thread),
-    pid: String(r.pid),
-    lanes: Number(r.lanes),
-    events: Number(r.events),
+  const trackList = useMemo<TrackInfo[]>(() => typedRows(info.tracks).map((r) => ({
+    track: r.track,
+    kind: r.kind,
+    process: r.process,
+    thread: r.thread,
+    pid: r.pid,
+    lanes: r.lanes,
+    events: r.events,
   })), [info]);
   const trackMap = useMemo(() => new Map(trackList.map((t) => [t.track, t])), [trackList]);
   // Python frames (with_stack=True) can hold more rows than everything else: they can be hidden.
@@ -73,7 +72,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   const [pythonParam, setPythonParam] = useUrlParam('trace_python', '1');
   const showPython = pythonParam !== '0';
   const groups = useMemo(() => groupTracks(showPython ? trackList : trackList.filter((t) => t.kind !== 'python')), [trackList, showPython]);
-  const steps = useMemo<Step[]>(() => rowsOf(info.steps).map((r) => ({ step: Number(r.step), start_us: Number(r.start_us), end_us: Number(r.end_us) })), [info]);
+  const steps = useMemo<Step[]>(() => typedRows(info.steps).map((r) => ({ step: r.step, start_us: r.start_us, end_us: r.end_us })), [info]);
   const limit = useMemo(() => bounds(info.start_us, info.end_us), [info]);
 
   // The visible window, from the URL when a link reopens the view.
@@ -247,7 +246,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
 
 function Summary({ base, range, total, onClear }: { base: Record<string, string | number>; range: Range; total: number; onClear: () => void }) {
   const tracks = range.tracks.length && range.tracks.length < total ? range.tracks.join(',') : null;
-  const state = useApi<WireTable>('timeline_summary', { ...base, start_us: range.start, end_us: range.end, tracks });
+  const state = useApi<WireTableOf<'TimelineSummaryTable'>>('timeline_summary', { ...base, start_us: range.start, end_us: range.end, tracks });
   return (
     <Card title={`Range ${formatDuration(range.start)} – ${formatDuration(range.end)} (${formatDuration(range.end - range.start)})`}>
       <div
@@ -264,7 +263,7 @@ function Summary({ base, range, total, onClear }: { base: Record<string, string 
         {(table) => (
           <DataTable
             id="trace-summary"
-            rows={rowsOf(table)}
+            rows={typedRows(table)}
             csvColumns={table.columns}
             csvName={`${base.run}_${base.worker}_${base.span}_range_summary.csv`}
             searches={[{ label: 'Search names', keys: ['name', 'kind'] }]}
@@ -273,8 +272,8 @@ function Summary({ base, range, total, onClear }: { base: Record<string, string 
             columns={[
               { key: 'name', label: 'Name' },
               { key: 'kind', label: 'Kind' },
-              { key: 'count', label: 'Count', numeric: true, format: (v) => formatNumber(v as number) },
-              { key: 'total_us', label: 'Total in range', numeric: true, format: (v) => formatDuration(v as number) },
+              { key: 'count', label: 'Count', numeric: true, format: (v) => formatNumber(v) },
+              { key: 'total_us', label: 'Total in range', numeric: true, format: (v) => formatDuration(v) },
             ]}
           />
         )}

@@ -1,0 +1,21 @@
+import { describe, expect, it } from 'vitest';
+import { typedRows, type RowOf, type WireTableOf } from './tables';
+
+describe('typed tables', () => {
+  it('turns a generated table into row objects typed by its columns', () => {
+    // The columns must be the declared ones, in order: another list does not type-check.
+    const table: WireTableOf<'TimelineStepsTable'> = { columns: ['step', 'start_us', 'end_us'], rows: [[3, 10.5, 20]] };
+    const [row] = typedRows(table);
+    const start: number = row.start_us;
+    expect(start).toBe(10.5);
+    expect(row).toEqual({ step: 3, start_us: 10.5, end_us: 20 });
+    // @ts-expect-error a column the declaration does not have
+    expect(row.begin_us).toBeUndefined();
+  });
+
+  it('keeps nullable columns nullable', () => {
+    const memory: RowOf<'GpuSummaryTable'>['memory_bytes'] = null;
+    const name: RowOf<'GpuSummaryTable'>['name'] = 'A100';
+    expect([memory, name]).toEqual([null, 'A100']);
+  });
+});

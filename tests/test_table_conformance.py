@@ -1,0 +1,211 @@
+"""Every table is declared once, and every answer is what its declaration says.
+
+- The trace model's tables of every sample trace have exactly the declared columns and
+  dtypes (`trace/tables.py`).
+- Every route's answer on every sample run, through the real API (the plugin in
+  TensorBoard's WSGI app, werkzeug's test client), holds only tables the route's OpenAPI
+  response names, each with exactly the declared columns in order and, per cell, the JSON
+  type of the column's dtype (null only where the column is declared nullable). Routes with
+  a `group_by` or `table` choice are asked for each value, so every table a route names is
+  seen.
+- `openapi.yaml`'s table components are what the generator writes from the declarations.
+- A view's docstring lists its declared columns (`help(view)` is true).
+"""
+
+import itertools
+import shutil
+from urllib.parse import urlencode
+
+import pytest
+import yaml
+
+import tb_plugin
+from tb_plugin import openapi_gen
+from tb_plugin.trace.tables import MODEL_TABLES
+from tb_plugin.views import diff, kernels, operators
+
+from .conftest import SAMPLES
+from .test_api import PREFIX, make_client, wait_route
+from .test_openapi_fuzz import VALID, route_parameters
+
+SPEC = yaml.safe_load(openapi_gen.SPEC_PATH.read_text(encoding="utf-8"))
+TABLES = openapi_gen.declared_tables()
+BY_COMPONENT = {openapi_gen.component_name(name): table for name, table in TABLES.items()}
+SAMPLE_FILES = sorted(SAMPLES.glob("*/*.pt.trace.json.gz"))
+# Declared for the Python API and docs, served only in another form.
+NOT_SERVED = {"collective_calls": "one worker's calls before matching; the API serves them matched (distributed_calls)"}
+JSON_TYPES = {"integer": (int,), "number": (int, float), "boolean": (bool,), "string": (str,)}
+
+
+def route_tables(path):
+    """The declared tables a route's 200 JSON answer refers to, from openapi.yaml."""
+    content = SPEC["paths"][path]["get"]["responses"]["200"].get("content", {})
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.rsplit("/", 1)[-1] in BY_COMPONENT:
+                found.append(BY_COMPONENT[ref.rsplit("/", 1)[-1]])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(content.get("application/json", {}))
+    return {t.name: t for t in found}
+
+
+TABLE_ROUTES = {path: tables for path in SPEC["paths"] if (tables := route_tables(path))}
+
+
+def answered_tables(body):
+    """Every {columns, rows} object in an answer, wherever it sits."""
+    if isinstance(body, dict):
+        if set(body) == {"columns", "rows"}:
+            yield body
+            return
+        for value in body.values():
+            yield from answered_tables(value)
+
+
+def problems(table, answer):
+    """What in `answer` ({columns, rows}) differs from the declaration `table`; [] if nothing."""
+    if answer["columns"] != table.names:
+        return [f"columns {answer['columns']} != declared {table.names}"]
+    found = []
+    for column, i in zip(table.columns, itertools.count()):
+        kinds = JSON_TYPES[column.json_type]
+        for row in answer["rows"]:
+            value = row[i]
+            ok = (value is None and column.nullable) or (
+                isinstance(value, kinds) and (column.json_type == "boolean" or not isinstance(value, bool)))
+            if not ok:
+                found.append(f"{column.name}: {value!r} is not {column.json_type}{' or null' if column.nullable else ''}")
+                break
+    return found + [f"a row of {len(r)} cells" for r in answer["rows"] if len(r) != len(table.columns)][:1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """Every sample run in one log directory, every profile loaded."""
+    root = tmp_path_factory.mktemp("samples")
+    runs = {}
+    for folder in sorted({f.parent for f in SAMPLE_FILES}):
+        shutil.copytree(folder, root / folder.name)
+        workers = sorted({f.name.split(".", 1)[0] for f in folder.glob("*.pt.trace.json.gz")})
+        spans = {w: len(list(folder.glob(f"{w}.*pt.trace.json.gz"))) for w in workers}
+        runs[folder.name] = spans
+    plugin, client = make_client(root)
+    plugin.store.wait_for_scan(30)
+    for run, spans in runs.items():
+        for worker, count in spans.items():
+            for span in range(1, count + 1):
+                assert wait_route(client, f"{PREFIX}/info?run={run}&worker={worker}&span={span}",
+                                  timeout=180).status_code == 200
+    yield client, runs
+    plugin.store.stop()
+
+
+def queries(path, client, runs):
+    """Valid queries of `path` on every sample run, worker and span (and memory device),
+    once per value of each choice between tables (`group_by`, `table`)."""
+    params = dict(route_parameters(path))
+    choices = {}
+    for p in SPEC["paths"][path]["get"].get("parameters", []):
+        if "$ref" not in p and p["name"] in ("group_by", "table"):
+            choices[p["name"]] = p["schema"]["enum"]
+    b_run = next(iter(runs))
+    for run, spans in runs.items():
+        for worker, count in spans.items():
+            for span in range(1, count + 1):
+                base = {name: VALID[name] for name, required in params.items() if required and name in VALID}
+                base.update({k: v for k, v in (("run", run), ("worker", worker), ("span", span), ("run_b", b_run),
+                                                ("worker_b", next(iter(runs[b_run])))) if k in params})
+                devices = [None]
+                if "device" in params:
+                    devices = client.get(f"{PREFIX}/memory_devices?run={run}&worker={worker}&span={span}"
+                                         ).get_json()["devices"]
+                names = list(choices)
+                for device, values in itertools.product(devices, itertools.product(*(choices[n] for n in names))):
+                    yield {**base, **dict(zip(names, values)), **({"device": device} if device else {})}
+
+
+def test_every_declared_table_is_served_by_a_route():
+    served_names = {name for tables in TABLE_ROUTES.values() for name in tables}
+    assert set(TABLES) - served_names == set(NOT_SERVED)
+
+
+@pytest.mark.parametrize("path", sorted(TABLE_ROUTES))
+def test_every_answer_has_the_declared_columns_and_types(served, path):
+    client, runs = served
+    declared = TABLE_ROUTES[path]
+    seen = set()
+    for query in queries(path, client, runs):
+        url = f"{PREFIX}{path}?{urlencode(query)}"
+        response = wait_route(client, url, timeout=180)
+        assert response.status_code == 200, (url, response.get_json())
+        for answer in answered_tables(response.get_json()):
+            # tables with the same columns (memcpy, memset) are told apart by the query only
+            matching = [t for t in declared.values() if t.names == answer["columns"]]
+            assert matching, f"{url}: a table with columns {answer['columns']}, which {path} does not declare"
+            assert problems(matching[0], answer) == [], url
+            seen.update(t.name for t in matching if not problems(t, answer))
+    assert seen == set(declared), f"{path}: tables declared but never answered: {set(declared) - seen}"
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLE_FILES), ids=lambda p: f"{p.parent.name}/{p.name[:20]}")
+def test_model_tables_match_their_declarations(path):
+    model = tb_plugin.load(str(path)).model
+    for table in MODEL_TABLES:
+        table.check(getattr(model, table.name))
+    assert [t.name for t in MODEL_TABLES] == list(model.TABLES) + ["threads", "devices"]
+
+
+def test_openapi_components_are_generated_from_the_declarations():
+    text = openapi_gen.SPEC_PATH.read_text(encoding="utf-8")
+    assert openapi_gen.render(text, TABLES) == text, "run: python -m tb_plugin.openapi_gen"
+
+
+def test_generated_component_names_columns_units_and_row_types():
+    component = SPEC["components"]["schemas"]["OperatorsByNameTable"]
+    assert component["properties"]["columns"]["const"] == operators.OPERATORS_BY_NAME.names
+    cells = component["properties"]["rows"]["items"]["prefixItems"]
+    assert [c["title"] for c in cells] == operators.OPERATORS_BY_NAME.names
+    by_name = {c["title"]: c for c in cells}
+    assert by_name["calls"]["type"] == "integer"
+    assert by_name["tc_self_pct"]["type"] == ["number", "null"] and by_name["tc_self_pct"]["x-unit"] == "pct"
+    assert by_name["host_self_us"]["type"] == "number" and "µs" in by_name["host_self_us"]["description"]
+    assert by_name["has_call_stack"]["type"] == "boolean"
+
+
+def test_openapi_check_mode_fails_on_a_stale_file(tmp_path, capsys):
+    stale = tmp_path / "openapi.yaml"
+    fresh = openapi_gen.SPEC_PATH.read_text(encoding="utf-8")
+    stale.write_text(fresh.replace('"title": "calls"', '"title": "count"', 1))  # a column renamed by hand
+    assert openapi_gen.main(["--check", "--spec", str(stale)]) == 1
+    assert "python -m tb_plugin.openapi_gen" in capsys.readouterr().err
+    assert openapi_gen.main(["--spec", str(stale)]) == 0
+    assert openapi_gen.main(["--check", "--spec", str(stale)]) == 0
+    assert stale.read_text(encoding="utf-8") == fresh
+
+
+@pytest.mark.parametrize("view, tables", [
+    (operators.operators, (operators.OPERATORS_BY_NAME, operators.OPERATORS_BY_NAME_SHAPE)),
+    (kernels.kernels, (kernels.KERNELS_BY_NAME, kernels.KERNELS_BY_NAME_OP)),
+    (diff.diff, (diff.DIFF_OPERATORS, diff.DIFF_KERNELS, diff.DIFF_STEPS)),
+])
+def test_view_docstrings_list_the_declared_columns(view, tables):
+    for table in tables:
+        for line in table.doc_lines():
+            assert f"- {line}" in view.__doc__
+    assert view.tables == tables
+
+
+def test_hand_written_paths_survive_regeneration(tmp_path):
+    """The generator rewrites only the block between its markers: a route added by hand
+    (another engineer's, say) is kept as written."""
+    text = openapi_gen.SPEC_PATH.read_text(encoding="utf-8")
+    added = text.replace("paths:\n", "paths:\n  /new_view:\n    get:\n      summary: A hand-written entry.\n", 1)
+    assert openapi_gen.render(added, TABLES) == added
