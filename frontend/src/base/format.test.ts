@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { axisText, byteTickInterval, deltaSign, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
+import { axisText, byteTickInterval, formatBandwidth, deltaSign, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
 
 describe('formatDuration', () => {
   it('keeps microseconds below a millisecond, one decimal, no trailing zero', () => {
@@ -103,5 +103,14 @@ describe('axes', () => {
     expect(labels(700)).toEqual(['0 B', '256 B', '512 B', '768 B']);
     expect(labels(900 * 1024)).toEqual(['0 B', '256 KB', '512 KB', '768 KB', '1 MB']);
     expect(byteTickInterval(0)).toBe(1);
+  });
+});
+
+describe('formatBandwidth', () => {
+  it('picks the decimal unit that fits', () => {
+    expect(formatBandwidth(9.375535)).toBe('9.38 GB/s');
+    expect(formatBandwidth(0.000186)).toBe('186 KB/s');
+    expect(formatBandwidth(0.04)).toBe('40.0 MB/s');
+    expect(formatBandwidth(null)).toBe('—');
   });
 });
