@@ -29,6 +29,7 @@ from .routes import API_ROUTES
 from .sources import SourceResolver
 from .views import diff as diff_view
 from .views import distributed as distributed_view
+from .views import job as job_view
 from .views import timeline
 
 logger = logging.getLogger(__name__)
@@ -297,6 +298,14 @@ def _distributed_part(profile):
     return distributed_view.worker_part(profile.model)
 
 
+def _job_part(profile):
+    """What the job view keeps of one rank's profile (`RunStore.summary`)."""
+    return job_view.rank_part(profile.model)
+
+
+JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks")
+
+
 def available_views(profile, worker_count, profile_count):
     """The views that have data for this profile (and run); `profile_count` is how many
     trace files the whole log directory holds (diff needs a second one)."""
@@ -313,7 +322,7 @@ def available_views(profile, worker_count, profile_count):
     if len(profile.timeline().slices):
         views.append("trace")
     if worker_count > 1:
-        views.append("distributed")
+        views += ["job", "distributed"]
     if profile_count > 1:
         views.append("diff")
     return views
@@ -455,23 +464,34 @@ class Api:
     def module_flame(self, request):
         return respond(self._profile(request).module_flame())
 
-    def distributed(self, request):
+    def _span_summaries(self, request, key, build):
+        """{worker: build(profile)} for one span of every worker of the run that has it, or
+        202 while any is loading. Each worker gives a small summary of its profile, so a run
+        of more ranks than the memory budget holds profiles still gets its view; every one is
+        asked for before any is awaited, so they load one after another without waiting for
+        the next request."""
         run = text_param(request, "run")
         span = int_param(request, "span", required=False, default=1, minimum=1)
         files = self.store.run_files(run)
         workers = [w for w, spans in files.workers.items() if span <= len(spans)]
         if not workers:
             raise NotFound(f"no worker of run {run!r} has span {span}")
-        # Each worker gives a small summary of its profile, so a run of more ranks than the
-        # memory budget holds profiles still gets its view; every one is asked for before any
-        # is awaited, so they load one after another without waiting for the next request.
-        results = {w: self.store.summary(run, w, span, "distributed", _distributed_part) for w in workers}
+        results = {w: self.store.summary(run, w, span, key, build) for w in workers}
         loading = [r for r in results.values() if isinstance(r, Loading)]
         if loading:
             raise StillLoading(loading[0], ready=len(results) - len(loading), total=len(results))
         self._reuse(request, list(results.values()))
+        return results
+
+    def distributed(self, request):
+        results = self._span_summaries(request, "distributed", _distributed_part)
         return tables_reply(request, lambda: distributed_view.combine(results),
                             ("steps", "all_steps", "collectives", "calls", "devices"))
+
+    def job(self, request):
+        align = choice_param(request, "align_clocks", ("true", "false")) == "true"
+        results = self._span_summaries(request, "job", _job_part)
+        return tables_reply(request, lambda: job_view.combine(results, align_clocks=align), JOB_TABLES)
 
     def diff(self, request):
         a, b = self._profile(request).model, self._profile(request, "_b").model

@@ -15,6 +15,7 @@ from .trace.model import build_model
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
+from .views import job as job_view
 from .views import kernels, memory, modules, operators, overview, recommendations, timeline
 
 logger = logging.getLogger(__name__)
@@ -260,20 +261,34 @@ class Run:
         worker, span = key if isinstance(key, tuple) else (key, 1)
         return self.profile(worker, span)
 
+    def _span_workers(self, span):
+        workers = [w for w in self.workers if span <= len(self.files.workers[w])]
+        if not workers:
+            raise KeyError(f"no worker of this run has span {span}")
+        return workers
+
+    def _span_model(self, worker, span):
+        """The model of a held profile, else one loaded for the caller and not kept."""
+        loaded = self._profiles.get((worker, span))
+        return (loaded or self._load(self.files.workers[worker][span - 1].path)).model
+
     def distributed(self, span=1):
         """Computation / communication per worker and step, collectives and devices for one
         span of every worker that has it; see `tb_plugin.views.distributed.distributed`.
 
         Profiles not loaded yet are loaded one at a time and not kept: a job of many ranks
         never needs all its profiles in memory at once."""
-        workers = [w for w in self.workers if span <= len(self.files.workers[w])]
-        if not workers:
-            raise KeyError(f"no worker of this run has span {span}")
+        workers = self._span_workers(span)
+        return distributed_view.combine({w: distributed_view.worker_part(self._span_model(w, span)) for w in workers})
 
-        def model(worker):
-            loaded = self._profiles.get((worker, span))
-            return (loaded or self._load(self.files.workers[worker][span - 1].path)).model
-        return distributed_view.combine({w: distributed_view.worker_part(model(w)) for w in workers})
+    def job(self, span=1, align_clocks=True):
+        """Every rank of one span side by side: per rank and step where the time went,
+        stragglers with their cause, kernels and operators across ranks, collectives matched
+        across ranks with arrival spread and bandwidth, and each rank's clock offset; see
+        `tb_plugin.views.job`. Loads like `distributed`: one profile at a time."""
+        workers = self._span_workers(span)
+        return job_view.combine({w: job_view.rank_part(self._span_model(w, span)) for w in workers},
+                                align_clocks=align_clocks)
 
 
 def diff(a, b):

@@ -9,7 +9,7 @@ API_ROUTES = (
     "kernels", "kernel_tensor_cores",
     "memory_devices", "memory_curve", "memory_events", "memory_stats",
     "modules", "module_flame",
-    "distributed", "diff",
+    "distributed", "job", "diff",
     "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
     "timeline_search", "timeline_summary",
     "trace_file",

@@ -74,6 +74,9 @@ COLLECTIVE_CALLS = declare(
     _SIZE,
     ("process_group", "str", "", "the process group name; empty when absent"),
     ("seq", "int64", "", "the `Seq` arg; -1 when absent"),
+    ("group_size", "int64", "count", "the `Group size` arg; -1 when absent"),
+    ("device_start_us", "float64", "us", "start of the first communication kernel of the nest; null when none", NULLABLE),
+    ("device_end_us", "float64", "us", "end of the last communication kernel of the nest; null when none", NULLABLE),
 )
 DISTRIBUTED_CALLS = declare(
     "distributed_calls", "one collective call of one worker with its match on the other workers",
@@ -236,7 +239,10 @@ def _build_calls(model):
     k = model.kernels
     k_root = _outermost_collective(model, k["op"].to_numpy()[comm])
     linked = k_root >= 0
-    kernel_time = pd.Series(k["dur"].to_numpy()[comm][linked]).groupby(k_root[linked]).agg(["sum", "size"])
+    k_ts = k["ts"].to_numpy()[comm][linked]
+    k_dur = k["dur"].to_numpy()[comm][linked]
+    kernel_time = pd.DataFrame({"dur": k_dur, "ts": k_ts, "end": k_ts + k_dur}).groupby(k_root[linked]).agg(
+        sum=("dur", "sum"), size=("dur", "size"), first_start=("ts", "min"), last_end=("end", "max"))
 
     chain = pd.DataFrame(index=pd.Index(np.unique(roots), name="root"))
     backend = members[members["is_backend"]].drop_duplicates("root").set_index("root")["row"]
@@ -245,6 +251,8 @@ def _build_calls(model):
     chain["rpc"] = rpc.reindex(chain.index).fillna(-1).astype(np.int64)
     chain["device_us"] = kernel_time["sum"].reindex(chain.index).fillna(0.0).astype(np.float64)
     chain["kernels"] = kernel_time["size"].reindex(chain.index).fillna(0).astype(np.int64)
+    chain["device_start_us"] = kernel_time["first_start"].reindex(chain.index).astype(np.float64)
+    chain["device_end_us"] = kernel_time["last_end"].reindex(chain.index).astype(np.float64)
     root = chain.index.to_numpy(dtype=np.int64)
     b, r = chain["backend"].to_numpy(), chain["rpc"].to_numpy()
     has_b, has_r = b >= 0, r >= 0
@@ -282,6 +290,9 @@ def _build_calls(model):
         "size_bytes": size.astype(np.float64),
         "process_group": np.where(has_r, _categorical_values(ops["process_group_name"], safe_r), ""),
         "seq": np.where(has_r, ops["collective_seq"].to_numpy()[safe_r], -1).astype(np.int64),
+        "group_size": np.where(has_r, ops["group_size"].to_numpy()[safe_r], -1).astype(np.int64),
+        "device_start_us": chain["device_start_us"].to_numpy(),
+        "device_end_us": chain["device_end_us"].to_numpy(),
     })
     calls["name"] = calls["name"].astype(str)
     calls["process_group"] = calls["process_group"].astype(str)
@@ -373,7 +384,7 @@ def combine(parts):
         total_us=("total_us", "mean"),
     ).reset_index()
 
-    calls = _match(_concat(call_parts, _WORKER_CALLS))
+    calls = match_calls(_concat(call_parts, _WORKER_CALLS))
     return DistributedView(steps=steps, all_steps=DISTRIBUTED_ALL_STEPS.frame(all_steps),
                            calls=DISTRIBUTED_CALLS.frame(calls), collectives=_collectives(calls),
                            devices=_concat(device_parts, DISTRIBUTED_DEVICES))
@@ -431,8 +442,9 @@ def same_size_on_every_rank(name):
     return not ("scatter" in kind and "reducescatter" not in kind)
 
 
-def _match(calls):
-    """Add match keys, matched_workers, transfer_us and synchronizing_us (see `distributed`)."""
+def match_calls(calls):
+    """Add match keys, matched_workers, transfer_us and synchronizing_us (see `distributed`) to
+    the collective calls of several workers (a `worker` column tells whose)."""
     calls = calls.sort_values(["worker", "start_us", "end_us"], kind="stable").reset_index(drop=True)
     names = calls["name"].to_numpy(dtype=object)
     codes, uniques = pd.factorize(names)

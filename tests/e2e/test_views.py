@@ -12,7 +12,7 @@ from .conftest import (api, assert_charts_drawn, format_bytes, format_duration, 
 CASES = {
     "cpu_cnn": ["overview", "operator", "memory", "module", "diff"],
     "gpu_resnet50_v100": ["overview", "operator", "kernel", "memory", "diff"],
-    "cpu_ddp_gloo": ["overview", "operator", "memory", "module", "distributed", "diff"],
+    "cpu_ddp_gloo": ["overview", "operator", "memory", "module", "job", "distributed", "diff"],
 }
 WORKER = {"cpu_cnn": "worker0", "gpu_resnet50_v100": "worker0", "cpu_ddp_gloo": "worker0"}
 
@@ -24,7 +24,7 @@ def test_views_offered_are_those_with_data(page, server, run):
     open_page(page, server, run=run)
     tabs = page.eval_on_selector_all("[role=tab]", "els => els.map((e) => e.dataset.view)")
     # every profile has a timeline: the Trace tab is always offered (tests/e2e/test_trace.py)
-    order = ["overview", "operator", "kernel", "trace", "memory", "module", "distributed", "diff"]
+    order = ["overview", "operator", "kernel", "trace", "memory", "module", "job", "distributed", "diff"]
     assert tabs == [v for v in order if v in expected or v == "trace"]
     assert page.get_attribute("[role=tab][aria-selected=true]", "data-view") == "overview"
 
@@ -110,6 +110,22 @@ def check_distributed(page, server, q):
     return 2
 
 
+def check_job(page, server, q):
+    data = api(server, "job", run=q["run"], span=q["span"])
+    verdict = rows(data["verdict"])[0]
+    assert page.inner_text("[data-testid=job-verdict]") == verdict["text"]
+    stragglers = rows(data["stragglers"])
+    if stragglers:
+        assert row_count(page, "job-stragglers") == len(stragglers)
+        worst = page.locator("[data-table=job-stragglers] tbody tr").first.inner_text()
+        assert format_duration(stragglers[0]["excess_us"]) in worst and stragglers[0]["cause"] in worst
+    assert row_count(page, "job-operators") == len(data["operators"]["rows"])
+    assert row_count(page, "job-collectives") == len(data["collectives"]["rows"])
+    for clock in rows(data["clocks"]):
+        assert clock["worker"] in page.inner_text("[data-table=job-clocks]")
+    return 1
+
+
 def check_diff(page, server, q):
     b = {"run_b": page.input_value("[data-control=run_b]"), "worker_b": page.input_value("[data-control=worker_b]"),
          "span_b": page.input_value("[data-control=span_b]")}
@@ -124,7 +140,7 @@ def check_diff(page, server, q):
 SLOPPY = re.compile(r"\b(?:NaN|undefined|null|Infinity)\b|(?<![\w.])[-+]0(?:\.0+)?(?![\d.])")
 
 CHECKS = {"overview": check_overview, "operator": check_operator, "kernel": check_kernel, "memory": check_memory,
-          "module": check_module, "distributed": check_distributed, "diff": check_diff}
+          "module": check_module, "job": check_job, "distributed": check_distributed, "diff": check_diff}
 
 
 @pytest.mark.parametrize("run,view", [(run, view) for run, views in sorted(CASES.items()) for view in views])
@@ -152,3 +168,14 @@ def test_view_shows_api_numbers_and_draws(page, server, screenshot_dir, run, vie
     }""")
     assert lag < 5000, f"rendered {lag} ms after the last reply"
     screenshot(page, screenshot_dir, f"{run}_{view}")
+
+
+def test_job_straggler_opens_that_ranks_overview(page, server):
+    open_page(page, server, run="cpu_ddp_gloo", worker="worker0", span=1, view="job")
+    stragglers = rows(api(server, "job", run="cpu_ddp_gloo", span=1, table="stragglers"))
+    if not stragglers:
+        pytest.skip("the sample job has no straggler to click")
+    worker = stragglers[0]["worker"]
+    page.locator("[data-table=job-stragglers] tbody tr").first.get_by_role("link", name=worker).click()
+    page.wait_for_selector("[data-current-view=overview]")
+    assert f"worker={worker}" in page.url and "view=overview" in page.url

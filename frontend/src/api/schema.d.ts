@@ -296,7 +296,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             run?: string;
-                            views?: ("overview" | "operator" | "kernel" | "memory" | "module" | "trace" | "distributed" | "diff")[];
+                            views?: ("overview" | "operator" | "kernel" | "memory" | "module" | "trace" | "job" | "distributed" | "diff")[];
                         };
                     };
                 };
@@ -1029,6 +1029,65 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/job": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks, steps, stragglers, text: which rank held the job back most and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) and clocks (rank, worker, offset_us, matched_calls, aligned). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or compare raw timestamps. */
+                    align_clocks?: "true" | "false";
+                    table?: "verdict" | "rank_steps" | "stragglers" | "kernels" | "operators" | "collectives" | "clocks";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["JobVerdictTable"] | components["schemas"]["JobRankStepsTable"] | components["schemas"]["JobStragglersTable"] | components["schemas"]["JobKernelsTable"] | components["schemas"]["JobOperatorsTable"] | components["schemas"]["JobCollectivesTable"] | components["schemas"]["JobClocksTable"] | {
+                            verdict?: components["schemas"]["JobVerdictTable"];
+                            rank_steps?: components["schemas"]["JobRankStepsTable"];
+                            stragglers?: components["schemas"]["JobStragglersTable"];
+                            kernels?: components["schemas"]["JobKernelsTable"];
+                            operators?: components["schemas"]["JobOperatorsTable"];
+                            collectives?: components["schemas"]["JobCollectivesTable"];
+                            clocks?: components["schemas"]["JobClocksTable"];
+                        };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/diff": {
         parameters: {
             query?: never;
@@ -1546,7 +1605,10 @@ export interface components {
                 "duration_us",
                 "size_bytes",
                 "process_group",
-                "seq"
+                "seq",
+                "group_size",
+                "device_start_us",
+                "device_end_us"
             ];
             rows: [
                 number,
@@ -1559,7 +1621,10 @@ export interface components {
                 number,
                 number | null,
                 string,
-                number
+                number,
+                number,
+                number | null,
+                number | null
             ][];
         };
         /** @description `counters`: one value of one series of a counter event (`C`). */
@@ -1919,6 +1984,185 @@ export interface components {
                 number | null,
                 number | null,
                 number | null
+            ][];
+        };
+        /** @description `job_clocks`: one rank's clock offset applied to align it with the reference rank. */
+        JobClocksTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "rank",
+                "worker",
+                "offset_us",
+                "matched_calls",
+                "aligned"
+            ];
+            rows: [
+                number,
+                string,
+                number,
+                number,
+                boolean
+            ][];
+        };
+        /** @description `job_collectives`: one collective call matched across ranks (as the Distributed view matches calls). */
+        JobCollectivesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "match_group",
+                "match_index",
+                "ranks",
+                "first_arrival_us",
+                "arrival_spread_us",
+                "first_rank",
+                "last_rank",
+                "size_bytes",
+                "transfer_us",
+                "algbw_gbps",
+                "busbw_gbps"
+            ];
+            rows: [
+                string,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number | null,
+                number,
+                number | null,
+                number | null
+            ][];
+        };
+        /** @description `job_kernels`: one kernel name, its total time per rank summarised over the ranks. */
+        JobKernelsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "ranks",
+                "min_us",
+                "median_us",
+                "max_us",
+                "spread_pct",
+                "slowest_rank"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                number,
+                number | null,
+                number
+            ][];
+        };
+        /** @description `job_operators`: one operator name, its self time per rank summarised over the ranks. */
+        JobOperatorsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "measure",
+                "ranks",
+                "min_us",
+                "median_us",
+                "max_us",
+                "spread_pct",
+                "slowest_rank"
+            ];
+            rows: [
+                string,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number | null,
+                number
+            ][];
+        };
+        /** @description `job_rank_steps`: one rank's one step, its wall time split into parts that sum to it. */
+        JobRankStepsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "rank",
+                "worker",
+                "step",
+                "step_us",
+                "compute_us",
+                "exposed_comm_us",
+                "idle_us",
+                "dataloader_us",
+                "host_us"
+            ];
+            rows: [
+                number,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `job_stragglers`: one rank's step that held the job back. */
+        JobStragglersTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "rank",
+                "worker",
+                "step",
+                "excess_us",
+                "cause",
+                "detail"
+            ];
+            rows: [
+                number,
+                string,
+                number,
+                number,
+                string,
+                string
+            ][];
+        };
+        /** @description `job_verdict`: the job in one row: how many ranks, steps and straggling rank-steps, and what that means. */
+        JobVerdictTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "ranks",
+                "steps",
+                "stragglers",
+                "text"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                string
             ][];
         };
         /** @description `kernels_by_name_op`: one kernel name with the operator that launched it and one launch configuration. */

@@ -51,7 +51,7 @@ export interface InfoReply {
   device_type: string;
 }
 
-export type ViewName = 'overview' | 'operator' | 'kernel' | 'trace' | 'memory' | 'module' | 'distributed' | 'diff';
+export type ViewName = 'overview' | 'operator' | 'kernel' | 'trace' | 'memory' | 'module' | 'job' | 'distributed' | 'diff';
 
 export interface ViewsReply {
   run: string;

@@ -4,6 +4,7 @@ import type { FunctionComponent } from 'preact';
 import type { ViewName, ViewProps } from '../api/types';
 import { DiffView } from '../views/diff/DiffView';
 import { DistributedView } from '../views/distributed/DistributedView';
+import { JobView } from '../views/job/JobView';
 import { KernelView } from '../views/kernel/KernelView';
 import { MemoryView } from '../views/memory/MemoryView';
 import { ModuleView } from '../views/module/ModuleView';
@@ -18,6 +19,7 @@ export const VIEWS: { name: ViewName; label: string; component: FunctionComponen
   { name: 'trace', label: 'Trace', component: TraceView },
   { name: 'memory', label: 'Memory', component: MemoryView },
   { name: 'module', label: 'Module', component: ModuleView },
+  { name: 'job', label: 'Job', component: JobView },
   { name: 'distributed', label: 'Distributed', component: DistributedView },
   { name: 'diff', label: 'Diff', component: DiffView },
 ];

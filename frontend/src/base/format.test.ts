@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { axisText, byteTickInterval, plural, roundAxis, timeTickInterval, deltaSign, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
+import { axisText, byteTickInterval, formatBandwidth, plural, roundAxis, timeTickInterval, deltaSign, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
 
 describe('formatDuration', () => {
   it('keeps microseconds below a millisecond, one decimal, no trailing zero', () => {
@@ -124,5 +124,14 @@ describe('plural', () => {
     expect(plural(1, 'track')).toBe('1 track');
     expect(plural(2, 'track')).toBe('2 tracks');
     expect(plural(1200, 'event')).toBe('1,200 events');
+  });
+});
+
+describe('formatBandwidth', () => {
+  it('picks the decimal unit that fits', () => {
+    expect(formatBandwidth(9.375535)).toBe('9.38 GB/s');
+    expect(formatBandwidth(0.000186)).toBe('186 KB/s');
+    expect(formatBandwidth(0.04)).toBe('40.0 MB/s');
+    expect(formatBandwidth(null)).toBe('—');
   });
 });

@@ -36,6 +36,20 @@ export function formatBytes(bytes: number | null | undefined): string {
 }
 
 /** A percentage already in 0..100: "12.3 %". */
+/** A bandwidth given in GB/s, in the decimal unit that fits (as NCCL's tests count:
+ * 1 GB/s = 10^9 bytes per second): "186 KB/s", "9.38 GB/s". */
+export function formatBandwidth(gbps: number | null | undefined): string {
+  if (gbps === null || gbps === undefined || !Number.isFinite(gbps)) return '—';
+  const units = ['B/s', 'KB/s', 'MB/s', 'GB/s', 'TB/s'];
+  let value = Math.abs(gbps) * 1e9;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return `${value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0)} ${units[unit]}`;
+}
+
 export function formatPct(pct: number | null | undefined, digits = 1): string {
   if (pct === null || pct === undefined || !Number.isFinite(pct)) return '—';
   return `${signed(pct, Math.abs(pct).toFixed(digits))} %`;

@@ -6,7 +6,8 @@ import { useEffect, useRef } from 'preact/hooks';
 import { useThemeValue } from '../theme';
 import { echarts, type ChartOption } from './echarts';
 
-type ECharts = ReturnType<typeof echarts.init>;
+export type ChartInstance = ReturnType<typeof echarts.init>;
+type ECharts = ChartInstance;
 
 export interface ChartProps {
   option: ChartOption;

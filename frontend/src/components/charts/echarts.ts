@@ -1,7 +1,7 @@
 // The only place ECharts is imported: just the chart types and components the views use, so
 // the bundle stays small (see frontend/README.md for the measured size).
 
-import { BarChart, LineChart, PieChart } from 'echarts/charts';
+import { BarChart, HeatmapChart, LineChart, PieChart } from 'echarts/charts';
 import {
   BrushComponent,
   DataZoomInsideComponent,
@@ -11,6 +11,7 @@ import {
   MarkPointComponent,
   TitleComponent,
   TooltipComponent,
+  VisualMapContinuousComponent,
 } from 'echarts/components';
 import * as echarts from 'echarts/core';
 import { CanvasRenderer } from 'echarts/renderers';
@@ -19,6 +20,8 @@ echarts.use([
   PieChart,
   BarChart,
   LineChart,
+  HeatmapChart,
+  VisualMapContinuousComponent,
   GridComponent,
   TooltipComponent,
   LegendComponent,

@@ -104,3 +104,62 @@ export function stackedBarOption(
     series: series.map((s) => ({ name: s.name, type: 'bar', stack: 'total', data: s.values, barMaxWidth: 48, ...(s.color ? { itemStyle: { color: s.color } } : {}) })),
   };
 }
+
+export interface HeatCell {
+  x: number;
+  y: number;
+  value: number | null;
+  /** Drawn with an outline (e.g. a straggler). */
+  marked?: boolean;
+}
+
+/** A heat map of cells on a category grid (x and y labels), coloured by value on a
+ * continuous scale with its legend; many rows scroll with an inside zoom on y. */
+export function heatmapOption(
+  xLabels: readonly string[],
+  yLabels: readonly string[],
+  cells: readonly HeatCell[],
+  format: (v: number) => string,
+  options: { xName?: string; yName?: string; valueName?: string } = {},
+): ChartOption {
+  const values = cells.map((c) => c.value).filter((v): v is number => v !== null && Number.isFinite(v));
+  const max = values.length ? Math.max(...values) : 1;
+  const min = values.length ? Math.min(...values) : 0;
+  const manyRows = yLabels.length > 32;
+  return {
+    tooltip: {
+      confine: true,
+      formatter: (p: { data: { value: [number, number, number | null] } }) => {
+        const [x, y, v] = p.data.value;
+        return `<b>${esc(yLabels[y])}</b>, ${esc(options.xName ?? '')} ${esc(xLabels[x])}<br/>${esc(options.valueName ?? '')}: <b>${esc(v === null ? '—' : format(v))}</b>`;
+      },
+    },
+    grid: { left: 80, right: 112, top: 16, bottom: 48 },
+    xAxis: { type: 'category', data: xLabels, name: options.xName, nameLocation: 'middle', nameGap: 28, splitArea: { show: true } },
+    yAxis: { type: 'category', data: yLabels, inverse: true, splitArea: { show: true } },
+    visualMap: {
+      type: 'continuous',
+      min,
+      max: max > min ? max : min + 1,
+      calculable: true,
+      orient: 'vertical',
+      right: 8,
+      top: 'middle',
+      itemHeight: 120,
+      formatter: (v: number) => axisText(format(v)),
+      // a sequential blue scale: outlines (orange) stay visible on every cell
+      inRange: { color: ['#f7fbff', '#c6dbef', '#6baed6', '#2171b5', '#08306b'] },
+    },
+    ...(manyRows ? { dataZoom: [{ type: 'inside', yAxisIndex: 0, filterMode: 'none' }] } : {}),
+    series: [
+      {
+        type: 'heatmap',
+        data: cells.map((c) => ({
+          value: [c.x, c.y, c.value],
+          ...(c.marked ? { itemStyle: { borderColor: '#ff7f0e', borderWidth: 3 } } : {}),
+        })),
+        emphasis: { itemStyle: { borderColor: '#333', borderWidth: 1 } },
+      },
+    ],
+  };
+}

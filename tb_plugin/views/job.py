@@ -1,0 +1,478 @@
+"""Job view: every rank of one span side by side. Where each rank's steps went, which rank
+holds the job back in which step and why, kernels and operators compared across ranks, and
+each collective call matched across ranks with the spread of the ranks' arrival at it.
+
+Like the Distributed view it is a small per-rank part (`rank_part`, built from one model and
+kept by the server after the model is dropped) and a `combine` step over the parts, so a job
+of 1,000 ranks never needs more than one model in memory.
+
+Definitions
+-----------
+Per rank and step, from the Overview's step breakdown of that rank (`common.step_breakdown`,
+whose parts sum exactly to the step's wall time):
+
+- step_us = the step's wall time;
+- compute_us = kernel + memcpy + memset time, and on a rank without device activity (a CPU
+  job) its CPU Exec time;
+- exposed_comm_us = the breakdown's Communication: collective time no compute hid;
+- dataloader_us = the breakdown's DataLoader;
+- host_us = Runtime (launches, synchronisation calls) plus, on a rank with device activity,
+  CPU Exec: host work while the device had nothing to run;
+- idle_us = the breakdown's Other: neither device nor host was doing anything attributed.
+
+These five parts sum to step_us.
+
+Stragglers. In a synchronous job every rank waits at the step's collectives for the last one
+to arrive, so the rank that holds the job back has the longest *work* (step_us -
+exposed_comm_us) while the others' exposed communication absorbs the difference; a rank can
+also be slow in the collective itself (a slow link), which shows as a longer step. For each
+step, each rank's work and step time are compared with the median over the ranks, spread
+measured by the scaled median absolute deviation (1.4826 MAD, which equals the standard
+deviation for normal noise). With fewer than `LEAVE_ONE_OUT_BELOW` ranks the median and MAD
+for a rank are taken over the *other* ranks, so that with two ranks the slower one is
+compared with the faster one rather than with their midpoint. A rank's step is a straggler
+when its excess over the baseline is larger than all of `STRAGGLER_MAD_Z` scaled MADs,
+`STRAGGLER_MIN_PCT` percent of the baseline step and `STRAGGLER_MIN_US`; a longer step counts
+only when the rank's work is not below the median (else the rank merely waited longer for the
+others). Its cause is the part
+(compute, data loading, host/launch, communication wait, idle) that exceeds that part's
+baseline by the most.
+
+Clock alignment. Each rank's timestamps come from its host's clock. All ranks leave a
+collective at nearly the same instant, so the offset of rank r is the median, over the calls
+it shares with the reference rank (the lowest rank), of the difference between their ends
+(the end of the call's last communication kernel, or of its host interval for host-only
+backends such as gloo). Arrival times are compared after adding each rank's offset; ranks
+sharing no call with the reference keep offset 0 and are marked not aligned.
+
+Bandwidth of a collective call, as NCCL's tests define it: algbw = S / t and busbw = algbw x
+factor, with t the call's data-transfer time (its shortest duration over the ranks, as in the
+Distributed view) and S the larger buffer: the input size times n for all_gather (each rank
+contributes one part), the input size otherwise. The factor is 2(n-1)/n for all_reduce,
+(n-1)/n for all_gather, reduce_scatter and all_to_all, 1 for broadcast, reduce, send and recv.
+n is the call's group size: the ``Group size`` arg where the trace records it, else the job's
+world size from distributedInfo (the default group, the only one a trace without process-group
+args can name), else the number of ranks holding the call. Bandwidths are NaN where the size
+is unknown or n is 1.
+"""
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..schema import NULLABLE, declare, documented
+from .common import collective_op_mask, device_activity, step_breakdown
+from .distributed import collective_calls, match_calls
+from .kernels import kernels as kernel_table
+from .operators import operators as operator_table
+
+LEAVE_ONE_OUT_BELOW = 8
+STRAGGLER_MAD_Z = 3.5  # Iglewicz and Hoaglin's cut-off for modified z-scores
+STRAGGLER_MIN_PCT = 5.0
+STRAGGLER_MIN_US = 50.0
+MAD_TO_SIGMA = 1.4826
+
+RANK_STEPS = declare(
+    "job_rank_steps", "one rank's one step, its wall time split into parts that sum to it",
+    ("rank", "int64", "", "the rank (distributedInfo.rank, else the worker's position in the run)"),
+    ("worker", "str", "", "the worker whose trace this rank's numbers come from"),
+    ("step", "int64", "", "the ProfilerStep#N number (0: a trace without steps is one step)"),
+    ("step_us", "float64", "us", "the step's wall time on this rank"),
+    ("compute_us", "float64", "us", "kernels, memcpy and memset (CPU Exec on a rank without device work)"),
+    ("exposed_comm_us", "float64", "us", "collective time that no compute hid"),
+    ("idle_us", "float64", "us", "time neither the device nor the host was doing attributed work"),
+    ("dataloader_us", "float64", "us", "time in DataLoader ranges not hidden by device work"),
+    ("host_us", "float64", "us", "launch and other host time while the device had nothing to run"),
+)
+STRAGGLERS = declare(
+    "job_stragglers", "one rank's step that held the job back",
+    ("rank", "int64", "", "the straggling rank"),
+    ("worker", "str", "", "its worker"),
+    ("step", "int64", "", "the step"),
+    ("excess_us", "float64", "us", "how much longer its work (or step) took than the other ranks' median"),
+    ("cause", "str", "", "the part that grew most: compute, data loading, host/launch, communication wait, idle"),
+    ("detail", "str", "", "the numbers behind the cause, in words"),
+)
+KERNELS_ACROSS = declare(
+    "job_kernels", "one kernel name, its total time per rank summarised over the ranks",
+    ("name", "str", "", "the kernel's name"),
+    ("ranks", "int64", "count", "ranks that ran it"),
+    ("min_us", "float64", "us", "the smallest total over the ranks that ran it"),
+    ("median_us", "float64", "us", "the median total"),
+    ("max_us", "float64", "us", "the largest total"),
+    ("spread_pct", "float64", "pct", "how much the largest exceeds the median: 100 (max - median) / median",
+     NULLABLE),
+    ("slowest_rank", "int64", "", "the rank with the largest total"),
+)
+OPERATORS_ACROSS = declare(
+    "job_operators", "one operator name, its self time per rank summarised over the ranks",
+    ("name", "str", "", "the operator's name"),
+    ("measure", "str", "", "which time is compared: device_self on ranks with device work, else host_self"),
+    ("ranks", "int64", "count", "ranks that ran it"),
+    ("min_us", "float64", "us", "the smallest total over the ranks that ran it"),
+    ("median_us", "float64", "us", "the median total"),
+    ("max_us", "float64", "us", "the largest total"),
+    ("spread_pct", "float64", "pct", "how much the largest exceeds the median: 100 (max - median) / median",
+     NULLABLE),
+    ("slowest_rank", "int64", "", "the rank with the largest total"),
+)
+COLLECTIVES_ACROSS = declare(
+    "job_collectives", "one collective call matched across ranks (as the Distributed view matches calls)",
+    ("name", "str", "", "the collective"),
+    ("match_group", "str", "", "the process group (matched by sequence number) or name and size (by order)"),
+    ("match_index", "int64", "", "the sequence number, or the occurrence within match_group"),
+    ("ranks", "int64", "count", "ranks holding this call"),
+    ("first_arrival_us", "float64", "us", "first rank's arrival, on the reference rank's clock, from its trace origin"),
+    ("arrival_spread_us", "float64", "us", "last arrival minus first arrival, clocks aligned"),
+    ("first_rank", "int64", "", "the rank that arrived first"),
+    ("last_rank", "int64", "", "the rank that arrived last: the one the others waited for"),
+    ("size_bytes", "float64", "bytes", "the call's input size on one rank; null when unknown", NULLABLE),
+    ("transfer_us", "float64", "us", "the shortest duration over the ranks: the data movement itself"),
+    ("algbw_gbps", "float64", "gb/s", "algorithm bandwidth S / t; null when the size is unknown or n is 1", NULLABLE),
+    ("busbw_gbps", "float64", "gb/s", "bus bandwidth: algbw times NCCL's factor for the collective", NULLABLE),
+)
+VERDICT = declare(
+    "job_verdict", "the job in one row: how many ranks, steps and straggling rank-steps, and what that means",
+    ("ranks", "int64", "count", "ranks in the job view"),
+    ("steps", "int64", "count", "distinct steps over the ranks"),
+    ("stragglers", "int64", "count", "straggling rank-steps"),
+    ("text", "str", "", "which rank held the job back most, in which step and why; or that none did"),
+)
+CLOCKS = declare(
+    "job_clocks", "one rank's clock offset applied to align it with the reference rank",
+    ("rank", "int64", "", "the rank"),
+    ("worker", "str", "", "its worker"),
+    ("offset_us", "float64", "us", "added to this rank's absolute timestamps (0 for the reference)"),
+    ("matched_calls", "int64", "count", "collective calls shared with the reference rank that gave the offset"),
+    ("aligned", "bool", "", "whether an offset could be measured (the reference counts as aligned)"),
+)
+
+_PARTS = (("compute_us", "compute"), ("dataloader_us", "data loading"), ("host_us", "host/launch"),
+          ("exposed_comm_us", "communication wait"), ("idle_us", "idle"))
+
+
+@dataclass(eq=False)  # identity semantics: held weakly by the server's reply cache
+class RankPart:
+    """What the job view needs of one rank's model: small tables (see `combine`)."""
+
+    rank: int
+    world_size: int
+    origin_us: float
+    steps: pd.DataFrame
+    kernels: pd.DataFrame
+    operators: pd.DataFrame
+    calls: pd.DataFrame
+
+
+def rank_part(model):
+    """The `RankPart` of one rank's model (rank -1 when its distributedInfo gives none)."""
+    rank = _int_or(model.distributed.get("rank"), -1)
+    breakdown = step_breakdown(model)
+    has_device = len(device_activity(model)) > 0
+    cpu_exec = breakdown["cpu_exec_us"].to_numpy()
+    steps = pd.DataFrame({
+        "step": breakdown["step"].to_numpy(),
+        "step_us": breakdown["total_us"].to_numpy(),
+        "compute_us": (breakdown["kernel_us"] + breakdown["memcpy_us"] + breakdown["memset_us"]).to_numpy()
+        + (0.0 if has_device else cpu_exec),
+        "exposed_comm_us": breakdown["communication_us"].to_numpy(),
+        "idle_us": breakdown["other_us"].to_numpy(),
+        "dataloader_us": breakdown["dataloader_us"].to_numpy(),
+        "host_us": breakdown["runtime_us"].to_numpy() + (cpu_exec if has_device else 0.0),
+    })
+    k = kernel_table(model)[["name", "total_us"]]
+    ops = operator_table(model)
+    ops = ops[~ops["name"].isin(_collective_names(model))]
+    measure = "device_self" if has_device else "host_self"
+    operators = pd.DataFrame({"name": ops["name"].to_numpy(), "measure": measure,
+                              "total_us": ops[f"{measure}_us"].to_numpy()})
+    calls = collective_calls(model)
+    on_device = calls["on_device"].to_numpy()
+    calls = pd.DataFrame({
+        "name": calls["name"].to_numpy(),
+        "process_group": calls["process_group"].to_numpy(),
+        "seq": calls["seq"].to_numpy(),
+        "group_size": calls["group_size"].to_numpy(),
+        "size_bytes": calls["size_bytes"].to_numpy(),
+        "duration_us": calls["duration_us"].to_numpy(),
+        "start_us": calls["start_us"].to_numpy(),
+        "end_us": calls["end_us"].to_numpy(),
+        # arrival: when the rank could start moving data (its kernel started, or the host call
+        # began); finish: when the call ended for it (its last kernel, or the host call)
+        "arrival_us": np.where(on_device, calls["device_start_us"].to_numpy(), calls["start_us"].to_numpy()),
+        "finish_us": np.where(on_device, calls["device_end_us"].to_numpy(), calls["end_us"].to_numpy()),
+    })
+    return RankPart(rank=rank, world_size=_int_or(model.distributed.get("world_size"), -1), origin_us=float(model.origin_us), steps=steps, kernels=k, operators=operators,
+                    calls=calls)
+
+
+def _int_or(value, default):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _collective_names(model):
+    """Names of the collective ops: they are compared in the collectives table, not here."""
+    return set(model.ops["name"].to_numpy()[collective_op_mask(model)].astype(str))
+
+
+@dataclass
+class JobView:
+    """Tables of the job view (see the module's docstring for definitions) and a verdict."""
+
+    rank_steps: pd.DataFrame
+    stragglers: pd.DataFrame
+    kernels: pd.DataFrame
+    operators: pd.DataFrame
+    collectives: pd.DataFrame
+    clocks: pd.DataFrame
+    verdict: pd.DataFrame
+
+
+def job(models, align_clocks=True):
+    """The `JobView` of {worker name: model of one span}; see `combine`."""
+    return combine({worker: rank_part(model) for worker, model in models.items()}, align_clocks=align_clocks)
+
+
+@documented(VERDICT, RANK_STEPS, STRAGGLERS, KERNELS_ACROSS, OPERATORS_ACROSS, COLLECTIVES_ACROSS, CLOCKS)
+def combine(parts, align_clocks=True):
+    """The `JobView` of {worker name: `RankPart`}.
+
+    Returns
+    -------
+    JobView with tables ``rank_steps`` (`RANK_STEPS`), ``stragglers`` (`STRAGGLERS`, largest
+    excess first), ``kernels`` (`KERNELS_ACROSS`) and ``operators`` (`OPERATORS_ACROSS`),
+    largest spread first, ``collectives`` (`COLLECTIVES_ACROSS`, in order of first arrival),
+    ``clocks`` (`CLOCKS`), and ``verdict`` (`VERDICT`, one row): the text says which rank held
+    the job back most and why, or that no rank did.
+
+    A rank is the trace's distributedInfo rank; when a worker has none, or two claim the same
+    one (separate jobs in one run), every worker's position in the run stands for its rank.
+
+    With ``align_clocks=False`` every offset is 0: arrival times are compared on the ranks'
+    own clocks (right when all ranks ran on one host).
+    """
+    workers = list(parts)
+    ranks = np.array([parts[w].rank for w in workers], dtype=np.int64)
+    if (ranks < 0).any() or len(np.unique(ranks)) != len(ranks):  # e.g. separate jobs, each "rank 0"
+        ranks = np.arange(len(workers), dtype=np.int64)
+    rank_steps = RANK_STEPS.frame(_stack(
+        [parts[w].steps.assign(rank=r, worker=w) for w, r in zip(workers, ranks)], RANK_STEPS.names)
+    ).sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
+    clocks = _clocks(parts, workers, ranks, align_clocks)
+    verdict_rows = _stragglers(rank_steps)
+    stragglers = STRAGGLERS.frame(verdict_rows)
+    return JobView(
+        rank_steps=rank_steps,
+        stragglers=stragglers,
+        kernels=KERNELS_ACROSS.frame(_across(parts, workers, ranks, "kernels", ["name"])),
+        operators=OPERATORS_ACROSS.frame(_across(parts, workers, ranks, "operators", ["name", "measure"])),
+        collectives=COLLECTIVES_ACROSS.frame(_collectives(parts, workers, ranks, clocks)),
+        clocks=CLOCKS.frame(clocks),
+        verdict=_verdict(rank_steps, stragglers),
+    )
+
+
+def _stack(frames, columns):
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame({c: [] for c in columns})
+    return pd.concat(frames, ignore_index=True)
+
+
+def _baselines(matrix):
+    """Per cell of a steps x ranks matrix (NaN: the rank lacks the step): the median of the
+    step's values and 1.4826 x their median absolute deviation, over the other ranks when
+    there are fewer than `LEAVE_ONE_OUT_BELOW` ranks, else over all of them."""
+    # nanmedian of an all-NaN row (a step that only one rank has) warns; such rows are expected
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if matrix.shape[1] >= LEAVE_ONE_OUT_BELOW:
+            center = np.nanmedian(matrix, axis=1, keepdims=True)
+            spread = MAD_TO_SIGMA * np.nanmedian(np.abs(matrix - center), axis=1, keepdims=True)
+            return np.broadcast_to(center, matrix.shape), np.broadcast_to(spread, matrix.shape)
+        center = np.full(matrix.shape, np.nan)
+        spread = np.full(matrix.shape, np.nan)
+        for j in range(matrix.shape[1]):  # fewer than LEAVE_ONE_OUT_BELOW ranks
+            others = np.delete(matrix, j, axis=1)
+            if others.shape[1] == 0:
+                continue
+            c = np.nanmedian(others, axis=1)
+            center[:, j] = c
+            spread[:, j] = MAD_TO_SIGMA * np.nanmedian(np.abs(others - c[:, None]), axis=1)
+        return center, spread
+
+
+def _stragglers(rank_steps):
+    columns = STRAGGLERS.names
+    if not len(rank_steps):
+        return pd.DataFrame({c: [] for c in columns})
+    table = rank_steps.assign(work_us=rank_steps["step_us"] - rank_steps["exposed_comm_us"])
+    # steps x ranks matrices; NaN where a rank lacks a step
+    wide = {c: table.pivot(index="step", columns="rank", values=c)
+            for c in ["step_us", "work_us"] + [p for p, _ in _PARTS]}
+    steps, rank_ids = wide["step_us"].index.to_numpy(), wide["step_us"].columns.to_numpy()
+    values = {c: w.to_numpy(dtype=np.float64, copy=True) for c, w in wide.items()}
+    present = ~np.isnan(values["step_us"])
+    step_center, step_spread = _baselines(values["step_us"])
+    work_center, work_spread = _baselines(values["work_us"])
+    floor = np.maximum(STRAGGLER_MIN_PCT / 100 * step_center, STRAGGLER_MIN_US)
+    work_excess = values["work_us"] - work_center
+    step_excess = values["step_us"] - step_center
+    work_flag = work_excess > np.maximum(STRAGGLER_MAD_Z * work_spread, floor)
+    # a longer step whose work is below the median is a rank that waited longer: a victim
+    step_flag = (step_excess > np.maximum(STRAGGLER_MAD_Z * step_spread, floor)) & (work_excess >= 0)
+    flagged = (work_flag | step_flag) & present
+    excess = np.where(work_flag & step_flag, np.maximum(work_excess, step_excess),
+                      np.where(work_flag, work_excess, step_excess))
+    growth = []
+    centers = []
+    for column, _ in _PARTS:  # five parts
+        center, _ = _baselines(values[column])
+        centers.append(center)
+        growth.append(values[column] - center)
+    growth = np.stack(growth)  # parts x steps x ranks
+    cause_index = np.nanargmax(np.where(np.isnan(growth), -np.inf, growth), axis=0)
+    si, ri = np.nonzero(flagged)
+    if not len(si):
+        return pd.DataFrame({c: [] for c in columns})
+    cause_at = cause_index[si, ri]
+    worker_of = table.drop_duplicates("rank").set_index("rank")["worker"]
+    details = []
+    for s, r, c in zip(si, ri, cause_at):  # one line of text per straggling rank-step
+        column, _ = _PARTS[c]
+        details.append(f"{column[:-3].replace('_', ' ')} {_us(values[column][s, r])} vs "
+                       f"median {_us(centers[c][s, r])} (+{_us(growth[c, s, r])}); "
+                       f"step {_us(values['step_us'][s, r])}, work {_us(values['work_us'][s, r])} "
+                       f"vs median {_us(work_center[s, r])}")
+    out = pd.DataFrame({
+        "rank": rank_ids[ri].astype(np.int64),
+        "worker": worker_of.reindex(rank_ids[ri]).to_numpy(),
+        "step": steps[si].astype(np.int64),
+        "excess_us": excess[si, ri],
+        "cause": np.array([name for _, name in _PARTS], dtype=object)[cause_at],
+        "detail": details,
+    })
+    return out.sort_values(["excess_us", "step", "rank"], ascending=[False, True, True], kind="stable")
+
+
+def _us(value):
+    """A duration in words: 950 µs, 12.3 ms, 1.20 s."""
+    value = float(value)
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.2f} s"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.1f} ms"
+    return f"{value:.0f} µs"
+
+
+def _verdict(rank_steps, stragglers):
+    n_ranks = int(rank_steps["rank"].nunique())
+    n_steps = int(rank_steps["step"].nunique())
+    if not len(stragglers):
+        text = (f"No straggler: in each of the {n_steps} steps every one of the {n_ranks} ranks finished its work "
+                f"within {STRAGGLER_MIN_PCT:g}% (and {STRAGGLER_MAD_Z:g} robust deviations) of the others' median.")
+    else:
+        worst = stragglers.iloc[0]
+        text = (f"Rank {int(worst['rank'])} held the job back most, in step {int(worst['step'])}: "
+                f"{_us(worst['excess_us'])} longer than the median rank, from {worst['cause']}. "
+                f"{len(stragglers)} straggling rank-steps in all, on "
+                f"{stragglers['rank'].nunique()} of {n_ranks} ranks.")
+    return VERDICT.frame({"ranks": [n_ranks], "steps": [n_steps], "stragglers": [len(stragglers)], "text": [text]})
+
+
+def _across(parts, workers, ranks, attr, keys):
+    """Per key, the ranks' totals summarised (min, median, max, spread, slowest rank)."""
+    stacked = _stack([getattr(parts[w], attr).assign(rank=r) for w, r in zip(workers, ranks)],
+                     keys + ["total_us", "rank"])
+    if not len(stacked):
+        return pd.DataFrame({c: [] for c in keys + ["ranks", "min_us", "median_us", "max_us", "spread_pct",
+                                                     "slowest_rank"]})
+    per_rank = stacked.groupby(keys + ["rank"], sort=False, observed=True)["total_us"].sum().reset_index()
+    per_rank = per_rank.sort_values(keys + ["total_us", "rank"], ascending=[True] * len(keys) + [False, True],
+                                    kind="stable")
+    grouped = per_rank.groupby(keys, sort=False, observed=True)
+    out = grouped.agg(ranks=("rank", "nunique"), min_us=("total_us", "min"), median_us=("total_us", "median"),
+                      max_us=("total_us", "max"), slowest_rank=("rank", "first")).reset_index()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["spread_pct"] = np.where(out["median_us"] > 0, 100 * (out["max_us"] - out["median_us"]) / out["median_us"],
+                                     np.nan)
+    return out.sort_values(["spread_pct", "max_us"], ascending=False, kind="stable", na_position="last")
+
+
+def _matched_calls(parts, workers, ranks):
+    """Every rank's collective calls with the Distributed view's match keys."""
+    stacked = _stack([parts[w].calls.assign(worker=w, rank=r, origin_us=parts[w].origin_us)
+                      for w, r in zip(workers, ranks)],
+                     ["name", "process_group", "seq", "group_size", "size_bytes", "duration_us", "start_us", "end_us",
+                      "arrival_us", "finish_us", "worker", "rank", "origin_us"])
+    for column in ("name", "process_group", "worker"):
+        stacked[column] = stacked[column].astype(str)
+    stacked["seq"] = stacked["seq"].astype(np.int64)
+    stacked["group_size"] = stacked["group_size"].astype(np.int64)
+    return match_calls(stacked)
+
+
+def _clocks(parts, workers, ranks, align_clocks):
+    offsets = np.zeros(len(workers))
+    matched = np.zeros(len(workers), dtype=np.int64)
+    aligned = np.zeros(len(workers), dtype=bool)
+    if len(workers):
+        reference = int(np.argmin(ranks))
+        aligned[reference] = True
+        calls = _matched_calls(parts, workers, ranks) if align_clocks else None
+        if calls is not None and len(calls):
+            calls = calls.assign(finish_abs=calls["origin_us"] + calls["finish_us"])
+            keys = ["match_by", "match_group", "match_index"]
+            ref = calls[calls["worker"] == workers[reference]].drop_duplicates(keys)[keys + ["finish_abs"]]
+            joined = calls[calls["worker"] != workers[reference]].merge(ref, on=keys, suffixes=("", "_ref"))
+            joined = joined[np.isfinite(joined["finish_abs"] - joined["finish_abs_ref"])]
+            diff = (joined["finish_abs_ref"] - joined["finish_abs"]).groupby(joined["worker"]).agg(["median", "size"])
+            position = {w: i for i, w in enumerate(workers)}
+            at = np.array([position[w] for w in diff.index], dtype=np.int64)  # one per rank
+            if len(at):
+                offsets[at] = diff["median"].to_numpy()
+                matched[at] = diff["size"].to_numpy()
+                aligned[at] = True
+    return pd.DataFrame({"rank": ranks, "worker": workers, "offset_us": offsets, "matched_calls": matched,
+                         "aligned": aligned}).sort_values("rank", kind="stable")
+
+
+def _collectives(parts, workers, ranks, clocks):
+    columns = COLLECTIVES_ACROSS.names
+    calls = _matched_calls(parts, workers, ranks)
+    if not len(calls):
+        return pd.DataFrame({c: [] for c in columns})
+    offset = clocks.set_index("worker")["offset_us"]
+    reference_origin = parts[workers[int(np.argmin(ranks))]].origin_us
+    calls["arrival_aligned"] = (calls["origin_us"] + calls["arrival_us"] + offset.reindex(calls["worker"]).to_numpy()
+                                - reference_origin)
+    keys = ["match_by", "match_group", "match_index"]
+    ordered = calls.sort_values(keys + ["arrival_aligned", "rank"], kind="stable")
+    grouped = ordered.groupby(keys, sort=False)
+    out = grouped.agg(name=("name", "first"), ranks=("rank", "nunique"),
+                      first_arrival_us=("arrival_aligned", "min"), last_arrival=("arrival_aligned", "max"),
+                      first_rank=("rank", "first"), last_rank=("rank", "last"),
+                      size_bytes=("size_bytes", "median"), transfer_us=("duration_us", "min"),
+                      group_size=("group_size", "max")).reset_index()
+    out["arrival_spread_us"] = out["last_arrival"] - out["first_arrival_us"]
+    world_size = max(parts[w].world_size for w in workers)
+    n = np.where(out["group_size"] > 0, out["group_size"],
+                 world_size if world_size > 0 else out["ranks"]).astype(np.float64)
+    kinds = out["name"].str.lower().str.rsplit(":", n=1).str[-1].str.replace("_", "", regex=False)
+    gather = kinds.str.contains("allgather").to_numpy()
+    size = out["size_bytes"].to_numpy() * np.where(gather, n, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        algbw = np.where((out["transfer_us"] > 0) & (n > 1), size / out["transfer_us"].to_numpy() / 1e3, np.nan)
+    factor = np.select(
+        [kinds.str.contains("allreduce").to_numpy(),
+         (kinds.str.contains("allgather") | kinds.str.contains("reducescatter") | kinds.str.contains("alltoall")
+          ).to_numpy()],
+        [2 * (n - 1) / n, (n - 1) / n], default=1.0)
+    out["algbw_gbps"] = algbw
+    out["busbw_gbps"] = algbw * factor
+    return out.sort_values(["first_arrival_us", "match_group", "match_index"], kind="stable")[columns]
