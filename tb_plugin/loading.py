@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from .discovery import SNIFF_BYTES, discover_runs, looks_like_trace
-from .errors import TraceError
+from .errors import NotFoundError, TraceError
 from .stages import STAGE_QUEUED, STAGE_READING
 from .storage import GZIP_MAGIC, Storage, inflate_head
 
@@ -32,10 +32,6 @@ _FIRST_SCAN_WAIT_SECONDS = 30.0
 # A file modified this recently when it failed to parse may still have been being written:
 # that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
-
-
-class NotFound(LookupError):
-    """The run, worker or span does not exist (now)."""
 
 
 @dataclass
@@ -193,16 +189,16 @@ class RunStore:
         self.wait_for_scan(_FIRST_SCAN_WAIT_SECONDS)
         with self._lock:
             if run not in self._runs:
-                raise NotFound(f"no run named {run!r}")
+                raise NotFoundError(f"no run named {run!r}")
             return self._runs[run]
 
     def span_file(self, run, worker, span):
         files = self.run_files(run)
         spans = files.workers.get(worker)
         if spans is None:
-            raise NotFound(f"run {run!r} has no worker {worker!r}")
+            raise NotFoundError(f"run {run!r} has no worker {worker!r}")
         if not 1 <= span <= len(spans):
-            raise NotFound(f"worker {worker!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
+            raise NotFoundError(f"worker {worker!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
         return spans[span - 1]
 
     def open_file(self, run, worker, span):
@@ -225,7 +221,7 @@ class RunStore:
         return path, stored, head.startswith(GZIP_MAGIC)
 
     def profile(self, run, worker, span):
-        """The `Profile`, or a `Loading` while it is parsed; raises `NotFound`/`TraceError`."""
+        """The `Profile`, or a `Loading` while it is parsed; raises `NotFoundError`/`TraceError`."""
         path = self.span_file(run, worker, span).path
         self._refresh(path)
         return self._profile_of(path)

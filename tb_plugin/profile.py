@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .discovery import discover_runs
-from .errors import TraceError
+from .errors import NotFoundError, TraceError
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import Storage, TraceBytes, open_single
 from .trace.model import build_model
@@ -134,6 +134,55 @@ class Profile:
         """The level-of-detail timeline index (tracks, slices, queries); see views.timeline."""
         return timeline.timeline_index(self.model)
 
+    def timeline_tracks(self):
+        """The Trace view's frame: tracks, time span, origin, steps and slice kinds."""
+        return timeline.tracks_view(self.model)
+
+    def timeline_counters(self, start_us, end_us, points=500):
+        """Counter series (memory, ...) sampled at `points` times over [start_us, end_us]."""
+        return timeline.counters(self.model, start_us, end_us, points)
+
+    def timeline_event(self, event):
+        """Everything known about one slice (`views.timeline.event_details`)."""
+        return timeline.event_details(self.timeline(), event)
+
+    def timeline_flows(self, event):
+        """Launch and forward -> backward arrows touching one slice."""
+        return timeline.event_flows(self.timeline(), event)
+
+    def timeline_search(self, text, after_us=None, direction="next", tracks=None, after_event=None):
+        """Slices whose name contains `text`, from a position on (`views.timeline.search`)."""
+        return timeline.search(self.timeline(), text, after_us, direction, tracks, after_event=after_event)
+
+    def timeline_summary(self, start_us, end_us, tracks=None):
+        """Per name: count and time inside [start_us, end_us] (`views.timeline.range_summary`)."""
+        return timeline.range_summary(self.timeline(), start_us, end_us, tracks)
+
+    # --- what the trace holds ----------------------------------------------------------------
+
+    def table_names(self):
+        """The names `table` takes: the event tables, `threads` and `devices`."""
+        return self.model.TABLES + ("threads", "devices")
+
+    def table(self, name):
+        """One raw event table of the model (see `tb_plugin.trace.model`)."""
+        if name not in self.table_names():
+            raise NotFoundError(f"no table {name!r}; tables: {', '.join(self.table_names())}")
+        return getattr(self.model, name)
+
+    def available_views(self, worker_count=1, trace_file_count=1):
+        """The views that have data for this profile: the run has `worker_count` workers and
+        the log directory `trace_file_count` trace files (diff needs a second one)."""
+        m = self.model
+        present = {"overview": True, "operator": len(m.ops), "kernel": len(m.kernels), "memory": len(m.memory),
+                   "module": len(self.modules()), "trace": timeline.has_slices(m),
+                   "distributed": worker_count > 1, "diff": trace_file_count > 1}
+        return [view for view, has_data in present.items() if has_data]
+
+    def distributed_part(self):
+        """What the distributed view needs of this worker (`views.distributed.worker_part`)."""
+        return distributed_view.worker_part(self.model)
+
     @property
     def device_type(self):
         return _device_type(self.model)
@@ -242,12 +291,12 @@ class Run:
         try:
             return self.files.workers[worker]
         except KeyError:
-            raise KeyError(f"no worker {worker!r} in this run; workers: {self.workers}") from None
+            raise NotFoundError(f"no worker {worker!r} in this run; workers: {self.workers}") from None
 
     def profile(self, worker, span=1):
         files = self._worker_files(worker)
         if not 1 <= span <= len(files):
-            raise KeyError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
+            raise NotFoundError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
         key = (worker, span)
         if key not in self._profiles:
             self._profiles[key] = self._load(files[span - 1].path)
@@ -268,12 +317,16 @@ class Run:
         never needs all its profiles in memory at once."""
         workers = [w for w in self.workers if span <= len(self.files.workers[w])]
         if not workers:
-            raise KeyError(f"no worker of this run has span {span}")
+            raise NotFoundError(f"no worker of this run has span {span}")
 
-        def model(worker):
-            loaded = self._profiles.get((worker, span))
-            return (loaded or self._load(self.files.workers[worker][span - 1].path)).model
-        return distributed_view.combine({w: distributed_view.worker_part(model(w)) for w in workers})
+        def profile(worker):
+            return self._profiles.get((worker, span)) or self._load(self.files.workers[worker][span - 1].path)
+        return combine_distributed({w: profile(w).distributed_part() for w in workers})
+
+
+def combine_distributed(parts):
+    """The distributed view of {worker name: `Profile.distributed_part()`}."""
+    return distributed_view.combine(parts)
 
 
 def diff(a, b):

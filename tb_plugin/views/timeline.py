@@ -19,15 +19,20 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..errors import NotFoundError
 from ..trace.linking import Nesting
 from ..trace.model import first_int
-from .common import _cached
+from .common import _cached, step_windows
 from .intervals import union_length, weighted_level_integral
 from .memory import full_curve, memory_devices
 
 # Slice kinds (the `kind` column), also what the viewer colours by.
 KINDS = ("op", "annotation", "runtime", "python", "kernel", "memcpy", "memset", "gpu_annotation")
 _KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+# The model tables drawn as slices: (table, slice kind, kind of track they are drawn on).
+SLICE_SOURCES = (("ops", "op", "thread"), ("runtime", "runtime", "thread"), ("python", "python", "python"),
+                 ("kernels", "kernel", "device"), ("memcpy", "memcpy", "device"), ("memset", "memset", "device"),
+                 ("gpu_annotations", "gpu_annotation", "device"))
 LEVEL_FACTOR = 4.0
 FINEST_RESOLUTION_US = 1.0
 
@@ -123,16 +128,10 @@ class TimelineIndex:
         is_annotation = (ops["cat"] == "user_annotation").to_numpy()
         names = ops["name"].cat.categories  # shared by every `name` column of the model
         self.names = names
-        parts = [
-            ("ops", ops, np.where(is_annotation, _KIND_CODE["annotation"], _KIND_CODE["op"]), "thread"),
-            ("runtime", model.runtime, _KIND_CODE["runtime"], "thread"),
-            ("python", model.python, _KIND_CODE["python"], "python"),
-            ("kernels", model.kernels, _KIND_CODE["kernel"], "device"),
-            ("memcpy", model.memcpy, _KIND_CODE["memcpy"], "device"),
-            ("memset", model.memset, _KIND_CODE["memset"], "device"),
-            ("gpu_annotations", model.gpu_annotations, _KIND_CODE["gpu_annotation"], "device"),
-        ]
-        for source, table, kind, track_kind in parts:
+        kinds = {source: _KIND_CODE[kind] for source, kind, _ in SLICE_SOURCES}
+        kinds["ops"] = np.where(is_annotation, _KIND_CODE["annotation"], _KIND_CODE["op"])
+        for source, _, track_kind in SLICE_SOURCES:
+            table, kind = getattr(model, source), kinds[source]
             if not len(table):
                 continue
             slices.append(pd.DataFrame({
@@ -265,6 +264,19 @@ def timeline_index(model):
     return _cached(model, "timeline_index", lambda: TimelineIndex(model))
 
 
+def has_slices(model):
+    """Whether the timeline has anything to draw, without building its index."""
+    return any(len(getattr(model, source)) for source, _, _ in SLICE_SOURCES)
+
+
+def tracks_view(model):
+    """What the Trace view is framed by: {tracks (`TimelineIndex.tracks`), start_us, end_us
+    (the trace's span), origin_us, steps (step, start_us, end_us), kinds (slice kinds)}."""
+    start, end = model.span_us()
+    return {"tracks": timeline_index(model).tracks, "start_us": start, "end_us": end, "origin_us": model.origin_us,
+            "steps": step_windows(model)[["step", "start_us", "end_us"]], "kinds": list(KINDS)}
+
+
 def counters(model, start_us, end_us, points=500):
     """Counter series over [start_us, end_us] in about `points` buckets.
 
@@ -373,10 +385,10 @@ def _plain(value):
 
 
 def _check_event(slices, event):
-    """KeyError naming the valid event ids unless `event` is one."""
+    """`NotFoundError` naming the valid event ids unless `event` is one."""
     if not 0 <= event < len(slices):
         valid = f"events are 0..{len(slices) - 1}" if len(slices) else "this trace has no events on its timeline"
-        raise KeyError(f"no event {event}; {valid}")
+        raise NotFoundError(f"no event {event}; {valid}")
 
 
 def event_details(index, event):
