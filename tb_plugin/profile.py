@@ -11,7 +11,7 @@ from .discovery import discover_runs
 from .errors import NotFoundError, TraceError
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import Storage, TraceBytes, open_single
-from .trace.model import build_model
+from .trace.model import RUNTIME_CATEGORIES, build_model
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
@@ -27,7 +27,8 @@ def _device_type(model):
     runtime_names = [str(n) for n in model.runtime["name"].unique()]
     if any(n.startswith("hip") for n in runtime_names):
         return "ROCm"
-    cats = {str(c) for c in model.runtime["cat"].unique()} - {"", "cuda_runtime", "cuda_driver", "runtime", "driver"}
+    # A backend's own runtime category (`mtia_runtime`) names the device; CUDA's and the generic ones do not.
+    cats = {str(c) for c in model.runtime["cat"].unique()} - {"", *RUNTIME_CATEGORIES}
     if cats:
         return sorted(cats)[0].rsplit("_", 1)[0].upper()
     return "CUDA" if has_device_work else "CPU"

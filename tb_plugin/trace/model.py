@@ -140,15 +140,16 @@ _KIND_CODE = {kind: code for code, kind in enumerate(
      KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_SKIPPED))}
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
+# Categories (lower case) of host calls into a device runtime or driver: CUDA's, and the
+# generic names; other accelerators name theirs `<backend>_runtime` / `<backend>_driver`.
+RUNTIME_CATEGORIES = ("cuda_runtime", "runtime", "cuda_driver", "driver")
+RUNTIME_SUFFIXES = ("_runtime", "_driver")
 _X_CATEGORIES = {
     "cpu_op": KIND_OP,
     "operator": KIND_OP,
     "user_annotation": KIND_OP,
     "python_function": KIND_PYTHON,
-    "cuda_runtime": KIND_RUNTIME,
-    "runtime": KIND_RUNTIME,
-    "cuda_driver": KIND_RUNTIME,
-    "driver": KIND_RUNTIME,
+    **dict.fromkeys(RUNTIME_CATEGORIES, KIND_RUNTIME),
     "kernel": KIND_KERNEL,
     "gpu_memcpy": KIND_MEMCPY,
     "memcpy": KIND_MEMCPY,
@@ -156,8 +157,6 @@ _X_CATEGORIES = {
     "memset": KIND_MEMSET,
     "gpu_user_annotation": KIND_GPU_ANNOTATION,
 }
-# Accelerators other than CUDA name their runtime category `<backend>_runtime`/`_driver`.
-_RUNTIME_SUFFIXES = ("_runtime", "_driver")
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 _DIGITS = re.compile(r"(-?\d+)")
 
@@ -169,7 +168,7 @@ def classify(ph, cat, name):
         kind = _X_CATEGORIES.get(cat_l)
         if kind:
             return kind
-        if cat_l.endswith(_RUNTIME_SUFFIXES):
+        if cat_l.endswith(RUNTIME_SUFFIXES):
             return KIND_RUNTIME
         return KIND_OTHER
     if ph in ("i", "I") and name == "[memory]":

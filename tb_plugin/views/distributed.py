@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .common import _cached, collective_op_mask, device_activity, kernel_flags, name_mask, operator_tree, step_windows
+from ..trace.linking import ancestor_where
+from .common import (BACKEND_OP_NAME, _cached, collective_op_mask, device_activity, kernel_flags, name_mask,
+                     operator_tree, step_windows)
 from .intervals import exclusive_time, union_length
 
-# Backend-level collective annotations: the op that stands for the collective's work.
-_BACKEND_NAME = re.compile(r"^(nccl|gloo|mpi|ucc|xccl|hccl|rccl):", re.I)
 
 # Bytes per element, keyed by the normalised spelling of a dtype (lower case, without
 # `c10::` / `at::` / `torch.` prefixes and spaces): `Input type` writes C++ names ("float",
@@ -104,21 +104,13 @@ def _pair_bytes(dims, types):
 
 def _outermost_collective(model, rows):
     """For op rows (-1 allowed): the outermost collective op among the row and its ancestors
-    (-1 when there is none). One numpy step per nesting level."""
-    coll = collective_op_mask(model)
-    parent = model.ops["parent"].to_numpy()
-    cur = np.asarray(rows, dtype=np.int64).copy()
-    out = np.full(len(cur), -1, dtype=np.int64)
-    max_levels = int(model.ops["depth"].max()) + 2 if len(model.ops) else 0
-    for _ in range(max_levels):
-        live = cur >= 0
-        if not live.any():
-            break
-        hit = np.zeros(len(cur), dtype=bool)
-        hit[live] = coll[cur[live]]
-        out[hit] = cur[hit]
-        cur[live] = parent[cur[live]]
-    return out
+    (-1 when there is none)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(model.ops):
+        return np.full(len(rows), -1, dtype=np.int64)
+    outermost = ancestor_where(collective_op_mask(model), model.ops["parent"].to_numpy(), model.ops["depth"].to_numpy(),
+                               outermost=True)
+    return np.where(rows >= 0, outermost[np.clip(rows, 0, None)], -1)
 
 
 def collective_calls(model):
@@ -171,7 +163,7 @@ def _build_calls(model):
         "row": coll_rows,
         "root": roots,
         "depth": ops["depth"].to_numpy()[coll_rows],
-        "is_backend": name_mask(ops["name"], _BACKEND_NAME.match)[coll_rows],
+        "is_backend": name_mask(ops["name"], BACKEND_OP_NAME.match)[coll_rows],
         "is_rpc": (ops["name"] == "record_param_comms").to_numpy()[coll_rows],
     }).sort_values(["root", "depth", "row"], kind="stable")
 

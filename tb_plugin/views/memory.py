@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..trace.linking import ancestor_where, roll_up
 from .common import _cached, operator_tree
 
 CPU_DEVICE_TYPE = 0
@@ -251,13 +252,7 @@ def _op_owner(model):
         node_parent = tree["node_parent"].to_numpy()
         is_operator = tree["is_operator"].to_numpy()
         live = ~tree["merged"].to_numpy()
-        depth = model.ops["depth"].to_numpy()
-        owner = np.full(n, -1, dtype=np.int64)
-        for level in np.unique(depth[live]) if n else []:  # parents sit on shallower levels
-            rows = np.flatnonzero(live & (depth == level))
-            parent = node_parent[rows]
-            inherited = np.where(parent >= 0, owner[np.clip(parent, 0, None)], -1)
-            owner[rows] = np.where(is_operator[rows], rows, inherited)
+        owner = ancestor_where(is_operator, np.where(live, node_parent, -1), model.ops["depth"].to_numpy())
         return owner[node] if n else owner
     return _cached(model, "memory_op_owner", build)
 
@@ -426,14 +421,9 @@ def memory_stats(model, device, start_us=None, end_us=None):
     np.add.at(metrics, (slot[alloc], 2), nbytes[alloc])
     np.add.at(metrics, (slot, 3), 1)
     self_metrics = metrics[:n]
-    total = self_metrics.copy()
     tree = operator_tree(model)
     node_parent = tree["node_parent"].to_numpy()
-    live = ~tree["merged"].to_numpy() & (node_parent >= 0)
-    depth = ops["depth"].to_numpy()
-    for level in sorted(np.unique(depth[live]), reverse=True) if n else []:
-        rows = np.flatnonzero(live & (depth == level))
-        np.add.at(total, node_parent[rows], total[rows])
+    total = roll_up(self_metrics, np.where(tree["merged"].to_numpy(), -1, node_parent), ops["depth"].to_numpy())
     is_operator = tree["is_operator"].to_numpy()
     start = ops["ts"].to_numpy()
     overlaps = _overlaps(start, start + ops["dur"].to_numpy(), start_us, end_us)

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..trace.linking import Nesting, lookup
+from ..trace.linking import Nesting, ancestor_where, lookup, roll_up, tree_depth
 from .common import _cached, device_activity, name_mask, operator_tree
 
 MODULE_PREFIX = "nn.Module: "
@@ -180,13 +180,9 @@ def _backward_roots(model):
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
     if not is_bwd.any():
         return empty
-    # Outermost: no backward op among the ancestors (one round per op depth level).
-    parent, depth = ops["parent"].to_numpy(), ops["depth"].to_numpy()
-    inside_bwd = np.zeros(len(ops), dtype=bool)
-    for level in range(1, int(depth.max()) + 1):
-        rows = np.flatnonzero((depth == level) & (parent >= 0))
-        inside_bwd[rows] = is_bwd[parent[rows]] | inside_bwd[parent[rows]]
-    roots = np.flatnonzero(is_bwd & ~inside_bwd)
+    # Outermost: no backward op among the ancestors.
+    outermost_bwd = ancestor_where(is_bwd, ops["parent"].to_numpy(), ops["depth"].to_numpy(), outermost=True)
+    roots = np.flatnonzero(is_bwd & (outermost_bwd == np.arange(len(ops))))
     bwd_rows = np.flatnonzero(is_bwd)
     # 1. fwdbwd flows: start (s) at the forward op, end (f) inside the backward op.
     flows = model.flows[(model.flows["cat"] == "fwdbwd").to_numpy()]
@@ -279,22 +275,12 @@ def _build(model):
     backward_host = per_node(bwd_node, ops["dur"].to_numpy()[bwd_rows])
     backward_device = per_node(bwd_node, device_total_op)
 
-    # Depth of each node, then totals from the deepest level up.
-    depth = np.zeros(n, dtype=np.int64)
-    for _ in range(n):  # one round per level
-        has_parent = node_parent >= 0
-        new = np.where(has_parent, depth[np.clip(node_parent, 0, None)] + 1, 0)
-        if np.array_equal(new, depth):
-            break
-        depth = new
-    device_total = device_self.copy()
-    children_host = np.zeros(n)
-    for level in range(int(depth.max()), 0, -1):
-        at = np.flatnonzero(depth == level)
-        up = node_parent[at]
-        for column in (operators, device_total, backward_host, backward_device):
-            np.add.at(column, up, column[at])
-        np.add.at(children_host, up, host_total[at])
+    # Totals from the deepest level up; a frame's own host time is what its children leave.
+    depth = tree_depth(node_parent)
+    operators, device_total, backward_host, backward_device = (
+        roll_up(column, node_parent, depth) for column in (operators, device_self, backward_host, backward_device))
+    has_parent = node_parent >= 0
+    children_host = np.bincount(node_parent[has_parent], weights=host_total[has_parent], minlength=n)
     host_self = np.maximum(host_total - children_host, 0.0)
 
     # Depth-first order, siblings by first start (one step per node).
