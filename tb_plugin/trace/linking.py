@@ -119,6 +119,26 @@ def lookup(keys, values):
     return np.where(found, order[pos_clipped], -1)
 
 
+def flow_peers(key, is_start, is_end):
+    """Row of the other end of each flow arrow: the first start of each `key` and the first
+    end of the same key point at each other; every other row gets -1. `key` tells flows
+    apart (flow ids are only unique within a flow category)."""
+    peer = np.full(len(key), -1, dtype=np.int64)
+    key = np.asarray(key, dtype=np.int64)
+
+    def first_of_key(mask):
+        rows = np.flatnonzero(mask)
+        keys, first = np.unique(key[rows], return_index=True)
+        return keys, rows[first]
+
+    start_keys, start_rows = first_of_key(is_start)
+    end_keys, end_rows = first_of_key(is_end)
+    _, at_start, at_end = np.intersect1d(start_keys, end_keys, assume_unique=True, return_indices=True)
+    peer[start_rows[at_start]] = end_rows[at_end]
+    peer[end_rows[at_end]] = start_rows[at_start]
+    return peer
+
+
 def _levels(parent, depth, shallowest_first):
     """(level, rows of that level that have a parent) for each level, in the order asked."""
     linked = np.asarray(parent) >= 0

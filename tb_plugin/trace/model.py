@@ -8,7 +8,8 @@
   index, so `.cat.categories` may list names that occur only in other tables: use the codes
   or `.unique()` for what a table holds); integer ids use -1 for "absent";
 - `thread` is a row index into `TraceModel.threads`; `op` / `runtime` are row indices into
-  `ops` / `runtime` (-1 when there is none).
+  `ops` / `runtime` (-1 when there is none); a flow's `peer` is the row of the other end of
+  its arrow (the first start and first end of one flow id within one category pair up).
 """
 
 import json
@@ -27,7 +28,7 @@ import pandas as pd
 import polars as pl
 from msgspec import Raw
 
-from .linking import Nesting, lookup
+from .linking import Nesting, flow_peers, lookup
 from .parse import FLOW_SCHEMA, POLARS_REFUSED, decode_args, events_frame, flow_columns
 
 _NO_RAW = Raw(b"null")
@@ -969,8 +970,9 @@ def _devices(metadata):
     return table
 
 
-def _link(ops, runtime, device_tables, memory):
-    """Resolve op nesting, runtime -> op, device activity -> runtime/op, memory -> op."""
+def _link(ops, runtime, device_tables, memory, flows):
+    """Resolve op nesting, runtime -> op, device activity -> runtime/op, memory -> op, flow
+    endpoint -> op and -> the other end of its arrow."""
     nesting = Nesting(ops["thread"].to_numpy(), ops["ts"].to_numpy(), ops["dur"].to_numpy())
     ops["depth"] = nesting.depth
     ops["parent"] = nesting.parent
@@ -997,6 +999,11 @@ def _link(ops, runtime, device_tables, memory):
         from_runtime = np.where(rt >= 0, rt_op[np.clip(rt, 0, None)] if len(rt_op) else -1, -1)
         table["op"] = np.where(from_runtime >= 0, from_runtime, op_of_external(table["external_id"].to_numpy()))
     memory["op"] = nesting.enclosing(memory["thread"].to_numpy(), memory["ts"].to_numpy())
+    flows["op"] = nesting.enclosing(flows["thread"].to_numpy(), flows["ts"].to_numpy())
+    # Flow ids are unique only within a category (ac2g and fwdbwd ids overlap): keyed by both.
+    flow_id, phase = flows["flow_id"].to_numpy(), flows["phase"].to_numpy()
+    key = flows["cat"].cat.codes.to_numpy().astype(np.int64) * (len(flows) + 1) + flow_id
+    flows["peer"] = flow_peers(key, (phase == "s") & (flow_id >= 0), (phase == "f") & (flow_id >= 0))
     return nesting
 
 
@@ -1029,7 +1036,8 @@ def build_model(parsed):
     memcpy = b.device_table(KIND_MEMCPY)
     memset = b.device_table(KIND_MEMSET)
     memory = b.memory()
-    _link(ops, runtime, (kernels, memcpy, memset), memory)
+    flows = b.flows()
+    _link(ops, runtime, (kernels, memcpy, memset), memory, flows)
     model = TraceModel(
         origin_us=b.origin,
         threads=b.threads(),
@@ -1041,7 +1049,7 @@ def build_model(parsed):
         memset=memset,
         gpu_annotations=b.device_table(KIND_GPU_ANNOTATION),
         memory=memory,
-        flows=b.flows(),
+        flows=flows,
         counters=b.counters(),
         other=b.other(),
         steps=_steps(ops),

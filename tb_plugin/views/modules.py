@@ -183,22 +183,19 @@ def _backward_roots(model):
     # Outermost: no backward op among the ancestors.
     outermost_bwd = ancestor_where(is_bwd, ops["parent"].to_numpy(), ops["depth"].to_numpy(), outermost=True)
     roots = np.flatnonzero(is_bwd & (outermost_bwd == np.arange(len(ops))))
-    bwd_rows = np.flatnonzero(is_bwd)
-    # 1. fwdbwd flows: start (s) at the forward op, end (f) inside the backward op.
-    flows = model.flows[(model.flows["cat"] == "fwdbwd").to_numpy()]
-    starts = flows[(flows["phase"] == "s").to_numpy()].drop_duplicates("flow_id")
-    ends = flows[(flows["phase"] == "f").to_numpy()].drop_duplicates("flow_id")
-    pairs = starts.merge(ends, on="flow_id", suffixes=("_fwd", "_bwd"))
-    linked = pd.DataFrame({"fwd_tid": np.zeros(0, np.int64), "seq": np.zeros(0, np.int64),
-                           "fwd_thread": np.zeros(0, np.int64), "fwd_ts": np.zeros(0)})
-    if len(pairs):
-        nesting = Nesting(thread[bwd_rows], ts[bwd_rows], ops["dur"].to_numpy()[bwd_rows])
-        hit = nesting.enclosing(pairs["thread_bwd"].to_numpy(), pairs["ts_bwd"].to_numpy())
-        ok = hit >= 0
-        op_rows = bwd_rows[hit[ok]]
-        linked = pd.DataFrame({"fwd_tid": fwd_tid[op_rows], "seq": seq[op_rows],
-                               "fwd_thread": pairs["thread_fwd"].to_numpy()[ok],
-                               "fwd_ts": pairs["ts_fwd"].to_numpy()[ok]}).drop_duplicates(["fwd_tid", "seq"])
+    # 1. fwdbwd flows (paired when the model was built): start (s) at the forward op, end (f)
+    # inside the backward op, which is the innermost backward op around the end's op.
+    flows = model.flows
+    peer = flows["peer"].to_numpy()
+    starts = np.flatnonzero((flows["cat"] == "fwdbwd").to_numpy() & (flows["phase"] == "s").to_numpy() & (peer >= 0))
+    end_op = flows["op"].to_numpy()[peer[starts]]
+    nearest_bwd = ancestor_where(is_bwd, ops["parent"].to_numpy(), ops["depth"].to_numpy())
+    hit = np.where(end_op >= 0, nearest_bwd[np.clip(end_op, 0, None)], -1) if len(ops) else end_op
+    ok = hit >= 0
+    op_rows = hit[ok]
+    linked = pd.DataFrame({"fwd_tid": fwd_tid[op_rows], "seq": seq[op_rows],
+                           "fwd_thread": flows["thread"].to_numpy()[starts[ok]],
+                           "fwd_ts": flows["ts"].to_numpy()[starts[ok]]}).drop_duplicates(["fwd_tid", "seq"])
     want = pd.DataFrame({"row": roots, "fwd_tid": fwd_tid[roots], "seq": seq[roots], "ts": ts[roots]})
     want = want.merge(linked, on=["fwd_tid", "seq"], how="left")
     # 2. Sequence numbers for the rest: the latest forward op with that number before the

@@ -447,24 +447,14 @@ def event_flows(index, event):
 
 
 def _fwdbwd_pairs(index, op_row):
-    """Forward/backward links of one op: flow start at the forward op, end at the backward op."""
-    model = index.model
-    fl = model.flows
-    fb = fl[fl["cat"] == "fwdbwd"]
-    if not len(fb):
-        return []
-    ops = model.ops
-    nesting = Nesting(ops["thread"].to_numpy(), ops["ts"].to_numpy(), ops["dur"].to_numpy())
-    at = nesting.enclosing(fb["thread"].to_numpy(), fb["ts"].to_numpy())
-    starts = fb["phase"].to_numpy() == "s"
-    by_id = pd.DataFrame({"flow": fb["flow_id"].to_numpy(), "op": at, "start": starts})
-    src = by_id[by_id["start"]].drop_duplicates("flow").set_index("flow")["op"]
-    dst = by_id[~by_id["start"]].drop_duplicates("flow").set_index("flow")["op"]
-    linked = pd.concat([src.rename("from"), dst.rename("to")], axis=1, join="inner")
-    mine = linked[(linked["from"] == op_row) | (linked["to"] == op_row)]
-    froms = _slice_of(index, "ops", mine["from"].to_numpy())
-    tos = _slice_of(index, "ops", mine["to"].to_numpy())
-    return [("fwdbwd", f, t) for f, t in zip(froms, tos)]
+    """Forward/backward links of one op: flow start at the forward op, end at the backward op
+    (paired when the model was built: the flows' `op` and `peer`)."""
+    fl = index.model.flows
+    op, peer = fl["op"].to_numpy(), fl["peer"].to_numpy()
+    starts = np.flatnonzero((fl["cat"] == "fwdbwd").to_numpy() & (fl["phase"] == "s").to_numpy() & (peer >= 0))
+    froms, tos = op[starts], op[peer[starts]]
+    mine = ((froms == op_row) | (tos == op_row)) & (froms >= 0) & (tos >= 0)
+    return [("fwdbwd", f, t) for f, t in zip(_slice_of(index, "ops", froms[mine]), _slice_of(index, "ops", tos[mine]))]
 
 
 def search(index, text, after_us=None, direction="next", tracks=None, limit=50, after_event=None):
