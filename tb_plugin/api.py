@@ -434,7 +434,7 @@ class Api:
     @reads(_distributed_parts)
     def distributed(self, request, parts):
         return tables_reply(request, lambda: combine_distributed(parts),
-                            ("steps", "all_steps", "collectives", "calls", "devices"))
+                            ("steps", "all_steps", "collectives", "collective_time", "calls", "devices"))
 
     @reads(_two_profiles)
     def diff(self, request, a, b):

@@ -75,7 +75,8 @@ class Profile:
         return {
             "environment": self.environment(),
             "steps": step_table,
-            "step_mean": step_table.drop(columns="step").mean().to_dict() if len(step_table) else {},
+            "step_mean": overview.step_mean(step_table),
+            "step_summary": overview.step_summary(step_table),
             "gpu_summary": self.gpu_summary(),
             "recommendations": self.recommendations(),
         }

@@ -49,6 +49,7 @@ CALL_COLUMNS = ["worker", "name", "start_us", "duration_us", "on_device", "size_
                 "match_index", "matched_workers", "transfer_us", "synchronizing_us"]
 COLLECTIVE_COLUMNS = ["worker", "name", "calls", "size_bytes", "mean_size_bytes", "total_us", "mean_us",
                       "transfer_us", "synchronizing_us"]
+COLLECTIVE_TIME_COLUMNS = ["worker", "transfer_us", "synchronizing_us"]
 _CALL_TABLE_COLUMNS = ["worker", "root", "name", "start_us", "end_us", "device_us", "kernels", "on_device",
                        "duration_us", "size_bytes", "process_group", "seq"]
 DEVICE_COLUMNS = ["worker", "backend", "rank", "world_size", "device_id", "device_name", "memory_bytes",
@@ -231,6 +232,7 @@ class DistributedView:
     all_steps: pd.DataFrame
     calls: pd.DataFrame
     collectives: pd.DataFrame
+    collective_time: pd.DataFrame
     devices: pd.DataFrame
 
 
@@ -282,6 +284,9 @@ def distributed(models):
         - total_us, mean_us (float64 µs): summed and mean call duration
         - transfer_us (float64 µs): summed data-transfer time
         - synchronizing_us (float64 µs): summed synchronizing time (total_us - transfer_us)
+
+        ``collective_time`` -- one row per worker that has collectives, by worker name:
+        worker (str), transfer_us, synchronizing_us (float64 µs: sums over its collectives).
 
         ``devices`` -- one row per worker per device it used (one row with device_id -1 when
         it used none): worker (str), backend (str, "" if unknown), rank, world_size (int64,
@@ -353,8 +358,10 @@ def combine(parts):
     calls = _match(_concat(call_parts, _CALL_TABLE_COLUMNS))
     collectives = _collectives(calls)
     devices = _concat(device_parts, DEVICE_COLUMNS)
+    collective_time = collectives.groupby("worker", sort=True)[["transfer_us", "synchronizing_us"]].sum().reset_index()
     return DistributedView(steps=steps, all_steps=all_steps, calls=calls[CALL_COLUMNS].reset_index(drop=True),
-                           collectives=collectives, devices=devices)
+                           collectives=collectives, collective_time=collective_time[COLLECTIVE_TIME_COLUMNS],
+                           devices=devices)
 
 
 _TEXT_COLUMNS = {"worker", "name", "process_group", "backend", "device_name", "compute_capability"}

@@ -34,6 +34,31 @@ def steps(model):
     return step_breakdown(model)[STEP_COLUMNS]
 
 
+def step_mean(step_table):
+    """The mean step: {column: mean over the steps} of each `*_us` column of `steps`
+    (kernel_us, ..., other_us, total_us; float µs); {} without steps."""
+    columns = [c for c in step_table.columns if c.endswith("_us")]
+    return {c: float(step_table[c].mean()) for c in columns} if len(step_table) else {}
+
+
+def step_summary(step_table):
+    """The mean step by category, as the overview's execution summary shows it.
+
+    Returns
+    -------
+    DataFrame with one row per category of `steps`, in its priority order, and columns
+    category (str: kernel, memcpy, memset, communication, runtime, dataloader, cpu_exec,
+    other), mean_us (float µs: mean over the steps), share_pct (float: mean_us / mean step
+    time, in percent; NaN when the mean step lasts 0 µs).
+    """
+    means = step_mean(step_table)
+    columns = [c for c in STEP_COLUMNS if c.endswith("_us") and c != "total_us"]
+    mean_us = np.array([means.get(c, 0.0) for c in columns], dtype=np.float64)
+    total = means.get("total_us", 0.0)
+    return pd.DataFrame({"category": [c[: -len("_us")] for c in columns], "mean_us": mean_us,
+                         "share_pct": 100 * mean_us / total if total > 0 else np.full(len(columns), np.nan)})
+
+
 def _steps_span(model):
     windows = step_windows(model)
     return float(windows["start_us"].min()), float(windows["end_us"].max())

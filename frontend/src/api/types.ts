@@ -55,6 +55,8 @@ export interface OverviewReply {
   environment: Record<string, unknown>;
   steps: WireTable;
   step_mean: Record<string, number>;
+  /** The mean step by category: category, mean_us, share_pct. */
+  step_summary: WireTable;
   gpu_summary: WireTable;
   recommendations: Recommendation[];
 }

@@ -23,11 +23,9 @@ function Overview({ data, name }: { data: OverviewReply; name: string }) {
   const gpus = rowsOf(data.gpu_summary);
   const steps = rowsOf(data.steps);
   const total = data.step_mean.total_us ?? 0;
-  const summary: Row[] = CATEGORIES.map(([key, label]) => ({
-    category: label,
-    mean_us: data.step_mean[key] ?? 0,
-    share_pct: total ? (100 * (data.step_mean[key] ?? 0)) / total : null,
-  }));
+  // The server computes the mean step by category; the page only names the categories.
+  const labels = new Map(STEP_CATEGORIES);
+  const summary: Row[] = rowsOf(data.step_summary).map((r) => ({ ...r, category: labels.get(String(r.category)) ?? String(r.category) }));
   const pie = useMemo(() => pieOption('Mean step time by category', summary.map((r) => ({ name: String(r.category), value: Number(r.mean_us) })), formatDuration, CATEGORY_COLORS), [data]);
   const bars = useMemo(
     () =>
