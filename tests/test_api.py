@@ -253,6 +253,16 @@ def test_views_lists_only_views_with_data(gpu_served, served):
     assert "kernel" not in cpu_client.get(f"{PREFIX}/views?run=cpu_cnn").get_json()["views"]
 
 
+def test_available_views_answer_without_building_the_timeline(tmp_path):
+    trace = write_trace(tmp_path / "w.pt.trace.json", [op("aten::add", 0, 5)])
+    loaded = profile.load(str(trace))
+    assert loaded.available_views() == ["overview", "operator", "trace"]
+    assert "timeline_index" not in loaded.model.__dict__.get("_view_cache", {})
+    empty = profile.load(str(write_trace(tmp_path / "e.pt.trace.json", [{"ph": "M", "name": "process_name", "pid": 1,
+                                                                          "tid": 0, "args": {"name": "p"}}])))
+    assert empty.available_views(worker_count=2, trace_file_count=2) == ["overview", "distributed", "diff"]
+
+
 def test_overview_route(gpu_served):
     plugin, client = gpu_served
     body = client.get(f"{PREFIX}/overview?run=resnet&worker=worker0").get_json()
