@@ -14,6 +14,7 @@ for callers.
 """
 
 import time
+from typing import Any
 
 
 class PublicError(Exception):
@@ -32,7 +33,7 @@ class PublicError(Exception):
     status = 400
     error = "bad_request"
 
-    def __init__(self, reason, *, status=None, error=None):
+    def __init__(self, reason: str, *, status: int | None = None, error: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         if status is not None:
@@ -40,10 +41,10 @@ class PublicError(Exception):
         if error is not None:
             self.error = error
 
-    def __str__(self):  # the reason, also for the KeyError kind (whose str() would quote it)
+    def __str__(self) -> str:  # the reason, also for the KeyError kind (whose str() would quote it)
         return self.reason
 
-    def body(self):
+    def body(self) -> dict[str, Any]:
         """The JSON body of the reply."""
         return {"error": self.error, "reason": self.reason}
 
@@ -73,13 +74,14 @@ class StillLoadingError(PublicError):
     status = 202
     error = "loading"
 
-    def __init__(self, path, since, stage, fraction=None, ready=None, total=None):
+    def __init__(self, path: str, since: float, stage: str, fraction: float | None = None,
+                 ready: int | None = None, total: int | None = None) -> None:
         super().__init__(f"{path} is still loading")
         self.path, self.since, self.stage, self.fraction = path, since, stage, fraction
         self.ready, self.total = ready, total
 
-    def body(self):
-        body = {"loading": True, "path": self.path, "elapsed_seconds": round(time.time() - self.since, 3),
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"loading": True, "path": self.path, "elapsed_seconds": round(time.time() - self.since, 3),
                 "stage": self.stage, "fraction": None if self.fraction is None else round(self.fraction, 4)}
         if self.total is not None:
             body.update(ready=self.ready, total=self.total)
@@ -100,18 +102,18 @@ class TraceError(PublicError):
     status = 422
     error = "bad_trace"
 
-    def __init__(self, path, reason):
+    def __init__(self, path: object, reason: str) -> None:
         self.path = str(path)
         super().__init__(reason)
         self.args = (f"{self.path}: {reason}",)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
 
-    def __reduce__(self):  # rebuilt from (path, reason) when pickled (worker processes)
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # rebuilt from (path, reason) when pickled (worker processes)
         return type(self), (self.path, self.reason)
 
-    def body(self):
+    def body(self) -> dict[str, Any]:
         return {"error": self.error, "reason": self.reason, "path": self.path}
 
 

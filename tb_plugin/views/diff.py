@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..trace.model import TraceModel
 from .common import step_breakdown
 from .operators import operators
 
@@ -55,7 +56,7 @@ def kernel_totals(model):
     return grouped.astype({"calls": np.int64, "total_us": np.float64})
 
 
-def diff(a, b):
+def diff(a: TraceModel, b: TraceModel) -> DiffView:
     """Compare two traces: operators, kernels and step breakdown side by side.
 
     Parameters

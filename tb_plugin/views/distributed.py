@@ -8,12 +8,14 @@ One collective call is recorded by several nested host ops (``c10d::allreduce_``
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..trace.linking import ancestor_where
+from ..trace.model import TraceModel
 from .common import (BACKEND_OP_NAME, _cached, collective_op_mask, device_activity, kernel_flags, name_mask,
                      operator_tree, step_windows)
 from .intervals import exclusive_time, union_length
@@ -236,7 +238,7 @@ class DistributedView:
     devices: pd.DataFrame
 
 
-def distributed(models):
+def distributed(models: Mapping[str, TraceModel]) -> DistributedView:
     """Computation/communication per step, collectives and devices of several workers.
 
     Parameters
@@ -328,13 +330,13 @@ class WorkerPart:
     devices: pd.DataFrame
 
 
-def worker_part(model):
+def worker_part(model: TraceModel) -> "WorkerPart":
     """The `WorkerPart` of one worker's model (columns as in `distributed`, without `worker`)."""
     calls = collective_calls(model)
     return WorkerPart(steps=_worker_steps(model, calls), calls=calls, devices=_worker_devices(model))
 
 
-def combine(parts):
+def combine(parts: Mapping[str, "WorkerPart"]) -> DistributedView:
     """The `DistributedView` of {worker name: `WorkerPart`}; `distributed` of their models."""
     step_parts, call_parts, device_parts = [], [], []
     for worker, part in parts.items():  # one iteration per worker

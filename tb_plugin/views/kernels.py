@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 
+from ..trace.model import TraceModel
 from .common import kernel_flags, op_names
 
 KERNEL_STAT_COLUMNS = ["calls", "total_us", "mean_us", "max_us", "min_us", "mean_blocks_per_sm",
@@ -10,7 +11,7 @@ KERNEL_STAT_COLUMNS = ["calls", "total_us", "mean_us", "max_us", "min_us", "mean
 NAME_OP_KEYS = ["name", "operator", "grid", "block", "registers_per_thread", "shared_memory"]
 
 
-def kernels(model, group_by="name"):
+def kernels(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
     """GPU kernels grouped by name, or by name + operator + launch configuration.
 
     Parameters
@@ -71,7 +72,7 @@ def kernels(model, group_by="name"):
     return out.reset_index(drop=True)
 
 
-def tensor_core_share(model):
+def tensor_core_share(model: TraceModel) -> dict[str, float | None]:
     """Kernel time on and off Tensor Cores: {"tensor_cores_us", "other_us", "tensor_cores_pct"}."""
     _, tc = kernel_flags(model)
     dur = model.kernels["dur"].to_numpy()

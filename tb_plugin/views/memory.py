@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.linking import ancestor_where, roll_up
+from ..trace.model import TraceModel
 from .common import _cached, operator_tree
 
 CPU_DEVICE_TYPE = 0
@@ -59,7 +60,7 @@ def _device_table(model):
     return _cached(model, "memory_devices", build)
 
 
-def memory_devices(model):
+def memory_devices(model: TraceModel) -> list[str]:
     """Devices that have allocator records, CPU first, then GPUs by id, then other types.
 
     Returns
@@ -155,7 +156,8 @@ def downsample_indices(time, allocated, reserved, max_points):
     return np.unique(np.concatenate([starts, lasts, top_alloc, low_alloc, top_res]))
 
 
-def memory_curve(model, device, start_us=None, end_us=None, max_points=MAX_CURVE_POINTS):
+def memory_curve(model: TraceModel, device: str, start_us: float | None = None, end_us: float | None = None,
+                 max_points: int = MAX_CURVE_POINTS) -> pd.DataFrame:
     """Allocated and reserved memory of one device over time, as a step curve.
 
     Parameters
@@ -215,7 +217,8 @@ class MemoryPeaks:
     total_memory_bytes: float
 
 
-def memory_peaks(model, device, start_us=None, end_us=None):
+def memory_peaks(model: TraceModel, device: str, start_us: float | None = None,
+                 end_us: float | None = None) -> "MemoryPeaks":
     """Peak allocated (and when) and peak reserved memory of one device, with its capacity.
 
     Computed on the full curve of `memory_curve` (never on the downsampled one) within the
@@ -285,7 +288,8 @@ def _event_operator_names(model, owner):
     return label
 
 
-def memory_events(model, device, start_us=None, end_us=None):
+def memory_events(model: TraceModel, device: str, start_us: float | None = None,
+                  end_us: float | None = None) -> pd.DataFrame:
     """Allocations of one device with their lifetimes.
 
     Parameters
@@ -368,7 +372,8 @@ def memory_events(model, device, start_us=None, end_us=None):
     return events.iloc[sort].reset_index(drop=True)[EVENT_COLUMNS]
 
 
-def memory_stats(model, device, start_us=None, end_us=None):
+def memory_stats(model: TraceModel, device: str, start_us: float | None = None,
+                 end_us: float | None = None) -> pd.DataFrame:
     """Per operator name: calls and how much memory it (and its callees) allocated and freed.
 
     Parameters
@@ -416,10 +421,10 @@ def memory_stats(model, device, start_us=None, end_us=None):
     alloc = nbytes > 0
     # self metrics per op row: size increase, alloc count, alloc bytes, record count
     metrics = np.zeros((n + 1, 4), dtype=np.int64)
-    np.add.at(metrics, (slot, 0), nbytes)
-    np.add.at(metrics, (slot[alloc], 1), 1)
-    np.add.at(metrics, (slot[alloc], 2), nbytes[alloc])
-    np.add.at(metrics, (slot, 3), 1)
+    np.add.at(metrics[:, 0], slot, nbytes)
+    np.add.at(metrics[:, 1], slot[alloc], 1)
+    np.add.at(metrics[:, 2], slot[alloc], nbytes[alloc])
+    np.add.at(metrics[:, 3], slot, 1)
     self_metrics = metrics[:n]
     tree = operator_tree(model)
     node_parent = tree["node_parent"].to_numpy()

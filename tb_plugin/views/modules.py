@@ -6,11 +6,13 @@ forward is then a `python_function` frame named `nn.Module: <Type>_<n>` carrying
 """
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..trace.linking import Nesting, ancestor_where, lookup, roll_up, tree_depth
+from ..trace.model import TraceModel
 from .common import _cached, device_activity, name_mask, operator_tree
 
 MODULE_PREFIX = "nn.Module: "
@@ -27,7 +29,7 @@ MODULE_COLUMNS = {
 }
 
 
-def modules(model):
+def modules(model: TraceModel) -> pd.DataFrame:
     """The nn.Module tree: one row per module at one path of the hierarchy.
 
     A node is a module instance reached through one chain of enclosing modules, e.g.
@@ -90,7 +92,7 @@ def modules(model):
     return _cached(model, "modules", lambda: _build(model)).copy()
 
 
-def module_flame(model):
+def module_flame(model: TraceModel) -> dict[str, Any]:
     """The module tree as nested dicts for a flame graph.
 
     Returns
@@ -102,9 +104,9 @@ def module_flame(model):
         value 0.0 and no children.
     """
     table = modules(model)
-    nodes = [{"name": name, "value": float(value), "children": []}
+    nodes: list[dict[str, Any]] = [{"name": name, "value": float(value), "children": []}
              for name, value in zip(table["name"], table["host_total_us"])]
-    root = {"name": FLAME_ROOT, "value": 0.0, "children": []}
+    root: dict[str, Any] = {"name": FLAME_ROOT, "value": 0.0, "children": []}
     for node, parent in zip(nodes, table["parent_id"].to_numpy()):  # one step per module node
         (root if parent < 0 else nodes[parent])["children"].append(node)
     root["value"] = float(sum(child["value"] for child in root["children"]))

@@ -1,8 +1,11 @@
 """Overview: steps and their time breakdown, GPU summary, environment."""
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
+from ..trace.model import TraceModel
 from .common import kernel_flags, step_breakdown, step_windows
 from .intervals import union_length, weighted_level_integral
 
@@ -12,7 +15,7 @@ GPU_COLUMNS = ["device", "name", "memory_bytes", "compute_capability", "utilizat
                "est_sm_efficiency_pct", "est_achieved_occupancy_pct", "tensor_core_kernel_pct"]
 
 
-def steps(model):
+def steps(model: TraceModel) -> pd.DataFrame:
     """Per step, wall time by category; the parts sum exactly to the step time.
 
     Returns
@@ -34,14 +37,14 @@ def steps(model):
     return step_breakdown(model)[STEP_COLUMNS]
 
 
-def step_mean(step_table):
+def step_mean(step_table: pd.DataFrame) -> dict[str, float]:
     """The mean step: {column: mean over the steps} of each `*_us` column of `steps`
     (kernel_us, ..., other_us, total_us; float µs); {} without steps."""
     columns = [c for c in step_table.columns if c.endswith("_us")]
     return {c: float(step_table[c].mean()) for c in columns} if len(step_table) else {}
 
 
-def step_summary(step_table):
+def step_summary(step_table: pd.DataFrame) -> pd.DataFrame:
     """The mean step by category, as the overview's execution summary shows it.
 
     Returns
@@ -64,7 +67,7 @@ def _steps_span(model):
     return float(windows["start_us"].min()), float(windows["end_us"].max())
 
 
-def gpu_summary(model):
+def gpu_summary(model: TraceModel) -> pd.DataFrame:
     """One row per GPU that ran kernels (or is described in the trace).
 
     Returns
@@ -117,7 +120,7 @@ def gpu_summary(model):
     return pd.DataFrame(rows, columns=GPU_COLUMNS)
 
 
-def environment(model, device_type):
+def environment(model: TraceModel, device_type: str) -> dict[str, Any]:
     """What ran: device type, GPUs, distributed setup, versions the trace records."""
     meta = model.metadata
     keys = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "Framework", "host_name", "schemaVersion")

@@ -14,14 +14,16 @@ Slices live in "groups", one per (track, lane); lanes are nesting depths (overla
 get their own lane). Within a group, rows are sorted by start time.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import NotFoundError
 from ..trace.linking import Nesting
-from ..trace.model import first_int
+from ..trace.model import TraceModel, first_int
 from .common import _cached, step_windows
 from .intervals import union_length, weighted_level_integral
 from .memory import full_curve, memory_devices
@@ -259,17 +261,17 @@ class TimelineIndex:
         }
 
 
-def timeline_index(model):
+def timeline_index(model: TraceModel) -> TimelineIndex:
     """The model's `TimelineIndex`, built on first use and cached."""
     return _cached(model, "timeline_index", lambda: TimelineIndex(model))
 
 
-def has_slices(model):
+def has_slices(model: TraceModel) -> bool:
     """Whether the timeline has anything to draw, without building its index."""
     return any(len(getattr(model, source)) for source, _, _ in SLICE_SOURCES)
 
 
-def tracks_view(model):
+def tracks_view(model: TraceModel) -> dict[str, Any]:
     """What the Trace view is framed by: {tracks (`TimelineIndex.tracks`), start_us, end_us
     (the trace's span), origin_us, steps (step, start_us, end_us), kinds (slice kinds)}."""
     start, end = model.span_us()
@@ -277,7 +279,7 @@ def tracks_view(model):
             "steps": step_windows(model)[["step", "start_us", "end_us"]], "kinds": list(KINDS)}
 
 
-def counters(model, start_us, end_us, points=500):
+def counters(model: TraceModel, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
     """Counter series over [start_us, end_us] in about `points` buckets.
 
     Returns a list of {"name", "unit", "time_us": [...], "value": [...], "max": [...]}: GPU
@@ -391,7 +393,7 @@ def _check_event(slices, event):
         raise NotFoundError(f"no event {event}; {valid}")
 
 
-def event_details(index, event):
+def event_details(index: TimelineIndex, event: int) -> dict[str, Any]:
     """Everything the model holds about one slice: its table row, the operator that
     launched it (for runtime calls and device activity), and the op's call stack."""
     from .operators import _frames_of_key, _stack_keys
@@ -415,7 +417,7 @@ def event_details(index, event):
     return details
 
 
-def event_flows(index, event):
+def event_flows(index: TimelineIndex, event: int) -> list[dict[str, Any]]:
     """Arrows touching one slice: CPU launch -> device activity (correlation) and forward ->
     backward op (`fwdbwd` flow events). Each arrow: {"kind", "from": endpoint, "to": endpoint}."""
     s = index.slices
@@ -457,7 +459,8 @@ def _fwdbwd_pairs(index, op_row):
     return [("fwdbwd", f, t) for f, t in zip(_slice_of(index, "ops", froms[mine]), _slice_of(index, "ops", tos[mine]))]
 
 
-def search(index, text, after_us=None, direction="next", tracks=None, limit=50, after_event=None):
+def search(index: TimelineIndex, text: str, after_us: float | None = None, direction: str = "next",
+           tracks: Sequence[int] | None = None, limit: int = 50, after_event: int | None = None) -> dict[str, Any]:
     """Slices whose name contains `text` (case-insensitive), ordered by (start, event id).
 
     Returns {"total": matches, "position": the match's rank in that order, "match": the next
@@ -499,7 +502,8 @@ def search(index, text, after_us=None, direction="next", tracks=None, limit=50, 
             "results": [_endpoint(index, int(i)) for i in window]}
 
 
-def range_summary(index, start_us, end_us, tracks=None):
+def range_summary(index: TimelineIndex, start_us: float, end_us: float,
+                  tracks: Sequence[int] | None = None) -> pd.DataFrame:
     """Per name, what lies inside [start_us, end_us] on `tracks`: name, kind, count (slices
     overlapping the range), total_us (their time clipped to the range), sorted by total."""
     s = index.slices
