@@ -14,7 +14,9 @@ from .discovery import RunFiles, SpanFile, discover_runs
 from .errors import NotFoundError, TraceError
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import Storage, TraceBytes, open_single
-from .trace.model import RUNTIME_CATEGORIES, TraceModel, build_model
+from .trace.build import build_model
+from .trace.kinds import RUNTIME_CATEGORIES
+from .trace.model import TraceModel
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
