@@ -12,11 +12,14 @@
   its arrow (the first start and first end of one flow id within one category pair up).
 """
 
+from __future__ import annotations
+
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+if TYPE_CHECKING:  # the tables' type only: importing the model loads no pandas (nor the builder)
+    import pandas as pd
 
 _DIGITS = re.compile(r"(-?\d+)")
 
