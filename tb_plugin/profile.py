@@ -14,6 +14,7 @@ from .discovery import RunFiles, SpanFile, discover_runs
 from .errors import NotFoundError, TraceError
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import Storage, TraceBytes, open_single
+from .trace.anomalies import describe as describe_anomalies
 from .trace.build import build_model
 from .trace.kinds import RUNTIME_CATEGORIES
 from .trace.model import TraceModel
@@ -84,6 +85,7 @@ class Profile:
             "step_summary": overview.step_summary(step_table),
             "gpu_summary": self.gpu_summary(),
             "recommendations": self.recommendations(),
+            "anomalies": self.anomalies(),
         }
 
     # --- operators and kernels ---------------------------------------------------------------
@@ -196,6 +198,11 @@ class Profile:
     def device_type(self) -> str:
         return _device_type(self.model)
 
+    def anomalies(self) -> list[dict[str, object]]:
+        """The repairs and losses of the import, as rows {key, severity ("data_loss" first,
+        then "info"), meaning, value (the count)}; see `tb_plugin.trace.anomalies`."""
+        return describe_anomalies(self.model.anomalies)
+
     def info(self) -> dict[str, Any]:
         """What the trace holds: device, steps, event counts per kind, time span, anomalies."""
         m = self.model
@@ -218,6 +225,7 @@ class Profile:
             "start_us": m.origin_us + start,
             "duration_us": end - start,
             "anomalies": m.anomalies,
+            "anomaly_details": self.anomalies(),
             "load_seconds": round(self.load_seconds, 4),
         }
 

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
+from .anomalies import (EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DROPPED, INVALID_DURATIONS_ZEROED,
+                        MALFORMED_ARGS_REPLACED, UNSUPPORTED_EVENTS_SKIPPED, record)
 from .coding import (_Interner, _categorical, _coded, _first_valid, _float_field, _floats, _frame_codes, _id_codes,
                      _int_field, _json_categorical, _recode, _text_field, _texts, _whole)
 from .kinds import (KIND_COUNTER, KIND_FLOW, KIND_GPU_ANNOTATION, KIND_KERNEL, KIND_MEMCPY, KIND_MEMORY, KIND_MEMSET,
@@ -123,7 +125,7 @@ def _read_batch(raws):
         (~is_object & pl.col("kind").is_in([_KIND_CODE[k] for k in present])).sum().alias("not_objects"),
     ).row(0)
     if not_objects:
-        anomalies["malformed_args_replaced"] = not_objects
+        record(anomalies, MALFORMED_ARGS_REPLACED, not_objects)
     args = {k: _arg_columns(lines.encode(), _ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
     flows = flow_columns(list(compress(lines, kind == _KIND_CODE[KIND_FLOW]))) if counts[_KIND_CODE[KIND_FLOW]] else None
     counter_args = None
@@ -150,7 +152,7 @@ def _counter_values(joined, frame, is_counter, count, anomalies):
             values.append(None if text is None else msgspec.json.decode(text))
         except msgspec.DecodeError:
             values.append(None)
-            anomalies["malformed_args_replaced"] = anomalies.get("malformed_args_replaced", 0) + 1
+            record(anomalies, MALFORMED_ARGS_REPLACED)
     return values
 
 
@@ -170,7 +172,7 @@ def _classify(coded, ts, anomalies):
         kind[instant & (name_codes == name_values.index("[memory]"))] = _KIND_CODE[KIND_MEMORY]
     missing_ts = np.isin(kind, [_KIND_CODE[KIND_META], _KIND_CODE[KIND_SKIPPED]], invert=True) & ~np.isfinite(ts)
     if missing_ts.any():
-        anomalies["events_without_ts_dropped"] = int(missing_ts.sum())
+        record(anomalies, EVENTS_WITHOUT_TS_DROPPED, int(missing_ts.sum()))
         kind[missing_ts] = _KIND_CODE[KIND_SKIPPED]
     return kind
 
@@ -213,7 +215,7 @@ def _arg_columns_repaired(texts, args_type, anomalies):
     event's args the Struct's defaults (counted)."""
     structs, bad = decode_args(texts, args_type)
     if bad:
-        anomalies["malformed_args_replaced"] = anomalies.get("malformed_args_replaced", 0) + bad
+        record(anomalies, MALFORMED_ARGS_REPLACED, bad)
     read = {int: _int_field, float: _float_field}
     return pl.DataFrame({f.encode_name: pl.Series(read.get(f.type, _text_field)(structs, f.name))
                          for f in msgspec.structs.fields(args_type)})
@@ -266,8 +268,8 @@ class _Builder:
                 self._flow_parts.append(batch.flows)
             if batch.counter_args is not None:
                 self._counter_args.append(batch.counter_args)
-            for key, count in batch.anomalies.items():
-                self.anomalies[key] = self.anomalies.get(key, 0) + count
+            for key, n in batch.anomalies.items():
+                record(self.anomalies, key, n)
         del raws  # lets the input buffer go
         empty = {"kind": np.int8, "ts": np.float64, "dur": np.float64}
         joined = {key: np.concatenate(arrays) if arrays else np.zeros(0, empty.get(key, np.int32))
@@ -283,9 +285,9 @@ class _Builder:
         self.name_categories = pd.Index(sorted(set(name_values) | {""}), dtype=object)
         name_remap = np.append(self.name_categories.get_indexer(name_values), self.name_categories.get_loc(""))
         self.name_codes = name_remap[joined["name"]]
-        skipped = int(self.mask(KIND_SKIPPED).sum()) - self.anomalies.get("events_without_ts_dropped", 0)
+        skipped = int(self.mask(KIND_SKIPPED).sum()) - self.anomalies.get(EVENTS_WITHOUT_TS_DROPPED, 0)
         if skipped:
-            self.anomalies["unsupported_events_skipped"] = skipped
+            record(self.anomalies, UNSUPPORTED_EVENTS_SKIPPED, skipped)
         self._drop_far_from_the_trace()
         timed = ~self.mask(KIND_META, KIND_SKIPPED)
         # Flow / instant markers far outside the profiled window (e.g. "Record Window End")
@@ -313,7 +315,7 @@ class _Builder:
             for code in np.unique(self.kind[far]).tolist():
                 self._kept_of_kind[_KIND_OF_CODE[code]] = ~far[self.kind == code]
             self.kind[far] = _KIND_CODE[KIND_SKIPPED]
-            self.anomalies["events_far_from_the_trace_dropped"] = int(far.sum())
+            record(self.anomalies, EVENTS_FAR_FROM_THE_TRACE_DROPPED, int(far.sum()))
 
     def _kept(self, kind, rows):
         """`rows` (a row per event of `kind` as read: an array, a polars frame or a list) less
@@ -374,7 +376,7 @@ class _Builder:
         # would overflow the per-thread sort keys of `Nesting` (ts + thread * span) to inf/NaN.
         bad = ~(dur >= 0) | (dur > _MAX_DURATION_US)
         if bad.any():
-            self.anomalies["invalid_durations_zeroed"] = self.anomalies.get("invalid_durations_zeroed", 0) + int(bad.sum())
+            record(self.anomalies, INVALID_DURATIONS_ZEROED, int(bad.sum()))
             dur = np.where(bad, 0.0, dur)
         return dur
 

@@ -51,6 +51,15 @@ export interface Recommendation {
   numbers: Record<string, number>;
 }
 
+/** One import anomaly (tb_plugin/trace/anomalies.py): what the reader repaired or dropped. */
+export interface Anomaly {
+  key: string;
+  severity: 'data_loss' | 'info';
+  meaning: string;
+  /** How many times; for `tolerant_parse`, why the fast reader refused the file. */
+  value: number | string;
+}
+
 export interface OverviewReply {
   environment: Record<string, unknown>;
   steps: WireTable;
@@ -59,6 +68,7 @@ export interface OverviewReply {
   step_summary: WireTable;
   gpu_summary: WireTable;
   recommendations: Recommendation[];
+  anomalies: Anomaly[];
 }
 
 export interface StackFrame {

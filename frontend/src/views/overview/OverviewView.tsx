@@ -106,6 +106,16 @@ function Overview({ data, name }: { data: OverviewReply; name: string }) {
           </div>
         ))}
       </Card>
+      {data.anomalies.length ? (
+        <Card title="Import anomalies">
+          {/* What the reader repaired or had to drop in this file, as the server words it. */}
+          {data.anomalies.map((a) => (
+            <div key={a.key} class={`recommendation ${a.severity === 'data_loss' ? 'warning' : 'info'}`} data-anomaly={a.key}>
+              <strong>{a.key}</strong>: {typeof a.value === 'number' ? a.value.toLocaleString() : a.value} ({a.severity.replace('_', ' ')}): {a.meaning}
+            </div>
+          ))}
+        </Card>
+      ) : null}
     </div>
   );
 }
