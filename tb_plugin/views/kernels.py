@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 
+from ..errors import BadParameterError
 from ..trace.model import TraceModel
 from .common import kernel_flags, op_names
 
@@ -30,7 +31,7 @@ def kernels(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
     them; NaN when none does), tensor_cores_used (bool, from the kernel name).
     """
     if group_by not in ("name", "name_op"):
-        raise ValueError(f"group_by must be 'name' or 'name_op', not {group_by!r}")
+        raise BadParameterError(f"group_by must be 'name' or 'name_op', not {group_by!r}")
     k = model.kernels
     _, tc = kernel_flags(model)
     dur = k["dur"].to_numpy()

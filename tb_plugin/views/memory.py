@@ -2,7 +2,7 @@
 statistics.
 
 Every function takes the `TraceModel` and a device name from `memory_devices` ("CPU", "GPU0",
-...); an unknown device raises `ValueError` naming the valid ones. Optional `start_us` /
+...); an unknown device raises `NotFoundError` naming the valid ones. Optional `start_us` /
 `end_us` (relative to the trace origin, inclusive) restrict the answer to a time range.
 
 Attribution rule shared by `memory_events` and `memory_stats`: a `[memory]` record belongs to
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..errors import NotFoundError
 from ..trace.linking import ancestor_where, roll_up
 from ..trace.model import TraceModel
 from .common import _cached, operator_tree
@@ -73,11 +74,11 @@ def memory_devices(model: TraceModel) -> list[str]:
 
 
 def _device_key(model, device):
-    """(device_type, device_id) of a device name from `memory_devices`; ValueError if unknown."""
+    """(device_type, device_id) of a device name from `memory_devices`; NotFoundError if unknown."""
     table = _device_table(model)
     match = np.flatnonzero(table["name"].to_numpy() == device)
     if not len(match):
-        raise ValueError(f"unknown memory device {device!r}; devices with memory records: {table['name'].tolist()}")
+        raise NotFoundError(f"unknown memory device {device!r}; devices with memory records: {table['name'].tolist()}")
     return int(table["device_type"].iloc[match[0]]), int(table["device_id"].iloc[match[0]])
 
 

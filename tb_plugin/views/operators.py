@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import BadParameterError
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
 from .common import _cached, operator_tree
@@ -89,7 +90,7 @@ def operators(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
     are not. Calls follow torch's duplicate-node rule (see `operator_tree`).
     """
     if group_by not in ("name", "name_shape"):
-        raise ValueError(f"group_by must be 'name' or 'name_shape', not {group_by!r}")
+        raise BadParameterError(f"group_by must be 'name' or 'name_shape', not {group_by!r}")
     tree = operator_tree(model)
     ops = model.ops
     keep = tree["is_operator"].to_numpy()
