@@ -27,7 +27,7 @@ from werkzeug import wrappers, wsgi
 
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading
-from .profile import combine_distributed, diff
+from .profile import Profile, combine_distributed, diff
 from .routes import API_ROUTES
 
 logger = logging.getLogger(__name__)
@@ -243,10 +243,16 @@ def table_reply(request, frame):
     return respond(table_json(frame))
 
 
-def ready(result, ready_count=None, total=None):
-    """The Profile (or summary), or `StillLoadingError` (answered 202) while it is parsed."""
+def still_loading(loading, ready_count=None, total=None):
+    """The `StillLoadingError` (answered 202) of a `Loading`; a view over several profiles
+    says how many of them are ready of the total."""
+    return StillLoadingError(loading.path, loading.since, loading.stage, loading.fraction, ready_count, total)
+
+
+def ready(result):
+    """The Profile, or `StillLoadingError` while it is parsed."""
     if isinstance(result, Loading):
-        raise StillLoadingError(result.path, result.since, result.stage, result.fraction, ready_count, total)
+        raise still_loading(result)
     return result
 
 
@@ -296,15 +302,11 @@ def _distributed_parts(api, request):
     # Each worker gives a small summary of its profile, so a run of more ranks than the
     # memory budget holds profiles still gets its view; every one is asked for before any
     # is awaited, so they load one after another without waiting for the next request.
-    results = {w: api.store.summary(run, w, span, "distributed", _distributed_part) for w in workers}
+    results = {w: api.store.summary(run, w, span, "distributed", Profile.distributed_part) for w in workers}
     loading = [r for r in results.values() if isinstance(r, Loading)]
     if loading:
-        ready(loading[0], len(results) - len(loading), len(results))
+        raise still_loading(loading[0], len(results) - len(loading), len(results))
     return Inputs(list(results.values()), (results,))
-
-
-def _distributed_part(profile):
-    return profile.distributed_part()
 
 
 class Api:
