@@ -46,6 +46,9 @@ from pathlib import Path
 
 import yaml
 
+# Views made of several tables answer CSV for one of them (table=NAME).
+CSV_TABLE = {"/distributed": "steps", "/diff": "steps", "/job": "rank_steps"}
+
 REPO = Path(__file__).resolve().parent.parent
 PREFIX = "/data/plugin/pytorch_profiler"
 TENSORBOARD = Path(sys.executable).with_name("tensorboard")
@@ -78,7 +81,7 @@ def route_urls(run, worker, spec_path=SPEC_PATH):
         query = {name: VALUE_FOR_ROUTE.get((path, name), values.get(name, "")) for name, required in params if required}
         urls.append((path, f"{PREFIX}{path}?{urllib.parse.urlencode(query)}" if query else f"{PREFIX}{path}"))
         if "format" in dict(params):
-            extra = {"format": "csv", **({"table": "steps"} if path in ("/distributed", "/diff") else {})}
+            extra = {"format": "csv", **({"table": CSV_TABLE[path]} if path in CSV_TABLE else {})}
             urls.append((f"{path} (csv)", f"{PREFIX}{path}?{urllib.parse.urlencode({**query, **extra})}"))
     return urls
 

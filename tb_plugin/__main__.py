@@ -35,9 +35,10 @@ def _format_info(info):
         "events:",
     ]
     lines += [f"  {kind:<16}{count:>10,}" for kind, count in info["event_counts"].items()]
-    if info["anomalies"]:
+    if info["anomaly_details"]:
         lines.append("import anomalies:")
-        lines += [f"  {k}: {v}" for k, v in info["anomalies"].items()]
+        for row in info["anomaly_details"]:
+            lines += [f"  {row['key']}: {row['value']} ({row['severity'].replace('_', ' ')})", f"    {row['meaning']}"]
     lines.append(f"loaded in:   {info['load_seconds']:.3f} s")
     return "\n".join(lines)
 

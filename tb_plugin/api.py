@@ -1,8 +1,11 @@
 """HTTP routes: validate parameters, call one function, serialise. Nothing else.
 
 Every route answers JSON (or CSV with `format=csv` where it returns a table). Problems are
-raised as `ApiError`s and turned into `{"error": ..., "reason": ...}` replies with a 4xx code
-by one wrapper; a profile still parsing answers 202 with its progress.
+raised as `errors.PublicError`s (not found, bad parameter, still loading, bad trace) and turned
+into their replies (`{"error": ..., "reason": ...}` with a 4xx code; 202 with the progress of a
+profile still parsing) by one wrapper, `route`. Routes reach the data through `Profile` and
+`Run`-like methods only; a route that is a pure function of some profiles names them first
+(`reads`), so that the wrapper looks up an answer computed before over the same profiles.
 """
 
 import csv
@@ -10,11 +13,11 @@ import io
 import logging
 import math
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from dataclasses import asdict
-from functools import wraps
+from functools import partial, wraps
+from typing import NamedTuple
 from urllib.parse import quote
 
 import numpy as np
@@ -23,37 +26,17 @@ import pandas as pd
 from werkzeug import wrappers, wsgi
 
 from .discovery import printable
-from .errors import TraceError
-from .loading import Loading, NotFound
+from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
+from .loading import Loading
+from .profile import Profile, combine_distributed, combine_job, diff
 from .routes import API_ROUTES
 from .sources import SourceResolver
-from .views import diff as diff_view
-from .views import distributed as distributed_view
-from .views import job as job_view
-from .views import timeline
 
 logger = logging.getLogger(__name__)
 
 ALLOWED_METHODS = ("GET", "HEAD")
 _COMMON_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
 _STREAM_CHUNK = 1 << 20
-
-
-class StillLoading(Exception):
-    """The profile asked for is being parsed: answered 202 with progress. A view over several
-    profiles also says how many of them are `ready` of the `total` it needs."""
-
-    def __init__(self, loading, ready=None, total=None):
-        super().__init__(loading.path)
-        self.loading, self.ready, self.total = loading, ready, total
-
-
-class CachedReply(Exception):
-    """The answer to this exact request over this exact profile was computed before."""
-
-    def __init__(self, payload, content_type):
-        super().__init__()
-        self.payload, self.content_type = payload, content_type
 
 
 class ReplyCache:
@@ -92,17 +75,6 @@ class ReplyCache:
             entries.move_to_end(path)
             while len(entries) > self.per_profile:
                 entries.popitem(last=False)
-
-
-_PROFILES_USED = "tb_plugin.profiles"
-
-
-class ApiError(Exception):
-    """A request that cannot be answered: HTTP `status`, short `error` code, `reason`."""
-
-    def __init__(self, status, error, reason):
-        super().__init__(reason)
-        self.status, self.error, self.reason = status, error, reason
 
 
 def _json_default(value):
@@ -152,11 +124,34 @@ def table_csv(frame):
     return buffer.getvalue()
 
 
-def route(handler, replies=None):
-    """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies.
+class Inputs(NamedTuple):
+    """What a route's answer is a pure function of (besides the request path): `used`, the
+    profiles (or per-profile summaries) it reads, held weakly to reuse the answer while each
+    is still the one served, and `args`, what its handler is given after the request."""
 
-    With a `ReplyCache`, a successful answer computed from profiles is kept and served again
-    for the same request path over the same profiles (see `Api._reuse`).
+    used: list
+    args: tuple
+
+
+def reads(inputs):
+    """Mark an `Api` route as a pure function of `inputs(api, request) -> Inputs`: the route
+    wrapper looks its answer up before calling `handler(request, *inputs.args)`."""
+
+    def mark(handler):
+        handler.inputs = inputs
+        return handler
+
+    return mark
+
+
+def route(handler, replies=None, inputs=None):
+    """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies: every
+    `PublicError` becomes its own reply (`PublicError.body`, with its status), anything else
+    a logged 500.
+
+    With `inputs(request) -> Inputs`, the handler is `handler(request, *args)`, and with a
+    `ReplyCache` an answer over the same inputs to the same request path (query string
+    included) is looked up first; a successful answer is kept for next time.
     """
 
     @wrappers.Request.application
@@ -164,30 +159,27 @@ def route(handler, replies=None):
     def app(request):
         try:
             if request.method not in ALLOWED_METHODS:
-                raise ApiError(405, "method_not_allowed", f"{request.method} is not supported; use {', '.join(ALLOWED_METHODS)}")
-            response = handler(request)
-            used = request.environ.get(_PROFILES_USED, [])
-            if replies is not None and response.status_code == 200 and used:
+                raise PublicError(f"{request.method} is not supported; use {', '.join(ALLOWED_METHODS)}", status=405,
+                                  error="method_not_allowed")
+            if inputs is None:
+                return handler(request)
+            used, args = inputs(request)
+            cached = replies.get(used, request.full_path) if replies is not None else None
+            if cached is not None:
+                payload, content_type = cached
+                return wrappers.Response(payload, status=200, content_type=content_type, headers=_COMMON_HEADERS)
+            response = handler(request, *args)
+            if replies is not None and response.status_code == 200:
                 replies.put(used, request.full_path, (response.get_data(), response.content_type))
             return response
-        except CachedReply as exc:
-            return wrappers.Response(exc.payload, status=200, content_type=exc.content_type, headers=_COMMON_HEADERS)
-        except StillLoading as exc:
-            loading = exc.loading
-            body = {"loading": True, "path": printable(loading.path), "elapsed_seconds": round(time.time() - loading.since, 3),
-                    "stage": loading.stage, "fraction": None if loading.fraction is None else round(loading.fraction, 4)}
-            if exc.total is not None:
-                body.update(ready=exc.ready, total=exc.total)
-            return respond(body, status=202)
-        except ApiError as exc:
-            response = respond({"error": exc.error, "reason": exc.reason}, status=exc.status)
+        except PublicError as exc:
+            body = exc.body()
+            if "path" in body:  # relative to the log directory; bytes that are not UTF-8 escaped (\xff)
+                body["path"] = printable(body["path"])
+            response = respond(body, status=exc.status)
             if exc.status == 405:  # RFC 9110: a 405 lists the methods the resource supports
                 response.headers["Allow"] = ", ".join(ALLOWED_METHODS)
             return response
-        except NotFound as exc:
-            return respond({"error": "not_found", "reason": str(exc)}, status=404)
-        except TraceError as exc:
-            return respond({"error": "bad_trace", "reason": exc.reason, "path": printable(exc.path)}, status=422)
         except Exception:  # logged with its traceback; the client gets no internals
             logger.exception("error answering %s", request.full_path)
             return respond({"error": "internal", "reason": "internal error; see the TensorBoard log"}, status=500)
@@ -198,13 +190,13 @@ def route(handler, replies=None):
 def text_param(request, name, required=True, default=None):
     values = request.args.getlist(name)
     if len(values) > 1:
-        raise ApiError(400, "bad_parameter", f"parameter {name!r} given {len(values)} times")
+        raise BadParameterError(f"parameter {name!r} given {len(values)} times")
     if not values or values[0] == "":
         if required:
-            raise ApiError(400, "missing_parameter", f"parameter {name!r} is required")
+            raise BadParameterError(error="missing_parameter", reason=f"parameter {name!r} is required")
         return default
     if len(values[0]) > 4096 or "\x00" in values[0]:
-        raise ApiError(400, "bad_parameter", f"parameter {name!r} is not a valid name")
+        raise BadParameterError(f"parameter {name!r} is not a valid name")
     return values[0]
 
 
@@ -215,16 +207,16 @@ def _number_param(request, name, convert, what, required, default):
     try:
         value = convert(raw)
     except ValueError:
-        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be {what}, not {raw[:40]!r}") from None
+        raise BadParameterError(f"parameter {name!r} must be {what}, not {raw[:40]!r}") from None
     if isinstance(value, float) and not math.isfinite(value):
-        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be finite")
+        raise BadParameterError(f"parameter {name!r} must be finite")
     return value
 
 
 def int_param(request, name, required=True, default=None, minimum=None):
     value = _number_param(request, name, int, "an integer", required, default)
     if value is not None and minimum is not None and value < minimum:
-        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be >= {minimum}, not {value}")
+        raise BadParameterError(f"parameter {name!r} must be >= {minimum}, not {value}")
     return value
 
 
@@ -240,9 +232,9 @@ def tracks_param(request):
     try:
         ids = [int(t) for t in raw.split(",") if t.strip()]
     except ValueError:
-        raise ApiError(400, "bad_parameter", "parameter 'tracks' must be comma-separated track ids") from None
+        raise BadParameterError("parameter 'tracks' must be comma-separated track ids") from None
     if not all(0 <= t < 1 << 31 for t in ids):  # beyond int64 the views' arrays would overflow
-        raise ApiError(400, "bad_parameter", "parameter 'tracks' holds a track id out of range")
+        raise BadParameterError("parameter 'tracks' holds a track id out of range")
     return ids
 
 
@@ -250,7 +242,7 @@ def choice_param(request, name, choices):
     """One of `choices` (the first is the default)."""
     value = text_param(request, name, required=False, default=choices[0])
     if value not in choices:
-        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be one of {', '.join(choices)}, not {value[:40]!r}")
+        raise BadParameterError(f"parameter {name!r} must be one of {', '.join(choices)}, not {value[:40]!r}")
     return value
 
 
@@ -261,10 +253,16 @@ def table_reply(request, frame):
     return respond(table_json(frame))
 
 
+def still_loading(loading, ready_count=None, total=None):
+    """The `StillLoadingError` (answered 202) of a `Loading`; a view over several profiles
+    says how many of them are ready of the total."""
+    return StillLoadingError(loading.path, loading.since, loading.stage, loading.fraction, ready_count, total)
+
+
 def ready(result):
-    """The Profile, or StillLoading (answered 202) while it is parsed."""
+    """The Profile, or `StillLoadingError` while it is parsed."""
     if isinstance(result, Loading):
-        raise StillLoading(result)
+        raise still_loading(result)
     return result
 
 
@@ -279,53 +277,53 @@ def tables_reply(request, build, names):
     subset = text_param(request, "tables", required=False)
     as_csv = choice_param(request, "format", ("json", "csv")) == "csv"
     if name is not None and subset is not None:
-        raise ApiError(400, "bad_parameter", "give 'table' (one table) or 'tables' (several), not both")
+        raise BadParameterError("give 'table' (one table) or 'tables' (several), not both")
     if name is None and as_csv:
-        raise ApiError(400, "bad_parameter", f"format=csv needs one table: table={'|'.join(names)}")
+        raise BadParameterError(f"format=csv needs one table: table={'|'.join(names)}")
     if name is not None and name not in names:
-        raise ApiError(400, "bad_parameter", f"parameter 'table' must be one of {', '.join(names)}")
+        raise BadParameterError(f"parameter 'table' must be one of {', '.join(names)}")
     wanted = names if subset is None else subset.split(",")
     if not set(wanted) <= set(names):
-        raise ApiError(400, "bad_parameter", f"parameter 'tables' takes names among {', '.join(names)}, comma-separated")
+        raise BadParameterError(f"parameter 'tables' takes names among {', '.join(names)}, comma-separated")
     view = build()
     if name is None:
         return respond({n: getattr(view, n) for n in names if n in wanted})
     return table_reply(request, getattr(view, name))
 
 
-def _distributed_part(profile):
-    """What the distributed view keeps of one worker's profile (`RunStore.summary`)."""
-    return distributed_view.worker_part(profile.model)
+def _one_profile(api, request):
+    profile = api.profile(request)
+    return Inputs([profile], (profile,))
 
 
-def _job_part(profile):
-    """What the job view keeps of one rank's profile (`RunStore.summary`)."""
-    return job_view.rank_part(profile.model)
+def _two_profiles(api, request):
+    a, b = api.profile(request), api.profile(request, "_b")
+    return Inputs([a, b], (a, b))
+
+
+def _span_parts(key, build):
+    """A `reads` input: `build(profile)`, a small part of the profile, of every worker of one
+    span (the distributed view's `Profile.distributed_part`, the job view's `job_part`)."""
+
+    def inputs(api, request):
+        run = text_param(request, "run")
+        span = int_param(request, "span", required=False, default=1, minimum=1)
+        files = api.store.run_files(run)
+        workers = [w for w, spans in files.workers.items() if span <= len(spans)]
+        if not workers:
+            raise NotFoundError(f"no worker of run {run!r} has span {span}")
+        # Each worker gives a small summary of its profile, so a run of more ranks than the
+        # memory budget holds profiles still gets its view; every one is asked for before any
+        # is awaited, so they load one after another without waiting for the next request.
+        results = {w: api.store.summary(run, w, span, key, build) for w in workers}
+        loading = [r for r in results.values() if isinstance(r, Loading)]
+        if loading:
+            raise still_loading(loading[0], len(results) - len(loading), len(results))
+        return Inputs(list(results.values()), (results,))
+    return inputs
 
 
 JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks")
-
-
-def available_views(profile, worker_count, profile_count):
-    """The views that have data for this profile (and run); `profile_count` is how many
-    trace files the whole log directory holds (diff needs a second one)."""
-    m = profile.model
-    views = ["overview"]
-    if len(m.ops):
-        views.append("operator")
-    if len(m.kernels):
-        views.append("kernel")
-    if len(m.memory):
-        views.append("memory")
-    if len(profile.modules()):
-        views.append("module")
-    if len(profile.timeline().slices):
-        views.append("trace")
-    if worker_count > 1:
-        views += ["job", "distributed"]
-    if profile_count > 1:
-        views.append("diff")
-    return views
 
 
 class Api:
@@ -336,33 +334,21 @@ class Api:
         self.replies = ReplyCache()
         self.sources = SourceResolver()
 
-    def _route(self, handler):
-        return route(handler, self.replies)
-
     def routes(self):
         """{"/<name>": WSGI app} of every data route (`routes.API_ROUTES`)."""
-        return {f"/{name}": self._route(getattr(self, name)) for name in API_ROUTES}
+        apps = {}
+        for name in API_ROUTES:
+            handler = getattr(self, name)
+            inputs = getattr(handler, "inputs", None)
+            apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self))
+        return apps
 
-    def _profile(self, request, suffix=""):
-        """The Profile named by run/worker/span (or run_b/worker_b/span_b with suffix "_b").
-
-        Raises CachedReply when this request was answered from the profiles named so far.
-        """
+    def profile(self, request, suffix=""):
+        """The Profile named by run/worker/span (or run_b/worker_b/span_b with suffix "_b")."""
         run = text_param(request, "run" + suffix)
         worker = text_param(request, "worker" + suffix)
         span = int_param(request, "span" + suffix, required=False, default=1, minimum=1)
-        profile = ready(self.store.profile(run, worker, span))
-        self._reuse(request, [profile])
-        return profile
-
-    def _reuse(self, request, profiles):
-        """Note that this request uses `profiles`; raise CachedReply when it was answered
-        before from exactly the profiles it has used so far."""
-        used = request.environ.setdefault(_PROFILES_USED, [])
-        used.extend(profiles)
-        cached = self.replies.get(used, request.full_path)
-        if cached is not None:
-            raise CachedReply(*cached)
+        return ready(self.store.profile(run, worker, span))
 
     def runs(self, request):
         return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error,
@@ -377,13 +363,14 @@ class Api:
         worker = text_param(request, "worker")
         spans = self.store.run_files(run).workers.get(worker)
         if spans is None:
-            raise NotFound(f"run {run!r} has no worker {worker!r}")
+            raise NotFoundError(f"run {run!r} has no worker {worker!r}")
         return respond({"run": run, "worker": worker,
                         "spans": [{"span": f.span, "stamp": f.stamp, "file": printable(f.path.rsplit("/", 1)[-1])}
                                   for f in spans]})
 
-    def info(self, request):
-        return respond(self._profile(request).info())
+    @reads(_one_profile)
+    def info(self, request, profile):
+        return respond(profile.info())
 
     def views(self, request):
         run = text_param(request, "run")
@@ -391,21 +378,25 @@ class Api:
         worker = text_param(request, "worker", required=False, default=next(iter(files.workers)))
         span = int_param(request, "span", required=False, default=1, minimum=1)
         profile = ready(self.store.profile(run, worker, span))
-        profile_count = sum(r["files"] for r in self.store.runs())
-        return respond({"run": run, "views": available_views(profile, len(files.workers), profile_count)})
+        trace_files = sum(r["files"] for r in self.store.runs())
+        return respond({"run": run, "views": profile.available_views(len(files.workers), trace_files)})
 
-    def overview(self, request):
-        return respond(self._profile(request).overview())
+    @reads(_one_profile)
+    def overview(self, request, profile):
+        return respond(profile.overview())
 
-    def steps(self, request):
-        return table_reply(request, self._profile(request).steps())
+    @reads(_one_profile)
+    def steps(self, request, profile):
+        return table_reply(request, profile.steps())
 
-    def gpu_summary(self, request):
-        return table_reply(request, self._profile(request).gpu_summary())
+    @reads(_one_profile)
+    def gpu_summary(self, request, profile):
+        return table_reply(request, profile.gpu_summary())
 
-    def operators(self, request):
+    @reads(_one_profile)
+    def operators(self, request, profile):
         group_by = choice_param(request, "group_by", ("name", "name_shape"))
-        return table_reply(request, self._profile(request).operators(group_by))
+        return table_reply(request, profile.operators(group_by))
 
     def _run_directory(self, request):
         """The local directory of the requested span's trace file (None when remote): where a
@@ -413,151 +404,130 @@ class Api:
         return self.store.run_directory(text_param(request, "run"), text_param(request, "worker"),
                                         int_param(request, "span", required=False, default=1, minimum=1))
 
-    def operator_stacks(self, request):
+    @reads(_one_profile)
+    def operator_stacks(self, request, profile):
         name = text_param(request, "name")
         input_shape = text_param(request, "input_shape", required=False)
-        stacks = self._profile(request).operator_stacks(name, input_shape)
+        stacks = profile.operator_stacks(name, input_shape)
         run_dir = self._run_directory(request)
         return respond({"name": name, "input_shape": input_shape,
                         "stacks": [{**s, "frames": self.sources.with_paths(s["frames"], run_dir)} for s in stacks]})
 
-    def kernels(self, request):
+    @reads(_one_profile)
+    def kernels(self, request, profile):
         group_by = choice_param(request, "group_by", ("name", "name_op"))
-        return table_reply(request, self._profile(request).kernels(group_by))
+        return table_reply(request, profile.kernels(group_by))
 
-    def kernel_tensor_cores(self, request):
-        return respond(self._profile(request).tensor_core_share())
+    @reads(_one_profile)
+    def kernel_tensor_cores(self, request, profile):
+        return respond(profile.tensor_core_share())
 
-    def memory_devices(self, request):
-        return respond({"devices": self._profile(request).memory_devices()})
+    @reads(_one_profile)
+    def memory_devices(self, request, profile):
+        return respond({"devices": profile.memory_devices()})
 
-    def _memory_query(self, request):
-        """(profile, device, start_us, end_us) of a memory route, the device checked."""
-        profile = self._profile(request)
+    @staticmethod
+    def _memory_query(request, profile):
+        """(device, start_us, end_us) of a memory route, the device checked."""
         devices = profile.memory_devices()
         device = text_param(request, "device", required=False, default=devices[0] if devices else None)
         if device not in devices:
-            raise ApiError(404, "not_found", f"no memory records for device {str(device)[:40]!r}; devices: {', '.join(devices) or 'none'}")
+            raise NotFoundError(f"no memory records for device {str(device)[:40]!r}; devices: {', '.join(devices) or 'none'}")
         start_us = float_param(request, "start_us", required=False)
         end_us = float_param(request, "end_us", required=False)
         if start_us is not None and end_us is not None and end_us < start_us:
-            raise ApiError(400, "bad_parameter", f"end_us ({end_us}) is before start_us ({start_us})")
-        return profile, device, start_us, end_us
+            raise BadParameterError(f"end_us ({end_us}) is before start_us ({start_us})")
+        return device, start_us, end_us
 
-    def memory_curve(self, request):
-        profile, device, start_us, end_us = self._memory_query(request)
+    @reads(_one_profile)
+    def memory_curve(self, request, profile):
+        device, start_us, end_us = self._memory_query(request, profile)
         max_points = int_param(request, "max_points", required=False, default=2000, minimum=10)
         return respond({"device": device, "peaks": asdict(profile.memory_peaks(device, start_us, end_us)),
                         "curve": profile.memory_curve(device, start_us, end_us, min(max_points, 100_000))})
 
-    def memory_events(self, request):
-        profile, device, start_us, end_us = self._memory_query(request)
-        return table_reply(request, profile.memory_events(device, start_us, end_us))
+    @reads(_one_profile)
+    def memory_events(self, request, profile):
+        return table_reply(request, profile.memory_events(*self._memory_query(request, profile)))
 
-    def memory_stats(self, request):
-        profile, device, start_us, end_us = self._memory_query(request)
-        return table_reply(request, profile.memory_stats(device, start_us, end_us))
+    @reads(_one_profile)
+    def memory_stats(self, request, profile):
+        return table_reply(request, profile.memory_stats(*self._memory_query(request, profile)))
 
-    def modules(self, request):
-        return table_reply(request, self._profile(request).modules())
+    @reads(_one_profile)
+    def modules(self, request, profile):
+        return table_reply(request, profile.modules())
 
-    def module_flame(self, request):
-        return respond(self._profile(request).module_flame())
+    @reads(_one_profile)
+    def module_flame(self, request, profile):
+        return respond(profile.module_flame())
 
-    def _span_summaries(self, request, key, build):
-        """{worker: build(profile)} for one span of every worker of the run that has it, or
-        202 while any is loading. Each worker gives a small summary of its profile, so a run
-        of more ranks than the memory budget holds profiles still gets its view; every one is
-        asked for before any is awaited, so they load one after another without waiting for
-        the next request."""
-        run = text_param(request, "run")
-        span = int_param(request, "span", required=False, default=1, minimum=1)
-        files = self.store.run_files(run)
-        workers = [w for w, spans in files.workers.items() if span <= len(spans)]
-        if not workers:
-            raise NotFound(f"no worker of run {run!r} has span {span}")
-        results = {w: self.store.summary(run, w, span, key, build) for w in workers}
-        loading = [r for r in results.values() if isinstance(r, Loading)]
-        if loading:
-            raise StillLoading(loading[0], ready=len(results) - len(loading), total=len(results))
-        self._reuse(request, list(results.values()))
-        return results
+    @reads(_span_parts("distributed", Profile.distributed_part))
+    def distributed(self, request, parts):
+        return tables_reply(request, lambda: combine_distributed(parts),
+                            ("steps", "all_steps", "collectives", "collective_time", "calls", "devices"))
 
-    def distributed(self, request):
-        results = self._span_summaries(request, "distributed", _distributed_part)
-        return tables_reply(request, lambda: distributed_view.combine(results),
-                            ("steps", "all_steps", "collectives", "calls", "devices"))
-
-    def job(self, request):
+    @reads(_span_parts("job", Profile.job_part))
+    def job(self, request, parts):
         align = choice_param(request, "align_clocks", ("true", "false")) == "true"
-        results = self._span_summaries(request, "job", _job_part)
-        return tables_reply(request, lambda: job_view.combine(results, align_clocks=align), JOB_TABLES)
+        return tables_reply(request, lambda: combine_job(parts, align_clocks=align), JOB_TABLES)
 
-    def diff(self, request):
-        a, b = self._profile(request).model, self._profile(request, "_b").model
-        return tables_reply(request, lambda: diff_view.diff(a, b), ("operators", "kernels", "steps"))
+    @reads(_two_profiles)
+    def diff(self, request, a, b):
+        return tables_reply(request, lambda: diff(a, b), ("operators", "kernels", "steps"))
 
-    def timeline_tracks(self, request):
-        profile = self._profile(request)
-        index = profile.timeline()
-        start, end = profile.model.span_us()
-        return respond({"tracks": index.tracks, "start_us": start, "end_us": end, "origin_us": profile.model.origin_us,
-                        "steps": timeline.step_marks(profile.model), "kinds": list(timeline.KINDS)})
+    @reads(_one_profile)
+    def timeline_tracks(self, request, profile):
+        return respond(profile.timeline_tracks())
 
-    def _window(self, request):
+    @staticmethod
+    def _window(request):
         start_us = float_param(request, "start_us")
         end_us = float_param(request, "end_us")
         if end_us < start_us:
-            raise ApiError(400, "bad_parameter", f"end_us ({end_us}) is before start_us ({start_us})")
+            raise BadParameterError(f"end_us ({end_us}) is before start_us ({start_us})")
         if not math.isfinite(end_us - start_us):  # e.g. -1e308..1e308: bins of width inf, NaN times
-            raise ApiError(400, "bad_parameter", "the window from start_us to end_us is too wide")
+            raise BadParameterError("the window from start_us to end_us is too wide")
         return start_us, end_us
 
-    def timeline_slices(self, request):
-        index = self._profile(request).timeline()
+    @reads(_one_profile)
+    def timeline_slices(self, request, profile):
         start_us, end_us = self._window(request)
         resolution = float_param(request, "resolution_us")
         if resolution <= 0:
-            raise ApiError(400, "bad_parameter", "parameter 'resolution_us' must be > 0")
-        return respond(index.query(start_us, end_us, resolution, tracks_param(request)))
+            raise BadParameterError("parameter 'resolution_us' must be > 0")
+        return respond(profile.timeline().query(start_us, end_us, resolution, tracks_param(request)))
 
-    def timeline_counters(self, request):
-        profile = self._profile(request)
+    @reads(_one_profile)
+    def timeline_counters(self, request, profile):
         start_us, end_us = self._window(request)
         points = int_param(request, "points", required=False, default=500, minimum=1)
-        return respond({"counters": timeline.counters(profile.model, start_us, end_us, min(points, 5000))})
+        return respond({"counters": profile.timeline_counters(start_us, end_us, min(points, 5000))})
 
-    def timeline_event(self, request):
-        index = self._profile(request).timeline()
-        event = int_param(request, "event", minimum=0)
-        try:
-            details = timeline.event_details(index, event)
-        except KeyError as exc:
-            raise NotFound(exc.args[0]) from None
+    @reads(_one_profile)
+    def timeline_event(self, request, profile):
+        details = profile.timeline_event(int_param(request, "event", minimum=0))
         if "call_stack" in details:
             details = {**details, "call_stack": self.sources.with_paths(details["call_stack"], self._run_directory(request))}
         return respond(details)
 
-    def timeline_flows(self, request):
-        index = self._profile(request).timeline()
+    @reads(_one_profile)
+    def timeline_flows(self, request, profile):
         event = int_param(request, "event", minimum=0)
-        try:
-            return respond({"event": event, "flows": timeline.event_flows(index, event)})
-        except KeyError as exc:
-            raise NotFound(exc.args[0]) from None
+        return respond({"event": event, "flows": profile.timeline_flows(event)})
 
-    def timeline_search(self, request):
-        index = self._profile(request).timeline()
+    @reads(_one_profile)
+    def timeline_search(self, request, profile):
         text = text_param(request, "q")
         after_us = float_param(request, "after_us", required=False)
         after_event = int_param(request, "after_event", required=False, minimum=0)
         direction = choice_param(request, "direction", ("next", "prev"))
-        return respond(timeline.search(index, text, after_us, direction, tracks_param(request), after_event=after_event))
+        return respond(profile.timeline_search(text, after_us, direction, tracks_param(request), after_event=after_event))
 
-    def timeline_summary(self, request):
-        index = self._profile(request).timeline()
+    @reads(_one_profile)
+    def timeline_summary(self, request, profile):
         start_us, end_us = self._window(request)
-        return table_reply(request, timeline.range_summary(index, start_us, end_us, tracks_param(request)))
+        return table_reply(request, profile.timeline_summary(start_us, end_us, tracks_param(request)))
 
     def trace_file(self, request):
         """The original trace file, as stored (gzip stays gzip), for other viewers."""
@@ -571,12 +541,12 @@ class Api:
         response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name, errors='surrogateescape')}"
         return response
 
-    def tables(self, request):
+    @reads(_one_profile)
+    def tables(self, request, profile):
         """One raw event table of a profile (`table=kernels` ...), JSON or CSV."""
         name = text_param(request, "table")
         limit = int_param(request, "limit", required=False, default=10000, minimum=0)
-        profile = self._profile(request)
-        allowed = profile.model.TABLES + ("threads", "devices")
+        allowed = profile.table_names()
         if name not in allowed:
-            raise ApiError(400, "bad_parameter", f"parameter 'table' must be one of {', '.join(allowed)}")
-        return table_reply(request, getattr(profile.model, name).head(limit))
+            raise BadParameterError(f"parameter 'table' must be one of {', '.join(allowed)}")
+        return table_reply(request, profile.table(name).head(limit))

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
+from .trace.model import TraceModel
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +82,6 @@ class ModelCache:
             logger.warning("discarding corrupt cache entry %s: %s", path.name, exc)
             path.unlink(missing_ok=True)
             return None
-        from .trace.model import TraceModel  # not at import: see loading.RunStore._parse_or_cached
-
         if not isinstance(model, TraceModel):
             path.unlink(missing_ok=True)
             return None

@@ -16,15 +16,22 @@ import zlib
 from collections import OrderedDict
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from .discovery import SNIFF_BYTES, discover_runs, looks_like_trace, printable
-from .errors import TraceError
+from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
+from .errors import NotFoundError, TraceError
 from .stages import STAGE_QUEUED, STAGE_READING
 from .storage import GZIP_MAGIC, Storage, inflate_head
 
+if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and polars
+    from .cache import ModelCache
+    from .profile import Profile
+
 logger = logging.getLogger(__name__)
+Summary = TypeVar("Summary")
 
 # Peak memory of a parse above what the process held before, as a multiple of the JSON size:
 # benchmarks/README.md measures ~2x for a local 227 MB trace (plain or gzip) and ~2.6x when the
@@ -35,10 +42,6 @@ _FIRST_SCAN_WAIT_SECONDS = 30.0
 # A file modified this recently when it failed to parse may still have been being written:
 # that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
-
-
-class NotFound(LookupError):
-    """The run, worker or span does not exist (now)."""
 
 
 @dataclass
@@ -58,7 +61,7 @@ class _FileState:
     status: str = "new"  # new | loading | ready | error
     error: str = ""
     failed_at: float = 0.0
-    future: object = None
+    future: "futures.Future[None] | None" = None
     started: float = 0.0
     stage: str = STAGE_QUEUED
     fraction: float | None = None
@@ -88,8 +91,9 @@ class RunStore:
         How soon a trace that failed while it was still being written is parsed again.
     """
 
-    def __init__(self, logdir, *, rescan_seconds=30.0, max_profiles=64, max_memory_bytes=4 << 30,
-                 max_parse_bytes=None, cache=None, retry_seconds=2.0):
+    def __init__(self, logdir: str, *, rescan_seconds: float = 30.0, max_profiles: int = 64,
+                 max_memory_bytes: int = 4 << 30, max_parse_bytes: int | None = None,
+                 cache: "ModelCache | None" = None, retry_seconds: float = 2.0) -> None:
         self.logdir = logdir
         self.rescan_seconds = rescan_seconds
         self.retry_seconds = retry_seconds
@@ -97,16 +101,16 @@ class RunStore:
         self.max_memory_bytes = max_memory_bytes
         self.max_parse_bytes = max_memory_bytes if max_parse_bytes is None else max_parse_bytes
         self.cache = cache
-        self._sizes = {}
-        self._storage = None
-        self._runs = {}
-        self._files = {}
-        self._profiles = OrderedDict()
+        self._sizes: dict[str, int] = {}
+        self._storage: Storage | None = None
+        self._runs: dict[str, RunFiles] = {}
+        self._files: dict[str, _FileState] = {}
+        self._profiles: OrderedDict[str, Profile] = OrderedDict()
         # Small results derived from one file's profile (`summary`), kept while the file is
         # unchanged even after its profile leaves memory, and those asked for but not built yet.
-        self._summaries = {}
-        self._wanted = {}
-        self._sniff_cache = {}
+        self._summaries: dict[str, dict[str, Any]] = {}
+        self._wanted: dict[str, dict[str, Callable[[Profile], Any]]] = {}
+        self._sniff_cache: dict[Any, Any] = {}
         self._lock = threading.RLock()
         self._scan_lock = threading.Lock()
         self._scanned = threading.Event()
@@ -115,11 +119,11 @@ class RunStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb_plugin_load")
         self.scan_error = ""
         # What the last scan could not look at (`discovery.Skipped`): shown with the run list.
-        self.scan_skipped = []
+        self.scan_skipped: list[Skipped] = []
 
     # --- lifecycle ------------------------------------------------------------------------
 
-    def start(self):
+    def start(self) -> None:
         """Start the background rescans (idempotent); the constructor does no I/O."""
         with self._lock:
             if self._started:
@@ -127,11 +131,11 @@ class RunStore:
             self._started = True
         threading.Thread(target=self._rescan_forever, name="tb_plugin_rescan", daemon=True).start()
 
-    def stop(self):
+    def stop(self) -> None:
         self._stop.set()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def wait_for_scan(self, timeout=None):
+    def wait_for_scan(self, timeout: float | None = None) -> bool:
         """Block until the first scan finished (for tests and the CLI)."""
         self.start()
         return self._scanned.wait(timeout)
@@ -141,13 +145,13 @@ class RunStore:
             self.rescan()
             self._stop.wait(self.rescan_seconds)
 
-    def rescan(self):
+    def rescan(self) -> None:
         """Discover runs now; forget profiles whose file changed or vanished."""
         with self._scan_lock:
             try:
                 if self._storage is None:
                     self._storage = Storage(self.logdir)
-                skipped = []
+                skipped: list[Skipped] = []
                 runs = discover_runs(self._storage, self._sniff_cache, skipped)
                 self.scan_error = ""
                 self.scan_skipped = skipped
@@ -168,12 +172,12 @@ class RunStore:
 
     # --- queries --------------------------------------------------------------------------
 
-    def has_runs(self):
+    def has_runs(self) -> bool:
         """Cheap: whether any run is known (starts the scanner on first call)."""
         self.start()
         return bool(self._runs)
 
-    def runs(self):
+    def runs(self) -> list[dict[str, Any]]:
         """Run summaries: name, workers, span count, load status and errors."""
         self.wait_for_scan(_FIRST_SCAN_WAIT_SECONDS)
         with self._lock:
@@ -195,33 +199,35 @@ class RunStore:
                 })
             return out
 
-    def run_files(self, run):
+    def run_files(self, run: str) -> RunFiles:
         # Right after start-up the first scan may still run: "no such run" must mean it.
         self.wait_for_scan(_FIRST_SCAN_WAIT_SECONDS)
         with self._lock:
             if run not in self._runs:
-                raise NotFound(f"no run named {run!r}")
+                raise NotFoundError(f"no run named {run!r}")
             return self._runs[run]
 
-    def span_file(self, run, worker, span):
+    def span_file(self, run: str, worker: str, span: int) -> SpanFile:
         files = self.run_files(run)
         spans = files.workers.get(worker)
         if spans is None:
-            raise NotFound(f"run {run!r} has no worker {worker!r}")
+            raise NotFoundError(f"run {run!r} has no worker {worker!r}")
         if not 1 <= span <= len(spans):
-            raise NotFound(f"worker {worker!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
+            raise NotFoundError(f"worker {worker!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
         return spans[span - 1]
 
-    def run_directory(self, run, worker, span):
+    def run_directory(self, run: str, worker: str, span: int) -> str | None:
         """The local directory holding one span's trace file; None for a remote log directory."""
         path = self.span_file(run, worker, span).path
+        assert self._storage is not None  # span_file found the run: the log directory was scanned
         return None if self._storage.remote else os.path.dirname(self._storage.resolve(path))
 
-    def open_file(self, run, worker, span):
+    def open_file(self, run: str, worker: str, span: int) -> tuple[str, IO[bytes], bool]:
         """(relative path, binary file object as stored, whether it is gzip) of one span's
         trace file, positioned at its start; the caller closes it. Errors name the file by its
         path relative to the log directory, as every reply does."""
         path = self.span_file(run, worker, span).path
+        assert self._storage is not None  # span_file found the run: the log directory was scanned
         try:
             stored = self._storage.open_stored(path)
         except TraceError as exc:
@@ -265,8 +271,8 @@ class RunStore:
         except TraceError as exc:
             raise TraceError(path, f"not served: the file is outside the log directory and not a trace: {exc.reason}") from None
 
-    def profile(self, run, worker, span):
-        """The `Profile`, or a `Loading` while it is parsed; raises `NotFound`/`TraceError`."""
+    def profile(self, run: str, worker: str, span: int) -> "Profile | Loading":
+        """The `Profile`, or a `Loading` while it is parsed; raises `NotFoundError`/`TraceError`."""
         path = self.span_file(run, worker, span).path
         self._refresh(path)
         return self._profile_of(path)
@@ -284,7 +290,8 @@ class RunStore:
                 self._submit(path, state)
             return Loading(path, state.started, state.stage, state.fraction)
 
-    def summary(self, run, worker, span, key, build):
+    def summary(self, run: str, worker: str, span: int, key: str,
+                build: Callable[["Profile"], Summary]) -> Summary | Loading:
         """`build(profile)` of one span's profile, computed once per file version and kept
         after the profile itself is dropped from memory; a `Loading` while the profile loads.
 
@@ -311,7 +318,7 @@ class RunStore:
                 return done[key]
         return build(result)  # built meanwhile by another thread and dropped since: once more
 
-    def profile_blocking(self, run, worker, span, timeout=None):
+    def profile_blocking(self, run: str, worker: str, span: int, timeout: float | None = None) -> "Profile":
         """Wait for the profile (the CLI, tests and notebooks); raises like `profile`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -323,6 +330,7 @@ class RunStore:
                 raise TimeoutError(f"{result.path} is still loading")
             with self._lock:
                 future = self._files[result.path].future
+            assert future is not None  # a profile that is loading has its load submitted
             futures.wait([future], timeout=remaining)
 
     # --- internals ------------------------------------------------------------------------

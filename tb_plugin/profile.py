@@ -3,15 +3,21 @@
 import logging
 import os
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from .discovery import discover_runs, printable
-from .errors import TraceError
+from .discovery import RunFiles, SpanFile, discover_runs, printable
+from .errors import NotFoundError, TraceError
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import Storage, TraceBytes, open_single
-from .trace.model import build_model
+from .trace.anomalies import describe as describe_anomalies
+from .trace.build import build_model
+from .trace.kinds import RUNTIME_CATEGORIES
+from .trace.model import TraceModel
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
@@ -21,14 +27,15 @@ from .views import kernels, memory, modules, operators, overview, recommendation
 logger = logging.getLogger(__name__)
 
 
-def _device_type(model):
+def _device_type(model: TraceModel) -> str:
     """"CUDA", "ROCm", another accelerator's runtime name, or "CPU"."""
     has_device_work = len(model.kernels) or len(model.memcpy) or len(model.memset)
     # Categoricals may list names of other tables too: look at the values present.
     runtime_names = [str(n) for n in model.runtime["name"].unique()]
     if any(n.startswith("hip") for n in runtime_names):
         return "ROCm"
-    cats = {str(c) for c in model.runtime["cat"].unique()} - {"", "cuda_runtime", "cuda_driver", "runtime", "driver"}
+    # A backend's own runtime category (`mtia_runtime`) names the device; CUDA's and the generic ones do not.
+    cats = {str(c) for c in model.runtime["cat"].unique()} - {"", *RUNTIME_CATEGORIES}
     if cats:
         return sorted(cats)[0].rsplit("_", 1)[0].upper()
     return "CUDA" if has_device_work else "CPU"
@@ -46,100 +53,162 @@ class Profile:
     """
 
     source: str
-    model: object
+    model: TraceModel
     load_seconds: float = 0.0
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Profile({self.source!r})"
 
     # --- overview ---------------------------------------------------------------------------
 
-    def steps(self):
+    def steps(self) -> pd.DataFrame:
         """Per-step time breakdown; see `tb_plugin.views.overview.steps`."""
         return overview.steps(self.model)
 
-    def gpu_summary(self):
+    def gpu_summary(self) -> pd.DataFrame:
         """Per-GPU utilization, SM efficiency, occupancy, Tensor Core share."""
         return overview.gpu_summary(self.model)
 
-    def recommendations(self):
+    def recommendations(self) -> list[dict[str, Any]]:
         """Structured performance recommendations: [{id, severity, text, numbers}]."""
         return recommendations.recommendations(self.model, self.steps(), self.gpu_summary())
 
-    def environment(self):
+    def environment(self) -> dict[str, Any]:
         return overview.environment(self.model, self.device_type)
 
-    def overview(self):
+    def overview(self) -> dict[str, Any]:
         """Everything the overview page shows, as one dict of plain data and DataFrames."""
         step_table = self.steps()
         return {
             "environment": self.environment(),
             "steps": step_table,
-            "step_mean": step_table.drop(columns="step").mean().to_dict() if len(step_table) else {},
+            "step_mean": overview.step_mean(step_table),
+            "step_summary": overview.step_summary(step_table),
             "gpu_summary": self.gpu_summary(),
             "recommendations": self.recommendations(),
+            "anomalies": self.anomalies(),
         }
 
     # --- operators and kernels ---------------------------------------------------------------
 
-    def operators(self, group_by="name"):
+    def operators(self, group_by: str = "name") -> pd.DataFrame:
         """Operator table grouped by "name" or "name_shape"; see `views.operators.operators`."""
         return operators.operators(self.model, group_by)
 
-    def operator_stacks(self, name, input_shape=None):
+    def operator_stacks(self, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
         """Call stacks of one operator, with frames (file, line, function)."""
         return operators.operator_stacks(self.model, name, input_shape)
 
-    def kernels(self, group_by="name"):
+    def kernels(self, group_by: str = "name") -> pd.DataFrame:
         """Kernel table grouped by "name" or "name_op"; see `views.kernels.kernels`."""
         return kernels.kernels(self.model, group_by)
 
-    def tensor_core_share(self):
+    def tensor_core_share(self) -> dict[str, float | None]:
         """Kernel time on / off Tensor Cores."""
         return kernels.tensor_core_share(self.model)
 
     # --- memory ------------------------------------------------------------------------------
 
-    def memory_devices(self):
+    def memory_devices(self) -> list[str]:
         """Devices with allocator records: "CPU", "GPU0", ..."""
         return memory.memory_devices(self.model)
 
-    def memory_curve(self, device, start_us=None, end_us=None, max_points=memory.MAX_CURVE_POINTS):
+    def memory_curve(self, device: str, start_us: float | None = None, end_us: float | None = None,
+                     max_points: int = memory.MAX_CURVE_POINTS) -> pd.DataFrame:
         """Allocated / reserved bytes over time (downsampled keeping peaks)."""
         return memory.memory_curve(self.model, device, start_us, end_us, max_points)
 
-    def memory_peaks(self, device, start_us=None, end_us=None):
+    def memory_peaks(self, device: str, start_us: float | None = None, end_us: float | None = None) -> memory.MemoryPeaks:
         return memory.memory_peaks(self.model, device, start_us, end_us)
 
-    def memory_events(self, device, start_us=None, end_us=None):
+    def memory_events(self, device: str, start_us: float | None = None, end_us: float | None = None) -> pd.DataFrame:
         """Allocations paired with their frees: operator, size, alloc/free time, duration."""
         return memory.memory_events(self.model, device, start_us, end_us)
 
-    def memory_stats(self, device, start_us=None, end_us=None):
+    def memory_stats(self, device: str, start_us: float | None = None, end_us: float | None = None) -> pd.DataFrame:
         """Per operator: calls, size increase and allocations, self and with children."""
         return memory.memory_stats(self.model, device, start_us, end_us)
 
     # --- modules -----------------------------------------------------------------------------
 
-    def modules(self):
+    def modules(self) -> pd.DataFrame:
         """The nn.Module tree with forward and backward times (needs with_stack + with_modules)."""
         return modules.modules(self.model)
 
-    def module_flame(self):
+    def module_flame(self) -> dict[str, Any]:
         """The module tree as nested {name, value, children} for a flame graph."""
         return modules.module_flame(self.model)
 
     # --- timeline ----------------------------------------------------------------------------
 
-    def timeline(self):
+    def timeline(self) -> timeline.TimelineIndex:
         """The level-of-detail timeline index (tracks, slices, queries); see views.timeline."""
         return timeline.timeline_index(self.model)
 
+    def timeline_tracks(self) -> dict[str, Any]:
+        """The Trace view's frame: tracks, time span, origin, steps and slice kinds."""
+        return timeline.tracks_view(self.model)
+
+    def timeline_counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
+        """Counter series (memory, ...) sampled at `points` times over [start_us, end_us]."""
+        return timeline.counters(self.model, start_us, end_us, points)
+
+    def timeline_event(self, event: int) -> dict[str, Any]:
+        """Everything known about one slice (`views.timeline.event_details`)."""
+        return timeline.event_details(self.timeline(), event)
+
+    def timeline_flows(self, event: int) -> list[dict[str, Any]]:
+        """Launch and forward -> backward arrows touching one slice."""
+        return timeline.event_flows(self.timeline(), event)
+
+    def timeline_search(self, text: str, after_us: float | None = None, direction: str = "next",
+                        tracks: Sequence[int] | None = None, after_event: int | None = None) -> dict[str, Any]:
+        """Slices whose name contains `text`, from a position on (`views.timeline.search`)."""
+        return timeline.search(self.timeline(), text, after_us, direction, tracks, after_event=after_event)
+
+    def timeline_summary(self, start_us: float, end_us: float, tracks: Sequence[int] | None = None) -> pd.DataFrame:
+        """Per name: count and time inside [start_us, end_us] (`views.timeline.range_summary`)."""
+        return timeline.range_summary(self.timeline(), start_us, end_us, tracks)
+
+    # --- what the trace holds ----------------------------------------------------------------
+
+    def table_names(self) -> tuple[str, ...]:
+        """The names `table` takes: the event tables, `threads` and `devices`."""
+        return self.model.TABLES + ("threads", "devices")
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One raw event table of the model (see `tb_plugin.trace.model`)."""
+        if name not in self.table_names():
+            raise NotFoundError(f"no table {name!r}; tables: {', '.join(self.table_names())}")
+        return getattr(self.model, name)
+
+    def available_views(self, worker_count: int = 1, trace_file_count: int = 1) -> list[str]:
+        """The views that have data for this profile: the run has `worker_count` workers and
+        the log directory `trace_file_count` trace files (diff needs a second one)."""
+        m = self.model
+        present = {"overview": True, "operator": len(m.ops), "kernel": len(m.kernels), "memory": len(m.memory),
+                   "module": len(self.modules()), "trace": timeline.has_slices(m),
+                   "job": worker_count > 1, "distributed": worker_count > 1, "diff": trace_file_count > 1}
+        return [view for view, has_data in present.items() if has_data]
+
+    def distributed_part(self) -> distributed_view.WorkerPart:
+        """What the distributed view needs of this worker (`views.distributed.worker_part`)."""
+        return distributed_view.worker_part(self.model)
+
+    def job_part(self) -> job_view.RankPart:
+        """What the job view needs of this rank (`views.job.rank_part`)."""
+        return job_view.rank_part(self.model)
+
     @property
-    def device_type(self):
+    def device_type(self) -> str:
         return _device_type(self.model)
 
-    def info(self):
+    def anomalies(self) -> list[dict[str, object]]:
+        """The repairs and losses of the import, as rows {key, severity ("data_loss" first,
+        then "info"), meaning, value (the count)}; see `tb_plugin.trace.anomalies`."""
+        return describe_anomalies(self.model.anomalies)
+
+    def info(self) -> dict[str, Any]:
         """What the trace holds: device, steps, event counts per kind, time span, anomalies."""
         m = self.model
         start, end = m.span_us()
@@ -161,15 +230,17 @@ class Profile:
             "start_us": m.origin_us + start,
             "duration_us": end - start,
             "anomalies": m.anomalies,
+            "anomaly_details": self.anomalies(),
             "load_seconds": round(self.load_seconds, 4),
         }
 
 
-def _no_progress(stage, fraction):
+def _no_progress(stage: str, fraction: float | None) -> None:
     pass
 
 
-def profile_from_bytes(data, display_path, progress=_no_progress):
+def profile_from_bytes(data: bytes | TraceBytes, display_path: str,
+                       progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
     """Parse and model a trace's JSON (bytes, or a `TraceBytes` whose memory is given back as
     the events are read); every failure is a `TraceError`.
 
@@ -204,7 +275,7 @@ def profile_from_bytes(data, display_path, progress=_no_progress):
     return Profile(display_path, model, time.perf_counter() - started)
 
 
-def load(path_or_url):
+def load(path_or_url: str | os.PathLike[str]) -> Profile:
     """Load one trace file (`.json` or `.json.gz`, local path or fsspec URL) into a `Profile`.
 
     Raises
@@ -224,80 +295,87 @@ class Run:
     `run.profile(worker, span)` (or `run[worker, span]`) the `Profile`.
     """
 
-    def __init__(self, storage, files):
+    def __init__(self, storage: Storage, files: RunFiles) -> None:
         self.storage = storage
         self.files = files
-        self._profiles = {}
+        self._profiles: dict[tuple[str, int], Profile] = {}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Run({self.storage.display(None)!r}, workers={self.workers})"
 
     @property
-    def workers(self):
+    def workers(self) -> list[str]:
         return list(self.files.workers)
 
-    def spans(self, worker):
+    def spans(self, worker: str) -> list[int]:
         return [f.span for f in self._worker_files(worker)]
 
-    def _worker_files(self, worker):
+    def _worker_files(self, worker: str) -> list[SpanFile]:
         try:
             return self.files.workers[worker]
         except KeyError:
-            raise KeyError(f"no worker {worker!r} in this run; workers: {self.workers}") from None
+            raise NotFoundError(f"no worker {worker!r} in this run; workers: {self.workers}") from None
 
-    def profile(self, worker, span=1):
+    def profile(self, worker: str, span: int = 1) -> Profile:
         files = self._worker_files(worker)
         if not 1 <= span <= len(files):
-            raise KeyError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
+            raise NotFoundError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
         key = (worker, span)
         if key not in self._profiles:
             self._profiles[key] = self._load(files[span - 1].path)
         return self._profiles[key]
 
-    def _load(self, rel):
+    def _load(self, rel: str) -> Profile:
         return profile_from_bytes(self.storage.read_trace(rel), self.storage.display(rel))
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str | tuple[str, int]) -> Profile:
         worker, span = key if isinstance(key, tuple) else (key, 1)
         return self.profile(worker, span)
 
-    def _span_workers(self, span):
+    def _span_workers(self, span: int) -> list[str]:
         workers = [w for w in self.workers if span <= len(self.files.workers[w])]
         if not workers:
-            raise KeyError(f"no worker of this run has span {span}")
+            raise NotFoundError(f"no worker of this run has span {span}")
         return workers
 
-    def _span_model(self, worker, span):
-        """The model of a held profile, else one loaded for the caller and not kept."""
-        loaded = self._profiles.get((worker, span))
-        return (loaded or self._load(self.files.workers[worker][span - 1].path)).model
+    def _span_profile(self, worker: str, span: int) -> Profile:
+        """A held profile, else one loaded for the caller and not kept."""
+        return self._profiles.get((worker, span)) or self._load(self.files.workers[worker][span - 1].path)
 
-    def distributed(self, span=1):
+    def distributed(self, span: int = 1) -> distributed_view.DistributedView:
         """Computation / communication per worker and step, collectives and devices for one
         span of every worker that has it; see `tb_plugin.views.distributed.distributed`.
 
         Profiles not loaded yet are loaded one at a time and not kept: a job of many ranks
         never needs all its profiles in memory at once."""
-        workers = self._span_workers(span)
-        return distributed_view.combine({w: distributed_view.worker_part(self._span_model(w, span)) for w in workers})
+        return combine_distributed({w: self._span_profile(w, span).distributed_part() for w in self._span_workers(span)})
 
-    def job(self, span=1, align_clocks=True):
+    def job(self, span: int = 1, align_clocks: bool = True) -> job_view.JobView:
         """Every rank of one span side by side: per rank and step where the time went,
         stragglers with their cause, kernels and operators across ranks, collectives matched
         across ranks with arrival spread and bandwidth, and each rank's clock offset; see
         `tb_plugin.views.job`. Loads like `distributed`: one profile at a time."""
-        workers = self._span_workers(span)
-        return job_view.combine({w: job_view.rank_part(self._span_model(w, span)) for w in workers},
-                                align_clocks=align_clocks)
+        return combine_job({w: self._span_profile(w, span).job_part() for w in self._span_workers(span)},
+                           align_clocks=align_clocks)
 
 
-def diff(a, b):
+def combine_distributed(parts: Mapping[str, distributed_view.WorkerPart]) -> distributed_view.DistributedView:
+    """The distributed view of {worker name: `Profile.distributed_part()`}."""
+    return distributed_view.combine(parts)
+
+
+def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = True) -> job_view.JobView:
+    """The job view of {worker name: `Profile.job_part()`}."""
+    return job_view.combine(parts, align_clocks=align_clocks)
+
+
+def diff(a: Profile, b: Profile) -> diff_view.DiffView:
     """Compare two profiles (runs, workers or spans): operators, kernels and the step
     breakdown side by side, deltas = b - a; see `tb_plugin.views.diff.diff`."""
     return diff_view.diff(a.model, b.model)
 
 
-def load_run(dir_or_url):
+def load_run(dir_or_url: str | os.PathLike[str]) -> Run:
     """The run in one directory (local path or fsspec URL); trace files load lazily.
 
     Raises

@@ -195,7 +195,7 @@ def _has_dtype(series, dtype, nullable=False):
 
 # Every declared table by name: what the OpenAPI generator, the page's types and the
 # conformance test read. A table is registered by `declare`.
-TABLES = {}
+TABLES: dict[str, Table] = {}
 
 
 def declare(name, doc, *columns):

@@ -253,6 +253,16 @@ def test_views_lists_only_views_with_data(gpu_served, served):
     assert "kernel" not in cpu_client.get(f"{PREFIX}/views?run=cpu_cnn").get_json()["views"]
 
 
+def test_available_views_answer_without_building_the_timeline(tmp_path):
+    trace = write_trace(tmp_path / "w.pt.trace.json", [op("aten::add", 0, 5)])
+    loaded = profile.load(str(trace))
+    assert loaded.available_views() == ["overview", "operator", "trace"]
+    assert "timeline_index" not in loaded.model.__dict__.get("_view_cache", {})
+    empty = profile.load(str(write_trace(tmp_path / "e.pt.trace.json", [{"ph": "M", "name": "process_name", "pid": 1,
+                                                                          "tid": 0, "args": {"name": "p"}}])))
+    assert empty.available_views(worker_count=2, trace_file_count=2) == ["overview", "job", "distributed", "diff"]
+
+
 def test_overview_route(gpu_served):
     plugin, client = gpu_served
     body = client.get(f"{PREFIX}/overview?run=resnet&worker=worker0").get_json()
@@ -260,6 +270,25 @@ def test_overview_route(gpu_served):
     assert body["gpu_summary"]["rows"][0][1].startswith("Tesla V100")
     assert {r["id"] for r in body["recommendations"]} >= {"input_pipeline_bound"}
     assert body["environment"]["device_type"] == "CUDA"
+
+
+def test_overview_summarises_the_mean_step_by_category(gpu_served):
+    plugin, client = gpu_served
+    body = client.get(f"{PREFIX}/overview?run=resnet&worker=worker0").get_json()
+    steps, summary = body["steps"], body["step_summary"]
+    assert summary["columns"] == ["category", "mean_us", "share_pct"]
+
+    def mean(column):
+        values = [r[steps["columns"].index(column)] for r in steps["rows"]]
+        return sum(values) / len(values)
+
+    categories = [c[:-3] for c in steps["columns"] if c.endswith("_us") and c != "total_us"]
+    assert [r[0] for r in summary["rows"]] == categories
+    for category, mean_us, share_pct in summary["rows"]:
+        assert mean_us == pytest.approx(mean(f"{category}_us"))
+        assert share_pct == pytest.approx(100 * mean_us / mean("total_us"))
+    assert sum(r[2] for r in summary["rows"]) == pytest.approx(100)
+    assert body["step_mean"]["total_us"] == pytest.approx(mean("total_us"))
 
 
 @pytest.mark.parametrize("route, params, first_columns", [
@@ -349,7 +378,15 @@ def wait_route(client, url, timeout=60):
 
 def test_distributed_route(ddp_served):
     body = wait_route(ddp_served, f"{PREFIX}/distributed?run=ddp&span=2").get_json()
-    assert set(body) == {"steps", "all_steps", "collectives", "calls", "devices"}
+    assert set(body) == {"steps", "all_steps", "collectives", "collective_time", "calls", "devices"}
+    # per worker, the data-transfer and synchronizing time of its collective calls, summed
+    calls, per_worker = body["calls"], body["collective_time"]
+    column = {name: calls["columns"].index(name) for name in ("worker", "transfer_us", "synchronizing_us")}
+    for worker, transfer, sync in per_worker["rows"]:
+        mine = [r for r in calls["rows"] if r[column["worker"]] == worker]
+        assert transfer == pytest.approx(sum(r[column["transfer_us"]] for r in mine))
+        assert sync == pytest.approx(sum(r[column["synchronizing_us"]] for r in mine))
+    assert per_worker["columns"] == ["worker", "transfer_us", "synchronizing_us"] and len(per_worker["rows"]) == 2
     steps = body["steps"]
     workers = {r[steps["columns"].index("worker")] for r in steps["rows"]}
     assert workers == {"worker0", "worker1"}

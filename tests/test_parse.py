@@ -317,11 +317,11 @@ def test_batches_and_released_input_give_the_same_model(monkeypatch, tmp_path):
     import pandas.testing
 
     from tb_plugin.storage import Storage, TraceBytes
-    from tb_plugin.trace import model as model_module
+    from tb_plugin.trace import build as build_module
     text = gzip.decompress(shared_trace("v100_ddp_nccl_memory", "rank1.pt.trace.json.gz").read_bytes())
     whole = tb_plugin.profile.profile_from_bytes(text, "whole").model
     (tmp_path / "rank1.pt.trace.json").write_bytes(text)
-    monkeypatch.setattr(model_module, "_BATCH_BYTES", 1 << 18)
+    monkeypatch.setattr(build_module, "_BATCH_BYTES", 1 << 18)
     released = []
     real_release = TraceBytes.release
     monkeypatch.setattr(TraceBytes, "release", lambda self, upto=None: (released.append(upto), real_release(self, upto)))
@@ -449,12 +449,12 @@ def test_a_polars_panic_takes_the_repair_path(tmp_path, monkeypatch):
 def test_a_polars_panic_while_modelling_becomes_a_trace_error(tmp_path, monkeypatch):
     import polars as pl
 
-    from tb_plugin.trace import model as model_module
+    from tb_plugin.trace import build as build_module
     path = write_trace(tmp_path / "p.pt.trace.json", [op("a", 0, 10)])
 
     def panicking(*args, **kwargs):
         raise pl.exceptions.PanicException("simulated panic")
-    monkeypatch.setattr(model_module, "_frame_codes", panicking)
+    monkeypatch.setattr(build_module, "_frame_codes", panicking)
     with pytest.raises(TraceError, match="could not be analysed.*PanicException"):
         tb_plugin.load(path)
 

@@ -66,7 +66,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 from tb_plugin.plugin import ProfilerPluginLoader
 
-HEAVY = ("pandas", "polars", "msgspec", "tb_plugin.profile", "tb_plugin.api", "tb_plugin.trace.model")
+HEAVY = ("pandas", "polars", "msgspec", "tb_plugin.profile", "tb_plugin.api", "tb_plugin.trace.build")
 flags = argparse.Namespace(reload_interval=5, profiler_cache_dir="", profiler_max_memory_mb=4096)
 plugin = ProfilerPluginLoader().load(base_plugin.TBContext(logdir=sys.argv[1], flags=flags))
 apps = plugin.get_plugin_apps()

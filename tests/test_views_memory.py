@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import tb_plugin
+from tb_plugin.errors import NotFoundError
 from tb_plugin.views.memory import (CURVE_COLUMNS, EVENT_COLUMNS, STATS_COLUMNS, downsample_indices, memory_curve,
                                     memory_devices, memory_events, memory_peaks, memory_stats)
 from tb_plugin.views.operators import operators
@@ -96,7 +97,7 @@ def test_devices_naming_cpu_gpus_and_other_types(tmp_path):
 
 def test_devices_unknown_raises_naming_valid_ones(hand_model):
     for view in (memory_curve, memory_events, memory_stats, memory_peaks):
-        with pytest.raises(ValueError, match=r"GPU7.*\['CPU', 'GPU0'\]"):
+        with pytest.raises(NotFoundError, match=r"GPU7.*\['CPU', 'GPU0'\]"):
             view(hand_model, "GPU7")
 
 

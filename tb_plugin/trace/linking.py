@@ -1,9 +1,14 @@
-"""Vectorised structure over interval tables: nesting on a thread, and point -> enclosing interval.
+"""Vectorised structure over interval tables: nesting on a thread, point -> enclosing interval,
+and the two walks every tree view needs (`roll_up` totals, `ancestor_where` look-ups).
 
 Intervals on one thread nest by time containment. Both functions work on all threads at once:
 times are shifted by `thread * stride` (stride larger than the trace) so one sorted array
 holds every thread, and a `searchsorted` answers per-thread questions without a Python loop
 per event. The only Python loops run once per nesting level (tens at most).
+
+A tree (the op tree, the module tree) is given as `parent` (row of each node's parent, -1 for
+a root or a node left out) and `depth` (any level number larger for a child than for its
+parent, such as a nesting depth).
 """
 
 import numpy as np
@@ -112,3 +117,69 @@ def lookup(keys, values):
     pos_clipped = np.clip(pos, 0, len(keys) - 1)
     found = (pos < len(keys)) & (sorted_keys[pos_clipped] == values) & (values >= 0)
     return np.where(found, order[pos_clipped], -1)
+
+
+def flow_peers(key, is_start, is_end):
+    """Row of the other end of each flow arrow: the first start of each `key` and the first
+    end of the same key point at each other; every other row gets -1. `key` tells flows
+    apart (flow ids are only unique within a flow category)."""
+    peer = np.full(len(key), -1, dtype=np.int64)
+    key = np.asarray(key, dtype=np.int64)
+
+    def first_of_key(mask):
+        rows = np.flatnonzero(mask)
+        keys, first = np.unique(key[rows], return_index=True)
+        return keys, rows[first]
+
+    start_keys, start_rows = first_of_key(is_start)
+    end_keys, end_rows = first_of_key(is_end)
+    _, at_start, at_end = np.intersect1d(start_keys, end_keys, assume_unique=True, return_indices=True)
+    peer[start_rows[at_start]] = end_rows[at_end]
+    peer[end_rows[at_end]] = start_rows[at_start]
+    return peer
+
+
+def _levels(parent, depth, shallowest_first):
+    """(level, rows of that level that have a parent) for each level, in the order asked."""
+    linked = np.asarray(parent) >= 0
+    levels = np.unique(np.asarray(depth)[linked])
+    for level in levels if shallowest_first else levels[::-1]:
+        yield np.flatnonzero(linked & (depth == level))
+
+
+def roll_up(values, parent, depth, combine=np.add):
+    """Bottom-up totals over a tree: each node's `values` combined with those of every
+    descendant, by `combine` (a numpy ufunc: `np.add` for sums, `np.logical_or` for "any
+    below"). `values` has one row per node (shape (n,) or (n, k)); a new array is returned.
+    One numpy step per level, deepest first."""
+    out = np.array(values, copy=True)
+    parent = np.asarray(parent)
+    for rows in _levels(parent, depth, shallowest_first=False):
+        combine.at(out, parent[rows], out[rows])
+    return out
+
+
+def ancestor_where(mask, parent, depth, outermost=False):
+    """Per node: the nearest node among itself and its ancestors where `mask` holds (the
+    farthest one with `outermost`); -1 where none does. One numpy step per level, shallowest
+    first."""
+    out = np.where(mask, np.arange(len(mask)), -1)
+    parent = np.asarray(parent)
+    for rows in _levels(parent, depth, shallowest_first=True):
+        above = out[parent[rows]]
+        out[rows] = np.where(above >= 0, above, out[rows]) if outermost else np.where(out[rows] >= 0, out[rows], above)
+    return out
+
+
+def tree_depth(parent):
+    """Depth of each node of a tree given by `parent` alone (0 for roots); one numpy step per
+    level. Nodes on a cycle of parents stop growing after as many steps as there are nodes."""
+    parent = np.asarray(parent, dtype=np.int64)
+    depth = np.zeros(len(parent), dtype=np.int64)
+    has_parent = parent >= 0
+    for _ in range(len(parent)):
+        deeper = np.where(has_parent, depth[np.clip(parent, 0, None)] + 1, 0)
+        if np.array_equal(deeper, depth):
+            break
+        depth = deeper
+    return depth

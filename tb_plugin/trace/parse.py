@@ -24,6 +24,8 @@ import polars as pl
 from msgspec import Raw
 
 from ..errors import TraceError
+from .anomalies import (BARE_WORDS_NULLED, BYTE_ORDER_MARK_SKIPPED, INVALID_ESCAPES_REPAIRED, INVALID_UTF8_REPLACED,
+                        LONE_SURROGATES_REPLACED, MALFORMED_EVENTS_DROPPED, TOLERANT_PARSE, record)
 
 _EMPTY_ARGS = Raw(b"{}")
 _BLANK = re.compile(rb"\s*\Z")  # stops at the first non-blank byte: no copy of a large file
@@ -144,23 +146,19 @@ _LINE_LOOKBACK = 4096
 _EVENT_FIELDS = set(Event.__struct_fields__)
 
 
-def _count(anomalies, key, n=1):
-    anomalies[key] = anomalies.get(key, 0) + n
-
-
 def _repaired_text(data, anomalies):
     """JSON bytes as text the standard library parses, each repair counted in `anomalies`:
     invalid UTF-8 and lone surrogate escapes become U+FFFD, invalid escapes literal
     backslashes, bare `N/A` / `nan` / `inf` values null."""
     text = str(data, "utf-8", errors="replace")
     if "\ufffd" in text:
-        _count(anomalies, "invalid_utf8_replaced", text.count("\ufffd"))
+        record(anomalies, INVALID_UTF8_REPLACED, text.count("\ufffd"))
     text, escapes = _INVALID_ESCAPE.subn(r"\1\\\\", text)
     if escapes:
-        _count(anomalies, "invalid_escapes_repaired", escapes)
+        record(anomalies, INVALID_ESCAPES_REPAIRED, escapes)
     text, surrogates = _LONE_SURROGATE.subn(r"\\ufffd", text)
     if surrogates:
-        _count(anomalies, "lone_surrogates_replaced", surrogates)
+        record(anomalies, LONE_SURROGATES_REPLACED, surrogates)
     if _BARE_WORD.search(text):  # a quick scan first: the string-aware pass calls back per string
         nulled = 0
 
@@ -172,7 +170,7 @@ def _repaired_text(data, anomalies):
             return "null"
         text = _STRING_OR_BARE_WORD.sub(null_bare_word, text)
         if nulled:
-            _count(anomalies, "bare_words_nulled", nulled)
+            record(anomalies, BARE_WORDS_NULLED, nulled)
     return text
 
 
@@ -213,7 +211,7 @@ def _null_bare_words(data, anomalies):
     spans = _bare_words_outside_strings(data)
     if not spans:
         return None
-    _count(anomalies, "bare_words_nulled", len(spans))
+    record(anomalies, BARE_WORDS_NULLED, len(spans))
     ends = [0, *(end for _, end in spans)]
     starts = [*(start for start, _ in spans), len(data)]
     return b"null".join(data[end:start] for end, start in zip(ends, starts))
@@ -253,7 +251,7 @@ def _decode_one(raw, anomalies):
             event.args = Raw(msgspec.json.encode(args))
         return event
     except (ValueError, TypeError, RecursionError, msgspec.ValidationError, msgspec.EncodeError):
-        _count(anomalies, "malformed_events_dropped")
+        record(anomalies, MALFORMED_EVENTS_DROPPED)
         return None
 
 
@@ -349,7 +347,7 @@ def events_frame(raws, anomalies):
             frames.append(_read_lines([line]))
             kept.append(line)
         except POLARS_REFUSED:
-            _count(anomalies, "malformed_events_dropped")
+            record(anomalies, MALFORMED_EVENTS_DROPPED)
     return (pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)), kept
 
 
@@ -396,7 +394,7 @@ def parse_trace(data, path):
     anomalies = {}
     if bytes(data[:3]) == _BOM:  # UTF-8 written with a byte-order mark (Windows tools): skipped, not copied
         data = memoryview(data)[3:]
-        anomalies["byte_order_mark_skipped"] = 1
+        record(anomalies, BYTE_ORDER_MARK_SKIPPED)
     if _BLANK.match(data):
         raise TraceError(path, "the file is empty")
     parsed = _try_fast(data, path)
@@ -410,7 +408,7 @@ def parse_trace(data, path):
         return parsed
     if str(parsed) == _MSGSPEC_TRUNCATED:  # no repair gives back the missing end: say so at once
         raise TraceError(path, f"{_TRUNCATED} after {len(data):,} bytes of JSON: still being written, or cut off")
-    anomalies["tolerant_parse"] = str(parsed)
+    anomalies[TOLERANT_PARSE] = str(parsed)  # why the fast reader refused it
     try:
         return _decode_tolerant(data, anomalies)
     except _NotATrace as exc:

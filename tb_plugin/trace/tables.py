@@ -99,6 +99,8 @@ FLOWS = declare(
     ("phase", "str", "", "`s` start, `f` end (or `t` step)"),
     _CAT, _THREAD, _TS,
     ("binding", "str", "", "`bp` binding point (`e` enclosing slice); empty when absent"),
+    ("op", "int64", "", "row of the innermost op around this end on its thread; -1 when none"),
+    ("peer", "int64", "", "row of the arrow's other end (first start and first end of one id and category); -1 when none"),
 )
 
 COUNTERS = declare(

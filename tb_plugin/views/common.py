@@ -9,9 +9,15 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
+from ..trace.linking import ancestor_where, roll_up
 from .intervals import exclusive_time
 
-_COLLECTIVE_NAME = re.compile(r"^(nccl|gloo|mpi|ucc|xccl|hccl|rccl|c10d)[:]", re.I)
+# Communication back-ends, as the prefix of the host ops that stand for a collective's work
+# (`nccl:all_reduce`, `gloo:broadcast`, ...).
+COLLECTIVE_BACKENDS = ("nccl", "gloo", "mpi", "ucc", "xccl", "hccl", "rccl")
+BACKEND_OP_NAME = re.compile(rf"^({'|'.join(COLLECTIVE_BACKENDS)}):", re.I)
+# Host ops of a collective: a back-end's, or c10d's own (`c10d::allreduce_`).
+_COLLECTIVE_NAME = re.compile(rf"^({'|'.join((*COLLECTIVE_BACKENDS, 'c10d'))}):", re.I)
 _COMM_KERNEL = re.compile(r"nccl|rccl|^ncclDev", re.I)
 _DATALOADER = re.compile(r"^enumerate\((DataLoader|DataPipe)\)#")
 # Ranges the operator table leaves out: they are structure, not work (as the old plugin did).
@@ -183,11 +189,8 @@ def _build_operator_tree(model):
     child_count = np.bincount(parent[has_parent], minlength=n) if n else np.zeros(0, np.int64)
     safe_parent = np.where(has_parent, parent, 0)
     merged = has_parent & (names == names[safe_parent]) & (child_count[safe_parent] == 1) if n else np.zeros(0, bool)
-    # node: follow merged rows up to the row that survives (chains a -> a -> a resolve level by level)
-    node = np.arange(n)
-    for level in np.unique(depth[merged]) if n else []:
-        rows = np.flatnonzero(merged & (depth == level))
-        node[rows] = node[parent[rows]]
+    # node: follow merged rows up to the row that survives (chains a -> a -> a resolve too)
+    node = ancestor_where(~merged, parent, depth)
     node_parent = np.where(has_parent, node[safe_parent], -1)
     dur = ops["dur"].to_numpy()
 
@@ -212,14 +215,11 @@ def _build_operator_tree(model):
     ok_tc = (k_op >= 0) & tc
     np.add.at(tc_self, node[k_op[ok_tc]], model.kernels["dur"].to_numpy()[ok_tc])
     launches_tc = tc_self > 0
-    device_total, tc_total = device_self.copy(), tc_self.copy()
     eligible = name_mask(ops["name"], is_tc_eligible_name)
-    subtree_eligible = eligible | launches_tc
-    for level in sorted(np.unique(depth[live]), reverse=True) if n else []:
-        rows = np.flatnonzero(live & (depth == level))
-        np.add.at(device_total, node_parent[rows], device_total[rows])
-        np.add.at(tc_total, node_parent[rows], tc_total[rows])
-        np.logical_or.at(subtree_eligible, node_parent[rows], subtree_eligible[rows])
+    # Merged rows hold nothing of their own (it went to their node): they are left out.
+    tree_parent = np.where(live, node_parent, -1)
+    device_total, tc_total = roll_up(np.column_stack([device_self, tc_self]), tree_parent, depth).T
+    subtree_eligible = roll_up(eligible | launches_tc, tree_parent, depth, np.logical_or)
     is_operator = ~merged & ~name_mask(ops["name"], _NOT_AN_OPERATOR.match) & (ops["cat"] != "user_annotation").to_numpy()
     return pd.DataFrame({
         "node": node, "node_parent": node_parent, "merged": merged, "is_operator": is_operator,

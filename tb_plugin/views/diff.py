@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Column, declare, documented
+from ..trace.model import TraceModel
 from .common import step_breakdown
 from .kernels import KERNELS_BY_NAME
 from .operators import OPERATORS_BY_NAME, operators
@@ -86,7 +87,7 @@ def kernel_totals(model):
 
 
 @documented(DIFF_OPERATORS, DIFF_KERNELS, DIFF_STEPS)
-def diff(a, b):
+def diff(a: TraceModel, b: TraceModel) -> DiffView:
     """Compare two traces: operators, kernels and step breakdown side by side.
 
     Parameters

@@ -8,17 +8,19 @@ One collective call is recorded by several nested host ops (``c10d::allreduce_``
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, Column, Table, declare, documented
-from .common import _cached, collective_op_mask, device_activity, kernel_flags, name_mask, operator_tree, step_windows
+from ..trace.linking import ancestor_where
+from ..trace.model import TraceModel
+from .common import (BACKEND_OP_NAME, _cached, collective_op_mask, device_activity, kernel_flags, name_mask,
+                     operator_tree, step_windows)
 from .intervals import exclusive_time, union_length
 
-# Backend-level collective annotations: the op that stands for the collective's work.
-_BACKEND_NAME = re.compile(r"^(nccl|gloo|mpi|ucc|xccl|hccl|rccl):", re.I)
 
 # Bytes per element, keyed by the normalised spelling of a dtype (lower case, without
 # `c10::` / `at::` / `torch.` prefixes and spaces): `Input type` writes C++ names ("float",
@@ -116,11 +118,18 @@ DISTRIBUTED_DEVICES = declare(
     ("compute_capability", "str", "", "\"major.minor\"; empty if unknown"),
     ("sm_count", "float64", "count", "streaming multiprocessors", NULLABLE),
 )
+DISTRIBUTED_COLLECTIVE_TIME = declare(
+    "distributed_collective_time", "one worker that has collectives: its summed transfer and synchronizing time, by worker",
+    _WORKER,
+    ("transfer_us", "float64", "us", "summed data-transfer time of its collectives"),
+    ("synchronizing_us", "float64", "us", "summed synchronizing time of its collectives"),
+)
 STEP_COLUMNS = DISTRIBUTED_STEPS.names
 ALL_STEPS_COLUMNS = DISTRIBUTED_ALL_STEPS.names
 CALL_COLUMNS = DISTRIBUTED_CALLS.names
 COLLECTIVE_COLUMNS = DISTRIBUTED_COLLECTIVES.names
 DEVICE_COLUMNS = DISTRIBUTED_DEVICES.names
+COLLECTIVE_TIME_COLUMNS = DISTRIBUTED_COLLECTIVE_TIME.names
 
 
 def element_bytes(dtype):
@@ -172,21 +181,13 @@ def _pair_bytes(dims, types):
 
 def _outermost_collective(model, rows):
     """For op rows (-1 allowed): the outermost collective op among the row and its ancestors
-    (-1 when there is none). One numpy step per nesting level."""
-    coll = collective_op_mask(model)
-    parent = model.ops["parent"].to_numpy()
-    cur = np.asarray(rows, dtype=np.int64).copy()
-    out = np.full(len(cur), -1, dtype=np.int64)
-    max_levels = int(model.ops["depth"].max()) + 2 if len(model.ops) else 0
-    for _ in range(max_levels):
-        live = cur >= 0
-        if not live.any():
-            break
-        hit = np.zeros(len(cur), dtype=bool)
-        hit[live] = coll[cur[live]]
-        out[hit] = cur[hit]
-        cur[live] = parent[cur[live]]
-    return out
+    (-1 when there is none)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(model.ops):
+        return np.full(len(rows), -1, dtype=np.int64)
+    outermost = ancestor_where(collective_op_mask(model), model.ops["parent"].to_numpy(), model.ops["depth"].to_numpy(),
+                               outermost=True)
+    return np.where(rows >= 0, outermost[np.clip(rows, 0, None)], -1)
 
 
 @documented(COLLECTIVE_CALLS)
@@ -231,7 +232,7 @@ def _build_calls(model):
         "row": coll_rows,
         "root": roots,
         "depth": ops["depth"].to_numpy()[coll_rows],
-        "is_backend": name_mask(ops["name"], _BACKEND_NAME.match)[coll_rows],
+        "is_backend": name_mask(ops["name"], BACKEND_OP_NAME.match)[coll_rows],
         "is_rpc": (ops["name"] == "record_param_comms").to_numpy()[coll_rows],
     }).sort_values(["root", "depth", "row"], kind="stable")
 
@@ -307,12 +308,13 @@ class DistributedView:
     all_steps: pd.DataFrame
     calls: pd.DataFrame
     collectives: pd.DataFrame
+    collective_time: pd.DataFrame
     devices: pd.DataFrame
 
 
 @documented(DISTRIBUTED_STEPS, DISTRIBUTED_ALL_STEPS, DISTRIBUTED_CALLS, DISTRIBUTED_COLLECTIVES,
-            DISTRIBUTED_DEVICES)
-def distributed(models):
+            DISTRIBUTED_COLLECTIVE_TIME, DISTRIBUTED_DEVICES)
+def distributed(models: Mapping[str, TraceModel]) -> DistributedView:
     """Computation/communication per step, collectives and devices of several workers.
 
     Parameters
@@ -323,8 +325,8 @@ def distributed(models):
     Returns
     -------
     DistributedView
-        Its tables ``steps``, ``all_steps``, ``calls``, ``collectives`` and ``devices`` are
-        the ones declared below, in that order.
+        Its tables ``steps``, ``all_steps``, ``calls``, ``collectives``, ``collective_time``
+        and ``devices`` are the ones declared below, in that order.
 
     Notes
     -----
@@ -360,13 +362,13 @@ class WorkerPart:
     devices: pd.DataFrame
 
 
-def worker_part(model):
+def worker_part(model: TraceModel) -> "WorkerPart":
     """The `WorkerPart` of one worker's model (columns as in `distributed`, without `worker`)."""
     calls = collective_calls(model)
     return WorkerPart(steps=_worker_steps(model, calls), calls=calls, devices=_worker_devices(model))
 
 
-def combine(parts):
+def combine(parts: Mapping[str, "WorkerPart"]) -> DistributedView:
     """The `DistributedView` of {worker name: `WorkerPart`}; `distributed` of their models."""
     step_parts, call_parts, device_parts = [], [], []
     for worker, part in parts.items():  # one iteration per worker
@@ -385,8 +387,11 @@ def combine(parts):
     ).reset_index()
 
     calls = match_calls(_concat(call_parts, _WORKER_CALLS))
+    collectives = _collectives(calls)
+    collective_time = collectives.groupby("worker", sort=True)[["transfer_us", "synchronizing_us"]].sum().reset_index()
     return DistributedView(steps=steps, all_steps=DISTRIBUTED_ALL_STEPS.frame(all_steps),
-                           calls=DISTRIBUTED_CALLS.frame(calls), collectives=_collectives(calls),
+                           calls=DISTRIBUTED_CALLS.frame(calls), collectives=collectives,
+                           collective_time=DISTRIBUTED_COLLECTIVE_TIME.frame(collective_time),
                            devices=_concat(device_parts, DISTRIBUTED_DEVICES))
 
 

@@ -57,12 +57,14 @@ is unknown or n is 1.
 """
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, declare, documented
+from ..trace.model import TraceModel
 from .common import collective_op_mask, device_activity, step_breakdown
 from .distributed import collective_calls, match_calls
 from .kernels import kernels as kernel_table
@@ -166,7 +168,7 @@ class RankPart:
     calls: pd.DataFrame
 
 
-def rank_part(model):
+def rank_part(model: TraceModel) -> RankPart:
     """The `RankPart` of one rank's model (rank -1 when its distributedInfo gives none)."""
     rank = _int_or(model.distributed.get("rank"), -1)
     breakdown = step_breakdown(model)
@@ -233,13 +235,13 @@ class JobView:
     verdict: pd.DataFrame
 
 
-def job(models, align_clocks=True):
+def job(models: Mapping[str, TraceModel], align_clocks: bool = True) -> JobView:
     """The `JobView` of {worker name: model of one span}; see `combine`."""
     return combine({worker: rank_part(model) for worker, model in models.items()}, align_clocks=align_clocks)
 
 
 @documented(VERDICT, RANK_STEPS, STRAGGLERS, KERNELS_ACROSS, OPERATORS_ACROSS, COLLECTIVES_ACROSS, CLOCKS)
-def combine(parts, align_clocks=True):
+def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView:
     """The `JobView` of {worker name: `RankPart`}.
 
     Returns

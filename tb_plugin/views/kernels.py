@@ -4,6 +4,8 @@ import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, declare, documented
+from ..errors import BadParameterError
+from ..trace.model import TraceModel
 from .common import kernel_flags, op_names
 
 _NAME = ("name", "str", "", "kernel name")
@@ -33,7 +35,7 @@ NAME_OP_KEYS = KERNELS_BY_NAME_OP.names[:-len(_STATS)]  # the grouping columns
 
 
 @documented(KERNELS_BY_NAME, KERNELS_BY_NAME_OP)
-def kernels(model, group_by="name"):
+def kernels(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
     """GPU kernels grouped by name, or by name + operator + launch configuration.
 
     Parameters
@@ -47,7 +49,7 @@ def kernels(model, group_by="name"):
     has operator "".
     """
     if group_by not in ("name", "name_op"):
-        raise ValueError(f"group_by must be 'name' or 'name_op', not {group_by!r}")
+        raise BadParameterError(f"group_by must be 'name' or 'name_op', not {group_by!r}")
     k = model.kernels
     _, tc = kernel_flags(model)
     dur = k["dur"].to_numpy()
@@ -89,7 +91,7 @@ def kernels(model, group_by="name"):
     return table.frame(g.sort_values("total_us", ascending=False, kind="stable"))
 
 
-def tensor_core_share(model):
+def tensor_core_share(model: TraceModel) -> dict[str, float | None]:
     """Kernel time on and off Tensor Cores: {"tensor_cores_us", "other_us", "tensor_cores_pct"}."""
     _, tc = kernel_flags(model)
     dur = model.kernels["dur"].to_numpy()

@@ -2,7 +2,7 @@
 statistics.
 
 Every function takes the `TraceModel` and a device name from `memory_devices` ("CPU", "GPU0",
-...); an unknown device raises `ValueError` naming the valid ones. Optional `start_us` /
+...); an unknown device raises `NotFoundError` naming the valid ones. Optional `start_us` /
 `end_us` (relative to the trace origin, inclusive) restrict the answer to a time range.
 
 Attribution rule shared by `memory_events` and `memory_stats`: a `[memory]` record belongs to
@@ -19,6 +19,9 @@ import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, declare, documented
+from ..errors import NotFoundError
+from ..trace.linking import ancestor_where, roll_up
+from ..trace.model import TraceModel
 from .common import _cached, operator_tree
 
 CPU_DEVICE_TYPE = 0
@@ -91,7 +94,7 @@ def _device_table(model):
     return _cached(model, "memory_devices", build)
 
 
-def memory_devices(model):
+def memory_devices(model: TraceModel) -> list[str]:
     """Devices that have allocator records, CPU first, then GPUs by id, then other types.
 
     Returns
@@ -104,11 +107,11 @@ def memory_devices(model):
 
 
 def _device_key(model, device):
-    """(device_type, device_id) of a device name from `memory_devices`; ValueError if unknown."""
+    """(device_type, device_id) of a device name from `memory_devices`; NotFoundError if unknown."""
     table = _device_table(model)
     match = np.flatnonzero(table["name"].to_numpy() == device)
     if not len(match):
-        raise ValueError(f"unknown memory device {device!r}; devices with memory records: {table['name'].tolist()}")
+        raise NotFoundError(f"unknown memory device {device!r}; devices with memory records: {table['name'].tolist()}")
     return int(table["device_type"].iloc[match[0]]), int(table["device_id"].iloc[match[0]])
 
 
@@ -188,7 +191,8 @@ def downsample_indices(time, allocated, reserved, max_points):
 
 
 @documented(MEMORY_CURVE)
-def memory_curve(model, device, start_us=None, end_us=None, max_points=MAX_CURVE_POINTS):
+def memory_curve(model: TraceModel, device: str, start_us: float | None = None, end_us: float | None = None,
+                 max_points: int = MAX_CURVE_POINTS) -> pd.DataFrame:
     """Allocated and reserved memory of one device over time, as a step curve.
 
     Parameters
@@ -241,7 +245,8 @@ class MemoryPeaks:
     total_memory_bytes: float
 
 
-def memory_peaks(model, device, start_us=None, end_us=None):
+def memory_peaks(model: TraceModel, device: str, start_us: float | None = None,
+                 end_us: float | None = None) -> "MemoryPeaks":
     """Peak allocated (and when) and peak reserved memory of one device, with its capacity.
 
     Computed on the full curve of `memory_curve` (never on the downsampled one) within the
@@ -278,13 +283,7 @@ def _op_owner(model):
         node_parent = tree["node_parent"].to_numpy()
         is_operator = tree["is_operator"].to_numpy()
         live = ~tree["merged"].to_numpy()
-        depth = model.ops["depth"].to_numpy()
-        owner = np.full(n, -1, dtype=np.int64)
-        for level in np.unique(depth[live]) if n else []:  # parents sit on shallower levels
-            rows = np.flatnonzero(live & (depth == level))
-            parent = node_parent[rows]
-            inherited = np.where(parent >= 0, owner[np.clip(parent, 0, None)], -1)
-            owner[rows] = np.where(is_operator[rows], rows, inherited)
+        owner = ancestor_where(is_operator, np.where(live, node_parent, -1), model.ops["depth"].to_numpy())
         return owner[node] if n else owner
     return _cached(model, "memory_op_owner", build)
 
@@ -318,7 +317,8 @@ def _event_operator_names(model, owner):
 
 
 @documented(MEMORY_EVENTS)
-def memory_events(model, device, start_us=None, end_us=None):
+def memory_events(model: TraceModel, device: str, start_us: float | None = None,
+                  end_us: float | None = None) -> pd.DataFrame:
     """Allocations of one device with their lifetimes.
 
     Parameters
@@ -389,7 +389,8 @@ def memory_events(model, device, start_us=None, end_us=None):
 
 
 @documented(MEMORY_STATS)
-def memory_stats(model, device, start_us=None, end_us=None):
+def memory_stats(model: TraceModel, device: str, start_us: float | None = None,
+                 end_us: float | None = None) -> pd.DataFrame:
     """Per operator name: calls and how much memory it (and its callees) allocated and freed.
 
     Parameters
@@ -426,19 +427,14 @@ def memory_stats(model, device, start_us=None, end_us=None):
     alloc = nbytes > 0
     # self metrics per op row: size increase, alloc count, alloc bytes, record count
     metrics = np.zeros((n + 1, 4), dtype=np.int64)
-    np.add.at(metrics, (slot, 0), nbytes)
-    np.add.at(metrics, (slot[alloc], 1), 1)
-    np.add.at(metrics, (slot[alloc], 2), nbytes[alloc])
-    np.add.at(metrics, (slot, 3), 1)
+    np.add.at(metrics[:, 0], slot, nbytes)
+    np.add.at(metrics[:, 1], slot[alloc], 1)
+    np.add.at(metrics[:, 2], slot[alloc], nbytes[alloc])
+    np.add.at(metrics[:, 3], slot, 1)
     self_metrics = metrics[:n]
-    total = self_metrics.copy()
     tree = operator_tree(model)
     node_parent = tree["node_parent"].to_numpy()
-    live = ~tree["merged"].to_numpy() & (node_parent >= 0)
-    depth = ops["depth"].to_numpy()
-    for level in sorted(np.unique(depth[live]), reverse=True) if n else []:
-        rows = np.flatnonzero(live & (depth == level))
-        np.add.at(total, node_parent[rows], total[rows])
+    total = roll_up(self_metrics, np.where(tree["merged"].to_numpy(), -1, node_parent), ops["depth"].to_numpy())
     is_operator = tree["is_operator"].to_numpy()
     start = ops["ts"].to_numpy()
     overlaps = _overlaps(start, start + ops["dur"].to_numpy(), start_us, end_us)

@@ -6,12 +6,14 @@ forward is then a `python_function` frame named `nn.Module: <Type>_<n>` carrying
 """
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..schema import declare, documented
-from ..trace.linking import Nesting, lookup
+from ..trace.linking import Nesting, ancestor_where, lookup, roll_up, tree_depth
+from ..trace.model import TraceModel
 from .common import _cached, device_activity, name_mask, operator_tree
 
 MODULE_PREFIX = "nn.Module: "
@@ -40,7 +42,7 @@ MODULE_COLUMNS = MODULES.names
 
 
 @documented(MODULES)
-def modules(model):
+def modules(model: TraceModel) -> pd.DataFrame:
     """The nn.Module tree: one row per module at one path of the hierarchy.
 
     A node is a module instance reached through one chain of enclosing modules, e.g.
@@ -83,7 +85,7 @@ def modules(model):
     return _cached(model, "modules", lambda: _build(model)).copy()
 
 
-def module_flame(model):
+def module_flame(model: TraceModel) -> dict[str, Any]:
     """The module tree as nested dicts for a flame graph.
 
     Returns
@@ -95,9 +97,9 @@ def module_flame(model):
         value 0.0 and no children.
     """
     table = modules(model)
-    nodes = [{"name": name, "value": float(value), "children": []}
+    nodes: list[dict[str, Any]] = [{"name": name, "value": float(value), "children": []}
              for name, value in zip(table["name"], table["host_total_us"])]
-    root = {"name": FLAME_ROOT, "value": 0.0, "children": []}
+    root: dict[str, Any] = {"name": FLAME_ROOT, "value": 0.0, "children": []}
     for node, parent in zip(nodes, table["parent_id"].to_numpy()):  # one step per module node
         (root if parent < 0 else nodes[parent])["children"].append(node)
     root["value"] = float(sum(child["value"] for child in root["children"]))
@@ -173,29 +175,22 @@ def _backward_roots(model):
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
     if not is_bwd.any():
         return empty
-    # Outermost: no backward op among the ancestors (one round per op depth level).
-    parent, depth = ops["parent"].to_numpy(), ops["depth"].to_numpy()
-    inside_bwd = np.zeros(len(ops), dtype=bool)
-    for level in range(1, int(depth.max()) + 1):
-        rows = np.flatnonzero((depth == level) & (parent >= 0))
-        inside_bwd[rows] = is_bwd[parent[rows]] | inside_bwd[parent[rows]]
-    roots = np.flatnonzero(is_bwd & ~inside_bwd)
-    bwd_rows = np.flatnonzero(is_bwd)
-    # 1. fwdbwd flows: start (s) at the forward op, end (f) inside the backward op.
-    flows = model.flows[(model.flows["cat"] == "fwdbwd").to_numpy()]
-    starts = flows[(flows["phase"] == "s").to_numpy()].drop_duplicates("flow_id")
-    ends = flows[(flows["phase"] == "f").to_numpy()].drop_duplicates("flow_id")
-    pairs = starts.merge(ends, on="flow_id", suffixes=("_fwd", "_bwd"))
-    linked = pd.DataFrame({"fwd_tid": np.zeros(0, np.int64), "seq": np.zeros(0, np.int64),
-                           "fwd_thread": np.zeros(0, np.int64), "fwd_ts": np.zeros(0)})
-    if len(pairs):
-        nesting = Nesting(thread[bwd_rows], ts[bwd_rows], ops["dur"].to_numpy()[bwd_rows])
-        hit = nesting.enclosing(pairs["thread_bwd"].to_numpy(), pairs["ts_bwd"].to_numpy())
-        ok = hit >= 0
-        op_rows = bwd_rows[hit[ok]]
-        linked = pd.DataFrame({"fwd_tid": fwd_tid[op_rows], "seq": seq[op_rows],
-                               "fwd_thread": pairs["thread_fwd"].to_numpy()[ok],
-                               "fwd_ts": pairs["ts_fwd"].to_numpy()[ok]}).drop_duplicates(["fwd_tid", "seq"])
+    # Outermost: no backward op among the ancestors.
+    outermost_bwd = ancestor_where(is_bwd, ops["parent"].to_numpy(), ops["depth"].to_numpy(), outermost=True)
+    roots = np.flatnonzero(is_bwd & (outermost_bwd == np.arange(len(ops))))
+    # 1. fwdbwd flows (paired when the model was built): start (s) at the forward op, end (f)
+    # inside the backward op, which is the innermost backward op around the end's op.
+    flows = model.flows
+    peer = flows["peer"].to_numpy()
+    starts = np.flatnonzero((flows["cat"] == "fwdbwd").to_numpy() & (flows["phase"] == "s").to_numpy() & (peer >= 0))
+    end_op = flows["op"].to_numpy()[peer[starts]]
+    nearest_bwd = ancestor_where(is_bwd, ops["parent"].to_numpy(), ops["depth"].to_numpy())
+    hit = np.where(end_op >= 0, nearest_bwd[np.clip(end_op, 0, None)], -1) if len(ops) else end_op
+    ok = hit >= 0
+    op_rows = hit[ok]
+    linked = pd.DataFrame({"fwd_tid": fwd_tid[op_rows], "seq": seq[op_rows],
+                           "fwd_thread": flows["thread"].to_numpy()[starts[ok]],
+                           "fwd_ts": flows["ts"].to_numpy()[starts[ok]]}).drop_duplicates(["fwd_tid", "seq"])
     want = pd.DataFrame({"row": roots, "fwd_tid": fwd_tid[roots], "seq": seq[roots], "ts": ts[roots]})
     want = want.merge(linked, on=["fwd_tid", "seq"], how="left")
     # 2. Sequence numbers for the rest: the latest forward op with that number before the
@@ -272,22 +267,12 @@ def _build(model):
     backward_host = per_node(bwd_node, ops["dur"].to_numpy()[bwd_rows])
     backward_device = per_node(bwd_node, device_total_op)
 
-    # Depth of each node, then totals from the deepest level up.
-    depth = np.zeros(n, dtype=np.int64)
-    for _ in range(n):  # one round per level
-        has_parent = node_parent >= 0
-        new = np.where(has_parent, depth[np.clip(node_parent, 0, None)] + 1, 0)
-        if np.array_equal(new, depth):
-            break
-        depth = new
-    device_total = device_self.copy()
-    children_host = np.zeros(n)
-    for level in range(int(depth.max()), 0, -1):
-        at = np.flatnonzero(depth == level)
-        up = node_parent[at]
-        for column in (operators, device_total, backward_host, backward_device):
-            np.add.at(column, up, column[at])
-        np.add.at(children_host, up, host_total[at])
+    # Totals from the deepest level up; a frame's own host time is what its children leave.
+    depth = tree_depth(node_parent)
+    operators, device_total, backward_host, backward_device = (
+        roll_up(column, node_parent, depth) for column in (operators, device_self, backward_host, backward_device))
+    has_parent = node_parent >= 0
+    children_host = np.bincount(node_parent[has_parent], weights=host_total[has_parent], minlength=n)
     host_self = np.maximum(host_total - children_host, 0.0)
 
     # Depth-first order, siblings by first start (one step per node).

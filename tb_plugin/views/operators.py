@@ -1,12 +1,15 @@
 """Operator view: host and device self/total time per operator, and its call stacks."""
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, declare, documented
+from ..errors import BadParameterError
 from ..trace.linking import Nesting
+from ..trace.model import TraceModel
 from .common import _cached, operator_tree
 
 _FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<function>.*)$")
@@ -82,7 +85,7 @@ def _frames_of_key(model, key):
 
 
 @documented(OPERATORS_BY_NAME, OPERATORS_BY_NAME_SHAPE)
-def operators(model, group_by="name"):
+def operators(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
     """Per operator (or operator + input shape): calls and times.
 
     Parameters
@@ -103,7 +106,7 @@ def operators(model, group_by="name"):
     are not. Calls follow torch's duplicate-node rule (see `operator_tree`).
     """
     if group_by not in ("name", "name_shape"):
-        raise ValueError(f"group_by must be 'name' or 'name_shape', not {group_by!r}")
+        raise BadParameterError(f"group_by must be 'name' or 'name_shape', not {group_by!r}")
     tree = operator_tree(model)
     ops = model.ops
     keep = tree["is_operator"].to_numpy()
@@ -141,7 +144,7 @@ def operators(model, group_by="name"):
     return table.frame(grouped.sort_values(["device_self_us", "host_self_us"], ascending=False, kind="stable"))
 
 
-def operator_stacks(model, name, input_shape=None):
+def operator_stacks(model: TraceModel, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
     """Call stacks of one operator (optionally one input shape), heaviest first.
 
     Returns a list of {"calls", "host_self_us", "host_total_us", "device_self_us",
@@ -164,13 +167,13 @@ def operator_stacks(model, name, input_shape=None):
                                        device_total_us=("device_total_us", "sum"))
     grouped = grouped.sort_values(["device_total_us", "host_total_us"], ascending=False)
     # Distinct leaf frames can share one printed stack; merge those.
-    merged = {}
-    for key, row in grouped.iterrows():  # one row per distinct stack, not per event
+    merged: dict[str, dict[str, Any]] = {}
+    for key, row in zip(grouped.index.tolist(), grouped.to_dict("records")):  # one per distinct stack, not per event
         frames = _frames_of_key(model, int(key))
         text = "\n".join(f["text"] for f in frames)
         entry = merged.setdefault(text, {"calls": 0, "host_self_us": 0.0, "host_total_us": 0.0,
                                          "device_self_us": 0.0, "device_total_us": 0.0, "frames": frames})
-        entry["calls"] += int(row["calls"])  # iterrows gives the row as floats
+        entry["calls"] += int(row["calls"])
         for column in ("host_self_us", "host_total_us", "device_self_us", "device_total_us"):
             entry[column] += float(row[column])
     return list(merged.values())

@@ -1,9 +1,12 @@
 """Overview: steps and their time breakdown, GPU summary, environment."""
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, declare, documented
+from ..trace.model import TraceModel
 from .common import kernel_flags, step_breakdown, step_windows
 from .intervals import union_length, weighted_level_integral
 
@@ -40,7 +43,7 @@ GPU_COLUMNS = GPU_SUMMARY.names
 
 
 @documented(STEP_BREAKDOWN)
-def steps(model):
+def steps(model: TraceModel) -> pd.DataFrame:
     """Per step, wall time by category; the parts sum exactly to the step time.
 
     Returns
@@ -60,13 +63,39 @@ def steps(model):
     return STEP_BREAKDOWN.frame(step_breakdown(model))
 
 
+def step_mean(step_table: pd.DataFrame) -> dict[str, float]:
+    """The mean step: {column: mean over the steps} of each `*_us` column of `steps`
+    (kernel_us, ..., other_us, total_us; float µs); {} without steps."""
+    columns = [c for c in step_table.columns if c.endswith("_us")]
+    return {c: float(step_table[c].mean()) for c in columns} if len(step_table) else {}
+
+
+STEP_SUMMARY = declare(
+    "step_summary", "one step category (in priority order): its mean over the steps, as the execution summary shows it",
+    ("category", "str", "", "kernel, memcpy, memset, communication, runtime, dataloader, cpu_exec or other"),
+    ("mean_us", "float64", "us", "mean over the steps"),
+    ("share_pct", "float64", "pct", "mean_us / the mean step time; null when the mean step lasts 0 us", NULLABLE),
+)
+
+
+@documented(STEP_SUMMARY)
+def step_summary(step_table: pd.DataFrame) -> pd.DataFrame:
+    """The mean step by category, as the overview's execution summary shows it."""
+    means = step_mean(step_table)
+    columns = [c for c in STEP_COLUMNS if c.endswith("_us") and c != "total_us"]
+    mean_us = np.array([means.get(c, 0.0) for c in columns], dtype=np.float64)
+    total = means.get("total_us", 0.0)
+    return STEP_SUMMARY.frame({"category": [c[: -len("_us")] for c in columns], "mean_us": mean_us,
+                               "share_pct": 100 * mean_us / total if total > 0 else np.full(len(columns), np.nan)})
+
+
 def _steps_span(model):
     windows = step_windows(model)
     return float(windows["start_us"].min()), float(windows["end_us"].max())
 
 
 @documented(GPU_SUMMARY)
-def gpu_summary(model):
+def gpu_summary(model: TraceModel) -> pd.DataFrame:
     """One row per GPU that ran kernels; percentages are null where their denominator is 0
     or unknown, and every time is within [first step start, last step end].
 
@@ -114,7 +143,7 @@ def gpu_summary(model):
     return GPU_SUMMARY.frame(pd.DataFrame(rows, columns=GPU_SUMMARY.names))
 
 
-def environment(model, device_type):
+def environment(model: TraceModel, device_type: str) -> dict[str, Any]:
     """What ran: device type, GPUs, distributed setup, versions the trace records."""
     meta = model.metadata
     keys = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "Framework", "host_name", "schemaVersion")

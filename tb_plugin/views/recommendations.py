@@ -1,9 +1,12 @@
 """Performance recommendations: structured items derived from the other views' numbers."""
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from ..trace.model import TraceModel
 from .common import is_tc_eligible_name, kernel_flags, name_mask, operator_tree, step_windows
 
 # Thresholds (the old plugin's where it had one; see METRICS.md).
@@ -26,7 +29,7 @@ class Recommendation:
     numbers: dict = field(default_factory=dict)
 
 
-def recommendations(model, step_table, gpus):
+def recommendations(model: TraceModel, step_table: pd.DataFrame, gpus: pd.DataFrame) -> list[dict[str, Any]]:
     """Recommendations for one profile, most important first.
 
     Parameters are the results of `overview.steps(model)` and `overview.gpu_summary(model)`.

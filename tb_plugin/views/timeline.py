@@ -14,14 +14,17 @@ Slices live in "groups", one per (track, lane); lanes are nesting depths (overla
 get their own lane). Within a group, rows are sorted by start time.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..schema import declare, documented
 from ..trace.linking import Nesting
-from ..trace.model import first_int
+from ..trace.model import TraceModel, first_int
+from ..errors import NotFoundError
 from .common import _cached, step_windows
 from .intervals import union_length, weighted_level_integral
 from .memory import full_curve, memory_devices
@@ -58,6 +61,11 @@ TIMELINE_SUMMARY = declare(
     ("count", "int64", "count", "slices overlapping the range"),
     ("total_us", "float64", "us", "their time, clipped to the range"),
 )
+
+# The model tables drawn as slices: (table, slice kind, kind of track they are drawn on).
+SLICE_SOURCES = (("ops", "op", "thread"), ("runtime", "runtime", "thread"), ("python", "python", "python"),
+                 ("kernels", "kernel", "device"), ("memcpy", "memcpy", "device"), ("memset", "memset", "device"),
+                 ("gpu_annotations", "gpu_annotation", "device"))
 LEVEL_FACTOR = 4.0
 FINEST_RESOLUTION_US = 1.0
 
@@ -152,16 +160,10 @@ class TimelineIndex:
         is_annotation = (ops["cat"] == "user_annotation").to_numpy()
         names = ops["name"].cat.categories  # shared by every `name` column of the model
         self.names = names
-        parts = [
-            ("ops", ops, np.where(is_annotation, _KIND_CODE["annotation"], _KIND_CODE["op"]), "thread"),
-            ("runtime", model.runtime, _KIND_CODE["runtime"], "thread"),
-            ("python", model.python, _KIND_CODE["python"], "python"),
-            ("kernels", model.kernels, _KIND_CODE["kernel"], "device"),
-            ("memcpy", model.memcpy, _KIND_CODE["memcpy"], "device"),
-            ("memset", model.memset, _KIND_CODE["memset"], "device"),
-            ("gpu_annotations", model.gpu_annotations, _KIND_CODE["gpu_annotation"], "device"),
-        ]
-        for source, table, kind, track_kind in parts:
+        kinds = {source: _KIND_CODE[kind] for source, kind, _ in SLICE_SOURCES}
+        kinds["ops"] = np.where(is_annotation, _KIND_CODE["annotation"], _KIND_CODE["op"])
+        for source, _, track_kind in SLICE_SOURCES:
+            table, kind = getattr(model, source), kinds[source]
             if not len(table):
                 continue
             slices.append(pd.DataFrame({
@@ -290,12 +292,25 @@ class TimelineIndex:
         }
 
 
-def timeline_index(model):
+def timeline_index(model: TraceModel) -> TimelineIndex:
     """The model's `TimelineIndex`, built on first use and cached."""
     return _cached(model, "timeline_index", lambda: TimelineIndex(model))
 
 
-def counters(model, start_us, end_us, points=500):
+def has_slices(model: TraceModel) -> bool:
+    """Whether the timeline has anything to draw, without building its index."""
+    return any(len(getattr(model, source)) for source, _, _ in SLICE_SOURCES)
+
+
+def tracks_view(model: TraceModel) -> dict[str, Any]:
+    """What the Trace view is framed by: {tracks (`TimelineIndex.tracks`), start_us, end_us
+    (the trace's span), origin_us, steps (step, start_us, end_us), kinds (slice kinds)}."""
+    start, end = model.span_us()
+    return {"tracks": timeline_index(model).tracks, "start_us": start, "end_us": end, "origin_us": model.origin_us,
+            "steps": step_windows(model)[["step", "start_us", "end_us"]], "kinds": list(KINDS)}
+
+
+def counters(model: TraceModel, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
     """Counter series over [start_us, end_us] in about `points` buckets.
 
     Returns a list of {"name", "unit", "time_us": [...], "value": [...], "max": [...]}: GPU
@@ -403,13 +418,13 @@ def _plain(value):
 
 
 def _check_event(slices, event):
-    """KeyError naming the valid event ids unless `event` is one."""
+    """`NotFoundError` naming the valid event ids unless `event` is one."""
     if not 0 <= event < len(slices):
         valid = f"events are 0..{len(slices) - 1}" if len(slices) else "this trace has no events on its timeline"
-        raise KeyError(f"no event {event}; {valid}")
+        raise NotFoundError(f"no event {event}; {valid}")
 
 
-def event_details(index, event):
+def event_details(index: TimelineIndex, event: int) -> dict[str, Any]:
     """Everything the model holds about one slice: its table row, the operator that
     launched it (for runtime calls and device activity), and the op's call stack."""
     from .operators import _frames_of_key, _stack_keys
@@ -438,7 +453,7 @@ def event_details(index, event):
     return details
 
 
-def event_flows(index, event):
+def event_flows(index: TimelineIndex, event: int) -> list[dict[str, Any]]:
     """Arrows touching one slice: CPU launch -> device activity (correlation) and forward ->
     backward op (`fwdbwd` flow events). Each arrow: {"kind", "from": endpoint, "to": endpoint}."""
     s = index.slices
@@ -470,27 +485,18 @@ def event_flows(index, event):
 
 
 def _fwdbwd_pairs(index, op_row):
-    """Forward/backward links of one op: flow start at the forward op, end at the backward op."""
-    model = index.model
-    fl = model.flows
-    fb = fl[fl["cat"] == "fwdbwd"]
-    if not len(fb):
-        return []
-    ops = model.ops
-    nesting = Nesting(ops["thread"].to_numpy(), ops["ts"].to_numpy(), ops["dur"].to_numpy())
-    at = nesting.enclosing(fb["thread"].to_numpy(), fb["ts"].to_numpy())
-    starts = fb["phase"].to_numpy() == "s"
-    by_id = pd.DataFrame({"flow": fb["flow_id"].to_numpy(), "op": at, "start": starts})
-    src = by_id[by_id["start"]].drop_duplicates("flow").set_index("flow")["op"]
-    dst = by_id[~by_id["start"]].drop_duplicates("flow").set_index("flow")["op"]
-    linked = pd.concat([src.rename("from"), dst.rename("to")], axis=1, join="inner")
-    mine = linked[(linked["from"] == op_row) | (linked["to"] == op_row)]
-    froms = _slice_of(index, "ops", mine["from"].to_numpy())
-    tos = _slice_of(index, "ops", mine["to"].to_numpy())
-    return [("fwdbwd", f, t) for f, t in zip(froms, tos)]
+    """Forward/backward links of one op: flow start at the forward op, end at the backward op
+    (paired when the model was built: the flows' `op` and `peer`)."""
+    fl = index.model.flows
+    op, peer = fl["op"].to_numpy(), fl["peer"].to_numpy()
+    starts = np.flatnonzero((fl["cat"] == "fwdbwd").to_numpy() & (fl["phase"] == "s").to_numpy() & (peer >= 0))
+    froms, tos = op[starts], op[peer[starts]]
+    mine = ((froms == op_row) | (tos == op_row)) & (froms >= 0) & (tos >= 0)
+    return [("fwdbwd", f, t) for f, t in zip(_slice_of(index, "ops", froms[mine]), _slice_of(index, "ops", tos[mine]))]
 
 
-def search(index, text, after_us=None, direction="next", tracks=None, limit=50, after_event=None):
+def search(index: TimelineIndex, text: str, after_us: float | None = None, direction: str = "next",
+           tracks: Sequence[int] | None = None, limit: int = 50, after_event: int | None = None) -> dict[str, Any]:
     """Slices whose name contains `text` (case-insensitive), ordered by (start, event id).
 
     Returns {"total": matches, "position": the match's rank in that order, "match": the next
@@ -533,7 +539,8 @@ def search(index, text, after_us=None, direction="next", tracks=None, limit=50, 
 
 
 @documented(TIMELINE_SUMMARY)
-def range_summary(index, start_us, end_us, tracks=None):
+def range_summary(index: TimelineIndex, start_us: float, end_us: float,
+                  tracks: Sequence[int] | None = None) -> pd.DataFrame:
     """Per name, what lies inside [start_us, end_us] on `tracks`, sorted by total time."""
     s = index.slices
     ts, end = s["ts"].to_numpy(), (s["ts"] + s["dur"]).to_numpy()

@@ -98,6 +98,7 @@ def test_vscode_jump_to_source_lands_through_tensorboards_page(page, vscode_webv
     row = plugin.locator("[data-table=operators] tbody tr", has_text="aten::mm").first
     row.locator("button.expander").click()
     links = plugin.locator("[data-testid=stacks] .call-stack").first.locator("a.source-link")
+    links.first.wait_for()  # the stacks arrive with their own request: all_inner_texts does not wait
     assert links.all_inner_texts() == SOURCE_STACK
     for i in range(len(SOURCE_STACK)):
         links.nth(i).click()

@@ -198,7 +198,9 @@ export interface paths {
                             threads?: number;
                             start_us?: number;
                             duration_us: number;
+                            /** @description {key: count}; for tolerant_parse, the reason */
                             anomalies?: Record<string, never>;
+                            anomaly_details?: components["schemas"]["Anomalies"];
                             load_seconds?: number;
                         };
                     };
@@ -321,7 +323,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Environment, step breakdown (table), mean step, GPU summary (table), recommendations. */
+        /** Environment, step breakdown (table), mean step, the mean step by category (step_summary: category, mean_us, share_pct), GPU summary (table), recommendations. */
         get: {
             parameters: {
                 query: {
@@ -348,6 +350,8 @@ export interface paths {
                             step_mean: {
                                 [key: string]: number;
                             };
+                            step_summary: components["schemas"]["StepSummaryTable"];
+                            anomalies: components["schemas"]["Anomalies"];
                             gpu_summary: components["schemas"]["GpuSummaryTable"];
                             recommendations: {
                                 id: string;
@@ -981,14 +985,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collectives (worker, name, calls, size_bytes, mean_size_bytes, total_us, mean_us, transfer_us, synchronizing_us), calls (one row per collective call) and devices. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collectives (worker, name, calls, size_bytes, mean_size_bytes, total_us, mean_us, transfer_us, synchronizing_us), collective_time (worker, transfer_us, synchronizing_us: sums over its collectives), calls (one row per collective call) and devices. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
                     /** @description Run name as listed by /runs ("." for the log directory itself). */
                     run: components["parameters"]["run"];
                     span?: components["parameters"]["span"];
-                    table?: "steps" | "all_steps" | "collectives" | "calls" | "devices";
+                    table?: "steps" | "all_steps" | "collectives" | "collective_time" | "calls" | "devices";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -1005,10 +1009,11 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["DistributedStepsTable"] | components["schemas"]["DistributedAllStepsTable"] | components["schemas"]["DistributedCollectivesTable"] | components["schemas"]["DistributedCallsTable"] | components["schemas"]["DistributedDevicesTable"] | {
+                        "application/json": components["schemas"]["DistributedStepsTable"] | components["schemas"]["DistributedAllStepsTable"] | components["schemas"]["DistributedCollectivesTable"] | components["schemas"]["DistributedCollectiveTimeTable"] | components["schemas"]["DistributedCallsTable"] | components["schemas"]["DistributedDevicesTable"] | {
                             steps?: components["schemas"]["DistributedStepsTable"];
                             all_steps?: components["schemas"]["DistributedAllStepsTable"];
                             collectives?: components["schemas"]["DistributedCollectivesTable"];
+                            collective_time?: components["schemas"]["DistributedCollectiveTimeTable"];
                             calls?: components["schemas"]["DistributedCallsTable"];
                             devices?: components["schemas"]["DistributedDevicesTable"];
                         };
@@ -1583,6 +1588,15 @@ export interface components {
             /** @description The frame's file as an absolute path on the TensorBoard machine, where exactly one existing file matches it under TensorBoard's sys.path, site-packages, working directory or the run's directory (looked up by existence only); null otherwise. */
             path: string | null;
         };
+        /** @description Import anomalies (tb_plugin/trace/anomalies.py): what the reader repaired or had to drop, data losses first. */
+        Anomalies: {
+            key: string;
+            /** @enum {string} */
+            severity: "data_loss" | "info";
+            meaning: string;
+            /** @description How many times; for tolerant_parse, why the fast reader refused the file. */
+            value: number | string;
+        }[];
         FlameNode: {
             name: string;
             value: number;
@@ -1826,6 +1840,23 @@ export interface components {
                 number
             ][];
         };
+        /** @description `distributed_collective_time`: one worker that has collectives: its summed transfer and synchronizing time, by worker. */
+        DistributedCollectiveTimeTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "worker",
+                "transfer_us",
+                "synchronizing_us"
+            ];
+            rows: [
+                string,
+                number,
+                number
+            ][];
+        };
         /** @description `distributed_collectives`: one collective name of one worker, by worker then total time. */
         DistributedCollectivesTable: {
             /**
@@ -1921,7 +1952,9 @@ export interface components {
                 "cat",
                 "thread",
                 "ts",
-                "binding"
+                "binding",
+                "op",
+                "peer"
             ];
             rows: [
                 number,
@@ -1929,7 +1962,9 @@ export interface components {
                 string,
                 number,
                 number,
-                string
+                string,
+                number,
+                number
             ][];
         };
         /** @description `gpu_annotations`: one annotation range on a device stream. */
@@ -2704,6 +2739,23 @@ export interface components {
                 number,
                 number,
                 number
+            ][];
+        };
+        /** @description `step_summary`: one step category (in priority order): its mean over the steps, as the execution summary shows it. */
+        StepSummaryTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "category",
+                "mean_us",
+                "share_pct"
+            ];
+            rows: [
+                string,
+                number,
+                number | null
             ][];
         };
         /** @description `steps`: one host-side ProfilerStep#N range (the longest when a step is recorded twice), in time order. */

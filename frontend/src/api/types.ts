@@ -65,12 +65,24 @@ export interface Recommendation {
   numbers: Record<string, number>;
 }
 
+/** One import anomaly (tb_plugin/trace/anomalies.py): what the reader repaired or dropped. */
+export interface Anomaly {
+  key: string;
+  severity: 'data_loss' | 'info';
+  meaning: string;
+  /** How many times; for `tolerant_parse`, why the fast reader refused the file. */
+  value: number | string;
+}
+
 export interface OverviewReply {
   environment: Record<string, unknown>;
   steps: WireTableOf<'StepBreakdownTable'>;
   step_mean: Record<string, number>;
+  /** The mean step by category: category, mean_us, share_pct. */
+  step_summary: WireTableOf<'StepSummaryTable'>;
   gpu_summary: WireTableOf<'GpuSummaryTable'>;
   recommendations: Recommendation[];
+  anomalies: Anomaly[];
 }
 
 export interface StackFrame {

@@ -67,9 +67,8 @@ export function App() {
   const spanList = spans.status === 'ok' ? spans.data.spans : [];
   const span = spanList.some((s) => String(s.span) === spanParam) ? Number(spanParam) : 1;
   const views = useApi<ViewsReply>(run && worker && spans.status === 'ok' ? 'views' : null, { run: run?.name, worker, span });
-  // Every profile has a timeline and can be compared: Trace and Diff are always offered.
-  const offered = views.status === 'ok' ? views.data.views.filter((v) => VIEWS.some((d) => d.name === v)) : [];
-  const available: ViewName[] = views.status === 'ok' ? [...offered, ...(['trace', 'diff'] as ViewName[]).filter((v) => !offered.includes(v))] : [];
+  // Exactly the views the server lists as having data for this profile.
+  const available: ViewName[] = views.status === 'ok' ? views.data.views.filter((v) => VIEWS.some((d) => d.name === v)) : [];
   const view = (available.includes(viewParam as ViewName) ? viewParam : 'overview') as ViewName;
 
   // A profile just opened: its run's load progress changed.

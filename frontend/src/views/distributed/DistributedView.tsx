@@ -20,6 +20,7 @@ interface DistributedReply {
   steps: WireTable;
   all_steps: WireTable;
   collectives: WireTable;
+  collective_time: WireTable;
   devices: WireTable;
 }
 
@@ -31,7 +32,7 @@ const PARTS: [string, string, string][] = [
 ];
 
 export function DistributedView(props: ViewProps) {
-  const state = useApi<DistributedReply>('distributed', { run: props.run, span: props.span, tables: 'steps,all_steps,collectives,devices' });
+  const state = useApi<DistributedReply>('distributed', { run: props.run, span: props.span, tables: 'steps,all_steps,collectives,collective_time,devices' });
   return (
     <div class="stack" data-testid="distributed">
       <Loaded state={state}>{(data) => <Distributed data={data} name={`${props.run}_${props.span}`} />}</Loaded>
@@ -54,21 +55,16 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
     [data, step],
   );
   const transfer = useMemo(() => {
-    const byWorker = new Map<string, { transfer: number; sync: number }>();
-    for (const r of collectives) {
-      const entry = byWorker.get(String(r.worker)) ?? { transfer: 0, sync: 0 };
-      entry.transfer += Number(r.transfer_us) || 0;
-      entry.sync += Number(r.synchronizing_us) || 0;
-      byWorker.set(String(r.worker), entry);
-    }
-    const names = [...byWorker.keys()].sort();
+    // Summed per worker by the server (the `collective_time` table).
+    const perWorker = rowsOf(data.collective_time);
+    const names = perWorker.map((r) => String(r.worker));
     return {
       names,
       option: stackedBarOption(
         names,
         [
-          { name: 'Data transfer', color: '#5470c6', values: names.map((w) => byWorker.get(w)!.transfer) },
-          { name: 'Synchronizing', color: '#ee6666', values: names.map((w) => byWorker.get(w)!.sync) },
+          { name: 'Data transfer', color: '#5470c6', values: perWorker.map((r) => r.transfer_us as number) },
+          { name: 'Synchronizing', color: '#ee6666', values: perWorker.map((r) => r.synchronizing_us as number) },
         ],
         formatDuration,
         { xName: 'Worker' },

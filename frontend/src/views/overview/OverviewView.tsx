@@ -26,11 +26,9 @@ function Overview({ data, name, workers }: { data: OverviewReply; name: string; 
   const gpus = typedRows(data.gpu_summary);
   const steps = rowsOf(data.steps);
   const total = data.step_mean.total_us ?? 0;
-  const summary: Row[] = CATEGORIES.map(([key, label]) => ({
-    category: label,
-    mean_us: data.step_mean[key] ?? 0,
-    share_pct: total ? (100 * (data.step_mean[key] ?? 0)) / total : null,
-  }));
+  // The server computes the mean step by category; the page only names the categories.
+  const labels = new Map(STEP_CATEGORIES);
+  const summary: Row[] = rowsOf(data.step_summary).map((r) => ({ ...r, category: labels.get(String(r.category)) ?? String(r.category) }));
   // Categories with time, each in its fixed colour (the legend lists exactly these).
   const pie = useMemo(() => {
     const shown = summary.map((r, i) => ({ name: String(r.category), value: Number(r.mean_us), color: CATEGORY_COLORS[i] })).filter((s) => s.value > 0);
@@ -128,6 +126,16 @@ function Overview({ data, name, workers }: { data: OverviewReply; name: string; 
           </div>
         ))}
       </Card>
+      {data.anomalies.length ? (
+        <Card title="Import anomalies">
+          {/* What the reader repaired or had to drop in this file, as the server words it. */}
+          {data.anomalies.map((a) => (
+            <div key={a.key} class={`recommendation ${a.severity === 'data_loss' ? 'warning' : 'info'}`} data-anomaly={a.key}>
+              <strong>{a.key}</strong>: {typeof a.value === 'number' ? a.value.toLocaleString() : a.value} ({a.severity.replace('_', ' ')}): {a.meaning}
+            </div>
+          ))}
+        </Card>
+      ) : null}
     </div>
   );
 }

@@ -1,0 +1,657 @@
+"""The builder: a parsed trace (`parse`) -> the tables of a `TraceModel`.
+
+`build_model(parsed)` reads the events batch by batch on helper threads, keeping compact
+columns (strings coded, see `coding`; args decoded per kind, see `kinds`), then cuts one
+table per event kind out of them and resolves the links between the tables (`linking`).
+"""
+
+import re
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import compress
+from typing import NamedTuple
+
+import msgspec
+import numpy as np
+import pandas as pd
+import polars as pl
+
+from .anomalies import (EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DROPPED, INVALID_DURATIONS_ZEROED,
+                        MALFORMED_ARGS_REPLACED, UNSUPPORTED_EVENTS_SKIPPED, record)
+from .coding import (_Interner, _categorical, _coded, _first_valid, _float_field, _floats, _frame_codes, _id_codes,
+                     _int_field, _json_categorical, _recode, _text_field, _texts, _whole)
+from .kinds import (KIND_COUNTER, KIND_FLOW, KIND_GPU_ANNOTATION, KIND_KERNEL, KIND_MEMCPY, KIND_MEMORY, KIND_MEMSET,
+                    KIND_META, KIND_OP, KIND_OTHER, KIND_PYTHON, KIND_RUNTIME, KIND_SKIPPED, _ARGS_TYPES, _KIND_CODE,
+                    _KIND_OF_CODE, _NAN, _kind_code)
+from .linking import Nesting, flow_peers, lookup
+from .model import TraceModel, first_int
+from .parse import FLOW_SCHEMA, POLARS_REFUSED, decode_args, events_frame, flow_columns
+from .tables import DEVICES
+
+
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+# Longer than any profiling session (about 11.6 days): a duration beyond it is invalid.
+_MAX_DURATION_US = 1e12
+
+# Events are read in batches of about this much JSON: large enough for polars' threads, small
+# enough that a batch's text and its frame stay a small part of the peak memory.
+_BATCH_BYTES = 6 << 20
+
+# An event further than this from the median of a trace's timestamps (a day and a bit) is not
+# part of the profiled window: no profiling session writes one file over days.
+_FAR_FROM_TRACE_US = 1e11
+
+
+def _batches(raws):
+    """Take `raws` (a list of event slices) apart into batches of about `_BATCH_BYTES` of JSON
+    each, emptying the list as it goes (an event slice is freed once its batch is done).
+    Yields (batch, total length of the slices up to the batch's end)."""
+    sizes = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
+    total = int(sizes[-1]) if len(sizes) else 0
+    ends = np.searchsorted(sizes, np.arange(_BATCH_BYTES, total, _BATCH_BYTES), side="right").tolist()
+    bounds = sorted(set([0, *ends, len(raws)]))
+    for end, count in zip(bounds[1:], np.diff(bounds).tolist()):
+        batch = raws[:count]
+        del raws[:count]
+        yield batch, int(sizes[end - 1])
+
+
+# Batches read at once, each on its own helper thread: while one waits for polars (which
+# releases the GIL), the other runs its Python steps, so both cores stay busy.
+_READERS = 3
+
+
+def _read_batches(raws, release):
+    """`_read_batch` of each batch of `raws`, in order, on `_READERS` helper threads;
+    `release` (see `ParsedTrace`) is called as batches are done, and once at the end."""
+    with ThreadPoolExecutor(_READERS, thread_name_prefix="tb_plugin-read") as pool:
+        pending = deque()
+        for batch, consumed in _batches(raws):
+            pending.append((pool.submit(_read_batch, batch), consumed))
+            del batch
+            if len(pending) > _READERS:
+                yield _finished(*pending.popleft(), release)
+        while pending:
+            yield _finished(*pending.popleft(), release)
+    release()
+
+
+def _finished(future, consumed, release):
+    batch = future.result()
+    release(consumed)
+    return batch
+
+
+@dataclass
+class _Batch:
+    """What one batch of events leaves behind: compact columns, strings coded per batch
+    (`_frame_codes`) until the builder maps them to codes for the whole trace."""
+
+    coded: dict  # "ph", "cat", "name", "pid", "tid" -> (codes, values)
+    ts: np.ndarray
+    dur: np.ndarray
+    kind: np.ndarray
+    args: dict  # kind -> {field: number column, or coded text}
+    flows: object  # polars DataFrame (id, bp) of the flow events, or None
+    counter_args: object  # the counters' args, decoded (a list, one value per counter event), or None
+    anomalies: dict
+
+
+_TOP_LEVEL_TEXT = ("ph", "cat", "name", "pid", "tid")
+
+
+def _read_batch(raws):
+    """One batch of event slices -> `_Batch` (runs on a helper thread)."""
+    anomalies = {}
+    frame, lines = events_frame(raws, anomalies)
+    del raws
+    coded = _frame_codes(frame, _TOP_LEVEL_TEXT)
+    ts, dur = frame["ts"].to_numpy(), frame["dur"].to_numpy()
+    kind = _classify(coded, ts, anomalies)
+    counts = np.bincount(kind, minlength=len(_KIND_CODE))
+    present = [k for k in _ARGS_TYPES if counts[_KIND_CODE[k]]]
+    frame = frame.with_columns(kind=pl.Series(kind))
+    of_kind = {k: pl.col("kind") == _KIND_CODE[k] for k in (*present, KIND_COUNTER)}
+    # One args text per line: polars writes an args that is a JSON string as its bare text,
+    # which may be empty or blank (the reader would skip that line, leaving a row short); an
+    # args that is no object holds no field, so it reads as `{}` (counted).
+    is_object = pl.col("args").str.starts_with("{")
+    objects = pl.when(is_object).then(pl.col("args")).otherwise(pl.lit("{}"))
+    *texts, not_objects = frame.select(  # one polars call for every kind: each call has a fixed cost
+        *(objects.filter(of_kind[k]).str.join("\n").alias(k) for k in present),
+        pl.col("args").filter(of_kind[KIND_COUNTER]).fill_null("null").str.join(",").alias(KIND_COUNTER),
+        (~is_object & pl.col("kind").is_in([_KIND_CODE[k] for k in present])).sum().alias("not_objects"),
+    ).row(0)
+    if not_objects:
+        record(anomalies, MALFORMED_ARGS_REPLACED, not_objects)
+    args = {k: _arg_columns(lines.encode(), _ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
+    flows = flow_columns(list(compress(lines, kind == _KIND_CODE[KIND_FLOW]))) if counts[_KIND_CODE[KIND_FLOW]] else None
+    counter_args = None
+    if counts[_KIND_CODE[KIND_COUNTER]]:
+        counter_args = _counter_values(texts[-1], frame, of_kind[KIND_COUNTER], counts[_KIND_CODE[KIND_COUNTER]],
+                                       anomalies)
+    return _Batch(coded, ts, dur, kind, args, flows, counter_args, anomalies)
+
+
+def _counter_values(joined, frame, is_counter, count, anomalies):
+    """The args of a batch's `count` counter events, decoded, one value each in order, from
+    their texts as polars writes them joined by ",". polars writes an args that is a JSON
+    string as its bare text, which is not JSON (or is several values): then each is decoded
+    alone, and one that is not JSON becomes None (counted)."""
+    try:
+        values = msgspec.json.decode(f"[{joined}]")
+        if len(values) == count:
+            return values
+    except msgspec.DecodeError:
+        pass
+    values = []
+    for text in frame.filter(is_counter)["args"].to_list():  # only for such odd batches
+        try:
+            values.append(None if text is None else msgspec.json.decode(text))
+        except msgspec.DecodeError:
+            values.append(None)
+            record(anomalies, MALFORMED_ARGS_REPLACED)
+    return values
+
+
+def _classify(coded, ts, anomalies):
+    """Kind code (`_KIND_CODE`) of each event of a batch: each distinct (ph, cat) classified
+    once."""
+    (ph_codes, ph_values), (cat_codes, cat_values), (name_codes, name_values) = (
+        coded["ph"], coded["cat"], coded["name"])
+    width = len(cat_values) + 1
+    pair_codes, pairs = pd.factorize((ph_codes.astype(np.int64) + 1) * width + (cat_codes + 1))
+    ph_or_none, cat_or_none = [None, *ph_values], [None, *cat_values]  # code -1 -> None
+    kinds = [_kind_code(ph_or_none[p // width], cat_or_none[p % width]) for p in pairs]
+    kind = np.array(kinds, dtype=np.int8)[pair_codes] if len(pair_codes) else np.zeros(0, dtype=np.int8)
+    # Instant events are allocator records when named "[memory]".
+    instant = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v in ("i", "I")])
+    if "[memory]" in name_values:
+        kind[instant & (name_codes == name_values.index("[memory]"))] = _KIND_CODE[KIND_MEMORY]
+    missing_ts = np.isin(kind, [_KIND_CODE[KIND_META], _KIND_CODE[KIND_SKIPPED]], invert=True) & ~np.isfinite(ts)
+    if missing_ts.any():
+        record(anomalies, EVENTS_WITHOUT_TS_DROPPED, int(missing_ts.sum()))
+        kind[missing_ts] = _KIND_CODE[KIND_SKIPPED]
+    return kind
+
+
+class _NumberField(NamedTuple):
+    """How an args field of one number type is read (polars), held (numpy) and marked absent."""
+
+    polars: object
+    numpy: object
+    absent: object
+
+
+# Every args field of another type is text (`_is_text`).
+_NUMBER_FIELDS = {int: _NumberField(pl.Int64, np.int64, -1), float: _NumberField(pl.Float64, np.float64, _NAN)}
+
+
+def _is_text(field):
+    return field.type not in _NUMBER_FIELDS
+
+
+def _arg_columns(lines, args_type, anomalies):
+    """{field name: column} of the `args_type` fields of args JSON objects, one per line (as
+    polars writes them: compact, `{}` where an event has none): int fields as int64 (-1 where
+    absent), float fields as float64 (NaN), the others coded (`_frame_codes`; -1 where
+    absent; numbers, lists and objects as their JSON)."""
+    fields = msgspec.structs.fields(args_type)
+    schema = {f.encode_name: pl.String if _is_text(f) else _NUMBER_FIELDS[f.type].polars for f in fields}
+    try:
+        decoded = pl.read_ndjson(lines, schema=schema)
+    except POLARS_REFUSED:
+        decoded = _arg_columns_repaired(lines.split(b"\n"), args_type, anomalies)
+    numbers = [pl.col(f.encode_name).fill_null(_NUMBER_FIELDS[f.type].absent) for f in fields if not _is_text(f)]
+    columns = _frame_codes(decoded, [f.encode_name for f in fields if _is_text(f)], also=numbers)
+    return {f.name: columns[f.encode_name] for f in fields}
+
+
+def _arg_columns_repaired(texts, args_type, anomalies):
+    """The args as `_arg_columns` reads them (a DataFrame, a column per JSON key), through msgspec,
+    event by event where needed: a value that does not fit its field's type makes that
+    event's args the Struct's defaults (counted)."""
+    structs, bad = decode_args(texts, args_type)
+    if bad:
+        record(anomalies, MALFORMED_ARGS_REPLACED, bad)
+    read = {int: _int_field, float: _float_field}
+    return pl.DataFrame({f.encode_name: pl.Series(read.get(f.type, _text_field)(structs, f.name))
+                         for f in msgspec.structs.fields(args_type)})
+
+
+def _concat_columns(parts, args_type, interners):
+    """{field: column} of `_arg_columns` results, batch after batch; text fields as coded
+    strings (`_coded`)."""
+    columns = {}
+    for f in msgspec.structs.fields(args_type):
+        pieces = [part[f.name] for part in parts]
+        column = np.concatenate(pieces) if pieces else np.zeros(0, np.int32 if _is_text(f) else _NUMBER_FIELDS[f.type].numpy)
+        columns[f.name] = (column, interners[f.name].values) if _is_text(f) else column
+    return columns
+
+
+def _text_interners(args_type):
+    return {f.name: _Interner() for f in msgspec.structs.fields(args_type) if _is_text(f)}
+
+
+class _Builder:
+    """Builds the tables of one `TraceModel`; one instance per trace.
+
+    polars reads the events batch by batch into typed columns (`parse.events_frame`); from
+    each batch only compact columns are kept: strings as integer codes, times as float64, and
+    per kind just the args fields its table needs. So the JSON text of a batch lives only
+    while the batch is read, and tables then take their rows by boolean masks.
+    """
+
+    def __init__(self, parsed):
+        self.anomalies = dict(parsed.anomalies)
+        raws, parsed.events = parsed.events, None
+        self._interners = {key: _Interner() for key in _TOP_LEVEL_TEXT}
+        parts = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
+        self._arg_parts = {kind: [] for kind in _ARGS_TYPES}
+        self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in _ARGS_TYPES.items()}
+        self._flow_parts, self._counter_args = [], []
+        self._kept_of_kind = {}  # kind -> which of its events (as read) are kept
+        for batch in _read_batches(raws, parsed.release):
+            for key, interner in self._interners.items():
+                parts[key].append(interner.remap(batch.coded[key]))
+            parts["ts"].append(batch.ts)
+            parts["dur"].append(batch.dur)
+            parts["kind"].append(batch.kind)
+            for kind, columns in batch.args.items():
+                interners = self._arg_interners[kind]
+                self._arg_parts[kind].append({name: interners[name].remap(column) if name in interners else column
+                                              for name, column in columns.items()})
+            if batch.flows is not None:
+                self._flow_parts.append(batch.flows)
+            if batch.counter_args is not None:
+                self._counter_args.append(batch.counter_args)
+            for key, n in batch.anomalies.items():
+                record(self.anomalies, key, n)
+        del raws  # lets the input buffer go
+        empty = {"kind": np.int8, "ts": np.float64, "dur": np.float64}
+        joined = {key: np.concatenate(arrays) if arrays else np.zeros(0, empty.get(key, np.int32))
+                  for key, arrays in parts.items()}
+        del parts
+        self.kind = joined["kind"]
+        self.ts_all, self.dur_all = joined["ts"], joined["dur"]
+        self.ph_coded = (joined["ph"], self._interners["ph"].values)
+        self.cat_coded = (joined["cat"], self._interners["cat"].values)
+        self.pid_coded = (joined["pid"], self._interners["pid"].values)
+        self.tid_coded = (joined["tid"], self._interners["tid"].values)
+        name_values = self._interners["name"].values
+        self.name_categories = pd.Index(sorted(set(name_values) | {""}), dtype=object)
+        name_remap = np.append(self.name_categories.get_indexer(name_values), self.name_categories.get_loc(""))
+        self.name_codes = name_remap[joined["name"]]
+        skipped = int(self.mask(KIND_SKIPPED).sum()) - self.anomalies.get(EVENTS_WITHOUT_TS_DROPPED, 0)
+        if skipped:
+            record(self.anomalies, UNSUPPORTED_EVENTS_SKIPPED, skipped)
+        self._drop_far_from_the_trace()
+        timed = ~self.mask(KIND_META, KIND_SKIPPED)
+        # Flow / instant markers far outside the profiled window (e.g. "Record Window End")
+        # must not move the origin; intervals define it.
+        interval = self.mask(KIND_OP, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
+        base = self.ts_all[interval] if interval.any() else self.ts_all[timed & np.isfinite(self.ts_all)]
+        self.origin = float(np.min(base)) if len(base) else 0.0
+        self.thread_all, self.thread_keys = self._threads()
+
+    def _drop_far_from_the_trace(self):
+        """Skip (and count) the timed events whose ts is more than `_FAR_FROM_TRACE_US` from
+        the median: Kineto has written kernels at ts 0 in epoch-µs traces (pytorch/kineto#109),
+        which would stretch the trace over decades and round every other time (float64 holds
+        µs to ~0.25 at 1.6e15). The median stands where nearly all events are."""
+        timed = ~self.mask(KIND_META, KIND_SKIPPED) & np.isfinite(self.ts_all)
+        if not timed.any():
+            return
+        ts = self.ts_all[timed]
+        centre = np.partition(ts, len(ts) // 2)[len(ts) // 2]
+        far = np.zeros(len(self.kind), dtype=bool)
+        far[timed] = np.abs(ts - centre) > _FAR_FROM_TRACE_US
+        if far.any():
+            # The args, flow and counter columns hold a row per event of their kind as read:
+            # they drop the same rows (`_kept`).
+            for code in np.unique(self.kind[far]).tolist():
+                self._kept_of_kind[_KIND_OF_CODE[code]] = ~far[self.kind == code]
+            self.kind[far] = _KIND_CODE[KIND_SKIPPED]
+            record(self.anomalies, EVENTS_FAR_FROM_THE_TRACE_DROPPED, int(far.sum()))
+
+    def _kept(self, kind, rows):
+        """`rows` (a row per event of `kind` as read: an array, a polars frame or a list) less
+        the events `_drop_far_from_the_trace` skipped."""
+        keep = self._kept_of_kind.get(kind)
+        if keep is None:
+            return rows
+        if isinstance(rows, list):
+            return [row for row, kept in zip(rows, keep) if kept]
+        return rows.filter(pl.Series(keep)) if isinstance(rows, pl.DataFrame) else rows[keep]
+
+    def _threads(self):
+        """Thread table row of every event's (pid, tid), both normalised to stripped strings."""
+        (pid_codes, pid_values), (tid_codes, tid_values) = self.pid_coded, self.tid_coded
+        width = len(tid_values) + 1
+        pair_codes, pairs = pd.factorize((pid_codes.astype(np.int64) + 1) * width + (tid_codes + 1))
+        pid_text = ["", *(v.strip() for v in pid_values)]
+        tid_text = ["", *(v.strip() for v in tid_values)]
+        keys, rows = {}, np.empty(len(pairs), dtype=np.int64)
+        for i, pair in enumerate(pairs):  # once per distinct (pid, tid), not per event
+            rows[i] = keys.setdefault((pid_text[pair // width], tid_text[pair % width]), len(keys))
+        return (rows[pair_codes] if len(pair_codes) else np.zeros(0, np.int64)), list(keys)
+
+    def numbers(self, coded, mask):
+        """Device / stream numbers from pid or tid values like 0, "1" or "stream 7"."""
+        codes, values = coded
+        parsed = np.array([first_int(v) for v in values] + [-1], dtype=np.int64)  # code -1 -> last
+        return parsed[codes[mask]]
+
+    def mask(self, *kinds):
+        """Which events are of one of `kinds`."""
+        if len(kinds) == 1:
+            return self.kind == _KIND_CODE[kinds[0]]
+        return np.isin(self.kind, [_KIND_CODE[k] for k in kinds])
+
+    def names(self, mask):
+        return pd.Categorical.from_codes(self.name_codes[mask], categories=self.name_categories, validate=False)
+
+    def ts(self, mask):
+        return self.ts_all[mask] - self.origin
+
+    def intervals(self, mask, instants_allowed=False):
+        """The columns every interval table starts with: name, thread, ts, dur."""
+        return {"name": self.names(mask), "thread": self.thread_all[mask], "ts": self.ts(mask),
+                "dur": self.durations(mask, instants_allowed)}
+
+    def cat_lower(self, mask):
+        return _recode(self.cat_coded, mask, lambda c: c.lower() if c else "")
+
+    def phases(self, mask):
+        return _recode(self.ph_coded, mask, lambda p: p or "")
+
+    def durations(self, mask, instants_allowed=False):
+        dur = self.dur_all[mask]
+        if instants_allowed:  # instant events have no duration by design
+            dur = np.where(np.isnan(dur), 0.0, dur)
+        # No event lasts longer than `_MAX_DURATION_US`: a larger value (1e308) is garbage, and
+        # would overflow the per-thread sort keys of `Nesting` (ts + thread * span) to inf/NaN.
+        bad = ~(dur >= 0) | (dur > _MAX_DURATION_US)
+        if bad.any():
+            record(self.anomalies, INVALID_DURATIONS_ZEROED, int(bad.sum()))
+            dur = np.where(bad, 0.0, dur)
+        return dur
+
+    def args(self, kind):
+        """The args of the events of `kind` (in event order) as {field: column}."""
+        columns = _concat_columns(self._arg_parts[kind], _ARGS_TYPES[kind], self._arg_interners[kind])
+        return {name: (self._kept(kind, c[0]), c[1]) if isinstance(c, tuple) else self._kept(kind, c)
+                for name, c in columns.items()}
+
+    # --- tables -------------------------------------------------------------------------
+
+    def ops(self):
+        m = self.mask(KIND_OP)
+        a = self.args(KIND_OP)
+        (dims, dims_values), (old, old_values) = a["input_dims"], a["input_dims_old"]  # "Input dims" before 2.x
+        input_dims = (np.where(dims >= 0, dims, np.where(old >= 0, old + len(dims_values), -1)), dims_values + old_values)
+        return pd.DataFrame({
+            **self.intervals(m),
+            "cat": self.cat_lower(m),
+            "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
+            "sequence_number": a["sequence_number"],
+            "fwd_thread_id": a["fwd_thread_id"],
+            "input_dims": _json_categorical(input_dims),
+            "input_type": _json_categorical(a["input_type"]),
+            "call_stack": _categorical(a["call_stack"]),
+            "collective_name": _categorical(a["collective_name"]),
+            "in_msg_nelems": a["in_msg_nelems"],
+            "out_msg_nelems": a["out_msg_nelems"],
+            "group_size": a["group_size"],
+            "dtype": _categorical(a["dtype"]),
+            "process_group_name": _categorical(a["process_group_name"]),
+            "collective_seq": a["collective_seq"],
+        })
+
+    def python(self):
+        m = self.mask(KIND_PYTHON)
+        a = self.args(KIND_PYTHON)
+        return pd.DataFrame({
+            **self.intervals(m),
+            "python_id": a["python_id"],
+            "python_parent_id": a["python_parent_id"],
+            "python_module_id": a["python_module_id"],
+        })
+
+    def runtime(self):
+        m = self.mask(KIND_RUNTIME)
+        a = self.args(KIND_RUNTIME)
+        return pd.DataFrame({
+            **self.intervals(m),
+            "cat": self.cat_lower(m),
+            "correlation": a["correlation"],
+            "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
+            "cbid": a["cbid"],
+        })
+
+    def device_table(self, kind):
+        m = self.mask(kind)
+        a = self.args(kind)
+        device = a["device"]
+        stream = a["stream"]
+        if m.any() and ((device < 0).any() or (stream < 0).any()):
+            device = np.where(device >= 0, device, self.numbers(self.pid_coded, m))
+            stream = np.where(stream >= 0, stream, self.numbers(self.tid_coded, m))
+        columns = {
+            **self.intervals(m),
+            "device": device,
+            "stream": stream,
+            "correlation": a["correlation"],
+            "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
+        }
+        if kind == KIND_KERNEL:
+            columns.update({
+                "grid": _json_categorical(a["grid"]),
+                "block": _json_categorical(a["block"]),
+                "registers_per_thread": _whole(a["registers_per_thread"]),
+                "shared_memory": _whole(a["shared_memory"]),
+                "blocks_per_sm": a["blocks_per_sm"],
+                "warps_per_sm": a["warps_per_sm"],
+                "est_achieved_occupancy_pct": a["est_achieved_occupancy_pct"],
+            })
+        elif kind in (KIND_MEMCPY, KIND_MEMSET):
+            columns["bytes"] = _whole(a["bytes"])
+            columns["memory_bandwidth_gbps"] = a["memory_bandwidth_gbps"]
+        return pd.DataFrame(columns)
+
+    def memory(self):
+        m = self.mask(KIND_MEMORY)
+        a = self.args(KIND_MEMORY)
+        return pd.DataFrame({
+            "thread": self.thread_all[m],
+            "ts": self.ts(m),
+            "device_type": a["device_type"],
+            "device_id": a["device_id"],
+            "addr": a["addr"],
+            "bytes": _whole(a["bytes"], missing=0),
+            "total_allocated": a["total_allocated"],
+            "total_reserved": a["total_reserved"],
+        })
+
+    def flows(self):
+        m = self.mask(KIND_FLOW)
+        flows = self._kept(KIND_FLOW, pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema=FLOW_SCHEMA))
+        flow_ids = _id_codes(flows["id"])
+        coded = _frame_codes(flows, ("bp",))
+        return pd.DataFrame({
+            "flow_id": flow_ids,
+            "phase": self.phases(m),
+            "cat": self.cat_lower(m),
+            "thread": self.thread_all[m],
+            "ts": self.ts(m),
+            "binding": _categorical(coded["bp"]),
+        })
+
+    def counters(self):
+        m = self.mask(KIND_COUNTER)
+        if not m.any():
+            no_text = (np.zeros(0, np.int32), [])
+            return pd.DataFrame({"name": _categorical(no_text), "thread": np.zeros(0, np.int64),
+                                 "ts": np.zeros(0), "series": _categorical(no_text), "value": np.zeros(0)})
+        values = self._kept(KIND_COUNTER, [value for part in self._counter_args for value in part])
+        # Counter events are rare (one per sample of a few series): a loop over them is cheap.
+        rows = [(i, k, v) for i, d in enumerate(values) if isinstance(d, dict) for k, v in d.items()]
+        idx = np.array([r[0] for r in rows], dtype=np.int64)
+        return pd.DataFrame({
+            "name": self.names(m)[idx],
+            "thread": self.thread_all[m][idx],
+            "ts": self.ts(m)[idx],
+            "series": _categorical(_coded(pl.Series([r[1] for r in rows], dtype=pl.String))),
+            "value": _floats([r[2] if isinstance(r[2], (int, float)) else None for r in rows]),
+        })
+
+    def other(self):
+        m = self.mask(KIND_OTHER)
+        return pd.DataFrame({
+            **self.intervals(m, instants_allowed=True),
+            "cat": _recode(self.cat_coded, m, lambda c: c or ""),
+            "phase": self.phases(m),
+        })
+
+    def threads(self):
+        """Thread table with names and sort order from the `M` metadata events."""
+        m = self.mask(KIND_META)
+        rows = np.array(self.thread_keys, dtype=object).reshape(-1, 2)
+        table = pd.DataFrame({"pid": rows[:, 0], "tid": rows[:, 1]})
+        if not m.any():
+            return table.assign(process_name="", process_labels="", process_sort_index=np.nan,
+                                thread_name="", thread_sort_index=np.nan)
+        a = self.args(KIND_META)
+        meta = pd.DataFrame({
+            "what": np.asarray(self.names(m).astype(str)),
+            "pid": rows[self.thread_all[m], 0],
+            "tid": rows[self.thread_all[m], 1],
+            "name": _texts(a["name"]),
+            "labels": _texts(a["labels"]),
+            "sort_index": a["sort_index"],
+        })
+
+        def process_value(what, column):
+            chosen = meta[meta["what"] == what].drop_duplicates("pid", keep="last").set_index("pid")[column]
+            return table["pid"].map(chosen).astype(object)
+
+        def thread_value(what, column):
+            chosen = meta[meta["what"] == what].drop_duplicates(["pid", "tid"], keep="last")
+            return table.merge(chosen[["pid", "tid", column]], on=["pid", "tid"], how="left")[column].to_numpy()
+
+        return table.assign(
+            process_name=process_value("process_name", "name").fillna("").to_numpy(),
+            process_labels=process_value("process_labels", "labels").fillna("").to_numpy(),
+            process_sort_index=process_value("process_sort_index", "sort_index").to_numpy(np.float64),
+            thread_name=pd.Series(thread_value("thread_name", "name")).fillna("").to_numpy(),
+            thread_sort_index=thread_value("thread_sort_index", "sort_index").astype(np.float64),
+        )
+
+
+def _devices(metadata):
+    props = metadata.get("deviceProperties") or metadata.get("computeProperties") or []
+    rows = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    table = pd.DataFrame(rows)
+    for column in DEVICES.names:
+        if column not in table:
+            table[column] = np.nan if column != "name" else ""
+        elif column == "name":
+            table[column] = [v if isinstance(v, str) else "" if v is None else str(v) for v in table[column]]
+        else:  # numbers as float64, NaN where a file has a string, null or a non-finite value
+            values = pd.to_numeric(table[column], errors="coerce").to_numpy(np.float64)
+            table[column] = np.where(np.isfinite(values), values, np.nan)
+    return table[DEVICES.names]  # the declared properties; others a file has are not kept
+
+
+def _link(ops, runtime, device_tables, memory, flows):
+    """Resolve op nesting, runtime -> op, device activity -> runtime/op, memory -> op, flow
+    endpoint -> op and -> the other end of its arrow."""
+    nesting = Nesting(ops["thread"].to_numpy(), ops["ts"].to_numpy(), ops["dur"].to_numpy())
+    ops["depth"] = nesting.depth
+    ops["parent"] = nesting.parent
+    # Where an External id repeats (a user annotation and the op inside it), the innermost wins.
+    by_depth = np.lexsort((-nesting.depth,))
+    op_ext = ops["external_id"].to_numpy()
+    distinct_ext = pd.unique(op_ext[op_ext > 0])  # hashing: numpy's unique sorts (or is slower still)
+    ext_index = by_depth[lookup(op_ext[by_depth], distinct_ext)] if len(ops) else np.zeros(0, np.int64)
+    ext_keys = op_ext[ext_index] if len(ops) else np.zeros(0, np.int64)
+
+    def op_of_external(ext):
+        pos = lookup(ext_keys, np.where(ext > 0, ext, -1))
+        return np.where(pos >= 0, ext_index[np.clip(pos, 0, None)] if len(ext_index) else -1, -1)
+
+    rt_op = op_of_external(runtime["external_id"].to_numpy())
+    # Runtime calls without an External id: the innermost op around them on their thread.
+    missing = rt_op < 0
+    if missing.any():
+        rt_op[missing] = nesting.enclosing(runtime["thread"].to_numpy()[missing], runtime["ts"].to_numpy()[missing])
+    runtime["op"] = rt_op
+    for table in device_tables:
+        rt = lookup(runtime["correlation"].to_numpy(), table["correlation"].to_numpy())
+        table["runtime"] = rt
+        from_runtime = np.where(rt >= 0, rt_op[np.clip(rt, 0, None)] if len(rt_op) else -1, -1)
+        table["op"] = np.where(from_runtime >= 0, from_runtime, op_of_external(table["external_id"].to_numpy()))
+    memory["op"] = nesting.enclosing(memory["thread"].to_numpy(), memory["ts"].to_numpy())
+    flows["op"] = nesting.enclosing(flows["thread"].to_numpy(), flows["ts"].to_numpy())
+    # Flow ids are unique only within a category (ac2g and fwdbwd ids overlap): keyed by both.
+    flow_id, phase = flows["flow_id"].to_numpy(), flows["phase"].to_numpy()
+    key = flows["cat"].cat.codes.to_numpy().astype(np.int64) * (len(flows) + 1) + flow_id
+    flows["peer"] = flow_peers(key, (phase == "s") & (flow_id >= 0), (phase == "f") & (flow_id >= 0))
+    return nesting
+
+
+def _steps(ops):
+    """Host-side `ProfilerStep#N` ranges (never the GPU copies), one row per step number."""
+    names = pd.Series(ops["name"].cat.categories, dtype=object)
+    step_numbers = names.str.extract(STEP_NAME, expand=False)
+    step_numbers = step_numbers.where(step_numbers.str.len() <= 18)  # beyond int64 is no step number
+    is_step_code = step_numbers.notna().to_numpy()
+    codes = ops["name"].cat.codes.to_numpy()
+    mask = is_step_code[codes] if len(codes) else np.zeros(0, bool)
+    rows = ops[mask]
+    steps = pd.DataFrame({
+        "step": step_numbers.to_numpy()[codes[mask]].astype(np.int64) if mask.any() else np.zeros(0, np.int64),
+        "ts": rows["ts"].to_numpy(),
+        "dur": rows["dur"].to_numpy(),
+        "op": np.flatnonzero(mask),
+    })
+    # A step recorded twice on the host (cpu_op and user_annotation): keep the longest.
+    steps = steps.sort_values(["step", "dur"], ascending=[True, False]).drop_duplicates("step")
+    return steps.sort_values("ts").reset_index(drop=True)
+
+
+def build_model(parsed):
+    """Build the `TraceModel` of one parsed trace."""
+    b = _Builder(parsed)
+    ops = b.ops()
+    runtime = b.runtime()
+    kernels = b.device_table(KIND_KERNEL)
+    memcpy = b.device_table(KIND_MEMCPY)
+    memset = b.device_table(KIND_MEMSET)
+    memory = b.memory()
+    flows = b.flows()
+    _link(ops, runtime, (kernels, memcpy, memset), memory, flows)
+    model = TraceModel(
+        origin_us=b.origin,
+        threads=b.threads(),
+        ops=ops,
+        python=b.python(),
+        runtime=runtime,
+        kernels=kernels,
+        memcpy=memcpy,
+        memset=memset,
+        gpu_annotations=b.device_table(KIND_GPU_ANNOTATION),
+        memory=memory,
+        flows=flows,
+        counters=b.counters(),
+        other=b.other(),
+        steps=_steps(ops),
+        devices=_devices(parsed.metadata),
+        metadata=parsed.metadata,
+    )
+    model.anomalies = b.anomalies
+    return model

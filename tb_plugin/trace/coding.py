@@ -1,0 +1,187 @@
+"""String coding: text columns held as integer codes into their distinct values, and the
+conversions between JSON values, numbers and pandas columns the builder (`build`) uses.
+"""
+
+import json
+from operator import attrgetter
+
+import msgspec
+import numpy as np
+import pandas as pd
+import polars as pl
+from msgspec import Raw
+
+
+def _column(structs, attr):
+    return list(map(attrgetter(attr), structs))
+
+
+def _objects(values):
+    """Object array of a list without numpy probing each item (bytes and msgspec.Raw expose
+    the buffer protocol, which makes `np.array(..., dtype=object)` 50x slower)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def _int_field(structs, attr):
+    """int64 column of one Struct field; -1 where absent or outside int64."""
+    try:
+        return np.fromiter(map(attrgetter(attr), structs), dtype=np.int64, count=len(structs))
+    except (TypeError, ValueError, OverflowError):  # big or odd values: the careful path
+        return _ints(_column(structs, attr))
+
+
+def _float_field(structs, attr):
+    """float64 column of one Struct field; NaN where absent."""
+    try:
+        return np.fromiter(map(attrgetter(attr), structs), dtype=np.float64, count=len(structs))
+    except (TypeError, ValueError, OverflowError):
+        return _floats(_column(structs, attr))
+
+
+def _text_field(structs, attr):
+    """String Series of one Struct field: text as is, JSON (`Raw`) as its text, numbers as
+    text; null where absent."""
+    def text(value):
+        if isinstance(value, Raw):
+            value = bytes(value)
+            return None if value == b"null" else value.decode("utf-8", "replace")
+        return value if value is None or isinstance(value, str) else str(value)
+    return pl.Series([text(v) for v in _column(structs, attr)], dtype=pl.String)
+
+
+def _whole(values, missing=-1):
+    """int64 from float64, `missing` where NaN or infinite or outside int64 (which the cast
+    would turn into -2**63)."""
+    return np.where(np.abs(values) < 2.0**63, values, missing).astype(np.int64)
+
+
+def _floats(values):
+    """float64 array; None / non-numbers become NaN."""
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
+
+
+def _ints(values, missing=-1):
+    """int64 array; None, NaN and values outside int64 become `missing`."""
+    as_float = _floats(values)
+    ok = np.isfinite(as_float) & (np.abs(as_float) < 2.0**63)
+    out = np.full(len(as_float), missing, dtype=np.int64)
+    if ok.all():
+        try:  # exact for every int64 (floats lose precision above 2**53)
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    out[ok] = as_float[ok].astype(np.int64)
+    return out
+
+
+def _frame_codes(frame, names, also=()):
+    """{name: (codes, values)} for String columns of a polars DataFrame: `values` the column's
+    distinct strings in order of first appearance, `codes` an int32 row -> index into
+    `values`, -1 where null. Hashing happens in polars, without a Python object per row, and
+    all columns take two polars calls (each call has a fixed cost); `also` are more
+    expressions for the second call, whose results are returned as numpy arrays by name."""
+    distinct = frame.select(pl.col(n).drop_nulls().unique(maintain_order=True).implode() for n in names).row(0) if names else ()
+    if not names and not also:
+        return {}
+    columns = frame.select(*(pl.col(n).cast(pl.Enum(values)).to_physical().cast(pl.Int32).fill_null(-1)
+                             for n, values in zip(names, distinct)), *also)
+    coded = {n: (columns[n].to_numpy(), values) for n, values in zip(names, distinct)}
+    return {**coded, **{name: columns[name].to_numpy() for name in columns.columns if name not in coded}}
+
+
+def _id_codes(series):
+    """int64 code per row of a String Series of ids (-1 where null), equal ids sharing one.
+    Ids are integers in nearly every trace: those are factorized as numbers (hashing many
+    distinct strings is what `_frame_codes` is slow at); other texts get codes after them."""
+    as_int = series.cast(pl.Int64, strict=False)
+    is_int = as_int.is_not_null().to_numpy()
+    codes = np.full(len(series), -1, dtype=np.int64)
+    int_codes, distinct = pd.factorize(as_int.filter(is_int).to_numpy())
+    codes[is_int] = int_codes
+    text_codes, _ = _coded(series.filter(~is_int))
+    codes[~is_int] = np.where(text_codes >= 0, text_codes + len(distinct), -1)
+    return codes
+
+
+def _coded(series):
+    """(codes, values) of one String Series (see `_frame_codes`)."""
+    return _frame_codes(series.rename("values").to_frame(), ("values",))["values"]
+
+
+def _intern(values):
+    """(codes, categories) of strings: categories unique, always holding "" (None's code)."""
+    codes, uniques = pd.factorize(_objects(values), use_na_sentinel=True)
+    categories = [u if isinstance(u, str) else str(u) for u in uniques]
+    categories_unique, remap = np.unique(np.array(categories + [""], dtype=object), return_inverse=True)
+    remap = remap.astype(np.int64)
+    codes = np.where(codes < 0, remap[len(categories)], remap[np.clip(codes, 0, None)])
+    return codes, pd.Index(categories_unique, dtype=object)
+
+
+def _recode(coded, mask, transform):
+    """Categorical of the rows in `mask` of coded strings (`_coded`), each distinct value
+    mapped through `transform` once (not once per row)."""
+    codes, uniques = coded
+    texts = [transform(u) for u in uniques] + [transform(None)]  # code -1 (missing) -> last
+    new_codes, categories = _intern(texts)
+    picked = codes[mask]
+    return pd.Categorical.from_codes(new_codes[np.where(picked < 0, len(uniques), picked)], categories=categories,
+                                     validate=False)
+
+
+_ALL = slice(None)
+
+
+def _categorical(coded):
+    """Coded strings (`_coded`) as a pandas Categorical; null becomes the empty string."""
+    return _recode(coded, _ALL, lambda v: v or "")
+
+
+def _canonical_json(text):
+    """JSON text (e.g. input shapes) written one way whoever wrote it; absent -> ""."""
+    if text is None:
+        return ""
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return text
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
+
+
+def _json_categorical(coded):
+    """Interned canonical JSON text of coded strings holding JSON; absent -> ""."""
+    return _recode(coded, _ALL, _canonical_json)
+
+
+def _texts(coded):
+    """Coded strings back as a list of str (None where null); for small tables only."""
+    codes, values = coded
+    return [values[c] if c >= 0 else None for c in codes.tolist()]
+
+
+def _first_valid(primary, secondary):
+    return np.where(primary >= 0, primary, secondary)
+
+
+class _Interner:
+    """Global codes for the strings of one column met batch by batch: `values[code]`."""
+
+    def __init__(self):
+        self._index = {}
+        self.values = []
+
+    def remap(self, coded):
+        """Codes for the whole trace of a batch's coded strings (`_frame_codes`); -1 where null."""
+        batch_codes, batch_values = coded
+        remap = np.empty(len(batch_values) + 1, dtype=np.int32)
+        remap[-1] = -1  # batch code -1 (null) stays -1
+        for i, value in enumerate(batch_values):  # distinct values only
+            code = self._index.get(value)
+            if code is None:
+                code = self._index[value] = len(self.values)
+                self.values.append(value)
+            remap[i] = code
+        return remap[batch_codes]

@@ -1,0 +1,174 @@
+"""Event kinds and the args schemas of each kind.
+
+`classify` decides an event's kind from its `ph`, `cat` and `name`; the builder (`build`)
+holds kinds as small integer codes (`_KIND_CODE`). The args Structs name the args fields each
+kind's table needs, with their types and defaults (`_ARGS_TYPES`).
+"""
+
+from functools import lru_cache
+
+import msgspec
+from msgspec import Raw
+
+
+_NO_RAW = Raw(b"null")
+
+
+# Args Structs name the args fields each kind needs and their types: `int` fields become int64
+# columns (-1 where absent), `float` fields float64 (NaN), all others text (numbers, lists and
+# objects as their JSON). polars reads them (`_arg_columns`); when a value does not fit its
+# type, msgspec decodes that kind's args event by event with these Structs and their defaults.
+_NAN = float("nan")
+
+
+def _i(name):
+    return msgspec.field(name=name, default=-1)
+
+
+def _x(name):
+    return msgspec.field(name=name, default=_NAN)
+
+
+def _s(name):
+    return msgspec.field(name=name, default="")
+
+
+def _r(name):
+    return msgspec.field(name=name, default=_NO_RAW)
+
+
+class _OpArgs(msgspec.Struct, gc=False):
+    external_id: int = _i("External id")
+    external_id_lower: int = _i("external id")
+    input_dims: Raw = _r("Input Dims")
+    input_dims_old: Raw = _r("Input dims")
+    input_type: Raw = _r("Input type")
+    call_stack: str = _s("Call stack")
+    sequence_number: int = _i("Sequence number")
+    fwd_thread_id: int = _i("Fwd thread id")
+    collective_name: str = _s("Collective name")
+    in_msg_nelems: int = _i("In msg nelems")
+    out_msg_nelems: int = _i("Out msg nelems")
+    group_size: int = _i("Group size")
+    dtype: str = _s("dtype")
+    process_group_name: str | int = _s("Process Group Name")
+    collective_seq: int = _i("Seq")
+
+
+class _PythonArgs(msgspec.Struct, gc=False):
+    python_id: int = _i("Python id")
+    python_parent_id: int = _i("Python parent id")
+    python_module_id: int = _i("Python module id")
+
+
+class _RuntimeArgs(msgspec.Struct, gc=False):
+    correlation: int = -1
+    external_id: int = _i("External id")
+    external_id_lower: int = _i("external id")
+    cbid: int = -1
+
+
+class _DeviceArgs(msgspec.Struct, gc=False):
+    correlation: int = -1
+    external_id: int = _i("External id")
+    external_id_lower: int = _i("external id")
+    device: int = -1
+    stream: int = -1
+    grid: Raw = _NO_RAW
+    block: Raw = _NO_RAW
+    registers_per_thread: float = _x("registers per thread")
+    shared_memory: float = _x("shared memory")
+    blocks_per_sm: float = _x("blocks per SM")
+    warps_per_sm: float = _x("warps per SM")
+    est_achieved_occupancy_pct: float = _x("est. achieved occupancy %")
+    bytes: float = _NAN
+    memory_bandwidth_gbps: float = _x("memory bandwidth (GB/s)")
+
+
+class _MemoryArgs(msgspec.Struct, gc=False):
+    device_type: int = _i("Device Type")
+    device_id: int = _i("Device Id")
+    addr: int = _i("Addr")
+    bytes: float = _x("Bytes")
+    total_allocated: float = _x("Total Allocated")
+    total_reserved: float = _x("Total Reserved")
+
+
+class _MetaArgs(msgspec.Struct, gc=False):
+    name: str | int | None = None
+    labels: str | None = None
+    sort_index: float = _NAN
+
+
+# Event kinds, decided from `ph` and the lower-cased `cat`.
+KIND_OP = "op"
+KIND_PYTHON = "python"
+KIND_RUNTIME = "runtime"
+KIND_KERNEL = "kernel"
+KIND_MEMCPY = "memcpy"
+KIND_MEMSET = "memset"
+KIND_GPU_ANNOTATION = "gpu_annotation"
+KIND_MEMORY = "memory"
+KIND_FLOW = "flow"
+KIND_META = "meta"
+KIND_COUNTER = "counter"
+KIND_OTHER = "other"
+KIND_SKIPPED = "skipped"
+# The builder holds each event's kind as a small integer: comparing int8 codes is what makes
+# a table's row mask cheap.
+_KIND_CODE = {kind: code for code, kind in enumerate(
+    (KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_GPU_ANNOTATION, KIND_MEMORY,
+     KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_SKIPPED))}
+_KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
+
+# Categories (lower case) of host calls into a device runtime or driver: CUDA's, and the
+# generic names; other accelerators name theirs `<backend>_runtime` / `<backend>_driver`.
+RUNTIME_CATEGORIES = ("cuda_runtime", "runtime", "cuda_driver", "driver")
+RUNTIME_SUFFIXES = ("_runtime", "_driver")
+_X_CATEGORIES = {
+    "cpu_op": KIND_OP,
+    "operator": KIND_OP,
+    "user_annotation": KIND_OP,
+    "python_function": KIND_PYTHON,
+    **dict.fromkeys(RUNTIME_CATEGORIES, KIND_RUNTIME),
+    "kernel": KIND_KERNEL,
+    "gpu_memcpy": KIND_MEMCPY,
+    "memcpy": KIND_MEMCPY,
+    "gpu_memset": KIND_MEMSET,
+    "memset": KIND_MEMSET,
+    "gpu_user_annotation": KIND_GPU_ANNOTATION,
+}
+
+
+def classify(ph, cat, name):
+    """Kind of one event from its `ph`, `cat` and `name` (applied to unique triples only)."""
+    cat_l = (cat or "").lower()
+    if ph == "X":
+        kind = _X_CATEGORIES.get(cat_l)
+        if kind:
+            return kind
+        if cat_l.endswith(RUNTIME_SUFFIXES):
+            return KIND_RUNTIME
+        return KIND_OTHER
+    if ph in ("i", "I") and name == "[memory]":
+        return KIND_MEMORY
+    if ph in ("s", "f", "t"):
+        return KIND_FLOW
+    if ph == "M":
+        return KIND_META
+    if ph == "C":
+        return KIND_COUNTER
+    if ph in ("i", "I"):
+        return KIND_OTHER
+    return KIND_SKIPPED
+
+
+@lru_cache(maxsize=4096)
+def _kind_code(ph, cat):
+    return _KIND_CODE[classify(ph, cat, None)]
+
+
+# The args fields each kind's table needs (counters keep their args whole: any series name).
+_ARGS_TYPES = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
+               KIND_MEMCPY: _DeviceArgs, KIND_MEMSET: _DeviceArgs, KIND_GPU_ANNOTATION: _DeviceArgs,
+               KIND_MEMORY: _MemoryArgs, KIND_META: _MetaArgs}
