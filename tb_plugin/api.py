@@ -9,10 +9,7 @@ import csv
 import io
 import logging
 import math
-import threading
 import time
-import weakref
-from collections import OrderedDict
 from dataclasses import asdict
 from functools import wraps
 from urllib.parse import quote
@@ -51,44 +48,6 @@ class CachedReply(Exception):
     def __init__(self, payload, content_type):
         super().__init__()
         self.payload, self.content_type = payload, content_type
-
-
-class ReplyCache:
-    """Serialised answers per request path (query string included) and the Profiles it used.
-
-    Every view is a pure function of its profiles and the parameters, so an answer can be
-    reused until a profile is replaced (a changed file loads as a new Profile). Entries live
-    under the first profile, weakly keyed, so they go with it; an answer that used more
-    profiles (diff, distributed) holds weak references to the others and is reused only while
-    each is still the profile served. Bounded per first profile, LRU.
-    """
-
-    def __init__(self, per_profile=128):
-        self.per_profile = per_profile
-        self._entries = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-
-    def get(self, profiles, path):
-        """The reply stored for `path` over exactly `profiles` (in order), or None."""
-        first, others = profiles[0], profiles[1:]
-        with self._lock:
-            entries = self._entries.get(first)
-            entry = entries.get(path) if entries is not None else None
-            if entry is None:
-                return None
-            reply, used_others = entry
-            if len(used_others) != len(others) or any(ref() is not p for ref, p in zip(used_others, others)):
-                return None
-            entries.move_to_end(path)
-            return reply
-
-    def put(self, profiles, path, reply):
-        with self._lock:
-            entries = self._entries.setdefault(profiles[0], OrderedDict())
-            entries[path] = (reply, tuple(weakref.ref(p) for p in profiles[1:]))
-            entries.move_to_end(path)
-            while len(entries) > self.per_profile:
-                entries.popitem(last=False)
 
 
 _PROFILES_USED = "tb_plugin.profiles"
@@ -149,11 +108,12 @@ def table_csv(frame):
     return buffer.getvalue()
 
 
-def route(handler, replies=None):
+def route(handler, remember=None):
     """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies.
 
-    With a `ReplyCache`, a successful answer computed from profiles is kept and served again
-    for the same request path over the same profiles (see `Api._reuse`).
+    With `remember(profiles, path, (body, content type))`, a successful answer computed from
+    profiles is handed over, to be kept and served again for the same request path over the
+    same profiles (see `Api._reuse`).
     """
 
     @wrappers.Request.application
@@ -164,8 +124,8 @@ def route(handler, replies=None):
                 raise ApiError(405, "method_not_allowed", f"{request.method} is not supported")
             response = handler(request)
             used = request.environ.get(_PROFILES_USED, [])
-            if replies is not None and response.status_code == 200 and used:
-                replies.put(used, request.full_path, (response.get_data(), response.content_type))
+            if remember is not None and response.status_code == 200 and used:
+                remember(used, request.full_path, (response.get_data(), response.content_type))
             return response
         except CachedReply as exc:
             return wrappers.Response(exc.payload, status=200, content_type=exc.content_type, headers=_COMMON_HEADERS)
@@ -319,10 +279,16 @@ class Api:
 
     def __init__(self, store):
         self.store = store
-        self.replies = ReplyCache()
+        self.replies = store.replies
 
     def _route(self, handler):
-        return route(handler, self.replies)
+        return route(handler, self._remember)
+
+    def _remember(self, profiles, path, reply):
+        """Keep a reply for reuse and count, within the memory budget, what computing it left
+        cached on its profiles (a timeline index, a view's tables)."""
+        self.replies.put(profiles, path, reply)
+        self.store.remeasure(profiles)
 
     def routes(self):
         """{"/<name>": WSGI app} of every data route (`routes.API_ROUTES`)."""
