@@ -1,15 +1,19 @@
 """The plugin inside TensorBoard: a real `tensorboard` process over HTTP on loopback, and what
 building the plugin costs TensorBoard's start-up."""
 
+import gzip
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
 
-from .conftest import SAMPLES, tensorboard
+from .conftest import SAMPLES, shared_trace, tensorboard
 
 def get_json(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -109,3 +113,71 @@ def test_loading_the_plugin_warms_the_loader_up_in_the_background(tmp_path):
     assert daemon == "True"
     assert finished == "False " + str(sorted(("pandas", "polars", "msgspec", "tb_plugin.profile", "tb_plugin.api",
                                                "tb_plugin.trace.model")))
+
+
+def _pid_serving(logdir):
+    """The pid of the `tensorboard` process started on `logdir` (found by its command line)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    args = fh.read().split(b"\0")
+            except OSError:
+                continue
+            if str(logdir).encode() in args and any(a.endswith(b"tensorboard") for a in args[:2]):
+                return int(entry)
+    raise AssertionError(f"no tensorboard process on {logdir}")
+
+
+def _rss_mb(pid):
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) >> 10 for line in fh if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the server's memory from /proc")
+def test_memory_stays_within_budget_over_many_distinct_requests(tmp_path):
+    """The issue's cases through a real TensorBoard at `--profiler_max_memory_mb 512`: 140
+    distinct `timeline_slices` requests took RSS from 888 to 1,512 MB (replies were kept
+    without a byte bound), and a gzip whose size field understated what it inflates to was
+    inflated whole (8.7 GB). Here neither takes the server past about 1.5 GB."""
+    trace = shared_trace("v100_ddp_nccl_memory")
+    logdir = tmp_path / "logs"
+    (logdir / "ddp").mkdir(parents=True)
+    shutil.copy(trace, logdir / "ddp" / trace.name)
+    # 600 members of 1 MB of blanks after the JSON's start; the trailer claims 1 MB.
+    blank = b" " * (1 << 20)
+    (logdir / "bomb").mkdir()
+    (logdir / "bomb" / "w.pt.trace.json.gz").write_bytes(
+        gzip.compress(b'{"traceEvents": [' + blank[17:]) + gzip.compress(blank) * 600)
+    api = "data/plugin/pytorch_profiler"
+    with tensorboard(logdir, tmp_path / "tensorboard.log", extra_args=("--profiler_max_memory_mb", "512")) as base:
+        pid = _pid_serving(logdir)
+        peak = 0
+        for run, worker in (("ddp", "rank1"), ("bomb", "w")):
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    status, body = get_json(f"{base}/{api}/info?run={run}&worker={worker}", timeout=60)
+                except urllib.error.HTTPError as exc:
+                    status, body = exc.code, json.loads(exc.read())
+                peak = max(peak, _rss_mb(pid))
+                if status != 202:
+                    break
+                assert time.monotonic() < deadline, f"{run} still loading"
+                time.sleep(0.5)
+            if run == "bomb":
+                assert status == 422 and "inflates to more than" in body["reason"], body
+            else:
+                assert status == 200
+        _, tracks = get_json(f"{base}/{api}/timeline_tracks?run=ddp&worker=rank1", timeout=120)
+        start, end = tracks["start_us"], tracks["end_us"]
+        width = end - start
+        for i in range(140):
+            # distinct windows and resolutions: nothing is answered from the reply cache twice
+            lo = start + width * (i % 10) / 20
+            hi = lo + width / 2
+            status, _ = get_json(f"{base}/{api}/timeline_slices?run=ddp&worker=rank1&start_us={lo}&end_us={hi}"
+                                 f"&resolution_us={(hi - lo) / (4000 + 97 * i)}", timeout=120)
+            assert status == 200
+            peak = max(peak, _rss_mb(pid))
+    assert peak < 1536, f"tensorboard reached {peak} MB of RSS"
