@@ -80,7 +80,15 @@ def warm_up():
     profile.timeline()
 
 
-def _warm_up_quietly():
+# The warm-up waits for TensorBoard to serve (its first plugins listing) or this long after
+# the plugin was loaded, whichever comes first: importing pandas and polars beside
+# TensorBoard's own start-up slowed its first answer by ~0.6 s (benchmarks/warm_up.py).
+WARM_UP_DELAY_SECONDS = 3.0
+
+
+def _warm_up_quietly(serving=None):
+    if serving is not None:
+        serving.wait(WARM_UP_DELAY_SECONDS)
     try:
         warm_up()
     except Exception:  # a warm-up is an optimisation: a failure only costs the first load its time
@@ -105,6 +113,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):
         self._api = None
         self._apps = None
         self._apps_lock = threading.Lock()
+        self.serving = threading.Event()  # set by the first plugins listing
 
     @property
     def api(self):
@@ -120,7 +129,9 @@ class ProfilerPlugin(base_plugin.TBPlugin):
         if not self.store.logdir:
             return False
         self.store.wait_for_scan(FIRST_LISTING_WAIT_SECONDS)
-        return self.store.has_runs()
+        active = self.store.has_runs()
+        self.serving.set()
+        return active
 
     def frontend_metadata(self):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="PyTorch Profiler",
@@ -161,17 +172,20 @@ class ProfilerPluginLoader(base_plugin.TBLoader):
         group = parser.add_argument_group("pytorch_profiler")
         group.add_argument(
             "--profiler_cache_dir", metavar="DIR", default=None,
-            help="Where parsed traces are cached between runs (default: "
+            help="Where parsed traces are cached between runs, a local directory or an fsspec URL (default: "
                  "$XDG_CACHE_HOME/tb_plugin_pytorch_profiler; empty string disables the cache).")
         group.add_argument(
             "--profiler_max_memory_mb", metavar="MB", type=int, default=DEFAULT_MAX_MEMORY_MB,
-            help="Memory budget for parsed traces: least recently used ones are dropped beyond it, and a "
-                 f"trace too large to parse within it is refused (default: {DEFAULT_MAX_MEMORY_MB}).")
+            help="Memory budget for everything the plugin holds (parsed traces, their views, loads in flight, "
+                 "cached replies): least recently used traces are dropped beyond it, and a trace too large to "
+                 f"load within it is refused (default: {DEFAULT_MAX_MEMORY_MB}).")
 
     def load(self, context):
         plugin = ProfilerPlugin(context)
         if plugin.store.logdir:
             # TensorBoard's start does not wait for it: the imports and the first load run on a
-            # background thread, so the first trace a user opens loads as fast as the next ones.
-            threading.Thread(target=_warm_up_quietly, name="tb_plugin_warm_up", daemon=True).start()
+            # background thread once it serves, so the first trace a user opens loads as fast as
+            # the next ones.
+            threading.Thread(target=_warm_up_quietly, args=(plugin.serving,), name="tb_plugin_warm_up",
+                             daemon=True).start()
         return plugin
