@@ -52,12 +52,23 @@ def _budget_exceeded(path, limit):
                             "budget (--profiler_max_memory_mb)")
 
 
+def refuse_corrupt_gzip_start(raw, path):
+    """Raise a TraceError saying so when the first bytes `raw` of a gzip file do not inflate
+    (random bytes after the magic): such a file is no gzip of JSON, whatever size its last
+    four bytes "claim" (200 KB of random bytes were refused as too large to load)."""
+    try:
+        zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(bytes(raw[:1 << 16]), 1)
+    except zlib.error as exc:
+        raise TraceError(path, f"not a gzip of JSON: the gzip stream is corrupt from its start ({exc})") from None
+
+
 def decompress_if_gzip(data, path, limit=None):
     """Return `data` inflated when it is gzip, unchanged otherwise; truncation is a TraceError,
     and so is a stream inflating to more than `limit` bytes (counted as it inflates: the
     size a gzip trailer records is a claim, modulo 4 GiB)."""
     if not data.startswith(GZIP_MAGIC):
         return data
+    refuse_corrupt_gzip_start(data, path)
     with gzip.GzipFile(fileobj=_BytesReader(data)) as stream:
         try:
             inflated = stream.read(-1 if limit is None else limit + 1)
@@ -319,6 +330,8 @@ class Storage:
                 # (counted against nothing) without one, as is a claim too large to map.
                 if size < _GZIP_MIN_SIZE:  # GzipFile reads such a stub as empty, not as cut off
                     raise EOFError(f"{size} bytes, shorter than any complete gzip file")
+                fh.seek(0)
+                refuse_corrupt_gzip_start(fh.read(1 << 16), self.display(rel))
                 capacity = _gzip_size(fh, size) if limit is None else limit
                 fh.seek(0)
                 stream = gzip.GzipFile(fileobj=fh)
@@ -376,15 +389,13 @@ class Storage:
                     fh.seek(0)
                     return size, fh.read(head_bytes) if head_bytes else b""
                 claimed = _gzip_size(fh, size)
-                if not head_bytes:
+                if not head_bytes or size < _GZIP_MIN_SIZE:  # a stub: `read_trace` says what it is
                     return claimed, b""
                 raw = fh.read(max(head_bytes // 4, 1 << 16))
         except (OSError, ValueError) as exc:
             raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
-        head = inflate_head(raw, head_bytes)
-        if not head and size >= _GZIP_MIN_SIZE:
-            raise TraceError(self.display(rel), "not a gzip of JSON: the gzip stream is corrupt from its start")
-        return claimed, head
+        refuse_corrupt_gzip_start(raw, self.display(rel))
+        return claimed, inflate_head(raw, head_bytes)
 
     def read_head(self, rel, size=4096):
         """The first `size` bytes of the (decompressed) file, to sniff its type."""
