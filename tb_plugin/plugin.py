@@ -82,8 +82,9 @@ def warm_up():
 
 # The warm-up waits for TensorBoard to serve (its first plugins listing) or this long after
 # the plugin was loaded, whichever comes first: importing pandas and polars beside
-# TensorBoard's own start-up slowed its first answer by ~0.6 s (benchmarks/warm_up.py).
-WARM_UP_DELAY_SECONDS = 3.0
+# TensorBoard's own start-up slowed its first answer by ~0.6 s (benchmarks/warm_up.py), and
+# on a busy machine TensorBoard's start takes several seconds.
+WARM_UP_DELAY_SECONDS = 10.0
 
 
 def _warm_up_quietly(serving=None):
