@@ -200,15 +200,20 @@ class RunStore:
     max_profiles : int
         How many parsed profiles stay in memory at most.
     max_memory_bytes : int
-        Memory budget: parsed profiles beyond it are dropped, least recently used first
-        (reloaded from the disk cache when asked for again).
+        Memory budget for what the store holds: profiles with their views' cached results,
+        summaries, loads in flight and cached replies (`replies`, at most 1/8 of it). Profiles
+        beyond it are dropped, least recently used first (reloaded from the disk cache when
+        asked for again); a load waits until its estimate fits beside the loads in flight.
+        Also sets how many loader threads run (`loader_count`).
     max_parse_bytes : int or None
-        A trace whose parse would need more memory than this is refused with a message
+        A trace whose load would need more memory than this (by its estimate, its counted
+        events, its inflated gzip, or its cached tables) is refused with a message
         (default: `max_memory_bytes`).
     cache : ModelCache or None
         On-disk cache of parsed models.
     retry_seconds : float
-        How soon a trace that failed while it was still being written is parsed again.
+        How soon a trace that failed while it was still being written, or could not be read
+        (permissions, a network error), is tried again.
     """
 
     def __init__(self, logdir, *, rescan_seconds=30.0, max_profiles=64, max_memory_bytes=4 << 30,
@@ -237,6 +242,9 @@ class RunStore:
         self._stop = threading.Event()
         self._executor = ThreadPoolExecutor(max_workers=loader_count(max_memory_bytes),
                                             thread_name_prefix="tb_plugin_load")
+        # Timeline indexes are built after a load on a thread of their own: loads never queue
+        # behind them.
+        self._indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb_plugin_index")
         # Loads in flight: the memory each may take at its peak, reserved before it starts.
         self._reserved = {}
         self._budget_changed = threading.Condition(self._lock)
@@ -258,6 +266,7 @@ class RunStore:
         with self._lock:
             self._budget_changed.notify_all()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._indexer.shutdown(wait=False, cancel_futures=True)
 
     def wait_for_scan(self, timeout=None):
         """Block until the first scan finished (for tests and the CLI)."""
@@ -622,7 +631,7 @@ class RunStore:
             self._enforce_budget(keep=1)
             # The timeline index is built next, off the request path, so the trace view's
             # first paint does not wait for it; what it holds is then counted.
-            self._executor.submit(self._build_timeline, profile)
+            self._indexer.submit(self._build_timeline, profile)
         try:  # summaries asked for while it loaded, before the budget can drop it again
             self._build_summaries(path, profile)
         except Exception:  # the request that asked builds it again and reports the failure
