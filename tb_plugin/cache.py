@@ -47,6 +47,23 @@ def default_cache_dir():
     return os.path.join(base, "tb_plugin_pytorch_profiler")
 
 
+def model_bytes(model):
+    """Memory a `TraceModel`'s tables take: their columns, and once each the text of the
+    category lists the categorical columns share (`nbytes` counts only their pointers).
+    Tables never change once built: counted once per model."""
+    known = model.__dict__.get("_tables_bytes")
+    if known is not None:
+        return known
+    lists = {}
+    for name in _TABLES:
+        for _, values in getattr(model, name).items():
+            categories = getattr(getattr(values, "cat", None), "categories", None) if values.dtype == "category" else None
+            if categories is not None:
+                lists[id(categories)] = categories
+    model.__dict__["_tables_bytes"] = model.nbytes() + sum(int(c.memory_usage(deep=True)) for c in lists.values())
+    return model.__dict__["_tables_bytes"]
+
+
 def _sha256(data):
     return hashlib.sha256(data).hexdigest()
 
@@ -94,7 +111,7 @@ def encode_model(model):
             raise TypeError("only text categories are cached")
         parts[f"categories-{index}"] = _arrow_bytes(pa.table({"value": pa.array(list(categories), pa.large_string())}))
     fields = {"origin_us": model.origin_us, "metadata": model.metadata, "anomalies": model.anomalies,
-              "columns": columns, "categories": len(category_ids), "memory_bytes": model.nbytes()}
+              "columns": columns, "categories": len(category_ids), "memory_bytes": model_bytes(model)}
     json.dumps(fields, allow_nan=True)  # raises for values JSON cannot hold: not cached then
     return fields, parts
 

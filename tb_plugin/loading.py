@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
+from .cache import model_bytes
 from .discovery import SNIFF_BYTES, discover_runs, looks_like_trace
 from .errors import FileAccessError, TraceError
 from .stages import STAGE_QUEUED, STAGE_READING
@@ -87,7 +88,7 @@ def held_bytes(value, depth=0):
 def profile_bytes(profile):
     """A profile's tables and what its views cached on the model."""
     model = profile.model
-    return model.nbytes() + held_bytes(model.__dict__.get("_view_cache", {}))
+    return model_bytes(model) + held_bytes(model.__dict__.get("_view_cache", {}))
 
 
 class ReplyCache:
