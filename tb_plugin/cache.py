@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import posixpath
+import re
 import time
 import uuid
 
@@ -38,6 +39,8 @@ _TEMP_PREFIX = ".tmp-"
 _OLD_SUFFIX = ".tbpp"
 # A temporary file this old belongs to a write that was killed (a write takes seconds).
 _STALE_TEMP_SECONDS = 3600.0
+# Parts are named `<part>-<24 hex digits of its SHA-256>.arrow`, inside the entry's directory.
+_PART_NAME = re.compile(r"(table-[a-z_]+|categories-[0-9]+)-[0-9a-f]{24}\.arrow")
 _TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset", "gpu_annotations",
            "memory", "flows", "counters", "other", "steps", "devices")
 
@@ -221,6 +224,8 @@ class ModelCache:
                 admit(int(fields["memory_bytes"]))
             parts = {}
             for name, (file_name, digest) in manifest["parts"].items():
+                if not _PART_NAME.fullmatch(file_name):  # a planted manifest naming ../../x
+                    raise ValueError(f"part file name {file_name[:80]!r} is not one this cache writes")
                 data = self.fs.cat_file(self._path(key, file_name))
                 if _sha256(data) != digest:
                     raise ValueError(f"part {name} does not match its checksum")

@@ -162,7 +162,7 @@ def test_flipped_bytes_in_an_entry_mean_a_reparse_and_right_numbers(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["empty_manifest", "manifest_not_json", "part_missing", "part_empty",
-                                    "checksum_of_another_part", "other_format"])
+                                    "checksum_of_another_part", "part_outside_the_entry", "other_format"])
 def test_damaged_cache_entry_is_discarded_and_rebuilt(tmp_path, damage):
     logdir = cnn_logdir(tmp_path)
     store = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))
@@ -184,6 +184,12 @@ def test_damaged_cache_entry_is_discarded_and_rebuilt(tmp_path, damage):
         names = list(manifest["parts"])
         manifest["parts"][names[0]][1] = manifest["parts"][names[1]][1]
         (entry / MANIFEST).write_text(json.dumps(manifest))
+    elif damage == "part_outside_the_entry":  # with the right checksum of what it names
+        outside = tmp_path / "outside.arrow"
+        outside.write_bytes(parts[0].read_bytes())
+        name = next(n for n, (file_name, _) in manifest["parts"].items() if file_name == parts[0].name)
+        manifest["parts"][name][0] = os.path.relpath(outside, entry)
+        (entry / MANIFEST).write_text(json.dumps(manifest))
     else:
         manifest["format"] = 1
         (entry / MANIFEST).write_text(json.dumps(manifest))
@@ -192,7 +198,8 @@ def test_damaged_cache_entry_is_discarded_and_rebuilt(tmp_path, damage):
     assert again.profile_blocking("cnn", "worker0", 1, timeout=60).model.steps["step"].tolist() == [2, 3]
     again.stop()
     rebuilt = json.loads((entry / MANIFEST).read_text())
-    assert rebuilt["format"] == CACHE_FORMAT and all((entry / name).is_file() for name, _ in rebuilt["parts"].values())
+    assert rebuilt["format"] == CACHE_FORMAT
+    assert all((entry / name).is_file() and "/" not in name for name, _ in rebuilt["parts"].values())
 
 
 class _Planted:
