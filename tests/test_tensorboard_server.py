@@ -184,3 +184,48 @@ def test_memory_stays_within_budget_over_many_distinct_requests(tmp_path):
             assert status == 200
             peak = max(peak, _rss_mb(pid))
     assert peak < 1536, f"tensorboard reached {peak} MB of RSS"
+
+
+def _steps_over_http(base, run, worker="w"):
+    url = f"{base}/data/plugin/pytorch_profiler/info?run={run}&worker={worker}"
+    deadline = time.monotonic() + 60
+    while True:
+        status, body = get_json(url, timeout=30)
+        if status == 200:
+            return body["steps"]
+        assert status == 202 and time.monotonic() < deadline, body
+        time.sleep(0.2)
+
+
+def _one_step_trace(path, step):
+    """A trace of one step whose file has the same size for any one-digit `step`."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1, "ts": 0, "dur": 9},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 3}]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+def test_same_size_replacement_with_mtime_kept_through_tensorboard_and_its_disk_cache(tmp_path):
+    """The issue's case through TensorBoard: a trace replaced by one of the same size with its
+    mtime kept (`cp -p`) kept showing the old steps, in memory and, after a restart, from the
+    disk cache."""
+    path = _one_step_trace(tmp_path / "logs" / "run" / "w.pt.trace.json", 1)
+    cache = ("--profiler_cache_dir", str(tmp_path / "cache"), "--reload_interval", "1")
+    with tensorboard(tmp_path / "logs", tmp_path / "first.log", extra_args=cache) as base:
+        assert _steps_over_http(base, "run") == [1]
+        before = os.stat(path)
+        shutil.copyfile(_one_step_trace(tmp_path / "new.json", 7), path)  # as `cp -p`: in place,
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # then the old times
+        assert os.stat(path).st_size == before.st_size
+        assert _steps_over_http(base, "run") == [7]
+    # the entry now is of the new content: the old one is planted back under the same name
+    # by a restart that sees the old content, then the file is replaced again
+    _one_step_trace(path, 1)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with tensorboard(tmp_path / "logs", tmp_path / "second.log", extra_args=cache) as base:
+        assert _steps_over_http(base, "run") == [1]
+    shutil.copyfile(_one_step_trace(tmp_path / "new.json", 7), path)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with tensorboard(tmp_path / "logs", tmp_path / "third.log", extra_args=cache) as base:
+        assert _steps_over_http(base, "run") == [7]
