@@ -24,6 +24,10 @@ setup(
         "polars>=2.0",
         "orjson>=3.8",
         "fsspec>=2023.1",
+        # The disk cache of parsed models: Arrow IPC files, data only (a cache entry never runs
+        # code), written by many processes at once and read over fsspec; also what
+        # `preprocess` writes. >= 14.0.1: no pickled extension types (CVE-2023-47248).
+        "pyarrow>=14.0.1",
     ],
     extras_require={
         "s3": ["s3fs"],

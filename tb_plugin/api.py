@@ -12,9 +12,7 @@ import csv
 import io
 import logging
 import math
-import threading
-import weakref
-from collections import OrderedDict
+import time
 from dataclasses import asdict
 from functools import partial, wraps
 from typing import NamedTuple
@@ -39,42 +37,6 @@ _COMMON_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cac
 _STREAM_CHUNK = 1 << 20
 
 
-class ReplyCache:
-    """Serialised answers per request path (query string included) and the Profiles it used.
-
-    Every view is a pure function of its profiles and the parameters, so an answer can be
-    reused until a profile is replaced (a changed file loads as a new Profile). Entries live
-    under the first profile, weakly keyed, so they go with it; an answer that used more
-    profiles (diff, distributed) holds weak references to the others and is reused only while
-    each is still the profile served. Bounded per first profile, LRU.
-    """
-
-    def __init__(self, per_profile=128):
-        self.per_profile = per_profile
-        self._entries = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-
-    def get(self, profiles, path):
-        """The reply stored for `path` over exactly `profiles` (in order), or None."""
-        first, others = profiles[0], profiles[1:]
-        with self._lock:
-            entries = self._entries.get(first)
-            entry = entries.get(path) if entries is not None else None
-            if entry is None:
-                return None
-            reply, used_others = entry
-            if len(used_others) != len(others) or any(ref() is not p for ref, p in zip(used_others, others)):
-                return None
-            entries.move_to_end(path)
-            return reply
-
-    def put(self, profiles, path, reply):
-        with self._lock:
-            entries = self._entries.setdefault(profiles[0], OrderedDict())
-            entries[path] = (reply, tuple(weakref.ref(p) for p in profiles[1:]))
-            entries.move_to_end(path)
-            while len(entries) > self.per_profile:
-                entries.popitem(last=False)
 
 
 def _json_default(value):
@@ -144,14 +106,15 @@ def reads(inputs):
     return mark
 
 
-def route(handler, replies=None, inputs=None):
+def route(handler, replies=None, inputs=None, remember=None):
     """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies: every
     `PublicError` becomes its own reply (`PublicError.body`, with its status), anything else
     a logged 500.
 
     With `inputs(request) -> Inputs`, the handler is `handler(request, *args)`, and with a
     `ReplyCache` an answer over the same inputs to the same request path (query string
-    included) is looked up first; a successful answer is kept for next time.
+    included) is looked up first; a successful answer is handed to `remember(used, path,
+    (body, content type))`, which keeps it (and counts it in the memory budget).
     """
 
     @wrappers.Request.application
@@ -169,8 +132,8 @@ def route(handler, replies=None, inputs=None):
                 payload, content_type = cached
                 return wrappers.Response(payload, status=200, content_type=content_type, headers=_COMMON_HEADERS)
             response = handler(request, *args)
-            if replies is not None and response.status_code == 200:
-                replies.put(used, request.full_path, (response.get_data(), response.content_type))
+            if remember is not None and response.status_code == 200:
+                remember(used, request.full_path, (response.get_data(), response.content_type))
             return response
         except PublicError as exc:
             body = exc.body()
@@ -331,8 +294,14 @@ class Api:
 
     def __init__(self, store):
         self.store = store
-        self.replies = ReplyCache()
+        self.replies = store.replies
         self.sources = SourceResolver()
+
+    def _remember(self, profiles, path, reply):
+        """Keep a reply for reuse and count, within the memory budget, what computing it left
+        cached on its profiles (a timeline index, a view's tables)."""
+        self.replies.put(profiles, path, reply)
+        self.store.remeasure(profiles)
 
     def routes(self):
         """{"/<name>": WSGI app} of every data route (`routes.API_ROUTES`)."""
@@ -340,7 +309,7 @@ class Api:
         for name in API_ROUTES:
             handler = getattr(self, name)
             inputs = getattr(handler, "inputs", None)
-            apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self))
+            apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self), self._remember)
         return apps
 
     def profile(self, request, suffix=""):

@@ -119,3 +119,9 @@ class TraceError(PublicError):
 
 class PathOutsideLogdirError(TraceError):
     """A requested path resolves outside the directory the server was given."""
+
+
+class FileAccessError(TraceError):
+    """The file could not be opened, stat'ed or read (no permission, vanished, a network
+    error): a state of the file system, not of the trace, so it is tried again rather than
+    remembered (a `chmod` fixes it without changing the file's size or mtime)."""

@@ -2,9 +2,16 @@
 
 `RunStore` owns the run index and the parsed profiles. Requests never parse on their own
 thread: they ask for a (run, worker, span), get the `Profile` if it is ready, and otherwise
-a `Loading` answer with progress while one background thread parses it. Failures are
-remembered with the file's size and mtime, so a file that changes (a trace still being
-written, a fixed file) is tried again and a broken one is not reparsed on every request.
+a `Loading` answer with progress while a small pool of loader threads parses it (a small
+trace never waits behind a large one). Failures are remembered with the file's identity
+(size, mtime, inode and ctime), so a file that changes (a trace still being written, a fixed
+file, a `chmod`) is tried again and a broken one is not reparsed on every request; a file that
+could not be read at all is tried again after `retry_seconds`.
+
+One memory budget covers what the process holds: parsed profiles with what their views
+cached (the timeline index included), the loads in flight (reserved by their estimate before
+they start, re-estimated per event once the events are counted, cancelled when that no
+longer fits) and the reply cache (`ReplyCache`, bounded in bytes).
 """
 
 import gzip
@@ -12,17 +19,19 @@ import logging
 import os
 import threading
 import time
+import weakref
 import zlib
 from collections import OrderedDict
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
-from .errors import NotFoundError, TraceError
+from .errors import FileAccessError, NotFoundError, TraceError
 from .stages import STAGE_QUEUED, STAGE_READING
 from .storage import GZIP_MAGIC, Storage, inflate_head
 
@@ -33,15 +42,131 @@ if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and
 logger = logging.getLogger(__name__)
 Summary = TypeVar("Summary")
 
-# Peak memory of a parse above what the process held before, as a multiple of the JSON size:
-# benchmarks/README.md measures ~2x for a local 227 MB trace (plain or gzip) and ~2.6x when the
-# text stays whole (remote files); smaller traces add a few tens of MB of batches in flight.
-PARSE_PEAK_FACTOR = 3
+# Peak memory a parse adds to the process, per JSON byte and per event, plus a fixed part
+# (batches in flight, polars' buffers). benchmarks/memory_per_event.py measured, per event:
+# 2.1 KB for the 2021 ResNet-50 traces (464 JSON bytes per event, peak 4.5x the JSON), 0.8 KB
+# for the 54 MB V100 DDP trace (249 bytes per event, 3.2x), 1.6 KB for the A100 collectives
+# trace (241 bytes, 6.8x), and 433 bytes for a trace of 1 M args-less events (90 bytes per
+# event, 4.8x): per JSON byte alone the many-tiny-events trace was underestimated (the old
+# 3x-the-JSON estimate), per event alone the large-event ones. 3.5 bytes per JSON byte plus
+# 250 per event plus 32 MB covers every one of them.
+PEAK_BYTES_PER_JSON_BYTE = 3.5
+PEAK_BYTES_PER_EVENT = 250
+PEAK_FIXED_BYTES = 32 << 20
+# Replies kept for reuse take at most this share of the memory budget.
+REPLY_SHARE = 8
 # How long a request may wait for the first scan of the log directory after start-up.
 _FIRST_SCAN_WAIT_SECONDS = 30.0
 # A file modified this recently when it failed to parse may still have been being written:
 # that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
+
+
+def estimate_parse_bytes(json_bytes, events):
+    """Peak memory a parse of `events` events in `json_bytes` of JSON adds (see above)."""
+    return int(PEAK_BYTES_PER_JSON_BYTE * json_bytes + PEAK_BYTES_PER_EVENT * events + PEAK_FIXED_BYTES)
+
+
+def events_in(json_bytes, head):
+    """The number of events a trace of `json_bytes` probably holds, from the density of
+    events (`"ph"` keys) in its first bytes `head`."""
+    if not head:
+        return 0
+    return int(head.count(b'"ph"') * json_bytes / len(head))
+
+
+def held_bytes(value, depth=0):
+    """Memory held by tables and arrays in `value`: a DataFrame, Series or array, or a dict,
+    list, tuple or object (a view's cached result) holding some, a few levels deep."""
+    if hasattr(value, "memory_usage") and hasattr(value, "columns"):  # DataFrame
+        return int(value.memory_usage(index=True, deep=False).sum())
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):  # ndarray, Series, Index
+        return nbytes
+    if depth >= 4:
+        return 0
+    if isinstance(value, dict):  # a snapshot: other threads add views' results meanwhile
+        return sum(held_bytes(v, depth + 1) for v in tuple(value.values()))
+    if isinstance(value, (list, tuple)):
+        return sum(held_bytes(v, depth + 1) for v in value[:10000])
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return held_bytes(vars(value), depth + 1)
+    return 0
+
+
+def profile_bytes(profile):
+    """A profile's tables and what its views cached on the model."""
+    model = profile.model
+    return model_bytes(model) + held_bytes(model.__dict__.get("_view_cache", {}))
+
+
+class ReplyCache:
+    """Serialised answers per request path (query string included) and the Profiles it used.
+
+    Every view is a pure function of its profiles and the parameters, so an answer can be
+    reused until a profile is replaced (a changed file loads as a new Profile). Entries go
+    when their first profile does (weakly referenced); an answer that used more profiles
+    (diff, distributed) holds weak references to the others and is reused only while each is
+    still the profile served. Bounded in bytes (least recently used go first): the reply
+    bytes count in the store's memory budget.
+    """
+
+    def __init__(self, max_bytes):
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._entries = OrderedDict()  # (id(first profile), path) -> (ref, reply, other refs, size)
+        self._dead = []  # ids of first profiles gone: their entries are dropped on the next call
+        self._lock = threading.Lock()
+
+    def _drop_dead(self):
+        while self._dead:
+            gone = self._dead.pop()
+            for key in [key for key in self._entries if key[0] == gone]:
+                self.nbytes -= self._entries.pop(key)[3]
+
+    def get(self, profiles, path):
+        """The reply stored for `path` over exactly `profiles` (in order), or None."""
+        first, others = profiles[0], profiles[1:]
+        with self._lock:
+            self._drop_dead()
+            key = (id(first), path)
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            ref, reply, used_others, _ = entry
+            if ref() is not first or len(used_others) != len(others) \
+                    or any(r() is not p for r, p in zip(used_others, others)):
+                return None
+            self._entries.move_to_end(key)
+            return reply
+
+    def put(self, profiles, path, reply):
+        size = len(reply[0]) + len(path) + 256  # body, key and the entry's own objects
+        if size > self.max_bytes:
+            return
+        first = profiles[0]
+        # The callback only records the id: it may run during any allocation, lock held or not.
+        ref = weakref.ref(first, lambda _, gone=id(first): self._dead.append(gone))
+        with self._lock:
+            self._drop_dead()
+            key = (id(first), path)
+            if key in self._entries:
+                self.nbytes -= self._entries.pop(key)[3]
+            self._entries[key] = (ref, reply, tuple(weakref.ref(p) for p in profiles[1:]), size)
+            self.nbytes += size
+            while self.nbytes > self.max_bytes:
+                self.nbytes -= self._entries.popitem(last=False)[1][3]
+
+
+def loader_count(max_memory_bytes, cores=None):
+    """Loader threads: at least two (a small trace never waits behind a large one), at most
+    one per core, four, or one per 256 MB of budget."""
+    cores = cores or os.cpu_count() or 2
+    return max(2, min(cores, 4, max_memory_bytes // (256 << 20)))
+
+
+class _Cancelled(TraceError):
+    """A load stopped because the store stopped or the file changed meanwhile."""
 
 
 @dataclass
@@ -66,6 +191,7 @@ class _FileState:
     stage: str = STAGE_QUEUED
     fraction: float | None = None
     load_seconds: float = 0.0
+    transient: bool = False  # the error was the file system's (permissions, ...), not the trace's
 
 
 class RunStore:
@@ -80,15 +206,20 @@ class RunStore:
     max_profiles : int
         How many parsed profiles stay in memory at most.
     max_memory_bytes : int
-        Memory budget: parsed profiles beyond it are dropped, least recently used first
-        (reloaded from the disk cache when asked for again).
+        Memory budget for what the store holds: profiles with their views' cached results,
+        summaries, loads in flight and cached replies (`replies`, at most 1/8 of it). Profiles
+        beyond it are dropped, least recently used first (reloaded from the disk cache when
+        asked for again); a load waits until its estimate fits beside the loads in flight.
+        Also sets how many loader threads run (`loader_count`).
     max_parse_bytes : int or None
-        A trace whose parse would need more memory than this is refused with a message
+        A trace whose load would need more memory than this (by its estimate, its counted
+        events, its inflated gzip, or its cached tables) is refused with a message
         (default: `max_memory_bytes`).
     cache : ModelCache or None
         On-disk cache of parsed models.
     retry_seconds : float
-        How soon a trace that failed while it was still being written is parsed again.
+        How soon a trace that failed while it was still being written, or could not be read
+        (permissions, a network error), is tried again.
     """
 
     def __init__(self, logdir: str, *, rescan_seconds: float = 30.0, max_profiles: int = 64,
@@ -116,7 +247,15 @@ class RunStore:
         self._scanned = threading.Event()
         self._started = False
         self._stop = threading.Event()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb_plugin_load")
+        self._executor = ThreadPoolExecutor(max_workers=loader_count(max_memory_bytes),
+                                            thread_name_prefix="tb_plugin_load")
+        # Timeline indexes are built after a load on a thread of their own: loads never queue
+        # behind them.
+        self._indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb_plugin_index")
+        # Loads in flight: the memory each may take at its peak, reserved before it starts.
+        self._reserved: dict[str, int] = {}
+        self._budget_changed = threading.Condition(self._lock)
+        self.replies = ReplyCache(max_memory_bytes // REPLY_SHARE)
         self.scan_error = ""
         # What the last scan could not look at (`discovery.Skipped`): shown with the run list.
         self.scan_skipped: list[Skipped] = []
@@ -133,7 +272,10 @@ class RunStore:
 
     def stop(self) -> None:
         self._stop.set()
+        with self._lock:
+            self._budget_changed.notify_all()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._indexer.shutdown(wait=False, cancel_futures=True)
 
     def wait_for_scan(self, timeout: float | None = None) -> bool:
         """Block until the first scan finished (for tests and the CLI)."""
@@ -253,12 +395,16 @@ class RunStore:
             raise
         return path, stored, is_gzip
 
+    def _json_limit(self):
+        """What a trace's JSON may take at most: the budget left once a parse's other needs are met."""
+        return int((self.max_parse_bytes - PEAK_FIXED_BYTES) / PEAK_BYTES_PER_JSON_BYTE)
+
     def _check_parses(self, path, stored, is_gzip):
         """Raise `TraceError` unless the whole of `stored` (from its start) parses as a trace
         within the memory budget."""
         from .trace.parse import parse_trace
 
-        limit = self.max_parse_bytes // PARSE_PEAK_FACTOR
+        limit = self._json_limit()
         stored.seek(0)
         # The inflated bytes are counted as they come: a gzip bomb stops at the limit.
         source = gzip.GzipFile(fileobj=stored) if is_gzip else stored
@@ -375,9 +521,10 @@ class RunStore:
                 self._files[path] = _FileState(stat=stat)
 
     def _retry_due(self, state):
-        """A failure seen while the file was fresh (maybe half-written) is retried later."""
+        """A failure seen while the file was fresh (maybe half-written), or one of the file
+        system (no permission, a network error), is retried later."""
         settling = state.stat is not None and state.failed_at - state.stat.mtime < _SETTLING_SECONDS
-        return settling and time.time() - state.failed_at >= self.retry_seconds
+        return (settling or state.transient) and time.time() - state.failed_at >= self.retry_seconds
 
     def _submit(self, path, state):
         state.status = "loading"
@@ -393,46 +540,138 @@ class RunStore:
             if state is not None and state.status == "loading":
                 state.stage, state.fraction = stage, fraction
 
-    def _parse_or_cached(self, path, stat):
+    # --- memory budget ----------------------------------------------------------------------
+
+    def held_bytes(self) -> int:
+        """Memory the store accounts for: profiles, loads in flight, cached replies."""
+        with self._lock:
+            return (sum(self._sizes.values()) + sum(self._reserved.values()) + self.replies.nbytes
+                    + held_bytes(self._summaries))
+
+    def remeasure(self, profiles: Sequence[object]) -> None:
+        """Count again what `profiles` hold (their views cache results on the model as they are
+        asked for) and drop least recently used profiles beyond the budget."""
+        sizes = {id(p): profile_bytes(p) for p in profiles if hasattr(p, "model")}  # not summaries
+        with self._lock:
+            for path, held in self._profiles.items():
+                if id(held) in sizes:
+                    self._sizes[path] = sizes[id(held)]
+            self._enforce_budget(keep=1)
+
+    def _enforce_budget(self, keep):
+        """Drop least recently used profiles (keeping the `keep` most recent) while the held
+        memory is beyond the budget; the caller holds the lock."""
+        while len(self._profiles) > keep and (len(self._profiles) > self.max_profiles
+                                              or self.held_bytes() > self.max_memory_bytes):
+            evicted, _ = self._profiles.popitem(last=False)
+            self._sizes.pop(evicted, None)
+            if evicted in self._files:
+                self._files[evicted].status = "new"
+
+    def _reserve(self, path, need):
+        """Wait until `need` bytes fit beside the other loads in flight, then hold them (a load
+        alone always starts: the per-trace limit was checked before)."""
+        with self._lock:
+            while (sum(v for k, v in self._reserved.items() if k != path) + need > self.max_memory_bytes
+                   and any(k != path for k in self._reserved) and not self._stop.is_set()):
+                self._progress(path, STAGE_QUEUED, None)
+                self._budget_changed.wait(1.0)
+            self._check_going(path)
+            self._reserved[path] = need
+            self._enforce_budget(keep=0)
+
+    def _unreserve(self, path):
+        with self._lock:
+            self._reserved.pop(path, None)
+            self._budget_changed.notify_all()
+
+    def _check_going(self, path):
+        if self._stop.is_set():
+            raise _Cancelled(path, "the server is stopping")
+
+    def _admit(self, path, display, events, json_bytes):
+        """Once the events are counted: the load goes on only if it fits the budget."""
+        need = estimate_parse_bytes(json_bytes, events)
+        if need > self.max_parse_bytes:
+            raise TraceError(display, f"too large to load: its {events:,} events need about {need >> 20} MB, "
+                                      f"more than the {self.max_parse_bytes >> 20} MB memory budget "
+                                      "(--profiler_max_memory_mb); the load was cancelled")
+        with self._lock:
+            self._check_going(path)
+            if path in self._reserved:
+                self._reserved[path] = need
+            self._enforce_budget(keep=0)
+
+    def _checked_progress(self, path, stage, fraction):
+        self._check_going(path)
+        self._progress(path, stage, fraction)
+
+    def _from_cache(self, path, display):
+        """(the cached model or None, the file's identity for a new entry or None)."""
+        if not self.cache or not self.cache.enabled:
+            return None, None
+        identity = self._storage.identity(path)
+
+        def admit(memory_bytes):
+            if memory_bytes > self.max_parse_bytes:
+                raise TraceError(display, f"too large to load: its tables take {memory_bytes >> 20} MB, more than "
+                                          f"the {self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
+            self._reserve(path, memory_bytes)
+
+        return self.cache.get(self.cache.key(display), identity, admit=admit), identity
+
+    def _parse_or_cached(self, path):
         # Imported here, on the loader thread: numpy, pandas, polars and the views cost
         # TensorBoard ~0.5 s and ~60 MB at start-up, also where the plugin is never opened.
         from .profile import Profile, profile_from_bytes
 
         display = self._storage.display(path)
         self._progress(path, STAGE_READING, None)
-        key = self.cache.key(display, stat.size, stat.mtime) if self.cache else None
-        model = self.cache.get(key) if key else None
+        model, identity = self._from_cache(path, display)
         if model is not None:
             return Profile(display, model)
-        need = self._storage.json_size(path) * PARSE_PEAK_FACTOR
+        json_bytes, head = self._storage.json_sample(path)
+        need = estimate_parse_bytes(json_bytes, events_in(json_bytes, head))
         if need > self.max_parse_bytes:
             raise TraceError(display, f"too large to load: parsing it needs about {need >> 20} MB, more than the "
                                       f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
-        stored = self._storage.read_trace(path, partial(self._progress, path, STAGE_READING))
-        profile = profile_from_bytes(stored, display, partial(self._progress, path))
-        if key:
-            self.cache.put(key, profile.model)
+        self._reserve(path, need)
+        stored = self._storage.read_trace(path, partial(self._checked_progress, path, STAGE_READING),
+                                          limit=self._json_limit())
+        profile = profile_from_bytes(stored, display, partial(self._checked_progress, path),
+                                     admit=partial(self._admit, path, display))
+        if identity is not None and self._storage.identity(path) == identity:  # unchanged while parsed
+            self.cache.put(self.cache.key(display), identity, profile.model, display)
         return profile
+
+    def _failed(self, path, reason, transient=False):
+        with self._lock:
+            state = self._files.setdefault(path, _FileState())
+            state.status, state.error, state.failed_at = "error", reason, time.time()
+            state.transient = transient
 
     def _load(self, path):
         started = time.perf_counter()
         try:
             stat = self._storage.stat(path)
-            profile = self._parse_or_cached(path, stat)
-        except TraceError as exc:
+            profile = self._parse_or_cached(path)
+        except _Cancelled as exc:
+            logger.info("load of %s cancelled: %s", path, exc.reason)
             with self._lock:
-                state = self._files.setdefault(path, _FileState())
-                state.status, state.error, state.failed_at = "error", exc.reason, time.time()
+                if path in self._files:
+                    self._files[path].status = "new"
+            return
+        except TraceError as exc:
+            self._failed(path, exc.reason, transient=isinstance(exc, FileAccessError))
             logger.info("could not load %s: %s", path, exc.reason)
             return
-        except Exception as exc:  # never let one file take the loader thread down
+        except Exception as exc:  # never let one file take a loader thread down
             logger.exception("unexpected failure loading %s", path)
-            with self._lock:
-                state = self._files.setdefault(path, _FileState())
-                state.status, state.error = "error", f"internal error: {type(exc).__name__}: {exc}"
-                state.failed_at = time.time()
+            self._failed(path, f"internal error: {type(exc).__name__}: {exc}")
             return
-        size = profile.model.nbytes()
+        finally:
+            self._unreserve(path)
+        size = profile_bytes(profile)
         with self._lock:
             state = self._files.setdefault(path, _FileState())
             state.status, state.stat = "ready", stat
@@ -441,16 +680,19 @@ class RunStore:
             self._sizes[path] = size
             self._profiles.move_to_end(path)
             # Least recently used go first; the profile just loaded always stays.
+            self._enforce_budget(keep=1)
             # The timeline index is built next, off the request path, so the trace view's
-            # first paint does not wait for it.
-            self._executor.submit(profile.timeline)
-            while len(self._profiles) > 1 and (len(self._profiles) > self.max_profiles
-                                               or sum(self._sizes.values()) > self.max_memory_bytes):
-                evicted, _ = self._profiles.popitem(last=False)
-                self._sizes.pop(evicted, None)
-                if evicted in self._files:
-                    self._files[evicted].status = "new"
+            # first paint does not wait for it; what it holds is then counted.
+            self._indexer.submit(self._build_timeline, profile)
         try:  # summaries asked for while it loaded, before the budget can drop it again
             self._build_summaries(path, profile)
         except Exception:  # the request that asked builds it again and reports the failure
             logger.exception("summarising %s failed", path)
+
+    def _build_timeline(self, profile):
+        try:
+            profile.timeline()
+        except Exception:  # the request that asks for it reports the failure
+            logger.exception("indexing the timeline of %s failed", profile.source)
+            return
+        self.remeasure([profile])

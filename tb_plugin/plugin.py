@@ -1,6 +1,8 @@
 """The TensorBoard plugin: name, activity check, frontend entry and route table."""
 
 import importlib.resources
+import json
+import logging
 import mimetypes
 import threading
 
@@ -9,6 +11,8 @@ from tensorboard.plugins import base_plugin
 from .cache import ModelCache, default_cache_dir
 from .loading import RunStore
 from .routes import API_ROUTES
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_MEMORY_MB = 4096
 # How long the first plugins listing waits for the first scan of the log directory.
@@ -37,6 +41,67 @@ def _static_files():
     return files
 
 
+def _warm_up_trace():
+    """A small trace with every kind of event the loader handles (operators with shapes and
+    stacks, a step, runtime calls launching kernels and copies, flows, memory records), so
+    that a warm-up load runs every code path a real first load does."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 400}]
+    for i in range(40):
+        ts = 5 + i * 9
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 5}", "pid": 1, "tid": 1, "ts": ts, "dur": 8,
+             "args": {"External id": i + 1, "Input Dims": [[i, 3]], "Input type": ["float"], "Call stack": "a.py(1): f"}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 1, "dur": 2,
+             "args": {"correlation": 100 + i, "External id": i + 1}},
+            {"ph": "X", "cat": "kernel" if i % 4 else "gpu_memcpy", "name": f"kernel{i % 3}", "pid": 0, "tid": 7,
+             "ts": ts + 4, "dur": 5, "args": {"correlation": 100 + i, "device": 0, "stream": 7, "grid": [1, 1, 1],
+                                              "block": [32, 1, 1], "registers per thread": 8, "bytes": 64}},
+            {"ph": "s", "cat": "ac2g", "id": 100 + i, "pid": 1, "tid": 1, "ts": ts + 1, "name": "ac2g"},
+            {"ph": "f", "cat": "ac2g", "id": 100 + i, "pid": 0, "tid": 7, "ts": ts + 4, "name": "ac2g", "bp": "e"},
+            {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts + 2,
+             "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096 * (i % 3), "Bytes": 512 if i % 2 else -512,
+                      "Total Allocated": 512 * (i % 2), "Total Reserved": 2048}},
+        ]
+    events += [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
+               {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}}]
+    return json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "warm-up", "numSms": 80}],
+                       "traceEvents": events}).encode()
+
+
+def warm_up():
+    """Import the libraries a load needs and run the load and the first views once on a small
+    trace: the first trace a user opens then costs what later ones do (benchmarks/warm_up.py
+    measures the difference)."""
+    from .api import Api  # noqa: F401  (numpy, pandas, orjson, werkzeug; the views)
+    from .profile import Profile
+    from .trace.model import build_model
+    from .trace.parse import parse_trace
+
+    # What `profile_from_bytes` does, called by name here so that nothing a test replaces
+    # (to count or hold loads) is run by the warm-up.
+    profile = Profile("<warm-up>", build_model(parse_trace(_warm_up_trace(), "<warm-up>")))
+    profile.overview()
+    profile.operators()
+    profile.kernels()
+    profile.timeline()
+
+
+# The warm-up waits for TensorBoard to serve (its first plugins listing) or this long after
+# the plugin was loaded, whichever comes first: importing pandas and polars beside
+# TensorBoard's own start-up slowed its first answer by ~0.6 s (benchmarks/warm_up.py), and
+# on a busy machine TensorBoard's start takes several seconds.
+WARM_UP_DELAY_SECONDS = 10.0
+
+
+def _warm_up_quietly(serving=None):
+    if serving is not None:
+        serving.wait(WARM_UP_DELAY_SECONDS)
+    try:
+        warm_up()
+    except Exception:  # a warm-up is an optimisation: a failure only costs the first load its time
+        logger.exception("warming up the trace loader failed")
+
+
 class ProfilerPlugin(base_plugin.TBPlugin):
     """PyTorch Profiler views over the Kineto traces under TensorBoard's logdir."""
 
@@ -55,6 +120,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):
         self._api = None
         self._apps = None
         self._apps_lock = threading.Lock()
+        self.serving = threading.Event()  # set by the first plugins listing
 
     @property
     def api(self):
@@ -70,7 +136,9 @@ class ProfilerPlugin(base_plugin.TBPlugin):
         if not self.store.logdir:
             return False
         self.store.wait_for_scan(FIRST_LISTING_WAIT_SECONDS)
-        return self.store.has_runs()
+        active = self.store.has_runs()
+        self.serving.set()
+        return active
 
     def frontend_metadata(self):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="PyTorch Profiler",
@@ -117,12 +185,20 @@ class ProfilerPluginLoader(base_plugin.TBLoader):
         group = parser.add_argument_group("pytorch_profiler")
         group.add_argument(
             "--profiler_cache_dir", metavar="DIR", default=None,
-            help="Where parsed traces are cached between runs (default: "
+            help="Where parsed traces are cached between runs, a local directory or an fsspec URL (default: "
                  "$XDG_CACHE_HOME/tb_plugin_pytorch_profiler; empty string disables the cache).")
         group.add_argument(
             "--profiler_max_memory_mb", metavar="MB", type=int, default=DEFAULT_MAX_MEMORY_MB,
-            help="Memory budget for parsed traces: least recently used ones are dropped beyond it, and a "
-                 f"trace too large to parse within it is refused (default: {DEFAULT_MAX_MEMORY_MB}).")
+            help="Memory budget for everything the plugin holds (parsed traces, their views, loads in flight, "
+                 "cached replies): least recently used traces are dropped beyond it, and a trace too large to "
+                 f"load within it is refused (default: {DEFAULT_MAX_MEMORY_MB}).")
 
     def load(self, context):
-        return ProfilerPlugin(context)
+        plugin = ProfilerPlugin(context)
+        if plugin.store.logdir:
+            # TensorBoard's start does not wait for it: the imports and the first load run on a
+            # background thread once it serves, so the first trace a user opens loads as fast as
+            # the next ones.
+            threading.Thread(target=_warm_up_quietly, args=(plugin.serving,), name="tb_plugin_warm_up",
+                             daemon=True).start()
+        return plugin

@@ -240,19 +240,24 @@ def _no_progress(stage: str, fraction: float | None) -> None:
 
 
 def profile_from_bytes(data: bytes | TraceBytes, display_path: str,
-                       progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
+                       progress: Callable[[str, float | None], None] = _no_progress,
+                       admit: Callable[[int, int], None] | None = None) -> Profile:
     """Parse and model a trace's JSON (bytes, or a `TraceBytes` whose memory is given back as
     the events are read); every failure is a `TraceError`.
 
     `progress(stage, fraction)` hears how far the work is, from this thread: `STAGE_PARSING`
     with the fraction of the JSON read so far (0 to 1), then `STAGE_BUILDING` (fraction None)
-    while the tables are made and linked."""
+    while the tables are made and linked. `admit(events, json_bytes)` is called once the
+    events are counted, before the tables are built: it may raise a `TraceError` to stop a
+    load that would not fit in memory (the loader's budget)."""
     started = time.perf_counter()
     trace = data if isinstance(data, TraceBytes) else TraceBytes(data)
     del data
     total = len(trace.data)
     progress(STAGE_PARSING, 0.0)
     parsed = parse_trace(trace.data, display_path)
+    if admit is not None:
+        admit(len(parsed.events), total)
 
     def release(upto=None, give_back=trace.release):
         # The loader releases the input in order as batches finish, and once more at the end.

@@ -6,6 +6,7 @@ are joined and that nothing outside the root is read.
 
 import errno
 import gzip
+import hashlib
 import mmap
 import os
 import posixpath
@@ -13,7 +14,7 @@ import stat
 import zlib
 from dataclasses import dataclass
 
-from .errors import PathOutsideLogdirError, TraceError
+from .errors import FileAccessError, PathOutsideLogdirError, TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
 # How many directory levels below the root a walk descends: deeper trees (a directory nested
@@ -36,18 +37,70 @@ def _strip_file_scheme(path):
 
 @dataclass(frozen=True)
 class FileStat:
+    """What tells one version of a file from another without reading it: size, mtime, and
+    `version`: inode and ctime for a local file (a file replaced by one of the same size with
+    its mtime kept, by `cp -p` or `rsync -a`, or whose permissions changed, has a new ctime),
+    the ETag or generation an object store gives, where it gives one."""
+
     size: int
     mtime: float
+    version: str = ""
 
 
-def decompress_if_gzip(data, path):
-    """Return `data` inflated when it is gzip, unchanged otherwise; truncation is a TraceError."""
+# How much of a file's start and end `Storage.identity` hashes.
+_IDENTITY_HASH_BYTES = 64 << 10
+
+
+def _budget_exceeded(path, limit):
+    return TraceError(path, f"too large to load: its JSON inflates to more than {limit >> 20} MB, the memory "
+                            "budget (--profiler_max_memory_mb)")
+
+
+def refuse_corrupt_gzip_start(raw, path):
+    """Raise a TraceError saying so when the first bytes `raw` of a gzip file do not inflate
+    (random bytes after the magic): such a file is no gzip of JSON, whatever size its last
+    four bytes "claim" (200 KB of random bytes were refused as too large to load)."""
+    try:
+        zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(bytes(raw[:1 << 16]), 1)
+    except zlib.error as exc:
+        raise TraceError(path, f"not a gzip of JSON: the gzip stream is corrupt from its start ({exc})") from None
+
+
+def decompress_if_gzip(data, path, limit=None):
+    """Return `data` inflated when it is gzip, unchanged otherwise; truncation is a TraceError,
+    and so is a stream inflating to more than `limit` bytes (counted as it inflates: the
+    size a gzip trailer records is a claim, modulo 4 GiB)."""
     if not data.startswith(GZIP_MAGIC):
         return data
-    try:
-        return gzip.decompress(data)
-    except (EOFError, OSError, zlib.error) as exc:
-        raise TraceError(path, f"the gzip stream is corrupt or truncated ({exc})") from None
+    refuse_corrupt_gzip_start(data, path)
+    with gzip.GzipFile(fileobj=_BytesReader(data)) as stream:
+        try:
+            inflated = stream.read(-1 if limit is None else limit + 1)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise TraceError(path, f"the gzip stream is corrupt or truncated ({exc})") from None
+    if limit is not None and len(inflated) > limit:
+        raise _budget_exceeded(path, limit)
+    return inflated
+
+
+class _BytesReader:
+    """A read-only file over bytes-like `data` without copying it (io.BytesIO copies a memoryview)."""
+
+    def __init__(self, data):
+        self._view, self._pos = memoryview(data), 0
+
+    def read(self, size=-1):
+        end = len(self._view) if size is None or size < 0 else self._pos + size
+        chunk = bytes(self._view[self._pos:end])
+        self._pos += len(chunk)
+        return chunk
+
+    def seek(self, pos, whence=0):
+        self._pos = pos if whence == 0 else (self._pos + pos if whence == 1 else len(self._view) + pos)
+        return self._pos
+
+    def tell(self):
+        return self._pos
 
 
 def inflate_head(raw, size):
@@ -91,6 +144,10 @@ class TraceBytes:
 def _no_report(fraction):
     pass
 
+
+# How much of a trace's JSON `Storage.json_sample` returns: enough events to tell how many
+# bytes an event takes in this file.
+_SAMPLE_BYTES = 1 << 20
 
 # Reads go in pieces of this size so that a long read (a large or remote file) can report
 # how far it is; a piece is large enough that the number of calls costs nothing.
@@ -214,11 +271,27 @@ class Storage:
                 mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or 0
                 if hasattr(mtime, "timestamp"):
                     mtime = mtime.timestamp()
-                return FileStat(int(info.get("size") or 0), float(mtime or 0))
+                version = info.get("ETag") or info.get("etag") or info.get("generation") or info.get("version_id") or ""
+                return FileStat(int(info.get("size") or 0), float(mtime or 0), str(version))
             st = os.stat(full)
-            return FileStat(st.st_size, st.st_mtime)
+            return FileStat(st.st_size, st.st_mtime, f"{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}")
         except (OSError, ValueError) as exc:
-            raise TraceError(self.display(rel), f"cannot stat the file ({exc})") from None
+            raise FileAccessError(self.display(rel), f"cannot stat the file ({exc})") from None
+
+    def identity(self, rel):
+        """What the disk cache checks an entry against: the file's `stat` and a SHA-256 of its
+        first and last 64 KB, so that content replaced under the same size and mtime (and, on a
+        file system whose ctime cannot be trusted, the same inode) is not taken for the old."""
+        stat = self.stat(rel)
+        try:
+            with self.open_stored(rel, block_size=_IDENTITY_HASH_BYTES) as fh:
+                head = fh.read(_IDENTITY_HASH_BYTES)
+                fh.seek(max(stat.size - _IDENTITY_HASH_BYTES, 0))
+                tail = fh.read(_IDENTITY_HASH_BYTES)
+        except (OSError, ValueError) as exc:
+            raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
+        digest = hashlib.sha256(head + b"|" + tail).hexdigest()
+        return {"size": stat.size, "mtime": stat.mtime, "version": stat.version, "head_tail_sha256": digest}
 
     def open_stored(self, rel, block_size=None):
         """The file opened for binary reading, as stored (no decompression); `block_size` is
@@ -229,7 +302,7 @@ class Storage:
                 return self.fs.open(full, "rb", **({"block_size": block_size} if block_size else {}))
             return _open_regular(full)
         except (OSError, ValueError) as exc:
-            raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
+            raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
 
     def read_bytes(self, rel, limit=None):
         """The file's bytes (at most `limit` of them), as stored (no decompression)."""
@@ -238,13 +311,14 @@ class Storage:
             try:
                 return fh.read(limit) if limit else fh.read()
             except (OSError, ValueError) as exc:
-                raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
+                raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
 
-    def read_trace(self, rel, progress=_no_report):
+    def read_trace(self, rel, progress=_no_report, limit=None):
         """The file's JSON bytes (inflated when the file is gzip) as a `TraceBytes`;
-        `progress(fraction)` hears which fraction of the stored file is read so far."""
+        `progress(fraction)` hears which fraction of the stored file is read so far. A gzip
+        inflating to more than `limit` bytes is a TraceError, found as it inflates."""
         if self.remote:
-            return TraceBytes(decompress_if_gzip(self._read_remote(rel, progress), self.display(rel)))
+            return TraceBytes(decompress_if_gzip(self._read_remote(rel, progress), self.display(rel), limit))
         full = self.resolve(rel)
         try:
             with _open_regular(full) as fh:
@@ -259,29 +333,38 @@ class Storage:
                     # the size said, and an incomplete JSON is reported (and retried) as
                     # truncated.
                     return _read_into_mapping(fh, size, progress=report)
-                # The trailer's size is a claim (a file still being written has none yet): the
-                # mapping is not populated, so pages never written cost nothing, and a stream
-                # holding more than the claim, or a claim too large to map, is inflated whole.
+                # The trailer's size is a claim (a file still being written has none yet; it
+                # wraps at 4 GiB): with a `limit` the mapping is that large, without one the
+                # claim's size. It is not populated, so pages never written cost nothing; a
+                # stream holding more than the mapping is refused past `limit`, inflated whole
+                # (counted against nothing) without one, as is a claim too large to map.
                 if size < _GZIP_MIN_SIZE:  # GzipFile reads such a stub as empty, not as cut off
                     raise EOFError(f"{size} bytes, shorter than any complete gzip file")
-                claimed = _gzip_size(fh, size)
+                fh.seek(0)
+                refuse_corrupt_gzip_start(fh.read(1 << 16), self.display(rel))
+                capacity = _gzip_size(fh, size) if limit is None else limit
+                fh.seek(0)
                 stream = gzip.GzipFile(fileobj=fh)
                 try:
-                    inflated = _read_into_mapping(stream, claimed, populate=False, progress=report)
+                    inflated = _read_into_mapping(stream, capacity, populate=False, progress=report)
                 except OverflowError:
                     inflated = None
                 except OSError as exc:
                     if exc.errno != errno.ENOMEM:
                         raise
                     inflated = None
-                if inflated is None or (len(inflated.data) == claimed and stream.read(1)):
+                if inflated is not None and len(inflated.data) == capacity and stream.read(1):
+                    if limit is not None:
+                        raise _budget_exceeded(self.display(rel), limit)
+                    inflated = None
+                if inflated is None:
                     fh.seek(0)
-                    inflated = TraceBytes(decompress_if_gzip(fh.read(), self.display(rel)))
+                    inflated = TraceBytes(decompress_if_gzip(fh.read(), self.display(rel), limit))
                 return inflated
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise TraceError(self.display(rel), f"the gzip stream is corrupt or truncated ({exc})") from None
         except (OSError, ValueError) as exc:
-            raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
+            raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
 
     def _read_remote(self, rel, progress):
         """A remote file's stored bytes, read piece by piece to report progress."""
@@ -295,18 +378,34 @@ class Storage:
                 del data[filled:]  # a file that shrank since it was listed
                 return data
             except (OSError, ValueError) as exc:
-                raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
+                raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
 
     def json_size(self, rel):
         """Size of the trace's JSON in bytes: the file size, or for gzip the size the trailer
         records (modulo 4 GiB, so at least the compressed size)."""
+        return self.json_sample(rel, 0)[0]
+
+    def json_sample(self, rel, head_bytes=_SAMPLE_BYTES):
+        """(JSON size as `json_size` tells it, the first `head_bytes` of the JSON).
+
+        A gzip whose start does not inflate is a TraceError saying so: its trailer's size
+        claim is then noise (random bytes "claimed" 590 MB), not a reason to refuse it as
+        too large."""
         full = self.resolve(rel)
         size = self.stat(rel).size
         try:
-            with (self.fs.open(full, "rb") if self.remote else _open_regular(full)) as fh:
-                return _gzip_size(fh, size) if fh.read(2) == GZIP_MAGIC else size
+            with (self.fs.open(full, "rb", block_size=1 << 18) if self.remote else _open_regular(full)) as fh:
+                if fh.read(2) != GZIP_MAGIC:
+                    fh.seek(0)
+                    return size, fh.read(head_bytes) if head_bytes else b""
+                claimed = _gzip_size(fh, size)
+                if not head_bytes or size < _GZIP_MIN_SIZE:  # a stub: `read_trace` says what it is
+                    return claimed, b""
+                raw = fh.read(max(head_bytes // 4, 1 << 16))
         except (OSError, ValueError) as exc:
-            raise TraceError(self.display(rel), f"cannot read the file ({exc})") from None
+            raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
+        refuse_corrupt_gzip_start(raw, self.display(rel))
+        return claimed, inflate_head(raw, head_bytes)
 
     def leaves_root(self, rel, stored):
         """True when `stored`, the local file `rel` opened by `open_stored`, lies outside the

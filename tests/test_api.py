@@ -118,10 +118,10 @@ def test_loading_reply_tells_the_stage_and_the_fraction_read(tmp_path, monkeypat
     gate = threading.Event()
     real = profile.profile_from_bytes
 
-    def held_while_parsing(data, display_path, progress):
+    def held_while_parsing(data, display_path, progress, **kwargs):
         progress("parsing", 0.25)
         gate.wait(30)
-        return real(data, display_path, progress)
+        return real(data, display_path, progress, **kwargs)
 
     monkeypatch.setattr(profile, "profile_from_bytes", held_while_parsing)
     plugin, client = make_client(tmp_path)

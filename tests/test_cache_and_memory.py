@@ -1,24 +1,40 @@
 """Disk cache of parsed models, the memory budget and LRU eviction."""
 
+import json
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import tb_plugin
 import tb_plugin.profile
-from tb_plugin.cache import ModelCache
+from tb_plugin.cache import CACHE_FORMAT, MANIFEST, ModelCache
 from tb_plugin.loading import RunStore
+from tb_plugin.storage import FileStat, Storage
 
-from .conftest import SAMPLES, op, write_trace
+from .conftest import SAMPLES, SHARED_TRACES, op, raw_events, write_trace
+
+REAL_TRACES = sorted(p for p in SHARED_TRACES.glob("*/*.json.gz") if not p.parent.name.startswith("reference"))
 from .test_api import make_client, wait_ready
 
 
 def cnn_logdir(tmp_path):
     shutil.copytree(SAMPLES / "cpu_cnn", tmp_path / "logs" / "cnn")
     return tmp_path / "logs"
+
+
+def entries(cache_dir):
+    return [p for p in Path(cache_dir).iterdir() if (p / MANIFEST).is_file()]
+
+
+def identity(path):
+    return Storage(path.parent).identity(path.name)
 
 
 def test_second_store_loads_from_cache_without_parsing(tmp_path, monkeypatch):
@@ -28,14 +44,28 @@ def test_second_store_loads_from_cache_without_parsing(tmp_path, monkeypatch):
     first.wait_for_scan(30)
     original = first.profile_blocking("cnn", "worker0", 2, timeout=60)
     first.stop()
-    assert len(list((tmp_path / "cache").glob("*.tbpp"))) == 1
-    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a: pytest.fail("parsed although cached"))
+    assert len(entries(tmp_path / "cache")) == 1
+    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: pytest.fail("parsed although cached"))
     second = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))
     second.wait_for_scan(30)
     cached = second.profile_blocking("cnn", "worker0", 2, timeout=60)
     second.stop()
     assert cached.operators().equals(original.operators())
     assert cached.steps().equals(original.steps())
+
+
+@pytest.mark.parametrize("trace", [*sorted(SAMPLES.glob("*/*.json.gz")), *REAL_TRACES], ids=lambda p: p.parent.name)
+def test_cached_model_is_the_parsed_model(tmp_path, trace):
+    """Every table (values, dtypes, shared category lists), the origin, metadata and anomalies
+    come back from the Arrow entry as the parser made them."""
+    model = tb_plugin.load(trace).model
+    cache = ModelCache(tmp_path / "cache")
+    cache.put(ModelCache.key(str(trace)), {"size": 1}, model)
+    back = cache.get(ModelCache.key(str(trace)), {"size": 1})
+    for name in (*model.TABLES, "threads", "devices"):
+        pd.testing.assert_frame_equal(getattr(back, name), getattr(model, name), check_exact=True)
+    assert (back.origin_us, back.metadata, back.anomalies) == (model.origin_us, model.metadata, model.anomalies)
+    assert back.kernels["name"].cat.categories is back.ops["name"].cat.categories
 
 
 def test_changed_file_is_not_served_from_cache(tmp_path):
@@ -49,36 +79,186 @@ def test_changed_file_is_not_served_from_cache(tmp_path):
     store.stop()
 
 
-@pytest.mark.parametrize("damage", [b"", b"not a pickle", pickle.dumps({"a": 1})])
-def test_corrupt_cache_entry_is_discarded_and_rebuilt(tmp_path, damage):
+def same_size_trace(path, step):
+    """A one-step trace whose JSON has the same length for any one-digit `step`."""
+    return write_trace(path, [op(f"ProfilerStep#{step}", 0, 5, cat="user_annotation"), op("aten::mm", 1, 3)])
+
+
+@pytest.mark.parametrize("how", ["in_place", "renamed_over"])
+def test_same_size_replacement_with_mtime_kept_is_seen_in_memory_and_across_restarts(tmp_path, how):
+    """`cp -p new old` (written in place) and `rsync -a` (a new file renamed over the old one)
+    keep size and mtime: the store still sees the new content, and so does a restarted one
+    that finds the old content's entry in the disk cache."""
+    logdir = tmp_path / "logs"
+    path = same_size_trace(logdir / "run" / "w.pt.trace.json", 1)
+    store = RunStore(str(logdir))  # stays running: what it holds in memory is checked
+    writer = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))  # leaves an entry of the old content
+    for one in (store, writer):
+        one.wait_for_scan(30)
+        assert one.profile_blocking("run", "w", 1, timeout=30).model.steps["step"].tolist() == [1]
+    writer.stop()
+    before = os.stat(path)
+    replacement = same_size_trace(tmp_path / "new.json", 7)
+    assert replacement.stat().st_size == before.st_size
+    if how == "in_place":
+        shutil.copyfile(replacement, path)  # same inode, as cp writes over an existing file
+    else:
+        os.replace(replacement, path)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_mtime_ns == before.st_mtime_ns and os.stat(path).st_size == before.st_size
+
+    # the same store, still running: its profile in memory is of the old content
+    assert store.profile_blocking("run", "w", 1, timeout=30).model.steps["step"].tolist() == [7]
+    store.stop()
+    # a restart: the disk cache's entry is of the old content
+    restarted = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))
+    restarted.wait_for_scan(30)
+    assert restarted.profile_blocking("run", "w", 1, timeout=30).model.steps["step"].tolist() == [7]
+    restarted.stop()
+
+
+def test_same_size_replacement_with_inode_and_ctime_kept_is_caught_by_the_content_hash(tmp_path, monkeypatch):
+    """Where ctime cannot be trusted (a file system that does not keep it, a restored copy),
+    the hash of the file's head and tail still tells the content apart."""
+    path = same_size_trace(tmp_path / "logs" / "run" / "w.pt.trace.json", 1)
+    cache = ModelCache(tmp_path / "cache")
+    key = ModelCache.key(str(path))
+    cache.put(key, identity(path), tb_plugin.load(path).model)
+    old = identity(path)
+    same_size_trace(path, 7)
+    monkeypatch.setattr(Storage, "stat", lambda self, rel: FileStat(old["size"], old["mtime"], old["version"]))
+    new = identity(path)
+    assert (new["size"], new["mtime"], new["version"]) == (old["size"], old["mtime"], old["version"])
+    assert cache.get(key, new) is None
+
+
+def test_flipped_bytes_in_an_entry_mean_a_reparse_and_right_numbers(tmp_path):
+    """The issue's case: bytes flipped in the middle of an entry served wrong step times with
+    HTTP 200. Every part carries its SHA-256: the damaged entry is parsed again."""
+    logdir = cnn_logdir(tmp_path)
+    store = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))
+    store.wait_for_scan(30)
+    expected = store.profile_blocking("cnn", "worker0", 1, timeout=60).steps()
+    store.stop()
+    (entry,) = entries(tmp_path / "cache")
+    part = max(entry.glob("table-ops-*.arrow"), key=lambda p: p.stat().st_size)
+    data = bytearray(part.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
+    part.write_bytes(bytes(data))
+    parsed = []
+    real = tb_plugin.profile.profile_from_bytes
+    again = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))
+    again.wait_for_scan(30)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: parsed.append(1) or real(*a, **k))
+        got = again.profile_blocking("cnn", "worker0", 1, timeout=60).steps()
+    again.stop()
+    assert parsed == [1]
+    pd.testing.assert_frame_equal(got, expected)
+    raw = raw_events(sorted((logdir / "cnn").glob("*.gz"))[0])
+    steps = sorted((e for e in raw if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    assert got["step"].tolist() == [int(e["name"].split("#")[1]) for e in steps]
+
+
+@pytest.mark.parametrize("damage", ["empty_manifest", "manifest_not_json", "part_missing", "part_empty",
+                                    "checksum_of_another_part", "part_outside_the_entry", "other_format"])
+def test_damaged_cache_entry_is_discarded_and_rebuilt(tmp_path, damage):
     logdir = cnn_logdir(tmp_path)
     store = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))
     store.wait_for_scan(30)
     store.profile_blocking("cnn", "worker0", 1, timeout=60)
     store.stop()
-    (entry,) = (tmp_path / "cache").glob("*.tbpp")
-    entry.write_bytes(damage)
+    (entry,) = entries(tmp_path / "cache")
+    manifest = json.loads((entry / MANIFEST).read_text())
+    parts = sorted(entry.glob("table-*.arrow"))
+    if damage == "empty_manifest":
+        (entry / MANIFEST).write_bytes(b"")
+    elif damage == "manifest_not_json":
+        (entry / MANIFEST).write_bytes(b"\x80\x04not json")
+    elif damage == "part_missing":
+        parts[0].unlink()
+    elif damage == "part_empty":
+        parts[0].write_bytes(b"")
+    elif damage == "checksum_of_another_part":
+        names = list(manifest["parts"])
+        manifest["parts"][names[0]][1] = manifest["parts"][names[1]][1]
+        (entry / MANIFEST).write_text(json.dumps(manifest))
+    elif damage == "part_outside_the_entry":  # with the right checksum of what it names
+        outside = tmp_path / "outside.arrow"
+        outside.write_bytes(parts[0].read_bytes())
+        name = next(n for n, (file_name, _) in manifest["parts"].items() if file_name == parts[0].name)
+        manifest["parts"][name][0] = os.path.relpath(outside, entry)
+        (entry / MANIFEST).write_text(json.dumps(manifest))
+    else:
+        manifest["format"] = 1
+        (entry / MANIFEST).write_text(json.dumps(manifest))
     again = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))
     again.wait_for_scan(30)
     assert again.profile_blocking("cnn", "worker0", 1, timeout=60).model.steps["step"].tolist() == [2, 3]
     again.stop()
-    assert entry.exists() and entry.stat().st_size > 1000  # rebuilt
+    rebuilt = json.loads((entry / MANIFEST).read_text())
+    assert rebuilt["format"] == CACHE_FORMAT
+    assert all((entry / name).is_file() and "/" not in name for name, _ in rebuilt["parts"].values())
+
+
+class _Planted:
+    def __reduce__(self):
+        return (os.system, (f"touch {PLANTED_MARK}",))
+
+
+PLANTED_MARK = "/tmp/tb_plugin_planted_cache_entry_ran"
+
+
+def test_planted_entries_in_a_world_writable_cache_never_run(tmp_path):
+    """The issue's attack: in a 0777 cache directory someone else plants entries. Old-format
+    pickles are deleted unread; a planted entry of the new format is data at worst: a pickle
+    named as a part fails its Arrow decoding (or checksum) and the trace is parsed."""
+    logdir = cnn_logdir(tmp_path)
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir(mode=0o777)
+    os.chmod(cache_dir, 0o777)
+    Path(PLANTED_MARK).unlink(missing_ok=True)
+    trace = sorted((logdir / "cnn").glob("*.gz"))[0]
+    source = Storage(logdir).display(f"cnn/{trace.name}")
+    key = ModelCache.key(source)
+    payload = pickle.dumps(_Planted())
+    (cache_dir / f"{ModelCache.key(source)}.tbpp").write_bytes(payload)  # the old format's name
+    entry = cache_dir / key
+    entry.mkdir()
+    import hashlib
+    part_names = {f"table-{name}": [f"table-{name}.arrow", hashlib.sha256(payload).hexdigest()]
+                  for name in ("ops", "threads")}
+    for file_name, _ in part_names.values():
+        (entry / file_name).write_bytes(payload)
+    (entry / MANIFEST).write_text(json.dumps({
+        "format": CACHE_FORMAT, "version": tb_plugin.__version__, "source": source,
+        "identity": Storage(logdir).identity(f"cnn/{trace.name}"),
+        "model": {"origin_us": 0, "metadata": {}, "anomalies": {}, "columns": {}, "categories": 0, "memory_bytes": 1},
+        "parts": part_names}))
+    store = RunStore(str(logdir), cache=ModelCache(cache_dir))
+    store.wait_for_scan(30)
+    assert store.profile_blocking("cnn", "worker0", 1, timeout=60).model.steps["step"].tolist() == [2, 3]
+    store.stop()
+    assert not Path(PLANTED_MARK).exists()
+    assert not list(cache_dir.glob("*.tbpp"))
 
 
 def test_two_processes_sharing_the_cache_never_read_partial_entries(tmp_path):
-    """Writers rename complete files into place; concurrent readers see a whole entry or none."""
+    """Writers rename complete parts into place and write the manifest last; concurrent
+    readers see a whole entry or none."""
     model = tb_plugin.load(sorted((SAMPLES / "cpu_cnn").glob("*.gz"))[0]).model
     cache = ModelCache(tmp_path / "cache")
-    key = ModelCache.key("x", 1, 2.0)
+    key = ModelCache.key("x")
     errors = []
 
     def write():
-        for _ in range(20):
-            ModelCache(tmp_path / "cache").put(key, model)
+        for _ in range(10):
+            ModelCache(tmp_path / "cache").put(key, {"size": 1}, model)
 
     def read():
-        for _ in range(200):
-            got = cache.get(key)
+        for _ in range(100):
+            got = cache.get(key, {"size": 1})
             if got is not None and len(got.ops) != len(model.ops):
                 errors.append("partial")
 
@@ -87,23 +267,56 @@ def test_two_processes_sharing_the_cache_never_read_partial_entries(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    assert errors == [] and cache.get(key) is not None
+    assert errors == [] and cache.get(key, {"size": 1}) is not None
     assert not list((tmp_path / "cache").glob(".tmp-*"))
+
+
+def test_two_processes_writing_the_same_entry_at_once(tmp_path):
+    """Two real processes (as two TensorBoards, or `preprocess` workers) write one entry at
+    the same time: the entry that remains reads back whole."""
+    model_source = sorted((SAMPLES / "cpu_cnn").glob("*.gz"))[0]
+    script = (f"import tb_plugin; from tb_plugin.cache import ModelCache; m = tb_plugin.load({str(model_source)!r}).model\n"
+              f"for _ in range(5): ModelCache({str(tmp_path / 'cache')!r}).put(ModelCache.key('x'), {{'size': 1}}, m)")
+    procs = [subprocess.Popen([sys.executable, "-c", script]) for _ in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    back = ModelCache(tmp_path / "cache").get(ModelCache.key("x"), {"size": 1})
+    assert back is not None and len(back.ops) == len(tb_plugin.load(model_source).model.ops)
 
 
 def test_cache_directory_of_another_user_is_refused(tmp_path, monkeypatch):
     (tmp_path / "cache").mkdir()
     monkeypatch.setattr(os, "getuid", lambda: os.stat(tmp_path / "cache").st_uid + 1)
     cache = ModelCache(tmp_path / "cache")
-    assert cache.enabled is False and cache.get("k") is None
+    assert cache.enabled is False and cache.get("k", {}) is None
 
 
 def test_cache_is_trimmed_to_its_size(tmp_path):
     model = tb_plugin.load(sorted((SAMPLES / "cpu_cnn").glob("*.gz"))[0]).model
     cache = ModelCache(tmp_path / "cache", max_bytes=1)
-    cache.put(ModelCache.key("a", 1, 1.0), model)
-    cache.put(ModelCache.key("b", 1, 1.0), model)
-    assert len(list((tmp_path / "cache").glob("*.tbpp"))) <= 1
+    cache.put(ModelCache.key("a"), {"size": 1}, model)
+    cache.put(ModelCache.key("b"), {"size": 1}, model)
+    assert len(entries(tmp_path / "cache")) <= 1
+
+
+def test_stale_temporary_files_are_removed_on_start_and_fresh_ones_count_toward_the_limit(tmp_path):
+    """A write killed midway leaves a temporary file: one older than any write is removed
+    when the cache is first used; a fresh one (maybe another process's write in progress)
+    is kept but counts toward the size limit."""
+    model = tb_plugin.load(sorted((SAMPLES / "cpu_cnn").glob("*.gz"))[0]).model
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    stale, fresh = cache_dir / ".tmp-killed", cache_dir / ".tmp-writing"
+    stale.write_bytes(b"x" * 1000)
+    old = os.stat(stale).st_mtime - 7200
+    os.utime(stale, (old, old))
+    probe = ModelCache(tmp_path / "probe")
+    probe.put(ModelCache.key("a"), {"size": 1}, model)
+    entry_size = sum(f.stat().st_size for f in entries(tmp_path / "probe")[0].iterdir())
+    fresh.write_bytes(b"x" * entry_size)
+    cache = ModelCache(cache_dir, max_bytes=int(entry_size * 1.5))
+    assert cache.enabled and not stale.exists() and fresh.exists()
+    cache.put(ModelCache.key("a"), {"size": 1}, model)
+    assert entries(cache_dir) == []  # the entry and the fresh temporary file do not both fit
 
 
 def test_least_recently_used_profiles_are_dropped_beyond_the_budget(tmp_path):

@@ -49,9 +49,9 @@ def test_many_clients_while_loading_get_consistent_answers_and_one_parse(tmp_pat
     real_parse = tb_plugin.profile.profile_from_bytes
     real_index, real_tree = timeline.TimelineIndex, common._build_operator_tree
 
-    def counting_parse(data, display_path, progress):
+    def counting_parse(data, display_path, progress, **kwargs):
         parses[display_path] += 1
-        return real_parse(data, display_path, progress)
+        return real_parse(data, display_path, progress, **kwargs)
 
     class CountingIndex(real_index):
         def __init__(self, model):

@@ -7,7 +7,8 @@ import pytest
 from werkzeug.test import Client
 
 from tb_plugin import TraceError, load, load_run
-from tb_plugin.api import Inputs, ReplyCache, respond, route
+from tb_plugin.api import Inputs, respond, route
+from tb_plugin.loading import ReplyCache
 from tb_plugin.errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 
 from .conftest import op, write_trace
@@ -65,7 +66,7 @@ class _Profile:
 
 
 def _client(handler, replies, inputs=None):
-    return Client(route(handler, replies, inputs))
+    return Client(route(handler, replies, inputs, replies.put if replies is not None else None))
 
 
 def test_the_wrapper_answers_every_public_error_and_hides_other_failures():
@@ -89,7 +90,7 @@ def test_a_cached_answer_is_looked_up_before_the_handler_runs():
         assert used_profile is profile
         return respond({"n": len(calls)})
 
-    client = _client(handler, ReplyCache(), lambda request: Inputs([profile], (profile,)))
+    client = _client(handler, ReplyCache(1 << 20), lambda request: Inputs([profile], (profile,)))
     assert client.get("/?x=1").json == {"n": 1}
     assert client.get("/?x=1").json == {"n": 1}  # the same answer, not computed again
     assert client.get("/?x=2").json == {"n": 2}  # another request path is another answer
@@ -103,7 +104,7 @@ def test_failed_answers_are_not_kept():
         calls.append(1)
         raise BadParameterError("no")
 
-    client = _client(handler, ReplyCache(), lambda request: Inputs([profile], (profile,)))
+    client = _client(handler, ReplyCache(1 << 20), lambda request: Inputs([profile], (profile,)))
     assert client.get("/").status_code == client.get("/").status_code == 400
     assert len(calls) == 2
 
@@ -115,5 +116,5 @@ def test_inputs_still_loading_answer_202_without_calling_the_handler():
     def handler(request, *args):
         raise AssertionError("called while loading")
 
-    response = _client(handler, ReplyCache(), inputs).get("/")
+    response = _client(handler, ReplyCache(1 << 20), inputs).get("/")
     assert response.status_code == 202 and response.json["loading"] is True

@@ -27,11 +27,13 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tb_plugin
+from tb_plugin.cache import ModelCache
 from tb_plugin.views.distributed import distributed
 
 from .conftest import kernel, memory, op, runtime
@@ -330,6 +332,27 @@ def test_loader_raises_only_trace_error_and_loaded_views_hold(data):
         assert exc.reason and str(path) in str(exc)
         return
     check_invariants(profile)
+
+
+@PROPERTY_SETTINGS
+@given(trace_bytes())
+def test_every_loaded_model_reads_back_from_the_disk_cache_exactly(data):
+    """Whatever the loader accepts (odd names, repaired values, odd metadata) goes through the
+    Arrow cache entry and comes back with the same tables, dtypes, metadata and anomalies."""
+    path = _write(data, "worker0.pt.trace.json.gz" if data[:2] == b"\x1f\x8b" else "worker0.pt.trace.json")
+    try:
+        model = tb_plugin.load(path).model
+    except tb_plugin.TraceError:
+        return
+    cache = ModelCache(_SCRATCH / "cache")
+    cache.put(ModelCache.key(str(path)), {"size": len(data)}, model)
+    back = cache.get(ModelCache.key(str(path)), {"size": len(data)})
+    assert back is not None
+    for name in (*model.TABLES, "threads", "devices"):
+        pd.testing.assert_frame_equal(getattr(back, name), getattr(model, name), check_exact=True)
+    assert back.origin_us == model.origin_us or (math.isnan(back.origin_us) and math.isnan(model.origin_us))
+    # NaN is not equal to itself: compared as the JSON they are written as
+    assert json.dumps([back.metadata, back.anomalies]) == json.dumps([model.metadata, model.anomalies])
 
 
 def _kernel_like(event, cat):

@@ -25,8 +25,10 @@ s3fs = pytest.importorskip("s3fs", reason=_WHY)
 fsspec_config = pytest.importorskip("fsspec.config", reason=_WHY)
 
 import tb_plugin  # noqa: E402
+import tb_plugin.profile  # noqa: E402
 from tb_plugin.discovery import discover_runs  # noqa: E402
 from tb_plugin.errors import PathOutsideLogdirError  # noqa: E402
+from tb_plugin.loading import RunStore  # noqa: E402
 from tb_plugin.storage import Storage  # noqa: E402
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
@@ -310,3 +312,49 @@ def test_load_run_with_subdir_sorting_before_root_on_s3(s3):
     assert run.workers == ["worker0"]
     assert run.spans("worker0") == [1, 2]
     assert run.profile("worker0", 2).info()["steps"] == tb_plugin.load(traces[1]).info()["steps"]
+
+
+# The disk cache on S3 ----------------------------------------------------------------------
+
+def test_model_cache_on_s3_is_written_read_back_and_checked(s3, tmp_path):
+    """`--profiler_cache_dir s3://...`: entries are written as objects (each appears whole),
+    read back over fsspec into the same tables, and a damaged part means a parse again."""
+    from tb_plugin.cache import ModelCache
+
+    rel = next(r for r in s3.local if r.startswith("cnn/"))
+    model = tb_plugin.load(s3.local[rel]).model
+    cache = ModelCache(f"s3://{BUCKET}/cache")
+    key, identity = ModelCache.key(rel), {"size": 1, "mtime": 2.0}
+    cache.put(key, identity, model, rel)
+    keys = [o["Key"] for o in s3.client.list_objects_v2(Bucket=BUCKET, Prefix=f"cache/{key}/")["Contents"]]
+    assert f"cache/{key}/manifest.json" in keys and any(k.endswith(".arrow") for k in keys)
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    back = ModelCache(f"s3://{BUCKET}/cache").get(key, identity)
+    for name in (*model.TABLES, "threads", "devices"):
+        assert getattr(back, name).equals(getattr(model, name)), name
+    assert back.metadata == model.metadata
+    assert ModelCache(f"s3://{BUCKET}/cache").get(key, {**identity, "size": 2}) is None  # another file
+
+    part = next(k for k in keys if "table-ops-" in k)
+    body = bytearray(s3.client.get_object(Bucket=BUCKET, Key=part)["Body"].read())
+    body[len(body) // 2] ^= 0xFF
+    s3.client.put_object(Bucket=BUCKET, Key=part, Body=bytes(body))
+    s3fs.S3FileSystem.clear_instance_cache()
+    assert ModelCache(f"s3://{BUCKET}/cache").get(key, identity) is None
+
+
+def test_run_store_over_s3_with_an_s3_cache_loads_from_it(s3, monkeypatch):
+    from tb_plugin.cache import ModelCache
+
+    first = RunStore(f"s3://{BUCKET}/logs", cache=ModelCache(f"s3://{BUCKET}/store-cache"))
+    first.wait_for_scan(30)
+    steps = first.profile_blocking("cnn", next(iter(first.run_files("cnn").workers)), 1, timeout=60).steps()
+    first.stop()
+    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: pytest.fail("parsed although cached"))
+    s3fs.S3FileSystem.clear_instance_cache()
+    second = RunStore(f"s3://{BUCKET}/logs", cache=ModelCache(f"s3://{BUCKET}/store-cache"))
+    second.wait_for_scan(30)
+    again = second.profile_blocking("cnn", next(iter(second.run_files("cnn").workers)), 1, timeout=60).steps()
+    second.stop()
+    assert again.equals(steps)

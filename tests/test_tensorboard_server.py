@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from .conftest import SAMPLES, deep_directory, op, tensorboard, write_trace
+from .conftest import SAMPLES, deep_directory, op, shared_trace, tensorboard, write_trace
 
 def get_json(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -61,14 +61,15 @@ def test_info_of_gpu_sample_over_http(server):
 
 
 _START_UP = """
-import argparse, sys
+import argparse, sys, threading
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
-from tb_plugin.plugin import ProfilerPluginLoader
+from tb_plugin.plugin import ProfilerPlugin, ProfilerPluginLoader
 
 HEAVY = ("pandas", "polars", "msgspec", "tb_plugin.profile", "tb_plugin.api", "tb_plugin.trace.build")
 flags = argparse.Namespace(reload_interval=5, profiler_cache_dir="", profiler_max_memory_mb=4096)
-plugin = ProfilerPluginLoader().load(base_plugin.TBContext(logdir=sys.argv[1], flags=flags))
+context = base_plugin.TBContext(logdir=sys.argv[1], flags=flags)
+plugin = ProfilerPlugin(context)
 apps = plugin.get_plugin_apps()
 plugin.store.wait_for_scan(30)
 print(plugin.is_active(), sorted(m for m in HEAVY if m in sys.modules))
@@ -77,11 +78,27 @@ print(response.status_code, sorted(m for m in HEAVY if m in sys.modules))
 plugin.store.stop()
 """
 
+_WARM_UP = """
+import argparse, sys, threading
+from tensorboard.plugins import base_plugin
+from tb_plugin.plugin import ProfilerPluginLoader
+
+HEAVY = ("pandas", "polars", "msgspec", "tb_plugin.profile", "tb_plugin.api", "tb_plugin.trace.build")
+flags = argparse.Namespace(reload_interval=5, profiler_cache_dir="", profiler_max_memory_mb=4096)
+plugin = ProfilerPluginLoader().load(base_plugin.TBContext(logdir=sys.argv[1], flags=flags))
+(warm_up,) = [t for t in threading.enumerate() if t.name == "tb_plugin_warm_up"]
+warm_up.join(1)
+print(warm_up.daemon, sorted(m for m in HEAVY if m in sys.modules))  # waits for TensorBoard to serve
+plugin.is_active()  # TensorBoard's first plugins listing
+warm_up.join(120)
+print(warm_up.is_alive(), sorted(m for m in HEAVY if m in sys.modules))
+"""
+
 
 def test_tensorboard_start_up_imports_no_model_library_until_a_request(tmp_path):
     """TensorBoard builds every installed plugin at start-up, also for users who never open
     ours: building it, listing its routes and `is_active` import none of the libraries the
-    views need; the first request does."""
+    views need on TensorBoard's thread; the first request does (or the warm-up below)."""
     done = subprocess.run([sys.executable, "-c", _START_UP, str(SAMPLES)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     before, after = done.stdout.splitlines()
@@ -193,3 +210,129 @@ def test_other_methods_answer_405_with_allow(hostile_server):
             assert status == 405, (path, method)
             assert headers["Allow"] == "GET, HEAD", (path, method)
             assert json.loads(body)["error"] == "method_not_allowed"
+
+
+def test_loading_the_plugin_warms_the_loader_up_in_the_background(tmp_path):
+    """TensorBoard's loader call starts a daemon thread (TensorBoard neither waits for it nor
+    is kept alive by it) that, once TensorBoard serves (its first plugins listing), imports
+    the loader's libraries and runs a first load, so the first trace a user opens does not
+    pay for them (benchmarks/warm_up.py)."""
+    done = subprocess.run([sys.executable, "-c", _WARM_UP, str(SAMPLES)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    waiting, finished = done.stdout.splitlines()
+    assert waiting == "True []"
+    assert finished == "False " + str(sorted(("pandas", "polars", "msgspec", "tb_plugin.profile", "tb_plugin.api",
+                                               "tb_plugin.trace.build")))
+
+
+def _pid_serving(logdir):
+    """The pid of the `tensorboard` process started on `logdir` (found by its command line)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    args = fh.read().split(b"\0")
+            except OSError:
+                continue
+            if str(logdir).encode() in args and any(a.endswith(b"tensorboard") for a in args[:2]):
+                return int(entry)
+    raise AssertionError(f"no tensorboard process on {logdir}")
+
+
+def _rss_mb(pid):
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) >> 10 for line in fh if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the server's memory from /proc")
+def test_memory_stays_within_budget_over_many_distinct_requests(tmp_path):
+    """The issue's cases through a real TensorBoard at `--profiler_max_memory_mb 512`: 140
+    distinct `timeline_slices` requests took RSS from 888 to 1,512 MB (replies were kept
+    without a byte bound), and a gzip whose size field understated what it inflates to was
+    inflated whole (8.7 GB). Here neither takes the server past about 1.5 GB."""
+    trace = shared_trace("v100_ddp_nccl_memory")
+    logdir = tmp_path / "logs"
+    (logdir / "ddp").mkdir(parents=True)
+    shutil.copy(trace, logdir / "ddp" / trace.name)
+    # 600 members of 1 MB of blanks after the JSON's start; the trailer claims 1 MB.
+    blank = b" " * (1 << 20)
+    (logdir / "bomb").mkdir()
+    (logdir / "bomb" / "w.pt.trace.json.gz").write_bytes(
+        gzip.compress(b'{"traceEvents": [' + blank[17:]) + gzip.compress(blank) * 600)
+    api = "data/plugin/pytorch_profiler"
+    with tensorboard(logdir, tmp_path / "tensorboard.log", extra_args=("--profiler_max_memory_mb", "512")) as base:
+        pid = _pid_serving(logdir)
+        peak = 0
+        for run, worker in (("ddp", "rank1"), ("bomb", "w")):
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    status, body = get_json(f"{base}/{api}/info?run={run}&worker={worker}", timeout=60)
+                except urllib.error.HTTPError as exc:
+                    status, body = exc.code, json.loads(exc.read())
+                peak = max(peak, _rss_mb(pid))
+                if status != 202:
+                    break
+                assert time.monotonic() < deadline, f"{run} still loading"
+                time.sleep(0.5)
+            if run == "bomb":
+                assert status == 422 and "inflates to more than" in body["reason"], body
+            else:
+                assert status == 200
+        _, tracks = get_json(f"{base}/{api}/timeline_tracks?run=ddp&worker=rank1", timeout=120)
+        start, end = tracks["start_us"], tracks["end_us"]
+        width = end - start
+        for i in range(140):
+            # distinct windows and resolutions: nothing is answered from the reply cache twice
+            lo = start + width * (i % 10) / 20
+            hi = lo + width / 2
+            status, _ = get_json(f"{base}/{api}/timeline_slices?run=ddp&worker=rank1&start_us={lo}&end_us={hi}"
+                                 f"&resolution_us={(hi - lo) / (4000 + 97 * i)}", timeout=120)
+            assert status == 200
+            peak = max(peak, _rss_mb(pid))
+    assert peak < 1536, f"tensorboard reached {peak} MB of RSS"
+
+
+def _steps_over_http(base, run, worker="w"):
+    url = f"{base}/data/plugin/pytorch_profiler/info?run={run}&worker={worker}"
+    deadline = time.monotonic() + 60
+    while True:
+        status, body = get_json(url, timeout=30)
+        if status == 200:
+            return body["steps"]
+        assert status == 202 and time.monotonic() < deadline, body
+        time.sleep(0.2)
+
+
+def _one_step_trace(path, step):
+    """A trace of one step whose file has the same size for any one-digit `step`."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1, "ts": 0, "dur": 9},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 3}]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+def test_same_size_replacement_with_mtime_kept_through_tensorboard_and_its_disk_cache(tmp_path):
+    """The issue's case through TensorBoard: a trace replaced by one of the same size with its
+    mtime kept (`cp -p`) kept showing the old steps, in memory and, after a restart, from the
+    disk cache."""
+    path = _one_step_trace(tmp_path / "logs" / "run" / "w.pt.trace.json", 1)
+    cache = ("--profiler_cache_dir", str(tmp_path / "cache"), "--reload_interval", "1")
+    with tensorboard(tmp_path / "logs", tmp_path / "first.log", extra_args=cache) as base:
+        assert _steps_over_http(base, "run") == [1]
+        before = os.stat(path)
+        shutil.copyfile(_one_step_trace(tmp_path / "new.json", 7), path)  # as `cp -p`: in place,
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # then the old times
+        assert os.stat(path).st_size == before.st_size
+        assert _steps_over_http(base, "run") == [7]
+    # the entry now is of the new content: the old one is planted back under the same name
+    # by a restart that sees the old content, then the file is replaced again
+    _one_step_trace(path, 1)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with tensorboard(tmp_path / "logs", tmp_path / "second.log", extra_args=cache) as base:
+        assert _steps_over_http(base, "run") == [1]
+    shutil.copyfile(_one_step_trace(tmp_path / "new.json", 7), path)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with tensorboard(tmp_path / "logs", tmp_path / "third.log", extra_args=cache) as base:
+        assert _steps_over_http(base, "run") == [7]

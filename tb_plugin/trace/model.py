@@ -58,7 +58,8 @@ class TraceModel:
               "memory", "flows", "counters", "other", "steps")
 
     def __getstate__(self):
-        # Views cache their results on the model; a pickled model (disk cache) holds only data.
+        # Views cache their results (and locks) on the model; a model pickled to another
+        # process (a worker of a parallel job) holds only data.
         return {k: v for k, v in self.__dict__.items() if k != "_view_cache"}
 
     def nbytes(self):

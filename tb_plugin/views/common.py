@@ -71,7 +71,7 @@ def is_tc_eligible_name(name):
 def _cached(model, key, build):
     """`build()` computed once per model and key, however many request threads ask at once:
     the first computes while the others wait for its result (a lock per key, kept in the
-    cache dict, which the disk cache never pickles)."""
+    cache dict, which the disk cache never stores and a pickled model leaves out)."""
     cache = model.__dict__.setdefault("_view_cache", {})
     if key in cache:
         return cache[key]

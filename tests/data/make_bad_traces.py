@@ -8,6 +8,7 @@ the corpus is visible and reviewable.
 
 import gzip
 import json
+import random
 from pathlib import Path
 
 OUT = Path(__file__).parent / "bad"
@@ -31,6 +32,14 @@ def cases():
     # header cut short as "Not a gzipped file".
     yield "gzip_magic_only.pt.trace.json.gz", gzip.compress(good, mtime=0)[:2], 422, "shorter than any complete gzip file"
     yield "gzip_header_cut.pt.trace.json.gz", gzip.compress(good, mtime=0)[:6], 422, "shorter than any complete gzip file"
+    # Random bytes after the gzip magic: their last four bytes "claimed" hundreds of MB, and the
+    # file was refused as too large rather than as what it is.
+    yield ("gzip_of_random_bytes.pt.trace.json.gz", b"\x1f\x8b" + random.Random(19).randbytes(20_000), 422,
+           "not a gzip of JSON")
+    # Two gzip members: the trailer records only the last one's size, a claim the reader must
+    # not stop at (nor trust as a bound).
+    yield ("gzip_claims_less_than_it_holds.pt.trace.json.gz",
+           gzip.compress(good[:-40], mtime=0) + gzip.compress(good[-40:], mtime=0), 200, "")
     yield "not_a_trace.pt.trace.json", b'{"model": "resnet", "lr": 0.1}', 422, "no 'traceEvents'"
     # Starts like a trace (what a sniff of the head sees) and is not one: linked in from outside
     # the log directory, /trace_file streamed it out whole (issue 19).

@@ -1,0 +1,296 @@
+"""One memory budget for what the server holds, the loader pool, and files that could not be
+read: the cases of issue 19 (items 4 to 6) reproduced against a `RunStore` (and, where the
+issue saw them through TensorBoard, tests/test_tensorboard_server.py)."""
+
+import gc
+import gzip
+import json
+import os
+import shutil
+import threading
+import time
+
+import pytest
+
+import tb_plugin.cache
+import tb_plugin.profile
+import tb_plugin.storage
+from tb_plugin.cache import ModelCache
+from tb_plugin.errors import TraceError
+from tb_plugin.loading import Loading, ReplyCache, RunStore, estimate_parse_bytes, loader_count
+
+from .conftest import SAMPLES, op, write_trace
+from .test_api import make_client, wait_ready
+
+
+def store_of(logdir, **options):
+    store = RunStore(str(logdir), **options)
+    store.wait_for_scan(30)
+    return store
+
+
+def failure(store, run, worker="w", span=1, timeout=30):
+    """The reason `store` gives for the span, waiting for its load to end."""
+    with pytest.raises(TraceError) as caught:
+        store.profile_blocking(run, worker, span, timeout=timeout)
+    return caught.value.reason
+
+
+# --- the loader pool ------------------------------------------------------------------------
+
+def test_at_least_two_loaders_bounded_by_cores_and_budget():
+    assert loader_count(4 << 30, cores=1) == 2
+    assert loader_count(4 << 30, cores=16) == 4
+    assert loader_count(512 << 20, cores=16) == 2
+
+
+def test_a_small_trace_loads_while_a_large_one_is_still_loading(tmp_path, monkeypatch):
+    """The issue's case: a 320 KB run waited 22 s behind a 1 GB parse. The large load is held
+    (deterministically, at its read) until the small one has loaded beside it."""
+    write_trace(tmp_path / "big" / "w.pt.trace.json", [op(f"aten::op{i}", i * 10, 5) for i in range(2000)])
+    write_trace(tmp_path / "small" / "w.pt.trace.json", [op("ProfilerStep#4", 0, 50, cat="user_annotation")])
+    gate, big_reading = threading.Event(), threading.Event()
+    real_read = tb_plugin.storage.Storage.read_trace
+
+    def held_read(self, rel, *args, **kwargs):
+        if rel.startswith("big/"):
+            big_reading.set()
+            assert gate.wait(60)
+        return real_read(self, rel, *args, **kwargs)
+
+    monkeypatch.setattr(tb_plugin.storage.Storage, "read_trace", held_read)
+    store = store_of(tmp_path)
+    try:
+        assert isinstance(store.profile("big", "w", 1), Loading)
+        assert big_reading.wait(30)
+        small = store.profile_blocking("small", "w", 1, timeout=60)
+        assert small.model.steps["step"].tolist() == [4]
+        assert isinstance(store.profile("big", "w", 1), Loading)  # still held: the small one did not wait for it
+        gate.set()
+        assert len(store.profile_blocking("big", "w", 1, timeout=60).model.ops) == 2000
+    finally:
+        gate.set()
+        store.stop()
+
+
+# --- the estimate, per event, and cancelling a load that does not fit -------------------------
+
+def test_a_load_whose_counted_events_exceed_the_budget_is_cancelled_before_its_tables(tmp_path, monkeypatch):
+    """Many tiny events behind a long first stretch without any (a large metadata block): the
+    first estimate, from the file's head, sees no events; once the events are counted the
+    load no longer fits and stops before a table is built."""
+    events = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(200_000)]
+    path = tmp_path / "run" / "w.pt.trace.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schemaVersion": 1, "padding": "x" * (2 << 20), "traceEvents": events}))
+    json_bytes = path.stat().st_size
+    before_counting = estimate_parse_bytes(json_bytes, 0)
+    counted = estimate_parse_bytes(json_bytes, len(events))
+    assert counted > before_counting
+    monkeypatch.setattr(tb_plugin.profile, "build_model", lambda parsed: pytest.fail("built although over budget"))
+    store = store_of(tmp_path, max_memory_bytes=(before_counting + counted) // 2)
+    try:
+        reason = failure(store, "run")
+    finally:
+        store.stop()
+    assert f"{len(events):,} events" in reason and "memory budget" in reason and "cancelled" in reason
+
+
+def test_estimate_grows_with_events_not_only_with_bytes():
+    """Same JSON size, ten times the events: a larger estimate (the old one was 3x the JSON)."""
+    assert estimate_parse_bytes(100 << 20, 1_000_000) > estimate_parse_bytes(100 << 20, 100_000)
+
+
+# --- gzip: inflated bytes are counted as they come -------------------------------------------
+
+def gzip_claiming_less_than_it_holds(path, members):
+    """A multi-member gzip of `{"traceEvents": [` and then blanks: each member inflates to 1 MB,
+    and the trailer, which records only the last member's size, claims 1 MB in all."""
+    blank = b" " * (1 << 20)
+    head = b'{"traceEvents": [' + blank[17:]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(head) + gzip.compress(blank) * (members - 1))
+    return path
+
+
+def test_gzip_inflating_past_its_claim_is_stopped_at_the_budget(tmp_path, monkeypatch):
+    """The issue's bomb: a trailer's size claim (4 GiB wrapped to 64 MiB there) passed the
+    budget check, and the loader inflated 4 GiB. The inflated bytes are counted as they
+    come: the read stops once they pass what the budget allows for the JSON."""
+    path = gzip_claiming_less_than_it_holds(tmp_path / "run" / "w.pt.trace.json.gz", 64)
+    assert int.from_bytes(path.read_bytes()[-4:], "little") == 1 << 20  # what the trailer claims
+    inflated = []
+    real_pieces = tb_plugin.storage._read_pieces
+
+    def counted(stream, view, progress):
+        filled = real_pieces(stream, view, progress)
+        inflated.append(filled)
+        return filled
+
+    monkeypatch.setattr(tb_plugin.storage, "_read_pieces", counted)
+    budget = 64 << 20
+    store = store_of(tmp_path, max_memory_bytes=budget)
+    try:
+        reason = failure(store, "run")
+    finally:
+        store.stop()
+    assert "inflates to more than" in reason and "--profiler_max_memory_mb" in reason
+    assert sum(inflated) <= budget // 2  # stopped long before the 64 MB it holds
+
+
+def test_gzip_of_random_bytes_is_not_a_gzip_of_json_rather_than_too_large(tmp_path):
+    """Item 8's gzip part: 200 KB of random bytes after the gzip magic were refused as "too
+    large (590 MB)" from their last four bytes."""
+    path = tmp_path / "run" / "w.pt.trace.json.gz"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\x1f\x8b" + os.urandom(200_000))
+    store = store_of(tmp_path, max_memory_bytes=512 << 20)
+    try:
+        reason = failure(store, "run")
+    finally:
+        store.stop()
+    assert "not a gzip of JSON" in reason and "too large" not in reason
+
+
+# --- a cached model is admitted by its size ---------------------------------------------------
+
+def test_a_cached_model_larger_than_the_budget_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    """The issue's case: a 1 GB trace in the disk cache loaded with no budget check at all."""
+    shutil.copytree(SAMPLES / "cpu_cnn", tmp_path / "logs" / "cnn")
+    writer = store_of(tmp_path / "logs", cache=ModelCache(tmp_path / "cache"))
+    held = writer.profile_blocking("cnn", "worker0", 1, timeout=60).model.nbytes()
+    writer.stop()
+    monkeypatch.setattr(tb_plugin.cache, "decode_model", lambda *a: pytest.fail("read although too large"))
+    store = store_of(tmp_path / "logs", cache=ModelCache(tmp_path / "cache"), max_memory_bytes=held // 2)
+    try:
+        reason = failure(store, "cnn", "worker0")
+    finally:
+        store.stop()
+    assert f"its tables take {held >> 20} MB" in reason and "memory budget" in reason
+
+
+# --- replies are bounded in bytes and counted in the budget ------------------------------------
+
+class _Profile:
+    """Anything weakly referenceable stands in for a Profile here."""
+
+
+def test_reply_cache_is_bounded_in_bytes_and_forgets_replies_of_dropped_profiles():
+    replies = ReplyCache(max_bytes=20_000)
+    first, second = _Profile(), _Profile()
+    for i in range(100):
+        replies.put([first], f"/q?i={i}", (b"x" * 1000, "application/json"))
+    assert replies.nbytes <= 20_000
+    assert replies.get([first], "/q?i=99") is not None and replies.get([first], "/q?i=0") is None
+    replies.put([second], "/q?i=0", (b"y" * 1000, "application/json"))
+    kept = replies.nbytes
+    del first
+    gc.collect()
+    assert replies.get([second], "/q?i=0") == (b"y" * 1000, "application/json")
+    assert 1000 < replies.nbytes < kept and replies.nbytes < 2000
+    assert replies.get([second], "/none") is None
+
+
+def test_cached_replies_count_in_the_memory_budget(tmp_path):
+    shutil.copytree(SAMPLES / "cpu_cnn", tmp_path / "cnn")
+    plugin, client = make_client(tmp_path)
+    store = plugin.store
+    try:
+        store.wait_for_scan(30)
+        assert wait_ready(client, "run=cnn&worker=worker0").status_code == 200
+        held = store.held_bytes()
+        body = client.get("/data/plugin/pytorch_profiler/timeline_slices?run=cnn&worker=worker0&start_us=0"
+                          "&end_us=1e9&resolution_us=1").get_data()
+        assert store.replies.nbytes >= len(body) and store.held_bytes() >= held + len(body)
+        assert store.replies.max_bytes <= store.max_memory_bytes
+    finally:
+        store.stop()
+
+
+# --- a file that could not be read is tried again ---------------------------------------------
+
+@pytest.fixture
+def old_trace(tmp_path):
+    """A trace last written an hour ago: its failures are not those of a file being written."""
+    path = write_trace(tmp_path / "run" / "w.pt.trace.json", [op("ProfilerStep#3", 0, 9, cat="user_annotation")])
+    an_hour_ago = time.time() - 3600
+    os.utime(path, (an_hour_ago, an_hour_ago))
+    return path
+
+
+def deny_reading(monkeypatch, path):
+    """Opening `path` fails with EACCES while the returned flag is set (root reads any file,
+    so mode bits alone cannot make it fail)."""
+    denied = threading.Event()
+    denied.set()
+    real_open = tb_plugin.storage._open_regular
+
+    def guarded(full):
+        if denied.is_set() and os.path.samefile(full, path):
+            raise PermissionError(13, "Permission denied", full)
+        return real_open(full)
+
+    monkeypatch.setattr(tb_plugin.storage, "_open_regular", guarded)
+    return denied
+
+
+def test_permission_error_is_retried_once_chmod_fixed_it(tmp_path, old_trace, monkeypatch):
+    """The issue's case: the error stayed until the file's size or mtime changed. `chmod`
+    changes the file's ctime, part of its identity: the next request loads it."""
+    denied = deny_reading(monkeypatch, old_trace)
+    store = store_of(tmp_path, retry_seconds=3600)
+    try:
+        assert "Permission denied" in failure(store, "run")
+        denied.clear()
+        os.chmod(old_trace, 0o644)
+        assert store.profile_blocking("run", "w", 1, timeout=30).model.steps["step"].tolist() == [3]
+    finally:
+        store.stop()
+
+
+def test_permission_error_is_retried_even_without_a_change_to_the_file(tmp_path, old_trace, monkeypatch):
+    """Access given back another way (a group membership, a remount) changes nothing of the
+    file: a failure to read it is retried after `retry_seconds`, not remembered."""
+    denied = deny_reading(monkeypatch, old_trace)
+    store = store_of(tmp_path, retry_seconds=0.2)
+    try:
+        assert "Permission denied" in failure(store, "run")
+        denied.clear()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert store.profile_blocking("run", "w", 1, timeout=30).model.steps["step"].tolist() == [3]
+                break
+            except TraceError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        store.stop()
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file_loads_after_chmod(tmp_path, old_trace):
+    os.chmod(old_trace, 0)
+    store = store_of(tmp_path, retry_seconds=3600)
+    try:
+        assert "Permission denied" in failure(store, "run")
+        os.chmod(old_trace, 0o644)
+        assert store.profile_blocking("run", "w", 1, timeout=30).model.steps["step"].tolist() == [3]
+    finally:
+        store.stop()
+
+
+def test_a_trace_error_is_still_remembered(tmp_path, old_trace, monkeypatch):
+    """Only the file system's errors are retried: a broken trace is not parsed again on every
+    request while it is unchanged."""
+    old_trace.write_text('{"traceEvents": [')
+    an_hour_ago = time.time() - 3600
+    os.utime(old_trace, (an_hour_ago, an_hour_ago))
+    store = store_of(tmp_path, retry_seconds=0)
+    try:
+        failure(store, "run")
+        monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: pytest.fail("parsed again"))
+        with pytest.raises(TraceError):
+            store.profile("run", "w", 1)
+    finally:
+        store.stop()
