@@ -27,6 +27,7 @@ import pandas as pd
 import polars as pl
 from msgspec import Raw
 
+from . import accelerators
 from .linking import Nesting, lookup
 from .parse import FLOW_SCHEMA, POLARS_REFUSED, decode_args, events_frame, flow_columns
 
@@ -101,6 +102,7 @@ class _DeviceArgs(msgspec.Struct, gc=False):
     warps_per_sm: float = _x("warps per SM")
     est_achieved_occupancy_pct: float = _x("est. achieved occupancy %")
     bytes: float = _NAN
+    size: float = _NAN  # MTIA's `dma_request` size in bytes
     memory_bandwidth_gbps: float = _x("memory bandwidth (GB/s)")
 
 
@@ -145,19 +147,11 @@ _X_CATEGORIES = {
     "operator": KIND_OP,
     "user_annotation": KIND_OP,
     "python_function": KIND_PYTHON,
-    "cuda_runtime": KIND_RUNTIME,
-    "runtime": KIND_RUNTIME,
-    "cuda_driver": KIND_RUNTIME,
-    "driver": KIND_RUNTIME,
-    "kernel": KIND_KERNEL,
-    "gpu_memcpy": KIND_MEMCPY,
-    "memcpy": KIND_MEMCPY,
-    "gpu_memset": KIND_MEMSET,
-    "memset": KIND_MEMSET,
     "gpu_user_annotation": KIND_GPU_ANNOTATION,
 }
-# Accelerators other than CUDA name their runtime category `<backend>_runtime`/`_driver`.
-_RUNTIME_SUFFIXES = ("_runtime", "_driver")
+# Device activity by role (`accelerators`): a sync is no work, so it stays in `other`.
+_KIND_OF_ROLE = {accelerators.COMPUTE: KIND_KERNEL, accelerators.TRANSFER: KIND_MEMCPY,
+                 accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_OTHER}
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 _DIGITS = re.compile(r"(-?\d+)")
 
@@ -169,9 +163,10 @@ def classify(ph, cat, name):
         kind = _X_CATEGORIES.get(cat_l)
         if kind:
             return kind
-        if cat_l.endswith(_RUNTIME_SUFFIXES):
+        if accelerators.is_runtime_category(cat_l):
             return KIND_RUNTIME
-        return KIND_OTHER
+        role = accelerators.device_role(cat_l, name)
+        return _KIND_OF_ROLE[role] if role else KIND_OTHER
     if ph in ("i", "I") and name == "[memory]":
         return KIND_MEMORY
     if ph in ("s", "f", "t"):
@@ -541,6 +536,14 @@ def _classify(coded, ts, anomalies):
     ph_or_none, cat_or_none = [None, *ph_values], [None, *cat_values]  # code -1 -> None
     kinds = [_kind_code(ph_or_none[p // width], cat_or_none[p % width]) for p in pairs]
     kind = np.array(kinds, dtype=np.int8)[pair_codes] if len(pair_codes) else np.zeros(0, dtype=np.int8)
+    # Device categories whose role is told by the event's name (MTIA's `mtia_ccp_events`).
+    complete = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v == "X"])
+    for code, cat in enumerate(cat_values):
+        if (cat or "").lower() in accelerators.ROLE_BY_NAME:
+            rows = complete & (cat_codes == code)
+            names = [*name_values, None]  # code -1 (no name) -> last
+            kind_of_name = np.array([_KIND_CODE[classify("X", cat, n)] for n in names], dtype=np.int8)
+            kind[rows] = kind_of_name[name_codes[rows]]
     # Instant events are allocator records when named "[memory]".
     instant = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v in ("i", "I")])
     if "[memory]" in name_values:
@@ -860,7 +863,7 @@ class _Builder:
                 "est_achieved_occupancy_pct": a["est_achieved_occupancy_pct"],
             })
         elif kind in (KIND_MEMCPY, KIND_MEMSET):
-            columns["bytes"] = _whole(a["bytes"])
+            columns["bytes"] = _whole(np.where(np.isnan(a["bytes"]), a["size"], a["bytes"]))
             columns["memory_bandwidth_gbps"] = a["memory_bandwidth_gbps"]
         return pd.DataFrame(columns)
 
