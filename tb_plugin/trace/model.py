@@ -29,7 +29,7 @@ from msgspec import Raw
 
 from . import accelerators
 from .linking import Nesting, lookup
-from .parse import FLOW_SCHEMA, POLARS_REFUSED, decode_args, events_frame, flow_columns
+from .parse import FLOW_SCHEMA, POLARS_REFUSED, anchored_times, decode_args, events_frame, flow_columns
 
 _NO_RAW = Raw(b"null")
 
@@ -455,6 +455,7 @@ class _Batch:
     (`_frame_codes`) until the builder maps them to codes for the whole trace."""
 
     coded: dict  # "ph", "cat", "name", "pid", "tid" -> (codes, values)
+    ts_anchor: int  # whole µs that `ts` is relative to (`parse.anchored_times`)
     ts: np.ndarray
     dur: np.ndarray
     kind: np.ndarray
@@ -473,7 +474,8 @@ def _read_batch(raws):
     frame, lines = events_frame(raws, anomalies)
     del raws
     coded = _frame_codes(frame, _TOP_LEVEL_TEXT)
-    ts, dur = frame["ts"].to_numpy(), frame["dur"].to_numpy()
+    ts_anchor, ts = anchored_times(lines, frame["ts"].to_numpy())
+    dur = frame["dur"].to_numpy()
     kind = _classify(coded, ts, anomalies)
     counts = np.bincount(kind, minlength=len(_KIND_CODE))
     present = [k for k in _ARGS_TYPES if counts[_KIND_CODE[k]]]
@@ -497,7 +499,7 @@ def _read_batch(raws):
     if counts[_KIND_CODE[KIND_COUNTER]]:
         counter_args = _counter_values(texts[-1], frame, of_kind[KIND_COUNTER], counts[_KIND_CODE[KIND_COUNTER]],
                                        anomalies)
-    return _Batch(coded, ts, dur, kind, args, flows, counter_args, anomalies)
+    return _Batch(coded, ts_anchor, ts, dur, kind, args, flows, counter_args, anomalies)
 
 
 def _counter_values(joined, frame, is_counter, count, anomalies):
@@ -659,10 +661,15 @@ class _Builder:
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in _ARGS_TYPES.items()}
         self._flow_parts, self._counter_args = [], []
         self._kept_of_kind = {}  # kind -> which of its events (as read) are kept
+        # Times are held relative to the first batch's anchor (a whole µs): differences of
+        # whole numbers and small fractions, exact where absolute floats would not be.
+        self.anchor_us = None
         for batch in _read_batches(raws, parsed.release):
             for key, interner in self._interners.items():
                 parts[key].append(interner.remap(batch.coded[key]))
-            parts["ts"].append(batch.ts)
+            if self.anchor_us is None:
+                self.anchor_us = batch.ts_anchor
+            parts["ts"].append(batch.ts + float(batch.ts_anchor - self.anchor_us))
             parts["dur"].append(batch.dur)
             parts["kind"].append(batch.kind)
             for kind, columns in batch.args.items():
@@ -699,7 +706,10 @@ class _Builder:
         # must not move the origin; intervals define it.
         interval = self.mask(KIND_OP, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
         base = self.ts_all[interval] if interval.any() else self.ts_all[timed & np.isfinite(self.ts_all)]
-        self.origin = float(np.min(base)) if len(base) else 0.0
+        self._origin_offset = float(np.min(base)) if len(base) else 0.0
+        # The origin as an absolute float (rounded where float64 cannot hold it); every table's
+        # times are exact offsets from it (`ts`).
+        self.origin = (self.anchor_us or 0) + self._origin_offset
         self.thread_all, self.thread_keys = self._threads()
 
     def _drop_far_from_the_trace(self):
@@ -760,7 +770,7 @@ class _Builder:
         return pd.Categorical.from_codes(self.name_codes[mask], categories=self.name_categories, validate=False)
 
     def ts(self, mask):
-        return self.ts_all[mask] - self.origin
+        return self.ts_all[mask] - self._origin_offset
 
     def intervals(self, mask, instants_allowed=False):
         """The columns every interval table starts with: name, thread, ts, dur."""
