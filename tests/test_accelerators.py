@@ -152,3 +152,26 @@ def test_the_hand_written_trace_is_what_the_docstring_says():
              if e.get("name", "").startswith("ProfilerStep")]
     assert steps == [("ProfilerStep#1", 100, 200), ("ProfilerStep#2", 300, 200)]
     assert np.isclose(sum(e["dur"] for e in doc["traceEvents"] if e.get("cat") == "mtia_ccp_events"), 170)
+
+
+def test_a_backend_no_table_lists_is_recognised_by_where_it_runs_and_its_launch(tmp_path):
+    """A made-up backend: `newchip_runtime` calls launch `newchip_device` events on pid 5,
+    which holds no host event. Linked ones are device activity by their name's role (a tile
+    of compute, a `dma` transfer, a `wait` sync kept in other); one whose correlation no
+    runtime call has, and a `Trace` event on the host pid that shares a correlation, stay in
+    other."""
+    def device_event(name, ts, dur, correlation, **args):
+        return {"ph": "X", "cat": "newchip_device", "name": name, "pid": 5, "tid": 3, "ts": ts, "dur": dur,
+                "args": {"correlation": correlation, **args}}
+    events = [op("ProfilerStep#1", 0, 100), op("aten::mm", 10, 40, **{"External id": 1}),
+              runtime("launch", 20, 5, 7, 1, cat="newchip_runtime"), runtime("launch", 30, 5, 8, 1, cat="newchip_runtime"),
+              device_event("matmul_tile", 40, 30, 7), device_event("dma_in", 70, 10, 8, bytes=64),
+              device_event("barrier_wait", 80, 5, 8), device_event("unlaunched", 85, 5, 99),
+              {"ph": "X", "cat": "Trace", "name": "host span", "pid": 1, "tid": 1, "ts": 0, "dur": 5,
+               "args": {"correlation": 7}}]
+    profile = tb_plugin.load(str(write_trace(tmp_path / "w.pt.trace.json", events)))
+    model = profile.model
+    assert model.kernels[["name", "device", "stream", "op"]].astype(str).values.tolist() == [["matmul_tile", "5", "3", "1"]]
+    assert model.memcpy[["name", "bytes", "op"]].astype(str).values.tolist() == [["dma_in", "64", "1"]]
+    assert sorted(model.other["name"].astype(str)) == ["barrier_wait", "host span", "unlaunched"]
+    assert dict(zip(profile.operators()["name"], profile.operators()["device_self_us"])) == {"aten::mm": 40}

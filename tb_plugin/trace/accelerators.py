@@ -23,7 +23,12 @@ sources show them, and the model files each activity by its role:
 | HPU (Gaudi) | `hpu_op`, and host lanes written as runtime | `kernel` (TPC, MME engines), `gpu_memcpy`, `gpu_memset` | `kernel` | `gpu_memcpy` | — | `enqueue` flows, not `correlation`: device work stays unlinked to operators | no |
 | PrivateUse1 | `privateuse1_runtime`, `privateuse1_driver` | `kernel`, `gpu_memcpy`, `gpu_memset` | `kernel` | `gpu_memcpy` | — | `correlation` | no |
 
-Any other category ending in `_runtime` or `_driver` is a runtime call too. Sources: Kineto's
+Any other category ending in `_runtime` or `_driver` is a runtime call too. An `X` event of a
+category no backend lists is device activity when it runs where a device does (a pid with no
+host event: no operator, Python frame, runtime call or allocation) and a runtime call in the
+trace carries its `correlation`; its role then comes from its name (`generic_role`: `memcpy`,
+`dma` or `copy` transfer, `memset` fill, `sync` or `wait` sync, anything else compute).
+Unlinked events of such categories stay in `other`. Sources: Kineto's
 `ActivityType` names (`libkineto/include/ActivityType.h`, `src/ActivityType.cpp`), its XPU
 plugin, Holistic Trace Analysis 0.5.0 (`hta/common/types.py`: `mtia_ccp_events`, `^dma`
 transfers, `runFunction` launches) and the Gaudi PyTorch bridge's trace parser (TPC/MME engines
@@ -82,3 +87,12 @@ def device_role(category, name):
         name = name or ""
         return TRANSFER if name.startswith(transfers) else SYNC if name in syncs else COMPUTE
     return DEVICE_CATEGORY_ROLES.get(category)
+
+
+_GENERIC_ROLES = ((TRANSFER, ("memcpy", "dma", "copy")), (FILL, ("memset",)), (SYNC, ("sync", "wait")))
+
+
+def generic_role(name):
+    """Role of device activity of a category no backend lists, from its name."""
+    lowered = (name or "").lower()
+    return next((role for role, words in _GENERIC_ROLES if any(w in lowered for w in words)), COMPUTE)

@@ -134,12 +134,15 @@ KIND_FLOW = "flow"
 KIND_META = "meta"
 KIND_COUNTER = "counter"
 KIND_OTHER = "other"
+# An `X` event of a category no backend of `accelerators` lists: device activity when it runs
+# on a device's pid and a runtime call launched it (`_Builder.candidate_kinds`), else other.
+KIND_CANDIDATE = "candidate"
 KIND_SKIPPED = "skipped"
 # The builder holds each event's kind as a small integer: comparing int8 codes is what makes
 # a table's row mask cheap.
 _KIND_CODE = {kind: code for code, kind in enumerate(
     (KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_GPU_ANNOTATION, KIND_MEMORY,
-     KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_SKIPPED))}
+     KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_CANDIDATE, KIND_SKIPPED))}
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
 _X_CATEGORIES = {
@@ -166,7 +169,7 @@ def classify(ph, cat, name):
         if accelerators.is_runtime_category(cat_l):
             return KIND_RUNTIME
         role = accelerators.device_role(cat_l, name)
-        return _KIND_OF_ROLE[role] if role else KIND_OTHER
+        return _KIND_OF_ROLE[role] if role else KIND_CANDIDATE
     if ph in ("i", "I") and name == "[memory]":
         return KIND_MEMORY
     if ph in ("s", "f", "t"):
@@ -625,6 +628,7 @@ class _Interner:
 # The args fields each kind's table needs (counters keep their args whole: any series name).
 _ARGS_TYPES = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
                KIND_MEMCPY: _DeviceArgs, KIND_MEMSET: _DeviceArgs, KIND_GPU_ANNOTATION: _DeviceArgs,
+               KIND_CANDIDATE: _DeviceArgs,
                KIND_MEMORY: _MemoryArgs, KIND_META: _MetaArgs}
 
 
@@ -661,6 +665,7 @@ class _Builder:
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in _ARGS_TYPES.items()}
         self._flow_parts, self._counter_args = [], []
         self._kept_of_kind = {}  # kind -> which of its events (as read) are kept
+        self._candidate_kinds = None  # see `candidate_kinds`
         # Times are held relative to the first batch's anchor (a whole µs): differences of
         # whole numbers and small fractions, exact where absolute floats would not be.
         self.anchor_us = None
@@ -847,9 +852,39 @@ class _Builder:
             "cbid": a["cbid"],
         })
 
+    def candidate_kinds(self):
+        """Kind code of each `KIND_CANDIDATE` event (in event order): its role's kind
+        (`accelerators.generic_role` of its name) where it runs on a device, i.e. on a pid
+        with no host event (operator, Python, runtime call, allocation), and a runtime call
+        in the trace has its `correlation`; else `KIND_OTHER`."""
+        m = self.mask(KIND_CANDIDATE)
+        if not m.any():
+            return np.zeros(0, np.int8)
+        if self._candidate_kinds is None:
+            host = self.mask(KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_MEMORY)
+            on_device = ~np.isin(self.pid_coded[0][m], np.unique(self.pid_coded[0][host]))
+            launched = lookup(self.args(KIND_RUNTIME)["correlation"], self.args(KIND_CANDIDATE)["correlation"]) >= 0
+            codes, of_event = np.unique(self.name_codes[m], return_inverse=True)  # each distinct name once
+            kind_of_name = np.array([_KIND_CODE[_KIND_OF_ROLE[accelerators.generic_role(self.name_categories[c])]]
+                                     for c in codes], dtype=np.int8)
+            self._candidate_kinds = np.where(on_device & launched, kind_of_name[of_event],
+                                             _KIND_CODE[KIND_OTHER]).astype(np.int8)
+        return self._candidate_kinds
+
     def device_table(self, kind):
-        m = self.mask(kind)
-        a = self.args(kind)
+        """The table of device activity of `kind`: the events of that kind, then the
+        candidates recognised as such (`candidate_kinds`)."""
+        table = self._device_columns(kind, self.mask(kind), self.args(kind))
+        recognised = self.candidate_kinds() == _KIND_CODE[kind]
+        if not recognised.any():
+            return table
+        rows = self.mask(KIND_CANDIDATE)
+        rows[rows] = recognised
+        args = {name: (c[0][recognised], c[1]) if isinstance(c, tuple) else c[recognised]
+                for name, c in self.args(KIND_CANDIDATE).items()}
+        return _concat_tables(table, self._device_columns(kind, rows, args))
+
+    def _device_columns(self, kind, m, a):
         device = a["device"]
         stream = a["stream"]
         if m.any() and ((device < 0).any() or (stream < 0).any()):
@@ -925,6 +960,8 @@ class _Builder:
 
     def other(self):
         m = self.mask(KIND_OTHER)
+        candidates = self.mask(KIND_CANDIDATE)
+        m[candidates] = self.candidate_kinds() == _KIND_CODE[KIND_OTHER]
         return pd.DataFrame({
             **self.intervals(m, instants_allowed=True),
             "cat": _recode(self.cat_coded, m, lambda c: c or ""),
@@ -964,6 +1001,16 @@ class _Builder:
             thread_name=pd.Series(thread_value("thread_name", "name")).fillna("").to_numpy(),
             thread_sort_index=thread_value("thread_sort_index", "sort_index").astype(np.float64),
         )
+
+
+def _concat_tables(first, second):
+    """Rows of `first`, then of `second` (same columns); categorical columns stay categorical."""
+    joined = pd.concat([first, second], ignore_index=True)
+    for column in first.columns:
+        categorical = isinstance(first[column].dtype, pd.CategoricalDtype)
+        if categorical and not isinstance(joined[column].dtype, pd.CategoricalDtype):
+            joined[column] = pd.api.types.union_categoricals([first[column], second[column]])
+    return joined
 
 
 def _devices(metadata):
