@@ -33,8 +33,9 @@ from .storage import is_url
 logger = logging.getLogger(__name__)
 
 # Bump when TraceModel's tables, or this layout, change shape or meaning. Format 1 was pickles
-# (`*.tbpp`), deleted on sight, never read.
-CACHE_FORMAT = 2
+# (`*.tbpp`), deleted on sight, never read; 3: flows carry `op` and `peer`, times their
+# nanoseconds, MTIA's device work its own tables.
+CACHE_FORMAT = 3
 MANIFEST = "manifest.json"
 _TEMP_PREFIX = ".tmp-"
 _OLD_SUFFIX = ".tbpp"

@@ -282,12 +282,10 @@ def test_step_starts_after_the_previous_steps_device_work(tmp_path):
     """The memcpy launched in step 1 runs until 380, past step 2's host start (350): step 2
     starts at 380 and keeps only its own work (mm from 380, its launch, its kernel).
 
-    Step 1 differs from the old plugin. A kernel [150, 240] with no launch in the trace
-    (correlation 123, External id 0) runs inside step 1's host range; the old plugin took it
-    for the previous step's work and started step 1 at 240 (total 140: Memcpy 100, Runtime 5,
-    CPU Exec 15, Other 20), dropping 140 µs of step 1's host time. Ours: a step starts no
-    earlier than the previous *step's* end (`common.step_windows`); before step 1 there is
-    none, so step 1 is [100, 380] and the unattributed kernel is GPU time within it."""
+    A kernel [150, 240] with no launch in the trace (correlation 123, External id 0) ends
+    before step 1's first device activity (the memcpy at 280): it is work from before the
+    profiler started, and step 1 starts after it, at 240, as in the old plugin
+    (`common.step_windows`): total 140, Memcpy 100, Runtime 5, CPU Exec 15, Other 20."""
     events = TWO_STEPS[:4] + [
         device(150, 90, 123, 0),
         device(280, 100, 334, 2, name="Memcpy HtoD (Pageable -> Device)", cat="Memcpy"),
@@ -295,10 +293,10 @@ def test_step_starts_after_the_previous_steps_device_work(tmp_path):
         device(410, 200, 40348, 4), launch(400, 5, 40348, 4, tid="123"),
     ]
     steps = steps_as_dicts(load(tmp_path, events))
-    # step 1 [100, 380]: kernel 150-240, memcpy 280-380, launch 250-255, aten::to 200-260 minus
-    # the kernel and the launch = 240-250 and 255-260, the rest (100-150, 260-280) is Other
-    assert steps[1] == {"kernel_us": 90, "memcpy_us": 100, "memset_us": 0, "communication_us": 0, "runtime_us": 5,
-                        "dataloader_us": 0, "cpu_exec_us": 15, "other_us": 50 + 20, "total_us": 280}
+    # step 1 [240, 380]: memcpy 280-380, launch 250-255, aten::to 240-260 minus the launch =
+    # 240-250 and 255-260, the rest (260-280) is Other
+    assert steps[1] == {"kernel_us": 0, "memcpy_us": 100, "memset_us": 0, "communication_us": 0, "runtime_us": 5,
+                        "dataloader_us": 0, "cpu_exec_us": 15, "other_us": 20, "total_us": 140}
     # step 2 [380, 610]: as the old plugin (mm 380-410 minus nothing, plus 405-410 after the launch)
     assert steps[2] == {"kernel_us": 200, "memcpy_us": 0, "memset_us": 0, "communication_us": 0, "runtime_us": 5,
                         "dataloader_us": 0, "cpu_exec_us": (380 + 100) - 360 - 100 + 5, "other_us": 0,
@@ -325,12 +323,9 @@ def test_datapipe_range_is_dataloader_time_not_an_operator(tmp_path):
 
 def test_trailing_steps_without_device_work_are_left_out(tmp_path):
     """Steps 2 and 3 launched nothing while step 1 launched a kernel: they are steps the profiler
-    stopped recording part-way, so the step table has step 1 only, [100, 330] (its kernel ends
-    at 330).
-
-    The old plugin answered 330 - 110 = 220: it also started step 1 after an earlier kernel
-    [90, 110] that has no launch in the trace (see
-    `test_step_starts_after_the_previous_steps_device_work` for why ours does not)."""
+    stopped recording part-way, so the step table has step 1 only, [110, 330]: its kernel ends
+    at 330, and it starts after the kernel [90, 110] that has no launch in the trace and ends
+    before step 1's own device work (`common.step_windows`), 330 - 110 = 220 as the old plugin."""
     events = [
         host("ProfilerStep#1", 100, 200, 1), host("aten::to", 120, 10, 2, dims=TO_SHAPE),
         host("ProfilerStep#2", 300, 100, 3), host("ProfilerStep#3", 400, 50, 4),
@@ -340,9 +335,9 @@ def test_trailing_steps_without_device_work_are_left_out(tmp_path):
     profile = load(tmp_path, events)
     table = profile.steps()
     assert table["step"].tolist() == [1]
-    assert table["total_us"].tolist() == [330 - 100]
-    # the window of the GPU summary is that step too: kernel-busy 110..330 within 100..330
-    assert profile.gpu_summary()["utilization_pct"].tolist() == pytest.approx([100 * (330 - 150 + 10) / 230])
+    assert table["total_us"].tolist() == [330 - 110]
+    # the window of the GPU summary is that step too: kernel-busy 150..330 within 110..330
+    assert profile.gpu_summary()["utilization_pct"].tolist() == pytest.approx([100 * (330 - 150) / 220])
 
 
 def test_last_step_with_much_less_device_work_is_left_out(tmp_path):

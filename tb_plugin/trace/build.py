@@ -21,12 +21,13 @@ from .anomalies import (EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DRO
                         MALFORMED_ARGS_REPLACED, UNSUPPORTED_EVENTS_SKIPPED, record)
 from .coding import (_Interner, _categorical, _coded, _first_valid, _float_field, _floats, _frame_codes, _id_codes,
                      _int_field, _json_categorical, _recode, _text_field, _texts, _whole)
-from .kinds import (KIND_COUNTER, KIND_FLOW, KIND_GPU_ANNOTATION, KIND_KERNEL, KIND_MEMCPY, KIND_MEMORY, KIND_MEMSET,
-                    KIND_META, KIND_OP, KIND_OTHER, KIND_PYTHON, KIND_RUNTIME, KIND_SKIPPED, _ARGS_TYPES, _KIND_CODE,
-                    _KIND_OF_CODE, _NAN, _kind_code)
+from . import accelerators
+from .kinds import (KIND_CANDIDATE, KIND_COUNTER, KIND_FLOW, KIND_GPU_ANNOTATION, KIND_KERNEL, KIND_MEMCPY,
+                    KIND_MEMORY, KIND_MEMSET, KIND_META, KIND_OP, KIND_OTHER, KIND_PYTHON, KIND_RUNTIME, KIND_SKIPPED,
+                    _ARGS_TYPES, _KIND_CODE, _KIND_OF_CODE, _KIND_OF_ROLE, _NAN, _kind_code, classify)
 from .linking import Nesting, flow_peers, lookup
 from .model import TraceModel, first_int
-from .parse import FLOW_SCHEMA, POLARS_REFUSED, decode_args, events_frame, flow_columns
+from .parse import FLOW_SCHEMA, POLARS_REFUSED, anchored_times, decode_args, events_frame, flow_columns
 from .tables import DEVICES
 
 
@@ -91,6 +92,7 @@ class _Batch:
     (`_frame_codes`) until the builder maps them to codes for the whole trace."""
 
     coded: dict  # "ph", "cat", "name", "pid", "tid" -> (codes, values)
+    ts_anchor: int  # whole µs that `ts` is relative to (`parse.anchored_times`)
     ts: np.ndarray
     dur: np.ndarray
     kind: np.ndarray
@@ -109,7 +111,8 @@ def _read_batch(raws):
     frame, lines = events_frame(raws, anomalies)
     del raws
     coded = _frame_codes(frame, _TOP_LEVEL_TEXT)
-    ts, dur = frame["ts"].to_numpy(), frame["dur"].to_numpy()
+    ts_anchor, ts = anchored_times(lines, frame["ts"].to_numpy())
+    dur = frame["dur"].to_numpy()
     kind = _classify(coded, ts, anomalies)
     counts = np.bincount(kind, minlength=len(_KIND_CODE))
     present = [k for k in _ARGS_TYPES if counts[_KIND_CODE[k]]]
@@ -133,7 +136,7 @@ def _read_batch(raws):
     if counts[_KIND_CODE[KIND_COUNTER]]:
         counter_args = _counter_values(texts[-1], frame, of_kind[KIND_COUNTER], counts[_KIND_CODE[KIND_COUNTER]],
                                        anomalies)
-    return _Batch(coded, ts, dur, kind, args, flows, counter_args, anomalies)
+    return _Batch(coded, ts_anchor, ts, dur, kind, args, flows, counter_args, anomalies)
 
 
 def _counter_values(joined, frame, is_counter, count, anomalies):
@@ -167,6 +170,14 @@ def _classify(coded, ts, anomalies):
     ph_or_none, cat_or_none = [None, *ph_values], [None, *cat_values]  # code -1 -> None
     kinds = [_kind_code(ph_or_none[p // width], cat_or_none[p % width]) for p in pairs]
     kind = np.array(kinds, dtype=np.int8)[pair_codes] if len(pair_codes) else np.zeros(0, dtype=np.int8)
+    # Device categories whose role is told by the event's name (MTIA's `mtia_ccp_events`).
+    complete = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v == "X"])
+    for code, cat in enumerate(cat_values):
+        if (cat or "").lower() in accelerators.ROLE_BY_NAME:
+            rows = complete & (cat_codes == code)
+            names = [*name_values, None]  # code -1 (no name) -> last
+            kind_of_name = np.array([_KIND_CODE[classify("X", cat, n)] for n in names], dtype=np.int8)
+            kind[rows] = kind_of_name[name_codes[rows]]
     # Instant events are allocator records when named "[memory]".
     instant = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v in ("i", "I")])
     if "[memory]" in name_values:
@@ -255,10 +266,16 @@ class _Builder:
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in _ARGS_TYPES.items()}
         self._flow_parts, self._counter_args = [], []
         self._kept_of_kind = {}  # kind -> which of its events (as read) are kept
+        self._candidate_kinds = None  # see `candidate_kinds`
+        # Times are held relative to the first batch's anchor (a whole µs): differences of
+        # whole numbers and small fractions, exact where absolute floats would not be.
+        self.anchor_us = None
         for batch in _read_batches(raws, parsed.release):
             for key, interner in self._interners.items():
                 parts[key].append(interner.remap(batch.coded[key]))
-            parts["ts"].append(batch.ts)
+            if self.anchor_us is None:
+                self.anchor_us = batch.ts_anchor
+            parts["ts"].append(batch.ts + float(batch.ts_anchor - self.anchor_us))
             parts["dur"].append(batch.dur)
             parts["kind"].append(batch.kind)
             for kind, columns in batch.args.items():
@@ -295,7 +312,10 @@ class _Builder:
         # must not move the origin; intervals define it.
         interval = self.mask(KIND_OP, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
         base = self.ts_all[interval] if interval.any() else self.ts_all[timed & np.isfinite(self.ts_all)]
-        self.origin = float(np.min(base)) if len(base) else 0.0
+        self._origin_offset = float(np.min(base)) if len(base) else 0.0
+        # The origin as an absolute float (rounded where float64 cannot hold it); every table's
+        # times are exact offsets from it (`ts`).
+        self.origin = (self.anchor_us or 0) + self._origin_offset
         self.thread_all, self.thread_keys = self._threads()
 
     def _drop_far_from_the_trace(self):
@@ -356,7 +376,7 @@ class _Builder:
         return pd.Categorical.from_codes(self.name_codes[mask], categories=self.name_categories, validate=False)
 
     def ts(self, mask):
-        return self.ts_all[mask] - self.origin
+        return self.ts_all[mask] - self._origin_offset
 
     def intervals(self, mask, instants_allowed=False):
         """The columns every interval table starts with: name, thread, ts, dur."""
@@ -433,9 +453,39 @@ class _Builder:
             "cbid": a["cbid"],
         })
 
+    def candidate_kinds(self):
+        """Kind code of each `KIND_CANDIDATE` event (in event order): its role's kind
+        (`accelerators.generic_role` of its name) where it runs on a device, i.e. on a pid
+        with no host event (operator, Python, runtime call, allocation), and a runtime call
+        in the trace has its `correlation`; else `KIND_OTHER`."""
+        m = self.mask(KIND_CANDIDATE)
+        if not m.any():
+            return np.zeros(0, np.int8)
+        if self._candidate_kinds is None:
+            host = self.mask(KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_MEMORY)
+            on_device = ~np.isin(self.pid_coded[0][m], np.unique(self.pid_coded[0][host]))
+            launched = lookup(self.args(KIND_RUNTIME)["correlation"], self.args(KIND_CANDIDATE)["correlation"]) >= 0
+            codes, of_event = np.unique(self.name_codes[m], return_inverse=True)  # each distinct name once
+            kind_of_name = np.array([_KIND_CODE[_KIND_OF_ROLE[accelerators.generic_role(self.name_categories[c])]]
+                                     for c in codes], dtype=np.int8)
+            self._candidate_kinds = np.where(on_device & launched, kind_of_name[of_event],
+                                             _KIND_CODE[KIND_OTHER]).astype(np.int8)
+        return self._candidate_kinds
+
     def device_table(self, kind):
-        m = self.mask(kind)
-        a = self.args(kind)
+        """The table of device activity of `kind`: the events of that kind, then the
+        candidates recognised as such (`candidate_kinds`)."""
+        table = self._device_columns(kind, self.mask(kind), self.args(kind))
+        recognised = self.candidate_kinds() == _KIND_CODE[kind]
+        if not recognised.any():
+            return table
+        rows = self.mask(KIND_CANDIDATE)
+        rows[rows] = recognised
+        args = {name: (c[0][recognised], c[1]) if isinstance(c, tuple) else c[recognised]
+                for name, c in self.args(KIND_CANDIDATE).items()}
+        return _concat_tables(table, self._device_columns(kind, rows, args))
+
+    def _device_columns(self, kind, m, a):
         device = a["device"]
         stream = a["stream"]
         if m.any() and ((device < 0).any() or (stream < 0).any()):
@@ -459,7 +509,7 @@ class _Builder:
                 "est_achieved_occupancy_pct": a["est_achieved_occupancy_pct"],
             })
         elif kind in (KIND_MEMCPY, KIND_MEMSET):
-            columns["bytes"] = _whole(a["bytes"])
+            columns["bytes"] = _whole(np.where(np.isnan(a["bytes"]), a["size"], a["bytes"]))
             columns["memory_bandwidth_gbps"] = a["memory_bandwidth_gbps"]
         return pd.DataFrame(columns)
 
@@ -511,6 +561,8 @@ class _Builder:
 
     def other(self):
         m = self.mask(KIND_OTHER)
+        candidates = self.mask(KIND_CANDIDATE)
+        m[candidates] = self.candidate_kinds() == _KIND_CODE[KIND_OTHER]
         return pd.DataFrame({
             **self.intervals(m, instants_allowed=True),
             "cat": _recode(self.cat_coded, m, lambda c: c or ""),
@@ -550,6 +602,16 @@ class _Builder:
             thread_name=pd.Series(thread_value("thread_name", "name")).fillna("").to_numpy(),
             thread_sort_index=thread_value("thread_sort_index", "sort_index").astype(np.float64),
         )
+
+
+def _concat_tables(first, second):
+    """Rows of `first`, then of `second` (same columns); categorical columns stay categorical."""
+    joined = pd.concat([first, second], ignore_index=True)
+    for column in first.columns:
+        categorical = isinstance(first[column].dtype, pd.CategoricalDtype)
+        if categorical and not isinstance(joined[column].dtype, pd.CategoricalDtype):
+            joined[column] = pd.api.types.union_categoricals([first[column], second[column]])
+    return joined
 
 
 def _devices(metadata):

@@ -10,6 +10,8 @@ from functools import lru_cache
 import msgspec
 from msgspec import Raw
 
+from . import accelerators
+
 
 _NO_RAW = Raw(b"null")
 
@@ -82,6 +84,7 @@ class _DeviceArgs(msgspec.Struct, gc=False):
     warps_per_sm: float = _x("warps per SM")
     est_achieved_occupancy_pct: float = _x("est. achieved occupancy %")
     bytes: float = _NAN
+    size: float = _NAN  # MTIA's `dma_request` size in bytes
     memory_bandwidth_gbps: float = _x("memory bandwidth (GB/s)")
 
 
@@ -113,31 +116,32 @@ KIND_FLOW = "flow"
 KIND_META = "meta"
 KIND_COUNTER = "counter"
 KIND_OTHER = "other"
+# An `X` event of a category no backend of `accelerators` lists: device activity when it runs
+# on a device's pid and a runtime call launched it (`_Builder.candidate_kinds`), else other.
+KIND_CANDIDATE = "candidate"
 KIND_SKIPPED = "skipped"
 # The builder holds each event's kind as a small integer: comparing int8 codes is what makes
 # a table's row mask cheap.
 _KIND_CODE = {kind: code for code, kind in enumerate(
     (KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_GPU_ANNOTATION, KIND_MEMORY,
-     KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_SKIPPED))}
+     KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_CANDIDATE, KIND_SKIPPED))}
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
-# Categories (lower case) of host calls into a device runtime or driver: CUDA's, and the
-# generic names; other accelerators name theirs `<backend>_runtime` / `<backend>_driver`.
-RUNTIME_CATEGORIES = ("cuda_runtime", "runtime", "cuda_driver", "driver")
-RUNTIME_SUFFIXES = ("_runtime", "_driver")
+# Categories (lower case) of host calls into CUDA's runtime or driver, and the generic 2021
+# names: they do not name the device (`Profile.device_type`). Every backend's runtime and
+# device categories are in `accelerators`.
+RUNTIME_CATEGORIES = accelerators.CUDA.runtime_categories
+# Host-side categories; runtime calls and device activity are told by `accelerators`.
 _X_CATEGORIES = {
     "cpu_op": KIND_OP,
     "operator": KIND_OP,
     "user_annotation": KIND_OP,
     "python_function": KIND_PYTHON,
-    **dict.fromkeys(RUNTIME_CATEGORIES, KIND_RUNTIME),
-    "kernel": KIND_KERNEL,
-    "gpu_memcpy": KIND_MEMCPY,
-    "memcpy": KIND_MEMCPY,
-    "gpu_memset": KIND_MEMSET,
-    "memset": KIND_MEMSET,
     "gpu_user_annotation": KIND_GPU_ANNOTATION,
 }
+# Device activity by role (`accelerators`): a sync is no work, so it stays in `other`.
+_KIND_OF_ROLE = {accelerators.COMPUTE: KIND_KERNEL, accelerators.TRANSFER: KIND_MEMCPY,
+                 accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_OTHER}
 
 
 def classify(ph, cat, name):
@@ -147,9 +151,10 @@ def classify(ph, cat, name):
         kind = _X_CATEGORIES.get(cat_l)
         if kind:
             return kind
-        if cat_l.endswith(RUNTIME_SUFFIXES):
+        if accelerators.is_runtime_category(cat_l):
             return KIND_RUNTIME
-        return KIND_OTHER
+        role = accelerators.device_role(cat_l, name)
+        return _KIND_OF_ROLE[role] if role else KIND_CANDIDATE
     if ph in ("i", "I") and name == "[memory]":
         return KIND_MEMORY
     if ph in ("s", "f", "t"):
@@ -171,4 +176,5 @@ def _kind_code(ph, cat):
 # The args fields each kind's table needs (counters keep their args whole: any series name).
 _ARGS_TYPES = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
                KIND_MEMCPY: _DeviceArgs, KIND_MEMSET: _DeviceArgs, KIND_GPU_ANNOTATION: _DeviceArgs,
+               KIND_CANDIDATE: _DeviceArgs,
                KIND_MEMORY: _MemoryArgs, KIND_META: _MetaArgs}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import numpy as np
 import polars as pl
 from msgspec import Raw
 
@@ -366,6 +367,100 @@ def flow_columns(events):
         except POLARS_REFUSED:
             rows.append(unreadable)
     return pl.concat(rows) if rows else pl.DataFrame(schema=FLOW_SCHEMA)
+
+
+# float64 keeps about 16 significant digits: an epoch-µs timestamp with a ns fraction
+# (1700000000000000.123) needs 19, so the float polars reads is off by up to 0.125 µs. Above
+# 2**42 µs float64's spacing (>= 2**-10 µs) can round a ns fraction to a whole number.
+_FRACTION_MAY_VANISH_US = 2.0**42
+_FRACTIONAL_TS = re.compile(rb'"ts"\s*:\s*-?\d+\.\d')
+# Where every float of a batch came out whole, its first events' text tells whether the file
+# writes fractions at all: one that does rounds a fraction to a whole float one time in four
+# at 1.7e15, so a batch with fractions almost surely shows some.
+_FRACTION_SAMPLE = 256
+_TS_KEY = np.frombuffer(b'"ts":', dtype=np.uint8)
+# Bytes after `"ts":` read for the number: blanks, a sign, 16 whole and 12 fraction digits.
+_TS_WINDOW = 40
+_LOW_DIGITS = 4  # whole-µs digits checked against the float: they tell this `ts` is the event's
+_FRACTION_DIGITS = 12  # read after the point: ns are 3, none writes more than ps
+_POWERS_OF_TEN = 10.0 ** -np.arange(_FRACTION_DIGITS + 1)  # weight of the k-th digit after the point: 10**-k
+
+
+def _ts_fractions(events):
+    """Per event, the fraction of its `ts` as written, with the number's sign (-0.5 for
+    `-12.5`, 0 for a whole number), and the number's last `_LOW_DIGITS` whole digits; NaN and
+    -1 where the text holds no plain decimal `ts` (exponent form, a string, none).
+
+    Vectorised over the batch's bytes: the first `"ts":` of each event (Kineto writes `ts`
+    before `args`), then a fixed window of bytes after it as a matrix, one row per event."""
+    buf = np.frombuffer(b"\x1e".join(events), dtype=np.uint8)
+    fractions, low = np.full(len(events), np.nan), np.full(len(events), -1, dtype=np.int64)
+    size = len(buf) - len(_TS_KEY) + 1
+    if size <= 0:
+        return fractions, low
+    keys = np.flatnonzero(buf[1:size + 1] == _TS_KEY[1])  # every `t` (as the start of `"ts":`), then those in `"ts":`
+    for k in (0, *range(2, len(_TS_KEY))):
+        keys = keys[buf[keys + k] == _TS_KEY[k]]
+    # where each event ends (with the separator after it) in the joined bytes
+    ends = np.cumsum(np.fromiter(map(len, events), dtype=np.int64, count=len(events)) + 1)
+    event, first = np.unique(np.searchsorted(ends, keys, side="right"), return_index=True)
+    padded = np.concatenate([buf, np.full(_TS_WINDOW, ord(","), dtype=np.uint8)])  # a window never runs off the end
+    window = padded[keys[first][:, None] + (len(_TS_KEY) + np.arange(_TS_WINDOW, dtype=np.int64))]
+    rows, column = np.arange(len(window)), np.arange(_TS_WINDOW, dtype=np.int8)
+    start = np.argmax(window > ord(" "), axis=1).astype(np.int8)[:, None]  # first non-blank byte
+    negative = window[rows, start[:, 0]] == ord("-")
+    value = window - np.uint8(ord("0"))  # a digit's value; wraps above 9 for every other byte
+    digit = value < 10
+    point = window == ord(".")
+    number = digit | point
+    number[rows, start[:, 0]] |= negative
+    end = np.argmin(number | (column < start), axis=1).astype(np.int8)[:, None]  # first byte after the number
+    in_number = (column >= start) & (column < end)
+    points = point & in_number
+    dot = np.where(points.any(axis=1), np.argmax(points, axis=1), end[:, 0]).astype(np.int8)[:, None]
+    after = window[rows, end[:, 0]]
+    plain = ((after <= ord(" ")) | (after == ord(",")) | (after == ord("}"))) & (end[:, 0] > 0) \
+        & (dot[:, 0] > start[:, 0] + negative) & (points.sum(axis=1) <= 1)
+    # the digits just after the point and just before it, gathered as small matrices
+    places = dot + np.arange(1, _FRACTION_DIGITS + 1, dtype=np.int8)
+    after_point = places < end
+    fraction = (np.where(after_point, value[rows[:, None], places.clip(0, _TS_WINDOW - 1)], 0)
+                * _POWERS_OF_TEN[1:_FRACTION_DIGITS + 1]).sum(axis=1)
+    places = dot - np.arange(1, _LOW_DIGITS + 1, dtype=np.int8)
+    before_point = places >= start + negative[:, None]
+    low_digits = (np.where(before_point, value[rows[:, None], places.clip(0, None)], 0).astype(np.int64)
+                  * 10 ** np.arange(_LOW_DIGITS)).sum(axis=1)
+    fractions[event[plain]] = np.where(negative, -fraction, fraction)[plain]
+    low[event[plain]] = low_digits[plain]
+    return fractions, low
+
+
+def anchored_times(events, ts):
+    """The timestamps of a batch of events as `(anchor, offsets)`: an integer µs `anchor`
+    (the batch's median, floored) and float64 µs offsets from it, one per event (NaN where
+    `ts` is). `ts` are the floats polars read from `events` (their JSON texts, one per row).
+
+    Offsets are exact to the digits written. Where the text holds fractions the floats may
+    have rounded, each `ts` is rebuilt from its written fraction f (`_ts_fractions`) and the
+    whole number the float gives, round(float - f) (the float is off by less than 0.5), whose
+    last digits must match the text's; only the difference to the anchor becomes a float.
+    A `ts` that is no plain decimal (exponent form, a string) keeps the float."""
+    finite = np.isfinite(ts)
+    if not finite.any():
+        return 0, ts
+    values = ts[finite]
+    anchor = int(np.floor(np.partition(values, len(values) // 2)[len(values) // 2]))
+    offsets = ts - anchor
+    if (values == np.floor(values)).all() and (
+            np.abs(values).max() < _FRACTION_MAY_VANISH_US
+            or not _FRACTIONAL_TS.search(b"\x1e".join(events[:_FRACTION_SAMPLE]))):
+        return anchor, offsets  # whole µs below 2**53: the floats are the numbers written
+    fractions, low = _ts_fractions(events)
+    usable = finite & np.isfinite(fractions) & (np.abs(ts) < 2.0**52)
+    whole = np.zeros(len(ts), dtype=np.int64)
+    whole[usable] = np.round(ts[usable] - fractions[usable]).astype(np.int64)
+    usable &= np.abs(whole) % 10**_LOW_DIGITS == low
+    return anchor, np.where(usable, (whole - anchor).astype(np.float64) + np.nan_to_num(fractions), offsets)
 
 
 # What msgspec says of input that ends before its JSON does (a file still being written, or

@@ -117,8 +117,11 @@ def step_windows(model):
     """Steps with their time windows, as `Profile.steps()` and every per-step view use them.
 
     A step is a host-side `ProfilerStep#N` range, extended to the end of the device work its
-    launches caused, and starting no earlier than the previous step's end. Without step
-    markers there is one step (number 0) over the whole trace.
+    launches caused, and starting no earlier than the previous step's end. The first step
+    starts no earlier than the end of the device work that no step launched (launched before
+    the profiler started, or outside every step) and that ended before the first step's own
+    first device activity: such work is not counted in step 1 (torch-tb-profiler 0.4.3's rule).
+    Without step markers there is one step (number 0) over the whole trace.
 
     When some step launched device work, the steps at the end of the trace that launched
     none are left out, and then the last step too when it launched fewer than 80% of the
@@ -157,11 +160,27 @@ def step_windows(model):
                     kept -= 1
                 host_start, host_end, end, numbers = host_start[:kept], host_end[:kept], end[:kept], numbers[:kept]
         start = host_start.copy()
+        if len(linked) and launched[0]:
+            start[0] = max(start[0], _end_of_work_before_the_first_step(dev, linked.index[ok & (k == 0)],
+                                                                        linked.index[ok]))
         start[1:] = np.maximum(host_start[1:], end[:-1])
         end = np.maximum(end, start)
         return pd.DataFrame({"step": numbers, "start_us": start, "end_us": end,
                              "host_start_us": host_start, "host_end_us": host_end})
     return _cached(model, "step_windows", build)
+
+
+def _end_of_work_before_the_first_step(dev, first_step_rows, in_step_rows):
+    """End of the device work (rows of `device_activity`) that no step launched and that ended
+    before the first device activity the first step launched (rows `first_step_rows`); -inf
+    when there is none. Such work was launched before the profiler started or outside every
+    step (torch-tb-profiler 0.4.3's `prev_step_end_time`)."""
+    first_device_start = dev["ts"].to_numpy()[first_step_rows].min()
+    orphan = np.ones(len(dev), dtype=bool)
+    orphan[in_step_rows] = False
+    ends = (dev["ts"] + dev["dur"]).to_numpy()[orphan]
+    before = ends[ends < first_device_start]
+    return float(before.max()) if len(before) else -np.inf
 
 
 def operator_tree(model):

@@ -1,0 +1,177 @@
+"""Device activity of accelerators other than CUDA (`trace/accelerators.py`).
+
+No real MTIA, XPU or HPU trace is at hand: `tests/data/mtia/worker0.pt.trace.json` is written
+by hand from the format public traces and HTA's sources show (device pid 0, category
+`mtia_ccp_events` with `correlation`, host `mtia_runtime` calls). Times in it, relative to its
+earliest event (ProfilerStep#1 at 100 µs after the base 1700000000000000):
+
+    step 1 [100, 300]: aten::mm [110, 160] launches pe_exe [215, 255]; aten::copy_ [165, 185]
+        a dma_request [255, 270] of 4096 bytes; aten::add [190, 210] a merge [270, 280];
+        event_wait [280, 290] (sync, launched by nothing)
+    step 2 [300, 500]: aten::mm [310, 360] launches pe_exe [400, 460]; aten::add [370, 400]
+        a remote [460, 480] and a merge [480, 490]; event_record [490, 495] (sync)
+
+Expected figures are worked out on paper from those events (docstrings) and checked against
+sums over the raw JSON, and HTA 0.5.0's reading of the same file.
+"""
+
+import collections
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tb_plugin
+from tb_plugin.trace import accelerators
+
+from .conftest import op, raw_events, runtime, write_trace
+
+MTIA_TRACE = Path(__file__).parent / "data" / "mtia" / "worker0.pt.trace.json"
+COMPUTE, TRANSFER, SYNC = ("pe_exe", "merge", "remote"), ("dma_request",), ("event_record", "event_wait")
+
+
+@pytest.fixture(scope="module")
+def mtia():
+    return tb_plugin.load(str(MTIA_TRACE))
+
+
+@pytest.fixture(scope="module")
+def device_events():
+    return [e for e in raw_events(MTIA_TRACE) if e.get("cat") == "mtia_ccp_events"]
+
+
+def test_mtia_compute_is_in_the_kernel_view(mtia, device_events):
+    expected = collections.defaultdict(float)
+    for e in device_events:
+        if e["name"] in COMPUTE:
+            expected[e["name"]] += e["dur"]
+    table = mtia.kernels()
+    assert dict(zip(table["name"], table["total_us"])) == expected == {"pe_exe": 100, "merge": 20, "remote": 20}
+    assert dict(zip(table["name"], table["calls"])) == {"pe_exe": 2, "merge": 2, "remote": 1}
+
+
+def test_mtia_transfers_and_sync(mtia, device_events):
+    memcpy = mtia.model.memcpy
+    dma = [e for e in device_events if e["name"] in TRANSFER]
+    assert memcpy["name"].astype(str).tolist() == ["dma_request"]
+    assert memcpy["bytes"].tolist() == [e["args"]["size"] for e in dma] == [4096]
+    assert memcpy["dur"].sum() == sum(e["dur"] for e in dma)
+    other = mtia.model.other
+    assert sorted(other["name"].astype(str)) == sorted(e["name"] for e in device_events if e["name"] in SYNC)
+    assert len(mtia.model.kernels) + len(memcpy) + len(other) == len(device_events)
+
+
+def test_mtia_device_work_links_to_its_runtime_call_and_operator(mtia):
+    """Operators' device time: aten::mm launched both pe_exe (40 + 60), aten::add merge,
+    remote and merge (10 + 20 + 10), aten::copy_ the dma_request (15)."""
+    k = mtia.model.kernels
+    rt = mtia.model.runtime
+    assert (k["runtime"] >= 0).all()
+    assert (rt["correlation"].to_numpy()[k["runtime"]] == k["correlation"].to_numpy()).all()
+    table = mtia.operators()
+    device = dict(zip(table["name"], table["device_self_us"]))
+    assert device == {"aten::mm": 100, "aten::add": 40, "aten::copy_": 15}
+
+
+def test_mtia_gpu_summary_and_overview(mtia):
+    """Device 0 computes 40 + 10 in step 1 and 60 + 20 + 10 in step 2: 140 of the 400 µs of
+    both steps (35%). Step 1: Kernel 50, Memcpy 15, Runtime 10 + 5 + 5, CPU Exec (mm 50 - 10,
+    copy_ 20 - 5, add 20 - 5) 70, Other 200 - 155 = 45 (100-110, 160-165, 185-190, 210-215 and
+    280-300, the event_wait included). Step 2: Kernel 90, Runtime 20, CPU Exec 40 + 20, Other
+    30 (300-310, 360-370, 490-500)."""
+    summary = mtia.gpu_summary()
+    assert summary["device"].tolist() == [0]
+    assert summary["utilization_pct"].iloc[0] == pytest.approx(35.0)
+    steps = mtia.steps().set_index("step")
+    assert steps.loc[1, ["kernel_us", "memcpy_us", "runtime_us", "cpu_exec_us", "other_us", "total_us"]].tolist() \
+        == [50, 15, 20, 70, 45, 200]
+    assert steps.loc[2, ["kernel_us", "memcpy_us", "runtime_us", "cpu_exec_us", "other_us", "total_us"]].tolist() \
+        == [90, 0, 20, 60, 30, 200]
+
+
+def test_mtia_busy_time_agrees_with_hta(mtia, device_events, tmp_path):
+    """HTA 0.5.0's temporal breakdown over the same file. HTA leaves out the last profiler
+    iteration, so its window is step 1's device work [215, 290]; it counts every event on a
+    stream, sync included (event_wait as computation), where we leave syncs out of busy time."""
+    trace_analysis = pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis is not installed")
+    shutil.copy(MTIA_TRACE, tmp_path / MTIA_TRACE.name)
+    hta = trace_analysis.TraceAnalysis(trace_dir=str(tmp_path)).get_temporal_breakdown(visualize=False).iloc[0]
+    model = mtia.model
+    in_step_1 = lambda table: table[table["ts"] < 300]  # noqa: E731
+    compute = in_step_1(model.kernels)["dur"].sum()
+    transfer = in_step_1(model.memcpy)["dur"].sum()
+    sync = sum(e["dur"] for e in device_events if e["name"] in SYNC and e["ts"] - 1700000000000000 < 300)
+    assert hta["idle_time(us)"] == 0
+    assert hta["kernel_time(us)"] == compute + transfer + sync == 75
+    assert hta["compute_time(us)"] == compute + sync
+    assert hta["non_compute_time(us)"] == transfer
+
+
+@pytest.mark.parametrize("backend_runtime, launch_name", [
+    ("xpu_runtime", "urEnqueueKernelLaunch"), ("privateuse1_runtime", "launch"), ("hpu_op", "launch"),
+    ("cuda_runtime", "hipLaunchKernel")])
+def test_generic_device_categories_of_other_backends(tmp_path, backend_runtime, launch_name):
+    """XPU, PrivateUse1, HPU and ROCm write their device work as `kernel` / `gpu_memcpy` /
+    `gpu_memset` on the device's pid, launched by their own runtime category."""
+    events = [op("ProfilerStep#1", 0, 100), op("aten::mm", 10, 40, **{"External id": 1}),
+              runtime(launch_name, 20, 5, 7, 1, cat=backend_runtime),
+              runtime(launch_name, 30, 5, 8, 1, cat=backend_runtime),
+              {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 3, "ts": 40, "dur": 30,
+               "args": {"correlation": 7}},
+              {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy M2D", "pid": 0, "tid": 3, "ts": 70, "dur": 10,
+               "args": {"correlation": 8, "bytes": 64}}]
+    model = tb_plugin.load(str(write_trace(tmp_path / "w.pt.trace.json", events))).model
+    assert model.runtime["cat"].astype(str).tolist() == [backend_runtime] * 2
+    assert model.kernels["op"].tolist() == [1] and model.kernels["dur"].tolist() == [30]
+    assert model.memcpy["op"].tolist() == [1] and model.memcpy["bytes"].tolist() == [64]
+
+
+def test_every_backend_of_the_table_is_recognised():
+    """The table's names, read back through the classifier."""
+    from tb_plugin.trace.kinds import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OTHER, KIND_RUNTIME, classify
+    of_role = {accelerators.COMPUTE: KIND_KERNEL, accelerators.TRANSFER: KIND_MEMCPY,
+               accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_OTHER}
+    for backend in accelerators.BACKENDS:
+        for category in backend.runtime_categories:
+            assert classify("X", category, "x") == KIND_RUNTIME, (backend.name, category)
+        for category, role in backend.device_categories.items():
+            if role is not None:
+                assert classify("X", category, "x") == of_role[role], (backend.name, category)
+    assert [classify("X", "mtia_ccp_events", n) for n in ("pe_exe", "merge", "remote", "dma_request",
+                                                          "event_record", "event_wait")] \
+        == [KIND_KERNEL] * 3 + [KIND_MEMCPY] + [KIND_OTHER] * 2
+    assert classify("X", "newchip_runtime", "x") == KIND_RUNTIME
+
+
+def test_the_hand_written_trace_is_what_the_docstring_says():
+    """Guard: the numbers above are worked from these events."""
+    doc = json.loads(MTIA_TRACE.read_text())
+    steps = [(e["name"], e["ts"] - 1700000000000000, e["dur"]) for e in doc["traceEvents"]
+             if e.get("name", "").startswith("ProfilerStep")]
+    assert steps == [("ProfilerStep#1", 100, 200), ("ProfilerStep#2", 300, 200)]
+    assert np.isclose(sum(e["dur"] for e in doc["traceEvents"] if e.get("cat") == "mtia_ccp_events"), 170)
+
+
+def test_a_backend_no_table_lists_is_recognised_by_where_it_runs_and_its_launch(tmp_path):
+    """A made-up backend: `newchip_runtime` calls launch `newchip_device` events on pid 5,
+    which holds no host event. Linked ones are device activity by their name's role (a tile
+    of compute, a `dma` transfer, a `wait` sync kept in other); one whose correlation no
+    runtime call has, and a `Trace` event on the host pid that shares a correlation, stay in
+    other."""
+    def device_event(name, ts, dur, correlation, **args):
+        return {"ph": "X", "cat": "newchip_device", "name": name, "pid": 5, "tid": 3, "ts": ts, "dur": dur,
+                "args": {"correlation": correlation, **args}}
+    events = [op("ProfilerStep#1", 0, 100), op("aten::mm", 10, 40, **{"External id": 1}),
+              runtime("launch", 20, 5, 7, 1, cat="newchip_runtime"), runtime("launch", 30, 5, 8, 1, cat="newchip_runtime"),
+              device_event("matmul_tile", 40, 30, 7), device_event("dma_in", 70, 10, 8, bytes=64),
+              device_event("barrier_wait", 80, 5, 8), device_event("unlaunched", 85, 5, 99),
+              {"ph": "X", "cat": "Trace", "name": "host span", "pid": 1, "tid": 1, "ts": 0, "dur": 5,
+               "args": {"correlation": 7}}]
+    profile = tb_plugin.load(str(write_trace(tmp_path / "w.pt.trace.json", events)))
+    model = profile.model
+    assert model.kernels[["name", "device", "stream", "op"]].astype(str).values.tolist() == [["matmul_tile", "5", "3", "1"]]
+    assert model.memcpy[["name", "bytes", "op"]].astype(str).values.tolist() == [["dma_in", "64", "1"]]
+    assert sorted(model.other["name"].astype(str)) == ["barrier_wait", "host span", "unlaunched"]
+    assert dict(zip(profile.operators()["name"], profile.operators()["device_self_us"])) == {"aten::mm": 40}
