@@ -33,7 +33,10 @@ setup(
                  # Drives Debian's Chromium in tests/e2e (its own browsers are never downloaded).
                  "playwright>=1.40",
                  # tests/test_openapi_fuzz.py (parameter dictionaries; checked with 4.32.5).
-                 "schemathesis>=4.32"],
+                 "schemathesis>=4.32",
+                 # The outside reference for the GPU-wait views (tests/hta_reference.py):
+                 # idle time, launch statistics and queue lengths are checked against it.
+                 "HolisticTraceAnalysis==0.5.0"],
     },
     entry_points={
         "tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerPluginLoader"],

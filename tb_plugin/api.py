@@ -27,6 +27,7 @@ from .loading import Loading, NotFound
 from .routes import API_ROUTES
 from .views import diff as diff_view
 from .views import distributed as distributed_view
+from .views import gpu_idle
 from .views import timeline
 from .views.common import step_windows
 
@@ -301,6 +302,8 @@ def available_views(profile, worker_count, profile_count):
         views.append("operator")
     if len(m.kernels):
         views.append("kernel")
+    if len(m.kernels) or len(m.memcpy) or len(m.memset):
+        views.append("gpu_idle")
     if len(m.memory):
         views.append("memory")
     if len(profile.modules()):
@@ -402,6 +405,13 @@ class Api:
 
     def kernel_tensor_cores(self, request):
         return respond(self._profile(request).tensor_core_share())
+
+    def idle_time(self, request):
+        by_step = choice_param(request, "by_step", ("false", "true")) == "true"
+        kernel_wait_us = float_param(request, "kernel_wait_us", required=False, default=gpu_idle.KERNEL_WAIT_THRESHOLD_US)
+        if kernel_wait_us < 0:
+            raise ApiError(400, "bad_parameter", f"parameter 'kernel_wait_us' must be >= 0, not {kernel_wait_us}")
+        return table_reply(request, self._profile(request).idle_time(by_step, kernel_wait_us))
 
     def memory_devices(self, request):
         return respond({"devices": self._profile(request).memory_devices()})

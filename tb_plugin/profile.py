@@ -15,7 +15,7 @@ from .trace.model import build_model
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
-from .views import kernels, memory, modules, operators, overview, recommendations, timeline
+from .views import gpu_idle, kernels, memory, modules, operators, overview, recommendations, timeline
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,13 @@ class Profile:
     def tensor_core_share(self):
         """Kernel time on / off Tensor Cores."""
         return kernels.tensor_core_share(self.model)
+
+    # --- why the GPU waits --------------------------------------------------------------------
+
+    def idle_time(self, by_step=False, kernel_wait_us=gpu_idle.KERNEL_WAIT_THRESHOLD_US):
+        """Idle time per device stream (by_step: per step too), split into host wait, kernel
+        wait and other, as HTA's idle time breakdown; see `views.gpu_idle.idle_time`."""
+        return gpu_idle.idle_time(self.model, by_step, kernel_wait_us)
 
     # --- memory ------------------------------------------------------------------------------
 
