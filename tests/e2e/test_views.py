@@ -11,7 +11,7 @@ from .conftest import (api, assert_charts_drawn, format_bytes, format_duration, 
 
 CASES = {
     "cpu_cnn": ["overview", "operator", "memory", "module", "diff"],
-    "gpu_resnet50_v100": ["overview", "operator", "kernel", "memory", "diff"],
+    "gpu_resnet50_v100": ["overview", "operator", "kernel", "gpu_idle", "memory", "diff"],
     "cpu_ddp_gloo": ["overview", "operator", "memory", "module", "distributed", "diff"],
 }
 WORKER = {"cpu_cnn": "worker0", "gpu_resnet50_v100": "worker0", "cpu_ddp_gloo": "worker0"}
@@ -24,7 +24,7 @@ def test_views_offered_are_those_with_data(page, server, run):
     open_page(page, server, run=run)
     tabs = page.eval_on_selector_all("[role=tab]", "els => els.map((e) => e.dataset.view)")
     # every profile has a timeline: the Trace tab is always offered (tests/e2e/test_trace.py)
-    order = ["overview", "operator", "kernel", "trace", "memory", "module", "distributed", "diff"]
+    order = ["overview", "operator", "kernel", "gpu_idle", "trace", "memory", "module", "distributed", "diff"]
     assert tabs == [v for v in order if v in expected or v == "trace"]
     assert page.get_attribute("[role=tab][aria-selected=true]", "data-view") == "overview"
 
@@ -64,6 +64,29 @@ def check_kernel(page, server, q):
     assert top["name"] in first and format_duration(top["total_us"]) in first
     assert row_count(page, "kernels") == len(table)
     return 2
+
+
+def check_gpu_idle(page, server, q):
+    table = rows(api(server, "idle_time", **q))
+    top = max(table, key=lambda r: r["idle_us"])
+    first = page.locator("[data-table=idle_time] tbody tr").first.inner_text()
+    assert format_duration(top["idle_us"]) in first and format_duration(top["idle_host_wait_us"]) in first
+    assert row_count(page, "idle_time") == len(table)
+    return 1
+
+
+def test_gpu_idle_row_opens_the_trace_with_its_span_highlighted(page, server):
+    q = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}
+    top = max(rows(api(server, "idle_time", **q)), key=lambda r: r["idle_us"])
+    open_page(page, server, **q, view="gpu_idle")
+    page.locator("[data-table=idle_time] tbody tr").first.locator("[data-control=idle-show-in-trace]").click()
+    page.wait_for_selector("[data-current-view=trace] [data-testid=trace-range]")
+    highlighted = page.locator("[data-testid=trace-range]")
+    assert float(highlighted.get_attribute("data-start-us")) == pytest.approx(top["start_us"], abs=1e-3)
+    assert float(highlighted.get_attribute("data-end-us")) == pytest.approx(top["end_us"], abs=1e-3)
+    timeline = page.locator("[data-testid=trace-timeline]")
+    assert float(timeline.get_attribute("data-start-us")) <= top["start_us"]
+    assert float(timeline.get_attribute("data-end-us")) >= top["end_us"]
 
 
 def check_memory(page, server, q):
@@ -123,7 +146,8 @@ def check_diff(page, server, q):
 
 SLOPPY = re.compile(r"\b(?:NaN|undefined|null|Infinity)\b|(?<![\w.])[-+]0(?:\.0+)?(?![\d.])")
 
-CHECKS = {"overview": check_overview, "operator": check_operator, "kernel": check_kernel, "memory": check_memory,
+CHECKS = {"overview": check_overview, "operator": check_operator, "kernel": check_kernel, "gpu_idle": check_gpu_idle,
+          "memory": check_memory,
           "module": check_module, "distributed": check_distributed, "diff": check_diff}
 
 
