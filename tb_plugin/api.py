@@ -27,7 +27,7 @@ from .loading import Loading, NotFound
 from .routes import API_ROUTES
 from .views import diff as diff_view
 from .views import distributed as distributed_view
-from .views import gpu_idle
+from .views import gpu_idle, launches
 from .views import timeline
 from .views.common import step_windows
 
@@ -227,6 +227,19 @@ def float_param(request, name, required=True, default=None):
     return _number_param(request, name, float, "a number", required, default)
 
 
+def duration_param(request, name, default):
+    """An optional duration in µs, >= 0."""
+    value = float_param(request, name, required=False, default=default)
+    if value < 0:
+        raise ApiError(400, "bad_parameter", f"parameter {name!r} must be >= 0, not {value}")
+    return value
+
+
+def _launch_cutoffs(request):
+    return (duration_param(request, "runtime_cutoff_us", launches.RUNTIME_CUTOFF_US),
+            duration_param(request, "launch_delay_cutoff_us", launches.LAUNCH_DELAY_CUTOFF_US))
+
+
 def tracks_param(request):
     """Optional comma-separated track ids; None means every track."""
     raw = text_param(request, "tracks", required=False)
@@ -408,10 +421,16 @@ class Api:
 
     def idle_time(self, request):
         by_step = choice_param(request, "by_step", ("false", "true")) == "true"
-        kernel_wait_us = float_param(request, "kernel_wait_us", required=False, default=gpu_idle.KERNEL_WAIT_THRESHOLD_US)
-        if kernel_wait_us < 0:
-            raise ApiError(400, "bad_parameter", f"parameter 'kernel_wait_us' must be >= 0, not {kernel_wait_us}")
+        kernel_wait_us = duration_param(request, "kernel_wait_us", gpu_idle.KERNEL_WAIT_THRESHOLD_US)
         return table_reply(request, self._profile(request).idle_time(by_step, kernel_wait_us))
+
+    def kernel_launches(self, request):
+        flag = choice_param(request, "flag", ("all",) + launches.FLAGS)
+        table = self._profile(request).kernel_launches(*_launch_cutoffs(request))
+        return table_reply(request, table if flag == "all" else table[table[flag]].reset_index(drop=True))
+
+    def kernel_launch_summary(self, request):
+        return table_reply(request, self._profile(request).kernel_launch_summary(*_launch_cutoffs(request)))
 
     def memory_devices(self, request):
         return respond({"devices": self._profile(request).memory_devices()})

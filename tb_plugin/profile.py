@@ -15,7 +15,7 @@ from .trace.model import build_model
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
-from .views import gpu_idle, kernels, memory, modules, operators, overview, recommendations, timeline
+from .views import gpu_idle, kernels, launches, memory, modules, operators, overview, recommendations, timeline
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,18 @@ class Profile:
         """Idle time per device stream (by_step: per step too), split into host wait, kernel
         wait and other, as HTA's idle time breakdown; see `views.gpu_idle.idle_time`."""
         return gpu_idle.idle_time(self.model, by_step, kernel_wait_us)
+
+    def kernel_launches(self, runtime_cutoff_us=launches.RUNTIME_CUTOFF_US,
+                        launch_delay_cutoff_us=launches.LAUNCH_DELAY_CUTOFF_US):
+        """Per launch (keyed by correlation): runtime call and device durations, launch delays,
+        launch-bound and outlier flags, as HTA's get_cuda_kernel_launch_stats; see
+        `views.launches.kernel_launches`."""
+        return launches.kernel_launches(self.model, runtime_cutoff_us, launch_delay_cutoff_us)
+
+    def kernel_launch_summary(self, runtime_cutoff_us=launches.RUNTIME_CUTOFF_US,
+                              launch_delay_cutoff_us=launches.LAUNCH_DELAY_CUTOFF_US):
+        """`kernel_launches` per device activity name: counts, means, flagged launches."""
+        return launches.kernel_launch_summary(self.model, runtime_cutoff_us, launch_delay_cutoff_us)
 
     # --- memory ------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ API_ROUTES = (
     "overview", "steps", "gpu_summary",
     "operators", "operator_stacks",
     "kernels", "kernel_tensor_cores",
-    "idle_time",
+    "idle_time", "kernel_launches", "kernel_launch_summary",
     "memory_devices", "memory_curve", "memory_events", "memory_stats",
     "modules", "module_flame",
     "distributed", "diff",
