@@ -31,6 +31,7 @@ KERNEL_LAUNCHES = declare(
     ("runtime_us", "float64", "us", "duration of the runtime call on the CPU"),
     ("device_start_us", "float64", "us", "start of the activity on the device"),
     ("device_us", "float64", "us", "duration of the activity on the device"),
+    ("device_end_us", "float64", "us", "end of the activity on the device"),
     ("launch_delay_us", "float64", "us", "device start minus runtime call start"),
     ("delay_after_call_us", "float64", "us", "device start minus runtime call end, 0 when it started before the call returned (HTA's launch_delay)"),
     ("launch_bound", "bool", "", "the device ran it for less time than the call took to launch it (call within the runtime cutoff)"),
@@ -117,6 +118,7 @@ def _kernel_launches(model, runtime_cutoff_us, launch_delay_cutoff_us):
         "runtime_us": call_dur,
         "device_start_us": start,
         "device_us": dur,
+        "device_end_us": start + dur,
         "launch_delay_us": start - call_start,
         "delay_after_call_us": after_call,
         "launch_bound": (call_dur <= runtime_cutoff_us) & (dur < call_dur),
@@ -130,7 +132,6 @@ def kernel_launch_summary(model, runtime_cutoff_us=RUNTIME_CUTOFF_US, launch_del
     """Launch statistics per device activity name (declared as `KERNEL_LAUNCH_SUMMARY`),
     most launch-bound launches first, then most launches; see `kernel_launches`."""
     launches = kernel_launches(model, runtime_cutoff_us, launch_delay_cutoff_us)
-    launches = launches.assign(device_end_us=launches["device_start_us"] + launches["device_us"])
     g = launches.groupby(["name", "kind"], sort=False).agg(
         launches=("correlation", "size"),
         device_total_us=("device_us", "sum"), device_mean_us=("device_us", "mean"),

@@ -72,6 +72,15 @@ def check_gpu_idle(page, server, q):
     first = page.locator("[data-table=idle_time] tbody tr").first.inner_text()
     assert format_duration(top["idle_us"]) in first and format_duration(top["idle_host_wait_us"]) in first
     assert row_count(page, "idle_time") == len(table)
+    summary = rows(api(server, "kernel_launch_summary", **q))
+    assert row_count(page, "kernel-launch-summary") == len(summary)
+    top = max(summary, key=lambda r: r["launch_bound"])
+    first = page.locator("[data-table=kernel-launch-summary] tbody tr").first
+    # long kernel names are cut on the page; the whole name is the cell's tooltip
+    assert first.locator("[title]").first.get_attribute("title") == top["name"]
+    assert f"{top['launch_bound']:,}" in first.inner_text()
+    flagged = rows(api(server, "kernel_launches", **q, flag="launch_bound"))
+    assert row_count(page, "kernel-launches") == len(flagged)
     return 1
 
 

@@ -1,19 +1,21 @@
 // GPU idle view: why each device stream waits. Busy time and idle time split into host wait
 // (the CPU had not launched the next kernel yet), kernel wait (short gaps between back-to-back
 // kernels) and other, as Holistic Trace Analysis defines them (/idle_time), over the whole
-// trace or per step; each row links to the Trace view with its time range highlighted.
+// trace or per step; then kernel launch statistics (Launches.tsx). Each row links to the Trace
+// view with its time range highlighted.
 
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatPct } from '../../base/format';
-import { setParams } from '../../base/url';
 import { Chart } from '../../components/charts/Chart';
 import { CATEGORY_COLORS, stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf, type Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
+import { Launches } from './Launches';
+import { showInTrace } from './link';
 
 /** The parts of a stream's span (columns of /idle_time), in the order they are stacked. */
 const PARTS: [string, string, string][] = [
@@ -36,14 +38,9 @@ export function GpuIdleView(props: ViewProps) {
         </label>
       </div>
       <Loaded state={idle}>{(table) => <IdleTime {...props} table={table} perStep={perStep} />}</Loaded>
+      <Launches {...props} />
     </div>
   );
-}
-
-/** Open the Trace view on a time range (with a margin), the range itself highlighted. */
-function showInTrace(start: number, end: number) {
-  const pad = Math.max((end - start) * 0.05, 1);
-  setParams({ view: 'trace', trace_start_us: start - pad, trace_end_us: end + pad, trace_range_start_us: start, trace_range_end_us: end, trace_event: null });
 }
 
 function streamLabel(r: Row, perStep: boolean): string {
