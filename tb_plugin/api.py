@@ -432,6 +432,15 @@ class Api:
     def kernel_launch_summary(self, request):
         return table_reply(request, self._profile(request).kernel_launch_summary(*_launch_cutoffs(request)))
 
+    def queue_length(self, request):
+        return table_reply(request, self._profile(request).queue_length())
+
+    def memory_bandwidth(self, request):
+        return table_reply(request, self._profile(request).memory_bandwidth())
+
+    def queue_length_summary(self, request):
+        return table_reply(request, self._profile(request).queue_length_summary())
+
     def memory_devices(self, request):
         return respond({"devices": self._profile(request).memory_devices()})
 

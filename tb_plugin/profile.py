@@ -15,7 +15,7 @@ from .trace.model import build_model
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
-from .views import gpu_idle, kernels, launches, memory, modules, operators, overview, recommendations, timeline
+from .views import gpu_idle, kernels, launches, memory, modules, operators, overview, queues, recommendations, timeline
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +115,19 @@ class Profile:
                               launch_delay_cutoff_us=launches.LAUNCH_DELAY_CUTOFF_US):
         """`kernel_launches` per device activity name: counts, means, flagged launches."""
         return launches.kernel_launch_summary(self.model, runtime_cutoff_us, launch_delay_cutoff_us)
+
+    def queue_length(self):
+        """Launch queue per device stream over time (HTA's queue length, plus launched and
+        not finished); see `views.queues.queue_length`."""
+        return queues.queue_length(self.model)
+
+    def memory_bandwidth(self):
+        """Memcpy/memset bandwidth per device stream over time; see `views.queues`."""
+        return queues.memory_bandwidth(self.model)
+
+    def queue_length_summary(self):
+        """Per device stream: queue maximum, mean, time at zero, copy bytes and peak bandwidth."""
+        return queues.queue_length_summary(self.model)
 
     # --- memory ------------------------------------------------------------------------------
 
