@@ -81,7 +81,12 @@ def check_gpu_idle(page, server, q):
     assert f"{top['launch_bound']:,}" in first.inner_text()
     flagged = rows(api(server, "kernel_launches", **q, flag="launch_bound"))
     assert row_count(page, "kernel-launches") == len(flagged)
-    return 1
+    queues = rows(api(server, "queue_length_summary", **q))
+    assert row_count(page, "queue-length-summary") == len(queues)
+    busiest = max(queues, key=lambda r: r["max_queue_length"])
+    assert f"{busiest['launches']:,}" in page.locator("[data-table=queue-length-summary] tbody tr").first.inner_text()
+    # idle bars and the queue chart; the bandwidth chart where the trace has copies
+    return 2 + bool(api(server, "memory_bandwidth", **q)["rows"])
 
 
 def test_gpu_idle_row_opens_the_trace_with_its_span_highlighted(page, server):

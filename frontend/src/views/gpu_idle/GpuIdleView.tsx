@@ -1,7 +1,8 @@
 // GPU idle view: why each device stream waits. Busy time and idle time split into host wait
 // (the CPU had not launched the next kernel yet), kernel wait (short gaps between back-to-back
 // kernels) and other, as Holistic Trace Analysis defines them (/idle_time), over the whole
-// trace or per step; then kernel launch statistics (Launches.tsx). Each row links to the Trace
+// trace or per step; then kernel launch statistics (Launches.tsx) and launch queues and copy
+// bandwidth over time (Queues.tsx). Each row links to the Trace
 // view with its time range highlighted.
 
 import { useMemo } from 'preact/hooks';
@@ -15,7 +16,8 @@ import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf, type Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Launches } from './Launches';
-import { showInTrace } from './link';
+import { Queues } from './Queues';
+import { showInTrace, streamColumn } from './link';
 
 /** The parts of a stream's span (columns of /idle_time), in the order they are stacked. */
 const PARTS: [string, string, string][] = [
@@ -39,6 +41,7 @@ export function GpuIdleView(props: ViewProps) {
       </div>
       <Loaded state={idle}>{(table) => <IdleTime {...props} table={table} perStep={perStep} />}</Loaded>
       <Launches {...props} />
+      <Queues {...props} />
     </div>
   );
 }
@@ -63,8 +66,7 @@ function IdleTime(props: ViewProps & { table: WireTable; perStep: boolean }) {
   const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
   const columns: Column[] = [
     ...(perStep ? [{ key: 'step', label: 'Step', numeric: true }] : []),
-    { key: 'device', label: 'GPU', numeric: true },
-    { key: 'stream', label: 'Stream', numeric: true },
+    streamColumn,
     us('busy_us', 'Busy'),
     us('idle_us', 'Idle'),
     { key: 'idle_pct', label: 'Idle %', numeric: true, format: (v) => formatPct(v as number) },
