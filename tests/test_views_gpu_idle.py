@@ -215,3 +215,25 @@ def test_idle_time_route_json_and_csv(served, params, table):
 def test_idle_time_route_rejects_bad_parameters(served, params, fragment):
     response = served.get(f"{PREFIX}/idle_time?run=a100&worker=rank0{params}")
     assert response.status_code == 400 and fragment in response.get_json()["reason"]
+
+
+def test_host_bound_recommendation_uses_htas_idle_breakdown():
+    """The GPU sample idles mostly waiting on the host: the recommendation's numbers are
+    HTA's host-wait and idle totals over the streams, and it points at this view."""
+    path = _sample("gpu_resnet50_v100")
+    expected = hta_idle(path)
+    host_wait = sum(s["idle_host_wait_us"] for s in expected.values())
+    idle = sum(sum(s.values()) for s in expected.values())
+    items = {r["id"]: r for r in tb_plugin.load(path).recommendations()}
+    rec = items["host_bound"]
+    assert rec["numbers"]["idle_host_wait_us"] == pytest.approx(host_wait, abs=TOLERANCE_US)
+    assert rec["numbers"]["host_wait_share"] == pytest.approx(host_wait / idle)
+    assert f"{host_wait / idle:.0%}" in rec["text"] and rec["evidence"]["view"] == "gpu_idle"
+
+
+def test_no_host_bound_recommendation_on_a_busy_gpu(tmp_path):
+    """Back-to-back kernels launched well ahead: no host wait, no recommendation."""
+    events = [e for i in range(50) for e in (runtime("cudaLaunchKernel", i, 1, i + 1, 0),
+                                             kernel(f"K{i}", 100 + 10 * i, 10, i + 1))]
+    ids = [r["id"] for r in tb_plugin.load(write_trace(tmp_path / "w.pt.trace.json", events)).recommendations()]
+    assert "host_bound" not in ids

@@ -12,7 +12,7 @@ import pytest
 import tb_plugin
 from tb_plugin.views.launches import KERNEL_LAUNCH_SUMMARY, KERNEL_LAUNCHES
 
-from .conftest import kernel, op, runtime, shared_trace, write_trace
+from .conftest import SAMPLES, kernel, op, raw_events, runtime, shared_trace, write_trace
 from .hta_reference import gpu_trace_files, hta
 from .test_api import PREFIX
 from .test_views_gpu_idle import served  # noqa: F401 (the A100 sample served over HTTP)
@@ -157,3 +157,27 @@ def test_launch_route_flag_filter(served):  # noqa: F811
 def test_launch_route_rejects_bad_parameters(served, params, fragment):  # noqa: F811
     response = served.get(f"{PREFIX}/kernel_launches?run=a100&worker=rank0{params}")
     assert response.status_code == 400 and fragment in response.get_json()["reason"]
+
+
+def test_launch_bound_recommendation_counts_raw_events():
+    """On the GPU sample most kernels are shorter than their launch call: the count is the
+    raw JSON's kernels whose correlated runtime call lasted <= 50 µs and longer than them."""
+    path = SAMPLES / "gpu_resnet50_v100"
+    files = sorted(path.glob("*.pt.trace.json.gz"))
+    if not files:
+        pytest.skip("samples/gpu_resnet50_v100 is not available")
+    events = raw_events(files[0])
+    calls = {e["args"]["correlation"]: e["dur"] for e in events
+             if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("cuda_runtime", "runtime") and "correlation" in e.get("args", {})}
+    kernels = [e for e in events if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel"
+               and e.get("args", {}).get("correlation") in calls]
+    bound = [k for k in kernels if calls[k["args"]["correlation"]] <= 50 and k["dur"] < calls[k["args"]["correlation"]]]
+    rec = {r["id"]: r for r in tb_plugin.load(files[0]).recommendations()}["launch_bound"]
+    assert (rec["numbers"]["launch_bound"], rec["numbers"]["kernels"]) == (len(bound), len(kernels))
+    assert f"{len(bound)} of {len(kernels)} kernels" in rec["text"]
+    assert rec["evidence"] == {"view": "gpu_idle", "params": {"launch_flag": "launch_bound"}}
+
+
+def test_no_launch_bound_recommendation_for_a_few_kernels(tmp_path):
+    ids = [r["id"] for r in tb_plugin.load(paper_trace(tmp_path)).recommendations()]
+    assert "launch_bound" not in ids

@@ -190,3 +190,11 @@ def test_view_shows_api_numbers_and_draws(page, server, screenshot_dir, run, vie
     }""")
     assert lag < 5000, f"rendered {lag} ms after the last reply"
     screenshot(page, screenshot_dir, f"{run}_{view}")
+
+
+def test_recommendation_evidence_opens_the_view_behind_it(page, server):
+    q = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}
+    open_page(page, server, **q, view="overview")
+    page.locator("[data-recommendation=launch_bound] [data-control=recommendation-evidence]").click()
+    page.wait_for_selector("[data-current-view=gpu_idle] [data-table=kernel-launches]")
+    assert page.input_value("[data-control=launch_flag]") == "launch_bound"

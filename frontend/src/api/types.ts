@@ -49,6 +49,8 @@ export interface Recommendation {
   severity: 'warning' | 'info';
   text: string;
   numbers: Record<string, number>;
+  /** The view (and its page-URL parameters) showing the events behind the numbers. */
+  evidence?: { view?: string; params?: Record<string, string | number> };
 }
 
 export interface OverviewReply {
