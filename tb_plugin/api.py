@@ -27,7 +27,7 @@ from .loading import Loading, NotFound
 from .routes import API_ROUTES
 from .views import diff as diff_view
 from .views import distributed as distributed_view
-from .views import gpu_idle, launches
+from .views import gpu_idle, launches, sequences
 from .views import timeline
 from .views.common import step_windows
 
@@ -431,6 +431,13 @@ class Api:
 
     def kernel_launch_summary(self, request):
         return table_reply(request, self._profile(request).kernel_launch_summary(*_launch_cutoffs(request)))
+
+    def kernel_sequences(self, request):
+        length = int_param(request, "length", required=False, default=sequences.DEFAULT_LENGTH, minimum=2)
+        if length > sequences.MAX_LENGTH:
+            raise ApiError(400, "bad_parameter", f"parameter 'length' must be <= {sequences.MAX_LENGTH}, not {length}")
+        top = int_param(request, "top", required=False, default=sequences.DEFAULT_TOP, minimum=1)
+        return table_reply(request, self._profile(request).kernel_sequences(length, min(top, 10_000)))
 
     def queue_length(self, request):
         return table_reply(request, self._profile(request).queue_length())

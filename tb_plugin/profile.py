@@ -15,7 +15,7 @@ from .trace.model import build_model
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
-from .views import gpu_idle, kernels, launches, memory, modules, operators, overview, queues, recommendations, timeline
+from .views import gpu_idle, kernels, launches, memory, modules, operators, overview, queues, recommendations, sequences, timeline
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +124,12 @@ class Profile:
     def memory_bandwidth(self):
         """Memcpy/memset bandwidth per device stream over time; see `views.queues`."""
         return queues.memory_bandwidth(self.model)
+
+    def kernel_sequences(self, length=sequences.DEFAULT_LENGTH, top=sequences.DEFAULT_TOP):
+        """The most time-consuming sequences of `length` kernels repeating back to back on a
+        stream (fusion candidates), with the operators that launched them and time per step;
+        see `views.sequences.kernel_sequences`."""
+        return sequences.kernel_sequences(self.model, length, top)
 
     def queue_length_summary(self):
         """Per device stream: queue maximum, mean, time at zero, copy bytes and peak bandwidth."""
