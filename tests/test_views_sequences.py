@@ -107,3 +107,13 @@ def test_kernel_sequences_route_json_and_csv(served, params):  # noqa: F811
 def test_kernel_sequences_route_rejects_bad_parameters(served, params, fragment):  # noqa: F811
     response = served.get(f"{PREFIX}/kernel_sequences?run=a100&worker=rank0{params}")
     assert response.status_code == 400 and fragment in response.get_json()["reason"]
+
+
+def test_fusion_candidate_recommendation(tmp_path):
+    """C | A | B takes 33 of the 45 µs of kernel time (73%), twice: recommended for fusion."""
+    items = {r["id"]: r for r in tb_plugin.load(paper_trace(tmp_path)).recommendations()}
+    rec = items["fusion_candidate"]
+    assert rec["numbers"] == {"occurrences": 2, "device_us": 33, "share_pct": pytest.approx(100 * 33 / 45),
+                              "device_per_step_us": 33}
+    assert "C | A | B (launched by opC | opA | opB) repeats 2 times" in rec["text"]
+    assert rec["evidence"] == {"view": "gpu_idle", "params": {"sequence_length": 3}}

@@ -7,6 +7,7 @@ import numpy as np
 from .common import is_tc_eligible_name, kernel_flags, name_mask, operator_tree, step_windows
 from .gpu_idle import idle_time
 from .launches import kernel_launches
+from .sequences import kernel_sequences
 
 # Thresholds (the old plugin's where it had one; see METRICS.md).
 DATALOADER_SHARE = 0.05
@@ -25,6 +26,9 @@ LAUNCH_BOUND_SHARE = 0.2
 LAUNCH_BOUND_MIN = 100
 HOST_WAIT_SHARE = 0.5
 IDLE_SHARE = 0.2
+# A sequence of three kernels repeating on a stream that takes a tenth of all kernel time.
+FUSION_LENGTH = 3
+FUSION_SHARE_PCT = 10.0
 
 
 @dataclass
@@ -185,4 +189,17 @@ def _gpu_waits(model):
             {"host_wait_share": host_wait / idle_us, "idle_host_wait_us": host_wait, "idle_us": idle_us,
              "idle_share": idle_us / span},
             {"view": "gpu_idle", "params": {}}))
+    top = kernel_sequences(model, FUSION_LENGTH, top=1)
+    if len(top) and top.loc[0, "share_pct"] >= FUSION_SHARE_PCT:
+        seq = top.iloc[0]
+        launched_by = f" (launched by {seq['operators']})" if seq["operators"] else ""
+        out.append(Recommendation(
+            "fusion_candidate", "info",
+            f"Fusion candidate: the kernel sequence {seq['sequence']}{launched_by} repeats {seq['occurrences']} times on "
+            f"stream {seq['stream']}, {seq['device_us'] / 1e3:.1f} ms ({seq['share_pct']:.0f}% of kernel time, "
+            f"{seq['device_per_step_us'] / 1e3:.2f} ms per step). Fusing it (torch.compile, a fused kernel) saves launches "
+            "and memory traffic.",
+            {"occurrences": int(seq["occurrences"]), "device_us": float(seq["device_us"]),
+             "share_pct": float(seq["share_pct"]), "device_per_step_us": float(seq["device_per_step_us"])},
+            {"view": "gpu_idle", "params": {"sequence_length": FUSION_LENGTH}}))
     return out

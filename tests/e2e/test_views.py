@@ -85,6 +85,9 @@ def check_gpu_idle(page, server, q):
     assert row_count(page, "queue-length-summary") == len(queues)
     busiest = max(queues, key=lambda r: r["max_queue_length"])
     assert f"{busiest['launches']:,}" in page.locator("[data-table=queue-length-summary] tbody tr").first.inner_text()
+    sequences = rows(api(server, "kernel_sequences", **q, length=3, top=50))
+    assert row_count(page, "kernel-sequences") == len(sequences)
+    assert format_duration(sequences[0]["device_us"]) in page.locator("[data-table=kernel-sequences] tbody tr").first.inner_text()
     # idle bars and the queue chart; the bandwidth chart where the trace has copies
     return 2 + bool(api(server, "memory_bandwidth", **q)["rows"])
 

@@ -2,7 +2,8 @@
 // (the CPU had not launched the next kernel yet), kernel wait (short gaps between back-to-back
 // kernels) and other, as Holistic Trace Analysis defines them (/idle_time), over the whole
 // trace or per step; then kernel launch statistics (Launches.tsx) and launch queues and copy
-// bandwidth over time (Queues.tsx). Each row links to the Trace
+// bandwidth over time (Queues.tsx), and repeated kernel sequences, the fusion candidates
+// (Sequences.tsx). Each row links to the Trace
 // view with its time range highlighted.
 
 import { useMemo } from 'preact/hooks';
@@ -17,6 +18,7 @@ import { rowsOf, type Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Launches } from './Launches';
 import { Queues } from './Queues';
+import { Sequences } from './Sequences';
 import { showInTrace, streamColumn } from './link';
 
 /** The parts of a stream's span (columns of /idle_time), in the order they are stacked. */
@@ -42,6 +44,7 @@ export function GpuIdleView(props: ViewProps) {
       <Loaded state={idle}>{(table) => <IdleTime {...props} table={table} perStep={perStep} />}</Loaded>
       <Launches {...props} />
       <Queues {...props} />
+      <Sequences {...props} />
     </div>
   );
 }
