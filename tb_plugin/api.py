@@ -439,6 +439,9 @@ class Api:
         top = int_param(request, "top", required=False, default=sequences.DEFAULT_TOP, minimum=1)
         return table_reply(request, self._profile(request).kernel_sequences(length, min(top, 10_000)))
 
+    def gpu_annotations(self, request):
+        return table_reply(request, self._profile(request).gpu_annotations())
+
     def queue_length(self, request):
         return table_reply(request, self._profile(request).queue_length())
 

@@ -15,7 +15,7 @@ from .trace.model import build_model
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
-from .views import gpu_idle, kernels, launches, memory, modules, operators, overview, queues, recommendations, sequences, timeline
+from .views import gpu_annotations, gpu_idle, kernels, launches, memory, modules, operators, overview, queues, recommendations, sequences, timeline
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +130,11 @@ class Profile:
         stream (fusion candidates), with the operators that launched them and time per step;
         see `views.sequences.kernel_sequences`."""
         return sequences.kernel_sequences(self.model, length, top)
+
+    def gpu_annotations(self):
+        """Device time per GPU user annotation range, nested by path; see
+        `views.gpu_annotations.gpu_annotations`."""
+        return gpu_annotations.gpu_annotations(self.model)
 
     def queue_length_summary(self):
         """Per device stream: queue maximum, mean, time at zero, copy bytes and peak bandwidth."""

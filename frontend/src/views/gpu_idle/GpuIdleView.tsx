@@ -3,7 +3,7 @@
 // kernels) and other, as Holistic Trace Analysis defines them (/idle_time), over the whole
 // trace or per step; then kernel launch statistics (Launches.tsx) and launch queues and copy
 // bandwidth over time (Queues.tsx), and repeated kernel sequences, the fusion candidates
-// (Sequences.tsx). Each row links to the Trace
+// (Sequences.tsx), and time per GPU user annotation (Annotations.tsx). Each row links to the Trace
 // view with its time range highlighted.
 
 import { useMemo } from 'preact/hooks';
@@ -16,6 +16,7 @@ import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf, type Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
+import { Annotations } from './Annotations';
 import { Launches } from './Launches';
 import { Queues } from './Queues';
 import { Sequences } from './Sequences';
@@ -45,6 +46,7 @@ export function GpuIdleView(props: ViewProps) {
       <Launches {...props} />
       <Queues {...props} />
       <Sequences {...props} />
+      <Annotations {...props} />
     </div>
   );
 }
