@@ -439,6 +439,15 @@ class Api:
         top = int_param(request, "top", required=False, default=sequences.DEFAULT_TOP, minimum=1)
         return table_reply(request, self._profile(request).kernel_sequences(length, min(top, 10_000)))
 
+    def critical_path(self, request):
+        profile = self._profile(request)
+        steps = step_windows(profile.model)["step"].tolist()
+        step = int_param(request, "step", required=False, default=steps[0])
+        if step not in steps:
+            raise ApiError(404, "not_found", f"no step {step}; steps: {', '.join(map(str, steps))}")
+        table = choice_param(request, "table", ("segments", "categories", "operators"))
+        return table_reply(request, profile.critical_path(step, table))
+
     def gpu_annotations(self, request):
         return table_reply(request, self._profile(request).gpu_annotations())
 

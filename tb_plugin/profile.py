@@ -15,7 +15,7 @@ from .trace.model import build_model
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
-from .views import gpu_annotations, gpu_idle, kernels, launches, memory, modules, operators, overview, queues, recommendations, sequences, timeline
+from .views import critical_path, gpu_annotations, gpu_idle, kernels, launches, memory, modules, operators, overview, queues, recommendations, sequences, timeline
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +135,16 @@ class Profile:
         """Device time per GPU user annotation range, nested by path; see
         `views.gpu_annotations.gpu_annotations`."""
         return gpu_annotations.gpu_annotations(self.model)
+
+    def critical_path(self, step, table="segments"):
+        """The chain of CPU work, launches, device activity and waits that decides `step`'s
+        length: "segments" (in time order), "categories" (time per category) or "operators"
+        (top operators on it); see `views.critical_path`."""
+        build = {"segments": critical_path.critical_path, "categories": critical_path.critical_path_categories,
+                 "operators": critical_path.critical_path_operators}
+        if table not in build:
+            raise ValueError(f"table must be one of {', '.join(build)}, not {table!r}")
+        return build[table](self.model, step)
 
     def queue_length_summary(self):
         """Per device stream: queue maximum, mean, time at zero, copy bytes and peak bandwidth."""

@@ -9,6 +9,7 @@ API_ROUTES = (
     "kernels", "kernel_tensor_cores",
     "idle_time", "kernel_launches", "kernel_launch_summary", "queue_length", "memory_bandwidth",
     "queue_length_summary", "kernel_sequences", "gpu_annotations",
+    "critical_path",
     "memory_devices", "memory_curve", "memory_events", "memory_stats",
     "modules", "module_flame",
     "distributed", "diff",
