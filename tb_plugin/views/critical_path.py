@@ -25,6 +25,10 @@ path; here only the path is built (its length is the step's), with the same depe
 where the trace records them (same thread or stream order, launch -> activity, blocking
 syncs), and a cross-stream wait stands in for the event-record producer HTA reads from
 `cuda_sync` events.
+
+Not followed: dependencies between CPU threads (the main thread blocked in `backward` while
+the autograd thread runs it shows as CPU time of the main thread's enclosing operator, e.g.
+"## backward ##"), and collectives' waits on other ranks (their kernels are device time).
 """
 
 import re

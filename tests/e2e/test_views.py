@@ -88,8 +88,12 @@ def check_gpu_idle(page, server, q):
     sequences = rows(api(server, "kernel_sequences", **q, length=3, top=50))
     assert row_count(page, "kernel-sequences") == len(sequences)
     assert format_duration(sequences[0]["device_us"]) in page.locator("[data-table=kernel-sequences] tbody tr").first.inner_text()
-    # idle bars and the queue chart; the bandwidth chart where the trace has copies
-    return 2 + bool(api(server, "memory_bandwidth", **q)["rows"])
+    steps = rows(api(server, "steps", **q))
+    path = rows(api(server, "critical_path", **q, step=steps[0]["step"]))
+    assert row_count(page, "critical-path-segments") == len(path)
+    # idle bars, the queue chart and the critical path pie; the bandwidth chart where the
+    # trace has copies
+    return 3 + bool(api(server, "memory_bandwidth", **q)["rows"])
 
 
 def test_gpu_idle_row_opens_the_trace_with_its_span_highlighted(page, server):

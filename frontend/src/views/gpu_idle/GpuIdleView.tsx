@@ -3,7 +3,8 @@
 // kernels) and other, as Holistic Trace Analysis defines them (/idle_time), over the whole
 // trace or per step; then kernel launch statistics (Launches.tsx) and launch queues and copy
 // bandwidth over time (Queues.tsx), and repeated kernel sequences, the fusion candidates
-// (Sequences.tsx), and time per GPU user annotation (Annotations.tsx). Each row links to the Trace
+// (Sequences.tsx), time per GPU user annotation (Annotations.tsx) and a step's critical path
+// (CriticalPath.tsx). Each row links to the Trace
 // view with its time range highlighted.
 
 import { useMemo } from 'preact/hooks';
@@ -17,6 +18,7 @@ import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf, type Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Annotations } from './Annotations';
+import { CriticalPath } from './CriticalPath';
 import { Launches } from './Launches';
 import { Queues } from './Queues';
 import { Sequences } from './Sequences';
@@ -47,6 +49,7 @@ export function GpuIdleView(props: ViewProps) {
       <Queues {...props} />
       <Sequences {...props} />
       <Annotations {...props} />
+      <CriticalPath {...props} />
     </div>
   );
 }
