@@ -66,9 +66,7 @@ def _kernel_sequences(model, length, top):
     starts = np.flatnonzero(group[: len(windows)] == group[length - 1:])
     if not len(starts):
         return empty
-    keyed = np.column_stack([group[starts], windows[starts]])
-    _, seq, counts = np.unique(keyed, axis=0, return_inverse=True, return_counts=True)
-    seq = seq.ravel()
+    seq, counts = _identical_rows(np.column_stack([group[starts], windows[starts]]))
     repeated = counts[seq] >= 2
     starts, seq = starts[repeated], seq[repeated]
     if not len(starts):
@@ -97,3 +95,18 @@ def _kernel_sequences(model, length, top):
         "share_pct": 100 * device_us[chosen] / total if total else np.zeros(len(chosen)),
         "first_start_us": ts[first_at], "first_end_us": np.max(end[rows], axis=1),
     })
+
+
+def _identical_rows(rows):
+    """(row -> class id, size of each class) for rows of small non-negative integers. Rows
+    are packed into one int64 each when their bits fit (a 1-D unique is several times faster
+    than np.unique(axis=0)), else compared as rows."""
+    bits = [max(int(col.max()), 1).bit_length() for col in rows.T]
+    if sum(bits) <= 62:
+        packed = np.zeros(len(rows), dtype=np.int64)
+        for col, width in zip(rows.T, bits):
+            packed = (packed << width) | col
+        _, seq, counts = np.unique(packed, return_inverse=True, return_counts=True)
+    else:
+        _, seq, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    return seq.ravel(), counts
