@@ -157,3 +157,14 @@ def test_queue_routes_json_and_csv(served, route, table):  # noqa: F811
     rows = list(csv.reader(io.StringIO(served.get(url + "&format=csv").get_data(as_text=True))))
     assert rows[0] == body["columns"] and len(rows) - 1 == len(body["rows"])
     assert np.isfinite(np.array([r for row in body["rows"] for r in row if isinstance(r, float)])).all()
+
+
+def test_trace_view_counters_draw_the_queue_and_bandwidth(tmp_path):
+    """The Trace view's counter rows include each stream's queue and copy bandwidth; sampled
+    in buckets [0,20) [20,40) [40,60): level at the bucket start, maximum within."""
+    from tb_plugin.views.timeline import counters
+    series = {c["name"]: c for c in counters(tb_plugin.load(paper_trace(tmp_path)).model, 0, 60, points=3)}
+    queue = series["GPU 0 stream 7 queue length"]
+    assert queue["time_us"] == [0, 20, 40] and queue["value"] == [1, 0, 1] and queue["max"] == [2, 0, 1]
+    bandwidth = series["GPU 0 stream 8 copy bandwidth"]
+    assert bandwidth["unit"] == "GB/s" and bandwidth["max"][0] == pytest.approx(0.4)
