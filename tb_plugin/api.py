@@ -426,8 +426,8 @@ class Api:
 
     def kernel_launches(self, request):
         flag = choice_param(request, "flag", ("all",) + launches.FLAGS)
-        table = self._profile(request).kernel_launches(*_launch_cutoffs(request))
-        return table_reply(request, table if flag == "all" else table[table[flag]].reset_index(drop=True))
+        return table_reply(request, self._profile(request).kernel_launches(*_launch_cutoffs(request),
+                                                                           flag=None if flag == "all" else flag))
 
     def kernel_launch_summary(self, request):
         return table_reply(request, self._profile(request).kernel_launch_summary(*_launch_cutoffs(request)))

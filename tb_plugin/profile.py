@@ -105,11 +105,12 @@ class Profile:
         return gpu_idle.idle_time(self.model, by_step, kernel_wait_us)
 
     def kernel_launches(self, runtime_cutoff_us=launches.RUNTIME_CUTOFF_US,
-                        launch_delay_cutoff_us=launches.LAUNCH_DELAY_CUTOFF_US):
+                        launch_delay_cutoff_us=launches.LAUNCH_DELAY_CUTOFF_US, flag=None):
         """Per launch (keyed by correlation): runtime call and device durations, launch delays,
-        launch-bound and outlier flags, as HTA's get_cuda_kernel_launch_stats; see
+        launch-bound and outlier flags, as HTA's get_cuda_kernel_launch_stats (`flag`: only
+        "launch_bound", "runtime_outlier" or "launch_delay_outlier" ones); see
         `views.launches.kernel_launches`."""
-        return launches.kernel_launches(self.model, runtime_cutoff_us, launch_delay_cutoff_us)
+        return launches.kernel_launches(self.model, runtime_cutoff_us, launch_delay_cutoff_us, flag)
 
     def kernel_launch_summary(self, runtime_cutoff_us=launches.RUNTIME_CUTOFF_US,
                               launch_delay_cutoff_us=launches.LAUNCH_DELAY_CUTOFF_US):

@@ -58,8 +58,9 @@ KERNEL_LAUNCH_SUMMARY = declare(
 )
 
 
-def kernel_launches(model, runtime_cutoff_us=RUNTIME_CUTOFF_US, launch_delay_cutoff_us=LAUNCH_DELAY_CUTOFF_US):
-    """Every launched device activity with its runtime call, delays and flags.
+def kernel_launches(model, runtime_cutoff_us=RUNTIME_CUTOFF_US, launch_delay_cutoff_us=LAUNCH_DELAY_CUTOFF_US, flag=None):
+    """Every launched device activity with its runtime call, delays and flags (with `flag`,
+    one of `FLAGS`, only the launches that have it).
 
     A launch is a kernel, memcpy or memset and the runtime call (cudaLaunchKernel,
     cudaMemcpyAsync, cuLaunchKernel, hipLaunchKernel, cudaGraphLaunch, ...) that shares its
@@ -91,8 +92,13 @@ def kernel_launches(model, runtime_cutoff_us=RUNTIME_CUTOFF_US, launch_delay_cut
       row, all with that call's duration, as HTA's join on correlation also gives.
     - HTA drops the last ProfilerStep's launches by default; here every launch is kept.
     """
-    return _cached(model, ("kernel_launches", float(runtime_cutoff_us), float(launch_delay_cutoff_us)),
-                   lambda: _kernel_launches(model, runtime_cutoff_us, launch_delay_cutoff_us))
+    table = _cached(model, ("kernel_launches", float(runtime_cutoff_us), float(launch_delay_cutoff_us)),
+                    lambda: _kernel_launches(model, runtime_cutoff_us, launch_delay_cutoff_us))
+    if flag is None:
+        return table
+    if flag not in FLAGS:
+        raise ValueError(f"flag must be one of {', '.join(FLAGS)}, not {flag!r}")
+    return table[table[flag].to_numpy()].reset_index(drop=True)
 
 
 def _kernel_launches(model, runtime_cutoff_us, launch_delay_cutoff_us):
