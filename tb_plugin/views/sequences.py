@@ -2,7 +2,6 @@
 candidates for fusion (torch.compile, a fused or custom kernel)."""
 
 import numpy as np
-import pandas as pd
 
 from ..schema import declare
 from .common import _cached, op_names, step_windows
