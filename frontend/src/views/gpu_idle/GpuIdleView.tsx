@@ -73,8 +73,8 @@ function IdleTime(props: ViewProps & { table: WireTable; perStep: boolean }) {
   );
   const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
   const columns: Column[] = [
-    ...(perStep ? [{ key: 'step', label: 'Step', numeric: true }] : []),
     streamColumn,
+    ...(perStep ? [{ key: 'step', label: 'Step', numeric: true }] : []),
     us('busy_us', 'Busy'),
     us('idle_us', 'Idle'),
     { key: 'idle_pct', label: 'Idle %', numeric: true, format: (v) => formatPct(v as number) },
