@@ -40,7 +40,10 @@ setup(
                  "schemathesis>=4.32",
                  # tests/test_layering.py type-checks the public boundary (mypy.ini); pinned
                  # below the next major releases, whose new checks would fail CI unasked.
-                 "mypy>=2.4,<3", "pandas-stubs>=3.1"],
+                 "mypy>=2.4,<3", "pandas-stubs>=3.1",
+                 # The outside reference for the GPU-wait views (tests/hta_reference.py):
+                 # idle time, launch statistics and queue lengths are checked against it.
+                 "HolisticTraceAnalysis==0.5.0"],
     },
     entry_points={
         "tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerPluginLoader"],

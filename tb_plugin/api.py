@@ -26,7 +26,7 @@ from werkzeug import wrappers, wsgi
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading
-from .profile import Profile, combine_distributed, combine_job, diff
+from .profile import KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed, combine_job, diff
 from .routes import API_ROUTES
 from .sources import SourceResolver
 
@@ -185,6 +185,23 @@ def int_param(request, name, required=True, default=None, minimum=None):
 
 def float_param(request, name, required=True, default=None):
     return _number_param(request, name, float, "a number", required, default)
+
+
+_LAUNCH_CUTOFFS = ("runtime_cutoff_us", "launch_delay_cutoff_us")
+
+
+def _durations(request, *names):
+    """The optional duration parameters (µs, >= 0) the request gives, by name: the views'
+    own defaults hold for the others."""
+    given = {}
+    for name in names:
+        value = float_param(request, name, required=False)
+        if value is None:
+            continue
+        if value < 0:
+            raise BadParameterError(f"parameter {name!r} must be >= 0, not {value}")
+        given[name] = value
+    return given
 
 
 def tracks_param(request):
@@ -390,6 +407,53 @@ class Api:
     @reads(_one_profile)
     def kernel_tensor_cores(self, request, profile):
         return respond(profile.tensor_core_share())
+
+    @reads(_one_profile)
+    def idle_time(self, request, profile):
+        by_step = choice_param(request, "by_step", ("false", "true")) == "true"
+        return table_reply(request, profile.idle_time(by_step, **_durations(request, "kernel_wait_us")))
+
+    @reads(_one_profile)
+    def kernel_launches(self, request, profile):
+        flag = choice_param(request, "flag", ("all", *LAUNCH_FLAGS))
+        return table_reply(request, profile.kernel_launches(flag=None if flag == "all" else flag,
+                                                            **_durations(request, *_LAUNCH_CUTOFFS)))
+
+    @reads(_one_profile)
+    def kernel_launch_summary(self, request, profile):
+        return table_reply(request, profile.kernel_launch_summary(**_durations(request, *_LAUNCH_CUTOFFS)))
+
+    @reads(_one_profile)
+    def kernel_sequences(self, request, profile):
+        length = int_param(request, "length", required=False, minimum=2)
+        if length is not None and length > KERNEL_SEQUENCE_MAX_LENGTH:
+            raise BadParameterError(f"parameter 'length' must be <= {KERNEL_SEQUENCE_MAX_LENGTH}, not {length}")
+        top = int_param(request, "top", required=False, minimum=1)
+        options = {k: v for k, v in (("length", length), ("top", None if top is None else min(top, 10_000)))
+                   if v is not None}
+        return table_reply(request, profile.kernel_sequences(**options))
+
+    @reads(_one_profile)
+    def critical_path(self, request, profile):
+        step = int_param(request, "step", required=False)
+        table = choice_param(request, "table", ("segments", "categories", "operators"))
+        return table_reply(request, profile.critical_path(step, table))
+
+    @reads(_one_profile)
+    def gpu_annotations(self, request, profile):
+        return table_reply(request, profile.gpu_annotations())
+
+    @reads(_one_profile)
+    def queue_length(self, request, profile):
+        return table_reply(request, profile.queue_length())
+
+    @reads(_one_profile)
+    def memory_bandwidth(self, request, profile):
+        return table_reply(request, profile.memory_bandwidth())
+
+    @reads(_one_profile)
+    def queue_length_summary(self, request, profile):
+        return table_reply(request, profile.queue_length_summary())
 
     @reads(_one_profile)
     def memory_devices(self, request, profile):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .discovery import RunFiles, SpanFile, discover_runs, printable
-from .errors import NotFoundError, TraceError
+from .errors import BadParameterError, NotFoundError, TraceError
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import Storage, TraceBytes, open_single
 from .trace.anomalies import describe as describe_anomalies
@@ -21,10 +21,17 @@ from .trace.model import TraceModel
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
+from .views import critical_path, gpu_annotations, gpu_idle
 from .views import job as job_view
-from .views import kernels, memory, modules, operators, overview, recommendations, timeline
+from .views import kernels, launches, memory, modules, operators, overview, queues, recommendations, sequences, timeline
+from .views.common import step_windows
 
 logger = logging.getLogger(__name__)
+
+
+# What the HTTP layer validates the GPU-wait routes' parameters against (it imports no view).
+LAUNCH_FLAGS = launches.FLAGS
+KERNEL_SEQUENCE_MAX_LENGTH = sequences.MAX_LENGTH
 
 
 def _device_type(model: TraceModel) -> str:
@@ -107,6 +114,67 @@ class Profile:
         """Kernel time on / off Tensor Cores."""
         return kernels.tensor_core_share(self.model)
 
+    # --- why the GPU waits --------------------------------------------------------------------
+
+    def idle_time(self, by_step: bool = False,
+                  kernel_wait_us: float = gpu_idle.KERNEL_WAIT_THRESHOLD_US) -> pd.DataFrame:
+        """Idle time per device stream (by_step: per step too), split into host wait, kernel
+        wait and other, as HTA's idle time breakdown; see `views.gpu_idle.idle_time`."""
+        return gpu_idle.idle_time(self.model, by_step, kernel_wait_us)
+
+    def kernel_launches(self, runtime_cutoff_us: float = launches.RUNTIME_CUTOFF_US,
+                        launch_delay_cutoff_us: float = launches.LAUNCH_DELAY_CUTOFF_US,
+                        flag: str | None = None) -> pd.DataFrame:
+        """Per launch (keyed by correlation): runtime call and device durations, launch delays,
+        launch-bound and outlier flags, as HTA's get_cuda_kernel_launch_stats (`flag`: only
+        "launch_bound", "runtime_outlier" or "launch_delay_outlier" ones); see
+        `views.launches.kernel_launches`."""
+        return launches.kernel_launches(self.model, runtime_cutoff_us, launch_delay_cutoff_us, flag)
+
+    def kernel_launch_summary(self, runtime_cutoff_us: float = launches.RUNTIME_CUTOFF_US,
+                              launch_delay_cutoff_us: float = launches.LAUNCH_DELAY_CUTOFF_US) -> pd.DataFrame:
+        """`kernel_launches` per device activity name: counts, means, flagged launches."""
+        return launches.kernel_launch_summary(self.model, runtime_cutoff_us, launch_delay_cutoff_us)
+
+    def queue_length(self) -> pd.DataFrame:
+        """Launch queue per device stream over time (HTA's queue length, plus launched and
+        not finished); see `views.queues.queue_length`."""
+        return queues.queue_length(self.model)
+
+    def memory_bandwidth(self) -> pd.DataFrame:
+        """Memcpy/memset bandwidth per device stream over time; see `views.queues`."""
+        return queues.memory_bandwidth(self.model)
+
+    def kernel_sequences(self, length: int = sequences.DEFAULT_LENGTH, top: int = sequences.DEFAULT_TOP) -> pd.DataFrame:
+        """The most time-consuming sequences of `length` kernels repeating back to back on a
+        stream (fusion candidates), with the operators that launched them and time per step;
+        see `views.sequences.kernel_sequences`."""
+        return sequences.kernel_sequences(self.model, length, top)
+
+    def gpu_annotations(self) -> pd.DataFrame:
+        """Device time per GPU user annotation range, nested by path; see
+        `views.gpu_annotations.gpu_annotations`."""
+        return gpu_annotations.gpu_annotations(self.model)
+
+    def critical_path(self, step: int | None = None, table: str = "segments") -> pd.DataFrame:
+        """The chain of CPU work, launches, device activity and waits that decides `step`'s
+        length (the first step when None): "segments" (in time order), "categories" (time per
+        category) or "operators" (top operators on it); see `views.critical_path`."""
+        build = {"segments": critical_path.critical_path, "categories": critical_path.critical_path_categories,
+                 "operators": critical_path.critical_path_operators}
+        if table not in build:
+            raise BadParameterError(f"table must be one of {', '.join(build)}, not {table!r}")
+        steps = step_windows(self.model)["step"].tolist()
+        if step is None:
+            step = steps[0]
+        if step not in steps:
+            raise NotFoundError(f"no step {step}; steps: {', '.join(map(str, steps))}")
+        return build[table](self.model, step)
+
+    def queue_length_summary(self) -> pd.DataFrame:
+        """Per device stream: queue maximum, mean, time at zero, copy bytes and peak bandwidth."""
+        return queues.queue_length_summary(self.model)
+
     # --- memory ------------------------------------------------------------------------------
 
     def memory_devices(self) -> list[str]:
@@ -186,7 +254,8 @@ class Profile:
         """The views that have data for this profile: the run has `worker_count` workers and
         the log directory `trace_file_count` trace files (diff needs a second one)."""
         m = self.model
-        present = {"overview": True, "operator": len(m.ops), "kernel": len(m.kernels), "memory": len(m.memory),
+        present = {"overview": True, "operator": len(m.ops), "kernel": len(m.kernels),
+                   "gpu_idle": len(m.kernels) or len(m.memcpy) or len(m.memset), "memory": len(m.memory),
                    "module": len(self.modules()), "trace": timeline.has_slices(m),
                    "job": worker_count > 1, "distributed": worker_count > 1, "diff": trace_file_count > 1}
         return [view for view, has_data in present.items() if has_data]

@@ -248,7 +248,7 @@ def gpu_served(tmp_path_factory):
 
 def test_views_lists_only_views_with_data(gpu_served, served):
     _, client = gpu_served
-    assert client.get(f"{PREFIX}/views?run=resnet").get_json()["views"] == ["overview", "operator", "kernel", "memory", "trace"]
+    assert client.get(f"{PREFIX}/views?run=resnet").get_json()["views"] == ["overview", "operator", "kernel", "gpu_idle", "memory", "trace"]
     _, cpu_client = served
     assert "kernel" not in cpu_client.get(f"{PREFIX}/views?run=cpu_cnn").get_json()["views"]
 

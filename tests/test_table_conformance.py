@@ -6,7 +6,7 @@
   TensorBoard's WSGI app, werkzeug's test client), holds only tables the route's OpenAPI
   response names, each with exactly the declared columns in order and, per cell, the JSON
   type of the column's dtype (null only where the column is declared nullable). Routes with
-  a `group_by` or `table` choice are asked for each value, so every table a route names is
+  a `group_by`, `table` or `by_step` choice are asked for each value, so every table a route names is
   seen.
 - `openapi.yaml`'s table components are what the generator writes from the declarations.
 - A view's docstring lists its declared columns (`help(view)` is true).
@@ -27,6 +27,9 @@ from tb_plugin.views import diff, kernels, operators
 from .conftest import SAMPLES
 from .test_api import PREFIX, make_client, wait_route
 from .test_openapi_fuzz import VALID, route_parameters
+
+# Parameters whose value chooses which declared table a route answers with.
+TABLE_CHOICES = ("group_by", "table", "by_step")
 
 SPEC = yaml.safe_load(openapi_gen.SPEC_PATH.read_text(encoding="utf-8"))
 TABLES = openapi_gen.declared_tables()
@@ -114,7 +117,7 @@ def queries(path, client, runs):
     params = dict(route_parameters(path))
     choices = {}
     for p in SPEC["paths"][path]["get"].get("parameters", []):
-        if "$ref" not in p and p["name"] in ("group_by", "table"):
+        if "$ref" not in p and p["name"] in TABLE_CHOICES:
             choices[p["name"]] = p["schema"]["enum"]
     b_run = next(iter(runs))
     for run, spans in runs.items():

@@ -39,6 +39,7 @@ def views(server):
         "overview": {**GPU, "view": "overview"},
         "operator": {**GPU, "view": "operator"},
         "kernel": {**GPU, "view": "kernel"},
+        "gpu_idle": {**GPU, "view": "gpu_idle", "idle_by_step": 1},
         "trace": trace_with_a_kernel_selected(server),
         "memory": {**CPU, "view": "memory", "device": "CPU", "start_us": 2000, "end_us": 5000},
         "module": {**CPU, "view": "module"},

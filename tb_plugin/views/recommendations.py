@@ -8,6 +8,9 @@ import pandas as pd
 
 from ..trace.model import TraceModel
 from .common import is_tc_eligible_name, kernel_flags, name_mask, operator_tree, step_windows
+from .gpu_idle import idle_time
+from .launches import kernel_launches
+from .sequences import kernel_sequences
 
 # Thresholds (the old plugin's where it had one; see METRICS.md).
 DATALOADER_SHARE = 0.05
@@ -19,6 +22,16 @@ TINY_KERNEL_US = 10.0
 TINY_KERNEL_SHARE = 0.5
 TINY_KERNELS_PER_STEP = 500
 TC_ELIGIBLE_DEVICE_SHARE = 0.10
+# GPU-wait rules (views/gpu_idle.py, launches.py): a fifth of the kernel launches shorter than
+# their launch call, and at least this many of them; half the idle time waiting on the host
+# while the streams idle a fifth of their span.
+LAUNCH_BOUND_SHARE = 0.2
+LAUNCH_BOUND_MIN = 100
+HOST_WAIT_SHARE = 0.5
+IDLE_SHARE = 0.2
+# A sequence of three kernels repeating on a stream that takes a tenth of all kernel time.
+FUSION_LENGTH = 3
+FUSION_SHARE_PCT = 10.0
 
 
 @dataclass
@@ -27,14 +40,18 @@ class Recommendation:
     severity: str  # "warning" or "info"
     text: str
     numbers: dict = field(default_factory=dict)
+    # Where the page shows the events behind the numbers: {"view": ..., "params": {...}}
+    # (page-URL parameters of that view); empty when no view does.
+    evidence: dict = field(default_factory=dict)
 
 
 def recommendations(model: TraceModel, step_table: pd.DataFrame, gpus: pd.DataFrame) -> list[dict[str, Any]]:
     """Recommendations for one profile, most important first.
 
     Parameters are the results of `overview.steps(model)` and `overview.gpu_summary(model)`.
-    Returns a list of dicts {id, severity, text, numbers}; `numbers` holds the figures the
-    text is based on (fractions in [0, 1], times in µs, sizes in bytes).
+    Returns a list of dicts {id, severity, text, numbers, evidence}; `numbers` holds the
+    figures the text is based on (fractions in [0, 1], times in µs, sizes in bytes);
+    `evidence` names the view (and its URL parameters) that shows the events behind them.
     """
     items = []
     total = float(step_table["total_us"].sum())
@@ -65,6 +82,7 @@ def recommendations(model: TraceModel, step_table: pd.DataFrame, gpus: pd.DataFr
     items += _tensor_cores(model, gpus)
     items += _memory(model)
     items += _tiny_kernels(model)
+    items += _gpu_waits(model)
     severity_rank = {"warning": 0, "info": 1}
     items.sort(key=lambda r: severity_rank[r.severity])
     return [asdict(r) for r in items]
@@ -141,3 +159,50 @@ def _tiny_kernels(model):
             "launch-bound. torch.compile (kernel fusion) or CUDA Graphs cut the launch overhead.",
             {"tiny_kernel_share": tiny, "kernels_per_step": per_step})]
     return []
+
+
+def _gpu_waits(model):
+    """Launch-bound and host-bound, from the launch statistics and the idle time breakdown
+    (HTA's definitions; see views/launches.py and views/gpu_idle.py)."""
+    out = []
+    launches = kernel_launches(model)
+    kernels = launches[launches["kind"] == "kernel"]
+    bound = kernels[kernels["launch_bound"]]
+    if len(kernels) and len(bound) >= LAUNCH_BOUND_MIN and len(bound) / len(kernels) >= LAUNCH_BOUND_SHARE:
+        out.append(Recommendation(
+            "launch_bound", "warning",
+            f"Launch-bound: {len(bound)} of {len(kernels)} kernels ({len(bound) / len(kernels):.0%}) ran for less time on "
+            f"the GPU than their launch call took on the CPU ({bound['device_us'].sum() / 1e3:.1f} ms of GPU time against "
+            f"{bound['runtime_us'].sum() / 1e3:.1f} ms of launch calls). Consider CUDA graphs or torch.compile to launch "
+            "fewer, larger pieces of work.",
+            {"launch_bound": int(len(bound)), "kernels": int(len(kernels)), "launch_bound_share": len(bound) / len(kernels),
+             "launch_bound_device_us": float(bound["device_us"].sum()), "launch_bound_runtime_us": float(bound["runtime_us"].sum())},
+            {"view": "gpu_idle", "params": {"launch_flag": "launch_bound"}}))
+    idle = idle_time(model)
+    span = float((idle["end_us"] - idle["start_us"]).sum())
+    idle_us = float(idle["idle_us"].sum())
+    host_wait = float(idle["idle_host_wait_us"].sum())
+    if span > 0 and idle_us / span >= IDLE_SHARE and host_wait / idle_us >= HOST_WAIT_SHARE:
+        out.append(Recommendation(
+            "host_bound", "warning",
+            f"Host-bound: {host_wait / idle_us:.0%} of the GPU streams' idle time is host wait ({host_wait / 1e3:.1f} ms of "
+            f"{idle_us / 1e3:.1f} ms idle): the GPU ran out of work because the CPU had not launched the next kernel yet. "
+            "Reduce CPU work between launches (torch.compile, CUDA graphs, fewer Python-side operations, a faster "
+            "input pipeline).",
+            {"host_wait_share": host_wait / idle_us, "idle_host_wait_us": host_wait, "idle_us": idle_us,
+             "idle_share": idle_us / span},
+            {"view": "gpu_idle", "params": {}}))
+    top = kernel_sequences(model, FUSION_LENGTH, top=1)
+    if len(top) and top.loc[0, "share_pct"] >= FUSION_SHARE_PCT:
+        seq = top.iloc[0]
+        launched_by = f" (launched by {seq['operators']})" if seq["operators"] else ""
+        out.append(Recommendation(
+            "fusion_candidate", "info",
+            f"Fusion candidate: the kernel sequence {seq['sequence']}{launched_by} repeats {seq['occurrences']} times on "
+            f"stream {seq['stream']}, {seq['device_us'] / 1e3:.1f} ms ({seq['share_pct']:.0f}% of kernel time, "
+            f"{seq['device_per_step_us'] / 1e3:.2f} ms per step). Fusing it (torch.compile, a fused kernel) saves launches "
+            "and memory traffic.",
+            {"occurrences": int(seq["occurrences"]), "device_us": float(seq["device_us"]),
+             "share_pct": float(seq["share_pct"]), "device_per_step_us": float(seq["device_per_step_us"])},
+            {"view": "gpu_idle", "params": {"sequence_length": FUSION_LENGTH}}))
+    return out

@@ -28,6 +28,7 @@ from ..errors import NotFoundError
 from .common import _cached, step_windows
 from .intervals import union_length, weighted_level_integral
 from .memory import full_curve, memory_devices
+from .queues import memory_bandwidth, queue_length
 
 # Slice kinds (the `kind` column), also what the viewer colours by.
 KINDS = ("op", "annotation", "runtime", "python", "kernel", "memcpy", "memset", "gpu_annotation")
@@ -315,8 +316,10 @@ def counters(model: TraceModel, start_us: float, end_us: float, points: int = 50
 
     Returns a list of {"name", "unit", "time_us": [...], "value": [...], "max": [...]}: GPU
     utilization and estimated SM efficiency per GPU (percent, computed from kernels, the
-    bucket average), allocated/reserved memory per device (bytes, bucket maximum so peaks
-    survive), and the trace's own counter events (bucket maximum).
+    bucket average), the launch queue (HTA's queue length) and memcpy/memset bandwidth of each
+    device stream (`queues.queue_length`, `queues.memory_bandwidth`), allocated/reserved
+    memory per device (bytes, bucket maximum so peaks survive), and the trace's own counter
+    events (bucket maximum).
     """
     points = max(int(points), 1)
     edges = np.linspace(start_us, end_us, points + 1)
@@ -340,6 +343,12 @@ def counters(model: TraceModel, start_us: float, end_us: float, points: int = 50
         series.append(_series(f"GPU {device} utilization", "%", edges, 100 * busy / width))
         if device in with_blocks:
             series.append(_series(f"GPU {device} est. SM efficiency", "%", edges, 100 * sm / width))
+    for (device, stream), part in queue_length(model).groupby(["device", "stream"], sort=True):
+        series.append(_step_series(f"GPU {device} stream {stream} queue length", "", edges, part["ts_us"].to_numpy(),
+                                   part["queue_length"].to_numpy().astype(np.float64)))
+    for (device, stream), part in memory_bandwidth(model).groupby(["device", "stream"], sort=True):
+        series.append(_step_series(f"GPU {device} stream {stream} copy bandwidth", "GB/s", edges, part["ts_us"].to_numpy(),
+                                   part["memory_bw_gbps"].to_numpy()))
     for device in memory_devices(model):
         curve = full_curve(model, device)
         times = curve["time_us"].to_numpy()

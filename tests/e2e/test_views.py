@@ -11,7 +11,7 @@ from .conftest import (api, assert_charts_drawn, format_bytes, format_duration, 
 
 CASES = {
     "cpu_cnn": ["overview", "operator", "memory", "module", "diff"],
-    "gpu_resnet50_v100": ["overview", "operator", "kernel", "memory", "diff"],
+    "gpu_resnet50_v100": ["overview", "operator", "kernel", "gpu_idle", "memory", "diff"],
     "cpu_ddp_gloo": ["overview", "operator", "memory", "module", "job", "distributed", "diff"],
 }
 WORKER = {"cpu_cnn": "worker0", "gpu_resnet50_v100": "worker0", "cpu_ddp_gloo": "worker0"}
@@ -24,7 +24,7 @@ def test_views_offered_are_those_with_data(page, server, run):
     open_page(page, server, run=run)
     tabs = page.eval_on_selector_all("[role=tab]", "els => els.map((e) => e.dataset.view)")
     # every profile has a timeline: the Trace tab is always offered (tests/e2e/test_trace.py)
-    order = ["overview", "operator", "kernel", "trace", "memory", "module", "job", "distributed", "diff"]
+    order = ["overview", "operator", "kernel", "gpu_idle", "trace", "memory", "module", "job", "distributed", "diff"]
     assert tabs == [v for v in order if v in expected or v == "trace"]
     assert page.get_attribute("[role=tab][aria-selected=true]", "data-view") == "overview"
 
@@ -64,6 +64,50 @@ def check_kernel(page, server, q):
     assert top["name"] in first and format_duration(top["total_us"]) in first
     assert row_count(page, "kernels") == len(table)
     return 2
+
+
+def check_gpu_idle(page, server, q):
+    table = rows(api(server, "idle_time", **q))
+    top = max(table, key=lambda r: r["idle_us"])
+    first = page.locator("[data-table=idle_time] tbody tr").first.inner_text()
+    assert format_duration(top["idle_us"]) in first and format_duration(top["idle_host_wait_us"]) in first
+    assert row_count(page, "idle_time") == len(table)
+    summary = rows(api(server, "kernel_launch_summary", **q))
+    assert row_count(page, "kernel-launch-summary") == len(summary)
+    top = max(summary, key=lambda r: r["launch_bound"])
+    first = page.locator("[data-table=kernel-launch-summary] tbody tr").first
+    # long kernel names are cut on the page; the whole name is the cell's tooltip
+    assert first.locator("[title]").first.get_attribute("title") == top["name"]
+    assert f"{top['launch_bound']:,}" in first.inner_text()
+    flagged = rows(api(server, "kernel_launches", **q, flag="launch_bound"))
+    assert row_count(page, "kernel-launches") == len(flagged)
+    queues = rows(api(server, "queue_length_summary", **q))
+    assert row_count(page, "queue-length-summary") == len(queues)
+    busiest = max(queues, key=lambda r: r["max_queue_length"])
+    assert f"{busiest['launches']:,}" in page.locator("[data-table=queue-length-summary] tbody tr").first.inner_text()
+    sequences = rows(api(server, "kernel_sequences", **q, length=3, top=50))
+    assert row_count(page, "kernel-sequences") == len(sequences)
+    assert format_duration(sequences[0]["device_us"]) in page.locator("[data-table=kernel-sequences] tbody tr").first.inner_text()
+    steps = rows(api(server, "steps", **q))
+    path = rows(api(server, "critical_path", **q, step=steps[0]["step"]))
+    assert row_count(page, "critical-path-segments") == len(path)
+    # idle bars, the queue chart and the critical path pie; the bandwidth chart where the
+    # trace has copies
+    return 3 + bool(api(server, "memory_bandwidth", **q)["rows"])
+
+
+def test_gpu_idle_row_opens_the_trace_with_its_span_highlighted(page, server):
+    q = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}
+    top = max(rows(api(server, "idle_time", **q)), key=lambda r: r["idle_us"])
+    open_page(page, server, **q, view="gpu_idle")
+    page.locator("[data-table=idle_time] tbody tr").first.locator("[data-control=idle-show-in-trace]").click()
+    page.wait_for_selector("[data-current-view=trace] [data-testid=trace-range]")
+    highlighted = page.locator("[data-testid=trace-range]")
+    assert float(highlighted.get_attribute("data-start-us")) == pytest.approx(top["start_us"], abs=1e-3)
+    assert float(highlighted.get_attribute("data-end-us")) == pytest.approx(top["end_us"], abs=1e-3)
+    timeline = page.locator("[data-testid=trace-timeline]")
+    assert float(timeline.get_attribute("data-start-us")) <= top["start_us"]
+    assert float(timeline.get_attribute("data-end-us")) >= top["end_us"]
 
 
 def check_memory(page, server, q):
@@ -139,8 +183,9 @@ def check_diff(page, server, q):
 
 SLOPPY = re.compile(r"\b(?:NaN|undefined|null|Infinity)\b|(?<![\w.])[-+]0(?:\.0+)?(?![\d.])")
 
-CHECKS = {"overview": check_overview, "operator": check_operator, "kernel": check_kernel, "memory": check_memory,
-          "module": check_module, "job": check_job, "distributed": check_distributed, "diff": check_diff}
+CHECKS = {"overview": check_overview, "operator": check_operator, "kernel": check_kernel, "gpu_idle": check_gpu_idle,
+          "memory": check_memory, "module": check_module, "job": check_job, "distributed": check_distributed,
+          "diff": check_diff}
 
 
 @pytest.mark.parametrize("run,view", [(run, view) for run, views in sorted(CASES.items()) for view in views])
@@ -179,3 +224,11 @@ def test_job_straggler_opens_that_ranks_overview(page, server):
     page.locator("[data-table=job-stragglers] tbody tr").first.get_by_role("link", name=worker).click()
     page.wait_for_selector("[data-current-view=overview]")
     assert f"worker={worker}" in page.url and "view=overview" in page.url
+
+
+def test_recommendation_evidence_opens_the_view_behind_it(page, server):
+    q = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}
+    open_page(page, server, **q, view="overview")
+    page.locator("[data-recommendation=launch_bound] [data-control=recommendation-evidence]").click()
+    page.wait_for_selector("[data-current-view=gpu_idle] [data-table=kernel-launches]")
+    assert page.input_value("[data-control=launch_flag]") == "launch_bound"

@@ -298,7 +298,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             run?: string;
-                            views?: ("overview" | "operator" | "kernel" | "memory" | "module" | "trace" | "job" | "distributed" | "diff")[];
+                            views?: ("overview" | "operator" | "kernel" | "gpu_idle" | "memory" | "module" | "trace" | "job" | "distributed" | "diff")[];
                         };
                     };
                 };
@@ -359,6 +359,8 @@ export interface paths {
                                 severity: "warning" | "info";
                                 text: string;
                                 numbers: Record<string, never>;
+                                /** @description The view (and its URL parameters) showing the events behind the numbers: {view, params}; empty when none. */
+                                evidence?: Record<string, never>;
                             }[];
                         };
                     };
@@ -658,6 +660,448 @@ export interface paths {
                             other_us?: number;
                             tensor_cores_pct?: number | null;
                         };
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/idle_time": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Idle time per device stream (by_step=true: per step and stream): [step], device, stream, start_us, end_us, busy_us, idle_us, idle_host_wait_us, idle_kernel_wait_us, idle_other_us, idle_pct; categories as Holistic Trace Analysis's idle time breakdown. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    by_step?: "false" | "true";
+                    /** @description Idle gaps shorter than this (µs) that are not host waits are kernel waits. */
+                    kernel_wait_us?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["IdleTimeTable"] | components["schemas"]["IdleTimeByStepTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernel_launches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per launch (a device activity and the runtime call with its correlation id): correlation, kind, name, runtime, operator, device, stream, launch_start_us, runtime_us, device_start_us, device_us, device_end_us, launch_delay_us, delay_after_call_us, launch_bound, runtime_outlier, launch_delay_outlier; as Holistic Trace Analysis's get_cuda_kernel_launch_stats. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description Only the launches with this flag set. */
+                    flag?: "all" | "launch_bound" | "runtime_outlier" | "launch_delay_outlier";
+                    /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
+                    runtime_cutoff_us?: components["parameters"]["runtime_cutoff_us"];
+                    /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
+                    launch_delay_cutoff_us?: components["parameters"]["launch_delay_cutoff_us"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["KernelLaunchesTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernel_launch_summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Launch statistics per device activity name: name, kind, launches, device_total_us, device_mean_us, runtime_mean_us, launch_delay_mean_us, launch_delay_max_us, delay_after_call_mean_us, launch_bound, runtime_outliers, launch_delay_outliers, first_launch_start_us, last_device_end_us. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
+                    runtime_cutoff_us?: components["parameters"]["runtime_cutoff_us"];
+                    /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
+                    launch_delay_cutoff_us?: components["parameters"]["launch_delay_cutoff_us"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["KernelLaunchSummaryTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/queue_length": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Launch queue per device stream over time, one row per change (a step function): device, stream, ts_us, queue_length (launched, not started: Holistic Trace Analysis's queue length), outstanding (launched, not finished). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["QueueLengthTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory_bandwidth": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Memcpy/memset bandwidth per device stream over time, one row per change (a step function): device, stream, ts_us, memory_bw_gbps. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MemoryBandwidthTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/queue_length_summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per device stream: device, stream, start_us, end_us, launches, max_queue_length, mean_queue_length, time_at_zero_us, max_outstanding, max_queue_at_us, memory_bytes, peak_memory_bw_gbps. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["QueueLengthSummaryTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernel_sequences": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The most time-consuming sequences of `length` kernels repeating back to back on a stream (fusion candidates): sequence, operators, device, stream, occurrences, device_us, device_per_step_us, share_pct, first_start_us, first_end_us. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    length?: number;
+                    /** @description How many sequences (at most 10000). */
+                    top?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["KernelSequencesTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/gpu_annotations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Device time per GPU user annotation, nested (tree order): name, path, parent_path, depth, device, stream, calls, total_us, mean_us, min_us, max_us, first_start_us, first_end_us. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["GpuAnnotationBreakdownTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/critical_path": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Critical path of a step. table=segments: step, category, start_us, end_us, dur_us, name, operator, device, stream, thread (in time order; they tile the step); table=categories: category, time_us, share_pct; table=operators: operator, time_us, share_pct, segments. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A step number from /steps (default the first). */
+                    step?: number;
+                    table?: "segments" | "categories" | "operators";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CriticalPathTable"] | components["schemas"]["CriticalPathCategoriesTable"] | components["schemas"]["CriticalPathOperatorsTable"];
+                        "text/csv": string;
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -1662,6 +2106,73 @@ export interface components {
                 number | null
             ][];
         };
+        /** @description `critical_path_categories`: time of one category on a step's critical path. */
+        CriticalPathCategoriesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "category",
+                "time_us",
+                "share_pct"
+            ];
+            rows: [
+                string,
+                number,
+                number
+            ][];
+        };
+        /** @description `critical_path_operators`: one operator's time on a step's critical path. */
+        CriticalPathOperatorsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "operator",
+                "time_us",
+                "share_pct",
+                "segments"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `critical_path`: one segment of a step's critical path, in time order. */
+        CriticalPathTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "step",
+                "category",
+                "start_us",
+                "end_us",
+                "dur_us",
+                "name",
+                "operator",
+                "device",
+                "stream",
+                "thread"
+            ];
+            rows: [
+                number,
+                string,
+                number,
+                number,
+                number,
+                string,
+                string,
+                number,
+                number,
+                number
+            ][];
+        };
         /** @description `devices`: one device of the trace's `deviceProperties` (names as Kineto writes them). */
         DevicesTable: {
             /**
@@ -1967,6 +2478,43 @@ export interface components {
                 number
             ][];
         };
+        /** @description `gpu_annotation_breakdown`: one GPU user annotation name at one place in the nesting, over all its ranges. */
+        GpuAnnotationBreakdownTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "path",
+                "parent_path",
+                "depth",
+                "device",
+                "stream",
+                "calls",
+                "total_us",
+                "mean_us",
+                "min_us",
+                "max_us",
+                "first_start_us",
+                "first_end_us"
+            ];
+            rows: [
+                string,
+                string,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
         /** @description `gpu_annotations`: one annotation range on a device stream. */
         GpuAnnotationsTable: {
             /**
@@ -2019,6 +2567,70 @@ export interface components {
                 number | null,
                 number | null,
                 number | null
+            ][];
+        };
+        /** @description `idle_time_by_step`: one device stream in one step. */
+        IdleTimeByStepTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "step",
+                "device",
+                "stream",
+                "start_us",
+                "end_us",
+                "busy_us",
+                "idle_us",
+                "idle_host_wait_us",
+                "idle_kernel_wait_us",
+                "idle_other_us",
+                "idle_pct"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `idle_time`: one device stream over the whole trace. */
+        IdleTimeTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device",
+                "stream",
+                "start_us",
+                "end_us",
+                "busy_us",
+                "idle_us",
+                "idle_host_wait_us",
+                "idle_kernel_wait_us",
+                "idle_other_us",
+                "idle_pct"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
             ][];
         };
         /** @description `job_clocks`: one rank's clock offset applied to align it with the reference rank. */
@@ -2200,6 +2812,121 @@ export interface components {
                 string
             ][];
         };
+        /** @description `kernel_launch_summary`: one device activity name (kernel, memcpy, memset) over all its launches. */
+        KernelLaunchSummaryTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "kind",
+                "launches",
+                "device_total_us",
+                "device_mean_us",
+                "runtime_mean_us",
+                "launch_delay_mean_us",
+                "launch_delay_max_us",
+                "delay_after_call_mean_us",
+                "launch_bound",
+                "runtime_outliers",
+                "launch_delay_outliers",
+                "first_launch_start_us",
+                "last_device_end_us"
+            ];
+            rows: [
+                string,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `kernel_launches`: one device activity (kernel, memcpy, memset) and the runtime call that launched it. */
+        KernelLaunchesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "correlation",
+                "kind",
+                "name",
+                "runtime",
+                "operator",
+                "device",
+                "stream",
+                "launch_start_us",
+                "runtime_us",
+                "device_start_us",
+                "device_us",
+                "device_end_us",
+                "launch_delay_us",
+                "delay_after_call_us",
+                "launch_bound",
+                "runtime_outlier",
+                "launch_delay_outlier"
+            ];
+            rows: [
+                number,
+                string,
+                string,
+                string,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                boolean,
+                boolean,
+                boolean
+            ][];
+        };
+        /** @description `kernel_sequences`: a sequence of kernels that runs consecutively on one stream more than once. */
+        KernelSequencesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "sequence",
+                "operators",
+                "device",
+                "stream",
+                "occurrences",
+                "device_us",
+                "device_per_step_us",
+                "share_pct",
+                "first_start_us",
+                "first_end_us"
+            ];
+            rows: [
+                string,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
         /** @description `kernels_by_name_op`: one kernel name with the operator that launched it and one launch configuration. */
         KernelsByNameOpTable: {
             /**
@@ -2344,6 +3071,25 @@ export interface components {
                 number,
                 number,
                 number | null,
+                number,
+                number
+            ][];
+        };
+        /** @description `memory_bandwidth`: a change of a device stream's memcpy/memset bandwidth (a step function). */
+        MemoryBandwidthTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device",
+                "stream",
+                "ts_us",
+                "memory_bw_gbps"
+            ];
+            rows: [
+                number,
+                number,
                 number,
                 number
             ][];
@@ -2681,6 +3427,62 @@ export interface components {
                 number
             ][];
         };
+        /** @description `queue_length_summary`: one device stream's launch queue and copy bandwidth over the trace. */
+        QueueLengthSummaryTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device",
+                "stream",
+                "start_us",
+                "end_us",
+                "launches",
+                "max_queue_length",
+                "mean_queue_length",
+                "time_at_zero_us",
+                "max_outstanding",
+                "max_queue_at_us",
+                "memory_bytes",
+                "peak_memory_bw_gbps"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `queue_length`: a change of a device stream's launch queue (a step function: the value holds until the next row). */
+        QueueLengthTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device",
+                "stream",
+                "ts_us",
+                "queue_length",
+                "outstanding"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
         /** @description `runtime`: one runtime or driver call on the host (cudaLaunchKernel, cudaMemcpyAsync, ...). */
         RuntimeTable: {
             /**
@@ -2927,6 +3729,10 @@ export interface components {
         worker: string;
         span: number;
         format: "json" | "csv";
+        /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
+        runtime_cutoff_us: number;
+        /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
+        launch_delay_cutoff_us: number;
     };
     requestBodies: never;
     headers: never;

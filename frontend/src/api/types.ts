@@ -51,7 +51,7 @@ export interface InfoReply {
   device_type: string;
 }
 
-export type ViewName = 'overview' | 'operator' | 'kernel' | 'trace' | 'memory' | 'module' | 'job' | 'distributed' | 'diff';
+export type ViewName = 'overview' | 'operator' | 'kernel' | 'gpu_idle' | 'trace' | 'memory' | 'module' | 'job' | 'distributed' | 'diff';
 
 export interface ViewsReply {
   run: string;
@@ -63,6 +63,8 @@ export interface Recommendation {
   severity: 'warning' | 'info';
   text: string;
   numbers: Record<string, number>;
+  /** The view (and its page-URL parameters) showing the events behind the numbers. */
+  evidence?: { view?: string; params?: Record<string, string | number> };
 }
 
 /** One import anomaly (tb_plugin/trace/anomalies.py): what the reader repaired or dropped. */

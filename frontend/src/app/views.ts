@@ -4,6 +4,7 @@ import type { FunctionComponent } from 'preact';
 import type { ViewName, ViewProps } from '../api/types';
 import { DiffView } from '../views/diff/DiffView';
 import { DistributedView } from '../views/distributed/DistributedView';
+import { GpuIdleView } from '../views/gpu_idle/GpuIdleView';
 import { JobView } from '../views/job/JobView';
 import { KernelView } from '../views/kernel/KernelView';
 import { MemoryView } from '../views/memory/MemoryView';
@@ -16,6 +17,7 @@ export const VIEWS: { name: ViewName; label: string; component: FunctionComponen
   { name: 'overview', label: 'Overview', component: OverviewView },
   { name: 'operator', label: 'Operator', component: OperatorView },
   { name: 'kernel', label: 'Kernel', component: KernelView },
+  { name: 'gpu_idle', label: 'GPU idle', component: GpuIdleView },
   { name: 'trace', label: 'Trace', component: TraceView },
   { name: 'memory', label: 'Memory', component: MemoryView },
   { name: 'module', label: 'Module', component: ModuleView },

@@ -6,6 +6,7 @@ import type { OverviewReply, ViewProps } from '../../api/types';
 import { typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatPct } from '../../base/format';
+import { setParams } from '../../base/url';
 import { Chart } from '../../components/charts/Chart';
 import { CATEGORY_COLORS, STEP_CATEGORIES, stackedBarOption } from '../../components/charts/options';
 import { Pie } from '../../components/charts/Pie';
@@ -123,6 +124,14 @@ function Overview({ data, name, workers }: { data: OverviewReply; name: string; 
         {data.recommendations.map((rec) => (
           <div key={rec.id} class={`recommendation ${rec.severity}`} data-recommendation={rec.id}>
             {rec.text}
+            {rec.evidence?.view ? (
+              <>
+                {' '}
+                <button type="button" class="link-button" data-control="recommendation-evidence" onClick={() => setParams({ ...rec.evidence?.params, view: rec.evidence?.view })}>
+                  Show the evidence
+                </button>
+              </>
+            ) : null}
           </div>
         ))}
       </Card>

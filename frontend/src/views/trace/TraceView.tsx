@@ -5,7 +5,8 @@
 // flow arrows; shift+drag a range for per-name totals; search with next/previous; jump to a
 // step; hide the Python-frame tracks; download the original file. The visible window, the
 // selected event and whether Python frames are shown are kept in the page URL
-// (trace_start_us, trace_end_us, trace_event, trace_python).
+// (trace_start_us, trace_end_us, trace_event, trace_python), and so is the shift+dragged range
+// (trace_range_start_us, trace_range_end_us), which other views set to highlight a range.
 
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { describeError, fetchJson, routeUrl } from '../../api/client';
@@ -156,7 +157,18 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     setEventParam(String(hit.event));
   }, []);
 
-  const [range, setRange] = useState<Range | null>(null);
+  // The highlighted range, from the URL when another view links to the events behind a number.
+  const [rangeStartParam] = useUrlParam('trace_range_start_us', '');
+  const [rangeEndParam] = useUrlParam('trace_range_end_us', '');
+  const [range, setRangeState] = useState<Range | null>(() => {
+    const s = num(rangeStartParam);
+    const e = num(rangeEndParam);
+    return s !== null && e !== null && e > s ? { start: s, end: e, tracks: [] } : null;
+  });
+  const setRange = useCallback((next: Range | null) => {
+    setRangeState(next);
+    setParams({ trace_range_start_us: next ? round(next.start) : null, trace_range_end_us: next ? round(next.end) : null });
+  }, []);
 
   const operatorHref = (name: string) => {
     const url = new URL(window.location.href);

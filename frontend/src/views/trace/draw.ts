@@ -105,7 +105,8 @@ function formatCounter(series: CounterSeries, value: number | null): string {
   if (value === null || !Number.isFinite(value)) return '—';
   if (series.unit === 'B') return formatBytes(value);
   if (series.unit === '%') return `${value.toFixed(1)} %`;
-  return formatNumber(value);
+  // other units (GB/s of the copy-bandwidth rows) follow the number
+  return series.unit ? `${formatNumber(value)} ${series.unit}` : formatNumber(value);
 }
 
 export function counterText(series: CounterSeries, value: number | null): string {

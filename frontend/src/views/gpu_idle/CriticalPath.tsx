@@ -1,0 +1,121 @@
+// Critical path panel of the GPU idle view: for one step, the chain of CPU work, launches,
+// device activity and waits that decides its length (/critical_path): time per category, the
+// operators with the most time on it, and the segments, each opening the Trace view on its
+// range.
+
+import { useMemo } from 'preact/hooks';
+import type { ViewProps, WireTable } from '../../api/types';
+import { useApi } from '../../api/useApi';
+import { formatDuration, formatNumber, formatPct } from '../../base/format';
+import { Chart } from '../../components/charts/Chart';
+import { pieOption } from '../../components/charts/options';
+import { Card, Loaded } from '../../components/Status';
+import { DataTable, type Column } from '../../components/table/DataTable';
+import { rowsOf } from '../../components/table/logic';
+import { useUrlParam } from '../../components/useUrlParam';
+import { showInTrace } from './link';
+
+const CATEGORY_LABELS: Record<string, string> = {
+  cpu: 'CPU',
+  launch: 'Launch',
+  kernel: 'Kernel',
+  memcpy: 'Memcpy',
+  memset: 'Memset',
+  sync: 'Sync (CPU waits on GPU)',
+  stream_wait: 'Wait on another stream',
+  gpu_idle: 'GPU idle on the stream',
+};
+
+export function CriticalPath(props: ViewProps) {
+  const base = { run: props.run, worker: props.worker, span: props.span };
+  const steps = useApi<WireTable>('steps', base);
+  const numbers = useMemo(() => (steps.status === 'ok' ? rowsOf(steps.data).map((r) => String(r.step)) : []), [steps]);
+  const [stepParam, setStep] = useUrlParam('path_step', '');
+  const step = numbers.includes(stepParam) ? stepParam : numbers[0];
+  const query = step !== undefined ? { ...base, step } : null;
+  const categories = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'categories' });
+  const operators = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'operators' });
+  const segments = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'segments' });
+  const pie = useMemo(
+    () =>
+      categories.status === 'ok'
+        ? pieOption(
+            'Time on the critical path',
+            rowsOf(categories.data)
+              .filter((r) => Number(r.time_us) > 0)
+              .map((r) => ({ name: CATEGORY_LABELS[String(r.category)] ?? String(r.category), value: Number(r.time_us) })),
+            formatDuration,
+          )
+        : null,
+    [categories],
+  );
+  const name = `${props.run}_${props.worker}_${props.span}_critical_path_step${step}`;
+  const link = (startKey: string, endKey: string): Column => ({
+    key: startKey,
+    label: 'Trace',
+    format: (v, r) => (
+      <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="path-show-in-trace" onClick={() => showInTrace(Number(r[startKey]), Number(r[endKey]))}>
+        {formatDuration(v as number)}
+      </button>
+    ),
+  });
+  return (
+    <Card title="Critical path of a step">
+      <div class="toolbar">
+        <label>
+          Step
+          <select data-control="path_step" value={step ?? ''} onChange={(e) => setStep((e.target as HTMLSelectElement).value)}>
+            {numbers.map((n) => (
+              <option value={n}>{n}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <div class="grid two">
+        <Loaded state={categories}>{() => (pie ? <Chart option={pie} height={280} label="Critical path categories" /> : null)}</Loaded>
+        <Loaded state={operators}>
+          {(table) => (
+            <PathTable
+              id="critical-path-operators"
+              table={table}
+              name={`${name}_operators.csv`}
+              columns={[
+                { key: 'operator', label: 'Operator on the path' },
+                { key: 'time_us', label: 'Time', numeric: true, format: (v) => formatDuration(v as number) },
+                { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v as number) },
+              ]}
+              sortKey="time_us"
+            />
+          )}
+        </Loaded>
+      </div>
+      <Loaded state={segments}>
+        {(table) => (
+          <PathTable
+            id="critical-path-segments"
+            table={table}
+            name={`${name}_segments.csv`}
+            columns={[
+              { key: 'category', label: 'Category', format: (v) => CATEGORY_LABELS[String(v)] ?? String(v) },
+              { key: 'name', label: 'Event', format: (v) => <span title={String(v)}>{String(v).length > 48 ? `${String(v).slice(0, 47)}…` : String(v)}</span> },
+              { key: 'operator', label: 'Operator' },
+              { key: 'dur_us', label: 'Duration', numeric: true, format: (v) => formatDuration(v as number) },
+              link('start_us', 'end_us'),
+            ]}
+            sortKey="dur_us"
+          />
+        )}
+      </Loaded>
+      <div class="hint">
+        Followed backwards from the step’s end along the dependency that was satisfied last: the previous work on a stream, a kernel’s launch call, work on
+        another stream, a CPU call blocked on the GPU. The segments cover the whole step ({formatNumber(segments.status === 'ok' ? segments.data.rows.length : 0)}{' '}
+        segments). CPU time includes waits on other CPU threads (such as the autograd thread during backward).
+      </div>
+    </Card>
+  );
+}
+
+function PathTable({ id, table, name, columns, sortKey }: { id: string; table: WireTable; name: string; columns: Column[]; sortKey: string }) {
+  const rows = useMemo(() => rowsOf(table), [table]);
+  return <DataTable id={id} rows={rows} columns={columns} csvColumns={table.columns} csvName={name} defaultSort={{ key: sortKey, dir: 'desc' }} />;
+}

@@ -1,0 +1,83 @@
+// Fusion candidates panel of the GPU idle view: the most time-consuming sequences of kernels
+// that repeat back to back on a stream, the operators that launched them and their time per
+// step (/kernel_sequences?length=..); each row opens the Trace view on its first occurrence.
+
+import { useMemo } from 'preact/hooks';
+import type { ViewProps, WireTable } from '../../api/types';
+import { useApi } from '../../api/useApi';
+import { formatDuration, formatNumber, formatPct } from '../../base/format';
+import { Card, Loaded } from '../../components/Status';
+import { DataTable, type Column } from '../../components/table/DataTable';
+import { rowsOf } from '../../components/table/logic';
+import { useUrlParam } from '../../components/useUrlParam';
+import { showInTrace } from './link';
+
+const LENGTHS = ['2', '3', '4', '5', '6', '8'];
+
+/** Each kernel name of a sequence cut to its start; the whole sequence is the tooltip and in the CSV. */
+function shortSequence(sequence: string): string {
+  return sequence
+    .split(' | ')
+    .map((name) => (name.length > 32 ? `${name.slice(0, 31)}…` : name))
+    .join(' → ');
+}
+
+export function Sequences(props: ViewProps) {
+  const [length, setLength] = useUrlParam('sequence_length', '3');
+  const chosen = LENGTHS.includes(length) ? length : '3';
+  const state = useApi<WireTable>('kernel_sequences', { run: props.run, worker: props.worker, span: props.span, length: chosen, top: 50 });
+  const columns: Column[] = [
+    { key: 'sequence', label: 'Kernels', format: (v) => <span title={String(v)}>{shortSequence(String(v))}</span> },
+    { key: 'operators', label: 'Launched by' },
+    { key: 'occurrences', label: 'Times', numeric: true, format: (v) => formatNumber(v as number) },
+    { key: 'device_us', label: 'Device time', numeric: true, format: (v) => formatDuration(v as number) },
+    { key: 'device_per_step_us', label: 'Per step', numeric: true, format: (v) => formatDuration(v as number) },
+    { key: 'share_pct', label: 'Share', numeric: true, title: 'Of all kernel time', format: (v) => formatPct(v as number) },
+    {
+      key: 'first_start_us',
+      label: 'Trace',
+      title: 'Opens the Trace view on its first occurrence',
+      format: (v, r) => (
+        <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="sequence-show-in-trace" onClick={() => showInTrace(Number(r.first_start_us), Number(r.first_end_us))}>
+          {formatDuration(v as number)}
+        </button>
+      ),
+    },
+  ];
+  return (
+    <Card title="Fusion candidates: repeated kernel sequences">
+      <div class="toolbar">
+        <label>
+          Kernels per sequence
+          <select data-control="sequence_length" value={chosen} onChange={(e) => setLength((e.target as HTMLSelectElement).value)}>
+            {LENGTHS.map((n) => (
+              <option value={n}>{n}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <Loaded state={state}>{(table) => <SequenceTable table={table} columns={columns} length={chosen} name={`${props.run}_${props.worker}_${props.span}_kernel_sequences_${chosen}.csv`} />}</Loaded>
+      <div class="hint">
+        Sequences of kernels that run one after another on a stream more than once, most device time first: fusing them (torch.compile, a fused
+        kernel) saves launches and memory traffic. The 50 most time-consuming are listed; the route gives more.
+      </div>
+    </Card>
+  );
+}
+
+function SequenceTable({ table, columns, length, name }: { table: WireTable; columns: Column[]; length: string; name: string }) {
+  const rows = useMemo(() => rowsOf(table), [table]);
+  return (
+    <DataTable
+      id="kernel-sequences"
+      key={length}
+      rows={rows}
+      columns={columns}
+      csvColumns={table.columns}
+      csvName={name}
+      searches={[{ label: 'Search kernels', keys: ['sequence'] }, { label: 'Search operators', keys: ['operators'] }]}
+      defaultSort={{ key: 'device_us', dir: 'desc' }}
+      rowKey={(r) => `${r.device}|${r.stream}|${r.sequence}`}
+    />
+  );
+}
