@@ -455,7 +455,7 @@ class Api:
             raise StillLoading(loading[0], ready=len(results) - len(loading), total=len(results))
         self._reuse(request, list(results.values()))
         return tables_reply(request, lambda: distributed_view.combine(results),
-                            ("steps", "all_steps", "collectives", "calls", "devices"))
+                            ("steps", "all_steps", "collectives", "calls", "groups", "fsdp", "devices"))
 
     def diff(self, request):
         a, b = self._profile(request).model, self._profile(request, "_b").model

@@ -21,7 +21,7 @@ from . import __version__
 logger = logging.getLogger(__name__)
 
 # Bump when TraceModel's tables change shape or meaning.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 _SUFFIX = ".tbpp"
 
 

@@ -71,6 +71,7 @@ class _OpArgs(msgspec.Struct, gc=False):
     group_size: int = _i("Group size")
     dtype: str = _s("dtype")
     process_group_name: str | int = _s("Process Group Name")
+    process_group_desc: str = _s("Process Group Description")
     collective_seq: int = _i("Seq")
 
 
@@ -810,6 +811,7 @@ class _Builder:
             "group_size": a["group_size"],
             "dtype": _categorical(a["dtype"]),
             "process_group_name": _categorical(a["process_group_name"]),
+            "process_group_desc": _categorical(a["process_group_desc"]),
             "collective_seq": a["collective_seq"],
         })
 
