@@ -152,3 +152,23 @@ def test_view_shows_api_numbers_and_draws(page, server, screenshot_dir, run, vie
     }""")
     assert lag < 5000, f"rendered {lag} ms after the last reply"
     screenshot(page, screenshot_dir, f"{run}_{view}")
+
+
+@pytest.mark.parametrize("run, named", [("cpu_fsdp2_gloo", True), ("cpu_mesh_2d_gloo", False)])
+def test_distributed_process_groups_and_fsdp_panels(page, server, screenshot_dir, run, named):
+    """FSDP2 samples: the process-group table and the FSDP breakdown hold the API's rows; a
+    trace that does not name its collectives' groups says what to record instead."""
+    open_page(page, server, run=run, worker="worker0", span=1, view="distributed")
+    data = api(server, "distributed", run=run, span=1)
+    assert row_count(page, "process-groups") == len(data["groups"]["rows"])
+    assert row_count(page, "fsdp") == len(data["fsdp"]["rows"]) > 0
+    assert (page.query_selector("[data-testid=unnamed-group]") is None) == named
+    groups_text = page.inner_text("[data-table=process-groups]")
+    for group in rows(data["groups"]):
+        assert (group["process_group"] or "unknown") in groups_text
+    top = max(rows(data["collectives"]), key=lambda r: r["total_us"])
+    first = page.locator("[data-table=collectives] tbody tr").first.inner_text()
+    assert top["name"] in first and top["backend_name"] in first
+    text = page.inner_text("[data-current-view]")
+    assert not SLOPPY.findall(text)
+    screenshot(page, screenshot_dir, f"distributed_{run}")

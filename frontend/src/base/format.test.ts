@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { axisText, byteTickInterval, deltaSign, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
+import { axisText, byteTickInterval, deltaSign, formatBandwidth, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
 
 describe('formatDuration', () => {
   it('keeps microseconds below a millisecond, one decimal, no trailing zero', () => {
@@ -103,5 +103,15 @@ describe('axes', () => {
     expect(labels(700)).toEqual(['0 B', '256 B', '512 B', '768 B']);
     expect(labels(900 * 1024)).toEqual(['0 B', '256 KB', '512 KB', '768 KB', '1 MB']);
     expect(byteTickInterval(0)).toBe(1);
+  });
+});
+
+describe('formatBandwidth', () => {
+  it('shows GB/s from 1 GB/s up, MB/s below, a dash when unknown', () => {
+    expect(formatBandwidth(6.558388)).toBe('6.56 GB/s');
+    expect(formatBandwidth(0.00908)).toBe('9.08 MB/s');
+    expect(formatBandwidth(0.99999)).toBe('1.00 GB/s');
+    expect(formatBandwidth(null)).toBe('—');
+    expect(formatBandwidth(Number.NaN)).toBe('—');
   });
 });

@@ -53,6 +53,14 @@ export function formatNumber(value: number | null | undefined): string {
   return signed(value, groupThousands(digits));
 }
 
+/** Bandwidth given in GB/s (10^9 bytes/s, as NCCL reports it): "12.34 GB/s", or in MB/s
+ * below 1 GB/s ("9.08 MB/s"); "—" for missing values. */
+export function formatBandwidth(gbps: number | null | undefined): string {
+  if (gbps === null || gbps === undefined || !Number.isFinite(gbps)) return '—';
+  const a = Math.abs(gbps);
+  return a >= 0.9995 ? `${signed(gbps, a.toFixed(2))} GB/s` : `${signed(gbps, (a * 1e3).toFixed(2))} MB/s`;
+}
+
 /** Digits of a non-negative number with "," between thousands. */
 function groupThousands(text: string): string {
   const [whole, fraction] = text.split('.');
