@@ -26,6 +26,7 @@ from .errors import TraceError
 from .loading import Loading, NotFound
 from .routes import API_ROUTES
 from .views import diff as diff_view
+from .views import compiled as compiled_view
 from .views import distributed as distributed_view
 from .views import timeline
 from .views.common import step_windows
@@ -307,6 +308,8 @@ def available_views(profile, worker_count, profile_count):
         views.append("module")
     if len(profile.timeline().slices):
         views.append("trace")
+    if len(profile.compiled()):
+        views.append("compiled")
     if worker_count > 1:
         views.append("distributed")
     if profile_count > 1:
@@ -541,3 +544,8 @@ class Api:
         if name not in allowed:
             raise ApiError(400, "bad_parameter", f"parameter 'table' must be one of {', '.join(allowed)}")
         return table_reply(request, getattr(profile.model, name).head(limit))
+
+    def compiled(self, request):
+        """torch.compile: compiled regions, Inductor's kernels per region, compiled vs eager share."""
+        model = self._profile(request).model
+        return tables_reply(request, lambda: compiled_view.compiled_view(model), ("regions", "kernels", "share"))

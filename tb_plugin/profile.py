@@ -15,6 +15,7 @@ from .trace.model import build_model
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
+from .views import compiled as compiled_view
 from .views import kernels, memory, modules, operators, overview, recommendations, timeline
 
 logger = logging.getLogger(__name__)
@@ -127,6 +128,22 @@ class Profile:
     def module_flame(self):
         """The module tree as nested {name, value, children} for a flame graph."""
         return modules.module_flame(self.model)
+
+    # --- torch.compile -----------------------------------------------------------------------
+
+    def compiled(self):
+        """One row per compiled region (Dynamo frame, AOTAutograd forward / backward); see
+        `views.compiled.compiled`."""
+        return compiled_view.compiled(self.model)
+
+    def compiled_kernels(self):
+        """Inductor's generated kernels per compiled region; see `views.compiled.compiled_kernels`."""
+        return compiled_view.compiled_kernels(self.model)
+
+    def compiled_share(self):
+        """Step time inside compiled regions versus eager (one row); see
+        `views.compiled.compiled_share`."""
+        return compiled_view.compiled_share(self.model)
 
     # --- timeline ----------------------------------------------------------------------------
 

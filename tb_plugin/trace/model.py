@@ -73,6 +73,10 @@ class _OpArgs(msgspec.Struct, gc=False):
     process_group_name: str | int = _s("Process Group Name")
     process_group_desc: str = _s("Process Group Description")
     collective_seq: int = _i("Seq")
+    # Inductor's launch annotations (torch.compile): which generated kernel an op launched
+    kernel_hash: str = _s("kernel_hash")
+    kernel_file: str = _s("kernel_file")
+    kernel_backend: str = _s("kernel_backend")
 
 
 class _PythonArgs(msgspec.Struct, gc=False):
@@ -813,6 +817,9 @@ class _Builder:
             "process_group_name": _categorical(a["process_group_name"]),
             "process_group_desc": _categorical(a["process_group_desc"]),
             "collective_seq": a["collective_seq"],
+            "kernel_hash": _categorical(a["kernel_hash"]),
+            "kernel_file": _categorical(a["kernel_file"]),
+            "kernel_backend": _categorical(a["kernel_backend"]),
         })
 
     def python(self):

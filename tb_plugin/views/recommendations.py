@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .common import is_tc_eligible_name, kernel_flags, name_mask, operator_tree, step_windows
+from .compiled import compiled
 
 # Thresholds (the old plugin's where it had one; see METRICS.md).
 DATALOADER_SHARE = 0.05
@@ -62,6 +63,7 @@ def recommendations(model, step_table, gpus):
     items += _tensor_cores(model, gpus)
     items += _memory(model)
     items += _tiny_kernels(model)
+    items += _recompilations(model)
     severity_rank = {"warning": 0, "info": 1}
     items.sort(key=lambda r: severity_rank[r.severity])
     return [asdict(r) for r in items]
@@ -138,3 +140,20 @@ def _tiny_kernels(model):
             "launch-bound. torch.compile (kernel fusion) or CUDA Graphs cut the launch overhead.",
             {"tiny_kernel_share": tiny, "kernels_per_step": per_step})]
     return []
+
+
+def _recompilations(model):
+    """A frame that ran a compilation other than its first (``Torch-Compiled Region: 0/1``)
+    was compiled again: a guard failed (a new shape, dtype, Python value...)."""
+    regions = compiled(model)
+    frames = regions[(regions["kind"] == "frame") & (regions["compilation"] > 0)]
+    if not len(frames):
+        return []
+    per_frame = frames.groupby("frame")["compilation"].max()
+    listed = ", ".join(f"frame {f} ({c + 1} compilations)" for f, c in per_frame.items())  # a few frames
+    return [Recommendation(
+        "recompilations", "warning",
+        f"torch.compile recompiled: {listed}. Each recompilation costs compile time and may hit the cache limit "
+        "(then the frame runs eager). Run with TORCH_LOGS=recompiles to see which guard failed; mark changing "
+        "sizes dynamic (torch._dynamo.mark_dynamic) or keep shapes and Python values fixed.",
+        {"frames": int(len(per_frame)), "max_compilations": int(per_frame.max() + 1)})]
