@@ -172,3 +172,23 @@ def test_distributed_process_groups_and_fsdp_panels(page, server, screenshot_dir
     text = page.inner_text("[data-current-view]")
     assert not SLOPPY.findall(text)
     screenshot(page, screenshot_dir, f"distributed_{run}")
+
+
+def test_compiled_view_shows_regions_kernels_and_share(page, server, screenshot_dir):
+    """The torch.compile sample: the Compiled tab is offered, its tables hold the API's rows
+    and its share and recompilation count are the API's."""
+    q = {"run": "cpu_compile", "worker": "worker0", "span": 1}
+    open_page(page, server, **q, view="compiled")
+    assert page.get_attribute("[data-current-view]", "data-current-view") == "compiled"
+    data = api(server, "compiled", **q)
+    assert row_count(page, "compiled-regions") == len(data["regions"]["rows"]) > 0
+    assert row_count(page, "compiled-kernels") == len(data["kernels"]["rows"]) > 0
+    share = rows(data["share"])[0]
+    assert page.inner_text("[data-field=recompiled_frames]") == str(share["recompiled_frames"])
+    assert page.inner_text("[data-field=compiled_pct]") == f"{share['compiled_pct']:.1f} %"
+    for region in rows(data["regions"]):
+        assert region["region"] in page.inner_text("[data-table=compiled-regions]")
+    text = page.inner_text("[data-current-view]")
+    assert not SLOPPY.findall(text)
+    assert_charts_drawn(page, 1)
+    screenshot(page, screenshot_dir, "compiled")

@@ -2,6 +2,7 @@
 
 import type { FunctionComponent } from 'preact';
 import type { ViewName, ViewProps } from '../api/types';
+import { CompiledView } from '../views/compiled/CompiledView';
 import { DiffView } from '../views/diff/DiffView';
 import { DistributedView } from '../views/distributed/DistributedView';
 import { KernelView } from '../views/kernel/KernelView';
@@ -15,6 +16,7 @@ export const VIEWS: { name: ViewName; label: string; component: FunctionComponen
   { name: 'overview', label: 'Overview', component: OverviewView },
   { name: 'operator', label: 'Operator', component: OperatorView },
   { name: 'kernel', label: 'Kernel', component: KernelView },
+  { name: 'compiled', label: 'Compiled', component: CompiledView },
   { name: 'trace', label: 'Trace', component: TraceView },
   { name: 'memory', label: 'Memory', component: MemoryView },
   { name: 'module', label: 'Module', component: ModuleView },
