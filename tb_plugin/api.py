@@ -391,7 +391,8 @@ class Api:
 
     def operators(self, request):
         group_by = choice_param(request, "group_by", ("name", "name_shape"))
-        return table_reply(request, self._profile(request).operators(group_by))
+        scope = choice_param(request, "scope", ("all", "compiled", "eager"))
+        return table_reply(request, self._profile(request).operators(group_by, scope))
 
     def operator_stacks(self, request):
         name = text_param(request, "name")

@@ -82,9 +82,11 @@ class Profile:
 
     # --- operators and kernels ---------------------------------------------------------------
 
-    def operators(self, group_by="name"):
-        """Operator table grouped by "name" or "name_shape"; see `views.operators.operators`."""
-        return operators.operators(self.model, group_by)
+    def operators(self, group_by="name", scope="all"):
+        """Operator table grouped by "name" or "name_shape", of all ops or only those that ran
+        inside torch.compile regions ("compiled") or outside ("eager"); see
+        `views.operators.operators`."""
+        return operators.operators(self.model, group_by, scope)
 
     def operator_stacks(self, name, input_shape=None):
         """Call stacks of one operator, with frames (file, line, function)."""

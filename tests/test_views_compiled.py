@@ -205,3 +205,29 @@ def test_compiled_route_tables_and_csv(compile_served):
     share = wait_route(compile_served, f"{PREFIX}/compiled?run=eager&worker=worker0&table=share").get_json()
     assert share["rows"][0][share["columns"].index("compiled_us")] == 0
     assert not math.isnan(share["rows"][0][share["columns"].index("total_us")])
+
+
+def test_operators_scope_splits_compiled_and_eager_from_raw():
+    profile = _sample()
+    every = profile.operators().set_index("name")["calls"]
+    inside = profile.operators(scope="compiled").set_index("name")["calls"]
+    outside = profile.operators(scope="eager").set_index("name")["calls"]
+    # the two scopes partition the operators
+    assert inside.add(outside, fill_value=0).astype(int).sort_index().equals(every.sort_index())
+    raw = [e for e in raw_events(_sample_path()) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    regions = [e for e in raw if REGION.match(e["name"]) or e["name"] == "CompiledFunctionBackward"]
+    relu = [e for e in raw if e["name"] == "graph_1_cpp_fused_relu_0"]
+    assert inside["graph_1_cpp_fused_relu_0"] == len(relu) == sum(any(_inside(e, r) for r in regions) for e in relu)
+    # the loss is computed outside the compiled model
+    loss = [e for e in raw if e["name"] == "aten::cross_entropy_loss"]
+    assert outside["aten::cross_entropy_loss"] == len(loss) and "aten::cross_entropy_loss" not in inside
+    with pytest.raises(ValueError):
+        profile.operators(scope="sometimes")
+
+
+def test_operators_route_scope_parameter(compile_served):
+    url = f"{PREFIX}/operators?run=compiled&worker=worker0"
+    compiled_rows = wait_route(compile_served, url + "&scope=compiled").get_json()
+    names = {r[compiled_rows["columns"].index("name")] for r in compiled_rows["rows"]}
+    assert "graph_1_cpp_fused_relu_0" in names and "aten::cross_entropy_loss" not in names
+    assert compile_served.get(url + "&scope=sometimes").status_code == 400

@@ -130,6 +130,15 @@ def _region_ops(model):
     return _cached(model, "compiled_region_ops", build)
 
 
+def compiled_op_mask(model):
+    """Per op: whether it ran inside a compiled region (a Dynamo frame's region, or the
+    AOTAutograd backward autograd runs outside it), the region ops themselves included."""
+    def build():
+        kind = _region_kind(model)
+        return _nearest(model, np.arange(len(model.ops)), (kind == 0) | (kind == 2)) >= 0
+    return _cached(model, "compiled_op_mask", build)
+
+
 def _inductor_kernel_ops(model):
     """Rows of ops that are Inductor-generated kernels (by name, or carrying kernel_hash)."""
     ops = model.ops

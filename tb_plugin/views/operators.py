@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.linking import Nesting
+from .compiled import compiled_op_mask
 from .common import _cached, operator_tree
 
 _FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<function>.*)$")
@@ -64,12 +65,14 @@ def _frames_of_key(model, key):
     return frames
 
 
-def operators(model, group_by="name"):
+def operators(model, group_by="name", scope="all"):
     """Per operator (or operator + input shape): calls and times.
 
     Parameters
     ----------
     group_by : "name" or "name_shape"
+    scope : "all", "compiled" (only ops that ran inside torch.compile regions,
+        `compiled.compiled_op_mask`) or "eager" (only the others)
 
     Returns
     -------
@@ -88,9 +91,13 @@ def operators(model, group_by="name"):
     """
     if group_by not in ("name", "name_shape"):
         raise ValueError(f"group_by must be 'name' or 'name_shape', not {group_by!r}")
+    if scope not in ("all", "compiled", "eager"):
+        raise ValueError(f"scope must be 'all', 'compiled' or 'eager', not {scope!r}")
     tree = operator_tree(model)
     ops = model.ops
     keep = tree["is_operator"].to_numpy()
+    if scope != "all":
+        keep = keep & (compiled_op_mask(model) == (scope == "compiled"))
     frame = pd.DataFrame({
         "name": ops["name"].to_numpy()[keep],
         "input_shape": ops["input_dims"].to_numpy()[keep],

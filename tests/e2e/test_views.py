@@ -192,3 +192,19 @@ def test_compiled_view_shows_regions_kernels_and_share(page, server, screenshot_
     assert not SLOPPY.findall(text)
     assert_charts_drawn(page, 1)
     screenshot(page, screenshot_dir, "compiled")
+
+
+def test_compiled_share_in_overview_and_operator_scope(page, server):
+    """Overview says how much of the step ran compiled; the Operator view can be cut to the
+    ops inside compiled regions or outside; neither is offered for an eager run."""
+    q = {"run": "cpu_compile", "worker": "worker0", "span": 1}
+    share = rows(api(server, "compiled", **q, table="share"))[0]
+    open_page(page, server, **q, view="overview")
+    assert f"{share['compiled_pct']:.1f} %" in page.inner_text("[data-field=compiled_share]")
+    open_page(page, server, **q, view="operator", scope="compiled")
+    assert page.input_value("[data-control=scope]") == "compiled"
+    assert row_count(page, "operators") == len(api(server, "operators", **q, scope="compiled")["rows"])
+    open_page(page, server, run="cpu_cnn", worker="worker0", span=1, view="operator")
+    assert page.query_selector("[data-control=scope]") is None  # no compiled regions: no filter
+    open_page(page, server, run="cpu_cnn", worker="worker0", span=1, view="overview")
+    assert page.query_selector("[data-field=compiled_share]") is None

@@ -26,7 +26,13 @@ export function OperatorView(props: ViewProps) {
   // Other views link here with an operator to search for (the trace view's event details).
   const [search] = useUrlParam('op_search', '');
   const [topN, setTopN] = useTopN();
-  const state = useApi<WireTable>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy });
+  // torch.compile: the table can be cut to the ops inside compiled regions or outside them,
+  // offered only when the trace has compiled regions
+  const [scopeParam, setScope] = useUrlParam('scope', 'all');
+  const share = useApi<WireTable>('compiled', { run: props.run, worker: props.worker, span: props.span, table: 'share' });
+  const hasCompiled = share.status === 'ok' && Number(rowsOf(share.data)[0]?.regions) > 0;
+  const scope = hasCompiled && ['compiled', 'eager'].includes(scopeParam) ? scopeParam : 'all';
+  const state = useApi<WireTable>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy, scope });
   return (
     <div class="stack" data-testid="operator">
       <div class="toolbar">
@@ -37,6 +43,16 @@ export function OperatorView(props: ViewProps) {
             <option value="name_shape">Operator + input shape</option>
           </select>
         </label>
+        {hasCompiled ? (
+          <label>
+            Ran
+            <select data-control="scope" value={scope} onChange={(e) => setScope((e.target as HTMLSelectElement).value)}>
+              <option value="all">Compiled and eager</option>
+              <option value="compiled">Inside torch.compile regions</option>
+              <option value="eager">Eager (outside compiled regions)</option>
+            </select>
+          </label>
+        ) : null}
         <TopNSelect value={topN} onChange={setTopN} />
       </div>
       <Loaded state={state}>{(table) => <Operators {...props} table={table} groupBy={groupBy} topN={topN} search={search} />}</Loaded>

@@ -2,7 +2,7 @@
 // stacked breakdown and the recommendations.
 
 import { useMemo } from 'preact/hooks';
-import type { OverviewReply, ViewProps } from '../../api/types';
+import type { OverviewReply, ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
@@ -16,10 +16,22 @@ const CATEGORIES: [string, string][] = STEP_CATEGORIES.map(([id, label]) => [`${
 
 export function OverviewView({ run, worker, span }: ViewProps) {
   const state = useApi<OverviewReply>('overview', { run, worker, span });
-  return <Loaded state={state}>{(data) => <Overview data={data} name={`${run}_${worker}_${span}`} />}</Loaded>;
+  // torch.compile: share of the step inside compiled regions (one row; regions 0 when none)
+  const compiled = useApi<WireTable>('compiled', { run, worker, span, table: 'share' });
+  const compiledShare = compiled.status === 'ok' ? rowsOf(compiled.data)[0] ?? null : null;
+  return <Loaded state={state}>{(data) => <Overview data={data} name={`${run}_${worker}_${span}`} compiled={compiledShare} />}</Loaded>;
 }
 
-function Overview({ data, name }: { data: OverviewReply; name: string }) {
+/** "47.6 % of step time in compiled regions (eager: 916.5 µs); 1 frame recompiled" from the
+ * compiled view's share row; "" without compiled regions. */
+function compiledText(share: Row | null): string {
+  if (!share || !(Number(share.regions) > 0)) return '';
+  const recompiled = Number(share.recompiled_frames);
+  return `${formatPct(share.compiled_pct as number)} of step time in compiled regions (eager: ${formatDuration(share.eager_us as number)})` +
+    (recompiled > 0 ? `; ${recompiled} frame${recompiled > 1 ? 's' : ''} recompiled` : '');
+}
+
+function Overview({ data, name, compiled }: { data: OverviewReply; name: string; compiled: Row | null }) {
   const gpus = rowsOf(data.gpu_summary);
   const steps = rowsOf(data.steps);
   const total = data.step_mean.total_us ?? 0;
@@ -53,6 +65,7 @@ function Overview({ data, name }: { data: OverviewReply; name: string }) {
             <dt>Mean step time</dt>
             <dd data-field="step_mean_total">{formatDuration(total)}</dd>
             {distributedText(env.distributed) ? (<><dt>Distributed</dt><dd>{distributedText(env.distributed)}</dd></>) : null}
+            {compiledText(compiled) ? (<><dt>torch.compile</dt><dd data-field="compiled_share">{compiledText(compiled)}</dd></>) : null}
           </dl>
         </Card>
         <Card title="GPU summary">
