@@ -67,14 +67,16 @@ def route_urls(run, worker, spec_path=SPEC_PATH):
     values = {**VALUES, "run": run, "worker": worker, "run_b": run, "worker_b": worker}
     urls = []
     for path in sorted(spec["paths"]):
-        params = []
+        params, tables = [], []
         for p in spec["paths"][path]["get"].get("parameters", []):
             p = shared[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p
             params.append((p["name"], bool(p.get("required"))))
+            if p["name"] == "table" and not p.get("required"):  # views of several tables: CSV of one
+                tables = p.get("schema", {}).get("enum", [])
         query = {name: VALUE_FOR_ROUTE.get((path, name), values.get(name, "")) for name, required in params if required}
         urls.append((path, f"{PREFIX}{path}?{urllib.parse.urlencode(query)}" if query else f"{PREFIX}{path}"))
         if "format" in dict(params):
-            extra = {"format": "csv", **({"table": "steps"} if path in ("/distributed", "/diff") else {})}
+            extra = {"format": "csv", **({"table": tables[0]} if tables else {})}
             urls.append((f"{path} (csv)", f"{PREFIX}{path}?{urllib.parse.urlencode({**query, **extra})}"))
     return urls
 

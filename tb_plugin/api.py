@@ -310,6 +310,8 @@ def available_views(profile, worker_count, profile_count):
         views.append("trace")
     if len(profile.compiled()):
         views.append("compiled")
+    if len(profile.lightning()):
+        views.append("lightning")
     if worker_count > 1:
         views.append("distributed")
     if profile_count > 1:
@@ -550,3 +552,7 @@ class Api:
         """torch.compile: compiled regions, Inductor's kernels per region, compiled vs eager share."""
         model = self._profile(request).model
         return tables_reply(request, lambda: compiled_view.compiled_view(model), ("regions", "kernels", "share"))
+
+    def lightning(self, request):
+        """Time per PyTorch Lightning hook; an empty table for a trace without Lightning's ranges."""
+        return table_reply(request, self._profile(request).lightning())

@@ -16,6 +16,7 @@ from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
 from .views import compiled as compiled_view
+from .views import lightning as lightning_view
 from .views import kernels, memory, modules, operators, overview, recommendations, timeline
 
 logger = logging.getLogger(__name__)
@@ -146,6 +147,11 @@ class Profile:
         """Step time inside compiled regions versus eager (one row); see
         `views.compiled.compiled_share`."""
         return compiled_view.compiled_share(self.model)
+
+    def lightning(self):
+        """Time per PyTorch Lightning hook ([pl][profile] ranges); see
+        `views.lightning.lightning_hooks`."""
+        return lightning_view.lightning_hooks(self.model)
 
     # --- timeline ----------------------------------------------------------------------------
 

@@ -14,4 +14,5 @@ API_ROUTES = (
     "timeline_search", "timeline_summary",
     "trace_file",
     "compiled",
+    "lightning",
 )

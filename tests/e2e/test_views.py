@@ -208,3 +208,21 @@ def test_compiled_share_in_overview_and_operator_scope(page, server):
     assert page.query_selector("[data-control=scope]") is None  # no compiled regions: no filter
     open_page(page, server, run="cpu_cnn", worker="worker0", span=1, view="overview")
     assert page.query_selector("[data-field=compiled_share]") is None
+
+
+def test_lightning_view_shows_hooks(page, server, screenshot_dir):
+    """The Lightning sample: the tab is offered, the hooks table holds the API's rows and the
+    chart drew; an eager run offers no Lightning tab."""
+    q = {"run": "cpu_lightning", "worker": "worker0", "span": 1}
+    open_page(page, server, **q, view="lightning")
+    assert page.get_attribute("[data-current-view]", "data-current-view") == "lightning"
+    data = rows(api(server, "lightning", **q))
+    assert row_count(page, "lightning-hooks") == len(data) > 0
+    top = max(data, key=lambda r: r["total_us"])
+    first = page.locator("[data-table=lightning-hooks] tbody tr").first.inner_text()
+    assert top["hook"] in first and format_duration(top["total_us"]) in first
+    assert_charts_drawn(page, 1)
+    assert not SLOPPY.findall(page.inner_text("[data-current-view]"))
+    screenshot(page, screenshot_dir, "lightning")
+    open_page(page, server, run="cpu_cnn", worker="worker0", span=1)
+    assert "lightning" not in page.eval_on_selector_all("[role=tab]", "els => els.map((e) => e.dataset.view)")

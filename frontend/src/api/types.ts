@@ -37,7 +37,7 @@ export interface SpansReply {
   spans: { span: number; stamp: number | null; file: string }[];
 }
 
-export type ViewName = 'overview' | 'operator' | 'kernel' | 'trace' | 'memory' | 'module' | 'distributed' | 'diff' | 'compiled';
+export type ViewName = 'overview' | 'operator' | 'kernel' | 'trace' | 'memory' | 'module' | 'distributed' | 'diff' | 'compiled' | 'lightning';
 
 export interface ViewsReply {
   run: string;

@@ -6,6 +6,7 @@ import { CompiledView } from '../views/compiled/CompiledView';
 import { DiffView } from '../views/diff/DiffView';
 import { DistributedView } from '../views/distributed/DistributedView';
 import { KernelView } from '../views/kernel/KernelView';
+import { LightningView } from '../views/lightning/LightningView';
 import { MemoryView } from '../views/memory/MemoryView';
 import { ModuleView } from '../views/module/ModuleView';
 import { OperatorView } from '../views/operator/OperatorView';
@@ -20,6 +21,7 @@ export const VIEWS: { name: ViewName; label: string; component: FunctionComponen
   { name: 'trace', label: 'Trace', component: TraceView },
   { name: 'memory', label: 'Memory', component: MemoryView },
   { name: 'module', label: 'Module', component: ModuleView },
+  { name: 'lightning', label: 'Lightning', component: LightningView },
   { name: 'distributed', label: 'Distributed', component: DistributedView },
   { name: 'diff', label: 'Diff', component: DiffView },
 ];
