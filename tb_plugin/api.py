@@ -27,6 +27,7 @@ from .loading import Loading, NotFound
 from .routes import API_ROUTES
 from .views import diff as diff_view
 from .views import compiled as compiled_view
+from .views import flops as flops_view
 from .views import distributed as distributed_view
 from .views import timeline
 from .views.common import step_windows
@@ -556,3 +557,8 @@ class Api:
     def lightning(self, request):
         """Time per PyTorch Lightning hook; an empty table for a trace without Lightning's ranges."""
         return table_reply(request, self._profile(request).lightning())
+
+    def flops(self, request):
+        """FLOPs per operator and model FLOPs utilisation per step."""
+        model = self._profile(request).model
+        return tables_reply(request, lambda: flops_view.flops_view(model), ("operators", "steps"))

@@ -16,6 +16,7 @@ from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
 from .views import compiled as compiled_view
+from .views import flops as flops_view
 from .views import lightning as lightning_view
 from .views import kernels, memory, modules, operators, overview, recommendations, timeline
 
@@ -147,6 +148,15 @@ class Profile:
         """Step time inside compiled regions versus eager (one row); see
         `views.compiled.compiled_share`."""
         return compiled_view.compiled_share(self.model)
+
+    def flops(self):
+        """Operators with FLOPs (from with_flops or shapes) and their TFLOP/s and share of the
+        GPU's peak; see `views.flops.flops_operators`."""
+        return flops_view.flops_operators(self.model)
+
+    def mfu(self):
+        """FLOPs and model FLOPs utilisation per step; see `views.flops.flops_steps`."""
+        return flops_view.flops_steps(self.model)
 
     def lightning(self):
         """Time per PyTorch Lightning hook ([pl][profile] ranges); see

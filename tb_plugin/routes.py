@@ -15,4 +15,5 @@ API_ROUTES = (
     "trace_file",
     "compiled",
     "lightning",
+    "flops",
 )

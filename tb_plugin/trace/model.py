@@ -77,6 +77,10 @@ class _OpArgs(msgspec.Struct, gc=False):
     kernel_hash: str = _s("kernel_hash")
     kernel_file: str = _s("kernel_file")
     kernel_backend: str = _s("kernel_backend")
+    # with_flops=True: the profiler's own FLOP count; Concrete Inputs: non-tensor arguments
+    # (stride, padding, ...) that FLOP formulas of convolutions need
+    flops: float = _x("flops")
+    concrete_inputs: Raw = _r("Concrete Inputs")
 
 
 class _PythonArgs(msgspec.Struct, gc=False):
@@ -820,6 +824,8 @@ class _Builder:
             "kernel_hash": _categorical(a["kernel_hash"]),
             "kernel_file": _categorical(a["kernel_file"]),
             "kernel_backend": _categorical(a["kernel_backend"]),
+            "flops": a["flops"],
+            "concrete_inputs": _json_categorical(a["concrete_inputs"]),
         })
 
     def python(self):
