@@ -170,3 +170,18 @@ def test_flops_route_tables_and_csv(tmp_path):
         assert client.get(prefix + "&table=nope").status_code == 400
     finally:
         plugin.store.stop()
+
+
+def test_uncounted_convolutions_of_a_2021_trace_from_raw():
+    # the 2021 ResNet-50 trace records no Concrete Inputs: its convolutions cannot be counted,
+    # and the steps say how many calls that leaves out instead of a silently low MFU
+    path = next((SAMPLES / "gpu_resnet50_v100").glob("*.pt.trace.json.gz"))
+    steps = tb_plugin.load(path).mfu()
+    events = [e for e in raw_events(path) if e.get("ph") == "X"]
+    ranges = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"]) for e in events
+              if e["name"].startswith("ProfilerStep#")}
+    convs = [e["ts"] for e in events if e["name"] == "aten::conv2d"]
+    for row in steps.itertuples():
+        lo, hi = ranges[row.step]
+        assert row.uncounted_calls == sum(lo <= ts < hi for ts in convs) > 0
+    assert steps["peak_tflops_per_s"].notna().all()  # a V100: the peak is known

@@ -20,7 +20,8 @@ Where an op's FLOPs come from, in order:
      ``_scaled_dot_product_{flash,efficient,cudnn}_attention`` kernels) q[...,L,E],
      k[...,S,E], v[...,S,Ev]: 2·prod(batch)·L·S·(E + Ev)
 
-An op's FLOPs count once, at the innermost counted op (``aten::linear`` > ``aten::addmm``:
+torch 2.13's Kineto export does not write the ``flops`` arg (checked on CPU), so (2) is what
+counts there. An op's FLOPs count once, at the innermost counted op (``aten::linear`` > ``aten::addmm``:
 addmm's). Backward ops are counted where they are one of the above (the ``aten::mm`` of a
 linear's gradient); ``convolution_backward`` and fused kernels are not (record with
 ``with_flops=True`` for the profiler's own count where it has one).
@@ -35,8 +36,10 @@ import numpy as np
 import pandas as pd
 
 from ..schema import declare
-from .common import _cached, device_activity, operator_tree, step_windows
+from .common import _cached, device_activity, name_mask, operator_tree, step_windows
 
+_FORMULA = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|conv[123]d|convolution|_convolution|"
+                      r"scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention)$")
 _CONV = re.compile(r"^aten::(conv[123]d|convolution|_convolution)$")
 _SDPA = re.compile(r"^aten::(scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention)$")
 _DTYPES = {"float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16", "double": "fp64",
@@ -88,6 +91,7 @@ STEPS = declare(
     ("dtype", "str", "", "the dtype holding most of the step's FLOPs"),
     ("peak_tflops_per_s", "float64", "tflop/s", "dense peak of that GPU and dtype; NaN: peak unknown"),
     ("mfu_pct", "float64", "pct", "tflops_per_s / peak_tflops_per_s (model FLOPs utilisation); NaN: peak unknown"),
+    ("uncounted_calls", "int64", "count", "calls in the step of ops with a formula but no count (shapes or arguments missing)"),
 )
 
 
@@ -289,7 +293,9 @@ def flops_steps(model):
     A step's FLOPs are those counted at ops starting in its window (`common.step_windows`);
     MFU = FLOPs / step time / peak of the trace's first GPU for the dtype holding most of the
     step's FLOPs. Without a GPU, or a GPU or dtype missing from `PEAKS`, the peak and MFU are
-    NaN: peak unknown, never a guessed number.
+    NaN: peak unknown, never a guessed number. uncounted_calls says how far the FLOPs
+    understate the step: calls of ops that have a formula but could not be counted (traces
+    before torch 2.x record no ``Concrete Inputs``, so their convolutions have no count).
     """
     return _cached(model, "flops_steps", lambda: _build_steps(model))
 
@@ -299,6 +305,18 @@ def _build_steps(model):
     flops, _, dtype = op_flops(model)
     windows = step_windows(model)
     start, end = windows["start_us"].to_numpy(), windows["end_us"].to_numpy()
+    # ops with a formula that got no count, outermost only (conv2d > convolution > ...: one)
+    candidate = name_mask(ops["name"], _FORMULA.match)
+    subtree = _subtree_flops(model, flops)
+    parent = ops["parent"].to_numpy()
+    has_candidate_parent = np.zeros(len(ops), dtype=bool)
+    with_parent = parent >= 0
+    has_candidate_parent[with_parent] = candidate[parent[with_parent]]
+    uncounted = np.flatnonzero(candidate & ~has_candidate_parent & (subtree == 0))
+    u_ts = ops["ts"].to_numpy()[uncounted]
+    u_index = np.searchsorted(start, u_ts, side="right") - 1
+    u_inside = (u_index >= 0) & (u_ts < end[np.clip(u_index, 0, None)])
+    uncounted_calls = np.bincount(u_index[u_inside], minlength=len(windows))[:len(windows)]
     counted = np.flatnonzero(flops > 0)
     ts = ops["ts"].to_numpy()[counted]
     index = np.searchsorted(start, ts, side="right") - 1
@@ -314,7 +332,8 @@ def _build_steps(model):
     rate = step_flops / np.where(step_us > 0, step_us, np.nan) / 1e6
     return STEPS.frame({"step": windows["step"].to_numpy(), "flops": step_flops, "step_us": step_us,
                         "tflops_per_s": rate, "device_name": [gpu] * len(windows), "dtype": step_dtype,
-                        "peak_tflops_per_s": peak, "mfu_pct": 100.0 * rate / peak})
+                        "peak_tflops_per_s": peak, "mfu_pct": 100.0 * rate / peak,
+                        "uncounted_calls": uncounted_calls.astype(np.int64)})
 
 
 @dataclass

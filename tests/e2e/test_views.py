@@ -226,3 +226,20 @@ def test_lightning_view_shows_hooks(page, server, screenshot_dir):
     screenshot(page, screenshot_dir, "lightning")
     open_page(page, server, run="cpu_cnn", worker="worker0", span=1)
     assert "lightning" not in page.eval_on_selector_all("[role=tab]", "els => els.map((e) => e.dataset.view)")
+
+
+@pytest.mark.parametrize("run, known_peak", [("cpu_cnn", False), ("gpu_resnet50_v100", True)])
+def test_flops_in_operator_view_and_mfu_in_overview(page, server, run, known_peak):
+    """FLOPs per operator in the Operator view (the API's rows) and MFU in the Overview: a
+    percentage on a GPU of the peak table, "peak unknown" on CPU instead of a made-up number."""
+    q = {"run": run, "worker": "worker0", "span": 1}
+    data = api(server, "flops", **q)
+    open_page(page, server, **q, view="operator")
+    assert row_count(page, "flops") == len(data["operators"]["rows"]) > 0
+    open_page(page, server, **q, view="overview")
+    text = page.inner_text("[data-field=mfu]")
+    steps = [r for r in rows(data["steps"]) if r["flops"] > 0]
+    if known_peak:
+        assert f"{steps[0]['mfu_pct']:.2f} %" in text and steps[0]["device_name"] in text
+    else:
+        assert "peak unknown" in text and "no GPU" in text

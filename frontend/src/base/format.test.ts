@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { axisText, byteTickInterval, deltaSign, formatBandwidth, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
+import { axisText, byteTickInterval, deltaSign, formatBandwidth, formatFlops, formatTflops, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
 
 describe('formatDuration', () => {
   it('keeps microseconds below a millisecond, one decimal, no trailing zero', () => {
@@ -113,5 +113,16 @@ describe('formatBandwidth', () => {
     expect(formatBandwidth(0.99999)).toBe('1.00 GB/s');
     expect(formatBandwidth(null)).toBe('—');
     expect(formatBandwidth(Number.NaN)).toBe('—');
+  });
+});
+
+describe('formatFlops / formatTflops', () => {
+  it('uses decimal units and a dash when unknown', () => {
+    expect(formatFlops(812)).toBe('812 FLOP');
+    expect(formatFlops(21233664)).toBe('21.23 MFLOP');
+    expect(formatFlops(1.572864e9)).toBe('1.57 GFLOP');
+    expect(formatFlops(null)).toBe('—');
+    expect(formatTflops(0.0240019)).toBe('0.024 TFLOP/s');
+    expect(formatTflops(Number.NaN)).toBe('—');
   });
 });

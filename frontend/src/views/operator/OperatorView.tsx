@@ -4,7 +4,7 @@
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { formatDuration, formatNumber, formatPct } from '../../base/format';
+import { formatDuration, formatFlops, formatNumber, formatPct, formatTflops } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { pieOption, topSlices } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -56,6 +56,7 @@ export function OperatorView(props: ViewProps) {
         <TopNSelect value={topN} onChange={setTopN} />
       </div>
       <Loaded state={state}>{(table) => <Operators {...props} table={table} groupBy={groupBy} topN={topN} search={search} />}</Loaded>
+      <Flops {...props} />
     </div>
   );
 }
@@ -120,5 +121,52 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
         />
       </Card>
     </>
+  );
+}
+
+/** FLOPs per operator (from the profiler's flops arg or from shapes) with their rates and the
+ * share of the GPU's peak; says what to record when the trace has no FLOPs. */
+function Flops({ run, worker, span }: ViewProps) {
+  const state = useApi<WireTable>('flops', { run, worker, span, table: 'operators' });
+  return (
+    <Card title="FLOPs">
+      <Loaded state={state}>
+        {(table) => {
+          const rows = rowsOf(table);
+          if (!rows.length) {
+            return (
+              <p class="hint" data-testid="no-flops">
+                No operator with a FLOP count. Record with <code>record_shapes=True</code> (matrix products, convolutions and
+                attention are counted from their input shapes) or <code>with_flops=True</code>.
+              </p>
+            );
+          }
+          const rate = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatTflops(v as number) });
+          return (
+            <DataTable
+              id="flops"
+              rows={rows}
+              csvColumns={table.columns}
+              csvName={`${run}_${worker}_${span}_flops.csv`}
+              searches={[{ label: 'Search operators', keys: ['name'] }]}
+              defaultSort={{ key: 'flops', dir: 'desc' }}
+              rowKey={(r) => String(r.name)}
+              caption="An op's FLOPs count once, at the innermost counted op; rows include their sub-operators'. % of peak compares the device rate with the GPU's dense peak for the dtype (— : peak unknown)."
+              columns={[
+                { key: 'name', label: 'Operator' },
+                { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
+                { key: 'flops', label: 'FLOPs', numeric: true, format: (v) => formatFlops(v as number) },
+                { key: 'source', label: 'From', title: 'arg: the profiler (with_flops); shapes: computed from Input Dims' },
+                { key: 'dtype', label: 'Dtype', format: (v) => (v ? String(v) : '—') },
+                rate('host_tflops_per_s', 'Host rate'),
+                rate('device_tflops_per_s', 'Device rate'),
+                rate('peak_tflops_per_s', 'Peak'),
+                { key: 'pct_of_peak', label: '% of peak', numeric: true, format: (v) => formatPct(v as number) },
+              ]}
+            />
+          );
+        }}
+      </Loaded>
+    </Card>
   );
 }

@@ -4,7 +4,7 @@
 import { useMemo } from 'preact/hooks';
 import type { OverviewReply, ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { formatBytes, formatDuration, formatPct } from '../../base/format';
+import { formatBytes, formatDuration, formatPct, formatTflops } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { CATEGORY_COLORS, STEP_CATEGORIES, pieOption, stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -19,7 +19,25 @@ export function OverviewView({ run, worker, span }: ViewProps) {
   // torch.compile: share of the step inside compiled regions (one row; regions 0 when none)
   const compiled = useApi<WireTable>('compiled', { run, worker, span, table: 'share' });
   const compiledShare = compiled.status === 'ok' ? rowsOf(compiled.data)[0] ?? null : null;
-  return <Loaded state={state}>{(data) => <Overview data={data} name={`${run}_${worker}_${span}`} compiled={compiledShare} />}</Loaded>;
+  // model FLOPs utilisation per step
+  const flops = useApi<WireTable>('flops', { run, worker, span, table: 'steps' });
+  const mfu = flops.status === 'ok' ? rowsOf(flops.data) : [];
+  return <Loaded state={state}>{(data) => <Overview data={data} name={`${run}_${worker}_${span}`} compiled={compiledShare} mfu={mfu} />}</Loaded>;
+}
+
+/** Model FLOPs utilisation of the steps, or why it is unknown; "" when no step has FLOPs. */
+function mfuText(steps: Row[]): string {
+  const counted = steps.filter((r) => Number(r.flops) > 0);
+  if (!counted.length) return '';
+  const known = counted.filter((r) => r.mfu_pct !== null && r.mfu_pct !== undefined);
+  const rates = counted.map((r) => formatTflops(r.tflops_per_s as number)).join(', ');
+  if (!known.length) {
+    const device = String(counted[0].device_name || '');
+    return `${rates} per step; peak unknown (${device ? `${device}, ${counted[0].dtype}` : 'no GPU in this trace'})`;
+  }
+  const uncounted = Math.max(...counted.map((r) => Number(r.uncounted_calls) || 0));
+  return `${known.map((r) => formatPct(r.mfu_pct as number, 2)).join(', ')} per step (${counted[0].dtype} peak of ${counted[0].device_name})` +
+    (uncounted > 0 ? `; understated: up to ${uncounted} calls per step have no FLOP count (record with a torch 2.x profiler and record_shapes=True)` : '');
 }
 
 /** "47.6 % of step time in compiled regions (eager: 916.5 µs); 1 frame recompiled" from the
@@ -31,7 +49,7 @@ function compiledText(share: Row | null): string {
     (recompiled > 0 ? `; ${recompiled} frame${recompiled > 1 ? 's' : ''} recompiled` : '');
 }
 
-function Overview({ data, name, compiled }: { data: OverviewReply; name: string; compiled: Row | null }) {
+function Overview({ data, name, compiled, mfu }: { data: OverviewReply; name: string; compiled: Row | null; mfu: Row[] }) {
   const gpus = rowsOf(data.gpu_summary);
   const steps = rowsOf(data.steps);
   const total = data.step_mean.total_us ?? 0;
@@ -66,6 +84,7 @@ function Overview({ data, name, compiled }: { data: OverviewReply; name: string;
             <dd data-field="step_mean_total">{formatDuration(total)}</dd>
             {distributedText(env.distributed) ? (<><dt>Distributed</dt><dd>{distributedText(env.distributed)}</dd></>) : null}
             {compiledText(compiled) ? (<><dt>torch.compile</dt><dd data-field="compiled_share">{compiledText(compiled)}</dd></>) : null}
+            {mfuText(mfu) ? (<><dt>Model FLOPs utilisation</dt><dd data-field="mfu">{mfuText(mfu)}</dd></>) : null}
           </dl>
         </Card>
         <Card title="GPU summary">
