@@ -27,6 +27,7 @@ from .loading import Loading, NotFound
 from .routes import API_ROUTES
 from .views import diff as diff_view
 from .views import compiled as compiled_view
+from .views import cudagraphs as cudagraph_view
 from .views import flops as flops_view
 from .views import distributed as distributed_view
 from .views import timeline
@@ -562,3 +563,8 @@ class Api:
         """FLOPs per operator and model FLOPs utilisation per step."""
         model = self._profile(request).model
         return tables_reply(request, lambda: flops_view.flops_view(model), ("operators", "steps"))
+
+    def cuda_graphs(self, request):
+        """CUDA graph replays and the kernels that ran inside them."""
+        model = self._profile(request).model
+        return tables_reply(request, lambda: cudagraph_view.cuda_graph_view(model), ("launches", "kernels"))

@@ -16,6 +16,7 @@ from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
 from .views import compiled as compiled_view
+from .views import cudagraphs as cudagraph_view
 from .views import flops as flops_view
 from .views import lightning as lightning_view
 from .views import kernels, memory, modules, operators, overview, recommendations, timeline
@@ -157,6 +158,16 @@ class Profile:
     def mfu(self):
         """FLOPs and model FLOPs utilisation per step; see `views.flops.flops_steps`."""
         return flops_view.flops_steps(self.model)
+
+    def cuda_graph_launches(self):
+        """One row per CUDA graph replay with the kernels it ran; see
+        `views.cudagraphs.graph_launches`."""
+        return cudagraph_view.graph_launches(self.model)
+
+    def cuda_graph_kernels(self):
+        """Per kernel name, the calls and time inside CUDA graph replays; see
+        `views.cudagraphs.graph_kernels`."""
+        return cudagraph_view.graph_kernels(self.model)
 
     def lightning(self):
         """Time per PyTorch Lightning hook ([pl][profile] ranges); see

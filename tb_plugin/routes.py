@@ -16,4 +16,5 @@ API_ROUTES = (
     "compiled",
     "lightning",
     "flops",
+    "cuda_graphs",
 )
