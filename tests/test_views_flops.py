@@ -11,7 +11,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import tb_plugin
-from tb_plugin.views.flops import OPERATORS, STEPS, peak_tflops, shape_flops
+from tb_plugin.views.flops import OPERATORS, STEPS, peak_bandwidth, peak_tflops, shape_flops
 
 from .conftest import SAMPLES, kernel, op, raw_events, runtime, write_trace
 
@@ -68,6 +68,8 @@ def test_peaks_known_and_unknown():
     assert peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989.4
     assert math.isnan(peak_tflops("NVIDIA GeForce RTX 3090", "fp16"))  # not in the table: peak unknown
     assert math.isnan(peak_tflops("Tesla V100-SXM2-16GB", "bf16"))  # V100 has no bf16 rate
+    assert peak_bandwidth("NVIDIA A100-SXM4-80GB") == 2039.0 and peak_bandwidth("NVIDIA A100-PCIE-40GB") == 1555.0
+    assert math.isnan(peak_bandwidth("NVIDIA GeForce RTX 3090"))
 
 
 def _gpu_trace(tmp_path, name="NVIDIA A100-SXM4-40GB"):
@@ -104,6 +106,11 @@ def test_operators_worked_by_hand(tmp_path):
     assert addmm.pct_of_peak == pytest.approx(100 * addmm_flops / 100 / 1e6 / 312)
     # the with_flops arg wins over the shapes (2*8*8*8 from shapes)
     assert (mm.flops, mm.source) == (1e9, "arg")
+    # roofline: bf16 (2 bytes) bias 512 + A 64x1024 + B 1024x512 read, out 64x512 written
+    moved = 2 * (512 + 64 * 1024 + 1024 * 512 + 64 * 512)
+    assert (addmm.bytes, linear.bytes) == (moved, moved)
+    assert addmm.flop_per_byte == pytest.approx(addmm_flops / moved)
+    assert addmm.peak_bandwidth_gbps == 1555.0  # A100 40GB
 
 
 def test_steps_mfu_worked_by_hand(tmp_path):

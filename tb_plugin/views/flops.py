@@ -37,6 +37,7 @@ import pandas as pd
 
 from ..schema import declare
 from .common import _cached, device_activity, name_mask, operator_tree, step_windows
+from .distributed import element_bytes, input_bytes
 
 _FORMULA = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|conv[123]d|convolution|_convolution|"
                       r"scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention)$")
@@ -67,6 +68,13 @@ PEAKS = (
     ("MI250", {"fp64": 90.5, "fp32": 90.5, "bf16": 362.1, "fp16": 362.1}),
 )
 
+# Peak memory bandwidth in GB/s (10^9 bytes/s), same datasheets as PEAKS; the roofline's
+# slope. Matched like PEAKS (A100 80GB before the 40GB part).
+BANDWIDTH = (
+    ("H100 PCIe", 2000.0), ("H100", 3350.0), ("H200", 4800.0), ("A100-SXM4-80GB", 2039.0),
+    ("A100 80GB PCIe", 1935.0), ("A100", 1555.0), ("V100", 900.0), ("MI300X", 5300.0), ("MI250", 3276.8),
+)
+
 OPERATORS = declare(
     "flops_operators", "one operator name with FLOPs: how many and at what rate they ran",
     ("name", "str", "", "operator name"),
@@ -80,6 +88,9 @@ OPERATORS = declare(
     ("device_tflops_per_s", "float64", "tflop/s", "flops / device_total_us; NaN without device time"),
     ("peak_tflops_per_s", "float64", "tflop/s", "the GPU's dense peak for dtype (see PEAKS); NaN: peak unknown"),
     ("pct_of_peak", "float64", "pct", "device_tflops_per_s / peak_tflops_per_s; NaN: peak unknown"),
+    ("bytes", "float64", "bytes", "tensor bytes the counted ops read and write at least once (shapes x dtypes); NaN unknown"),
+    ("flop_per_byte", "float64", "flop/byte", "arithmetic intensity: flops / bytes, the roofline's x axis"),
+    ("peak_bandwidth_gbps", "float64", "gb/s", "the GPU's peak memory bandwidth (see BANDWIDTH); NaN: unknown"),
 )
 STEPS = declare(
     "flops_steps", "one profiled step: its FLOPs and model FLOPs utilisation",
@@ -104,73 +115,100 @@ def peak_tflops(device_name, dtype):
     return np.nan
 
 
+def peak_bandwidth(device_name):
+    """Peak memory bandwidth (GB/s) of a GPU from `BANDWIDTH`; NaN when unknown."""
+    return next((float(gbps) for marker, gbps in BANDWIDTH if marker.lower() in str(device_name).lower()), np.nan)
+
+
 def _prod(values):
     return float(math.prod(values)) if values else 1.0
 
 
-def _conv_flops(dims, concrete):
+def _conv(dims, concrete):
+    """(FLOPs, output elements) of a convolution; NaNs when the arguments do not fit."""
     x, w = dims[0], dims[1]
     if len(x) < 3 or len(w) != len(x):
-        return np.nan
+        return np.nan, np.nan
     spatial = len(x) - 2
     try:
         stride, padding, dilation = (json.loads(concrete[i]) for i in (3, 4, 5))
     except (ValueError, TypeError, IndexError):
-        return np.nan
+        return np.nan, np.nan
     lists = [v if isinstance(v, list) else [v] * spatial for v in (stride, padding, dilation)]
     if any(len(v) != spatial for v in lists):
-        return np.nan
+        return np.nan, np.nan
     out = [(x[2 + i] + 2 * lists[1][i] - lists[2][i] * (w[2 + i] - 1) - 1) // lists[0][i] + 1 for i in range(spatial)]
-    return 2.0 * x[0] * _prod(w) * _prod(out)
+    return 2.0 * x[0] * _prod(w) * _prod(out), float(x[0] * w[0]) * _prod(out)
 
 
-def shape_flops(name, input_dims, concrete_inputs=""):
-    """FLOPs of one call from its name, `Input Dims` and `Concrete Inputs` JSON texts (see the
-    module docstring); NaN when the op has no formula or the shapes do not fit it."""
-    try:
-        dims = json.loads(input_dims) if input_dims else None
-        concrete = json.loads(concrete_inputs) if concrete_inputs else []
-    except ValueError:
-        return np.nan
+def _formula(name, dims, concrete):
+    """(FLOPs, output elements) of one call (see the module docstring); NaNs when the op has
+    no formula or the shapes do not fit it."""
+    unknown = (np.nan, np.nan)
     if not isinstance(dims, list) or len(dims) < 2:
-        return np.nan
+        return unknown
     # tensor inputs (scalars are recorded with an empty shape)
     tensors = [d for d in dims if isinstance(d, list) and d and all(isinstance(v, int) for v in d)]
     try:
         if name in ("aten::mm", "aten::addmm"):  # addmm(bias, a, b, beta, alpha)
             a, b = tensors[-2], tensors[-1]
-            return 2.0 * a[0] * a[1] * b[1] if len(a) == 2 and len(b) == 2 else np.nan
+            return (2.0 * a[0] * a[1] * b[1], float(a[0] * b[1])) if len(a) == 2 and len(b) == 2 else unknown
         if name in ("aten::bmm", "aten::baddbmm"):
             a, b = tensors[-2], tensors[-1]
-            return 2.0 * a[0] * a[1] * a[2] * b[2] if len(a) == 3 and len(b) == 3 else np.nan
+            return (2.0 * a[0] * a[1] * a[2] * b[2], float(a[0] * a[1] * b[2])) if len(a) == 3 and len(b) == 3 \
+                else unknown
         if name == "aten::matmul":
             a, b = dims[0], dims[1]
             if not a or not b:
-                return np.nan
+                return unknown
             m, k = (1, a[0]) if len(a) == 1 else (a[-2], a[-1])
             n = 1 if len(b) == 1 else b[-1]
-            batch = np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))
-            return 2.0 * _prod(list(batch)) * m * k * n
+            batch = _prod(list(np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))))
+            return 2.0 * batch * m * k * n, batch * m * n
         if name == "aten::linear":
             x, w = dims[0], dims[1]
-            return 2.0 * _prod(x[:-1]) * x[-1] * w[0] if x and len(w) == 2 else np.nan
+            return (2.0 * _prod(x[:-1]) * x[-1] * w[0], _prod(x[:-1]) * w[0]) if x and len(w) == 2 else unknown
         if _CONV.match(name):
             # convolution / _convolution take (input, weight, bias, stride, padding, dilation,
             # transposed, ...); conv{1,2,3}d have no transposed argument
             transposed = name in ("aten::convolution", "aten::_convolution") and len(concrete) > 6 and \
                 str(concrete[6]) == "True"
-            return np.nan if transposed else _conv_flops(dims, concrete)
+            return unknown if transposed else _conv(dims, concrete)
         if _SDPA.match(name):
             q, k, v = tensors[0], tensors[1], tensors[2]
-            return 2.0 * _prod(q[:-2]) * q[-2] * k[-2] * (q[-1] + v[-1])
+            return 2.0 * _prod(q[:-2]) * q[-2] * k[-2] * (q[-1] + v[-1]), _prod(q[:-2]) * q[-2] * v[-1]
     except (IndexError, TypeError, ValueError):
-        return np.nan
-    return np.nan
+        return unknown
+    return unknown
+
+
+def _parse(text, default):
+    try:
+        return json.loads(text) if text else default
+    except ValueError:
+        return None
+
+
+def shape_flops(name, input_dims, concrete_inputs=""):
+    """FLOPs of one call from its name, `Input Dims` and `Concrete Inputs` JSON texts (see the
+    module docstring); NaN when the op has no formula or the shapes do not fit it."""
+    return _formula(name, _parse(input_dims, None), _parse(concrete_inputs, []) or [])[0]
+
+
+def shape_cost(name, input_dims, input_type, concrete_inputs=""):
+    """(FLOPs, bytes) of one call: bytes are its tensor inputs (`Input Dims` x `Input type`)
+    plus its output (elements from the formula, in the first input's dtype) -- what it reads
+    and writes at least once, the denominator of arithmetic intensity; NaNs when unknown."""
+    flops, out_elements = _formula(name, _parse(input_dims, None), _parse(concrete_inputs, []) or [])
+    types = _parse(input_type, None)
+    first = next((t for t in types if t not in ("", "Scalar", None)), "") if isinstance(types, list) else ""
+    return flops, input_bytes(input_dims, input_type) + out_elements * element_bytes(first)
 
 
 def op_flops(model):
     """Per op row: (flops counted at this op, float64, 0 when none; source code 0 none, 1 arg,
-    2 shapes; dtype text). An op counts only when no descendant counts (innermost wins)."""
+    2 shapes; dtype text; bytes it reads and writes per `shape_cost`, 0 when not counted, NaN
+    when counted but unknown). An op counts only when no descendant counts (innermost wins)."""
     return _cached(model, "op_flops", lambda: _build_op_flops(model))
 
 
@@ -180,10 +218,12 @@ def _build_op_flops(model):
     arg = ops["flops"].to_numpy(dtype=np.float64)
     has_arg = np.isfinite(arg) & (arg > 0)
     keys = pd.DataFrame({"name": ops["name"].astype(str).to_numpy(), "dims": ops["input_dims"].astype(str).to_numpy(),
+                         "types": ops["input_type"].astype(str).to_numpy(),
                          "concrete": ops["concrete_inputs"].astype(str).to_numpy()})
     codes, uniques = pd.factorize(pd.MultiIndex.from_frame(keys))
-    per_key = np.array([shape_flops(name, dims, concrete) for name, dims, concrete in uniques], dtype=np.float64)
-    from_shapes = per_key[codes] if n else np.zeros(0)
+    per_key = np.array([shape_cost(*key) for key in uniques], dtype=np.float64).reshape(-1, 2)
+    from_shapes = per_key[codes, 0] if n else np.zeros(0)
+    moved = per_key[codes, 1] if n else np.zeros(0)
     flops = np.where(has_arg, arg, np.where(np.isfinite(from_shapes), from_shapes, 0.0))
     source = np.where(has_arg, 1, np.where(flops > 0, 2, 0))
     # innermost wins: an op with a counted descendant does not count itself
@@ -197,10 +237,11 @@ def _build_op_flops(model):
         cur = np.where(live, parent[np.where(live, cur, 0)], -1)
     flops = np.where(covered, 0.0, flops)
     source = np.where(covered, 0, source)
+    moved = np.where(flops > 0, moved, 0.0)
     type_codes, type_uniques = pd.factorize(ops["input_type"].astype(str).to_numpy())
     first_dtype = np.array([_first_dtype(t) for t in type_uniques], dtype=object)
     dtype = first_dtype[type_codes] if n else np.zeros(0, dtype=object)
-    return flops, source, dtype
+    return flops, source, dtype, moved
 
 
 def _first_dtype(input_type):
@@ -252,9 +293,10 @@ def flops_operators(model):
 
 def _build_operators(model):
     ops = model.ops
-    flops, source, dtype = op_flops(model)
+    flops, source, dtype, moved = op_flops(model)
     tree = operator_tree(model)
     total = _subtree_flops(model, flops)
+    total_bytes = _subtree_flops(model, moved)  # NaN propagates: unknown when any part is
     keep = tree["is_operator"].to_numpy() & (total > 0)
     # the dtype / source of a row: of the innermost counted op under it (its own when counted)
     counted_rows = np.flatnonzero(flops > 0)
@@ -269,12 +311,13 @@ def _build_operators(model):
         counted_rows, cur = counted_rows[step], parent[cur[step]]
     frame = pd.DataFrame({
         "name": ops["name"].astype(str).to_numpy()[keep], "flops": total[keep],
-        "dtype": label_dtype[keep], "source_code": label_source[keep],
+        "dtype": label_dtype[keep], "source_code": label_source[keep], "bytes": total_bytes[keep],
         "host_total_us": tree["host_total_us"].to_numpy()[keep], "device_total_us": tree["device_total_us"].to_numpy()[keep],
     })
     grouped = frame.groupby("name", sort=False).agg(
         calls=("flops", "size"), flops=("flops", "sum"), dtype=("dtype", lambda d: d.mode().iloc[0]),
         source_code=("source_code", lambda c: int(np.bitwise_or.reduce(c.to_numpy()))),
+        bytes=("bytes", lambda b: b.sum(min_count=len(b)) if b.notna().all() else np.nan),
         host_total_us=("host_total_us", "sum"), device_total_us=("device_total_us", "sum")).reset_index()
     grouped["source"] = grouped["source_code"].map({1: "arg", 2: "shapes", 3: "arg+shapes"}).fillna("")
     grouped["host_tflops_per_s"] = grouped["flops"] / grouped["host_total_us"].where(grouped["host_total_us"] > 0) / 1e6
@@ -282,6 +325,8 @@ def _build_operators(model):
     gpu = _gpu_name(model)
     grouped["peak_tflops_per_s"] = [peak_tflops(gpu, d) if gpu else np.nan for d in grouped["dtype"]]  # per name
     grouped["pct_of_peak"] = 100.0 * grouped["device_tflops_per_s"] / grouped["peak_tflops_per_s"]
+    grouped["flop_per_byte"] = grouped["flops"] / grouped["bytes"].where(grouped["bytes"] > 0)
+    grouped["peak_bandwidth_gbps"] = peak_bandwidth(gpu) if gpu else np.nan
     return OPERATORS.frame(grouped.sort_values("flops", ascending=False, kind="stable"))
 
 
@@ -302,7 +347,7 @@ def flops_steps(model):
 
 def _build_steps(model):
     ops = model.ops
-    flops, _, dtype = op_flops(model)
+    flops, _, dtype, _ = op_flops(model)
     windows = step_windows(model)
     start, end = windows["start_us"].to_numpy(), windows["end_us"].to_numpy()
     # ops with a formula that got no count, outermost only (conv2d > convolution > ...: one)

@@ -54,7 +54,11 @@ def check_operator(page, server, q):
     with_device = key == "device_self_us"
     assert any("Device self" in h for h in headers) == with_device
     assert any("Tensor Core" in h for h in headers) == with_device
-    return 4 if with_device else 2
+    # the FLOPs card draws a roofline where some operator has a device rate and an intensity
+    flops = rows(api(server, "flops", **q, table="operators"))
+    roofline = any((r["device_tflops_per_s"] or 0) > 0 and (r["flop_per_byte"] or 0) > 0 for r in flops)
+    assert (page.query_selector("[data-testid=no-roofline]") is None) == roofline
+    return (4 if with_device else 2) + int(roofline)
 
 
 def check_kernel(page, server, q):

@@ -6,7 +6,7 @@ import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatFlops, formatNumber, formatPct, formatTflops } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
-import { pieOption, topSlices } from '../../components/charts/options';
+import { pieOption, rooflineOption, topSlices } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { anyNonZero, rowsOf, type Row } from '../../components/table/logic';
@@ -142,7 +142,26 @@ function Flops({ run, worker, span }: ViewProps) {
             );
           }
           const rate = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatTflops(v as number) });
+          const onDevice = rows.filter((r) => Number(r.device_tflops_per_s) > 0 && Number(r.flop_per_byte) > 0);
+          const top = rows[0]; // most FLOPs first: its dtype's peak is the roof
+          const roofline = rooflineOption(
+            onDevice.map((r) => ({ name: String(r.name), intensity: Number(r.flop_per_byte), tflops: Number(r.device_tflops_per_s) })),
+            top.peak_tflops_per_s === null ? null : Number(top.peak_tflops_per_s),
+            top.peak_bandwidth_gbps === null ? null : Number(top.peak_bandwidth_gbps),
+            formatTflops,
+          );
           return (
+            <>
+            {onDevice.length ? (
+              <Chart option={roofline} height={320} label="Roofline" />
+            ) : (
+              <p class="hint" data-testid="no-roofline">
+                No roofline: it needs device time per operator (a GPU trace) and shapes with dtypes (<code>record_shapes=True</code>).
+              </p>
+            )}
+            {onDevice.length && (top.peak_tflops_per_s === null || top.peak_bandwidth_gbps === null) ? (
+              <p class="hint">Peak unknown for this GPU: the roof is not drawn.</p>
+            ) : null}
             <DataTable
               id="flops"
               rows={rows}
@@ -162,8 +181,10 @@ function Flops({ run, worker, span }: ViewProps) {
                 rate('device_tflops_per_s', 'Device rate'),
                 rate('peak_tflops_per_s', 'Peak'),
                 { key: 'pct_of_peak', label: '% of peak', numeric: true, format: (v) => formatPct(v as number) },
+                { key: 'flop_per_byte', label: 'FLOP / byte', numeric: true, title: 'Arithmetic intensity: FLOPs over the bytes the ops read and write', format: (v) => formatNumber(v as number) },
               ]}
             />
+            </>
           );
         }}
       </Loaded>
