@@ -664,3 +664,15 @@ def test_fsdp2_sample_breakdown_from_raw(run_name):
                 _union_in([(e["ts"], e["ts"] + e["dur"]) for e in gather], lo, hi), abs=1e-2)
             assert mine["annotations"].sum() == sum(lo <= e["ts"] < hi for e in annotations)
             assert (mine["exposed_us"] <= mine["communication_us"] + 1e-9).all()
+
+
+def test_mesh_sample_functional_waits_from_raw():
+    # DTensor's all_reduce returns at once; the host then blocks in wait_tensor: that time is
+    # the call's wait_us, and every wait of the sample belongs to one all_reduce
+    run, view = _sample_view("cpu_mesh_2d_gloo")
+    for worker in run.workers:
+        events, _ = _sample_raw("cpu_mesh_2d_gloo", worker)
+        waits = [e["dur"] for e in events if e["name"] == "_c10d_functional::wait_tensor"]
+        mine = view.collectives[view.collectives["worker"] == worker]
+        assert mine["wait_us"].sum() == pytest.approx(sum(waits), abs=1e-6) and len(waits) > 0
+        assert _row(mine, name="all_reduce").wait_us == pytest.approx(sum(waits), abs=1e-6)

@@ -72,6 +72,7 @@ CALLS = declare(
     ("transfer_us", "float64", "us", "data-transfer time: the shortest duration over the matched workers"),
     ("synchronizing_us", "float64", "us", "duration - transfer_us: time spent waiting for other ranks"),
     _ALGBW, _BUSBW,
+    ("wait_us", "float64", "us", "host time in _c10d_functional::wait_tensor waiting for this call's result (0 none)"),
 )
 COLLECTIVES = declare(
     "distributed_collectives", "one worker's calls of one collective in one process group",
@@ -85,6 +86,7 @@ COLLECTIVES = declare(
     ("transfer_us", "float64", "us", "summed data-transfer time"),
     ("synchronizing_us", "float64", "us", "summed synchronizing time (total_us - transfer_us)"),
     _ALGBW, _BUSBW,
+    ("wait_us", "float64", "us", "summed host time in wait_tensor for these calls"),
 )
 GROUPS = declare(
     "distributed_groups", "one process group of one worker: the communication time spent in it",
@@ -112,7 +114,7 @@ COLLECTIVE_COLUMNS = COLLECTIVES.names
 GROUP_COLUMNS = GROUPS.names
 _CALL_TABLE_COLUMNS = ["worker", "root", "request", "name", "backend_name", "process_group", "group_size", "start_us", "end_us",
                        "device_us", "kernels", "on_device", "duration_us", "size_bytes", "message_bytes", "bus_factor",
-                       "pg_name", "seq"]
+                       "pg_name", "seq", "wait_us"]
 
 # Words of a collective's name (lower case, underscores removed) -> the collective, most
 # specific first: "allreduce" holds "reduce", "reducescatter" holds "scatter".
@@ -266,7 +268,7 @@ def collective_calls(model):
         (float64, `bus_factor` of the collective that ran: the backend op's when there is
         one, since gloo runs FSDP2's reduce_scatter as a whole all_reduce), pg_name (str,
         ``Process Group Name``, "" when absent), seq (int64, the ``Seq`` arg, -1 when
-        absent); ordered by start_us.
+        absent), wait_us (float64 µs, `_functional_waits`); ordered by start_us.
 
     Notes
     -----
@@ -321,6 +323,37 @@ def _pair_front_ends(front, backend):
     backend["i"] = backend.groupby("key").cumcount()
     pairs = backend.merge(front, on=["key", "i"], suffixes=("_b", "_f"))
     return dict(zip(pairs["row_b"].to_numpy(), pairs["row_f"].to_numpy()))
+
+
+_WAIT = "_c10d_functional::wait_tensor"
+
+
+def _functional_waits(model, request):
+    """Per call (its front-end op row in `request`, -1 none): the host time of the
+    ``_c10d_functional::wait_tensor`` that waited for its result. A functional collective
+    returns at once and the program waits for the result later, on the same thread, in issue
+    order; so per thread the i-th functional collective pairs with the i-th wait that starts
+    after it (waits before the first collective were for collectives issued before the
+    profiling window)."""
+    ops = model.ops
+    waits = np.flatnonzero((ops["name"] == _WAIT).to_numpy())
+    is_functional = name_mask(ops["name"], lambda n: n.startswith("_c10d_functional::"))
+    out = np.zeros(len(request), dtype=np.float64)
+    functional = (request >= 0) & is_functional[np.clip(request, 0, None)] if len(ops) else np.zeros(len(request), bool)
+    if not len(waits) or not functional.any():
+        return out
+    thread = ops["thread"].to_numpy()
+    calls = pd.DataFrame({"pos": np.flatnonzero(functional), "row": request[functional]})
+    calls = calls.assign(thread=thread[calls["row"]], ts=ops["ts"].to_numpy()[calls["row"]]).sort_values("ts")
+    wait = pd.DataFrame({"row": waits, "thread": thread[waits], "ts": ops["ts"].to_numpy()[waits],
+                         "dur": ops["dur"].to_numpy()[waits]}).sort_values("ts")
+    first = calls.groupby("thread")["ts"].min()
+    wait = wait[wait["ts"].to_numpy() >= first.reindex(wait["thread"]).to_numpy()]
+    calls["i"] = calls.groupby("thread").cumcount()
+    wait["i"] = wait.groupby("thread").cumcount()
+    pairs = calls.merge(wait, on=["thread", "i"], suffixes=("", "_wait"))
+    out[pairs["pos"].to_numpy()] = pairs["dur"].to_numpy()
+    return out
 
 
 def _build_calls(model):
@@ -423,6 +456,7 @@ def _build_calls(model):
     calls = pd.DataFrame({
         "root": root,
         "request": request,
+        "wait_us": _functional_waits(model, request),
         "name": pd.array(name, dtype=object),
         "backend_name": pd.array(backend_names, dtype=object),
         "process_group": pd.array(process_group, dtype=object),
@@ -807,6 +841,7 @@ def _collectives(calls):
         total_us=("duration_us", "sum"),
         transfer_us=("transfer_us", "sum"),
         synchronizing_us=("synchronizing_us", "sum"),
+        wait_us=("wait_us", "sum"),
     )
     for column in ("size_bytes", "message_bytes", "bus_bytes"):
         grouped[column] = _sum_or_nan(calls, column, keys)

@@ -148,6 +148,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
             { key: 'synchronizing_us', label: 'Synchronizing', numeric: true, format: (v) => formatDuration(v as number) },
             { key: 'message_bytes', label: 'Message size (S)', numeric: true, title: "NCCL's S: the larger of input and output", format: (v) => formatBytes(v as number) },
             { key: 'algbw_gbps', label: 'Alg. bandwidth', numeric: true, title: 'S / data-transfer time (nccl-tests algbw)', format: (v) => formatBandwidth(v as number) },
+            { key: 'wait_us', label: 'Host wait', numeric: true, title: 'Time the host blocked in _c10d_functional::wait_tensor for these calls', format: (v) => formatDuration(v as number) },
             { key: 'busbw_gbps', label: 'Bus bandwidth', numeric: true, title: "algbw x NCCL's factor for the collective and group size (nccl-tests busbw)", format: (v) => formatBandwidth(v as number) },
           ]}
         />
