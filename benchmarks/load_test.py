@@ -46,8 +46,6 @@ from pathlib import Path
 
 import yaml
 
-# Views made of several tables answer CSV for one of them (table=NAME).
-CSV_TABLE = {"/distributed": "steps", "/diff": "steps", "/job": "rank_steps"}
 
 REPO = Path(__file__).resolve().parent.parent
 PREFIX = "/data/plugin/pytorch_profiler"
@@ -74,14 +72,16 @@ def route_urls(run, worker, spec_path=SPEC_PATH):
     values = {**VALUES, "run": run, "worker": worker, "run_b": run, "worker_b": worker}
     urls = []
     for path in sorted(spec["paths"]):
-        params = []
+        params, tables = [], []
         for p in spec["paths"][path]["get"].get("parameters", []):
             p = shared[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p
             params.append((p["name"], bool(p.get("required"))))
+            if p["name"] == "table" and not p.get("required"):  # views of several tables: CSV of one
+                tables = p.get("schema", {}).get("enum", [])
         query = {name: VALUE_FOR_ROUTE.get((path, name), values.get(name, "")) for name, required in params if required}
         urls.append((path, f"{PREFIX}{path}?{urllib.parse.urlencode(query)}" if query else f"{PREFIX}{path}"))
         if "format" in dict(params):
-            extra = {"format": "csv", **({"table": CSV_TABLE[path]} if path in CSV_TABLE else {})}
+            extra = {"format": "csv", **({"table": tables[0]} if tables else {})}
             urls.append((f"{path} (csv)", f"{PREFIX}{path}?{urllib.parse.urlencode({**query, **extra})}"))
     return urls
 

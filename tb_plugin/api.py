@@ -382,7 +382,8 @@ class Api:
     @reads(_one_profile)
     def operators(self, request, profile):
         group_by = choice_param(request, "group_by", ("name", "name_shape"))
-        return table_reply(request, profile.operators(group_by))
+        scope = choice_param(request, "scope", ("all", "compiled", "eager"))
+        return table_reply(request, profile.operators(group_by, scope))
 
     def _run_directory(self, request):
         """The local directory of the requested span's trace file (None when remote): where a
@@ -498,7 +499,7 @@ class Api:
     @reads(_span_parts("distributed", Profile.distributed_part))
     def distributed(self, request, parts):
         return tables_reply(request, lambda: combine_distributed(parts),
-                            ("steps", "all_steps", "collectives", "collective_time", "calls", "devices"))
+                            ("steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices"))
 
     @reads(_span_parts("job", Profile.job_part))
     def job(self, request, parts):
@@ -583,3 +584,23 @@ class Api:
         if name not in allowed:
             raise BadParameterError(f"parameter 'table' must be one of {', '.join(allowed)}")
         return table_reply(request, profile.table(name).head(limit))
+
+    @reads(_one_profile)
+    def compiled(self, request, profile):
+        """torch.compile: compiled regions, Inductor's kernels per region, compiled vs eager share."""
+        return tables_reply(request, profile.compiled_tables, ("regions", "kernels", "share"))
+
+    @reads(_one_profile)
+    def lightning(self, request, profile):
+        """Time per PyTorch Lightning hook; an empty table for a trace without Lightning's ranges."""
+        return table_reply(request, profile.lightning())
+
+    @reads(_one_profile)
+    def flops(self, request, profile):
+        """FLOPs per operator and model FLOPs utilisation per step."""
+        return tables_reply(request, profile.flops_tables, ("operators", "steps"))
+
+    @reads(_one_profile)
+    def cuda_graphs(self, request, profile):
+        """CUDA graph replays and the kernels that ran inside them."""
+        return tables_reply(request, profile.cuda_graph_tables, ("launches", "kernels"))

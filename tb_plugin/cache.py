@@ -34,8 +34,9 @@ logger = logging.getLogger(__name__)
 
 # Bump when TraceModel's tables, or this layout, change shape or meaning. Format 1 was pickles
 # (`*.tbpp`), deleted on sight, never read; 3: flows carry `op` and `peer`, times their
-# nanoseconds, MTIA's device work its own tables.
-CACHE_FORMAT = 3
+# nanoseconds, MTIA's device work its own tables; 4: ops carry process-group descriptions,
+# Inductor's kernel annotations, flops and Concrete Inputs.
+CACHE_FORMAT = 4
 MANIFEST = "manifest.json"
 _TEMP_PREFIX = ".tmp-"
 _OLD_SUFFIX = ".tbpp"

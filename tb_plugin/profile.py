@@ -21,9 +21,15 @@ from .trace.model import TraceModel
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
 from .views import distributed as distributed_view
-from .views import critical_path, gpu_annotations, gpu_idle
+from .views import compiled as compiled_view
+from .views import critical_path
+from .views import cudagraphs as cudagraph_view
+from .views import flops as flops_view
+from .views import gpu_annotations, gpu_idle
 from .views import job as job_view
-from .views import kernels, launches, memory, modules, operators, overview, queues, recommendations, sequences, timeline
+from .views import kernels, launches
+from .views import lightning as lightning_view
+from .views import memory, modules, operators, overview, queues, recommendations, sequences, timeline
 from .views.common import step_windows
 
 logger = logging.getLogger(__name__)
@@ -98,9 +104,11 @@ class Profile:
 
     # --- operators and kernels ---------------------------------------------------------------
 
-    def operators(self, group_by: str = "name") -> pd.DataFrame:
-        """Operator table grouped by "name" or "name_shape"; see `views.operators.operators`."""
-        return operators.operators(self.model, group_by)
+    def operators(self, group_by: str = "name", scope: str = "all") -> pd.DataFrame:
+        """Operator table grouped by "name" or "name_shape", of all ops or only those that ran
+        inside torch.compile regions ("compiled") or outside ("eager"); see
+        `views.operators.operators`."""
+        return operators.operators(self.model, group_by, scope)
 
     def operator_stacks(self, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
         """Call stacks of one operator, with frames (file, line, function)."""
@@ -207,6 +215,58 @@ class Profile:
         """The module tree as nested {name, value, children} for a flame graph."""
         return modules.module_flame(self.model)
 
+    # --- torch.compile -----------------------------------------------------------------------
+
+    def compiled(self) -> pd.DataFrame:
+        """One row per compiled region (Dynamo frame, AOTAutograd forward / backward); see
+        `views.compiled.compiled`."""
+        return compiled_view.compiled(self.model)
+
+    def compiled_kernels(self) -> pd.DataFrame:
+        """Inductor's generated kernels per compiled region; see `views.compiled.compiled_kernels`."""
+        return compiled_view.compiled_kernels(self.model)
+
+    def compiled_share(self) -> pd.DataFrame:
+        """Step time inside compiled regions versus eager (one row); see
+        `views.compiled.compiled_share`."""
+        return compiled_view.compiled_share(self.model)
+
+    def compiled_tables(self) -> compiled_view.CompiledView:
+        """`compiled`, `compiled_kernels` and `compiled_share` together (the Compiled view)."""
+        return compiled_view.compiled_view(self.model)
+
+    def flops(self) -> pd.DataFrame:
+        """Operators with FLOPs (from with_flops or shapes) and their TFLOP/s and share of the
+        GPU's peak; see `views.flops.flops_operators`."""
+        return flops_view.flops_operators(self.model)
+
+    def mfu(self) -> pd.DataFrame:
+        """FLOPs and model FLOPs utilisation per step; see `views.flops.flops_steps`."""
+        return flops_view.flops_steps(self.model)
+
+    def flops_tables(self) -> flops_view.FlopsView:
+        """`flops` and `mfu` together (the FLOPs panels)."""
+        return flops_view.flops_view(self.model)
+
+    def cuda_graph_launches(self) -> pd.DataFrame:
+        """One row per CUDA graph replay with the kernels it ran; see
+        `views.cudagraphs.graph_launches`."""
+        return cudagraph_view.graph_launches(self.model)
+
+    def cuda_graph_kernels(self) -> pd.DataFrame:
+        """Per kernel name, the calls and time inside CUDA graph replays; see
+        `views.cudagraphs.graph_kernels`."""
+        return cudagraph_view.graph_kernels(self.model)
+
+    def cuda_graph_tables(self) -> cudagraph_view.CudaGraphView:
+        """`cuda_graph_launches` and `cuda_graph_kernels` together (the Kernel view's card)."""
+        return cudagraph_view.cuda_graph_view(self.model)
+
+    def lightning(self) -> pd.DataFrame:
+        """Time per PyTorch Lightning hook ([pl][profile] ranges); see
+        `views.lightning.lightning_hooks`."""
+        return lightning_view.lightning_hooks(self.model)
+
     # --- timeline ----------------------------------------------------------------------------
 
     def timeline(self) -> timeline.TimelineIndex:
@@ -257,6 +317,7 @@ class Profile:
         present = {"overview": True, "operator": len(m.ops), "kernel": len(m.kernels),
                    "gpu_idle": len(m.kernels) or len(m.memcpy) or len(m.memset), "memory": len(m.memory),
                    "module": len(self.modules()), "trace": timeline.has_slices(m),
+                   "compiled": len(self.compiled()), "lightning": len(self.lightning()),
                    "job": worker_count > 1, "distributed": worker_count > 1, "diff": trace_file_count > 1}
         return [view for view, has_data in present.items() if has_data]
 

@@ -16,4 +16,8 @@ API_ROUTES = (
     "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
     "timeline_search", "timeline_summary",
     "trace_file",
+    "compiled",
+    "lightning",
+    "flops",
+    "cuda_graphs",
 )

@@ -52,7 +52,7 @@ from tb_plugin.storage import Storage
 
 from .conftest import SAMPLES, kernel, memory, op, runtime, write_trace
 from .test_api import PREFIX, make_client, wait_route
-from .test_openapi_fuzz import SPEC, route_parameters, valid_query
+from .test_openapi_fuzz import SPEC, csv_table, route_parameters, valid_query
 
 MARKUP = "<img src=x onerror=alert(1)>"
 SCRIPT_OP = "<script>alert('op')</script>"
@@ -290,8 +290,7 @@ def test_every_route_sets_nosniff_and_a_data_content_type(world):
             allowed = DATA_TYPES | ({"application/json", "application/gzip"} if path == "/trace_file" else set())
             assert content_type in allowed, (path, query, content_type)
         if "format" in dict(route_parameters(path)):
-            # views of several tables answer CSV for one of them
-            one_table = {"/distributed": "&table=steps", "/diff": "&table=steps", "/job": "&table=rank_steps"}.get(path, "")
+            one_table = "".join(f"&table={t}" for t in csv_table(path).values())  # CSV is one table
             response = client.get(f"{PREFIX}{path}?{valid_query(path)}{one_table}&format=csv")
             assert response.status_code == 200 and response.headers["Content-Type"] == "text/csv; charset=utf-8", path
     assert {200, 400, 404, 422} <= seen

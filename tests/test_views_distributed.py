@@ -13,7 +13,8 @@ import pytest
 
 import tb_plugin
 from tb_plugin.views.distributed import (ALL_STEPS_COLUMNS, CALL_COLUMNS, COLLECTIVE_COLUMNS, DEVICE_COLUMNS,
-                                         STEP_COLUMNS, distributed, element_bytes, input_bytes)
+                                         FSDP, GROUP_COLUMNS, STEP_COLUMNS, bus_factor, distributed, element_bytes,
+                                         fsdp_phase, input_bytes, largest_input_bytes, requested_collective)
 
 from .conftest import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, write_trace
 
@@ -68,6 +69,7 @@ def test_distributed_columns_exact(gpu_pair):
     assert list(view.calls.columns) == CALL_COLUMNS
     assert list(view.collectives.columns) == COLLECTIVE_COLUMNS
     assert list(view.devices.columns) == DEVICE_COLUMNS
+    assert list(view.groups.columns) == GROUP_COLUMNS and list(view.fsdp.columns) == FSDP.names
     assert view.steps["step"].dtype == np.int64 and view.collectives["calls"].dtype == np.int64
     assert view.collectives["size_bytes"].dtype == np.float64
 
@@ -84,8 +86,8 @@ def test_steps_gpu_overlap_worked_by_hand(gpu_pair):
 
 def test_collectives_transfer_is_min_over_workers(gpu_pair):
     view = distributed(gpu_pair)
-    c0 = _row(view.collectives, worker="rank0", name="nccl:all_reduce")
-    c1 = _row(view.collectives, worker="rank1", name="nccl:all_reduce")
+    c0 = _row(view.collectives, worker="rank0", backend_name="nccl:all_reduce")
+    c1 = _row(view.collectives, worker="rank1", backend_name="nccl:all_reduce")
     # one call each: device time 30 and 12 (rank1's kernel is linked to the c10d op, not the
     # nccl annotation); transfer = min = 12; synchronizing = the rest
     assert (c0.calls, c0.total_us, c0.transfer_us, c0.synchronizing_us) == (1, 30, 12, 18)
@@ -102,9 +104,9 @@ def test_steps_gpu_worker_host_collective_without_kernel_counts_its_interval(tmp
     # communication = union 50..90 = 40; computation 20..60 = 40; overlap 50..60 = 10
     step = _row(view.steps, worker="rank0")
     assert (step.computation_us, step.communication_us, step.overlap_us, step.other_us) == (40, 40, 10, 30)
-    broadcast = _row(view.calls, name="gloo:broadcast")
+    broadcast = _row(view.calls, backend_name="gloo:broadcast")
     assert (broadcast.on_device, broadcast.duration_us, broadcast.size_bytes) == (False, 20, 3 * 8)
-    assert _row(view.calls, name="nccl:all_reduce").duration_us == 30
+    assert _row(view.calls, backend_name="nccl:all_reduce").duration_us == 30
 
 
 def test_devices_from_distributed_info_without_device_properties(gpu_pair):
@@ -151,8 +153,8 @@ def test_steps_cpu_workers_use_op_and_gloo_intervals(gloo_pair):
 def test_collectives_unequal_counts_match_by_order(gloo_pair):
     view = distributed(gloo_pair)
     # the c10d front-end calls are not collectives of their own: 3 and 2 calls, not 6 and 4
-    w0 = _row(view.collectives, worker="worker0", name="gloo:all_reduce")
-    w1 = _row(view.collectives, worker="worker1", name="gloo:all_reduce")
+    w0 = _row(view.collectives, worker="worker0", backend_name="gloo:all_reduce")
+    w1 = _row(view.collectives, worker="worker1", backend_name="gloo:all_reduce")
     # pairs: (10, 15) -> 10, (20, 5) -> 5; worker0's third call (30) is matched by no one
     assert (w0.calls, w0.total_us, w0.transfer_us, w0.synchronizing_us) == (3, 60, 10 + 5 + 30, 15)
     assert (w1.calls, w1.total_us, w1.transfer_us, w1.synchronizing_us) == (2, 20, 10 + 5, 5)
@@ -193,8 +195,8 @@ def test_collectives_match_by_seq_and_size_from_nelems(tmp_path):
     models = {"rank0": _seq_worker(tmp_path, "rank0", [(5, 40), (6, 10)]),
               "rank1": _seq_worker(tmp_path, "rank1", [(6, 25)])}
     view = distributed(models)
-    r0 = _row(view.collectives, worker="rank0", name="nccl:all_reduce")
-    r1 = _row(view.collectives, worker="rank1", name="nccl:all_reduce")
+    r0 = _row(view.collectives, worker="rank0", backend_name="nccl:all_reduce")
+    r1 = _row(view.collectives, worker="rank1", backend_name="nccl:all_reduce")
     assert (r0.calls, r0.total_us, r0.transfer_us, r0.synchronizing_us) == (2, 50, 40 + 10, 0)
     assert (r1.calls, r1.total_us, r1.transfer_us, r1.synchronizing_us) == (1, 25, 10, 15)
     assert r0.size_bytes == 2 * 1000 * 2 and r1.size_bytes == 1000 * 2  # BFloat16: 2 bytes
@@ -206,7 +208,7 @@ def test_distributed_no_workers_gives_empty_tables():
     view = distributed({})
     for table, columns in ((view.steps, STEP_COLUMNS), (view.all_steps, ALL_STEPS_COLUMNS),
                            (view.calls, CALL_COLUMNS), (view.collectives, COLLECTIVE_COLUMNS),
-                           (view.devices, DEVICE_COLUMNS)):
+                           (view.groups, GROUP_COLUMNS), (view.fsdp, FSDP.names), (view.devices, DEVICE_COLUMNS)):
         assert len(table) == 0 and list(table.columns) == columns
 
 
@@ -260,12 +262,12 @@ def test_collectives_gloo_samples_sizes_and_counts_from_raw(span):
             mine = [e for e in events if e["name"] == name]
             expected_bytes = sum(math.prod(e["args"]["Input Dims"][0]) * _RAW_BYTES[e["args"]["Input type"][0]]
                                  for e in mine)
-            row = _row(view.collectives, worker=worker, name=name)
+            row = _row(view.collectives, worker=worker, backend_name=name)
             assert row.calls == len(mine)
             assert row.size_bytes == expected_bytes
             assert row.total_us == pytest.approx(sum(e["dur"] for e in mine), abs=1e-6)
         # DDP's gradient all_reduce: one bucket of 6362 floats per step
-        calls = view.calls[(view.calls["worker"] == worker) & (view.calls["name"] == "gloo:all_reduce")]
+        calls = view.calls[(view.calls["worker"] == worker) & (view.calls["backend_name"] == "gloo:all_reduce")]
         assert list(calls["size_bytes"]) == [25448.0, 25448.0]
 
 
@@ -410,7 +412,7 @@ def test_collectives_a100_duration_is_raw_nccl_kernel_sum():
     by_kind = pd.Series([e["dur"] for e in nccl], index=["all_reduce" if "AllReduce" in e["name"] else "broadcast"
                                                           for e in nccl]).groupby(level=0).agg(["sum", "size"])
     for kind in ("all_reduce", "broadcast"):
-        row = _row(view.collectives, name=f"nccl:{kind}")
+        row = _row(view.collectives, backend_name=f"nccl:{kind}")
         assert row.calls == by_kind.loc[kind, "size"]
         assert row.total_us == pytest.approx(by_kind.loc[kind, "sum"], abs=1e-6)
 
@@ -422,7 +424,7 @@ def test_collectives_one_worker_run_v100_has_no_synchronizing_time():
     view = _single_worker_view(path)
     kernels = [e for e in raw_events(path) if e.get("cat") == "kernel"]
     nccl = [e["dur"] for e in kernels if "nccl" in e["name"].lower()]
-    row = _row(view.collectives, name="nccl:all_reduce")
+    row = _row(view.collectives, backend_name="nccl:all_reduce")
     assert row.calls == len(nccl) == 2020
     assert row.total_us == pytest.approx(sum(nccl), abs=1e-6)
     assert row.transfer_us == row.total_us and row.synchronizing_us == 0
@@ -430,3 +432,247 @@ def test_collectives_one_worker_run_v100_has_no_synchronizing_time():
     assert np.allclose(steps["computation_us"] + steps["communication_us"] - steps["overlap_us"] + steps["other_us"],
                        steps["total_us"], rtol=0, atol=1e-6)
     assert list(view.devices["device_id"]) == sorted({e["args"]["device"] for e in kernels})
+
+
+# --- today's jobs: requested names, process groups, bandwidth, FSDP ---------------------------
+
+@pytest.mark.parametrize("name, kind", [
+    ("c10d::_reduce_scatter_base_", "reduce_scatter"), ("reduce_scatter_tensor_coalesced", "reduce_scatter"),
+    ("_c10d_functional::reduce_scatter_tensor", "reduce_scatter"), ("nccl:reduce_scatter", "reduce_scatter"),
+    ("c10d::allreduce_", "all_reduce"), ("allreduce", "all_reduce"), ("gloo:all_reduce", "all_reduce"),
+    ("_c10d_functional::all_reduce", "all_reduce"), ("c10d::_allgather_base_", "all_gather"),
+    ("all_gather_into_tensor_coalesced", "all_gather"), ("nccl:_all_gather_base", "all_gather"),
+    ("all_to_allv", "all_to_all"), ("c10d::broadcast_", "broadcast"), ("c10d::gather_", "gather"),
+    ("c10d::scatter_", "scatter"), ("c10d::recv_", "recv"), ("c10d::barrier", "barrier"), ("aten::mm", ""),
+])
+def test_requested_collective_spellings(name, kind):
+    assert requested_collective(name) == kind
+
+
+def test_bus_factor_is_nccl_tests_formula():
+    # nccl-tests doc/PERFORMANCE.md, n = 4
+    assert bus_factor("all_reduce", 4) == 2 * 3 / 4
+    assert bus_factor("all_gather", 4) == bus_factor("reduce_scatter", 4) == bus_factor("all_to_all", 4) == 3 / 4
+    assert bus_factor("broadcast", 4) == bus_factor("reduce", 4) == 1
+    assert math.isnan(bus_factor("all_reduce", -1)) and math.isnan(bus_factor("barrier", 4))
+
+
+def test_largest_input_bytes_is_the_gathered_tensor():
+    # c10d::_allgather_base_(output [1386], input [693]) of floats
+    assert largest_input_bytes("[[1386], [693], [], []]", '["float", "float", "", "Scalar"]') == 1386 * 4
+    assert math.isnan(largest_input_bytes("[[[80]], []]", '["TensorList", ""]'))
+
+
+def _fsdp_gloo_worker(tmp_path, name, gather_dur, reduce_dur, pg_config=None):
+    """FSDP2 on gloo, drawn by hand: one step 0..1000. The main thread (tid 1) runs
+    FSDP::pre_forward 0..300 holding FSDP::all_gather 10..110 with the front-end
+    c10d::_allgather_base_(out [400], in [200]) at 20; compute aten::mm 120..400;
+    FSDP::post_forward 400..420; FSDP::post_backward_reduce 600..900 holding
+    c10d::_reduce_scatter_base_(out [200], in [400]) at 610. gloo's thread (tid 2) runs
+    gloo:all_gather(in [200]) from 30 and gloo:all_reduce(in [400]) from 620."""
+    events = [
+        op("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+        op("FSDP::pre_forward", 0, 300, cat="user_annotation"),
+        op("FSDP::all_gather", 10, 100, cat="user_annotation"),
+        op("c10d::_allgather_base_", 20, 5, **{"Input Dims": [[400], [200], [], []],
+                                              "Input type": ["float", "float", "", "Scalar"]}),
+        op("aten::mm", 120, 280),
+        op("FSDP::post_forward", 400, 20, cat="user_annotation"),
+        op("FSDP::post_backward_reduce", 600, 300, cat="user_annotation"),
+        op("c10d::_reduce_scatter_base_", 610, 5, **{"Input Dims": [[200], [400], [], []],
+                                                   "Input type": ["float", "float", "", "Scalar"]}),
+        op("gloo:all_gather", 30, gather_dur, tid=2, cat="user_annotation",
+           **{"Input Dims": [[200]], "Input type": ["float"]}),
+        op("gloo:all_reduce", 620, reduce_dur, tid=2, cat="user_annotation",
+           **{"Input Dims": [[400]], "Input type": ["float"]}),
+    ]
+    info = {"backend": "gloo", "rank": int(name[-1]), "world_size": 2}
+    if pg_config is not None:
+        info["pg_config"] = pg_config
+    return _load(write_trace(tmp_path / f"{name}.pt.trace.json", events, distributedInfo=info))
+
+
+_DEFAULT_PG = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}]
+
+
+@pytest.fixture
+def fsdp_pair(tmp_path):
+    return {"worker0": _fsdp_gloo_worker(tmp_path, "worker0", 150, 200, _DEFAULT_PG),
+            "worker1": _fsdp_gloo_worker(tmp_path, "worker1", 100, 250, _DEFAULT_PG)}
+
+
+def test_collectives_named_by_request_with_backend_beside(fsdp_pair):
+    view = distributed(fsdp_pair)
+    # the front-end calls give the name and are not calls of their own: 2 calls per worker
+    assert len(view.calls) == 4
+    rs = _row(view.collectives, worker="worker0", name="reduce_scatter")
+    ag = _row(view.collectives, worker="worker0", name="all_gather")
+    assert (rs.backend_name, ag.backend_name) == ("gloo:all_reduce", "gloo:all_gather")
+    assert (rs.process_group, rs.group_size) == ("default_pg", 2)
+    # size: the gloo op's input; message S: the front end's larger tensor (400 floats both)
+    assert (rs.size_bytes, rs.message_bytes) == (400 * 4, 400 * 4)
+    assert (ag.size_bytes, ag.message_bytes) == (200 * 4, 400 * 4)
+    # transfer = min over the two ranks: all_reduce min(200, 250) = 200 us, all_gather 100 us
+    assert (rs.transfer_us, ag.transfer_us) == (200, 100)
+    # algbw = S / transfer: 1600 B / 200 us = 8 B/us = 0.008 GB/s; gloo ran an all_reduce of
+    # 2 ranks: busbw factor 2(n-1)/n = 1. all_gather: 1600 B / 100 us = 0.016 GB/s, factor 1/2
+    assert rs.algbw_gbps == pytest.approx(0.008) and rs.busbw_gbps == pytest.approx(0.008)
+    assert ag.algbw_gbps == pytest.approx(0.016) and ag.busbw_gbps == pytest.approx(0.008)
+
+
+def test_groups_split_communication_and_list_configured_groups(fsdp_pair):
+    groups = distributed(fsdp_pair).groups
+    g0 = _row(groups, worker="worker0", process_group="default_pg")
+    assert (g0.group_size, g0.ranks, g0.calls, g0.total_us, g0.share_pct) == (2, "0,1", 2, 150 + 200, 100)
+
+
+def test_process_group_unknown_when_trace_does_not_say(tmp_path):
+    mesh = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 4, "ranks": [0, 1, 2, 3]},
+            {"pg_name": "1", "pg_desc": "mesh_dp", "pg_size": 2, "ranks": [0, 2]},
+            {"pg_name": "3", "pg_desc": "mesh_tp", "pg_size": 2, "ranks": [0, 1]}]
+    view = distributed({"worker0": _fsdp_gloo_worker(tmp_path, "worker0", 150, 200, mesh)})
+    assert set(view.calls["process_group"]) == {""} and set(view.calls["group_size"]) == {-1}
+    assert view.calls["busbw_gbps"].isna().all() and view.calls["algbw_gbps"].notna().all()
+    # every configured group is listed, with no calls, beside the unknown one
+    assert sorted(view.groups["process_group"]) == ["", "default_pg", "mesh_dp", "mesh_tp"]
+    assert _row(view.groups, process_group="mesh_tp").ranks == "0,1"
+    assert _row(view.groups, process_group="").calls == 2
+
+
+def test_process_group_from_record_param_comms_name_via_pg_config(tmp_path):
+    events = [op("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+              op("c10d::allreduce_", 100, 50, **{"External id": 1}),
+              op("record_param_comms", 105, 40, **{"External id": 2, "Collective name": "allreduce",
+                                                   "In msg nelems": 1000, "Out msg nelems": 1000,
+                                                   "dtype": "BFloat16", "Process Group Name": "3", "Group size": 4}),
+              op("nccl:all_reduce", 110, 20, cat="user_annotation", **{"External id": 3}),
+              runtime("cudaLaunchKernel", 135, 3, correlation=1, external_id=2),
+              kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 160, 40, correlation=1, stream=20)]
+    info = {"backend": "nccl", "rank": 0, "world_size": 4,
+            "pg_config": [{"pg_name": "3", "pg_desc": "mesh_tp", "pg_size": 4, "ranks": [0, 1, 2, 3]}]}
+    view = distributed({"rank0": _load(write_trace(tmp_path / "rank0.pt.trace.json", events, distributedInfo=info))})
+    call = _row(view.calls, name="all_reduce")
+    assert (call.process_group, call.group_size, call.backend_name) == ("mesh_tp", 4, "nccl:all_reduce")
+    # S = 1000 bf16 = 2000 bytes over the 40 us kernel: 0.05 GB/s; busbw x 2(4-1)/4 = 1.5
+    assert call.algbw_gbps == pytest.approx(0.05) and call.busbw_gbps == pytest.approx(0.075)
+
+
+def test_fsdp_breakdown_worked_by_hand(fsdp_pair):
+    fsdp = distributed(fsdp_pair).fsdp
+    unshard = _row(fsdp, worker="worker0", phase="unshard")
+    # FSDP::all_gather 10..110; its gloo:all_gather 30..180; compute aten::mm 120..400
+    # (the FSDP annotations are not operators): exposed = 30..120 = 90
+    assert (unshard.annotations, unshard.host_us, unshard.communication_us, unshard.exposed_us) == (1, 100, 150, 90)
+    other = _row(fsdp, worker="worker0", phase="other")  # pre_forward 0..300 minus the all_gather
+    assert (other.annotations, other.host_us, other.communication_us) == (1, 200, 0)
+    reshard = _row(fsdp, worker="worker0", phase="reshard")
+    assert (reshard.host_us, reshard.communication_us) == (20, 0)
+    reduce = _row(fsdp, worker="worker1", phase="reduce_scatter")
+    # post_backward_reduce 600..900; gloo:all_reduce 620..870, nothing computes then
+    assert (reduce.host_us, reduce.communication_us, reduce.exposed_us) == (300, 250, 250)
+
+
+def test_fsdp_empty_without_fsdp_annotations(gloo_pair):
+    assert len(distributed(gloo_pair).fsdp) == 0
+
+
+@pytest.mark.parametrize("name, phase", [
+    ("FSDP::all_gather (up)", "unshard"), ("FSDP::all_gather_copy_out", "unshard"),
+    ("FSDP::backward_prefetch for up", "unshard"), ("FSDP::post_backward_reduce (down)", "reduce_scatter"),
+    ("FSDP::post_backward_rs_wait (up)", "reduce_scatter"), ("FSDP::post_forward (up)", "reshard"),
+    ("FSDP::post_backward_reshard", "reshard"), ("FSDP::pre_forward", "other"),
+    ("FSDP::root_post_backward_callback", "other"), ("aten::mm", ""),
+])
+def test_fsdp_phase_of_annotation(name, phase):
+    assert fsdp_phase(name) == phase
+
+
+# --- real FSDP2 / DeviceMesh samples (samples/generate_modern.py) ------------------------------
+
+@lru_cache(maxsize=None)
+def _sample_view(run_name):
+    run = tb_plugin.load_run(SAMPLES / run_name)
+    return run, distributed({w: run.profile(w).model for w in run.workers})
+
+
+def _sample_raw(run_name, worker):
+    path = next((SAMPLES / run_name).glob(f"{worker}.*.pt.trace.json.gz"))
+    return [e for e in raw_events(path) if e.get("ph") == "X"], _raw_document(path)
+
+
+def _largest_input(event):
+    args = event["args"]
+    return max(math.prod(d) * 4 for d, t in zip(args["Input Dims"], args["Input type"]) if t == "float")
+
+
+@pytest.mark.parametrize("run_name", ["cpu_fsdp2_gloo", "cpu_mesh_2d_gloo"])
+def test_fsdp2_sample_collectives_from_raw(run_name):
+    run, view = _sample_view(run_name)
+    for worker in run.workers:
+        events, _ = _sample_raw(run_name, worker)
+        fronts = {kind: [e for e in events if e["name"] == op_name]
+                  for kind, op_name in (("all_gather", "c10d::_allgather_base_"),
+                                        ("reduce_scatter", "c10d::_reduce_scatter_base_"))}
+        gathers = [e for e in events if e["name"] == "gloo:all_gather"]
+        row = _row(view.collectives, worker=worker, name="all_gather")
+        assert row.backend_name == "gloo:all_gather"
+        assert row.calls == len(fronts["all_gather"]) == len(gathers)
+        assert row.total_us == pytest.approx(sum(e["dur"] for e in gathers), abs=1e-6)
+        assert row.message_bytes == sum(_largest_input(e) for e in fronts["all_gather"])
+        row = _row(view.collectives, worker=worker, name="reduce_scatter")
+        assert row.backend_name == "gloo:all_reduce"  # gloo has no reduce-scatter for FSDP2
+        assert row.calls == len(fronts["reduce_scatter"])
+        assert row.message_bytes == sum(_largest_input(e) for e in fronts["reduce_scatter"])
+        # every gloo:all_reduce is FSDP's reduce-scatter or, on the mesh, DTensor's all_reduce
+        tp = [e for e in events if e["name"] == "_c10d_functional::all_reduce"]
+        all_reduces = view.collectives[(view.collectives["worker"] == worker)
+                                       & (view.collectives["backend_name"] == "gloo:all_reduce")]
+        assert all_reduces["calls"].sum() == len([e for e in events if e["name"] == "gloo:all_reduce"])
+        assert all_reduces["calls"].sum() == len(fronts["reduce_scatter"]) + len(tp)
+
+
+def test_fsdp2_sample_process_groups_from_pg_config():
+    run, view = _sample_view("cpu_fsdp2_gloo")
+    for worker in run.workers:
+        _, doc = _sample_raw("cpu_fsdp2_gloo", worker)
+        (group,) = doc["distributedInfo"]["pg_config"]
+        mine = view.calls[view.calls["worker"] == worker]
+        assert set(mine["process_group"]) == {group["pg_desc"]} and set(mine["group_size"]) == {group["pg_size"]}
+    _, mesh = _sample_view("cpu_mesh_2d_gloo")
+    listed = set(mesh.groups["process_group"])
+    _, doc = _sample_raw("cpu_mesh_2d_gloo", "worker0")
+    assert {g["pg_desc"] for g in doc["distributedInfo"]["pg_config"]} == {"default_pg", "mesh_dp", "mesh_tp"}
+    assert listed == {"", "default_pg", "mesh_dp", "mesh_tp"}  # gloo on CPU does not say which group ran
+
+
+@pytest.mark.parametrize("run_name", ["cpu_fsdp2_gloo", "cpu_mesh_2d_gloo"])
+def test_fsdp2_sample_breakdown_from_raw(run_name):
+    run, view = _sample_view(run_name)
+    for worker in run.workers:
+        events, _ = _sample_raw(run_name, worker)
+        steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]))
+                       for e in events if STEP.match(e["name"]) and e.get("cat") in ("cpu_op", "user_annotation"))
+        annotations = [e for e in events if e["name"].startswith("FSDP::")]
+        gather = [e for e in annotations if "all_gather" in e["name"] or "prefetch" in e["name"]]
+        # raw timestamps are ~5e12 us: float64 keeps them to ~1e-3 us, so compare to 1e-2
+        for lo, hi, number in steps:  # CPU only: the step windows are the host ranges
+            mine = view.fsdp[(view.fsdp["worker"] == worker) & (view.fsdp["step"] == number)]
+            # phases share out the union of all FSDP annotations; unshard comes first
+            assert mine["host_us"].sum() == pytest.approx(
+                _union_in([(e["ts"], e["ts"] + e["dur"]) for e in annotations], lo, hi), abs=1e-2)
+            assert _row(mine, phase="unshard").host_us == pytest.approx(
+                _union_in([(e["ts"], e["ts"] + e["dur"]) for e in gather], lo, hi), abs=1e-2)
+            assert mine["annotations"].sum() == sum(lo <= e["ts"] < hi for e in annotations)
+            assert (mine["exposed_us"] <= mine["communication_us"] + 1e-9).all()
+
+
+def test_mesh_sample_functional_waits_from_raw():
+    # DTensor's all_reduce returns at once; the host then blocks in wait_tensor: that time is
+    # the call's wait_us, and every wait of the sample belongs to one all_reduce
+    run, view = _sample_view("cpu_mesh_2d_gloo")
+    for worker in run.workers:
+        events, _ = _sample_raw("cpu_mesh_2d_gloo", worker)
+        waits = [e["dur"] for e in events if e["name"] == "_c10d_functional::wait_tensor"]
+        mine = view.collectives[view.collectives["worker"] == worker]
+        assert mine["wait_us"].sum() == pytest.approx(sum(waits), abs=1e-6) and len(waits) > 0
+        assert _row(mine, name="all_reduce").wait_us == pytest.approx(sum(waits), abs=1e-6)

@@ -429,7 +429,13 @@ class _Builder:
             "group_size": a["group_size"],
             "dtype": _categorical(a["dtype"]),
             "process_group_name": _categorical(a["process_group_name"]),
+            "process_group_desc": _categorical(a["process_group_desc"]),
             "collective_seq": a["collective_seq"],
+            "kernel_hash": _categorical(a["kernel_hash"]),
+            "kernel_file": _categorical(a["kernel_file"]),
+            "kernel_backend": _categorical(a["kernel_backend"]),
+            "flops": a["flops"],
+            "concrete_inputs": _json_categorical(a["concrete_inputs"]),
         })
 
     def python(self):

@@ -54,7 +54,16 @@ class _OpArgs(msgspec.Struct, gc=False):
     group_size: int = _i("Group size")
     dtype: str = _s("dtype")
     process_group_name: str | int = _s("Process Group Name")
+    process_group_desc: str = _s("Process Group Description")
     collective_seq: int = _i("Seq")
+    # Inductor's launch annotations (torch.compile): which generated kernel an op launched
+    kernel_hash: str = _s("kernel_hash")
+    kernel_file: str = _s("kernel_file")
+    kernel_backend: str = _s("kernel_backend")
+    # with_flops=True: the profiler's own FLOP count; Concrete Inputs: non-tensor arguments
+    # (stride, padding, ...) that FLOP formulas of convolutions need
+    flops: float = _x("flops")
+    concrete_inputs: Raw = _r("Concrete Inputs")
 
 
 class _PythonArgs(msgspec.Struct, gc=False):

@@ -42,7 +42,13 @@ OPS = declare(
     ("group_size", "int64", "count", "`Group size` of a collective; -1 when absent"),
     ("dtype", "str", "", "`dtype` of a collective's data; empty when absent"),
     ("process_group_name", "str", "", "`Process Group Name` of a collective; empty when absent"),
+    ("process_group_desc", "str", "", "`Process Group Description` of a collective (mesh_dp, default_pg); empty when absent"),
     ("collective_seq", "int64", "", "`Seq` of a collective in its process group; -1 when absent"),
+    ("kernel_hash", "str", "", "Inductor's `kernel_hash` of the generated kernel an op launched; empty when absent"),
+    ("kernel_file", "str", "", "Inductor's `kernel_file` (generated source) of that kernel; empty when absent"),
+    ("kernel_backend", "str", "", "Inductor's `kernel_backend` (triton, cpp); empty when absent"),
+    ("flops", "float64", "flops", "the profiler's FLOP count (with_flops=True); null when absent", NULLABLE),
+    ("concrete_inputs", "str", "", "`Concrete Inputs` (non-tensor arguments) as JSON text; empty when absent"),
     ("depth", "int32", "", "nesting depth on its thread; 0 for outermost ops"),
     ("parent", "int64", "", "row of the innermost op enclosing it on its thread; -1 for outermost ops"),
 )

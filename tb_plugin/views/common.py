@@ -16,8 +16,11 @@ from .intervals import exclusive_time
 # (`nccl:all_reduce`, `gloo:broadcast`, ...).
 COLLECTIVE_BACKENDS = ("nccl", "gloo", "mpi", "ucc", "xccl", "hccl", "rccl")
 BACKEND_OP_NAME = re.compile(rf"^({'|'.join(COLLECTIVE_BACKENDS)}):", re.I)
-# Host ops of a collective: a back-end's, or c10d's own (`c10d::allreduce_`).
-_COLLECTIVE_NAME = re.compile(rf"^({'|'.join((*COLLECTIVE_BACKENDS, 'c10d'))}):", re.I)
+# Collective ops: backend annotations (nccl:*, gloo:*, ...), c10d's ops and the functional
+# collectives DTensor / torch.compile issue (_c10d_functional::*), except the functional ops
+# that only wait for or wrap an earlier collective's result.
+_COLLECTIVE_NAME = re.compile(rf"^(({'|'.join((*COLLECTIVE_BACKENDS, 'c10d'))}):|"
+                              r"_c10d_functional::(?!wait_tensor$|_wrap_tensor_autograd$))", re.I)
 _COMM_KERNEL = re.compile(r"nccl|rccl|^ncclDev", re.I)
 _DATALOADER = re.compile(r"^enumerate\((DataLoader|DataPipe)\)#")
 # Ranges the operator table leaves out: they are structure, not work (as the old plugin did).

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, Column, Table, declare, documented
+from ..schema import NULLABLE, declare, documented
 from ..trace.linking import ancestor_where
 from ..trace.model import TraceModel
 from .common import (BACKEND_OP_NAME, _cached, collective_op_mask, device_activity, kernel_flags, name_mask,
                      operator_tree, step_windows)
 from .intervals import exclusive_time, union_length
-
 
 # Bytes per element, keyed by the normalised spelling of a dtype (lower case, without
 # `c10::` / `at::` / `torch.` prefixes and spaces): `Input type` writes C++ names ("float",
@@ -46,7 +45,69 @@ _ELEMENT_BYTES = {
 }
 _DTYPE_PREFIX = re.compile(r"c10::|at::|torch\.|std::|\s+")
 
-_WORKER = ("worker", "str", "", "the worker (file name prefix)")
+_WORKER = ("worker", "str", "", "the worker (rank) the row belongs to")
+_NAME = ("name", "str", "", "the collective the program asked for: all_reduce, all_gather, reduce_scatter, ...")
+_BACKEND = ("backend_name", "str", "", "the backend's own op that ran it (gloo:all_reduce, nccl:all_reduce), '' if none")
+_GROUP = ("process_group", "str", "", "process group description (default_pg, mesh_dp, ...), '' if the trace does not say")
+_GROUP_SIZE = ("group_size", "int64", "count", "ranks in the process group, -1 when unknown")
+_ALGBW = ("algbw_gbps", "float64", "gb/s", "algorithm bandwidth: message_bytes / transfer time (NCCL's algbw); null if unknown",
+          NULLABLE)
+_BUSBW = ("busbw_gbps", "float64", "gb/s", "bus bandwidth: algbw x NCCL's factor for the collective and group size",
+          NULLABLE)
+
+CALLS = declare(
+    "distributed_calls", "one collective call of one worker, matched with the same call on the other workers",
+    _WORKER, _NAME, _BACKEND, _GROUP, _GROUP_SIZE,
+    ("start_us", "float64", "us", "host start, relative to that worker's trace origin"),
+    ("duration_us", "float64", "us", "device time of its kernels when on_device, else its host interval"),
+    ("on_device", "bool", "", "duration is the summed time of communication kernels"),
+    ("size_bytes", "float64", "bytes", "input message size (In msg nelems x dtype, else input shapes); null if unknown",
+     NULLABLE),
+    ("message_bytes", "float64", "bytes", "NCCL's message size S: the larger of input and output; null if unknown",
+     NULLABLE),
+    ("match_by", "str", "", "how it was matched across workers: seq or order"),
+    ("match_group", "str", "", "the process group (seq) or the name, with |size when every rank's size is equal"),
+    ("match_index", "int64", "count", "Seq, or the occurrence index within match_group"),
+    ("matched_workers", "int64", "count", "workers holding this collective"),
+    ("transfer_us", "float64", "us", "data-transfer time: the shortest duration over the matched workers"),
+    ("synchronizing_us", "float64", "us", "duration - transfer_us: time spent waiting for other ranks"),
+    _ALGBW, _BUSBW,
+    ("wait_us", "float64", "us", "host time in _c10d_functional::wait_tensor waiting for this call's result (0 none)"),
+)
+COLLECTIVES = declare(
+    "distributed_collectives", "one worker's calls of one collective in one process group",
+    _WORKER, _GROUP, _NAME, _BACKEND, _GROUP_SIZE,
+    ("calls", "int64", "count", "calls"),
+    ("size_bytes", "float64", "bytes", "summed input size; null if any call's size is unknown", NULLABLE),
+    ("mean_size_bytes", "float64", "bytes", "size_bytes / calls", NULLABLE),
+    ("message_bytes", "float64", "bytes", "summed NCCL message size S; null if any call's is unknown", NULLABLE),
+    ("total_us", "float64", "us", "summed call duration"),
+    ("mean_us", "float64", "us", "total_us / calls"),
+    ("transfer_us", "float64", "us", "summed data-transfer time"),
+    ("synchronizing_us", "float64", "us", "summed synchronizing time (total_us - transfer_us)"),
+    _ALGBW, _BUSBW,
+    ("wait_us", "float64", "us", "summed host time in wait_tensor for these calls"),
+)
+GROUPS = declare(
+    "distributed_groups", "one process group of one worker: the communication time spent in it",
+    _WORKER, _GROUP, _GROUP_SIZE,
+    ("ranks", "str", "", "global ranks of the group as distributedInfo.pg_config lists them, '' if unknown"),
+    ("calls", "int64", "count", "collective calls in the group"),
+    ("total_us", "float64", "us", "summed call duration"),
+    ("transfer_us", "float64", "us", "summed data-transfer time"),
+    ("synchronizing_us", "float64", "us", "summed synchronizing time"),
+    ("share_pct", "float64", "pct", "total_us as a share of the worker's summed collective time", NULLABLE),
+)
+FSDP = declare(
+    "distributed_fsdp", "one worker's time in one FSDP phase during one step, from FSDP's own annotations",
+    _WORKER,
+    ("step", "int64", "count", "the ProfilerStep#N number (0 for a trace without steps)"),
+    ("phase", "str", "", "unshard, reduce_scatter, reshard or other (see `fsdp_phase`)"),
+    ("annotations", "int64", "count", "FSDP:: annotations of the phase that start in the step"),
+    ("host_us", "float64", "us", "host time inside the phase's annotations (nested phases counted once, in order)"),
+    ("communication_us", "float64", "us", "union of the communication its collectives ran (kernels, else host ops)"),
+    ("exposed_us", "float64", "us", "the part of communication_us that overlapped no computation"),
+)
 _STEP_PARTS = (
     ("computation_us", "float64", "us",
      "union of non-communication kernels; for a worker without kernels, of its operators (collectives excluded)"),
@@ -62,50 +123,6 @@ DISTRIBUTED_STEPS = declare(
 DISTRIBUTED_ALL_STEPS = declare(
     "distributed_all_steps", "one worker: the mean per step of its distributed_steps rows (the old plugin's \"All steps\")",
     _WORKER, ("steps", "int64", "count", "steps of the worker"), *_STEP_PARTS)
-_SIZE = ("size_bytes", "float64", "bytes", "bytes sent by the call; null when unknown", NULLABLE)
-COLLECTIVE_CALLS = declare(
-    "collective_calls", "one collective call (a nest of collective ops) of one worker, before matching, by start",
-    ("root", "int64", "", "row in ops of the nest's outermost op"),
-    ("name", "str", "", "the backend op's name (nccl:all_reduce, gloo:broadcast), else the Collective name, else the root's"),
-    ("start_us", "float64", "us", "host start of the root, relative to the trace origin"),
-    ("end_us", "float64", "us", "host end of the root, relative to the trace origin"),
-    ("device_us", "float64", "us", "summed duration of the communication kernels launched in the nest; 0 when none"),
-    ("kernels", "int64", "count", "communication kernels launched in the nest"),
-    ("on_device", "bool", "", "kernels > 0"),
-    ("duration_us", "float64", "us", "device_us when on_device, else end_us - start_us"),
-    _SIZE,
-    ("process_group", "str", "", "the process group name; empty when absent"),
-    ("seq", "int64", "", "the `Seq` arg; -1 when absent"),
-    ("group_size", "int64", "count", "the `Group size` arg; -1 when absent"),
-    ("device_start_us", "float64", "us", "start of the first communication kernel of the nest; null when none", NULLABLE),
-    ("device_end_us", "float64", "us", "end of the last communication kernel of the nest; null when none", NULLABLE),
-)
-DISTRIBUTED_CALLS = declare(
-    "distributed_calls", "one collective call of one worker with its match on the other workers",
-    _WORKER,
-    ("name", "str", "", "collective name (see collective_calls)"),
-    ("start_us", "float64", "us", "host start relative to that worker's trace origin"),
-    ("duration_us", "float64", "us", "the call's duration (Notes)"),
-    ("on_device", "bool", "", "whether the duration is kernel time"),
-    _SIZE,
-    ("match_by", "str", "", "\"seq\" or \"order\""),
-    ("match_group", "str", "", "the process group for seq; the name (|<size_bytes> for equal-size collectives) for order"),
-    ("match_index", "int64", "", "`Seq`, or the occurrence index within match_group"),
-    ("matched_workers", "int64", "count", "workers holding this collective"),
-    ("transfer_us", "float64", "us", "the shortest duration of the matched calls: time moving data"),
-    ("synchronizing_us", "float64", "us", "duration_us - transfer_us: time waiting for the other workers"),
-)
-DISTRIBUTED_COLLECTIVES = declare(
-    "distributed_collectives", "one collective name of one worker, by worker then total time",
-    _WORKER, ("name", "str", "", "collective name"),
-    ("calls", "int64", "count", "calls"),
-    ("size_bytes", "float64", "bytes", "total over the calls; null if any call's size is unknown", NULLABLE),
-    ("mean_size_bytes", "float64", "bytes", "size_bytes / calls", NULLABLE),
-    ("total_us", "float64", "us", "summed call duration"),
-    ("mean_us", "float64", "us", "mean call duration"),
-    ("transfer_us", "float64", "us", "summed data-transfer time"),
-    ("synchronizing_us", "float64", "us", "summed synchronizing time (total_us - transfer_us)"),
-)
 DISTRIBUTED_DEVICES = declare(
     "distributed_devices", "one device a worker used (one row with device_id -1 when it used none)",
     _WORKER,
@@ -126,10 +143,20 @@ DISTRIBUTED_COLLECTIVE_TIME = declare(
 )
 STEP_COLUMNS = DISTRIBUTED_STEPS.names
 ALL_STEPS_COLUMNS = DISTRIBUTED_ALL_STEPS.names
-CALL_COLUMNS = DISTRIBUTED_CALLS.names
-COLLECTIVE_COLUMNS = DISTRIBUTED_COLLECTIVES.names
 DEVICE_COLUMNS = DISTRIBUTED_DEVICES.names
-COLLECTIVE_TIME_COLUMNS = DISTRIBUTED_COLLECTIVE_TIME.names
+FSDP_PHASES = ("unshard", "reduce_scatter", "reshard", "other")
+CALL_COLUMNS = CALLS.names
+COLLECTIVE_COLUMNS = COLLECTIVES.names
+GROUP_COLUMNS = GROUPS.names
+_CALL_TABLE_COLUMNS = ["worker", "root", "request", "name", "backend_name", "process_group", "group_size", "start_us", "end_us",
+                       "device_us", "kernels", "on_device", "duration_us", "size_bytes", "message_bytes", "bus_factor",
+                       "pg_name", "seq", "wait_us", "device_start_us", "device_end_us"]
+
+# Words of a collective's name (lower case, underscores removed) -> the collective, most
+# specific first: "allreduce" holds "reduce", "reducescatter" holds "scatter".
+_KINDS = (("reducescatter", "reduce_scatter"), ("allgather", "all_gather"), ("allreduce", "all_reduce"),
+          ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("barrier", "barrier"), ("reduce", "reduce"),
+          ("gather", "gather"), ("scatter", "scatter"), ("send", "send"), ("recv", "recv"))
 
 
 def element_bytes(dtype):
@@ -146,6 +173,21 @@ def _shape_elements(shape):
     return float(np.prod(shape, dtype=np.float64)) if shape else 1.0
 
 
+def _tensor_inputs(input_dims, input_type):
+    """Bytes of each tensor input from `Input Dims` / `Input type` JSON texts; None when the op
+    recorded no shapes or any tensor input has an unknown element type or shape (NaN kept)."""
+    try:
+        dims = json.loads(input_dims) if input_dims else None
+        types = json.loads(input_type) if input_type else None
+    except ValueError:
+        return None
+    if not isinstance(dims, list) or not isinstance(types, list) or len(dims) != len(types) or not dims:
+        return None
+    # inputs typed "" or "Scalar" are not tensors; a handful of inputs per distinct pair
+    return [_shape_elements(shape) * element_bytes(dtype) for shape, dtype in zip(dims, types)
+            if dtype not in ("", "Scalar", None)]
+
+
 def input_bytes(input_dims, input_type):
     """Bytes of an op's tensor inputs from its `Input Dims` / `Input type` JSON texts.
 
@@ -153,30 +195,65 @@ def input_bytes(input_dims, input_type):
     input has an unknown element type (TensorList, an unknown dtype) or shape, or when the op
     recorded no shapes at all.
     """
-    try:
-        dims = json.loads(input_dims) if input_dims else None
-        types = json.loads(input_type) if input_type else None
-    except ValueError:
-        return np.nan
-    if not isinstance(dims, list) or not isinstance(types, list) or len(dims) != len(types) or not dims:
-        return np.nan
-    total, tensors = 0.0, 0
-    for shape, dtype in zip(dims, types):  # a handful of inputs per distinct (shape, type) pair
-        if dtype in ("", "Scalar", None):
-            continue
-        tensors += 1
-        total += _shape_elements(shape) * element_bytes(dtype)
-    return total if tensors else np.nan
+    sizes = _tensor_inputs(input_dims, input_type)
+    return float(sum(sizes)) if sizes else np.nan
 
 
-def _pair_bytes(dims, types):
-    """`input_bytes` of categorical dims/types columns, evaluated once per distinct pair."""
+def largest_input_bytes(input_dims, input_type):
+    """Bytes of an op's largest tensor input (NaN as for `input_bytes`). For c10d's ops whose
+    output tensor is an argument (``_allgather_base_(out, in)``,
+    ``_reduce_scatter_base_(out, in)``) this is NCCL's message size S, the larger of the
+    collective's input and output."""
+    sizes = _tensor_inputs(input_dims, input_type)
+    return float(max(sizes)) if sizes else np.nan
+
+
+def _pair_bytes(dims, types, measure=input_bytes):
+    """`measure` of categorical dims/types columns, evaluated once per distinct pair."""
     if not len(dims):
         return np.zeros(0)
     pairs = pd.DataFrame({"d": np.asarray(dims, dtype=object), "t": np.asarray(types, dtype=object)})
     codes, uniques = pd.factorize(pd.MultiIndex.from_frame(pairs))
-    per_pair = np.array([input_bytes(d, t) for d, t in uniques], dtype=np.float64)
+    per_pair = np.array([measure(d, t) for d, t in uniques], dtype=np.float64)
     return per_pair[codes]
+
+
+def requested_collective(name):
+    """The collective a name stands for, in one spelling for every way traces write it:
+    ``c10d::_reduce_scatter_base_``, ``reduce_scatter_tensor_coalesced`` (a
+    ``Collective name``), ``_c10d_functional::reduce_scatter_tensor`` and
+    ``nccl:reduce_scatter`` are all ``reduce_scatter``; "" for a name that is none."""
+    text = str(name).rsplit(":", 1)[-1].lower().replace("_", "")
+    return next((kind for word, kind in _KINDS if word in text), "")
+
+
+def bus_factor(kind, group_size):
+    """NCCL's bus-bandwidth factor (nccl-tests, doc/PERFORMANCE.md): busbw = algbw x factor,
+    with n ranks: all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
+    broadcast, reduce, send, recv 1; NaN for other collectives or an unknown group size."""
+    n = float(group_size)
+    if n < 1:
+        return np.nan
+    return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
+            "all_to_all": (n - 1) / n, "broadcast": 1.0, "reduce": 1.0, "send": 1.0, "recv": 1.0}.get(kind, np.nan)
+
+
+def process_groups(model):
+    """The process groups a worker's trace lists in ``distributedInfo.pg_config``: columns
+    pg_name, process_group (``pg_desc``), group_size (``pg_size``, -1 unknown), ranks (text
+    like "0,2"); empty when the trace has no pg_config."""
+    config = model.distributed.get("pg_config")
+    rows = []
+    for group in config if isinstance(config, list) else ():  # a handful of groups per job
+        if not isinstance(group, dict):
+            continue
+        ranks = group.get("ranks")
+        size = group.get("pg_size")
+        rows.append({"pg_name": str(group.get("pg_name", "")), "process_group": str(group.get("pg_desc", "")),
+                     "group_size": int(size) if isinstance(size, int) and not isinstance(size, bool) else -1,
+                     "ranks": ",".join(str(r) for r in ranks) if isinstance(ranks, list) else ""})
+    return pd.DataFrame(rows, columns=["pg_name", "process_group", "group_size", "ranks"]).astype(
+        {"pg_name": str, "process_group": str, "group_size": np.int64, "ranks": str})
 
 
 def _outermost_collective(model, rows):
@@ -190,28 +267,58 @@ def _outermost_collective(model, rows):
     return np.where(rows >= 0, outermost[np.clip(rows, 0, None)], -1)
 
 
-@documented(COLLECTIVE_CALLS)
-def collective_calls(model):
+def collective_calls(model: TraceModel) -> pd.DataFrame:
     """One row per collective call of one worker, before matching across workers.
 
-    A call is a *nest* of collective ops (`common.collective_op_mask`) on one thread, named
-    by its outermost collective op (the root), e.g. ``c10d::allreduce_`` >
-    ``record_param_comms`` > ``nccl:all_reduce``.
+    A call is a *nest* of collective ops (`common.collective_op_mask`) on one thread, its
+    root the outermost, e.g. ``c10d::allreduce_`` > ``record_param_comms`` >
+    ``nccl:all_reduce``. Where the backend runs the work on a thread of its own (gloo: the
+    main thread records ``c10d::_reduce_scatter_base_``, a gloo thread ``gloo:all_reduce``),
+    the two nests are paired into one call (see Notes).
 
     Returns
     -------
-    DataFrame ordered by start_us.
+    DataFrame with columns
+        root (int64, row in `model.ops`), request (int64, row of the front-end op that asked
+        for it, -1 when the trace has none), name (str, the collective asked for, see
+        `requested_collective`: from ``record_param_comms``' ``Collective name``, else the
+        front-end op (``c10d::*``, ``_c10d_functional::*``), else the backend op),
+        backend_name (str, the backend op's name such as ``gloo:all_reduce``, "" when none),
+        process_group (str, description: ``Process Group Description``, else the
+        ``distributedInfo.pg_config`` entry of ``Process Group Name``, else the only group
+        pg_config lists; "" when unknown), group_size (int64, ``Group size``, else the
+        group's pg_size; -1), start_us, end_us (float64 µs, host interval of the root,
+        relative to the trace origin), device_us (float64 µs, summed duration of the
+        communication kernels launched inside the nest; 0 when none), kernels (int64, count
+        of those kernels), on_device (bool, kernels > 0), duration_us (float64 µs: device_us
+        when on_device, else end_us - start_us), size_bytes (float64 bytes, NaN when
+        unknown), message_bytes (float64 bytes, NCCL's S, NaN when unknown), bus_factor
+        (float64, `bus_factor` of the collective that ran: the backend op's when there is
+        one, since gloo runs FSDP2's reduce_scatter as a whole all_reduce), pg_name (str,
+        ``Process Group Name``, "" when absent), seq (int64, the ``Seq`` arg, -1 when
+        absent), wait_us (float64 µs, `_functional_waits`), device_start_us, device_end_us
+        (float64 µs, first start and last end of its communication kernels; NaN when none);
+        ordered by start_us.
 
     Notes
     -----
     - Size: ``In msg nelems`` x element size of ``dtype`` from the nest's
       ``record_param_comms``; otherwise the tensor inputs of the backend op (else of the root)
-      from ``Input Dims`` x ``Input type``, summed over inputs (`input_bytes`).
+      from ``Input Dims`` x ``Input type``, summed over inputs (`input_bytes`). Message size
+      S: max(``In msg nelems``, ``Out msg nelems``) x element size; otherwise the largest
+      tensor input of the front-end op (its output tensor is an argument), else of the
+      backend op (`largest_input_bytes`).
     - When any nest of the trace holds a backend op (``nccl:*``, ``gloo:*``, ...), nests with
       neither a backend op nor communication kernels are front-end calls whose work is
-      recorded elsewhere (gloo runs it as ``gloo:*`` on a worker thread) and are dropped, so
-      that one collective is one call. ``record_param_comms`` nests named ``wait``
-      (``Work.wait()``, 0 elements) without kernels are not collectives and are dropped too.
+      recorded elsewhere. Each is paired with a backend-only nest: per collective, the i-th
+      front-end call (by start) with the i-th backend op, counting only backend ops that
+      start after the first front-end call (earlier ones were issued before the profiling
+      window). gloo hands work to its threads in the order it was issued, so start order is
+      issue order. A front-end ``reduce_scatter`` pairs with ``*:all_reduce`` ops when the
+      backend has no reduce-scatter of its own (gloo). The front-end call then gives the
+      name, and it is not a call of its own. ``record_param_comms`` nests named ``wait``
+      (``Work.wait()``, 0 elements) without kernels are not collectives and are dropped too,
+      as are ``_c10d_functional::wait_tensor`` (not a collective op).
     - Communication kernels whose launching op is in no nest belong to no call (they still
       count as communication time in the step table).
     """
@@ -222,6 +329,61 @@ def _categorical_values(column, rows):
     """Decoded strings of a categorical column at `rows` (decoding only those rows)."""
     categories = np.asarray(column.cat.categories, dtype=object)
     return categories[column.cat.codes.to_numpy()[rows]] if len(rows) else np.zeros(0, dtype=object)
+
+
+def _kinds(names):
+    """`requested_collective` of an array of names, once per distinct name."""
+    codes, uniques = pd.factorize(np.asarray(names, dtype=object))
+    per_name = np.array([requested_collective(u) for u in uniques], dtype=object)
+    return per_name[codes] if len(codes) else np.zeros(0, dtype=object)
+
+
+def _pair_front_ends(front, backend):
+    """Pair front-end nests with backend-only nests (see `collective_calls`, Notes).
+
+    `front` and `backend` are DataFrames with columns row (position in the nest table),
+    kind (collective) and start; returns {backend row: front row}."""
+    backend_kinds = set(backend["kind"])
+    key = front["kind"].where(front["kind"].isin(backend_kinds) | (front["kind"] != "reduce_scatter"), "all_reduce")
+    front = front.assign(key=key).sort_values("start", kind="stable")
+    first = front.groupby("key")["start"].min()
+    backend = backend.assign(key=backend["kind"]).sort_values("start", kind="stable")
+    backend = backend[backend["start"].to_numpy() >= first.reindex(backend["key"]).to_numpy()]
+    front["i"] = front.groupby("key").cumcount()
+    backend["i"] = backend.groupby("key").cumcount()
+    pairs = backend.merge(front, on=["key", "i"], suffixes=("_b", "_f"))
+    return dict(zip(pairs["row_b"].to_numpy(), pairs["row_f"].to_numpy()))
+
+
+_WAIT = "_c10d_functional::wait_tensor"
+
+
+def _functional_waits(model, request):
+    """Per call (its front-end op row in `request`, -1 none): the host time of the
+    ``_c10d_functional::wait_tensor`` that waited for its result. A functional collective
+    returns at once and the program waits for the result later, on the same thread, in issue
+    order; so per thread the i-th functional collective pairs with the i-th wait that starts
+    after it (waits before the first collective were for collectives issued before the
+    profiling window)."""
+    ops = model.ops
+    waits = np.flatnonzero((ops["name"] == _WAIT).to_numpy())
+    is_functional = name_mask(ops["name"], lambda n: n.startswith("_c10d_functional::"))
+    out = np.zeros(len(request), dtype=np.float64)
+    functional = (request >= 0) & is_functional[np.clip(request, 0, None)] if len(ops) else np.zeros(len(request), bool)
+    if not len(waits) or not functional.any():
+        return out
+    thread = ops["thread"].to_numpy()
+    calls = pd.DataFrame({"pos": np.flatnonzero(functional), "row": request[functional]})
+    calls = calls.assign(thread=thread[calls["row"]], ts=ops["ts"].to_numpy()[calls["row"]]).sort_values("ts")
+    wait = pd.DataFrame({"row": waits, "thread": thread[waits], "ts": ops["ts"].to_numpy()[waits],
+                         "dur": ops["dur"].to_numpy()[waits]}).sort_values("ts")
+    first = calls.groupby("thread")["ts"].min()
+    wait = wait[wait["ts"].to_numpy() >= first.reindex(wait["thread"]).to_numpy()]
+    calls["i"] = calls.groupby("thread").cumcount()
+    wait["i"] = wait.groupby("thread").cumcount()
+    pairs = calls.merge(wait, on=["thread", "i"], suffixes=("", "_wait"))
+    out[pairs["pos"].to_numpy()] = pairs["dur"].to_numpy()
+    return out
 
 
 def _build_calls(model):
@@ -257,47 +419,102 @@ def _build_calls(model):
     root = chain.index.to_numpy(dtype=np.int64)
     b, r = chain["backend"].to_numpy(), chain["rpc"].to_numpy()
     has_b, has_r = b >= 0, r >= 0
-    safe_b, safe_r = np.where(has_b, b, root), np.where(has_r, r, root)
-    name = np.where(has_b, _categorical_values(ops["name"], safe_b),
-                    np.where(has_r, _categorical_values(ops["collective_name"], safe_r),
-                             _categorical_values(ops["name"], root)))
     kernels = chain["kernels"].to_numpy()
-    keep = (has_b | (kernels > 0) | ~has_b.any()) & ~((name == "wait") & (kernels == 0))
-    chain, root, name, has_b, has_r, safe_b, safe_r, kernels = (
-        chain[keep], root[keep], name[keep], has_b[keep], has_r[keep], safe_b[keep], safe_r[keep], kernels[keep])
+    start = ops["ts"].to_numpy()[root]
+    root_names = _categorical_values(ops["name"], root)
+    rpc_names = np.where(has_r, _categorical_values(ops["collective_name"], np.where(has_r, r, root)), "")
+    backend_names = np.where(has_b, _categorical_values(ops["name"], np.where(has_b, b, root)), "")
+    rpc_kind, root_kind, backend_kind = _kinds(rpc_names), _kinds(root_names), _kinds(backend_names)
+    own_kind = np.where(rpc_kind != "", rpc_kind, root_kind)
+
+    # the op that asked for the collective (front end) and the record_param_comms describing
+    # it: the nest's own, or those of the front-end nest a gloo-style backend nest pairs with
+    is_front = ~has_b & (kernels == 0)
+    is_backend_only = has_b & (b == root) & ~has_r & (kernels == 0)
+    positions = np.arange(len(root))
+    paired = _pair_front_ends(
+        pd.DataFrame({"row": positions[is_front], "kind": own_kind[is_front], "start": start[is_front]}),
+        pd.DataFrame({"row": positions[is_backend_only], "kind": backend_kind[is_backend_only],
+                      "start": start[is_backend_only]}))
+    partner = np.full(len(root), -1, dtype=np.int64)
+    if paired:
+        partner[np.fromiter(paired.keys(), np.int64)] = np.fromiter(paired.values(), np.int64)
+    has_p = partner >= 0
+    safe_p = np.where(has_p, partner, 0)
+    request = np.where(has_p, root[safe_p], np.where(has_b & (b == root), -1, root))
+    rpc_row = np.where(has_r, r, np.where(has_p, r[safe_p], -1))
+    name = np.where(has_p, own_kind[safe_p], own_kind)
+    name = np.where(name != "", name, backend_kind)
+    name = np.where(name != "", name, root_names)
+
+    keep = (has_b | (kernels > 0) | ~has_b.any()) & ~((rpc_names == "wait") & ~has_b & (kernels == 0))
+    (root, name, backend_names, backend_kind, has_b, b, request, rpc_row, kernels, start) = (
+        x[keep] for x in (root, name, backend_names, backend_kind, has_b, b, request, rpc_row, kernels, start))
+    device_us = chain["device_us"].to_numpy()[keep]
+    device_start = chain["device_start_us"].to_numpy()[keep]
+    device_end = chain["device_end_us"].to_numpy()[keep]
+    has_rpc = rpc_row >= 0
+    safe_rpc = np.where(has_rpc, rpc_row, root)
+    safe_request = np.where(request >= 0, request, root)
+    safe_b = np.where(has_b, b, root)
 
     dims = ops["input_dims"].to_numpy()
     types = ops["input_type"].to_numpy()
     shape_bytes = _pair_bytes(dims[safe_b], types[safe_b])
-    nelems = ops["in_msg_nelems"].to_numpy()[safe_r].astype(np.float64)
-    dtype_codes, dtype_uniques = pd.factorize(ops["dtype"].to_numpy()[safe_r])
+    dtype_codes, dtype_uniques = pd.factorize(ops["dtype"].to_numpy()[safe_rpc])
     rpc_element = np.array([element_bytes(u) for u in dtype_uniques], dtype=np.float64)[dtype_codes] \
         if len(root) else np.zeros(0)
-    rpc_bytes = np.where(has_r & (nelems >= 0), nelems * rpc_element, np.nan)
-    size = np.where(np.isfinite(rpc_bytes), rpc_bytes, shape_bytes)
+    in_nelems = ops["in_msg_nelems"].to_numpy()[safe_rpc].astype(np.float64)
+    out_nelems = ops["out_msg_nelems"].to_numpy()[safe_rpc].astype(np.float64)
+    rpc_bytes = np.where(has_rpc & (in_nelems >= 0), in_nelems * rpc_element, np.nan)
+    rpc_message = np.where(has_rpc & (in_nelems >= 0), np.maximum(in_nelems, out_nelems) * rpc_element, np.nan)
+    request_message = np.where(request >= 0, _pair_bytes(dims[safe_request], types[safe_request],
+                                                          largest_input_bytes), np.nan)
+    message = np.where(np.isfinite(rpc_message), rpc_message,
+                       np.where(np.isfinite(request_message), request_message,
+                                _pair_bytes(dims[safe_b], types[safe_b], largest_input_bytes)))
 
-    start = ops["ts"].to_numpy()[root]
+    groups = process_groups(model)
+    pg_name = np.where(has_rpc, _categorical_values(ops["process_group_name"], safe_rpc), "").astype(str)
+    pg_desc = np.where(has_rpc, _categorical_values(ops["process_group_desc"], safe_rpc), "").astype(str)
+    by_name = groups.drop_duplicates("pg_name").set_index("pg_name")
+    named_desc = by_name["process_group"].reindex(pg_name).fillna("").to_numpy(dtype=object)
+    only_group = groups["process_group"].iloc[0] if len(groups) == 1 else ""
+    process_group = np.where(pg_desc != "", pg_desc, np.where(named_desc != "", named_desc, only_group))
+    by_desc = groups.drop_duplicates("process_group").set_index("process_group")["group_size"]
+    rpc_size = np.where(has_rpc, ops["group_size"].to_numpy()[safe_rpc], -1)
+    group_size = np.where(rpc_size > 0, rpc_size, by_desc.reindex(process_group).fillna(-1).to_numpy())
+    ran = np.where(backend_kind != "", backend_kind, name)
+    codes, uniques = pd.factorize(pd.MultiIndex.from_arrays([ran.astype(object), group_size.astype(np.int64)]))
+    factor = np.array([bus_factor(kind, n) for kind, n in uniques], dtype=np.float64)[codes] \
+        if len(root) else np.zeros(0)
+
     end = start + ops["dur"].to_numpy()[root]
-    device_us = chain["device_us"].to_numpy()
     calls = pd.DataFrame({
         "root": root,
+        "request": request,
+        "wait_us": _functional_waits(model, request),
         "name": pd.array(name, dtype=object),
+        "backend_name": pd.array(backend_names, dtype=object),
+        "process_group": pd.array(process_group, dtype=object),
+        "group_size": group_size.astype(np.int64),
         "start_us": start,
         "end_us": end,
         "device_us": device_us,
         "kernels": kernels,
         "on_device": kernels > 0,
         "duration_us": np.where(kernels > 0, device_us, end - start),
-        "size_bytes": size.astype(np.float64),
-        "process_group": np.where(has_r, _categorical_values(ops["process_group_name"], safe_r), ""),
-        "seq": np.where(has_r, ops["collective_seq"].to_numpy()[safe_r], -1).astype(np.int64),
-        "group_size": np.where(has_r, ops["group_size"].to_numpy()[safe_r], -1).astype(np.int64),
-        "device_start_us": chain["device_start_us"].to_numpy(),
-        "device_end_us": chain["device_end_us"].to_numpy(),
+        "size_bytes": np.where(np.isfinite(rpc_bytes), rpc_bytes, shape_bytes).astype(np.float64),
+        "message_bytes": message.astype(np.float64),
+        "bus_factor": factor,
+        "pg_name": pd.array(pg_name, dtype=object),
+        "seq": np.where(has_rpc, ops["collective_seq"].to_numpy()[safe_rpc], -1).astype(np.int64),
+        "device_start_us": device_start,
+        "device_end_us": device_end,
     })
-    calls["name"] = calls["name"].astype(str)
-    calls["process_group"] = calls["process_group"].astype(str)
-    return COLLECTIVE_CALLS.frame(calls.sort_values(["start_us", "end_us"], kind="stable"))
+    for column in ("name", "backend_name", "process_group", "pg_name"):
+        calls[column] = calls[column].astype(str)
+    return calls.sort_values(["start_us", "end_us"], kind="stable").reset_index(drop=True)
 
 
 @dataclass
@@ -309,13 +526,16 @@ class DistributedView:
     calls: pd.DataFrame
     collectives: pd.DataFrame
     collective_time: pd.DataFrame
+    groups: pd.DataFrame
+    fsdp: pd.DataFrame
     devices: pd.DataFrame
 
 
-@documented(DISTRIBUTED_STEPS, DISTRIBUTED_ALL_STEPS, DISTRIBUTED_CALLS, DISTRIBUTED_COLLECTIVES,
-            DISTRIBUTED_COLLECTIVE_TIME, DISTRIBUTED_DEVICES)
+@documented(DISTRIBUTED_STEPS, DISTRIBUTED_ALL_STEPS, CALLS, COLLECTIVES, DISTRIBUTED_COLLECTIVE_TIME, GROUPS, FSDP,
+            DISTRIBUTED_DEVICES)
 def distributed(models: Mapping[str, TraceModel]) -> DistributedView:
-    """Computation/communication per step, collectives and devices of several workers.
+    """Computation/communication per step, collectives, process groups and devices of several
+    workers.
 
     Parameters
     ----------
@@ -325,8 +545,29 @@ def distributed(models: Mapping[str, TraceModel]) -> DistributedView:
     Returns
     -------
     DistributedView
-        Its tables ``steps``, ``all_steps``, ``calls``, ``collectives``, ``collective_time``
-        and ``devices`` are the ones declared below, in that order.
+        ``steps`` (declared as `DISTRIBUTED_STEPS`) -- one row per worker per step
+        (`common.step_windows`); ``all_steps`` (`DISTRIBUTED_ALL_STEPS`) -- one row per
+        worker, the mean per step of those (as the old plugin's "All steps").
+
+        ``calls`` -- one row per collective call (`collective_calls`) with its matching
+        (declared as `CALLS`).
+
+        ``collectives`` -- one row per worker, process group, collective and backend op
+        (declared as `COLLECTIVES`): counts, sizes, durations, transfer and synchronizing
+        time summed over the calls, and the bandwidths of the sums.
+
+        ``collective_time`` (`DISTRIBUTED_COLLECTIVE_TIME`) -- one row per worker that has
+        collectives: its summed transfer and synchronizing time.
+
+        ``groups`` -- one row per worker per process group (declared as `GROUPS`): every
+        group the worker's ``distributedInfo.pg_config`` lists (with 0 calls when none ran
+        in it) and "" for calls whose group the trace does not say.
+
+        ``fsdp`` -- one row per worker, step and FSDP phase, for workers whose trace holds
+        FSDP's ``FSDP::*`` annotations (declared as `FSDP`; see `fsdp_breakdown`).
+
+        ``devices`` (`DISTRIBUTED_DEVICES`) -- one row per worker per device it used (one row
+        with device_id -1 when it used none), from ``distributedInfo`` and ``deviceProperties``.
 
     Notes
     -----
@@ -334,7 +575,7 @@ def distributed(models: Mapping[str, TraceModel]) -> DistributedView:
     op nest when there are any (NCCL), else its host interval (gloo, or any call whose
     kernels are not linked).
 
-    Matching a call across workers: by (process group, ``Seq``) when the call's
+    Matching a call across workers: by (``Process Group Name``, ``Seq``) when the call's
     ``record_param_comms`` carries ``Seq``; otherwise by (name, occurrence index), the index
     counting that worker's calls of that name in order of their host start. For
     collectives whose input size must be equal on every rank (all_reduce, broadcast,
@@ -348,6 +589,16 @@ def distributed(models: Mapping[str, TraceModel]) -> DistributedView:
     workers holding it (the part every worker spent moving data); synchronizing time =
     duration - transfer time. A call no other worker holds has transfer = its own duration
     and synchronizing 0 (``matched_workers`` is 1).
+
+    Bandwidths follow NCCL's definitions (nccl-tests, doc/PERFORMANCE.md), with the data
+    transfer time as the collective's time: algbw = S / transfer time, S the message size
+    (``message_bytes``: the larger of the collective's input and output, so the whole
+    gathered tensor of an all_gather, the whole input of a reduce_scatter); busbw = algbw x
+    `bus_factor` (2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and
+    all_to_all, 1 for broadcast, reduce, send and recv), which compares with the link's
+    bandwidth whatever the collective. GB/s are 10^9 bytes per second. Sums in
+    ``collectives`` divide summed S (and summed S x factor) by summed transfer time. NaN
+    where S, the group size or the factor is unknown.
     """
     return combine({worker: worker_part(model) for worker, model in models.items()})
 
@@ -360,23 +611,30 @@ class WorkerPart:
     steps: pd.DataFrame
     calls: pd.DataFrame
     devices: pd.DataFrame
+    groups: pd.DataFrame
+    fsdp: pd.DataFrame
 
 
-def worker_part(model: TraceModel) -> "WorkerPart":
+def worker_part(model: TraceModel) -> WorkerPart:
     """The `WorkerPart` of one worker's model (columns as in `distributed`, without `worker`)."""
     calls = collective_calls(model)
-    return WorkerPart(steps=_worker_steps(model, calls), calls=calls, devices=_worker_devices(model))
+    return WorkerPart(steps=_worker_steps(model, calls), calls=calls, devices=_worker_devices(model),
+                      groups=process_groups(model), fsdp=fsdp_breakdown(model))
 
 
-def combine(parts: Mapping[str, "WorkerPart"]) -> DistributedView:
+def combine(parts: Mapping[str, WorkerPart]) -> DistributedView:
     """The `DistributedView` of {worker name: `WorkerPart`}; `distributed` of their models."""
-    step_parts, call_parts, device_parts = [], [], []
+    step_parts, call_parts, device_parts, group_parts, fsdp_parts = [], [], [], [], []
     for worker, part in parts.items():  # one iteration per worker
         step_parts.append(part.steps.assign(worker=worker))
         call_parts.append(part.calls.assign(worker=worker))
         device_parts.append(part.devices.assign(worker=worker))
+        group_parts.append(part.groups.assign(worker=worker))
+        fsdp_parts.append(part.fsdp.assign(worker=worker))
 
-    steps = _concat(step_parts, DISTRIBUTED_STEPS)
+    steps = _concat(step_parts, STEP_COLUMNS)
+    steps["worker"] = steps["worker"].astype(str)
+    steps["step"] = steps["step"].astype(np.int64)
     all_steps = steps.groupby("worker", sort=False).agg(
         steps=("step", "size"),
         computation_us=("computation_us", "mean"),
@@ -384,43 +642,64 @@ def combine(parts: Mapping[str, "WorkerPart"]) -> DistributedView:
         communication_us=("communication_us", "mean"),
         other_us=("other_us", "mean"),
         total_us=("total_us", "mean"),
-    ).reset_index()
+    ).reset_index()[ALL_STEPS_COLUMNS]
+    all_steps["steps"] = all_steps["steps"].astype(np.int64)
 
-    calls = match_calls(_concat(call_parts, _WORKER_CALLS))
+    calls = match_calls(_concat(call_parts, _CALL_TABLE_COLUMNS))
+    configured = _concat(group_parts, ["worker", "process_group", "group_size", "ranks"])
     collectives = _collectives(calls)
     collective_time = collectives.groupby("worker", sort=True)[["transfer_us", "synchronizing_us"]].sum().reset_index()
-    return DistributedView(steps=steps, all_steps=DISTRIBUTED_ALL_STEPS.frame(all_steps),
-                           calls=DISTRIBUTED_CALLS.frame(calls), collectives=collectives,
+    return DistributedView(steps=DISTRIBUTED_STEPS.frame(steps), all_steps=DISTRIBUTED_ALL_STEPS.frame(all_steps),
+                           calls=CALLS.frame(calls), collectives=collectives,
                            collective_time=DISTRIBUTED_COLLECTIVE_TIME.frame(collective_time),
-                           devices=_concat(device_parts, DISTRIBUTED_DEVICES))
+                           groups=_groups(calls, configured), fsdp=FSDP.frame(_concat(fsdp_parts, FSDP.names)),
+                           devices=DISTRIBUTED_DEVICES.frame(_concat(device_parts, DEVICE_COLUMNS)))
 
 
-# The calls of every worker before matching: collective_calls with the worker.
-_WORKER_CALLS = Table("worker_calls", "one collective call of one worker", (Column(*_WORKER), *COLLECTIVE_CALLS.columns))
+_TEXT_COLUMNS = {"worker", "phase", "name", "backend_name", "process_group", "pg_name", "ranks", "backend", "device_name",
+                 "compute_capability"}
+_INT_COLUMNS = {"step", "root", "request", "annotations", "kernels", "seq", "rank", "world_size", "device_id", "group_size"}
 
 
-def _concat(parts, table):
-    """Per-worker tables stacked as `table` declares them (an empty one with no workers)."""
-    return table.frame(pd.concat(parts, ignore_index=True) if parts else {name: [] for name in table.names})
+def _concat(parts, columns):
+    """Per-worker tables stacked; with no workers, an empty table of the same columns and dtypes."""
+    if not parts:
+        dtype = lambda c: str if c in _TEXT_COLUMNS else np.int64 if c in _INT_COLUMNS else bool if c == "on_device" \
+            else np.float64  # noqa: E731
+        return pd.DataFrame({c: pd.Series(dtype=dtype(c)) for c in columns})
+    return pd.concat(parts, ignore_index=True)[columns]
+
+
+def _communication_intervals(model, calls):
+    """(start, end) of communication: communication kernels, and the host intervals of calls
+    that launched none."""
+    comm, _ = kernel_flags(model)
+    k_start = model.kernels["ts"].to_numpy()
+    k_end = k_start + model.kernels["dur"].to_numpy()
+    host = calls[~calls["on_device"]]
+    return (np.concatenate([k_start[comm], host["start_us"].to_numpy()]),
+            np.concatenate([k_end[comm], host["end_us"].to_numpy()]))
+
+
+def _computation_intervals(model):
+    """(start, end) of computation: non-communication kernels; for a worker without kernels,
+    its operators (the rows the operator view lists) that are not collectives."""
+    k = model.kernels
+    if len(k):
+        comm, _ = kernel_flags(model)
+        k_start = k["ts"].to_numpy()
+        return k_start[~comm], (k_start + k["dur"].to_numpy())[~comm]
+    ops = model.ops
+    compute = operator_tree(model)["is_operator"].to_numpy() & ~collective_op_mask(model)
+    start = ops["ts"].to_numpy()[compute]
+    return start, start + ops["dur"].to_numpy()[compute]
 
 
 def _worker_steps(model, calls):
     windows = step_windows(model)
     bounds = (windows["start_us"].to_numpy(), windows["end_us"].to_numpy())
-    comm, _ = kernel_flags(model)
-    k = model.kernels
-    k_start = k["ts"].to_numpy()
-    k_end = k_start + k["dur"].to_numpy()
-    host = calls[~calls["on_device"]]
-    comm_start = np.concatenate([k_start[comm], host["start_us"].to_numpy()])
-    comm_end = np.concatenate([k_end[comm], host["end_us"].to_numpy()])
-    if len(k):
-        comp_start, comp_end = k_start[~comm], k_end[~comm]
-    else:
-        ops = model.ops
-        compute = operator_tree(model)["is_operator"].to_numpy() & ~collective_op_mask(model)
-        comp_start = ops["ts"].to_numpy()[compute]
-        comp_end = comp_start + ops["dur"].to_numpy()[compute]
+    comm_start, comm_end = _communication_intervals(model, calls)
+    comp_start, comp_end = _computation_intervals(model)
     parts = exclusive_time(bounds, [(comm_start, comm_end), (comp_start, comp_end)])
     communication, computation_only, neither = parts[:, 0], parts[:, 1], parts[:, 2]
     computation = union_length(comp_start, comp_end, bounds)
@@ -433,6 +712,107 @@ def _worker_steps(model, calls):
         "other_us": neither,
         "total_us": bounds[1] - bounds[0],
     })
+
+
+def fsdp_phase(name):
+    """The phase of an FSDP annotation (FSDP2 writes ``FSDP::<hook>[ (<module>)]``, FSDP1
+    ``FullyShardedDataParallel.<hook>``), "" for any other name: ``unshard`` (all-gathers,
+    their copy-out, prefetches), ``reduce_scatter`` (gradient reduction and its wait),
+    ``reshard`` (freeing the unsharded parameters, which FSDP2 does in ``post_forward``),
+    ``other`` (the remaining hooks: pre_forward, pre_backward, accumulate, root callbacks)."""
+    text = str(name)
+    if not text.startswith(("FSDP::", "FullyShardedDataParallel.")):
+        return ""
+    hook = text.split("::", 1)[-1].split(".", 1)[-1].split(" ", 1)[0].lower()
+    if any(word in hook for word in ("all_gather", "unshard", "prefetch")):
+        return "unshard"
+    if "reduce" in hook or "rs_wait" in hook:
+        return "reduce_scatter"
+    if "reshard" in hook or hook == "post_forward":
+        return "reshard"
+    return "other"
+
+
+def _innermost_phase(model, rows, phase):
+    """For op rows (-1 allowed): the phase index of the innermost ancestor-or-self with an FSDP
+    phase (index into FSDP_PHASES, -1 when none). One numpy step per nesting level."""
+    parent = model.ops["parent"].to_numpy()
+    cur = np.asarray(rows, dtype=np.int64).copy()
+    out = np.full(len(cur), -1, dtype=np.int64)
+    for _ in range(int(model.ops["depth"].max()) + 2 if len(model.ops) else 0):
+        live = (cur >= 0) & (out < 0)
+        if not live.any():
+            break
+        out[live] = phase[cur[live]]
+        cur[live] = parent[cur[live]]
+    return out
+
+
+def fsdp_breakdown(model):
+    """Per step and FSDP phase (`fsdp_phase`): the host time in FSDP's annotations, the
+    communication of the collectives issued inside them, and how much of it was exposed.
+
+    Columns as declared in `FSDP` (without worker); empty when the trace has no FSDP
+    annotations.
+
+    Notes
+    -----
+    host_us: the step window's time covered by annotations of each phase, each instant
+    counted once, for the first phase in `FSDP_PHASES` order that covers it (FSDP2 nests its
+    ``FSDP::all_gather`` inside ``FSDP::pre_forward``: that time is unshard, not other).
+    communication_us: union, within the step, of the communication kernels launched inside
+    the phase's annotations and of the host intervals of its collective calls that launched
+    none (for gloo, the ``gloo:*`` op on gloo's thread paired with the front-end call made
+    inside the annotation; see `collective_calls`). exposed_us: the part of that union
+    that no computation (as in the ``steps`` table) overlapped -- time the step waited
+    for FSDP's communication.
+    """
+    return _cached(model, "distributed_fsdp", lambda: _build_fsdp(model))
+
+
+def _build_fsdp(model):
+    ops = model.ops
+    codes, uniques = pd.factorize(np.asarray(ops["name"].cat.categories, dtype=object))
+    per_category = np.array([FSDP_PHASES.index(p) if p else -1 for p in map(fsdp_phase, uniques)], dtype=np.int64)
+    phase = per_category[codes][ops["name"].cat.codes.to_numpy()] if len(ops) else np.zeros(0, np.int64)
+    annotated = phase >= 0
+    if not annotated.any():
+        return FSDP.frame(pd.DataFrame(columns=[c for c in FSDP.names if c != "worker"] + ["worker"]))
+    windows = step_windows(model)
+    bounds = (windows["start_us"].to_numpy(), windows["end_us"].to_numpy())
+    a_start = ops["ts"].to_numpy()
+    a_end = a_start + ops["dur"].to_numpy()
+    host = exclusive_time(bounds, [(a_start[annotated & (phase == i)], a_end[annotated & (phase == i)])
+                                   for i in range(len(FSDP_PHASES))])
+
+    comm, _ = kernel_flags(model)
+    k = model.kernels
+    k_start = k["ts"].to_numpy()[comm]
+    k_end = k_start + k["dur"].to_numpy()[comm]
+    k_phase = _innermost_phase(model, k["op"].to_numpy()[comm], phase)
+    calls = collective_calls(model)
+    on_host = calls[~calls["on_device"]]
+    c_phase = _innermost_phase(model, np.where(on_host["request"] >= 0, on_host["request"], on_host["root"]), phase)
+    c_start = np.concatenate([k_start, on_host["start_us"].to_numpy()])
+    c_end = np.concatenate([k_end, on_host["end_us"].to_numpy()])
+    c_phase = np.concatenate([k_phase, c_phase])
+    computation = _computation_intervals(model)
+
+    starts = np.searchsorted(bounds[0], a_start[annotated], side="right") - 1
+    inside = (starts >= 0) & (a_start[annotated] < bounds[1][np.clip(starts, 0, None)])
+    counts = np.zeros((len(bounds[0]), len(FSDP_PHASES)), dtype=np.int64)
+    np.add.at(counts, (starts[inside], phase[annotated][inside]), 1)
+    rows = []
+    for i, name in enumerate(FSDP_PHASES):  # four phases
+        mine = c_phase == i
+        communication = union_length(c_start[mine], c_end[mine], bounds)
+        exposed = exclusive_time(bounds, [computation, (c_start[mine], c_end[mine])])[:, 1]
+        rows.append(pd.DataFrame({"step": windows["step"].to_numpy(), "phase": name, "annotations": counts[:, i],
+                                  "host_us": host[:, i], "communication_us": communication,
+                                  "exposed_us": exposed}))
+    table = pd.concat(rows, ignore_index=True).assign(worker="")
+    return FSDP.frame(table.sort_values(["step", "phase"], key=lambda c: c.map(FSDP_PHASES.index)
+                                        if c.name == "phase" else c, kind="stable"))
 
 
 def same_size_on_every_rank(name):
@@ -448,8 +828,8 @@ def same_size_on_every_rank(name):
 
 
 def match_calls(calls):
-    """Add match keys, matched_workers, transfer_us and synchronizing_us (see `distributed`) to
-    the collective calls of several workers (a `worker` column tells whose)."""
+    """Add match keys, matched_workers, transfer_us, synchronizing_us and bandwidths (see
+    `distributed`) to the collective calls of several workers (a `worker` column tells whose)."""
     calls = calls.sort_values(["worker", "start_us", "end_us"], kind="stable").reset_index(drop=True)
     names = calls["name"].to_numpy(dtype=object)
     codes, uniques = pd.factorize(names)
@@ -460,32 +840,72 @@ def match_calls(calls):
     order_group = np.where(invariant, names + "|" + size_text, names) if len(names) else np.zeros(0, dtype=object)
     by_seq = calls["seq"].to_numpy() >= 0
     calls["match_by"] = np.where(by_seq, "seq", "order")
-    calls["match_group"] = np.where(by_seq, calls["process_group"].to_numpy(dtype=object), order_group).astype(str)
+    calls["match_group"] = np.where(by_seq, calls["pg_name"].to_numpy(dtype=object), order_group).astype(str)
     occurrence = calls.groupby(["worker", "match_by", "match_group"], sort=False).cumcount().to_numpy()
     calls["match_index"] = np.where(by_seq, calls["seq"].to_numpy(), occurrence).astype(np.int64)
     groups = calls.groupby(["match_by", "match_group", "match_index"], sort=False)
     calls["matched_workers"] = groups["worker"].transform("nunique").astype(np.int64)
     calls["transfer_us"] = groups["duration_us"].transform("min").astype(np.float64)
     calls["synchronizing_us"] = calls["duration_us"] - calls["transfer_us"]
+    calls["bus_bytes"] = calls["message_bytes"] * calls["bus_factor"]
+    calls["algbw_gbps"] = _gbps(calls["message_bytes"], calls["transfer_us"])
+    calls["busbw_gbps"] = _gbps(calls["bus_bytes"], calls["transfer_us"])
     return calls
 
 
+def _gbps(size_bytes, time_us):
+    """Bytes over microseconds in GB/s (10^9 bytes/s = 10^3 bytes/µs); NaN for a zero time."""
+    return (size_bytes / time_us.where(time_us > 0)) / 1e3
+
+
+def _sum_or_nan(calls, column, keys):
+    """Per group of `keys`: the sum of `column`, NaN when any value is NaN."""
+    grouped = calls.assign(_unknown=calls[column].isna()).groupby(keys, sort=False)
+    return grouped[column].sum().where(~grouped["_unknown"].any())
+
+
 def _collectives(calls):
-    unknown = calls["size_bytes"].isna()
-    grouped = calls.assign(unknown_size=unknown).groupby(["worker", "name"], sort=False).agg(
+    keys = ["worker", "process_group", "name", "backend_name"]
+    grouped = calls.groupby(keys, sort=False).agg(
+        group_size=("group_size", "max"),
         calls=("duration_us", "size"),
-        size_bytes=("size_bytes", "sum"),
-        unknown_size=("unknown_size", "any"),
+        total_us=("duration_us", "sum"),
+        transfer_us=("transfer_us", "sum"),
+        synchronizing_us=("synchronizing_us", "sum"),
+        wait_us=("wait_us", "sum"),
+    )
+    for column in ("size_bytes", "message_bytes", "bus_bytes"):
+        grouped[column] = _sum_or_nan(calls, column, keys)
+    grouped = grouped.reset_index()
+    grouped["mean_size_bytes"] = grouped["size_bytes"] / grouped["calls"].where(grouped["calls"] > 0)
+    grouped["mean_us"] = grouped["total_us"] / grouped["calls"].where(grouped["calls"] > 0)
+    grouped["algbw_gbps"] = _gbps(grouped["message_bytes"], grouped["transfer_us"])
+    grouped["busbw_gbps"] = _gbps(grouped["bus_bytes"], grouped["transfer_us"])
+    out = COLLECTIVES.frame(grouped)
+    return out.sort_values(["worker", "total_us"], ascending=[True, False], kind="stable").reset_index(drop=True)
+
+
+def _groups(calls, configured):
+    """Communication time per worker per process group, over the groups pg_config lists and
+    the groups the calls name ("" when unknown)."""
+    per_group = calls.groupby(["worker", "process_group"], sort=False).agg(
+        call_size=("group_size", "max"),
+        calls=("duration_us", "size"),
         total_us=("duration_us", "sum"),
         transfer_us=("transfer_us", "sum"),
         synchronizing_us=("synchronizing_us", "sum"),
     ).reset_index()
-    grouped["calls"] = grouped["calls"].astype(np.int64)
-    grouped["size_bytes"] = np.where(grouped["unknown_size"], np.nan, grouped["size_bytes"]).astype(np.float64)
-    grouped["mean_size_bytes"] = grouped["size_bytes"] / grouped["calls"].where(grouped["calls"] > 0)
-    grouped["mean_us"] = grouped["total_us"] / grouped["calls"].where(grouped["calls"] > 0)
-    grouped = grouped.astype({"worker": str, "name": str})
-    return DISTRIBUTED_COLLECTIVES.frame(grouped.sort_values(["worker", "total_us"], ascending=[True, False], kind="stable"))
+    listed = configured.drop_duplicates(["worker", "process_group"])
+    table = listed.merge(per_group, on=["worker", "process_group"], how="outer")
+    table["group_size"] = table["group_size"].fillna(table["call_size"]).fillna(-1)
+    table["ranks"] = table["ranks"].fillna("")
+    table[["calls", "total_us", "transfer_us", "synchronizing_us"]] = \
+        table[["calls", "total_us", "transfer_us", "synchronizing_us"]].fillna(0)
+    worker_total = table.groupby("worker")["total_us"].transform("sum")
+    table["share_pct"] = 100.0 * table["total_us"] / worker_total.where(worker_total > 0)
+    table = table.astype({"calls": np.int64, "group_size": np.int64})
+    out = GROUPS.frame(table)
+    return out.sort_values(["worker", "total_us"], ascending=[True, False], kind="stable").reset_index(drop=True)
 
 
 def _worker_devices(model):

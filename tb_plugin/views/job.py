@@ -45,15 +45,10 @@ it shares with the reference rank (the lowest rank), of the difference between t
 backends such as gloo). Arrival times are compared after adding each rank's offset; ranks
 sharing no call with the reference keep offset 0 and are marked not aligned.
 
-Bandwidth of a collective call, as NCCL's tests define it: algbw = S / t and busbw = algbw x
-factor, with t the call's data-transfer time (its shortest duration over the ranks, as in the
-Distributed view) and S the larger buffer: the input size times n for all_gather (each rank
-contributes one part), the input size otherwise. The factor is 2(n-1)/n for all_reduce,
-(n-1)/n for all_gather, reduce_scatter and all_to_all, 1 for broadcast, reduce, send and recv.
-n is the call's group size: the ``Group size`` arg where the trace records it, else the job's
-world size from distributedInfo (the default group, the only one a trace without process-group
-args can name), else the number of ranks holding the call. Bandwidths are NaN where the size
-is unknown or n is 1.
+Bandwidth of a collective call, as the Distributed view defines it (NCCL's tests): algbw =
+S / t and busbw = algbw x the collective's bus factor, with t the call's data-transfer time
+(its shortest duration over the ranks) and S its message size (`distributed.collective_calls`:
+``message_bytes`` and ``bus_factor``); null where either is unknown.
 """
 
 import warnings
@@ -130,9 +125,10 @@ COLLECTIVES_ACROSS = declare(
     ("arrival_spread_us", "float64", "us", "last arrival minus first arrival, clocks aligned"),
     ("first_rank", "int64", "", "the rank that arrived first"),
     ("last_rank", "int64", "", "the rank that arrived last: the one the others waited for"),
-    ("size_bytes", "float64", "bytes", "the call's input size on one rank; null when unknown", NULLABLE),
+    ("size_bytes", "float64", "bytes", "NCCL's message size S of the call (its larger buffer); null when unknown",
+     NULLABLE),
     ("transfer_us", "float64", "us", "the shortest duration over the ranks: the data movement itself"),
-    ("algbw_gbps", "float64", "gb/s", "algorithm bandwidth S / t; null when the size is unknown or n is 1", NULLABLE),
+    ("algbw_gbps", "float64", "gb/s", "algorithm bandwidth S / t; null when the size is unknown", NULLABLE),
     ("busbw_gbps", "float64", "gb/s", "bus bandwidth: algbw times NCCL's factor for the collective", NULLABLE),
 )
 VERDICT = declare(
@@ -160,7 +156,6 @@ class RankPart:
     """What the job view needs of one rank's model: small tables (see `combine`)."""
 
     rank: int
-    world_size: int
     origin_us: float
     steps: pd.DataFrame
     kernels: pd.DataFrame
@@ -192,21 +187,12 @@ def rank_part(model: TraceModel) -> RankPart:
                               "total_us": ops[f"{measure}_us"].to_numpy()})
     calls = collective_calls(model)
     on_device = calls["on_device"].to_numpy()
-    calls = pd.DataFrame({
-        "name": calls["name"].to_numpy(),
-        "process_group": calls["process_group"].to_numpy(),
-        "seq": calls["seq"].to_numpy(),
-        "group_size": calls["group_size"].to_numpy(),
-        "size_bytes": calls["size_bytes"].to_numpy(),
-        "duration_us": calls["duration_us"].to_numpy(),
-        "start_us": calls["start_us"].to_numpy(),
-        "end_us": calls["end_us"].to_numpy(),
-        # arrival: when the rank could start moving data (its kernel started, or the host call
-        # began); finish: when the call ended for it (its last kernel, or the host call)
-        "arrival_us": np.where(on_device, calls["device_start_us"].to_numpy(), calls["start_us"].to_numpy()),
-        "finish_us": np.where(on_device, calls["device_end_us"].to_numpy(), calls["end_us"].to_numpy()),
-    })
-    return RankPart(rank=rank, world_size=_int_or(model.distributed.get("world_size"), -1), origin_us=float(model.origin_us), steps=steps, kernels=k, operators=operators,
+    # arrival: when the rank could start moving data (its kernel started, or the host call
+    # began); finish: when the call ended for it (its last kernel, or the host call)
+    calls = calls.assign(
+        arrival_us=np.where(on_device, calls["device_start_us"].to_numpy(), calls["start_us"].to_numpy()),
+        finish_us=np.where(on_device, calls["device_end_us"].to_numpy(), calls["end_us"].to_numpy()))
+    return RankPart(rank=rank, origin_us=float(model.origin_us), steps=steps, kernels=k, operators=operators,
                     calls=calls)
 
 
@@ -407,16 +393,13 @@ def _across(parts, workers, ranks, attr, keys):
 
 
 def _matched_calls(parts, workers, ranks):
-    """Every rank's collective calls with the Distributed view's match keys."""
-    stacked = _stack([parts[w].calls.assign(worker=w, rank=r, origin_us=parts[w].origin_us)
-                      for w, r in zip(workers, ranks)],
-                     ["name", "process_group", "seq", "group_size", "size_bytes", "duration_us", "start_us", "end_us",
-                      "arrival_us", "finish_us", "worker", "rank", "origin_us"])
-    for column in ("name", "process_group", "worker"):
-        stacked[column] = stacked[column].astype(str)
-    stacked["seq"] = stacked["seq"].astype(np.int64)
-    stacked["group_size"] = stacked["group_size"].astype(np.int64)
-    return match_calls(stacked)
+    """Every rank's collective calls with the Distributed view's match keys; None when no
+    rank has any."""
+    frames = [parts[w].calls.assign(worker=w, rank=r, origin_us=parts[w].origin_us)
+              for w, r in zip(workers, ranks) if len(parts[w].calls)]
+    if not frames:
+        return None
+    return match_calls(pd.concat(frames, ignore_index=True))
 
 
 def _clocks(parts, workers, ranks, align_clocks):
@@ -427,7 +410,7 @@ def _clocks(parts, workers, ranks, align_clocks):
         reference = int(np.argmin(ranks))
         aligned[reference] = True
         calls = _matched_calls(parts, workers, ranks) if align_clocks else None
-        if calls is not None and len(calls):
+        if calls is not None:
             calls = calls.assign(finish_abs=calls["origin_us"] + calls["finish_us"])
             keys = ["match_by", "match_group", "match_index"]
             ref = calls[calls["worker"] == workers[reference]].drop_duplicates(keys)[keys + ["finish_abs"]]
@@ -447,7 +430,7 @@ def _clocks(parts, workers, ranks, align_clocks):
 def _collectives(parts, workers, ranks, clocks):
     columns = COLLECTIVES_ACROSS.names
     calls = _matched_calls(parts, workers, ranks)
-    if not len(calls):
+    if calls is None:
         return pd.DataFrame({c: [] for c in columns})
     offset = clocks.set_index("worker")["offset_us"]
     reference_origin = parts[workers[int(np.argmin(ranks))]].origin_us
@@ -459,22 +442,10 @@ def _collectives(parts, workers, ranks, clocks):
     out = grouped.agg(name=("name", "first"), ranks=("rank", "nunique"),
                       first_arrival_us=("arrival_aligned", "min"), last_arrival=("arrival_aligned", "max"),
                       first_rank=("rank", "first"), last_rank=("rank", "last"),
-                      size_bytes=("size_bytes", "median"), transfer_us=("duration_us", "min"),
-                      group_size=("group_size", "max")).reset_index()
+                      size_bytes=("message_bytes", "median"), transfer_us=("duration_us", "min"),
+                      bus_factor=("bus_factor", "max")).reset_index()
     out["arrival_spread_us"] = out["last_arrival"] - out["first_arrival_us"]
-    world_size = max(parts[w].world_size for w in workers)
-    n = np.where(out["group_size"] > 0, out["group_size"],
-                 world_size if world_size > 0 else out["ranks"]).astype(np.float64)
-    kinds = out["name"].str.lower().str.rsplit(":", n=1).str[-1].str.replace("_", "", regex=False)
-    gather = kinds.str.contains("allgather").to_numpy()
-    size = out["size_bytes"].to_numpy() * np.where(gather, n, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        algbw = np.where((out["transfer_us"] > 0) & (n > 1), size / out["transfer_us"].to_numpy() / 1e3, np.nan)
-    factor = np.select(
-        [kinds.str.contains("allreduce").to_numpy(),
-         (kinds.str.contains("allgather") | kinds.str.contains("reducescatter") | kinds.str.contains("alltoall")
-          ).to_numpy()],
-        [2 * (n - 1) / n, (n - 1) / n], default=1.0)
-    out["algbw_gbps"] = algbw
-    out["busbw_gbps"] = algbw * factor
+        out["algbw_gbps"] = np.where(out["transfer_us"] > 0, out["size_bytes"] / out["transfer_us"] / 1e3, np.nan)
+    out["busbw_gbps"] = out["algbw_gbps"] * out["bus_factor"]
     return out.sort_values(["first_arrival_us", "match_group", "match_index"], kind="stable")[columns]

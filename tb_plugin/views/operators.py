@@ -10,6 +10,7 @@ from ..schema import NULLABLE, declare, documented
 from ..errors import BadParameterError
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
+from .compiled import compiled_op_mask
 from .common import _cached, operator_tree
 
 _FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<function>.*)$")
@@ -85,12 +86,14 @@ def _frames_of_key(model, key):
 
 
 @documented(OPERATORS_BY_NAME, OPERATORS_BY_NAME_SHAPE)
-def operators(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
+def operators(model: TraceModel, group_by: str = "name", scope: str = "all") -> pd.DataFrame:
     """Per operator (or operator + input shape): calls and times.
 
     Parameters
     ----------
     group_by : "name" or "name_shape"
+    scope : "all", "compiled" (only ops that ran inside torch.compile regions,
+        `compiled.compiled_op_mask`) or "eager" (only the others)
 
     Returns
     -------
@@ -107,9 +110,13 @@ def operators(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
     """
     if group_by not in ("name", "name_shape"):
         raise BadParameterError(f"group_by must be 'name' or 'name_shape', not {group_by!r}")
+    if scope not in ("all", "compiled", "eager"):
+        raise BadParameterError(f"scope must be 'all', 'compiled' or 'eager', not {scope!r}")
     tree = operator_tree(model)
     ops = model.ops
     keep = tree["is_operator"].to_numpy()
+    if scope != "all":
+        keep = keep & (compiled_op_mask(model) == (scope == "compiled"))
     frame = pd.DataFrame({
         "name": ops["name"].to_numpy()[keep],
         "input_shape": ops["input_dims"].to_numpy()[keep],

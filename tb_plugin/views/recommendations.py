@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..trace.model import TraceModel
 from .common import is_tc_eligible_name, kernel_flags, name_mask, operator_tree, step_windows
+from .compiled import compiled
 from .gpu_idle import idle_time
 from .launches import kernel_launches
 from .sequences import kernel_sequences
@@ -83,6 +84,7 @@ def recommendations(model: TraceModel, step_table: pd.DataFrame, gpus: pd.DataFr
     items += _memory(model)
     items += _tiny_kernels(model)
     items += _gpu_waits(model)
+    items += _recompilations(model)
     severity_rank = {"warning": 0, "info": 1}
     items.sort(key=lambda r: severity_rank[r.severity])
     return [asdict(r) for r in items]
@@ -206,3 +208,21 @@ def _gpu_waits(model):
              "share_pct": float(seq["share_pct"]), "device_per_step_us": float(seq["device_per_step_us"])},
             {"view": "gpu_idle", "params": {"sequence_length": FUSION_LENGTH}}))
     return out
+
+
+def _recompilations(model):
+    """A frame that ran a compilation other than its first (``Torch-Compiled Region: 0/1``)
+    was compiled again: a guard failed (a new shape, dtype, Python value...)."""
+    regions = compiled(model)
+    frames = regions[(regions["kind"] == "frame") & (regions["compilation"] > 0)]
+    if not len(frames):
+        return []
+    per_frame = frames.groupby("frame")["compilation"].max()
+    listed = ", ".join(f"frame {f} ({c + 1} compilations)" for f, c in per_frame.items())  # a few frames
+    return [Recommendation(
+        "recompilations", "warning",
+        f"torch.compile recompiled: {listed}. Each recompilation costs compile time and may hit the cache limit "
+        "(then the frame runs eager). Run with TORCH_LOGS=recompiles to see which guard failed; mark changing "
+        "sizes dynamic (torch._dynamo.mark_dynamic) or keep shapes and Python values fixed.",
+        {"frames": int(len(per_frame)), "max_compilations": int(per_frame.max() + 1)},
+        {"view": "compiled", "params": {}})]

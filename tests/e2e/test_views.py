@@ -54,7 +54,11 @@ def check_operator(page, server, q):
     with_device = key == "device_self_us"
     assert any("Device self" in h for h in headers) == with_device
     assert any("Tensor Core" in h for h in headers) == with_device
-    return 4 if with_device else 2
+    # the FLOPs card draws a roofline where some operator has a device rate and an intensity
+    flops = rows(api(server, "flops", **q, table="operators"))
+    roofline = any((r["device_tflops_per_s"] or 0) > 0 and (r["flop_per_byte"] or 0) > 0 for r in flops)
+    assert (page.query_selector("[data-testid=no-roofline]") is None) == roofline
+    return (4 if with_device else 2) + int(roofline)
 
 
 def check_kernel(page, server, q):
@@ -232,3 +236,94 @@ def test_recommendation_evidence_opens_the_view_behind_it(page, server):
     page.locator("[data-recommendation=launch_bound] [data-control=recommendation-evidence]").click()
     page.wait_for_selector("[data-current-view=gpu_idle] [data-table=kernel-launches]")
     assert page.input_value("[data-control=launch_flag]") == "launch_bound"
+
+
+@pytest.mark.parametrize("run, named", [("cpu_fsdp2_gloo", True), ("cpu_mesh_2d_gloo", False)])
+def test_distributed_process_groups_and_fsdp_panels(page, server, screenshot_dir, run, named):
+    """FSDP2 samples: the process-group table and the FSDP breakdown hold the API's rows; a
+    trace that does not name its collectives' groups says what to record instead."""
+    open_page(page, server, run=run, worker="worker0", span=1, view="distributed")
+    data = api(server, "distributed", run=run, span=1)
+    assert row_count(page, "process-groups") == len(data["groups"]["rows"])
+    assert row_count(page, "fsdp") == len(data["fsdp"]["rows"]) > 0
+    assert (page.query_selector("[data-testid=unnamed-group]") is None) == named
+    groups_text = page.inner_text("[data-table=process-groups]")
+    for group in rows(data["groups"]):
+        assert (group["process_group"] or "unknown") in groups_text
+    top = max(rows(data["collectives"]), key=lambda r: r["total_us"])
+    first = page.locator("[data-table=collectives] tbody tr").first.inner_text()
+    assert top["name"] in first and top["backend_name"] in first
+    text = page.inner_text("[data-current-view]")
+    assert not SLOPPY.findall(text)
+    screenshot(page, screenshot_dir, f"distributed_{run}")
+
+
+def test_compiled_view_shows_regions_kernels_and_share(page, server, screenshot_dir):
+    """The torch.compile sample: the Compiled tab is offered, its tables hold the API's rows
+    and its share and recompilation count are the API's."""
+    q = {"run": "cpu_compile", "worker": "worker0", "span": 1}
+    open_page(page, server, **q, view="compiled")
+    assert page.get_attribute("[data-current-view]", "data-current-view") == "compiled"
+    data = api(server, "compiled", **q)
+    assert row_count(page, "compiled-regions") == len(data["regions"]["rows"]) > 0
+    assert row_count(page, "compiled-kernels") == len(data["kernels"]["rows"]) > 0
+    share = rows(data["share"])[0]
+    assert page.inner_text("[data-field=recompiled_frames]") == str(share["recompiled_frames"])
+    assert page.inner_text("[data-field=compiled_pct]") == f"{share['compiled_pct']:.1f} %"
+    for region in rows(data["regions"]):
+        assert region["region"] in page.inner_text("[data-table=compiled-regions]")
+    text = page.inner_text("[data-current-view]")
+    assert not SLOPPY.findall(text)
+    assert_charts_drawn(page, 1)
+    screenshot(page, screenshot_dir, "compiled")
+
+
+def test_compiled_share_in_overview_and_operator_scope(page, server):
+    """Overview says how much of the step ran compiled; the Operator view can be cut to the
+    ops inside compiled regions or outside; neither is offered for an eager run."""
+    q = {"run": "cpu_compile", "worker": "worker0", "span": 1}
+    share = rows(api(server, "compiled", **q, table="share"))[0]
+    open_page(page, server, **q, view="overview")
+    assert f"{share['compiled_pct']:.1f} %" in page.inner_text("[data-field=compiled_share]")
+    open_page(page, server, **q, view="operator", scope="compiled")
+    assert page.input_value("[data-control=scope]") == "compiled"
+    assert row_count(page, "operators") == len(api(server, "operators", **q, scope="compiled")["rows"])
+    open_page(page, server, run="cpu_cnn", worker="worker0", span=1, view="operator")
+    assert page.query_selector("[data-control=scope]") is None  # no compiled regions: no filter
+    open_page(page, server, run="cpu_cnn", worker="worker0", span=1, view="overview")
+    assert page.query_selector("[data-field=compiled_share]") is None
+
+
+def test_lightning_view_shows_hooks(page, server, screenshot_dir):
+    """The Lightning sample: the tab is offered, the hooks table holds the API's rows and the
+    chart drew; an eager run offers no Lightning tab."""
+    q = {"run": "cpu_lightning", "worker": "worker0", "span": 1}
+    open_page(page, server, **q, view="lightning")
+    assert page.get_attribute("[data-current-view]", "data-current-view") == "lightning"
+    data = rows(api(server, "lightning", **q))
+    assert row_count(page, "lightning-hooks") == len(data) > 0
+    top = max(data, key=lambda r: r["total_us"])
+    first = page.locator("[data-table=lightning-hooks] tbody tr").first.inner_text()
+    assert top["hook"] in first and format_duration(top["total_us"]) in first
+    assert_charts_drawn(page, 1)
+    assert not SLOPPY.findall(page.inner_text("[data-current-view]"))
+    screenshot(page, screenshot_dir, "lightning")
+    open_page(page, server, run="cpu_cnn", worker="worker0", span=1)
+    assert "lightning" not in page.eval_on_selector_all("[role=tab]", "els => els.map((e) => e.dataset.view)")
+
+
+@pytest.mark.parametrize("run, known_peak", [("cpu_cnn", False), ("gpu_resnet50_v100", True)])
+def test_flops_in_operator_view_and_mfu_in_overview(page, server, run, known_peak):
+    """FLOPs per operator in the Operator view (the API's rows) and MFU in the Overview: a
+    percentage on a GPU of the peak table, "peak unknown" on CPU instead of a made-up number."""
+    q = {"run": run, "worker": "worker0", "span": 1}
+    data = api(server, "flops", **q)
+    open_page(page, server, **q, view="operator")
+    assert row_count(page, "flops") == len(data["operators"]["rows"]) > 0
+    open_page(page, server, **q, view="overview")
+    text = page.inner_text("[data-field=mfu]")
+    steps = [r for r in rows(data["steps"]) if r["flops"] > 0]
+    if known_peak:
+        assert f"{steps[0]['mfu_pct']:.2f} %" in text and steps[0]["device_name"] in text
+    else:
+        assert "peak unknown" in text and "no GPU" in text

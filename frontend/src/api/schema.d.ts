@@ -298,7 +298,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             run?: string;
-                            views?: ("overview" | "operator" | "kernel" | "gpu_idle" | "memory" | "module" | "trace" | "job" | "distributed" | "diff")[];
+                            views?: ("overview" | "operator" | "kernel" | "gpu_idle" | "memory" | "module" | "trace" | "compiled" | "lightning" | "job" | "distributed" | "diff")[];
                         };
                     };
                 };
@@ -489,6 +489,8 @@ export interface paths {
                     worker: components["parameters"]["worker"];
                     span?: components["parameters"]["span"];
                     group_by?: "name" | "name_shape";
+                    /** @description all ops, only those inside torch.compile regions (compiled), or the others (eager) */
+                    scope?: "all" | "compiled" | "eager";
                     format?: components["parameters"]["format"];
                 };
                 header?: never;
@@ -1429,14 +1431,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collectives (worker, name, calls, size_bytes, mean_size_bytes, total_us, mean_us, transfer_us, synchronizing_us), collective_time (worker, transfer_us, synchronizing_us: sums over its collectives), calls (one row per collective call) and devices. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collective_time (worker, transfer_us, synchronizing_us), collectives (worker, process_group, name, backend_name, group_size, calls, size_bytes, mean_size_bytes, message_bytes, total_us, mean_us, transfer_us, synchronizing_us, algbw_gbps, busbw_gbps, wait_us), calls (one row per collective call, same naming, with its matching), groups (worker, process_group, group_size, ranks, calls, total_us, transfer_us, synchronizing_us, share_pct), fsdp (worker, step, phase, annotations, host_us, communication_us, exposed_us; empty without FSDP:: annotations) and devices. A collective's name is what the program asked for (all_reduce, all_gather, reduce_scatter, ...), backend_name the backend's op that ran it (gloo runs FSDP2's reduce_scatter as gloo:all_reduce); process_group is the group's description, '' when the trace does not say (gloo on CPU writes no record_param_comms). algbw/busbw follow nccl-tests' definitions over the data-transfer time. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
                     /** @description Run name as listed by /runs ("." for the log directory itself). */
                     run: components["parameters"]["run"];
                     span?: components["parameters"]["span"];
-                    table?: "steps" | "all_steps" | "collectives" | "collective_time" | "calls" | "devices";
+                    table?: "steps" | "all_steps" | "collectives" | "collective_time" | "calls" | "groups" | "fsdp" | "devices";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -1453,12 +1455,14 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["DistributedStepsTable"] | components["schemas"]["DistributedAllStepsTable"] | components["schemas"]["DistributedCollectivesTable"] | components["schemas"]["DistributedCollectiveTimeTable"] | components["schemas"]["DistributedCallsTable"] | components["schemas"]["DistributedDevicesTable"] | {
+                        "application/json": components["schemas"]["DistributedStepsTable"] | components["schemas"]["DistributedAllStepsTable"] | components["schemas"]["DistributedCollectivesTable"] | components["schemas"]["DistributedCollectiveTimeTable"] | components["schemas"]["DistributedCallsTable"] | components["schemas"]["DistributedGroupsTable"] | components["schemas"]["DistributedFsdpTable"] | components["schemas"]["DistributedDevicesTable"] | {
                             steps?: components["schemas"]["DistributedStepsTable"];
                             all_steps?: components["schemas"]["DistributedAllStepsTable"];
                             collectives?: components["schemas"]["DistributedCollectivesTable"];
                             collective_time?: components["schemas"]["DistributedCollectiveTimeTable"];
                             calls?: components["schemas"]["DistributedCallsTable"];
+                            groups?: components["schemas"]["DistributedGroupsTable"];
+                            fsdp?: components["schemas"]["DistributedFsdpTable"];
                             devices?: components["schemas"]["DistributedDevicesTable"];
                         };
                         "text/csv": string;
@@ -2017,6 +2021,213 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/compiled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** torch.compile in one profile: regions (region, kind, compile_id, frame, compilation, calls, host_total_us, device_total_us, kernel_count, inductor_kernel_calls, kernels -- one row per Dynamo frame compilation and AOTAutograd forward/backward), kernels (region, kernel, fused, calls, host_us, device_us, kernel_hash, kernel_file -- Inductor's generated kernels per innermost region) and share (compiled_us, eager_us, total_us, compiled_pct, regions, recompiled_frames). Empty tables for a trace without compiled regions. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    table?: "regions" | "kernels" | "share";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CompiledRegionsTable"] | components["schemas"]["CompiledKernelsTable"] | components["schemas"]["CompiledShareTable"] | {
+                            regions?: components["schemas"]["CompiledRegionsTable"];
+                            kernels?: components["schemas"]["CompiledKernelsTable"];
+                            share?: components["schemas"]["CompiledShareTable"];
+                        };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/lightning": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** PyTorch Lightning: one row per hook its PyTorchProfiler recorded ([pl][profile] ranges): range, component, owner, hook, calls, total_us, mean_us, max_us, trace_pct. Empty for a trace without them. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["LightningHooksTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/flops": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** FLOPs: operators (name, calls, flops, source, dtype, host_total_us, device_total_us, host_tflops_per_s, device_tflops_per_s, peak_tflops_per_s, pct_of_peak; FLOPs from the with_flops arg, else from Input Dims for matrix products, convolutions and attention) and steps (step, flops, step_us, tflops_per_s, device_name, dtype, peak_tflops_per_s, mfu_pct). Peaks are dense TFLOP/s per GPU model and dtype from vendor datasheets; null (peak unknown) otherwise. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    table?: "operators" | "steps";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["FlopsOperatorsTable"] | components["schemas"]["FlopsStepsTable"] | {
+                            operators?: components["schemas"]["FlopsOperatorsTable"];
+                            steps?: components["schemas"]["FlopsStepsTable"];
+                        };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/cuda_graphs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** CUDA graphs: launches (step, launch_us, launch_dur_us, operator, kernels, device_us, span_us -- one row per cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch) and kernels (name, calls, graph_calls, total_us, graph_us -- kernel names that ran inside graph replays). Every other view counts graph kernels like any other. Empty tables for a trace without graph launches. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    table?: "launches" | "kernels";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CudaGraphLaunchesTable"] | components["schemas"]["CudaGraphKernelsTable"] | {
+                            launches?: components["schemas"]["CudaGraphLaunchesTable"];
+                            kernels?: components["schemas"]["CudaGraphKernelsTable"];
+                        };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2046,43 +2257,87 @@ export interface components {
             value: number;
             children: components["schemas"]["FlameNode"][];
         };
-        /** @description `collective_calls`: one collective call (a nest of collective ops) of one worker, before matching, by start. */
-        CollectiveCallsTable: {
+        /** @description `compiled_kernels`: one generated kernel in the innermost compiled region that ran it. */
+        CompiledKernelsTable: {
             /**
              * @description The column names, in this order.
              * @constant
              */
             columns: [
-                "root",
-                "name",
-                "start_us",
-                "end_us",
+                "region",
+                "kernel",
+                "fused",
+                "calls",
+                "host_us",
                 "device_us",
-                "kernels",
-                "on_device",
-                "duration_us",
-                "size_bytes",
-                "process_group",
-                "seq",
-                "group_size",
-                "device_start_us",
-                "device_end_us"
+                "kernel_hash",
+                "kernel_file"
+            ];
+            rows: [
+                string,
+                string,
+                string,
+                number,
+                number,
+                number,
+                string,
+                string
+            ][];
+        };
+        /** @description `compiled_regions`: one compiled region: a Dynamo frame's compilation, or AOTAutograd's forward or backward of it. */
+        CompiledRegionsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "region",
+                "kind",
+                "compile_id",
+                "frame",
+                "compilation",
+                "calls",
+                "host_total_us",
+                "device_total_us",
+                "kernel_count",
+                "inductor_kernel_calls",
+                "kernels"
+            ];
+            rows: [
+                string,
+                string,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                string
+            ][];
+        };
+        /** @description `compiled_share`: time of the profiled steps inside compiled regions versus outside (eager). */
+        CompiledShareTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "compiled_us",
+                "eager_us",
+                "total_us",
+                "compiled_pct",
+                "regions",
+                "recompiled_frames"
             ];
             rows: [
                 number,
-                string,
-                number,
-                number,
-                number,
-                number,
-                boolean,
-                number,
-                number | null,
-                string,
                 number,
                 number,
                 number | null,
-                number | null
+                number,
+                number
             ][];
         };
         /** @description `counters`: one value of one series of a counter event (`C`). */
@@ -2171,6 +2426,52 @@ export interface components {
                 number,
                 number,
                 number
+            ][];
+        };
+        /** @description `cuda_graph_kernels`: one kernel name: how much of it ran inside CUDA graph replays. */
+        CudaGraphKernelsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "calls",
+                "graph_calls",
+                "total_us",
+                "graph_us"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `cuda_graph_launches`: one CUDA graph replay: the launch call and the kernels it ran. */
+        CudaGraphLaunchesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "step",
+                "launch_us",
+                "launch_dur_us",
+                "operator",
+                "kernels",
+                "device_us",
+                "span_us"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                string,
+                number,
+                number,
+                number | null
             ][];
         };
         /** @description `devices`: one device of the trace's `deviceProperties` (names as Kineto writes them). */
@@ -2316,7 +2617,7 @@ export interface components {
                 number
             ][];
         };
-        /** @description `distributed_calls`: one collective call of one worker with its match on the other workers. */
+        /** @description `distributed_calls`: one collective call of one worker, matched with the same call on the other workers. */
         DistributedCallsTable: {
             /**
              * @description The column names, in this order.
@@ -2325,29 +2626,43 @@ export interface components {
             columns: [
                 "worker",
                 "name",
+                "backend_name",
+                "process_group",
+                "group_size",
                 "start_us",
                 "duration_us",
                 "on_device",
                 "size_bytes",
+                "message_bytes",
                 "match_by",
                 "match_group",
                 "match_index",
                 "matched_workers",
                 "transfer_us",
-                "synchronizing_us"
+                "synchronizing_us",
+                "algbw_gbps",
+                "busbw_gbps",
+                "wait_us"
             ];
             rows: [
                 string,
                 string,
+                string,
+                string,
+                number,
                 number,
                 number,
                 boolean,
+                number | null,
                 number | null,
                 string,
                 string,
                 number,
                 number,
                 number,
+                number,
+                number | null,
+                number | null,
                 number
             ][];
         };
@@ -2368,7 +2683,7 @@ export interface components {
                 number
             ][];
         };
-        /** @description `distributed_collectives`: one collective name of one worker, by worker then total time. */
+        /** @description `distributed_collectives`: one worker's calls of one collective in one process group. */
         DistributedCollectivesTable: {
             /**
              * @description The column names, in this order.
@@ -2376,24 +2691,38 @@ export interface components {
              */
             columns: [
                 "worker",
+                "process_group",
                 "name",
+                "backend_name",
+                "group_size",
                 "calls",
                 "size_bytes",
                 "mean_size_bytes",
+                "message_bytes",
                 "total_us",
                 "mean_us",
                 "transfer_us",
-                "synchronizing_us"
+                "synchronizing_us",
+                "algbw_gbps",
+                "busbw_gbps",
+                "wait_us"
             ];
             rows: [
                 string,
                 string,
+                string,
+                string,
+                number,
                 number,
                 number | null,
                 number | null,
+                number | null,
                 number,
                 number,
                 number,
+                number,
+                number | null,
+                number | null,
                 number
             ][];
         };
@@ -2426,6 +2755,60 @@ export interface components {
                 number | null
             ][];
         };
+        /** @description `distributed_fsdp`: one worker's time in one FSDP phase during one step, from FSDP's own annotations. */
+        DistributedFsdpTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "worker",
+                "step",
+                "phase",
+                "annotations",
+                "host_us",
+                "communication_us",
+                "exposed_us"
+            ];
+            rows: [
+                string,
+                number,
+                string,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `distributed_groups`: one process group of one worker: the communication time spent in it. */
+        DistributedGroupsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "worker",
+                "process_group",
+                "group_size",
+                "ranks",
+                "calls",
+                "total_us",
+                "transfer_us",
+                "synchronizing_us",
+                "share_pct"
+            ];
+            rows: [
+                string,
+                string,
+                number,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number | null
+            ][];
+        };
         /** @description `distributed_steps`: one step of one worker (`common.step_windows`). */
         DistributedStepsTable: {
             /**
@@ -2448,6 +2831,74 @@ export interface components {
                 number,
                 number,
                 number,
+                number
+            ][];
+        };
+        /** @description `flops_operators`: one operator name with FLOPs: how many and at what rate they ran. */
+        FlopsOperatorsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "calls",
+                "flops",
+                "source",
+                "dtype",
+                "host_total_us",
+                "device_total_us",
+                "host_tflops_per_s",
+                "device_tflops_per_s",
+                "peak_tflops_per_s",
+                "pct_of_peak",
+                "bytes",
+                "flop_per_byte",
+                "peak_bandwidth_gbps"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                string,
+                string,
+                number,
+                number,
+                number | null,
+                number | null,
+                number | null,
+                number | null,
+                number | null,
+                number | null,
+                number | null
+            ][];
+        };
+        /** @description `flops_steps`: one profiled step: its FLOPs and model FLOPs utilisation. */
+        FlopsStepsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "step",
+                "flops",
+                "step_us",
+                "tflops_per_s",
+                "device_name",
+                "dtype",
+                "peak_tflops_per_s",
+                "mfu_pct",
+                "uncounted_calls"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number | null,
+                string,
+                string,
+                number | null,
+                number | null,
                 number
             ][];
         };
@@ -3040,6 +3491,35 @@ export interface components {
                 number
             ][];
         };
+        /** @description `lightning_hooks`: one Lightning hook (or action) that Lightning's PyTorchProfiler recorded. */
+        LightningHooksTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "range",
+                "component",
+                "owner",
+                "hook",
+                "calls",
+                "total_us",
+                "mean_us",
+                "max_us",
+                "trace_pct"
+            ];
+            rows: [
+                string,
+                string,
+                string,
+                string,
+                number,
+                number,
+                number | null,
+                number,
+                number | null
+            ][];
+        };
         /** @description `memcpy`: one memory copy run on a device. */
         MemcpyTable: {
             /**
@@ -3352,7 +3832,13 @@ export interface components {
                 "group_size",
                 "dtype",
                 "process_group_name",
+                "process_group_desc",
                 "collective_seq",
+                "kernel_hash",
+                "kernel_file",
+                "kernel_backend",
+                "flops",
+                "concrete_inputs",
                 "depth",
                 "parent"
             ];
@@ -3374,7 +3860,13 @@ export interface components {
                 number,
                 string,
                 string,
+                string,
                 number,
+                string,
+                string,
+                string,
+                number | null,
+                string,
                 number,
                 number
             ][];

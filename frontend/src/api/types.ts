@@ -51,7 +51,7 @@ export interface InfoReply {
   device_type: string;
 }
 
-export type ViewName = 'overview' | 'operator' | 'kernel' | 'gpu_idle' | 'trace' | 'memory' | 'module' | 'job' | 'distributed' | 'diff';
+export type ViewName = 'overview' | 'operator' | 'kernel' | 'gpu_idle' | 'trace' | 'memory' | 'module' | 'job' | 'distributed' | 'diff' | 'compiled' | 'lightning';
 
 export interface ViewsReply {
   run: string;

@@ -2,11 +2,13 @@
 
 import type { FunctionComponent } from 'preact';
 import type { ViewName, ViewProps } from '../api/types';
+import { CompiledView } from '../views/compiled/CompiledView';
 import { DiffView } from '../views/diff/DiffView';
 import { DistributedView } from '../views/distributed/DistributedView';
 import { GpuIdleView } from '../views/gpu_idle/GpuIdleView';
 import { JobView } from '../views/job/JobView';
 import { KernelView } from '../views/kernel/KernelView';
+import { LightningView } from '../views/lightning/LightningView';
 import { MemoryView } from '../views/memory/MemoryView';
 import { ModuleView } from '../views/module/ModuleView';
 import { OperatorView } from '../views/operator/OperatorView';
@@ -18,9 +20,11 @@ export const VIEWS: { name: ViewName; label: string; component: FunctionComponen
   { name: 'operator', label: 'Operator', component: OperatorView },
   { name: 'kernel', label: 'Kernel', component: KernelView },
   { name: 'gpu_idle', label: 'GPU idle', component: GpuIdleView },
+  { name: 'compiled', label: 'Compiled', component: CompiledView },
   { name: 'trace', label: 'Trace', component: TraceView },
   { name: 'memory', label: 'Memory', component: MemoryView },
   { name: 'module', label: 'Module', component: ModuleView },
+  { name: 'lightning', label: 'Lightning', component: LightningView },
   { name: 'job', label: 'Job', component: JobView },
   { name: 'distributed', label: 'Distributed', component: DistributedView },
   { name: 'diff', label: 'Diff', component: DiffView },

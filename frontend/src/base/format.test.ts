@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { axisText, byteTickInterval, formatBandwidth, plural, roundAxis, timeTickInterval, deltaSign, formatBytes, formatDelta, formatDuration, formatNumber, formatPct, formatShare } from './format';
+import { axisText, byteTickInterval, deltaSign, formatBandwidth, formatBytes, formatDelta, formatDuration, formatFlops, formatNumber, formatPct, formatShare, formatTflops, plural, roundAxis, timeTickInterval } from './format';
 
 describe('formatDuration', () => {
   it('keeps microseconds below a millisecond, one decimal, no trailing zero', () => {
@@ -133,5 +133,25 @@ describe('formatBandwidth', () => {
     expect(formatBandwidth(0.000186)).toBe('186 KB/s');
     expect(formatBandwidth(0.04)).toBe('40.0 MB/s');
     expect(formatBandwidth(null)).toBe('—');
+  });
+});
+
+describe('formatBandwidth (collectives)', () => {
+  it('shows what NCCL-sized and gloo-sized calls reach, a dash when unknown', () => {
+    expect(formatBandwidth(6.558388)).toBe('6.56 GB/s');
+    expect(formatBandwidth(0.00908)).toBe('9.08 MB/s');
+    expect(formatBandwidth(0.99999)).toBe('1000 MB/s');
+    expect(formatBandwidth(Number.NaN)).toBe('—');
+  });
+});
+
+describe('formatFlops / formatTflops', () => {
+  it('uses decimal units and a dash when unknown', () => {
+    expect(formatFlops(812)).toBe('812 FLOP');
+    expect(formatFlops(21233664)).toBe('21.23 MFLOP');
+    expect(formatFlops(1.572864e9)).toBe('1.57 GFLOP');
+    expect(formatFlops(null)).toBe('—');
+    expect(formatTflops(0.0240019)).toBe('0.024 TFLOP/s');
+    expect(formatTflops(Number.NaN)).toBe('—');
   });
 });

@@ -67,6 +67,28 @@ export function formatNumber(value: number | null | undefined): string {
   return signed(value, groupThousands(digits));
 }
 
+
+/** FLOPs in decimal units: "812 FLOP", "21.23 MFLOP", "1.57 GFLOP", "3.20 TFLOP"; "—" missing. */
+export function formatFlops(flops: number | null | undefined): string {
+  if (flops === null || flops === undefined || !Number.isFinite(flops)) return '—';
+  const a = Math.abs(flops);
+  if (a < 1000) return `${signed(flops, String(Math.round(a)))} FLOP`;
+  const units = ['KFLOP', 'MFLOP', 'GFLOP', 'TFLOP', 'PFLOP'];
+  let value = a / 1000;
+  let unit = 0;
+  while (value >= 999.995 && unit < units.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return `${signed(flops, value.toFixed(2))} ${units[unit]}`;
+}
+
+/** A rate in TFLOP/s, three decimals ("0.024 TFLOP/s"); "—" for missing values. */
+export function formatTflops(tflops: number | null | undefined): string {
+  if (tflops === null || tflops === undefined || !Number.isFinite(tflops)) return '—';
+  return `${signed(tflops, Math.abs(tflops).toFixed(3))} TFLOP/s`;
+}
+
 /** Digits of a non-negative number with "," between thousands. */
 function groupThousands(text: string): string {
   const [whole, fraction] = text.split('.');

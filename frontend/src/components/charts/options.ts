@@ -163,3 +163,52 @@ export function heatmapOption(
     ],
   };
 }
+
+export interface RooflinePoint {
+  name: string;
+  /** arithmetic intensity, FLOP / byte */
+  intensity: number;
+  /** achieved rate, TFLOP/s */
+  tflops: number;
+}
+
+/** Roofline: operators as points (arithmetic intensity, achieved TFLOP/s) on log axes, under
+ * the roof min(peak, bandwidth x intensity) when the GPU's peak and bandwidth are known
+ * (GB/s x FLOP/byte = GFLOP/s). Points are a line series without a line (no scatter chart
+ * registered), so the tooltip names each operator. */
+export function rooflineOption(points: readonly RooflinePoint[], peakTflops: number | null, bandwidthGbps: number | null, format: (v: number) => string): ChartOption {
+  const shown = points.filter((p) => p.intensity > 0 && p.tflops > 0);
+  const xs = shown.map((p) => p.intensity);
+  const lo = Math.min(...xs, 1) / 10;
+  const hi = Math.max(...xs, 1) * 10;
+  const series: object[] = [
+    {
+      name: 'Operators',
+      type: 'line',
+      data: shown.map((p) => ({ value: [p.intensity, p.tflops], name: p.name })),
+      lineStyle: { opacity: 0 },
+      symbolSize: 9,
+      showSymbol: true,
+    },
+  ];
+  if (peakTflops && bandwidthGbps) {
+    const ridge = (peakTflops * 1000) / bandwidthGbps;
+    const roof = [lo, Math.min(Math.max(ridge, lo), hi), hi].map((x) => [x, Math.min(peakTflops, (bandwidthGbps * x) / 1000)]);
+    series.push({ name: 'Roof', type: 'line', data: roof, showSymbol: false, lineStyle: { type: 'dashed', color: '#ee6666' } });
+  }
+  return {
+    tooltip: {
+      trigger: 'item',
+      confine: true,
+      formatter: (p: { seriesName: string; name: string; value: [number, number] }) =>
+        p.seriesName === 'Roof'
+          ? `Roof at ${esc(p.value[0].toFixed(1))} FLOP/byte: <b>${esc(format(p.value[1]))}</b>`
+          : `<b>${esc(p.name)}</b><br/>${esc(p.value[0].toFixed(1))} FLOP/byte, <b>${esc(format(p.value[1]))}</b>`,
+    },
+    legend: { top: 0 },
+    grid: { left: 80, right: 24, top: 40, bottom: 48 },
+    xAxis: { type: 'log', name: 'Arithmetic intensity (FLOP/byte)', nameLocation: 'middle', nameGap: 28, min: lo, max: hi },
+    yAxis: { type: 'log', name: 'TFLOP/s', axisLabel: { formatter: (v: number) => axisText(format(v)) } },
+    series,
+  };
+}

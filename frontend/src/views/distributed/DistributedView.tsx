@@ -1,12 +1,14 @@
 // Distributed view: every worker of the run for the selected span. Device information per
 // worker; computation / overlap / communication / other per worker (mean of all steps, or one
 // step); time in collectives split into data transfer and synchronizing (waiting for the
-// other ranks); the collectives table.
+// other ranks); communication time per process group; FSDP's per-step breakdown (for traces
+// with FSDP:: annotations); the collectives table, each named by what the program asked for
+// with the backend's op beside it.
 
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { formatBytes, formatDuration, formatNumber } from '../../base/format';
+import { formatBandwidth, formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -21,6 +23,8 @@ interface DistributedReply {
   all_steps: WireTable;
   collectives: WireTable;
   collective_time: WireTable;
+  groups: WireTable;
+  fsdp: WireTable;
   devices: WireTable;
 }
 
@@ -32,7 +36,7 @@ const PARTS: [string, string, string][] = [
 ];
 
 export function DistributedView(props: ViewProps) {
-  const state = useApi<DistributedReply>('distributed', { run: props.run, span: props.span, tables: 'steps,all_steps,collectives,collective_time,devices' });
+  const state = useApi<DistributedReply>('distributed', { run: props.run, span: props.span, tables: 'steps,all_steps,collectives,collective_time,groups,fsdp,devices' });
   return (
     <div class="stack" data-testid="distributed">
       <Loaded state={state}>{(data) => <Distributed data={data} name={`${props.run}_${props.span}`} />}</Loaded>
@@ -46,6 +50,9 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
   const allSteps = useMemo(() => rowsOf(data.all_steps), [data]);
   const collectives = useMemo(() => rowsOf(data.collectives), [data]);
   const devices = useMemo(() => rowsOf(data.devices), [data]);
+  const groups = useMemo(() => rowsOf(data.groups), [data]);
+  const fsdp = useMemo(() => rowsOf(data.fsdp), [data]);
+  const unnamedGroup = groups.some((r) => r.process_group === '' && Number(r.calls) > 0);
   const stepNumbers = [...new Set(steps.map((r) => String(r.step)))].sort((a, b) => Number(a) - Number(b));
   const step = stepNumbers.includes(stepParam) ? stepParam : 'all';
   const overlapRows: Row[] = step === 'all' ? allSteps : steps.filter((r) => String(r.step) === step);
@@ -121,10 +128,13 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
           csvName={`${name}_collectives.csv`}
           searches={[{ label: 'Search collectives or workers', keys: ['name', 'worker'] }]}
           defaultSort={{ key: 'total_us', dir: 'desc' }}
-          rowKey={(r) => `${r.worker}|${r.name}`}
+          rowKey={(r) => `${r.worker}|${r.process_group}|${r.name}|${r.backend_name}`}
           columns={[
             { key: 'worker', label: 'Worker' },
-            { key: 'name', label: 'Collective' },
+            { key: 'process_group', label: 'Process group', format: groupName },
+            { key: 'name', label: 'Collective', title: 'What the program asked for (c10d / _c10d_functional op, or record_param_comms)' },
+            { key: 'backend_name', label: 'Backend op', title: "The backend's own op that ran it: gloo runs FSDP2's reduce_scatter as gloo:all_reduce", format: (v) => (v ? String(v) : '—') },
+            { key: 'group_size', label: 'Ranks', numeric: true, format: (v) => (Number(v) < 0 ? '—' : formatNumber(v as number)) },
             { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
             { key: 'size_bytes', label: 'Total size', numeric: true, format: (v) => formatBytes(v as number) },
             { key: 'mean_size_bytes', label: 'Mean size', numeric: true, format: (v) => formatBytes(v as number) },
@@ -132,9 +142,70 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
             { key: 'mean_us', label: 'Mean time', numeric: true, format: (v) => formatDuration(v as number) },
             { key: 'transfer_us', label: 'Data transfer', numeric: true, format: (v) => formatDuration(v as number) },
             { key: 'synchronizing_us', label: 'Synchronizing', numeric: true, format: (v) => formatDuration(v as number) },
+            { key: 'message_bytes', label: 'Message size (S)', numeric: true, title: "NCCL's S: the larger of input and output", format: (v) => formatBytes(v as number) },
+            { key: 'algbw_gbps', label: 'Alg. bandwidth', numeric: true, title: 'S / data-transfer time (nccl-tests algbw)', format: (v) => formatBandwidth(v as number) },
+            { key: 'wait_us', label: 'Host wait', numeric: true, title: 'Time the host blocked in _c10d_functional::wait_tensor for these calls', format: (v) => formatDuration(v as number) },
+            { key: 'busbw_gbps', label: 'Bus bandwidth', numeric: true, title: "algbw x NCCL's factor for the collective and group size (nccl-tests busbw)", format: (v) => formatBandwidth(v as number) },
           ]}
         />
       </Card>
+      <Card title="Communication per process group">
+        {unnamedGroup ? (
+          <p class="hint" data-testid="unnamed-group">
+            This trace does not say which process group ran some collectives (shown as “unknown”): gloo on CPU writes no{' '}
+            <code>record_param_comms</code>. Record with the NCCL backend, whose collectives carry{' '}
+            <code>Process Group Name</code> and <code>Process Group Description</code>; the groups the job created are listed
+            below from <code>distributedInfo.pg_config</code>.
+          </p>
+        ) : null}
+        <DataTable
+          id="process-groups"
+          rows={groups}
+          csvColumns={data.groups.columns}
+          csvName={`${name}_groups.csv`}
+          searches={[{ label: 'Search groups or workers', keys: ['process_group', 'worker'] }]}
+          defaultSort={{ key: 'total_us', dir: 'desc' }}
+          rowKey={(r) => `${r.worker}|${r.process_group}`}
+          columns={[
+            { key: 'worker', label: 'Worker' },
+            { key: 'process_group', label: 'Process group', format: groupName },
+            { key: 'group_size', label: 'Ranks', numeric: true, format: (v) => (Number(v) < 0 ? '—' : formatNumber(v as number)) },
+            { key: 'ranks', label: 'Global ranks', format: (v) => (v ? String(v) : '—') },
+            { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
+            { key: 'total_us', label: 'Total time', numeric: true, format: (v) => formatDuration(v as number) },
+            { key: 'transfer_us', label: 'Data transfer', numeric: true, format: (v) => formatDuration(v as number) },
+            { key: 'synchronizing_us', label: 'Synchronizing', numeric: true, format: (v) => formatDuration(v as number) },
+            { key: 'share_pct', label: 'Share of communication', numeric: true, format: (v) => formatPct(v as number) },
+          ]}
+        />
+      </Card>
+      {fsdp.length ? (
+        <Card title="FSDP per step">
+          <DataTable
+            id="fsdp"
+            rows={step === 'all' ? fsdp : fsdp.filter((r) => String(r.step) === step)}
+            csvColumns={data.fsdp.columns}
+            csvName={`${name}_fsdp.csv`}
+            searches={[{ label: 'Search phases or workers', keys: ['phase', 'worker'] }]}
+            rowKey={(r) => `${r.worker}|${r.step}|${r.phase}`}
+            caption="From FSDP's own FSDP:: annotations; exposed = communication that no computation overlapped. The step follows the selection above."
+            columns={[
+              { key: 'worker', label: 'Worker' },
+              { key: 'step', label: 'Step', numeric: true },
+              { key: 'phase', label: 'Phase' },
+              { key: 'annotations', label: 'Annotations', numeric: true, format: (v) => formatNumber(v as number) },
+              { key: 'host_us', label: 'Host time', numeric: true, format: (v) => formatDuration(v as number) },
+              { key: 'communication_us', label: 'Communication', numeric: true, format: (v) => formatDuration(v as number) },
+              { key: 'exposed_us', label: 'Exposed', numeric: true, format: (v) => formatDuration(v as number) },
+            ]}
+          />
+        </Card>
+      ) : null}
     </>
   );
+}
+
+/** A process group's description; "" is a group the trace does not name. */
+function groupName(value: unknown): string {
+  return value ? String(value) : 'unknown';
 }

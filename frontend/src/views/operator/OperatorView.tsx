@@ -4,8 +4,9 @@
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { formatDuration, formatNumber, formatPct } from '../../base/format';
-import { topSlices } from '../../components/charts/options';
+import { formatDuration, formatFlops, formatNumber, formatPct, formatTflops } from '../../base/format';
+import { Chart } from '../../components/charts/Chart';
+import { rooflineOption, topSlices } from '../../components/charts/options';
 import { Pie } from '../../components/charts/Pie';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
@@ -26,7 +27,13 @@ export function OperatorView(props: ViewProps) {
   // Other views link here with an operator to search for (the trace view's event details).
   const [search] = useUrlParam('op_search', '');
   const [topN, setTopN] = useTopN();
-  const state = useApi<WireTable>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy });
+  // torch.compile: the table can be cut to the ops inside compiled regions or outside them,
+  // offered only when the trace has compiled regions
+  const [scopeParam, setScope] = useUrlParam('scope', 'all');
+  const share = useApi<WireTable>('compiled', { run: props.run, worker: props.worker, span: props.span, table: 'share' });
+  const hasCompiled = share.status === 'ok' && Number(rowsOf(share.data)[0]?.regions) > 0;
+  const scope = hasCompiled && ['compiled', 'eager'].includes(scopeParam) ? scopeParam : 'all';
+  const state = useApi<WireTable>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy, scope });
   return (
     <div class="stack" data-testid="operator">
       <div class="toolbar">
@@ -37,9 +44,20 @@ export function OperatorView(props: ViewProps) {
             <option value="name_shape">Operator + input shape</option>
           </select>
         </label>
+        {hasCompiled ? (
+          <label>
+            Ran
+            <select data-control="scope" value={scope} onChange={(e) => setScope((e.target as HTMLSelectElement).value)}>
+              <option value="all">Compiled and eager</option>
+              <option value="compiled">Inside torch.compile regions</option>
+              <option value="eager">Eager (outside compiled regions)</option>
+            </select>
+          </label>
+        ) : null}
         <TopNSelect value={topN} onChange={setTopN} />
       </div>
       <Loaded state={state}>{(table) => <Operators {...props} table={table} groupBy={groupBy} topN={topN} search={search} />}</Loaded>
+      <Flops {...props} />
     </div>
   );
 }
@@ -104,5 +122,73 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
         />
       </Card>
     </>
+  );
+}
+
+/** FLOPs per operator (from the profiler's flops arg or from shapes) with their rates and the
+ * share of the GPU's peak; says what to record when the trace has no FLOPs. */
+function Flops({ run, worker, span }: ViewProps) {
+  const state = useApi<WireTable>('flops', { run, worker, span, table: 'operators' });
+  return (
+    <Card title="FLOPs">
+      <Loaded state={state}>
+        {(table) => {
+          const rows = rowsOf(table);
+          if (!rows.length) {
+            return (
+              <p class="hint" data-testid="no-flops">
+                No operator with a FLOP count. Record with <code>record_shapes=True</code> (matrix products, convolutions and
+                attention are counted from their input shapes) or <code>with_flops=True</code>.
+              </p>
+            );
+          }
+          const rate = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatTflops(v as number) });
+          const onDevice = rows.filter((r) => Number(r.device_tflops_per_s) > 0 && Number(r.flop_per_byte) > 0);
+          const top = rows[0]; // most FLOPs first: its dtype's peak is the roof
+          const roofline = rooflineOption(
+            onDevice.map((r) => ({ name: String(r.name), intensity: Number(r.flop_per_byte), tflops: Number(r.device_tflops_per_s) })),
+            top.peak_tflops_per_s === null ? null : Number(top.peak_tflops_per_s),
+            top.peak_bandwidth_gbps === null ? null : Number(top.peak_bandwidth_gbps),
+            formatTflops,
+          );
+          return (
+            <>
+            {onDevice.length ? (
+              <Chart option={roofline} height={320} label="Roofline" />
+            ) : (
+              <p class="hint" data-testid="no-roofline">
+                No roofline: it needs device time per operator (a GPU trace) and shapes with dtypes (<code>record_shapes=True</code>).
+              </p>
+            )}
+            {onDevice.length && (top.peak_tflops_per_s === null || top.peak_bandwidth_gbps === null) ? (
+              <p class="hint">Peak unknown for this GPU: the roof is not drawn.</p>
+            ) : null}
+            <DataTable
+              id="flops"
+              rows={rows}
+              csvColumns={table.columns}
+              csvName={`${run}_${worker}_${span}_flops.csv`}
+              searches={[{ label: 'Search operators', keys: ['name'] }]}
+              defaultSort={{ key: 'flops', dir: 'desc' }}
+              rowKey={(r) => String(r.name)}
+              caption="An op's FLOPs count once, at the innermost counted op; rows include their sub-operators'. % of peak compares the device rate with the GPU's dense peak for the dtype (— : peak unknown)."
+              columns={[
+                { key: 'name', label: 'Operator' },
+                { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
+                { key: 'flops', label: 'FLOPs', numeric: true, format: (v) => formatFlops(v as number) },
+                { key: 'source', label: 'From', title: 'arg: the profiler (with_flops); shapes: computed from Input Dims' },
+                { key: 'dtype', label: 'Dtype', format: (v) => (v ? String(v) : '—') },
+                rate('host_tflops_per_s', 'Host rate'),
+                rate('device_tflops_per_s', 'Device rate'),
+                rate('peak_tflops_per_s', 'Peak'),
+                { key: 'pct_of_peak', label: '% of peak', numeric: true, format: (v) => formatPct(v as number) },
+                { key: 'flop_per_byte', label: 'FLOP / byte', numeric: true, title: 'Arithmetic intensity: FLOPs over the bytes the ops read and write', format: (v) => formatNumber(v as number) },
+              ]}
+            />
+            </>
+          );
+        }}
+      </Loaded>
+    </Card>
   );
 }

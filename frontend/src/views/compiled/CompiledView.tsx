@@ -1,0 +1,112 @@
+// Compiled view (torch.compile): how much of the step ran inside compiled regions, one row per
+// Dynamo frame compilation and AOTAutograd forward / backward, and the kernels Inductor
+// generated for each region with what they fused. Shown only for traces with compiled regions.
+
+import { useMemo } from 'preact/hooks';
+import type { ViewProps, WireTable } from '../../api/types';
+import { useApi } from '../../api/useApi';
+import { formatDuration, formatNumber, formatPct } from '../../base/format';
+import { Chart } from '../../components/charts/Chart';
+import { pieOption } from '../../components/charts/options';
+import { Card, Empty, Loaded } from '../../components/Status';
+import { DataTable, type Column } from '../../components/table/DataTable';
+import { rowsOf } from '../../components/table/logic';
+
+interface CompiledReply {
+  regions: WireTable;
+  kernels: WireTable;
+  share: WireTable;
+}
+
+export function CompiledView(props: ViewProps) {
+  const state = useApi<CompiledReply>('compiled', { run: props.run, worker: props.worker, span: props.span });
+  return (
+    <div class="stack" data-testid="compiled">
+      <Loaded state={state}>{(data) => <Compiled data={data} name={`${props.run}_${props.worker}_${props.span}`} />}</Loaded>
+    </div>
+  );
+}
+
+function Compiled({ data, name }: { data: CompiledReply; name: string }) {
+  const regions = useMemo(() => rowsOf(data.regions), [data]);
+  const kernels = useMemo(() => rowsOf(data.kernels), [data]);
+  const share = useMemo(() => rowsOf(data.share)[0], [data]);
+  const pie = useMemo(
+    () => pieOption('Step time', [{ name: 'Compiled', value: Number(share?.compiled_us) || 0 }, { name: 'Eager', value: Number(share?.eager_us) || 0 }], formatDuration),
+    [share],
+  );
+  const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
+  const count = (key: string, label: string, title?: string): Column => ({ key, label, title, numeric: true, format: (v) => formatNumber(v as number) });
+  return (
+    <>
+      <div class="grid two">
+        <Card title="Compiled vs eager">
+          <dl class="kv">
+            <dt>Step time in compiled regions</dt>
+            <dd data-field="compiled_pct">{formatPct(share?.compiled_pct as number)}</dd>
+            <dt>Compiled</dt>
+            <dd>{formatDuration(share?.compiled_us as number)}</dd>
+            <dt>Eager</dt>
+            <dd>{formatDuration(share?.eager_us as number)}</dd>
+            <dt>Regions</dt>
+            <dd>{formatNumber(share?.regions as number)}</dd>
+            <dt>Recompiled frames</dt>
+            <dd data-field="recompiled_frames">{formatNumber(share?.recompiled_frames as number)}</dd>
+          </dl>
+          <p class="hint">
+            Host time of the profiled steps inside <code>Torch-Compiled Region</code> and <code>CompiledFunctionBackward</code>; a frame that ran
+            a compilation other than its first (<code>0/1</code>, ...) was recompiled.
+          </p>
+        </Card>
+        <Card>{Number(share?.total_us) > 0 ? <Chart option={pie} height={260} label="Compiled vs eager" /> : <Empty>No steps recorded.</Empty>}</Card>
+      </div>
+      <Card title="Compiled regions">
+        <DataTable
+          id="compiled-regions"
+          rows={regions}
+          csvColumns={data.regions.columns}
+          csvName={`${name}_compiled_regions.csv`}
+          searches={[{ label: 'Search regions or kernels', keys: ['region', 'kernels'] }]}
+          rowKey={(r) => String(r.region)}
+          columns={[
+            { key: 'region', label: 'Region' },
+            { key: 'kind', label: 'Kind', title: 'frame: Dynamo; forward / backward: AOTAutograd' },
+            { key: 'compile_id', label: 'Compile id', format: (v) => (v ? String(v) : '—') },
+            count('calls', 'Calls'),
+            us('host_total_us', 'Host total'),
+            us('device_total_us', 'Device total'),
+            count('kernel_count', 'Device kernels'),
+            count('inductor_kernel_calls', 'Inductor kernel calls', 'Calls of generated kernels (triton_*, cpp_fused_*) recorded as ops'),
+            { key: 'kernels', label: 'Kernels', format: (v) => (v ? String(v) : '—') },
+          ]}
+        />
+      </Card>
+      <Card title="Generated kernels">
+        {kernels.length === 0 ? (
+          <p class="hint" data-testid="no-kernels">
+            No generated kernel is recorded in these regions. On GPU, Inductor's Triton launches are recorded by default; on CPU, set{' '}
+            <code>torch._inductor.config.cpp.enable_kernel_profile = True</code> before compiling so each C++ kernel is recorded.
+          </p>
+        ) : null}
+        <DataTable
+          id="compiled-kernels"
+          rows={kernels}
+          csvColumns={data.kernels.columns}
+          csvName={`${name}_compiled_kernels.csv`}
+          searches={[{ label: 'Search kernels, fused ops or regions', keys: ['kernel', 'fused', 'region'] }]}
+          rowKey={(r) => `${r.region}|${r.kernel}`}
+          columns={[
+            { key: 'region', label: 'Region' },
+            { key: 'kernel', label: 'Kernel' },
+            { key: 'fused', label: 'Fused ops', format: (v) => (v ? String(v) : '—') },
+            count('calls', 'Calls'),
+            us('host_us', 'Host'),
+            us('device_us', 'Device'),
+            { key: 'kernel_hash', label: 'Kernel hash', format: (v) => (v ? String(v) : '—') },
+            { key: 'kernel_file', label: 'Kernel file', format: (v) => (v ? String(v) : '—') },
+          ]}
+        />
+      </Card>
+    </>
+  );
+}

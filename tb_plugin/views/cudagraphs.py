@@ -1,0 +1,120 @@
+"""CUDA graphs: the kernels a graph replay ran, attributed to the graph launch, the operator
+around it and the step.
+
+A replay is one runtime call (``cudaGraphLaunch``, the driver's ``cuGraphLaunch``, HIP's
+``hipGraphLaunch``) whose correlation id every kernel of the graph carries, so the model
+already links each graph kernel to that launch and to the op that made it (for
+``torch.compile(mode="reduce-overhead")`` the compiled region's ops; for
+``torch.cuda.CUDAGraph.replay`` the Python-level op around it). Every other view counts
+these kernels like any other; this module says which ran inside graphs.
+
+Tested on hand-made traces only: no real trace with graph replays was at hand (recording one
+needs a GPU; none of the shared or sample traces has a ``cudaGraphLaunch``).
+"""
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..schema import NULLABLE, declare
+from ..trace.model import TraceModel
+from .common import _cached, name_mask, op_names, step_windows
+
+_GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch")
+
+LAUNCHES = declare(
+    "cuda_graph_launches", "one CUDA graph replay: the launch call and the kernels it ran",
+    ("step", "int64", "count", "the step whose window holds the launch (-1 outside every step)"),
+    ("launch_us", "float64", "us", "host start of the launch call, relative to the trace origin"),
+    ("launch_dur_us", "float64", "us", "host duration of the launch call"),
+    ("operator", "str", "", "the operator or annotation around the launch ('' none)"),
+    ("kernels", "int64", "count", "kernels the replay ran"),
+    ("device_us", "float64", "us", "summed duration of those kernels"),
+    ("span_us", "float64", "us", "first kernel start to last kernel end", NULLABLE),
+)
+KERNELS = declare(
+    "cuda_graph_kernels", "one kernel name: how much of it ran inside CUDA graph replays",
+    ("name", "str", "", "kernel name"),
+    ("calls", "int64", "count", "all calls of the kernel"),
+    ("graph_calls", "int64", "count", "calls inside graph replays"),
+    ("total_us", "float64", "us", "summed duration of all calls"),
+    ("graph_us", "float64", "us", "summed duration of the calls inside graph replays"),
+)
+
+
+def graph_launch_mask(model):
+    """Per runtime call: whether it launches a CUDA (or HIP) graph."""
+    return _cached(model, "graph_launch_mask", lambda: name_mask(model.runtime["name"], _GRAPH_LAUNCH.match))
+
+
+def _in_graph(model):
+    """Per kernel: whether a graph launch ran it."""
+    launch = graph_launch_mask(model)
+    runtime = model.kernels["runtime"].to_numpy()
+    linked = runtime >= 0
+    out = np.zeros(len(runtime), dtype=bool)
+    out[linked] = launch[runtime[linked]]
+    return out
+
+
+def graph_launches(model: TraceModel) -> pd.DataFrame:
+    """One row per graph replay, declared as `LAUNCHES`, in launch order."""
+    return _cached(model, "cuda_graph_launches", lambda: _build_launches(model))
+
+
+def _build_launches(model):
+    rt = model.runtime
+    rows = np.flatnonzero(graph_launch_mask(model))
+    k = model.kernels
+    in_graph = _in_graph(model)
+    k_rt = k["runtime"].to_numpy()[in_graph]
+    k_start = k["ts"].to_numpy()[in_graph]
+    k_end = k_start + k["dur"].to_numpy()[in_graph]
+    per = pd.DataFrame({"rt": k_rt, "start": k_start, "end": k_end, "dur": k["dur"].to_numpy()[in_graph]}).groupby(
+        "rt").agg(kernels=("dur", "size"), device_us=("dur", "sum"), first=("start", "min"), last=("end", "max"))
+    per = per.reindex(rows)
+    windows = step_windows(model)
+    start = rt["ts"].to_numpy()[rows]
+    index = np.searchsorted(windows["start_us"].to_numpy(), start, side="right") - 1
+    inside = (index >= 0) & (start < windows["end_us"].to_numpy()[np.clip(index, 0, None)])
+    step = np.where(inside, windows["step"].to_numpy()[np.clip(index, 0, None)], -1) if len(windows) else \
+        np.full(len(rows), -1)
+    op = rt["op"].to_numpy()[rows]
+    return LAUNCHES.frame({
+        "step": step, "launch_us": start, "launch_dur_us": rt["dur"].to_numpy()[rows],
+        "operator": op_names(model, op), "kernels": per["kernels"].fillna(0).astype(np.int64).to_numpy(),
+        "device_us": per["device_us"].fillna(0.0).to_numpy(),
+        "span_us": (per["last"] - per["first"]).fillna(0.0).to_numpy(),
+    })
+
+
+def graph_kernels(model: TraceModel) -> pd.DataFrame:
+    """Per kernel name, declared as `KERNELS`: all calls and those inside graph replays;
+    only names that ran in a graph at least once, most graph time first."""
+    return _cached(model, "cuda_graph_kernels", lambda: _build_kernels(model))
+
+
+def _build_kernels(model):
+    k = model.kernels
+    in_graph = _in_graph(model)
+    dur = k["dur"].to_numpy()
+    frame = pd.DataFrame({"name": k["name"].astype(str).to_numpy(), "dur": dur, "graph": in_graph,
+                          "graph_dur": np.where(in_graph, dur, 0.0)})
+    table = frame.groupby("name", sort=False).agg(calls=("dur", "size"), graph_calls=("graph", "sum"),
+                                                  total_us=("dur", "sum"), graph_us=("graph_dur", "sum")).reset_index()
+    table = table[table["graph_calls"] > 0].astype({"graph_calls": np.int64})
+    return KERNELS.frame(table.sort_values("graph_us", ascending=False, kind="stable"))
+
+
+@dataclass
+class CudaGraphView:
+    """The CUDA graphs view's tables: `graph_launches` and `graph_kernels`."""
+
+    launches: pd.DataFrame
+    kernels: pd.DataFrame
+
+
+def cuda_graph_view(model: TraceModel) -> CudaGraphView:
+    return CudaGraphView(launches=graph_launches(model), kernels=graph_kernels(model))
