@@ -28,7 +28,7 @@ from werkzeug import wrappers, wsgi
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading
-from .profile import Profile, combine_distributed, combine_job, diff
+from .profile import Profile, combine_distributed, combine_job, diff, ranks_timeline, span_ranks
 from .routes import API_ROUTES
 from .sources import SourceResolver
 
@@ -323,6 +323,50 @@ def _span_parts(key, build):
     return inputs
 
 
+def ranks_param(request, name, default=None):
+    """Comma-separated rank numbers, or "all" (None)."""
+    raw = text_param(request, name, required=False)
+    if raw is None:
+        return default
+    if raw == "all":
+        return None
+    try:
+        ranks = [int(r) for r in raw.split(",") if r.strip()]
+    except ValueError:
+        raise BadParameterError(f"parameter {name!r} must be 'all' or comma-separated ranks") from None
+    if not all(0 <= r < 1 << 31 for r in ranks):
+        raise BadParameterError(f"parameter {name!r} holds a rank out of range")
+    return ranks
+
+
+def _ranks_timeline(api, request):
+    """A `reads` input: the ranks of one span on one axis (`ranks_timeline`). Every worker's
+    job summary (for the clock offsets) and timeline summary (a collapsed rank's track) are
+    asked for in one pass, so each profile is loaded once; the expanded ranks' profiles are
+    then loaded in full."""
+    run = text_param(request, "run")
+    span = int_param(request, "span", required=False, default=1, minimum=1)
+    ranks = ranks_param(request, "ranks")
+    expanded = ranks_param(request, "expanded", default=[])
+    align = choice_param(request, "align_clocks", ("true", "false")) == "true"
+    files = api.store.run_files(run)
+    workers = [w for w, spans in files.workers.items() if span <= len(spans)]
+    if not workers:
+        raise NotFoundError(f"no worker of run {run!r} has span {span}")
+    asked = {w: (api.store.summary(run, w, span, "job", Profile.job_part),
+                 api.store.summary(run, w, span, "rank_timeline", Profile.rank_timeline_part)) for w in workers}
+    loading = [r for pair in asked.values() for r in pair if isinstance(r, Loading)]
+    if loading:
+        raise still_loading(loading[0], sum(not isinstance(p[0], Loading) for p in asked.values()), len(asked))
+    job_parts = {w: pair[0] for w, pair in asked.items()}
+    shown = span_ranks(job_parts, ranks)
+    parts = {w: asked[w][1] for w in shown}
+    open_workers = [w for w in span_ranks(job_parts, expanded if expanded is not None else None) if w in parts]
+    profiles = {w: ready(api.store.profile(run, w, span)) for w in open_workers}
+    used = list(job_parts.values()) + list(parts.values()) + list(profiles.values())
+    return Inputs(used, (ranks_timeline(job_parts, parts, profiles, align),))
+
+
 JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks")
 
 
@@ -497,6 +541,20 @@ class Api:
         if resolution <= 0:
             raise BadParameterError("parameter 'resolution_us' must be > 0")
         return respond(profile.timeline().query(start_us, end_us, resolution, tracks_param(request)))
+
+    @reads(_ranks_timeline)
+    def timeline_ranks(self, request, ranks):
+        return respond({"ranks": ranks.ranks, "tracks": ranks.tracks,
+                        "start_us": float(ranks.ranks["start_us"].min()) if len(ranks.ranks) else 0.0,
+                        "end_us": float(ranks.ranks["end_us"].max()) if len(ranks.ranks) else 0.0})
+
+    @reads(_ranks_timeline)
+    def timeline_rank_slices(self, request, ranks):
+        start_us, end_us = self._window(request)
+        resolution = float_param(request, "resolution_us")
+        if resolution <= 0:
+            raise BadParameterError("parameter 'resolution_us' must be > 0")
+        return respond(ranks.slices(start_us, end_us, resolution, tracks_param(request)))
 
     @reads(_one_profile)
     def timeline_counters(self, request, profile):

@@ -259,9 +259,7 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView
     own clocks (right when all ranks ran on one host).
     """
     workers = list(parts)
-    ranks = np.array([parts[w].rank for w in workers], dtype=np.int64)
-    if (ranks < 0).any() or len(np.unique(ranks)) != len(ranks):  # e.g. separate jobs, each "rank 0"
-        ranks = np.arange(len(workers), dtype=np.int64)
+    ranks = job_ranks(parts)
     rank_steps = RANK_STEPS.frame(_stack(
         [parts[w].steps.assign(rank=r, worker=w) for w, r in zip(workers, ranks)], RANK_STEPS.names)
     ).sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
@@ -277,6 +275,24 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView
         clocks=CLOCKS.frame(clocks),
         verdict=_verdict(rank_steps, stragglers),
     )
+
+
+def job_ranks(parts: Mapping[str, RankPart]) -> np.ndarray:
+    """The rank of each worker of {worker: `RankPart`}, in order: its distributedInfo rank, or
+    when a worker has none or two claim the same one (separate jobs in one run, each "rank
+    0"), every worker's position in the run."""
+    ranks = np.array([parts[w].rank for w in parts], dtype=np.int64)
+    if (ranks < 0).any() or len(np.unique(ranks)) != len(ranks):
+        ranks = np.arange(len(ranks), dtype=np.int64)
+    return ranks
+
+
+@documented(CLOCKS)
+def clocks(parts: Mapping[str, RankPart], align_clocks: bool = True) -> pd.DataFrame:
+    """The `CLOCKS` table of {worker: `RankPart`} (the job view's ``clocks``), by rank: the
+    offset that aligns each rank with the lowest one (see the module's docstring); all 0
+    with ``align_clocks=False``."""
+    return CLOCKS.frame(_clocks(parts, list(parts), job_ranks(parts), align_clocks))
 
 
 def _stack(frames, columns):
