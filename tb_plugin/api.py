@@ -361,7 +361,7 @@ def _ranks_timeline(api, request):
     job_parts = {w: pair[0] for w, pair in asked.items()}
     shown = span_ranks(job_parts, ranks)
     parts = {w: asked[w][1] for w in shown}
-    open_workers = [w for w in span_ranks(job_parts, expanded if expanded is not None else None) if w in parts]
+    open_workers = [w for w in span_ranks(job_parts, expanded, expanded=True) if w in parts]
     profiles = {w: ready(api.store.profile(run, w, span)) for w in open_workers}
     used = list(job_parts.values()) + list(parts.values()) + list(profiles.values())
     return Inputs(used, (ranks_timeline(job_parts, parts, profiles, align),))

@@ -372,7 +372,7 @@ class Run:
         job_parts = {w: self._span_profile(w, span).job_part() for w in self._span_workers(span)}
         workers = span_ranks(job_parts, ranks)
         parts = {w: self._span_profile(w, span).rank_timeline_part() for w in workers}
-        return ranks_timeline(job_parts, parts, {w: self.profile(w, span) for w in span_ranks(job_parts, expanded)
+        return ranks_timeline(job_parts, parts, {w: self.profile(w, span) for w in span_ranks(job_parts, expanded, True)
                                                  if w in parts}, align_clocks)
 
 
@@ -395,8 +395,12 @@ class RanksTimeline:
         return rank_timeline.rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks)
 
 
-def span_ranks(job_parts: Mapping[str, job_view.RankPart], ranks: Sequence[int] | None) -> list[str]:
-    """The workers of `ranks` (None: all) among {worker: `Profile.job_part()`}, in rank order."""
+def span_ranks(job_parts: Mapping[str, job_view.RankPart], ranks: Sequence[int] | None,
+               expanded: bool = False) -> list[str]:
+    """The workers of `ranks` (None: all) among {worker: `Profile.job_part()`}, in rank order;
+    at most `views.rank_timeline.MAX_EXPANDED` when they are to be `expanded`."""
+    if expanded:
+        return rank_timeline.rank_workers(job_parts, ranks, most=rank_timeline.MAX_EXPANDED)
     return rank_timeline.rank_workers(job_parts, ranks)
 
 

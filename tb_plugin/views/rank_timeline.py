@@ -38,6 +38,9 @@ from .timeline import KINDS, TIMELINE_TRACKS, TimelineIndex, merge_blocks
 SUMMARY_BLOCKS = 2048
 RANK_TRACK_STRIDE = 1 << 20  # tracks of one rank; 2,047 ranks fit in the API's track ids
 MAX_RANKS = (1 << 31) // RANK_TRACK_STRIDE - 1
+# Each expanded rank holds its whole model while it is drawn: a bound, so that expanding
+# never asks for more models at once than a server keeps within its memory budget.
+MAX_EXPANDED = 16
 
 TIMELINE_RANKS = declare(
     "timeline_ranks", "one rank on the shared time axis of the Trace view's ranks mode",
@@ -97,9 +100,9 @@ def _union(starts, ends):
     return starts[opens], seg_end, np.bincount(segment).astype(np.int64)
 
 
-def rank_workers(job_parts: Mapping[str, RankPart], ranks: Sequence[int] | None) -> list[str]:
+def rank_workers(job_parts: Mapping[str, RankPart], ranks: Sequence[int] | None, most: int = MAX_RANKS) -> list[str]:
     """The workers of `ranks` (None: every rank), in rank order; `NotFoundError` naming the
-    job's ranks for one it lacks."""
+    job's ranks for one it lacks, `BadParameterError` for more than `most`."""
     table = clocks(job_parts, align_clocks=False)
     known = dict(zip(table["rank"].tolist(), table["worker"].tolist()))
     if ranks is None:
@@ -109,8 +112,8 @@ def rank_workers(job_parts: Mapping[str, RankPart], ranks: Sequence[int] | None)
         if missing:
             raise NotFoundError(f"no rank {missing[0]} in this span; ranks: {_ranges(sorted(known))}")
         wanted = sorted(set(ranks))
-    if len(wanted) > MAX_RANKS:
-        raise BadParameterError(f"at most {MAX_RANKS} ranks at once, not {len(wanted)}")
+    if len(wanted) > most:
+        raise BadParameterError(f"at most {most} ranks at once, not {len(wanted)}")
     return [known[r] for r in wanted]
 
 
