@@ -544,6 +544,8 @@ class Api:
 
     @reads(_ranks_timeline)
     def timeline_ranks(self, request, ranks):
+        if choice_param(request, "format", ("json", "csv")) == "csv":  # the ranks table alone
+            return table_reply(request, ranks.ranks)
         return respond({"ranks": ranks.ranks, "tracks": ranks.tracks,
                         "start_us": float(ranks.ranks["start_us"].min()) if len(ranks.ranks) else 0.0,
                         "end_us": float(ranks.ranks["end_us"].max()) if len(ranks.ranks) else 0.0})

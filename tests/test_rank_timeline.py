@@ -139,6 +139,10 @@ def test_routes_answer_with_the_offsets_and_refuse_unknown_ranks(job_dir):
         raw = _get(client, "timeline_rank_slices?run=job&expanded=1&align_clocks=false"
                            "&start_us=-10000&end_us=10000&resolution_us=0.5")
         assert _gemm_starts(raw.get_json())[1] == pytest.approx(GEMM_AT[1] + CLOCK[1] - CLOCK[0])
+        csv = _get(client, "timeline_ranks?run=job&format=csv").get_data(as_text=True).splitlines()
+        assert csv[0].split(",") == columns and len(csv) == 1 + len(CLOCK)
+        too_many = _get(client, "timeline_ranks?run=job&expanded=" + ",".join(map(str, range(40))))
+        assert too_many.status_code in (400, 404)
         missing = _get(client, "timeline_ranks?run=job&ranks=0,7")
         assert missing.status_code == 404 and "0..2" in missing.get_json()["reason"]
         assert _get(client, "timeline_ranks?run=job&ranks=x").status_code == 400

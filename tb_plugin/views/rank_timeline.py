@@ -23,7 +23,7 @@ Track ids on the shared axis: rank i of the listed ranks owns ids ``i * RANK_TRA
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -147,12 +147,29 @@ def rank_frame(job_parts: Mapping[str, RankPart], parts: Mapping[str, RankTimeli
     })
 
 
+class _Shown(NamedTuple):
+    """One row of a `TIMELINE_RANKS` frame, typed."""
+
+    rank: int
+    worker: str
+    track: int
+    offset_us: float
+    shift_us: float
+    summary: str
+
+
+def _shown(frame: pd.DataFrame) -> list[_Shown]:
+    return [_Shown(int(r), str(w), int(t), float(o), float(s), str(m)) for r, w, t, o, s, m in zip(
+        frame["rank"].tolist(), frame["worker"].tolist(), frame["track"].tolist(), frame["offset_us"].tolist(),
+        frame["shift_us"].tolist(), frame["summary"].tolist())]
+
+
 def rank_tracks(frame: pd.DataFrame, indexes: Mapping[str, TimelineIndex]) -> pd.DataFrame:
     """The tracks of the shared axis (`TIMELINE_TRACKS` columns): per rank its summary track,
     then, for a rank in `indexes` (expanded), its own tracks; one process per rank, so that
     each rank is one group of tracks."""
     pieces = []
-    for row in frame.itertuples(index=False):  # one per rank shown
+    for row in _shown(frame):  # one per rank shown
         label = f"Rank {row.rank} · {row.worker}"
         pid = f"rank {row.rank}"
         pieces.append(pd.DataFrame({
@@ -177,7 +194,7 @@ def rank_slices(frame: pd.DataFrame, parts: Mapping[str, RankTimelinePart], inde
     `indexes` (expanded) also from its own index, the window moved by its shift."""
     wanted = None if tracks is None else np.asarray(tracks, dtype=np.int64)
     replies = []
-    for row in frame.itertuples(index=False):  # one per rank shown
+    for row in _shown(frame):  # one per rank shown
         if wanted is None or (wanted == row.track).any():
             replies.append((row.rank, row.track, row.shift_us, _summary_slices(parts[row.worker], row, start_us, end_us,
                                                                                resolution_us)))
@@ -204,8 +221,8 @@ def rank_slices(frame: pd.DataFrame, parts: Mapping[str, RankTimelinePart], inde
         names += reply["names"]
     out["names"] = names
     out["kinds"] = list(KINDS)
-    out["offsets"] = [{"rank": int(r.rank), "worker": r.worker, "shift_us": float(r.shift_us),
-                       "offset_us": float(r.offset_us)} for r in frame.itertuples(index=False)]
+    out["offsets"] = [{"rank": r.rank, "worker": r.worker, "shift_us": r.shift_us, "offset_us": r.offset_us}
+                      for r in _shown(frame)]
     return out
 
 
