@@ -28,7 +28,7 @@ from werkzeug import wrappers, wsgi
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading
-from .profile import Profile, combine_distributed, combine_job, diff, ranks_timeline, span_ranks
+from .profile import Profile, combine_distributed, combine_job, diff, ranks_frame, ranks_timeline, span_ranks
 from .routes import API_ROUTES
 from .sources import SourceResolver
 
@@ -363,8 +363,36 @@ def _ranks_timeline(api, request):
     parts = {w: asked[w][1] for w in shown}
     open_workers = [w for w in span_ranks(job_parts, expanded, expanded=True) if w in parts]
     profiles = {w: ready(api.store.profile(run, w, span)) for w in open_workers}
-    used = list(job_parts.values()) + list(parts.values()) + list(profiles.values())
-    return Inputs(used, (ranks_timeline(job_parts, parts, profiles, align),))
+    summaries = list(job_parts.values()) + list(parts.values())
+    frame = api.rank_frames.get((run, span, align, tuple(shown)), summaries,
+                                lambda: ranks_frame(job_parts, parts, align))
+    return Inputs(summaries + list(profiles.values()), (ranks_timeline(job_parts, parts, profiles, align, frame),))
+
+
+class DerivedCache:
+    """Small results derived from some summaries, per key, reused while each summary is still
+    the one served (held weakly, as `ReplyCache` holds profiles); bounded, LRU. The ranks'
+    frame (clock offsets matched over every rank's collectives) is computed once per job,
+    not once per pan of the timeline."""
+
+    def __init__(self, size=16):
+        self.size = size
+        self._entries = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key, used, build):
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and len(entry[0]) == len(used) and all(r() is u for r, u in zip(entry[0], used)):
+                self._entries.move_to_end(key)
+                return entry[1]
+        value = build()
+        with self._lock:
+            self._entries[key] = (tuple(weakref.ref(u) for u in used), value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value
 
 
 JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks")
@@ -376,6 +404,7 @@ class Api:
     def __init__(self, store):
         self.store = store
         self.replies = ReplyCache()
+        self.rank_frames = DerivedCache()
         self.sources = SourceResolver()
 
     def routes(self):

@@ -404,11 +404,22 @@ def span_ranks(job_parts: Mapping[str, job_view.RankPart], ranks: Sequence[int] 
     return rank_timeline.rank_workers(job_parts, ranks)
 
 
+def ranks_frame(job_parts: Mapping[str, job_view.RankPart], parts: Mapping[str, rank_timeline.RankTimelinePart],
+                align_clocks: bool = True) -> pd.DataFrame:
+    """The `timeline_ranks` table of {worker: `Profile.rank_timeline_part()`}: each rank's clock
+    offset and shift onto the shared axis; `job_parts` (every worker of the span) give the
+    offsets (`views.rank_timeline.rank_frame`)."""
+    return rank_timeline.rank_frame(job_parts, parts, align_clocks)
+
+
 def ranks_timeline(job_parts: Mapping[str, job_view.RankPart], parts: Mapping[str, rank_timeline.RankTimelinePart],
-                   expanded: Mapping[str, Profile], align_clocks: bool = True) -> RanksTimeline:
+                   expanded: Mapping[str, Profile], align_clocks: bool = True,
+                   frame: pd.DataFrame | None = None) -> RanksTimeline:
     """The ranks of {worker: `Profile.rank_timeline_part()`} on one time axis; `job_parts`
-    (every worker of the span) give the clock offsets, `expanded` the ranks drawn in full."""
-    frame = rank_timeline.rank_frame(job_parts, parts, align_clocks)
+    (every worker of the span) give the clock offsets, `expanded` the ranks drawn in full;
+    `frame`, their `ranks_frame` when computed before."""
+    if frame is None:
+        frame = ranks_frame(job_parts, parts, align_clocks)
     return RanksTimeline(frame, parts, {w: p.timeline() for w, p in expanded.items()})
 
 
