@@ -160,3 +160,21 @@ def test_cpu_sample_ranks_share_one_axis():
     total = sum(len(run.profile(w).model.ops) for w in view.ranks["worker"])
     assert sum(slices["count"]) == total
     assert np.isfinite(view.ranks["shift_us"]).all()
+
+
+def test_more_ranks_than_profiles_kept_in_memory(job_dir):
+    """Collapsed ranks are drawn from summaries: with the store keeping one parsed profile,
+    all three ranks still answer, with the times of each rank's summary, and no more than
+    one profile is held."""
+    plugin, client = make_client(job_dir)
+    try:
+        plugin.store.max_profiles = 1
+        plugin.store.wait_for_scan(30)
+        body = _get(client, "timeline_rank_slices?run=job&start_us=-1000&end_us=2000&resolution_us=1000").get_json()
+        assert len(plugin.store._profiles) <= 1
+        starts = {}
+        for rank, start in zip(body["rank"], body["start_us"]):
+            starts[rank] = min(start, starts.get(rank, np.inf))
+        assert starts == pytest.approx(GEMM_AT)  # each rank busy from its gemm on, aligned
+    finally:
+        plugin.store.stop()
