@@ -123,9 +123,13 @@ def first_paints(app, repeat=3):
     import threading
 
     from playwright.sync_api import sync_playwright
-    from werkzeug.serving import make_server
+    from werkzeug.serving import WSGIRequestHandler, make_server
 
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    class Quiet(WSGIRequestHandler):
+        def log_request(self, *args, **kwargs):  # one line per request would bury the figures
+            pass
+
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{server.server_port}{PREFIX}/index.html?run=job&worker=rank0&span=1&view=trace"
