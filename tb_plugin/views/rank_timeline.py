@@ -190,14 +190,14 @@ def rank_slices(frame: pd.DataFrame, parts: Mapping[str, RankTimelinePart], inde
     """Slices of the shared axis in [start_us, end_us] at `resolution_us`, shaped as
     `TimelineIndex.query` answers (track ids of the shared axis, times on it), plus `rank`
     (the rank of each row: event ids are that rank's own) and `offsets` (per rank shown: rank,
-    worker, shift_us, offset_us). A collapsed rank answers from its summary; a rank in
-    `indexes` (expanded) also from its own index, the window moved by its shift."""
+    worker, shift_us, offset_us). Every rank's summary track answers from its summary (all
+    ranks merged in one pass); a rank in `indexes` (expanded) also from its own index, the
+    window moved by its shift."""
     wanted = None if tracks is None else np.asarray(tracks, dtype=np.int64)
-    replies = []
-    for row in _shown(frame):  # one per rank shown
-        if wanted is None or (wanted == row.track).any():
-            replies.append((row.rank, row.track, row.shift_us, _summary_slices(parts[row.worker], row, start_us, end_us,
-                                                                               resolution_us)))
+    shown = _shown(frame)
+    replies = [_summary_slices([r for r in shown if wanted is None or (wanted == r.track).any()], parts,
+                               start_us, end_us, resolution_us)]
+    for row in shown:  # one per rank shown
         index = indexes.get(row.worker)
         if index is None:
             continue
@@ -207,36 +207,45 @@ def rank_slices(frame: pd.DataFrame, parts: Mapping[str, RankTimelinePart], inde
             if not len(own):
                 continue
         local = index.query(start_us - row.shift_us, end_us - row.shift_us, resolution_us, own)
-        replies.append((row.rank, row.track + 1, row.shift_us, local))
+        local["track"] = (np.asarray(local["track"], dtype=np.int64) + row.track + 1).tolist()
+        local["start_us"] = (np.asarray(local["start_us"], dtype=np.float64) + row.shift_us).tolist()
+        local["rank"] = [row.rank] * len(local["track"])
+        replies.append(local)
     out: dict[str, Any] = {k: [] for k in ("track", "lane", "start_us", "dur_us", "name", "count", "busy_us", "event",
                                            "kind", "rank")}
     names: list[str] = []
-    for rank, track_base, shift, reply in replies:
-        out["track"] += (np.asarray(reply["track"], dtype=np.int64) + track_base).tolist()
-        out["start_us"] += (np.asarray(reply["start_us"], dtype=np.float64) + shift).tolist()
+    for reply in replies:
         out["name"] += (np.asarray(reply["name"], dtype=np.int64) + len(names)).tolist()
-        for key in ("lane", "dur_us", "count", "busy_us", "event", "kind"):
+        for key in ("track", "start_us", "lane", "dur_us", "count", "busy_us", "event", "kind", "rank"):
             out[key] += reply[key]
-        out["rank"] += [int(rank)] * len(reply["track"])
         names += reply["names"]
     out["names"] = names
     out["kinds"] = list(KINDS)
     out["offsets"] = [{"rank": r.rank, "worker": r.worker, "shift_us": r.shift_us, "offset_us": r.offset_us}
-                      for r in _shown(frame)]
+                      for r in shown]
     return out
 
 
-def _summary_slices(part, row, start_us, end_us, resolution_us):
-    """A rank's summary blocks overlapping the window (shared axis), merged at the resolution;
-    in `TimelineIndex.query`'s shape, on track 0 of the rank (its summary track)."""
-    lo, hi = start_us - row.shift_us, end_us - row.shift_us
-    inside = (part.block_start <= hi) & (part.block_end >= lo)
-    n = int(inside.sum())
-    zeros = np.zeros(n, dtype=np.int64)
-    _, start, end, count, busy, _, _ = merge_blocks(zeros, part.block_start[inside], part.block_end[inside],
-                                                    part.block_count[inside], part.block_busy[inside], zeros,
-                                                    zeros - 1, resolution_us)
-    return {"track": [0] * len(start), "lane": [0] * len(start), "start_us": start.tolist(),
-            "dur_us": (end - start).tolist(), "name": [0] * len(start), "count": count.tolist(),
-            "busy_us": busy.tolist(), "event": [-1] * len(start), "kind": [-1] * len(start),
-            "names": [f"{part.summary} busy"]}
+def _summary_slices(rows, parts, start_us, end_us, resolution_us):
+    """The summary blocks of the ranks `rows` overlapping the window, on the shared axis, each
+    on its rank's summary track, merged at the resolution (one merge for all the ranks, each
+    rank a group of its own); in `TimelineIndex.query`'s shape plus `rank`."""
+    pieces = []
+    for i, row in enumerate(rows):  # one mask per rank; the merge is one for all
+        part = parts[row.worker]
+        inside = (part.block_start <= end_us - row.shift_us) & (part.block_end >= start_us - row.shift_us)
+        pieces.append((np.full(int(inside.sum()), i, dtype=np.int64), part.block_start[inside] + row.shift_us,
+                       part.block_end[inside] + row.shift_us, part.block_count[inside], part.block_busy[inside]))
+    labels = sorted({f"{parts[r.worker].summary} busy" for r in rows})
+    if not pieces:
+        return {k: [] for k in ("track", "lane", "start_us", "dur_us", "name", "count", "busy_us", "event", "kind",
+                                "rank", "names")}
+    group, start, end, count, busy = (np.concatenate(column) for column in zip(*pieces))
+    label_of = np.array([labels.index(f"{parts[r.worker].summary} busy") for r in rows], dtype=np.int64)
+    group, start, end, count, busy, _, _ = merge_blocks(group, start, end, count, busy, label_of[group],
+                                                        np.full(len(group), -1, dtype=np.int64), resolution_us)
+    n = len(start)
+    return {"track": np.array([r.track for r in rows], dtype=np.int64)[group].tolist(), "lane": [0] * n,
+            "start_us": start.tolist(), "dur_us": (end - start).tolist(), "name": label_of[group].tolist(),
+            "count": count.tolist(), "busy_us": busy.tolist(), "event": [-1] * n, "kind": [-1] * n,
+            "rank": np.array([r.rank for r in rows], dtype=np.int64)[group].tolist(), "names": labels}
