@@ -1,6 +1,6 @@
 """The Trace view's ranks mode in Chromium on the 2-rank gloo sample: both ranks' groups on one
-axis with the offsets `timeline_ranks` applies, a rank expanded into its own tracks, clock
-alignment switched off. Screenshots land in the e2e screenshot directory."""
+axis with the offsets `timeline_ranks` applies, a rank expanded into its own tracks, one of its
+events' details from that rank's own trace, clock alignment switched off. Screenshots land in the e2e screenshot directory."""
 
 import urllib.parse
 
@@ -56,6 +56,12 @@ def test_all_ranks_on_one_axis_expand_and_unalign(page, server, screenshot_dir):
     stride = next(r["track"] for r in rows(frame["ranks"]) if r["rank"] == 1)
     assert all(e["track"] > stride for e in events)  # only rank 1 has its own events drawn
     assert urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)["trace_rank_open"] == ["1"]
+    # clicking one of rank 1's events shows its details from rank 1's own trace
+    hit = max(events, key=lambda e: e["width"])
+    after(page, lambda: page.mouse.click(x0 + hit["x"], y0 + hit["y"]))
+    page.wait_for_selector("[data-testid=trace-rank-selected][data-rank='1'] [data-testid=trace-details]")
+    details = api(server, "timeline_event", run=RUN, worker=ranks[1]["worker"], span=1, event=hit["event"])
+    assert page.inner_text("[data-field=event-name]") == details["name"]
     screenshot(page, screenshot_dir, f"{RUN}_trace_ranks_expanded")
 
     # without alignment the offsets are 0 and the page says so

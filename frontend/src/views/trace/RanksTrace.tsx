@@ -6,23 +6,41 @@
 // shift_us (origin difference plus clock offset; offset 0 with clock alignment off). The same
 // canvas timeline as one trace: zoom and pan alike. URL state: trace_ranks (all or a list),
 // trace_rank_open (the ranks expanded), align_clocks (shared with the Job view), the window.
+// Clicking an event of an expanded rank shows its details and flow arrows from that rank's
+// own routes (/timeline_event, /timeline_flows with its worker), placed on the shared axis.
 
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
-import type { TimelineRanksReply, ViewProps } from '../../api/types';
+import type { TimelineEndpoint, TimelineEventReply, TimelineFlow, TimelineFlowsReply, TimelineRanksReply, ViewProps } from '../../api/types';
 import { typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration } from '../../base/format';
-import { setParams } from '../../base/url';
+import { PROFILE_SELECTIONS, setParams } from '../../base/url';
 import { Card, ErrorBox, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
 import { useTimelineData, type TimelineRoutes } from './data';
-import { bounds, clampWindow, groupTracks, layout, windowLabel, type TrackInfo, type Window } from './logic';
-import { Timeline } from './Timeline';
+import { Details } from './Details';
+import { bounds, centreOn, clampWindow, groupTracks, layout, windowLabel, type TrackInfo, type Window } from './logic';
+import { Timeline, type SliceHit } from './Timeline';
 
 const ROUTES: TimelineRoutes = { slices: 'timeline_rank_slices', counters: null };
 const NO_STEPS: never[] = [];
 const NOTHING = new Set<string>();
+/** Track ids of one rank on the shared axis: its summary track is rank position x STRIDE, its
+ *  own track t is that + 1 + t (`RANK_TRACK_STRIDE` in views/rank_timeline.py). */
+const RANK_TRACK_STRIDE = 1 << 20;
+
+interface RankRow {
+  rank: number;
+  worker: string;
+  track: number;
+  shift_us: number;
+}
+
+/** An endpoint of one rank's own trace (its track ids, its times) on the shared axis. */
+export function onAxis(rank: Pick<RankRow, 'track' | 'shift_us'>, e: TimelineEndpoint): TimelineEndpoint {
+  return { ...e, track: e.track < 0 ? -1 : rank.track + 1 + e.track, ts_us: e.ts_us + rank.shift_us };
+}
 
 function num(text: string): number | null {
   if (text === '') return null;
@@ -110,6 +128,42 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
     return { ...base, rows };
   }, [groups, byPid, open]);
 
+  // The selected event: a rank's own event id (ids are per trace), kept in the page only.
+  const [picked, setPicked] = useState<{ rank: RankRow; event: number; where: TimelineEndpoint | null } | null>(null);
+  useEffect(() => setPicked(null), [data]); // offsets or expanded ranks changed: re-pick
+  const rankAt = useCallback((track: number) => ranks.find((r) => r.track === Math.floor(track / RANK_TRACK_STRIDE) * RANK_TRACK_STRIDE), [ranks]);
+  const onSelect = useCallback((hit: SliceHit | null) => {
+    const rank = hit && hit.event >= 0 && hit.track % RANK_TRACK_STRIDE !== 0 ? rankAt(hit.track) : undefined;
+    setPicked(hit && rank ? { rank, event: hit.event, where: { event: hit.event, track: hit.track, lane: hit.lane, ts_us: hit.start, dur_us: hit.dur } } : null);
+  }, [rankAt]);
+  const rankBase = picked ? { run: props.run, worker: picked.rank.worker, span: props.span, event: picked.event } : null;
+  const details = useApi<TimelineEventReply>(rankBase ? 'timeline_event' : null, rankBase ?? {});
+  const flows = useApi<TimelineFlowsReply>(rankBase ? 'timeline_flows' : null, rankBase ?? {});
+  const known = details.status === 'ok' && picked && details.data.event === picked.event ? details.data : null;
+  const selected = picked ? picked.where ?? (known ? onAxis(picked.rank, known) : null) : null;
+  const arrows: TimelineFlow[] = picked && flows.status === 'ok' && flows.data.event === picked.event
+    ? flows.data.flows.map((f) => ({ ...f, from: onAxis(picked.rank, f.from), to: onAxis(picked.rank, f.to) })) : [];
+  // the picked rank's own tracks by their own ids, for the details' "Where"
+  const ownTracks = useMemo(() => new Map(picked ? trackList.filter((t) => t.track > picked.rank.track && t.track < picked.rank.track + RANK_TRACK_STRIDE)
+    .map((t) => [t.track - picked.rank.track - 1, t] as [number, TrackInfo]) : []), [trackList, picked]);
+  const goTo = (e: TimelineEndpoint) => {
+    if (!picked) return;
+    const where = e.track < 0 ? null : onAxis(picked.rank, e);
+    setPicked({ rank: picked.rank, event: e.event, where });
+    if (where) setViewState((v) => centreOn(v, where.ts_us, where.ts_us + where.dur_us, limit));
+  };
+  // the Operator view of the picked rank's worker: a change of profile, so its selections go
+  const openOperator = (name: string) =>
+    setParams({ ...Object.fromEntries(PROFILE_SELECTIONS.map((n) => [n, null])), worker: picked?.rank.worker, view: 'operator', op_search: name });
+  const operatorHref = (name: string) => {
+    const url = new URL(window.location.href);
+    PROFILE_SELECTIONS.forEach((n) => url.searchParams.delete(n));
+    url.searchParams.set('worker', picked?.rank.worker ?? props.worker);
+    url.searchParams.set('view', 'operator');
+    url.searchParams.set('op_search', name);
+    return url.href;
+  };
+
   const [plotWidth, setPlotWidth] = useState(0);
   // every rank's group shows its tracks, so the request names none (all of the ranks asked
   // for): its URL stays short whatever the number of ranks
@@ -124,7 +178,7 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
       <div class="hint trace-help">
         {ranks.length} ranks on one time axis, in µs from the reference rank's trace origin ({windowLabel(view)} shown). Click a rank's header to
         expand it into its own tracks (its profile loads) or collapse it to its {ranks[0]?.summary ?? 'busy'} summary. Wheel or <kbd>W</kbd>/<kbd>S</kbd>:
-        zoom · drag or <kbd>A</kbd>/<kbd>D</kbd>: pan. For one rank's event details, search and flows, pick "This worker".
+        zoom · drag or <kbd>A</kbd>/<kbd>D</kbd>: pan · click an event of an expanded rank: its details and flows. Search and range totals: pick "This worker".
       </div>
       {slices.error ? <ErrorBox title="Cannot load this part of the timeline" reason={slices.error} /> : null}
       <div data-testid="trace-ranks" data-ranks={ranks.map((r) => r.rank).join(',')} data-open={[...open].join(',')}>
@@ -136,9 +190,9 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
           slices={slices.slices}
           counters={null}
           steps={NO_STEPS}
-          selected={null}
-          onSelect={() => undefined}
-          flows={[]}
+          selected={selected}
+          onSelect={onSelect}
+          flows={arrows}
           range={null}
           onRange={() => undefined}
           onToggle={onToggle}
@@ -147,6 +201,12 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
           requests={slices.requests}
         />
       </div>
+      {picked ? (
+        <div data-testid="trace-rank-selected" data-rank={String(picked.rank.rank)}>
+          <div class="hint">Rank {picked.rank.rank} ({picked.rank.worker}): times below are on its own trace's clock, from its start.</div>
+          <Details event={details} flows={flows} tracks={ownTracks} operatorHref={operatorHref} onOperatorLink={openOperator} onGoTo={goTo} />
+        </div>
+      ) : null}
       <Card title="Clock offsets applied">
         <DataTable
           id="trace-rank-offsets"
