@@ -71,3 +71,25 @@ def test_all_ranks_on_one_axis_expand_and_unalign(page, server, screenshot_dir):
     assert all(r["offset_us"] == 0 for r in rows(raw["ranks"]))
     page.wait_for_function("(t) => document.querySelector('[data-table=trace-rank-offsets]').innerText.includes(t)",
                            arg=format_duration(rows(raw["ranks"])[1]["shift_us"]))
+
+
+def test_pick_ranks_and_back_to_this_worker(page, server, screenshot_dir):
+    open_page(page, server, run=RUN, worker="worker0", span=1, view="trace", trace_ranks="all")
+    page.wait_for_selector("[data-testid=trace-ranks][data-ranks='0,1']")
+    page.select_option("[data-control=trace-ranks]", "pick")
+    page.fill("[data-control=trace-rank-list]", "1")
+    after(page, lambda: page.press("[data-control=trace-rank-list]", "Enter"))
+    page.wait_for_selector("[data-testid=trace-ranks][data-ranks='1']")
+    headers = [r["label"] for r in drawn_rows(page) if r["type"] == "header"]
+    assert headers == ["Rank 1 · worker1"]
+    screenshot(page, screenshot_dir, f"{RUN}_trace_ranks_picked")
+    # an unknown rank is refused with the job's ranks named
+    page.fill("[data-control=trace-rank-list]", "5")
+    page.press("[data-control=trace-rank-list]", "Enter")
+    page.wait_for_function("() => document.body.innerText.includes('ranks: 0..1')")
+    # that 404 is the answer expected (the browser logs every 404 as an error)
+    page.watch.errors = [e for e in page.watch.errors if "status of 404" not in e or "ranks=5" not in e]
+    after(page, lambda: page.select_option("[data-control=trace-ranks]", "this"))
+    page.wait_for_selector("[data-testid=trace-ranks]", state="detached")
+    assert "trace_ranks" not in page.url
+    wait_drawn(page)

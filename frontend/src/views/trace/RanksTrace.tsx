@@ -176,7 +176,7 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
   return (
     <>
       <div class="hint trace-help">
-        {ranks.length} ranks on one time axis, in µs from the reference rank's trace origin ({windowLabel(view)} shown). Click a rank's header to
+        {ranks.length === 1 ? '1 rank' : `${ranks.length} ranks`} on one time axis, in µs from the reference rank's trace origin ({windowLabel(view)} shown). Click a rank's header to
         expand it into its own tracks (its profile loads) or collapse it to its {ranks[0]?.summary ?? 'busy'} summary. Wheel or <kbd>W</kbd>/<kbd>S</kbd>:
         zoom · drag or <kbd>A</kbd>/<kbd>D</kbd>: pan · click an event of an expanded rank: its details and flows. Search and range totals: pick "This worker".
       </div>

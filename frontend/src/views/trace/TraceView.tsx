@@ -105,8 +105,8 @@ function RanksControl({ ranks, onRanks }: { ranks: string; onRanks: (ranks: stri
             placeholder="0,1,7"
             value={text}
             onInput={(e) => setText((e.target as HTMLInputElement).value)}
-            onBlur={pick}
           />
+          <button type="submit" data-control="trace-rank-show">Show</button>
         </form>
       ) : null}
     </div>
