@@ -43,7 +43,8 @@ collective at nearly the same instant, so the offset of rank r is the median, ov
 it shares with the reference rank (the lowest rank), of the difference between their ends
 (the end of the call's last communication kernel, or of its host interval for host-only
 backends such as gloo). Arrival times are compared after adding each rank's offset; ranks
-sharing no call with the reference keep offset 0 and are marked not aligned.
+sharing no call with the reference keep offset 0 and are marked not aligned. The Trace view's
+ranks mode moves each rank's timeline by the same offsets (`views.rank_timeline`).
 
 Bandwidth of a collective call, as NCCL's tests define it: algbw = S / t and busbw = algbw x
 factor, with t the call's data-transfer time (its shortest duration over the ranks, as in the

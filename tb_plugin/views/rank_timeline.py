@@ -13,9 +13,11 @@ the ranks' clocks are trusted as they are, e.g. all on one host).
 The memory held never grows with the number of ranks shown. A rank is one collapsible group of
 tracks; collapsed, it is drawn from a small per-rank summary (`RankTimelinePart`, kept by the
 server after the rank's model is dropped): its busy time (device activity, or host operators
-on a rank without device work) as at most about `SUMMARY_BLOCKS` blocks over its span. Only
-an expanded rank's model is loaded, and its own `TimelineIndex` answers with the window moved
-by the rank's shift, so every rank costs what its pixels cost, as a single trace does.
+on a rank without device work) as at most about `SUMMARY_BLOCKS` blocks over its span
+(gaps and events shorter than span / `SUMMARY_BLOCKS` merged, so zoomed in further a collapsed
+rank shows those blocks, no finer; expand it for its events). Only an expanded rank's model is
+loaded, and its own `TimelineIndex` answers with the window moved by the rank's shift, so
+every rank costs what its pixels cost, as a single trace does.
 
 Track ids on the shared axis: rank i of the listed ranks owns ids ``i * RANK_TRACK_STRIDE``
 (its summary track) and ``i * RANK_TRACK_STRIDE + 1 + t`` (its own track t).
