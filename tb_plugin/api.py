@@ -12,7 +12,10 @@ import csv
 import io
 import logging
 import math
+import threading
 import time
+import weakref
+from collections import OrderedDict
 from dataclasses import asdict
 from functools import partial, wraps
 from typing import NamedTuple
@@ -26,7 +29,8 @@ from werkzeug import wrappers, wsgi
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading
-from .profile import KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed, combine_job, diff
+from .profile import (KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed, combine_job, diff,
+                      ranks_frame, ranks_timeline, span_ranks)
 from .routes import API_ROUTES
 from .sources import SourceResolver
 
@@ -303,6 +307,78 @@ def _span_parts(key, build):
     return inputs
 
 
+def ranks_param(request, name, default=None):
+    """Comma-separated rank numbers, or "all" (None)."""
+    raw = text_param(request, name, required=False)
+    if raw is None:
+        return default
+    if raw == "all":
+        return None
+    try:
+        ranks = [int(r) for r in raw.split(",") if r.strip()]
+    except ValueError:
+        raise BadParameterError(f"parameter {name!r} must be 'all' or comma-separated ranks") from None
+    if not all(0 <= r < 1 << 31 for r in ranks):
+        raise BadParameterError(f"parameter {name!r} holds a rank out of range")
+    return ranks
+
+
+def _ranks_timeline(api, request):
+    """A `reads` input: the ranks of one span on one axis (`ranks_timeline`). Every worker's
+    job summary (for the clock offsets) and timeline summary (a collapsed rank's track) are
+    asked for in one pass, so each profile is loaded once; the expanded ranks' profiles are
+    then loaded in full."""
+    run = text_param(request, "run")
+    span = int_param(request, "span", required=False, default=1, minimum=1)
+    ranks = ranks_param(request, "ranks")
+    expanded = ranks_param(request, "expanded", default=[])
+    align = choice_param(request, "align_clocks", ("true", "false")) == "true"
+    files = api.store.run_files(run)
+    workers = [w for w, spans in files.workers.items() if span <= len(spans)]
+    if not workers:
+        raise NotFoundError(f"no worker of run {run!r} has span {span}")
+    asked = {w: (api.store.summary(run, w, span, "job", Profile.job_part),
+                 api.store.summary(run, w, span, "rank_timeline", Profile.rank_timeline_part)) for w in workers}
+    loading = [r for pair in asked.values() for r in pair if isinstance(r, Loading)]
+    if loading:
+        raise still_loading(loading[0], sum(not isinstance(p[0], Loading) for p in asked.values()), len(asked))
+    job_parts = {w: pair[0] for w, pair in asked.items()}
+    shown = span_ranks(job_parts, ranks)
+    parts = {w: asked[w][1] for w in shown}
+    open_workers = [w for w in span_ranks(job_parts, expanded, expanded=True) if w in parts]
+    profiles = {w: ready(api.store.profile(run, w, span)) for w in open_workers}
+    summaries = list(job_parts.values()) + list(parts.values())
+    frame = api.rank_frames.get((run, span, align, tuple(shown)), summaries,
+                                lambda: ranks_frame(job_parts, parts, align))
+    return Inputs(summaries + list(profiles.values()), (ranks_timeline(job_parts, parts, profiles, align, frame),))
+
+
+class DerivedCache:
+    """Small results derived from some summaries, per key, reused while each summary is still
+    the one served (held weakly, as `ReplyCache` holds profiles); bounded, LRU. The ranks'
+    frame (clock offsets matched over every rank's collectives) is computed once per job,
+    not once per pan of the timeline."""
+
+    def __init__(self, size=16):
+        self.size = size
+        self._entries = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key, used, build):
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and len(entry[0]) == len(used) and all(r() is u for r, u in zip(entry[0], used)):
+                self._entries.move_to_end(key)
+                return entry[1]
+        value = build()
+        with self._lock:
+            self._entries[key] = (tuple(weakref.ref(u) for u in used), value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value
+
+
 JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks")
 
 
@@ -312,6 +388,7 @@ class Api:
     def __init__(self, store):
         self.store = store
         self.replies = store.replies
+        self.rank_frames = DerivedCache()
         self.sources = SourceResolver()
 
     def _remember(self, profiles, path, reply):
@@ -531,6 +608,22 @@ class Api:
         if resolution <= 0:
             raise BadParameterError("parameter 'resolution_us' must be > 0")
         return respond(profile.timeline().query(start_us, end_us, resolution, tracks_param(request)))
+
+    @reads(_ranks_timeline)
+    def timeline_ranks(self, request, ranks):
+        if choice_param(request, "format", ("json", "csv")) == "csv":  # the ranks table alone
+            return table_reply(request, ranks.ranks)
+        return respond({"ranks": ranks.ranks, "tracks": ranks.tracks,
+                        "start_us": float(ranks.ranks["start_us"].min()) if len(ranks.ranks) else 0.0,
+                        "end_us": float(ranks.ranks["end_us"].max()) if len(ranks.ranks) else 0.0})
+
+    @reads(_ranks_timeline)
+    def timeline_rank_slices(self, request, ranks):
+        start_us, end_us = self._window(request)
+        resolution = float_param(request, "resolution_us")
+        if resolution <= 0:
+            raise BadParameterError("parameter 'resolution_us' must be > 0")
+        return respond(ranks.slices(start_us, end_us, resolution, tracks_param(request)))
 
     @reads(_one_profile)
     def timeline_counters(self, request, profile):

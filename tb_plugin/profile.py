@@ -29,7 +29,7 @@ from .views import gpu_annotations, gpu_idle
 from .views import job as job_view
 from .views import kernels, launches
 from .views import lightning as lightning_view
-from .views import memory, modules, operators, overview, queues, recommendations, sequences, timeline
+from .views import memory, modules, operators, overview, queues, rank_timeline, recommendations, sequences, timeline
 from .views.common import step_windows
 
 logger = logging.getLogger(__name__)
@@ -329,6 +329,11 @@ class Profile:
         """What the job view needs of this rank (`views.job.rank_part`)."""
         return job_view.rank_part(self.model)
 
+    def rank_timeline_part(self) -> rank_timeline.RankTimelinePart:
+        """What the Trace view's ranks mode draws of this rank while it is collapsed
+        (`views.rank_timeline.rank_timeline_part`)."""
+        return rank_timeline.rank_timeline_part(self.model)
+
     @property
     def device_type(self) -> str:
         return _device_type(self.model)
@@ -492,6 +497,65 @@ class Run:
         `tb_plugin.views.job`. Loads like `distributed`: one profile at a time."""
         return combine_job({w: self._span_profile(w, span).job_part() for w in self._span_workers(span)},
                            align_clocks=align_clocks)
+
+    def timeline_ranks(self, span: int = 1, ranks: Sequence[int] | None = None, align_clocks: bool = True,
+                       expanded: Sequence[int] = ()) -> "RanksTimeline":
+        """Several ranks of one span on one time axis (the Trace view's ranks mode): `ranks`
+        (None: all), the clocks aligned by matched collectives unless ``align_clocks=False``,
+        the ranks in `expanded` with their own tracks; see `tb_plugin.views.rank_timeline`.
+        Loads like `job`; only the expanded ranks' profiles are kept."""
+        job_parts = {w: self._span_profile(w, span).job_part() for w in self._span_workers(span)}
+        workers = span_ranks(job_parts, ranks)
+        parts = {w: self._span_profile(w, span).rank_timeline_part() for w in workers}
+        return ranks_timeline(job_parts, parts, {w: self.profile(w, span) for w in span_ranks(job_parts, expanded, True)
+                                                 if w in parts}, align_clocks)
+
+
+@dataclass
+class RanksTimeline:
+    """Ranks on one time axis: `ranks` (the `timeline_ranks` table), `tracks` (per rank its
+    summary track and, expanded, its own), `slices(start_us, end_us, resolution_us, tracks)`."""
+
+    ranks: pd.DataFrame
+    parts: Mapping[str, rank_timeline.RankTimelinePart]
+    indexes: Mapping[str, timeline.TimelineIndex]
+
+    @property
+    def tracks(self) -> pd.DataFrame:
+        return rank_timeline.rank_tracks(self.ranks, self.indexes)
+
+    def slices(self, start_us: float, end_us: float, resolution_us: float,
+               tracks: Sequence[int] | None = None) -> dict[str, Any]:
+        """`views.rank_timeline.rank_slices` of these ranks."""
+        return rank_timeline.rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks)
+
+
+def span_ranks(job_parts: Mapping[str, job_view.RankPart], ranks: Sequence[int] | None,
+               expanded: bool = False) -> list[str]:
+    """The workers of `ranks` (None: all) among {worker: `Profile.job_part()`}, in rank order;
+    at most `views.rank_timeline.MAX_EXPANDED` when they are to be `expanded`."""
+    if expanded:
+        return rank_timeline.rank_workers(job_parts, ranks, most=rank_timeline.MAX_EXPANDED)
+    return rank_timeline.rank_workers(job_parts, ranks)
+
+
+def ranks_frame(job_parts: Mapping[str, job_view.RankPart], parts: Mapping[str, rank_timeline.RankTimelinePart],
+                align_clocks: bool = True) -> pd.DataFrame:
+    """The `timeline_ranks` table of {worker: `Profile.rank_timeline_part()`}: each rank's clock
+    offset and shift onto the shared axis; `job_parts` (every worker of the span) give the
+    offsets (`views.rank_timeline.rank_frame`)."""
+    return rank_timeline.rank_frame(job_parts, parts, align_clocks)
+
+
+def ranks_timeline(job_parts: Mapping[str, job_view.RankPart], parts: Mapping[str, rank_timeline.RankTimelinePart],
+                   expanded: Mapping[str, Profile], align_clocks: bool = True,
+                   frame: pd.DataFrame | None = None) -> RanksTimeline:
+    """The ranks of {worker: `Profile.rank_timeline_part()`} on one time axis; `job_parts`
+    (every worker of the span) give the clock offsets, `expanded` the ranks drawn in full;
+    `frame`, their `ranks_frame` when computed before."""
+    if frame is None:
+        frame = ranks_frame(job_parts, parts, align_clocks)
+    return RanksTimeline(frame, parts, {w: p.timeline() for w, p in expanded.items()})
 
 
 def combine_distributed(parts: Mapping[str, distributed_view.WorkerPart]) -> distributed_view.DistributedView:

@@ -43,7 +43,8 @@ collective at nearly the same instant, so the offset of rank r is the median, ov
 it shares with the reference rank (the lowest rank), of the difference between their ends
 (the end of the call's last communication kernel, or of its host interval for host-only
 backends such as gloo). Arrival times are compared after adding each rank's offset; ranks
-sharing no call with the reference keep offset 0 and are marked not aligned.
+sharing no call with the reference keep offset 0 and are marked not aligned. The Trace view's
+ranks mode moves each rank's timeline by the same offsets (`views.rank_timeline`).
 
 Bandwidth of a collective call, as the Distributed view defines it (NCCL's tests): algbw =
 S / t and busbw = algbw x the collective's bus factor, with t the call's data-transfer time
@@ -245,9 +246,7 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView
     own clocks (right when all ranks ran on one host).
     """
     workers = list(parts)
-    ranks = np.array([parts[w].rank for w in workers], dtype=np.int64)
-    if (ranks < 0).any() or len(np.unique(ranks)) != len(ranks):  # e.g. separate jobs, each "rank 0"
-        ranks = np.arange(len(workers), dtype=np.int64)
+    ranks = job_ranks(parts)
     rank_steps = RANK_STEPS.frame(_stack(
         [parts[w].steps.assign(rank=r, worker=w) for w, r in zip(workers, ranks)], RANK_STEPS.names)
     ).sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
@@ -263,6 +262,24 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView
         clocks=CLOCKS.frame(clocks),
         verdict=_verdict(rank_steps, stragglers),
     )
+
+
+def job_ranks(parts: Mapping[str, RankPart]) -> np.ndarray:
+    """The rank of each worker of {worker: `RankPart`}, in order: its distributedInfo rank, or
+    when a worker has none or two claim the same one (separate jobs in one run, each "rank
+    0"), every worker's position in the run."""
+    ranks = np.array([parts[w].rank for w in parts], dtype=np.int64)
+    if (ranks < 0).any() or len(np.unique(ranks)) != len(ranks):
+        ranks = np.arange(len(ranks), dtype=np.int64)
+    return ranks
+
+
+@documented(CLOCKS)
+def clocks(parts: Mapping[str, RankPart], align_clocks: bool = True) -> pd.DataFrame:
+    """The `CLOCKS` table of {worker: `RankPart`} (the job view's ``clocks``), by rank: the
+    offset that aligns each rank with the lowest one (see the module's docstring); all 0
+    with ``align_clocks=False``."""
+    return CLOCKS.frame(_clocks(parts, list(parts), job_ranks(parts), align_clocks))
 
 
 def _stack(frames, columns):

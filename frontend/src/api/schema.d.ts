@@ -1715,6 +1715,140 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/timeline_ranks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Several ranks of one span on one time axis (Run.timeline_ranks; the Trace view's ranks mode): ranks (rank, worker, track, offset_us, shift_us, aligned, matched_calls, start_us, end_us, summary; shift_us is added to a rank's own trace times: its origin minus the reference rank's, plus the clock offset), tracks (per rank its summary track, and for an expanded rank its own tracks renumbered track + 1 + t, the rank as their process), and the shared axis' start_us and end_us (µs from the reference rank's origin). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+                    ranks?: string;
+                    /** @description Ranks drawn with their own tracks (each loads its profile): all or comma-separated rank numbers; default none. */
+                    expanded?: string;
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+                    align_clocks?: "true" | "false";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Ranks and tracks (JSON), or the ranks table alone as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            ranks: components["schemas"]["TimelineRanksTable"];
+                            tracks: components["schemas"]["TimelineTracksTable"];
+                            start_us: number;
+                            end_us: number;
+                        };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_rank_slices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Slices of several ranks on one time axis in a window at a resolution, as /timeline_slices answers them (track ids and times of the shared axis), plus rank (each row's rank: event ids are that rank's own) and offsets (per rank shown: rank, worker, shift_us, offset_us). A collapsed rank answers from its busy summary; an expanded one from its own index. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+                    ranks?: string;
+                    /** @description Ranks drawn with their own tracks: all or comma-separated rank numbers; default none. */
+                    expanded?: string;
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+                    align_clocks?: "true" | "false";
+                    start_us: number;
+                    end_us: number;
+                    /** @description µs per pixel */
+                    resolution_us: number;
+                    /** @description Comma-separated track ids (default all tracks). */
+                    tracks?: components["parameters"]["tracks"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Slices */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            track: number[];
+                            lane: number[];
+                            start_us: number[];
+                            dur_us: number[];
+                            name: number[];
+                            count: number[];
+                            busy_us: number[];
+                            /** @description slice id of a single event in its rank's trace; -1 for a merged block */
+                            event: number[];
+                            /** @description index into kinds; -1 for a merged block */
+                            kind: number[];
+                            rank: number[];
+                            names: string[];
+                            kinds: string[];
+                            offsets: {
+                                rank: number;
+                                worker: string;
+                                shift_us: number;
+                                offset_us: number;
+                            }[];
+                        };
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/timeline_counters": {
         parameters: {
             query?: never;
@@ -4094,6 +4228,37 @@ export interface components {
                 number | null,
                 string,
                 number | null
+            ][];
+        };
+        /** @description `timeline_ranks`: one rank on the shared time axis of the Trace view's ranks mode. */
+        TimelineRanksTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "rank",
+                "worker",
+                "track",
+                "offset_us",
+                "shift_us",
+                "aligned",
+                "matched_calls",
+                "start_us",
+                "end_us",
+                "summary"
+            ];
+            rows: [
+                number,
+                string,
+                number,
+                number,
+                number,
+                boolean,
+                number,
+                number,
+                number,
+                string
             ][];
         };
         /** @description `timeline_steps`: one step window, as the step breakdown uses it (`common.step_windows`). */

@@ -152,6 +152,15 @@ export interface TimelineTracksReply {
   kinds: string[];
 }
 
+/** /timeline_ranks: the ranks on one time axis (offsets and shifts applied), their tracks
+ * (a summary track per rank, an expanded rank's own tracks), the axis' span. */
+export interface TimelineRanksReply {
+  ranks: WireTableOf<'TimelineRanksTable'>;
+  tracks: WireTableOf<'TimelineTracksTable'>;
+  start_us: number;
+  end_us: number;
+}
+
 /** /timeline_slices: columnar; `name` and `kind` index `names` and `kinds` (kind -1 and
  * event -1 for a merged block of `count` events shorter than the resolution). */
 export interface TimelineSlicesReply {

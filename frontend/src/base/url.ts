@@ -5,14 +5,15 @@
 type Listener = () => void;
 
 /**
- * Selections made on one profile (run / worker / span): the Trace window and selected event,
+ * Selections made on one profile (run / worker / span): the Trace window, selected event and
+ * expanded ranks (trace_rank_open: rank numbers of one run),
  * the Memory range, Diff's comparison (B, chosen relative to A) and the operator searched for
  * from an event. Times and event ids mean nothing in another profile, so the shell drops these
  * whenever the profile changes. View settings (group_by, top, device, trace_python, trace_q,
- * the Distributed step) stay: each view checks them against the new profile's data (a step
+ * the Distributed step, trace_ranks) stay: each view checks them against the new profile's data (a step
  * number or device it does not have falls back to the default).
  */
-export const PROFILE_SELECTIONS = ['trace_start_us', 'trace_end_us', 'trace_event', 'start_us', 'end_us', 'run_b', 'worker_b', 'span_b', 'op_search'];
+export const PROFILE_SELECTIONS = ['trace_start_us', 'trace_end_us', 'trace_event', 'trace_rank_open', 'start_us', 'end_us', 'run_b', 'worker_b', 'span_b', 'op_search'];
 const PROFILE_KEYS = ['run', 'worker', 'span'];
 const listeners = new Set<Listener>();
 

@@ -30,19 +30,86 @@ import { Details } from './Details';
 import { useTimelineData } from './data';
 import type { Range, Step } from './draw';
 import { bounds, centreOn, clampWindow, groupKey, groupTracks, layout, windowLabel, type TrackInfo, type Window } from './logic';
+import { RanksTrace } from './RanksTrace';
 import { Timeline, type SliceHit } from './Timeline';
 
 export function TraceView(props: ViewProps) {
   useEffect(() => {
     performance.mark('trace-view-open');
   }, []);
+  const workers = props.runs.find((r) => r.name === props.run)?.workers.length ?? 1;
+  const [ranks] = useUrlParam('trace_ranks', '');
+  const several = workers > 1 && ranks !== '';
+  // one trace's times and the ranks' shared axis differ: a window or event of one means
+  // nothing in the other
+  const setRanks = (next: string | null) =>
+    setParams({ trace_ranks: next, trace_start_us: null, trace_end_us: null, trace_event: null, trace_rank_open: null });
+  return (
+    <div class="stack" data-testid="trace">
+      {workers > 1 ? <RanksControl ranks={ranks} onRanks={setRanks} /> : null}
+      {several ? <RanksTrace {...props} ranks={ranks} /> : <OneTrace {...props} />}
+    </div>
+  );
+}
+
+function OneTrace(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
   const tracks = useApi<TimelineTracksReply>('timeline_tracks', base);
   return (
-    <div class="stack" data-testid="trace">
-      <Loaded state={tracks} label="Building the timeline…">
-        {(data) => (data.tracks.rows.length ? <Trace {...props} info={data} /> : <Empty>This trace has no events to show on a timeline.</Empty>)}
-      </Loaded>
+    <Loaded state={tracks} label="Building the timeline…">
+      {(data) => (data.tracks.rows.length ? <Trace {...props} info={data} /> : <Empty>This trace has no events to show on a timeline.</Empty>)}
+    </Loaded>
+  );
+}
+
+/** Which ranks the timeline shows: this worker's trace (''), all ranks ('all'), or some ('0,3'). */
+function RanksControl({ ranks, onRanks }: { ranks: string; onRanks: (ranks: string | null) => void }) {
+  const mode = ranks === '' ? 'this' : ranks === 'all' ? 'all' : 'pick';
+  const [text, setText] = useState(mode === 'pick' ? ranks : '0,1');
+  useEffect(() => {
+    if (mode === 'pick') setText(ranks);
+  }, [ranks]);
+  const pick = () => {
+    const list = text.split(/[\s,]+/).filter((r) => /^\d+$/.test(r));
+    onRanks(list.length ? [...new Set(list)].sort((a, b) => Number(a) - Number(b)).join(',') : null);
+  };
+  return (
+    <div class="toolbar trace-toolbar">
+      <label title="Show this worker's trace, or several ranks of this span on one time axis">
+        Ranks
+        <select
+          data-control="trace-ranks"
+          value={mode}
+          onChange={(e) => {
+            const value = (e.target as HTMLSelectElement).value;
+            if (value === 'this') onRanks(null);
+            else if (value === 'all') onRanks('all');
+            else pick();
+          }}
+        >
+          <option value="this">This worker only</option>
+          <option value="all">All ranks</option>
+          <option value="pick">Pick ranks…</option>
+        </select>
+      </label>
+      {mode === 'pick' ? (
+        <form
+          onSubmit={(e) => {
+            e.preventDefault();
+            pick();
+          }}
+        >
+          <input
+            type="text"
+            data-control="trace-rank-list"
+            aria-label="Ranks to show, comma-separated"
+            placeholder="0,1,7"
+            value={text}
+            onInput={(e) => setText((e.target as HTMLInputElement).value)}
+          />
+          <button type="submit" data-control="trace-rank-show">Show</button>
+        </form>
+      ) : null}
     </div>
   );
 }

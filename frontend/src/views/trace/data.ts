@@ -39,10 +39,25 @@ export function covers(f: Fetched | null, view: Window, resolution: number, trac
   return ratio > 0.8 && ratio < 1.25;
 }
 
-export function useTimelineData(base: Params, view: Window, plotWidth: number, tracks: string): TimelineData {
+/** What a fetch answered besides the window: the tracks and the other parameters (a change
+ *  of either, e.g. the ranks expanded or the clock alignment, needs a new request). */
+function scopeOf(tracks: string, base: Params): string {
+  return `${tracks}\u0000${JSON.stringify(base)}`;
+}
+
+/** The routes a timeline reads: slices (shaped as /timeline_slices answers) and counters
+ *  (none for several ranks on one axis: counters are per trace). */
+export interface TimelineRoutes {
+  slices: string;
+  counters: string | null;
+}
+
+const ONE_TRACE: TimelineRoutes = { slices: 'timeline_slices', counters: 'timeline_counters' };
+
+export function useTimelineData(base: Params, view: Window, plotWidth: number, tracks: string, routes: TimelineRoutes = ONE_TRACE): TimelineData {
   const [data, setData] = useState<TimelineData>({ slices: null, counters: null, error: '', requests: 0 });
-  const latest = useRef({ base, view, plotWidth, tracks });
-  latest.current = { base, view, plotWidth, tracks };
+  const latest = useRef({ base, view, plotWidth, tracks, routes });
+  latest.current = { base, view, plotWidth, tracks, routes };
   const r = useRef({
     seq: 0,
     fetched: null as Fetched | null,
@@ -64,17 +79,17 @@ export function useTimelineData(base: Params, view: Window, plotWidth: number, t
     const s = r.current;
     s.timer = undefined;
     s.burstStart = 0;
-    const { base: b, view: v, plotWidth: px, tracks: tr } = latest.current;
+    const { base: b, view: v, plotWidth: px, tracks: tr, routes: rt } = latest.current;
     const width = v.end - v.start;
     const resolution = width / px;
-    const want: Fetched = { start: v.start - width * PAD, end: v.end + width * PAD, resolution, tracks: tr };
+    const want: Fetched = { start: v.start - width * PAD, end: v.end + width * PAD, resolution, tracks: scopeOf(tr, b) };
     const seq = ++s.seq;
     s.controller?.abort();
     const controller = new AbortController();
     s.controller = controller;
     s.requests += 1;
     const window = { start_us: want.start, end_us: want.end };
-    let left = 2;
+    let left = rt.counters ? 2 : 1;
     let failure = '';
     // Each reply is drawn as soon as it lands (slices usually first: counters cost the server
     // more); the work is done when both have.
@@ -90,16 +105,18 @@ export function useTimelineData(base: Params, view: Window, plotWidth: number, t
       if (isAbort(error) && seq !== s.seq) return;
       settle();
     };
-    fetchJson<TimelineSlicesReply>('timeline_slices', { ...b, ...window, resolution_us: resolution, tracks: tr || null }, { signal: controller.signal })
+    fetchJson<TimelineSlicesReply>(rt.slices, { ...b, ...window, resolution_us: resolution, tracks: tr || null }, { signal: controller.signal })
       .then((reply) => {
         if (seq === s.seq) setData((old) => ({ ...old, slices: indexSlices(reply), requests: s.requests }));
         settle();
       }, fail);
-    fetchJson<TimelineCountersReply>('timeline_counters', { ...b, ...window, points: Math.min(5000, Math.max(10, Math.round((px * (1 + 2 * PAD)) / 2))) }, { signal: controller.signal })
-      .then((reply) => {
-        if (seq === s.seq) setData((old) => ({ ...old, counters: reply.counters }));
-        settle();
-      }, fail);
+    if (rt.counters) {
+      fetchJson<TimelineCountersReply>(rt.counters, { ...b, ...window, points: Math.min(5000, Math.max(10, Math.round((px * (1 + 2 * PAD)) / 2))) }, { signal: controller.signal })
+        .then((reply) => {
+          if (seq === s.seq) setData((old) => ({ ...old, counters: reply.counters }));
+          settle();
+        }, fail);
+    }
   };
 
   // Layout effect: the work is counted before the browser paints the moved window.
@@ -107,7 +124,7 @@ export function useTimelineData(base: Params, view: Window, plotWidth: number, t
     if (plotWidth <= 0) return;
     const s = r.current;
     const resolution = (view.end - view.start) / plotWidth;
-    if (!s.timer && !s.token && covers(s.fetched, view, resolution, tracks)) {
+    if (!s.timer && !s.token && covers(s.fetched, view, resolution, scopeOf(tracks, base))) {
       scheduleReady(); // nothing to fetch: still a new ready state for whoever waits on one
       return;
     }
@@ -116,7 +133,7 @@ export function useTimelineData(base: Params, view: Window, plotWidth: number, t
     if (!s.burstStart) s.burstStart = now;
     clearTimeout(s.timer);
     s.timer = setTimeout(issue, now - s.burstStart >= MAX_WAIT_MS ? 0 : DEBOUNCE_MS);
-  }, [view.start, view.end, plotWidth, tracks]);
+  }, [view.start, view.end, plotWidth, tracks, JSON.stringify(base)]);
 
   useEffect(
     () => () => {
