@@ -26,7 +26,7 @@ from werkzeug import wrappers, wsgi
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading
-from .profile import Profile, combine_distributed, combine_job, diff
+from .profile import FILE_SUMMARIES, combine_distributed, combine_job, diff
 from .routes import API_ROUTES
 from .sources import SourceResolver
 
@@ -264,9 +264,11 @@ def _two_profiles(api, request):
     return Inputs([a, b], (a, b))
 
 
-def _span_parts(key, build):
-    """A `reads` input: `build(profile)`, a small part of the profile, of every worker of one
-    span (the distributed view's `Profile.distributed_part`, the job view's `job_part`)."""
+def _span_parts(key):
+    """A `reads` input: the summary `key` of `FILE_SUMMARIES`, a small part of the profile, of
+    every worker of one span (the distributed view's `Profile.distributed_part`, the job view's
+    `job_part`), read from the disk cache where `preprocess` stored it."""
+    kind, build = FILE_SUMMARIES[key]
 
     def inputs(api, request):
         run = text_param(request, "run")
@@ -278,7 +280,7 @@ def _span_parts(key, build):
         # Each worker gives a small summary of its profile, so a run of more ranks than the
         # memory budget holds profiles still gets its view; every one is asked for before any
         # is awaited, so they load one after another without waiting for the next request.
-        results = {w: api.store.summary(run, w, span, key, build) for w in workers}
+        results = {w: api.store.summary(run, w, span, key, build, kind) for w in workers}
         loading = [r for r in results.values() if isinstance(r, Loading)]
         if loading:
             raise still_loading(loading[0], len(results) - len(loading), len(results))
@@ -431,12 +433,12 @@ class Api:
     def module_flame(self, request, profile):
         return respond(profile.module_flame())
 
-    @reads(_span_parts("distributed", Profile.distributed_part))
+    @reads(_span_parts("distributed"))
     def distributed(self, request, parts):
         return tables_reply(request, lambda: combine_distributed(parts),
                             ("steps", "all_steps", "collectives", "collective_time", "calls", "devices"))
 
-    @reads(_span_parts("job", Profile.job_part))
+    @reads(_span_parts("job"))
     def job(self, request, parts):
         align = choice_param(request, "align_clocks", ("true", "false")) == "true"
         return tables_reply(request, lambda: combine_job(parts, align_clocks=align), JOB_TABLES)

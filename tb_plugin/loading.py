@@ -25,7 +25,7 @@ from collections import OrderedDict
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -192,6 +192,8 @@ class _FileState:
     fraction: float | None = None
     load_seconds: float = 0.0
     transient: bool = False  # the error was the file system's (permissions, ...), not the trace's
+    identity: dict | None = None  # `Storage.identity`, once a summary was looked up in the disk cache
+    summary_misses: set = field(default_factory=set)  # summaries the disk cache does not hold
 
 
 class RunStore:
@@ -437,14 +439,18 @@ class RunStore:
             return Loading(path, state.started, state.stage, state.fraction)
 
     def summary(self, run: str, worker: str, span: int, key: str,
-                build: Callable[["Profile"], Summary]) -> Summary | Loading:
+                build: Callable[["Profile"], Summary], kind: type[Summary] | None = None) -> Summary | Loading:
         """`build(profile)` of one span's profile, computed once per file version and kept
         after the profile itself is dropped from memory; a `Loading` while the profile loads.
 
         A view over many files (the distributed view of a 128-rank run) asks each file for a
         small summary: the profiles need not all fit in memory at once. A summary asked for
         while its profile loads is built on the loader thread right after the load, before
-        the memory budget can drop that profile again."""
+        the memory budget can drop that profile again.
+
+        With `kind` (the dataclass `build` returns), a summary of this very file stored in
+        the disk cache under `key` (as `python -m tb_plugin preprocess` writes them) is served
+        first: nothing is parsed, and no model is loaded. A damaged or stale one is ignored."""
         path = self.span_file(run, worker, span).path
         self._refresh(path)
         with self._lock:
@@ -452,6 +458,11 @@ class RunStore:
             if key in done:
                 return done[key]
             self._wanted.setdefault(path, {})[key] = build
+        stored = self._stored_summary(path, key, kind) if kind is not None else None
+        if stored is not None:
+            with self._lock:
+                self._wanted.get(path, {}).pop(key, None)
+                return self._summaries.setdefault(path, {}).setdefault(key, stored)
         result = self._profile_of(path)
         if isinstance(result, Loading):
             return result
@@ -463,6 +474,29 @@ class RunStore:
             if key in done:
                 return done[key]
         return build(result)  # built meanwhile by another thread and dropped since: once more
+
+    def _stored_summary(self, path, key, kind):
+        """The summary `key` of `path` from the disk cache, or None; a miss is remembered
+        until the file changes, so a run whose summaries were never stored costs one look."""
+        if not self.cache or not self.cache.enabled or self._storage is None:
+            return None
+        with self._lock:
+            state = self._files.setdefault(path, _FileState())
+            if key in state.summary_misses:
+                return None
+            identity = state.identity
+        try:
+            if identity is None:
+                identity = self._storage.identity(path)
+            found = self.cache.get_summary(self.cache.summary_key(self._storage.display(path), key), identity, kind)
+        except TraceError:  # unreadable now: the load reports why
+            found = None
+        with self._lock:
+            if self._files.get(path) is state:  # still this version of the file
+                state.identity = identity
+                if found is None:
+                    state.summary_misses.add(key)
+        return found
 
     def profile_blocking(self, run: str, worker: str, span: int, timeout: float | None = None) -> "Profile":
         """Wait for the profile (the CLI, tests and notebooks); raises like `profile`."""
