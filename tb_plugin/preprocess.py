@@ -33,6 +33,8 @@ from .storage import Storage, is_url
 # The polars reader a parse uses is multi-threaded: one thread per worker process, so that N
 # single-threaded Dask workers use N cores, not N x cores.
 WORKER_ENV = {"POLARS_MAX_THREADS": "1"}
+# How long to try reaching a scheduler that does not answer.
+CONNECT_TIMEOUT = "30s"
 _INSTALL_HINT = "pip install 'tb-plugin-pytorch-profiler[dask]' (or pip install 'dask[distributed]')"
 # One cache object per cache directory in each worker process: a new one cleans the directory.
 _CACHES: dict[str, ModelCache] = {}
@@ -142,7 +144,7 @@ def _client(address, workers):
                                host="127.0.0.1", dashboard_address=None, env=WORKER_ENV)
         return Client(cluster), cluster
     try:
-        return Client(address, timeout="30s"), None
+        return Client(address, timeout=CONNECT_TIMEOUT), None
     except (OSError, TimeoutError, ValueError) as exc:
         raise PreprocessError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
 
@@ -172,11 +174,12 @@ class Report:
         return _mb(self.json_bytes) / self.seconds if self.seconds > 0 else 0.0
 
 
-def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=sys.stderr):
+def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=None):
     """Preprocess every trace file of `logdir` on the Dask cluster `address` ("local" for a
     LocalCluster of `workers` processes) into the cache `cache_dir` (default: TensorBoard's
     default cache directory); progress and failures go to `out`. Returns a `Report`; raises
     PreprocessError when nothing can be done."""
+    out = out or sys.stderr
     cache_dir = cache_dir or default_cache_dir()
     if not is_url(cache_dir):
         cache_dir = os.path.abspath(cache_dir.removeprefix("file://"))
