@@ -56,19 +56,21 @@ def build_job(source, logdir, ranks, straggler):
 
 
 def single_process(logdir, paths, count, cache_dir):
-    """(preprocess MB/s, parse-only MB/s) over `count` files after one warm-up file."""
+    """(preprocess MB/s, its CPU seconds per MB, parse-only MB/s) over `count` files after one
+    warm-up file."""
     from tb_plugin.preprocess import preprocess_file
     from tb_plugin.profile import profile_from_bytes
     from tb_plugin.storage import Storage
 
     rels = [p.relative_to(logdir).as_posix() for p in paths[:count + 1]]
     preprocess_file(str(logdir), rels[0], cache_dir, force=True)  # imports, first-call costs
-    started, json_bytes = time.perf_counter(), 0
+    started, cpu_started, json_bytes = time.perf_counter(), time.process_time(), 0
     for rel in rels[1:]:
         result = preprocess_file(str(logdir), rel, cache_dir, force=True)
         assert not result["error"], result
         json_bytes += result["json_bytes"]
     task_rate = json_bytes / 1e6 / (time.perf_counter() - started)
+    cpu_per_mb = (time.process_time() - cpu_started) / (json_bytes / 1e6)
     storage = Storage(str(logdir))
     parse_seconds = 0.0
     for rel in rels[1:]:
@@ -76,7 +78,7 @@ def single_process(logdir, paths, count, cache_dir):
         t0 = time.perf_counter()
         profile_from_bytes(trace, rel)
         parse_seconds += time.perf_counter() - t0
-    return task_rate, json_bytes / 1e6 / parse_seconds
+    return task_rate, cpu_per_mb, json_bytes / 1e6 / parse_seconds
 
 
 def dask_preprocess(logdir, cache_dir, workers):
@@ -145,7 +147,12 @@ def worst_straggler(body):
 
 
 def cache_bytes(cache_dir):
-    return sum(p.stat().st_size for p in Path(cache_dir).rglob("*") if p.is_file())
+    """{"model": bytes, "summary": bytes} of the cache's entries, by what their manifest holds."""
+    sizes = {"model": 0, "summary": 0}
+    for manifest in Path(cache_dir).glob("*/manifest.json"):
+        section = "model" if "model" in json.loads(manifest.read_text()) else "summary"
+        sizes[section] += sum(p.stat().st_size for p in manifest.parent.iterdir())
+    return sizes
 
 
 def main():
@@ -167,9 +174,10 @@ def main():
               f"{build_s:.1f} s; planted straggler rank {straggler[0]}, step {straggler[1]}, "
               f"+{straggler[2] / 1000:.0f} ms compute", flush=True)
 
-        task_rate, parse_rate = single_process(logdir, paths, args.single, str(tmp / "single_cache"))
-        print(f"single process: {task_rate:.2f} MB/s per preprocess task (parse + summaries + cache write), "
-              f"{parse_rate:.2f} MB/s parse alone", flush=True)
+        print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
+        task_rate, cpu_per_mb, parse_rate = single_process(logdir, paths, args.single, str(tmp / "single_cache"))
+        print(f"single process: {task_rate:.2f} MB/s per preprocess task (parse + summaries + cache write; "
+              f"{cpu_per_mb * 1000:.0f} ms CPU per MB), {parse_rate:.2f} MB/s parse alone", flush=True)
 
         cache_dir = str(tmp / "cache")
         report, with_start_s = dask_preprocess(logdir, cache_dir, args.workers)
@@ -180,12 +188,18 @@ def main():
               f"target >= 0.8 x {report.workers} x {task_rate:.2f} = {target:.2f} MB/s: "
               f"{'held' if dask_rate >= target else 'missed'} ({dask_rate / (report.workers * task_rate):.2f}x)",
               flush=True)
+        dask_cpu_per_mb = report.cpu_seconds / (report.json_bytes / 1e6)
+        print(f"  CPU per MB in the workers' tasks: {dask_cpu_per_mb * 1000:.0f} ms ({cpu_per_mb / dask_cpu_per_mb:.2f}x "
+              f"the single process's efficiency); {report.workers} workers with a core each would do "
+              f"{report.workers / dask_cpu_per_mb:.2f} MB/s", flush=True)
         if report.workers > 1:  # what Dask itself costs, apart from cores the machine may not have idle
             one, _ = dask_preprocess(logdir, str(tmp / "cache_one"), 1)
             print(f"dask local, 1 worker: {one.throughput():.2f} MB/s ({one.throughput() / task_rate:.2f}x the "
                   f"single process); {report.workers} workers are {dask_rate / one.throughput():.2f}x one worker",
                   flush=True)
-        print(f"cache: {cache_bytes(cache_dir) / 1e6:.1f} MB for {report.json_bytes / 1e6:.1f} MB of JSON",
+        sizes = cache_bytes(cache_dir)
+        print(f"cache: {sizes['model'] / 1e6:.1f} MB of models and {sizes['summary'] / 1e6:.2f} MB of summaries "
+              f"for {report.json_bytes / 1e6:.1f} MB of JSON; load average after: {os.getloadavg()[0]:.2f}",
               flush=True)
 
         seconds, rss, body = tensorboard_job(logdir, cache_dir, tmp / "tensorboard.log")

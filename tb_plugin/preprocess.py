@@ -52,6 +52,7 @@ class FileResult:
     stored_bytes: int  # the file as stored (gzip or not)
     json_bytes: int = 0  # the JSON parsed (0 when skipped or failed before reading)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # of the worker process meanwhile (its tasks run one at a time)
     up_to_date: bool = False  # the cache held its model and summaries already
     error: str = ""
 
@@ -77,7 +78,7 @@ def preprocess_file(logdir, rel, cache_dir, force=False):
     as a dict; failures are reported in it, never raised."""
     from .profile import FILE_SUMMARIES, profile_from_bytes
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     storage = Storage(logdir)
     result = FileResult(printable(rel), 0)
     try:
@@ -107,6 +108,7 @@ def preprocess_file(logdir, rel, cache_dir, force=False):
     except Exception as exc:  # one file's failure never stops the others
         result.error = f"internal error: {type(exc).__name__}: {exc}"
     result.seconds = time.perf_counter() - started
+    result.cpu_seconds = time.process_time() - cpu_started
     return asdict(result)
 
 
@@ -174,6 +176,10 @@ class Report:
     @property
     def json_bytes(self):
         return sum(r["json_bytes"] for r in self.results)
+
+    @property
+    def cpu_seconds(self):
+        return sum(r["cpu_seconds"] for r in self.results)
 
     def throughput(self):
         """MB of JSON parsed per second of wall time."""
