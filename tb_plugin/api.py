@@ -280,6 +280,7 @@ def _span_parts(key):
         # Each worker gives a small summary of its profile, so a run of more ranks than the
         # memory budget holds profiles still gets its view; every one is asked for before any
         # is awaited, so they load one after another without waiting for the next request.
+        api.store.prefetch_summaries(run, workers, span, key, kind)
         results = {w: api.store.summary(run, w, span, key, build, kind) for w in workers}
         loading = [r for r in results.values() if isinstance(r, Loading)]
         if loading:

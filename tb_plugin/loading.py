@@ -57,6 +57,8 @@ PEAK_FIXED_BYTES = 32 << 20
 REPLY_SHARE = 8
 # How long a request may wait for the first scan of the log directory after start-up.
 _FIRST_SCAN_WAIT_SECONDS = 30.0
+# Stored summaries read at once by `prefetch_summaries`: small reads, mostly waiting on I/O.
+_SUMMARY_READS = 16
 # A file modified this recently when it failed to parse may still have been being written:
 # that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
@@ -474,6 +476,28 @@ class RunStore:
             if key in done:
                 return done[key]
         return build(result)  # built meanwhile by another thread and dropped since: once more
+
+    def prefetch_summaries(self, run: str, workers: Sequence[str], span: int, key: str, kind: type) -> None:
+        """Look up the stored summaries `key` of these workers' span in the disk cache all at
+        once, several reads in flight (an object store answers each after a round trip; a
+        1,024-rank job asks for 1,024), so that `summary` then finds them in memory."""
+        if not self.cache or not self.cache.enabled:
+            return
+        paths = [self.span_file(run, worker, span).path for worker in workers]
+        with self._lock:
+            todo = [path for path in paths if key not in self._summaries.get(path, {})]
+        if len(todo) < 2:
+            return
+
+        def fetch(path):
+            self._refresh(path)
+            found = self._stored_summary(path, key, kind)
+            if found is not None:
+                with self._lock:
+                    self._summaries.setdefault(path, {}).setdefault(key, found)
+
+        with ThreadPoolExecutor(max_workers=min(_SUMMARY_READS, len(todo)), thread_name_prefix="tb_plugin_summary") as pool:
+            list(pool.map(fetch, todo))
 
     def _stored_summary(self, path, key, kind):
         """The summary `key` of `path` from the disk cache, or None; a miss is remembered
