@@ -232,3 +232,28 @@ def test_local_cluster_of_the_command_line(tmp_path):
     assert status == 0 and "done: 4 of 4 files" in err and "on 1 workers" in err
     assert len([p for p in Path(tmp_path / "c").iterdir() if (p / MANIFEST).is_file()]) == 4 * 3
     assert np.isfinite(float(err.rsplit(" MB/s", 1)[0].rsplit(" ", 1)[1]))
+
+
+def test_a_trace_changed_since_preprocessing_is_parsed_again(logdir, scheduler, tmp_path, monkeypatch):
+    """Rank 4 rewritten without its pause after preprocessing: its stored summary (of the old
+    content) is never served, only that file is parsed, and the job has no straggler any more."""
+    job = tmp_path / "logs" / "job"
+    shutil.copytree(logdir / "job", job)
+    status, err = _preprocess(tmp_path / "logs", "--dask", scheduler, "--cache-dir", tmp_path / "cache")
+    assert status == 0, err
+    offsets = [r * 7_919.0 - 20_000.0 for r in range(RANKS)]
+    fixed = write_job(shared_trace("sampled_128rank_job", "rank0.pt.trace.json.gz"), tmp_path / "fixed", 5, offsets)
+    shutil.copyfile(fixed[4], job / "rank4.pt.trace.json.gz")
+    expected = _job_view(job)
+    parses = []
+    real_parse = tb_plugin.profile.profile_from_bytes
+    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
+                        lambda data, path, *a, **k: parses.append(path) or real_parse(data, path, *a, **k))
+    plugin, client = make_client(tmp_path / "logs", profiler_cache_dir=str(tmp_path / "cache"))
+    try:
+        body = wait_route(client, f"{PREFIX}/job?run=job").get_json()
+    finally:
+        plugin.store.stop()
+    assert parses == [str(job / "rank4.pt.trace.json.gz")]
+    assert len(body["stragglers"]["rows"]) == 0 and len(expected.stragglers) == 0
+    pd.testing.assert_frame_equal(_table(body, "rank_steps"), expected.rank_steps, check_dtype=False)
