@@ -220,7 +220,8 @@ class RunStore:
         events, its inflated gzip, or its cached tables) is refused with a message
         (default: `max_memory_bytes`).
     cache : ModelCache or None
-        On-disk cache of parsed models.
+        On-disk cache of parsed models, and of the per-file summaries `preprocess` stores
+        (served by `summary` without parsing).
     retry_seconds : float
         How soon a trace that failed while it was still being written, or could not be read
         (permissions, a network error), is tried again.
@@ -498,6 +499,8 @@ class RunStore:
 
         with ThreadPoolExecutor(max_workers=min(_SUMMARY_READS, len(todo)), thread_name_prefix="tb_plugin_summary") as pool:
             list(pool.map(fetch, todo))
+        with self._lock:  # the summaries count in the budget: profiles make room for them
+            self._enforce_budget(keep=0)
 
     def _stored_summary(self, path, key, kind):
         """The summary `key` of `path` from the disk cache, or None; a miss is remembered

@@ -24,8 +24,10 @@ import tb_plugin  # noqa: E402
 import tb_plugin.preprocess  # noqa: E402
 import tb_plugin.profile  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
-from tb_plugin.cache import MANIFEST, ModelCache  # noqa: E402
+from tb_plugin.cache import MANIFEST, ModelCache, model_bytes  # noqa: E402
+from tb_plugin.loading import RunStore  # noqa: E402
 from tb_plugin.preprocess import WORKER_ENV, entry_keys  # noqa: E402
+from tb_plugin.profile import FILE_SUMMARIES  # noqa: E402
 from tb_plugin.storage import Storage  # noqa: E402
 from tb_plugin.views.job import RankPart  # noqa: E402
 
@@ -257,3 +259,27 @@ def test_a_trace_changed_since_preprocessing_is_parsed_again(logdir, scheduler, 
     assert parses == [str(job / "rank4.pt.trace.json.gz")]
     assert len(body["stragglers"]["rows"]) == 0 and len(expected.stragglers) == 0
     pd.testing.assert_frame_equal(_table(body, "rank_steps"), expected.rank_steps, check_dtype=False)
+
+
+def test_per_rank_views_of_every_rank_stay_within_the_budget(preprocessed, logdir, monkeypatch):
+    """A budget of about two ranks' models: the job view from summaries, then every rank's
+    overview one after another (each loaded from the cache, none parsed); what the server
+    holds never exceeds the budget."""
+    cache, _, _ = preprocessed
+    one_model = tb_plugin.load(str(logdir / "job" / "rank0.pt.trace.json.gz")).model
+    budget = 2 * model_bytes(one_model) + (1 << 20)
+    _no_parsing(monkeypatch)
+    store = RunStore(str(logdir), max_memory_bytes=budget, max_parse_bytes=1 << 30, cache=ModelCache(cache))
+    try:
+        kind, build = FILE_SUMMARIES["job"]
+        workers = list(store.run_files("job").workers)
+        store.prefetch_summaries("job", workers, 1, "job", kind)
+        parts = [store.summary("job", w, 1, "job", build, kind) for w in workers]
+        assert all(isinstance(p, RankPart) for p in parts)
+        for worker in workers:
+            profile = store.profile_blocking("job", worker, 1, timeout=60)
+            profile.overview()
+            store.remeasure([profile])
+            assert store.held_bytes() <= budget, worker
+    finally:
+        store.stop()
