@@ -33,7 +33,10 @@ setup(
         "s3": ["s3fs"],
         "gs": ["gcsfs"],
         "az": ["adlfs"],
-        "test": ["pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "pyyaml", "torch==2.13.0",
+        # `python -m tb_plugin preprocess --dask ...`: parses a log directory's traces as
+        # dask.distributed tasks into the cache; only those who preprocess need it.
+        "dask": ["dask[distributed]>=2023.1"],
+        "test": ["dask[distributed]>=2023.1","pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "pyyaml", "torch==2.13.0",
                  # Drives Debian's Chromium in tests/e2e (its own browsers are never downloaded).
                  "playwright>=1.40",
                  # tests/test_openapi_fuzz.py (parameter dictionaries; checked with 4.32.5).

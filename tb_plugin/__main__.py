@@ -1,4 +1,6 @@
-"""Command line: `python -m tb_plugin info TRACE [--json]`."""
+"""Command line: `python -m tb_plugin info TRACE [--json]` prints what a trace holds;
+`python -m tb_plugin preprocess LOGDIR --dask ADDRESS|local [--cache-dir DIR_OR_URL]` parses
+every trace of a log directory on a Dask cluster into TensorBoard's cache."""
 
 import argparse
 import json
@@ -49,7 +51,24 @@ def main(argv=None):
     info = sub.add_parser("info", help="print what a trace file holds")
     info.add_argument("trace", help="a .pt.trace.json[.gz] file, local path or fsspec URL")
     info.add_argument("--json", action="store_true", help="print JSON instead of text")
+    pre = sub.add_parser("preprocess", help="parse every trace of a log directory on a Dask cluster into the cache",
+                         description="Parse every trace file under LOGDIR as dask.distributed tasks (one per file) and "
+                                     "write the parsed models and the per-rank summaries of the job and distributed "
+                                     "views into the cache that TensorBoard then reads (--profiler_cache_dir).")
+    pre.add_argument("logdir", help="the log directory (local path or fsspec URL), as TensorBoard's --logdir names it "
+                                    "and as every Dask worker can read it")
+    pre.add_argument("--dask", required=True, metavar="ADDRESS|local",
+                     help="a Dask scheduler's address (tcp://host:8786), or 'local' for a LocalCluster of worker "
+                          "processes on this machine")
+    pre.add_argument("--cache-dir", metavar="DIR_OR_URL", default=None,
+                     help="the cache to write, a directory or an fsspec URL (s3://...) that the workers and "
+                          "TensorBoard share (default: TensorBoard's default cache directory)")
+    pre.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="worker processes of a 'local' cluster (default: one per core)")
+    pre.add_argument("--force", action="store_true", help="parse files whose entries the cache holds already")
     args = parser.parse_args(argv)
+    if args.command == "preprocess":
+        return _preprocess(args)
     try:
         profile = load(args.trace)
     except TraceError as exc:
@@ -62,6 +81,23 @@ def main(argv=None):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 0
+
+
+def _preprocess(args):
+    """Exit status 0 when every file is in the cache, 1 when some failed, 2 when nothing could be done."""
+    from .preprocess import PreprocessError, preprocess
+
+    if args.workers is not None and args.workers < 1:
+        print("error: --workers takes a number of processes, at least 1", file=sys.stderr)
+        return 2
+    try:
+        report = preprocess(args.logdir, args.dask, args.cache_dir, args.workers, args.force)
+    except PreprocessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not report.failed:
+        return 0
+    return 2 if len(report.failed) == len(report.results) else 1
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ from werkzeug import wrappers, wsgi
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading
-from .profile import (KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed, combine_job, diff,
-                      ranks_frame, ranks_timeline, span_ranks)
+from .profile import (FILE_SUMMARIES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed, combine_job,
+                      diff, ranks_frame, ranks_timeline, span_ranks)
 from .routes import API_ROUTES
 from .sources import SourceResolver
 
@@ -285,9 +285,11 @@ def _two_profiles(api, request):
     return Inputs([a, b], (a, b))
 
 
-def _span_parts(key, build):
-    """A `reads` input: `build(profile)`, a small part of the profile, of every worker of one
-    span (the distributed view's `Profile.distributed_part`, the job view's `job_part`)."""
+def _span_parts(key):
+    """A `reads` input: the summary `key` of `FILE_SUMMARIES`, a small part of the profile, of
+    every worker of one span (the distributed view's `Profile.distributed_part`, the job view's
+    `job_part`), read from the disk cache where `preprocess` stored it."""
+    kind, build = FILE_SUMMARIES[key]
 
     def inputs(api, request):
         run = text_param(request, "run")
@@ -299,7 +301,8 @@ def _span_parts(key, build):
         # Each worker gives a small summary of its profile, so a run of more ranks than the
         # memory budget holds profiles still gets its view; every one is asked for before any
         # is awaited, so they load one after another without waiting for the next request.
-        results = {w: api.store.summary(run, w, span, key, build) for w in workers}
+        api.store.prefetch_summaries(run, workers, span, key, kind)
+        results = {w: api.store.summary(run, w, span, key, build, kind) for w in workers}
         loading = [r for r in results.values() if isinstance(r, Loading)]
         if loading:
             raise still_loading(loading[0], len(results) - len(loading), len(results))
@@ -337,7 +340,8 @@ def _ranks_timeline(api, request):
     workers = [w for w, spans in files.workers.items() if span <= len(spans)]
     if not workers:
         raise NotFoundError(f"no worker of run {run!r} has span {span}")
-    asked = {w: (api.store.summary(run, w, span, "job", Profile.job_part),
+    job_kind, job_part = FILE_SUMMARIES["job"]  # preprocessed summaries serve it too
+    asked = {w: (api.store.summary(run, w, span, "job", job_part, job_kind),
                  api.store.summary(run, w, span, "rank_timeline", Profile.rank_timeline_part)) for w in workers}
     loading = [r for pair in asked.values() for r in pair if isinstance(r, Loading)]
     if loading:
@@ -573,12 +577,12 @@ class Api:
     def module_flame(self, request, profile):
         return respond(profile.module_flame())
 
-    @reads(_span_parts("distributed", Profile.distributed_part))
+    @reads(_span_parts("distributed"))
     def distributed(self, request, parts):
         return tables_reply(request, lambda: combine_distributed(parts),
                             ("steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices"))
 
-    @reads(_span_parts("job", Profile.job_part))
+    @reads(_span_parts("job"))
     def job(self, request, parts):
         align = choice_param(request, "align_clocks", ("true", "false")) == "true"
         return tables_reply(request, lambda: combine_job(parts, align_clocks=align), JOB_TABLES)

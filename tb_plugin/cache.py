@@ -15,8 +15,15 @@ Many processes may share the directory: parts are named by their hash and writte
 temporary name then renamed into place, and the manifest, which names them, is written last,
 so a reader sees a whole entry or none. The directory may be an fsspec URL (`s3://...`,
 where each object appears whole when written). This is also the format `preprocess` writes.
+
+Beside each model, small per-file summaries (the job view's `RankPart`, the distributed
+view's `WorkerPart`) are entries of their own in the same layout (`put_summary`, keyed by
+`summary_key`): one Arrow part per table, scalars in the manifest, the same identity and
+checksums. A view over many ranks is then served from them without parsing or loading any
+rank's model.
 """
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -44,6 +51,9 @@ _OLD_SUFFIX = ".tbpp"
 _STALE_TEMP_SECONDS = 3600.0
 # Parts are named `<part>-<24 hex digits of its SHA-256>.arrow`, inside the entry's directory.
 _PART_NAME = re.compile(r"(table-[a-z_]+|categories-[0-9]+)-[0-9a-f]{24}\.arrow")
+_TABLE_NAME = re.compile(r"[a-z_]+")
+# Column dtypes of text that Arrow reads back as another kind of text.
+_TEXT_DTYPES = ("object", "str", "string")
 _TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset", "gpu_annotations",
            "memory", "flows", "counters", "other", "steps", "devices")
 
@@ -140,9 +150,61 @@ def decode_model(fields, parts):
                       **tables)
 
 
+def encode_summary(summary):
+    """(manifest fields, {part name: bytes}) of a per-file summary: a dataclass whose fields
+    are DataFrames (one Arrow part each) and JSON scalars (in the manifest), such as the job
+    view's `RankPart` and the distributed view's `WorkerPart`. Raises TypeError or ValueError
+    for anything else (it is then not cached)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    if not dataclasses.is_dataclass(summary) or isinstance(summary, type):
+        raise TypeError(f"a {type(summary).__name__} is no dataclass")
+    parts, tables, scalars = {}, {}, {}
+    for field in dataclasses.fields(summary):
+        value = getattr(summary, field.name)
+        if isinstance(value, pd.DataFrame):
+            if not _TABLE_NAME.fullmatch(field.name):
+                raise ValueError(f"table field {field.name!r} cannot name a part")
+            if any(isinstance(dtype, pd.CategoricalDtype) for dtype in value.dtypes):
+                raise TypeError(f"table {field.name!r} has categorical columns")
+            parts[f"table-{field.name}"] = _arrow_bytes(pa.Table.from_pandas(value, preserve_index=False))
+            # Arrow reads text back as pandas' string dtype: the original kind is restored.
+            tables[field.name] = {"order": [str(c) for c in value.columns],
+                                  "text": {str(c): str(value[c].dtype) for c in value.columns
+                                           if str(value[c].dtype) in _TEXT_DTYPES}}
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            scalars[field.name] = value
+        else:
+            raise TypeError(f"field {field.name!r} holds a {type(value).__name__}")
+    fields = {"kind": type(summary).__name__, "scalars": scalars, "tables": tables}
+    json.dumps(fields, allow_nan=True)
+    return fields, parts
+
+
+def decode_summary(kind, fields, parts):
+    """The `kind` instance of `encode_summary`'s output (parts already checked); ValueError
+    when the entry holds another kind or other fields."""
+    if fields["kind"] != kind.__name__:
+        raise ValueError(f"the entry holds a {fields['kind']!r}, not a {kind.__name__}")
+    values = dict(fields["scalars"])
+    for name, layout in fields["tables"].items():
+        frame = _arrow_table(parts[f"table-{name}"]).to_pandas()
+        for column, dtype in layout["text"].items():
+            if dtype not in _TEXT_DTYPES:
+                raise ValueError(f"column {column!r} has dtype {dtype!r}")
+            frame[column] = frame[column].astype(dtype)
+        values[name] = frame[layout["order"]]
+    if set(values) != {f.name for f in dataclasses.fields(kind)}:
+        raise ValueError(f"the entry's fields are not those of a {kind.__name__}")
+    return kind(**values)
+
+
 class ModelCache:
-    """A directory (local path or fsspec URL) of cached `TraceModel`s, bounded to `max_bytes`
-    (least recently used entries go first; temporary files count too).
+    """A directory (local path or fsspec URL) of cached `TraceModel`s and per-file summaries,
+    bounded to `max_bytes` (least recently used entries go first; temporary files count too).
+    `max_bytes=None` never trims: `preprocess` writes a job's whole cache, and a trim lists
+    every entry after each write.
 
     The directory is created, and stale temporary files and old-format entries removed, on
     first use, not by the constructor.
@@ -193,6 +255,11 @@ class ModelCache:
         text = f"{CACHE_FORMAT}|{__version__}|{source}"
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
+    @staticmethod
+    def summary_key(source, kind):
+        """The entry name of the summary `kind` (e.g. "job") of a source file."""
+        return ModelCache.key(f"summary:{kind}|{source}")
+
     # --- reading ------------------------------------------------------------------------
 
     def manifest(self, key, identity):
@@ -216,13 +283,27 @@ class ModelCache:
         """The cached model of the file `identity` describes, or None (missing, stale, damaged,
         another format). `admit(memory_bytes)` is called before the tables are read, with the
         memory they take once loaded; it may raise to refuse them."""
+        def admit_model(fields):
+            if admit is not None:
+                admit(int(fields["memory_bytes"]))
+
+        return self._read_entry(key, identity, "model", decode_model, admit_model)
+
+    def get_summary(self, key, identity, kind):
+        """The summary (an instance of the dataclass `kind`, see `encode_summary`) stored for
+        the file `identity` describes, or None (missing, stale, damaged, another shape)."""
+        return self._read_entry(key, identity, "summary", lambda fields, parts: decode_summary(kind, fields, parts))
+
+    def _read_entry(self, key, identity, section, decode, admit=None):
+        """`decode(manifest[section], {part name: checked bytes})` of an entry of the file
+        `identity` describes; None when it is missing, stale or damaged in any way."""
         manifest = self.manifest(key, identity)
         if manifest is None:
             return None
         try:
-            fields = manifest["model"]
+            fields = manifest[section]
             if admit is not None:
-                admit(int(fields["memory_bytes"]))
+                admit(fields)
             parts = {}
             for name, (file_name, digest) in manifest["parts"].items():
                 if not _PART_NAME.fullmatch(file_name):  # a planted manifest naming ../../x
@@ -231,13 +312,13 @@ class ModelCache:
                 if _sha256(data) != digest:
                     raise ValueError(f"part {name} does not match its checksum")
                 parts[name] = data
-            model = decode_model(fields, parts)
+            value = decode(fields, parts)
         except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
             # Any damage to an entry means: parse again (the new entry replaces this one).
             logger.warning("discarding damaged cache entry %s: %s", key, exc)
             return None
         self._touch(key)
-        return model
+        return value
 
     def _touch(self, key):
         if _is_local(self.fs):  # recently used: kept longest when the cache is trimmed
@@ -249,13 +330,31 @@ class ModelCache:
     # --- writing ------------------------------------------------------------------------
 
     def put(self, key, identity, model, source=""):
+        """Store `model`, parsed from the file `identity` describes (`source` names it);
+        whether it was written."""
         if not self.enabled:
-            return
+            return False
         try:
             fields, parts = encode_model(model)
         except (TypeError, ValueError) as exc:
             logger.info("not caching %s: %s", source, exc)
-            return
+            return False
+        return self._write_entry(key, identity, source, "model", fields, parts)
+
+    def put_summary(self, key, identity, summary, source=""):
+        """Store `summary` (a dataclass of tables and scalars, see `encode_summary`) of the file
+        `identity` describes, under `key` (`summary_key`); whether it was written."""
+        if not self.enabled:
+            return False
+        try:
+            fields, parts = encode_summary(summary)
+        except (TypeError, ValueError) as exc:
+            logger.info("not caching the %s summary of %s: %s", type(summary).__name__, source, exc)
+            return False
+        return self._write_entry(key, identity, source, "summary", fields, parts)
+
+    def _write_entry(self, key, identity, source, section, fields, parts):
+        """Write the parts, then the manifest naming them (`section`: `fields`) last."""
         try:
             names = {}
             self.fs.makedirs(self._path(key), exist_ok=True)
@@ -264,13 +363,15 @@ class ModelCache:
                 names[name] = [f"{name}-{digest[:24]}.arrow", digest]
                 self._write(self._path(key, names[name][0]), data)
             manifest = {"format": CACHE_FORMAT, "version": __version__, "source": source, "identity": identity,
-                        "written": time.time(), "model": fields, "parts": names}
+                        "written": time.time(), section: fields, "parts": names}
             self._write(self._path(key, MANIFEST), json.dumps(manifest, allow_nan=True).encode())
             self._remove_unlisted(key, {file_name for file_name, _ in names.values()} | {MANIFEST})
         except OSError as exc:
             logger.warning("could not write cache entry for %s: %s", source, exc)
-            return
-        self._trim()
+            return False
+        if self.max_bytes is not None:
+            self._trim()
+        return True
 
     def _write(self, path, data):
         """Write `data` so that a reader sees all of it or nothing: locally a temporary file

@@ -25,7 +25,7 @@ from collections import OrderedDict
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -57,6 +57,8 @@ PEAK_FIXED_BYTES = 32 << 20
 REPLY_SHARE = 8
 # How long a request may wait for the first scan of the log directory after start-up.
 _FIRST_SCAN_WAIT_SECONDS = 30.0
+# Stored summaries read at once by `prefetch_summaries`: small reads, mostly waiting on I/O.
+_SUMMARY_READS = 16
 # A file modified this recently when it failed to parse may still have been being written:
 # that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
@@ -192,6 +194,8 @@ class _FileState:
     fraction: float | None = None
     load_seconds: float = 0.0
     transient: bool = False  # the error was the file system's (permissions, ...), not the trace's
+    identity: dict | None = None  # `Storage.identity`, once a summary was looked up in the disk cache
+    summary_misses: set = field(default_factory=set)  # summaries the disk cache does not hold
 
 
 class RunStore:
@@ -216,7 +220,8 @@ class RunStore:
         events, its inflated gzip, or its cached tables) is refused with a message
         (default: `max_memory_bytes`).
     cache : ModelCache or None
-        On-disk cache of parsed models.
+        On-disk cache of parsed models, and of the per-file summaries `preprocess` stores
+        (served by `summary` without parsing).
     retry_seconds : float
         How soon a trace that failed while it was still being written, or could not be read
         (permissions, a network error), is tried again.
@@ -437,14 +442,18 @@ class RunStore:
             return Loading(path, state.started, state.stage, state.fraction)
 
     def summary(self, run: str, worker: str, span: int, key: str,
-                build: Callable[["Profile"], Summary]) -> Summary | Loading:
+                build: Callable[["Profile"], Summary], kind: type[Summary] | None = None) -> Summary | Loading:
         """`build(profile)` of one span's profile, computed once per file version and kept
         after the profile itself is dropped from memory; a `Loading` while the profile loads.
 
         A view over many files (the distributed view of a 128-rank run) asks each file for a
         small summary: the profiles need not all fit in memory at once. A summary asked for
         while its profile loads is built on the loader thread right after the load, before
-        the memory budget can drop that profile again."""
+        the memory budget can drop that profile again.
+
+        With `kind` (the dataclass `build` returns), a summary of this very file stored in
+        the disk cache under `key` (as `python -m tb_plugin preprocess` writes them) is served
+        first: nothing is parsed, and no model is loaded. A damaged or stale one is ignored."""
         path = self.span_file(run, worker, span).path
         self._refresh(path)
         with self._lock:
@@ -452,6 +461,11 @@ class RunStore:
             if key in done:
                 return done[key]
             self._wanted.setdefault(path, {})[key] = build
+        stored = self._stored_summary(path, key, kind) if kind is not None else None
+        if stored is not None:
+            with self._lock:
+                self._wanted.get(path, {}).pop(key, None)
+                return self._summaries.setdefault(path, {}).setdefault(key, stored)
         result = self._profile_of(path)
         if isinstance(result, Loading):
             return result
@@ -463,6 +477,53 @@ class RunStore:
             if key in done:
                 return done[key]
         return build(result)  # built meanwhile by another thread and dropped since: once more
+
+    def prefetch_summaries(self, run: str, workers: Sequence[str], span: int, key: str, kind: type) -> None:
+        """Look up the stored summaries `key` of these workers' span in the disk cache all at
+        once, several reads in flight (an object store answers each after a round trip; a
+        1,024-rank job asks for 1,024), so that `summary` then finds them in memory."""
+        if not self.cache or not self.cache.enabled:
+            return
+        paths = [self.span_file(run, worker, span).path for worker in workers]
+        with self._lock:
+            todo = [path for path in paths if key not in self._summaries.get(path, {})]
+        if len(todo) < 2:
+            return
+
+        def fetch(path):
+            self._refresh(path)
+            found = self._stored_summary(path, key, kind)
+            if found is not None:
+                with self._lock:
+                    self._summaries.setdefault(path, {}).setdefault(key, found)
+
+        with ThreadPoolExecutor(max_workers=min(_SUMMARY_READS, len(todo)), thread_name_prefix="tb_plugin_summary") as pool:
+            list(pool.map(fetch, todo))
+        with self._lock:  # the summaries count in the budget: profiles make room for them
+            self._enforce_budget(keep=0)
+
+    def _stored_summary(self, path, key, kind):
+        """The summary `key` of `path` from the disk cache, or None; a miss is remembered
+        until the file changes, so a run whose summaries were never stored costs one look."""
+        if not self.cache or not self.cache.enabled or self._storage is None:
+            return None
+        with self._lock:
+            state = self._files.setdefault(path, _FileState())
+            if key in state.summary_misses:
+                return None
+            identity = state.identity
+        try:
+            if identity is None:
+                identity = self._storage.identity(path)
+            found = self.cache.get_summary(self.cache.summary_key(self._storage.display(path), key), identity, kind)
+        except TraceError:  # unreadable now: the load reports why
+            found = None
+        with self._lock:
+            if self._files.get(path) is state:  # still this version of the file
+                state.identity = identity
+                if found is None:
+                    state.summary_misses.add(key)
+        return found
 
     def profile_blocking(self, run: str, worker: str, span: int, timeout: float | None = None) -> "Profile":
         """Wait for the profile (the CLI, tests and notebooks); raises like `profile`."""

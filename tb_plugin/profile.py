@@ -370,6 +370,15 @@ class Profile:
         }
 
 
+# The per-file summaries that the views over many ranks combine, by the name the server keeps
+# them under: (the dataclass, how a profile builds it). `python -m tb_plugin preprocess` stores
+# each beside the model in the disk cache; the server reads them back as that dataclass.
+FILE_SUMMARIES: dict[str, tuple[type, Callable[[Profile], Any]]] = {
+    "job": (job_view.RankPart, Profile.job_part),
+    "distributed": (distributed_view.WorkerPart, Profile.distributed_part),
+}
+
+
 def _no_progress(stage: str, fraction: float | None) -> None:
     pass
 

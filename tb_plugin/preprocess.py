@@ -1,0 +1,243 @@
+"""`python -m tb_plugin preprocess LOGDIR --dask ADDRESS|local`: parse every trace file of a
+log directory as Dask tasks, ahead of TensorBoard.
+
+Parsing is the cost that grows with a job: one task per trace file (largest first, so the
+last task to finish is a small one) parses it on a `dask.distributed` worker and writes into
+the disk cache, in the format TensorBoard reads (`tb_plugin.cache`), the parsed model and
+the per-file summaries of `FILE_SUMMARIES` (what the job and distributed views combine).
+TensorBoard started with the same cache (`--profiler_cache_dir`) then answers those views
+from the summaries without parsing any trace, and loads one rank's model from the cache only
+when a per-rank view asks for it.
+
+Entries are keyed by the trace file's path as TensorBoard names it (the log directory's
+absolute path or URL joined with the file's relative path) and carry its identity (size,
+mtime, inode/ctime or ETag, a hash of its head and tail): the workers and the TensorBoard
+host must see the traces under the same path or URL (a shared file system, or `s3://...`),
+and the cache directory may be an fsspec URL shared by all of them.
+
+A file that fails (not a trace, truncated, unreadable, a worker that died) is reported with
+its reason and does not stop the others. A file whose model and summaries the cache already
+holds for its current identity is skipped unless `force` is set.
+"""
+
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from .cache import ModelCache, default_cache_dir
+from .discovery import Skipped, discover_runs, printable
+from .errors import TraceError
+from .storage import Storage, is_url
+
+# The polars reader a parse uses is multi-threaded: one thread per worker process, so that N
+# single-threaded Dask workers use N cores, not N x cores.
+WORKER_ENV = {"POLARS_MAX_THREADS": "1"}
+# How long to try reaching a scheduler that does not answer.
+CONNECT_TIMEOUT = "30s"
+_INSTALL_HINT = "pip install 'tb-plugin-pytorch-profiler[dask]' (or pip install 'dask[distributed]')"
+# One cache object per cache directory in each worker process: a new one cleans the directory.
+_CACHES: dict[str, ModelCache] = {}
+
+
+class PreprocessError(Exception):
+    """Nothing could be preprocessed: no dask, no trace files, no usable cache, no cluster."""
+
+
+@dataclass
+class FileResult:
+    """What one task did with one trace file."""
+
+    path: str  # relative to the log directory, printable
+    stored_bytes: int  # the file as stored (gzip or not)
+    json_bytes: int = 0  # the JSON parsed (0 when skipped or failed before reading)
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0  # of the worker process meanwhile (its tasks run one at a time)
+    up_to_date: bool = False  # the cache held its model and summaries already
+    error: str = ""
+
+
+def _cache(cache_dir):
+    if cache_dir not in _CACHES:
+        # Never trimmed here: a trim lists the whole cache after each write, and a job's cache
+        # is as large as the job. TensorBoard's own cache bound applies to what it writes.
+        _CACHES[cache_dir] = ModelCache(cache_dir, max_bytes=None)
+    return _CACHES[cache_dir]
+
+
+def entry_keys(cache, source):
+    """{"model" or a `FILE_SUMMARIES` name: cache key} of the trace file `source`."""
+    from .profile import FILE_SUMMARIES
+
+    return {"model": cache.key(source), **{name: cache.summary_key(source, name) for name in FILE_SUMMARIES}}
+
+
+def preprocess_file(logdir, rel, cache_dir, force=False):
+    """Parse the trace file `rel` of `logdir` and store its model and summaries in the cache
+    `cache_dir` (the body of one Dask task; also callable in-process). Returns a `FileResult`
+    as a dict; failures are reported in it, never raised."""
+    from .profile import FILE_SUMMARIES, profile_from_bytes
+
+    started, cpu_started = time.perf_counter(), time.process_time()
+    storage = Storage(logdir)
+    result = FileResult(printable(rel), 0)
+    try:
+        result.stored_bytes = storage.stat(rel).size
+        cache = _cache(cache_dir)
+        if not cache.enabled:
+            raise TraceError(cache_dir, "the cache directory cannot be used (see the worker's log)")
+        source = storage.display(rel)
+        identity = storage.identity(rel)
+        keys = entry_keys(cache, source)
+        if not force and all(cache.manifest(key, identity) is not None for key in keys.values()):
+            result.up_to_date = True
+        else:
+            trace = storage.read_trace(rel)
+            result.json_bytes = len(trace.data)
+            profile = profile_from_bytes(trace, source)
+            del trace
+            written = cache.put(keys["model"], identity, profile.model, source)
+            for name, (_, build) in FILE_SUMMARIES.items():
+                written = cache.put_summary(keys[name], identity, build(profile), source) and written
+            if not written:
+                raise TraceError(source, "its cache entries could not be written (see the worker's log)")
+            if storage.identity(rel) != identity:  # the entries carry the old identity: never served
+                raise TraceError(source, "the file changed while it was parsed")
+    except TraceError as exc:
+        result.error = exc.reason
+    except Exception as exc:  # one file's failure never stops the others
+        result.error = f"internal error: {type(exc).__name__}: {exc}"
+    result.seconds = time.perf_counter() - started
+    result.cpu_seconds = time.process_time() - cpu_started
+    return asdict(result)
+
+
+def trace_files(logdir):
+    """(log directory as the workers must see it, [(relative path, stored size)] of every
+    trace file, largest first, [`Skipped`]). Raises PreprocessError when there is none."""
+    storage = Storage(logdir)
+    skipped: list[Skipped] = []
+    try:
+        runs = discover_runs(storage, skipped=skipped)
+    except (OSError, ValueError, TraceError) as exc:
+        raise PreprocessError(f"cannot scan {logdir}: {exc}") from None
+    files = []
+    for run in runs.values():
+        for span_file in run.files():
+            try:
+                files.append((span_file.path, storage.stat(span_file.path).size))
+            except TraceError as exc:
+                skipped.append(Skipped(printable(span_file.path), exc.reason))
+    if not files:
+        raise PreprocessError(f"no trace files (*.pt.trace.json[.gz]) under {storage.display(None)}")
+    files.sort(key=lambda f: -f[1])
+    return storage.display(None), files, skipped
+
+
+def _import_parser():
+    """Run on every worker before the clock starts: the parser's imports (numpy, pandas,
+    polars, the views) cost each new worker process about a second, once."""
+    import tb_plugin.profile  # noqa: F401
+
+
+def _client(address, workers):
+    """A dask.distributed Client: of a new LocalCluster of `workers` processes on 127.0.0.1
+    for "local", else of the scheduler at `address`. Returns (client, cluster or None)."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise PreprocessError(f"preprocess runs on dask.distributed, which is not installed: {_INSTALL_HINT}") from None
+    if address == "local":
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None, env=WORKER_ENV)
+        return Client(cluster), cluster
+    try:
+        return Client(address, timeout=CONNECT_TIMEOUT), None
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise PreprocessError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
+
+
+def _mb(n):
+    return n / 1e6
+
+
+@dataclass
+class Report:
+    """What a preprocess run did: per-file results, wall time, worker count."""
+
+    results: list
+    seconds: float
+    workers: int
+
+    @property
+    def failed(self):
+        return [r for r in self.results if r["error"]]
+
+    @property
+    def json_bytes(self):
+        return sum(r["json_bytes"] for r in self.results)
+
+    @property
+    def cpu_seconds(self):
+        return sum(r["cpu_seconds"] for r in self.results)
+
+    def throughput(self):
+        """MB of JSON parsed per second of wall time."""
+        return _mb(self.json_bytes) / self.seconds if self.seconds > 0 else 0.0
+
+
+def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=None):
+    """Preprocess every trace file of `logdir` on the Dask cluster `address` ("local" for a
+    LocalCluster of `workers` processes) into the cache `cache_dir` (default: TensorBoard's
+    default cache directory); progress and failures go to `out`. Returns a `Report`; raises
+    PreprocessError when nothing can be done."""
+    out = out or sys.stderr
+    cache_dir = cache_dir or default_cache_dir()
+    if not is_url(cache_dir):
+        cache_dir = os.path.abspath(cache_dir.removeprefix("file://"))
+    if not ModelCache(cache_dir, max_bytes=None).enabled:
+        raise PreprocessError(f"cannot use the cache directory {cache_dir} (the warning above says why)")
+    root, files, skipped = trace_files(logdir)
+    for item in skipped:
+        print(f"skipped {item.path}: {item.reason}", file=out, flush=True)
+    total_stored = sum(size for _, size in files)
+    print(f"preprocessing {len(files)} trace files ({_mb(total_stored):.1f} MB stored) of {root} into {cache_dir}",
+          file=out, flush=True)
+    client, cluster = _client(address, workers)
+    try:
+        from dask.distributed import as_completed
+
+        worker_count = len(client.scheduler_info(n_workers=-1)["workers"]) if cluster is None \
+            else len(cluster.workers)
+        client.run(_import_parser)
+        started = time.perf_counter()
+        tasks = {client.submit(preprocess_file, root, rel, cache_dir, force, pure=False, key=f"tb-preprocess-{i}"):
+                 (rel, size) for i, (rel, size) in enumerate(files)}
+        results = []
+        for future in as_completed(tasks):
+            rel, size = tasks[future]
+            try:
+                result = future.result()
+            except Exception as exc:  # the worker died or the task could not run
+                result = asdict(FileResult(printable(rel), size, error=f"the task failed: {type(exc).__name__}: {exc}"))
+            results.append(result)
+            elapsed = time.perf_counter() - started
+            parsed = sum(r["json_bytes"] for r in results)
+            state = ("FAILED: " + result["error"]) if result["error"] else \
+                ("up to date" if result["up_to_date"] else f"{_mb(result['json_bytes']):.1f} MB in {result['seconds']:.2f} s")
+            print(f"[{len(results)}/{len(files)}] {result['path']}: {state} | {_mb(parsed) / elapsed:.1f} MB/s",
+                  file=out, flush=True)
+        report = Report(results, time.perf_counter() - started, worker_count)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    done = [r for r in report.results if not r["error"]]
+    print(f"done: {len(done)} of {len(files)} files ({sum(r['up_to_date'] for r in done)} already up to date), "
+          f"{_mb(report.json_bytes):.1f} MB of JSON in {report.seconds:.1f} s, {report.throughput():.1f} MB/s "
+          f"on {report.workers} workers", file=out, flush=True)
+    if report.failed:
+        print(f"{len(report.failed)} files failed:", file=out)
+        for r in report.failed:
+            print(f"  {r['path']}: {r['error']}", file=out)
+    return report

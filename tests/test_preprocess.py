@@ -1,0 +1,285 @@
+"""`python -m tb_plugin preprocess`: traces parsed as Dask tasks on a LocalCluster of worker
+processes on loopback, into the disk cache; the server then answers the job and distributed
+views from the stored summaries without parsing any trace, and loads one rank's model (from
+the cache) only when a per-rank view asks.
+
+The job is a real trace replicated per rank on its own clock with a planted straggler
+(tests/job_traces.py), beside the CPU DDP sample; every number is checked against the same
+views computed from the traces directly (`tb_plugin.load_run`), never through the cache."""
+
+import contextlib
+import io
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+distributed = pytest.importorskip("dask.distributed", reason="preprocess runs on dask.distributed (the [dask] extra)")
+
+import tb_plugin  # noqa: E402
+import tb_plugin.preprocess  # noqa: E402
+import tb_plugin.profile  # noqa: E402
+from tb_plugin.__main__ import main  # noqa: E402
+from tb_plugin.cache import MANIFEST, ModelCache, model_bytes  # noqa: E402
+from tb_plugin.loading import RunStore  # noqa: E402
+from tb_plugin.preprocess import WORKER_ENV, entry_keys  # noqa: E402
+from tb_plugin.profile import FILE_SUMMARIES  # noqa: E402
+from tb_plugin.storage import Storage  # noqa: E402
+from tb_plugin.views.job import RankPart  # noqa: E402
+
+from .conftest import SAMPLES, op, shared_trace, write_trace  # noqa: E402
+from .job_traces import write_job  # noqa: E402
+from .test_api import PREFIX, make_client, wait_route  # noqa: E402
+
+RANKS = 6
+STRAGGLER = (4, 552, 60_000.0)  # rank, step, extra compute (µs)
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """A LocalCluster of two single-threaded worker processes on 127.0.0.1; its address."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, env=WORKER_ENV) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    """Runs `job` (6 ranks of a real trace, rank 4 straggling in step 552), `ddp` (the CPU
+    sample) and `broken` (one file that is no trace)."""
+    root = tmp_path_factory.mktemp("logs")
+    offsets = [r * 7_919.0 - 20_000.0 for r in range(RANKS)]
+    write_job(shared_trace("sampled_128rank_job", "rank0.pt.trace.json.gz"), root / "job", RANKS, offsets,
+              straggler=STRAGGLER)
+    shutil.copytree(SAMPLES / "cpu_ddp_gloo", root / "ddp")
+    write_trace(root / "broken" / "worker0.pt.trace.json", []).write_bytes(b'{"traceEvents": [{"ph": "X"')
+    return root
+
+
+def _preprocess(*args):
+    """(exit status, what went to stderr) of the command line."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = main(["preprocess", *map(str, args)])
+    return status, err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def preprocessed(logdir, scheduler, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    status, err = _preprocess(logdir, "--dask", scheduler, "--cache-dir", cache)
+    return cache, status, err
+
+
+def _job_view(run_dir):
+    """The job view computed from the traces themselves, no cache involved."""
+    return tb_plugin.load_run(str(run_dir)).job()
+
+
+def _no_parsing(monkeypatch):
+    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
+                        lambda *a, **k: pytest.fail("a trace was parsed although its summaries are cached"))
+
+
+def _count_model_loads(monkeypatch):
+    loads = []
+    real = ModelCache.get
+
+    def counted(self, key, identity, admit=None):
+        loads.append(key)
+        return real(self, key, identity, admit)
+
+    monkeypatch.setattr(ModelCache, "get", counted)
+    return loads
+
+
+def _table(body, name):
+    return pd.DataFrame(body[name]["rows"], columns=body[name]["columns"])
+
+
+def test_preprocess_reports_progress_and_the_failure_and_goes_on(preprocessed, logdir):
+    cache, status, err = preprocessed
+    assert status == 1, err  # one file failed, the others were done
+    total = RANKS + 4 + 1
+    assert f"preprocessing {total} trace files" in err
+    assert f"[{total}/{total}]" in err and "MB/s" in err
+    assert f"done: {total - 1} of {total} files" in err
+    assert "1 files failed:" in err and "broken/worker0.pt.trace.json:" in err.split("files failed:")[1]
+    # every good file has its model and both summaries, of this very file
+    storage = Storage(str(logdir))
+    for path in sorted(logdir.glob("[jd]*/*.json.gz")):
+        rel = path.relative_to(logdir).as_posix()
+        keys = entry_keys(ModelCache(cache), storage.display(rel))
+        for key in keys.values():
+            manifest = json.loads((cache / key / MANIFEST).read_text())
+            assert manifest["identity"] == storage.identity(rel) and manifest["source"] == storage.display(rel)
+
+
+def test_stored_model_and_summary_are_those_of_the_trace(preprocessed, logdir):
+    cache, _, _ = preprocessed
+    rel = "job/rank4.pt.trace.json.gz"
+    storage, store = Storage(str(logdir)), ModelCache(cache)
+    keys = entry_keys(store, storage.display(rel))
+    model = store.get(keys["model"], storage.identity(rel))
+    direct = tb_plugin.load(str(logdir / rel))
+    for name in model.TABLES:
+        pd.testing.assert_frame_equal(getattr(model, name), getattr(direct.model, name))
+    part, expected = store.get_summary(keys["job"], storage.identity(rel), RankPart), direct.job_part()
+    assert (part.rank, part.origin_us) == (expected.rank, expected.origin_us)
+    for name in ("steps", "kernels", "operators", "calls"):
+        pd.testing.assert_frame_equal(getattr(part, name), getattr(expected, name))
+
+
+def test_job_view_answers_from_summaries_without_parsing_and_finds_the_straggler(preprocessed, logdir, monkeypatch):
+    cache, _, _ = preprocessed
+    expected = _job_view(logdir / "job")
+    expected_dist = tb_plugin.load_run(str(logdir / "ddp")).distributed(span=2)
+    _no_parsing(monkeypatch)
+    model_loads = _count_model_loads(monkeypatch)
+    plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
+    try:
+        body = wait_route(client, f"{PREFIX}/job?run=job").get_json()
+        distributed_answer = client.get(f"{PREFIX}/distributed?run=ddp&span=2")
+        assert distributed_answer.status_code == 200  # the first ask: stored summaries need no wait
+        assert model_loads == []  # no rank's model was loaded for either view
+        stragglers = _table(body, "stragglers")
+        worst = stragglers.iloc[0]
+        assert (int(worst["rank"]), int(worst["step"]), worst["cause"]) == STRAGGLER[:2] + ("compute",)
+        assert worst["excess_us"] == pytest.approx(STRAGGLER[2], rel=0.02)
+        pd.testing.assert_frame_equal(_table(body, "rank_steps"), expected.rank_steps, check_dtype=False)
+        pd.testing.assert_frame_equal(_table(distributed_answer.get_json(), "steps"), expected_dist.steps,
+                                      check_dtype=False)
+        assert plugin.store.held_bytes() <= plugin.store.max_memory_bytes
+        # a per-rank view loads that one rank's model, from the cache
+        overview = wait_route(client, f"{PREFIX}/overview?run=job&worker=rank2")
+        assert overview.status_code == 200
+        assert model_loads == [ModelCache.key(Storage(str(logdir)).display("job/rank2.pt.trace.json.gz"))]
+    finally:
+        plugin.store.stop()
+
+
+def _flip_a_byte(entry):
+    part = sorted(p for p in entry.iterdir() if p.suffix == ".arrow")[0]
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    part.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damaged", ["summary", "summary and model"])
+def test_a_damaged_summary_means_a_rebuild_never_wrong_numbers(preprocessed, logdir, tmp_path, monkeypatch, damaged):
+    expected = _job_view(logdir / "job")
+    cache = tmp_path / "cache"
+    shutil.copytree(preprocessed[0], cache)
+    storage = Storage(str(logdir))
+    keys = entry_keys(ModelCache(cache), storage.display("job/rank4.pt.trace.json.gz"))
+    _flip_a_byte(cache / keys["job"])
+    if damaged == "summary and model":
+        _flip_a_byte(cache / keys["model"])
+    parses = []
+    real_parse = tb_plugin.profile.profile_from_bytes
+    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
+                        lambda data, path, *a, **k: parses.append(path) or real_parse(data, path, *a, **k))
+    plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
+    try:
+        body = wait_route(client, f"{PREFIX}/job?run=job").get_json()
+    finally:
+        plugin.store.stop()
+    # only the damaged rank is rebuilt: from its model where that is whole, else parsed again
+    assert parses == ([storage.display("job/rank4.pt.trace.json.gz")] if damaged != "summary" else [])
+    pd.testing.assert_frame_equal(_table(body, "rank_steps"), expected.rank_steps, check_dtype=False)
+    assert [int(r) for r in _table(body, "stragglers")["rank"].unique()] == [STRAGGLER[0]]
+
+
+def test_a_second_run_skips_what_is_up_to_date_and_force_parses_again(preprocessed, logdir, scheduler, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(preprocessed[0], cache)
+    ddp = logdir / "ddp"
+    status, err = _preprocess(ddp, "--dask", scheduler, "--cache-dir", cache)
+    assert status == 0 and "done: 4 of 4 files (4 already up to date)" in err, err
+    status, err = _preprocess(ddp, "--dask", scheduler, "--cache-dir", cache, "--force")
+    assert status == 0 and "(0 already up to date)" in err, err
+
+
+def test_nothing_to_do_is_an_error(tmp_path, scheduler):
+    status, err = _preprocess(tmp_path, "--dask", scheduler, "--cache-dir", tmp_path / "cache")
+    assert status == 2 and "no trace files" in err
+    broken = tmp_path / "logs"
+    write_trace(broken / "worker0.pt.trace.json", [op("x", 0, 1)]).write_bytes(b"{")
+    status, err = _preprocess(broken, "--dask", scheduler, "--cache-dir", tmp_path / "cache")
+    assert status == 2 and "1 files failed" in err
+
+
+def test_without_dask_the_error_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails as if not installed
+    write_trace(tmp_path / "logs" / "worker0.pt.trace.json", [op("x", 0, 1)])
+    status, err = _preprocess(tmp_path / "logs", "--dask", "local", "--cache-dir", tmp_path / "cache")
+    assert status == 2 and "dask.distributed, which is not installed" in err and "[dask]" in err
+
+
+def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(tb_plugin.preprocess, "CONNECT_TIMEOUT", "1s")
+    write_trace(tmp_path / "logs" / "worker0.pt.trace.json", [op("x", 0, 1)])
+    status, err = _preprocess(tmp_path / "logs", "--dask", "tcp://127.0.0.1:9", "--cache-dir", tmp_path / "cache")
+    assert status == 2 and "cannot connect to the Dask scheduler at tcp://127.0.0.1:9" in err
+
+
+def test_local_cluster_of_the_command_line(tmp_path):
+    """`--dask local` starts (and stops) its own LocalCluster of worker processes."""
+    shutil.copytree(SAMPLES / "cpu_ddp_gloo", tmp_path / "ddp")
+    status, err = _preprocess(tmp_path / "ddp", "--dask", "local", "--workers", "1", "--cache-dir", tmp_path / "c")
+    assert status == 0 and "done: 4 of 4 files" in err and "on 1 workers" in err
+    assert len([p for p in Path(tmp_path / "c").iterdir() if (p / MANIFEST).is_file()]) == 4 * 3
+    assert np.isfinite(float(err.rsplit(" MB/s", 1)[0].rsplit(" ", 1)[1]))
+
+
+def test_a_trace_changed_since_preprocessing_is_parsed_again(logdir, scheduler, tmp_path, monkeypatch):
+    """Rank 4 rewritten without its pause after preprocessing: its stored summary (of the old
+    content) is never served, only that file is parsed, and the job has no straggler any more."""
+    job = tmp_path / "logs" / "job"
+    shutil.copytree(logdir / "job", job)
+    status, err = _preprocess(tmp_path / "logs", "--dask", scheduler, "--cache-dir", tmp_path / "cache")
+    assert status == 0, err
+    offsets = [r * 7_919.0 - 20_000.0 for r in range(RANKS)]
+    fixed = write_job(shared_trace("sampled_128rank_job", "rank0.pt.trace.json.gz"), tmp_path / "fixed", 5, offsets)
+    shutil.copyfile(fixed[4], job / "rank4.pt.trace.json.gz")
+    expected = _job_view(job)
+    parses = []
+    real_parse = tb_plugin.profile.profile_from_bytes
+    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
+                        lambda data, path, *a, **k: parses.append(path) or real_parse(data, path, *a, **k))
+    plugin, client = make_client(tmp_path / "logs", profiler_cache_dir=str(tmp_path / "cache"))
+    try:
+        body = wait_route(client, f"{PREFIX}/job?run=job").get_json()
+    finally:
+        plugin.store.stop()
+    assert parses == [str(job / "rank4.pt.trace.json.gz")]
+    assert len(body["stragglers"]["rows"]) == 0 and len(expected.stragglers) == 0
+    pd.testing.assert_frame_equal(_table(body, "rank_steps"), expected.rank_steps, check_dtype=False)
+
+
+def test_per_rank_views_of_every_rank_stay_within_the_budget(preprocessed, logdir, monkeypatch):
+    """A budget of about two ranks' models: the job view from summaries, then every rank's
+    overview one after another (each loaded from the cache, none parsed); what the server
+    holds never exceeds the budget."""
+    cache, _, _ = preprocessed
+    one_model = tb_plugin.load(str(logdir / "job" / "rank0.pt.trace.json.gz")).model
+    budget = 2 * model_bytes(one_model) + (1 << 20)
+    _no_parsing(monkeypatch)
+    store = RunStore(str(logdir), max_memory_bytes=budget, max_parse_bytes=1 << 30, cache=ModelCache(cache))
+    try:
+        kind, build = FILE_SUMMARIES["job"]
+        workers = list(store.run_files("job").workers)
+        store.prefetch_summaries("job", workers, 1, "job", kind)
+        parts = [store.summary("job", w, 1, "job", build, kind) for w in workers]
+        assert all(isinstance(p, RankPart) for p in parts)
+        for worker in workers:
+            profile = store.profile_blocking("job", worker, 1, timeout=60)
+            profile.overview()
+            store.remeasure([profile])
+            assert store.held_bytes() <= budget, worker
+    finally:
+        store.stop()
