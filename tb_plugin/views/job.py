@@ -93,9 +93,8 @@ STRAGGLERS = declare(
     ("cause", "str", "", "the part that grew most: compute, data loading, host/launch, communication wait, idle"),
     ("detail", "str", "", "the numbers behind the cause, in words"),
 )
-KERNELS_ACROSS = declare(
-    "job_kernels", "one kernel name, its total time per rank summarised over the ranks",
-    ("name", "str", "", "the kernel's name"),
+# A name's total per rank summarised over the ranks (`_across`).
+_ACROSS_RANKS = (
     ("ranks", "int64", "count", "ranks that ran it"),
     ("min_us", "float64", "us", "the smallest total over the ranks that ran it"),
     ("median_us", "float64", "us", "the median total"),
@@ -104,18 +103,14 @@ KERNELS_ACROSS = declare(
      NULLABLE),
     ("slowest_rank", "int64", "", "the rank with the largest total"),
 )
+KERNELS_ACROSS = declare(
+    "job_kernels", "one kernel name, its total time per rank summarised over the ranks",
+    ("name", "str", "", "the kernel's name"), *_ACROSS_RANKS)
 OPERATORS_ACROSS = declare(
     "job_operators", "one operator name, its self time per rank summarised over the ranks",
     ("name", "str", "", "the operator's name"),
     ("measure", "str", "", "which time is compared: device_self on ranks with device work, else host_self"),
-    ("ranks", "int64", "count", "ranks that ran it"),
-    ("min_us", "float64", "us", "the smallest total over the ranks that ran it"),
-    ("median_us", "float64", "us", "the median total"),
-    ("max_us", "float64", "us", "the largest total"),
-    ("spread_pct", "float64", "pct", "how much the largest exceeds the median: 100 (max - median) / median",
-     NULLABLE),
-    ("slowest_rank", "int64", "", "the rank with the largest total"),
-)
+    *_ACROSS_RANKS)
 COLLECTIVES_ACROSS = declare(
     "job_collectives", "one collective call matched across ranks (as the Distributed view matches calls)",
     ("name", "str", "", "the collective"),
