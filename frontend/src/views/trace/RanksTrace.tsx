@@ -20,7 +20,8 @@ import { DataTable } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
 import { useTimelineData, type TimelineRoutes } from './data';
 import { Details } from './Details';
-import { bounds, centreOn, clampWindow, groupTracks, layout, windowLabel, type TrackInfo, type Window } from './logic';
+import { bounds, centreOn, groupTracks, layout, windowLabel, type TrackInfo } from './logic';
+import { useUrlWindow } from './urlWindow';
 import { Timeline, type SliceHit } from './Timeline';
 
 const ROUTES: TimelineRoutes = { slices: 'timeline_rank_slices', counters: null };
@@ -41,14 +42,6 @@ interface RankRow {
 export function onAxis(rank: Pick<RankRow, 'track' | 'shift_us'>, e: TimelineEndpoint): TimelineEndpoint {
   return { ...e, track: e.track < 0 ? -1 : rank.track + 1 + e.track, ts_us: e.ts_us + rank.shift_us };
 }
-
-function num(text: string): number | null {
-  if (text === '') return null;
-  const v = Number(text);
-  return Number.isFinite(v) ? v : null;
-}
-
-const round = (v: number) => Math.round(v * 1000) / 1000;
 
 /** "+1.2 ms" / "-300 µs": a signed duration. */
 export function signedDuration(us: number): string {
@@ -99,18 +92,7 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
   const keyRank = useMemo(() => new Map(groups.map((g) => [g.key, String(byPid.get(g.tracks[0].pid)?.rank ?? '')])), [groups, byPid]);
   const limit = useMemo(() => bounds(data.start_us, data.end_us), [data]);
 
-  const [startParam] = useUrlParam('trace_start_us', '');
-  const [endParam] = useUrlParam('trace_end_us', '');
-  const [view, setViewState] = useState<Window>(() => {
-    const s = num(startParam);
-    const e = num(endParam);
-    return s !== null && e !== null && e > s ? clampWindow({ start: s, end: e }, limit) : clampWindow(limit, limit);
-  });
-  const setView = useCallback((next: Window) => setViewState(clampWindow(next, limit)), [limit]);
-  useEffect(() => {
-    const timer = setTimeout(() => setParams({ trace_start_us: round(view.start), trace_end_us: round(view.end) }), 250);
-    return () => clearTimeout(timer);
-  }, [view]);
+  const [view, setView] = useUrlWindow(limit);
 
   // Every group shows its tracks (a collapsed rank has only its summary track); the header
   // says whether the rank is expanded and which offset moved it.
@@ -150,7 +132,7 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
     if (!picked) return;
     const where = e.track < 0 ? null : onAxis(picked.rank, e);
     setPicked({ rank: picked.rank, event: e.event, where });
-    if (where) setViewState((v) => centreOn(v, where.ts_us, where.ts_us + where.dur_us, limit));
+    if (where) setView((v) => centreOn(v, where.ts_us, where.ts_us + where.dur_us, limit));
   };
   // the Operator view of the picked rank's worker: a change of profile, so its selections go
   const openOperator = (name: string) =>

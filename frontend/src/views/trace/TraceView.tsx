@@ -29,8 +29,9 @@ import { useUrlParam } from '../../components/useUrlParam';
 import { Details } from './Details';
 import { useTimelineData } from './data';
 import type { Range, Step } from './draw';
-import { bounds, centreOn, clampWindow, groupKey, groupTracks, layout, windowLabel, type TrackInfo, type Window } from './logic';
+import { bounds, centreOn, groupKey, groupTracks, layout, windowLabel, type TrackInfo } from './logic';
 import { RanksTrace } from './RanksTrace';
+import { numberParam, roundUs, useUrlWindow } from './urlWindow';
 import { Timeline, type SliceHit } from './Timeline';
 
 export function TraceView(props: ViewProps) {
@@ -114,14 +115,6 @@ function RanksControl({ ranks, onRanks }: { ranks: string; onRanks: (ranks: stri
   );
 }
 
-function num(text: string): number | null {
-  if (text === '') return null;
-  const v = Number(text);
-  return Number.isFinite(v) ? v : null;
-}
-
-const round = (v: number) => Math.round(v * 1000) / 1000;
-
 function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   const { info } = props;
   const base = useMemo(() => ({ run: props.run, worker: props.worker, span: props.span }), [props.run, props.worker, props.span]);
@@ -143,20 +136,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   const steps = useMemo<Step[]>(() => typedRows(info.steps).map((r) => ({ step: r.step, start_us: r.start_us, end_us: r.end_us })), [info]);
   const limit = useMemo(() => bounds(info.start_us, info.end_us), [info]);
 
-  // The visible window, from the URL when a link reopens the view.
-  const [startParam] = useUrlParam('trace_start_us', '');
-  const [endParam] = useUrlParam('trace_end_us', '');
-  const [view, setViewState] = useState<Window>(() => {
-    const s = num(startParam);
-    const e = num(endParam);
-    return s !== null && e !== null && e > s ? clampWindow({ start: s, end: e }, limit) : clampWindow(limit, limit);
-  });
-  const setView = useCallback((next: Window) => setViewState(clampWindow(next, limit)), [limit]);
-  useEffect(() => {
-    // replaceState is rate-limited by browsers: write the window once it settles.
-    const timer = setTimeout(() => setParams({ trace_start_us: round(view.start), trace_end_us: round(view.end) }), 250);
-    return () => clearTimeout(timer);
-  }, [view]);
+  const [view, setView] = useUrlWindow(limit);
 
   const [collapsed, setCollapsed] = useState<Set<string>>(() => new Set());
   const toggle = useCallback((key: string) => {
@@ -180,7 +160,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
 
   // Selection: the event id (in the URL) and where it is, once known.
   const [eventParam, setEventParam] = useUrlParam('trace_event', '');
-  const selectedId = num(eventParam);
+  const selectedId = numberParam(eventParam);
   const [where, setWhere] = useState<TimelineEndpoint | null>(null);
   const [reveal, setReveal] = useState(0);
   const centreWhenKnown = useRef(false);
@@ -204,7 +184,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     }
     setWhere(endpoint);
     expandFor(endpoint.track);
-    setViewState((v) => centreOn(v, endpoint.ts_us, endpoint.ts_us + endpoint.dur_us, limit));
+    setView((v) => centreOn(v, endpoint.ts_us, endpoint.ts_us + endpoint.dur_us, limit));
     setReveal((n) => n + 1);
   }, [trackMap, collapsed, showPython, limit]);
   useEffect(() => {
@@ -228,13 +208,13 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   const [rangeStartParam] = useUrlParam('trace_range_start_us', '');
   const [rangeEndParam] = useUrlParam('trace_range_end_us', '');
   const [range, setRangeState] = useState<Range | null>(() => {
-    const s = num(rangeStartParam);
-    const e = num(rangeEndParam);
+    const s = numberParam(rangeStartParam);
+    const e = numberParam(rangeEndParam);
     return s !== null && e !== null && e > s ? { start: s, end: e, tracks: [] } : null;
   });
   const setRange = useCallback((next: Range | null) => {
     setRangeState(next);
-    setParams({ trace_range_start_us: next ? round(next.start) : null, trace_range_end_us: next ? round(next.end) : null });
+    setParams({ trace_range_start_us: next ? roundUs(next.start) : null, trace_range_end_us: next ? roundUs(next.end) : null });
   }, []);
 
   const operatorHref = (name: string) => {

@@ -1,0 +1,40 @@
+// The Trace view's visible window, kept in the page URL (trace_start_us / trace_end_us) so a
+// link reopens it: one hook for the single-worker and the all-ranks timelines.
+
+import { useCallback, useEffect, useState } from 'preact/hooks';
+import { setParams } from '../../base/url';
+import { useUrlParam } from '../../components/useUrlParam';
+import { clampWindow, type Window } from './logic';
+
+/** A number from a URL parameter; null when empty or not a number. */
+export function numberParam(text: string): number | null {
+  if (text === '') return null;
+  const v = Number(text);
+  return Number.isFinite(v) ? v : null;
+}
+
+/** µs rounded to the nanosecond for the URL. */
+export const roundUs = (v: number) => Math.round(v * 1000) / 1000;
+
+/** [window, setWindow] within `limit`: from the URL when a link reopens the view, written
+ * back once it settles (browsers rate-limit replaceState). `setWindow` takes a window or a
+ * function of the current one; either way the result is clamped to `limit`. */
+export function useUrlWindow(limit: Window): [Window, (next: Window | ((current: Window) => Window)) => void] {
+  const [startParam] = useUrlParam('trace_start_us', '');
+  const [endParam] = useUrlParam('trace_end_us', '');
+  const [view, setViewState] = useState<Window>(() => {
+    const s = numberParam(startParam);
+    const e = numberParam(endParam);
+    return s !== null && e !== null && e > s ? clampWindow({ start: s, end: e }, limit) : clampWindow(limit, limit);
+  });
+  const setView = useCallback(
+    (next: Window | ((current: Window) => Window)) =>
+      setViewState((current) => clampWindow(typeof next === 'function' ? next(current) : next, limit)),
+    [limit],
+  );
+  useEffect(() => {
+    const timer = setTimeout(() => setParams({ trace_start_us: roundUs(view.start), trace_end_us: roundUs(view.end) }), 250);
+    return () => clearTimeout(timer);
+  }, [view]);
+  return [view, setView];
+}
