@@ -6,7 +6,7 @@
 // that rank's Overview.
 
 import { useCallback, useMemo } from 'preact/hooks';
-import { typedRows, type WireTableOf } from '../../api/tables';
+import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import type { ViewProps } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatBandwidth, formatBytes, formatDuration, formatPct } from '../../base/format';
@@ -14,7 +14,7 @@ import { setParams } from '../../base/url';
 import { Chart, type ChartInstance } from '../../components/charts/Chart';
 import { heatmapOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
-import { DataTable } from '../../components/table/DataTable';
+import { DataTable, type Column } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
 
 interface JobReply {
@@ -47,6 +47,17 @@ export function JobView(props: ViewProps) {
     </div>
   );
 }
+
+/** The summary columns the kernels and operators across ranks share (`_ACROSS_RANKS` in views/job.py). */
+type AcrossRanks = Pick<RowOf<'JobKernelsTable'>, 'ranks' | 'min_us' | 'median_us' | 'max_us' | 'spread_pct' | 'slowest_rank'>;
+const ACROSS_RANKS: Column<AcrossRanks>[] = [
+  { key: 'ranks', label: 'Ranks', numeric: true },
+  { key: 'min_us', label: 'Min', numeric: true, format: (v) => formatDuration(v) },
+  { key: 'median_us', label: 'Median', numeric: true, format: (v) => formatDuration(v) },
+  { key: 'max_us', label: 'Max', numeric: true, format: (v) => formatDuration(v) },
+  { key: 'spread_pct', label: 'Max over median', numeric: true, format: (v) => formatPct(v) },
+  { key: 'slowest_rank', label: 'Slowest rank', numeric: true },
+];
 
 const openRank = (worker: string) => setParams({ worker, view: 'overview' });
 
@@ -147,12 +158,7 @@ function Job({ data, name }: { data: JobReply; name: string }) {
             rowKey={(r) => r.name}
             columns={[
               { key: 'name', label: 'Kernel' },
-              { key: 'ranks', label: 'Ranks', numeric: true },
-              { key: 'min_us', label: 'Min', numeric: true, format: (v) => formatDuration(v) },
-              { key: 'median_us', label: 'Median', numeric: true, format: (v) => formatDuration(v) },
-              { key: 'max_us', label: 'Max', numeric: true, format: (v) => formatDuration(v) },
-              { key: 'spread_pct', label: 'Max over median', numeric: true, format: (v) => formatPct(v) },
-              { key: 'slowest_rank', label: 'Slowest rank', numeric: true },
+              ...ACROSS_RANKS,
             ]}
           />
         </Card>
@@ -168,12 +174,7 @@ function Job({ data, name }: { data: JobReply; name: string }) {
             columns={[
               { key: 'name', label: 'Operator' },
               { key: 'measure', label: 'Time', format: (v) => (v === 'device_self' ? 'Device self' : 'Host self') },
-              { key: 'ranks', label: 'Ranks', numeric: true },
-              { key: 'min_us', label: 'Min', numeric: true, format: (v) => formatDuration(v) },
-              { key: 'median_us', label: 'Median', numeric: true, format: (v) => formatDuration(v) },
-              { key: 'max_us', label: 'Max', numeric: true, format: (v) => formatDuration(v) },
-              { key: 'spread_pct', label: 'Max over median', numeric: true, format: (v) => formatPct(v) },
-              { key: 'slowest_rank', label: 'Slowest rank', numeric: true },
+              ...ACROSS_RANKS,
             ]}
           />
         </Card>
