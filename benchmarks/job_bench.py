@@ -7,13 +7,13 @@ figures of issue 16's targets, measured side by side in one run.
    summaries, cache entries), one file after another in this process, and the parse alone,
    after one warm-up file; MB are MB of trace JSON.
 3. `preprocess --dask local` with N worker processes over every rank: MB/s from the first
-   task submitted to the last result (the cluster's start is shown apart), and the same with
-   one worker process, which tells Dask's own cost from a machine without idle cores.
+   task submitted to the last file's result (the cluster's start, and the run indexes written
+   after the files, are shown apart), and the same with one worker process, which tells Dask's own cost from a machine without idle cores.
 4. A real `tensorboard` on loopback with that cache: from launch to its first run listing
    (TensorBoard's start and the log directory's scan) and to the job view's first 200 answer, its peak RSS (VmHWM) after that answer, and whether the answer names the
    planted straggler (rank, step, cause).
 
-    PYTHONPATH=. python benchmarks/job_bench.py [--ranks 256] [--workers 2] [--single 24]
+    PYTHONPATH=. python benchmarks/job_bench.py [--ranks 256] [--workers 2] [--single 24] [--no-one-worker]
 """
 
 import argparse
@@ -152,10 +152,12 @@ def worst_straggler(body):
 
 
 def cache_bytes(cache_dir):
-    """{"model": bytes, "summary": bytes} of the cache's entries, by what their manifest holds."""
-    sizes = {"model": 0, "summary": 0}
+    """{"model": bytes, "summary": bytes, "index": bytes} of the cache's entries, by what their
+    manifest holds (a run's index holds several members)."""
+    sizes = {"model": 0, "summary": 0, "index": 0}
     for manifest in Path(cache_dir).glob("*/manifest.json"):
-        section = "model" if "model" in json.loads(manifest.read_text()) else "summary"
+        fields = json.loads(manifest.read_text())
+        section = "model" if "model" in fields else "index" if len(fields["summary"]["members"]) > 1 else "summary"
         sizes[section] += sum(p.stat().st_size for p in manifest.parent.iterdir())
     return sizes
 
@@ -167,6 +169,8 @@ def main():
     parser.add_argument("--workers", type=int, default=2, help="Dask worker processes")
     parser.add_argument("--single", type=int, default=24, help="files timed in the single-process pass")
     parser.add_argument("--step", type=int, default=552, help="the straggling step (one of the trace's)")
+    parser.add_argument("--no-one-worker", dest="one_worker", action="store_false",
+                        help="skip the pass with one Dask worker (long for many ranks)")
     args = parser.parse_args()
     straggler = (args.ranks * 2 // 3, args.step, 60_000.0)
 
@@ -191,19 +195,20 @@ def main():
         print(f"dask local, {report.workers} workers: {report.json_bytes / 1e6:.1f} MB of JSON in "
               f"{report.seconds:.1f} s = {dask_rate:.2f} MB/s ({with_start_s:.1f} s with the cluster's start); "
               f"target >= 0.8 x {report.workers} x {task_rate:.2f} = {target:.2f} MB/s: "
-              f"{'held' if dask_rate >= target else 'missed'} ({dask_rate / (report.workers * task_rate):.2f}x)",
-              flush=True)
+              f"{'held' if dask_rate >= target else 'missed'} ({dask_rate / (report.workers * task_rate):.2f}x); "
+              f"then {report.indexes} run summary indexes in {report.index_seconds:.1f} s", flush=True)
         dask_cpu_per_mb = report.cpu_seconds / (report.json_bytes / 1e6)
         print(f"  CPU per MB in the workers' tasks: {dask_cpu_per_mb * 1000:.0f} ms ({cpu_per_mb / dask_cpu_per_mb:.2f}x "
               f"the single process's efficiency); {report.workers} workers with a core each would do "
               f"{report.workers / dask_cpu_per_mb:.2f} MB/s", flush=True)
-        if report.workers > 1:  # what Dask itself costs, apart from cores the machine may not have idle
+        if report.workers > 1 and args.one_worker:  # Dask's own cost, apart from cores the machine may not have idle
             one, _ = dask_preprocess(logdir, str(tmp / "cache_one"), 1)
             print(f"dask local, 1 worker: {one.throughput():.2f} MB/s ({one.throughput() / task_rate:.2f}x the "
                   f"single process); {report.workers} workers are {dask_rate / one.throughput():.2f}x one worker",
                   flush=True)
         sizes = cache_bytes(cache_dir)
-        print(f"cache: {sizes['model'] / 1e6:.1f} MB of models and {sizes['summary'] / 1e6:.2f} MB of summaries "
+        print(f"cache: {sizes['model'] / 1e6:.1f} MB of models, {sizes['summary'] / 1e6:.2f} MB of files' summaries "
+              f"and {sizes['index'] / 1e6:.2f} MB of run indexes "
               f"for {report.json_bytes / 1e6:.1f} MB of JSON; load average after: {os.getloadavg()[0]:.2f}",
               flush=True)
 

@@ -340,9 +340,10 @@ def _ranks_timeline(api, request):
     workers = [w for w, spans in files.workers.items() if span <= len(spans)]
     if not workers:
         raise NotFoundError(f"no worker of run {run!r} has span {span}")
-    job_kind, job_part = FILE_SUMMARIES["job"]  # preprocessed summaries serve it too
-    asked = {w: (api.store.summary(run, w, span, "job", job_part, job_kind),
-                 api.store.summary(run, w, span, "rank_timeline", Profile.rank_timeline_part)) for w in workers}
+    for key in ("job", "rank_timeline"):  # preprocessed summaries serve both
+        api.store.prefetch_summaries(run, workers, span, key, FILE_SUMMARIES[key][0])
+    asked = {w: tuple(api.store.summary(run, w, span, key, FILE_SUMMARIES[key][1], FILE_SUMMARIES[key][0])
+                      for key in ("job", "rank_timeline")) for w in workers}
     loading = [r for pair in asked.values() for r in pair if isinstance(r, Loading)]
     if loading:
         raise still_loading(loading[0], sum(not isinstance(p[0], Loading) for p in asked.values()), len(asked))

@@ -17,10 +17,13 @@ so a reader sees a whole entry or none. The directory may be an fsspec URL (`s3:
 where each object appears whole when written). This is also the format `preprocess` writes.
 
 Beside each model, small per-file summaries (the job view's `RankPart`, the distributed
-view's `WorkerPart`) are entries of their own in the same layout (`put_summary`, keyed by
-`summary_key`): one Arrow part per table, scalars in the manifest, the same identity and
-checksums. A view over many ranks is then served from them without parsing or loading any
-rank's model.
+view's `WorkerPart`, a collapsed rank's `RankTimelinePart`) are entries of their own in the
+same layout (`put_summary`, keyed by `summary_key`): one Arrow part per table, scalars in the
+manifest, the same identity and checksums. A view over many ranks is then served from them
+without parsing or loading any rank's model. `preprocess` also writes, per run and span, one
+index entry holding every worker's summary of a kind with each file's identity
+(`put_summary_index`): TensorBoard reads one entry for a 1,024-rank job, not 1,024, and
+checks each member against its file as it would a file's own entry.
 """
 
 import dataclasses
@@ -42,8 +45,9 @@ logger = logging.getLogger(__name__)
 # Bump when TraceModel's tables, or this layout, change shape or meaning. Format 1 was pickles
 # (`*.tbpp`), deleted on sight, never read; 3: flows carry `op` and `peer`, times their
 # nanoseconds, MTIA's device work its own tables; 4: ops carry process-group descriptions,
-# Inductor's kernel annotations, flops and Concrete Inputs.
-CACHE_FORMAT = 4
+# Inductor's kernel annotations, flops and Concrete Inputs; 5: summaries hold members (a file's
+# one, or a run's index of all its workers') and 1-D arrays.
+CACHE_FORMAT = 5
 MANIFEST = "manifest.json"
 _TEMP_PREFIX = ".tmp-"
 _OLD_SUFFIX = ".tbpp"
@@ -52,8 +56,12 @@ _STALE_TEMP_SECONDS = 3600.0
 # Parts are named `<part>-<24 hex digits of its SHA-256>.arrow`, inside the entry's directory.
 _PART_NAME = re.compile(r"(table-[a-z_]+|categories-[0-9]+)-[0-9a-f]{24}\.arrow")
 _TABLE_NAME = re.compile(r"[a-z_]+")
+# The column of a summary part that says which member (file) a row belongs to.
+_MEMBER = "__member"
 # Column dtypes of text that Arrow reads back as another kind of text.
 _TEXT_DTYPES = ("object", "str", "string")
+# Column dtypes a member of a summary entry may give back to its rows.
+_NUMBER_DTYPES = ("bool", "int32", "int64", "float32", "float64")
 _TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset", "gpu_annotations",
            "memory", "flows", "counters", "other", "steps", "devices")
 
@@ -150,54 +158,110 @@ def decode_model(fields, parts):
                       **tables)
 
 
-def encode_summary(summary):
-    """(manifest fields, {part name: bytes}) of a per-file summary: a dataclass whose fields
-    are DataFrames (one Arrow part each) and JSON scalars (in the manifest), such as the job
-    view's `RankPart` and the distributed view's `WorkerPart`. Raises TypeError or ValueError
-    for anything else (it is then not cached)."""
+def _summary_fields(summary):
+    """{field name: value} of a per-file summary, checked: a dataclass whose fields are
+    DataFrames, 1-D numpy arrays and JSON scalars."""
+    import numpy as np
     import pandas as pd
-    import pyarrow as pa
 
     if not dataclasses.is_dataclass(summary) or isinstance(summary, type):
         raise TypeError(f"a {type(summary).__name__} is no dataclass")
-    parts, tables, scalars = {}, {}, {}
+    values = {}
     for field in dataclasses.fields(summary):
         value = getattr(summary, field.name)
-        if isinstance(value, pd.DataFrame):
+        if isinstance(value, (pd.DataFrame, np.ndarray)):
             if not _TABLE_NAME.fullmatch(field.name):
                 raise ValueError(f"table field {field.name!r} cannot name a part")
-            if any(isinstance(dtype, pd.CategoricalDtype) for dtype in value.dtypes):
+            if isinstance(value, np.ndarray) and (value.ndim != 1 or value.dtype == object):
+                raise TypeError(f"array {field.name!r} is not a 1-D array of numbers")
+            if isinstance(value, pd.DataFrame) and any(isinstance(d, pd.CategoricalDtype) for d in value.dtypes):
                 raise TypeError(f"table {field.name!r} has categorical columns")
-            parts[f"table-{field.name}"] = _arrow_bytes(pa.Table.from_pandas(value, preserve_index=False))
-            # Arrow reads text back as pandas' string dtype: the original kind is restored.
-            tables[field.name] = {"order": [str(c) for c in value.columns],
-                                  "text": {str(c): str(value[c].dtype) for c in value.columns
-                                           if str(value[c].dtype) in _TEXT_DTYPES}}
-        elif value is None or isinstance(value, (bool, int, float, str)):
-            scalars[field.name] = value
-        else:
+        elif not (value is None or isinstance(value, (bool, int, float, str))):
             raise TypeError(f"field {field.name!r} holds a {type(value).__name__}")
-    fields = {"kind": type(summary).__name__, "scalars": scalars, "tables": tables}
+        values[field.name] = value
+    return values
+
+
+def encode_summaries(members):
+    """(manifest fields, {part name: bytes}) of per-file summaries of one kind, `members` =
+    [(source, identity, summary)]: a summary is a dataclass whose fields are DataFrames and
+    1-D numpy arrays (one Arrow part per field for all members together, a `member` column
+    saying whose rows they are) and JSON scalars (in the manifest, per member), such as the
+    job view's `RankPart`. One file's entry holds one member; a run's index (`preprocess`)
+    all its workers'. Raises TypeError or ValueError for anything else (not cached then)."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    if not members:
+        raise ValueError("no summaries")
+    kinds = {type(summary) for _, _, summary in members}
+    if len(kinds) != 1:
+        raise TypeError("summaries of several kinds")
+    rows = [_summary_fields(summary) for _, _, summary in members]
+    parts, tables = {}, {}
+    # Columns whose dtype differs from the table's in some member (an empty table's text
+    # column may be a float64 one): {member: {table: {column: dtype}}}.
+    member_dtypes: dict[int, dict[str, dict[str, str]]] = {}
+    for name, first in rows[0].items():
+        if not isinstance(first, (pd.DataFrame, np.ndarray)):
+            continue
+        frames = [pd.DataFrame({"value": row[name]}) if isinstance(row[name], np.ndarray) else row[name] for row in rows]
+        if len({tuple(map(str, f.columns)) for f in frames}) != 1:
+            raise ValueError(f"table {name!r} has other columns in another member")
+        members_column = np.repeat(np.arange(len(frames), dtype=np.int32), [len(f) for f in frames])
+        together = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+        arrow = pa.Table.from_pandas(together, preserve_index=False).append_column(_MEMBER, pa.array(members_column))
+        parts[f"table-{name}"] = _arrow_bytes(arrow)
+        # Arrow reads text back as pandas' string dtype: the original kind is restored.
+        text = {str(c): str(together[c].dtype) for c in together.columns if str(together[c].dtype) in _TEXT_DTYPES}
+        tables[name] = {"order": [str(c) for c in together.columns], "array": isinstance(first, np.ndarray),
+                        "text": text}
+        for i, frame in enumerate(frames):
+            differing = {str(c): str(frame[c].dtype) for c in frame.columns if frame[c].dtype != together[c].dtype}
+            if differing:
+                member_dtypes.setdefault(i, {})[name] = differing
+    fields = {"kind": kinds.pop().__name__, "tables": tables,
+              "members": [{"source": source, "identity": identity, "dtypes": member_dtypes.get(i, {}),
+                           "scalars": {k: v for k, v in row.items() if k not in tables}}
+                          for i, ((source, identity, _), row) in enumerate(zip(members, rows))]}
     json.dumps(fields, allow_nan=True)
     return fields, parts
 
 
-def decode_summary(kind, fields, parts):
-    """The `kind` instance of `encode_summary`'s output (parts already checked); ValueError
-    when the entry holds another kind or other fields."""
+def decode_summaries(kind, fields, parts):
+    """[(source, identity, `kind` instance)] of `encode_summaries`' output (parts already
+    checked); ValueError when the entry holds another kind or other fields."""
+    import numpy as np
+
     if fields["kind"] != kind.__name__:
         raise ValueError(f"the entry holds a {fields['kind']!r}, not a {kind.__name__}")
-    values = dict(fields["scalars"])
-    for name, layout in fields["tables"].items():
-        frame = _arrow_table(parts[f"table-{name}"]).to_pandas()
-        for column, dtype in layout["text"].items():
-            if dtype not in _TEXT_DTYPES:
+    members = fields["members"]
+    values = [dict(member["scalars"]) for member in members]
+
+    def restore(frame, dtypes, numbers=False):
+        """Give columns back their kinds: text, and where `numbers`, numpy numbers and bools."""
+        for column, dtype in dtypes.items():
+            if not (dtype in _TEXT_DTYPES or numbers and dtype in _NUMBER_DTYPES):
                 raise ValueError(f"column {column!r} has dtype {dtype!r}")
             frame[column] = frame[column].astype(dtype)
-        values[name] = frame[layout["order"]]
-    if set(values) != {f.name for f in dataclasses.fields(kind)}:
+
+    for name, layout in fields["tables"].items():
+        frame = _arrow_table(parts[f"table-{name}"]).to_pandas()
+        restore(frame, layout["text"])
+        owner = frame[_MEMBER].to_numpy()
+        if len(owner) and (np.any(np.diff(owner) < 0) or owner[0] < 0 or owner[-1] >= len(members)):
+            raise ValueError(f"table {name!r} has rows of no member")
+        bounds = np.searchsorted(owner, np.arange(len(members) + 1))
+        frame = frame[layout["order"]]
+        for member, value, start, end in zip(members, values, bounds[:-1], bounds[1:]):
+            rows = frame.iloc[start:end].reset_index(drop=True)
+            restore(rows, member["dtypes"].get(name, {}), numbers=True)
+            value[name] = rows["value"].to_numpy() if layout["array"] else rows
+    expected = {f.name for f in dataclasses.fields(kind)}
+    if any(set(value) != expected for value in values):
         raise ValueError(f"the entry's fields are not those of a {kind.__name__}")
-    return kind(**values)
+    return [(member["source"], member["identity"], kind(**value)) for member, value in zip(members, values)]
 
 
 class ModelCache:
@@ -260,6 +324,17 @@ class ModelCache:
         """The entry name of the summary `kind` (e.g. "job") of a source file."""
         return ModelCache.key(f"summary:{kind}|{source}")
 
+    @staticmethod
+    def summary_index_key(run_source, span, kind):
+        """The entry name of the index of the summaries `kind` of one span of every worker of
+        the run directory `run_source` (path or URL)."""
+        return ModelCache.key(f"summary-index:{kind}|{span}|{run_source}")
+
+    @staticmethod
+    def index_identity(run_source, span):
+        """What a run's summary index is checked against (its members carry their files')."""
+        return {"run": run_source, "span": int(span)}
+
     # --- reading ------------------------------------------------------------------------
 
     def manifest(self, key, identity):
@@ -290,9 +365,24 @@ class ModelCache:
         return self._read_entry(key, identity, "model", decode_model, admit_model)
 
     def get_summary(self, key, identity, kind):
-        """The summary (an instance of the dataclass `kind`, see `encode_summary`) stored for
+        """The summary (an instance of the dataclass `kind`, see `encode_summaries`) stored for
         the file `identity` describes, or None (missing, stale, damaged, another shape)."""
-        return self._read_entry(key, identity, "summary", lambda fields, parts: decode_summary(kind, fields, parts))
+        def decode(fields, parts):
+            members = decode_summaries(kind, fields, parts)
+            if len(members) != 1 or members[0][1] != identity:
+                raise ValueError("the entry holds the summary of another file")
+            return members[0][2]
+
+        return self._read_entry(key, identity, "summary", decode)
+
+    def get_summary_index(self, run_source, span, name, kind):
+        """{source: (identity, summary)} of the run's index of the summaries `name` (e.g.
+        "job"; instances of the dataclass `kind`) (`put_summary_index`), or None (missing, damaged, another format); whether each member
+        is still its file's is for the reader to check against the file's identity."""
+        members = self._read_entry(self.summary_index_key(run_source, span, name),
+                                   self.index_identity(run_source, span), "summary",
+                                   lambda fields, parts: decode_summaries(kind, fields, parts))
+        return None if members is None else {source: (identity, summary) for source, identity, summary in members}
 
     def _read_entry(self, key, identity, section, decode, admit=None):
         """`decode(manifest[section], {part name: checked bytes})` of an entry of the file
@@ -342,16 +432,30 @@ class ModelCache:
         return self._write_entry(key, identity, source, "model", fields, parts)
 
     def put_summary(self, key, identity, summary, source=""):
-        """Store `summary` (a dataclass of tables and scalars, see `encode_summary`) of the file
+        """Store `summary` (a dataclass of tables and scalars, see `encode_summaries`) of the file
         `identity` describes, under `key` (`summary_key`); whether it was written."""
         if not self.enabled:
             return False
         try:
-            fields, parts = encode_summary(summary)
+            fields, parts = encode_summaries([(source, identity, summary)])
         except (TypeError, ValueError) as exc:
             logger.info("not caching the %s summary of %s: %s", type(summary).__name__, source, exc)
             return False
         return self._write_entry(key, identity, source, "summary", fields, parts)
+
+    def put_summary_index(self, run_source, span, name, members):
+        """Store one entry holding the summaries `name` (e.g. "job") of every worker of one span of
+        the run directory `run_source`, `members` = [(file's source, its identity, summary)]:
+        a view over 1,024 ranks then reads one entry, not 1,024. Whether it was written."""
+        if not self.enabled:
+            return False
+        try:
+            fields, parts = encode_summaries(members)
+        except (TypeError, ValueError) as exc:
+            logger.info("not caching the summary index of %s: %s", run_source, exc)
+            return False
+        key = self.summary_index_key(run_source, span, name)
+        return self._write_entry(key, self.index_identity(run_source, span), run_source, "summary", fields, parts)
 
     def _write_entry(self, key, identity, source, section, fields, parts):
         """Write the parts, then the manifest naming them (`section`: `fields`) last."""

@@ -57,8 +57,13 @@ PEAK_FIXED_BYTES = 32 << 20
 REPLY_SHARE = 8
 # How long a request may wait for the first scan of the log directory after start-up.
 _FIRST_SCAN_WAIT_SECONDS = 30.0
-# Stored summaries read at once by `prefetch_summaries`: small reads, mostly waiting on I/O.
+# Stored summaries read at once by `prefetch_summaries`: small reads, mostly waiting on I/O
+# (on an object store each is a few round trips of ~30 ms: more of them in flight).
 _SUMMARY_READS = 16
+_REMOTE_SUMMARY_READS = 64
+# Summaries used this recently are never dropped for the budget: a view over every rank of
+# a job combines all of them at once, so dropping some to make room would only read them again.
+_SUMMARY_PIN_SECONDS = 60.0
 # A file modified this recently when it failed to parse may still have been being written:
 # that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
@@ -243,9 +248,13 @@ class RunStore:
         self._files: dict[str, _FileState] = {}
         self._profiles: OrderedDict[str, Profile] = OrderedDict()
         # Small results derived from one file's profile (`summary`), kept while the file is
-        # unchanged even after its profile leaves memory, and those asked for but not built yet.
-        self._summaries: dict[str, dict[str, Any]] = {}
-        self._wanted: dict[str, dict[str, Callable[[Profile], Any]]] = {}
+        # unchanged even after its profile leaves memory (least recently used first, with the
+        # memory each path's take and when they were last used), and those asked for but not
+        # built yet, with the dataclass they are stored as in the disk cache (or None).
+        self._summaries: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._summary_bytes: dict[str, int] = {}
+        self._summary_used: dict[str, float] = {}
+        self._wanted: dict[str, dict[str, tuple[Callable[[Profile], Any], type | None]]] = {}
         self._sniff_cache: dict[Any, Any] = {}
         self._lock = threading.RLock()
         self._scan_lock = threading.Lock()
@@ -457,15 +466,14 @@ class RunStore:
         path = self.span_file(run, worker, span).path
         self._refresh(path)
         with self._lock:
-            done = self._summaries.get(path, {})
-            if key in done:
-                return done[key]
-            self._wanted.setdefault(path, {})[key] = build
+            if key in self._summaries.get(path, {}):
+                return self._keep_summary(path, key, None)
+            self._wanted.setdefault(path, {})[key] = (build, kind)
         stored = self._stored_summary(path, key, kind) if kind is not None else None
         if stored is not None:
             with self._lock:
                 self._wanted.get(path, {}).pop(key, None)
-                return self._summaries.setdefault(path, {}).setdefault(key, stored)
+                return self._keep_summary(path, key, stored)
         result = self._profile_of(path)
         if isinstance(result, Loading):
             return result
@@ -480,31 +488,38 @@ class RunStore:
 
     def prefetch_summaries(self, run: str, workers: Sequence[str], span: int, key: str, kind: type) -> None:
         """Look up the stored summaries `key` of these workers' span in the disk cache all at
-        once, several reads in flight (an object store answers each after a round trip; a
-        1,024-rank job asks for 1,024), so that `summary` then finds them in memory."""
-        if not self.cache or not self.cache.enabled:
+        once, so that `summary` then finds them in memory: from the run's index where
+        `preprocess` wrote one (one entry for the whole span; each member is served only while
+        its file's identity is still the one indexed), else from each file's own entry,
+        several reads in flight (an object store answers each after a round trip; a
+        1,024-rank job asks for 1,024)."""
+        if not self.cache or not self.cache.enabled or self._storage is None:
             return
         paths = [self.span_file(run, worker, span).path for worker in workers]
         with self._lock:
             todo = [path for path in paths if key not in self._summaries.get(path, {})]
         if len(todo) < 2:
             return
+        index = self.cache.get_summary_index(self._storage.display(run), span, key, kind) or {}
 
         def fetch(path):
             self._refresh(path)
-            found = self._stored_summary(path, key, kind)
+            found = self._stored_summary(path, key, kind, index.get(self._storage.display(path)))
             if found is not None:
                 with self._lock:
-                    self._summaries.setdefault(path, {}).setdefault(key, found)
+                    self._keep_summary(path, key, found)
 
-        with ThreadPoolExecutor(max_workers=min(_SUMMARY_READS, len(todo)), thread_name_prefix="tb_plugin_summary") as pool:
+        reads = _REMOTE_SUMMARY_READS if self._storage.remote else _SUMMARY_READS
+        with ThreadPoolExecutor(max_workers=min(reads, len(todo)), thread_name_prefix="tb_plugin_summary") as pool:
             list(pool.map(fetch, todo))
         with self._lock:  # the summaries count in the budget: profiles make room for them
             self._enforce_budget(keep=0)
 
-    def _stored_summary(self, path, key, kind):
-        """The summary `key` of `path` from the disk cache, or None; a miss is remembered
-        until the file changes, so a run whose summaries were never stored costs one look."""
+    def _stored_summary(self, path, key, kind, indexed=None):
+        """The summary `key` of `path` from the disk cache, or None: `indexed`, the (identity,
+        summary) a run's index holds for it, when that identity is still the file's, else the
+        file's own entry. A miss is remembered until the file changes, so a run whose
+        summaries were never stored costs one look."""
         if not self.cache or not self.cache.enabled or self._storage is None:
             return None
         with self._lock:
@@ -515,7 +530,10 @@ class RunStore:
         try:
             if identity is None:
                 identity = self._storage.identity(path)
-            found = self.cache.get_summary(self.cache.summary_key(self._storage.display(path), key), identity, kind)
+            if indexed is not None and indexed[0] == identity:
+                found = indexed[1]
+            else:
+                found = self.cache.get_summary(self.cache.summary_key(self._storage.display(path), key), identity, kind)
         except TraceError:  # unreadable now: the load reports why
             found = None
         with self._lock:
@@ -546,22 +564,63 @@ class RunStore:
         self._files.pop(path, None)
         self._profiles.pop(path, None)
         self._sizes.pop(path, None)
-        self._summaries.pop(path, None)
+        self._drop_summaries(path)
         self._wanted.pop(path, None)
+
+    def _keep_summary(self, path, key, value):
+        """Hold `value` as the summary `key` of `path` unless one is held already: the loader
+        and a request may both have built one, and the first kept stays, so every caller gets
+        the same object (answers are reused by identity). Marks it used; returns the one held.
+        The caller holds the lock."""
+        held = self._summaries.setdefault(path, {})
+        if key not in held:
+            held[key] = value
+            self._summary_bytes[path] = self._summary_bytes.get(path, 0) + held_bytes(value)
+        self._summaries.move_to_end(path)
+        self._summary_used[path] = time.monotonic()
+        return held[key]
+
+    def _drop_summaries(self, path):
+        self._summaries.pop(path, None)
+        self._summary_bytes.pop(path, None)
+        self._summary_used.pop(path, None)
 
     def _build_summaries(self, path, profile):
         """Build the summaries asked of `path` (`summary`) from its `profile`; kept while
-        `profile` is still the one of the file as it is. Returns {key: summary} built."""
+        `profile` is still the one of the file as it is, and written to the disk cache (off the
+        request path) where it was looked for there and missing, so that the next start serves
+        them without loading the model. Returns {key: summary} built."""
         with self._lock:
             wanted = self._wanted.pop(path, {})
-        built = {key: build(profile) for key, build in wanted.items()}
+        built = {key: build(profile) for key, (build, _) in wanted.items()}
         with self._lock:
-            if built and self._profiles.get(path) is profile:
-                stored = self._summaries.setdefault(path, {})
-                # The loader and a request may both have built one: the first stored stays, so
-                # every caller gets the same object (answers are reused by identity).
-                built = {key: stored.setdefault(key, value) for key, value in built.items()}
+            if not built or self._profiles.get(path) is not profile:
+                return built
+            built = {key: self._keep_summary(path, key, value) for key, value in built.items()}
+            state = self._files.get(path)
+            missing = {key: (built[key], kind) for key, (_, kind) in wanted.items()
+                       if kind is not None and state is not None and key in state.summary_misses}
+            identity = state.identity if state is not None else None
+        if missing and identity is not None and self.cache is not None and self.cache.enabled:
+            self._indexer.submit(self._store_summaries, path, identity, missing)
         return built
+
+    def _store_summaries(self, path, identity, summaries):
+        """Write summaries built from the model of the file `identity` describes (the load
+        checked it) into the disk cache, unless the file changed since."""
+        assert self._storage is not None and self.cache is not None
+        display = self._storage.display(path)
+        try:
+            if self._storage.identity(path) != identity:
+                return
+        except TraceError:
+            return
+        for key, (summary, _) in summaries.items():
+            if self.cache.put_summary(self.cache.summary_key(display, key), identity, summary, display):
+                with self._lock:
+                    state = self._files.get(path)
+                    if state is not None and state.identity == identity:
+                        state.summary_misses.discard(key)
 
     def _refresh(self, path):
         """Drop what is known about `path` when its size or mtime changed."""
@@ -578,7 +637,7 @@ class RunStore:
             elif state.stat != stat and state.status != "loading":
                 self._profiles.pop(path, None)
                 self._sizes.pop(path, None)
-                self._summaries.pop(path, None)
+                self._drop_summaries(path)
                 self._files[path] = _FileState(stat=stat)
 
     def _retry_due(self, state):
@@ -604,10 +663,10 @@ class RunStore:
     # --- memory budget ----------------------------------------------------------------------
 
     def held_bytes(self) -> int:
-        """Memory the store accounts for: profiles, loads in flight, cached replies."""
+        """Memory the store accounts for: profiles, loads in flight, summaries, cached replies."""
         with self._lock:
             return (sum(self._sizes.values()) + sum(self._reserved.values()) + self.replies.nbytes
-                    + held_bytes(self._summaries))
+                    + sum(self._summary_bytes.values()))
 
     def remeasure(self, profiles: Sequence[object]) -> None:
         """Count again what `profiles` hold (their views cache results on the model as they are
@@ -620,14 +679,24 @@ class RunStore:
             self._enforce_budget(keep=1)
 
     def _enforce_budget(self, keep):
-        """Drop least recently used profiles (keeping the `keep` most recent) while the held
-        memory is beyond the budget; the caller holds the lock."""
+        """Drop least recently used profiles (keeping the `keep` most recent), then summaries
+        not used for `_SUMMARY_PIN_SECONDS`, while the held memory is beyond the budget; the
+        caller holds the lock. A dropped summary is read again from the disk cache (or built
+        again) when asked for."""
         while len(self._profiles) > keep and (len(self._profiles) > self.max_profiles
                                               or self.held_bytes() > self.max_memory_bytes):
             evicted, _ = self._profiles.popitem(last=False)
             self._sizes.pop(evicted, None)
             if evicted in self._files:
                 self._files[evicted].status = "new"
+        excess = self.held_bytes() - self.max_memory_bytes
+        pinned_since = time.monotonic() - _SUMMARY_PIN_SECONDS
+        while excess > 0 and self._summaries:
+            oldest = next(iter(self._summaries))
+            if self._summary_used.get(oldest, 0.0) > pinned_since:
+                break  # least recently used first: every later one is pinned too
+            excess -= self._summary_bytes.get(oldest, 0)
+            self._drop_summaries(oldest)
 
     def _reserve(self, path, need):
         """Wait until `need` bytes fit beside the other loads in flight, then hold them (a load
@@ -682,6 +751,8 @@ class RunStore:
         return self.cache.get(self.cache.key(display), identity, admit=admit), identity
 
     def _parse_or_cached(self, path):
+        """(the file's profile, from the disk cache or parsed, and the identity of the file it
+        is of, or None where unknown: no cache, or the file changed while it was parsed)."""
         # Imported here, on the loader thread: numpy, pandas, polars and the views cost
         # TensorBoard ~0.5 s and ~60 MB at start-up, also where the plugin is never opened.
         from .profile import Profile, profile_from_bytes
@@ -690,7 +761,7 @@ class RunStore:
         self._progress(path, STAGE_READING, None)
         model, identity = self._from_cache(path, display)
         if model is not None:
-            return Profile(display, model)
+            return Profile(display, model), identity
         json_bytes, head = self._storage.json_sample(path)
         need = estimate_parse_bytes(json_bytes, events_in(json_bytes, head))
         if need > self.max_parse_bytes:
@@ -703,7 +774,8 @@ class RunStore:
                                      admit=partial(self._admit, path, display))
         if identity is not None and self._storage.identity(path) == identity:  # unchanged while parsed
             self.cache.put(self.cache.key(display), identity, profile.model, display)
-        return profile
+            return profile, identity
+        return profile, None
 
     def _failed(self, path, reason, transient=False):
         with self._lock:
@@ -715,7 +787,7 @@ class RunStore:
         started = time.perf_counter()
         try:
             stat = self._storage.stat(path)
-            profile = self._parse_or_cached(path)
+            profile, identity = self._parse_or_cached(path)
         except _Cancelled as exc:
             logger.info("load of %s cancelled: %s", path, exc.reason)
             with self._lock:
@@ -736,6 +808,8 @@ class RunStore:
         with self._lock:
             state = self._files.setdefault(path, _FileState())
             state.status, state.stat = "ready", stat
+            # Summaries built from this profile are written to the disk cache under it.
+            state.identity = identity
             state.load_seconds = time.perf_counter() - started
             self._profiles[path] = profile
             self._sizes[path] = size

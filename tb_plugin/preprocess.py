@@ -5,7 +5,9 @@ Parsing is the cost that grows with a job: one task per trace file (largest firs
 last task to finish is a small one) parses it on a `dask.distributed` worker and writes into
 the disk cache, in the format TensorBoard reads (`tb_plugin.cache`), the parsed model and
 the per-file summaries of `FILE_SUMMARIES` (what the job and distributed views combine).
-TensorBoard started with the same cache (`--profiler_cache_dir`) then answers those views
+Once every file is done, one task per span of a run of several workers and per summary
+gathers that span's summaries into one index entry: TensorBoard reads one entry per view of
+a 1,024-rank job instead of 1,024. TensorBoard started with the same cache (`--profiler_cache_dir`) then answers those views
 from the summaries without parsing any trace, and loads one rank's model from the cache only
 when a per-rank view asks for it.
 
@@ -112,9 +114,50 @@ def preprocess_file(logdir, rel, cache_dir, force=False):
     return asdict(result)
 
 
+def write_run_index(logdir, run, span, rels, name, cache_dir):
+    """Gather the stored summaries `name` (a `FILE_SUMMARIES` name) of the trace files `rels`
+    (one span of every worker of `run`) into the run's index entry (`put_summary_index`), so
+    that TensorBoard reads one entry for the whole job (the body of one Dask task, run once
+    every file's task is done). Returns (members indexed, error or "")."""
+    from .profile import FILE_SUMMARIES
+
+    kind = FILE_SUMMARIES[name][0]
+    storage = Storage(logdir)
+    try:
+        cache = _cache(cache_dir)
+        members = []
+        for rel in rels:
+            source = storage.display(rel)
+            try:
+                identity = storage.identity(rel)
+            except TraceError:  # gone or unreadable since: TensorBoard reports it
+                continue
+            summary = cache.get_summary(cache.summary_key(source, name), identity, kind)
+            if summary is not None:  # a file that failed has none: TensorBoard reports it
+                members.append((source, identity, summary))
+        if len(members) < 2:
+            return len(members), ""
+        if not cache.put_summary_index(storage.display(run), span, name, members):
+            return 0, "the index could not be written (see the worker's log)"
+        return len(members), ""
+    except Exception as exc:  # an index is an optimisation: its failure never fails the run
+        return 0, f"internal error: {type(exc).__name__}: {exc}"
+
+
+@dataclass
+class TraceFiles:
+    """What `trace_files` found: the log directory as the workers must see it, (relative path,
+    stored size) of every trace file, largest first, the (run, span, [relative path]) of every
+    span that several workers have, and what was skipped."""
+
+    root: str
+    files: list
+    spans: list
+    skipped: list
+
+
 def trace_files(logdir):
-    """(log directory as the workers must see it, [(relative path, stored size)] of every
-    trace file, largest first, [`Skipped`]). Raises PreprocessError when there is none."""
+    """The `TraceFiles` of `logdir`. Raises PreprocessError when there is none."""
     storage = Storage(logdir)
     skipped: list[Skipped] = []
     try:
@@ -131,7 +174,9 @@ def trace_files(logdir):
     if not files:
         raise PreprocessError(f"no trace files (*.pt.trace.json[.gz]) under {storage.display(None)}")
     files.sort(key=lambda f: -f[1])
-    return storage.display(None), files, skipped
+    spans = [(name, span, [spans[span - 1].path for spans in run.workers.values() if len(spans) >= span])
+             for name, run in runs.items() for span in range(1, run.span_count() + 1)]
+    return TraceFiles(storage.display(None), files, [s for s in spans if len(s[2]) >= 2], skipped)
 
 
 def _import_parser():
@@ -161,13 +206,42 @@ def _mb(n):
     return n / 1e6
 
 
+def _write_run_indexes(client, found, cache_dir, out):
+    """One task per span of a run of several workers and per summary: its index entry.
+    Returns how many indexes were written."""
+    from dask.distributed import as_completed
+
+    from .profile import FILE_SUMMARIES
+
+    if not found.spans:
+        return 0
+    tasks = {client.submit(write_run_index, found.root, run, span, rels, name, cache_dir, pure=False,
+                           key=f"tb-preprocess-index-{i}-{name}"): (run, span, name)
+             for i, (run, span, rels) in enumerate(found.spans) for name in FILE_SUMMARIES}
+    print(f"indexing the summaries of {len(found.spans)} runs' spans ({len(tasks)} index entries)", file=out, flush=True)
+    written = 0
+    for future in as_completed(tasks):
+        run, span, name = tasks[future]
+        try:
+            members, error = future.result()
+        except Exception as exc:  # the worker died: TensorBoard reads the files' own entries
+            members, error = 0, f"the task failed: {type(exc).__name__}: {exc}"
+        if error:
+            print(f"index of {name} summaries of run {run} span {span} not written: {error}", file=out, flush=True)
+        written += members >= 2 and not error
+    return written
+
+
 @dataclass
 class Report:
-    """What a preprocess run did: per-file results, wall time, worker count."""
+    """What a preprocess run did: per-file results, wall time of the files' tasks (first
+    submitted to last done), worker count, run indexes written and the wall time that took."""
 
     results: list
     seconds: float
     workers: int
+    indexes: int = 0
+    index_seconds: float = 0.0
 
     @property
     def failed(self):
@@ -197,7 +271,8 @@ def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=N
         cache_dir = os.path.abspath(cache_dir.removeprefix("file://"))
     if not ModelCache(cache_dir, max_bytes=None).enabled:
         raise PreprocessError(f"cannot use the cache directory {cache_dir} (the warning above says why)")
-    root, files, skipped = trace_files(logdir)
+    found = trace_files(logdir)
+    root, files, skipped = found.root, found.files, found.skipped
     for item in skipped:
         print(f"skipped {item.path}: {item.reason}", file=out, flush=True)
     total_stored = sum(size for _, size in files)
@@ -227,7 +302,9 @@ def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=N
                 ("up to date" if result["up_to_date"] else f"{_mb(result['json_bytes']):.1f} MB in {result['seconds']:.2f} s")
             print(f"[{len(results)}/{len(files)}] {result['path']}: {state} | {_mb(parsed) / elapsed:.1f} MB/s",
                   file=out, flush=True)
-        report = Report(results, time.perf_counter() - started, worker_count)
+        parsed_at = time.perf_counter()
+        indexed = _write_run_indexes(client, found, cache_dir, out)
+        report = Report(results, parsed_at - started, worker_count, indexed, time.perf_counter() - parsed_at)
     finally:
         client.close()
         if cluster is not None:
@@ -235,7 +312,8 @@ def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=N
     done = [r for r in report.results if not r["error"]]
     print(f"done: {len(done)} of {len(files)} files ({sum(r['up_to_date'] for r in done)} already up to date), "
           f"{_mb(report.json_bytes):.1f} MB of JSON in {report.seconds:.1f} s, {report.throughput():.1f} MB/s "
-          f"on {report.workers} workers", file=out, flush=True)
+          f"on {report.workers} workers; {report.indexes} run summary indexes in {report.index_seconds:.1f} s",
+          file=out, flush=True)
     if report.failed:
         print(f"{len(report.failed)} files failed:", file=out)
         for r in report.failed:

@@ -376,6 +376,7 @@ class Profile:
 FILE_SUMMARIES: dict[str, tuple[type, Callable[[Profile], Any]]] = {
     "job": (job_view.RankPart, Profile.job_part),
     "distributed": (distributed_view.WorkerPart, Profile.distributed_part),
+    "rank_timeline": (rank_timeline.RankTimelinePart, Profile.rank_timeline_part),
 }
 
 

@@ -1,5 +1,6 @@
 """Disk cache of parsed models, the memory budget and LRU eviction."""
 
+import dataclasses
 import json
 import os
 import pickle
@@ -9,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -359,9 +361,55 @@ def test_a_summary_built_twice_at_once_is_one_object(tmp_path):
     profile = store.profile_blocking("run", "w", 1, timeout=60)
     path = store.span_file("run", "w", 1).path
     first, second = object(), object()
-    store._wanted[path] = {"k": lambda p: first}
+    store._wanted[path] = {"k": (lambda p: first, None)}
     assert store._build_summaries(path, profile) == {"k": first}
-    store._wanted[path] = {"k": lambda p: second}  # built again by another thread meanwhile
+    store._wanted[path] = {"k": (lambda p: second, None)}  # built again by another thread meanwhile
     assert store._build_summaries(path, profile) == {"k": first}
     assert store.summary("run", "w", 1, "k", lambda p: second) is first
     store.stop()
+
+
+@dataclasses.dataclass(eq=False)
+class _Part:
+    """A per-file summary as the views build them: tables, an array, scalars."""
+
+    rank: int
+    note: str | None
+    calls: pd.DataFrame
+    starts: np.ndarray
+
+
+def _part(rank, rows):
+    calls = pd.DataFrame({"name": [f"k{rank}.{i}" for i in range(rows)], "us": np.arange(rows, dtype=np.float64)})
+    return _Part(rank, None if rank else "first", calls, np.arange(rows, dtype=np.int64) * rank)
+
+
+def test_a_runs_summary_index_gives_back_each_member_as_stored(tmp_path):
+    """Three workers' summaries in one index entry (one with no rows at all) come back, per
+    member, equal to what was put, with each file's identity to check them against."""
+    cache = ModelCache(tmp_path / "cache")
+    members = [(f"/logs/job/rank{r}.json", {"size": r}, _part(r, rows)) for r, rows in enumerate([3, 0, 2])]
+    assert cache.put_summary_index("/logs/job", 1, "part", members)
+    found = cache.get_summary_index("/logs/job", 1, "part", _Part)
+    assert list(found) == [source for source, _, _ in members]
+    for source, identity, part in members:
+        got_identity, got = found[source]
+        assert got_identity == identity and (got.rank, got.note) == (part.rank, part.note)
+        pd.testing.assert_frame_equal(got.calls, part.calls)
+        np.testing.assert_array_equal(got.starts, part.starts)
+        assert got.starts.dtype == np.int64
+    assert cache.get_summary_index("/logs/job", 2, "part", _Part) is None  # another span: none
+    assert cache.get_summary_index("/logs/other", 1, "part", _Part) is None
+
+
+def test_a_files_summary_entry_is_not_taken_for_another_files(tmp_path):
+    """An entry whose manifest names the file but whose member is another file's (copied over
+    by hand) is refused: the summary is built again, never served for the wrong file."""
+    cache = ModelCache(tmp_path / "cache")
+    assert cache.put_summary("k1", {"size": 1}, _part(1, 2), "/a")
+    assert cache.get_summary("k1", {"size": 1}, _Part).rank == 1
+    manifest_path = tmp_path / "cache" / "k1" / MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["summary"]["members"][0]["identity"] = {"size": 2}
+    manifest_path.write_text(json.dumps(manifest))
+    assert cache.get_summary("k1", {"size": 1}, _Part) is None

@@ -12,6 +12,7 @@ import io
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ import pytest
 distributed = pytest.importorskip("dask.distributed", reason="preprocess runs on dask.distributed (the [dask] extra)")
 
 import tb_plugin  # noqa: E402
+import tb_plugin.loading  # noqa: E402
 import tb_plugin.preprocess  # noqa: E402
 import tb_plugin.profile  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
@@ -97,6 +99,24 @@ def _count_model_loads(monkeypatch):
     return loads
 
 
+def _count_summary_reads(monkeypatch):
+    """([keys of files' own summary entries read], [names of the run indexes read])."""
+    file_reads, index_reads = [], []
+    real_file, real_index = ModelCache.get_summary, ModelCache.get_summary_index
+
+    def file_read(self, key, identity, kind):
+        file_reads.append(key)
+        return real_file(self, key, identity, kind)
+
+    def index_read(self, run_source, span, name, kind):
+        index_reads.append(name)
+        return real_index(self, run_source, span, name, kind)
+
+    monkeypatch.setattr(ModelCache, "get_summary", file_read)
+    monkeypatch.setattr(ModelCache, "get_summary_index", index_read)
+    return file_reads, index_reads
+
+
 def _table(body, name):
     return pd.DataFrame(body[name]["rows"], columns=body[name]["columns"])
 
@@ -140,12 +160,15 @@ def test_job_view_answers_from_summaries_without_parsing_and_finds_the_straggler
     expected_dist = tb_plugin.load_run(str(logdir / "ddp")).distributed(span=2)
     _no_parsing(monkeypatch)
     model_loads = _count_model_loads(monkeypatch)
+    file_reads, index_reads = _count_summary_reads(monkeypatch)
     plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
     try:
         body = wait_route(client, f"{PREFIX}/job?run=job").get_json()
         distributed_answer = client.get(f"{PREFIX}/distributed?run=ddp&span=2")
         assert distributed_answer.status_code == 200  # the first ask: stored summaries need no wait
         assert model_loads == []  # no rank's model was loaded for either view
+        # each view read its run's one index entry, no file's own summary entry
+        assert index_reads == ["job", "distributed"] and file_reads == []
         stragglers = _table(body, "stragglers")
         worst = stragglers.iloc[0]
         assert (int(worst["rank"]), int(worst["step"]), worst["cause"]) == STRAGGLER[:2] + ("compute",)
@@ -176,6 +199,8 @@ def test_a_damaged_summary_means_a_rebuild_never_wrong_numbers(preprocessed, log
     shutil.copytree(preprocessed[0], cache)
     storage = Storage(str(logdir))
     keys = entry_keys(ModelCache(cache), storage.display("job/rank4.pt.trace.json.gz"))
+    # the run's index is damaged too, else it would serve rank 4 without its own entry
+    _flip_a_byte(cache / ModelCache.summary_index_key(storage.display("job"), 1, "job"))
     _flip_a_byte(cache / keys["job"])
     if damaged == "summary and model":
         _flip_a_byte(cache / keys["model"])
@@ -232,7 +257,10 @@ def test_local_cluster_of_the_command_line(tmp_path):
     shutil.copytree(SAMPLES / "cpu_ddp_gloo", tmp_path / "ddp")
     status, err = _preprocess(tmp_path / "ddp", "--dask", "local", "--workers", "1", "--cache-dir", tmp_path / "c")
     assert status == 0 and "done: 4 of 4 files" in err and "on 1 workers" in err
-    assert len([p for p in Path(tmp_path / "c").iterdir() if (p / MANIFEST).is_file()]) == 4 * 3
+    # 2 workers x 2 spans: each file's model and summaries, and per span an index of each summary
+    entries = len([p for p in Path(tmp_path / "c").iterdir() if (p / MANIFEST).is_file()])
+    assert entries == 4 * (1 + len(FILE_SUMMARIES)) + 2 * len(FILE_SUMMARIES)
+    assert f"{2 * len(FILE_SUMMARIES)} run summary indexes" in err
     assert np.isfinite(float(err.rsplit(" MB/s", 1)[0].rsplit(" ", 1)[1]))
 
 
@@ -281,5 +309,78 @@ def test_per_rank_views_of_every_rank_stay_within_the_budget(preprocessed, logdi
             profile.overview()
             store.remeasure([profile])
             assert store.held_bytes() <= budget, worker
+    finally:
+        store.stop()
+
+
+def test_collapsed_ranks_of_the_timeline_come_from_the_index(preprocessed, logdir, monkeypatch):
+    """The Trace view's ranks mode with every rank collapsed: each rank's summary track is read
+    from the run's index, no model loaded; its busy blocks are those built from the trace."""
+    cache, _, _ = preprocessed
+    expected = tb_plugin.load_run(str(logdir / "job")).timeline_ranks()
+    _no_parsing(monkeypatch)
+    model_loads = _count_model_loads(monkeypatch)
+    file_reads, index_reads = _count_summary_reads(monkeypatch)
+    plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
+    try:
+        body = wait_route(client, f"{PREFIX}/timeline_ranks?run=job").get_json()
+    finally:
+        plugin.store.stop()
+    assert model_loads == [] and file_reads == [] and sorted(index_reads) == ["job", "rank_timeline"]
+    pd.testing.assert_frame_equal(_table(body, "ranks"), expected.ranks, check_dtype=False)
+
+
+def test_summaries_of_its_own_parse_are_stored_for_the_next_start(logdir, tmp_path, monkeypatch):
+    """Without preprocess: the first server parses each rank and writes its summaries beside
+    the model; a second server on the same cache answers the job view from them alone."""
+    cache = tmp_path / "cache"
+    expected = _job_view(logdir / "job")
+    plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
+    try:
+        wait_route(client, f"{PREFIX}/job?run=job")
+        stored = [ModelCache.summary_key(Storage(str(logdir)).display(f"job/rank{r}.pt.trace.json.gz"), "job")
+                  for r in range(RANKS)]
+        deadline = time.monotonic() + 60  # written off the request path
+        while not all((cache / key / MANIFEST).is_file() for key in stored):
+            assert time.monotonic() < deadline, "the summaries were not written"
+            time.sleep(0.05)
+    finally:
+        plugin.store.stop()
+    _no_parsing(monkeypatch)
+    model_loads = _count_model_loads(monkeypatch)
+    plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
+    try:
+        body = client.get(f"{PREFIX}/job?run=job")
+    finally:
+        plugin.store.stop()
+    assert body.status_code == 200 and model_loads == []
+    pd.testing.assert_frame_equal(_table(body.get_json(), "rank_steps"), expected.rank_steps, check_dtype=False)
+
+
+def test_summaries_beyond_the_budget_are_dropped_once_not_in_use(preprocessed, logdir, monkeypatch):
+    """Summaries count in the budget: a budget smaller than one run's summaries keeps those
+    just used (a view combines all of them), and drops them for the next run's once they were
+    not used for the pinning time; asked for again, they are read again."""
+    cache, _, _ = preprocessed
+    kind, build = FILE_SUMMARIES["job"]
+    store = RunStore(str(logdir), max_parse_bytes=1 << 30, cache=ModelCache(cache))
+    try:
+        job_workers = list(store.run_files("job").workers)
+        store.prefetch_summaries("job", job_workers, 1, "job", kind)
+        parts = [store.summary("job", w, 1, "job", build, kind) for w in job_workers]
+        assert all(isinstance(p, RankPart) for p in parts)
+        store.max_memory_bytes = store.held_bytes() // 2  # now less than the job's summaries
+        with store._lock:
+            store._enforce_budget(keep=0)
+        assert store.held_bytes() > store.max_memory_bytes  # pinned: all of them stay while in use
+        monkeypatch.setattr(tb_plugin.loading, "_SUMMARY_PIN_SECONDS", 0.0)
+        ddp_workers = list(store.run_files("ddp").workers)
+        store.prefetch_summaries("ddp", ddp_workers, 1, "job", kind)
+        with store._lock:
+            held = {path for path, summaries in store._summaries.items() if "job" in summaries}
+        job_paths = {store.span_file("job", w, 1).path for w in job_workers}
+        assert store.held_bytes() <= store.max_memory_bytes and not job_paths <= held
+        again = store.summary("job", job_workers[0], 1, "job", build, kind)  # read from the cache again
+        pd.testing.assert_frame_equal(again.steps, parts[0].steps)
     finally:
         store.stop()

@@ -13,7 +13,9 @@ import tb_plugin  # noqa: E402
 
 from .conftest import SAMPLES  # noqa: E402
 from .test_api import PREFIX, make_client, wait_route  # noqa: E402
-from .test_preprocess import _count_model_loads, _no_parsing, _preprocess, _table  # noqa: E402
+from tb_plugin.profile import FILE_SUMMARIES  # noqa: E402
+
+from .test_preprocess import _count_model_loads, _count_summary_reads, _no_parsing, _preprocess, _table  # noqa: E402
 from .test_s3 import BUCKET, _fresh_s3fs, s3  # noqa: E402,F401  (fixtures)
 
 
@@ -27,10 +29,12 @@ def test_cache_on_s3_written_by_workers_and_served_without_parsing(s3, tmp_path,
     status, err = _preprocess(logdir, "--dask", "local", "--workers", "1", "--cache-dir", cache)
     assert status == 0 and "done: 4 of 4 files" in err, err
     keys = s3.client.list_objects_v2(Bucket=BUCKET, Prefix="preprocessed/")["Contents"]
-    assert sum(k["Key"].endswith("/manifest.json") for k in keys) == 4 * 3  # model, job, distributed
+    # per file its model and summaries; per span of the 2 workers an index of each summary
+    assert sum(k["Key"].endswith("/manifest.json") for k in keys) == 4 * (1 + len(FILE_SUMMARIES)) + 2 * len(FILE_SUMMARIES)
 
     _no_parsing(monkeypatch)
     model_loads = _count_model_loads(monkeypatch)
+    file_reads, index_reads = _count_summary_reads(monkeypatch)
     plugin, client = make_client(logdir, profiler_cache_dir=cache)
     try:
         job = wait_route(client, f"{PREFIX}/job?run=ddp").get_json()
@@ -38,5 +42,6 @@ def test_cache_on_s3_written_by_workers_and_served_without_parsing(s3, tmp_path,
     finally:
         plugin.store.stop()
     assert model_loads == []  # answered from the summaries alone
+    assert file_reads == [] and sorted(index_reads) == ["distributed", "job"]  # one object per view
     pd.testing.assert_frame_equal(_table(job, "rank_steps"), expected_job.rank_steps, check_dtype=False)
     pd.testing.assert_frame_equal(_table(dist, "steps"), expected_steps, check_dtype=False)
