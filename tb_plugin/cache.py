@@ -233,6 +233,7 @@ def decode_summaries(kind, fields, parts):
     """[(source, identity, `kind` instance)] of `encode_summaries`' output (parts already
     checked); ValueError when the entry holds another kind or other fields."""
     import numpy as np
+    import pandas as pd
 
     if fields["kind"] != kind.__name__:
         raise ValueError(f"the entry holds a {fields['kind']!r}, not a {kind.__name__}")
@@ -255,7 +256,8 @@ def decode_summaries(kind, fields, parts):
         bounds = np.searchsorted(owner, np.arange(len(members) + 1))
         frame = frame[layout["order"]]
         for member, value, start, end in zip(members, values, bounds[:-1], bounds[1:]):
-            rows = frame.iloc[start:end].reset_index(drop=True)
+            rows = frame.iloc[start:end]
+            rows.index = pd.RangeIndex(end - start)  # the member's own rows, numbered from 0
             restore(rows, member["dtypes"].get(name, {}), numbers=True)
             value[name] = rows["value"].to_numpy() if layout["array"] else rows
     expected = {f.name for f in dataclasses.fields(kind)}

@@ -242,10 +242,11 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView
     """
     workers = list(parts)
     ranks = job_ranks(parts)
-    rank_steps = RANK_STEPS.frame(_stack(
-        [parts[w].steps.assign(rank=r, worker=w) for w, r in zip(workers, ranks)], RANK_STEPS.names)
-    ).sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
-    clocks = _clocks(parts, workers, ranks, align_clocks)
+    rank_steps = RANK_STEPS.frame(_stack([parts[w].steps for w in workers], RANK_STEPS.names, rank=ranks,
+                                         worker=workers)
+                                  ).sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
+    calls = _matched_calls(parts, workers, ranks)
+    clocks = _clocks(workers, ranks, calls if align_clocks else None)
     verdict_rows = _stragglers(rank_steps)
     stragglers = STRAGGLERS.frame(verdict_rows)
     return JobView(
@@ -253,7 +254,7 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView
         stragglers=stragglers,
         kernels=KERNELS_ACROSS.frame(_across(parts, workers, ranks, "kernels", ["name"])),
         operators=OPERATORS_ACROSS.frame(_across(parts, workers, ranks, "operators", ["name", "measure"])),
-        collectives=COLLECTIVES_ACROSS.frame(_collectives(parts, workers, ranks, clocks)),
+        collectives=COLLECTIVES_ACROSS.frame(_collectives(parts, workers, ranks, clocks, calls)),
         clocks=CLOCKS.frame(clocks),
         verdict=_verdict(rank_steps, stragglers),
     )
@@ -274,14 +275,23 @@ def clocks(parts: Mapping[str, RankPart], align_clocks: bool = True) -> pd.DataF
     """The `CLOCKS` table of {worker: `RankPart`} (the job view's ``clocks``), by rank: the
     offset that aligns each rank with the lowest one (see the module's docstring); all 0
     with ``align_clocks=False``."""
-    return CLOCKS.frame(_clocks(parts, list(parts), job_ranks(parts), align_clocks))
+    workers, ranks = list(parts), job_ranks(parts)
+    return CLOCKS.frame(_clocks(workers, ranks, _matched_calls(parts, workers, ranks) if align_clocks else None))
 
 
-def _stack(frames, columns):
-    frames = [f for f in frames if len(f)]
-    if not frames:
+def _stack(frames, columns, **per_frame):
+    """The frames one under another (`columns` when all are empty), with a column per
+    `per_frame` keyword holding that frame's value on each of its rows: one concat and one
+    repeat, not a copy of every rank's frame to tag it (1,024 ranks' parts are combined)."""
+    lengths = np.array([len(f) for f in frames], dtype=np.int64)
+    kept = [f for f in frames if len(f)]
+    if not kept:
         return pd.DataFrame({c: [] for c in columns})
-    return pd.concat(frames, ignore_index=True)
+    stacked = pd.concat(kept, ignore_index=True)
+    for name, values in per_frame.items():
+        values = np.asarray(values)
+        stacked[name] = np.repeat(values.astype(object) if values.dtype.kind == "U" else values, lengths)
+    return stacked
 
 
 def _baselines(matrix):
@@ -387,8 +397,7 @@ def _verdict(rank_steps, stragglers):
 
 def _across(parts, workers, ranks, attr, keys):
     """Per key, the ranks' totals summarised (min, median, max, spread, slowest rank)."""
-    stacked = _stack([getattr(parts[w], attr).assign(rank=r) for w, r in zip(workers, ranks)],
-                     keys + ["total_us", "rank"])
+    stacked = _stack([getattr(parts[w], attr) for w in workers], keys + ["total_us", "rank"], rank=ranks)
     if not len(stacked):
         return pd.DataFrame({c: [] for c in keys + ["ranks", "min_us", "median_us", "max_us", "spread_pct",
                                                      "slowest_rank"]})
@@ -407,21 +416,20 @@ def _across(parts, workers, ranks, attr, keys):
 def _matched_calls(parts, workers, ranks):
     """Every rank's collective calls with the Distributed view's match keys; None when no
     rank has any."""
-    frames = [parts[w].calls.assign(worker=w, rank=r, origin_us=parts[w].origin_us)
-              for w, r in zip(workers, ranks) if len(parts[w].calls)]
-    if not frames:
+    if not any(len(parts[w].calls) for w in workers):
         return None
-    return match_calls(pd.concat(frames, ignore_index=True))
+    return match_calls(_stack([parts[w].calls for w in workers], [], worker=workers, rank=ranks,
+                              origin_us=[parts[w].origin_us for w in workers]))
 
 
-def _clocks(parts, workers, ranks, align_clocks):
+def _clocks(workers, ranks, calls):
+    """The `CLOCKS` rows of the workers from their `_matched_calls` (None: not aligned)."""
     offsets = np.zeros(len(workers))
     matched = np.zeros(len(workers), dtype=np.int64)
     aligned = np.zeros(len(workers), dtype=bool)
     if len(workers):
         reference = int(np.argmin(ranks))
         aligned[reference] = True
-        calls = _matched_calls(parts, workers, ranks) if align_clocks else None
         if calls is not None:
             calls = calls.assign(finish_abs=calls["origin_us"] + calls["finish_us"])
             keys = ["match_by", "match_group", "match_index"]
@@ -439,15 +447,14 @@ def _clocks(parts, workers, ranks, align_clocks):
                          "aligned": aligned}).sort_values("rank", kind="stable")
 
 
-def _collectives(parts, workers, ranks, clocks):
+def _collectives(parts, workers, ranks, clocks, calls):
     columns = COLLECTIVES_ACROSS.names
-    calls = _matched_calls(parts, workers, ranks)
     if calls is None:
         return pd.DataFrame({c: [] for c in columns})
     offset = clocks.set_index("worker")["offset_us"]
     reference_origin = parts[workers[int(np.argmin(ranks))]].origin_us
-    calls["arrival_aligned"] = (calls["origin_us"] + calls["arrival_us"] + offset.reindex(calls["worker"]).to_numpy()
-                                - reference_origin)
+    calls = calls.assign(arrival_aligned=calls["origin_us"] + calls["arrival_us"]
+                         + offset.reindex(calls["worker"]).to_numpy() - reference_origin)
     keys = ["match_by", "match_group", "match_index"]
     ordered = calls.sort_values(keys + ["arrival_aligned", "rank"], kind="stable")
     grouped = ordered.groupby(keys, sort=False)
