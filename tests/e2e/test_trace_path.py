@@ -45,6 +45,9 @@ def test_gpu_idle_opens_the_steps_critical_path_in_the_trace_view(page, server, 
     assert track_changes(path) >= 1, "the sample's path should reach the GPU from the CPU"
     open_page(page, server, **Q, view="gpu_idle")
     page.wait_for_selector("[data-table=critical-path-segments]")
+    panel = page.locator("section.card", has=page.locator("[data-control=path-open-trace]"))
+    panel.scroll_into_view_if_needed()
+    panel.screenshot(path=str(screenshot_dir / "gpu_idle_critical_path_panel.png"))
     after(page, lambda: page.click("[data-control=path-open-trace]"))
     page.wait_for_selector("[data-current-view=trace] [data-testid=trace-path]")
     wait_drawn(page, step)

@@ -8,7 +8,7 @@ import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
-import { categoryLabel } from '../../components/criticalPath';
+import { categoryColour, categoryLabel } from '../../components/criticalPath';
 import { pieOption } from '../../components/charts/options';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
@@ -26,19 +26,17 @@ export function CriticalPath(props: ViewProps) {
   const categories = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'categories' });
   const operators = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'operators' });
   const segments = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'segments' });
-  const pie = useMemo(
-    () =>
-      categories.status === 'ok'
-        ? pieOption(
-            'Time on the critical path',
-            rowsOf(categories.data)
-              .filter((r) => Number(r.time_us) > 0)
-              .map((r) => ({ name: categoryLabel(String(r.category)), value: Number(r.time_us) })),
-            formatDuration,
-          )
-        : null,
-    [categories],
-  );
+  const pie = useMemo(() => {
+    if (categories.status !== 'ok') return null;
+    const shown = rowsOf(categories.data).filter((r) => Number(r.time_us) > 0);
+    // the colours the Trace view draws the path in
+    return pieOption(
+      'Time on the critical path',
+      shown.map((r) => ({ name: categoryLabel(String(r.category)), value: Number(r.time_us) })),
+      formatDuration,
+      shown.map((r) => categoryColour(String(r.category))),
+    );
+  }, [categories]);
   const name = `${props.run}_${props.worker}_${props.span}_critical_path_step${step}`;
   const link = (startKey: string, endKey: string): Column => ({
     key: startKey,
