@@ -172,12 +172,16 @@ class Profile:
                  "operators": critical_path.critical_path_operators}
         if table not in build:
             raise BadParameterError(f"table must be one of {', '.join(build)}, not {table!r}")
+        return build[table](self.model, self._known_step(step))
+
+    def _known_step(self, step: int | None) -> int:
+        """`step` (the first step when None), or `NotFoundError` naming the trace's steps."""
         steps = step_windows(self.model)["step"].tolist()
         if step is None:
             step = steps[0]
         if step not in steps:
             raise NotFoundError(f"no step {step}; steps: {', '.join(map(str, steps))}")
-        return build[table](self.model, step)
+        return step
 
     def queue_length_summary(self) -> pd.DataFrame:
         """Per device stream: queue maximum, mean, time at zero, copy bytes and peak bandwidth."""
@@ -276,6 +280,11 @@ class Profile:
     def timeline_tracks(self) -> dict[str, Any]:
         """The Trace view's frame: tracks, time span, origin, steps and slice kinds."""
         return timeline.tracks_view(self.model)
+
+    def timeline_critical_path(self, step: int | None = None) -> pd.DataFrame:
+        """The critical path of `step` (the first step when None) as `critical_path` gives its
+        segments, each with the Trace view track it lies on (`views.timeline.critical_path_tracks`)."""
+        return timeline.critical_path_tracks(self.model, self._known_step(step))
 
     def timeline_counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
         """Counter series (memory, ...) sampled at `points` times over [start_us, end_us]."""

@@ -14,7 +14,7 @@ API_ROUTES = (
     "modules", "module_flame",
     "distributed", "job", "diff",
     "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
-    "timeline_search", "timeline_summary", "timeline_ranks", "timeline_rank_slices",
+    "timeline_search", "timeline_summary", "timeline_critical_path", "timeline_ranks", "timeline_rank_slices",
     "trace_file",
     "compiled",
     "lightning",

@@ -1,6 +1,7 @@
 """Retake the documentation screenshots in this folder from the bundled samples.
 
     python frontend/screenshots/take.py        # from the repository root, test extras installed
+    python frontend/screenshots/take.py trace  # only the pictures named
 
 Starts a real TensorBoard on `samples/` (the e2e tests' helper: free loopback port, stopped by
 its pid) and drives Debian's Chromium at 1280x800, one picture per view, each opened by its
@@ -41,6 +42,7 @@ def views(server):
         "kernel": {**GPU, "view": "kernel"},
         "gpu_idle": {**GPU, "view": "gpu_idle", "idle_by_step": 1},
         "trace": trace_with_a_kernel_selected(server),
+        "trace_critical_path": {**GPU, "view": "trace", "trace_path": rows(api(server, "steps", **GPU))[0]["step"]},
         "memory": {**CPU, "view": "memory", "device": "CPU", "start_us": 2000, "end_us": 5000},
         "module": {**CPU, "view": "module"},
         "distributed": {"run": "cpu_ddp_gloo", "worker": "worker0", "span": 1, "view": "distributed"},
@@ -48,7 +50,7 @@ def views(server):
     }
 
 
-def main():
+def main(names):
     with tempfile.TemporaryDirectory() as tmp, tensorboard(SAMPLES, Path(tmp) / "tensorboard.log") as server:
         assert rows(api(server, "timeline_tracks", **GPU)["tracks"])  # the samples are served
         with sync_playwright() as playwright:
@@ -56,14 +58,26 @@ def main():
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 800})
                 for name, query in views(server).items():
+                    if names and name not in names:
+                        continue
                     page.goto(f"{server}{PLUGIN}/index.html?{urllib.parse.urlencode(query)}")
                     page.wait_for_selector(READY, state="attached")
                     if name == "trace":
                         page.wait_for_selector("[data-testid=trace-timeline][data-arrows]:not([data-arrows='0'])",
                                                state="attached")
+                    if name == "trace_critical_path":
+                        page.wait_for_selector("[data-testid=trace-timeline][data-path-arrows-drawn]"
+                                               ":not([data-path-arrows-drawn='0'])", state="attached")
+                        # the path's tracks (a CPU thread and the stream, at the bottom) in view
+                        page.evaluate("() => { const box = document.querySelector('[data-testid=trace-timeline]');"
+                                      " box.scrollTop = box.scrollHeight; }")
+                        # the canvas repaints on the next animation frame
+                        page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
                     page.mouse.move(1, 1)  # no hover tooltip in the picture
                     page.screenshot(path=str(HERE / f"{name}.png"))
                     print(f"{name}.png")
+                if names and "tensorboard_dark" not in names:
+                    return
                 dark = browser.new_page(viewport={"width": 1280, "height": 800}, color_scheme="dark")
                 dark.goto(f"{server}/#pytorch_profiler")
                 inner = dark.frame_locator("iframe").first.frame_locator("iframe").first
@@ -77,4 +91,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -26,6 +26,7 @@ from ..trace.linking import Nesting
 from ..trace.model import TraceModel, first_int
 from ..errors import NotFoundError
 from .common import _cached, step_windows
+from .critical_path import CRITICAL_PATH, critical_path
 from .intervals import union_length, weighted_level_integral
 from .memory import full_curve, memory_devices
 from .queues import memory_bandwidth, queue_length
@@ -54,6 +55,11 @@ TIMELINE_STEPS = declare(
     ("step", "int64", "", "the ProfilerStep#N number; 0 when the trace has no step markers"),
     ("start_us", "float64", "us", "window start, relative to the trace origin"),
     ("end_us", "float64", "us", "window end (the step's device work included), relative to the trace origin"),
+)
+TIMELINE_CRITICAL_PATH = declare(
+    "timeline_critical_path", "one segment of a step's critical path, in time order, with the Trace view track it is drawn on",
+    *CRITICAL_PATH.columns,
+    ("track", "int64", "", "the timeline_tracks track it lies on: the thread's for CPU time, launches and syncs, the device stream's for device activity and waits on it; -1 when the timeline has none"),
 )
 TIMELINE_SUMMARY = declare(
     "timeline_summary", "one slice name (and kind) with slices overlapping a time range, by total time",
@@ -148,6 +154,9 @@ class TimelineIndex:
     ----------
     tracks : DataFrame
         The `timeline_tracks` table (`TIMELINE_TRACKS`).
+    thread_tracks : DataFrame
+        What each track draws: thread (row of model.threads), kind ("thread", "python" or
+        "device"), track.
     slices : DataFrame
         One row per event: track, lane, kind (index into KINDS), name (code into `names`),
         ts, dur, source (table name), row (in that table).
@@ -179,7 +188,7 @@ class TimelineIndex:
             }))
         frame = pd.concat(slices, ignore_index=True) if slices else pd.DataFrame(
             {"thread": [], "track_kind": [], "kind": [], "name": [], "ts": [], "dur": [], "source": [], "row": []})
-        self.tracks, frame["track"] = self._tracks(frame)
+        self.tracks, frame["track"], self.thread_tracks = self._tracks(frame)
         nesting = Nesting(frame["track"].to_numpy(), frame["ts"].to_numpy(), frame["dur"].to_numpy())
         frame["lane"] = nesting.depth.astype(np.int64)
         lanes = frame.groupby("track")["lane"].max() + 1 if len(frame) else pd.Series(dtype=np.int64)
@@ -191,7 +200,9 @@ class TimelineIndex:
         self.levels = self._levels()
 
     def _tracks(self, frame):
-        """One track per (thread, kind of track); named from the trace's metadata."""
+        """One track per (thread, kind of track); named from the trace's metadata. Returns the
+        tracks, each slice's track, and the key of each track: thread (row of model.threads),
+        kind, track."""
         threads = self.model.threads
         keys = frame[["thread", "track_kind"]].drop_duplicates().reset_index(drop=True)
         rows = threads.iloc[keys["thread"].to_numpy()].reset_index(drop=True) if len(keys) else threads.iloc[0:0]
@@ -232,7 +243,9 @@ class TimelineIndex:
         track_of_key[order] = np.arange(len(keys))
         key_index = pd.MultiIndex.from_frame(keys)
         slice_key = key_index.get_indexer(pd.MultiIndex.from_frame(frame[["thread", "track_kind"]]))
-        return tracks, track_of_key[slice_key] if len(frame) else np.zeros(0, np.int64)
+        thread_tracks = pd.DataFrame({"thread": keys["thread"].to_numpy().astype(np.int64),
+                                      "kind": keys["track_kind"].to_numpy(), "track": track_of_key})
+        return tracks, track_of_key[slice_key] if len(frame) else np.zeros(0, np.int64), thread_tracks
 
     def _levels(self):
         s = self.slices
@@ -309,6 +322,35 @@ def tracks_view(model: TraceModel) -> dict[str, Any]:
     start, end = model.span_us()
     return {"tracks": timeline_index(model).tracks, "start_us": start, "end_us": end, "origin_us": model.origin_us,
             "steps": step_windows(model)[["step", "start_us", "end_us"]], "kinds": list(KINDS)}
+
+
+@documented(TIMELINE_CRITICAL_PATH)
+def critical_path_tracks(model: TraceModel, step: int) -> pd.DataFrame:
+    """The critical path of `step` (`critical_path.critical_path`, same rows in the same
+    order) with the Trace view track of each segment, so the page draws the path on the tracks
+    of `tracks_view` without matching threads or streams itself.
+
+    A segment on a CPU thread (`thread` >= 0: CPU time, launches, syncs) lies on that thread's
+    track; one on a device stream (`device` >= 0: kernels, copies, sets, the stream idling or
+    waiting on another stream) lies on the track of the stream's events, found through the
+    device activity of that (device, stream), whose thread row the timeline groups by."""
+    path = critical_path(model, step)
+    keys = timeline_index(model).thread_tracks
+    on_device = ((path["thread"] < 0) & (path["device"] >= 0)).to_numpy()
+    stream_thread = path[["device", "stream"]].merge(_stream_threads(model), how="left", on=["device", "stream"])["thread"]
+    thread = np.where(on_device, stream_thread.fillna(-1).to_numpy(), path["thread"].to_numpy()).astype(np.int64)
+    kind = np.where(on_device, "device", "thread")
+    found = pd.MultiIndex.from_frame(keys[["thread", "kind"]]).get_indexer(pd.MultiIndex.from_arrays([thread, kind]))
+    return TIMELINE_CRITICAL_PATH.frame(path.assign(track=np.where(found >= 0, keys["track"].to_numpy()[found], -1)))
+
+
+def _stream_threads(model):
+    """Per device stream with activity (the tables the critical path reads, as
+    `common.device_activity`): the row of model.threads its events are written on."""
+    def build():
+        parts = [getattr(model, source)[["device", "stream", "thread"]] for source in ("kernels", "memcpy", "memset")]
+        return pd.concat(parts, ignore_index=True).drop_duplicates(["device", "stream"]).astype(np.int64)
+    return _cached(model, "timeline_stream_threads", build)
 
 
 def counters(model: TraceModel, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:

@@ -5,15 +5,16 @@
 type Listener = () => void;
 
 /**
- * Selections made on one profile (run / worker / span): the Trace window, selected event and
- * expanded ranks (trace_rank_open: rank numbers of one run),
+ * Selections made on one profile (run / worker / span): the Trace window, selected event,
+ * expanded ranks (trace_rank_open: rank numbers of one run), the critical path drawn and its
+ * selected segment (trace_path, trace_path_segment),
  * the Memory range, Diff's comparison (B, chosen relative to A) and the operator searched for
  * from an event. Times and event ids mean nothing in another profile, so the shell drops these
  * whenever the profile changes. View settings (group_by, top, device, trace_python, trace_q,
  * the Distributed step, trace_ranks) stay: each view checks them against the new profile's data (a step
  * number or device it does not have falls back to the default).
  */
-export const PROFILE_SELECTIONS = ['trace_start_us', 'trace_end_us', 'trace_event', 'trace_rank_open', 'start_us', 'end_us', 'run_b', 'worker_b', 'span_b', 'op_search'];
+export const PROFILE_SELECTIONS = ['trace_start_us', 'trace_end_us', 'trace_event', 'trace_rank_open', 'trace_path', 'trace_path_segment', 'start_us', 'end_us', 'run_b', 'worker_b', 'span_b', 'op_search'];
 const PROFILE_KEYS = ['run', 'worker', 'span'];
 const listeners = new Set<Listener>();
 

@@ -1,30 +1,20 @@
 // Critical path panel of the GPU idle view: for one step, the chain of CPU work, launches,
 // device activity and waits that decides its length (/critical_path): time per category, the
 // operators with the most time on it, and the segments, each opening the Trace view on its
-// range.
+// range; "Show in Trace view" opens the step with the whole path drawn on the timeline.
 
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
+import { categoryColour, categoryLabel } from '../../components/criticalPath';
 import { pieOption } from '../../components/charts/options';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
-import { showInTrace } from './link';
-
-const CATEGORY_LABELS: Record<string, string> = {
-  cpu: 'CPU',
-  launch: 'Launch',
-  kernel: 'Kernel',
-  memcpy: 'Memcpy',
-  memset: 'Memset',
-  sync: 'Sync (CPU waits on GPU)',
-  stream_wait: 'Wait on another stream',
-  gpu_idle: 'GPU idle on the stream',
-};
+import { showInTrace, showPathInTrace } from './link';
 
 export function CriticalPath(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
@@ -36,19 +26,17 @@ export function CriticalPath(props: ViewProps) {
   const categories = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'categories' });
   const operators = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'operators' });
   const segments = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'segments' });
-  const pie = useMemo(
-    () =>
-      categories.status === 'ok'
-        ? pieOption(
-            'Time on the critical path',
-            rowsOf(categories.data)
-              .filter((r) => Number(r.time_us) > 0)
-              .map((r) => ({ name: CATEGORY_LABELS[String(r.category)] ?? String(r.category), value: Number(r.time_us) })),
-            formatDuration,
-          )
-        : null,
-    [categories],
-  );
+  const pie = useMemo(() => {
+    if (categories.status !== 'ok') return null;
+    const shown = rowsOf(categories.data).filter((r) => Number(r.time_us) > 0);
+    // the colours the Trace view draws the path in
+    return pieOption(
+      'Time on the critical path',
+      shown.map((r) => ({ name: categoryLabel(String(r.category)), value: Number(r.time_us) })),
+      formatDuration,
+      shown.map((r) => categoryColour(String(r.category))),
+    );
+  }, [categories]);
   const name = `${props.run}_${props.worker}_${props.span}_critical_path_step${step}`;
   const link = (startKey: string, endKey: string): Column => ({
     key: startKey,
@@ -70,6 +58,16 @@ export function CriticalPath(props: ViewProps) {
             ))}
           </select>
         </label>
+        {step !== undefined ? (
+          <button
+            type="button"
+            data-control="path-open-trace"
+            title="Open the step in the Trace view with its critical path drawn on the timeline's tracks"
+            onClick={() => showPathInTrace(step)}
+          >
+            Show in Trace view
+          </button>
+        ) : null}
       </div>
       <div class="grid two">
         <Loaded state={categories}>{() => (pie ? <Chart option={pie} height={280} label="Critical path categories" /> : null)}</Loaded>
@@ -96,7 +94,7 @@ export function CriticalPath(props: ViewProps) {
             table={table}
             name={`${name}_segments.csv`}
             columns={[
-              { key: 'category', label: 'Category', format: (v) => CATEGORY_LABELS[String(v)] ?? String(v) },
+              { key: 'category', label: 'Category', format: (v) => categoryLabel(String(v)) },
               { key: 'name', label: 'Event', format: (v) => <span title={String(v)}>{String(v).length > 48 ? `${String(v).slice(0, 47)}…` : String(v)}</span> },
               { key: 'operator', label: 'Operator' },
               { key: 'dur_us', label: 'Duration', numeric: true, format: (v) => formatDuration(v as number) },

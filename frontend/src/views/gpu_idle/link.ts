@@ -9,5 +9,21 @@ export function showInTrace(start: number, end: number): void {
   setParams({ view: 'trace', trace_start_us: start - pad, trace_end_us: end + pad, trace_range_start_us: start, trace_range_end_us: end, trace_event: null });
 }
 
+/** Open the Trace view on `step` with its critical path drawn (the view frames the step);
+ *  the one-trace timeline, since the path is one worker's. */
+export function showPathInTrace(step: string | number): void {
+  setParams({
+    view: 'trace',
+    trace_path: step,
+    trace_path_segment: null,
+    trace_ranks: null,
+    trace_start_us: null,
+    trace_end_us: null,
+    trace_range_start_us: null,
+    trace_range_end_us: null,
+    trace_event: null,
+  });
+}
+
 /** A device stream as one column ("GPU 0 · stream 7"), sorted by stream id. */
 export const streamColumn: Column = { key: 'stream', label: 'Stream', format: (v, r) => `GPU ${r.device} · stream ${v}` };

@@ -2,17 +2,19 @@
 // turns mouse and keys into window changes, selections and ranges:
 // - wheel or ctrl+wheel over the tracks: zoom around the cursor; shift+wheel or wheel over
 //   the names: scroll the tracks; horizontal wheel: pan;
-// - drag: pan; shift+drag: select a range (per-name totals below); click: select an event;
-//   click a process header: collapse or expand it;
+// - drag: pan; shift+drag: select a range (per-name totals below); click: select an event
+//   (and, with a critical path drawn, the path's segment there); click a process header:
+//   collapse or expand it; hover a path segment: its category, duration and operator;
 // - W/S zoom in/out and A/D pan (as in chrome://tracing), Escape clears the selection.
 // The box carries data-* attributes describing what is on screen, for tests and benchmarks.
 
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import type { CounterSeries, TimelineEndpoint, TimelineFlow } from '../../api/types';
 import { formatDuration, formatNumber } from '../../base/format';
+import { categoryLabel } from '../../components/criticalPath';
 import { useThemeValue } from '../../components/theme';
-import { counterText, draw, GUTTER_PX, laneY, RULER_PX, timeAt, xOf, type Drawn, type Palette, type Range, type Scene, type Step } from './draw';
-import { hitSlice, LANE_PX, panBy, rowAt, seriesOf, tracksBetween, zoomAt, type Layout, type SliceData, type Window } from './logic';
+import { counterText, draw, GUTTER_PX, laneY, RULER_PX, timeAt, trackBand, xOf, type Drawn, type Palette, type Range, type Scene, type Step } from './draw';
+import { hitSlice, LANE_PX, panBy, pathSegmentAt, rowAt, seriesOf, tracksBetween, zoomAt, type Layout, type PathSegment, type SliceData, type Window } from './logic';
 
 export interface SliceHit {
   index: number;
@@ -44,6 +46,11 @@ export interface TimelineProps {
   reveal: number;
   onPlotWidth: (px: number) => void;
   requests: number;
+  /** A step's critical path drawn over the tracks (null: none), its selected segment (-1:
+   *  none) and what a click on one of its segments does. */
+  path?: { step: number; segments: PathSegment[]; arrows: [number, number][] } | null;
+  pathSelected?: number;
+  onPathSelect?: (segment: number) => void;
 }
 
 const ZOOM_KEY = 1.3;
@@ -78,6 +85,7 @@ export function Timeline(props: TimelineProps) {
     props,
     scrollTop: 0,
     hover: -1,
+    pathHover: -1,
     mouse: null as { x: number; y: number } | null,
     drag: null as null | { x: number; y: number; view: Window; box: boolean; moved: boolean },
     box: null as Scene['box'],
@@ -109,6 +117,7 @@ export function Timeline(props: TimelineProps) {
       flows: p.flows,
       range: p.range,
       box: s.box,
+      path: p.path ? { segments: p.path.segments, arrows: p.path.arrows, hover: s.pathHover, selected: p.pathSelected ?? -1 } : null,
       palette: s.palette ?? (s.palette = palette()),
     };
   };
@@ -143,6 +152,9 @@ export function Timeline(props: TimelineProps) {
       d.arrows = String(drawn.arrows);
       d.requests = String(p.requests);
       d.selectedEvent = p.selected ? String(p.selected.event) : '';
+      d.pathStep = p.path ? String(p.path.step) : '';
+      d.pathSegmentsDrawn = String(drawn.pathSegments);
+      d.pathArrowsDrawn = String(drawn.pathArrows);
     }
     if (!s.firstPaint && p.slices && drawn.slices + drawn.blocks > 0) {
       s.firstPaint = true;
@@ -176,7 +188,7 @@ export function Timeline(props: TimelineProps) {
     live.current.palette = null;
     requestPaint();
   }, [theme]);
-  useLayoutEffect(requestPaint, [props.view, props.slices, props.counters, props.layout, props.selected, props.flows, props.range, size, height, props.requests]);
+  useLayoutEffect(requestPaint, [props.view, props.slices, props.counters, props.layout, props.selected, props.flows, props.range, size, height, props.requests, props.path, props.pathSelected]);
 
   // Scroll the selected event's track into view when asked.
   useLayoutEffect(() => {
@@ -263,7 +275,31 @@ export function Timeline(props: TimelineProps) {
     return hitSlice(p.slices, row.track.track, lane, t, 2 * upp);
   };
 
+  /** The critical path's segment under canvas point (x, y), or -1. */
+  const pathAt = (x: number, y: number): number => {
+    const s = live.current;
+    const p = s.props;
+    if (!p.path || x < GUTTER_PX || y < RULER_PX) return -1;
+    const row = rowAt(p.layout.rows, y - RULER_PX + s.scrollTop);
+    if (!row || row.type !== 'track') return -1;
+    const upp = (p.view.end - p.view.start) / (s.width - GUTTER_PX);
+    return pathSegmentAt(p.path.segments, row.track.track, timeAt(scene(), x), 2 * upp);
+  };
+
   const describe = (x: number, y: number): string[] | null => {
+    const s = live.current;
+    const p = s.props;
+    const lines = describeSlice(x, y);
+    const k = pathAt(x, y);
+    if (k < 0 || !p.path) return lines;
+    const seg = p.path.segments[k];
+    const onPath = [`critical path, step ${p.path.step}: ${categoryLabel(seg.category)} · ${formatDuration(seg.dur)}`];
+    if (seg.operator) onPath.push(`operator ${seg.operator}`);
+    if (seg.name && seg.name !== lines?.[0]) onPath.push(seg.name);
+    return lines ? [...lines, ...onPath] : [categoryLabel(seg.category), ...onPath];
+  };
+
+  const describeSlice = (x: number, y: number): string[] | null => {
     const s = live.current;
     const p = s.props;
     const i = sliceAt(x, y);
@@ -337,6 +373,8 @@ export function Timeline(props: TimelineProps) {
       }
       if (d.moved) return;
       const at = local(e);
+      const k = pathAt(at.x, at.y);
+      if (k >= 0) p.onPathSelect?.(k);
       const i = sliceAt(at.x, at.y);
       if (i < 0 || !p.slices) {
         p.onSelect(null);
@@ -361,8 +399,10 @@ export function Timeline(props: TimelineProps) {
     s.mouse = { x, y };
     if (s.drag) return;
     const i = sliceAt(x, y);
-    if (i !== s.hover) {
+    const k = pathAt(x, y);
+    if (i !== s.hover || k !== s.pathHover) {
       s.hover = i;
+      s.pathHover = k;
       requestPaint();
     }
     const lines = describe(x, y);
@@ -372,8 +412,9 @@ export function Timeline(props: TimelineProps) {
   const onMouseLeave = () => {
     const s = live.current;
     s.mouse = null;
-    if (s.hover !== -1) {
+    if (s.hover !== -1 || s.pathHover !== -1) {
       s.hover = -1;
+      s.pathHover = -1;
       requestPaint();
     }
     setTip(null);
@@ -432,6 +473,21 @@ function debugHook(el: HTMLCanvasElement, sc: Scene) {
         if (x1 - x0 < 1) continue;
         out.push({ event: r.event[i], name: r.names[r.name[i]], kind: r.kinds[r.kind[i]] ?? '', track: r.track[i], lane: r.lane[i], x: (x0 + x1) / 2, y: y + LANE_PX / 2 - 1, width: x1 - x0 });
       }
+      return out;
+    },
+    /** The critical path's segments on screen, each with the canvas point at its middle. */
+    path: () => {
+      const path = sc.path;
+      if (!path) return [];
+      const out: { segment: number; category: string; track: number; x: number; y: number; width: number }[] = [];
+      path.segments.forEach((s, i) => {
+        const band = s.track >= 0 ? trackBand(sc, s.track) : null;
+        if (!band || band[0] < RULER_PX || band[0] + LANE_PX > sc.height) return;
+        const x0 = Math.max(xOf(sc, s.start), GUTTER_PX);
+        const x1 = Math.min(xOf(sc, s.end), sc.width);
+        if (x1 - x0 < 1) return;
+        out.push({ segment: i, category: s.category, track: s.track, x: (x0 + x1) / 2, y: band[0] + LANE_PX / 2, width: x1 - x0 });
+      });
       return out;
     },
     view: () => ({ ...sc.view }),

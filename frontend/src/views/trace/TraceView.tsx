@@ -3,10 +3,12 @@
 // blocks). Tracks grouped by process (collapsible), counters above them, a ruler in µs/ms/s
 // with the steps; zoom/pan with wheel, drag and W/S/A/D; click an event for its details and
 // flow arrows; shift+drag a range for per-name totals; search with next/previous; jump to a
-// step; hide the Python-frame tracks; download the original file. The visible window, the
-// selected event and whether Python frames are shown are kept in the page URL
-// (trace_start_us, trace_end_us, trace_event, trace_python), and so is the shift+dragged range
-// (trace_range_start_us, trace_range_end_us), which other views set to highlight a range.
+// step; draw a step's critical path on the tracks (/timeline_critical_path); hide the
+// Python-frame tracks; download the original file. The visible window, the selected event and
+// whether Python frames are shown are kept in the page URL (trace_start_us, trace_end_us,
+// trace_event, trace_python), and so are the shift+dragged range (trace_range_start_us,
+// trace_range_end_us), which other views set to highlight a range, and the critical path drawn
+// and its selected segment (trace_path, trace_path_segment), which the GPU idle view sets.
 
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { describeError, fetchJson, routeUrl } from '../../api/client';
@@ -19,17 +21,18 @@ import type {
   ViewProps,
 } from '../../api/types';
 import { typedRows, type WireTableOf } from '../../api/tables';
-import { useApi } from '../../api/useApi';
-import { formatDuration, formatNumber } from '../../base/format';
+import { useApi, type ApiState } from '../../api/useApi';
+import { formatDuration, formatNumber, formatPct, plural } from '../../base/format';
 import { beginWork } from '../../base/ready';
 import { setParams } from '../../base/url';
+import { categoryColour, categoryLabel } from '../../components/criticalPath';
 import { Card, Empty, ErrorBox, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Details } from './Details';
 import { useTimelineData } from './data';
 import type { Range, Step } from './draw';
-import { bounds, centreOn, groupKey, groupTracks, layout, windowLabel, type TrackInfo } from './logic';
+import { bounds, centreOn, groupKey, groupTracks, layout, pathArrows, stepWindow, windowLabel, type PathSegment, type TrackInfo } from './logic';
 import { RanksTrace } from './RanksTrace';
 import { numberParam, roundUs, useUrlWindow } from './urlWindow';
 import { Timeline, type SliceHit } from './Timeline';
@@ -136,7 +139,32 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   const steps = useMemo<Step[]>(() => typedRows(info.steps).map((r) => ({ step: r.step, start_us: r.start_us, end_us: r.end_us })), [info]);
   const limit = useMemo(() => bounds(info.start_us, info.end_us), [info]);
 
-  const [view, setView] = useUrlWindow(limit);
+  // A step's critical path drawn over the tracks; opened without a window, the view frames the step.
+  const [pathParam, setPathParam] = useUrlParam('trace_path', '');
+  const pathStep = steps.find((s) => String(s.step) === pathParam) ?? null;
+  const [view, setView] = useUrlWindow(limit, pathStep ? stepWindow(pathStep) : limit);
+  const pathTable = useApi<WireTableOf<'TimelineCriticalPathTable'>>(pathStep ? 'timeline_critical_path' : null, { ...base, step: pathStep?.step ?? null });
+  const path = useMemo(() => {
+    if (!pathStep || pathTable.status !== 'ok') return null;
+    const segments: PathSegment[] = typedRows(pathTable.data).map((r) => ({
+      category: r.category,
+      start: r.start_us,
+      end: r.end_us,
+      dur: r.dur_us,
+      name: r.name,
+      operator: r.operator,
+      track: r.track,
+    }));
+    return { step: pathStep.step, segments, arrows: pathArrows(segments) };
+  }, [pathStep?.step, pathTable]);
+  const [segmentParam, setSegmentParam] = useUrlParam('trace_path_segment', '');
+  const segmentIndex = numberParam(segmentParam);
+  const pathSelected = path && segmentIndex !== null && segmentIndex >= 0 && segmentIndex < path.segments.length ? segmentIndex : -1;
+  const showPath = (step: Step | null) => {
+    setPathParam(step ? String(step.step) : null);
+    setSegmentParam(null);
+    if (step) setView(stepWindow(step));
+  };
 
   const [collapsed, setCollapsed] = useState<Set<string>>(() => new Set());
   const toggle = useCallback((key: string) => {
@@ -194,6 +222,18 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     }
   }, [known]);
 
+  // The path's tracks are shown: their process groups open when a path arrives.
+  useEffect(() => {
+    if (!path) return;
+    const keys = new Set(path.segments.map((s) => trackMap.get(s.track)).filter((t): t is TrackInfo => !!t).map(groupKey));
+    setCollapsed((old) => ([...keys].some((k) => old.has(k)) ? new Set([...old].filter((k) => !keys.has(k))) : old));
+  }, [path]);
+  const selectSegment = (index: number, centre: boolean) => {
+    setSegmentParam(String(index));
+    const seg = path?.segments[index];
+    if (seg && centre) setView((v) => centreOn(v, seg.start, seg.end, limit));
+  };
+
   const onSelect = useCallback((hit: SliceHit | null) => {
     if (!hit) {
       setEventParam(null);
@@ -237,15 +277,27 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
               value=''
               onChange={(e) => {
                 const step = steps.find((s) => String(s.step) === (e.target as HTMLSelectElement).value);
-                if (step) {
-                  const pad = (step.end_us - step.start_us) * 0.03;
-                  setView({ start: step.start_us - pad, end: step.end_us + pad });
-                }
+                if (step) setView(stepWindow(step));
               }}
             >
               <option value="">—</option>
               {steps.map((s) => (
                 <option key={s.step} value={String(s.step)}>step {s.step} ({formatDuration(s.end_us - s.start_us)})</option>
+              ))}
+            </select>
+          </label>
+        ) : null}
+        {steps.length ? (
+          <label title="Draw a step's critical path on the tracks: the chain of CPU work, launches, device work and waits that decides its length">
+            Critical path
+            <select
+              data-control="trace-path"
+              value={pathStep ? String(pathStep.step) : ''}
+              onChange={(e) => showPath(steps.find((s) => String(s.step) === (e.target as HTMLSelectElement).value) ?? null)}
+            >
+              <option value="">off</option>
+              {steps.map((s) => (
+                <option key={s.step} value={String(s.step)}>step {s.step}</option>
               ))}
             </select>
           </label>
@@ -289,7 +341,22 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
         reveal={reveal}
         onPlotWidth={setPlotWidth}
         requests={data.requests}
+        path={path}
+        pathSelected={pathSelected}
+        onPathSelect={(i) => selectSegment(i, false)}
       />
+      {pathStep ? (
+        <PathCard
+          base={base}
+          step={pathStep}
+          table={pathTable}
+          path={path}
+          selected={pathSelected}
+          tracks={trackMap}
+          onSelect={(i) => selectSegment(i, true)}
+          onOff={() => showPath(null)}
+        />
+      ) : null}
       {selectedId === null && !range ? (
         <div class="hint" data-testid="trace-nothing-selected">
           Click an event for its details and flow arrows; shift+drag across the timeline for the total time per name in a range.
@@ -300,6 +367,73 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
         <Details event={details} flows={flows} tracks={trackMap} operatorHref={operatorHref} onOperatorLink={openOperator} onGoTo={goTo} />
       ) : null}
     </>
+  );
+}
+
+/** The critical path drawn on the timeline: a legend with the time per category on the path
+ *  (/critical_path table=categories), the selected segment, and stepping along the path. */
+function PathCard(props: {
+  base: Record<string, string | number>;
+  step: Step;
+  table: ApiState<WireTableOf<'TimelineCriticalPathTable'>>;
+  path: { segments: PathSegment[]; arrows: [number, number][] } | null;
+  selected: number;
+  tracks: Map<number, TrackInfo>;
+  onSelect: (segment: number) => void;
+  onOff: () => void;
+}) {
+  const { step, path, selected, tracks } = props;
+  const categories = useApi<WireTableOf<'CriticalPathCategoriesTable'>>('critical_path', { ...props.base, step: step.step, table: 'categories' });
+  const seg = path && selected >= 0 ? path.segments[selected] : null;
+  const where = seg ? tracks.get(seg.track) : undefined;
+  return (
+    <Card title={`Critical path of step ${step.step} (${formatDuration(step.end_us - step.start_us)})`}>
+      <div class="toolbar">
+        <Loaded state={categories}>
+          {(table) => (
+            <div class="path-legend" data-testid="trace-path-legend">
+              {typedRows(table).filter((r) => r.time_us > 0).map((r) => (
+                <span key={r.category} class="path-legend-item" data-category={r.category} data-time-us={String(r.time_us)}>
+                  <span class="swatch" style={{ background: categoryColour(r.category) }} />
+                  {categoryLabel(r.category)} {formatDuration(r.time_us)} ({formatPct(r.share_pct)})
+                </span>
+              ))}
+            </div>
+          )}
+        </Loaded>
+        <span class="spacer" />
+        <button type="button" data-control="trace-path-off" onClick={props.onOff}>Hide the path</button>
+      </div>
+      <Loaded state={props.table} label="Finding the critical path…">
+        {() =>
+          path ? (
+            <div data-testid="trace-path" data-segments={String(path.segments.length)} data-arrows={String(path.arrows.length)}>
+              <div class="hint">
+                {plural(path.segments.length, 'segment')} from the step’s start to its end, {plural(path.arrows.length, 'move')} to another track (the arrows).
+                Everything off the path is dimmed; hover or click a highlighted segment for its category, duration and operator.
+              </div>
+              {seg ? (
+                <div class="toolbar" data-testid="trace-path-segment" data-segment={String(selected)} data-category={seg.category}>
+                  <button type="button" data-control="trace-path-prev" disabled={selected <= 0} onClick={() => props.onSelect(selected - 1)}>◀</button>
+                  <span>
+                    <span class="swatch" style={{ background: categoryColour(seg.category) }} /> <b>{categoryLabel(seg.category)}</b> · {formatDuration(seg.dur)} at{' '}
+                    {formatDuration(seg.start)}
+                    {seg.operator ? ` · operator ${seg.operator}` : ''}
+                    {seg.name ? ` · ${seg.name.length > 80 ? `${seg.name.slice(0, 79)}…` : seg.name}` : ''}
+                    {where ? ` · on ${where.process} / ${where.thread}` : ''} ({formatNumber(selected + 1)} of {formatNumber(path.segments.length)})
+                  </span>
+                  <button type="button" data-control="trace-path-next" disabled={selected >= path.segments.length - 1} onClick={() => props.onSelect(selected + 1)}>▶</button>
+                </div>
+              ) : (
+                <div class="toolbar">
+                  <button type="button" data-control="trace-path-first" onClick={() => props.onSelect(0)}>Go along the path from its start</button>
+                </div>
+              )}
+            </div>
+          ) : null
+        }
+      </Loaded>
+    </Card>
   );
 }
 

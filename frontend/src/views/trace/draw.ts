@@ -1,11 +1,13 @@
 // Painting the timeline on a 2D canvas: ruler with steps, process headers, track labels,
-// counter area charts, slices (merged blocks hatched), the selected event, flow arrows and
-// the selected range. Pure drawing from a snapshot of the state; returns what it drew so the
+// counter area charts, slices (merged blocks hatched), a step's critical path (its segments
+// on their tracks, the rest dimmed, arrows where it changes track), the selected event, flow
+// arrows and the selected range. Pure drawing from a snapshot of the state; returns what it drew so the
 // page can expose it to tests (data-* attributes on the canvas box).
 
 import type { CounterSeries, TimelineEndpoint, TimelineFlow } from '../../api/types';
 import { formatBytes, formatDuration, formatNumber } from '../../base/format';
-import { fitText, LANE_PX, nameColour, seriesOf, textOn, tickLabel, ticks, type Layout, type SliceData, type Window } from './logic';
+import { categoryColour } from '../../components/criticalPath';
+import { fitText, LANE_PX, nameColour, pathBands, seriesOf, textOn, tickLabel, ticks, TRACK_GAP_PX, type Layout, type PathSegment, type SliceData, type Window } from './logic';
 
 export const GUTTER_PX = 230;
 export const RULER_PX = 36;
@@ -32,6 +34,18 @@ export interface Range {
   tracks: number[];
 }
 
+/** A step's critical path to draw: its segments in time order, the [from, to] segments an
+ *  arrow joins (`pathArrows`), and the hovered and selected segment (-1: none). */
+export interface PathScene {
+  segments: PathSegment[];
+  arrows: [number, number][];
+  hover: number;
+  selected: number;
+}
+
+/** The path's outline and arrows: apart from the flow arrows' orange and purple. */
+export const PATH_COLOUR = '#d81b60';
+
 export interface Scene {
   width: number;
   height: number;
@@ -46,6 +60,7 @@ export interface Scene {
   flows: TimelineFlow[];
   range: Range | null;
   box: { x0: number; y0: number; x1: number; y1: number } | null;
+  path: PathScene | null;
   palette: Palette;
 }
 
@@ -54,6 +69,9 @@ export interface Drawn {
   blocks: number;
   arrows: number;
   colours: number;
+  /** Critical-path segments and the arrows between them on screen. */
+  pathSegments: number;
+  pathArrows: number;
 }
 
 const FONT = '11px system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif';
@@ -115,7 +133,7 @@ export function counterText(series: CounterSeries, value: number | null): string
 
 export function draw(ctx: CanvasRenderingContext2D, scene: Scene): Drawn {
   const { width: W, height: H, view, layout, palette: p } = scene;
-  const drawn: Drawn = { slices: 0, blocks: 0, arrows: 0, colours: 0 };
+  const drawn: Drawn = { slices: 0, blocks: 0, arrows: 0, colours: 0, pathSegments: 0, pathArrows: 0 };
   const colours = new Set<string>();
   ctx.fillStyle = p.bg;
   ctx.fillRect(0, 0, W, H);
@@ -219,6 +237,7 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): Drawn {
     }
   }
   drawn.colours = colours.size;
+  if (scene.path) drawPath(ctx, scene, drawn);
 
   // the selected event, whatever the level of detail shows around it
   const sel = scene.selected;
@@ -353,6 +372,79 @@ function drawCounter(ctx: CanvasRenderingContext2D, scene: Scene, series: Counte
   ctx.fillStyle = p.border;
   ctx.fillRect(GUTTER_PX, y + h - 1, scene.width - GUTTER_PX, 1);
   ctx.restore();
+}
+
+/** Canvas [top, height] of a track's band (all its lanes), or null when it is not shown. */
+export function trackBand(scene: Pick<Scene, 'layout' | 'scrollTop'>, track: number): [number, number] | null {
+  const y = laneY(scene, track, 0);
+  if (y === null) return null;
+  const row = scene.layout.rows.find((r) => r.type === 'track' && r.track.track === track);
+  return row ? [y - 1, row.h - TRACK_GAP_PX] : null;
+}
+
+/** The critical path over the slices: everything off the path dimmed, each segment tinted and
+ *  marked along its track's top in its category's colour, the path's bands outlined, and an
+ *  arrow wherever the path moves to another track (drawn like flow arrows). */
+function drawPath(ctx: CanvasRenderingContext2D, scene: Scene, drawn: Drawn) {
+  const path = scene.path as PathScene;
+  const { width: W, height: H, palette: p } = scene;
+  const bandOf = new Map<number, [number, number] | null>();
+  const band = (track: number) => {
+    if (!bandOf.has(track)) bandOf.set(track, trackBand(scene, track));
+    return bandOf.get(track) ?? null;
+  };
+  const x = (t: number) => xOf(scene, t);
+  const bands = pathBands(path.segments, x, GUTTER_PX, W, 2).filter(([track]) => band(track) !== null);
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(GUTTER_PX, RULER_PX, W - GUTTER_PX, H - RULER_PX);
+  for (const [track, x0, x1] of bands) {
+    const [y, h] = band(track) as [number, number];
+    ctx.rect(x0, y, x1 - x0, h);
+  }
+  ctx.fillStyle = p.bg;
+  ctx.globalAlpha = 0.72;
+  ctx.fill('evenodd');
+  ctx.restore();
+  path.segments.forEach((s, i) => {
+    const b = s.track >= 0 ? band(s.track) : null;
+    if (!b) return;
+    const x0 = x(s.start);
+    const x1 = Math.max(x(s.end), x0 + 1);
+    if (x1 < GUTTER_PX || x0 > W) return;
+    drawn.pathSegments += 1;
+    const colour = categoryColour(s.category);
+    ctx.fillStyle = colour;
+    ctx.globalAlpha = 0.2;
+    ctx.fillRect(x0, b[0], x1 - x0, b[1]);
+    ctx.globalAlpha = 1;
+    ctx.fillRect(x0, b[0], x1 - x0, 4);
+    if (i === path.hover || i === path.selected) {
+      ctx.strokeStyle = i === path.selected ? PATH_COLOUR : p.fg;
+      ctx.lineWidth = 2;
+      ctx.strokeRect(Math.max(x0, GUTTER_PX - 4) - 1, b[0] - 1, Math.min(x1, W + 4) - Math.max(x0, GUTTER_PX - 4) + 2, b[1] + 2);
+      ctx.lineWidth = 1;
+    }
+  });
+  ctx.strokeStyle = PATH_COLOUR;
+  ctx.lineWidth = 1.5;
+  for (const [track, x0, x1] of bands) {
+    const [y, h] = band(track) as [number, number];
+    ctx.strokeRect(x0, y, x1 - x0, h);
+  }
+  ctx.lineWidth = 1;
+  for (const [from, to] of path.arrows) {
+    const a = path.segments[from];
+    const b = path.segments[to];
+    const ba = band(a.track);
+    const bb = band(b.track);
+    if (!ba || !bb) continue;
+    const xa = x(a.end);
+    const xb = x(b.start);
+    if (Math.max(xa, xb) < GUTTER_PX || Math.min(xa, xb) > W) continue;
+    drawArrow(ctx, xa, ba[0] + LANE_PX / 2, xb, bb[0] + LANE_PX / 2, PATH_COLOUR);
+    drawn.pathArrows += 1;
+  }
 }
 
 function drawArrow(ctx: CanvasRenderingContext2D, xa: number, ya: number, xb: number, yb: number, colour: string) {

@@ -45,6 +45,12 @@ export function panBy(view: Window, fraction: number, limit: Window): Window {
   return clampWindow({ start: view.start + shift, end: view.end + shift }, limit);
 }
 
+/** The window that frames a step: its span with a margin of 3% on each side. */
+export function stepWindow(step: { start_us: number; end_us: number }): Window {
+  const pad = (step.end_us - step.start_us) * 0.03;
+  return { start: step.start_us - pad, end: step.end_us + pad };
+}
+
 /** A window of the same width centred on [t0, t1], widened when that does not fit. */
 export function centreOn(view: Window, t0: number, t1: number, limit: Window): Window {
   let width = view.end - view.start;
@@ -302,4 +308,86 @@ export function fitText(text: string, maxPx: number, charPx: number): string {
   if (room < 3) return '';
   if (text.length <= room) return text;
   return `${text.slice(0, room - 1)}…`;
+}
+
+// ----------------------------------------------------------------------------- critical path
+
+/** One segment of a step's critical path as /timeline_critical_path gives it. */
+export interface PathSegment {
+  category: string;
+  start: number;
+  end: number;
+  dur: number;
+  name: string;
+  operator: string;
+  /** The timeline track it lies on; -1 when the timeline has none. */
+  track: number;
+}
+
+/** The consecutive segments that change track, as [from, to] indices: where the path goes
+ *  from one thread or stream to another (a launch reaching the device, a sync returning to
+ *  the CPU, a wait on another stream). Segments with no track are left out. */
+export function pathArrows(segments: readonly PathSegment[]): [number, number][] {
+  const arrows: [number, number][] = [];
+  for (let i = 0; i + 1 < segments.length; i += 1) {
+    const a = segments[i].track;
+    const b = segments[i + 1].track;
+    if (a >= 0 && b >= 0 && a !== b) arrows.push([i, i + 1]);
+  }
+  return arrows;
+}
+
+/** The segment on `track` under time `t` (the path's segments follow each other in time), or
+ *  the nearest on that track within `slackUs`; -1 if none. */
+export function pathSegmentAt(segments: readonly PathSegment[], track: number, t: number, slackUs: number): number {
+  // first segment ending at or after t - slack
+  let lo = 0;
+  let hi = segments.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (segments[mid].end < t - slackUs) lo = mid + 1;
+    else hi = mid;
+  }
+  let best = -1;
+  let bestGap = Infinity;
+  for (let i = lo; i < segments.length && segments[i].start <= t + slackUs; i += 1) {
+    const s = segments[i];
+    if (s.track !== track) continue;
+    const gap = t < s.start ? s.start - t : t > s.end ? t - s.end : 0;
+    if (gap < bestGap) {
+      best = i;
+      bestGap = gap;
+    }
+  }
+  return best;
+}
+
+/** Pixel bands [track, x0, x1] covering the segments between canvas x `left` and `right`
+ *  (`x` maps µs to canvas x), each at least `minPx` wide, those of one track that touch or
+ *  overlap merged: what stays undimmed and gets the path's outline. */
+export function pathBands(segments: readonly PathSegment[], x: (t: number) => number, left: number, right: number, minPx: number): [number, number, number][] {
+  const open = new Map<number, [number, number, number]>();
+  const bands: [number, number, number][] = [];
+  for (const s of segments) {
+    if (s.track < 0) continue;
+    let x0 = x(s.start);
+    let x1 = x(s.end);
+    if (x1 < left || x0 > right) continue;
+    if (x1 - x0 < minPx) {
+      const mid = (x0 + x1) / 2;
+      x0 = mid - minPx / 2;
+      x1 = mid + minPx / 2;
+    }
+    x0 = Math.max(x0, left - 2);
+    x1 = Math.min(x1, right + 2);
+    const last = open.get(s.track);
+    if (last && x0 <= last[2] + 0.5) {
+      last[2] = Math.max(last[2], x1);
+      continue;
+    }
+    const band: [number, number, number] = [s.track, x0, x1];
+    open.set(s.track, band);
+    bands.push(band);
+  }
+  return bands;
 }

@@ -16,16 +16,17 @@ export function numberParam(text: string): number | null {
 /** µs rounded to the nanosecond for the URL. */
 export const roundUs = (v: number) => Math.round(v * 1000) / 1000;
 
-/** [window, setWindow] within `limit`: from the URL when a link reopens the view, written
- * back once it settles (browsers rate-limit replaceState). `setWindow` takes a window or a
- * function of the current one; either way the result is clamped to `limit`. */
-export function useUrlWindow(limit: Window): [Window, (next: Window | ((current: Window) => Window)) => void] {
+/** [window, setWindow] within `limit`: from the URL when a link reopens the view (else
+ * `initial`, by default the whole of `limit`), written back once it settles (browsers
+ * rate-limit replaceState). `setWindow` takes a window or a function of the current one;
+ * either way the result is clamped to `limit`. */
+export function useUrlWindow(limit: Window, initial: Window = limit): [Window, (next: Window | ((current: Window) => Window)) => void] {
   const [startParam] = useUrlParam('trace_start_us', '');
   const [endParam] = useUrlParam('trace_end_us', '');
   const [view, setViewState] = useState<Window>(() => {
     const s = numberParam(startParam);
     const e = numberParam(endParam);
-    return s !== null && e !== null && e > s ? clampWindow({ start: s, end: e }, limit) : clampWindow(limit, limit);
+    return s !== null && e !== null && e > s ? clampWindow({ start: s, end: e }, limit) : clampWindow(initial, limit);
   });
   const setView = useCallback(
     (next: Window | ((current: Window) => Window)) =>
