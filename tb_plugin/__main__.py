@@ -53,8 +53,10 @@ def main(argv=None):
     info.add_argument("--json", action="store_true", help="print JSON instead of text")
     pre = sub.add_parser("preprocess", help="parse every trace of a log directory on a Dask cluster into the cache",
                          description="Parse every trace file under LOGDIR as dask.distributed tasks (one per file) and "
-                                     "write the parsed models and the per-rank summaries of the job and distributed "
-                                     "views into the cache that TensorBoard then reads (--profiler_cache_dir).")
+                                     "write the parsed models and the per-rank summaries of the job, distributed and ranks "
+                                     "timeline views into the cache that TensorBoard then reads "
+                                     "(--profiler_cache_dir); then, per run of several workers, one index of "
+                                     "those summaries, so TensorBoard reads one entry per view, not one per rank.")
     pre.add_argument("logdir", help="the log directory (local path or fsspec URL), as TensorBoard's --logdir names it "
                                     "and as every Dask worker can read it")
     pre.add_argument("--dask", required=True, metavar="ADDRESS|local",
