@@ -396,11 +396,16 @@ class ModelCache:
             fields = manifest[section]
             if admit is not None:
                 admit(fields)
-            parts = {}
-            for name, (file_name, digest) in manifest["parts"].items():
+            paths = {}
+            for name, (file_name, _) in manifest["parts"].items():
                 if not _PART_NAME.fullmatch(file_name):  # a planted manifest naming ../../x
                     raise ValueError(f"part file name {file_name[:80]!r} is not one this cache writes")
-                data = self.fs.cat_file(self._path(key, file_name))
+                paths[name] = self._path(key, file_name)
+            # One call for all parts: an object store's filesystem fetches them concurrently.
+            fetched = self.fs.cat(list(paths.values())) if paths else {}
+            parts = {}
+            for name, (_, digest) in manifest["parts"].items():
+                data = fetched[_fetched_key(self.fs, paths[name])]
                 if _sha256(data) != digest:
                     raise ValueError(f"part {name} does not match its checksum")
                 parts[name] = data
@@ -547,6 +552,11 @@ class ModelCache:
             except OSError:
                 continue
             total -= size
+
+
+def _fetched_key(fs, path):
+    """The key under which `fs.cat([path, ...])` returns `path`'s bytes (its own form of it)."""
+    return fs._strip_protocol(path)
 
 
 def _is_local(fs):
