@@ -21,6 +21,13 @@ every rank costs what its pixels cost, as a single trace does.
 
 Track ids on the shared axis: rank i of the listed ranks owns ids ``i * RANK_TRACK_STRIDE``
 (its summary track) and ``i * RANK_TRACK_STRIDE + 1 + t`` (its own track t).
+
+Over the expanded ranks, what one trace's timeline offers: search by name (`rank_search`),
+per-name totals in a range (`rank_range_summary`) and counter series (`rank_counters`). Each
+calls the single-trace function (`timeline.matching_slices` / `search_position`,
+`timeline.range_summary`, `timeline.counters`) on the rank's own index with the window
+moved onto its own clock, and moves the answer back; that move is `_Shown`'s, the one place
+a rank's shift is applied. Collapsed ranks hold no events: the answers name them instead.
 """
 
 from collections.abc import Mapping, Sequence
