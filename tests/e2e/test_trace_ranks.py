@@ -155,6 +155,8 @@ def test_counters_search_and_range_totals_over_expanded_ranks(page, server, scre
 
     after(page, box_select)
     label = page.locator("[data-testid=trace-range]")
+    page.wait_for_function("(s) => new URLSearchParams(location.search).get('trace_range_start_us') === String("
+                           "Math.round(Number(s) * 1000) / 1000)", arg=label.get_attribute("data-start-us"))
     params = {"run": RUN, "span": 1, "ranks": "all", "expanded": "0,1",
               "start_us": label.get_attribute("data-start-us"), "end_us": label.get_attribute("data-end-us")}
     if label.get_attribute("data-tracks"):

@@ -6,7 +6,7 @@
 // shift_us (origin difference plus clock offset; offset 0 with clock alignment off). The same
 // canvas timeline as one trace: zoom and pan alike. URL state: trace_ranks (all or a list),
 // trace_rank_open (the ranks expanded), align_clocks (shared with the Job view), the window,
-// trace_q (the search). Clicking an event of an expanded rank shows its details and flow
+// trace_q (the search), the shift+dragged range. Clicking an event of an expanded rank shows its details and flow
 // arrows from that rank's own routes (/timeline_event, /timeline_flows with its worker),
 // placed on the shared axis. Over the expanded ranks: each one's counters in its group
 // (/timeline_rank_counters), search by name and shift+drag range totals (RankTools.tsx).
@@ -32,10 +32,9 @@ import { DataTable } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
 import { useTimelineData, type TimelineRoutes } from './data';
 import { Details } from './Details';
-import type { Range } from './draw';
 import { bounds, centreOn, groupTracks, layout, windowLabel, type GroupCounter, type TrackInfo } from './logic';
 import { expandable, RankSummary, useRankSearch } from './RankTools';
-import { useUrlWindow } from './urlWindow';
+import { useUrlRange, useUrlWindow } from './urlWindow';
 import { Timeline, type SliceHit } from './Timeline';
 
 const ROUTES: TimelineRoutes = { slices: 'timeline_rank_slices', counters: 'timeline_rank_counters' };
@@ -181,7 +180,7 @@ function RanksTimeline(props: ViewProps & {
     setReveal((n) => n + 1);
   }, [ranks, limit]);
   const search = useRankSearch({ query: props.query, open: open.size, onExpand: props.onExpand, onFound: found });
-  const [range, setRange] = useState<Range | null>(null);
+  const [range, setRange] = useUrlRange();
   const goTo = (e: TimelineEndpoint) => {
     if (!picked) return;
     const where = e.track < 0 ? null : onAxis(picked.rank, e);
