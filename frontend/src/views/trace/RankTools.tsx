@@ -68,10 +68,12 @@ export function useRankSearch({ query, open, onExpand, onFound }: RankSearchProp
   const goPending = useRef(false);
   const state = useApi<TimelineRankSearchReply>(q ? 'timeline_rank_search' : null, { ...query, q, ...(from ?? {}) });
   const reply = state.status === 'ok' ? state.data : null;
+  // a new list (another query, step past its ends, or other ranks expanded) starts at its first match
   useEffect(() => {
-    if (!reply || !goPending.current) return;
-    goPending.current = false;
+    if (!reply) return;
     setAt(0);
+    if (!goPending.current) return;
+    goPending.current = false;
     if (reply.match) onFound(reply.match);
   }, [reply]);
 
