@@ -630,6 +630,31 @@ class Api:
             raise BadParameterError("parameter 'resolution_us' must be > 0")
         return respond(ranks.slices(start_us, end_us, resolution, tracks_param(request)))
 
+    @reads(_ranks_timeline)
+    def timeline_rank_search(self, request, ranks):
+        text = text_param(request, "q")
+        after_us = float_param(request, "after_us", required=False)
+        after_rank = int_param(request, "after_rank", required=False, minimum=0)
+        after_event = int_param(request, "after_event", required=False, minimum=0)
+        direction = choice_param(request, "direction", ("next", "prev"))
+        return respond(ranks.search(text, after_us, direction, after_rank, after_event))
+
+    @reads(_ranks_timeline)
+    def timeline_rank_summary(self, request, ranks):
+        start_us, end_us = self._window(request)
+        table = choice_param(request, "table", ("combined", "by_rank"))
+        summary = ranks.summary(start_us, end_us, tracks_param(request))
+        if choice_param(request, "format", ("json", "csv")) == "csv" or "table" in request.args:
+            return table_reply(request, getattr(summary, table))
+        return respond({"combined": summary.combined, "by_rank": summary.by_rank, "ranks": summary.ranks,
+                        "not_summed": summary.not_summed})
+
+    @reads(_ranks_timeline)
+    def timeline_rank_counters(self, request, ranks):
+        start_us, end_us = self._window(request)
+        points = int_param(request, "points", required=False, default=500, minimum=1)
+        return respond({"counters": ranks.counters(start_us, end_us, min(points, 5000))})
+
     @reads(_one_profile)
     def timeline_critical_path(self, request, profile):
         return table_reply(request, profile.timeline_critical_path(int_param(request, "step", required=False)))

@@ -533,7 +533,9 @@ class Run:
 @dataclass
 class RanksTimeline:
     """Ranks on one time axis: `ranks` (the `timeline_ranks` table), `tracks` (per rank its
-    summary track and, expanded, its own), `slices(start_us, end_us, resolution_us, tracks)`."""
+    summary track and, expanded, its own), `slices(start_us, end_us, resolution_us, tracks)`;
+    over the expanded ranks, `search(text)`, `summary(start_us, end_us)` (range totals) and
+    `counters(start_us, end_us)`, all in the shared axis' times."""
 
     ranks: pd.DataFrame
     parts: Mapping[str, rank_timeline.RankTimelinePart]
@@ -547,6 +549,25 @@ class RanksTimeline:
                tracks: Sequence[int] | None = None) -> dict[str, Any]:
         """`views.rank_timeline.rank_slices` of these ranks."""
         return rank_timeline.rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks)
+
+    def search(self, text: str, after_us: float | None = None, direction: str = "next",
+               after_rank: int | None = None, after_event: int | None = None, limit: int = 50) -> dict[str, Any]:
+        """Events of the expanded ranks whose name contains `text`, on the shared axis, and the
+        ranks not searched (collapsed); `views.rank_timeline.rank_search`."""
+        return rank_timeline.rank_search(self.ranks, self.indexes, text, after_us, direction, after_rank, after_event,
+                                         limit)
+
+    def summary(self, start_us: float, end_us: float,
+                tracks: Sequence[int] | None = None) -> rank_timeline.RankRangeSummary:
+        """Per name: count and time inside [start_us, end_us] of the shared axis on the expanded
+        ranks, per rank (`by_rank`) and over them (`combined`: total, ranks, min/max rank);
+        `views.rank_timeline.rank_range_summary`."""
+        return rank_timeline.rank_range_summary(self.ranks, self.indexes, start_us, end_us, tracks)
+
+    def counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
+        """Each expanded rank's counter series (as `Profile.timeline_counters`) on the shared
+        axis, with its rank; `views.rank_timeline.rank_counters`."""
+        return rank_timeline.rank_counters(self.ranks, self.indexes, start_us, end_us, points)
 
 
 def span_ranks(job_parts: Mapping[str, job_view.RankPart], ranks: Sequence[int] | None,

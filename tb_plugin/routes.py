@@ -15,6 +15,7 @@ API_ROUTES = (
     "distributed", "job", "diff",
     "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
     "timeline_search", "timeline_summary", "timeline_critical_path", "timeline_ranks", "timeline_rank_slices",
+    "timeline_rank_search", "timeline_rank_summary", "timeline_rank_counters",
     "trace_file",
     "compiled",
     "lightning",

@@ -73,7 +73,8 @@ STATIC_ATTEMPTS = [
     "escape/secret.txt", "..%252f..%252fetc%252fpasswd", "a" * 3000, "cpu_cnn/worker0.1795299171544050927.pt.trace.json.gz",
 ]
 # Parameters that filter names found in the trace: a value matching nothing is a valid question.
-FILTERS = {("/operator_stacks", "name"), ("/operator_stacks", "input_shape"), ("/timeline_search", "q")}
+FILTERS = {("/operator_stacks", "name"), ("/operator_stacks", "input_shape"), ("/timeline_search", "q"),
+           ("/timeline_rank_search", "q")}
 DATA_TYPES = {"application/json; charset=utf-8", "text/csv; charset=utf-8"}
 STATIC_TYPES = {"text/javascript; charset=utf-8", "text/css; charset=utf-8", "text/html; charset=utf-8",
                 "text/yaml; charset=utf-8", "image/svg+xml", "image/png", "application/octet-stream"}

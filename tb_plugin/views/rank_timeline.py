@@ -21,6 +21,13 @@ every rank costs what its pixels cost, as a single trace does.
 
 Track ids on the shared axis: rank i of the listed ranks owns ids ``i * RANK_TRACK_STRIDE``
 (its summary track) and ``i * RANK_TRACK_STRIDE + 1 + t`` (its own track t).
+
+Over the expanded ranks, what one trace's timeline offers: search by name (`rank_search`),
+per-name totals in a range (`rank_range_summary`) and counter series (`rank_counters`). Each
+calls the single-trace function (`timeline.matching_slices` / `search_position`,
+`timeline.range_summary`, `timeline.counters`) on the rank's own index with the window
+moved onto its own clock, and moves the answer back; that move is `_Shown`'s, the one place
+a rank's shift is applied. Collapsed ranks hold no events: the answers name them instead.
 """
 
 from collections.abc import Mapping, Sequence
@@ -35,7 +42,8 @@ from ..schema import declare, documented
 from ..trace.model import TraceModel
 from .common import device_activity
 from .job import RankPart, clocks
-from .timeline import KINDS, TIMELINE_TRACKS, TimelineIndex, merge_blocks
+from .timeline import (KINDS, TIMELINE_SUMMARY, TIMELINE_TRACKS, TimelineIndex, counters, matching_slices, merge_blocks,
+                       range_summary, search_position, slice_endpoint)
 
 SUMMARY_BLOCKS = 2048
 RANK_TRACK_STRIDE = 1 << 20  # tracks of one rank; 2,047 ranks fit in the API's track ids
@@ -56,6 +64,23 @@ TIMELINE_RANKS = declare(
     ("start_us", "float64", "us", "its first event on the shared axis"),
     ("end_us", "float64", "us", "its last event's end on the shared axis"),
     ("summary", "str", "", "what its summary track shows: device activity, or host operators"),
+)
+TIMELINE_RANK_SUMMARY_BY_RANK = declare(
+    "timeline_rank_summary_by_rank", "one slice name (and kind) of one rank in a time range of the shared axis",
+    ("rank", "int64", "", "the rank"),
+    ("worker", "str", "", "its worker"),
+    *TIMELINE_SUMMARY.columns,
+)
+TIMELINE_RANK_SUMMARY = declare(
+    "timeline_rank_summary", "one slice name (and kind) in a time range of the shared axis, over the ranks summed",
+    *TIMELINE_SUMMARY.columns[:2],
+    ("count", "int64", "count", "slices overlapping the range, on all the ranks summed"),
+    ("total_us", "float64", "us", "their time clipped to the range, added over the ranks"),
+    ("ranks", "int64", "count", "ranks with such a slice in the range"),
+    ("min_rank_us", "float64", "us", "the smallest total of one of those ranks"),
+    ("min_rank", "int64", "", "that rank (the lowest one on a tie)"),
+    ("max_rank_us", "float64", "us", "the largest total of one rank"),
+    ("max_rank", "int64", "", "that rank (the lowest one on a tie)"),
 )
 
 
@@ -150,7 +175,8 @@ def rank_frame(job_parts: Mapping[str, RankPart], parts: Mapping[str, RankTimeli
 
 
 class _Shown(NamedTuple):
-    """One row of a `TIMELINE_RANKS` frame, typed."""
+    """One row of a `TIMELINE_RANKS` frame, typed, and the one place where its shift moves
+    times and track ids between the rank's own trace and the shared axis."""
 
     rank: int
     worker: str
@@ -159,11 +185,42 @@ class _Shown(NamedTuple):
     shift_us: float
     summary: str
 
+    def own_time(self, shared_us: float) -> float:
+        """A time of the shared axis on this rank's own clock (µs from its origin)."""
+        return shared_us - self.shift_us
+
+    def shared_time(self, own_us):
+        """Times of this rank's trace (a number or an array) on the shared axis."""
+        return own_us + self.shift_us
+
+    def own_tracks(self, wanted: np.ndarray | None) -> np.ndarray | None:
+        """Which of this rank's own tracks the shared-axis track ids `wanted` name (None: all)."""
+        if wanted is None:
+            return None
+        return wanted[(wanted > self.track) & (wanted < self.track + RANK_TRACK_STRIDE)] - self.track - 1
+
+    def shared_tracks(self, own):
+        """Track ids of the shared axis of this rank's own track ids (a number or an array)."""
+        return own + self.track + 1
+
+    def on_axis(self, endpoint: dict[str, Any]) -> dict[str, Any]:
+        """An endpoint of this rank's index (`timeline.slice_endpoint`) on the shared axis,
+        with its rank, worker and its time on its own clock (`own_ts_us`)."""
+        return {**endpoint, "track": int(self.shared_tracks(endpoint["track"])),
+                "ts_us": float(self.shared_time(endpoint["ts_us"])), "own_ts_us": endpoint["ts_us"],
+                "rank": self.rank, "worker": self.worker}
+
 
 def _shown(frame: pd.DataFrame) -> list[_Shown]:
     return [_Shown(int(r), str(w), int(t), float(o), float(s), str(m)) for r, w, t, o, s, m in zip(
         frame["rank"].tolist(), frame["worker"].tolist(), frame["track"].tolist(), frame["offset_us"].tolist(),
         frame["shift_us"].tolist(), frame["summary"].tolist())]
+
+
+def _expanded(frame: pd.DataFrame, indexes: Mapping[str, TimelineIndex]) -> tuple[list[_Shown], list[int]]:
+    """The ranks shown with an index (expanded), in rank order, and the ranks shown without."""
+    shown = _shown(frame)
+    return [r for r in shown if r.worker in indexes], [r.rank for r in shown if r.worker not in indexes]
 
 
 def rank_tracks(frame: pd.DataFrame, indexes: Mapping[str, TimelineIndex]) -> pd.DataFrame:
@@ -203,14 +260,12 @@ def rank_slices(frame: pd.DataFrame, parts: Mapping[str, RankTimelinePart], inde
         index = indexes.get(row.worker)
         if index is None:
             continue
-        own = None
-        if wanted is not None:
-            own = wanted[(wanted > row.track) & (wanted < row.track + RANK_TRACK_STRIDE)] - row.track - 1
-            if not len(own):
-                continue
-        local = index.query(start_us - row.shift_us, end_us - row.shift_us, resolution_us, own)
-        local["track"] = (np.asarray(local["track"], dtype=np.int64) + row.track + 1).tolist()
-        local["start_us"] = (np.asarray(local["start_us"], dtype=np.float64) + row.shift_us).tolist()
+        own = row.own_tracks(wanted)
+        if own is not None and not len(own):
+            continue
+        local = index.query(row.own_time(start_us), row.own_time(end_us), resolution_us, own)
+        local["track"] = row.shared_tracks(np.asarray(local["track"], dtype=np.int64)).tolist()
+        local["start_us"] = row.shared_time(np.asarray(local["start_us"], dtype=np.float64)).tolist()
         local["rank"] = [row.rank] * len(local["track"])
         replies.append(local)
     out: dict[str, Any] = {k: [] for k in ("track", "lane", "start_us", "dur_us", "name", "count", "busy_us", "event",
@@ -235,9 +290,9 @@ def _summary_slices(rows, parts, start_us, end_us, resolution_us):
     pieces = []
     for i, row in enumerate(rows):  # one mask per rank; the merge is one for all
         part = parts[row.worker]
-        inside = (part.block_start <= end_us - row.shift_us) & (part.block_end >= start_us - row.shift_us)
-        pieces.append((np.full(int(inside.sum()), i, dtype=np.int64), part.block_start[inside] + row.shift_us,
-                       part.block_end[inside] + row.shift_us, part.block_count[inside], part.block_busy[inside]))
+        inside = (part.block_start <= row.own_time(end_us)) & (part.block_end >= row.own_time(start_us))
+        pieces.append((np.full(int(inside.sum()), i, dtype=np.int64), row.shared_time(part.block_start[inside]),
+                       row.shared_time(part.block_end[inside]), part.block_count[inside], part.block_busy[inside]))
     labels = sorted({f"{parts[r.worker].summary} busy" for r in rows})
     if not pieces:
         return {k: [] for k in ("track", "lane", "start_us", "dur_us", "name", "count", "busy_us", "event", "kind",
@@ -251,3 +306,117 @@ def _summary_slices(rows, parts, start_us, end_us, resolution_us):
             "start_us": start.tolist(), "dur_us": (end - start).tolist(), "name": label_of[group].tolist(),
             "count": count.tolist(), "busy_us": busy.tolist(), "event": [-1] * n, "kind": [-1] * n,
             "rank": np.array([r.rank for r in rows], dtype=np.int64)[group].tolist(), "names": labels}
+
+
+# A search orders matches of every expanded rank by (time on the shared axis, rank position,
+# event id); the last two packed into one integer key.
+_EVENT_BITS = 32
+
+
+def rank_search(frame: pd.DataFrame, indexes: Mapping[str, TimelineIndex], text: str, after_us: float | None = None,
+                direction: str = "next", after_rank: int | None = None, after_event: int | None = None,
+                limit: int = 50) -> dict[str, Any]:
+    """Slices of the expanded ranks (those in `indexes`) whose name contains `text`
+    (case-insensitive, as `timeline.search`), ordered by their start on the shared axis.
+
+    Returns {"total", "position", "match", "results"} as `timeline.search` answers them
+    (the next match after the match (`after_rank`, `after_event`), else after `after_us`,
+    or the previous one with direction="prev"; wraps around), each endpoint on the shared
+    axis with its `rank`, `worker` and `own_ts_us` (its start on its own clock); plus
+    "ranks": per rank searched {rank, worker, matches}, and "not_searched": the ranks shown
+    collapsed, whose events are not loaded and so not searched.
+    """
+    rows, collapsed = _expanded(frame, indexes)
+    times, keys, per_rank = [], [], []
+    for i, row in enumerate(rows):  # one vectorised search per expanded rank
+        index = indexes[row.worker]
+        ids = matching_slices(index, text)
+        times.append(row.shared_time(index.slices["ts"].to_numpy()[ids]))
+        keys.append((np.int64(i) << _EVENT_BITS) + ids.astype(np.int64))
+        per_rank.append({"rank": row.rank, "worker": row.worker, "matches": int(len(ids))})
+    out: dict[str, Any] = {"total": 0, "position": -1, "match": None, "results": [], "ranks": per_rank,
+                           "not_searched": collapsed}
+    ts = np.concatenate(times) if times else np.zeros(0)
+    key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+    if not len(ts):
+        return out
+    order = np.lexsort((key, ts))
+    ts, key = ts[order], key[order]
+    after = None
+    position_of = {row.rank: i for i, row in enumerate(rows)}
+    if after_rank in position_of and after_event is not None:
+        i = position_of[after_rank]
+        slices = indexes[rows[i].worker].slices
+        if 0 <= after_event < len(slices):
+            after = (float(rows[i].shared_time(slices["ts"].iat[after_event])), (i << _EVENT_BITS) + after_event)
+    pos = search_position(ts, key, after, after_us, direction)
+
+    def endpoint(k):
+        row = rows[int(k >> _EVENT_BITS)]
+        return row.on_axis(slice_endpoint(indexes[row.worker], int(k & ((1 << _EVENT_BITS) - 1))))
+
+    return {**out, "total": int(len(ts)), "position": pos, "match": endpoint(key[pos]),
+            "results": [endpoint(k) for k in key[pos:pos + limit]]}
+
+
+@dataclass
+class RankRangeSummary:
+    """Per name, what a time range of the shared axis holds on the expanded ranks."""
+
+    combined: pd.DataFrame  # `TIMELINE_RANK_SUMMARY`
+    by_rank: pd.DataFrame  # `TIMELINE_RANK_SUMMARY_BY_RANK`
+    ranks: list[int]  # the ranks summed
+    not_summed: list[int]  # ranks the range touches that are collapsed: their events are not loaded
+
+
+@documented(TIMELINE_RANK_SUMMARY, TIMELINE_RANK_SUMMARY_BY_RANK)
+def rank_range_summary(frame: pd.DataFrame, indexes: Mapping[str, TimelineIndex], start_us: float, end_us: float,
+                       tracks: Sequence[int] | None = None) -> RankRangeSummary:
+    """Per name and kind, the slices inside [start_us, end_us] of the shared axis on the
+    expanded ranks (those in `indexes`), per rank and over the ranks: each rank's
+    `timeline.range_summary` of the same range on its own clock (the range moved by the
+    rank's shift), so a range means the same instant on every rank when the clocks are
+    aligned. `tracks` (ids of the shared axis; None: all) limits it to those tracks; a rank's
+    summary track stands for all of its tracks. Collapsed ranks the range touches are listed
+    in `not_summed`."""
+    wanted = None if tracks is None else np.asarray(tracks, dtype=np.int64)
+    rows, _ = _expanded(frame, indexes)
+    pieces, summed = [], []
+    for row in rows:  # each rank's own range summary, on its own clock
+        whole = wanted is None or bool((wanted == row.track).any())
+        own = None if whole else row.own_tracks(wanted)
+        if own is not None and not len(own):
+            continue
+        mine = range_summary(indexes[row.worker], row.own_time(start_us), row.own_time(end_us), own)
+        pieces.append(mine.assign(rank=row.rank, worker=row.worker))
+        summed.append(row.rank)
+    not_summed = [r.rank for r in _shown(frame) if r.worker not in indexes and (wanted is None or (
+        (wanted >= r.track) & (wanted < r.track + RANK_TRACK_STRIDE)).any())]
+    by_rank = pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame(
+        {c: [] for c in TIMELINE_RANK_SUMMARY_BY_RANK.names})
+    keys = ["name", "kind"]
+    grouped = by_rank.groupby(keys, sort=False)
+    combined = grouped.agg(count=("count", "sum"), total_us=("total_us", "sum"), ranks=("rank", "nunique"))
+    lowest = by_rank.sort_values(["total_us", "rank"], kind="stable").groupby(keys, sort=False).first()
+    highest = by_rank.sort_values(["total_us", "rank"], ascending=[False, True], kind="stable").groupby(
+        keys, sort=False).first()
+    combined = combined.assign(min_rank_us=lowest["total_us"], min_rank=lowest["rank"], max_rank_us=highest["total_us"],
+                               max_rank=highest["rank"]).reset_index()
+    return RankRangeSummary(
+        TIMELINE_RANK_SUMMARY.frame(combined.sort_values(["total_us", "name"], ascending=[False, True], kind="stable")),
+        TIMELINE_RANK_SUMMARY_BY_RANK.frame(by_rank), summed, not_summed)
+
+
+def rank_counters(frame: pd.DataFrame, indexes: Mapping[str, TimelineIndex], start_us: float, end_us: float,
+                  points: int = 500) -> list[dict[str, Any]]:
+    """The counter series of each expanded rank (those in `indexes`) over [start_us, end_us]
+    of the shared axis: its `timeline.counters` over the same range on its own clock, the
+    times moved onto the shared axis; each series with its `rank` and `worker`."""
+    rows, _ = _expanded(frame, indexes)
+    out = []
+    for row in rows:  # each expanded rank's own series
+        model = indexes[row.worker].model
+        for series in counters(model, row.own_time(start_us), row.own_time(end_us), points):
+            out.append({**series, "rank": row.rank, "worker": row.worker,
+                        "time_us": row.shared_time(np.asarray(series["time_us"], dtype=np.float64)).tolist()})
+    return out

@@ -453,7 +453,8 @@ def _slice_of(index, source, rows):
     return np.where(ok, ids[np.clip(rows, 0, len(ids) - 1)], -1)
 
 
-def _endpoint(index, slice_id):
+def slice_endpoint(index: TimelineIndex, slice_id: int) -> dict[str, Any]:
+    """One slice as the page places it: {event, track, lane, ts_us, dur_us, name}."""
     s = index.slices
     return {"event": int(slice_id), "track": int(s["track"].iat[slice_id]), "lane": int(s["lane"].iat[slice_id]),
             "ts_us": float(s["ts"].iat[slice_id]), "dur_us": float(s["dur"].iat[slice_id]),
@@ -491,7 +492,7 @@ def event_details(index: TimelineIndex, event: int) -> dict[str, Any]:
         # as the trace's pid and tid, the numbers the track names and "Where" use.
         thread = model.threads.iloc[int(fields.pop("thread"))]
         fields = {"pid": str(thread["pid"]), "tid": str(thread["tid"]), **fields}
-    details = {**_endpoint(index, event), "name": str(index.names[s["name"].iat[event]]),
+    details = {**slice_endpoint(index, event), "name": str(index.names[s["name"].iat[event]]),
                "kind": KINDS[int(s["kind"].iat[event])], "source": source, "row": row,
                "start_us_absolute": float(model.origin_us + s["ts"].iat[event]), "fields": fields}
     op = row if source == "ops" else fields.get("op", -1)
@@ -531,7 +532,7 @@ def event_flows(index: TimelineIndex, event: int) -> list[dict[str, Any]]:
             pairs += [("launch", f, t) for f, t in zip(froms, tos)]
     if source == "ops":
         pairs += _fwdbwd_pairs(index, row)
-    return [{"kind": kind, "from": _endpoint(index, f), "to": _endpoint(index, t)}
+    return [{"kind": kind, "from": slice_endpoint(index, f), "to": slice_endpoint(index, t)}
             for kind, f, t in pairs if f >= 0 and t >= 0]
 
 
@@ -546,6 +547,42 @@ def _fwdbwd_pairs(index, op_row):
     return [("fwdbwd", f, t) for f, t in zip(_slice_of(index, "ops", froms[mine]), _slice_of(index, "ops", tos[mine]))]
 
 
+def matching_slices(index: TimelineIndex, text: str, tracks: Sequence[int] | None = None) -> np.ndarray:
+    """Ids of the slices (on `tracks`, None: all) whose name contains `text`
+    (case-insensitive), ordered by (start, id)."""
+    needle = text.lower()
+    names = pd.Series(index.names, dtype=object).astype(str).str.lower()
+    wanted = np.flatnonzero(names.str.contains(needle, regex=False).to_numpy())
+    s = index.slices
+    mask = np.isin(s["name"].to_numpy(), wanted)
+    if tracks is not None:
+        mask &= np.isin(s["track"].to_numpy(), index.track_ids(tracks))
+    ids = np.flatnonzero(mask)
+    return ids[np.argsort(s["ts"].to_numpy()[ids], kind="stable")]  # ids ascend: ties by id
+
+
+def search_position(ts: np.ndarray, keys: np.ndarray, after: tuple[float, int] | None, after_us: float | None,
+                    direction: str) -> int:
+    """Where a search goes next among matches ordered by (ts, keys) (both ascending in that
+    order; none empty): past the match `after` = (its ts, its key), so that matches starting
+    together are stepped through one by one, else past `after_us`; the previous one with
+    direction="prev". Wraps around at either end."""
+    n = len(ts)
+    if after is not None:
+        lo, hi = np.searchsorted(ts, after[0], side="left"), np.searchsorted(ts, after[0], side="right")
+        rank = int(lo + np.searchsorted(keys[lo:hi], after[1], side="left"))
+        if direction == "prev":
+            return rank - 1 if rank > 0 else n - 1
+        hit = rank < n and keys[rank] == after[1] and ts[rank] == after[0]
+        pos = rank + 1 if hit else rank
+        return pos if pos < n else 0
+    if direction == "prev":
+        pos = int(np.searchsorted(ts, np.inf if after_us is None else after_us, side="left")) - 1
+        return pos if pos >= 0 else n - 1
+    pos = int(np.searchsorted(ts, -np.inf if after_us is None else after_us, side="right"))
+    return pos if pos < n else 0
+
+
 def search(index: TimelineIndex, text: str, after_us: float | None = None, direction: str = "next",
            tracks: Sequence[int] | None = None, limit: int = 50, after_event: int | None = None) -> dict[str, Any]:
     """Slices whose name contains `text` (case-insensitive), ordered by (start, event id).
@@ -555,38 +592,16 @@ def search(index: TimelineIndex, text: str, after_us: float | None = None, direc
     after `after_us` (or the previous one with direction="prev"; wraps around), "results": up
     to `limit` matches from there on, each an endpoint with its name}.
     """
-    needle = text.lower()
-    names = pd.Series(index.names, dtype=object).astype(str).str.lower()
-    wanted = np.flatnonzero(names.str.contains(needle, regex=False).to_numpy())
-    s = index.slices
-    mask = np.isin(s["name"].to_numpy(), wanted)
-    if tracks is not None:
-        mask &= np.isin(s["track"].to_numpy(), index.track_ids(tracks))
-    ids = np.flatnonzero(mask)
-    ids = ids[np.argsort(s["ts"].to_numpy()[ids], kind="stable")]  # ids ascend: ties by id
+    ids = matching_slices(index, text, tracks)
     if not len(ids):
         return {"total": 0, "position": -1, "match": None, "results": []}
-    ts = s["ts"].to_numpy()[ids]
-    if after_event is not None and 0 <= after_event < len(s):
-        key = (float(s["ts"].iat[after_event]), after_event)
-        rank = np.searchsorted(ts, key[0], side="left")
-        rank += int(np.searchsorted(ids[rank:np.searchsorted(ts, key[0], side="right")], key[1], side="left"))
-        if direction == "prev":
-            pos = rank - 1 if rank > 0 else len(ids) - 1
-        else:
-            hit = rank < len(ids) and ids[rank] == after_event
-            pos = rank + 1 if hit else rank
-            pos = pos if pos < len(ids) else 0
-    elif direction == "prev":
-        pos = np.searchsorted(ts, np.inf if after_us is None else after_us, side="left") - 1
-        pos = pos if pos >= 0 else len(ids) - 1
-    else:
-        pos = np.searchsorted(ts, -np.inf if after_us is None else after_us, side="right")
-        pos = pos if pos < len(ids) else 0
-    pos = int(pos)
+    s = index.slices
+    after = (float(s["ts"].iat[after_event]), after_event) if after_event is not None and 0 <= after_event < len(s) \
+        else None
+    pos = search_position(s["ts"].to_numpy()[ids], ids, after, after_us, direction)
     window = ids[pos:pos + limit]
-    return {"total": int(len(ids)), "position": int(pos), "match": _endpoint(index, int(ids[pos])),
-            "results": [_endpoint(index, int(i)) for i in window]}
+    return {"total": int(len(ids)), "position": int(pos), "match": slice_endpoint(index, int(ids[pos])),
+            "results": [slice_endpoint(index, int(i)) for i in window]}
 
 
 @documented(TIMELINE_SUMMARY)

@@ -1849,6 +1849,218 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/timeline_rank_search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Events of the expanded ranks whose name contains q (case-insensitive), ordered by their start on the shared axis (Run.timeline_ranks(...).search): the next (or previous) match after after_rank/after_event or after_us, and up to 50 matches from there on, each with its rank, worker, times on the shared axis (ts_us) and on its own clock (own_ts_us); ranks lists the ranks searched with their matches, not_searched the collapsed ranks (their events are not loaded). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+                    ranks?: string;
+                    /** @description The expanded ranks (each loads its profile), the only ones whose events are read: all or comma-separated rank numbers; default none. */
+                    expanded?: string;
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+                    align_clocks?: "true" | "false";
+                    q: string;
+                    /** @description a time of the shared axis */
+                    after_us?: number;
+                    /** @description with after_event: step from this rank's match (matches starting together are visited one by one); takes precedence over after_us */
+                    after_rank?: number;
+                    /** @description the event id (in its rank's own trace) of the match to step from */
+                    after_event?: number;
+                    direction?: "next" | "prev";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Matches */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            total: number;
+                            position: number;
+                            match: Record<string, never> | null;
+                            results: {
+                                /** @description slice id in its rank's own trace */
+                                event: number;
+                                /** @description track id on the shared axis */
+                                track: number;
+                                lane: number;
+                                /** @description start on the shared axis (µs) */
+                                ts_us: number;
+                                dur_us: number;
+                                name: string;
+                                /** @description start on its rank's own clock, from its trace origin (µs) */
+                                own_ts_us: number;
+                                rank: number;
+                                worker: string;
+                            }[];
+                            ranks: {
+                                rank: number;
+                                worker: string;
+                                matches: number;
+                            }[];
+                            /** @description collapsed ranks, not searched */
+                            not_searched: number[];
+                        };
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_rank_summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per slice name, what a range of the shared axis holds on the expanded ranks (Run.timeline_ranks(...).summary): each rank's range totals of the same range on its own clock (moved by its shift), as by_rank (rank, worker, name, kind, count, total_us), and over the ranks as combined (name, kind, count, total_us, ranks, min_rank_us, min_rank, max_rank_us, max_rank); ranks lists the ranks summed, not_summed the collapsed ranks the range touches. With table=NAME, that one table (JSON or CSV); CSV without table is combined. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+                    ranks?: string;
+                    /** @description The expanded ranks (each loads its profile), the only ones whose events are read: all or comma-separated rank numbers; default none. */
+                    expanded?: string;
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+                    align_clocks?: "true" | "false";
+                    start_us: number;
+                    end_us: number;
+                    /** @description Comma-separated track ids (default all tracks). */
+                    tracks?: components["parameters"]["tracks"];
+                    /** @description one table alone */
+                    table?: "combined" | "by_rank";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Both tables with the ranks summed (JSON), or one table (JSON, or CSV with format=csv). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            combined: components["schemas"]["TimelineRankSummaryTable"];
+                            by_rank: components["schemas"]["TimelineRankSummaryByRankTable"];
+                            /** @description the ranks summed */
+                            ranks: number[];
+                            /** @description collapsed ranks the range touches */
+                            not_summed: number[];
+                        } | components["schemas"]["TimelineRankSummaryTable"] | components["schemas"]["TimelineRankSummaryByRankTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_rank_counters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Counter series of each expanded rank (as /timeline_counters answers them for its trace) over a window of the shared axis, times on that axis, each series with its rank and worker (Run.timeline_ranks(...).counters). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+                    ranks?: string;
+                    /** @description The expanded ranks (each loads its profile), the only ones whose events are read: all or comma-separated rank numbers; default none. */
+                    expanded?: string;
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+                    align_clocks?: "true" | "false";
+                    start_us: number;
+                    end_us: number;
+                    points?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Series */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            counters: {
+                                rank: number;
+                                worker: string;
+                                name: string;
+                                unit: string;
+                                time_us: number[];
+                                value: (number | null)[];
+                                max: (number | null)[];
+                            }[];
+                        };
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/timeline_counters": {
         parameters: {
             query?: never;
@@ -4306,6 +4518,58 @@ export interface components {
                 number,
                 string,
                 string,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `timeline_rank_summary_by_rank`: one slice name (and kind) of one rank in a time range of the shared axis. */
+        TimelineRankSummaryByRankTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "rank",
+                "worker",
+                "name",
+                "kind",
+                "count",
+                "total_us"
+            ];
+            rows: [
+                number,
+                string,
+                string,
+                string,
+                number,
+                number
+            ][];
+        };
+        /** @description `timeline_rank_summary`: one slice name (and kind) in a time range of the shared axis, over the ranks summed. */
+        TimelineRankSummaryTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "kind",
+                "count",
+                "total_us",
+                "ranks",
+                "min_rank_us",
+                "min_rank",
+                "max_rank_us",
+                "max_rank"
+            ];
+            rows: [
+                string,
+                string,
+                number,
+                number,
+                number,
                 number,
                 number,
                 number,

@@ -228,6 +228,39 @@ export interface TimelineSearchReply {
   results: (TimelineEndpoint & { name: string })[];
 }
 
+/** A match of /timeline_rank_search: one rank's own event (`event` its id in that rank's
+ * trace) placed on the shared axis (`track`, `ts_us`), with its start on its own clock. */
+export interface RankSearchHit extends TimelineEndpoint {
+  name: string;
+  own_ts_us: number;
+  rank: number;
+  worker: string;
+}
+
+/** /timeline_rank_search: as /timeline_search over the expanded ranks, plus the ranks searched
+ * (with their matches) and those not searched (collapsed: their events are not loaded). */
+export interface TimelineRankSearchReply {
+  total: number;
+  position: number;
+  match: RankSearchHit | null;
+  results: RankSearchHit[];
+  ranks: { rank: number; worker: string; matches: number }[];
+  not_searched: number[];
+}
+
+/** /timeline_rank_summary: a range's totals per name over the expanded ranks and per rank. */
+export interface TimelineRankSummaryReply {
+  combined: WireTableOf<'TimelineRankSummaryTable'>;
+  by_rank: WireTableOf<'TimelineRankSummaryByRankTable'>;
+  ranks: number[];
+  not_summed: number[];
+}
+
+/** /timeline_rank_counters: each expanded rank's counter series, on the shared axis. */
+export interface TimelineRankCountersReply {
+  counters: (CounterSeries & { rank: number; worker: string })[];
+}
+
 /** A 4xx/5xx reply body. */
 export interface ErrorReply {
   error: string;

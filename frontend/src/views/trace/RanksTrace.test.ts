@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { onAxis, signedDuration } from './RanksTrace';
+import { onAxis, rankCounters, signedDuration } from './RanksTrace';
+import { expandable, MAX_EXPANDED, rankList } from './RankTools';
 
 describe('ranks on one axis', () => {
   it('places a rank’s own event on the shared axis: its tracks after its summary track, its times shifted', () => {
@@ -15,5 +16,20 @@ describe('ranks on one axis', () => {
   it('signs offsets', () => {
     expect(signedDuration(-11.4)).toMatch(/^−/);
     expect(signedDuration(0)).toMatch(/^\+/);
+  });
+
+  it('names each rank’s counter series apart, keeping its numbers', () => {
+    const series = { name: 'GPU 0 utilization', unit: '%', time_us: [0, 10], value: [1, 2], max: [1, 2], worker: 'w1' };
+    const named = rankCounters([{ ...series, rank: 1 }, { ...series, rank: 3 }]);
+    expect(named.map((s) => s.name)).toEqual(['Rank 1 · GPU 0 utilization', 'Rank 3 · GPU 0 utilization']);
+    expect(named[0].value).toEqual([1, 2]);
+  });
+
+  it('lists ranks left out and expands no more than may be open', () => {
+    expect(rankList([2])).toBe('rank 2');
+    expect(rankList([1, 3, 4])).toBe('ranks 1, 3 and 4');
+    expect(rankList([...Array(20).keys()])).toBe('ranks 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 10 more');
+    expect(expandable([5, 6, 7], MAX_EXPANDED - 2)).toEqual([5, 6]);
+    expect(expandable([5], MAX_EXPANDED)).toEqual([]);
   });
 });

@@ -5,12 +5,24 @@
 // the reference rank's axis (µs from its first event), each rank moved by the server's
 // shift_us (origin difference plus clock offset; offset 0 with clock alignment off). The same
 // canvas timeline as one trace: zoom and pan alike. URL state: trace_ranks (all or a list),
-// trace_rank_open (the ranks expanded), align_clocks (shared with the Job view), the window.
-// Clicking an event of an expanded rank shows its details and flow arrows from that rank's
-// own routes (/timeline_event, /timeline_flows with its worker), placed on the shared axis.
+// trace_rank_open (the ranks expanded), align_clocks (shared with the Job view), the window,
+// trace_q (the search), the shift+dragged range. Clicking an event of an expanded rank shows its details and flow
+// arrows from that rank's own routes (/timeline_event, /timeline_flows with its worker),
+// placed on the shared axis. Over the expanded ranks: each one's counters in its group
+// (/timeline_rank_counters), search by name and shift+drag range totals (RankTools.tsx).
 
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
-import type { TimelineEndpoint, TimelineEventReply, TimelineFlow, TimelineFlowsReply, TimelineRanksReply, ViewProps } from '../../api/types';
+import type {
+  CounterSeries,
+  RankSearchHit,
+  TimelineEndpoint,
+  TimelineEventReply,
+  TimelineFlow,
+  TimelineFlowsReply,
+  TimelineRankCountersReply,
+  TimelineRanksReply,
+  ViewProps,
+} from '../../api/types';
 import { typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration } from '../../base/format';
@@ -20,11 +32,12 @@ import { DataTable } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
 import { useTimelineData, type TimelineRoutes } from './data';
 import { Details } from './Details';
-import { bounds, centreOn, groupTracks, layout, windowLabel, type TrackInfo } from './logic';
-import { useUrlWindow } from './urlWindow';
+import { bounds, centreOn, groupTracks, layout, windowLabel, type GroupCounter, type TrackInfo } from './logic';
+import { expandable, RankSummary, useRankSearch } from './RankTools';
+import { useUrlRange, useUrlWindow } from './urlWindow';
 import { Timeline, type SliceHit } from './Timeline';
 
-const ROUTES: TimelineRoutes = { slices: 'timeline_rank_slices', counters: null };
+const ROUTES: TimelineRoutes = { slices: 'timeline_rank_slices', counters: 'timeline_rank_counters' };
 const NO_STEPS: never[] = [];
 const NOTHING = new Set<string>();
 /** Track ids of one rank on the shared axis: its summary track is rank position x STRIDE, its
@@ -41,6 +54,11 @@ interface RankRow {
 /** An endpoint of one rank's own trace (its track ids, its times) on the shared axis. */
 export function onAxis(rank: Pick<RankRow, 'track' | 'shift_us'>, e: TimelineEndpoint): TimelineEndpoint {
   return { ...e, track: e.track < 0 ? -1 : rank.track + 1 + e.track, ts_us: e.ts_us + rank.shift_us };
+}
+
+/** The series of the expanded ranks, each named apart by its rank (the counter rows' key). */
+export function rankCounters(series: TimelineRankCountersReply['counters']): CounterSeries[] {
+  return series.map((s) => ({ ...s, name: `Rank ${s.rank} · ${s.name}` }));
 }
 
 /** "+1.2 ms" / "-300 µs": a signed duration. */
@@ -60,6 +78,10 @@ export function RanksTrace(props: ViewProps & { ranks: string }) {
     else next.add(rank);
     setOpenParam([...next].sort((a, b) => Number(a) - Number(b)).join(',') || null);
   }, [open]);
+  const expand = useCallback((ranks: number[]) => {
+    const next = new Set([...open, ...expandable(ranks.filter((r) => !open.has(String(r))), open.size).map(String)]);
+    setOpenParam([...next].sort((a, b) => Number(a) - Number(b)).join(',') || null);
+  }, [open]);
   return (
     <>
       <div class="toolbar trace-toolbar">
@@ -75,13 +97,16 @@ export function RanksTrace(props: ViewProps & { ranks: string }) {
         {open.size ? <button type="button" data-control="trace-collapse-ranks" onClick={() => setOpenParam(null)}>Collapse all ranks</button> : null}
       </div>
       <Loaded state={state} label="Reading every rank's summary…">
-        {(data) => <RanksTimeline {...props} data={data} query={query} open={open} onToggle={toggle} />}
+        {(data) => <RanksTimeline {...props} data={data} query={query} open={open} onToggle={toggle} onExpand={expand} />}
       </Loaded>
     </>
   );
 }
 
-function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Record<string, string | number | null>; open: Set<string>; onToggle: (rank: string) => void }) {
+function RanksTimeline(props: ViewProps & {
+  data: TimelineRanksReply; query: Record<string, string | number | null>; open: Set<string>; onToggle: (rank: string) => void;
+  onExpand: (ranks: number[]) => void;
+}) {
   const { data, open } = props;
   const ranks = useMemo(() => typedRows(data.ranks), [data]);
   const byPid = useMemo(() => new Map(ranks.map((r) => [`rank ${r.rank}`, r])), [ranks]);
@@ -93,11 +118,29 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
   const limit = useMemo(() => bounds(data.start_us, data.end_us), [data]);
 
   const [view, setView] = useUrlWindow(limit);
+  const [plotWidth, setPlotWidth] = useState(0);
+  // every rank's group shows its tracks, so the request names none (all of the ranks asked
+  // for): its URL stays short whatever the number of ranks
+  const slices = useTimelineData(props.query, view, plotWidth, '', ROUTES);
+  const counters = useMemo(() => (slices.counters ? rankCounters(slices.counters as TimelineRankCountersReply['counters']) : null), [slices.counters]);
+  // each expanded rank's counter rows, under its header; the names change only when the
+  // series do (not on every pan), so the layout stays put
+  const counterNames = (counters ?? []).map((c) => c.name).join('\u0000');
+  const groupCounters = useMemo(() => {
+    const keyOf = new Map(groups.map((g) => [g.tracks[0].pid, g.key]));
+    const out = new Map<string, GroupCounter[]>();
+    for (const series of (slices.counters ?? []) as TimelineRankCountersReply['counters']) {
+      const key = keyOf.get(`rank ${series.rank}`);
+      if (key === undefined) continue;
+      out.set(key, [...(out.get(key) ?? []), { name: `Rank ${series.rank} · ${series.name}`, label: series.name }]);
+    }
+    return out;
+  }, [groups, counterNames]);
 
   // Every group shows its tracks (a collapsed rank has only its summary track); the header
   // says whether the rank is expanded and which offset moved it.
   const shape = useMemo(() => {
-    const base = layout(groups, [], NOTHING);
+    const base = layout(groups, [], NOTHING, groupCounters);
     const rows = base.rows.map((row) => {
       if (row.type !== 'header') return row;
       const rank = byPid.get(groups.find((g) => g.key === row.key)?.tracks[0].pid ?? '');
@@ -108,7 +151,7 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
       return { ...row, collapsed: !open.has(String(rank.rank)), detail: `${offset} · shift ${signedDuration(rank.shift_us)}` };
     });
     return { ...base, rows };
-  }, [groups, byPid, open]);
+  }, [groups, byPid, open, groupCounters]);
 
   // The selected event: a rank's own event id (ids are per trace), kept in the page only.
   const [picked, setPicked] = useState<{ rank: RankRow; event: number; where: TimelineEndpoint | null } | null>(null);
@@ -128,6 +171,16 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
   // the picked rank's own tracks by their own ids, for the details' "Where"
   const ownTracks = useMemo(() => new Map(picked ? trackList.filter((t) => t.track > picked.rank.track && t.track < picked.rank.track + RANK_TRACK_STRIDE)
     .map((t) => [t.track - picked.rank.track - 1, t] as [number, TrackInfo]) : []), [trackList, picked]);
+  const [reveal, setReveal] = useState(0);
+  const found = useCallback((hit: RankSearchHit) => {
+    const rank = ranks.find((r) => r.rank === hit.rank);
+    if (!rank) return;
+    setPicked({ rank, event: hit.event, where: hit });
+    setView((v) => centreOn(v, hit.ts_us, hit.ts_us + hit.dur_us, limit));
+    setReveal((n) => n + 1);
+  }, [ranks, limit]);
+  const search = useRankSearch({ query: props.query, open: open.size, onExpand: props.onExpand, onFound: found });
+  const [range, setRange] = useUrlRange();
   const goTo = (e: TimelineEndpoint) => {
     if (!picked) return;
     const where = e.track < 0 ? null : onAxis(picked.rank, e);
@@ -146,10 +199,6 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
     return url.href;
   };
 
-  const [plotWidth, setPlotWidth] = useState(0);
-  // every rank's group shows its tracks, so the request names none (all of the ranks asked
-  // for): its URL stays short whatever the number of ranks
-  const slices = useTimelineData(props.query, view, plotWidth, '', ROUTES);
   const onToggle = useCallback((key: string) => {
     const rank = keyRank.get(key);
     if (rank) props.onToggle(rank);
@@ -160,8 +209,11 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
       <div class="hint trace-help">
         {ranks.length === 1 ? '1 rank' : `${ranks.length} ranks`} on one time axis, in µs from the reference rank's trace origin ({windowLabel(view)} shown). Click a rank's header to
         expand it into its own tracks (its profile loads) or collapse it to its {ranks[0]?.summary ?? 'busy'} summary. Wheel or <kbd>W</kbd>/<kbd>S</kbd>:
-        zoom · drag or <kbd>A</kbd>/<kbd>D</kbd>: pan · click an event of an expanded rank: its details and flows. Search and range totals: pick "This worker".
+        zoom · drag or <kbd>A</kbd>/<kbd>D</kbd>: pan · click an event of an expanded rank: its details and flows · shift+drag: totals of a range
+        per name over the expanded ranks. An expanded rank also shows its counters (utilization, queues, memory) in its group. Search and range totals read
+        the expanded ranks only: a collapsed rank has only its summary loaded.
       </div>
+      {search.bar}
       {slices.error ? <ErrorBox title="Cannot load this part of the timeline" reason={slices.error} /> : null}
       <div data-testid="trace-ranks" data-ranks={ranks.map((r) => r.rank).join(',')} data-open={[...open].join(',')}>
         <Timeline
@@ -170,19 +222,23 @@ function RanksTimeline(props: ViewProps & { data: TimelineRanksReply; query: Rec
           view={view}
           onView={setView}
           slices={slices.slices}
-          counters={null}
+          counters={counters}
           steps={NO_STEPS}
           selected={selected}
           onSelect={onSelect}
           flows={arrows}
-          range={null}
-          onRange={() => undefined}
+          range={range}
+          onRange={setRange}
           onToggle={onToggle}
-          reveal={0}
+          reveal={reveal}
           onPlotWidth={setPlotWidth}
           requests={slices.requests}
         />
       </div>
+      {search.matches}
+      {range ? (
+        <RankSummary query={props.query} range={range} total={trackList.length} open={open.size} onExpand={props.onExpand} onClear={() => setRange(null)} />
+      ) : null}
       {picked ? (
         <div data-testid="trace-rank-selected" data-rank={String(picked.rank.rank)}>
           <div class="hint">Rank {picked.rank.rank} ({picked.rank.worker}): times below are on its own trace's clock, from its start.</div>

@@ -495,7 +495,7 @@ function debugHook(el: HTMLCanvasElement, sc: Scene) {
       sc.layout.rows.map((r) =>
         r.type === 'header' ? { type: r.type, label: r.label, collapsed: r.collapsed, y: RULER_PX + r.y - sc.scrollTop + r.h / 2 }
           : r.type === 'track' ? { type: r.type, label: r.track.thread, track: r.track.track, y: RULER_PX + r.y - sc.scrollTop + LANE_PX / 2 }
-            : { type: r.type, label: r.name, y: RULER_PX + r.y - sc.scrollTop + r.h / 2 },
+            : { type: r.type, label: r.label, name: r.name, y: RULER_PX + r.y - sc.scrollTop + r.h / 2 },
       ),
   };
 }

@@ -34,7 +34,7 @@ import { useTimelineData } from './data';
 import type { Range, Step } from './draw';
 import { bounds, centreOn, groupKey, groupTracks, layout, pathArrows, stepWindow, windowLabel, type PathSegment, type TrackInfo } from './logic';
 import { RanksTrace } from './RanksTrace';
-import { numberParam, roundUs, useUrlWindow } from './urlWindow';
+import { numberParam, useUrlRange, useUrlWindow } from './urlWindow';
 import { Timeline, type SliceHit } from './Timeline';
 
 export function TraceView(props: ViewProps) {
@@ -44,10 +44,11 @@ export function TraceView(props: ViewProps) {
   const workers = props.runs.find((r) => r.name === props.run)?.workers.length ?? 1;
   const [ranks] = useUrlParam('trace_ranks', '');
   const several = workers > 1 && ranks !== '';
-  // one trace's times and the ranks' shared axis differ: a window or event of one means
-  // nothing in the other
+  // one trace's times and the ranks' shared axis differ: a window, range or event of one
+  // means nothing in the other
   const setRanks = (next: string | null) =>
-    setParams({ trace_ranks: next, trace_start_us: null, trace_end_us: null, trace_event: null, trace_rank_open: null });
+    setParams({ trace_ranks: next, trace_start_us: null, trace_end_us: null, trace_event: null, trace_rank_open: null,
+      trace_range_start_us: null, trace_range_end_us: null });
   return (
     <div class="stack" data-testid="trace">
       {workers > 1 ? <RanksControl ranks={ranks} onRanks={setRanks} /> : null}
@@ -245,17 +246,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   }, []);
 
   // The highlighted range, from the URL when another view links to the events behind a number.
-  const [rangeStartParam] = useUrlParam('trace_range_start_us', '');
-  const [rangeEndParam] = useUrlParam('trace_range_end_us', '');
-  const [range, setRangeState] = useState<Range | null>(() => {
-    const s = numberParam(rangeStartParam);
-    const e = numberParam(rangeEndParam);
-    return s !== null && e !== null && e > s ? { start: s, end: e, tracks: [] } : null;
-  });
-  const setRange = useCallback((next: Range | null) => {
-    setRangeState(next);
-    setParams({ trace_range_start_us: next ? roundUs(next.start) : null, trace_range_end_us: next ? roundUs(next.end) : null });
-  }, []);
+  const [range, setRange] = useUrlRange();
 
   const operatorHref = (name: string) => {
     const url = new URL(window.location.href);

@@ -46,7 +46,7 @@ function scopeOf(tracks: string, base: Params): string {
 }
 
 /** The routes a timeline reads: slices (shaped as /timeline_slices answers) and counters
- *  (none for several ranks on one axis: counters are per trace). */
+ *  (shaped as /timeline_counters answers; null: none). */
 export interface TimelineRoutes {
   slices: string;
   counters: string | null;

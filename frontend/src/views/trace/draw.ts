@@ -317,7 +317,7 @@ export function draw(ctx: CanvasRenderingContext2D, scene: Scene): Drawn {
       }
     } else {
       ctx.fillStyle = p.fg;
-      ctx.fillText(fitText(row.name, GUTTER_PX - 22, CHAR_PX), 16, y + 10);
+      ctx.fillText(fitText(row.label, GUTTER_PX - 22, CHAR_PX), 16, y + 10);
       const series = seriesOf(scene.counters, row);
       if (series) {
         const peak = Math.max(0, ...series.max.map((v) => (v === null ? 0 : v)));

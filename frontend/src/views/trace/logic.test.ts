@@ -117,6 +117,17 @@ describe('layout', () => {
     expect(rowAt(open.rows, open.height + 5)).toBeNull();
     expect(tracksBetween(open.rows, top0 + 1, (open.trackTop.get(2) as number) + 1)).toEqual([0, 1, 2]);
   });
+  it('puts a group’s own counters under its header, before its tracks, and hides them with it', () => {
+    const groups = groupTracks(tracks);
+    const own = new Map([[groups[1].key, [{ name: 'Rank 1 · GPU 0 utilization', label: 'GPU 0 utilization' }]]]);
+    const open = layout(groups, [], new Set(), own);
+    expect(open.rows.map((r) => r.type)).toEqual(['header', 'track', 'track', 'header', 'counter', 'track', 'header', 'track']);
+    const counter = open.rows[4];
+    expect(counter.type === 'counter' && [counter.name, counter.label]).toEqual(['Rank 1 · GPU 0 utilization', 'GPU 0 utilization']);
+    expect(open.trackTop.get(2)).toBe(counter.y + counter.h);
+    const closed = layout(groups, [], new Set([groups[1].key]), own);
+    expect(closed.rows.filter((r) => r.type === 'counter')).toEqual([]);
+  });
   it('finds a counter row its series by name, whatever order the reply lists them in', () => {
     const rows = layout([], ['util', 'memory'], new Set()).rows.filter((r) => r.type === 'counter');
     const series = (name: string) => ({ name, unit: '%', time_us: [0], value: [1], max: [1] });

@@ -154,7 +154,7 @@ export const TRACK_GAP_PX = 4;
 export type Row =
   | { type: 'header'; y: number; h: number; key: string; label: string; collapsed: boolean; detail: string }
   | { type: 'track'; y: number; h: number; track: TrackInfo }
-  | { type: 'counter'; y: number; h: number; name: string };
+  | { type: 'counter'; y: number; h: number; name: string; label: string };
 
 export interface Layout {
   rows: Row[];
@@ -167,8 +167,18 @@ export interface Layout {
 
 export const COUNTERS_KEY = '\u0000counters';
 
-/** Rows top to bottom: the counters group, then each process (a header, then its tracks). */
-export function layout(groups: ProcessGroup[], counters: string[], collapsed: ReadonlySet<string>): Layout {
+/** A counter row inside a process group: `name` matches its series, `label` is shown. */
+export interface GroupCounter {
+  name: string;
+  label: string;
+}
+
+const NO_GROUP_COUNTERS: ReadonlyMap<string, GroupCounter[]> = new Map();
+
+/** Rows top to bottom: the counters group, then each process (a header, then the counters of
+ *  `groupCounters` under its key, then its tracks). */
+export function layout(groups: ProcessGroup[], counters: string[], collapsed: ReadonlySet<string>,
+  groupCounters: ReadonlyMap<string, GroupCounter[]> = NO_GROUP_COUNTERS): Layout {
   const rows: Row[] = [];
   const trackTop = new Map<number, number>();
   const visibleTracks: number[] = [];
@@ -179,7 +189,7 @@ export function layout(groups: ProcessGroup[], counters: string[], collapsed: Re
     y += HEADER_PX;
     if (!closed) {
       counters.forEach((name) => {
-        rows.push({ type: 'counter', y, h: COUNTER_PX, name });
+        rows.push({ type: 'counter', y, h: COUNTER_PX, name, label: name });
         y += COUNTER_PX;
       });
     }
@@ -190,6 +200,10 @@ export function layout(groups: ProcessGroup[], counters: string[], collapsed: Re
     rows.push({ type: 'header', y, h: HEADER_PX, key: group.key, label: group.label, collapsed: closed, detail: `${plural(group.tracks.length, 'track')} · ${plural(events, 'event')}` });
     y += HEADER_PX;
     if (closed) continue;
+    for (const counter of groupCounters.get(group.key) ?? []) {
+      rows.push({ type: 'counter', y, h: COUNTER_PX, ...counter });
+      y += COUNTER_PX;
+    }
     for (const track of group.tracks) {
       const h = Math.max(track.lanes, 1) * LANE_PX + TRACK_GAP_PX;
       rows.push({ type: 'track', y, h, track });

@@ -1,9 +1,11 @@
-// The Trace view's visible window, kept in the page URL (trace_start_us / trace_end_us) so a
-// link reopens it: one hook for the single-worker and the all-ranks timelines.
+// The Trace view's visible window and shift+dragged range, kept in the page URL
+// (trace_start_us / trace_end_us, trace_range_start_us / trace_range_end_us) so a link reopens
+// them: one hook each for the single-worker and the all-ranks timelines.
 
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { setParams } from '../../base/url';
 import { useUrlParam } from '../../components/useUrlParam';
+import type { Range } from './draw';
 import { clampWindow, type Window } from './logic';
 
 /** A number from a URL parameter; null when empty or not a number. */
@@ -38,4 +40,21 @@ export function useUrlWindow(limit: Window, initial: Window = limit): [Window, (
     return () => clearTimeout(timer);
   }, [view]);
   return [view, setView];
+}
+
+/** [range, setRange]: the highlighted range, from the URL when a link (another view's "show in
+ *  the trace") gives one; its tracks are the page's alone. */
+export function useUrlRange(): [Range | null, (next: Range | null) => void] {
+  const [startParam] = useUrlParam('trace_range_start_us', '');
+  const [endParam] = useUrlParam('trace_range_end_us', '');
+  const [range, setRangeState] = useState<Range | null>(() => {
+    const s = numberParam(startParam);
+    const e = numberParam(endParam);
+    return s !== null && e !== null && e > s ? { start: s, end: e, tracks: [] } : null;
+  });
+  const setRange = useCallback((next: Range | null) => {
+    setRangeState(next);
+    setParams({ trace_range_start_us: next ? roundUs(next.start) : null, trace_range_end_us: next ? roundUs(next.end) : null });
+  }, []);
+  return [range, setRange];
 }
