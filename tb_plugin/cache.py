@@ -472,7 +472,11 @@ class ModelCache:
             for name, data in parts.items():
                 digest = _sha256(data)
                 names[name] = [f"{name}-{digest[:24]}.arrow", digest]
-                self._write(self._path(key, names[name][0]), data)
+            if _is_local(self.fs):
+                for name, data in parts.items():
+                    self._write(self._path(key, names[name][0]), data)
+            elif parts:  # one call: an object store's filesystem uploads the parts concurrently
+                self.fs.pipe({self._path(key, names[name][0]): data for name, data in parts.items()})
             manifest = {"format": CACHE_FORMAT, "version": __version__, "source": source, "identity": identity,
                         "written": time.time(), section: fields, "parts": names}
             self._write(self._path(key, MANIFEST), json.dumps(manifest, allow_nan=True).encode())
