@@ -42,8 +42,9 @@ logger = logging.getLogger(__name__)
 # Bump when TraceModel's tables, or this layout, change shape or meaning. Format 1 was pickles
 # (`*.tbpp`), deleted on sight, never read; 3: flows carry `op` and `peer`, times their
 # nanoseconds, MTIA's device work its own tables; 4: ops carry process-group descriptions,
-# Inductor's kernel annotations, flops and Concrete Inputs.
-CACHE_FORMAT = 4
+# Inductor's kernel annotations, flops and Concrete Inputs; 5: device syncs (`cuda_sync`) have
+# their own table, with the event they waited on.
+CACHE_FORMAT = 5
 MANIFEST = "manifest.json"
 _TEMP_PREFIX = ".tmp-"
 _OLD_SUFFIX = ".tbpp"
@@ -54,7 +55,7 @@ _PART_NAME = re.compile(r"(table-[a-z_]+|categories-[0-9]+)-[0-9a-f]{24}\.arrow"
 _TABLE_NAME = re.compile(r"[a-z_]+")
 # Column dtypes of text that Arrow reads back as another kind of text.
 _TEXT_DTYPES = ("object", "str", "string")
-_TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset", "gpu_annotations",
+_TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset", "syncs", "gpu_annotations",
            "memory", "flows", "counters", "other", "steps", "devices")
 
 

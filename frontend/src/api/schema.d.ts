@@ -234,7 +234,7 @@ export interface paths {
                     run: components["parameters"]["run"];
                     worker: components["parameters"]["worker"];
                     span?: components["parameters"]["span"];
-                    table: "ops" | "python" | "runtime" | "kernels" | "memcpy" | "memset" | "gpu_annotations" | "memory" | "flows" | "counters" | "other" | "steps" | "threads" | "devices";
+                    table: "ops" | "python" | "runtime" | "kernels" | "memcpy" | "memset" | "syncs" | "gpu_annotations" | "memory" | "flows" | "counters" | "other" | "steps" | "threads" | "devices";
                     limit?: number;
                     format?: components["parameters"]["format"];
                 };
@@ -250,7 +250,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["OpsTable"] | components["schemas"]["PythonTable"] | components["schemas"]["RuntimeTable"] | components["schemas"]["KernelsTable"] | components["schemas"]["MemcpyTable"] | components["schemas"]["MemsetTable"] | components["schemas"]["GpuAnnotationsTable"] | components["schemas"]["MemoryTable"] | components["schemas"]["FlowsTable"] | components["schemas"]["CountersTable"] | components["schemas"]["OtherTable"] | components["schemas"]["StepsTable"] | components["schemas"]["ThreadsTable"] | components["schemas"]["DevicesTable"];
+                        "application/json": components["schemas"]["OpsTable"] | components["schemas"]["PythonTable"] | components["schemas"]["RuntimeTable"] | components["schemas"]["KernelsTable"] | components["schemas"]["MemcpyTable"] | components["schemas"]["MemsetTable"] | components["schemas"]["SyncsTable"] | components["schemas"]["GpuAnnotationsTable"] | components["schemas"]["MemoryTable"] | components["schemas"]["FlowsTable"] | components["schemas"]["CountersTable"] | components["schemas"]["OtherTable"] | components["schemas"]["StepsTable"] | components["schemas"]["ThreadsTable"] | components["schemas"]["DevicesTable"];
                         "text/csv": string;
                     };
                 };
@@ -4199,6 +4199,43 @@ export interface components {
                 "op"
             ];
             rows: [
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `syncs`: one device-side synchronisation record (CUDA's `cuda_sync`: a stream waiting on an event, a stream, event or context sync the host waited for; MTIA's event_record / event_wait). */
+        SyncsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "thread",
+                "ts",
+                "dur",
+                "device",
+                "stream",
+                "correlation",
+                "external_id",
+                "wait_on_stream",
+                "wait_on_event_record_correlation",
+                "wait_on_event_id",
+                "runtime",
+                "op"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
                 number,
                 number,
                 number,
