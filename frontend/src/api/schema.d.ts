@@ -1077,7 +1077,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Critical path of a step. table=segments: step, category, start_us, end_us, dur_us, name, operator, device, stream, thread (in time order; they tile the step); table=categories: category, time_us, share_pct; table=operators: operator, time_us, share_pct, segments. */
+        /** Critical path of a step. table=segments: step, category, start_us, end_us, dur_us, name, operator, device, stream, thread, evidence (in time order; they tile the step; evidence: recorded, read from the trace, or inferred by timing); table=categories: category, time_us, share_pct; table=operators: operator, time_us, share_pct, segments. */
         get: {
             parameters: {
                 query: {
@@ -2547,7 +2547,8 @@ export interface components {
                 "operator",
                 "device",
                 "stream",
-                "thread"
+                "thread",
+                "evidence"
             ];
             rows: [
                 number,
@@ -2559,7 +2560,8 @@ export interface components {
                 string,
                 number,
                 number,
-                number
+                number,
+                string
             ][];
         };
         /** @description `cuda_graph_kernels`: one kernel name: how much of it ran inside CUDA graph replays. */
