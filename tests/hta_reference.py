@@ -9,8 +9,10 @@ import contextlib
 import functools
 import os
 import tempfile
+import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from .conftest import SAMPLES, SHARED_TRACES
@@ -68,3 +70,73 @@ def hta(path, include_last_profiler_step=True, round_ns=False):
     except Exception as exc:  # HTA's own parsing limits: the comparison cannot be made
         pytest.skip(f"HTA 0.5.0 cannot parse {path}: {exc!r}"[:300])
     return analysis, next(iter(analysis.t.traces))
+
+
+class _NumpyWithNumericUnique(types.ModuleType):
+    """numpy, but `unique` first casts an object array to float64 (see `_call_graph_shim`)."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def unique(array, *args, **kwargs):
+        if isinstance(array, np.ndarray) and array.dtype == object:
+            array = array.astype(np.float64)
+        return np.unique(array, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _call_graph_shim():
+    """Run HTA 0.5.0's call graph with this environment's pandas 3 / numpy 2.
+
+    What fails: `CallStackGraph._construct_call_stack_graph` (hta/common/trace_call_stack.py)
+    builds its array of operator starts and ends with
+    `_df.melt(...).replace({"ts": -1, "end": 1}).sort_values("time").to_numpy()`. pandas 2,
+    which HTA 0.5.0 was written for, downcast the replaced `kind` column to int64, so the
+    array was numeric; pandas 3 keeps the column object, the array is object, and HTA's
+    sanity check `if len(np.unique(events, axis=0)) != len(events): logger.error(...)`
+    raises TypeError ("The axis argument to unique is not supported for dtype object").
+
+    The shim: that module's `np` becomes numpy whose `unique` casts an object array to
+    float64 first, the numeric array pandas 2 gave (the entries are ids, durations, -1/1 and
+    times: numbers). Why HTA's answer cannot change: the result only decides whether HTA logs
+    "BUG: the sorted array contains duplicates"; every other use of `np` in that module is
+    numpy's own, and the events array itself is left as pandas 3 built it (the same values).
+
+    Also, HTA builds the same `CallGraph` of a trace again on every call of
+    `get_frequent_cuda_kernel_sequences` (25 s on the V100 trace); inside the shim it is
+    built once per trace and rank and handed back (HTA only reads it there).
+    """
+    call_stack = pytest.importorskip("hta.common.trace_call_stack", reason="HolisticTraceAnalysis is not installed")
+    kernel_analysis = pytest.importorskip("hta.analyzers.cuda_kernel_analysis")
+    built_by_hta = kernel_analysis.CallGraph
+
+    def call_graph(trace, ranks):
+        key = (id(trace), tuple(ranks))
+        if key not in _CALL_GRAPHS:
+            _CALL_GRAPHS[key] = (trace, built_by_hta(trace, ranks=ranks))  # the trace kept alive: its id stays its own
+        return _CALL_GRAPHS[key][1]
+
+    numpy_of_hta = call_stack.np
+    call_stack.np, kernel_analysis.CallGraph = _NumpyWithNumericUnique("numpy"), call_graph
+    try:
+        yield
+    finally:
+        call_stack.np, kernel_analysis.CallGraph = numpy_of_hta, built_by_hta
+
+
+_CALL_GRAPHS: dict = {}
+
+
+def frequent_sequences(path, operator_name):
+    """HTA's `get_frequent_cuda_kernel_sequences(operator_name, min_pattern_len=2)` on one file,
+    every pattern (`top_k` unbounded), through `_call_graph_shim`; an empty frame where HTA
+    finds none."""
+    analysis, rank = hta(path)
+    with _call_graph_shim():
+        try:
+            return analysis.get_frequent_cuda_kernel_sequences(operator_name, tempfile.mkdtemp(prefix="hta_seq_"),
+                                                               min_pattern_len=2, rank=rank, top_k=1 << 30,
+                                                               visualize=False)
+        except TypeError as exc:  # HTA's own limit: a call graph needs integer thread ids (not 2021's)
+            pytest.skip(f"HTA 0.5.0's call graph fails on {path}: {exc!r}"[:300])
