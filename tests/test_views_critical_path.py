@@ -12,9 +12,12 @@ import pytest
 
 import tb_plugin
 from tb_plugin.views.common import step_windows
-from tb_plugin.views.critical_path import CRITICAL_PATH, CRITICAL_PATH_CATEGORIES, CRITICAL_PATH_OPERATORS
+from tb_plugin.views.critical_path import (CRITICAL_PATH, CRITICAL_PATH_CATEGORIES, CRITICAL_PATH_OPERATORS, _graph,
+                                           _waited_for)
 
-from .conftest import kernel, op, runtime, write_trace
+from .conftest import SHARED_TRACES, kernel, op, runtime, write_trace
+from .hta_reference import critical_path as hta_critical_path
+from .hta_reference import critical_path_graph as hta_critical_path_graph
 from .hta_reference import gpu_trace_files
 from .test_api import PREFIX
 from .test_views_gpu_idle import served  # noqa: F401 (the A100 sample served over HTTP)
@@ -239,6 +242,121 @@ def test_a_leaf_operator_is_work_not_a_wait(tmp_path):
     waiting: its time is its own work, the path stays on the main thread."""
     events = [e for e in BACKWARD_ON_ANOTHER_THREAD if e["name"] != "## backward ##"] + [op("aten::copy_", 20, 230)]
     assert segments(load(tmp_path, events)) == [("cpu", 0, 300, "")]
+
+
+# Both at once: the engine thread (tid 2) runs evaluate_function 40-200 around MmBackward0
+# 45-190, which launches K1 (call 50-52, corr 1) on stream 7 at 60-100, records an event
+# after it (53-54, corr 2), launches an unrelated K3 (55-56, corr 3) on stream 8 at 70-105,
+# makes stream 9 wait on the event (57-58, corr 4) and launches K2 (59-60, corr 5) on stream
+# 9 at 110-280. The main thread (tid 1) waits in ## backward ## (10-250, ones_like 12-20),
+# then in Optimizer.step (255-290) for the device (cudaDeviceSynchronize 260-285, with its
+# Context Sync record). Step: 0-300.
+BOTH = [
+    op("ProfilerStep#1", 0, 300, cat="user_annotation"), op("## backward ##", 10, 240, cat="user_annotation"),
+    op("aten::ones_like", 12, 8),
+    op("autograd::engine::evaluate_function: MmBackward0", 40, 160, tid=2), op("MmBackward0", 45, 145, tid=2),
+    runtime("cudaLaunchKernel", 50, 2, 1, 0, tid=2), kernel("K1", 60, 40, 1, stream=7),
+    runtime("cudaEventRecord", 53, 1, 2, 0, tid=2),
+    runtime("cudaLaunchKernel", 55, 1, 3, 0, tid=2), kernel("K3", 70, 35, 3, stream=8),
+    runtime("cudaStreamWaitEvent", 57, 1, 4, 0, tid=2), stream_wait(58, 4, stream=9, wait_on_stream=7, record_correlation=2),
+    runtime("cudaLaunchKernel", 59, 1, 5, 0, tid=2), kernel("K2", 110, 170, 5, stream=9),
+    op("Optimizer.step", 255, 35), runtime("cudaDeviceSynchronize", 260, 25, 6, 0),
+    cuda_sync("Context Sync", 280, 6, stream=-1),
+]
+
+
+def test_event_wait_and_thread_wait_together(tmp_path):
+    """Backwards from 300: CPU 285-300 on the main thread; its cudaDeviceSynchronize waited
+    (Context Sync record) for the device's last work, K2 (110-280): sync 280-285; K2 waited
+    for the recorded event, K1's end (100): stream_wait 100-110; K1 for its launch (50-60) on
+    the engine thread; that thread's CPU 40-50; before 40 it idled, until after the main
+    thread's last end (ones_like, 20): thread_wait 20-40; the main thread's CPU 0-20."""
+    profile = load(tmp_path, BOTH)
+    assert segments(profile) == [
+        ("cpu", 0, 20, ""), ("thread_wait", 20, 40, "aten::ones_like"), ("cpu", 40, 50, ""),
+        ("launch", 50, 60, "cudaLaunchKernel"), ("kernel", 60, 100, "K1"), ("stream_wait", 100, 110, ""),
+        ("kernel", 110, 280, "K2"), ("sync", 280, 285, "cudaDeviceSynchronize"), ("cpu", 285, 300, "")]
+    assert profile.critical_path(1)["evidence"].tolist() == ["recorded", "inferred"] + ["recorded"] * 7
+
+
+def test_hta_follows_the_same_event_and_has_no_edge_between_threads(tmp_path):
+    """HTA's critical_path_analysis on the same trace (through `hta_reference.critical_path`):
+    the same device work on the path, K1 then K2, joined by a sync edge (the recorded event;
+    HTA gives it no weight, the 10 µs between them are our stream_wait), and the launch of
+    K1. Deliberate difference: HTA's graph has no edge between CPU threads, so its path
+    starts on the engine thread; ours goes on through the thread wait to the main thread."""
+    path = write_trace(tmp_path / "w.pt.trace.json", BOTH, distributedInfo={"rank": 0})
+    edges = hta_critical_path(path)
+    on_device = edges[edges["stream"] >= 0]
+    assert sorted(on_device["s_name"]) == ["K1", "K2"]
+    assert "critical_path_sync_dependency" in set(edges["type"])
+    assert "critical_path_kernel_launch_delay" in set(edges["type"])
+    assert set(edges.loc[edges["stream"] < 0, "tid"].astype(int)) == {2}  # the engine thread only
+    profile = tb_plugin.load(path)
+    ours = profile.critical_path(1)
+    assert sorted(ours.loc[ours["category"] == "kernel", "name"]) == ["K1", "K2"]
+    assert set(profile.model.threads["tid"].to_numpy()[ours.loc[ours["thread"] >= 0, "thread"]]) == {"1", "2"}
+    assert ours.loc[ours["category"] == "thread_wait", "start_us"].tolist() == [20]
+
+
+ALEXNET = SHARED_TRACES / "a100_alexnet" / "worker0.pt.trace.json.gz"
+
+
+def hta_sync_edges(path):
+    """HTA's sync edges on the whole trace: (correlation, stream) of the device event an edge
+    leaves -> (correlation, stream) of the device event or runtime call (stream -1) it enters."""
+    graph = hta_critical_path_graph(path, "", None)
+    trace = graph.full_trace_df.set_index("index")
+    edges = set()
+    for u, v, data in graph.edges(data=True):
+        if data["object"].type.value == "critical_path_sync_dependency":
+            a, b = (trace.loc[graph.node_list[n].ev_idx] for n in (u, v))
+            edges.add(((int(a["correlation"]), int(a["stream"])), (int(b["correlation"]), int(b["stream"]))))
+    return edges
+
+
+@pytest.fixture(scope="module")
+def alexnet():
+    if not ALEXNET.is_file():
+        pytest.skip(f"{ALEXNET} is not available (../shared/traces missing)")
+    return tb_plugin.load(ALEXNET).model
+
+
+def test_stream_waits_agree_with_hta_on_a100_alexnet(alexnet):
+    """The A100 AlexNet trace has cuda_sync records (20 Stream Wait Events between streams 7
+    and 20-24). Each recorded wait we follow (producer -> the activity held back, by
+    correlation) is a device-to-device sync edge of HTA's graph, and HTA has no other."""
+    g = _graph(alexnet)
+    consumers = np.flatnonzero(g.wait_src >= 0)
+    ours = {((int(g.correlation[p]), int(g.stream[p])), (int(g.correlation[c]), int(g.stream[c])))
+            for p, c in zip(g.wait_src[consumers], consumers)}
+    assert ours and ours == {e for e in hta_sync_edges(ALEXNET) if e[1][1] >= 0}
+
+
+def test_blocking_syncs_agree_with_hta_on_a100_alexnet(alexnet):
+    """Each cudaStreamSynchronize / cudaDeviceSynchronize with its Stream Sync / Context Sync
+    record: the device activity we say it waited for has an HTA sync edge into the call.
+    Deliberate difference: HTA also draws an edge from each stream's last activity when that
+    one had ended before the call began (a Context Sync on an idle device); it did not hold
+    the call back, and we say the call waited for nothing (its sync segment is the call)."""
+    g = _graph(alexnet)
+    runtime_correlation = alexnet.runtime["correlation"].to_numpy()
+    hta_sources = {}
+    for source, (call, stream) in hta_sync_edges(ALEXNET):
+        if stream < 0:
+            hta_sources.setdefault(call, set()).add(source[0])
+    checked = 0
+    for s in g.blocking:
+        waited, evidence = _waited_for(g, s)
+        assert evidence == "recorded"
+        call = int(runtime_correlation[s])
+        if waited >= 0:
+            assert int(g.correlation[waited]) in hta_sources[call]
+            checked += 1
+        else:  # HTA's sources of the call had all ended before it began
+            ended = [g.end[g.correlation == c].max() for c in hta_sources.get(call, ())]
+            assert all(e <= g.rt_ts[s] for e in ended)
+    assert checked >= 17  # 16 Stream Syncs and one Context Sync that waited
 
 
 def test_unknown_step(tmp_path):

@@ -52,16 +52,28 @@ stretches) are built vectorised (`merge_asof`, `searchsorted`); the walk loops o
 segment of the path.
 
 Differences from HTA (`critical_path_analysis`), which builds a full event graph of one rank
-and finds its longest path:
+and finds its longest path (tests/test_views_critical_path.py runs it, with two pandas-3
+fixes in `tests/hta_reference.py`):
 
-- HTA's graph has no edge between CPU threads: a thread waiting for another shows as CPU
-  time of its enclosing operator there (tested: `test_hta_has_no_edge_between_threads`).
+- Where both read the records they agree: on the A100 AlexNet trace the device-to-device
+  waits followed here are exactly HTA's sync edges
+  (`test_stream_waits_agree_with_hta_on_a100_alexnet`), and what a blocking call waited for
+  has an HTA sync edge into it (`test_blocking_syncs_agree_with_hta_on_a100_alexnet`).
+- HTA also draws a sync edge from a stream's last activity into a Context / Stream Sync that
+  began after that activity had ended; here the call waited for nothing (its `sync`
+  segment is the call itself) (same test).
+- HTA's graph has no edge between CPU threads: its path starts or ends on one thread where
+  ours goes on through a `thread_wait`; HTA gives a sync edge no weight, the wait between
+  producer and consumer is a `stream_wait` segment here
+  (`test_hta_follows_the_same_event_and_has_no_edge_between_threads`).
 - The consumer of a stream wait is, here, the next activity launched on the waiting stream
   by any thread (stream order is per stream); HTA takes the next launch of the same CPU
   thread. The producer is the last activity launched on the recorded stream before the
   record, here by correlation, in HTA by the launch calls' start times; both agree when
-  launches are made by one thread.
+  one thread launches on the stream.
 - Without `cuda_sync` records HTA follows no cross-stream dependency; here it is inferred.
+- HTA's path is the longest in the rank's graph; here the path is the chain that decides
+  the step's end, and it tiles the step window (CPU time before the first launch included).
 - fwd/bwd flows (`fwdbwd`) are not followed: they link a forward operator to its backward
   one, a data dependency satisfied long before the backward runs (the engine's thread
   starts when the main thread hands it the graph, which the thread-wait rule follows).
