@@ -240,11 +240,12 @@ class _Graph:
         producer_end = self.end[pairs["producer"].to_numpy()]
         # A record that puts the producer's end after the consumer's start contradicts the
         # timeline: not followed. Several waits before one activity: the latest event counts.
-        pairs = pairs[producer_end <= self.ts[pairs["consumer"].to_numpy()]].assign(end=producer_end[
-            producer_end <= self.ts[pairs["consumer"].to_numpy()]])
+        consistent = producer_end <= self.ts[pairs["consumer"].to_numpy()]
+        pairs = pairs[consistent].assign(end=producer_end[consistent])
         pairs = pairs.sort_values("end", kind="stable").drop_duplicates("consumer", keep="last")
         self.wait_src[pairs["consumer"].to_numpy()] = pairs["producer"].to_numpy()
         linked = syncs["runtime"].to_numpy()
+        # A call with several records (a Context Sync per device) keeps one: they name one wait.
         self.rt_record[linked[linked >= 0]] = np.flatnonzero(linked >= 0)
 
     def _find_thread_waits(self, model):
@@ -268,10 +269,11 @@ class _Graph:
         a, b, t_gap = before[gap], time[gap], thread[gap]
         inner = Nesting(self.op_thread, self.op_ts, self.op_end - self.op_ts).enclosing(
             t_gap, np.where(np.isfinite(a), (a + b) / 2, b - THREAD_WAIT_MIN_US / 2))
-        has_children = np.bincount(self.op_parent[self.op_parent >= 0], minlength=n_ops) > 0
-        annotation = (ops["cat"].astype(str) == "user_annotation").to_numpy()
-        waiting = (inner < 0) | has_children[np.clip(inner, 0, None)] | annotation[np.clip(inner, 0, None)] \
-            if n_ops else np.ones(len(b), dtype=bool)
+        # Waiting: outside every operator, or inside one with child operators or an annotation.
+        encloser = (np.bincount(self.op_parent[self.op_parent >= 0], minlength=n_ops) > 0) \
+            | (ops["cat"].astype(str) == "user_annotation").to_numpy()
+        waiting = inner < 0
+        waiting[~waiting] = encloser[inner[~waiting]]
         a, b, t_gap = a[waiting], b[waiting], t_gap[waiting]
         pid = pd.factorize(model.threads["pid"])[0].astype(np.int64)
         ends = pd.DataFrame({"pid": pid[np.concatenate([self.op_thread, self.rt_thread]).astype(np.int64)],
@@ -284,13 +286,11 @@ class _Graph:
         found = pd.merge_asof(stretches, ends.rename(columns={"end": "other_end"}), left_on="end",
                               right_on="other_end", by="pid", direction="backward", allow_exact_matches=False)
         found = found[found["other_end"].notna() & (found["other_end"] > found["start"])]
-        what = found["what"].to_numpy().astype(np.int64)
         self.wait_thread = found["thread"].to_numpy().astype(np.int64)
         self.wait_end = found["end"].to_numpy()
         self.wait_on_end = found["other_end"].to_numpy()
         self.wait_on_thread = found["by"].to_numpy().astype(np.int64)
-        self.wait_on_name = np.where(what < n_ops, self.op_name[np.clip(what, 0, max(n_ops - 1, 0))] if n_ops else "",
-                                     self.rt_name[np.clip(what - n_ops, 0, max(n_rt - 1, 0))] if n_rt else "")
+        self.wait_on_name = np.concatenate([self.op_name, self.rt_name])[found["what"].to_numpy().astype(np.int64)]
         self.thread_waits = _LastEnded(self.wait_thread, self.wait_end)
 
     def last_on_device(self, device, t, after):
