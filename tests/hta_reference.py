@@ -104,18 +104,18 @@ def _call_graph_shim():
     numpy's own, and the events array itself is left as pandas 3 built it (the same values).
 
     Also, HTA builds the same `CallGraph` of a trace again on every call of
-    `get_frequent_cuda_kernel_sequences` (25 s on the V100 trace); inside the shim it is
-    built once per trace and rank and handed back (HTA only reads it there).
+    `get_frequent_cuda_kernel_sequences` (25 s on the V100 trace); inside one use of the
+    shim it is built once per trace and rank and handed back (HTA only reads it there).
     """
     call_stack = pytest.importorskip("hta.common.trace_call_stack", reason="HolisticTraceAnalysis is not installed")
     kernel_analysis = pytest.importorskip("hta.analyzers.cuda_kernel_analysis")
-    built_by_hta = kernel_analysis.CallGraph
+    built_by_hta, built = kernel_analysis.CallGraph, {}
 
     def call_graph(trace, ranks):
-        key = (id(trace), tuple(ranks))
-        if key not in _CALL_GRAPHS:
-            _CALL_GRAPHS[key] = (trace, built_by_hta(trace, ranks=ranks))  # the trace kept alive: its id stays its own
-        return _CALL_GRAPHS[key][1]
+        key = (id(trace), tuple(ranks))  # the traces outlive the shim: their ids stay theirs
+        if key not in built:
+            built[key] = built_by_hta(trace, ranks=ranks)
+        return built[key]
 
     numpy_of_hta = call_stack.np
     call_stack.np, kernel_analysis.CallGraph = _NumpyWithNumericUnique("numpy"), call_graph
@@ -125,21 +125,22 @@ def _call_graph_shim():
         call_stack.np, kernel_analysis.CallGraph = numpy_of_hta, built_by_hta
 
 
-_CALL_GRAPHS: dict = {}
-
-
-def frequent_sequences(path, operator_name):
-    """HTA's `get_frequent_cuda_kernel_sequences(operator_name, min_pattern_len=2)` on one file,
-    every pattern (`top_k` unbounded), through `_call_graph_shim`; an empty frame where HTA
-    finds none."""
+@functools.lru_cache(maxsize=None)
+def frequent_sequences(path, operator_names):
+    """HTA's `get_frequent_cuda_kernel_sequences(name, min_pattern_len=2)` on one file for
+    each of `operator_names`, every pattern (`top_k` unbounded), through `_call_graph_shim`:
+    {name: frame}, an empty frame where HTA finds none."""
     analysis, rank = hta(path)
+    found = {}
     with _call_graph_shim():
-        try:
-            return analysis.get_frequent_cuda_kernel_sequences(operator_name, tempfile.mkdtemp(prefix="hta_seq_"),
-                                                               min_pattern_len=2, rank=rank, top_k=1 << 30,
-                                                               visualize=False)
-        except TypeError as exc:  # HTA's own limit: a call graph needs integer thread ids (not 2021's)
-            pytest.skip(f"HTA 0.5.0's call graph fails on {path}: {exc!r}"[:300])
+        for name in operator_names:
+            try:
+                found[name] = analysis.get_frequent_cuda_kernel_sequences(
+                    name, tempfile.mkdtemp(prefix="hta_seq_"), min_pattern_len=2, rank=rank, top_k=1 << 30,
+                    visualize=False)
+            except TypeError as exc:  # HTA's own limit: a call graph needs integer thread ids (not 2021's)
+                pytest.skip(f"HTA 0.5.0's call graph fails on {path}: {exc!r}"[:300])
+    return found
 
 
 # HTA 0.5.0's critical_path_analysis.py, rewritten where pandas 3 changed what its code does:
@@ -177,11 +178,11 @@ def _critical_path_module():
 @functools.lru_cache(maxsize=None)
 def critical_path_graph(path, annotation="ProfilerStep", instance=0):
     """HTA's `critical_path_analysis(rank, annotation, instance)` on one file, through
-    `_critical_path_module` and `_call_graph_shim`: its `CPGraph`, the path found."""
+    `_critical_path_module` (its call stacks come from `hta.common.call_stack`, which needs no
+    shim): its `CPGraph`, the path found."""
     analysis, rank = hta(path)
-    with _call_graph_shim():
-        graph, succeeded = _critical_path_module().CriticalPathAnalysis.critical_path_analysis(
-            analysis.t, rank, annotation, instance)
+    graph, succeeded = _critical_path_module().CriticalPathAnalysis.critical_path_analysis(
+        analysis.t, rank, annotation, instance)
     assert succeeded, f"HTA found no critical path in {path}"
     return graph
 

@@ -86,8 +86,7 @@ HTA_OPERATORS = ("aten::", "aten::conv2d", "aten::linear")
 def hta_patterns(trace):
     """HTA's patterns on `trace` that repeat: (operator, [device entries], count, GPU kernel µs)."""
     patterns = []
-    for operator in HTA_OPERATORS:
-        found = frequent_sequences(trace, operator)
+    for operator, found in frequent_sequences(trace, HTA_OPERATORS).items():
         if found.empty:
             continue
         for pattern, count, kernel_us in found[["pattern", "count", "GPU kernel duration (us)"]].itertuples(
@@ -151,7 +150,7 @@ def test_we_count_sequences_across_operators(tmp_path):
     path = write_trace(tmp_path / "w.pt.trace.json", events, distributedInfo={"rank": 0})
     ours = tb_plugin.load(path).kernel_sequences(2)
     assert dict(zip(ours["sequence"], ours["occurrences"])) == {"A | B": 3, "B | A": 2}
-    hta_found = frequent_sequences(path, "opAB")
+    hta_found = frequent_sequences(path, ("opAB",))["opAB"]
     assert hta_found[["pattern", "count"]].values.tolist() == [["opAB|A|B", 2]]
 
 
