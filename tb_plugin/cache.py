@@ -42,9 +42,10 @@ logger = logging.getLogger(__name__)
 # Bump when TraceModel's tables, or this layout, change shape or meaning. Format 1 was pickles
 # (`*.tbpp`), deleted on sight, never read; 3: flows carry `op` and `peer`, times their
 # nanoseconds, MTIA's device work its own tables; 4: ops carry process-group descriptions,
-# Inductor's kernel annotations, flops and Concrete Inputs; 5: device syncs (`cuda_sync`) have
-# their own table, with the event they waited on.
-CACHE_FORMAT = 5
+# Inductor's kernel annotations, flops and Concrete Inputs; 6: device syncs (`cuda_sync`) have
+# their own table, with the event they waited on (5 is main's summary members: a format-5
+# entry has no syncs table).
+CACHE_FORMAT = 6
 MANIFEST = "manifest.json"
 _TEMP_PREFIX = ".tmp-"
 _OLD_SUFFIX = ".tbpp"
