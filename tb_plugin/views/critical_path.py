@@ -32,7 +32,8 @@ dependency that was satisfied last (the "last-arriving predecessor"). Dependenci
     to end while it blocked; Event Sync: the recorded event's activity, as above; Context
     Sync: the last of its device); for a call that itself launched device work (a
     synchronous memcpy), that work; otherwise (inferred) the device activity, on any
-    device, that ended last while it blocked;
+    device, that ended last while it blocked (cudaStreamWaitEvent does not block the
+    thread: it is the device-side wait above);
   * a wait on another thread (inferred, `THREAD_WAIT_MIN_US`): a stretch of at least that
     long in which the thread starts and ends nothing, is in no runtime call, and is
     outside every operator or inside one that has child operators or is a user annotation
