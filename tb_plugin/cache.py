@@ -46,8 +46,9 @@ logger = logging.getLogger(__name__)
 # (`*.tbpp`), deleted on sight, never read; 3: flows carry `op` and `peer`, times their
 # nanoseconds, MTIA's device work its own tables; 4: ops carry process-group descriptions,
 # Inductor's kernel annotations, flops and Concrete Inputs; 5: summaries hold members (a file's
-# one, or a run's index of all its workers') and 1-D arrays.
-CACHE_FORMAT = 5
+# one, or a run's index of all its workers') and 1-D arrays; 6: device syncs (`cuda_sync`) have
+# their own table, with the event they waited on.
+CACHE_FORMAT = 6
 MANIFEST = "manifest.json"
 _TEMP_PREFIX = ".tmp-"
 _OLD_SUFFIX = ".tbpp"
@@ -62,7 +63,7 @@ _MEMBER = "__member"
 _TEXT_DTYPES = ("object", "str", "string")
 # Column dtypes a member of a summary entry may give back to its rows.
 _NUMBER_DTYPES = ("bool", "int32", "int64", "float32", "float64")
-_TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset", "gpu_annotations",
+_TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset", "syncs", "gpu_annotations",
            "memory", "flows", "counters", "other", "steps", "devices")
 
 

@@ -7,7 +7,7 @@ earliest event (ProfilerStep#1 at 100 µs after the base 1700000000000000):
 
     step 1 [100, 300]: aten::mm [110, 160] launches pe_exe [215, 255]; aten::copy_ [165, 185]
         a dma_request [255, 270] of 4096 bytes; aten::add [190, 210] a merge [270, 280];
-        event_wait [280, 290] (sync, launched by nothing)
+        event_wait [280, 290] (sync, launched by nothing; the syncs table)
     step 2 [300, 500]: aten::mm [310, 360] launches pe_exe [400, 460]; aten::add [370, 400]
         a remote [460, 480] and a merge [480, 490]; event_record [490, 495] (sync)
 
@@ -58,9 +58,9 @@ def test_mtia_transfers_and_sync(mtia, device_events):
     assert memcpy["name"].astype(str).tolist() == ["dma_request"]
     assert memcpy["bytes"].tolist() == [e["args"]["size"] for e in dma] == [4096]
     assert memcpy["dur"].sum() == sum(e["dur"] for e in dma)
-    other = mtia.model.other
-    assert sorted(other["name"].astype(str)) == sorted(e["name"] for e in device_events if e["name"] in SYNC)
-    assert len(mtia.model.kernels) + len(memcpy) + len(other) == len(device_events)
+    syncs = mtia.model.syncs
+    assert sorted(syncs["name"].astype(str)) == sorted(e["name"] for e in device_events if e["name"] in SYNC)
+    assert len(mtia.model.kernels) + len(memcpy) + len(syncs) == len(device_events)
 
 
 def test_mtia_device_work_links_to_its_runtime_call_and_operator(mtia):
@@ -130,9 +130,9 @@ def test_generic_device_categories_of_other_backends(tmp_path, backend_runtime, 
 
 def test_every_backend_of_the_table_is_recognised():
     """The table's names, read back through the classifier."""
-    from tb_plugin.trace.kinds import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OTHER, KIND_RUNTIME, classify
+    from tb_plugin.trace.kinds import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_RUNTIME, KIND_SYNC, classify
     of_role = {accelerators.COMPUTE: KIND_KERNEL, accelerators.TRANSFER: KIND_MEMCPY,
-               accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_OTHER}
+               accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_SYNC}
     for backend in accelerators.BACKENDS:
         for category in backend.runtime_categories:
             assert classify("X", category, "x") == KIND_RUNTIME, (backend.name, category)
@@ -141,7 +141,7 @@ def test_every_backend_of_the_table_is_recognised():
                 assert classify("X", category, "x") == of_role[role], (backend.name, category)
     assert [classify("X", "mtia_ccp_events", n) for n in ("pe_exe", "merge", "remote", "dma_request",
                                                           "event_record", "event_wait")] \
-        == [KIND_KERNEL] * 3 + [KIND_MEMCPY] + [KIND_OTHER] * 2
+        == [KIND_KERNEL] * 3 + [KIND_MEMCPY] + [KIND_SYNC] * 2
     assert classify("X", "newchip_runtime", "x") == KIND_RUNTIME
 
 

@@ -1,17 +1,18 @@
 """Frequent kernel sequences (`Profile.kernel_sequences`, route `kernel_sequences`): a
-hand-made trace worked out on paper, raw-event facts on the real traces, HTA where it runs."""
+hand-made trace worked out on paper, raw-event facts on the real traces, and HTA 0.5.0's
+`get_frequent_cuda_kernel_sequences` on every GPU trace its call graph reads (with the
+compatibility shim of `hta_reference._call_graph_shim`)."""
 
 import csv
 import io
-import tempfile
 
 import pytest
 
 import tb_plugin
-from tb_plugin.views.sequences import KERNEL_SEQUENCES
+from tb_plugin.views.sequences import KERNEL_SEQUENCES, MAX_LENGTH
 
 from .conftest import kernel, op, raw_events, runtime, write_trace
-from .hta_reference import gpu_trace_files, hta
+from .hta_reference import frequent_sequences, gpu_trace_files
 from .test_api import PREFIX
 from .test_views_gpu_idle import served  # noqa: F401 (the A100 sample served over HTTP)
 
@@ -77,21 +78,80 @@ def test_top_sequence_occurs_as_counted_in_the_raw_events(trace):
     assert got.loc[0, "occurrences"] == sum(a == first and b == second for a, b in zip(names, names[1:]))
 
 
-def test_hta_frequent_sequences_where_hta_runs(trace):
-    """HTA's patterns (an operator and the kernels its subtree launched) repeat here as
-    kernel sequences at least as often, when the operator's kernels are consecutive."""
-    analysis, rank = hta(trace)
-    try:
-        patterns = analysis.get_frequent_cuda_kernel_sequences("aten::", tempfile.mkdtemp(), min_pattern_len=2,
-                                                               rank=rank, top_k=1, visualize=False)
-    except Exception as exc:  # HTA 0.5.0's call graph fails with this numpy/pandas (np.unique on objects)
-        pytest.skip(f"HTA 0.5.0 get_frequent_cuda_kernel_sequences fails here: {exc!r}"[:300])
-    if patterns.empty:
-        pytest.skip("HTA found no pattern")
-    kernels = patterns.loc[0, "pattern"].split("|")[1:]
-    got = tb_plugin.load(trace).kernel_sequences(len(kernels), top=10_000)
-    row = got[got["sequence"] == " | ".join(kernels)]
-    assert len(row) and row["occurrences"].sum() >= patterns.loc[0, "count"]
+# Operators HTA's patterns start from: "aten::" (its shallowest aten ops) and the entry ops of
+# the common layers, each a pattern of the kernels its call launched.
+HTA_OPERATORS = ("aten::", "aten::conv2d", "aten::linear")
+
+
+def hta_patterns(trace):
+    """HTA's patterns on `trace` that repeat: (operator, [device entries], count, GPU kernel µs)."""
+    patterns = []
+    for operator, found in frequent_sequences(trace, HTA_OPERATORS).items():
+        if found.empty:
+            continue
+        for pattern, count, kernel_us in found[["pattern", "count", "GPU kernel duration (us)"]].itertuples(
+                index=False, name=None):
+            if count >= 2:
+                first, *entries = pattern.split("|")
+                patterns.append((first, entries, count, kernel_us))
+    return patterns
+
+
+def test_hta_frequent_sequences(trace):
+    """HTA's `get_frequent_cuda_kernel_sequences` (through `hta_reference._call_graph_shim`)
+    groups the kernels one operator call launched; each of its repeating patterns made of
+    kernels is one of our sequences, found at least as often (HTA counts the operator's
+    calls, we every place on the stream the kernels run back to back: more where the same
+    kernels follow each other across operators, see `test_we_count_sequences_across_operators`)
+    and with at least HTA's kernel time (to 0.01 µs per occurrence: float sums)."""
+    profile = tb_plugin.load(trace)
+    kernel_names = set(profile.model.kernels["name"].astype(str))
+    compared = 0
+    for operator, entries, count, kernel_us in hta_patterns(trace):
+        if not set(entries) <= kernel_names or not 2 <= len(entries) <= MAX_LENGTH:
+            continue  # memcpy, memset or sync entries: test_hta_patterns_hold_copies_fills_and_syncs
+        ours = profile.kernel_sequences(len(entries), top=1 << 30)
+        row = ours[ours["sequence"] == " | ".join(entries)]
+        assert len(row) == 1, (operator, entries)
+        assert row["occurrences"].iloc[0] >= count, (operator, entries)
+        assert row["device_us"].iloc[0] >= kernel_us - 0.01 * count, (operator, entries)
+        compared += 1
+    if not compared:
+        pytest.skip("HTA finds no repeating pattern of two kernels or more here")
+
+
+def test_hta_patterns_hold_copies_fills_and_syncs(trace):
+    """Deliberate difference: HTA's patterns list every device event an operator caused,
+    memcpys, memsets and cuda_sync records (`Stream Sync`) among its kernels; our sequences are
+    of kernels only (copies and fills between kernels do not break one; syncs are no work).
+    Every entry of HTA's patterns that is no kernel is one of the trace's memcpys, memsets or
+    syncs."""
+    model = tb_plugin.load(trace).model
+    kernels = set(model.kernels["name"].astype(str))
+    others = {str(n) for table in (model.memcpy, model.memset, model.syncs) for n in table["name"].unique()}
+    entries = {e for _, pattern, _, _ in hta_patterns(trace) for e in pattern} - kernels
+    if not entries:
+        pytest.skip("HTA's patterns here are kernels only")
+    assert entries <= others
+
+
+def test_we_count_sequences_across_operators(tmp_path):
+    """Deliberate difference, on paper: opAB launches kernels A, B twice (calls at 0 and 20),
+    then opA launches A and opB launches B (40, 50); all on stream 7 back to back. HTA's
+    pattern opAB|A|B repeats 2 times (calls of opAB); A | B runs 3 times on the stream."""
+    events, t, correlation = [], 100, 0
+    for ts, name, kernels in ((0, "opAB", "AB"), (20, "opAB", "AB"), (40, "opA", "A"), (50, "opB", "B")):
+        events.append(op(name, ts, 8, **{"External id": ts + 1}))
+        for k in kernels:
+            correlation += 1
+            events += [runtime("cudaLaunchKernel", ts + correlation % 2 + 1, 1, correlation, ts + 1),
+                       kernel(k, t, 2, correlation)]
+            t += 3
+    path = write_trace(tmp_path / "w.pt.trace.json", events, distributedInfo={"rank": 0})
+    ours = tb_plugin.load(path).kernel_sequences(2)
+    assert dict(zip(ours["sequence"], ours["occurrences"])) == {"A | B": 3, "B | A": 2}
+    hta_found = frequent_sequences(path, ("opAB",))["opAB"]
+    assert hta_found[["pattern", "count"]].values.tolist() == [["opAB|A|B", 2]]
 
 
 @pytest.mark.parametrize("params", ["", "&length=2&top=5"])

@@ -10,9 +10,11 @@ sources show them, and the model files each activity by its role:
   Kernel part);
 - transfer -> the `memcpy` table (its `bytes` from `Bytes`, or from MTIA's `size`);
 - fill -> the `memset` table;
-- sync (a device-side wait or event record) -> kept in the `other` table: a wait is not work,
-  so it counts neither as busy time nor in a breakdown category (as HTA leaves `cuda_sync` out
-  of its kernel and idle figures).
+- sync (a device-side wait or event record) -> the `syncs` table, with the event a wait was on
+  (`wait_on_stream`, the correlation of the call that recorded it), which the critical path
+  follows; a wait is not work, so it counts neither as busy time nor in a breakdown category
+  (as HTA leaves `cuda_sync` out of its kernel and idle figures). A sync-like event of a
+  category no backend lists stays in `other`.
 
 | backend | runtime calls (host) | device categories | compute | transfer | sync | links by | real trace here |
 |---|---|---|---|---|---|---|---|

@@ -24,7 +24,7 @@ from .coding import (_Interner, _categorical, _coded, _first_valid, _float_field
 from . import accelerators
 from .kinds import (KIND_CANDIDATE, KIND_COUNTER, KIND_FLOW, KIND_GPU_ANNOTATION, KIND_KERNEL, KIND_MEMCPY,
                     KIND_MEMORY, KIND_MEMSET, KIND_META, KIND_OP, KIND_OTHER, KIND_PYTHON, KIND_RUNTIME, KIND_SKIPPED,
-                    _ARGS_TYPES, _KIND_CODE, _KIND_OF_CODE, _KIND_OF_ROLE, _NAN, _kind_code, classify)
+                    KIND_SYNC, _ARGS_TYPES, _KIND_CODE, _KIND_OF_CANDIDATE_ROLE, _KIND_OF_CODE, _NAN, _kind_code, classify)
 from .linking import Nesting, flow_peers, lookup
 from .model import TraceModel, first_int
 from .parse import FLOW_SCHEMA, POLARS_REFUSED, anchored_times, decode_args, events_frame, flow_columns
@@ -472,7 +472,7 @@ class _Builder:
             on_device = ~np.isin(self.pid_coded[0][m], np.unique(self.pid_coded[0][host]))
             launched = lookup(self.args(KIND_RUNTIME)["correlation"], self.args(KIND_CANDIDATE)["correlation"]) >= 0
             codes, of_event = np.unique(self.name_codes[m], return_inverse=True)  # each distinct name once
-            kind_of_name = np.array([_KIND_CODE[_KIND_OF_ROLE[accelerators.generic_role(self.name_categories[c])]]
+            kind_of_name = np.array([_KIND_CODE[_KIND_OF_CANDIDATE_ROLE[accelerators.generic_role(self.name_categories[c])]]
                                      for c in codes], dtype=np.int8)
             self._candidate_kinds = np.where(on_device & launched, kind_of_name[of_event],
                                              _KIND_CODE[KIND_OTHER]).astype(np.int8)
@@ -517,6 +517,12 @@ class _Builder:
         elif kind in (KIND_MEMCPY, KIND_MEMSET):
             columns["bytes"] = _whole(np.where(np.isnan(a["bytes"]), a["size"], a["bytes"]))
             columns["memory_bandwidth_gbps"] = a["memory_bandwidth_gbps"]
+        elif kind == KIND_SYNC:
+            # Context and device syncs name no stream: CUPTI's invalid value, -1 as uint32
+            columns["stream"] = np.where(stream == 0xFFFFFFFF, -1, stream)
+            columns["wait_on_stream"] = a["wait_on_stream"]
+            columns["wait_on_event_record_correlation"] = a["wait_on_event_record_correlation"]
+            columns["wait_on_event_id"] = a["wait_on_event_id"]
         return pd.DataFrame(columns)
 
     def memory(self):
@@ -700,9 +706,10 @@ def build_model(parsed):
     kernels = b.device_table(KIND_KERNEL)
     memcpy = b.device_table(KIND_MEMCPY)
     memset = b.device_table(KIND_MEMSET)
+    syncs = b.device_table(KIND_SYNC)
     memory = b.memory()
     flows = b.flows()
-    _link(ops, runtime, (kernels, memcpy, memset), memory, flows)
+    _link(ops, runtime, (kernels, memcpy, memset, syncs), memory, flows)
     model = TraceModel(
         origin_us=b.origin,
         threads=b.threads(),
@@ -712,6 +719,7 @@ def build_model(parsed):
         kernels=kernels,
         memcpy=memcpy,
         memset=memset,
+        syncs=syncs,
         gpu_annotations=b.device_table(KIND_GPU_ANNOTATION),
         memory=memory,
         flows=flows,

@@ -97,6 +97,18 @@ class _DeviceArgs(msgspec.Struct, gc=False):
     memory_bandwidth_gbps: float = _x("memory bandwidth (GB/s)")
 
 
+class _SyncArgs(msgspec.Struct, gc=False):
+    correlation: int = -1
+    external_id: int = _i("External id")
+    external_id_lower: int = _i("external id")
+    device: int = -1
+    stream: int = -1
+    # Kineto's `cuda_sync` records (Stream Wait Event, Event Sync): the event waited on
+    wait_on_stream: int = -1
+    wait_on_event_record_correlation: int = _i("wait_on_cuda_event_record_corr_id")
+    wait_on_event_id: int = _i("wait_on_cuda_event_id")
+
+
 class _MemoryArgs(msgspec.Struct, gc=False):
     device_type: int = _i("Device Type")
     device_id: int = _i("Device Id")
@@ -119,6 +131,7 @@ KIND_RUNTIME = "runtime"
 KIND_KERNEL = "kernel"
 KIND_MEMCPY = "memcpy"
 KIND_MEMSET = "memset"
+KIND_SYNC = "sync"
 KIND_GPU_ANNOTATION = "gpu_annotation"
 KIND_MEMORY = "memory"
 KIND_FLOW = "flow"
@@ -132,8 +145,8 @@ KIND_SKIPPED = "skipped"
 # The builder holds each event's kind as a small integer: comparing int8 codes is what makes
 # a table's row mask cheap.
 _KIND_CODE = {kind: code for code, kind in enumerate(
-    (KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_GPU_ANNOTATION, KIND_MEMORY,
-     KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_CANDIDATE, KIND_SKIPPED))}
+    (KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC, KIND_GPU_ANNOTATION,
+     KIND_MEMORY, KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_CANDIDATE, KIND_SKIPPED))}
 _KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
 
 # Categories (lower case) of host calls into CUDA's runtime or driver, and the generic 2021
@@ -148,9 +161,12 @@ _X_CATEGORIES = {
     "python_function": KIND_PYTHON,
     "gpu_user_annotation": KIND_GPU_ANNOTATION,
 }
-# Device activity by role (`accelerators`): a sync is no work, so it stays in `other`.
+# Device activity by role (`accelerators`): a sync is no work; a listed backend's syncs get
+# their own table (the critical path reads their waits), a sync-like event of an unlisted
+# category (`KIND_CANDIDATE`, whose args nobody documents) stays in `other`.
 _KIND_OF_ROLE = {accelerators.COMPUTE: KIND_KERNEL, accelerators.TRANSFER: KIND_MEMCPY,
-                 accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_OTHER}
+                 accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_SYNC}
+_KIND_OF_CANDIDATE_ROLE = {**_KIND_OF_ROLE, accelerators.SYNC: KIND_OTHER}
 
 
 def classify(ph, cat, name):
@@ -184,6 +200,6 @@ def _kind_code(ph, cat):
 
 # The args fields each kind's table needs (counters keep their args whole: any series name).
 _ARGS_TYPES = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
-               KIND_MEMCPY: _DeviceArgs, KIND_MEMSET: _DeviceArgs, KIND_GPU_ANNOTATION: _DeviceArgs,
+               KIND_MEMCPY: _DeviceArgs, KIND_MEMSET: _DeviceArgs, KIND_SYNC: _SyncArgs, KIND_GPU_ANNOTATION: _DeviceArgs,
                KIND_CANDIDATE: _DeviceArgs,
                KIND_MEMORY: _MemoryArgs, KIND_META: _MetaArgs}

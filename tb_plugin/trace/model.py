@@ -44,6 +44,7 @@ class TraceModel:
     kernels: pd.DataFrame
     memcpy: pd.DataFrame
     memset: pd.DataFrame
+    syncs: pd.DataFrame
     gpu_annotations: pd.DataFrame
     memory: pd.DataFrame
     flows: pd.DataFrame
@@ -54,7 +55,7 @@ class TraceModel:
     metadata: dict
     anomalies: dict = field(default_factory=dict)
 
-    TABLES = ("ops", "python", "runtime", "kernels", "memcpy", "memset", "gpu_annotations",
+    TABLES = ("ops", "python", "runtime", "kernels", "memcpy", "memset", "syncs", "gpu_annotations",
               "memory", "flows", "counters", "other", "steps")
 
     def __getstate__(self):

@@ -85,6 +85,15 @@ MEMCPY = declare("memcpy", "one memory copy run on a device", *_DEVICE_ACTIVITY,
 
 MEMSET = declare("memset", "one memory set run on a device", *_DEVICE_ACTIVITY, *_TRANSFER, _RUNTIME, _OP)
 
+SYNCS = declare(
+    "syncs", "one device-side synchronisation record (CUDA's `cuda_sync`: a stream waiting on an event, a stream, event or context sync the host waited for; MTIA's event_record / event_wait)",
+    *_DEVICE_ACTIVITY,
+    ("wait_on_stream", "int64", "", "stream the waited-on event was recorded on (Stream Wait Event, Event Sync); -1 when absent"),
+    ("wait_on_event_record_correlation", "int64", "", "`wait_on_cuda_event_record_corr_id`: correlation of the cudaEventRecord call that recorded the waited-on event; -1 when absent"),
+    ("wait_on_event_id", "int64", "", "`wait_on_cuda_event_id` of the waited-on event; -1 when absent"),
+    _RUNTIME, _OP,
+)
+
 GPU_ANNOTATIONS = declare("gpu_annotations", "one annotation range on a device stream", *_DEVICE_ACTIVITY)
 
 MEMORY = declare(
@@ -155,5 +164,5 @@ DEVICES = declare(
 )
 
 # The model's tables in `TraceModel` order (what `/tables` serves and `nbytes` counts).
-MODEL_TABLES = (OPS, PYTHON, RUNTIME, KERNELS, MEMCPY, MEMSET, GPU_ANNOTATIONS, MEMORY, FLOWS, COUNTERS, OTHER,
+MODEL_TABLES = (OPS, PYTHON, RUNTIME, KERNELS, MEMCPY, MEMSET, SYNCS, GPU_ANNOTATIONS, MEMORY, FLOWS, COUNTERS, OTHER,
                 STEPS, THREADS, DEVICES)

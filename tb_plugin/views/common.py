@@ -87,14 +87,16 @@ def _cached(model, key, build):
 
 
 def device_activity(model):
-    """Kernels, memcpys and memsets in one table: kind, name, device, stream, ts, dur, op, runtime."""
+    """Kernels, memcpys and memsets in one table: kind, name, device, stream, ts, dur, op, runtime,
+    correlation."""
     def build():
         parts = []
         for kind, table in (("kernel", model.kernels), ("memcpy", model.memcpy), ("memset", model.memset)):
             parts.append(pd.DataFrame({
                 "kind": kind, "name": table["name"].astype(str).to_numpy(), "device": table["device"].to_numpy(),
                 "stream": table["stream"].to_numpy(), "ts": table["ts"].to_numpy(), "dur": table["dur"].to_numpy(),
-                "op": table["op"].to_numpy(), "runtime": table["runtime"].to_numpy()}))
+                "op": table["op"].to_numpy(), "runtime": table["runtime"].to_numpy(),
+                "correlation": table["correlation"].to_numpy()}))
         return pd.concat(parts, ignore_index=True)
     return _cached(model, "device_activity", build)
 

@@ -234,7 +234,7 @@ export interface paths {
                     run: components["parameters"]["run"];
                     worker: components["parameters"]["worker"];
                     span?: components["parameters"]["span"];
-                    table: "ops" | "python" | "runtime" | "kernels" | "memcpy" | "memset" | "gpu_annotations" | "memory" | "flows" | "counters" | "other" | "steps" | "threads" | "devices";
+                    table: "ops" | "python" | "runtime" | "kernels" | "memcpy" | "memset" | "syncs" | "gpu_annotations" | "memory" | "flows" | "counters" | "other" | "steps" | "threads" | "devices";
                     limit?: number;
                     format?: components["parameters"]["format"];
                 };
@@ -250,7 +250,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["OpsTable"] | components["schemas"]["PythonTable"] | components["schemas"]["RuntimeTable"] | components["schemas"]["KernelsTable"] | components["schemas"]["MemcpyTable"] | components["schemas"]["MemsetTable"] | components["schemas"]["GpuAnnotationsTable"] | components["schemas"]["MemoryTable"] | components["schemas"]["FlowsTable"] | components["schemas"]["CountersTable"] | components["schemas"]["OtherTable"] | components["schemas"]["StepsTable"] | components["schemas"]["ThreadsTable"] | components["schemas"]["DevicesTable"];
+                        "application/json": components["schemas"]["OpsTable"] | components["schemas"]["PythonTable"] | components["schemas"]["RuntimeTable"] | components["schemas"]["KernelsTable"] | components["schemas"]["MemcpyTable"] | components["schemas"]["MemsetTable"] | components["schemas"]["SyncsTable"] | components["schemas"]["GpuAnnotationsTable"] | components["schemas"]["MemoryTable"] | components["schemas"]["FlowsTable"] | components["schemas"]["CountersTable"] | components["schemas"]["OtherTable"] | components["schemas"]["StepsTable"] | components["schemas"]["ThreadsTable"] | components["schemas"]["DevicesTable"];
                         "text/csv": string;
                     };
                 };
@@ -1077,7 +1077,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Critical path of a step. table=segments: step, category, start_us, end_us, dur_us, name, operator, device, stream, thread (in time order; they tile the step); table=categories: category, time_us, share_pct; table=operators: operator, time_us, share_pct, segments. */
+        /** Critical path of a step. table=segments: step, category, start_us, end_us, dur_us, name, operator, device, stream, thread, evidence (in time order; they tile the step; evidence: recorded, read from the trace, or inferred by timing); table=categories: category, time_us, share_pct; table=operators: operator, time_us, share_pct, segments. */
         get: {
             parameters: {
                 query: {
@@ -2808,7 +2808,8 @@ export interface components {
                 "operator",
                 "device",
                 "stream",
-                "thread"
+                "thread",
+                "evidence"
             ];
             rows: [
                 number,
@@ -2820,7 +2821,8 @@ export interface components {
                 string,
                 number,
                 number,
-                number
+                number,
+                string
             ][];
         };
         /** @description `cuda_graph_kernels`: one kernel name: how much of it ran inside CUDA graph replays. */
@@ -4466,6 +4468,43 @@ export interface components {
                 number
             ][];
         };
+        /** @description `syncs`: one device-side synchronisation record (CUDA's `cuda_sync`: a stream waiting on an event, a stream, event or context sync the host waited for; MTIA's event_record / event_wait). */
+        SyncsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "thread",
+                "ts",
+                "dur",
+                "device",
+                "stream",
+                "correlation",
+                "external_id",
+                "wait_on_stream",
+                "wait_on_event_record_correlation",
+                "wait_on_event_id",
+                "runtime",
+                "op"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
         /** @description `threads`: one (pid, tid) pair of the trace, with names and sort order from metadata events. */
         ThreadsTable: {
             /**
@@ -4508,6 +4547,7 @@ export interface components {
                 "device",
                 "stream",
                 "thread",
+                "evidence",
                 "track"
             ];
             rows: [
@@ -4521,6 +4561,7 @@ export interface components {
                 number,
                 number,
                 number,
+                string,
                 number
             ][];
         };

@@ -10,6 +10,7 @@ export const CATEGORY_LABELS: Record<string, string> = {
   memset: 'Memset',
   sync: 'Sync (CPU waits on GPU)',
   stream_wait: 'Wait on another stream',
+  thread_wait: 'Wait on another CPU thread',
   gpu_idle: 'GPU idle on the stream',
 };
 
@@ -22,6 +23,7 @@ const COLOURS: Record<string, string> = {
   memset: '#43a047',
   sync: '#e53935',
   stream_wait: '#8e24aa',
+  thread_wait: '#6d4c41',
   gpu_idle: '#9e9e9e',
 };
 

@@ -98,6 +98,7 @@ export function CriticalPath(props: ViewProps) {
               { key: 'name', label: 'Event', format: (v) => <span title={String(v)}>{String(v).length > 48 ? `${String(v).slice(0, 47)}…` : String(v)}</span> },
               { key: 'operator', label: 'Operator' },
               { key: 'dur_us', label: 'Duration', numeric: true, format: (v) => formatDuration(v as number) },
+              { key: 'evidence', label: 'Dependency', format: (v) => EVIDENCE[String(v)] ?? String(v) },
               link('start_us', 'end_us'),
             ]}
             sortKey="dur_us"
@@ -105,13 +106,17 @@ export function CriticalPath(props: ViewProps) {
         )}
       </Loaded>
       <div class="hint">
-        Followed backwards from the step’s end along the dependency that was satisfied last: the previous work on a stream, a kernel’s launch call, work on
-        another stream, a CPU call blocked on the GPU. The segments cover the whole step ({formatNumber(segments.status === 'ok' ? segments.data.rows.length : 0)}{' '}
-        segments). CPU time includes waits on other CPU threads (such as the autograd thread during backward).
+        Followed backwards from the step’s end along the dependency that was satisfied last: the previous work on a stream, a kernel’s launch call, the
+        event another stream recorded, a CPU call blocked on the GPU, another CPU thread (such as the autograd thread during backward). The segments cover
+        the whole step ({formatNumber(segments.status === 'ok' ? segments.data.rows.length : 0)} segments). “Dependency” says whether the trace recorded
+        it (CUDA sync events) or it was inferred from timing (older traces).
       </div>
     </Card>
   );
 }
+
+/** The segments' `evidence` values, as the hint explains them. */
+const EVIDENCE: Record<string, string> = { recorded: 'recorded', inferred: 'inferred from timing' };
 
 function PathTable({ id, table, name, columns, sortKey }: { id: string; table: WireTable; name: string; columns: Column[]; sortKey: string }) {
   const rows = useMemo(() => rowsOf(table), [table]);
