@@ -35,6 +35,18 @@ from .storage import Storage, is_url
 # The polars reader a parse uses is multi-threaded: one thread per worker process, so that N
 # single-threaded Dask workers use N cores, not N x cores.
 WORKER_ENV = {"POLARS_MAX_THREADS": "1"}
+# A worker's housekeeping threads wake many times a second by default (the statistical
+# profiler every 10 ms, the event loop's health tick every 20 ms, the memory monitor every
+# 100 ms, the system monitor every 500 ms) and each wake takes the GIL from the one thread
+# that parses: measured on 1 to 8 workers, a task in a worker then cost 15-25% more time than
+# in a plain process. A local cluster exists only to parse, so its workers wake rarely
+# (benchmarks/README.md); a cluster at an ADDRESS keeps its own configuration.
+LOCAL_CLUSTER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+}
 # How long to try reaching a scheduler that does not answer.
 CONNECT_TIMEOUT = "30s"
 _INSTALL_HINT = "pip install 'tb-plugin-pytorch-profiler[dask]' (or pip install 'dask[distributed]')"
@@ -193,8 +205,11 @@ def _client(address, workers):
     except ImportError:
         raise PreprocessError(f"preprocess runs on dask.distributed, which is not installed: {_INSTALL_HINT}") from None
     if address == "local":
-        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=None, env=WORKER_ENV)
+        import dask
+
+        with dask.config.set(LOCAL_CLUSTER_CONFIG):  # the nannies hand it to their workers
+            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address=None, env=WORKER_ENV)
         return Client(cluster), cluster
     try:
         return Client(address, timeout=CONNECT_TIMEOUT), None

@@ -264,6 +264,27 @@ def test_local_cluster_of_the_command_line(tmp_path):
     assert np.isfinite(float(err.rsplit(" MB/s", 1)[0].rsplit(" ", 1)[1]))
 
 
+def test_local_cluster_workers_wake_rarely():
+    """The workers of `--dask local` run with their housekeeping slowed (no statistical
+    profiler, a 1 s event-loop tick), read inside the worker process itself; the workers of a
+    cluster at an address keep dask's defaults."""
+    import dask
+
+    def worker_settings():
+        return (dask.config.get("distributed.worker.profile.enabled"),
+                dask.utils.parse_timedelta(dask.config.get("distributed.admin.tick.interval")),
+                dask.utils.parse_timedelta(dask.config.get("distributed.worker.memory.monitor-interval")))
+
+    client, cluster = tb_plugin.preprocess._client("local", 1)
+    try:
+        (profiling, tick, monitor), = client.run(worker_settings).values()
+    finally:
+        client.close()
+        cluster.close()
+    assert profiling is False and tick >= 1 and monitor >= 1
+    assert worker_settings() == (True, 0.02, 0.1)  # the caller's configuration is left as it was
+
+
 def test_a_trace_changed_since_preprocessing_is_parsed_again(logdir, scheduler, tmp_path, monkeypatch):
     """Rank 4 rewritten without its pause after preprocessing: its stored summary (of the old
     content) is never served, only that file is parsed, and the job has no straggler any more."""
