@@ -70,6 +70,21 @@ def raw_events(path):
 TENSORBOARD = Path(sys.executable).with_name("tensorboard")
 
 
+def key_averages_counts(ops):
+    """Calls per operator name in our ops table as `prof.key_averages()` counts them: it drops
+    a child that has its parent's name and no sibling (torch's own merge of such pairs)."""
+    import collections
+
+    parent = ops["parent"].to_numpy()
+    names = ops["name"].astype(str).to_numpy()
+    child_count = collections.Counter(parent[parent >= 0].tolist())
+    counts = collections.Counter(names.tolist())
+    for i in range(len(ops)):
+        if parent[i] >= 0 and names[parent[i]] == names[i] and child_count[parent[i]] == 1:
+            counts[names[i]] -= 1
+    return counts
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -22,7 +22,7 @@ GPU_TRACES = [
     *(("shared", run) for run in ("a100_alexnet", "a100_nccl_collectives", "old_format_inference",
                                   "resnet50_v100_2021", "rocm_mi250", "sampled_128rank_job", "triton_kernel",
                                   "v100_ddp_nccl_memory")),
-    *(("samples", run) for run in ("gpu_a100_nccl", "gpu_resnet50_v100")),
+    *(("samples", run) for run in ("gpu_a100_nccl", "gpu_resnet50_v100", "gpu_h100_compiled", "gpu_h100_eager_nccl")),
 ]
 
 

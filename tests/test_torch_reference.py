@@ -6,6 +6,8 @@ import pytest
 
 import tb_plugin
 
+from .conftest import key_averages_counts
+
 torch = pytest.importorskip("torch", reason="torch is needed to record a reference trace")
 
 
@@ -50,14 +52,7 @@ def test_key_averages_counts_follow_from_nesting(recorded):
     """key_averages() drops a child that has its parent's name and no sibling; the same rule
     applied to our parent links must give its counts exactly."""
     prof, profile = recorded
-    ops = profile.model.ops
-    parent = ops["parent"].to_numpy()
-    names = ops["name"].astype(str).to_numpy()
-    child_count = collections.Counter(parent[parent >= 0].tolist())
-    merged = [i for i in range(len(ops)) if parent[i] >= 0 and names[parent[i]] == names[i] and child_count[parent[i]] == 1]
-    ours = collections.Counter(names.tolist())
-    for i in merged:
-        ours[names[i]] -= 1
+    ours = key_averages_counts(profile.model.ops)
     averages = {e.key: e.count for e in prof.key_averages()}
     assert ours["aten::sum"] == averages["aten::sum"] == 6
     for name, count in averages.items():
