@@ -17,7 +17,10 @@ dependency that was satisfied last (the "last-arriving predecessor"). Dependenci
     in issue order in one process); the wait holds back the first activity launched on the
     waiting stream after the cudaStreamWaitEvent call (smallest correlation above the
     wait's). The dependency that was satisfied last wins; within `READY_SLACK_US` of the
-    activity's start, the stream first, then the event, then the launch.
+    activity's start, the stream first, then the event, then the launch. A record that
+    names the event but not its recording call (`wait_on_cuda_event_record_corr_id` -1, as
+    torch 2.11's Kineto writes with CUDA 13 on an H100: `samples/gpu_h100_*`) says which
+    activity waited but not for what: that wait is inferred as below.
   * **inferred** (older traces without `cuda_sync`): the activity on another stream of its
     device that ended last before it started stands for the event. When the previous
     activity on the stream ended, or the launch call started, within `READY_SLACK_US` of its
@@ -57,9 +60,10 @@ and finds its longest path (tests/test_views_critical_path.py runs it, with two 
 fixes in `tests/hta_reference.py`):
 
 - Where both read the records they agree: on the A100 AlexNet trace the device-to-device
-  waits followed here are exactly HTA's sync edges
-  (`test_stream_waits_agree_with_hta_on_a100_alexnet`), and what a blocking call waited for
-  has an HTA sync edge into it (`test_blocking_syncs_agree_with_hta_on_a100_alexnet`).
+  waits followed here are exactly HTA's sync edges (`test_stream_waits_agree_with_hta`),
+  and what a blocking call waited for has an HTA sync edge into it
+  (`test_blocking_syncs_agree_with_hta`); on the H100 samples, whose records name no
+  recording call, HTA draws no edge for those waits and here they are inferred.
 - HTA also draws a sync edge from a stream's last activity into a Context / Stream Sync that
   began after that activity had ended; here the call waited for nothing (its `sync`
   segment is the call itself) (same test).
@@ -219,6 +223,8 @@ class _Graph:
         wait made it wait for (`wait_src`); per runtime call, its record (`rt_record`)."""
         self.recorded = bool(len(syncs) and (syncs["runtime"].to_numpy() >= 0).any())
         self.wait_src = np.full(len(self.ts), -1, dtype=np.int64)
+        # Activities held back by a wait whose record names no recording call: inferred.
+        self.wait_unnamed = np.zeros(len(self.ts), dtype=bool)
         self.rt_record = np.full(runtime_rows, -1, dtype=np.int64)
         if not self.recorded:
             return
@@ -226,16 +232,19 @@ class _Graph:
         self.record_name = name
         self.record_device = syncs["device"].to_numpy()
         self.record_stream = syncs["stream"].to_numpy()
+        record_call = syncs["wait_on_event_record_correlation"].to_numpy()
+        self.record_names_call = record_call >= 0
         activity = pd.DataFrame({"device": self.device, "stream": self.stream, "correlation": self.correlation,
                                  "row": np.arange(len(self.ts))}).sort_values(["correlation", "row"], kind="stable")
         # The event's work: the last launched on the recorded stream before the record call.
         self.record_producer = _nearest_by_correlation(
-            activity, self.record_device, syncs["wait_on_stream"].to_numpy(),
-            syncs["wait_on_event_record_correlation"].to_numpy(), "backward")
+            activity, self.record_device, syncs["wait_on_stream"].to_numpy(), record_call, "backward")
         # The waiting work: the first launched on the waiting stream after the wait call.
         is_wait = name == _STREAM_WAIT_EVENT
         consumer = _nearest_by_correlation(activity, self.record_device, self.record_stream,
                                            np.where(is_wait, syncs["correlation"].to_numpy(), -1), "forward")
+        unnamed = consumer[(consumer >= 0) & ~self.record_names_call]
+        self.wait_unnamed[unnamed] = True
         pairs = pd.DataFrame({"consumer": consumer, "producer": self.record_producer})
         pairs = pairs[(pairs["consumer"] >= 0) & (pairs["producer"] >= 0)]
         producer_end = self.end[pairs["producer"].to_numpy()]
@@ -414,7 +423,7 @@ def _device_dependency(g, i, start):
     p, r = g.prev[i], g.runtime[i]
     stream_ready = g.end[p] if p >= 0 else -np.inf
     launch_ready = g.rt_ts[r] if r >= 0 else -np.inf
-    if g.recorded:
+    if g.recorded and not g.wait_unnamed[i]:
         e = g.wait_src[i]
         ready = (stream_ready, g.end[e] if e >= 0 else -np.inf, launch_ready)
         near = [x >= t - READY_SLACK_US for x in ready]
@@ -440,17 +449,18 @@ def _waited_for(g, s):
     stream to end while it blocked; Event Sync, the recorded event's activity; Context
     Sync, the last of its device. Else from its own device work (a synchronous memcpy).
     Else inferred: the activity that ended last while it blocked, on any device (Kineto
-    then does not say which stream a sync waited on)."""
+    then does not say which stream a sync waited on, or, in an Event Sync that names no
+    recording call, which work the event stood for)."""
     t, after = g.rt_end[s], g.rt_ts[s]
     k = g.rt_record[s]
-    if k >= 0 and g.record_name[k] in (_STREAM_SYNC, _EVENT_SYNC, _CONTEXT_SYNC):
-        name = g.record_name[k]
-        if name == _EVENT_SYNC:
-            p = g.record_producer[k]
-            return (int(p) if p >= 0 and after < g.end[p] <= t else -1), RECORDED
-        if name == _STREAM_SYNC:
-            code = g.stream_codes.get((int(g.record_device[k]), int(g.record_stream[k])))
-            return (g.on_stream.last(code, t, after) if code is not None else -1), RECORDED
+    name = g.record_name[k] if k >= 0 else ""
+    if name == _EVENT_SYNC and g.record_names_call[k]:
+        p = g.record_producer[k]
+        return (int(p) if p >= 0 and after < g.end[p] <= t else -1), RECORDED
+    if name == _STREAM_SYNC:
+        code = g.stream_codes.get((int(g.record_device[k]), int(g.record_stream[k])))
+        return (g.on_stream.last(code, t, after) if code is not None else -1), RECORDED
+    if name == _CONTEXT_SYNC:
         return g.last_on_device(g.record_device[k], t, after), RECORDED
     own = g.rt_own[s]
     if own >= 0:
