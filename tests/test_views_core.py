@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import tb_plugin
-from tb_plugin.views.common import is_tensor_core_kernel, tensor_core_markers
+from tb_plugin.views.common import cuda_core_markers, is_tensor_core_kernel, tensor_core_markers
 
-from .conftest import SHARED_TRACES, kernel, op, runtime, shared_trace, write_trace
+from .conftest import SAMPLES, SHARED_TRACES, kernel, op, runtime, raw_events, shared_trace, write_trace
 
 REFERENCE = SHARED_TRACES / "reference_torch_tb_profiler_0.4.3"
 
@@ -197,6 +197,26 @@ def test_operator_stacks_from_python_functions(tmp_path):
 @pytest.mark.parametrize("marker", tensor_core_markers())
 def test_each_tensor_core_marker_is_recognised(marker):
     assert is_tensor_core_kernel(f"void sm_xx_kernel_{marker}_tn_align8(Params)")
+
+
+@pytest.mark.parametrize("marker", cuda_core_markers())
+def test_each_cuda_core_marker_overrides_a_tensor_core_marker(marker):
+    assert not is_tensor_core_kernel(f"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_{marker}"
+                                     "_aligna4_alignc4_execute_kernel__5x_cublas")
+
+
+def test_xmma_kernels_on_cuda_cores_in_the_h100_sample():
+    """The H100 sample's fp32 GEMMs are cuBLAS xmma kernels on the CUDA cores (`ffma`): no
+    Tensor Core time; its memory-efficient attention kernels are CUTLASS SIMT, also none. An
+    xmma kernel naming its MMA shape is a Tensor Core one."""
+    path, = (SAMPLES / "gpu_h100_compiled").glob("*.pt.trace.json.gz")
+    names = {e["name"] for e in raw_events(path) if e.get("cat") == "kernel"}
+    xmma = [n for n in names if "xmma" in n]
+    assert xmma and all("_ffma_" in n for n in xmma)
+    assert not any(is_tensor_core_kernel(n) for n in names)
+    assert tb_plugin.load(path).tensor_core_share()["tensor_cores_pct"] == 0
+    assert is_tensor_core_kernel("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1"
+                                 "_tensor16x8x16_kernel")
 
 
 def test_plain_kernels_are_not_tensor_core():

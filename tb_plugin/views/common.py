@@ -37,9 +37,20 @@ _CACHE_LOCK = threading.Lock()  # guards the creation of the per-key locks of `_
 
 
 @lru_cache(maxsize=1)
-def tensor_core_markers():
+def _marker_lines():
     text = resources.files(__package__).joinpath("tensor_core_markers.txt").read_text()
     return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def tensor_core_markers():
+    """Substrings of kernel names that mark Tensor Core kernels."""
+    return tuple(line for line in _marker_lines() if not line.startswith("!"))
+
+
+def cuda_core_markers():
+    """Substrings that mark a kernel as running on the CUDA cores even when a Tensor Core
+    marker matches (the lines starting with "!")."""
+    return tuple(line[1:] for line in _marker_lines() if line.startswith("!"))
 
 
 def name_mask(column, predicate):
@@ -52,7 +63,8 @@ def name_mask(column, predicate):
 
 
 def is_tensor_core_kernel(name):
-    return any(marker in name for marker in tensor_core_markers())
+    return any(marker in name for marker in tensor_core_markers()) and \
+        not any(marker in name for marker in cuda_core_markers())
 
 
 def is_comm_kernel(name):
