@@ -278,6 +278,24 @@ def test_compiled_view_shows_regions_kernels_and_share(page, server, screenshot_
     screenshot(page, screenshot_dir, "compiled")
 
 
+def test_compiled_regions_of_cuda_graphs_keep_their_rows_short(page, server, screenshot_dir):
+    """The H100 sample's regions run dozens of distinct kernels in their CUDA graphs, with
+    long templated names: the Kernels cell shows three lines and keeps the whole list in its
+    tooltip, so the regions table stays a few rows high."""
+    q = {"run": "gpu_h100_compiled", "worker": "worker0", "span": 1}
+    open_page(page, server, **q, view="compiled")
+    regions = rows(api(server, "compiled", **q, table="regions"))
+    longest = max(regions, key=lambda r: len(r["kernels"] or ""))
+    assert longest["kernels"].count(";") >= 10 and len(longest["kernels"]) > 2000
+    cells = page.locator("[data-table=compiled-regions] .cell-clamp")
+    titles = [cells.nth(i).get_attribute("title") for i in range(cells.count())]
+    assert longest["kernels"] in titles
+    row_heights = page.eval_on_selector_all("[data-table=compiled-regions] tbody tr",
+                                            "rows => rows.map(r => r.getBoundingClientRect().height)")
+    assert len(row_heights) == len(regions) and max(row_heights) < 80
+    screenshot(page, screenshot_dir, "compiled_cuda_graphs")
+
+
 def test_compiled_share_in_overview_and_operator_scope(page, server):
     """Overview says how much of the step ran compiled; the Operator view can be cut to the
     ops inside compiled regions or outside; neither is offered for an eager run."""

@@ -28,6 +28,9 @@ export type Column<R extends Row = Row> = {
     title?: string;
     /** Long text that should not wrap into a narrow column (input shapes). */
     wide?: boolean;
+    /** A list that can run to hundreds of names (a region's kernels): three lines at most,
+     *  the whole text in the cell's tooltip, so one row never fills the page. */
+    clamp?: boolean;
   };
 }[keyof R & string];
 
@@ -320,7 +323,13 @@ function cellText<R extends Row>(column: Column<R>, row: R): ComponentChildren {
   const value = row[column.key];
   // `format` takes this column's cell type: the union of every column's would not type-check
   const format = column.format as ((value: Cell, row: R) => ComponentChildren) | undefined;
-  if (format) return format(value ?? null, row);
-  if (value === null || value === undefined) return '—';
-  return String(value);
+  const text = format ? format(value ?? null, row) : value === null || value === undefined ? '—' : String(value);
+  if (column.clamp && typeof text === 'string') {
+    return (
+      <span class="cell-clamp" title={text}>
+        {text}
+      </span>
+    );
+  }
+  return text;
 }

@@ -77,7 +77,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
             us('device_total_us', 'Device total'),
             count('kernel_count', 'Device kernels'),
             count('inductor_kernel_calls', 'Inductor kernel calls', 'Calls of generated kernels (triton_*, cpp_fused_*) recorded as ops'),
-            { key: 'kernels', label: 'Kernels', format: (v) => (v ? String(v) : '—') },
+            { key: 'kernels', label: 'Kernels', format: (v) => (v ? String(v) : '—'), clamp: true },
           ]}
         />
       </Card>
