@@ -48,12 +48,13 @@ function mfuText(steps: Row[]): string {
     (uncounted > 0 ? `; understated: up to ${uncounted} calls per step have no FLOP count (record with a torch 2.x profiler and record_shapes=True)` : '');
 }
 
-/** "47.6 % of step time in compiled regions (eager: 916.5 µs); 1 frame recompiled" from the
- * compiled view's share row; "" without compiled regions. */
+/** "47.6 % of step time in compiled regions (compiled 833.2 µs, eager 916.5 µs over all
+ * profiled steps); 1 frame recompiled" from the compiled view's share row (totals, not the
+ * per-step means beside it); "" without compiled regions. */
 function compiledText(share: Row | null): string {
   if (!share || !(Number(share.regions) > 0)) return '';
   const recompiled = Number(share.recompiled_frames);
-  return `${formatPct(share.compiled_pct as number)} of step time in compiled regions (eager: ${formatDuration(share.eager_us as number)})` +
+  return `${formatPct(share.compiled_pct as number)} of step time in compiled regions (compiled ${formatDuration(share.compiled_us as number)}, eager ${formatDuration(share.eager_us as number)} over all profiled steps)` +
     (recompiled > 0 ? `; ${recompiled} frame${recompiled > 1 ? 's' : ''} recompiled` : '');
 }
 
