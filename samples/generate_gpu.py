@@ -36,13 +36,14 @@ import argparse
 import json
 import os
 import shutil
-import socket
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.profiler import ProfilerActivity, record_function
+
+from generate_modern import free_port  # the sibling script, beside this one on sys.path
 
 SEED = 0
 BATCH, SEQ, DIM, HEADS, LAYERS, VOCAB = 8, 128, 256, 4, 2, 1000
@@ -162,12 +163,6 @@ def key_averages_reference(prof: torch.profiler.profile) -> dict:
             for event in prof.key_averages()
         },
     }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run_compiled(out_dir: Path):

@@ -1,5 +1,6 @@
 """Shared fixtures: paths to the real traces, and writers for hand-made tiny traces."""
 
+import collections
 import contextlib
 import gzip
 import json
@@ -73,8 +74,6 @@ TENSORBOARD = Path(sys.executable).with_name("tensorboard")
 def key_averages_counts(ops):
     """Calls per operator name in our ops table as `prof.key_averages()` counts them: it drops
     a child that has its parent's name and no sibling (torch's own merge of such pairs)."""
-    import collections
-
     parent = ops["parent"].to_numpy()
     names = ops["name"].astype(str).to_numpy()
     child_count = collections.Counter(parent[parent >= 0].tolist())

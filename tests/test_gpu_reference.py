@@ -108,11 +108,10 @@ def test_cuda_graph_replays_hold_their_kernels():
     path, profile, _ = _load("gpu_h100_compiled")
     events = raw_events(path)
     launches = {e["args"]["correlation"]: e for e in events if e.get("name") == "cudaGraphLaunch"}
-    kernels = collections.Counter(e["args"]["correlation"] for e in events
-                                  if e.get("cat") == "kernel" and e["args"].get("correlation") in launches)
-    durations = collections.defaultdict(float)
+    kernels, durations = collections.Counter(), collections.defaultdict(float)
     for e in events:
         if e.get("cat") == "kernel" and e["args"].get("correlation") in launches:
+            kernels[e["args"]["correlation"]] += 1
             durations[e["args"]["correlation"]] += e["dur"]
     ours = profile.cuda_graph_launches()
     assert len(ours) == len(launches) == 6

@@ -36,17 +36,18 @@ NO_STEP = 0  # step number used when the trace has no ProfilerStep markers
 _CACHE_LOCK = threading.Lock()  # guards the creation of the per-key locks of `_cached`
 
 
-@lru_cache(maxsize=1)
 def _marker_lines():
     text = resources.files(__package__).joinpath("tensor_core_markers.txt").read_text()
     return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 
+@lru_cache(maxsize=1)
 def tensor_core_markers():
     """Substrings of kernel names that mark Tensor Core kernels."""
     return tuple(line for line in _marker_lines() if not line.startswith("!"))
 
 
+@lru_cache(maxsize=1)
 def cuda_core_markers():
     """Substrings that mark a kernel as running on the CUDA cores even when a Tensor Core
     marker matches (the lines starting with "!")."""

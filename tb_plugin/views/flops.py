@@ -23,8 +23,9 @@ Where an op's FLOPs come from, in order:
 torch 2.13's Kineto export does not write the ``flops`` arg (checked on CPU), nor does torch
 2.11's on an H100 (``samples/gpu_h100_eager_nccl``), though ``prof.key_averages()`` counts
 them: (2) is what counts there, and it equals ``key_averages()``' count for ``aten::mm`` and
-``aten::addmm`` (tests/test_gpu_reference.py). Element-wise ops (``aten::add``, ``aten::mul``),
-which ``key_averages()`` counts one FLOP per element, are not counted: MFU is matrix work. An op's FLOPs count once, at the innermost counted op (``aten::linear`` > ``aten::addmm``:
+``aten::addmm`` (tests/test_gpu_reference.py). Element-wise ops (``aten::add``,
+``aten::mul``), which ``key_averages()`` counts one FLOP per element, are not counted: MFU is
+matrix work. An op's FLOPs count once, at the innermost counted op (``aten::linear`` > ``aten::addmm``:
 addmm's). Backward ops are counted where they are one of the above (the ``aten::mm`` of a
 linear's gradient); ``convolution_backward`` and fused kernels are not (record with
 ``with_flops=True`` for the profiler's own count where it has one).
