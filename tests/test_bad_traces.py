@@ -145,3 +145,27 @@ def test_trace_file_linked_in_from_outside_serves_exactly_what_loads(tmp_path):
                 assert b"SECRET" not in response.data
     finally:
         plugin.store.stop()
+
+
+def test_metadata_numbers_beyond_64_bits_are_nulled_and_counted(tmp_path):
+    """The issue's case: a rank, a schema version and a device id above 2^64 answered 500 on
+    info, overview, job, distributed and the ranks timeline. Each is read as null, counted as
+    an anomaly, and every route answers; a cached model carries the repaired metadata."""
+    huge = 2 ** 70
+    write_trace(tmp_path / "logs" / "run" / "w0.pt.trace.json",
+                [op("ProfilerStep#1", 0, 50), op("aten::mm", 10, 20)], schemaVersion=huge,
+                distributedInfo={"rank": huge, "world_size": 1, "backend": "gloo"},
+                deviceProperties=[{"id": huge, "name": "GPU"}])
+    for cache_dir in ("", str(tmp_path / "cache"), str(tmp_path / "cache")):  # parsed; parsed, cached; cached
+        plugin, client = make_client(tmp_path / "logs", profiler_cache_dir=cache_dir)
+        query = "run=run&worker=w0&span=1"
+        try:
+            info = wait_ready(client, query)
+            assert info.status_code == 200
+            body = info.get_json()
+            assert body["distributed"]["rank"] is None and body["devices"][0]["id"] is None
+            assert body["anomalies"]["metadata_values_nulled"] == 3
+            for route in ("overview", "job", "distributed", "timeline_ranks"):
+                assert client.get(f"{PREFIX}/{route}?{query}").status_code == 200, route
+        finally:
+            plugin.store.stop()

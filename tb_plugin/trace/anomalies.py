@@ -57,6 +57,9 @@ EVENTS_FAR_FROM_THE_TRACE_DROPPED = _declare(
     "events more than a day from the rest of the trace (kernels written at ts 0: pytorch/kineto#109) were dropped")
 INVALID_DURATIONS_ZEROED = _declare(
     "invalid_durations_zeroed", DATA_LOSS, "negative, missing or impossible (over 11.6 days) durations were set to 0")
+METADATA_VALUES_NULLED = _declare(
+    "metadata_values_nulled", DATA_LOSS,
+    "top-level metadata numbers beyond 64 bits, or nested over 32 levels deep, were read as null")
 UNSUPPORTED_EVENTS_SKIPPED = _declare(
     "unsupported_events_skipped", INFO, "events of a phase no table holds (async, object, sample, ...) were skipped")
 
