@@ -6,10 +6,14 @@ Data only, never code: each entry is a directory holding one Arrow IPC file per 
 Arrow file) and `manifest.json`, which records the source's identity (size, mtime,
 inode/ctime where local, a hash of the file's head and tail), the model's scalars and dicts
 (origin, metadata such as device properties and distributedInfo, anomalies), the memory the
-tables take once loaded, and a SHA-256 of every part. Any mismatch (another file behind the
-same path, a flipped byte, a missing part, another format) means the trace is parsed again:
-never wrong numbers, never code from disk (pyarrow >= 14 refuses the pickled extension types
-of CVE-2023-47248, and nothing here unpickles).
+tables take once loaded, a SHA-256 of every part, and a seal: a SHA-256 of the entry's key and
+everything else in the manifest (so of the source's identity and every part's digest). A
+manifest is checked against its declared schema (`_Manifest`: types, ranges, metadata as
+`clean_metadata` leaves it, declared anomalies) and its seal before anything in it is used.
+Any mismatch (another file behind the same path, a flipped byte, an edited manifest, a
+missing part, another format) means the trace is parsed again: never wrong numbers, never a
+trace left unloadable, never code from disk (pyarrow >= 14 refuses the pickled extension
+types of CVE-2023-47248, and nothing here unpickles).
 
 Many processes may share the directory: parts are named by their hash and written under a
 temporary name then renamed into place, and the manifest, which names them, is written last,
@@ -35,8 +39,13 @@ import posixpath
 import re
 import time
 import uuid
+from typing import Annotated, Any
+
+import msgspec
 
 from . import __version__
+from .trace.anomalies import ANOMALIES, TOLERANT_PARSE
+from .trace.metadata import clean_metadata
 from .trace.model import TraceModel
 from .storage import is_url
 
@@ -47,8 +56,8 @@ logger = logging.getLogger(__name__)
 # nanoseconds, MTIA's device work its own tables; 4: ops carry process-group descriptions,
 # Inductor's kernel annotations, flops and Concrete Inputs; 5: summaries hold members (a file's
 # one, or a run's index of all its workers') and 1-D arrays; 6: device syncs (`cuda_sync`) have
-# their own table, with the event they waited on.
-CACHE_FORMAT = 6
+# their own table, with the event they waited on; 7: manifests are sealed (`_seal`).
+CACHE_FORMAT = 7
 MANIFEST = "manifest.json"
 _TEMP_PREFIX = ".tmp-"
 _OLD_SUFFIX = ".tbpp"
@@ -65,6 +74,91 @@ _TEXT_DTYPES = ("object", "str", "string")
 _NUMBER_DTYPES = ("bool", "int32", "int64", "float32", "float64")
 _TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset", "syncs", "gpu_annotations",
            "memory", "flows", "counters", "other", "steps", "devices")
+
+
+# What a manifest may hold (`_Manifest`), checked before any of it is used: a damaged or
+# edited manifest (Infinity where a count belongs, a list where a dict does, nesting that
+# exhausts the recursion limit) is then one more damaged entry, parsed again, not an error
+# answered for that trace on every request.
+_Count = Annotated[int, msgspec.Meta(ge=0, le=1 << 62)]
+_Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+_Finite = Annotated[float, msgspec.Meta(ge=-1e300, le=1e300)]
+
+
+class _Schema(msgspec.Struct, forbid_unknown_fields=True):
+    pass
+
+
+class _ColumnLayout(_Schema):
+    order: list[str]
+    categorical: dict[str, tuple[_Count, bool]]  # column: (its category list, ordered)
+
+
+class _ModelFields(_Schema):
+    origin_us: _Finite
+    metadata: dict[str, Any]
+    anomalies: dict[str, _Count | str]
+    columns: dict[str, _ColumnLayout]
+    categories: _Count
+    memory_bytes: _Count
+
+
+class _SummaryTable(_Schema):
+    order: list[str]
+    array: bool
+    text: dict[str, str]
+
+
+class _SummaryMember(_Schema):
+    source: str
+    identity: dict[str, Any]
+    dtypes: dict[str, dict[str, str]]
+    scalars: dict[str, None | bool | _Int64 | float | str]
+
+
+class _SummaryFields(_Schema):
+    kind: str
+    tables: dict[str, _SummaryTable]
+    members: list[_SummaryMember]
+
+
+class _Manifest(_Schema):
+    format: int
+    version: str
+    source: str
+    identity: dict[str, Any]
+    written: float
+    parts: dict[str, tuple[str, str]]  # part: (file name, SHA-256 of its bytes)
+    seal: str
+    model: _ModelFields | None = None
+    summary: _SummaryFields | None = None
+
+
+def _seal(key, manifest):
+    """SHA-256 of the entry's key and its manifest (without its seal) in one canonical form:
+    an edit of any value, the identity or a part's digest included, changes it."""
+    canonical = json.dumps(manifest, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return _sha256(f"{key}\n{canonical}".encode("utf-8", "surrogatepass"))
+
+
+def checked_manifest(key, data):
+    """The manifest of the entry `key` from its bytes, once it fits `_Manifest` and its seal;
+    raises ValueError (or RecursionError, for nesting deeper than the parser goes) otherwise."""
+    manifest = json.loads(data)
+    try:
+        fields = msgspec.convert(manifest, _Manifest)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"not a manifest of this format: {exc}") from None
+    if _seal(key, {k: v for k, v in manifest.items() if k != "seal"}) != fields.seal:
+        raise ValueError("the manifest does not match its seal (edited since written)")
+    model = fields.model
+    if model is not None:
+        # What a parse puts in a model, and nothing else: views trust these.
+        if clean_metadata(model.metadata, unexpected := {}) != model.metadata or unexpected:
+            raise ValueError("its metadata holds values no parse keeps")
+        if any(k not in ANOMALIES or isinstance(v, str) != (k == TOLERANT_PARSE) for k, v in model.anomalies.items()):
+            raise ValueError("its anomalies are not the declared ones")
+    return manifest
 
 
 def default_cache_dir():
@@ -346,14 +440,13 @@ class ModelCache:
         if not self.enabled:
             return None
         try:
-            manifest = json.loads(self.fs.cat_file(self._path(key, MANIFEST)))
+            manifest = checked_manifest(key, self.fs.cat_file(self._path(key, MANIFEST)))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             logger.warning("discarding unreadable cache entry %s: %s", key, exc)
             return None
-        if not isinstance(manifest, dict) or manifest.get("format") != CACHE_FORMAT \
-                or manifest.get("version") != __version__ or manifest.get("identity") != identity:
+        if manifest["format"] != CACHE_FORMAT or manifest["version"] != __version__ or manifest["identity"] != identity:
             return None
         return manifest
 
@@ -480,6 +573,9 @@ class ModelCache:
                 self.fs.pipe({self._path(key, names[name][0]): data for name, data in parts.items()})
             manifest = {"format": CACHE_FORMAT, "version": __version__, "source": source, "identity": identity,
                         "written": time.time(), section: fields, "parts": names}
+            # Sealed as it will be read back (tuples as lists, numpy floats as floats).
+            manifest = json.loads(json.dumps(manifest, allow_nan=True))
+            manifest["seal"] = _seal(key, manifest)
             self._write(self._path(key, MANIFEST), json.dumps(manifest, allow_nan=True).encode())
             self._remove_unlisted(key, {file_name for file_name, _ in names.values()} | {MANIFEST})
         except OSError as exc:

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -413,3 +414,144 @@ def test_a_files_summary_entry_is_not_taken_for_another_files(tmp_path):
     manifest["summary"]["members"][0]["identity"] = {"size": 2}
     manifest_path.write_text(json.dumps(manifest))
     assert cache.get_summary("k1", {"size": 1}, _Part) is None
+
+
+# Routes answered from a run's models (info, overview, timeline_event) and from its per-rank
+# summaries (job, distributed, timeline_ranks).
+_ROUTES = ("info?run=fsdp&worker=worker0&span=1", "overview?run=fsdp&worker=worker0&span=1",
+           "timeline_event?run=fsdp&worker=worker0&span=1&event=0", "job?run=fsdp", "distributed?run=fsdp",
+           "timeline_ranks?run=fsdp")
+
+
+def _answers(logdir, cache_dir, entries_expected=0):
+    """{route: (status, body)} of a server on `cache_dir`, once it wrote `entries_expected`
+    cache entries (summaries are written off the request path)."""
+    from .test_api import PREFIX, wait_route
+
+    plugin, client = make_client(logdir, profiler_cache_dir=str(cache_dir))
+    try:
+        answers = {}
+        for route in _ROUTES:
+            response = wait_route(client, f"{PREFIX}/{route}")
+            body = response.get_json()
+            if isinstance(body, dict):
+                body.pop("load_seconds", None)
+            answers[route] = (response.status_code, body)
+        deadline = time.monotonic() + 60
+        while len(entries(cache_dir)) < entries_expected:
+            assert time.monotonic() < deadline, "the cache entries were not written"
+            time.sleep(0.05)
+    finally:
+        plugin.store.stop()
+    return answers
+
+
+def _reseal(entry, manifest):
+    """Write `manifest` into `entry` sealed as the cache seals it: a damaged manifest that
+    only its schema can catch (as a writer with a bug would leave)."""
+    from tb_plugin.cache import _seal
+
+    manifest = {k: v for k, v in manifest.items() if k != "seal"}
+    manifest["seal"] = _seal(entry.name, json.loads(json.dumps(manifest)))
+    (entry / MANIFEST).write_text(json.dumps(manifest))
+
+
+def _nested(depth):
+    value = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+# The issue's damaged manifests, each sealed as if written so: how each entry's manifest is changed.
+_OFF_SCHEMA = {
+    "memory_bytes_infinity": lambda m: m.get("model") and m["model"].update(memory_bytes=float("inf")),
+    "parts_a_list": lambda m: m.update(parts=list(m["parts"].items())),
+    "parts_a_string": lambda m: m.update(parts="table-ops"),
+    "metadata_a_list": lambda m: m.get("model") and m["model"].update(metadata=["distributedInfo"]),
+    "rank_beyond_64_bits": lambda m: m.get("model") and m["model"]["metadata"].update(
+        distributedInfo={"rank": 2 ** 70}),
+    "metadata_nested_300_deep": lambda m: m.get("model") and m["model"]["metadata"].update(
+        distributedInfo={"rank": 0, "pg_config": _nested(300)}),
+    "undeclared_anomaly": lambda m: m.get("model") and m["model"].update(anomalies={"no_such_anomaly": 1}),
+    "scalar_beyond_64_bits": lambda m: m.get("summary") and m["summary"]["members"][0]["scalars"].update(
+        rank=2 ** 70),
+}
+
+
+@pytest.fixture(scope="module")
+def fsdp_cached(tmp_path_factory):
+    """A two-rank run, its answers and the cache entries (models and summaries) it leaves."""
+    root = tmp_path_factory.mktemp("fsdp")
+    shutil.copytree(SAMPLES / "cpu_fsdp2_gloo", root / "logs" / "fsdp")
+    answers = _answers(root / "logs", root / "cache", entries_expected=8)  # 2 models, 2 x 3 summaries
+    assert {status for status, _ in answers.values()} == {200}
+    return root, answers
+
+
+def _served_after_damage(fsdp_cached, tmp_path, damage):
+    """The answers of a server on a copy of the cache in which `damage(entry, manifest)` was
+    done to every entry, and the entries parsed again since."""
+    root, _ = fsdp_cached
+    cache_dir = tmp_path / "cache"
+    shutil.copytree(root / "cache", cache_dir)
+    damaged = {}
+    for entry in entries(cache_dir):
+        damage(entry, json.loads((entry / MANIFEST).read_bytes()))
+        damaged[entry.name] = (entry / MANIFEST).read_bytes()
+    answers = _answers(root / "logs", cache_dir)
+    rewritten = [e for e in entries(cache_dir) if (e / MANIFEST).read_bytes() != damaged[e.name]]
+    return answers, rewritten
+
+
+@pytest.mark.parametrize("damage", _OFF_SCHEMA)
+def test_a_manifest_off_its_schema_is_discarded_and_the_trace_parsed_again(fsdp_cached, tmp_path, damage):
+    """The issue's cases answered 422 'internal error: OverflowError' or 500 on every request,
+    across restarts, until the entry was deleted by hand."""
+    def resealed(entry, manifest):
+        if _OFF_SCHEMA[damage](manifest) is not False:
+            _reseal(entry, manifest)
+
+    answers, _ = _served_after_damage(fsdp_cached, tmp_path, resealed)
+    assert answers == fsdp_cached[1]
+
+
+def test_a_manifest_nested_past_the_recursion_limit_is_discarded(fsdp_cached, tmp_path):
+    def deep(entry, manifest):
+        (entry / MANIFEST).write_text('{"format": ' + "[" * 100_000 + "]" * 100_000 + "}")
+
+    answers, rewritten = _served_after_damage(fsdp_cached, tmp_path, deep)
+    assert answers == fsdp_cached[1] and len(rewritten) >= 2  # at least both models parsed again
+
+
+# Edits that fit the schema, each of which served wrong numbers with HTTP 200.
+_EDITS = {
+    "origin_us": lambda m: m["model"].update(origin_us=m["model"]["origin_us"] + 1000.0),
+    "metadata": lambda m: m["model"]["metadata"].update(distributedInfo={"rank": 7, "world_size": 8}),
+    "anomalies": lambda m: m["model"]["anomalies"].update(invalid_durations_zeroed=5),
+    "column_order": lambda m: m["model"]["columns"]["ops"].update(order=m["model"]["columns"]["ops"]["order"][::-1]),
+    "part_of_another_rank_with_its_digest": None,  # worker1's steps in worker0's entry (see below)
+}
+
+
+@pytest.mark.parametrize("edit", _EDITS)
+def test_an_edited_manifest_is_detected_and_the_entry_rebuilt(fsdp_cached, tmp_path, edit):
+    original = fsdp_cached[0] / "cache"
+
+    def edited(entry, manifest):
+        if "model" not in manifest:
+            return
+        if _EDITS[edit] is None:
+            other = next(json.loads((e / MANIFEST).read_text()) for e in entries(original)
+                         if "model" in json.loads((e / MANIFEST).read_text()) and e.name != entry.name)
+            file_name, digest = other["parts"]["table-steps"]
+            shutil.copy(original / ModelCache.key(other["source"]) / file_name, entry / file_name)
+            manifest["parts"]["table-steps"] = [file_name, digest]
+        else:
+            _EDITS[edit](manifest)
+        (entry / MANIFEST).write_text(json.dumps(manifest))
+
+    answers, rewritten = _served_after_damage(fsdp_cached, tmp_path, edited)
+    assert answers == fsdp_cached[1]
+    # worker0's model, the one these routes load, was parsed again (the others answer from summaries)
+    assert len([e for e in rewritten if "model" in json.loads((e / MANIFEST).read_text())]) == 1

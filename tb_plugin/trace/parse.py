@@ -15,7 +15,6 @@ do not fit are dropped and counted in `ParsedTrace.anomalies`, never silently.
 """
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,8 +26,8 @@ from msgspec import Raw
 
 from ..errors import TraceError
 from .anomalies import (BARE_WORDS_NULLED, BYTE_ORDER_MARK_SKIPPED, INVALID_ESCAPES_REPAIRED, INVALID_UTF8_REPLACED,
-                        LONE_SURROGATES_REPLACED, MALFORMED_EVENTS_DROPPED, METADATA_VALUES_NULLED, TOLERANT_PARSE,
-                        record)
+                        LONE_SURROGATES_REPLACED, MALFORMED_EVENTS_DROPPED, TOLERANT_PARSE, record)
+from .metadata import clean_metadata
 
 _EMPTY_ARGS = Raw(b"{}")
 _BLANK = re.compile(rb"\s*\Z")  # stops at the first non-blank byte: no copy of a large file
@@ -103,39 +102,6 @@ class ParsedTrace:
 def _first_significant_byte(data):
     stripped = bytes(data[:64]).lstrip(b" \t\r\n\xef\xbb\xbf")
     return stripped[:1]
-
-
-# The views read metadata numbers (a rank, a device id, the schema version) into int64 and
-# float64 columns, and replies nest them in JSON: what those cannot hold is read as null.
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-METADATA_MAX_DEPTH = 32
-
-
-def clean_metadata(metadata, anomalies):
-    """`metadata` (the trace's top-level values) with every integer beyond int64, non-finite
-    float and value nested deeper than `METADATA_MAX_DEPTH` replaced by None, each counted in
-    `anomalies` as `METADATA_VALUES_NULLED`. The disk cache holds only metadata it leaves as is."""
-    nulled = 0
-
-    def clean(value, depth):
-        nonlocal nulled
-        if value is None or isinstance(value, (bool, str)):
-            return value
-        if isinstance(value, int) and _INT64_MIN <= value <= _INT64_MAX:
-            return value
-        if isinstance(value, float) and math.isfinite(value):
-            return value
-        if isinstance(value, dict) and depth < METADATA_MAX_DEPTH:
-            return {key: clean(item, depth + 1) for key, item in value.items()}
-        if isinstance(value, list) and depth < METADATA_MAX_DEPTH:
-            return [clean(item, depth + 1) for item in value]
-        nulled += 1
-        return None
-
-    cleaned = {key: clean(value, 1) for key, value in metadata.items()}
-    if nulled:
-        record(anomalies, METADATA_VALUES_NULLED, nulled)
-    return cleaned
 
 
 def _trace_of(events, metadata, anomalies=None):
