@@ -37,6 +37,8 @@ import logging
 import os
 import posixpath
 import re
+import socket
+import stat
 import time
 import uuid
 from typing import Annotated, Any
@@ -59,10 +61,15 @@ logger = logging.getLogger(__name__)
 # their own table, with the event they waited on; 7: manifests are sealed (`_seal`).
 CACHE_FORMAT = 7
 MANIFEST = "manifest.json"
+# Temporary files are `.tmp-<host>-<pid>-<random>`: one whose writer, on this host, is gone
+# belongs to a killed write and is removed on start; one of another host once this old (a
+# write takes seconds), as is an entry directory without a manifest.
 _TEMP_PREFIX = ".tmp-"
+_TEMP_NAME = re.compile(r"\.tmp-([A-Za-z0-9_.]+)-([0-9]+)-[0-9a-f]{32}")
+_HOST = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
 _OLD_SUFFIX = ".tbpp"
-# A temporary file this old belongs to a write that was killed (a write takes seconds).
 _STALE_TEMP_SECONDS = 3600.0
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}")
 # Parts are named `<part>-<24 hex digits of its SHA-256>.arrow`, inside the entry's directory.
 _PART_NAME = re.compile(r"(table-[a-z_]+|categories-[0-9]+)-[0-9a-f]{24}\.arrow")
 _TABLE_NAME = re.compile(r"[a-z_]+")
@@ -367,8 +374,10 @@ class ModelCache:
     `max_bytes=None` never trims: `preprocess` writes a job's whole cache, and a trim lists
     every entry after each write.
 
-    The directory is created, and stale temporary files and old-format entries removed, on
-    first use, not by the constructor.
+    The directory is created (and refused when another user owns it or others may write it),
+    and temporary files and entries without a manifest of killed writes and old-format
+    entries removed, on first use, not by the constructor. Locally nothing is read or
+    written through a link, nor read from a file another user owns.
     """
 
     def __init__(self, directory, max_bytes=10 << 30):
@@ -398,8 +407,9 @@ class ModelCache:
                 self.root = os.path.abspath(self.directory.removeprefix("file://"))
                 os.makedirs(self.root, mode=0o700, exist_ok=True)
                 # Entries are data, but whoever writes them decides the numbers shown.
-                if hasattr(os, "getuid") and os.stat(self.root).st_uid != os.getuid():
-                    logger.warning("model cache disabled: %s belongs to another user", self.root)
+                refused = _unsafe_directory(os.stat(self.root))
+                if refused:
+                    logger.warning("model cache disabled: %s %s", self.root, refused)
                     return False
             self._clean()
         except (OSError, ValueError, ImportError) as exc:
@@ -440,7 +450,7 @@ class ModelCache:
         if not self.enabled:
             return None
         try:
-            manifest = checked_manifest(key, self.fs.cat_file(self._path(key, MANIFEST)))
+            manifest = checked_manifest(key, self._fetch(key, [MANIFEST])[MANIFEST])
         except FileNotFoundError:
             return None
         except (OSError, ValueError, RecursionError) as exc:
@@ -490,16 +500,13 @@ class ModelCache:
             fields = manifest[section]
             if admit is not None:
                 admit(fields)
-            paths = {}
-            for name, (file_name, _) in manifest["parts"].items():
+            for file_name, _ in manifest["parts"].values():
                 if not _PART_NAME.fullmatch(file_name):  # a planted manifest naming ../../x
                     raise ValueError(f"part file name {file_name[:80]!r} is not one this cache writes")
-                paths[name] = self._path(key, file_name)
-            # One call for all parts: an object store's filesystem fetches them concurrently.
-            fetched = self.fs.cat(list(paths.values())) if paths else {}
+            fetched = self._fetch(key, [file_name for file_name, _ in manifest["parts"].values()])
             parts = {}
-            for name, (_, digest) in manifest["parts"].items():
-                data = fetched[_fetched_key(self.fs, paths[name])]
+            for name, (file_name, digest) in manifest["parts"].items():
+                data = fetched[file_name]
                 if _sha256(data) != digest:
                     raise ValueError(f"part {name} does not match its checksum")
                 parts[name] = data
@@ -511,10 +518,26 @@ class ModelCache:
         self._touch(key)
         return value
 
+    def _fetch(self, key, file_names):
+        """{file name: bytes} of files of the entry `key`. Locally nothing is read through a
+        link (the entry directory and each file opened with O_NOFOLLOW) nor from a file or
+        directory the server's user does not own: `ValueError` or `OSError` then."""
+        if not _is_local(self.fs):
+            paths = [self._path(key, name) for name in file_names]
+            # One call for all parts: an object store's filesystem fetches them concurrently.
+            fetched = self.fs.cat(paths) if paths else {}
+            return {name: fetched[_fetched_key(self.fs, path)] for name, path in zip(file_names, paths)}
+        directory = os.open(self._path(key), os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW)
+        try:
+            _check_owned(os.fstat(directory), key)
+            return {name: _read_own_file(name, directory) for name in file_names}
+        finally:
+            os.close(directory)
+
     def _touch(self, key):
         if _is_local(self.fs):  # recently used: kept longest when the cache is trimmed
             try:
-                os.utime(self._path(key, MANIFEST))
+                os.utime(self._path(key, MANIFEST), follow_symlinks=False)
             except OSError:
                 pass
 
@@ -562,7 +585,7 @@ class ModelCache:
         """Write the parts, then the manifest naming them (`section`: `fields`) last."""
         try:
             names = {}
-            self.fs.makedirs(self._path(key), exist_ok=True)
+            self._entry_directory(key)
             for name, data in parts.items():
                 digest = _sha256(data)
                 names[name] = [f"{name}-{digest[:24]}.arrow", digest]
@@ -580,6 +603,9 @@ class ModelCache:
             self._remove_unlisted(key, {file_name for file_name, _ in names.values()} | {MANIFEST})
         except OSError as exc:
             logger.warning("could not write cache entry for %s: %s", source, exc)
+            # A full disk fails the write part way: no manifest names the parts written, so
+            # they go now, not at the next trim (which may never come while the disk is full).
+            self._remove_orphaned(key)
             return False
         if self.max_bytes is not None:
             self._trim()
@@ -591,7 +617,7 @@ class ModelCache:
         if not _is_local(self.fs):
             self.fs.pipe_file(path, data)
             return
-        tmp = os.path.join(self.root, f"{_TEMP_PREFIX}{uuid.uuid4().hex}")
+        tmp = os.path.join(self.root, f"{_TEMP_PREFIX}{_HOST}-{os.getpid()}-{uuid.uuid4().hex}")
         try:
             with open(tmp, "wb") as fh:
                 fh.write(data)
@@ -603,11 +629,34 @@ class ModelCache:
                 pass
             raise
 
+    def _entry_directory(self, key):
+        """Make the entry's directory. Locally one that is a link is removed as a link (not
+        written through: the files of whatever it points to are never touched) and made anew."""
+        path = self._path(key)
+        if not _is_local(self.fs):
+            self.fs.makedirs(path, exist_ok=True)
+            return
+        try:
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                logger.warning("cache entry %s is a symbolic link: removed, not followed", key)
+                os.unlink(path)
+            elif hasattr(os, "getuid") and info.st_uid != os.getuid():
+                raise PermissionError(f"the entry directory {key} belongs to another user (uid {info.st_uid})")
+        except FileNotFoundError:
+            pass
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+
     def _remove_unlisted(self, key, keep):
         """Parts of an older version of this entry (another process may still be reading one:
-        it then finds it missing and parses the trace)."""
+        it then finds it missing and parses the trace). Only files named as this cache names
+        its parts are removed: whatever else lies there was not written by it."""
         for path in self.fs.ls(self._path(key), detail=False):
-            if posixpath.basename(path.rstrip("/")) not in keep:
+            name = posixpath.basename(path.rstrip("/"))
+            if name not in keep and _PART_NAME.fullmatch(name):
                 self.fs.rm_file(path)
 
     # --- housekeeping -------------------------------------------------------------------
@@ -619,16 +668,49 @@ class ModelCache:
             return []
 
     def _clean(self):
-        """Remove temporary files of killed writes and entries of the old pickle format."""
+        """Remove temporary files of killed writes, entries without a manifest (a write that
+        failed or was killed) and entries of the old pickle format."""
         now = time.time()
         for info in self._listing():
             name = posixpath.basename(info["name"].rstrip("/"))
-            stale_temp = name.startswith(_TEMP_PREFIX) and now - _mtime(info) > _STALE_TEMP_SECONDS
-            if stale_temp or name.endswith(_OLD_SUFFIX):
+            if info.get("type") == "directory" and _ENTRY_NAME.fullmatch(name):
+                self._remove_orphaned(name, older_than=now - _STALE_TEMP_SECONDS)
+            elif _killed_write(name, _mtime(info), now) or name.endswith(_OLD_SUFFIX):
                 try:
                     self.fs.rm_file(info["name"])
                 except OSError:
                     pass
+
+    def _remove_entry(self, key, names=None):
+        """Remove the files of the entry `key` this cache writes (its manifest, then its parts;
+        `names`: the fsspec listing of the entry when known), and the directory once empty.
+        Files it does not write stay; an entry that is a link is removed as a link."""
+        path = self._path(key)
+        if _is_local(self.fs) and os.path.islink(path):
+            os.unlink(path)
+            return
+        if names is None:
+            names = [posixpath.basename(p.rstrip("/")) for p in self.fs.ls(path, detail=False)]
+        for name in sorted(names, key=lambda n: n != MANIFEST):  # the manifest first: no half entry is read
+            if name == MANIFEST or _PART_NAME.fullmatch(name):
+                self.fs.rm_file(self._path(key, name))
+        if _is_local(self.fs):
+            try:
+                os.rmdir(path)
+            except OSError:  # not empty: holds files this cache did not write
+                pass
+
+    def _remove_orphaned(self, key, older_than=None):
+        """Remove the entry `key` when it has no manifest and (with `older_than`) none of its
+        files changed since then: its parts are named by nothing and never read."""
+        try:
+            files = self.fs.ls(self._path(key), detail=True)
+            names = [posixpath.basename(f["name"].rstrip("/")) for f in files]
+            if MANIFEST in names or older_than is not None and any(_mtime(f) > older_than for f in files):
+                return
+            self._remove_entry(key, names)
+        except (OSError, ValueError):
+            pass
 
     def _trim(self):
         """Drop least recently used entries until entries and temporary files fit `max_bytes`."""
@@ -649,10 +731,65 @@ class ModelCache:
             if total <= self.max_bytes:
                 break
             try:
-                self.fs.rm(path, recursive=True)
+                self._remove_entry(posixpath.basename(path.rstrip("/")))
             except OSError:
                 continue
             total -= size
+
+
+def _killed_write(name, mtime, now):
+    """Whether `name` in the cache directory is the temporary file of a write that was killed."""
+    if not name.startswith(_TEMP_PREFIX):
+        return False
+    if now - mtime > _STALE_TEMP_SECONDS:
+        return True
+    writer = _TEMP_NAME.fullmatch(name)
+    if writer is None or writer[1] != _HOST:
+        return False
+    try:
+        os.kill(int(writer[2]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):  # another user's process, or no pid at all
+        return False
+    return False
+
+
+def _unsafe_directory(info):
+    """Why the cache directory `info` (an `os.stat_result`) describes may not be used, or "":
+    it belongs to another user, or others may write into it and so plant or replace entries
+    (a sticky directory, as /tmp, lets them add entries only, and those are refused as not
+    owned by the server's user)."""
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        return f"belongs to another user (uid {info.st_uid})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+        return (f"is writable by other users (mode {stat.S_IMODE(info.st_mode):o}), who could plant entries; "
+                "chmod go-w it, or set --profiler_cache_dir to a directory of your own")
+    return ""
+
+
+# Local reads never go through a link: a link in place of an entry or a file fails to open.
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _check_owned(info, name):
+    """Raise ValueError unless the server's user owns what `info` (an `os.stat_result`)
+    describes: whoever writes an entry decides the numbers shown."""
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise ValueError(f"{name} belongs to another user (uid {info.st_uid})")
+
+
+def _read_own_file(name, directory):
+    """The bytes of the regular file `name` in the directory open as `directory`, not read
+    through a link, and only when the server's user owns it (OSError or ValueError)."""
+    # O_NONBLOCK: a pipe planted under a part's name fails the check below instead of blocking.
+    fd = os.open(name, os.O_RDONLY | _NO_FOLLOW | getattr(os, "O_NONBLOCK", 0), dir_fd=directory)
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{name} is not a regular file")
+        _check_owned(info, name)
+        return fh.read()
 
 
 def _fetched_key(fs, path):

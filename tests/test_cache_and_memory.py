@@ -213,23 +213,18 @@ class _Planted:
 PLANTED_MARK = "/tmp/tb_plugin_planted_cache_entry_ran"
 
 
-def test_planted_entries_in_a_world_writable_cache_never_run(tmp_path):
-    """The issue's attack: in a 0777 cache directory someone else plants entries. Old-format
-    pickles are deleted unread; a planted entry of the new format is data at worst: a pickle
-    named as a part fails its Arrow decoding (or checksum) and the trace is parsed."""
-    logdir = cnn_logdir(tmp_path)
-    cache_dir = tmp_path / "cache"
-    cache_dir.mkdir(mode=0o777)
-    os.chmod(cache_dir, 0o777)
-    Path(PLANTED_MARK).unlink(missing_ok=True)
+def _plant_entry(logdir, cache_dir):
+    """A pickle under the old format's name and an entry of the new format whose parts are
+    pickles, for the first trace of `logdir`'s cnn run; returns the entry's directory."""
+    import hashlib
+
     trace = sorted((logdir / "cnn").glob("*.gz"))[0]
     source = Storage(logdir).display(f"cnn/{trace.name}")
     key = ModelCache.key(source)
     payload = pickle.dumps(_Planted())
-    (cache_dir / f"{ModelCache.key(source)}.tbpp").write_bytes(payload)  # the old format's name
+    (cache_dir / f"{key}.tbpp").write_bytes(payload)  # the old format's name
     entry = cache_dir / key
     entry.mkdir()
-    import hashlib
     part_names = {f"table-{name}": [f"table-{name}.arrow", hashlib.sha256(payload).hexdigest()]
                   for name in ("ops", "threads")}
     for file_name, _ in part_names.values():
@@ -239,12 +234,55 @@ def test_planted_entries_in_a_world_writable_cache_never_run(tmp_path):
         "identity": Storage(logdir).identity(f"cnn/{trace.name}"),
         "model": {"origin_us": 0, "metadata": {}, "anomalies": {}, "columns": {}, "categories": 0, "memory_bytes": 1},
         "parts": part_names}))
+    return entry
+
+
+def test_planted_entries_in_a_world_writable_cache_never_run(tmp_path, caplog):
+    """The issue's attack: in a 0777 cache directory someone else plants entries. Such a
+    directory is refused with its reason (anyone could plant or replace entries), and the
+    trace is parsed; nothing in it is read, let alone run."""
+    logdir = cnn_logdir(tmp_path)
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    os.chmod(cache_dir, 0o777)
+    Path(PLANTED_MARK).unlink(missing_ok=True)
+    _plant_entry(logdir, cache_dir)
     store = RunStore(str(logdir), cache=ModelCache(cache_dir))
     store.wait_for_scan(30)
     assert store.profile_blocking("cnn", "worker0", 1, timeout=60).model.steps["step"].tolist() == [2, 3]
     store.stop()
     assert not Path(PLANTED_MARK).exists()
-    assert not list(cache_dir.glob("*.tbpp"))
+    assert store.cache.enabled is False and "is writable by other users (mode 777)" in caplog.text
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="planting as another user needs root")
+def test_entries_another_user_planted_in_a_sticky_shared_cache_are_refused(tmp_path, caplog):
+    """A sticky world-writable directory (as /tmp) lets others add entries, not replace
+    ours: the cache is used, but an entry owned by another user is refused with its reason,
+    sealed and well-formed or not, and the trace parsed."""
+    logdir = cnn_logdir(tmp_path)
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    os.chmod(cache_dir, 0o1777)
+    # A real entry of this trace, written by this user, then handed over to another.
+    store = RunStore(str(logdir), cache=ModelCache(cache_dir))
+    store.wait_for_scan(30)
+    store.profile_blocking("cnn", "worker0", 1, timeout=60)
+    store.stop()
+    (entry,) = entries(cache_dir)
+    for path in (entry, *entry.iterdir()):
+        os.chown(path, 4242, 4242)
+    parsed = []
+    real = tb_plugin.profile.profile_from_bytes
+    again = RunStore(str(logdir), cache=ModelCache(cache_dir))
+    again.wait_for_scan(30)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: parsed.append(1) or real(*a, **k))
+        assert again.profile_blocking("cnn", "worker0", 1, timeout=60).model.steps["step"].tolist() == [2, 3]
+    again.stop()
+    assert again.cache.enabled and parsed == [1]
+    assert f"{entry.name} belongs to another user (uid 4242)" in caplog.text
+    assert all(path.stat().st_uid == 4242 for path in entry.iterdir())  # not written into, not deleted
 
 
 def test_two_processes_sharing_the_cache_never_read_partial_entries(tmp_path):
@@ -555,3 +593,107 @@ def test_an_edited_manifest_is_detected_and_the_entry_rebuilt(fsdp_cached, tmp_p
     assert answers == fsdp_cached[1]
     # worker0's model, the one these routes load, was parsed again (the others answer from summaries)
     assert len([e for e in rewritten if "model" in json.loads((e / MANIFEST).read_text())]) == 1
+
+
+def _load_counting_parses(logdir, cache_dir):
+    """Load the cnn run's first span from a new store on `cache_dir`: how many parses it took."""
+    parsed = []
+    real = tb_plugin.profile.profile_from_bytes
+    store = RunStore(str(logdir), cache=ModelCache(cache_dir))
+    store.wait_for_scan(30)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: parsed.append(1) or real(*a, **k))
+        assert store.profile_blocking("cnn", "worker0", 1, timeout=60).model.steps["step"].tolist() == [2, 3]
+    store.stop()
+    return len(parsed)
+
+
+def test_a_linked_entry_directory_is_neither_read_nor_written_through(tmp_path):
+    """The issue's case: an entry directory that is a symbolic link was written through, and
+    every other file in the directory it pointed to deleted. It is now removed as a link (what
+    it points to untouched, its entry there not read) and the entry written anew in its place."""
+    logdir = cnn_logdir(tmp_path)
+    cache_dir = tmp_path / "cache"
+    assert _load_counting_parses(logdir, cache_dir) == 1
+    (entry,) = entries(cache_dir)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(entry, elsewhere)  # a whole, valid entry, outside the cache
+    (elsewhere / "precious.txt").write_text("not the cache's")
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    entry.symlink_to(elsewhere, target_is_directory=True)
+    assert _load_counting_parses(logdir, cache_dir) == 1
+    assert not entry.is_symlink() and (entry / MANIFEST).is_file()
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before
+    assert _load_counting_parses(logdir, cache_dir) == 0  # the new entry serves
+
+
+def test_a_linked_part_is_not_read_and_files_the_cache_did_not_write_stay(tmp_path):
+    logdir = cnn_logdir(tmp_path)
+    cache_dir = tmp_path / "cache"
+    _load_counting_parses(logdir, cache_dir)
+    (entry,) = entries(cache_dir)
+    part = max(entry.glob("table-ops-*.arrow"), key=lambda p: p.stat().st_size)
+    outside = tmp_path / "outside.arrow"
+    shutil.move(part, outside)  # the part's exact bytes, reached through a link
+    part.symlink_to(outside)
+    (entry / "notes.txt").write_text("someone's notes")
+    assert _load_counting_parses(logdir, cache_dir) == 1
+    assert outside.is_file() and (entry / "notes.txt").read_text() == "someone's notes"
+    assert not any(p.is_symlink() for p in entry.iterdir())
+    trimmed = ModelCache(cache_dir, max_bytes=1)
+    assert trimmed.enabled
+    trimmed._trim()  # the entry trimmed away: its files, not the notes
+    assert [p.name for p in entry.iterdir()] == ["notes.txt"]
+
+
+def test_temporary_files_of_killed_writes_on_this_host_are_removed_on_start(tmp_path):
+    """The README says so; they stayed until an hour old. A temporary file names its writer's
+    host and process: one of a process here that is gone is removed on start, one of a live
+    process (a write in progress) or of another host only once an hour old."""
+    from tb_plugin.cache import _HOST
+
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir(mode=0o700)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    killed = cache_dir / f".tmp-{_HOST}-{gone.pid}-{'a' * 32}"
+    writing = cache_dir / f".tmp-{_HOST}-{os.getpid()}-{'b' * 32}"
+    other_host = cache_dir / f".tmp-elsewhere-{gone.pid}-{'c' * 32}"
+    for path in (killed, writing, other_host):
+        path.write_bytes(b"x" * 100)
+    assert ModelCache(cache_dir).enabled
+    assert not killed.exists() and writing.exists() and other_host.exists()
+
+
+def test_a_write_that_fails_on_a_full_disk_leaves_no_entry_and_the_next_one_succeeds(tmp_path, monkeypatch):
+    """A full disk failed writes after some parts: the entry directories without a manifest
+    stayed for good (counted in the size limit, never read). The failed write's parts are
+    removed at once, and one a killed write left is removed on start once stale."""
+    import errno
+
+    model = tb_plugin.load(sorted((SAMPLES / "cpu_cnn").glob("*.gz"))[0]).model
+    cache_dir = tmp_path / "cache"
+    cache = ModelCache(cache_dir)
+    real_write = ModelCache._write
+
+    def full_at_the_manifest(self, path, data):
+        if os.path.basename(path) == MANIFEST:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(self, path, data)
+
+    monkeypatch.setattr(ModelCache, "_write", full_at_the_manifest)
+    assert cache.put(ModelCache.key("a"), {"size": 1}, model) is False
+    assert list(cache_dir.iterdir()) == []
+    monkeypatch.setattr(ModelCache, "_write", real_write)
+    assert cache.put(ModelCache.key("a"), {"size": 1}, model) is True
+    assert cache.get(ModelCache.key("a"), {"size": 1}) is not None
+    # A killed write's parts, an hour old and fresh (a write in progress elsewhere):
+    (entry,) = entries(cache_dir)
+    old, fresh = cache_dir / ("0" * 64), cache_dir / ("1" * 64)
+    for orphan in (old, fresh):
+        shutil.copytree(entry, orphan)
+        (orphan / MANIFEST).unlink()
+    for path in old.iterdir():
+        os.utime(path, (time.time() - 7200,) * 2)
+    assert ModelCache(cache_dir).enabled
+    assert not old.exists() and fresh.exists() and (entry / MANIFEST).is_file()
