@@ -8,6 +8,7 @@ import os
 import sys
 
 from . import TraceError, load
+from .loading import DEFAULT_MAX_MEMORY_MB
 
 
 def _format_distributed(dist):
@@ -68,6 +69,10 @@ def main(argv=None):
     pre.add_argument("--workers", type=int, default=None, metavar="N",
                      help="worker processes of a 'local' cluster (default: one per core)")
     pre.add_argument("--force", action="store_true", help="parse files whose entries the cache holds already")
+    pre.add_argument("--max-memory-mb", type=int, default=DEFAULT_MAX_MEMORY_MB, metavar="MB",
+                     help="as TensorBoard's --profiler_max_memory_mb (give it the same value): a trace whose JSON "
+                          "inflates past what a parse may take within it fails, as it would in TensorBoard "
+                          f"(default: {DEFAULT_MAX_MEMORY_MB})")
     args = parser.parse_args(argv)
     if args.command == "preprocess":
         return _preprocess(args)
@@ -92,8 +97,12 @@ def _preprocess(args):
     if args.workers is not None and args.workers < 1:
         print("error: --workers takes a number of processes, at least 1", file=sys.stderr)
         return 2
+    if args.max_memory_mb < 64:
+        print("error: --max-memory-mb takes megabytes, at least 64", file=sys.stderr)
+        return 2
     try:
-        report = preprocess(args.logdir, args.dask, args.cache_dir, args.workers, args.force)
+        report = preprocess(args.logdir, args.dask, args.cache_dir, args.workers, args.force,
+                            max_memory_mb=args.max_memory_mb)
     except PreprocessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -69,6 +69,17 @@ _SUMMARY_PIN_SECONDS = 60.0
 _SETTLING_SECONDS = 10.0
 
 
+# TensorBoard's --profiler_max_memory_mb and preprocess's --max-memory-mb default.
+DEFAULT_MAX_MEMORY_MB = 4096
+
+
+def json_limit(max_parse_bytes):
+    """The most JSON a trace may inflate to in a parse within `max_parse_bytes`: the budget
+    left once a parse's other needs are met. Every process that parses (TensorBoard, the
+    `preprocess` workers) stops reading there, so a gzip bomb is never inflated whole."""
+    return int((max_parse_bytes - PEAK_FIXED_BYTES) / PEAK_BYTES_PER_JSON_BYTE)
+
+
 def estimate_parse_bytes(json_bytes, events):
     """Peak memory a parse of `events` events in `json_bytes` of JSON adds (see above)."""
     return int(PEAK_BYTES_PER_JSON_BYTE * json_bytes + PEAK_BYTES_PER_EVENT * events + PEAK_FIXED_BYTES)
@@ -412,8 +423,7 @@ class RunStore:
         return path, stored, is_gzip
 
     def _json_limit(self):
-        """What a trace's JSON may take at most: the budget left once a parse's other needs are met."""
-        return int((self.max_parse_bytes - PEAK_FIXED_BYTES) / PEAK_BYTES_PER_JSON_BYTE)
+        return json_limit(self.max_parse_bytes)
 
     def _check_parses(self, path, stored, is_gzip):
         """Raise `TraceError` unless the whole of `stored` (from its start) parses as a trace

@@ -9,12 +9,11 @@ import threading
 from tensorboard.plugins import base_plugin
 
 from .cache import ModelCache, default_cache_dir
-from .loading import RunStore
+from .loading import DEFAULT_MAX_MEMORY_MB, RunStore
 from .routes import API_ROUTES
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_MEMORY_MB = 4096
 # How long the first plugins listing waits for the first scan of the log directory.
 FIRST_LISTING_WAIT_SECONDS = 5.0
 

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from .cache import ModelCache, default_cache_dir
 from .discovery import Skipped, discover_runs, printable
 from .errors import TraceError
+from .loading import DEFAULT_MAX_MEMORY_MB, json_limit
 from .storage import Storage, is_url
 
 # The polars reader a parse uses is multi-threaded: one thread per worker process, so that N
@@ -86,10 +87,12 @@ def entry_keys(cache, source):
     return {"model": cache.key(source), **{name: cache.summary_key(source, name) for name in FILE_SUMMARIES}}
 
 
-def preprocess_file(logdir, rel, cache_dir, force=False):
+def preprocess_file(logdir, rel, cache_dir, force=False, max_memory_mb=DEFAULT_MAX_MEMORY_MB):
     """Parse the trace file `rel` of `logdir` and store its model and summaries in the cache
-    `cache_dir` (the body of one Dask task; also callable in-process). Returns a `FileResult`
-    as a dict; failures are reported in it, never raised."""
+    `cache_dir` (the body of one Dask task; also callable in-process). A trace whose JSON
+    inflates past what a parse may take within `max_memory_mb` (as TensorBoard's
+    --profiler_max_memory_mb) fails as it would in TensorBoard, once that much is inflated.
+    Returns a `FileResult` as a dict; failures are reported in it, never raised."""
     from .profile import FILE_SUMMARIES, profile_from_bytes
 
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -106,7 +109,7 @@ def preprocess_file(logdir, rel, cache_dir, force=False):
         if not force and all(cache.manifest(key, identity) is not None for key in keys.values()):
             result.up_to_date = True
         else:
-            trace = storage.read_trace(rel)
+            trace = storage.read_trace(rel, limit=json_limit(max_memory_mb << 20))
             result.json_bytes = len(trace.data)
             profile = profile_from_bytes(trace, source)
             del trace
@@ -275,11 +278,12 @@ class Report:
         return _mb(self.json_bytes) / self.seconds if self.seconds > 0 else 0.0
 
 
-def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=None):
+def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=None,
+               max_memory_mb=DEFAULT_MAX_MEMORY_MB):
     """Preprocess every trace file of `logdir` on the Dask cluster `address` ("local" for a
     LocalCluster of `workers` processes) into the cache `cache_dir` (default: TensorBoard's
-    default cache directory); progress and failures go to `out`. Returns a `Report`; raises
-    PreprocessError when nothing can be done."""
+    default cache directory), each parse within `max_memory_mb` as TensorBoard's; progress
+    and failures go to `out`. Returns a `Report`; raises PreprocessError when nothing can be done."""
     out = out or sys.stderr
     cache_dir = cache_dir or default_cache_dir()
     if not is_url(cache_dir):
@@ -301,7 +305,8 @@ def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=N
             else len(cluster.workers)
         client.run(_import_parser)
         started = time.perf_counter()
-        tasks = {client.submit(preprocess_file, root, rel, cache_dir, force, pure=False, key=f"tb-preprocess-{i}"):
+        tasks = {client.submit(preprocess_file, root, rel, cache_dir, force, max_memory_mb, pure=False,
+                               key=f"tb-preprocess-{i}"):
                  (rel, size) for i, (rel, size) in enumerate(files)}
         results = []
         for future in as_completed(tasks):

@@ -405,3 +405,54 @@ def test_summaries_beyond_the_budget_are_dropped_once_not_in_use(preprocessed, l
         pd.testing.assert_frame_equal(again.steps, parts[0].steps)
     finally:
         store.stop()
+
+
+def test_a_gzip_bomb_is_refused_as_tensorboard_refuses_it_and_never_cached(tmp_path):
+    """The issue's case: preprocess inflated a 2 MB gzip to 2 GiB (2.6 GB of worker RSS) and
+    cached it, and TensorBoard, which refuses the file itself, then served it from that
+    cache. Preprocess stops inflating where TensorBoard does, for the same memory budget."""
+    import gzip
+
+    bomb = tmp_path / "logs" / "run" / "w0.pt.trace.json.gz"
+    bomb.parent.mkdir(parents=True)
+    bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (64 << 20) + b"]}", compresslevel=1))
+    cache_dir = tmp_path / "cache"
+    result = tb_plugin.preprocess.preprocess_file(str(tmp_path / "logs"), "run/w0.pt.trace.json.gz",
+                                                  str(cache_dir), max_memory_mb=64)
+    assert result["error"].startswith("too large to load: its JSON inflates to more than 9 MB")
+    assert result["json_bytes"] == 0 and not list(cache_dir.glob(f"*/{MANIFEST}"))
+    store = RunStore(str(tmp_path / "logs"), max_memory_bytes=64 << 20, cache=ModelCache(cache_dir))
+    store.wait_for_scan(30)
+    try:
+        with pytest.raises(tb_plugin.TraceError) as refused:
+            store.profile_blocking("run", "w0", 1, timeout=60)
+    finally:
+        store.stop()
+    assert refused.value.reason.startswith("too large to load")
+
+
+def test_preprocess_parses_within_tensorboards_default_budget(tmp_path, capsys):
+    import argparse
+    import inspect
+
+    from tb_plugin.plugin import ProfilerPluginLoader
+
+    parser = argparse.ArgumentParser()
+    ProfilerPluginLoader().define_flags(parser)
+    tensorboard_default = parser.parse_args([]).profiler_max_memory_mb
+    for function in (tb_plugin.preprocess.preprocess_file, tb_plugin.preprocess.preprocess):
+        assert inspect.signature(function).parameters["max_memory_mb"].default == tensorboard_default
+    assert main(["preprocess", str(tmp_path), "--dask", "local", "--max-memory-mb", "10"]) == 2
+    assert "--max-memory-mb takes megabytes, at least 64" in capsys.readouterr().err
+
+
+def test_metadata_numbers_beyond_64_bits_are_preprocessed_with_the_repair_counted(tmp_path):
+    """The issue's case: preprocess reported 'internal error' for a rank above 2^64."""
+    write_trace(tmp_path / "logs" / "run" / "w0.pt.trace.json", [op("ProfilerStep#1", 0, 50)],
+                distributedInfo={"rank": 2 ** 70, "world_size": 1})
+    result = tb_plugin.preprocess.preprocess_file(str(tmp_path / "logs"), "run/w0.pt.trace.json", str(tmp_path / "cache"))
+    assert result["error"] == ""
+    storage = Storage(str(tmp_path / "logs"))
+    model = ModelCache(tmp_path / "cache").get(ModelCache.key(storage.display("run/w0.pt.trace.json")),
+                                               storage.identity("run/w0.pt.trace.json"))
+    assert model.anomalies["metadata_values_nulled"] == 1 and model.distributed["rank"] is None
