@@ -438,7 +438,10 @@ class Api:
 
     @reads(_one_profile)
     def info(self, request, profile):
-        return respond(profile.info())
+        # The file as the log directory names it, as every reply does: not the server's path.
+        source = self.store.span_file(text_param(request, "run"), text_param(request, "worker"),
+                                      int_param(request, "span", required=False, default=1, minimum=1)).path
+        return respond({**profile.info(), "source": printable(source)})
 
     def views(self, request):
         run = text_param(request, "run")

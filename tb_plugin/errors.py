@@ -17,6 +17,14 @@ import time
 from typing import Any
 
 
+def os_reason(exc: BaseException) -> str:
+    """What went wrong in an `OSError` (or another I/O exception), without the file names it
+    carries: a reply names files relative to the log directory, never by the server's paths."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) if not isinstance(exc, OSError) else type(exc).__name__
+
+
 class PublicError(Exception):
     """A problem whose reason may be shown to the user, answered with HTTP `status`.
 

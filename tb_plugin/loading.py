@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
-from .errors import FileAccessError, NotFoundError, TraceError
+from .errors import FileAccessError, NotFoundError, TraceError, os_reason
 from .stages import STAGE_QUEUED, STAGE_READING
 from .storage import GZIP_MAGIC, Storage, inflate_head
 
@@ -326,7 +326,7 @@ class RunStore:
                 self.scan_skipped = skipped
             except Exception as exc:  # a broken logdir must not kill the thread
                 logger.warning("scanning %s failed: %s", self.logdir, exc)
-                self.scan_error = f"cannot scan the log directory: {exc}"
+                self.scan_error = f"cannot scan the log directory: {os_reason(exc)}"
                 self._scanned.set()
                 return
             current = {f.path for run in runs.values() for f in run.files()}
@@ -418,7 +418,7 @@ class RunStore:
         except BaseException as exc:
             stored.close()
             if isinstance(exc, (OSError, ValueError, EOFError, zlib.error)):
-                raise TraceError(path, f"cannot read the file ({exc})") from None
+                raise TraceError(path, f"cannot read the file ({os_reason(exc)})") from None
             raise
         return path, stored, is_gzip
 

@@ -14,7 +14,7 @@ import stat
 import zlib
 from dataclasses import dataclass
 
-from .errors import FileAccessError, PathOutsideLogdirError, TraceError
+from .errors import FileAccessError, PathOutsideLogdirError, TraceError, os_reason
 
 GZIP_MAGIC = b"\x1f\x8b"
 # How many directory levels below the root a walk descends: deeper trees (a directory nested
@@ -276,7 +276,7 @@ class Storage:
             st = os.stat(full)
             return FileStat(st.st_size, st.st_mtime, f"{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}")
         except (OSError, ValueError) as exc:
-            raise FileAccessError(self.display(rel), f"cannot stat the file ({exc})") from None
+            raise FileAccessError(self.display(rel), f"cannot stat the file ({os_reason(exc)})") from None
 
     def identity(self, rel):
         """What the disk cache checks an entry against: the file's `stat` and a SHA-256 of its
@@ -289,7 +289,7 @@ class Storage:
                 fh.seek(max(stat.size - _IDENTITY_HASH_BYTES, 0))
                 tail = fh.read(_IDENTITY_HASH_BYTES)
         except (OSError, ValueError) as exc:
-            raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
+            raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
         digest = hashlib.sha256(head + b"|" + tail).hexdigest()
         return {"size": stat.size, "mtime": stat.mtime, "version": stat.version, "head_tail_sha256": digest}
 
@@ -302,7 +302,7 @@ class Storage:
                 return self.fs.open(full, "rb", **({"block_size": block_size} if block_size else {}))
             return _open_regular(full)
         except (OSError, ValueError) as exc:
-            raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
+            raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
     def read_bytes(self, rel, limit=None):
         """The file's bytes (at most `limit` of them), as stored (no decompression)."""
@@ -311,7 +311,7 @@ class Storage:
             try:
                 return fh.read(limit) if limit else fh.read()
             except (OSError, ValueError) as exc:
-                raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
+                raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
     def read_trace(self, rel, progress=_no_report, limit=None):
         """The file's JSON bytes (inflated when the file is gzip) as a `TraceBytes`;
@@ -364,7 +364,7 @@ class Storage:
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise TraceError(self.display(rel), f"the gzip stream is corrupt or truncated ({exc})") from None
         except (OSError, ValueError) as exc:
-            raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
+            raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
     def _read_remote(self, rel, progress):
         """A remote file's stored bytes, read piece by piece to report progress."""
@@ -378,7 +378,7 @@ class Storage:
                 del data[filled:]  # a file that shrank since it was listed
                 return data
             except (OSError, ValueError) as exc:
-                raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
+                raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
     def json_size(self, rel):
         """Size of the trace's JSON in bytes: the file size, or for gzip the size the trailer
@@ -403,7 +403,7 @@ class Storage:
                     return claimed, b""
                 raw = fh.read(max(head_bytes // 4, 1 << 16))
         except (OSError, ValueError) as exc:
-            raise FileAccessError(self.display(rel), f"cannot read the file ({exc})") from None
+            raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
         refuse_corrupt_gzip_start(raw, self.display(rel))
         return claimed, inflate_head(raw, head_bytes)
 
@@ -448,7 +448,7 @@ class Storage:
                 with os.scandir(full) as listing:
                     entries = list(listing)
             except OSError as exc:
-                report(rel, f"cannot list the directory ({exc.strerror or exc})")
+                report(rel, f"cannot list the directory ({os_reason(exc)})")
                 continue
             files, dirs = [], []
             for entry in entries:
@@ -476,7 +476,7 @@ class Storage:
         try:
             entries = self.fs.find(self.root, withdirs=False, detail=False)
         except (OSError, ValueError) as exc:
-            report(".", f"cannot list the directory ({exc})")
+            report(".", f"cannot list the directory ({os_reason(exc)})")
             return
         by_dir, too_deep = {}, set()
         for full in entries:

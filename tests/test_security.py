@@ -331,6 +331,33 @@ def test_error_paths_are_relative_to_the_logdir_in_every_route(world):
         plugin.store.rescan()
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_no_reply_shows_a_server_path(world):
+    """The README promises paths relative to the log directory, but error reasons (an OSError's
+    text), scan_errors and /info's `source` gave the server's absolute paths."""
+    root, _, plugin, client = world
+    server_paths = str(root.parent)  # the log directory's and the outside directory's parent
+    (root / "pipes").mkdir(exist_ok=True)
+    os.symlink(root / "pipes" / "missing.json", root / "pipes" / "dangling.pt.trace.json")
+    os.mkfifo(root / "pipes" / "fifo.pt.trace.json")
+    os.mkfifo(root / "pipes" / "export.json")  # a plain .json the scan reads a head of
+    plugin.store.rescan()
+    try:
+        runs = client.get(f"{PREFIX}/runs")
+        errors = {worker: wait_route(client, f"{PREFIX}/info?run=pipes&worker={worker}")
+                  for worker in ("dangling", "fifo")}
+        info = client.get(f"{PREFIX}/info?run=cpu_cnn&worker=worker0&span=1")
+        assert {r.status_code for r in errors.values()} == {422} and info.status_code == 200
+        assert [e["path"] for e in runs.get_json()["scan_errors"]] == ["pipes/export.json"]
+        assert errors["fifo"].get_json()["reason"] == "cannot read the file (not a regular file but a pipe)"
+        assert info.get_json()["source"] == f"cpu_cnn/{sorted((root / 'cpu_cnn').iterdir())[0].name}"
+        for reply in (runs, info, *errors.values()):
+            assert server_paths not in reply.get_data(as_text=True), reply.get_data(as_text=True)
+    finally:
+        shutil.rmtree(root / "pipes")
+        plugin.store.rescan()
+
+
 def test_names_from_traces_come_back_as_data(world):
     _, _, _, client = world
     worker = quote(MARKUP, safe="")
