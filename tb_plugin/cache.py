@@ -8,7 +8,7 @@ inode/ctime where local, a hash of the file's head and tail), the model's scalar
 (origin, metadata such as device properties and distributedInfo, anomalies), the memory the
 tables take once loaded, a SHA-256 of every part, and a seal: a SHA-256 of the entry's key and
 everything else in the manifest (so of the source's identity and every part's digest). A
-manifest is checked against its declared schema (`_Manifest`: types, ranges, metadata as
+manifest is checked against its declared schema (`cache_schema.Manifest`: types, ranges, metadata as
 `clean_metadata` leaves it, declared anomalies) and its seal before anything in it is used.
 Any mismatch (another file behind the same path, a flipped byte, an edited manifest, a
 missing part, another format) means the trace is parsed again: never wrong numbers, never a
@@ -41,10 +41,6 @@ import socket
 import stat
 import time
 import uuid
-from typing import Annotated, Any
-
-import msgspec
-
 from . import __version__
 from .trace.anomalies import ANOMALIES, TOLERANT_PARSE
 from .trace.metadata import clean_metadata
@@ -83,64 +79,6 @@ _TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset",
            "memory", "flows", "counters", "other", "steps", "devices")
 
 
-# What a manifest may hold (`_Manifest`), checked before any of it is used: a damaged or
-# edited manifest (Infinity where a count belongs, a list where a dict does, nesting that
-# exhausts the recursion limit) is then one more damaged entry, parsed again, not an error
-# answered for that trace on every request.
-_Count = Annotated[int, msgspec.Meta(ge=0, le=1 << 62)]
-_Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
-_Finite = Annotated[float, msgspec.Meta(ge=-1e300, le=1e300)]
-
-
-class _Schema(msgspec.Struct, forbid_unknown_fields=True):
-    pass
-
-
-class _ColumnLayout(_Schema):
-    order: list[str]
-    categorical: dict[str, tuple[_Count, bool]]  # column: (its category list, ordered)
-
-
-class _ModelFields(_Schema):
-    origin_us: _Finite
-    metadata: dict[str, Any]
-    anomalies: dict[str, _Count | str]
-    columns: dict[str, _ColumnLayout]
-    categories: _Count
-    memory_bytes: _Count
-
-
-class _SummaryTable(_Schema):
-    order: list[str]
-    array: bool
-    text: dict[str, str]
-
-
-class _SummaryMember(_Schema):
-    source: str
-    identity: dict[str, Any]
-    dtypes: dict[str, dict[str, str]]
-    scalars: dict[str, None | bool | _Int64 | float | str]
-
-
-class _SummaryFields(_Schema):
-    kind: str
-    tables: dict[str, _SummaryTable]
-    members: list[_SummaryMember]
-
-
-class _Manifest(_Schema):
-    format: int
-    version: str
-    source: str
-    identity: dict[str, Any]
-    written: float
-    parts: dict[str, tuple[str, str]]  # part: (file name, SHA-256 of its bytes)
-    seal: str
-    model: _ModelFields | None = None
-    summary: _SummaryFields | None = None
-
-
 def _seal(key, manifest):
     """SHA-256 of the entry's key and its manifest (without its seal) in one canonical form:
     an edit of any value, the identity or a part's digest included, changes it."""
@@ -149,11 +87,15 @@ def _seal(key, manifest):
 
 
 def checked_manifest(key, data):
-    """The manifest of the entry `key` from its bytes, once it fits `_Manifest` and its seal;
+    """The manifest of the entry `key` from its bytes, once it fits `cache_schema.Manifest` and its seal;
     raises ValueError (or RecursionError, for nesting deeper than the parser goes) otherwise."""
+    import msgspec
+
+    from .cache_schema import Manifest
+
     manifest = json.loads(data)
     try:
-        fields = msgspec.convert(manifest, _Manifest)
+        fields = msgspec.convert(manifest, Manifest)
     except msgspec.ValidationError as exc:
         raise ValueError(f"not a manifest of this format: {exc}") from None
     if _seal(key, {k: v for k, v in manifest.items() if k != "seal"}) != fields.seal:
