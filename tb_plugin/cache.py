@@ -616,7 +616,10 @@ class ModelCache:
         for info in self._listing():
             name = posixpath.basename(info["name"].rstrip("/"))
             if info.get("type") == "directory" and _ENTRY_NAME.fullmatch(name):
-                self._remove_orphaned(name, older_than=now - _STALE_TEMP_SECONDS)
+                # Locally a listing per entry costs little; on an object store it is a request
+                # per entry at every start, and a trim removes such entries first anyway.
+                if _is_local(self.fs):
+                    self._remove_orphaned(name, older_than=now - _STALE_TEMP_SECONDS)
             elif _killed_write(name, _mtime(info), now) or name.endswith(_OLD_SUFFIX):
                 try:
                     self.fs.rm_file(info["name"])
