@@ -41,6 +41,7 @@ import socket
 import stat
 import time
 import uuid
+
 from . import __version__
 from .trace.anomalies import ANOMALIES, TOLERANT_PARSE
 from .trace.metadata import clean_metadata
@@ -103,7 +104,8 @@ def checked_manifest(key, data):
     model = fields.model
     if model is not None:
         # What a parse puts in a model, and nothing else: views trust these.
-        if clean_metadata(model.metadata, unexpected := {}) != model.metadata or unexpected:
+        repairs: dict[str, int] = {}
+        if clean_metadata(model.metadata, repairs) != model.metadata or repairs:
             raise ValueError("its metadata holds values no parse keeps")
         if any(k not in ANOMALIES or isinstance(v, str) != (k == TOLERANT_PARSE) for k, v in model.anomalies.items()):
             raise ValueError("its anomalies are not the declared ones")
@@ -583,8 +585,8 @@ class ModelCache:
             if stat.S_ISLNK(info.st_mode):
                 logger.warning("cache entry %s is a symbolic link: removed, not followed", key)
                 os.unlink(path)
-            elif hasattr(os, "getuid") and info.st_uid != os.getuid():
-                raise PermissionError(f"the entry directory {key} belongs to another user (uid {info.st_uid})")
+            elif _foreign(info):
+                raise PermissionError(f"the entry directory {key} {_foreign(info)}")
         except FileNotFoundError:
             pass
         try:
@@ -689,15 +691,23 @@ def _killed_write(name, mtime, now):
     if now - mtime > _STALE_TEMP_SECONDS:
         return True
     writer = _TEMP_NAME.fullmatch(name)
-    if writer is None or writer[1] != _HOST:
+    if writer is None or writer[1] != _HOST:  # another host's: its processes are not seen here
         return False
     try:
         os.kill(int(writer[2]), 0)
     except ProcessLookupError:
         return True
-    except (PermissionError, OverflowError):  # another user's process, or no pid at all
-        return False
+    except (PermissionError, OverflowError):  # another user's live process, or no pid at all
+        pass
     return False
+
+
+def _foreign(info):
+    """"belongs to another user (uid N)" when the server's user does not own what `info` (an
+    `os.stat_result`) describes, else "": whoever writes an entry decides the numbers shown."""
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        return f"belongs to another user (uid {info.st_uid})"
+    return ""
 
 
 def _unsafe_directory(info):
@@ -705,8 +715,8 @@ def _unsafe_directory(info):
     it belongs to another user, or others may write into it and so plant or replace entries
     (a sticky directory, as /tmp, lets them add entries only, and those are refused as not
     owned by the server's user)."""
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        return f"belongs to another user (uid {info.st_uid})"
+    if _foreign(info):
+        return _foreign(info)
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
         return (f"is writable by other users (mode {stat.S_IMODE(info.st_mode):o}), who could plant entries; "
                 "chmod go-w it, or set --profiler_cache_dir to a directory of your own")
@@ -718,10 +728,9 @@ _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _check_owned(info, name):
-    """Raise ValueError unless the server's user owns what `info` (an `os.stat_result`)
-    describes: whoever writes an entry decides the numbers shown."""
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise ValueError(f"{name} belongs to another user (uid {info.st_uid})")
+    """Raise ValueError when another user owns `name`, which `info` describes."""
+    if _foreign(info):
+        raise ValueError(f"{name} {_foreign(info)}")
 
 
 def _read_own_file(name, directory):

@@ -53,7 +53,7 @@ _IDENTITY_HASH_BYTES = 64 << 10
 
 def _budget_exceeded(path, limit):
     return TraceError(path, f"too large to load: its JSON inflates to more than {limit >> 20} MB, the memory "
-                            "budget (--profiler_max_memory_mb)")
+                            "budget (--profiler_max_memory_mb; preprocess's --max-memory-mb)")
 
 
 def refuse_corrupt_gzip_start(raw, path):
