@@ -20,9 +20,9 @@ from typing import Any
 def os_reason(exc: BaseException) -> str:
     """What went wrong in an `OSError` (or another I/O exception), without the file names it
     carries: a reply names files relative to the log directory, never by the server's paths."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) if not isinstance(exc, OSError) else type(exc).__name__
+    if isinstance(exc, OSError):  # an object store's errors may hold only a key: its type then
+        return exc.strerror or type(exc).__name__
+    return str(exc)
 
 
 class PublicError(Exception):
