@@ -358,6 +358,10 @@ export interface paths {
                                 /** @enum {string} */
                                 severity: "warning" | "info";
                                 text: string;
+                                /** @description What was tested: the measured value against its threshold, in words. */
+                                condition: string;
+                                /** @description Upper bound of the step time (µs, over the profiled steps) following the advice could save; null where none can be measured. Items come largest first, those without one last. */
+                                saving_us: number | null;
                                 numbers: Record<string, never>;
                                 /** @description The view (and its URL parameters) showing the events behind the numbers: {view, params}; empty when none. */
                                 evidence?: Record<string, never>;

@@ -62,7 +62,11 @@ export interface Recommendation {
   id: string;
   severity: 'warning' | 'info';
   text: string;
-  numbers: Record<string, number>;
+  /** What was tested: the measured value against its threshold, in words. */
+  condition: string;
+  /** Upper bound of the step time the advice could save (µs); null where none is measured. */
+  saving_us: number | null;
+  numbers: Record<string, number | boolean>;
   /** The view (and its page-URL parameters) showing the events behind the numbers. */
   evidence?: { view?: string; params?: Record<string, string | number> };
 }

@@ -160,6 +160,7 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
         {data.recommendations.length === 0 ? <Empty>Nothing stands out.</Empty> : null}
         {data.recommendations.map((rec) => (
           <div key={rec.id} class={`recommendation ${rec.severity}`} data-recommendation={rec.id}>
+            {rec.saving_us !== null ? <strong data-field="saving">Could save up to {formatDuration(rec.saving_us)}. </strong> : null}
             {rec.text}
             {rec.evidence?.view ? (
               <>
@@ -169,6 +170,7 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
                 </button>
               </>
             ) : null}
+            <div class="recommendation-condition" data-field="condition">Tested: {rec.condition}</div>
           </div>
         ))}
       </Card>
