@@ -172,6 +172,7 @@ def check_job(page, server, q):
         assert row_count(page, "job-stragglers") == len(stragglers)
         worst = page.locator("[data-table=job-stragglers] tbody tr").first.inner_text()
         assert format_duration(stragglers[0]["excess_us"]) in worst and stragglers[0]["cause"] in worst
+        assert stragglers[0]["host_range"] in worst and stragglers[0]["flagged_by"] in worst
     assert row_count(page, "job-operators") == len(data["operators"]["rows"])
     assert row_count(page, "job-collectives") == len(data["collectives"]["rows"])
     for clock in rows(data["clocks"]):

@@ -3608,11 +3608,19 @@ export interface components {
                 "exposed_comm_us",
                 "idle_us",
                 "dataloader_us",
-                "host_us"
+                "host_us",
+                "start_us",
+                "end_us",
+                "host_start_us",
+                "host_end_us"
             ];
             rows: [
                 number,
                 string,
+                number,
+                number,
+                number,
+                number,
                 number,
                 number,
                 number,
@@ -3632,15 +3640,25 @@ export interface components {
                 "rank",
                 "worker",
                 "step",
+                "measure",
                 "excess_us",
+                "excess_pct",
+                "deviations",
+                "flagged_by",
                 "cause",
+                "host_range",
                 "detail"
             ];
             rows: [
                 number,
                 string,
                 number,
+                string,
                 number,
+                number,
+                number | null,
+                string,
+                string,
                 string,
                 string
             ][];
