@@ -4144,7 +4144,10 @@ export interface components {
                 "device_total_us",
                 "device_self_us",
                 "backward_host_total_us",
-                "backward_device_total_us"
+                "backward_device_total_us",
+                "recompute_occurrences",
+                "recompute_us",
+                "recompute_device_us"
             ];
             rows: [
                 number,
@@ -4152,6 +4155,9 @@ export interface components {
                 string,
                 string,
                 string,
+                number,
+                number,
+                number,
                 number,
                 number,
                 number,
