@@ -51,7 +51,9 @@ def _device_type(model: TraceModel) -> str:
     cats = {str(c) for c in model.runtime["cat"].unique()} - {"", *RUNTIME_CATEGORIES}
     if cats:
         return sorted(cats)[0].rsplit("_", 1)[0].upper()
-    return "CUDA" if has_device_work else "CPU"
+    # CUDA runtime calls with no device activity recorded (CUPTI lost it, or the GPU ran
+    # nothing in the window) are still a CUDA trace, not a CPU one.
+    return "CUDA" if has_device_work or len(model.runtime) else "CPU"
 
 
 @dataclass(eq=False)  # identity semantics: a reloaded file is a new Profile
@@ -353,20 +355,23 @@ class Profile:
         return describe_anomalies(self.model.anomalies)
 
     def info(self) -> dict[str, Any]:
-        """What the trace holds: device, steps, event counts per kind, time span, anomalies."""
+        """What the trace holds: device, the GPUs it used (`devices`; `devices_on_host` counts
+        every GPU the trace describes), steps, event counts per kind, time span, anomalies."""
         m = self.model
         start, end = m.span_us()
-        devices = [
-            {"id": int(d["id"]) if d["id"] == d["id"] else None, "name": str(d["name"]),
-             "memory_bytes": int(d["totalGlobalMem"]) if d["totalGlobalMem"] == d["totalGlobalMem"] else None}
-            for d in m.devices.to_dict("records")
-        ]
         used_devices = sorted(set(np.concatenate([t["device"].to_numpy() for t in (m.kernels, m.memcpy, m.memset)]).tolist()))
+        # deviceProperties lists every GPU on the host; only those the trace used are listed
+        devices = [
+            {"id": int(d["id"]), "name": str(d["name"]),
+             "memory_bytes": int(d["totalGlobalMem"]) if d["totalGlobalMem"] == d["totalGlobalMem"] else None}
+            for d in m.devices.to_dict("records") if d["id"] == d["id"] and int(d["id"]) in used_devices
+        ]
         return {
             "source": printable(self.source),
             "device_type": self.device_type,
             "devices": devices,
             "devices_used": [int(d) for d in used_devices],
+            "devices_on_host": int(len(m.devices)),
             "distributed": m.distributed,
             "steps": [int(s) for s in m.steps["step"]],
             "event_counts": {name: int(len(getattr(m, name))) for name in m.TABLES if name != "steps"},

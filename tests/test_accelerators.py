@@ -16,6 +16,7 @@ sums over the raw JSON, and HTA 0.5.0's reading of the same file.
 """
 
 import collections
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -175,3 +176,41 @@ def test_a_backend_no_table_lists_is_recognised_by_where_it_runs_and_its_launch(
     assert model.memcpy[["name", "bytes", "op"]].astype(str).values.tolist() == [["dma_in", "64", "1"]]
     assert sorted(model.other["name"].astype(str)) == ["barrier_wait", "host span", "unlaunched"]
     assert dict(zip(profile.operators()["name"], profile.operators()["device_self_us"])) == {"aten::mm": 40}
+
+
+def test_cuda_runtime_calls_without_device_activity_are_a_cuda_trace(tmp_path):
+    """CUPTI recorded the launches but no kernel (lost, or outside the window): the trace is
+    still a CUDA one, not "CPU"; without any runtime call it is CPU."""
+    launches = [op("aten::mm", 0, 50, **{"External id": 1}), runtime("cudaLaunchKernel", 10, 5, 1, 1)]
+    assert tb_plugin.load(write_trace(tmp_path / "cuda.pt.trace.json", launches)).device_type == "CUDA"
+    cpu_only = [op("aten::mm", 0, 50, **{"External id": 1})]
+    assert tb_plugin.load(write_trace(tmp_path / "cpu.pt.trace.json", cpu_only)).device_type == "CPU"
+
+
+def test_real_cuda_trace_stripped_of_device_activity_is_still_cuda(tmp_path):
+    """The H100 sample with every kernel, memcpy and memset removed from the raw JSON."""
+    source = Path(__file__).parent.parent / "samples" / "gpu_h100_eager_nccl"
+    files = sorted(source.glob("*.pt.trace.json.gz"))
+    if not files:
+        pytest.skip("samples/gpu_h100_eager_nccl is not available")
+    events = [e for e in raw_events(files[0]) if str(e.get("cat", "")).lower() not in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert any(str(e.get("cat", "")).lower() == "cuda_runtime" for e in events)
+    profile = tb_plugin.load(write_trace(tmp_path / "stripped.pt.trace.json", events))
+    assert profile.device_type == "CUDA" and profile.info()["devices"] == []
+
+
+def test_info_lists_only_the_gpus_the_trace_used():
+    """The ResNet-50 sample's deviceProperties describe every GPU of its host; info lists
+    those its device activity ran on (the raw events' device ids) and counts the others."""
+    path = Path(__file__).parent.parent / "samples" / "gpu_resnet50_v100" / "worker0.1623143089861.pt.trace.json.gz"
+    if not path.exists():
+        pytest.skip("samples/gpu_resnet50_v100 is not available")
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    used = sorted({e["args"]["device"] for e in doc["traceEvents"]
+                   if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset")})
+    info = tb_plugin.load(path).info()
+    assert len(doc["deviceProperties"]) > len(used)  # the case: more GPUs on the host than used
+    assert [d["id"] for d in info["devices"]] == used == info["devices_used"]
+    assert info["devices_on_host"] == len(doc["deviceProperties"])
+    names = {p["id"]: p["name"] for p in doc["deviceProperties"]}
+    assert [d["name"] for d in info["devices"]] == [names[i] for i in used]
