@@ -30,7 +30,7 @@ from .views import job as job_view
 from .views import kernels, launches
 from .views import lightning as lightning_view
 from .views import memory, modules, operators, overview, queues, rank_timeline, recommendations, sequences, timeline
-from .views.common import step_windows
+from .views.common import is_rocm, step_windows
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +43,7 @@ KERNEL_SEQUENCE_MAX_LENGTH = sequences.MAX_LENGTH
 def _device_type(model: TraceModel) -> str:
     """"CUDA", "ROCm", another accelerator's runtime name, or "CPU"."""
     has_device_work = len(model.kernels) or len(model.memcpy) or len(model.memset)
-    # Categoricals may list names of other tables too: look at the values present.
-    runtime_names = [str(n) for n in model.runtime["name"].unique()]
-    if any(n.startswith("hip") for n in runtime_names):
+    if is_rocm(model):
         return "ROCm"
     # A backend's own runtime category (`mtia_runtime`) names the device; CUDA's and the generic ones do not.
     cats = {str(c) for c in model.runtime["cat"].unique()} - {"", *RUNTIME_CATEGORIES}
@@ -120,8 +118,8 @@ class Profile:
         """Kernel table grouped by "name" or "name_op"; see `views.kernels.kernels`."""
         return kernels.kernels(self.model, group_by)
 
-    def tensor_core_share(self) -> dict[str, float | None]:
-        """Kernel time on / off Tensor Cores."""
+    def tensor_core_share(self) -> dict[str, float | str | None]:
+        """Kernel time on / off Tensor Cores (matrix cores on AMD), with the vendor's name for them."""
         return kernels.tensor_core_share(self.model)
 
     # --- why the GPU waits --------------------------------------------------------------------

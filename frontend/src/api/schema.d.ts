@@ -188,8 +188,11 @@ export interface paths {
                         "application/json": {
                             source?: string;
                             device_type: string;
+                            /** @description The GPUs the trace ran device activity on: id, name, memory_bytes (deviceProperties lists every GPU on the host). */
                             devices?: Record<string, never>[];
                             devices_used?: number[];
+                            /** @description GPUs the trace's deviceProperties describe, used or not. */
+                            devices_on_host?: number;
                             distributed?: Record<string, never>;
                             steps: number[];
                             event_counts: {
@@ -640,7 +643,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Kernel time on and off Tensor Cores. */
+        /** Kernel time on and off Tensor Cores (AMD's matrix cores on ROCm). */
         get: {
             parameters: {
                 query: {
@@ -665,6 +668,8 @@ export interface paths {
                             tensor_cores_us?: number;
                             other_us?: number;
                             tensor_cores_pct?: number | null;
+                            /** @description The vendor's name for the units: Tensor Cores (NVIDIA) or Matrix cores (AMD). */
+                            unit?: string;
                         };
                     };
                 };

@@ -120,6 +120,8 @@ export interface TensorCoreShare {
   tensor_cores_us: number;
   other_us: number;
   tensor_cores_pct: number | null;
+  /** The vendor's name for the units: "Tensor Cores" (NVIDIA) or "Matrix cores" (AMD). */
+  unit: string;
 }
 
 export interface MemoryDevicesReply {

@@ -126,7 +126,7 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
                     <dt>GPU utilization</dt><dd>{formatPct(gpu.utilization_pct)}</dd>
                     <dt>Est. SM efficiency</dt><dd>{formatPct(gpu.est_sm_efficiency_pct)}</dd>
                     <dt>Est. achieved occupancy</dt><dd>{formatPct(gpu.est_achieved_occupancy_pct)}</dd>
-                    <dt>Kernel time on Tensor Cores</dt><dd>{formatPct(gpu.tensor_core_kernel_pct)}</dd>
+                    <dt>Kernel time on {String(data.environment.matrix_unit ?? 'Tensor Cores')}</dt><dd>{formatPct(gpu.tensor_core_kernel_pct)}</dd>
                   </dl>
                 </div>
               ))}
