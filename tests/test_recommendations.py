@@ -107,6 +107,22 @@ def test_eager_run_is_told_to_use_cuda_graphs_or_compile():
     assert not rec["numbers"]["uses_cuda_graphs"] and not rec["numbers"]["uses_compile"]
 
 
+def test_compiled_run_without_cuda_graphs_is_pointed_at_reduce_overhead(tmp_path):
+    """A torch.compile'd step (a Torch-Compiled Region around the launches) of 120 kernels of
+    1 µs, each launched by a 5 µs call: all launch-bound (120 >= 100, 100% >= 20%), saving at
+    most 120 x (5 - 1) = 480 µs. The run compiles but replays no graph: the advice is
+    reduce-overhead, not to start using torch.compile."""
+    events = [op("ProfilerStep#1", 0, 2000, cat="user_annotation"),
+              op("Torch-Compiled Region: 0/0", 1, 1990, cat="user_annotation")]
+    for i in range(120):
+        events += [runtime("cudaLaunchKernel", 10 + 10 * i, 5, i + 1, i + 1), kernel(f"triton_poi_fused_{i}", 16 + 10 * i, 1, i + 1)]
+    rec = _by_id(tb_plugin.load(write_trace(tmp_path / "w.pt.trace.json", events)).recommendations())["launch_bound"]
+    assert rec["numbers"]["uses_compile"] and not rec["numbers"]["uses_cuda_graphs"]
+    assert (rec["numbers"]["launch_bound"], rec["numbers"]["kernels"]) == (120, 120)
+    assert rec["saving_us"] == pytest.approx(480)
+    assert 'mode="reduce-overhead"' in rec["text"] and "Consider CUDA graphs or torch.compile" not in rec["text"]
+
+
 def test_one_launch_bound_item():
     """The ResNet-50 sample meets both launch-bound tests (HTA's flag and many tiny kernels per
     step): one item says so, naming both, with the tiny-kernel share counted from the raw

@@ -220,17 +220,21 @@ def _memory(model):
 
 
 def _launch_overhead_advice(facts, operators):
-    """What to do about launch overhead, given what the run already uses."""
-    launched_by = f", mostly by {operators}" if operators else ""
+    """What to do about launch overhead, given what the run already uses; `operators` names
+    the operators launching most of the launch-bound kernels ('' when none is known)."""
+    mostly = f"mostly by {operators}" if operators else ""
     if facts.uses_cuda_graphs and facts.uses_compile:
-        return (f"The run already uses torch.compile and CUDA graphs; these kernels are launched outside them{launched_by}: "
-                "compile that code too (e.g. the optimizer step), or use fused implementations (fused=True optimizers).")
+        return ("The run already uses torch.compile and CUDA graphs; these kernels are launched outside them"
+                f"{', ' + mostly if mostly else ''}: compile that code too (e.g. the optimizer step), or use fused "
+                "implementations (fused=True optimizers).")
     if facts.uses_cuda_graphs:
-        return f"The run already uses CUDA graphs; these kernels are launched outside them{launched_by}: capture that code too, or torch.compile it."
+        return ("The run already uses CUDA graphs; these kernels are launched outside them"
+                f"{', ' + mostly if mostly else ''}: capture that code too, or torch.compile it.")
     if facts.uses_compile:
-        return (f"The run already uses torch.compile{launched_by and ' (these kernels' + launched_by[1:] + ')'}: "
+        return (f"The run already uses torch.compile{' (these kernels are launched ' + mostly + ')' if mostly else ''}: "
                 "mode=\"reduce-overhead\" replays compiled code as CUDA graphs; compile the eager code that launches the rest.")
-    return f"Consider CUDA graphs or torch.compile to launch fewer, larger pieces of work{launched_by and ' (these kernels are launched' + launched_by[1:] + ')'}."
+    return ("Consider CUDA graphs or torch.compile to launch fewer, larger pieces of work"
+            f"{' (these kernels are launched ' + mostly + ')' if mostly else ''}.")
 
 
 def _launch_bound(model, facts):
