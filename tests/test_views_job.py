@@ -330,3 +330,8 @@ def test_straggler_names_the_profiler_step_host_range_its_device_work_ran_into(t
     assert row["host_range"] in view.verdict["text"][0]
     steps = view.rank_steps.set_index(["rank", "step"])
     assert steps.loc[(1, 1), ["start_us", "end_us", "host_start_us", "host_end_us"]].tolist() == [0, 1600, 0, 1000]
+
+
+def test_one_rank_has_nothing_to_compare(tmp_path):
+    view = job_view.job({"rank0": _rank_trace(tmp_path, 0, {1: 300, 2: 600})})
+    assert len(view.stragglers) == 0 and view.verdict["text"][0] == "1 rank: no other rank to compare it with."

@@ -478,7 +478,9 @@ def _verdict(rank_steps, stragglers, ex):
     n_ranks = int(rank_steps["rank"].nunique())
     n_steps = int(rank_steps["step"].nunique())
     tested = _tested(n_steps, n_ranks)
-    if len(stragglers):
+    if n_ranks < 2:
+        text = f"{n_ranks} rank: no other rank to compare it with." if n_ranks else "No ranks."
+    elif len(stragglers):
         worst = stragglers.iloc[0]
         text = (f"Rank {int(worst['rank'])} held the job back most, in step {int(worst['step'])} "
                 f"({worst['host_range']}): its {worst['measure']} took {_us(worst['excess_us'])} longer than the "
