@@ -301,9 +301,10 @@ def _host_bound(model, facts):
 
 
 def _fusion(model):
-    """The most time-consuming repeating kernel sequence that fusion could help: not one
-    with a collective kernel (communication is not fused into computation) and not one of
-    kernels Inductor generated (torch.compile already fused them)."""
+    """The most time-consuming repeating kernel sequence (among the `kernel_sequences`
+    default top 50) that fusion could help: not one with a collective kernel (communication
+    is not fused into computation) and not one of kernels Inductor generated (torch.compile
+    already fused them)."""
     sequences = kernel_sequences(model, FUSION_LENGTH)
     names = sequences["sequence"].str.split(SEPARATOR, regex=False)
     has_comm = names.map(lambda seq: any(is_comm_kernel(n) for n in seq))
