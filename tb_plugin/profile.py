@@ -30,7 +30,7 @@ from .views import job as job_view
 from .views import kernels, launches
 from .views import lightning as lightning_view
 from .views import memory, modules, operators, overview, queues, rank_timeline, recommendations, sequences, timeline
-from .views.common import step_windows
+from .views.common import is_rocm, step_windows
 
 logger = logging.getLogger(__name__)
 
@@ -43,15 +43,15 @@ KERNEL_SEQUENCE_MAX_LENGTH = sequences.MAX_LENGTH
 def _device_type(model: TraceModel) -> str:
     """"CUDA", "ROCm", another accelerator's runtime name, or "CPU"."""
     has_device_work = len(model.kernels) or len(model.memcpy) or len(model.memset)
-    # Categoricals may list names of other tables too: look at the values present.
-    runtime_names = [str(n) for n in model.runtime["name"].unique()]
-    if any(n.startswith("hip") for n in runtime_names):
+    if is_rocm(model):
         return "ROCm"
     # A backend's own runtime category (`mtia_runtime`) names the device; CUDA's and the generic ones do not.
     cats = {str(c) for c in model.runtime["cat"].unique()} - {"", *RUNTIME_CATEGORIES}
     if cats:
         return sorted(cats)[0].rsplit("_", 1)[0].upper()
-    return "CUDA" if has_device_work else "CPU"
+    # CUDA runtime calls with no device activity recorded (CUPTI lost it, or the GPU ran
+    # nothing in the window) are still a CUDA trace, not a CPU one.
+    return "CUDA" if has_device_work or len(model.runtime) else "CPU"
 
 
 @dataclass(eq=False)  # identity semantics: a reloaded file is a new Profile
@@ -118,8 +118,8 @@ class Profile:
         """Kernel table grouped by "name" or "name_op"; see `views.kernels.kernels`."""
         return kernels.kernels(self.model, group_by)
 
-    def tensor_core_share(self) -> dict[str, float | None]:
-        """Kernel time on / off Tensor Cores."""
+    def tensor_core_share(self) -> dict[str, float | str | None]:
+        """Kernel time on / off Tensor Cores (matrix cores on AMD), with the vendor's name for them."""
         return kernels.tensor_core_share(self.model)
 
     # --- why the GPU waits --------------------------------------------------------------------
@@ -353,20 +353,23 @@ class Profile:
         return describe_anomalies(self.model.anomalies)
 
     def info(self) -> dict[str, Any]:
-        """What the trace holds: device, steps, event counts per kind, time span, anomalies."""
+        """What the trace holds: device, the GPUs it used (`devices`; `devices_on_host` counts
+        every GPU the trace describes), steps, event counts per kind, time span, anomalies."""
         m = self.model
         start, end = m.span_us()
-        devices = [
-            {"id": int(d["id"]) if d["id"] == d["id"] else None, "name": str(d["name"]),
-             "memory_bytes": int(d["totalGlobalMem"]) if d["totalGlobalMem"] == d["totalGlobalMem"] else None}
-            for d in m.devices.to_dict("records")
-        ]
         used_devices = sorted(set(np.concatenate([t["device"].to_numpy() for t in (m.kernels, m.memcpy, m.memset)]).tolist()))
+        # deviceProperties lists every GPU on the host; only those the trace used are listed
+        devices = [
+            {"id": int(d["id"]), "name": str(d["name"]),
+             "memory_bytes": int(d["totalGlobalMem"]) if d["totalGlobalMem"] == d["totalGlobalMem"] else None}
+            for d in m.devices.to_dict("records") if d["id"] == d["id"] and int(d["id"]) in used_devices
+        ]
         return {
             "source": printable(self.source),
             "device_type": self.device_type,
             "devices": devices,
             "devices_used": [int(d) for d in used_devices],
+            "devices_on_host": int(len(m.devices)),
             "distributed": m.distributed,
             "steps": [int(s) for s in m.steps["step"]],
             "event_counts": {name: int(len(getattr(m, name))) for name in m.TABLES if name != "steps"},

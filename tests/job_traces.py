@@ -70,10 +70,11 @@ def shift_clock(doc, offset_us):
     return doc
 
 
-def write_job(source, directory, ranks, clock_offsets, straggler=None):
+def write_job(source, directory, ranks, clock_offsets, straggler=None, delays=()):
     """Write `ranks` copies of the trace `source` as ``rank<r>.pt.trace.json.gz`` under
     `directory`, rank r on a clock `clock_offsets[r]` µs ahead, with distributedInfo saying its
-    rank and the world size; `straggler` = (rank, step, delay_us) plants one. Returns the paths."""
+    rank and the world size; `straggler` = (rank, step, delay_us) plants one, and `delays`, a
+    sequence of such triples, plants more (ranks of a job that vary). Returns the paths."""
     base = read_doc(source)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -83,8 +84,9 @@ def write_job(source, directory, ranks, clock_offsets, straggler=None):
         info = dict(doc.get("distributedInfo") or {"backend": "nccl"})
         info.update(rank=rank, world_size=ranks)
         doc["distributedInfo"] = info
-        if straggler is not None and straggler[0] == rank:
-            plant_straggler(doc, straggler[1], straggler[2])
+        for planted_rank, step, delay_us in ([straggler] if straggler is not None else []) + list(delays):
+            if planted_rank == rank and delay_us:
+                plant_straggler(doc, step, delay_us)
         shift_clock(doc, clock_offsets[rank])
         path = directory / f"rank{rank}.pt.trace.json.gz"
         path.write_bytes(gzip.compress(orjson.dumps(doc), compresslevel=1))

@@ -16,6 +16,8 @@ sums over the raw JSON, and HTA 0.5.0's reading of the same file.
 """
 
 import collections
+import re
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -26,7 +28,7 @@ import pytest
 import tb_plugin
 from tb_plugin.trace import accelerators
 
-from .conftest import op, raw_events, runtime, write_trace
+from .conftest import kernel, op, raw_events, runtime, shared_trace, write_trace
 
 MTIA_TRACE = Path(__file__).parent / "data" / "mtia" / "worker0.pt.trace.json"
 COMPUTE, TRANSFER, SYNC = ("pe_exe", "merge", "remote"), ("dma_request",), ("event_record", "event_wait")
@@ -175,3 +177,78 @@ def test_a_backend_no_table_lists_is_recognised_by_where_it_runs_and_its_launch(
     assert model.memcpy[["name", "bytes", "op"]].astype(str).values.tolist() == [["dma_in", "64", "1"]]
     assert sorted(model.other["name"].astype(str)) == ["barrier_wait", "host span", "unlaunched"]
     assert dict(zip(profile.operators()["name"], profile.operators()["device_self_us"])) == {"aten::mm": 40}
+
+
+def test_cuda_runtime_calls_without_device_activity_are_a_cuda_trace(tmp_path):
+    """CUPTI recorded the launches but no kernel (lost, or outside the window): the trace is
+    still a CUDA one, not "CPU"; without any runtime call it is CPU."""
+    launches = [op("aten::mm", 0, 50, **{"External id": 1}), runtime("cudaLaunchKernel", 10, 5, 1, 1)]
+    assert tb_plugin.load(write_trace(tmp_path / "cuda.pt.trace.json", launches)).device_type == "CUDA"
+    cpu_only = [op("aten::mm", 0, 50, **{"External id": 1})]
+    assert tb_plugin.load(write_trace(tmp_path / "cpu.pt.trace.json", cpu_only)).device_type == "CPU"
+
+
+def test_real_cuda_trace_stripped_of_device_activity_is_still_cuda(tmp_path):
+    """The H100 sample with every kernel, memcpy and memset removed from the raw JSON."""
+    source = Path(__file__).parent.parent / "samples" / "gpu_h100_eager_nccl"
+    files = sorted(source.glob("*.pt.trace.json.gz"))
+    if not files:
+        pytest.skip("samples/gpu_h100_eager_nccl is not available")
+    events = [e for e in raw_events(files[0]) if str(e.get("cat", "")).lower() not in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert any(str(e.get("cat", "")).lower() == "cuda_runtime" for e in events)
+    profile = tb_plugin.load(write_trace(tmp_path / "stripped.pt.trace.json", events))
+    assert profile.device_type == "CUDA" and profile.info()["devices"] == []
+
+
+def test_info_lists_only_the_gpus_the_trace_used():
+    """The ResNet-50 sample's deviceProperties describe every GPU of its host; info lists
+    those its device activity ran on (the raw events' device ids) and counts the others."""
+    path = Path(__file__).parent.parent / "samples" / "gpu_resnet50_v100" / "worker0.1623143089861.pt.trace.json.gz"
+    if not path.exists():
+        pytest.skip("samples/gpu_resnet50_v100 is not available")
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    used = sorted({e["args"]["device"] for e in doc["traceEvents"]
+                   if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset")})
+    info = tb_plugin.load(path).info()
+    assert len(doc["deviceProperties"]) > len(used)  # the case: more GPUs on the host than used
+    assert [d["id"] for d in info["devices"]] == used == info["devices_used"]
+    assert info["devices_on_host"] == len(doc["deviceProperties"])
+    names = {p["id"]: p["name"] for p in doc["deviceProperties"]}
+    assert [d["name"] for d in info["devices"]] == [names[i] for i in used]
+
+
+# A hipBLASLt GEMM on an MI300X (Tensile's name: MFMA instruction 16x16x1 in its MI field) and
+# a plain elementwise kernel, launched by hipLaunchKernel / hipExtModuleLaunchKernel.
+MI300_GEMM = ("Cijk_Alik_Bljk_HHS_BH_MT128x128x64_MI16x16x1_SN_1LDSB1_AFC1_AFEM1_ASEM1_CLR1_CADS0_"
+              "EPS0_GRVWA8_GRVWB8_GSUAMB_ISA942_IU1_K1_LBSPPA128_LPA16_LPB16_MIAV1_MMFGLC_NTn1_PGR2_PLR1")
+
+
+def test_mi300_mfma_gemms_are_matrix_core_kernels_named_per_vendor(tmp_path):
+    """The MFMA GEMM (40 µs) runs on matrix cores, the elementwise kernel (10 µs) not: 80% of
+    kernel time, and AMD's name for the units, on every view that gives the share."""
+    events = [op("aten::mm", 0, 20, **{"External id": 1}), runtime("hipExtModuleLaunchKernel", 2, 3, 1, 1),
+              kernel(MI300_GEMM, 30, 40, 1),
+              op("aten::add", 20, 10, **{"External id": 2}), runtime("hipLaunchKernel", 22, 3, 2, 2),
+              kernel("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >", 80, 10, 2)]
+    profile = tb_plugin.load(write_trace(tmp_path / "mi300.pt.trace.json", events))
+    assert profile.device_type == "ROCm"
+    share = profile.tensor_core_share()
+    assert (share["tensor_cores_us"], share["other_us"], share["unit"]) == (40, 10, "Matrix cores")
+    assert share["tensor_cores_pct"] == pytest.approx(80)
+    assert profile.gpu_summary()["tensor_core_kernel_pct"].tolist() == [pytest.approx(80)]
+    assert profile.overview()["environment"]["matrix_unit"] == "Matrix cores"
+    used = profile.kernels().set_index("name")["tensor_cores_used"]
+    assert used[MI300_GEMM] and not used.drop(MI300_GEMM).any()
+
+
+def test_mi250_trace_tensile_gemms_are_matrix_core_kernels():
+    """The real MI250 trace: its Tensile GEMMs (an MI<m>x<n>x<k> field in the name, counted
+    from the raw events) are the matrix-core kernel time, and the unit is AMD's."""
+    path = shared_trace("rocm_mi250")
+    kernels = [e for e in raw_events(path) if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel"]
+    mfma = [k for k in kernels if re.search(r"_MI\d+x\d+x\d+", k["name"])]
+    assert mfma  # the case: the trace has MFMA GEMMs
+    share = tb_plugin.load(path).tensor_core_share()
+    assert share["unit"] == "Matrix cores"
+    assert share["tensor_cores_us"] == pytest.approx(sum(k["dur"] for k in mfma))
+    assert share["other_us"] == pytest.approx(sum(k["dur"] for k in kernels) - sum(k["dur"] for k in mfma))

@@ -279,7 +279,9 @@ def test_counters_and_metadata(tmp_path):
     assert (thread["process_name"], thread["thread_name"], thread["thread_sort_index"]) == ("python", "main thread", 3)
     assert m.devices["name"].tolist() == ["Tesla X"]
     info = p.info()
-    assert info["distributed"]["rank"] == 1 and info["devices"][0]["memory_bytes"] == 100
+    assert info["distributed"]["rank"] == 1 and m.devices["totalGlobalMem"].tolist() == [100]
+    # described but running nothing: not a GPU the trace used
+    assert info["devices"] == [] and info["devices_on_host"] == 1
 
 
 def test_wrong_typed_args_keep_the_event_with_defaults(tmp_path):

@@ -72,3 +72,26 @@ def test_annotation_nests_operators(recorded):
         while parent[i] >= 0:
             i = parent[i]
         assert ops["name"][i] == "train_step"
+
+
+def test_operator_shapes_and_groups_equal_key_averages_with_tensor_lists(tmp_path):
+    """torch.cat / torch.stack take a tensor list: key_averages(group_by_input_shape=True)
+    writes its element as [] (the trace lists each tensor's shape). The operator table by
+    name and shape has key_averages' shape texts and, per (name, shape), its call counts."""
+    a, b = torch.randn(2, 3), torch.randn(4, 3)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(2):
+            torch.cat([a, b])
+            torch.cat([a, a, a], dim=1)
+            torch.stack([a, a], dim=1)
+            torch.add(a, 1.0)
+    path = tmp_path / "worker0.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    table = tb_plugin.load(path).operators(group_by="name_shape")
+    ours = {(r.name, r.input_shape): r.calls for r in table.itertuples()}
+    theirs = {(e.key, str(e.input_shapes)): e.count for e in prof.key_averages(group_by_input_shape=True)}
+    for key in (("aten::cat", "[[], []]"), ("aten::stack", "[[], []]"), ("aten::add", "[[2, 3], [], []]")):
+        assert key in theirs  # the shapes torch prints, including a tensor list's []
+    for key, count in theirs.items():
+        if key[0] in ("aten::cat", "aten::stack", "aten::add"):
+            assert ours[key] == count, key

@@ -430,3 +430,18 @@ def test_critical_path_route(served, table, declared):  # noqa: F811
 def test_critical_path_route_errors(served, params, status, fragment):  # noqa: F811
     response = served.get(f"{PREFIX}/critical_path?run=a100&worker=rank0{params}")
     assert response.status_code == status and fragment in response.get_json()["reason"]
+
+
+def test_kernels_overlapping_on_a_stream_never_make_the_path_longer_than_the_step(tmp_path):
+    """ProfilerStep#1 host 0-50; K1 (call 1-2) runs 10-60 and K2 (call 2-3) 40-100 on stream 7:
+    the trace has them overlap by 20 µs. The step's window is 0-100. Backwards: K2 40-100, K1
+    up to where K2 starts (10-40), its launch 1-10, CPU 0-1: 100 µs, the step's length."""
+    profile = load(tmp_path, [
+        op("ProfilerStep#1", 0, 50, cat="user_annotation"),
+        runtime("cudaLaunchKernel", 1, 1, 1, 0), kernel("K1", 10, 50, 1),
+        runtime("cudaLaunchKernel", 2, 1, 2, 0), kernel("K2", 40, 60, 2),
+    ])
+    assert segments(profile) == [("cpu", 0, 1, ""), ("launch", 1, 10, "cudaLaunchKernel"), ("kernel", 10, 40, "K1"),
+                                 ("kernel", 40, 100, "K2")]
+    assert profile.critical_path(1)["dur_us"].sum() == 100
+    assert profile.critical_path(1, "categories")["share_pct"].sum() == pytest.approx(100)

@@ -218,9 +218,10 @@ def test_idle_time_route_rejects_bad_parameters(served, params, fragment):
 
 
 def test_host_bound_recommendation_uses_htas_idle_breakdown():
-    """The GPU sample idles mostly waiting on the host: the recommendation's numbers are
-    HTA's host-wait and idle totals over the streams, and it points at this view."""
-    path = _sample("gpu_resnet50_v100")
+    """The A100 sample idles mostly waiting on the host (and has no DataLoader, which would
+    get the advice instead): the recommendation's numbers are HTA's host-wait and idle totals
+    over the streams, and it points at this view."""
+    path = _sample("gpu_a100_nccl")
     expected = hta_idle(path)
     host_wait = sum(s["idle_host_wait_us"] for s in expected.values())
     idle = sum(sum(s.values()) for s in expected.values())

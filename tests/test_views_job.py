@@ -210,3 +210,128 @@ def test_empty_job():
     view = job_view.combine({})
     assert len(view.rank_steps) == 0 and len(view.stragglers) == 0 and len(view.collectives) == 0
     assert view.verdict["ranks"].tolist() == [0]
+
+
+# --- what the verdict tested, either measure, and the step a user finds in the trace -----------
+
+def _step_window_from_raw(doc, step):
+    """Step `step`'s length by torch-tb-profiler 0.4.3's rule, from the raw events: its host
+    range, extended to the end of the kernels its runtime calls launched, starting no earlier
+    than the end of the previous step's kernels."""
+    def host_range(n):
+        return next((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in doc["traceEvents"]
+                    if e.get("ph") == "X" and e.get("name") == f"ProfilerStep#{n}"
+                    and str(e.get("cat", "")).lower() != "gpu_user_annotation")
+
+    launch_at = {e["args"]["correlation"]: float(e["ts"]) for e in doc["traceEvents"]
+                 if e.get("ph") == "X" and str(e.get("cat", "")).lower() in ("cuda_runtime", "cuda_driver")
+                 and "correlation" in e.get("args", {})}
+    kernels = [e for e in doc["traceEvents"] if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel"
+               and e.get("args", {}).get("correlation") in launch_at]
+
+    def end_of(n):
+        start, end = host_range(n)
+        return max([end] + [float(k["ts"]) + float(k["dur"]) for k in kernels
+                            if start <= launch_at[k["args"]["correlation"]] < end])
+
+    return end_of(step) - max(host_range(step)[0], end_of(step - 1))
+
+
+def _job_with_delays(tmp_path, fractions):
+    """8 copies of a real rank's trace, rank r paused for fractions[r] of step 552's length in
+    that step (as on a job whose ranks vary). Returns (view, step length without a delay)."""
+    from .job_traces import read_doc
+
+    source = shared_trace("sampled_128rank_job", "rank0.pt.trace.json.gz")
+    base = _step_window_from_raw(read_doc(source), 552)
+    delays = [(r, 552, f * base) for r, f in enumerate(fractions)]
+    write_job(source, tmp_path / "job", ranks=len(fractions), clock_offsets=[0.0] * len(fractions), delays=delays)
+    return tb_plugin.load_run(str(tmp_path / "job")).job(), base
+
+
+def _sizes_on_paper(fractions, rank, base):
+    """8 ranks (>= LEAVE_ONE_OUT_BELOW): the baseline is the median over all of them; the excess
+    in percent of the median step and in 1.4826 MADs."""
+    d = np.array(fractions) * base
+    median = np.median(d)
+    excess = d[rank] - median
+    return excess, 100 * excess / (base + median), excess / (1.4826 * np.median(np.abs(d - median)))
+
+
+def test_rank_far_outside_in_percent_alone_is_flagged(tmp_path):
+    """Ranks paused 0-18% of the step, rank 7 40%: rank 7 is 26.7% over the median step but
+    only 3.3 robust deviations (the others vary widely). Flagged by percent, with both sizes;
+    the rest stay under 10% and 3.5 deviations."""
+    fractions = [0.0, 0.03, 0.06, 0.09, 0.12, 0.15, 0.18, 0.40]
+    view, base = _job_with_delays(tmp_path, fractions)
+    excess, pct, deviations = _sizes_on_paper(fractions, 7, base)
+    assert pct > 10 and deviations < 3.5  # the case: the old both-measures rule passed it
+    row = _row(view.stragglers, rank=7, step=552)
+    assert row["flagged_by"] == "percent" and row["measure"] == "work"
+    assert row["excess_us"] == pytest.approx(excess, rel=0.01)
+    assert row["excess_pct"] == pytest.approx(pct, rel=0.01) and row["deviations"] == pytest.approx(deviations, rel=0.01)
+    assert set(view.stragglers["rank"]) == {7}
+    text = view.verdict["text"][0]
+    assert text.startswith("Rank 7 held the job back most, in step 552") and f"+{row['excess_pct']:.1f}%" in text
+    assert f"{row['deviations']:.1f} robust deviations" in text and "flagged by percent" in text
+
+
+def test_rank_far_outside_in_deviations_alone_is_flagged(tmp_path):
+    """Ranks that hardly vary (0-0.6% of the step) and rank 7 4% over: 3.5% of the median step,
+    under the 5% of the joint test, but 12 robust deviations: flagged by deviations."""
+    fractions = [0.0, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.04]
+    view, base = _job_with_delays(tmp_path, fractions)
+    excess, pct, deviations = _sizes_on_paper(fractions, 7, base)
+    assert 1 < pct < 5 and deviations > 7
+    row = _row(view.stragglers, rank=7, step=552)
+    assert row["flagged_by"] == "deviations"
+    assert row["excess_pct"] == pytest.approx(pct, rel=0.01) and row["deviations"] == pytest.approx(deviations, rel=0.02)
+    assert set(view.stragglers["rank"]) == {7}
+
+
+def test_no_straggler_verdict_says_what_was_tested_and_the_largest_excess(tmp_path):
+    """Rank 1's gemm takes 320 µs instead of 300 in step 2: its work is 20 µs (2.0% of the
+    1000 µs step) over the others', which do not vary; under 50 µs, nothing is flagged, and
+    the verdict names the tests and this largest excess."""
+    models = {f"rank{r}": _rank_trace(tmp_path, r, {1: 300, 2: 320 if r == 1 else 300}) for r in range(3)}
+    text = job_view.job(models).verdict["text"][0]
+    assert text.startswith("No straggler. Tested: in each of the 2 steps, each of the 3 ranks' work")
+    assert "10% of the median step or more" in text and "both 5% and 3.5 robust deviations" in text
+    assert text.endswith("Largest excess: rank 1 in step 2, its work 20 µs over the median "
+                         "(+2.0% of the median step, the others do not vary).")
+
+
+def _device_tail_trace(tmp_path, rank, gemm_us):
+    """Two 1000 µs ProfilerStep host ranges; in step 1 aten::mm 10..20 launches (12..14) a gemm
+    at 100 of gemm_us µs, in step 2 one of 300 µs at 1700."""
+    events = []
+    for step, start, at, dur in ((1, 0.0, 100, gemm_us), (2, 1000.0, 700, 300)):
+        events += [op(f"ProfilerStep#{step}", start, 1000, cat="user_annotation"),
+                   op("aten::mm", start + 10, 10, **{"External id": step}),
+                   runtime("cudaLaunchKernel", start + 12, 2, correlation=step, external_id=step),
+                   kernel("sm80_gemm", start + at, dur, correlation=step)]
+    path = write_trace(tmp_path / f"tail{rank}.pt.trace.json", events,
+                       distributedInfo={"backend": "nccl", "rank": rank, "world_size": 5})
+    return tb_plugin.load(str(path)).model
+
+
+def test_straggler_names_the_profiler_step_host_range_its_device_work_ran_into(tmp_path):
+    """Rank 1's step-1 gemm runs 100..1600: step 1 (0.4.3's rule) lasts 1600 µs against 1000,
+    its device work running on past ProfilerStep#1's host range (0..1000) into
+    ProfilerStep#2's (1000..2000). Step 2 then starts at 1600 on rank 1 (400 µs): shorter, not
+    flagged, and with 5 ranks the others' median step 2 stays 1000 µs."""
+    models = {f"rank{r}": _device_tail_trace(tmp_path, r, 1500 if r == 1 else 300) for r in range(5)}
+    view = job_view.job(models)
+    row = _row(view.stragglers, rank=1, step=1)
+    assert len(view.stragglers) == 1 and row["excess_us"] == pytest.approx(600)
+    assert row["excess_pct"] == pytest.approx(60) and np.isnan(row["deviations"])
+    assert row["host_range"] == ("ProfilerStep#1, host 0 µs to 1.0 ms from the trace start; "
+                                 "its device work ran on until 1.6 ms, into ProfilerStep#2")
+    assert row["host_range"] in view.verdict["text"][0]
+    steps = view.rank_steps.set_index(["rank", "step"])
+    assert steps.loc[(1, 1), ["start_us", "end_us", "host_start_us", "host_end_us"]].tolist() == [0, 1600, 0, 1000]
+
+
+def test_one_rank_has_nothing_to_compare(tmp_path):
+    view = job_view.job({"rank0": _rank_trace(tmp_path, 0, {1: 300, 2: 600})})
+    assert len(view.stragglers) == 0 and view.verdict["text"][0] == "1 rank: no other rank to compare it with."

@@ -18,7 +18,8 @@ from .conftest import SAMPLES, op, raw_events, runtime, kernel, write_trace
 
 COLUMNS = ["node_id", "parent_id", "name", "module_type", "path", "depth", "occurrences", "operators",
            "host_total_us", "host_self_us", "device_total_us", "device_self_us",
-           "backward_host_total_us", "backward_device_total_us"]
+           "backward_host_total_us", "backward_device_total_us",
+           "recompute_occurrences", "recompute_us", "recompute_device_us"]
 SAMPLE_FILES = sorted((SAMPLES / "cpu_cnn").glob("*.pt.trace.json.gz")) + sorted(
     (SAMPLES / "cpu_ddp_gloo").glob("*.pt.trace.json.gz"))
 EVALUATE = "autograd::engine::evaluate_function: "
@@ -399,3 +400,111 @@ def test_modules_frames_without_python_ids_nest_by_time_on_hand_made_trace(tmp_p
     table = modules(tb_plugin.load(write_trace(tmp_path / "noid.pt.trace.json", events)).model)
     got = {row.path: (row.occurrences, row.host_total_us, row.host_self_us) for row in table.itertuples()}
     assert got == {"Outer_0": (2, 180.0, 110.0), "Outer_0 > Inner_0": (2, 70.0, 70.0), "Inner_0": (1, 5.0, 5.0)}
+
+
+# --- activation checkpointing, recorded here ----------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["non_reentrant", "reentrant"])
+def checkpointed(request, tmp_path_factory):
+    """Net > (Block x 3, Linear head), Blocks 0 and 1 under torch.utils.checkpoint, RUNS
+    iterations. A forward pre-hook on every module records, in call order, whether the call
+    ran inside the backward (torch's graph task id is set then): the recomputations."""
+    torch = pytest.importorskip("torch", reason="torch is needed to record a trace")
+    from torch.utils.checkpoint import checkpoint
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.act = nn.Linear(16, 16), nn.ReLU()
+
+        def forward(self, x):
+            return self.act(self.fc(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks, self.head = nn.ModuleList([Block() for _ in range(3)]), nn.Linear(16, 1)
+
+        def forward(self, x):
+            for i, block in enumerate(self.blocks):
+                x = checkpoint(block, x, use_reentrant=request.param) if i < 2 else block(x)
+            return self.head(x)
+
+    torch.manual_seed(0)
+    net = Net()
+    # module -> [ran inside the backward, ...] in call order; "order": every call's module
+    calls = collections.defaultdict(list)
+
+    def called(module, args):  # a pre-hook: a non-reentrant recomputation stops before the forward ends
+        calls[module].append(torch._C._current_graph_task_id() != -1)
+        calls["order"].append(module)
+
+    for module in net.modules():
+        module.register_forward_pre_hook(called)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
+                                with_modules=True) as prof:
+        for _ in range(RUNS):
+            net(torch.randn(4, 16, requires_grad=True)).sum().backward()
+    path = tmp_path_factory.mktemp("checkpoint") / "ckpt.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    return net, calls, raw_events(path), modules(tb_plugin.load(path).model)
+
+
+def _frames_by_call(events, module_name):
+    """The raw frames of one module instance, in time order (the order its hook saw the calls)."""
+    return sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "python_function"
+                   and e.get("name") == f"nn.Module: {module_name}"), key=lambda e: e["ts"])
+
+
+def _instance_names(calls_in_order):
+    """The profiler's instance names (<Type>_<n>, n counting a type's modules in the order of
+    their first call) of the modules the hooks saw."""
+    names, per_type = {}, collections.Counter()
+    for module in calls_in_order:
+        if module not in names:
+            kind = type(module).__name__
+            names[module] = f"{kind}_{per_type[kind]}"
+            per_type[kind] += 1
+    return names
+
+
+def test_checkpointed_blocks_are_one_node_with_their_recompute(checkpointed):
+    net, calls, events, table = checkpointed
+    # one root and the model's own tree (ModuleList is never called): no extra roots
+    assert _type_paths(table) == {("Net",): 1, ("Net", "Block"): 3, ("Net", "Block", "Linear"): 3,
+                                  ("Net", "Block", "ReLU"): 3, ("Net", "Linear"): 1}
+    module_of = {name: module for module, name in _instance_names(calls["order"]).items()}
+    for row in table.itertuples():
+        inside_backward = calls[module_of[row.name]]
+        assert row.occurrences == inside_backward.count(False) == RUNS, row.path
+        assert row.recompute_occurrences == inside_backward.count(True), row.path
+        # the raw frames split as the hook saw the calls: forward time and recompute time
+        frames = _frames_by_call(events, row.name)
+        assert len(frames) == len(inside_backward)
+        forward = sum(f["dur"] for f, again in zip(frames, inside_backward) if not again)
+        assert row.host_total_us == pytest.approx(forward)
+        assert row.recompute_us == pytest.approx(sum(f["dur"] for f, again in zip(frames, inside_backward) if again))
+    # the two checkpointed blocks and their children were recomputed once per run, the third not
+    recomputed = table.set_index("name")["recompute_occurrences"]
+    assert [recomputed[f"Block_{i}"] for i in range(3)] == [RUNS, RUNS, 0]
+
+
+def test_checkpoint_recompute_is_not_backward_time(checkpointed):
+    """The backward of the whole model (the root's rolled-up backward) is every outermost
+    autograd op's wall time, less the recomputed forwards run inside them (the raw frames the
+    hooks saw called inside the backward, outermost ones: the Blocks)."""
+    net, calls, events, table = checkpointed
+    module_of = {name: module for module, name in _instance_names(calls["order"]).items()}
+    recompute = sum(f["dur"] for i in range(2) for f, again in zip(_frames_by_call(events, f"Block_{i}"),
+                                                                 calls[module_of[f"Block_{i}"]]) if again)
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    outermost = [e for e in ops if e["name"].startswith(EVALUATE)
+                 and not any(o is not e and o["name"].startswith(EVALUATE) and o["tid"] == e["tid"]
+                             and o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"] for o in ops)]
+    # SumBackward0 of .sum() runs outside every module, AccumulateGrad has no forward op: not attributed
+    attributed = sum(e["dur"] for e in outermost
+                     if e["name"] not in (EVALUATE + "SumBackward0", EVALUATE + "torch::autograd::AccumulateGrad"))
+    root = table[table["parent_id"] < 0].iloc[0]
+    assert root["backward_host_total_us"] == pytest.approx(attributed - recompute, rel=1e-9)

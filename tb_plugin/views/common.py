@@ -68,6 +68,17 @@ def is_tensor_core_kernel(name):
         not any(marker in name for marker in cuda_core_markers())
 
 
+def is_rocm(model):
+    """Whether the trace's runtime calls are HIP's (an AMD GPU; Kineto files them as cuda_runtime)."""
+    return any(str(n).startswith("hip") for n in model.runtime["name"].unique())
+
+
+def matrix_unit(model):
+    """What the GPU's vendor calls the units `is_tensor_core_kernel` finds: Tensor Cores on
+    NVIDIA, Matrix cores on AMD."""
+    return "Matrix cores" if is_rocm(model) else "Tensor Cores"
+
+
 def is_comm_kernel(name):
     return bool(_COMM_KERNEL.search(name))
 

@@ -140,6 +140,11 @@ def compiled_op_mask(model):
     return _cached(model, "compiled_op_mask", build)
 
 
+def is_inductor_kernel_name(name):
+    """Whether a kernel or op name is one Inductor generated (triton_*, cpp_fused_*, ...)."""
+    return bool(_INDUCTOR_KERNEL.match(name))
+
+
 def _inductor_kernel_ops(model):
     """Rows of ops that are Inductor-generated kernels (by name, or carrying kernel_hash)."""
     ops = model.ops

@@ -50,7 +50,8 @@ dependency that was satisfied last (the "last-arriving predecessor"). Dependenci
   * the step's start.
 
 Every instant of the step window is attributed to exactly one segment, so the categories
-add up to the step's length; `evidence` says for each segment whether its dependency was
+add up to the step's length (where activities overlap on a stream, the earlier one's segment
+ends where the later one's starts: the path is never longer than its step); `evidence` says for each segment whether its dependency was
 read from the trace or inferred by timing. The arrays (event producers and consumers, wait
 stretches) are built vectorised (`merge_asof`, `searchsorted`); the walk loops once per
 segment of the path.
@@ -352,11 +353,18 @@ def _critical_path(model, step):
     g = _graph(model)
     main_thread = _step_thread(model, step)
     segments = []
+    # Segments are found from the end backwards; each ends where the one after it starts.
+    # Activities that overlap on a stream (a kernel starting before the previous one on its
+    # stream ended, as some traces record) would otherwise both count the overlap, and the
+    # path would run longer than its step.
+    frontier = end
 
     def add(category, a, b, name="", operator="", device=-1, stream=-1, thread=-1, evidence=RECORDED):
-        a, b = max(a, start), min(b, end)
+        nonlocal frontier
+        a, b = max(a, start), min(b, end, frontier)
         if b > a:
             segments.append((category, a, b, name, operator, device, stream, thread, evidence))
+            frontier = a
 
     # Begin where the step ends: the device activity that finished last, else the CPU.
     at = ("cpu", main_thread, end)

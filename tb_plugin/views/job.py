@@ -30,11 +30,20 @@ step, each rank's work and step time are compared with the median over the ranks
 measured by the scaled median absolute deviation (1.4826 MAD, which equals the standard
 deviation for normal noise). With fewer than `LEAVE_ONE_OUT_BELOW` ranks the median and MAD
 for a rank are taken over the *other* ranks, so that with two ranks the slower one is
-compared with the faster one rather than with their midpoint. A rank's step is a straggler
-when its excess over the baseline is larger than all of `STRAGGLER_MAD_Z` scaled MADs,
-`STRAGGLER_MIN_PCT` percent of the baseline step and `STRAGGLER_MIN_US`; a longer step counts
-only when the rank's work is not below the median (else the rank merely waited longer for the
-others). Its cause is the part
+compared with the faster one rather than with their midpoint. Each excess is measured two
+ways: in percent of the baseline (median) step time, and in robust deviations (the excess
+over the scaled MAD of that measure; none where the other ranks do not vary). A rank's step is
+a straggler when, on its work or on its step time, the excess is at least `STRAGGLER_MIN_US`
+and either far outside on one measure (`STRAGGLER_FAR_PCT` percent; or `STRAGGLER_FAR_MAD_Z`
+deviations and at least `STRAGGLER_FAR_Z_MIN_PCT` percent) or outside on both
+(`STRAGGLER_MIN_PCT` percent and `STRAGGLER_MAD_Z` deviations); a longer step counts only when
+the rank's work is not below the median (else the rank merely waited longer for the others).
+The stragglers table gives both sizes and which test held; the verdict says what was tested
+and, when no rank is flagged, the largest excess found. A step is measured as
+torch-tb-profiler 0.4.3 does, from its ``ProfilerStep#N`` host range to the end of the device
+work launched in it; where that work runs past the host range (into the next step's), the
+straggler's ``host_range`` says so, naming the ranges a user finds in the trace. Its cause is
+the part
 (compute, data loading, host/launch, communication wait, idle) that exceeds that part's
 baseline by the most.
 
@@ -61,7 +70,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare, documented
 from ..trace.model import TraceModel
-from .common import collective_op_mask, device_activity, step_breakdown
+from .common import collective_op_mask, device_activity, step_breakdown, step_windows
 from .distributed import collective_calls, match_calls
 from .kernels import kernels as kernel_table
 from .operators import operators as operator_table
@@ -69,6 +78,11 @@ from .operators import operators as operator_table
 LEAVE_ONE_OUT_BELOW = 8
 STRAGGLER_MAD_Z = 3.5  # Iglewicz and Hoaglin's cut-off for modified z-scores
 STRAGGLER_MIN_PCT = 5.0
+# Far outside on one measure alone: twice either cut-off (the deviations only with a
+# percent floor, so that ranks which hardly vary do not flag noise).
+STRAGGLER_FAR_PCT = 10.0
+STRAGGLER_FAR_MAD_Z = 7.0
+STRAGGLER_FAR_Z_MIN_PCT = 1.0
 STRAGGLER_MIN_US = 50.0
 MAD_TO_SIGMA = 1.4826
 
@@ -83,14 +97,24 @@ RANK_STEPS = declare(
     ("idle_us", "float64", "us", "time neither the device nor the host was doing attributed work"),
     ("dataloader_us", "float64", "us", "time in DataLoader ranges not hidden by device work"),
     ("host_us", "float64", "us", "launch and other host time while the device had nothing to run"),
+    ("start_us", "float64", "us", "the step's start (0.4.3's rule), from this rank's trace origin"),
+    ("end_us", "float64", "us", "the step's end: its host range's end or its device work's, the later"),
+    ("host_start_us", "float64", "us", "start of the ProfilerStep#N host range"),
+    ("host_end_us", "float64", "us", "end of the ProfilerStep#N host range"),
 )
 STRAGGLERS = declare(
     "job_stragglers", "one rank's step that held the job back",
     ("rank", "int64", "", "the straggling rank"),
     ("worker", "str", "", "its worker"),
     ("step", "int64", "", "the step"),
+    ("measure", "str", "", "what was longer: work (step minus exposed communication) or step (wall time)"),
     ("excess_us", "float64", "us", "how much longer its work (or step) took than the other ranks' median"),
+    ("excess_pct", "float64", "pct", "excess_us as a share of the other ranks' median step time"),
+    ("deviations", "float64", "", "excess_us in robust deviations (1.4826 MAD of the measure); null when the others do not vary",
+     NULLABLE),
+    ("flagged_by", "str", "", "the test that held: percent, deviations, percent and deviations, or percent (others equal: the joint test at its percent alone)"),
     ("cause", "str", "", "the part that grew most: compute, data loading, host/launch, communication wait, idle"),
+    ("host_range", "str", "", "the ProfilerStep#N host range, and where its device work ran past it"),
     ("detail", "str", "", "the numbers behind the cause, in words"),
 )
 # A name's total per rank summarised over the ranks (`_across`).
@@ -163,6 +187,7 @@ def rank_part(model: TraceModel) -> RankPart:
     """The `RankPart` of one rank's model (rank -1 when its distributedInfo gives none)."""
     rank = _int_or(model.distributed.get("rank"), -1)
     breakdown = step_breakdown(model)
+    windows = step_windows(model)
     has_device = len(device_activity(model)) > 0
     cpu_exec = breakdown["cpu_exec_us"].to_numpy()
     steps = pd.DataFrame({
@@ -174,6 +199,7 @@ def rank_part(model: TraceModel) -> RankPart:
         "idle_us": breakdown["other_us"].to_numpy(),
         "dataloader_us": breakdown["dataloader_us"].to_numpy(),
         "host_us": breakdown["runtime_us"].to_numpy() + (cpu_exec if has_device else 0.0),
+        **{c: windows[c].to_numpy() for c in ("start_us", "end_us", "host_start_us", "host_end_us")},
     })
     k = kernel_table(model)[["name", "total_us"]]
     ops = operator_table(model)
@@ -247,8 +273,8 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView
                                   ).sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
     calls = _matched_calls(parts, workers, ranks)
     clocks = _clocks(workers, ranks, calls if align_clocks else None)
-    verdict_rows = _stragglers(rank_steps)
-    stragglers = STRAGGLERS.frame(verdict_rows)
+    excesses = _excesses(rank_steps) if len(rank_steps) else None
+    stragglers = STRAGGLERS.frame(_stragglers(rank_steps, excesses))
     return JobView(
         rank_steps=rank_steps,
         stragglers=stragglers,
@@ -256,7 +282,7 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView
         operators=OPERATORS_ACROSS.frame(_across(parts, workers, ranks, "operators", ["name", "measure"])),
         collectives=COLLECTIVES_ACROSS.frame(_collectives(parts, workers, ranks, clocks, calls)),
         clocks=CLOCKS.frame(clocks),
-        verdict=_verdict(rank_steps, stragglers),
+        verdict=_verdict(rank_steps, stragglers, excesses),
     )
 
 
@@ -317,54 +343,108 @@ def _baselines(matrix):
         return center, spread
 
 
-def _stragglers(rank_steps):
+@dataclass
+class _Excess:
+    """Per step x rank matrices (NaN where a rank lacks the step) of both measures."""
+
+    steps: np.ndarray
+    ranks: np.ndarray
+    values: dict  # column -> matrix (the parts, step_us, work_us and the step's times)
+    work_center: np.ndarray
+    measures: dict  # "work" / "step" -> {"excess", "pct", "deviations", "flagged", "flagged_by"}
+
+
+def _excesses(rank_steps):
+    """Each rank's work and step time against the other ranks' per step (the module's
+    docstring): excess, percent of the median step, robust deviations and the flags."""
+    table = rank_steps.assign(work_us=rank_steps["step_us"] - rank_steps["exposed_comm_us"])
+    columns = ["step_us", "work_us", *(p for p, _ in _PARTS), "end_us", "host_start_us", "host_end_us"]
+    wide = {c: table.pivot(index="step", columns="rank", values=c) for c in columns}
+    values = {c: w.to_numpy(dtype=np.float64, copy=True) for c, w in wide.items()}
+    present = ~np.isnan(values["step_us"])
+    step_center, _ = _baselines(values["step_us"])
+    work_center, _ = _baselines(values["work_us"])
+    measures = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for measure in ("work", "step"):
+            center, spread = _baselines(values[f"{measure}_us"])
+            excess = values[f"{measure}_us"] - center
+            pct = 100 * excess / step_center
+            measured = spread > 0
+            deviations = np.where(measured, excess / spread, np.nan)
+            # the others all equal: any excess is infinitely many deviations for the joint test
+            joint_z = np.where(measured, deviations, np.where(excess > 0, np.inf, 0.0))
+            both = (pct >= STRAGGLER_MIN_PCT) & (joint_z >= STRAGGLER_MAD_Z)
+            far_pct = pct >= STRAGGLER_FAR_PCT
+            far_z = measured & (deviations >= STRAGGLER_FAR_MAD_Z) & (pct >= STRAGGLER_FAR_Z_MIN_PCT)
+            flagged = present & (excess >= STRAGGLER_MIN_US) & (both | far_pct | far_z)
+            measures[measure] = {"excess": excess, "pct": pct, "deviations": deviations, "flagged": flagged,
+                                 "flagged_by": np.where(both & measured, "percent and deviations",
+                                                        np.where(far_pct, "percent",
+                                                                 np.where(both, "percent (others equal)", "deviations")))}
+    # a longer step whose work is below the median is a rank that waited longer: a victim
+    work_excess = measures["work"]["excess"]
+    measures["step"]["flagged"] &= work_excess >= 0
+    return _Excess(wide["step_us"].index.to_numpy(), wide["step_us"].columns.to_numpy(), values, work_center,
+                   measures)
+
+
+def _host_range(ex, s, r):
+    """The ProfilerStep#N host range of step row `s` on rank column `r`, and where the step's
+    device work ran past it (into the next step's host range)."""
+    step = int(ex.steps[s])
+    host_start, host_end = ex.values["host_start_us"][s, r], ex.values["host_end_us"][s, r]
+    end = ex.values["end_us"][s, r]
+    text = f"ProfilerStep#{step}, host {_us(host_start)} to {_us(host_end)} from the trace start"
+    if end > host_end:
+        text += f"; its device work ran on until {_us(end)}"
+        later = np.flatnonzero(~np.isnan(ex.values["host_start_us"][s + 1:, r]))
+        if len(later) and ex.values["host_start_us"][s + 1 + later[0], r] < end:
+            text += f", into ProfilerStep#{int(ex.steps[s + 1 + later[0]])}"
+    return text
+
+
+def _stragglers(rank_steps, ex):
     columns = STRAGGLERS.names
     if not len(rank_steps):
         return pd.DataFrame({c: [] for c in columns})
-    table = rank_steps.assign(work_us=rank_steps["step_us"] - rank_steps["exposed_comm_us"])
-    # steps x ranks matrices; NaN where a rank lacks a step
-    wide = {c: table.pivot(index="step", columns="rank", values=c)
-            for c in ["step_us", "work_us"] + [p for p, _ in _PARTS]}
-    steps, rank_ids = wide["step_us"].index.to_numpy(), wide["step_us"].columns.to_numpy()
-    values = {c: w.to_numpy(dtype=np.float64, copy=True) for c, w in wide.items()}
-    present = ~np.isnan(values["step_us"])
-    step_center, step_spread = _baselines(values["step_us"])
-    work_center, work_spread = _baselines(values["work_us"])
-    floor = np.maximum(STRAGGLER_MIN_PCT / 100 * step_center, STRAGGLER_MIN_US)
-    work_excess = values["work_us"] - work_center
-    step_excess = values["step_us"] - step_center
-    work_flag = work_excess > np.maximum(STRAGGLER_MAD_Z * work_spread, floor)
-    # a longer step whose work is below the median is a rank that waited longer: a victim
-    step_flag = (step_excess > np.maximum(STRAGGLER_MAD_Z * step_spread, floor)) & (work_excess >= 0)
-    flagged = (work_flag | step_flag) & present
-    excess = np.where(work_flag & step_flag, np.maximum(work_excess, step_excess),
-                      np.where(work_flag, work_excess, step_excess))
+    work, step = ex.measures["work"], ex.measures["step"]
+    flagged = work["flagged"] | step["flagged"]
+    # flagged on both: the larger excess is the one reported
+    use_step = step["flagged"] & (~work["flagged"] | (step["excess"] > work["excess"]))
+    pick = {key: np.where(use_step, step[key], work[key]) for key in ("excess", "pct", "deviations", "flagged_by")}
     growth = []
     centers = []
     for column, _ in _PARTS:  # five parts
-        center, _ = _baselines(values[column])
+        center, _ = _baselines(ex.values[column])
         centers.append(center)
-        growth.append(values[column] - center)
+        growth.append(ex.values[column] - center)
     growth = np.stack(growth)  # parts x steps x ranks
     cause_index = np.nanargmax(np.where(np.isnan(growth), -np.inf, growth), axis=0)
     si, ri = np.nonzero(flagged)
     if not len(si):
         return pd.DataFrame({c: [] for c in columns})
     cause_at = cause_index[si, ri]
-    worker_of = table.drop_duplicates("rank").set_index("rank")["worker"]
+    worker_of = rank_steps.drop_duplicates("rank").set_index("rank")["worker"]
+    values = ex.values
     details = []
     for s, r, c in zip(si, ri, cause_at):  # one line of text per straggling rank-step
         column, _ = _PARTS[c]
         details.append(f"{column[:-3].replace('_', ' ')} {_us(values[column][s, r])} vs "
                        f"median {_us(centers[c][s, r])} (+{_us(growth[c, s, r])}); "
                        f"step {_us(values['step_us'][s, r])}, work {_us(values['work_us'][s, r])} "
-                       f"vs median {_us(work_center[s, r])}")
+                       f"vs median {_us(ex.work_center[s, r])}")
     out = pd.DataFrame({
-        "rank": rank_ids[ri].astype(np.int64),
-        "worker": worker_of.reindex(rank_ids[ri]).to_numpy(),
-        "step": steps[si].astype(np.int64),
-        "excess_us": excess[si, ri],
+        "rank": ex.ranks[ri].astype(np.int64),
+        "worker": worker_of.reindex(ex.ranks[ri]).to_numpy(),
+        "step": ex.steps[si].astype(np.int64),
+        "measure": np.where(use_step[si, ri], "step", "work").astype(object),
+        "excess_us": pick["excess"][si, ri],
+        "excess_pct": pick["pct"][si, ri],
+        "deviations": pick["deviations"][si, ri],
+        "flagged_by": pick["flagged_by"][si, ri].astype(object),
         "cause": np.array([name for _, name in _PARTS], dtype=object)[cause_at],
+        "host_range": [_host_range(ex, s, r) for s, r in zip(si, ri)],
         "detail": details,
     })
     return out.sort_values(["excess_us", "step", "rank"], ascending=[False, True, True], kind="stable")
@@ -380,19 +460,55 @@ def _us(value):
     return f"{value:.0f} µs"
 
 
-def _verdict(rank_steps, stragglers):
+def _sizes(pct, deviations):
+    """An excess's two sizes in words."""
+    spread = "the others do not vary" if deviations != deviations else f"{deviations:.1f} robust deviations"
+    return f"+{pct:.1f}% of the median step, {spread}"
+
+
+def _tested(n_steps, n_ranks):
+    return (f"Tested: in each of the {n_steps} steps, each of the {n_ranks} ranks' work (step time minus exposed "
+            f"communication) and step time against the other ranks' median; flagged when at least "
+            f"{STRAGGLER_MIN_US:g} µs longer and either {STRAGGLER_FAR_PCT:g}% of the median step or more, or "
+            f"{STRAGGLER_FAR_MAD_Z:g} robust deviations or more (and {STRAGGLER_FAR_Z_MIN_PCT:g}%), or both "
+            f"{STRAGGLER_MIN_PCT:g}% and {STRAGGLER_MAD_Z:g} robust deviations.")
+
+
+def _verdict(rank_steps, stragglers, ex):
     n_ranks = int(rank_steps["rank"].nunique())
     n_steps = int(rank_steps["step"].nunique())
-    if not len(stragglers):
-        text = (f"No straggler: in each of the {n_steps} steps every one of the {n_ranks} ranks finished its work "
-                f"within {STRAGGLER_MIN_PCT:g}% (and {STRAGGLER_MAD_Z:g} robust deviations) of the others' median.")
-    else:
+    tested = _tested(n_steps, n_ranks)
+    if n_ranks < 2:
+        text = f"{n_ranks} rank: no other rank to compare it with." if n_ranks else "No ranks."
+    elif len(stragglers):
         worst = stragglers.iloc[0]
-        text = (f"Rank {int(worst['rank'])} held the job back most, in step {int(worst['step'])}: "
-                f"{_us(worst['excess_us'])} longer than the median rank, from {worst['cause']}. "
-                f"{len(stragglers)} straggling rank-steps in all, on "
-                f"{stragglers['rank'].nunique()} of {n_ranks} ranks.")
+        text = (f"Rank {int(worst['rank'])} held the job back most, in step {int(worst['step'])} "
+                f"({worst['host_range']}): its {worst['measure']} took {_us(worst['excess_us'])} longer than the "
+                f"median rank ({_sizes(worst['excess_pct'], worst['deviations'])}; flagged by {worst['flagged_by']}), "
+                f"from {worst['cause']}. {len(stragglers)} straggling rank-steps in all, on "
+                f"{stragglers['rank'].nunique()} of {n_ranks} ranks. {tested}")
+    else:
+        text = f"No straggler. {tested} {_largest_excess(ex)}"
     return VERDICT.frame({"ranks": [n_ranks], "steps": [n_steps], "stragglers": [len(stragglers)], "text": [text]})
+
+
+def _largest_excess(ex):
+    """The largest excess in percent over every rank and step and both measures, in words."""
+    if ex is None:
+        return ""
+    best = None
+    for measure, m in ex.measures.items():  # two measures
+        pct = np.where(np.isnan(m["pct"]) | (m["excess"] <= 0), -np.inf, m["pct"])
+        if measure == "step":  # a rank that only waited longer is not a candidate
+            pct = np.where(ex.measures["work"]["excess"] >= 0, pct, -np.inf)
+        if pct.size and np.isfinite(pct.max()) and (best is None or pct.max() > best[0]):
+            s, r = np.unravel_index(np.argmax(pct), pct.shape)
+            best = (pct.max(), measure, s, r, m)
+    if best is None:
+        return "No rank was longer than the others' median."
+    _, measure, s, r, m = best
+    return (f"Largest excess: rank {int(ex.ranks[r])} in step {int(ex.steps[s])}, its {measure} "
+            f"{_us(m['excess'][s, r])} over the median ({_sizes(m['pct'][s, r], m['deviations'][s, r])}).")
 
 
 def _across(parts, workers, ranks, attr, keys):

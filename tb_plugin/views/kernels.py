@@ -6,7 +6,7 @@ import pandas as pd
 from ..schema import NULLABLE, declare, documented
 from ..errors import BadParameterError
 from ..trace.model import TraceModel
-from .common import kernel_flags, op_names
+from .common import kernel_flags, matrix_unit, op_names
 
 _NAME = ("name", "str", "", "kernel name")
 _STATS = (
@@ -91,9 +91,11 @@ def kernels(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
     return table.frame(g.sort_values("total_us", ascending=False, kind="stable"))
 
 
-def tensor_core_share(model: TraceModel) -> dict[str, float | None]:
-    """Kernel time on and off Tensor Cores: {"tensor_cores_us", "other_us", "tensor_cores_pct"}."""
+def tensor_core_share(model: TraceModel) -> dict[str, float | str | None]:
+    """Kernel time on and off Tensor Cores (AMD's matrix cores on ROCm): {"tensor_cores_us",
+    "other_us", "tensor_cores_pct", "unit"}; `unit` is the vendor's name for them."""
     _, tc = kernel_flags(model)
     dur = model.kernels["dur"].to_numpy()
     on, total = float(dur[tc].sum()), float(dur.sum())
-    return {"tensor_cores_us": on, "other_us": total - on, "tensor_cores_pct": 100 * on / total if total else None}
+    return {"tensor_cores_us": on, "other_us": total - on, "tensor_cores_pct": 100 * on / total if total else None,
+            "unit": matrix_unit(model)}

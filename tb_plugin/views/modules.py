@@ -29,14 +29,20 @@ MODULES = declare(
     ("module_type", "str", "", "class name: the instance name without _<n>, e.g. Conv2d"),
     ("path", "str", "", "names from the root down, joined by \" > \""),
     ("depth", "int64", "", "0 for roots"),
-    ("occurrences", "int64", "count", "forward calls of the module at this path"),
+    ("occurrences", "int64", "count", "forward calls of the module at this path (recomputations not included)"),
     ("operators", "int64", "count", "operator calls (as the operator view counts them) inside those forward calls"),
-    ("host_total_us", "float64", "us", "summed wall time of the module's forward frames"),
+    ("host_total_us", "float64", "us", "summed wall time of the module's forward frames (recomputations not included)"),
     ("host_self_us", "float64", "us", "host_total_us minus the children nodes' host_total_us (never below 0)"),
     ("device_total_us", "float64", "us", "device activity launched inside the forward calls, child modules included"),
     ("device_self_us", "float64", "us", "the part of device_total_us launched outside child modules"),
-    ("backward_host_total_us", "float64", "us", "wall time of the backward ops of the module's forward ops (Notes)"),
-    ("backward_device_total_us", "float64", "us", "device activity of those backward ops and of the ops they called"),
+    ("backward_host_total_us", "float64", "us", "wall time of the backward ops of the module's forward ops, less the "
+     "recomputed forwards run inside them (Notes)"),
+    ("backward_device_total_us", "float64", "us", "device activity of those backward ops and of the ops they called, "
+     "recomputation excluded"),
+    ("recompute_occurrences", "int64", "count", "forward calls of the module run again inside the backward "
+     "(activation checkpointing)"),
+    ("recompute_us", "float64", "us", "summed wall time of those recomputed forward frames"),
+    ("recompute_device_us", "float64", "us", "device activity launched inside them, child modules included"),
 )
 MODULE_COLUMNS = MODULES.names
 
@@ -77,10 +83,19 @@ def modules(model: TraceModel) -> pd.DataFrame:
        wall time of the outermost backward ops (those inside no other backward op), counted
        for the module whose frame encloses the forward op's start.
 
+    5. Activation checkpointing (`torch.utils.checkpoint`) runs a block's forward again inside
+       the backward. Such a recomputed frame has no module frame around it (its Python parents
+       are the backward's frames) and starts inside an outermost backward op on its thread; it
+       and the module frames inside it are counted on the node of the module's own forward
+       call (the first node with that instance name; its children by name below it), as
+       `recompute_occurrences`, `recompute_us` and `recompute_device_us`, never as
+       occurrences or forward time, and never as extra roots. The ops inside them are not
+       counted in `operators`, and their time is taken out of the backward op that ran them
+       (the recomputation is shown once, on the checkpointed block).
+
     Backward ops with no forward op in the trace (the forward ran before the profiler
     started), `AccumulateGrad` (no sequence number) and DDP's reducer work in hooks are not
-    attributed to any module. Activation checkpointing re-runs module forwards during the
-    backward: those frames count as further occurrences of their nodes.
+    attributed to any module.
     """
     return _cached(model, "modules", lambda: _build(model)).copy()
 
@@ -160,6 +175,41 @@ def _assign_nodes(name_code, parent_frame):
     return node_of, np.asarray(node_parent, dtype=np.int64), np.asarray(node_name, dtype=np.int64)
 
 
+def _recompute_roots(model, rows, parent_frame):
+    """Per module frame: whether it is a recomputed forward's outermost frame (Notes 5): no
+    module frame around it, and its start inside an outermost backward op on its thread."""
+    ops = model.ops
+    seq, fwd_tid = ops["sequence_number"].to_numpy(), ops["fwd_thread_id"].to_numpy()
+    is_bwd = (seq >= 0) & (fwd_tid > 0)
+    root = parent_frame < 0
+    if not is_bwd.any() or not root.any():
+        return np.zeros(len(rows), dtype=bool)
+    outermost = ancestor_where(is_bwd, ops["parent"].to_numpy(), ops["depth"].to_numpy(), outermost=True)
+    bwd = np.flatnonzero(is_bwd & (outermost == np.arange(len(ops))))
+    backward = Nesting(ops["thread"].to_numpy()[bwd], ops["ts"].to_numpy()[bwd], ops["dur"].to_numpy()[bwd])
+    py = model.python
+    inside = backward.enclosing(py["thread"].to_numpy()[rows], py["ts"].to_numpy()[rows]) >= 0
+    return root & inside
+
+
+def _attach_recomputes(name_code, ts, parent_frame, recompute_root):
+    """Parent frames with each recomputed root given the parent of the first forward frame
+    of the same module instance, so that node building puts it (and its children) on the
+    forward's nodes."""
+    forward = np.flatnonzero(~recompute_root)
+    if not recompute_root.any() or not len(forward):
+        return parent_frame
+    by_start = forward[np.argsort(ts[forward], kind="stable")]
+    codes, first = np.unique(name_code[by_start], return_index=True)
+    first_frame = by_start[first]
+    wanted = np.flatnonzero(recompute_root)
+    at = np.clip(np.searchsorted(codes, name_code[wanted]), 0, len(codes) - 1)
+    found = codes[at] == name_code[wanted]
+    out = parent_frame.copy()
+    out[wanted[found]] = parent_frame[first_frame[at[found]]]
+    return out
+
+
 def _backward_roots(model):
     """Outermost backward ops and where their forward op starts.
 
@@ -220,24 +270,40 @@ def _build(model):
     if not len(rows):
         return _empty()
     name_code = py["name"].cat.codes.to_numpy().astype(np.int64)[rows]
+    recompute_root = _recompute_roots(model, rows, parent_frame)
+    # A recomputed frame is one inside a recomputed root (itself included), by module nesting.
+    frame_depth = tree_depth(parent_frame)
+    recompute_root_of = ancestor_where(recompute_root, parent_frame, frame_depth, outermost=True)
+    parent_frame = _attach_recomputes(name_code, py["ts"].to_numpy()[rows], parent_frame, recompute_root)
     node_of, node_parent, node_name = _assign_nodes(name_code, parent_frame)
     keep = node_of >= 0
     if not keep.any():  # every module frame sits on a cycle of parent ids
         return _empty()
+    # frame indices renumbered over the kept frames (recompute_root_of points into them)
+    kept_index = np.cumsum(keep) - 1
+    recompute_root_of = np.where(recompute_root_of >= 0, kept_index[np.clip(recompute_root_of, 0, None)], -1)[keep]
+    recompute_root = recompute_root[keep]
     rows, node_of = rows[keep], node_of[keep]
+    recomputed = recompute_root_of >= 0
     n = len(node_parent)
     f_thread, f_ts, f_dur = (py[c].to_numpy()[rows] for c in ("thread", "ts", "dur"))
 
-    occurrences = np.bincount(node_of, minlength=n)
-    host_total = np.bincount(node_of, weights=f_dur, minlength=n)
+    occurrences = np.bincount(node_of[~recomputed], minlength=n)
+    host_total = np.bincount(node_of[~recomputed], weights=f_dur[~recomputed], minlength=n)
+    recompute_occurrences = np.bincount(node_of[recomputed], minlength=n)
+    recompute_us = np.bincount(node_of[recomputed], weights=f_dur[recomputed], minlength=n)
     first_ts = np.full(n, np.inf)
     np.minimum.at(first_ts, node_of, f_ts)
 
     # Self values: each op / launch / backward op to the innermost module frame around it.
     frames = Nesting(f_thread, f_ts, f_dur)
 
-    def node_at(thread, t):
+    def node_at(thread, t, recompute=None):
+        """Node of the innermost frame around each point; -1 outside every frame, and -1
+        unless that frame is (recompute=True) or is not (False) a recomputed one."""
         frame = frames.enclosing(thread, t)
+        if recompute is not None:
+            frame = np.where((frame >= 0) & (recomputed[np.clip(frame, 0, None)] == recompute), frame, -1)
         return np.where(frame >= 0, node_of[np.clip(frame, 0, None)], -1)
 
     def per_node(node, weights=None):
@@ -247,7 +313,7 @@ def _build(model):
 
     ops = model.ops
     tree = operator_tree(model)
-    op_node = node_at(ops["thread"].to_numpy(), ops["ts"].to_numpy())
+    op_node = node_at(ops["thread"].to_numpy(), ops["ts"].to_numpy(), recompute=False)
     operators = per_node(np.where(tree["is_operator"].to_numpy(), op_node, -1))
 
     dev = device_activity(model)
@@ -258,19 +324,35 @@ def _build(model):
     r, o = np.clip(rt, 0, None), np.clip(dev_op, 0, None)
     launch_thread = np.where(rt >= 0, rt_thread[r] if len(rt_thread) else -1, op_thread[o] if len(op_thread) else -1)
     launch_ts = np.where(rt >= 0, rt_ts[r] if len(rt_ts) else 0.0, op_ts[o] if len(op_ts) else 0.0)
-    dev_node = np.where(launched, node_at(launch_thread, launch_ts), -1)
-    device_self = per_node(dev_node, dev["dur"].to_numpy())
+    dev_frame = np.where(launched, frames.enclosing(launch_thread, launch_ts), -1)
+    dev_dur = dev["dur"].to_numpy()
+    in_frame = dev_frame >= 0
+    dev_recomputed = in_frame & recomputed[np.clip(dev_frame, 0, None)]
+    device_self = per_node(np.where(in_frame & ~dev_recomputed, node_of[np.clip(dev_frame, 0, None)], -1), dev_dur)
+    recompute_device = per_node(np.where(dev_recomputed, node_of[np.clip(dev_frame, 0, None)], -1), dev_dur)
 
     bwd_rows, bwd_thread, bwd_fwd_ts = _backward_roots(model)
     bwd_node = node_at(bwd_thread, bwd_fwd_ts)
     device_total_op = tree["device_total_us"].to_numpy()[tree["node"].to_numpy()[bwd_rows]]
-    backward_host = per_node(bwd_node, ops["dur"].to_numpy()[bwd_rows])
+    bwd_host = ops["dur"].to_numpy()[bwd_rows].astype(np.float64)
+    if recompute_root.any() and len(bwd_rows):
+        # the recomputations a backward op ran are shown on the checkpointed block, not in it
+        roots = np.flatnonzero(recompute_root)
+        backward = Nesting(ops["thread"].to_numpy()[bwd_rows], ops["ts"].to_numpy()[bwd_rows], bwd_host)
+        host_of = backward.enclosing(f_thread[roots], f_ts[roots])
+        ran = host_of >= 0
+        bwd_host -= np.bincount(host_of[ran], weights=f_dur[roots][ran], minlength=len(bwd_rows))
+        root_device = np.bincount(recompute_root_of[np.clip(dev_frame[dev_recomputed], 0, None)],
+                                  weights=dev_dur[dev_recomputed], minlength=len(rows))[roots]
+        device_total_op = device_total_op - np.bincount(host_of[ran], weights=root_device[ran], minlength=len(bwd_rows))
+    backward_host = per_node(bwd_node, bwd_host)
     backward_device = per_node(bwd_node, device_total_op)
 
     # Totals from the deepest level up; a frame's own host time is what its children leave.
     depth = tree_depth(node_parent)
-    operators, device_total, backward_host, backward_device = (
-        roll_up(column, node_parent, depth) for column in (operators, device_self, backward_host, backward_device))
+    operators, device_total, backward_host, backward_device, recompute_device = (
+        roll_up(column, node_parent, depth)
+        for column in (operators, device_self, backward_host, backward_device, recompute_device))
     has_parent = node_parent >= 0
     children_host = np.bincount(node_parent[has_parent], weights=host_total[has_parent], minlength=n)
     host_self = np.maximum(host_total - children_host, 0.0)
@@ -306,5 +388,7 @@ def _build(model):
         "host_total_us": host_total[order], "host_self_us": host_self[order],
         "device_total_us": device_total[order], "device_self_us": device_self[order],
         "backward_host_total_us": backward_host[order], "backward_device_total_us": backward_device[order],
+        "recompute_occurrences": recompute_occurrences[order].astype(np.int64),
+        "recompute_us": recompute_us[order], "recompute_device_us": recompute_device[order],
     })
     return MODULES.frame(out)

@@ -1,5 +1,6 @@
 """Operator view: host and device self/total time per operator, and its call stacks."""
 
+import json
 import re
 from typing import Any
 
@@ -31,8 +32,32 @@ _STATS = (
 OPERATORS_BY_NAME = declare("operators_by_name", "one operator name", _NAME, *_STATS)
 OPERATORS_BY_NAME_SHAPE = declare(
     "operators_by_name_shape", "one operator name with one list of input shapes",
-    _NAME, ("input_shape", "str", "", "input shapes as JSON; empty when not recorded"), *_STATS)
+    _NAME, ("input_shape", "str", "", "input shapes as JSON, as torch's key_averages() prints them (a tensor list's "
+                                      "element is []); empty when not recorded"), *_STATS)
 OPERATOR_COLUMNS = OPERATORS_BY_NAME.names
+
+
+def _shape_text(input_dims):
+    """`Input Dims` as torch's `key_averages()` prints `input_shapes`: a tensor list's
+    element (the trace lists each tensor's shape) is `[]` there, as for any non-tensor input."""
+    try:
+        dims = json.loads(input_dims) if input_dims else None
+    except ValueError:
+        return input_dims
+    if not isinstance(dims, list):
+        return input_dims
+    return json.dumps([[] if isinstance(d, list) and any(isinstance(x, list) for x in d) else d for d in dims])
+
+
+def input_shapes(model):
+    """Per op row: its input shapes as `_shape_text` writes them (one parse per distinct
+    shape list, not per op)."""
+    def build():
+        dims = model.ops["input_dims"]
+        texts = np.array([_shape_text(str(c)) for c in dims.cat.categories], dtype=object)
+        codes = dims.cat.codes.to_numpy()
+        return texts[codes] if len(texts) else np.full(len(codes), "", dtype=object)
+    return _cached(model, "operator_input_shapes", build)
 
 
 def _python_stack_leaf(model):
@@ -106,7 +131,10 @@ def operators(model: TraceModel, group_by: str = "name", scope: str = "all") -> 
     op made. Device self is the device activity the op's own runtime calls launched; device
     total adds its descendants'. ProfilerStep, Optimizer, DataLoader, (Distributed)DataParallel
     ranges and user annotations are structure, not operators, and are left out; their children
-    are not. Calls follow torch's duplicate-node rule (see `operator_tree`).
+    are not. Calls follow torch's duplicate-node rule (see `operator_tree`). Input shapes are
+    written as `key_averages(group_by_input_shape=True)` writes them, so the groups are its
+    groups: a tensor list's element is `[]` (the trace's per-tensor shapes are in the Trace
+    view's event details).
     """
     if group_by not in ("name", "name_shape"):
         raise BadParameterError(f"group_by must be 'name' or 'name_shape', not {group_by!r}")
@@ -119,7 +147,7 @@ def operators(model: TraceModel, group_by: str = "name", scope: str = "all") -> 
         keep = keep & (compiled_op_mask(model) == (scope == "compiled"))
     frame = pd.DataFrame({
         "name": ops["name"].to_numpy()[keep],
-        "input_shape": ops["input_dims"].to_numpy()[keep],
+        "input_shape": input_shapes(model)[keep],
         "host_self_us": tree["host_self_us"].to_numpy()[keep],
         "host_total_us": tree["host_total_us"].to_numpy()[keep],
         "device_self_us": tree["device_self_us"].to_numpy()[keep],
@@ -162,7 +190,7 @@ def operator_stacks(model: TraceModel, name: str, input_shape: str | None = None
     ops = model.ops
     mask = tree["is_operator"].to_numpy() & (ops["name"] == name).to_numpy()
     if input_shape is not None:
-        mask &= (ops["input_dims"] == input_shape).to_numpy()
+        mask &= input_shapes(model) == input_shape
     keys = _stack_keys(model)
     mask &= keys >= 0
     if not mask.any():

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare, documented
 from ..trace.model import TraceModel
-from .common import kernel_flags, step_breakdown, step_windows
+from .common import kernel_flags, matrix_unit, step_breakdown, step_windows
 from .intervals import union_length, weighted_level_integral
 
 STEP_BREAKDOWN = declare(
@@ -147,6 +147,6 @@ def environment(model: TraceModel, device_type: str) -> dict[str, Any]:
     """What ran: device type, GPUs, distributed setup, versions the trace records."""
     meta = model.metadata
     keys = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "Framework", "host_name", "schemaVersion")
-    env = {"device_type": device_type, "distributed": model.distributed}
+    env = {"device_type": device_type, "distributed": model.distributed, "matrix_unit": matrix_unit(model)}
     env.update({k: meta[k] for k in keys if k in meta})
     return env

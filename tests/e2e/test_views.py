@@ -34,7 +34,12 @@ def check_overview(page, server, q):
     text = page.inner_text("[data-testid=overview]")
     assert page.inner_text("[data-field=step_mean_total]") == format_duration(data["step_mean"]["total_us"])
     for rec in data["recommendations"]:
-        assert rec["text"] in text
+        assert rec["text"] in text and f"Tested: {rec['condition']}" in text
+        if rec["saving_us"] is not None:
+            assert f"Could save up to {format_duration(rec['saving_us'])}" in text
+    # in the API's order, the largest saving first
+    shown = page.eval_on_selector_all("[data-recommendation]", "els => els.map((e) => e.dataset.recommendation)")
+    assert shown == [rec["id"] for rec in data["recommendations"]]
     for gpu in rows(data["gpu_summary"]):
         assert gpu["name"] in text and format_bytes(gpu["memory_bytes"]) in text
     dataloader = data["step_mean"]["dataloader_us"]
@@ -167,6 +172,7 @@ def check_job(page, server, q):
         assert row_count(page, "job-stragglers") == len(stragglers)
         worst = page.locator("[data-table=job-stragglers] tbody tr").first.inner_text()
         assert format_duration(stragglers[0]["excess_us"]) in worst and stragglers[0]["cause"] in worst
+        assert stragglers[0]["host_range"] in worst and stragglers[0]["flagged_by"] in worst
     assert row_count(page, "job-operators") == len(data["operators"]["rows"])
     assert row_count(page, "job-collectives") == len(data["collectives"]["rows"])
     for clock in rows(data["clocks"]):

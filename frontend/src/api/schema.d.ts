@@ -188,8 +188,11 @@ export interface paths {
                         "application/json": {
                             source?: string;
                             device_type: string;
+                            /** @description The GPUs the trace ran device activity on: id, name, memory_bytes (deviceProperties lists every GPU on the host). */
                             devices?: Record<string, never>[];
                             devices_used?: number[];
+                            /** @description GPUs the trace's deviceProperties describe, used or not. */
+                            devices_on_host?: number;
                             distributed?: Record<string, never>;
                             steps: number[];
                             event_counts: {
@@ -358,6 +361,10 @@ export interface paths {
                                 /** @enum {string} */
                                 severity: "warning" | "info";
                                 text: string;
+                                /** @description What was tested: the measured value against its threshold, in words. */
+                                condition: string;
+                                /** @description Upper bound of the step time (µs, over the profiled steps) following the advice could save; null where none can be measured. Items come largest first, those without one last. */
+                                saving_us: number | null;
                                 numbers: Record<string, never>;
                                 /** @description The view (and its URL parameters) showing the events behind the numbers: {view, params}; empty when none. */
                                 evidence?: Record<string, never>;
@@ -636,7 +643,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Kernel time on and off Tensor Cores. */
+        /** Kernel time on and off Tensor Cores (AMD's matrix cores on ROCm). */
         get: {
             parameters: {
                 query: {
@@ -661,6 +668,8 @@ export interface paths {
                             tensor_cores_us?: number;
                             other_us?: number;
                             tensor_cores_pct?: number | null;
+                            /** @description The vendor's name for the units: Tensor Cores (NVIDIA) or Matrix cores (AMD). */
+                            unit?: string;
                         };
                     };
                 };
@@ -3604,11 +3613,19 @@ export interface components {
                 "exposed_comm_us",
                 "idle_us",
                 "dataloader_us",
-                "host_us"
+                "host_us",
+                "start_us",
+                "end_us",
+                "host_start_us",
+                "host_end_us"
             ];
             rows: [
                 number,
                 string,
+                number,
+                number,
+                number,
+                number,
                 number,
                 number,
                 number,
@@ -3628,15 +3645,25 @@ export interface components {
                 "rank",
                 "worker",
                 "step",
+                "measure",
                 "excess_us",
+                "excess_pct",
+                "deviations",
+                "flagged_by",
                 "cause",
+                "host_range",
                 "detail"
             ];
             rows: [
                 number,
                 string,
                 number,
+                string,
                 number,
+                number,
+                number | null,
+                string,
+                string,
                 string,
                 string
             ][];
@@ -4122,7 +4149,10 @@ export interface components {
                 "device_total_us",
                 "device_self_us",
                 "backward_host_total_us",
-                "backward_device_total_us"
+                "backward_device_total_us",
+                "recompute_occurrences",
+                "recompute_us",
+                "recompute_device_us"
             ];
             rows: [
                 number,
@@ -4130,6 +4160,9 @@ export interface components {
                 string,
                 string,
                 string,
+                number,
+                number,
+                number,
                 number,
                 number,
                 number,

@@ -62,7 +62,11 @@ export interface Recommendation {
   id: string;
   severity: 'warning' | 'info';
   text: string;
-  numbers: Record<string, number>;
+  /** What was tested: the measured value against its threshold, in words. */
+  condition: string;
+  /** Upper bound of the step time the advice could save (µs); null where none is measured. */
+  saving_us: number | null;
+  numbers: Record<string, number | boolean>;
   /** The view (and its page-URL parameters) showing the events behind the numbers. */
   evidence?: { view?: string; params?: Record<string, string | number> };
 }
@@ -116,6 +120,8 @@ export interface TensorCoreShare {
   tensor_cores_us: number;
   other_us: number;
   tensor_cores_pct: number | null;
+  /** The vendor's name for the units: "Tensor Cores" (NVIDIA) or "Matrix cores" (AMD). */
+  unit: string;
 }
 
 export interface MemoryDevicesReply {

@@ -137,13 +137,18 @@ function Job({ data, name }: { data: JobReply; name: string }) {
               { key: 'rank', label: 'Rank', numeric: true },
               { key: 'worker', label: 'Worker', format: (v) => <a href="#" onClick={(e) => { e.preventDefault(); openRank(v); }}>{v}</a> },
               { key: 'step', label: 'Step', numeric: true },
+              { key: 'measure', label: 'Longer' },
               { key: 'excess_us', label: 'Excess', numeric: true, format: (v) => formatDuration(v) },
+              { key: 'excess_pct', label: '% of median step', numeric: true, format: (v) => formatPct(v) },
+              { key: 'deviations', label: 'Robust deviations', numeric: true, format: (v) => (v === null ? 'others equal' : v.toFixed(1)) },
+              { key: 'flagged_by', label: 'Flagged by' },
               { key: 'cause', label: 'Cause' },
+              { key: 'host_range', label: 'In the trace' },
               { key: 'detail', label: 'Numbers behind it' },
             ]}
           />
         ) : (
-          <Empty>No straggler: every rank's work was within the thresholds of the others' median in every step.</Empty>
+          <Empty>No straggler: the verdict above says what was tested and the largest excess found.</Empty>
         )}
       </Card>
       <div class={data.kernels.rows.length ? 'grid two' : 'stack'}>

@@ -57,7 +57,7 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
     [rows, topN],
   );
   const tcSlices = useMemo(
-    () => (share ? [{ name: 'Using Tensor Cores', value: share.tensor_cores_us }, { name: 'Not using Tensor Cores', value: share.other_us }].filter((s) => s.value > 0) : []),
+    () => (share ? [{ name: `Using ${share.unit}`, value: share.tensor_cores_us }, { name: `Not using ${share.unit}`, value: share.other_us }].filter((s) => s.value > 0) : []),
     [share],
   );
   const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
@@ -79,7 +79,7 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
     us('min_us', 'Min'),
     { key: 'mean_blocks_per_sm', label: 'Mean blocks / SM', numeric: true, format: (v) => formatNumber(v as number) },
     { key: 'mean_est_achieved_occupancy_pct', label: 'Mean est. occupancy', numeric: true, format: (v) => formatPct(v as number) },
-    { key: 'tensor_cores_used', label: 'Tensor Cores', format: (v) => (v ? 'Yes' : 'No') },
+    { key: 'tensor_cores_used', label: share?.unit ?? 'Tensor Cores', format: (v) => (v ? 'Yes' : 'No') },
   ];
   return (
     <>
@@ -87,11 +87,11 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
         <Card>{slices.length ? <Pie title={`Kernel time (top ${topN})`} slices={slices} format={formatDuration} height={260} label="Kernel time pie" /> : <Empty>No kernels in this trace.</Empty>}</Card>
         <Card>
           {tcSlices.length ? (
-            <Pie title="Kernel time on Tensor Cores" slices={tcSlices} format={formatDuration} height={260} label="Tensor Core pie" />
+            <Pie title={`Kernel time on ${share?.unit ?? 'Tensor Cores'}`} slices={tcSlices} format={formatDuration} height={260} label="Tensor Core pie" />
           ) : (
             <Empty>{props.shareError || 'No kernel time.'}</Empty>
           )}
-          {share ? <div class="hint">Tensor Cores: {formatPct(share.tensor_cores_pct)} of kernel time</div> : null}
+          {share ? <div class="hint">{share.unit}: {formatPct(share.tensor_cores_pct)} of kernel time</div> : null}
         </Card>
       </div>
       <Card title="Kernels">

@@ -39,26 +39,42 @@ function Modules({ table, name }: { table: ModulesTable; name: string }) {
   if (!rows.length) return <Empty>No nn.Module records (profile with with_modules=True).</Empty>;
   const device: TimeColumn[] = ['device_total_us', 'device_self_us', 'backward_device_total_us'];
   const withDevice = anyNonZero(rows, device);
+  // activation checkpointing: the forward run again inside the backward, on the block's own row
+  const withRecompute = anyNonZero(rows, ['recompute_us']);
   return (
-    <DataTable
-      id="modules"
-      rows={rows}
-      csvColumns={table.columns}
-      csvName={`${name}_modules.csv`}
-      tree={{ id: 'node_id', parent: 'parent_id' }}
-      searches={[{ label: 'Search modules', keys: ['name', 'module_type'] }]}
-      rowKey={(r) => String(r.node_id)}
-      columns={[
-        { key: 'name', label: 'Module' },
-        { key: 'module_type', label: 'Type' },
-        { key: 'occurrences', label: 'Occurrences', numeric: true, format: (v) => formatNumber(v) },
-        { key: 'operators', label: 'Operators', numeric: true, format: (v) => formatNumber(v) },
-        us('host_total_us', 'Host total'),
-        us('host_self_us', 'Host self'),
-        ...(withDevice ? [us('device_total_us', 'Device total'), us('device_self_us', 'Device self')] : []),
-        us('backward_host_total_us', 'Backward host total'),
-        ...(withDevice ? [us('backward_device_total_us', 'Backward device total')] : []),
-      ]}
-    />
+    <>
+      {withRecompute ? (
+        <p class="hint" data-testid="recompute-note">
+          Occurrences and host times count forward calls only; a checkpointed block&apos;s forward run again in the backward is in the Recompute columns, not in Backward.
+        </p>
+      ) : null}
+      <DataTable
+        id="modules"
+        rows={rows}
+        csvColumns={table.columns}
+        csvName={`${name}_modules.csv`}
+        tree={{ id: 'node_id', parent: 'parent_id' }}
+        searches={[{ label: 'Search modules', keys: ['name', 'module_type'] }]}
+        rowKey={(r) => String(r.node_id)}
+        columns={[
+          { key: 'name', label: 'Module' },
+          { key: 'module_type', label: 'Type' },
+          { key: 'occurrences', label: 'Occurrences', numeric: true, format: (v) => formatNumber(v) },
+          { key: 'operators', label: 'Operators', numeric: true, format: (v) => formatNumber(v) },
+          us('host_total_us', 'Host total'),
+          us('host_self_us', 'Host self'),
+          ...(withDevice ? [us('device_total_us', 'Device total'), us('device_self_us', 'Device self')] : []),
+          us('backward_host_total_us', 'Backward host total'),
+          ...(withDevice ? [us('backward_device_total_us', 'Backward device total')] : []),
+          ...(withRecompute
+            ? [
+                { key: 'recompute_occurrences', label: 'Recomputed (checkpoint)', numeric: true, format: (v: number) => formatNumber(v) } as Column<ModuleRow>,
+                us('recompute_us', 'Recompute host'),
+                ...(withDevice ? [us('recompute_device_us', 'Recompute device')] : []),
+              ]
+            : []),
+        ]}
+      />
+    </>
   );
 }

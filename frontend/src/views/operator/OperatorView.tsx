@@ -2,7 +2,7 @@
 // name + input shape, a searchable sortable table with expandable call stacks.
 
 import { useMemo } from 'preact/hooks';
-import type { ViewProps, WireTable } from '../../api/types';
+import type { TensorCoreShare, ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatFlops, formatNumber, formatPct, formatTflops } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
@@ -76,10 +76,13 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
   );
   const noDevice = !anyNonZero(rows, ['device_self_us', 'device_total_us']);
   const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
+  // the vendor's name for the units: Tensor Cores (NVIDIA) or Matrix cores (AMD)
+  const share = useApi<TensorCoreShare>('kernel_tensor_cores', { run, worker, span });
+  const unit = share.status === 'ok' ? share.data.unit : 'Tensor Cores';
   const tensorCores: Column[] = [
-    { key: 'tc_eligible', label: 'Tensor Core eligible', format: (v) => (v ? 'Yes' : 'No') },
-    { key: 'tc_self_pct', label: 'Tensor Core self', numeric: true, format: (v) => formatPct(v as number) },
-    { key: 'tc_total_pct', label: 'Tensor Core total', numeric: true, format: (v) => formatPct(v as number) },
+    { key: 'tc_eligible', label: `${unit}: eligible`, format: (v) => (v ? 'Yes' : 'No') },
+    { key: 'tc_self_pct', label: `${unit}: self`, numeric: true, format: (v) => formatPct(v as number) },
+    { key: 'tc_total_pct', label: `${unit}: total`, numeric: true, format: (v) => formatPct(v as number) },
   ];
   const columns: Column[] = [
     { key: 'name', label: 'Name' },

@@ -126,7 +126,7 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
                     <dt>GPU utilization</dt><dd>{formatPct(gpu.utilization_pct)}</dd>
                     <dt>Est. SM efficiency</dt><dd>{formatPct(gpu.est_sm_efficiency_pct)}</dd>
                     <dt>Est. achieved occupancy</dt><dd>{formatPct(gpu.est_achieved_occupancy_pct)}</dd>
-                    <dt>Kernel time on Tensor Cores</dt><dd>{formatPct(gpu.tensor_core_kernel_pct)}</dd>
+                    <dt>Kernel time on {String(data.environment.matrix_unit ?? 'Tensor Cores')}</dt><dd>{formatPct(gpu.tensor_core_kernel_pct)}</dd>
                   </dl>
                 </div>
               ))}
@@ -160,6 +160,7 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
         {data.recommendations.length === 0 ? <Empty>Nothing stands out.</Empty> : null}
         {data.recommendations.map((rec) => (
           <div key={rec.id} class={`recommendation ${rec.severity}`} data-recommendation={rec.id}>
+            {rec.saving_us !== null ? <strong data-field="saving">Could save up to {formatDuration(rec.saving_us)}. </strong> : null}
             {rec.text}
             {rec.evidence?.view ? (
               <>
@@ -169,6 +170,7 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
                 </button>
               </>
             ) : null}
+            <div class="recommendation-condition" data-field="condition">Tested: {rec.condition}</div>
           </div>
         ))}
       </Card>
