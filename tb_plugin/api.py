@@ -28,7 +28,7 @@ from werkzeug import wrappers, wsgi
 
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
-from .loading import Loading
+from .loading import Loading, ReplyReservation
 from .profile import (FILE_SUMMARIES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed, combine_job,
                       diff, ranks_frame, ranks_timeline, span_ranks)
 from .routes import API_ROUTES
@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 ALLOWED_METHODS = ("GET", "HEAD")
 _COMMON_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
 _STREAM_CHUNK = 1 << 20
+# Where `route` puts the request's `ReplyReservation` (what its reply may hold in the budget).
+_RESERVATION = "tb_plugin.reply_reservation"
 
 
 
@@ -110,10 +112,13 @@ def reads(inputs):
     return mark
 
 
-def route(handler, replies=None, inputs=None, remember=None):
+def route(handler, replies=None, inputs=None, remember=None, reservation=None):
     """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies: every
     `PublicError` becomes its own reply (`PublicError.body`, with its status), anything else
     a logged 500.
+
+    With `reservation() -> ReplyReservation`, what the handler builds is counted in the memory
+    budget while it answers (`reply_reservation`), and a reply too large is refused (413).
 
     With `inputs(request) -> Inputs`, the handler is `handler(request, *args)`, and with a
     `ReplyCache` an answer over the same inputs to the same request path (query string
@@ -124,6 +129,7 @@ def route(handler, replies=None, inputs=None, remember=None):
     @wrappers.Request.application
     @wraps(handler)
     def app(request):
+        held = request.environ[_RESERVATION] = reservation() if reservation is not None else ReplyReservation()
         try:
             if request.method not in ALLOWED_METHODS:
                 raise PublicError(f"{request.method} is not supported; use {', '.join(ALLOWED_METHODS)}", status=405,
@@ -150,6 +156,8 @@ def route(handler, replies=None, inputs=None, remember=None):
         except Exception:  # logged with its traceback; the client gets no internals
             logger.exception("error answering %s", request.full_path)
             return respond({"error": "internal", "reason": "internal error; see the TensorBoard log"}, status=500)
+        finally:
+            held.release()
 
     return app
 
@@ -208,18 +216,30 @@ def _durations(request, *names):
     return given
 
 
-def tracks_param(request):
-    """Optional comma-separated track ids; None means every track."""
-    raw = text_param(request, "tracks", required=False)
+def reply_reservation(request):
+    """The request's `ReplyReservation` (`route`): `admit(values, what)` before building them."""
+    return request.environ.get(_RESERVATION) or ReplyReservation()
+
+
+def ids_param(request, name, what):
+    """Optional comma-separated ids (`what`: "track ids", "ranks"), each once, in the order
+    first given; None when absent. A repeated id would be answered once per repeat: 2,000
+    repeats of one track in a 4 KB query built a 469 MB reply."""
+    raw = text_param(request, name, required=False)
     if raw is None:
         return None
     try:
         ids = [int(t) for t in raw.split(",") if t.strip()]
     except ValueError:
-        raise BadParameterError("parameter 'tracks' must be comma-separated track ids") from None
+        raise BadParameterError(f"parameter {name!r} must be comma-separated {what}") from None
     if not all(0 <= t < 1 << 31 for t in ids):  # beyond int64 the views' arrays would overflow
-        raise BadParameterError("parameter 'tracks' holds a track id out of range")
-    return ids
+        raise BadParameterError(f"parameter {name!r} holds one of its {what} out of range")
+    return list(dict.fromkeys(ids))
+
+
+def tracks_param(request):
+    """Optional comma-separated track ids; None means every track."""
+    return ids_param(request, "tracks", "track ids")
 
 
 def choice_param(request, name, choices):
@@ -231,8 +251,11 @@ def choice_param(request, name, choices):
 
 
 def table_reply(request, frame):
-    """A DataFrame as JSON, or as CSV with `format=csv` (same columns, same rows)."""
-    if choice_param(request, "format", ("json", "csv")) == "csv":
+    """A DataFrame as JSON, or as CSV with `format=csv` (same columns, same rows); refused
+    (413) when more than one reply may hold."""
+    as_csv = choice_param(request, "format", ("json", "csv")) == "csv"
+    reply_reservation(request).admit(frame.size, f"a table of {len(frame):,} rows")
+    if as_csv:
         return respond(table_csv(frame), content_type="text/csv")
     return respond(table_json(frame))
 
@@ -271,7 +294,10 @@ def tables_reply(request, build, names):
         raise BadParameterError(f"parameter 'tables' takes names among {', '.join(names)}, comma-separated")
     view = build()
     if name is None:
-        return respond({n: getattr(view, n) for n in names if n in wanted})
+        chosen = {n: getattr(view, n) for n in names if n in wanted}
+        reply_reservation(request).admit(sum(getattr(t, "size", 0) for t in chosen.values()),
+                                         f"tables of {sum(len(t) for t in chosen.values()):,} rows")
+        return respond(chosen)
     return table_reply(request, getattr(view, name))
 
 
@@ -315,15 +341,7 @@ def ranks_param(request, name, default=None):
     raw = text_param(request, name, required=False)
     if raw is None:
         return default
-    if raw == "all":
-        return None
-    try:
-        ranks = [int(r) for r in raw.split(",") if r.strip()]
-    except ValueError:
-        raise BadParameterError(f"parameter {name!r} must be 'all' or comma-separated ranks") from None
-    if not all(0 <= r < 1 << 31 for r in ranks):
-        raise BadParameterError(f"parameter {name!r} holds a rank out of range")
-    return ranks
+    return None if raw == "all" else ids_param(request, name, "ranks (or 'all')")
 
 
 def _ranks_timeline(api, request):
@@ -408,7 +426,8 @@ class Api:
         for name in API_ROUTES:
             handler = getattr(self, name)
             inputs = getattr(handler, "inputs", None)
-            apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self), self._remember)
+            apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self), self._remember,
+                                     self.store.reply_reservation)
         return apps
 
     def profile(self, request, suffix=""):
@@ -612,7 +631,8 @@ class Api:
         resolution = float_param(request, "resolution_us")
         if resolution <= 0:
             raise BadParameterError("parameter 'resolution_us' must be > 0")
-        return respond(profile.timeline().query(start_us, end_us, resolution, tracks_param(request)))
+        return respond(profile.timeline().query(start_us, end_us, resolution, tracks_param(request),
+                                                reply_reservation(request).admit))
 
     @reads(_ranks_timeline)
     def timeline_ranks(self, request, ranks):
@@ -628,7 +648,7 @@ class Api:
         resolution = float_param(request, "resolution_us")
         if resolution <= 0:
             raise BadParameterError("parameter 'resolution_us' must be > 0")
-        return respond(ranks.slices(start_us, end_us, resolution, tracks_param(request)))
+        return respond(ranks.slices(start_us, end_us, resolution, tracks_param(request), reply_reservation(request).admit))
 
     @reads(_ranks_timeline)
     def timeline_rank_search(self, request, ranks):

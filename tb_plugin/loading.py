@@ -11,7 +11,8 @@ could not be read at all is tried again after `retry_seconds`.
 One memory budget covers what the process holds: parsed profiles with what their views
 cached (the timeline index included), the loads in flight (reserved by their estimate before
 they start, re-estimated per event once the events are counted, cancelled when that no
-longer fits) and the reply cache (`ReplyCache`, bounded in bytes).
+longer fits), the reply cache (`ReplyCache`, bounded in bytes) and the replies being built
+(`ReplyReservation`: counted while built, refused beyond a share of the budget).
 """
 
 import gzip
@@ -31,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
-from .errors import FileAccessError, NotFoundError, TraceError
+from .errors import FileAccessError, NotFoundError, ReplyTooLargeError, TraceError
 from .stages import STAGE_QUEUED, STAGE_READING
 from .storage import GZIP_MAGIC, Storage, inflate_head
 
@@ -53,8 +54,13 @@ Summary = TypeVar("Summary")
 PEAK_BYTES_PER_JSON_BYTE = 3.5
 PEAK_BYTES_PER_EVENT = 250
 PEAK_FIXED_BYTES = 32 << 20
-# Replies kept for reuse take at most this share of the memory budget.
+# Replies kept for reuse take at most this share of the memory budget, and so does one reply
+# while it is built.
 REPLY_SHARE = 8
+# Memory building a reply holds at its peak per value sent: the value as a Python object in
+# the row lists, its slot there and its JSON text (86 bytes measured on a table of floats,
+# integers and categorical strings; benchmarks/README.md, "Reply bounds").
+REPLY_BYTES_PER_VALUE = 96
 # How long a request may wait for the first scan of the log directory after start-up.
 _FIRST_SCAN_WAIT_SECONDS = 30.0
 # Stored summaries read at once by `prefetch_summaries`: small reads, mostly waiting on I/O
@@ -167,6 +173,34 @@ class ReplyCache:
                 self.nbytes -= self._entries.popitem(last=False)[1][3]
 
 
+class ReplyReservation:
+    """What one request builds, counted in its store's memory budget while it is built:
+    `admit(values, what)` before building `values` more values (table cells, timeline slice
+    fields) refuses with `ReplyTooLargeError` once the reply would hold more than `max_bytes`,
+    else counts them (profiles beyond the budget make room); `release()` when the reply is sent."""
+
+    def __init__(self, store=None, max_bytes=None):
+        self.store = store
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+
+    def admit(self, values: int, what: str) -> None:
+        need = int(values) * REPLY_BYTES_PER_VALUE
+        if self.max_bytes is not None and self.nbytes + need > self.max_bytes:
+            most = self.max_bytes // REPLY_BYTES_PER_VALUE
+            raise ReplyTooLargeError(f"{what} would send {int(values):,} values, more than the {most:,} one reply may "
+                                     f"hold within the memory budget (--profiler_max_memory_mb); ask for less "
+                                     f"(a shorter time range, a coarser resolution, fewer tracks or rows)")
+        self.nbytes += need
+        if self.store is not None:
+            self.store._count_reply(need)
+
+    def release(self) -> None:
+        if self.store is not None and self.nbytes:
+            self.store._count_reply(-self.nbytes)
+        self.nbytes = 0
+
+
 def loader_count(max_memory_bytes, cores=None):
     """Loader threads: at least two (a small trace never waits behind a large one), at most
     one per core, four, or one per 256 MB of budget."""
@@ -272,6 +306,7 @@ class RunStore:
         self._reserved: dict[str, int] = {}
         self._budget_changed = threading.Condition(self._lock)
         self.replies = ReplyCache(max_memory_bytes // REPLY_SHARE)
+        self._building_bytes = 0  # replies being built (`ReplyReservation`)
         self.scan_error = ""
         # What the last scan could not look at (`discovery.Skipped`): shown with the run list.
         self.scan_skipped: list[Skipped] = []
@@ -665,10 +700,21 @@ class RunStore:
     # --- memory budget ----------------------------------------------------------------------
 
     def held_bytes(self) -> int:
-        """Memory the store accounts for: profiles, loads in flight, summaries, cached replies."""
+        """Memory the store accounts for: profiles, loads in flight, summaries, cached replies
+        and replies being built."""
         with self._lock:
             return (sum(self._sizes.values()) + sum(self._reserved.values()) + self.replies.nbytes
-                    + sum(self._summary_bytes.values()))
+                    + sum(self._summary_bytes.values()) + self._building_bytes)
+
+    def reply_reservation(self) -> ReplyReservation:
+        """A `ReplyReservation` for one request's reply, at most 1/`REPLY_SHARE` of the budget."""
+        return ReplyReservation(self, self.max_memory_bytes // REPLY_SHARE)
+
+    def _count_reply(self, nbytes):
+        with self._lock:
+            self._building_bytes += nbytes
+            if nbytes > 0:
+                self._enforce_budget(keep=1)
 
     def remeasure(self, profiles: Sequence[object]) -> None:
         """Count again what `profiles` hold (their views cache results on the model as they are

@@ -544,3 +544,40 @@ def test_views_of_several_tables_answer_the_ones_asked_for(ddp_served):
     for bad in ("tables=steps,nope", "tables=steps,", "tables=steps&table=steps", "tables=steps&format=csv"):
         response = ddp_served.get(f"{url}&{bad}")
         assert response.status_code == 400 and response.get_json()["error"] == "bad_parameter", bad
+
+
+# --- issue 27, item 1: a small request never builds a large reply ----------------------------
+
+def test_repeated_track_ids_are_answered_once(served):
+    """`tracks=0,0,0,...` (2,000 repeats, a 4 KB query) on the V100 run answered every slice of
+    track 0 2,000 times: a 469 MB reply. Each id counts once, at the core as at the route."""
+    _, client = served
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    base = f"{PREFIX}/timeline_slices?run=cpu_cnn&worker=worker0&start_us=-1e9&end_us=1e12&resolution_us=1"
+    once = client.get(f"{base}&tracks=0,1").get_json()
+    repeated = client.get(f"{base}&tracks={','.join(['0', '1'] * 1000)}").get_json()
+    assert once["track"] and repeated == once
+    summary = f"{PREFIX}/timeline_summary?run=cpu_cnn&worker=worker0&start_us=-1e9&end_us=1e12"
+    assert client.get(f"{summary}&tracks={','.join(['0'] * 2000)}").get_json() == client.get(f"{summary}&tracks=0").get_json()
+    index = profile.load(str(SAMPLES / "cpu_cnn" / next(p.name for p in (SAMPLES / "cpu_cnn").iterdir()))).timeline()
+    assert index.query(-1e9, 1e12, 1.0, [0] * 500) == index.query(-1e9, 1e12, 1.0, [0])
+
+
+def test_a_reply_beyond_its_share_of_the_budget_is_refused_with_its_reason(served, monkeypatch):
+    """One reply may hold 1/8 of --profiler_max_memory_mb while it is built (here made to hold
+    about 50 values); a table or timeline window beyond it answers 413 with the reason, before
+    it is built, and smaller answers are unchanged."""
+    from tb_plugin import loading
+
+    _, client = served
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    monkeypatch.setattr(loading, "REPLY_BYTES_PER_VALUE", (4096 << 20) // 8 // 50)
+    query = "run=cpu_cnn&worker=worker0"
+    for url in (f"tables?{query}&table=ops&limit=1000000000", f"operators?{query}&format=csv",
+                f"timeline_slices?{query}&start_us=-1e9&end_us=1e12&resolution_us=0.001"):
+        response = client.get(f"{PREFIX}/{url}")
+        assert response.status_code == 413, url
+        body = response.get_json()
+        assert body["error"] == "reply_too_large" and "more than the 50 one reply may hold" in body["reason"], body
+    assert client.get(f"{PREFIX}/tables?{query}&table=ops&limit=1").status_code == 200
+

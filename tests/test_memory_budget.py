@@ -16,8 +16,8 @@ import tb_plugin.cache
 import tb_plugin.profile
 import tb_plugin.storage
 from tb_plugin.cache import ModelCache
-from tb_plugin.errors import TraceError
-from tb_plugin.loading import Loading, ReplyCache, RunStore, estimate_parse_bytes, loader_count
+from tb_plugin.errors import ReplyTooLargeError, TraceError
+from tb_plugin.loading import REPLY_BYTES_PER_VALUE, Loading, ReplyCache, ReplyReservation, RunStore, estimate_parse_bytes, loader_count
 
 from .conftest import SAMPLES, op, write_trace
 from .test_api import make_client, wait_ready
@@ -203,6 +203,33 @@ def test_cached_replies_count_in_the_memory_budget(tmp_path):
                           "&end_us=1e9&resolution_us=1").get_data()
         assert store.replies.nbytes >= len(body) and store.held_bytes() >= held + len(body)
         assert store.replies.max_bytes <= store.max_memory_bytes
+    finally:
+        store.stop()
+
+
+def test_a_reply_being_built_counts_in_the_budget_and_makes_room(tmp_path):
+    """Issue 27 item 1: a 469 MB reply was built beside the budget, uncounted. What a request
+    admits is held in the budget until it is released; beyond the budget it drops the least
+    recently used profiles (not the one being answered from), and past its share it is refused."""
+    for run in ("a", "b"):
+        write_trace(tmp_path / run / "w.pt.trace.json", [op(f"aten::op{i}", i * 10, 5) for i in range(200)])
+    store = store_of(tmp_path)
+    try:
+        store.profile_blocking("a", "w", 1, timeout=30)
+        store.profile_blocking("b", "w", 1, timeout=30)
+        held = store.held_bytes()
+        store.max_memory_bytes = held + 1000 * REPLY_BYTES_PER_VALUE
+        reservation = ReplyReservation(store)  # counted, without the share's limit
+        reservation.admit(900, "a table")
+        assert store.held_bytes() == held + 900 * REPLY_BYTES_PER_VALUE
+        assert len(store._profiles) == 2  # both still fit
+        reservation.admit(200, "more rows")  # beyond the budget: "a" (least recently used) goes
+        assert list(store._profiles) == ["b/w.pt.trace.json"]
+        reservation.release()
+        assert store.held_bytes() < held
+        with pytest.raises(ReplyTooLargeError, match="more than the"):
+            store.reply_reservation().admit(store.max_memory_bytes // REPLY_BYTES_PER_VALUE, "a huge table")
+        assert store._building_bytes == 0
     finally:
         store.stop()
 

@@ -257,6 +257,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -415,6 +416,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -462,6 +464,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -512,6 +515,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -618,6 +622,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -717,6 +722,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -770,6 +776,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -821,6 +828,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -868,6 +876,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -915,6 +924,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -962,6 +972,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1012,6 +1023,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1059,6 +1071,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1109,6 +1122,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1269,6 +1283,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1368,6 +1383,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1471,6 +1487,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1530,6 +1547,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1587,6 +1605,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1704,6 +1723,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1761,6 +1781,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1838,6 +1859,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1987,6 +2009,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2311,6 +2334,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2360,6 +2384,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2459,6 +2484,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2506,6 +2532,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2559,6 +2586,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2612,6 +2640,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
