@@ -351,7 +351,10 @@ def test_module_routes(served):
     wait_ready(client, q)
     assert "module" in client.get(f"{PREFIX}/views?run=cpu_cnn").get_json()["views"]
     table = client.get(f"{PREFIX}/modules?{q}").get_json()
-    paths = {r[table["columns"].index("path")] for r in table["rows"]}
+    rows = [dict(zip(table["columns"], r)) for r in table["rows"]]
+    paths = []  # each row's path, from the parent ids (parents come first)
+    for row in rows:
+        paths.append(row["name"] if row["parent_id"] < 0 else f"{paths[row['parent_id']]} > {row['name']}")
     assert "SmallCNN_0 > Sequential_0 > ConvBlock_0 > Conv2d_0" in paths
     flame = client.get(f"{PREFIX}/module_flame?{q}").get_json()
     top = {c["name"] for c in flame["children"]}
@@ -581,3 +584,21 @@ def test_a_reply_beyond_its_share_of_the_budget_is_refused_with_its_reason(serve
         assert body["error"] == "reply_too_large" and "more than the 50 one reply may hold" in body["reason"], body
     assert client.get(f"{PREFIX}/tables?{query}&table=ops&limit=1").status_code == 200
 
+
+def test_deeply_nested_modules_answer_both_module_routes(tmp_path):
+    """Issue 27 item 9: on 5,000 nested modules `module_flame` answered 500 and `modules`
+    158 MB; both now answer, small (the flame graph folded, paths sent once as parent ids)."""
+    from .test_views_modules import nested_modules_trace
+
+    nested_modules_trace(tmp_path / "deep" / "w.pt.trace.json")
+    plugin, client = make_client(tmp_path)
+    try:
+        q = "run=deep&worker=w"
+        assert wait_ready(client, q).status_code == 200
+        flame = client.get(f"{PREFIX}/module_flame?{q}")
+        assert flame.status_code == 200 and flame.get_json()["children"][0]["name"] == "Block_0"
+        table = client.get(f"{PREFIX}/modules?{q}")
+        assert table.status_code == 200 and len(table.get_data()) < 1e6
+        assert "path" not in table.get_json()["columns"] and len(table.get_json()["rows"]) == 5000
+    finally:
+        plugin.store.stop()

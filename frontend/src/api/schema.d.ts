@@ -1402,7 +1402,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The module tree as nested {name, value (host total µs), children} for a flame graph. */
+        /** The module tree as nested {name, value (host total µs), children} for a flame graph, at most 64 module levels deep: a node at the last level with modules below it has no children and says how many in folded. */
         get: {
             parameters: {
                 query: {
@@ -2680,6 +2680,8 @@ export interface components {
             name: string;
             value: number;
             children: components["schemas"]["FlameNode"][];
+            /** @description Modules below this node, not drawn: the graph nests at most 64 module levels, and a node at the last one with modules below it has no children but this count (its value, a total, includes theirs). */
+            folded?: number;
         };
         /** @description `compiled_kernels`: one generated kernel in the innermost compiled region that ran it. */
         CompiledKernelsTable: {
@@ -4142,7 +4144,6 @@ export interface components {
                 "parent_id",
                 "name",
                 "module_type",
-                "path",
                 "depth",
                 "occurrences",
                 "operators",
@@ -4156,7 +4157,6 @@ export interface components {
             rows: [
                 number,
                 number,
-                string,
                 string,
                 string,
                 number,

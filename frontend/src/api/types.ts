@@ -140,6 +140,8 @@ export interface FlameNode {
   name: string;
   value: number;
   children: FlameNode[];
+  /** Modules below this node that the server folded into it (the graph's depth is bounded). */
+  folded?: number;
 }
 
 /** /timeline_tracks: tracks (a table), the trace's span and steps, µs from the trace start. */
