@@ -33,6 +33,7 @@ from .profile import (FILE_SUMMARIES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, 
                       diff, ranks_frame, ranks_timeline, span_ranks)
 from .routes import API_ROUTES
 from .sources import SourceResolver
+from .stages import STAGE_COMPUTING
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,13 @@ _COMMON_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cac
 _STREAM_CHUNK = 1 << 20
 # Where `route` puts the request's `ReplyReservation` (what its reply may hold in the budget).
 _RESERVATION = "tb_plugin.reply_reservation"
+# Answers computed at once (those not kept from before). Each holds the GIL most of its time,
+# so more at once only share it: right after a trace loaded, 50 clients asking for every view
+# computed them all together and each waited for the sum (8 s of CPU for the ResNet-50
+# sample's 77 URLs on a busy machine; benchmarks/README.md, "Load test"). A request waits at
+# most COMPUTE_WAIT_SECONDS for a turn, else answers 202 (stage "computing": ask again).
+COMPUTING_AT_ONCE = 2
+COMPUTE_WAIT_SECONDS = 0.25
 
 
 
@@ -112,13 +120,15 @@ def reads(inputs):
     return mark
 
 
-def route(handler, replies=None, inputs=None, remember=None, reservation=None):
+def route(handler, replies=None, inputs=None, remember=None, reservation=None, turns=None):
     """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies: every
     `PublicError` becomes its own reply (`PublicError.body`, with its status), anything else
     a logged 500.
 
     With `reservation() -> ReplyReservation`, what the handler builds is counted in the memory
     budget while it answers (`reply_reservation`), and a reply too large is refused (413).
+    With `turns` (a semaphore of COMPUTING_AT_ONCE), an answer not found among the replies is
+    computed only in a turn, waited for at most COMPUTE_WAIT_SECONDS, else answered 202.
 
     With `inputs(request) -> Inputs`, the handler is `handler(request, *args)`, and with a
     `ReplyCache` an answer over the same inputs to the same request path (query string
@@ -136,12 +146,19 @@ def route(handler, replies=None, inputs=None, remember=None, reservation=None):
                                   error="method_not_allowed")
             if inputs is None:
                 return handler(request)
+            asked = time.time()
             used, args = inputs(request)
             cached = replies.get(used, request.full_path) if replies is not None else None
             if cached is not None:
                 payload, content_type = cached
                 return wrappers.Response(payload, status=200, content_type=content_type, headers=_COMMON_HEADERS)
-            response = handler(request, *args)
+            if turns is not None and not turns.acquire(timeout=COMPUTE_WAIT_SECONDS):
+                raise StillLoadingError(request.path, asked, STAGE_COMPUTING)
+            try:
+                response = handler(request, *args)
+            finally:
+                if turns is not None:
+                    turns.release()
             if remember is not None and response.status_code == 200:
                 remember(used, request.full_path, (response.get_data(), response.content_type))
             return response
@@ -413,6 +430,7 @@ class Api:
         self.replies = store.replies
         self.rank_frames = DerivedCache()
         self.sources = SourceResolver()
+        self.computing_turns = threading.BoundedSemaphore(COMPUTING_AT_ONCE)
 
     def _remember(self, profiles, path, reply):
         """Keep a reply for reuse and count, within the memory budget, what computing it left
@@ -427,7 +445,7 @@ class Api:
             handler = getattr(self, name)
             inputs = getattr(handler, "inputs", None)
             apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self), self._remember,
-                                     self.store.reply_reservation)
+                                     self.store.reply_reservation, self.computing_turns)
         return apps
 
     def profile(self, request, suffix=""):

@@ -602,3 +602,39 @@ def test_deeply_nested_modules_answer_both_module_routes(tmp_path):
         assert "path" not in table.get_json()["columns"] and len(table.get_json()["rows"]) == 5000
     finally:
         plugin.store.stop()
+
+
+def test_a_request_waits_for_a_turn_to_compute_at_most_a_bound_then_answers_202(tmp_path, monkeypatch):
+    """Issue 27 item 10: right after a load, 50 clients asking for every view computed them
+    all at once under one GIL, and each waited for all of them (p99 2.2 s, max 8.7 s). Views
+    are computed COMPUTING_AT_ONCE at a time; a request that gets no turn within
+    COMPUTE_WAIT_SECONDS answers 202 (stage "computing") and is answered when asked again."""
+    monkeypatch.setattr(api, "COMPUTING_AT_ONCE", 1)
+    monkeypatch.setattr(api, "COMPUTE_WAIT_SECONDS", 0.3)
+    shutil.copytree(SAMPLES / "cpu_cnn", tmp_path / "cnn")
+    plugin, client = make_client(tmp_path)
+    q = "run=cnn&worker=worker0"
+    computing, finish = threading.Event(), threading.Event()
+    real_steps = profile.Profile.steps
+
+    def slow_steps(self):
+        computing.set()
+        assert finish.wait(30)
+        return real_steps(self)
+
+    monkeypatch.setattr(profile.Profile, "steps", slow_steps)
+    try:
+        assert wait_ready(client, q).status_code == 200
+        slow = threading.Thread(target=lambda: client.get(f"{PREFIX}/steps?{q}"))
+        slow.start()
+        assert computing.wait(30)
+        started = time.monotonic()
+        waiting = client.get(f"{PREFIX}/operators?{q}")
+        assert time.monotonic() - started < 5
+        assert waiting.status_code == 202 and waiting.get_json()["stage"] == "computing"
+        finish.set()
+        slow.join(30)
+        assert client.get(f"{PREFIX}/operators?{q}").status_code == 200
+    finally:
+        finish.set()
+        plugin.store.stop()

@@ -4775,10 +4775,10 @@ export interface components {
                     /** @description Seconds since the load was asked for. */
                     elapsed_seconds: number;
                     /**
-                     * @description queued: waiting for the loader (other traces may load first); reading: reading (and inflating) the file or the disk cache; parsing: reading the events; building: making and linking the tables.
+                     * @description queued: waiting for the loader (other traces may load first); reading: reading (and inflating) the file or the disk cache; parsing: reading the events; building: making and linking the tables; computing: the trace is loaded and the view waits for others being computed (a request waits at most 0.25 s for its turn).
                      * @enum {string}
                      */
-                    stage: "queued" | "reading" | "parsing" | "building";
+                    stage: "queued" | "reading" | "parsing" | "building" | "computing";
                     /** @description While reading, the fraction of the stored file read so far; while parsing, the fraction of the trace's JSON parsed; null otherwise. */
                     fraction: number | null;
                     /** @description Views over several traces (distributed): how many of them are loaded; `path`, `stage` and `fraction` are of one still loading. */
