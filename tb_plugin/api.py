@@ -28,17 +28,27 @@ from werkzeug import wrappers, wsgi
 
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
-from .loading import Loading
+from .loading import Loading, ReplyReservation
 from .profile import (FILE_SUMMARIES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed, combine_job,
                       diff, ranks_frame, ranks_timeline, span_ranks)
 from .routes import API_ROUTES
 from .sources import SourceResolver
+from .stages import STAGE_COMPUTING
 
 logger = logging.getLogger(__name__)
 
 ALLOWED_METHODS = ("GET", "HEAD")
 _COMMON_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
 _STREAM_CHUNK = 1 << 20
+# Where `route` puts the request's `ReplyReservation` (what its reply may hold in the budget).
+_RESERVATION = "tb_plugin.reply_reservation"
+# Answers computed at once (those not kept from before). Each holds the GIL most of its time,
+# so more at once only share it: right after a trace loaded, 50 clients asking for every view
+# computed them all together and each waited for the sum (8 s of CPU for the ResNet-50
+# sample's 77 URLs on a busy machine; benchmarks/README.md, "Load test"). A request waits at
+# most COMPUTE_WAIT_SECONDS for a turn, else answers 202 (stage "computing": ask again).
+COMPUTING_AT_ONCE = 2
+COMPUTE_WAIT_SECONDS = 0.25
 
 
 
@@ -110,10 +120,15 @@ def reads(inputs):
     return mark
 
 
-def route(handler, replies=None, inputs=None, remember=None):
+def route(handler, replies=None, inputs=None, remember=None, reservation=None, turns=None):
     """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies: every
     `PublicError` becomes its own reply (`PublicError.body`, with its status), anything else
     a logged 500.
+
+    With `reservation() -> ReplyReservation`, what the handler builds is counted in the memory
+    budget while it answers (`reply_reservation`), and a reply too large is refused (413).
+    With `turns` (a semaphore of COMPUTING_AT_ONCE), an answer not found among the replies is
+    computed only in a turn, waited for at most COMPUTE_WAIT_SECONDS, else answered 202.
 
     With `inputs(request) -> Inputs`, the handler is `handler(request, *args)`, and with a
     `ReplyCache` an answer over the same inputs to the same request path (query string
@@ -124,18 +139,26 @@ def route(handler, replies=None, inputs=None, remember=None):
     @wrappers.Request.application
     @wraps(handler)
     def app(request):
+        held = request.environ[_RESERVATION] = reservation() if reservation is not None else ReplyReservation()
         try:
             if request.method not in ALLOWED_METHODS:
                 raise PublicError(f"{request.method} is not supported; use {', '.join(ALLOWED_METHODS)}", status=405,
                                   error="method_not_allowed")
             if inputs is None:
                 return handler(request)
+            asked = time.time()
             used, args = inputs(request)
             cached = replies.get(used, request.full_path) if replies is not None else None
             if cached is not None:
                 payload, content_type = cached
                 return wrappers.Response(payload, status=200, content_type=content_type, headers=_COMMON_HEADERS)
-            response = handler(request, *args)
+            if turns is not None and not turns.acquire(timeout=COMPUTE_WAIT_SECONDS):
+                raise StillLoadingError(request.path, asked, STAGE_COMPUTING)
+            try:
+                response = handler(request, *args)
+            finally:
+                if turns is not None:
+                    turns.release()
             if remember is not None and response.status_code == 200:
                 remember(used, request.full_path, (response.get_data(), response.content_type))
             return response
@@ -150,6 +173,8 @@ def route(handler, replies=None, inputs=None, remember=None):
         except Exception:  # logged with its traceback; the client gets no internals
             logger.exception("error answering %s", request.full_path)
             return respond({"error": "internal", "reason": "internal error; see the TensorBoard log"}, status=500)
+        finally:
+            held.release()
 
     return app
 
@@ -208,18 +233,30 @@ def _durations(request, *names):
     return given
 
 
-def tracks_param(request):
-    """Optional comma-separated track ids; None means every track."""
-    raw = text_param(request, "tracks", required=False)
+def reply_reservation(request):
+    """The request's `ReplyReservation` (`route`): `admit(values, what)` before building them."""
+    return request.environ.get(_RESERVATION) or ReplyReservation()
+
+
+def ids_param(request, name, what):
+    """Optional comma-separated ids (`what`: "track ids", "ranks"), each once, in the order
+    first given; None when absent. A repeated id would be answered once per repeat: 2,000
+    repeats of one track in a 4 KB query built a 469 MB reply."""
+    raw = text_param(request, name, required=False)
     if raw is None:
         return None
     try:
         ids = [int(t) for t in raw.split(",") if t.strip()]
     except ValueError:
-        raise BadParameterError("parameter 'tracks' must be comma-separated track ids") from None
+        raise BadParameterError(f"parameter {name!r} must be comma-separated {what}") from None
     if not all(0 <= t < 1 << 31 for t in ids):  # beyond int64 the views' arrays would overflow
-        raise BadParameterError("parameter 'tracks' holds a track id out of range")
-    return ids
+        raise BadParameterError(f"parameter {name!r} holds one of its {what} out of range")
+    return list(dict.fromkeys(ids))
+
+
+def tracks_param(request):
+    """Optional comma-separated track ids; None means every track."""
+    return ids_param(request, "tracks", "track ids")
 
 
 def choice_param(request, name, choices):
@@ -231,8 +268,11 @@ def choice_param(request, name, choices):
 
 
 def table_reply(request, frame):
-    """A DataFrame as JSON, or as CSV with `format=csv` (same columns, same rows)."""
-    if choice_param(request, "format", ("json", "csv")) == "csv":
+    """A DataFrame as JSON, or as CSV with `format=csv` (same columns, same rows); refused
+    (413) when more than one reply may hold."""
+    as_csv = choice_param(request, "format", ("json", "csv")) == "csv"
+    reply_reservation(request).admit(frame.size, f"a table of {len(frame):,} rows")
+    if as_csv:
         return respond(table_csv(frame), content_type="text/csv")
     return respond(table_json(frame))
 
@@ -271,7 +311,10 @@ def tables_reply(request, build, names):
         raise BadParameterError(f"parameter 'tables' takes names among {', '.join(names)}, comma-separated")
     view = build()
     if name is None:
-        return respond({n: getattr(view, n) for n in names if n in wanted})
+        chosen = {n: getattr(view, n) for n in names if n in wanted}
+        reply_reservation(request).admit(sum(getattr(t, "size", 0) for t in chosen.values()),
+                                         f"tables of {sum(len(t) for t in chosen.values()):,} rows")
+        return respond(chosen)
     return table_reply(request, getattr(view, name))
 
 
@@ -315,15 +358,7 @@ def ranks_param(request, name, default=None):
     raw = text_param(request, name, required=False)
     if raw is None:
         return default
-    if raw == "all":
-        return None
-    try:
-        ranks = [int(r) for r in raw.split(",") if r.strip()]
-    except ValueError:
-        raise BadParameterError(f"parameter {name!r} must be 'all' or comma-separated ranks") from None
-    if not all(0 <= r < 1 << 31 for r in ranks):
-        raise BadParameterError(f"parameter {name!r} holds a rank out of range")
-    return ranks
+    return None if raw == "all" else ids_param(request, name, "ranks (or 'all')")
 
 
 def _ranks_timeline(api, request):
@@ -395,6 +430,7 @@ class Api:
         self.replies = store.replies
         self.rank_frames = DerivedCache()
         self.sources = SourceResolver()
+        self.computing_turns = threading.BoundedSemaphore(COMPUTING_AT_ONCE)
 
     def _remember(self, profiles, path, reply):
         """Keep a reply for reuse and count, within the memory budget, what computing it left
@@ -408,7 +444,8 @@ class Api:
         for name in API_ROUTES:
             handler = getattr(self, name)
             inputs = getattr(handler, "inputs", None)
-            apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self), self._remember)
+            apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self), self._remember,
+                                     self.store.reply_reservation, self.computing_turns)
         return apps
 
     def profile(self, request, suffix=""):
@@ -615,7 +652,8 @@ class Api:
         resolution = float_param(request, "resolution_us")
         if resolution <= 0:
             raise BadParameterError("parameter 'resolution_us' must be > 0")
-        return respond(profile.timeline().query(start_us, end_us, resolution, tracks_param(request)))
+        return respond(profile.timeline().query(start_us, end_us, resolution, tracks_param(request),
+                                                reply_reservation(request).admit))
 
     @reads(_ranks_timeline)
     def timeline_ranks(self, request, ranks):
@@ -631,7 +669,7 @@ class Api:
         resolution = float_param(request, "resolution_us")
         if resolution <= 0:
             raise BadParameterError("parameter 'resolution_us' must be > 0")
-        return respond(ranks.slices(start_us, end_us, resolution, tracks_param(request)))
+        return respond(ranks.slices(start_us, end_us, resolution, tracks_param(request), reply_reservation(request).admit))
 
     @reads(_ranks_timeline)
     def timeline_rank_search(self, request, ranks):

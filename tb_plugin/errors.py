@@ -4,6 +4,8 @@ reason meant for the user, and its kinds.
 - `NotFoundError` (404): a run, worker, span, device or event that does not exist (now);
 - `BadParameterError` (400): a request parameter that is missing or not valid;
 - `StillLoadingError` (202): the profile asked for is being parsed; the reply carries progress;
+- `ReplyTooLargeError` (413): the answer asked for would be larger than one reply may be within
+  the memory budget; the reason says how to ask for less;
 - `TraceError` (422): a trace file could not be read or is not a usable Kineto trace. It is the
   only exception the loader lets escape, with the file and the reason in the message.
 
@@ -70,6 +72,15 @@ class BadParameterError(PublicError, ValueError):
 
     status = 400
     error = "bad_parameter"
+
+
+class ReplyTooLargeError(PublicError):
+    """The answer asked for would take more memory to build than one reply may hold within
+    the memory budget (`--profiler_max_memory_mb`); the reason says how large it would be and
+    how to ask for less. Refused before it is built."""
+
+    status = 413
+    error = "reply_too_large"
 
 
 class StillLoadingError(PublicError):

@@ -11,14 +11,20 @@ could not be read at all is tried again after `retry_seconds`.
 One memory budget covers what the process holds: parsed profiles with what their views
 cached (the timeline index included), the loads in flight (reserved by their estimate before
 they start, re-estimated per event once the events are counted, cancelled when that no
-longer fits) and the reply cache (`ReplyCache`, bounded in bytes).
+longer fits), the reply cache (`ReplyCache`, bounded in bytes) and the replies being built
+(`ReplyReservation`: counted while built, refused beyond a share of the budget).
 """
 
+import ctypes
+import functools
+import gc
 import gzip
 import logging
 import os
+import sys
 import threading
 import time
+import types
 import weakref
 import zlib
 from collections import OrderedDict
@@ -31,7 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
-from .errors import FileAccessError, NotFoundError, TraceError, os_reason
+from .errors import FileAccessError, NotFoundError, ReplyTooLargeError, TraceError, os_reason
 from .stages import STAGE_QUEUED, STAGE_READING
 from .storage import GZIP_MAGIC, Storage, inflate_head
 
@@ -53,8 +59,16 @@ Summary = TypeVar("Summary")
 PEAK_BYTES_PER_JSON_BYTE = 3.5
 PEAK_BYTES_PER_EVENT = 250
 PEAK_FIXED_BYTES = 32 << 20
-# Replies kept for reuse take at most this share of the memory budget.
+# glibc malloc arenas the server's threads share (`cap_malloc_arenas`); mallopt's code for it.
+MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8
+# Replies kept for reuse take at most this share of the memory budget, and so does one reply
+# while it is built.
 REPLY_SHARE = 8
+# Memory building a reply holds at its peak per value sent: the value as a Python object in
+# the row lists, its slot there and its JSON text (86 bytes measured on a table of floats,
+# integers and categorical strings; benchmarks/README.md, "Reply bounds").
+REPLY_BYTES_PER_VALUE = 96
 # How long a request may wait for the first scan of the log directory after start-up.
 _FIRST_SCAN_WAIT_SECONDS = 30.0
 # Stored summaries read at once by `prefetch_summaries`: small reads, mostly waiting on I/O
@@ -93,31 +107,110 @@ def events_in(json_bytes, head):
     return int(head.count(b'"ph"') * json_bytes / len(head))
 
 
-def held_bytes(value, depth=0):
-    """Memory held by tables and arrays in `value`: a DataFrame, Series or array, or a dict,
-    list, tuple or object (a view's cached result) holding some, a few levels deep."""
-    if hasattr(value, "memory_usage") and hasattr(value, "columns"):  # DataFrame
-        # Per column, not `memory_usage`, which builds a Series each call: 10x slower, and
-        # a 1,024-rank job's summaries count ~4,000 small frames.
-        return int(sum(column.nbytes for _, column in value.items()) + value.index.nbytes)
-    nbytes = getattr(value, "nbytes", None)
-    if isinstance(nbytes, int):  # ndarray, Series, Index
-        return nbytes
-    if depth >= 4:
-        return 0
-    if isinstance(value, dict):  # a snapshot: other threads add views' results meanwhile
-        return sum(held_bytes(v, depth + 1) for v in tuple(value.values()))
-    if isinstance(value, (list, tuple)):
-        return sum(held_bytes(v, depth + 1) for v in value[:10000])
-    if hasattr(value, "__dict__") and not isinstance(value, type):
-        return held_bytes(vars(value), depth + 1)
-    return 0
+def held_bytes(value, seen=None):
+    """Memory held by `value` and what it refers to: a table's columns (with the text of
+    object and string columns, and each category list once), arrays, dicts, lists, tuples and
+    objects' attributes, however deep, each object once (`seen`: ids counted already).
+
+    Counting only a few levels down and columns' `nbytes` missed most of a profile's views: a
+    timeline index's levels sit five levels deep, an object column's `nbytes` is its pointers,
+    and the index's reference to its model counted the model twice; the plugin counted 40-46%
+    of what a profile made the process grow by (issue 27)."""
+    import numpy as np  # a profile (or a summary) exists, so numpy and pandas are loaded already
+    import pandas as pd
+
+    seen = set() if seen is None else seen
+    total, todo = 0, [value]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or isinstance(item, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+            continue
+        seen.add(id(item))
+        if isinstance(item, pd.DataFrame):
+            todo.append(item.index)
+            todo.extend(column for _, column in item.items())
+        elif isinstance(item, (pd.Series, pd.Index)):
+            if isinstance(item.dtype, pd.CategoricalDtype):  # codes here; the shared category list once
+                total += item.array.codes.nbytes
+                todo.append(item.dtype.categories)
+            elif item.dtype.kind in "biufcmM":  # numbers and times: no per-value objects
+                total += item.nbytes
+            else:  # deep: the text of object and string values too (a C loop, not one in Python)
+                total += item.memory_usage(deep=True) if isinstance(item, pd.Index) else item.memory_usage(index=False, deep=True)
+        elif isinstance(item, np.ndarray):
+            total += pd.Series(item.ravel(), copy=False).memory_usage(index=False, deep=True) if item.dtype == object \
+                else item.nbytes
+        elif isinstance(item, dict):
+            total += sys.getsizeof(item)
+            todo.extend(tuple(item.values()))  # a snapshot: other threads add views' results meanwhile
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            total += sys.getsizeof(item)
+            todo.extend(item)
+        elif hasattr(item, "__dict__"):
+            total += sys.getsizeof(item)
+            todo.extend(tuple(vars(item).values()))
+        else:
+            total += sys.getsizeof(item)
+    return int(total)
+
+
+def give_back_memory():
+    """Hand memory freed by dropped profiles (and a parse's peak) back to the system: a
+    collection first (tables on a reference cycle outlive their profile until one runs), then
+    glibc's `malloc_trim`, without which freed pages stay in the allocator's arenas and the
+    process keeps its peak (elsewhere than glibc, the collection alone)."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to call
+        return None
+
+
+def cap_malloc_arenas():
+    """Let glibc's malloc make at most `MALLOC_ARENAS` arenas from now on (unless the
+    environment sets `MALLOC_ARENA_MAX`). By default each thread that allocates while another
+    does gets an arena of its own, up to 8 per core: loader threads and dozens of request
+    threads each kept pages freed tables had left half used, and 40 runs clicked through at
+    a 512 MB budget settled ~290 MB higher than with two arenas (benchmarks/README.md,
+    "Memory budget")."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
+    try:
+        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def profile_bytes(profile):
-    """A profile's tables and what its views cached on the model."""
+    """A profile's tables and what its views cached on the model, each cached result counted
+    once (results never change once built) and apart from the model it refers to."""
     model = profile.model
-    return model_bytes(model) + held_bytes(model.__dict__.get("_view_cache", {}))
+    cache = model.__dict__.get("_view_cache", {})
+    counted = model.__dict__.setdefault("_view_bytes", {})
+    new = [key for key in tuple(cache) if key not in counted]
+    if new:
+        counted_with_model = _model_objects(model)
+        for key in new:
+            counted[key] = held_bytes(cache[key], set(counted_with_model))
+    return model_bytes(model) + sum(size for key, size in tuple(counted.items()) if key in cache)
+
+
+def _model_objects(model):
+    """Ids of what `model_bytes` counts: the model, its tables and their category lists (a
+    view's table often shares a column's categories)."""
+    ids = {id(model)}
+    for table in vars(model).values():
+        if hasattr(table, "columns"):
+            ids.add(id(table))
+            ids.update(id(column.cat.categories) for _, column in table.items() if column.dtype == "category")
+    return ids
 
 
 class ReplyCache:
@@ -176,6 +269,34 @@ class ReplyCache:
             self.nbytes += size
             while self.nbytes > self.max_bytes:
                 self.nbytes -= self._entries.popitem(last=False)[1][3]
+
+
+class ReplyReservation:
+    """What one request builds, counted in its store's memory budget while it is built:
+    `admit(values, what)` before building `values` more values (table cells, timeline slice
+    fields) refuses with `ReplyTooLargeError` once the reply would hold more than `max_bytes`,
+    else counts them (profiles beyond the budget make room); `release()` when the reply is sent."""
+
+    def __init__(self, store=None, max_bytes=None):
+        self.store = store
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+
+    def admit(self, values: int, what: str) -> None:
+        need = int(values) * REPLY_BYTES_PER_VALUE
+        if self.max_bytes is not None and self.nbytes + need > self.max_bytes:
+            most = self.max_bytes // REPLY_BYTES_PER_VALUE
+            raise ReplyTooLargeError(f"{what} would send {int(values):,} values, more than the {most:,} one reply may "
+                                     f"hold within the memory budget (--profiler_max_memory_mb); ask for less "
+                                     f"(a shorter time range, a coarser resolution, fewer tracks or rows)")
+        self.nbytes += need
+        if self.store is not None:
+            self.store._count_reply(need)
+
+    def release(self) -> None:
+        if self.store is not None and self.nbytes:
+            self.store._count_reply(-self.nbytes)
+        self.nbytes = 0
 
 
 def loader_count(max_memory_bytes, cores=None):
@@ -254,6 +375,7 @@ class RunStore:
         self.max_profiles = max_profiles
         self.max_memory_bytes = max_memory_bytes
         self.max_parse_bytes = max_memory_bytes if max_parse_bytes is None else max_parse_bytes
+        cap_malloc_arenas()  # before the loader and request threads allocate: the budget bounds the process
         self.cache = cache
         self._sizes: dict[str, int] = {}
         self._storage: Storage | None = None
@@ -283,6 +405,7 @@ class RunStore:
         self._reserved: dict[str, int] = {}
         self._budget_changed = threading.Condition(self._lock)
         self.replies = ReplyCache(max_memory_bytes // REPLY_SHARE)
+        self._building_bytes = 0  # replies being built (`ReplyReservation`)
         self.scan_error = ""
         # What the last scan could not look at (`discovery.Skipped`): shown with the run list.
         self.scan_skipped: list[Skipped] = []
@@ -675,10 +798,21 @@ class RunStore:
     # --- memory budget ----------------------------------------------------------------------
 
     def held_bytes(self) -> int:
-        """Memory the store accounts for: profiles, loads in flight, summaries, cached replies."""
+        """Memory the store accounts for: profiles, loads in flight, summaries, cached replies
+        and replies being built."""
         with self._lock:
             return (sum(self._sizes.values()) + sum(self._reserved.values()) + self.replies.nbytes
-                    + sum(self._summary_bytes.values()))
+                    + sum(self._summary_bytes.values()) + self._building_bytes)
+
+    def reply_reservation(self) -> ReplyReservation:
+        """A `ReplyReservation` for one request's reply, at most 1/`REPLY_SHARE` of the budget."""
+        return ReplyReservation(self, self.max_memory_bytes // REPLY_SHARE)
+
+    def _count_reply(self, nbytes):
+        with self._lock:
+            self._building_bytes += nbytes
+            if nbytes > 0:
+                self._enforce_budget(keep=1)
 
     def remeasure(self, profiles: Sequence[object]) -> None:
         """Count again what `profiles` hold (their views cache results on the model as they are
@@ -694,7 +828,9 @@ class RunStore:
         """Drop least recently used profiles (keeping the `keep` most recent), then summaries
         not used for `_SUMMARY_PIN_SECONDS`, while the held memory is beyond the budget; the
         caller holds the lock. A dropped summary is read again from the disk cache (or built
-        again) when asked for."""
+        again) when asked for. What was dropped is given back to the system off the request
+        path (`give_back_memory`)."""
+        dropped = len(self._profiles) + len(self._summaries)
         while len(self._profiles) > keep and (len(self._profiles) > self.max_profiles
                                               or self.held_bytes() > self.max_memory_bytes):
             evicted, _ = self._profiles.popitem(last=False)
@@ -709,6 +845,8 @@ class RunStore:
                 break  # least recently used first: every later one is pinned too
             excess -= self._summary_bytes.get(oldest, 0)
             self._drop_summaries(oldest)
+        if len(self._profiles) + len(self._summaries) < dropped and not self._stop.is_set():
+            self._indexer.submit(give_back_memory)
 
     def _reserve(self, path, need):
         """Wait until `need` bytes fit beside the other loads in flight, then hold them (a load
@@ -843,3 +981,4 @@ class RunStore:
             logger.exception("indexing the timeline of %s failed", profile.source)
             return
         self.remeasure([profile])
+        give_back_memory()  # what the parse and the index built held at their peak

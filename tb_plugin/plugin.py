@@ -73,7 +73,7 @@ def warm_up():
     measures the difference)."""
     from .api import Api  # noqa: F401  (numpy, pandas, orjson, werkzeug; the views)
     from .profile import Profile
-    from .trace.model import build_model
+    from .trace.build import build_model
     from .trace.parse import parse_trace
 
     # What `profile_from_bytes` does, called by name here so that nothing a test replaces

@@ -549,9 +549,11 @@ class RanksTimeline:
         return rank_timeline.rank_tracks(self.ranks, self.indexes)
 
     def slices(self, start_us: float, end_us: float, resolution_us: float,
-               tracks: Sequence[int] | None = None) -> dict[str, Any]:
+               tracks: Sequence[int] | None = None,
+               admit: Callable[[int, str], None] | None = None) -> dict[str, Any]:
         """`views.rank_timeline.rank_slices` of these ranks."""
-        return rank_timeline.rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks)
+        return rank_timeline.rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks,
+                                         admit)
 
     def search(self, text: str, after_us: float | None = None, direction: str = "next",
                after_rank: int | None = None, after_event: int | None = None, limit: int = 50) -> dict[str, Any]:

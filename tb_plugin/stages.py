@@ -7,3 +7,4 @@ STAGE_QUEUED = "queued"  # waiting for the loader thread (other traces may load 
 STAGE_READING = "reading"  # reading (and inflating) the file, with the fraction of it read; or the disk cache
 STAGE_PARSING = "parsing"  # reading events, with the fraction of the JSON done
 STAGE_BUILDING = "building"  # making and linking the tables
+STAGE_COMPUTING = "computing"  # loaded; the view waits for others being computed (ask again)

@@ -351,7 +351,10 @@ def test_module_routes(served):
     wait_ready(client, q)
     assert "module" in client.get(f"{PREFIX}/views?run=cpu_cnn").get_json()["views"]
     table = client.get(f"{PREFIX}/modules?{q}").get_json()
-    paths = {r[table["columns"].index("path")] for r in table["rows"]}
+    rows = [dict(zip(table["columns"], r)) for r in table["rows"]]
+    paths = []  # each row's path, from the parent ids (parents come first)
+    for row in rows:
+        paths.append(row["name"] if row["parent_id"] < 0 else f"{paths[row['parent_id']]} > {row['name']}")
     assert "SmallCNN_0 > Sequential_0 > ConvBlock_0 > Conv2d_0" in paths
     flame = client.get(f"{PREFIX}/module_flame?{q}").get_json()
     top = {c["name"] for c in flame["children"]}
@@ -544,3 +547,103 @@ def test_views_of_several_tables_answer_the_ones_asked_for(ddp_served):
     for bad in ("tables=steps,nope", "tables=steps,", "tables=steps&table=steps", "tables=steps&format=csv"):
         response = ddp_served.get(f"{url}&{bad}")
         assert response.status_code == 400 and response.get_json()["error"] == "bad_parameter", bad
+
+
+# --- issue 27, item 1: a small request never builds a large reply ----------------------------
+
+def test_repeated_track_ids_are_answered_once(served):
+    """`tracks=0,0,0,...` (2,000 repeats, a 4 KB query) on the V100 run answered every slice of
+    track 0 2,000 times: a 469 MB reply. Each id counts once, at the core as at the route."""
+    _, client = served
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    base = f"{PREFIX}/timeline_slices?run=cpu_cnn&worker=worker0&start_us=-1e9&end_us=1e12&resolution_us=1"
+    once = client.get(f"{base}&tracks=0,1").get_json()
+    repeated = client.get(f"{base}&tracks={','.join(['0', '1'] * 1000)}").get_json()
+    assert once["track"] and repeated == once
+    summary = f"{PREFIX}/timeline_summary?run=cpu_cnn&worker=worker0&start_us=-1e9&end_us=1e12"
+    assert client.get(f"{summary}&tracks={','.join(['0'] * 2000)}").get_json() == client.get(f"{summary}&tracks=0").get_json()
+    index = profile.load(str(SAMPLES / "cpu_cnn" / next(p.name for p in (SAMPLES / "cpu_cnn").iterdir()))).timeline()
+    assert index.query(-1e9, 1e12, 1.0, [0] * 500) == index.query(-1e9, 1e12, 1.0, [0])
+
+
+def test_a_reply_beyond_its_share_of_the_budget_is_refused_with_its_reason(served, monkeypatch):
+    """One reply may hold 1/8 of --profiler_max_memory_mb while it is built (here made to hold
+    about 50 values); a table or timeline window beyond it answers 413 with the reason, before
+    it is built, and smaller answers are unchanged."""
+    from tb_plugin import loading
+
+    _, client = served
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    monkeypatch.setattr(loading, "REPLY_BYTES_PER_VALUE", (4096 << 20) // 8 // 50)
+    query = "run=cpu_cnn&worker=worker0"
+    for url in (f"tables?{query}&table=ops&limit=1000000000", f"operators?{query}&format=csv",
+                f"timeline_slices?{query}&start_us=-1e9&end_us=1e12&resolution_us=0.001"):
+        response = client.get(f"{PREFIX}/{url}")
+        assert response.status_code == 413, url
+        body = response.get_json()
+        assert body["error"] == "reply_too_large" and "more than the 50 one reply may hold" in body["reason"], body
+    assert client.get(f"{PREFIX}/tables?{query}&table=ops&limit=1").status_code == 200
+
+
+def test_deeply_nested_modules_answer_both_module_routes(tmp_path):
+    """Issue 27 item 9: on 5,000 nested modules `module_flame` answered 500 and `modules`
+    158 MB; both now answer, small (the flame graph folded, paths sent once as parent ids)."""
+    from .test_views_modules import nested_modules_trace
+
+    nested_modules_trace(tmp_path / "deep" / "w.pt.trace.json")
+    plugin, client = make_client(tmp_path)
+    try:
+        q = "run=deep&worker=w"
+        assert wait_ready(client, q).status_code == 200
+        flame = client.get(f"{PREFIX}/module_flame?{q}")
+        assert flame.status_code == 200 and flame.get_json()["children"][0]["name"] == "Block_0"
+        table = client.get(f"{PREFIX}/modules?{q}")
+        assert table.status_code == 200 and len(table.get_data()) < 1e6
+        assert "path" not in table.get_json()["columns"] and len(table.get_json()["rows"]) == 5000
+    finally:
+        plugin.store.stop()
+
+
+def test_a_request_waits_for_a_turn_to_compute_at_most_a_bound_then_answers_202(tmp_path, monkeypatch):
+    """Issue 27 item 10: right after a load, 50 clients asking for every view computed them
+    all at once under one GIL, and each waited for all of them (p99 2.2 s, max 8.7 s). Views
+    are computed COMPUTING_AT_ONCE at a time; a request that gets no turn within
+    COMPUTE_WAIT_SECONDS answers 202 (stage "computing") and is answered when asked again."""
+    monkeypatch.setattr(api, "COMPUTING_AT_ONCE", 1)
+    monkeypatch.setattr(api, "COMPUTE_WAIT_SECONDS", 0.3)
+    shutil.copytree(SAMPLES / "cpu_cnn", tmp_path / "cnn")
+    plugin, client = make_client(tmp_path)
+    q = "run=cnn&worker=worker0"
+    computing, finish = threading.Event(), threading.Event()
+    real_steps = profile.Profile.steps
+
+    def slow_steps(self):
+        computing.set()
+        assert finish.wait(30)
+        return real_steps(self)
+
+    monkeypatch.setattr(profile.Profile, "steps", slow_steps)
+    try:
+        assert wait_ready(client, q).status_code == 200
+        slow = threading.Thread(target=lambda: client.get(f"{PREFIX}/steps?{q}"))
+        slow.start()
+        assert computing.wait(30)
+        started = time.monotonic()
+        waiting = client.get(f"{PREFIX}/operators?{q}")
+        assert time.monotonic() - started < 5
+        assert waiting.status_code == 202 and waiting.get_json()["stage"] == "computing"
+        finish.set()
+        slow.join(30)
+        assert client.get(f"{PREFIX}/operators?{q}").status_code == 200
+    finally:
+        finish.set()
+        plugin.store.stop()
+
+
+def test_the_warm_up_loads_its_small_trace():
+    """The background warm-up imported `build_model` from `trace.model` (it lives in
+    `trace.build`): it raised ImportError, swallowed by its thread, so every server's first
+    trace was loaded cold (found measuring issue 27's cold latency)."""
+    from tb_plugin.plugin import warm_up
+
+    warm_up()

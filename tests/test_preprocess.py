@@ -26,8 +26,8 @@ import tb_plugin.loading  # noqa: E402
 import tb_plugin.preprocess  # noqa: E402
 import tb_plugin.profile  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
-from tb_plugin.cache import MANIFEST, ModelCache, model_bytes  # noqa: E402
-from tb_plugin.loading import RunStore  # noqa: E402
+from tb_plugin.cache import MANIFEST, ModelCache  # noqa: E402
+from tb_plugin.loading import RunStore, profile_bytes  # noqa: E402
 from tb_plugin.preprocess import WORKER_ENV, entry_keys  # noqa: E402
 from tb_plugin.profile import FILE_SUMMARIES  # noqa: E402
 from tb_plugin.storage import Storage  # noqa: E402
@@ -311,12 +311,14 @@ def test_a_trace_changed_since_preprocessing_is_parsed_again(logdir, scheduler, 
 
 
 def test_per_rank_views_of_every_rank_stay_within_the_budget(preprocessed, logdir, monkeypatch):
-    """A budget of about two ranks' models: the job view from summaries, then every rank's
-    overview one after another (each loaded from the cache, none parsed); what the server
-    holds never exceeds the budget."""
+    """A budget of about two ranks' profiles with their overview (what the overview caches
+    counts: issue 27): the job view from summaries, then every rank's overview one after
+    another (each loaded from the cache, none parsed); what the server holds never exceeds
+    the budget."""
     cache, _, _ = preprocessed
-    one_model = tb_plugin.load(str(logdir / "job" / "rank0.pt.trace.json.gz")).model
-    budget = 2 * model_bytes(one_model) + (1 << 20)
+    one_profile = tb_plugin.load(str(logdir / "job" / "rank0.pt.trace.json.gz"))
+    one_profile.overview()
+    budget = 2 * profile_bytes(one_profile) + (1 << 20)
     _no_parsing(monkeypatch)
     store = RunStore(str(logdir), max_memory_bytes=budget, max_parse_bytes=1 << 30, cache=ModelCache(cache))
     try:

@@ -7,6 +7,7 @@ import importlib.util
 import inspect
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from tb_plugin.views.modules import MODULE_COLUMNS, module_flame, modules
 
 from .conftest import SAMPLES, op, raw_events, runtime, kernel, write_trace
 
-COLUMNS = ["node_id", "parent_id", "name", "module_type", "path", "depth", "occurrences", "operators",
+COLUMNS = ["node_id", "parent_id", "name", "module_type", "depth", "occurrences", "operators",
            "host_total_us", "host_self_us", "device_total_us", "device_self_us",
            "backward_host_total_us", "backward_device_total_us",
            "recompute_occurrences", "recompute_us", "recompute_device_us"]
@@ -32,6 +33,15 @@ BACKWARD_NODES = {
     "Linear": ["AddmmBackward0", "TBackward0"],  # F.linear on a 2-D input: addmm(bias, x, w.t())
     "CrossEntropyLoss": ["LogSoftmaxBackward0", "NllLossBackward0"],
 }
+
+
+def _paths(table):
+    """Each node's path, its names from the root down joined by " > ", from the parent ids
+    (parents come first in the table's depth-first order)."""
+    paths = []
+    for parent, name in zip(table["parent_id"], table["name"]):
+        paths.append(name if parent < 0 else f"{paths[parent]} > {name}")
+    return paths
 
 
 def _type_paths(table):
@@ -126,10 +136,8 @@ def test_modules_tree_matches_model_structure_on_samples(sample, small_cnn_paths
     # ids, parents, depths and paths agree with each other
     assert list(table["node_id"]) == list(range(len(table)))
     names = dict(zip(table["node_id"], table["name"]))
-    for row in table.itertuples():
-        parent_path = "" if row.parent_id < 0 else table["path"][row.parent_id] + " > "
-        assert row.path == parent_path + row.name
-        assert row.depth == row.path.count(" > ")
+    for row, path in zip(table.itertuples(), _paths(table)):
+        assert row.depth == path.count(" > ")
         assert row.parent_id < row.node_id  # depth-first order: parents first
         assert names[row.node_id].startswith(row.module_type + "_")
 
@@ -291,8 +299,9 @@ def test_modules_hierarchy_and_counts_on_recorded_trace(recorded):
     assert rows["Net > Block > Cos"].name == rows["Net > Cos"].name
     assert rows["Net > Block > Sin"].name != rows["Net > Sin"].name
     net, block, cos = rows["Net"].name, rows["Net > Block"].name, rows["Net > Cos"].name
-    assert rows["Net > Block > Cos"].path == f"{net} > {block} > {cos}"
-    assert rows["Net > Cos"].path == f"{net} > {cos}"
+    paths = dict(zip(table["node_id"], _paths(table)))
+    assert paths[rows["Net > Block > Cos"].node_id] == f"{net} > {block} > {cos}"
+    assert paths[rows["Net > Cos"].node_id] == f"{net} > {cos}"
     assert [rows[k].depth for k in ("Net", "Net > Block", "Net > Block > Sin")] == [0, 1, 2]
 
 
@@ -375,9 +384,9 @@ def _hand_made_events(flows=True):
 @pytest.mark.parametrize("flows", [True, False], ids=["flows", "sequence_numbers"])
 def test_modules_device_and_backward_on_hand_made_trace(tmp_path, flows):
     path = write_trace(tmp_path / "hand.pt.trace.json", _hand_made_events(flows))
-    table = modules(tb_plugin.load(path).model).set_index("name")
-    assert list(table.index) == ["Outer_0", "Inner_0"]
-    assert table.loc["Inner_0", "path"] == "Outer_0 > Inner_0"
+    table = modules(tb_plugin.load(path).model)
+    assert _paths(table) == ["Outer_0", "Outer_0 > Inner_0"]
+    table = table.set_index("name")
     expected = {
         #            occ, ops, host total, host self, dev total, dev self, bwd host, bwd device
         "Outer_0": (1, 3, 100.0, 60.0, 12.0, 5.0, 30.0, 11.0),
@@ -398,7 +407,7 @@ def test_modules_frames_without_python_ids_nest_by_time_on_hand_made_trace(tmp_p
               frame("nn.Module: Outer_0", 0, 80, 2), frame("nn.Module: Inner_0", 20, 30, 2),
               frame("nn.Module: Inner_0", 120, 5, 2)]  # called alone: a root of its own
     table = modules(tb_plugin.load(write_trace(tmp_path / "noid.pt.trace.json", events)).model)
-    got = {row.path: (row.occurrences, row.host_total_us, row.host_self_us) for row in table.itertuples()}
+    got = {path: (row.occurrences, row.host_total_us, row.host_self_us) for row, path in zip(table.itertuples(), _paths(table))}
     assert got == {"Outer_0": (2, 180.0, 110.0), "Outer_0 > Inner_0": (2, 70.0, 70.0), "Inner_0": (1, 5.0, 5.0)}
 
 
@@ -478,8 +487,8 @@ def test_checkpointed_blocks_are_one_node_with_their_recompute(checkpointed):
     module_of = {name: module for module, name in _instance_names(calls["order"]).items()}
     for row in table.itertuples():
         inside_backward = calls[module_of[row.name]]
-        assert row.occurrences == inside_backward.count(False) == RUNS, row.path
-        assert row.recompute_occurrences == inside_backward.count(True), row.path
+        assert row.occurrences == inside_backward.count(False) == RUNS, row.name
+        assert row.recompute_occurrences == inside_backward.count(True), row.name
         # the raw frames split as the hook saw the calls: forward time and recompute time
         frames = _frames_by_call(events, row.name)
         assert len(frames) == len(inside_backward)
@@ -508,3 +517,43 @@ def test_checkpoint_recompute_is_not_backward_time(checkpointed):
                      if e["name"] not in (EVALUATE + "SumBackward0", EVALUATE + "torch::autograd::AccumulateGrad"))
     root = table[table["parent_id"] < 0].iloc[0]
     assert root["backward_host_total_us"] == pytest.approx(attributed - recompute, rel=1e-9)
+
+
+# --- issue 27, item 9: 5,000 nested modules ---------------------------------------------------
+
+def nested_modules_trace(path, levels=5000):
+    """A ~1 MB trace of `levels` modules each called inside the one before (each frame's
+    parent is the previous one), with one operator in the innermost."""
+    events = [_frame(f"nn.Module: Block_{i}", i, 2 * (levels - i) + 10, i + 1, i, module_id=1000 + i)
+              for i in range(levels)]
+    return write_trace(path, events + [op("aten::mm", levels, 1)])
+
+
+def test_5000_nested_modules_send_each_path_once_and_fold_the_flame(tmp_path):
+    """Issue 27: `modules` repeated each row's full path (158 MB for this 1 MB trace) and
+    `module_flame` could not be encoded (500: orjson's nesting limit). Paths are the parent
+    ids; the flame graph draws FLAME_MAX_DEPTH levels and folds the rest into the last."""
+    import orjson
+
+    from tb_plugin.api import table_json
+    from tb_plugin.views.modules import FLAME_MAX_DEPTH
+
+    path = nested_modules_trace(tmp_path / "deep.pt.trace.json")
+    assert path.stat().st_size < 1.1e6
+    model = tb_plugin.load(path).model
+    table = modules(model)
+    assert len(table) == 5000 and table["depth"].max() == 4999
+    assert (table["parent_id"].to_numpy() == np.arange(-1, 4999)).all()
+    assert len(orjson.dumps(table_json(table))) < 1e6
+    flame = module_flame(model)
+    encoded = orjson.loads(orjson.dumps(flame))  # raised "Recursion limit reached" before
+    node, levels = encoded["children"][0], 1
+    while node["children"]:
+        assert len(node["children"]) == 1 and "folded" not in node
+        node, levels = node["children"][0], levels + 1
+    assert levels == FLAME_MAX_DEPTH and node["name"] == f"Block_{FLAME_MAX_DEPTH - 1}"
+    assert node["folded"] == 5000 - FLAME_MAX_DEPTH  # the modules below it, not drawn
+    assert node["value"] == table["host_total_us"][FLAME_MAX_DEPTH - 1]  # a total: theirs included
+    assert encoded["value"] == table["host_total_us"][0]
+    openapi = (Path(tb_plugin.__file__).parent / "openapi.yaml").read_text()
+    assert f"at most {FLAME_MAX_DEPTH} module levels" in openapi  # the declaration says the same bound

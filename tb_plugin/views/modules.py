@@ -17,8 +17,11 @@ from ..trace.model import TraceModel
 from .common import _cached, device_activity, name_mask, operator_tree
 
 MODULE_PREFIX = "nn.Module: "
-PATH_SEPARATOR = " > "
 FLAME_ROOT = "All modules"
+# Module levels the flame graph nests at most below its root; deeper nodes are folded into
+# their ancestor at the last level (its `folded` counts them). JSON encoders and the page
+# recurse per level: 5,000 nested modules made `module_flame` fail (orjson stops at 255).
+FLAME_MAX_DEPTH = 64
 _INSTANCE = re.compile(r"^(?P<type>.+?)_\d+$")
 
 MODULES = declare(
@@ -27,8 +30,7 @@ MODULES = declare(
     ("parent_id", "int64", "", "node_id of the enclosing module's node; -1 for a root"),
     ("name", "str", "", "module instance as the profiler names it, e.g. Conv2d_1"),
     ("module_type", "str", "", "class name: the instance name without _<n>, e.g. Conv2d"),
-    ("path", "str", "", "names from the root down, joined by \" > \""),
-    ("depth", "int64", "", "0 for roots"),
+    ("depth", "int64", "", "0 for roots; the node's path is the names up its parent_id chain"),
     ("occurrences", "int64", "count", "forward calls of the module at this path (recomputations not included)"),
     ("operators", "int64", "count", "operator calls (as the operator view counts them) inside those forward calls"),
     ("host_total_us", "float64", "us", "summed wall time of the module's forward frames (recomputations not included)"),
@@ -54,7 +56,9 @@ def modules(model: TraceModel) -> pd.DataFrame:
     A node is a module instance reached through one chain of enclosing modules, e.g.
     ``SmallCNN_0 > Sequential_0 > ConvBlock_1 > Conv2d_1``; a module called from two
     places gives two nodes, a module called twice from one place one node with two
-    occurrences. Frames on every thread with the same path are one node.
+    occurrences. Frames on every thread with the same path are one node. The path is not a
+    column: it is the names up the `parent_id` chain (as text per row it grew with the square
+    of the depth, 158 MB for 5,000 nested modules).
 
     Parameters
     ----------
@@ -100,8 +104,9 @@ def modules(model: TraceModel) -> pd.DataFrame:
     return _cached(model, "modules", lambda: _build(model)).copy()
 
 
-def module_flame(model: TraceModel) -> dict[str, Any]:
-    """The module tree as nested dicts for a flame graph.
+def module_flame(model: TraceModel, max_depth: int = FLAME_MAX_DEPTH) -> dict[str, Any]:
+    """The module tree as nested dicts for a flame graph, at most `max_depth` module levels
+    deep.
 
     Returns
     -------
@@ -109,14 +114,23 @@ def module_flame(model: TraceModel) -> dict[str, Any]:
         ``{"name": "All modules", "value": <sum of the roots' host_total_us>, "children":
         [...]}`` where each child is ``{"name": <instance name>, "value": <host_total_us>,
         "children": [...]}`` in the order of `modules`; without module frames the root has
-        value 0.0 and no children.
+        value 0.0 and no children. A node at the last level drawn (`depth` max_depth - 1)
+        with modules below it has no children but ``"folded": <nodes below it>``; its value,
+        a total, still includes theirs.
     """
     table = modules(model)
-    nodes: list[dict[str, Any]] = [{"name": name, "value": float(value), "children": []}
-             for name, value in zip(table["name"], table["host_total_us"])]
+    depth, parent = table["depth"].to_numpy(), table["parent_id"].to_numpy()
+    below = roll_up(np.ones(len(table), np.int64), parent, depth) - 1  # nodes under each node
+    shown = np.flatnonzero(depth < max_depth)
+    names, values = table["name"].to_numpy()[shown].tolist(), table["host_total_us"].to_numpy()[shown].tolist()
+    nodes: list[dict[str, Any]] = [{"name": name, "value": value, "children": []} for name, value in zip(names, values)]
+    for i in np.flatnonzero((depth[shown] == max_depth - 1) & (below[shown] > 0)).tolist():
+        nodes[i]["folded"] = int(below[shown[i]])
     root: dict[str, Any] = {"name": FLAME_ROOT, "value": 0.0, "children": []}
-    for node, parent in zip(nodes, table["parent_id"].to_numpy()):  # one step per module node
-        (root if parent < 0 else nodes[parent])["children"].append(node)
+    # Rows are in depth-first order, so a shown node's parent is shown, at its rank in `shown`.
+    position = np.searchsorted(shown, parent[shown])
+    for node, up, at in zip(nodes, parent[shown].tolist(), position.tolist()):  # one step per node drawn
+        (root if up < 0 else nodes[at])["children"].append(node)
     root["value"] = float(sum(child["value"] for child in root["children"]))
     return root
 
@@ -375,15 +389,11 @@ def _build(model):
     names = np.array([str(c)[len(MODULE_PREFIX):] if str(c).startswith(MODULE_PREFIX) else str(c)
                       for c in categories[node_name]], dtype=object)
     types = np.array([m["type"] if (m := _INSTANCE.match(s)) else s for s in names], dtype=object)
-    paths = np.empty(n, dtype=object)
-    for node in order:  # parents come first in depth-first order
-        parent = node_parent[node]
-        paths[node] = names[node] if parent < 0 else paths[parent] + PATH_SEPARATOR + names[node]
 
     out = pd.DataFrame({
         "node_id": np.arange(n, dtype=np.int64),
         "parent_id": np.where(node_parent[order] >= 0, new_id[np.clip(node_parent[order], 0, None)], -1),
-        "name": names[order], "module_type": types[order], "path": paths[order],
+        "name": names[order], "module_type": types[order],
         "depth": depth[order], "occurrences": occurrences[order].astype(np.int64), "operators": operators[order],
         "host_total_us": host_total[order], "host_self_us": host_self[order],
         "device_total_us": device_total[order], "device_self_us": device_self[order],

@@ -30,7 +30,7 @@ moved onto its own clock, and moves the answer back; that move is `_Shown`'s, th
 a rank's shift is applied. Collapsed ranks hold no events: the answers name them instead.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -245,14 +245,15 @@ def rank_tracks(frame: pd.DataFrame, indexes: Mapping[str, TimelineIndex]) -> pd
 
 def rank_slices(frame: pd.DataFrame, parts: Mapping[str, RankTimelinePart], indexes: Mapping[str, TimelineIndex],
                 start_us: float, end_us: float, resolution_us: float,
-                tracks: Sequence[int] | None = None) -> dict[str, Any]:
+                tracks: Sequence[int] | None = None,
+                admit: Callable[[int, str], None] | None = None) -> dict[str, Any]:
     """Slices of the shared axis in [start_us, end_us] at `resolution_us`, shaped as
     `TimelineIndex.query` answers (track ids of the shared axis, times on it), plus `rank`
     (the rank of each row: event ids are that rank's own) and `offsets` (per rank shown: rank,
     worker, shift_us, offset_us). Every rank's summary track answers from its summary (all
     ranks merged in one pass); a rank in `indexes` (expanded) also from its own index, the
-    window moved by its shift."""
-    wanted = None if tracks is None else np.asarray(tracks, dtype=np.int64)
+    window moved by its shift; `admit` bounds each such query (`TimelineIndex.query`)."""
+    wanted = None if tracks is None else np.unique(np.asarray(tracks, dtype=np.int64))
     shown = _shown(frame)
     replies = [_summary_slices([r for r in shown if wanted is None or (wanted == r.track).any()], parts,
                                start_us, end_us, resolution_us)]
@@ -263,7 +264,7 @@ def rank_slices(frame: pd.DataFrame, parts: Mapping[str, RankTimelinePart], inde
         own = row.own_tracks(wanted)
         if own is not None and not len(own):
             continue
-        local = index.query(row.own_time(start_us), row.own_time(end_us), resolution_us, own)
+        local = index.query(row.own_time(start_us), row.own_time(end_us), resolution_us, own, admit)
         local["track"] = row.shared_tracks(np.asarray(local["track"], dtype=np.int64)).tolist()
         local["start_us"] = row.shared_time(np.asarray(local["start_us"], dtype=np.float64)).tolist()
         local["rank"] = [row.rank] * len(local["track"])

@@ -74,6 +74,9 @@ SLICE_SOURCES = (("ops", "op", "thread"), ("runtime", "runtime", "thread"), ("py
                  ("kernels", "kernel", "device"), ("memcpy", "memcpy", "device"), ("memset", "memset", "device"),
                  ("gpu_annotations", "gpu_annotation", "device"))
 LEVEL_FACTOR = 4.0
+# Lists per row of a `TimelineIndex.query` answer: track, lane, start_us, dur_us, name, count,
+# busy_us, event, kind.
+SLICE_FIELDS = 9
 FINEST_RESOLUTION_US = 1.0
 
 
@@ -264,18 +267,22 @@ class TimelineIndex:
         return levels
 
     def track_ids(self, tracks=None):
+        """The existing tracks among `tracks` (None: all), each once and in order: a track
+        named twice would be answered twice (2,000 repeats of one track made a 469 MB reply)."""
         if tracks is None:
             return self.tracks["track"].to_numpy()
-        tracks = np.asarray(tracks, dtype=np.int64)
+        tracks = np.unique(np.asarray(tracks, dtype=np.int64))
         return tracks[(tracks >= 0) & (tracks < len(self.tracks))]
 
-    def query(self, start_us, end_us, resolution_us, tracks=None):
+    def query(self, start_us, end_us, resolution_us, tracks=None, admit=None):
         """Slices and merged blocks of `tracks` overlapping [start_us, end_us].
 
         Returns a dict of equal-length lists: track, lane, start_us, dur_us, name (index into
         the returned `names`), count (events inside; 1 for a single event), busy_us, event (the
         slice id of a single event, -1 for a merged block), kind (index into KINDS, -1 for a
-        merged block), plus `names` and `kinds`.
+        merged block), plus `names` and `kinds`. `admit(values, what)` (a
+        `loading.ReplyReservation`'s) is told how many values the rows the window touches
+        could send before any is read, and may refuse them.
         """
         level = self.levels[0]
         for candidate in self.levels[1:]:
@@ -284,6 +291,8 @@ class TimelineIndex:
         track_ids = self.track_ids(tracks)
         groups = (track_ids[:, None] * self.max_lanes + np.arange(self.max_lanes)[None, :]).ravel()
         lo, hi = level.window(groups, start_us, end_us)
+        if admit is not None:
+            admit(int((hi - lo).sum()) * SLICE_FIELDS, f"this window ({len(track_ids)} tracks at {resolution_us:g} us per pixel)")
         rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)]) if len(lo) else np.zeros(0, np.int64)
         rows = rows[level.end[rows] >= start_us]
         merged = merge_blocks(level.group[rows], level.start[rows], level.end[rows], level.count[rows],

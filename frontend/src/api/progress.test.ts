@@ -11,6 +11,7 @@ describe('loadingLabel', () => {
     expect(loadingLabel(reply('reading'), 'run / w span 1')).toBe('Reading run / w span 1…');
     expect(loadingLabel(reply('reading', 0.5), 'run / w span 1')).toBe('Reading run / w span 1… 50%');
     expect(loadingLabel(reply('building'))).toBe('Building the tables of the trace…');
+    expect(loadingLabel(reply('computing'))).toBe('Computing the view of the trace…');
   });
   it('tells how much is parsed, rounded down so 100% means done', () => {
     expect(loadingLabel(reply('parsing', 0.4567))).toBe('Parsing the trace… 45%');

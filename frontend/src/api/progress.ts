@@ -18,6 +18,8 @@ function stageLabel(progress: LoadingReply, subject: string): string {
       return `Reading ${subject}…${done}`;
     case 'building':
       return `Building the tables of ${subject}…`;
+    case 'computing':
+      return `Computing the view of ${subject}…`;
     default:
       return `Parsing ${subject}…${done}`;
   }

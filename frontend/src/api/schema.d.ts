@@ -260,6 +260,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -422,6 +423,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -469,6 +471,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -519,6 +522,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -625,6 +629,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -726,6 +731,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -779,6 +785,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -830,6 +837,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -877,6 +885,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -924,6 +933,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -971,6 +981,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1021,6 +1032,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1068,6 +1080,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1118,6 +1131,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1278,6 +1292,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1377,6 +1392,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1395,7 +1411,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The module tree as nested {name, value (host total µs), children} for a flame graph. */
+        /** The module tree as nested {name, value (host total µs), children} for a flame graph, at most 64 module levels deep: a node at the last level with modules below it has no children and says how many in folded. */
         get: {
             parameters: {
                 query: {
@@ -1480,6 +1496,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1539,6 +1556,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1596,6 +1614,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1713,6 +1732,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1770,6 +1790,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1847,6 +1868,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1996,6 +2018,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2320,6 +2343,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2369,6 +2393,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2468,6 +2493,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2515,6 +2541,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2568,6 +2595,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2621,6 +2649,7 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -2660,6 +2689,8 @@ export interface components {
             name: string;
             value: number;
             children: components["schemas"]["FlameNode"][];
+            /** @description Modules below this node, not drawn: the graph nests at most 64 module levels, and a node at the last one with modules below it has no children but this count (its value, a total, includes theirs). */
+            folded?: number;
         };
         /** @description `compiled_kernels`: one generated kernel in the innermost compiled region that ran it. */
         CompiledKernelsTable: {
@@ -4140,7 +4171,6 @@ export interface components {
                 "parent_id",
                 "name",
                 "module_type",
-                "path",
                 "depth",
                 "occurrences",
                 "operators",
@@ -4157,7 +4187,6 @@ export interface components {
             rows: [
                 number,
                 number,
-                string,
                 string,
                 string,
                 number,
@@ -4779,10 +4808,10 @@ export interface components {
                     /** @description Seconds since the load was asked for. */
                     elapsed_seconds: number;
                     /**
-                     * @description queued: waiting for the loader (other traces may load first); reading: reading (and inflating) the file or the disk cache; parsing: reading the events; building: making and linking the tables.
+                     * @description queued: waiting for the loader (other traces may load first); reading: reading (and inflating) the file or the disk cache; parsing: reading the events; building: making and linking the tables; computing: the trace is loaded and the view waits for others being computed (a request waits at most 0.25 s for its turn).
                      * @enum {string}
                      */
-                    stage: "queued" | "reading" | "parsing" | "building";
+                    stage: "queued" | "reading" | "parsing" | "building" | "computing";
                     /** @description While reading, the fraction of the stored file read so far; while parsing, the fraction of the trace's JSON parsed; null otherwise. */
                     fraction: number | null;
                     /** @description Views over several traces (distributed): how many of them are loaded; `path`, `stage` and `fraction` are of one still loading. */

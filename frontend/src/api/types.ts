@@ -146,6 +146,8 @@ export interface FlameNode {
   name: string;
   value: number;
   children: FlameNode[];
+  /** Modules below this node that the server folded into it (the graph's depth is bounded). */
+  folded?: number;
 }
 
 /** /timeline_tracks: tracks (a table), the trace's span and steps, µs from the trace start. */
@@ -279,8 +281,9 @@ export interface LoadingReply {
   loading: true;
   path: string;
   elapsed_seconds?: number;
-  /** queued for the loader; reading the file; parsing events; building tables. */
-  stage?: 'queued' | 'reading' | 'parsing' | 'building';
+  /** queued for the loader; reading the file; parsing events; building tables; loaded, the
+   * view waiting for others being computed. */
+  stage?: 'queued' | 'reading' | 'parsing' | 'building' | 'computing';
   /** While reading, the fraction (0..1) of the file read; while parsing, of the JSON parsed. */
   fraction?: number | null;
   /** Views over several traces (distributed): how many are loaded, of how many. */

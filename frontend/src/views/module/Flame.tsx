@@ -3,7 +3,7 @@
 
 import { useMemo, useState } from 'preact/hooks';
 import type { FlameNode } from '../../api/types';
-import { formatDuration } from '../../base/format';
+import { formatDuration, formatNumber } from '../../base/format';
 
 interface Placed {
   node: FlameNode;
@@ -40,6 +40,12 @@ function layout(root: FlameNode, rootPath: number[]): Placed[] {
   return out;
 }
 
+/** A frame's text: name and host total, and the modules folded into it (drawn no deeper). */
+export function flameLabel(node: FlameNode): string {
+  const folded = node.folded ? ` (+${formatNumber(node.folded)} deeper modules, not drawn)` : '';
+  return `${node.name} ${formatDuration(node.value)}${folded}`;
+}
+
 export function Flame({ tree }: { tree: FlameNode }) {
   const [focus, setFocus] = useState<number[]>([]);
   const chain = useMemo(() => {
@@ -68,11 +74,11 @@ export function Flame({ tree }: { tree: FlameNode }) {
           <div
             key={p.path.join('.')}
             class="flame-node"
-            title={`${p.node.name}\nHost total: ${formatDuration(p.node.value)} (${((100 * p.node.value) / (root.value || 1)).toFixed(1)} % of ${root.name})`}
+            title={`${flameLabel(p.node)}\nHost total: ${formatDuration(p.node.value)} (${((100 * p.node.value) / (root.value || 1)).toFixed(1)} % of ${root.name})`}
             style={{ left: `${p.x * 100}%`, width: `${p.w * 100}%`, top: `${p.depth * ROW}px`, background: `hsl(${hue(p.node.name)} 85% 62%)` }}
             onClick={() => (p.node.children.length && p.node !== root ? setFocus(p.path) : undefined)}
           >
-            {p.node.name} {formatDuration(p.node.value)}
+            {flameLabel(p.node)}
           </div>
         ))}
       </div>
