@@ -608,10 +608,12 @@ def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = Tru
     return job_view.combine(parts, align_clocks=align_clocks)
 
 
-def diff(a: Profile, b: Profile) -> diff_view.DiffView:
+def diff(a: Profile, b: Profile, threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT) -> diff_view.DiffView:
     """Compare two profiles (runs, workers or spans): operators, kernels and the step
-    breakdown side by side, deltas = b - a; see `tb_plugin.views.diff.diff`."""
-    return diff_view.diff(a.model, b.model)
+    breakdown side by side, per step, deltas = b - a; why the mean step time changed
+    (`explanation`, `contributors`) and the matched operator trees (`tree`), with changes
+    under `threshold_pct` of a's mean step time called noise; see `tb_plugin.views.diff.diff`."""
+    return diff_view.diff(a.model, b.model, threshold_pct)
 
 
 def load_run(dir_or_url: str | os.PathLike[str]) -> Run:

@@ -52,7 +52,8 @@ def test_diff_columns_exact(two_traces):
     assert list(view.operators.columns) == OPERATOR_DIFF_COLUMNS
     assert list(view.kernels.columns) == KERNEL_DIFF_COLUMNS
     assert list(view.steps.columns) == STEP_DIFF_COLUMNS
-    assert view.operators["calls_delta"].dtype == np.int64 and view.kernels["calls_a"].dtype == np.int64
+    # calls per step: a trace of 6 steps compares with one of 3
+    assert view.operators["calls_delta"].dtype == np.float64 and view.kernels["calls_a"].dtype == np.float64
     assert view.operators["host_self_us_delta"].dtype == np.float64
 
 
@@ -108,13 +109,16 @@ def _a100():
 def test_diff_same_trace_all_deltas_zero():
     model = _a100()
     view = diff(model, model)
-    for table in (view.operators, view.kernels, view.steps):
+    for table in (view.operators, view.kernels, view.steps, view.explanation, view.tree):
         deltas = [c for c in table.columns if c.endswith("_delta")]
         assert len(table) and deltas
         assert (table[deltas].to_numpy() == 0).all()
-    # the a and b sides are the model's own totals
-    assert view.kernels["calls_a"].sum() == len(model.kernels)
-    assert view.kernels["total_us_a"].sum() == pytest.approx(model.kernels["dur"].sum())
+    # the a and b sides are the trace's totals over its steps
+    events = raw_events(shared_trace("a100_nccl_collectives"))
+    steps = sum(1 for e in events if STEP.match(e.get("name", "")) and e.get("ph") == "X")
+    kernels = [e["dur"] for e in events if e.get("cat") == "kernel"]
+    assert view.kernels["calls_a"].sum() == pytest.approx(len(kernels) / steps)
+    assert view.kernels["total_us_a"].sum() == pytest.approx(sum(kernels) / steps)
 
 
 def test_diff_two_workers_of_gloo_run_kernel_free():

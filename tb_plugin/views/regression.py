@@ -1,0 +1,462 @@
+"""Why B's step is slower (or faster) than A's: the change of the mean step time split into
+causes that add up to it exactly, each cause's top contributors, the noise rule that decides
+whether a change is a regression, and the two operator trees matched node by node.
+
+Every quantity is per step. A step's time is split into exclusive causes (the step
+breakdown's sweep, each instant of the step going to the highest-priority activity running
+then), so each side's causes sum to its step time, their means to its mean step time, and the
+differences of the means to the change of the mean step time, exactly:
+
+========================  ===============================================================
+cause                     the part of the step where ...
+========================  ===============================================================
+``device_compute``        a compute kernel runs
+``memcpy_memset``         no kernel runs, a memcpy or memset does
+``communication``         nothing of the above runs, a communication kernel or collective
+                          operator does (exposed communication)
+``synchronisation``       the device is idle and the CPU is blocked in a synchronising call
+                          (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``, a synchronous
+                          ``cudaMemcpy``, ...: the critical path's blocking calls)
+``host_launch``           the device is idle while the CPU runs other runtime calls (launches)
+                          or operators: the GPU waits for the CPU (the host-wait share of the
+                          GPU-idle view, cut along the same step windows)
+``data_loading``          the device is idle while the CPU waits in the DataLoader
+``other``                 none of these: Python between operators, time outside any event
+========================  ===============================================================
+
+Device compute is split further per matched operator and kernel (see `diff_contributors`),
+again exactly: slower kernels, more or fewer kernels, new or vanished kernels, and the change of
+overlap between kernels (concurrent streams; kernels cut by a step's edges).
+"""
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..schema import NULLABLE, declare
+from ..trace.linking import ancestor_where
+from ..trace.model import TraceModel
+from .common import _cached, breakdown_categories, kernel_flags, operator_tree, step_windows
+from .critical_path import _BLOCKING_CALL
+from .intervals import exclusive_time
+
+CAUSES = ("device_compute", "memcpy_memset", "communication", "synchronisation", "host_launch", "data_loading", "other")
+STEP_TIME = "step_time"
+# A difference of medians counts as outside a side's step-to-step spread when it exceeds this
+# many robust standard deviations of that side (1.4826 x the median absolute deviation, which
+# equals the standard deviation for normally distributed step times and ignores outlier steps).
+NOISE_SIGMAS = 2.0
+MAD_TO_SIGMA = 1.4826
+DEFAULT_THRESHOLD_PCT = 5.0
+TOP_CONTRIBUTORS = 10
+REGRESSION, IMPROVEMENT, NOISE = "regression", "improvement", "noise"
+_PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+
+DIFF_EXPLANATION = declare(
+    "diff_explanation", "the mean step time (first row, step_time), then each cause of it; deltas are b - a, per step",
+    ("cause", "str", "", "step_time, or device_compute, memcpy_memset, communication, synchronisation, host_launch, data_loading, other"),
+    ("steps_a", "int64", "count", "steps of trace a the statistics are over"),
+    ("steps_b", "int64", "count", "steps of trace b the statistics are over"),
+    ("mean_us_a", "float64", "us", "mean over a's steps of the cause's time per step"),
+    ("mean_us_b", "float64", "us", "the same in b"),
+    ("mean_us_delta", "float64", "us", "mean_us_b - mean_us_a; the causes' deltas sum to step_time's"),
+    ("share_pct", "float64", "pct", "mean_us_delta as a share of step_time's; null when the step time did not change", NULLABLE),
+    ("median_us_a", "float64", "us", "median over a's steps"),
+    ("median_us_b", "float64", "us", "median over b's steps"),
+    ("spread_us_a", "float64", "us", "step-to-step spread of a: 1.4826 x the median absolute deviation from the median"),
+    ("spread_us_b", "float64", "us", "the same for b"),
+    ("change_pct", "float64", "pct", "mean_us_delta as a share of a's mean step time"),
+    ("verdict", "str", "", "regression or improvement: |change_pct| over the threshold and the medians' difference over twice both spreads; else noise"),
+)
+DIFF_CONTRIBUTORS = declare(
+    "diff_contributors", "one contributor to a cause's change: the 10 largest |delta_us| of each cause and part, then one row of the rest",
+    ("cause", "str", "", "the cause (as in diff_explanation) it contributes to"),
+    ("part", "str", "", "device_compute: slower_kernels, kernel_count, new_kernels, vanished_kernels, overlap; else the cause"),
+    ("operator", "str", "", "the matched operator (the launching operator, or its lowest ancestor found in both traces); empty when none"),
+    ("node", "int64", "", "that operator's row in diff_tree; -1 when none"),
+    ("name", "str", "", "the kernel, call or operator; 'a -> b' for kernels matched by their operator where names differ"),
+    ("calls_a", "float64", "count", "calls per step in a"),
+    ("calls_b", "float64", "count", "calls per step in b"),
+    ("mean_us_a", "float64", "us", "mean duration of one call in a; null when none", NULLABLE),
+    ("mean_us_b", "float64", "us", "mean duration of one call in b; null when none", NULLABLE),
+    ("delta_us", "float64", "us", "its change of the cause per step; device_compute's parts sum to the cause's mean_us_delta"),
+    ("step_a", "int64", "", "step of a's longest call (the Trace view's representative); -1 when none"),
+    ("ts_us_a", "float64", "us", "start of a's longest call; null when none", NULLABLE),
+    ("dur_us_a", "float64", "us", "its duration; null when none", NULLABLE),
+    ("step_b", "int64", "", "step of b's longest call; -1 when none"),
+    ("ts_us_b", "float64", "us", "start of b's longest call; null when none", NULLABLE),
+    ("dur_us_b", "float64", "us", "its duration; null when none", NULLABLE),
+)
+DIFF_TREE = declare(
+    "diff_tree", "one node of the two operator trees matched by path (names of operators from the root; ProfilerStep#N as ProfilerStep#*)",
+    ("node", "int64", "", "this node's id"),
+    ("parent", "int64", "", "the parent node's id; -1 for a root"),
+    ("name", "str", "", "operator or annotation name"),
+    ("status", "str", "", "matched (the path is in both traces), added (only in b) or removed (only in a)"),
+    ("matched_at", "int64", "", "the lowest ancestor-or-self found in both traces (where TraceLens matches differing names); -1 when none"),
+    ("calls_a", "float64", "count", "calls per step in a"),
+    ("calls_b", "float64", "count", "calls per step in b"),
+    ("host_total_us_a", "float64", "us", "host time per step in a (its calls' durations)"),
+    ("host_total_us_b", "float64", "us", "the same in b"),
+    ("host_total_us_delta", "float64", "us", "host_total_us_b - host_total_us_a"),
+    ("device_total_us_a", "float64", "us", "device time per step in a of the work it and its descendants launched"),
+    ("device_total_us_b", "float64", "us", "the same in b"),
+    ("device_total_us_delta", "float64", "us", "device_total_us_b - device_total_us_a"),
+)
+
+
+@dataclass
+class Explanation:
+    """The explanation of a diff: see `explain`."""
+
+    explanation: pd.DataFrame
+    contributors: pd.DataFrame
+    tree: pd.DataFrame
+
+
+def step_causes(model: TraceModel) -> pd.DataFrame:
+    """Per step: step, then each cause's exclusive time (`<cause>_us`) and total_us; the
+    causes sum to total_us, the step's length (the step windows of `Profile.steps`)."""
+    def build():
+        windows = step_windows(model)
+        named = {name: (start, end) for name, start, end in breakdown_categories(model)}
+        rt = model.runtime
+        blocking = rt["name"].astype(str).str.contains(_BLOCKING_CALL).to_numpy(bool)
+        rt_start, rt_end = rt["ts"].to_numpy(), (rt["ts"] + rt["dur"]).to_numpy()
+        order = [("device_compute", *named["kernel"]),
+                 ("memcpy", *named["memcpy"]), ("memset", *named["memset"]),
+                 ("communication", *named["communication"]),
+                 ("synchronisation", rt_start[blocking], rt_end[blocking]),
+                 ("launch", rt_start[~blocking], rt_end[~blocking]),
+                 ("data_loading", *named["dataloader"]),
+                 ("cpu_exec", *named["cpu_exec"])]
+        times = exclusive_time((windows["start_us"], windows["end_us"]), [(s, e) for _, s, e in order])
+        by = dict(zip([name for name, _, _ in order] + ["other"], times.T))
+        return pd.DataFrame({
+            "step": windows["step"].to_numpy(),
+            "device_compute_us": by["device_compute"], "memcpy_memset_us": by["memcpy"] + by["memset"],
+            "communication_us": by["communication"], "synchronisation_us": by["synchronisation"],
+            "host_launch_us": by["launch"] + by["cpu_exec"], "data_loading_us": by["data_loading"],
+            "other_us": by["other"], "total_us": (windows["end_us"] - windows["start_us"]).to_numpy()})
+    return _cached(model, "step_causes", build)
+
+
+def _spread(values):
+    return MAD_TO_SIGMA * float(np.median(np.abs(values - np.median(values)))) if len(values) else 0.0
+
+
+def verdicts(delta_us, median_delta_us, spread_a, spread_b, step_mean_a, threshold_pct):
+    """The noise rule, over arrays: a change is a regression (improvement) when it raises
+    (lowers) the mean by more than `threshold_pct` of a's mean step time and the medians differ
+    by more than NOISE_SIGMAS robust standard deviations of each side, in the same direction."""
+    threshold = threshold_pct / 100.0 * step_mean_a
+    outside = np.abs(median_delta_us) > NOISE_SIGMAS * np.maximum(spread_a, spread_b)
+    worse = (delta_us > threshold) & (median_delta_us > 0) & outside
+    better = (delta_us < -threshold) & (median_delta_us < 0) & outside
+    return np.where(worse, REGRESSION, np.where(better, IMPROVEMENT, NOISE))
+
+
+def _explanation_table(causes_a, causes_b, threshold_pct):
+    columns = [STEP_TIME, *CAUSES]
+    source = {STEP_TIME: "total_us", **{c: f"{c}_us" for c in CAUSES}}
+    a = np.column_stack([causes_a[source[c]].to_numpy(np.float64) for c in columns])
+    b = np.column_stack([causes_b[source[c]].to_numpy(np.float64) for c in columns])
+    mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
+    median_a, median_b = np.median(a, axis=0), np.median(b, axis=0)
+    spread_a = np.array([_spread(a[:, i]) for i in range(len(columns))])
+    spread_b = np.array([_spread(b[:, i]) for i in range(len(columns))])
+    delta = mean_b - mean_a
+    step_delta = delta[0]
+    step_mean_a = mean_a[0]
+    return DIFF_EXPLANATION.frame({
+        "cause": columns, "steps_a": len(a), "steps_b": len(b),
+        "mean_us_a": mean_a, "mean_us_b": mean_b, "mean_us_delta": delta,
+        "share_pct": delta / step_delta * 100.0 if step_delta else np.full(len(columns), np.nan),
+        "median_us_a": median_a, "median_us_b": median_b, "spread_us_a": spread_a, "spread_us_b": spread_b,
+        "change_pct": delta / step_mean_a * 100.0 if step_mean_a else np.zeros(len(columns)),
+        "verdict": verdicts(delta, median_b - median_a, spread_a, spread_b, step_mean_a, threshold_pct),
+    })
+
+
+# --- the matched operator tree ------------------------------------------------------------
+
+def _tree_side(model):
+    """The live operator nodes of one trace (after the duplicate-node rule), shallowest first:
+    row (in model.ops), parent row, name (ProfilerStep#N as ProfilerStep#*), depth, host and
+    device totals, and the step each node's root falls in."""
+    ops = model.ops
+    tree = operator_tree(model)
+    live = ~tree["merged"].to_numpy()
+    categories = ops["name"].cat.categories.astype(str)
+    normal = np.asarray([_PROFILER_STEP.sub("ProfilerStep#*", c) for c in categories], dtype=object)
+    names = normal[ops["name"].cat.codes.to_numpy()] if len(ops) else np.zeros(0, object)
+    return pd.DataFrame({
+        "row": np.flatnonzero(live), "parent_row": tree["node_parent"].to_numpy()[live], "name": names[live],
+        "depth": ops["depth"].to_numpy()[live], "host_total_us": ops["dur"].to_numpy()[live],
+        "device_total_us": tree["device_total_us"].to_numpy()[live]})
+
+
+def _match_trees(side_a, side_b):
+    """Node ids of the union of both trees, keyed by (parent node, name), level by level:
+    returns (node per row of side_a, node per row of side_b, the nodes' parent and name)."""
+    known = pd.DataFrame({"parent": pd.Series([], dtype=np.int64), "name": pd.Series([], dtype=object),
+                          "node": pd.Series([], dtype=np.int64)})
+    node_of = {"a": np.full(len(side_a), -1, np.int64), "b": np.full(len(side_b), -1, np.int64)}
+    sides = {"a": side_a, "b": side_b}
+    # a row's parent row -> its index in the side table, to read the parent's node
+    index_of = {s: pd.Series(np.arange(len(t)), index=t["row"].to_numpy()) for s, t in sides.items()}
+    levels = np.union1d(side_a["depth"].unique(), side_b["depth"].unique())
+    for level in levels:
+        keys = []
+        for s, table in sides.items():
+            at = np.flatnonzero(table["depth"].to_numpy() == level)
+            parent_row = table["parent_row"].to_numpy()[at]
+            has = parent_row >= 0
+            parent_node = np.full(len(at), -1, np.int64)
+            parent_node[has] = node_of[s][index_of[s].reindex(parent_row[has]).to_numpy(np.int64)]
+            keys.append(pd.DataFrame({"side": s, "at": at, "parent": parent_node,
+                                      "name": table["name"].to_numpy()[at]}))
+        level_keys = pd.concat(keys, ignore_index=True)
+        found = level_keys.merge(known, on=["parent", "name"], how="left")
+        new = found.loc[found["node"].isna(), ["parent", "name"]].drop_duplicates()
+        new = new.assign(node=np.arange(len(known), len(known) + len(new), dtype=np.int64))
+        known = pd.concat([known, new], ignore_index=True)
+        found = level_keys.merge(known, on=["parent", "name"], how="left")
+        for s in sides:
+            mine = found[found["side"] == s]
+            node_of[s][mine["at"].to_numpy()] = mine["node"].to_numpy(np.int64)
+    return node_of["a"], node_of["b"], known
+
+
+def matched_tree(a: TraceModel, b: TraceModel):
+    """The matched tree (DIFF_TREE), and each trace's node per op row (-1 for merged rows)."""
+    side_a, side_b = _tree_side(a), _tree_side(b)
+    node_a, node_b, nodes = _match_trees(side_a, side_b)
+    n = len(nodes)
+    steps_a, steps_b = len(step_windows(a)), len(step_windows(b))
+
+    def per_node(side, node, column, steps):
+        weights = side[column].to_numpy(np.float64) if column else np.ones(len(side))
+        return np.bincount(node, weights=weights, minlength=n) / steps
+
+    calls_a, calls_b = per_node(side_a, node_a, None, steps_a), per_node(side_b, node_b, None, steps_b)
+    in_a, in_b = np.bincount(node_a, minlength=n) > 0, np.bincount(node_b, minlength=n) > 0
+    parent = nodes["parent"].to_numpy(np.int64)
+    depth = np.zeros(n, np.int64)
+    for i in range(1, n + 1):  # nodes are numbered shallowest first: one pass per level suffices
+        deeper = depth[np.clip(parent, 0, None)] + 1
+        new_depth = np.where(parent >= 0, deeper, 0)
+        if (new_depth == depth).all():
+            break
+        depth = new_depth
+    matched = in_a & in_b
+    table = {
+        "node": np.arange(n), "parent": parent, "name": nodes["name"].to_numpy(),
+        "status": np.where(matched, "matched", np.where(in_b, "added", "removed")),
+        "matched_at": ancestor_where(matched, parent, depth), "calls_a": calls_a, "calls_b": calls_b}
+    for q in ("host_total_us", "device_total_us"):
+        qa, qb = per_node(side_a, node_a, q, steps_a), per_node(side_b, node_b, q, steps_b)
+        table.update({f"{q}_a": qa, f"{q}_b": qb, f"{q}_delta": qb - qa})
+    rows_a = np.full(len(a.ops), -1, np.int64)
+    rows_a[side_a["row"].to_numpy()] = node_a
+    rows_b = np.full(len(b.ops), -1, np.int64)
+    rows_b[side_b["row"].to_numpy()] = node_b
+    return DIFF_TREE.frame(table), rows_a, rows_b
+
+
+# --- contributors -------------------------------------------------------------------------
+
+def _step_of(model, ts):
+    """The step number each time falls in (its window), -1 outside every step."""
+    windows = step_windows(model)
+    start, end = windows["start_us"].to_numpy(), windows["end_us"].to_numpy()
+    k = np.searchsorted(start, ts, side="right") - 1
+    inside = (k >= 0) & (ts < end[np.clip(k, 0, None)])
+    return np.where(inside, windows["step"].to_numpy()[np.clip(k, 0, None)], -1)
+
+
+def _compute_kernels(model, op_node, tree):
+    """The compute kernels inside steps: operator node (the launching operator's matched
+    ancestor-or-self in the tree), name, ts, dur, step."""
+    k = model.kernels
+    comm, _ = kernel_flags(model)
+    ts = k["ts"].to_numpy()
+    step = _step_of(model, ts)
+    op = k["op"].to_numpy()
+    live_op = np.where(op >= 0, operator_tree(model)["node"].to_numpy()[np.clip(op, 0, None)] if len(op_node) else -1, -1)
+    node = np.where(live_op >= 0, op_node[np.clip(live_op, 0, None)] if len(op_node) else -1, -1)
+    matched_at = tree["matched_at"].to_numpy()
+    node = np.where(node >= 0, matched_at[np.clip(node, 0, None)] if len(matched_at) else -1, -1)
+    keep = ~comm & (step >= 0)
+    return pd.DataFrame({"node": node[keep], "name": k["name"].astype(str).to_numpy()[keep],
+                         "ts": ts[keep], "dur": k["dur"].to_numpy()[keep], "step": step[keep]})
+
+
+def _longest(events, keys):
+    """Per group of `keys`: step, ts and dur of its longest event."""
+    if not len(events):
+        return events.loc[[], [*keys, "step", "ts", "dur"]]
+    rows = events.groupby(keys, sort=False, observed=True)["dur"].idxmax()
+    return events.loc[rows.to_numpy(), [*keys, "step", "ts", "dur"]]
+
+
+def _per_step(events, keys, steps):
+    grouped = events.groupby(keys, sort=False, observed=True)["dur"].agg(["size", "sum"]).reset_index()
+    return grouped.assign(calls=grouped["size"] / steps, time=grouped["sum"] / steps).drop(columns=["size", "sum"])
+
+
+def _side_by_side(events_a, events_b, keys, steps_a, steps_b):
+    """Per key: calls and time per step on each side, with each side's longest event."""
+    a, b = _per_step(events_a, keys, steps_a), _per_step(events_b, keys, steps_b)
+    both = a.merge(b, on=keys, how="outer", suffixes=("_a", "_b"))
+    for s, events in (("a", events_a), ("b", events_b)):
+        longest = _longest(events, keys).rename(columns={"step": f"step_{s}", "ts": f"ts_us_{s}", "dur": f"dur_us_{s}"})
+        both = both.merge(longest, on=keys, how="left")
+    for c in ("calls_a", "calls_b", "time_a", "time_b"):
+        both[c] = both[c].astype(np.float64).fillna(0.0)
+    for c in ("step_a", "step_b"):
+        both[c] = both[c].astype(np.float64).fillna(-1).astype(np.int64)
+    for c in ("ts_us_a", "dur_us_a", "ts_us_b", "dur_us_b"):
+        both[c] = both[c].astype(np.float64)
+    return both
+
+
+def _device_compute_parts(kernels_a, kernels_b, steps_a, steps_b, compute_delta):
+    """Device compute's change per (operator node, kernel), split exactly into its parts;
+    kernels found on one side only are matched by their operator node where both sides have
+    such kernels (another backend's or library's kernel for the same operator)."""
+    keys = ["node", "name"]
+    both = _side_by_side(kernels_a, kernels_b, keys, steps_a, steps_b)
+    only_a, only_b = both["calls_b"] == 0, both["calls_a"] == 0
+    replaced_nodes = np.intersect1d(both.loc[only_a, "node"], both.loc[only_b, "node"])
+    replaced_nodes = replaced_nodes[replaced_nodes >= 0]
+    repl = both["node"].isin(replaced_nodes) & (only_a | only_b)
+    if repl.any():
+        # the unmatched kernels of one operator, pooled on each side and matched to each other
+        names_a = kernels_a[kernels_a["node"].isin(replaced_nodes)]
+        names_b = kernels_b[kernels_b["node"].isin(replaced_nodes)]
+        label = {}
+        for node in replaced_nodes:  # one per replaced operator, not per event
+            gone = sorted(both.loc[only_a & (both["node"] == node), "name"])
+            came = sorted(both.loc[only_b & (both["node"] == node), "name"])
+            label[node] = f"{', '.join(gone)} -> {', '.join(came)}"
+        pooled_a = names_a[names_a["name"].isin(both.loc[repl & only_a, "name"])].assign(
+            name=lambda t: t["node"].map(label))
+        pooled_b = names_b[names_b["name"].isin(both.loc[repl & only_b, "name"])].assign(
+            name=lambda t: t["node"].map(label))
+        both = pd.concat([both[~repl], _side_by_side(pooled_a, pooled_b, keys, steps_a, steps_b)], ignore_index=True)
+    calls_a, calls_b = both["calls_a"].to_numpy(), both["calls_b"].to_numpy()
+    per_call_a = np.divide(both["time_a"], calls_a, out=np.zeros(len(both)), where=calls_a > 0)
+    per_call_b = np.divide(both["time_b"], calls_b, out=np.zeros(len(both)), where=calls_b > 0)
+    present = (calls_a > 0) & (calls_b > 0)
+    parts = []
+    # slower: a's calls at b's duration minus a's duration; count: the extra calls at b's duration
+    parts.append(both.assign(part="slower_kernels", delta=np.where(present, calls_a * (per_call_b - per_call_a), 0.0)))
+    parts.append(both.assign(part="kernel_count", delta=np.where(present, (calls_b - calls_a) * per_call_b, 0.0)))
+    parts.append(both.assign(part="new_kernels", delta=np.where(calls_a == 0, both["time_b"], 0.0)))
+    parts.append(both.assign(part="vanished_kernels", delta=np.where(calls_b == 0, -both["time_a"], 0.0)))
+    rows = pd.concat(parts, ignore_index=True)
+    overlap = compute_delta - float(both["time_b"].sum() - both["time_a"].sum())
+    rows = pd.concat([rows, pd.DataFrame({"node": [-1], "name": ["overlap of kernels and step edges"],
+                                          "calls_a": [0.0], "calls_b": [0.0], "time_a": [0.0], "time_b": [0.0],
+                                          "step_a": [-1], "ts_us_a": [np.nan], "dur_us_a": [np.nan],
+                                          "step_b": [-1], "ts_us_b": [np.nan], "dur_us_b": [np.nan],
+                                          "part": ["overlap"], "delta": [overlap]})], ignore_index=True)
+    return rows
+
+
+def _host_events(model, mask_fn, table="ops"):
+    """Events of `model.<table>` picked by `mask_fn(names)` inside steps: name, ts, dur, step."""
+    t = getattr(model, table)
+    names = t["name"].astype(str)
+    mask = mask_fn(names).to_numpy(bool)
+    ts = t["ts"].to_numpy()[mask]
+    step = _step_of(model, ts)
+    inside = step >= 0
+    return pd.DataFrame({"node": -1, "name": names.to_numpy()[mask][inside], "ts": ts[inside],
+                         "dur": t["dur"].to_numpy()[mask][inside], "step": step[inside]})
+
+
+def _operator_self_times(model, op_node, tree):
+    """Operators inside steps with their host self time as `dur`, keyed by tree node."""
+    ops, times = model.ops, operator_tree(model)
+    live = np.flatnonzero(~times["merged"].to_numpy() & times["is_operator"].to_numpy())
+    ts = ops["ts"].to_numpy()[live]
+    node = op_node[live]
+    node = np.where(node >= 0, tree["matched_at"].to_numpy()[np.clip(node, 0, None)] if len(tree) else -1, -1)
+    table = pd.DataFrame({"node": node, "name": ops["name"].astype(str).to_numpy()[live], "ts": ts,
+                          "dur": times["host_self_us"].to_numpy()[live], "step": _step_of(model, ts)})
+    return table[table["step"] >= 0]
+
+
+def _cause_events(model, op_node, tree):
+    """For each cause besides device compute and other, the events whose time per step
+    stands for it (raw durations by name; the cause's own delta is the exclusive time):
+    host and launch has the runtime calls and each operator's host self time."""
+    comm, _ = kernel_flags(model)
+    k = model.kernels
+    comm_k = pd.DataFrame({"node": -1, "name": k["name"].astype(str).to_numpy()[comm], "ts": k["ts"].to_numpy()[comm],
+                           "dur": k["dur"].to_numpy()[comm]})
+    comm_k = comm_k.assign(step=_step_of(model, comm_k["ts"].to_numpy()))
+    transfers = pd.concat([pd.DataFrame({"node": -1, "name": t["name"].astype(str).to_numpy(), "ts": t["ts"].to_numpy(),
+                                         "dur": t["dur"].to_numpy()}) for t in (model.memcpy, model.memset)],
+                          ignore_index=True)
+    transfers = transfers.assign(step=_step_of(model, transfers["ts"].to_numpy()))
+    blocking = _host_events(model, lambda n: n.str.contains(_BLOCKING_CALL), "runtime")
+    launches = _host_events(model, lambda n: ~n.str.contains(_BLOCKING_CALL), "runtime")
+    loader = _host_events(model, lambda n: n.str.startswith("enumerate(DataLoader") | n.str.startswith("enumerate(DataPipe"))
+    return {"communication": comm_k[comm_k["step"] >= 0], "memcpy_memset": transfers[transfers["step"] >= 0],
+            "synchronisation": blocking, "data_loading": loader,
+            "host_launch": pd.concat([launches, _operator_self_times(model, op_node, tree)], ignore_index=True)}
+
+
+def _contributors(a, b, tree, nodes_a, nodes_b, explanation):
+    steps_a, steps_b = int(explanation["steps_a"].iloc[0]), int(explanation["steps_b"].iloc[0])
+    compute_delta = float(explanation.loc[explanation["cause"] == "device_compute", "mean_us_delta"].iloc[0])
+    compute = _device_compute_parts(_compute_kernels(a, nodes_a, tree), _compute_kernels(b, nodes_b, tree),
+                                    steps_a, steps_b, compute_delta).assign(cause="device_compute")
+    frames = [compute]
+    events_a, events_b = _cause_events(a, nodes_a, tree), _cause_events(b, nodes_b, tree)
+    for cause in events_a:
+        rows = _side_by_side(events_a[cause], events_b[cause], ["node", "name"], steps_a, steps_b)
+        frames.append(rows.assign(cause=cause, part=cause, delta=rows["time_b"] - rows["time_a"]))
+    rows = pd.concat(frames, ignore_index=True)
+    # float residue of sums that are equal (the same trace twice) is no contributor
+    rows = rows[rows["delta"].abs() > 1e-9].copy()
+    rows["order"] = -rows["delta"].abs()
+    rows = rows.sort_values(["order", "name"], kind="stable")
+    rank = rows.groupby(["cause", "part"], sort=False).cumcount()
+    rest = rows[rank >= TOP_CONTRIBUTORS].groupby(["cause", "part"], sort=False).agg(
+        delta=("delta", "sum"), count=("delta", "size")).reset_index()
+    # beyond the top ones, one row per part holds the rest, so that the parts still add up
+    rest = rest.assign(node=-1, name=rest["count"].astype(str) + " others", calls_a=0.0, calls_b=0.0, time_a=0.0,
+                       time_b=0.0, step_a=-1, step_b=-1, ts_us_a=np.nan, dur_us_a=np.nan, ts_us_b=np.nan,
+                       dur_us_b=np.nan, order=0.0)
+    rows = pd.concat([rows[rank < TOP_CONTRIBUTORS], rest.drop(columns="count")], ignore_index=True)
+    cause_rank = {c: i for i, c in enumerate(CAUSES)}
+    rows = rows.assign(cause_rank=rows["cause"].map(cause_rank)).sort_values(["cause_rank", "order", "name"], kind="stable")
+    node = rows["node"].to_numpy(np.int64)
+    tree_names = tree["name"].to_numpy()
+    calls_a, calls_b = rows["calls_a"].to_numpy(), rows["calls_b"].to_numpy()
+    return DIFF_CONTRIBUTORS.frame({
+        "cause": rows["cause"], "part": rows["part"],
+        "operator": np.where(node >= 0, tree_names[np.clip(node, 0, None)] if len(tree_names) else "", ""),
+        "node": node, "name": rows["name"], "calls_a": calls_a, "calls_b": calls_b,
+        "mean_us_a": np.where(calls_a > 0, rows["time_a"] / np.where(calls_a > 0, calls_a, 1), np.nan),
+        "mean_us_b": np.where(calls_b > 0, rows["time_b"] / np.where(calls_b > 0, calls_b, 1), np.nan),
+        "delta_us": rows["delta"],
+        "step_a": rows["step_a"].fillna(-1), "ts_us_a": rows["ts_us_a"], "dur_us_a": rows["dur_us_a"],
+        "step_b": rows["step_b"].fillna(-1), "ts_us_b": rows["ts_us_b"], "dur_us_b": rows["dur_us_b"],
+    })
+
+
+def explain(a: TraceModel, b: TraceModel, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Explanation:
+    """Why b's mean step time differs from a's: `explanation` (DIFF_EXPLANATION: the step
+    time and each cause, per step, with the noise rule's verdict at `threshold_pct`),
+    `contributors` (DIFF_CONTRIBUTORS) and `tree` (DIFF_TREE, the matched operator trees)."""
+    explanation = _explanation_table(step_causes(a), step_causes(b), threshold_pct)
+    tree, nodes_a, nodes_b = matched_tree(a, b)
+    return Explanation(explanation=explanation, contributors=_contributors(a, b, tree, nodes_a, nodes_b, explanation),
+                       tree=tree)
