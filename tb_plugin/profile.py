@@ -608,6 +608,9 @@ def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = Tru
     return job_view.combine(parts, align_clocks=align_clocks)
 
 
+DIFF_TABLES = diff_view.TABLES
+
+
 def diff(a: Profile, b: Profile, threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT) -> diff_view.DiffView:
     """Compare two profiles (runs, workers or spans): operators, kernels and the step
     breakdown side by side, per step, deltas = b - a; why the mean step time changed
