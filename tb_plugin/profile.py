@@ -434,8 +434,10 @@ def profile_from_bytes(data: bytes | TraceBytes, display_path: str,
     return Profile(display_path, model, time.perf_counter() - started)
 
 
-def load(path_or_url: str | os.PathLike[str]) -> Profile:
-    """Load one trace file (`.json` or `.json.gz`, local path or fsspec URL) into a `Profile`.
+def load(path_or_url: str | os.PathLike[str],
+         progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
+    """Load one trace file (`.json` or `.json.gz`, local path or fsspec URL) into a `Profile`;
+    `progress(stage, fraction)` hears how far the load is (see `profile_from_bytes`).
 
     Raises
     ------
@@ -444,7 +446,7 @@ def load(path_or_url: str | os.PathLike[str]) -> Profile:
         file and the reason.
     """
     storage, name = open_single(path_or_url)
-    return profile_from_bytes(storage.read_trace(name), storage.display(name))
+    return profile_from_bytes(storage.read_trace(name), storage.display(name), progress)
 
 
 class Run:
@@ -475,17 +477,23 @@ class Run:
         except KeyError:
             raise NotFoundError(f"no worker {worker!r} in this run; workers: {self.workers}") from None
 
-    def profile(self, worker: str, span: int = 1) -> Profile:
+    def profile(self, worker: str, span: int = 1, progress: Callable[[str, float | None], None] = _no_progress,
+                keep: bool = True) -> Profile:
+        """The profile of `worker`'s `span`, loaded on first use (`progress` hears how far),
+        and held by the run unless ``keep=False``."""
         files = self._worker_files(worker)
         if not 1 <= span <= len(files):
             raise NotFoundError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
         key = (worker, span)
-        if key not in self._profiles:
-            self._profiles[key] = self._load(files[span - 1].path)
-        return self._profiles[key]
+        if key in self._profiles:
+            return self._profiles[key]
+        loaded = self._load(files[span - 1].path, progress)
+        if keep:
+            self._profiles[key] = loaded
+        return loaded
 
-    def _load(self, rel: str) -> Profile:
-        return profile_from_bytes(self.storage.read_trace(rel), self.storage.display(rel))
+    def _load(self, rel: str, progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
+        return profile_from_bytes(self.storage.read_trace(rel), self.storage.display(rel), progress)
 
     def __getitem__(self, key: str | tuple[str, int]) -> Profile:
         worker, span = key if isinstance(key, tuple) else (key, 1)

@@ -2,9 +2,6 @@
 is worked out here from the edit itself (the time inserted, the events renamed), a trace
 against itself (all noise), and hand-made operator trees matched on paper."""
 
-import copy
-import gzip
-import json
 import re
 from functools import lru_cache
 
@@ -15,10 +12,10 @@ import tb_plugin
 from tb_plugin.views.regression import explain
 
 from .conftest import SAMPLES, kernel, op, raw_events, runtime, write_trace
+from .plants import in_steps, insert_gaps, slower_data_loader, step_ranges, write_gz
 
 A100 = next((SAMPLES / "gpu_a100_nccl").glob("*.pt.trace.json.gz"))
 CPU_CNN = sorted((SAMPLES / "cpu_cnn").glob("*.pt.trace.json.gz"))[0]
-STEP = re.compile(r"^ProfilerStep#\d+$")
 COLLECTIVE = re.compile(r"nccl|c10d|gloo|record_param_comms", re.I)
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 # The edited traces are written with float64 epoch-µs timestamps, which hold about a
@@ -32,46 +29,8 @@ def _events(path):
     return tuple(raw_events(path))
 
 
-def _write(tmp_path, name, events):
-    path = tmp_path / f"{name}.pt.trace.json.gz"
-    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
-    return path
-
-
 def _load(path):
     return tb_plugin.load(path).model
-
-
-def insert_gaps(events, points, gaps, own=None):
-    """The edit every plant makes: `gaps[i]` µs of time inserted at `points[i]`. An event
-    starting at or after a point starts that much later, one running across a point lasts
-    that much longer, and each event of `own` (index -> gap) also lasts its own gap longer
-    (a kernel stretched at its end)."""
-    order = np.argsort(points)
-    points, cumulative = np.asarray(points, float)[order], np.concatenate([[0.0], np.cumsum(np.asarray(gaps, float)[order])])
-    own = own or {}
-    edited = []
-    for i, e in enumerate(events):
-        e = copy.deepcopy(e)
-        if "ts" in e and e.get("ph") != "M":
-            ts = float(e["ts"])
-            end = ts + float(e.get("dur", 0))
-            e["ts"] = ts + cumulative[np.searchsorted(points, ts, side="right")]
-            if "dur" in e:
-                new_end = end + cumulative[np.searchsorted(points, end, side="left")] + own.get(i, 0.0)
-                e["dur"] = max(new_end - e["ts"], 0.0)
-        edited.append(e)
-    return edited
-
-
-def _step_ranges(events):
-    return sorted((e["ts"], e["ts"] + e["dur"]) for e in events if STEP.match(e.get("name", "")) and e.get("ph") == "X")
-
-
-def _in_steps(times, events):
-    ranges = np.array(_step_ranges(events))
-    k = np.searchsorted(ranges[:, 0], times, side="right") - 1
-    return (k >= 0) & (np.asarray(times) < ranges[np.clip(k, 0, None), 1])
 
 
 def _row(table, cause):
@@ -101,11 +60,11 @@ def test_stretched_kernel_family_is_device_compute_slower_kernels(tmp_path):
     points = [events[i]["ts"] + events[i]["dur"] for i in stretched]
     edited = insert_gaps(events, points, list(stretched.values()), own=stretched)
     launches = _launch_ts(events)
-    in_step = _in_steps([launches[events[i]["args"]["correlation"]] for i in stretched], events)
-    steps = len(_step_ranges(events))
+    in_step = in_steps([launches[events[i]["args"]["correlation"]] for i in stretched], events)
+    steps = len(step_ranges(events))
     expected = sum(np.array(list(stretched.values()))[in_step]) / steps
     assert expected > 100  # a regression worth finding: 20% of the family's time per step
-    a, b = _load(A100), _load(_write(tmp_path, "b", edited))
+    a, b = _load(A100), _load(write_gz(tmp_path, "b", edited))
     view = explain(a, b)
     table = view.explanation
     assert _row(table, "step_time")["mean_us_delta"] == pytest.approx(expected, abs=NS)
@@ -133,7 +92,7 @@ def _quiet_launch_points(events):
                    if e.get("cat") == "cpu_op" and COLLECTIVE.search(e.get("name", ""))]
     launches = sorted((e["ts"], e) for e in events if e.get("name") == "cudaLaunchKernel")
     points = []
-    for start, end in _step_ranges(events):
+    for start, end in step_ranges(events):
         for ts, e in launches:
             if start < ts < end and not any(s < ts < f for s, f in device) \
                     and not any(s <= ts <= f for s, f in collectives):
@@ -146,11 +105,11 @@ def test_extra_blocking_sync_per_step_is_synchronisation(tmp_path):
     events = list(_events(A100))
     wait = 1500.0
     at = _quiet_launch_points(events)
-    assert len(at) == len(_step_ranges(events))
+    assert len(at) == len(step_ranges(events))
     edited = insert_gaps(events, [e["ts"] for e in at], [wait] * len(at))
     edited += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": e["pid"], "tid": e["tid"],
                 "ts": e["ts"], "dur": wait, "args": {"correlation": 10_000_000 + n}} for n, e in enumerate(at)]
-    view = explain(_load(A100), _load(_write(tmp_path, "b", edited)), threshold_pct=0.1)
+    view = explain(_load(A100), _load(write_gz(tmp_path, "b", edited)), threshold_pct=0.1)
     table = view.explanation
     assert _row(table, "step_time")["mean_us_delta"] == pytest.approx(wait, abs=NS)
     assert _row(table, "synchronisation")["mean_us_delta"] == pytest.approx(wait, abs=NS)
@@ -163,14 +122,9 @@ def test_extra_blocking_sync_per_step_is_synchronisation(tmp_path):
 
 def test_slower_data_loader_is_data_loading(tmp_path):
     events = list(_events(CPU_CNN))
-    loader = {i: 400.0 for i, e in enumerate(events)
-              if e.get("ph") == "X" and e.get("name", "").startswith("enumerate(DataLoader)")}
-    ends = [events[i]["ts"] + events[i]["dur"] for i in loader]
-    in_step = _in_steps(ends, events)
-    edited = insert_gaps(events, ends, list(loader.values()), own=loader)
-    expected = 400.0 * in_step.sum() / len(_step_ranges(events))
+    edited, expected = slower_data_loader(events, 400.0)
     assert expected > 0
-    view = explain(_load(CPU_CNN), _load(_write(tmp_path, "b", edited)))
+    view = explain(_load(CPU_CNN), _load(write_gz(tmp_path, "b", edited)))
     table = view.explanation
     assert _row(table, "step_time")["mean_us_delta"] == pytest.approx(expected, abs=NS)
     assert _row(table, "data_loading")["mean_us_delta"] == pytest.approx(expected, abs=NS)
@@ -201,9 +155,9 @@ def test_operator_replaced_by_another_backends_kernel(tmp_path):
         if e.get("name") == old_op:
             e["name"] = new_op
     launches = _launch_ts(events)
-    in_step = _in_steps([launches[events[i]["args"]["correlation"]] for i in replaced], events)
-    expected = sum(np.array(list(replaced.values()))[in_step]) / len(_step_ranges(events))
-    view = explain(_load(A100), _load(_write(tmp_path, "b", edited)))
+    in_step = in_steps([launches[events[i]["args"]["correlation"]] for i in replaced], events)
+    expected = sum(np.array(list(replaced.values()))[in_step]) / len(step_ranges(events))
+    view = explain(_load(A100), _load(write_gz(tmp_path, "b", edited)))
     table = view.explanation
     assert _row(table, "device_compute")["mean_us_delta"] == pytest.approx(expected, abs=NS)
     assert _row(table, "step_time")["mean_us_delta"] == pytest.approx(expected, abs=NS)
@@ -230,7 +184,7 @@ def test_same_trace_twice_is_all_noise():
     assert (view.explanation["mean_us_delta"] == 0).all()
     assert len(view.contributors) == 0
     assert (view.tree["status"] == "matched").all() and (view.tree["host_total_us_delta"] == 0).all()
-    steps = len(_step_ranges(_events(A100)))
+    steps = len(step_ranges(_events(A100)))
     assert (view.explanation[["steps_a", "steps_b"]] == steps).all().all()
 
 

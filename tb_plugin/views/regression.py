@@ -230,7 +230,7 @@ def _match_trees(side_a, side_b):
     return node_of["a"], node_of["b"], known
 
 
-def matched_tree(a: TraceModel, b: TraceModel):
+def matched_tree(a: TraceModel, b: TraceModel) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """The matched tree (DIFF_TREE), and each trace's node per op row (-1 for merged rows)."""
     side_a, side_b = _tree_side(a), _tree_side(b)
     node_a, node_b, nodes = _match_trees(side_a, side_b)
@@ -460,3 +460,36 @@ def explain(a: TraceModel, b: TraceModel, threshold_pct: float = DEFAULT_THRESHO
     tree, nodes_a, nodes_b = matched_tree(a, b)
     return Explanation(explanation=explanation, contributors=_contributors(a, b, tree, nodes_a, nodes_b, explanation),
                        tree=tree)
+
+
+DIFF_RANKS = declare(
+    "diff_ranks", "one rank (worker) found in both runs: its mean step time in each, the rank that changed most first",
+    ("worker", "str", "", "the worker's name, the same in both runs"),
+    ("steps_a", "int64", "count", "steps of the rank in a"),
+    ("steps_b", "int64", "count", "steps of the rank in b"),
+    ("mean_us_a", "float64", "us", "the rank's mean step time in a"),
+    ("mean_us_b", "float64", "us", "the same in b"),
+    ("mean_us_delta", "float64", "us", "mean_us_b - mean_us_a"),
+    ("change_pct", "float64", "pct", "mean_us_delta as a share of mean_us_a"),
+    ("verdict", "str", "", "the noise rule's verdict on the rank's step time"),
+    ("top_cause", "str", "", "the cause with the largest |mean_us_delta| on this rank"),
+    ("top_cause_us", "float64", "us", "that cause's mean_us_delta"),
+)
+
+
+def rank_changes(explanations: dict) -> pd.DataFrame:
+    """DIFF_RANKS from {worker: its `explain(...).explanation`}, sorted by |mean_us_delta|,
+    largest first, then by worker."""
+    rows = []
+    for worker, table in explanations.items():  # one per rank, not per event
+        step = table.iloc[0]
+        causes = table.iloc[1:]
+        top = causes.iloc[int(np.argmax(causes["mean_us_delta"].abs().to_numpy()))]
+        rows.append({"worker": worker, "steps_a": step["steps_a"], "steps_b": step["steps_b"],
+                     "mean_us_a": step["mean_us_a"], "mean_us_b": step["mean_us_b"],
+                     "mean_us_delta": step["mean_us_delta"], "change_pct": step["change_pct"],
+                     "verdict": step["verdict"], "top_cause": top["cause"], "top_cause_us": top["mean_us_delta"]})
+    frame = pd.DataFrame(rows, columns=DIFF_RANKS.names)
+    frame = frame.assign(_abs=frame["mean_us_delta"].abs()).sort_values(["_abs", "worker"], ascending=[False, True],
+                                                                          kind="stable")
+    return DIFF_RANKS.frame(frame)
