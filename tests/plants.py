@@ -61,3 +61,12 @@ def slower_data_loader(events, wait_us):
     in_step = in_steps(ends, events)
     edited = insert_gaps(events, ends, list(loader.values()), own=loader)
     return edited, wait_us * in_step.sum() / len(step_ranges(events))
+
+
+def stretched_kernels(events, family, factor):
+    """Every kernel whose name holds `family` `factor` times as long (time inserted at its
+    end). Returns the edited events and {event index: time added}."""
+    stretched = {i: (factor - 1) * e["dur"] for i, e in enumerate(events)
+                 if e.get("cat") == "kernel" and family in e["name"]}
+    points = [events[i]["ts"] + events[i]["dur"] for i in stretched]
+    return insert_gaps(events, points, list(stretched.values()), own=stretched), stretched

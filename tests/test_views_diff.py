@@ -139,3 +139,42 @@ def test_diff_two_workers_of_gloo_run_kernel_free():
 
 def _first_span(worker):
     return sorted((SAMPLES / "cpu_ddp_gloo").glob(f"{worker}.*.pt.trace.json.gz"))[0]
+
+
+def test_kernel_table_agrees_with_hta_trace_diff(tmp_path):
+    """HTA 0.5.0's TraceDiff.compare_traces (device work of every iteration) on a control
+    trace and a test trace with one kernel family 20% longer: per kernel name, our per-step
+    calls and times times the step count are its counts and total durations, on both sides."""
+    trace_diff = pytest.importorskip("hta.trace_diff", reason="HolisticTraceAnalysis is not installed")
+    from .hta_reference import _env
+    from .plants import stretched_kernels, write_gz
+    control = next((SAMPLES / "gpu_a100_nccl").glob("*.pt.trace.json.gz"))
+    edited, stretched = stretched_kernels(list(raw_events(control)), "cutlass_80_tensorop_s1688gemm", 1.2)
+    assert stretched
+    (tmp_path / "control").mkdir()
+    (tmp_path / "control" / control.name).symlink_to(control.resolve())
+    test = write_gz(tmp_path / "test", "rank0", edited)
+    with _env("HTA_DISABLE_NS_ROUNDING", "1"):
+        labeled = [trace_diff.LabeledTrace(label, trace_dir=str(folder))
+                   for label, folder in (("control", tmp_path / "control"),
+                                         ("test", test.parent))]
+    c, t = labeled
+    reference = trace_diff.TraceDiff.compare_traces(c, t, control_iteration=c.iterations(),
+                                                    test_iteration=t.iterations(),
+                                                    device_type=trace_diff.DeviceType.GPU)
+    steps = len(c.iterations())
+    view = diff(tb_plugin.load(control).model, tb_plugin.load(test).model)
+    ours = view.kernels.set_index("name")
+    # HTA's device work includes memcpys and memsets, which the kernel table leaves out
+    kernel_names = [n for n in reference.index if not n.startswith(("Memcpy", "Memset"))]
+    assert sorted(kernel_names) == sorted(ours.index)
+    for side, label in (("a", "control"), ("b", "test")):
+        assert np.allclose(ours.loc[kernel_names, f"calls_{side}"] * steps, reference.loc[kernel_names, f"{label}_counts"])
+        assert np.allclose(ours.loc[kernel_names, f"total_us_{side}"] * steps,
+                           reference.loc[kernel_names, f"{label}_total_duration"], atol=1e-3)
+    assert np.allclose(ours.loc[kernel_names, "total_us_delta"] * steps, reference.loc[kernel_names, "diff_duration"],
+                       atol=1e-3)
+    # the family grew by the time inserted (kernels on other streams running across its ends
+    # grew too: the edit inserts time there)
+    family = [n for n in kernel_names if "cutlass_80_tensorop_s1688gemm" in n]
+    assert ours.loc[family, "total_us_delta"].sum() * steps >= sum(stretched.values()) - 1e-3

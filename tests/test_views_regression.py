@@ -12,7 +12,7 @@ import tb_plugin
 from tb_plugin.views.regression import explain
 
 from .conftest import SAMPLES, kernel, op, raw_events, runtime, write_trace
-from .plants import in_steps, insert_gaps, slower_data_loader, step_ranges, write_gz
+from .plants import in_steps, insert_gaps, slower_data_loader, step_ranges, stretched_kernels, write_gz
 
 A100 = next((SAMPLES / "gpu_a100_nccl").glob("*.pt.trace.json.gz"))
 CPU_CNN = sorted((SAMPLES / "cpu_cnn").glob("*.pt.trace.json.gz"))[0]
@@ -55,10 +55,8 @@ def _launch_ts(events):
 def test_stretched_kernel_family_is_device_compute_slower_kernels(tmp_path):
     events = list(_events(A100))
     family = "cutlass_80_tensorop_s1688gemm_256x64"
-    stretched = {i: 0.2 * e["dur"] for i, e in enumerate(events) if e.get("cat") == "kernel" and family in e["name"]}
+    edited, stretched = stretched_kernels(events, family, 1.2)
     assert len(stretched) > 10
-    points = [events[i]["ts"] + events[i]["dur"] for i in stretched]
-    edited = insert_gaps(events, points, list(stretched.values()), own=stretched)
     launches = _launch_ts(events)
     in_step = in_steps([launches[events[i]["args"]["correlation"]] for i in stretched], events)
     steps = len(step_ranges(events))
