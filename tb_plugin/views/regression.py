@@ -26,7 +26,10 @@ cause                     the part of the step where ...
 
 Device compute is split further per matched operator and kernel (see `diff_contributors`),
 again exactly: slower kernels, more or fewer kernels, new or vanished kernels, and the change of
-overlap between kernels (concurrent streams; kernels cut by a step's edges).
+overlap between kernels (concurrent streams; kernels cut by a step's edges). The other causes'
+contributors are the raw per-step times of the calls behind them (collective kernels, copies,
+synchronising calls, launches and operators' host self time, DataLoader waits), listed when the
+cause moved by at least 0.1% of A's mean step time.
 """
 
 import re
@@ -51,6 +54,8 @@ NOISE_SIGMAS = 2.0
 MAD_TO_SIGMA = 1.4826
 DEFAULT_THRESHOLD_PCT = 5.0
 TOP_CONTRIBUTORS = 10
+RESOLUTION_US = 1e-3  # Kineto writes times to the nanosecond: smaller changes are rounding
+EXPLAINED_MIN_PCT = 0.1  # a cause other than device compute that moved less is not broken down
 REGRESSION, IMPROVEMENT, NOISE = "regression", "improvement", "noise"
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 
@@ -419,7 +424,14 @@ def _contributors(a, b, tree, nodes_a, nodes_b, explanation):
                                     steps_a, steps_b, compute_delta).assign(cause="device_compute")
     frames = [compute]
     events_a, events_b = _cause_events(a, nodes_a, tree), _cause_events(b, nodes_b, tree)
+    delta_of = dict(zip(explanation["cause"], explanation["mean_us_delta"]))
+    step_mean_a = float(explanation["mean_us_a"].iloc[0])
     for cause in events_a:
+        # Contributors besides device compute are raw times, not the cause's exclusive time: a
+        # launch that waited longer while the device ran moves without costing step time. So
+        # a cause that barely changed is not broken down into them.
+        if abs(delta_of[cause]) < EXPLAINED_MIN_PCT / 100.0 * step_mean_a:
+            continue
         rows = _side_by_side(events_a[cause], events_b[cause], ["node", "name"], steps_a, steps_b)
         frames.append(rows.assign(cause=cause, part=cause, delta=rows["time_b"] - rows["time_a"]))
     rows = pd.concat(frames, ignore_index=True)
@@ -427,14 +439,18 @@ def _contributors(a, b, tree, nodes_a, nodes_b, explanation):
     rows = rows[rows["delta"].abs() > 1e-9].copy()
     rows["order"] = -rows["delta"].abs()
     rows = rows.sort_values(["order", "name"], kind="stable")
-    rank = rows.groupby(["cause", "part"], sort=False).cumcount()
-    rest = rows[rank >= TOP_CONTRIBUTORS].groupby(["cause", "part"], sort=False).agg(
+    # changes under the traces' resolution are not listed one by one
+    significant = rows["delta"].abs().to_numpy() >= RESOLUTION_US
+    rank = np.where(significant, rows.groupby(["cause", "part"], sort=False).cumcount().to_numpy(), TOP_CONTRIBUTORS)
+    beyond = rank >= TOP_CONTRIBUTORS
+    rest = rows[beyond].groupby(["cause", "part"], sort=False).agg(
         delta=("delta", "sum"), count=("delta", "size")).reset_index()
+    rest = rest[rest["delta"].abs() > 1e-9]
     # beyond the top ones, one row per part holds the rest, so that the parts still add up
     rest = rest.assign(node=-1, name=rest["count"].astype(str) + " others", calls_a=0.0, calls_b=0.0, time_a=0.0,
                        time_b=0.0, step_a=-1, step_b=-1, ts_us_a=np.nan, dur_us_a=np.nan, ts_us_b=np.nan,
                        dur_us_b=np.nan, order=0.0)
-    rows = pd.concat([rows[rank < TOP_CONTRIBUTORS], rest.drop(columns="count")], ignore_index=True)
+    rows = pd.concat([rows[~beyond], rest.drop(columns="count")], ignore_index=True)
     cause_rank = {c: i for i, c in enumerate(CAUSES)}
     rows = rows.assign(cause_rank=rows["cause"].map(cause_rank)).sort_values(["cause_rank", "order", "name"], kind="stable")
     node = rows["node"].to_numpy(np.int64)
