@@ -41,7 +41,8 @@ import pandas as pd
 from ..schema import NULLABLE, declare
 from ..trace.linking import ancestor_where
 from ..trace.model import TraceModel
-from .common import _cached, breakdown_categories, kernel_flags, operator_tree, step_windows
+from .common import (_cached, breakdown_categories, is_dataloader_name, kernel_flags, name_mask, operator_tree,
+                     step_windows)
 from .critical_path import _BLOCKING_CALL
 from .intervals import exclusive_time
 
@@ -128,7 +129,7 @@ def step_causes(model: TraceModel) -> pd.DataFrame:
         windows = step_windows(model)
         named = {name: (start, end) for name, start, end in breakdown_categories(model)}
         rt = model.runtime
-        blocking = rt["name"].astype(str).str.contains(_BLOCKING_CALL).to_numpy(bool)
+        blocking = name_mask(rt["name"], _BLOCKING_CALL.search)
         rt_start, rt_end = rt["ts"].to_numpy(), (rt["ts"] + rt["dur"]).to_numpy()
         order = [("device_compute", *named["kernel"]),
                  ("memcpy", *named["memcpy"]), ("memset", *named["memset"]),
@@ -372,15 +373,15 @@ def _device_compute_parts(kernels_a, kernels_b, steps_a, steps_b, compute_delta)
     return rows
 
 
-def _host_events(model, mask_fn, table="ops"):
-    """Events of `model.<table>` picked by `mask_fn(names)` inside steps: name, ts, dur, step."""
+def _host_events(model, picked, table="ops"):
+    """Events of `model.<table>` whose name `picked(name)` holds (asked once per distinct
+    name), inside steps: name, ts, dur, step."""
     t = getattr(model, table)
-    names = t["name"].astype(str)
-    mask = mask_fn(names).to_numpy(bool)
+    mask = name_mask(t["name"], picked)
     ts = t["ts"].to_numpy()[mask]
     step = _step_of(model, ts)
     inside = step >= 0
-    return pd.DataFrame({"node": -1, "name": names.to_numpy()[mask][inside], "ts": ts[inside],
+    return pd.DataFrame({"node": -1, "name": t["name"].astype(str).to_numpy()[mask][inside], "ts": ts[inside],
                          "dur": t["dur"].to_numpy()[mask][inside], "step": step[inside]})
 
 
@@ -409,9 +410,9 @@ def _cause_events(model, op_node, tree):
                                          "dur": t["dur"].to_numpy()}) for t in (model.memcpy, model.memset)],
                           ignore_index=True)
     transfers = transfers.assign(step=_step_of(model, transfers["ts"].to_numpy()))
-    blocking = _host_events(model, lambda n: n.str.contains(_BLOCKING_CALL), "runtime")
-    launches = _host_events(model, lambda n: ~n.str.contains(_BLOCKING_CALL), "runtime")
-    loader = _host_events(model, lambda n: n.str.startswith("enumerate(DataLoader") | n.str.startswith("enumerate(DataPipe"))
+    blocking = _host_events(model, lambda n: bool(_BLOCKING_CALL.search(n)), "runtime")
+    launches = _host_events(model, lambda n: not _BLOCKING_CALL.search(n), "runtime")
+    loader = _host_events(model, is_dataloader_name)
     return {"communication": comm_k[comm_k["step"] >= 0], "memcpy_memset": transfers[transfers["step"] >= 0],
             "synchronisation": blocking, "data_loading": loader,
             "host_launch": pd.concat([launches, _operator_self_times(model, op_node, tree)], ignore_index=True)}
