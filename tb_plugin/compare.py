@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .errors import BadParameterError, PublicError
-from .profile import Profile, diff, load, load_run
+from .profile import Profile, diff, diff_ranks, load, load_run
 from .storage import is_url
 from .views.diff import DiffView
-from .views.regression import CAUSES, DEFAULT_THRESHOLD_PCT, REGRESSION, rank_changes
+from .views.regression import CAUSES, DEFAULT_THRESHOLD_PCT, REGRESSION
 
 PROGRESS_AFTER_S = 1.0  # a load quicker than this prints nothing: progress is for large traces
 MARKDOWN_CONTRIBUTORS = 5
@@ -108,30 +108,29 @@ def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> C
     for n, s in (("A", a), ("B", b)):
         if runs[n] is not None and s.span < 1:
             raise BadParameterError(f"--span{'-b' if n == 'B' else ''} counts from 1, not {s.span}")
-    if len(workers["A"]) == 1 and len(workers["B"]) == 1:
-        pairs = [(workers["A"][0] or "", workers["A"][0], workers["B"][0])]
-    elif len(workers["A"]) > 1 and len(workers["B"]) > 1:
-        common = [w for w in workers["A"] if w in workers["B"]]
-        if not common:
-            raise BadParameterError(f"the runs share no worker: A has {', '.join(workers['A'])}; B has {', '.join(workers['B'])}")
-        pairs = [(w, w, w) for w in common]
-    else:
+    if len(workers["A"]) > 1 and len(workers["B"]) > 1:
+        printers = {}
+
+        def progress(side, worker, stage, fraction):
+            key = (side, worker)
+            if key not in printers:
+                printers[key] = _progress_printer(f"{side} {(a if side == 'A' else b).path} [{worker}]")
+            printers[key](stage, fraction)
+        ranks, views = diff_ranks(runs["A"], runs["B"], a.span, b.span, threshold_pct, progress)
+        return Comparison(f"{a.path} [every worker, span {a.span}]", f"{b.path} [every worker, span {b.span}]",
+                          threshold_pct, views, ranks)
+    if len(workers["A"]) > 1 or len(workers["B"]) > 1:
         many = "A" if len(workers["A"]) > 1 else "B"
         raise BadParameterError(f"{many} is a run of {len(workers[many])} workers ({', '.join(workers[many][:8])}"
-                       f"{', ...' if len(workers[many]) > 8 else ''}) and the other side one trace: "
-                       f"name one worker with --worker{'-b' if many == 'B' else ''}")
-    views = {}
-    for key, worker_a, worker_b in pairs:  # one pair at a time: a job's ranks never all in memory
-        profile_a = _loader(a, runs["A"], worker_a, "A")()
-        profile_b = _loader(b, runs["B"], worker_b, "B")()
-        views[key] = diff(profile_a, profile_b, threshold_pct)
-        del profile_a, profile_b
-    ranks = rank_changes({k: v.explanation for k, v in views.items()}) if len(views) > 1 else None
+                                f"{', ...' if len(workers[many]) > 8 else ''}) and the other side one trace: "
+                                f"name one worker with --worker{'-b' if many == 'B' else ''}")
+    worker_a, worker_b = workers["A"][0], workers["B"][0]
+    view = diff(_loader(a, runs["A"], worker_a, "A")(), _loader(b, runs["B"], worker_b, "B")(), threshold_pct)
 
     def label(side, run, worker):
-        return side.path if run is None else f"{side.path} [{worker or 'every worker'}, span {side.span}]"
-    return Comparison(label(a, runs["A"], pairs[0][1] if len(pairs) == 1 else None),
-                      label(b, runs["B"], pairs[0][2] if len(pairs) == 1 else None), threshold_pct, views, ranks)
+        return side.path if run is None else f"{side.path} [{worker}, span {side.span}]"
+    return Comparison(label(a, runs["A"], worker_a), label(b, runs["B"], worker_b), threshold_pct,
+                      {worker_a or "": view}, None)
 
 
 # --- formatting ---------------------------------------------------------------------------

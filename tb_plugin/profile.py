@@ -20,6 +20,7 @@ from .trace.kinds import RUNTIME_CATEGORIES
 from .trace.model import TraceModel
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
+from .views import regression as regression_view
 from .views import distributed as distributed_view
 from .views import compiled as compiled_view
 from .views import critical_path
@@ -625,6 +626,35 @@ def diff(a: Profile, b: Profile, threshold_pct: float = diff_view.DEFAULT_THRESH
     (`explanation`, `contributors`) and the matched operator trees (`tree`), with changes
     under `threshold_pct` of a's mean step time called noise; see `tb_plugin.views.diff.diff`."""
     return diff_view.diff(a.model, b.model, threshold_pct)
+
+
+def _side_progress(progress: Callable[[str, str, str, float | None], None] | None, side: str,
+                   worker: str) -> Callable[[str, float | None], None]:
+    if progress is None:
+        return _no_progress
+    return lambda stage, fraction: progress(side, worker, stage, fraction)
+
+
+def diff_ranks(run_a: "Run", run_b: "Run", span_a: int = 1, span_b: int = 1,
+               threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT,
+               progress: Callable[[str, str, str, float | None], None] | None = None
+               ) -> tuple[pd.DataFrame, dict[str, diff_view.DiffView]]:
+    """Two runs of a job compared rank by rank: every worker found in both, its `span_a` in
+    `run_a` against its `span_b` in `run_b`. Returns the ranks table (`DIFF_RANKS`: each rank's
+    mean step time in both and its largest cause, the rank that changed most first) and each
+    rank's `diff`. One pair of profiles is loaded at a time and not kept, so a job of many
+    ranks never needs them all in memory; `progress(side, worker, stage, fraction)` hears how
+    far each load is."""
+    common = [w for w in run_a.workers if w in run_b.workers]
+    if not common:
+        raise NotFoundError(f"the runs share no worker: {', '.join(run_a.workers)} against {', '.join(run_b.workers)}")
+    views = {}
+    for worker in common:
+        profile_a, profile_b = (run.profile(worker, span, keep=False, progress=_side_progress(progress, side, worker))
+                                for side, run, span in (("A", run_a, span_a), ("B", run_b, span_b)))
+        views[worker] = diff(profile_a, profile_b, threshold_pct)
+        del profile_a, profile_b
+    return regression_view.rank_changes({w: v.explanation for w, v in views.items()}), views
 
 
 def load_run(dir_or_url: str | os.PathLike[str]) -> Run:
