@@ -205,35 +205,32 @@ def _tree_side(model):
 
 
 def _match_trees(side_a, side_b):
-    """Node ids of the union of both trees, keyed by (parent node, name), level by level:
-    returns (node per row of side_a, node per row of side_b, the nodes' parent and name)."""
-    known = pd.DataFrame({"parent": pd.Series([], dtype=np.int64), "name": pd.Series([], dtype=object),
-                          "node": pd.Series([], dtype=np.int64)})
-    node_of = {"a": np.full(len(side_a), -1, np.int64), "b": np.full(len(side_b), -1, np.int64)}
-    sides = {"a": side_a, "b": side_b}
+    """Node ids of the union of both trees, keyed by (parent node, name), level by level
+    (one vectorised lookup per nesting level): returns (node per row of side_a, node per row
+    of side_b, the nodes' parent and name)."""
+    codes, names = pd.factorize(np.concatenate([side_a["name"].to_numpy(), side_b["name"].to_numpy()]))
+    n_names = len(names) + 1
+    sides = {"a": (side_a, codes[: len(side_a)]), "b": (side_b, codes[len(side_a):])}
+    node_of = {s: np.full(len(t), -1, np.int64) for s, (t, _) in sides.items()}
     # a row's parent row -> its index in the side table, to read the parent's node
-    index_of = {s: pd.Series(np.arange(len(t)), index=t["row"].to_numpy()) for s, t in sides.items()}
-    levels = np.union1d(side_a["depth"].unique(), side_b["depth"].unique())
-    for level in levels:
-        keys = []
-        for s, table in sides.items():
-            at = np.flatnonzero(table["depth"].to_numpy() == level)
-            parent_row = table["parent_row"].to_numpy()[at]
+    index_of = {s: pd.Index(t["row"].to_numpy()) for s, (t, _) in sides.items()}
+    known = np.zeros(0, np.int64)  # per node: (parent node + 1) * n_names + name code
+    for level in np.union1d(side_a["depth"].unique(), side_b["depth"].unique()):
+        at, keys = {}, {}
+        for s, (table, name_code) in sides.items():
+            at[s] = np.flatnonzero(table["depth"].to_numpy() == level)
+            parent_row = table["parent_row"].to_numpy()[at[s]]
+            parent_node = np.full(len(parent_row), -1, np.int64)
             has = parent_row >= 0
-            parent_node = np.full(len(at), -1, np.int64)
-            parent_node[has] = node_of[s][index_of[s].reindex(parent_row[has]).to_numpy(np.int64)]
-            keys.append(pd.DataFrame({"side": s, "at": at, "parent": parent_node,
-                                      "name": table["name"].to_numpy()[at]}))
-        level_keys = pd.concat(keys, ignore_index=True)
-        found = level_keys.merge(known, on=["parent", "name"], how="left")
-        new = found.loc[found["node"].isna(), ["parent", "name"]].drop_duplicates()
-        new = new.assign(node=np.arange(len(known), len(known) + len(new), dtype=np.int64))
-        known = pd.concat([known, new], ignore_index=True)
-        found = level_keys.merge(known, on=["parent", "name"], how="left")
+            parent_node[has] = node_of[s][index_of[s].get_indexer(parent_row[has])]
+            keys[s] = (parent_node + 1) * n_names + name_code[at[s]]
+        new = np.setdiff1d(np.concatenate([keys["a"], keys["b"]]), known)
+        known = np.concatenate([known, new])
+        lookup = pd.Index(known)
         for s in sides:
-            mine = found[found["side"] == s]
-            node_of[s][mine["at"].to_numpy()] = mine["node"].to_numpy(np.int64)
-    return node_of["a"], node_of["b"], known
+            node_of[s][at[s]] = lookup.get_indexer(keys[s])
+    nodes = pd.DataFrame({"parent": known // n_names - 1, "name": np.asarray(names, dtype=object)[known % n_names]})
+    return node_of["a"], node_of["b"], nodes
 
 
 def matched_tree(a: TraceModel, b: TraceModel) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
