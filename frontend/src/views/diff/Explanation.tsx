@@ -42,7 +42,7 @@ function Delta({ us }: { us: number }) {
 
 function Verdict({ verdict }: { verdict: string }) {
   const text = verdict === 'noise' ? 'within noise' : verdict;
-  return <span class={`verdict ${verdict}`} data-verdict={verdict}>{text}</span>;
+  return <span class={`diff-verdict ${verdict}`} data-verdict={verdict}>{text}</span>;
 }
 
 export function Explanation({ data, a, b, name }: { data: ExplanationTables; a: Profile; b: Profile; name: string }) {
