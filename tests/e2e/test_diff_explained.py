@@ -9,7 +9,7 @@ import pytest
 
 from ..conftest import SAMPLES, raw_events
 from ..plants import stretched_kernels, write_gz
-from .conftest import READY, api, format_duration, open_page, row_count, rows, screenshot, tensorboard
+from .conftest import READY, after, api, format_duration, open_page, row_count, rows, screenshot, tensorboard
 
 FAMILY = "cutlass_80_tensorop_s1688gemm_256x64"
 A = {"run": "base", "worker": "rank0", "span": 1}
@@ -43,6 +43,13 @@ def test_diff_explains_the_planted_regression(page, planted_server, screenshot_d
     assert table.count() == len(causes)
     compute = page.locator("[data-table=diff-explanation] tbody tr", has_text="Device compute").first
     assert format_duration(causes["device_compute"]["mean_us_delta"]).lstrip("-") in compute.inner_text()
+    # 0.4% of the step: within noise at the default 5% threshold, a regression at 0.1%
+    assert compute.locator("[data-verdict]").get_attribute("data-verdict") == "noise"
+    after(page, lambda: page.select_option("[data-control=diff_threshold]", "0.1"))
+    compute = page.locator("[data-table=diff-explanation] tbody tr", has_text="Device compute").first
+    assert compute.locator("[data-verdict]").get_attribute("data-verdict") == causes["device_compute"]["verdict"] == "regression"
+    step_row = page.locator("[data-table=diff-explanation] tbody tr", has_text="Step time").first
+    assert step_row.locator("[data-verdict]").get_attribute("data-verdict") == causes["step_time"]["verdict"]
     screenshot(page, screenshot_dir, "diff_explained")
     page.locator("[data-table=diff-explanation]").screenshot(path=str(screenshot_dir / "diff_explained_causes.png"))
     page.locator("[data-table=diff-contributors]").screenshot(path=str(screenshot_dir / "diff_explained_contributors.png"))

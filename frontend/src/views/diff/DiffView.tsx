@@ -19,6 +19,8 @@ import { Explanation, type ExplanationTables } from './Explanation';
 /** "cpu_exec" → "CPU Exec", as the overview names the step categories. */
 const CATEGORY_LABELS = new Map<string, string>([...STEP_CATEGORIES, ['total', 'Total']]);
 const categoryLabel = (id: unknown) => CATEGORY_LABELS.get(String(id)) ?? String(id);
+/** The noise rule's thresholds offered (% of A's mean step time); the API's default is 5. */
+const THRESHOLDS = ['0.1', '0.5', '1', '2', '5', '10', '20'];
 
 interface DiffReply extends ExplanationTables {
   operators: WireTable;
@@ -57,6 +59,8 @@ export function DiffView(props: ViewProps) {
   const fallbackSpan = sameRun && workerB === props.worker ? spanListB.find((s) => s !== props.span) ?? props.span : sameRun && spanListB.includes(props.span) ? props.span : spanListB[0] ?? 1;
   const [spanParam, setSpanB] = useUrlParam('span_b', '');
   const spanB = spanListB.includes(Number(spanParam)) ? Number(spanParam) : fallbackSpan;
+  const [thresholdParam, setThreshold] = useUrlParam('diff_threshold', '');
+  const threshold = THRESHOLDS.includes(thresholdParam) ? thresholdParam : '5';
   const diff = useApi<DiffReply>(spansB.status === 'ok' && runInfoB ? 'diff' : null, {
     run: props.run,
     worker: props.worker,
@@ -64,6 +68,7 @@ export function DiffView(props: ViewProps) {
     run_b: runInfoB?.name,
     worker_b: workerB,
     span_b: spanB,
+    threshold_pct: threshold,
   });
   const labelA = `${props.run} / ${props.worker} / span ${props.span}`;
   const labelB = `${runInfoB?.name} / ${workerB} / span ${spanB}`;
@@ -96,6 +101,14 @@ export function DiffView(props: ViewProps) {
           <select data-control="span_b" value={String(spanB)} onChange={(e) => setSpanB((e.target as HTMLSelectElement).value)}>
             {spanListB.map((s) => (
               <option key={s} value={String(s)}>{s}</option>
+            ))}
+          </select>
+        </label>
+        <label title="A change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread)">
+          Regression threshold
+          <select data-control="diff_threshold" value={threshold} onChange={(e) => setThreshold((e.target as HTMLSelectElement).value)}>
+            {THRESHOLDS.map((t) => (
+              <option key={t} value={t}>{t} %</option>
             ))}
           </select>
         </label>
