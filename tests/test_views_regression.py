@@ -232,3 +232,26 @@ def test_tree_matched_by_path_and_lowest_common_ancestor(two_trees):
     row = compute[compute["part"] == "slower_kernels"].iloc[0]
     assert (row["operator"], row["name"], row["delta_us"]) == ("aten::conv", "k1 -> k2", 6)
     assert not compute["part"].isin(["new_kernels", "vanished_kernels"]).any()
+
+
+def test_kernels_of_other_names_match_only_on_the_same_input_shapes(tmp_path):
+    """The same two trees, but the backends' operators ran on other input shapes: other work,
+    so k1 vanished (-10 us) and k2 is new (+16 us), not one kernel 6 us slower."""
+    def trace(name, backend, dims, kernel_name, dur):
+        return _load(write_trace(tmp_path / f"{name}.pt.trace.json", [
+            op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+            op("aten::conv", 2, 40, **{"External id": 1}),
+            op(backend, 3, 30, **{"External id": 2, "Input Dims": dims}),
+            runtime("cudaLaunchKernel", 4, 2, correlation=1, external_id=2),
+            kernel(kernel_name, 10, dur, correlation=1)]))
+
+    a = trace("a", "cudnn_conv", [[8, 3, 32, 32]], "k1", 10)
+    b = trace("b", "miopen_conv", [[8, 3, 64, 64]], "k2", 16)
+    compute = explain(a, b).contributors.set_index("part")
+    assert (compute.loc["vanished_kernels", "name"], compute.loc["vanished_kernels", "delta_us"]) == ("k1", -10)
+    assert (compute.loc["new_kernels", "name"], compute.loc["new_kernels", "delta_us"]) == ("k2", 16)
+    assert "slower_kernels" not in compute.index
+    # on the same shapes they are one kernel, 6 us slower
+    b_same = trace("b_same", "miopen_conv", [[8, 3, 32, 32]], "k2", 16)
+    row = explain(a, b_same).contributors.set_index("part").loc["slower_kernels"]
+    assert (row["operator"], row["name"], row["delta_us"]) == ("aten::conv", "k1 -> k2", 6)

@@ -82,7 +82,7 @@ DIFF_CONTRIBUTORS = declare(
     ("part", "str", "", "device_compute: slower_kernels, kernel_count, new_kernels, vanished_kernels, overlap; else the cause"),
     ("operator", "str", "", "the matched operator (the launching operator, or its lowest ancestor found in both traces); empty when none"),
     ("node", "int64", "", "that operator's row in diff_tree; -1 when none"),
-    ("name", "str", "", "the kernel, call or operator; 'a -> b' for kernels matched by their operator where names differ"),
+    ("name", "str", "", "the kernel, call or operator; 'a -> b' for kernels matched by their operator and its input shapes where names differ"),
     ("calls_a", "float64", "count", "calls per step in a"),
     ("calls_b", "float64", "count", "calls per step in b"),
     ("mean_us_a", "float64", "us", "mean duration of one call in a; null when none", NULLABLE),
@@ -282,7 +282,8 @@ def _step_of(model, ts):
 
 def _compute_kernels(model, op_node, tree):
     """The compute kernels inside steps: operator node (the launching operator's matched
-    ancestor-or-self in the tree), name, ts, dur, step."""
+    ancestor-or-self in the tree), name, shapes (the launching operator's input shapes), ts,
+    dur, step."""
     k = model.kernels
     comm, _ = kernel_flags(model)
     ts = k["ts"].to_numpy()
@@ -293,7 +294,10 @@ def _compute_kernels(model, op_node, tree):
     matched_at = tree["matched_at"].to_numpy()
     node = np.where(node >= 0, matched_at[np.clip(node, 0, None)] if len(matched_at) else -1, -1)
     keep = ~comm & (step >= 0)
-    return pd.DataFrame({"node": node[keep], "name": k["name"].astype(str).to_numpy()[keep],
+    dims = model.ops["input_dims"]
+    shapes = (dims.astype(str).to_numpy()[np.clip(live_op, 0, None)] if len(dims) else np.zeros(len(op), object))
+    shapes = np.where(live_op >= 0, shapes, "")
+    return pd.DataFrame({"node": node[keep], "name": k["name"].astype(str).to_numpy()[keep], "shapes": shapes[keep],
                          "ts": ts[keep], "dur": k["dur"].to_numpy()[keep], "step": step[keep]})
 
 
@@ -327,29 +331,43 @@ def _side_by_side(events_a, events_b, keys, steps_a, steps_b):
 
 
 def _device_compute_parts(kernels_a, kernels_b, steps_a, steps_b, compute_delta):
-    """Device compute's change per (operator node, kernel), split exactly into its parts;
-    kernels found on one side only are matched by their operator node where both sides have
-    such kernels (another backend's or library's kernel for the same operator)."""
-    keys = ["node", "name"]
+    """Device compute's change per (operator node, kernel), split exactly into its parts.
+    Kernels are matched by name under the same operator node; the calls of kernels found on
+    one side only are matched by their operator node and its input shapes where both sides
+    have such calls (another backend's or library's kernel for the same work), pooled under
+    one name 'a-kernels -> b-kernels'."""
+    keys, match = ["node", "name"], ["node", "shapes"]
     both = _side_by_side(kernels_a, kernels_b, keys, steps_a, steps_b)
-    only_a, only_b = both["calls_b"] == 0, both["calls_a"] == 0
-    replaced_nodes = np.intersect1d(both.loc[only_a, "node"], both.loc[only_b, "node"])
-    replaced_nodes = replaced_nodes[replaced_nodes >= 0]
-    repl = both["node"].isin(replaced_nodes) & (only_a | only_b)
-    if repl.any():
-        # the unmatched kernels of one operator, pooled on each side and matched to each other
-        names_a = kernels_a[kernels_a["node"].isin(replaced_nodes)]
-        names_b = kernels_b[kernels_b["node"].isin(replaced_nodes)]
-        label = {}
-        for node in replaced_nodes:  # one per replaced operator, not per event
-            gone = sorted(both.loc[only_a & (both["node"] == node), "name"])
-            came = sorted(both.loc[only_b & (both["node"] == node), "name"])
-            label[node] = f"{', '.join(gone)} -> {', '.join(came)}"
-        pooled_a = names_a[names_a["name"].isin(both.loc[repl & only_a, "name"])].assign(
-            name=lambda t: t["node"].map(label))
-        pooled_b = names_b[names_b["name"].isin(both.loc[repl & only_b, "name"])].assign(
-            name=lambda t: t["node"].map(label))
-        both = pd.concat([both[~repl], _side_by_side(pooled_a, pooled_b, keys, steps_a, steps_b)], ignore_index=True)
+
+    def one_sided(events, absent_on_other):
+        pairs = pd.MultiIndex.from_frame(both.loc[both[absent_on_other] == 0, keys])
+        return pd.MultiIndex.from_frame(events[keys]).isin(pairs) & (events["node"].to_numpy() >= 0)
+
+    lone_a, lone_b = one_sided(kernels_a, "calls_b"), one_sided(kernels_b, "calls_a")
+    shared = pd.MultiIndex.from_frame(kernels_a.loc[lone_a, match]).intersection(
+        pd.MultiIndex.from_frame(kernels_b.loc[lone_b, match]))
+    if not len(shared):
+        return _parts(both, compute_delta)
+    pooled_a = lone_a & pd.MultiIndex.from_frame(kernels_a[match]).isin(shared)
+    pooled_b = lone_b & pd.MultiIndex.from_frame(kernels_b[match]).isin(shared)
+
+    def names(events):  # one string per operator and shapes, not per event
+        return events.groupby(match, sort=False)["name"].agg(lambda n: ", ".join(sorted(set(n))))
+
+    label = (names(kernels_a[pooled_a]) + " -> " + names(kernels_b[pooled_b])).rename("label").reset_index()
+
+    def relabelled(events):
+        return events.merge(label, on=match).drop(columns="name").rename(columns={"label": "name"})
+
+    both = pd.concat([_side_by_side(kernels_a[~pooled_a], kernels_b[~pooled_b], keys, steps_a, steps_b),
+                      _side_by_side(relabelled(kernels_a[pooled_a]), relabelled(kernels_b[pooled_b]), keys,
+                                    steps_a, steps_b)], ignore_index=True)
+    return _parts(both, compute_delta)
+
+
+def _parts(both, compute_delta):
+    """The rows of `both` (per key: calls and time per step on each side) split into the
+    parts of device compute, plus the overlap that makes them add up to `compute_delta`."""
     calls_a, calls_b = both["calls_a"].to_numpy(), both["calls_b"].to_numpy()
     per_call_a = np.divide(both["time_a"], calls_a, out=np.zeros(len(both)), where=calls_a > 0)
     per_call_b = np.divide(both["time_b"], calls_b, out=np.zeros(len(both)), where=calls_b > 0)

@@ -3055,6 +3055,37 @@ export interface components {
                 number
             ][];
         };
+        /** @description `diff_ranks`: one rank (worker) found in both runs: its mean step time in each, the rank that changed most first. */
+        DiffRanksTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "worker",
+                "steps_a",
+                "steps_b",
+                "mean_us_a",
+                "mean_us_b",
+                "mean_us_delta",
+                "change_pct",
+                "verdict",
+                "top_cause",
+                "top_cause_us"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                string,
+                string,
+                number
+            ][];
+        };
         /** @description `diff_steps`: one step-time category of the step breakdown (kernel ... other), then total. */
         DiffStepsTable: {
             /**
