@@ -182,10 +182,26 @@ def _short(text, width=90):
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+MATCHED_WARNING = 0.5  # below this share of matched operator nodes, A and B look like other programs
+
+
+def _unrelated_warning(view):
+    """A line saying A and B may be different programs, when most of their operator tree
+    nodes are found on one side only; None otherwise."""
+    matched = float((view.tree["status"] == "matched").mean()) if len(view.tree) else 1.0
+    if matched >= MATCHED_WARNING:
+        return None
+    return (f"warning: only {matched:.0%} of the operator tree's nodes are found in both traces: "
+            "A and B may be different programs, and their difference says little")
+
+
 def format_text(comparison: Comparison) -> str:
     view = comparison.main
     step = view.explanation.iloc[0]
     lines = [f"A: {comparison.label_a} ({step['steps_a']} steps)", f"B: {comparison.label_b} ({step['steps_b']} steps)"]
+    warning = _unrelated_warning(view)
+    if warning:
+        lines.append(warning)
     if comparison.ranks is not None:
         ranks = comparison.ranks
         lines += ["", f"{len(ranks)} ranks compared; the ones that changed most:",
@@ -212,8 +228,9 @@ def _markdown_table(header, rows):
 def format_markdown(comparison: Comparison) -> str:
     view = comparison.main
     mark = ":red_circle:" if comparison.regressed else ":white_check_mark:"
+    warning = _unrelated_warning(view)
     parts = [f"### {mark} {_verdict_line(comparison)}", "",
-             f"A: `{comparison.label_a}` · B: `{comparison.label_b}`", ""]
+             f"A: `{comparison.label_a}` · B: `{comparison.label_b}`", "", *([f"> {warning}", ""] if warning else [])]
     if comparison.ranks is not None:
         parts += [_markdown_table(["rank", "A ms/step", "B ms/step", "Δ ms", "verdict", "top cause"],
                                   [[r.worker, _ms(r.mean_us_a), _ms(r.mean_us_b), _signed_ms(r.mean_us_delta),

@@ -109,3 +109,12 @@ def test_command_line_entry_point():
                           timeout=60)
     text = " ".join(done.stdout.split())  # argparse wraps lines
     assert done.returncode == 0 and "--threshold PCT" in text and "1 a regression, 2 bad input" in text
+
+
+def test_unrelated_programs_are_flagged(capsys, tmp_path):
+    """The compiled MLP against the Lightning model: hardly an operator path in common."""
+    status, out, _ = _compare(capsys, SAMPLES / "cpu_compile", SAMPLES / "cpu_lightning", "--markdown", tmp_path / "d.md")
+    assert status == 0 and "may be different programs" in out
+    assert "> warning: only" in (tmp_path / "d.md").read_text()
+    # the same program twice is not flagged
+    assert "different programs" not in _compare(capsys, CPU_CNN, CPU_CNN, "--span-b", 2)[1]
