@@ -294,5 +294,9 @@ def run(args) -> int:
     except OSError as exc:
         print(f"error: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
-    print(format_text(comparison), flush=True)
-    return 1 if args.threshold is not None and comparison.regressed else 0
+    regressed = args.threshold is not None and comparison.regressed
+    try:
+        print(format_text(comparison), flush=True)
+    except BrokenPipeError:  # `... | head`: the reader left; the verdict still decides the status
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 1 if regressed else 0
