@@ -178,3 +178,26 @@ def test_kernel_table_agrees_with_hta_trace_diff(tmp_path):
     # grew too: the edit inserts time there)
     family = [n for n in kernel_names if "cutlass_80_tensorop_s1688gemm" in n]
     assert ours.loc[family, "total_us_delta"].sum() * steps >= sum(stretched.values()) - 1e-3
+
+
+def test_traces_of_different_step_counts_compare_per_step(tmp_path):
+    """The CNN's span against itself cut after its first step: 2 steps against 1, the same
+    work per step, so calls per step agree where totals would halve."""
+    from .plants import step_ranges, write_gz
+    source = sorted((SAMPLES / "cpu_cnn").glob("*.pt.trace.json.gz"))[0]
+    events = raw_events(source)
+    (first_start, first_end), (second_start, _) = step_ranges(events)[:2]
+    assert len(step_ranges(events)) == 2
+    cut = [e for e in events if e.get("ph") == "M" or e.get("ts", 0) < second_start]
+    a, b = tb_plugin.load(source).model, tb_plugin.load(write_gz(tmp_path, "cut", cut)).model
+    view = diff(a, b)
+    step = view.explanation.iloc[0]
+    assert (step["cause"], step["steps_a"], step["steps_b"]) == ("step_time", 2, 1)
+    # per step, from the raw events: each side's calls of aten::conv2d inside its steps over its steps
+    def calls(evts, ranges):
+        return sum(1 for e in evts if e.get("name") == "aten::conv2d" and any(s <= e["ts"] < f for s, f in ranges))
+    per_step_a = calls(events, step_ranges(events)) / 2
+    per_step_b = calls(cut, [(first_start, first_end)]) / 1
+    assert per_step_a == per_step_b > 0
+    conv = _row(view.operators, "name", "aten::conv2d")
+    assert (conv.calls_a, conv.calls_b, conv.calls_delta) == (per_step_a, per_step_b, 0)
