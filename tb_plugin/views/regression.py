@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, declare
-from ..trace.linking import ancestor_where
+from ..trace.linking import ancestor_where, tree_depth
 from ..trace.model import TraceModel
 from .common import (_cached, breakdown_categories, is_dataloader_name, kernel_flags, name_mask, operator_tree,
                      step_windows)
@@ -189,9 +189,9 @@ def _explanation_table(causes_a, causes_b, threshold_pct):
 # --- the matched operator tree ------------------------------------------------------------
 
 def _tree_side(model):
-    """The live operator nodes of one trace (after the duplicate-node rule), shallowest first:
-    row (in model.ops), parent row, name (ProfilerStep#N as ProfilerStep#*), depth, host and
-    device totals, and the step each node's root falls in."""
+    """The live operator nodes of one trace (after the duplicate-node rule): row (in
+    model.ops), parent row (the live parent), name (ProfilerStep#N as ProfilerStep#*), depth
+    (nesting depth on its thread), host total (duration) and device total."""
     ops = model.ops
     tree = operator_tree(model)
     live = ~tree["merged"].to_numpy()
@@ -247,13 +247,7 @@ def matched_tree(a: TraceModel, b: TraceModel) -> tuple[pd.DataFrame, np.ndarray
     calls_a, calls_b = per_node(side_a, node_a, None, steps_a), per_node(side_b, node_b, None, steps_b)
     in_a, in_b = np.bincount(node_a, minlength=n) > 0, np.bincount(node_b, minlength=n) > 0
     parent = nodes["parent"].to_numpy(np.int64)
-    depth = np.zeros(n, np.int64)
-    for i in range(1, n + 1):  # nodes are numbered shallowest first: one pass per level suffices
-        deeper = depth[np.clip(parent, 0, None)] + 1
-        new_depth = np.where(parent >= 0, deeper, 0)
-        if (new_depth == depth).all():
-            break
-        depth = new_depth
+    depth = tree_depth(parent)
     matched = in_a & in_b
     table = {
         "node": np.arange(n), "parent": parent, "name": nodes["name"].to_numpy(),
