@@ -221,7 +221,6 @@ def test_tree_matched_by_path_and_lowest_common_ancestor(two_trees):
     assert tree.loc["aten::conv", "status"] == "matched"
     assert (tree.loc["cudnn_conv", "status"], tree.loc["miopen_conv", "status"]) == ("removed", "added")
     assert tree.loc["aten::add", "status"] == "removed"
-    conv = tree.loc["aten::conv", "node"] if "node" in tree else None
     by_node = view.tree.set_index("node")
     conv = int(view.tree.loc[view.tree["name"] == "aten::conv", "node"].iloc[0])
     assert tree.loc["cudnn_conv", "matched_at"] == conv and tree.loc["miopen_conv", "matched_at"] == conv
