@@ -8,7 +8,8 @@ Python API::
     run = tb_plugin.load_run("log/resnet50")               # a run directory -> Run
     run.profile("worker0", span=1)
     run.distributed(span=1)                                # several workers of one run
-    tb_plugin.diff(profile_a, profile_b)                   # two profiles side by side
+    tb_plugin.diff(profile_a, profile_b)                   # two profiles side by side, and why
+    tb_plugin.diff_ranks(run_a, run_b)                     # two runs of a job, rank by rank
 
 Every loading problem raises `tb_plugin.TraceError`.
 """
@@ -17,8 +18,8 @@ __version__ = "0.1.0"  # first: modules imported below read it
 
 from .errors import TraceError  # noqa: E402
 
-__all__ = ["Profile", "Run", "TraceError", "diff", "load", "load_run", "__version__"]
-_FROM_PROFILE = {"Profile", "Run", "diff", "load", "load_run"}
+__all__ = ["Profile", "Run", "TraceError", "diff", "diff_ranks", "load", "load_run", "__version__"]
+_FROM_PROFILE = {"Profile", "Run", "diff", "diff_ranks", "load", "load_run"}
 
 
 def __getattr__(name):

@@ -1,4 +1,5 @@
 """Command line: `python -m tb_plugin info TRACE [--json]` prints what a trace holds;
+`python -m tb_plugin compare A B [--threshold PCT]` explains why B's step time differs from A's;
 `python -m tb_plugin preprocess LOGDIR --dask ADDRESS|local [--cache-dir DIR_OR_URL]` parses
 every trace of a log directory on a Dask cluster into TensorBoard's cache."""
 
@@ -9,6 +10,16 @@ import sys
 
 from . import TraceError, load
 from .loading import DEFAULT_MAX_MEMORY_MB
+
+
+def add_compare_arguments(parser):
+    from .compare import add_arguments
+    add_arguments(parser)
+
+
+def run_compare(args):
+    from .compare import run
+    return run(args)
 
 
 def _format_distributed(dist):
@@ -73,7 +84,16 @@ def main(argv=None):
                      help="as TensorBoard's --profiler_max_memory_mb (give it the same value): a trace whose JSON "
                           "inflates past what a parse may take within it fails, as it would in TensorBoard "
                           f"(default: {DEFAULT_MAX_MEMORY_MB})")
+    cmp = sub.add_parser("compare", help="explain why B's step time differs from A's (exit 1 on a regression)",
+                         description="Compare two traces (files, run directories or fsspec URLs): the change of the "
+                                     "mean step time split into causes that add up to it, each cause's top "
+                                     "contributors, and whether each change is a regression or noise. Exit status: "
+                                     "0 no regression beyond --threshold (or no --threshold), 1 a regression, "
+                                     "2 bad input.")
+    add_compare_arguments(cmp)
     args = parser.parse_args(argv)
+    if args.command == "compare":
+        return run_compare(args)
     if args.command == "preprocess":
         return _preprocess(args)
     try:

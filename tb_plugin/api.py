@@ -29,8 +29,8 @@ from werkzeug import wrappers, wsgi
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading, ReplyReservation
-from .profile import (FILE_SUMMARIES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed, combine_job,
-                      diff, ranks_frame, ranks_timeline, span_ranks)
+from .profile import (DIFF_TABLES, FILE_SUMMARIES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed,
+                      combine_job, diff, ranks_frame, ranks_timeline, span_ranks)
 from .routes import API_ROUTES
 from .sources import SourceResolver
 from .stages import STAGE_COMPUTING
@@ -630,7 +630,10 @@ class Api:
 
     @reads(_two_profiles)
     def diff(self, request, a, b):
-        return tables_reply(request, lambda: diff(a, b), ("operators", "kernels", "steps"))
+        threshold = float_param(request, "threshold_pct", required=False, default=5.0)
+        if not 0 <= threshold <= 1000:
+            raise BadParameterError("parameter 'threshold_pct' must be between 0 and 1000 (percent of A's mean step time)")
+        return tables_reply(request, lambda: diff(a, b, threshold), DIFF_TABLES)
 
     @reads(_one_profile)
     def timeline_tracks(self, request, profile):

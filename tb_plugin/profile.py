@@ -20,6 +20,7 @@ from .trace.kinds import RUNTIME_CATEGORIES
 from .trace.model import TraceModel
 from .trace.parse import POLARS_REFUSED, parse_trace
 from .views import diff as diff_view
+from .views import regression as regression_view
 from .views import distributed as distributed_view
 from .views import compiled as compiled_view
 from .views import critical_path
@@ -437,8 +438,10 @@ def profile_from_bytes(data: bytes | TraceBytes, display_path: str,
     return Profile(display_path, model, time.perf_counter() - started)
 
 
-def load(path_or_url: str | os.PathLike[str]) -> Profile:
-    """Load one trace file (`.json` or `.json.gz`, local path or fsspec URL) into a `Profile`.
+def load(path_or_url: str | os.PathLike[str],
+         progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
+    """Load one trace file (`.json` or `.json.gz`, local path or fsspec URL) into a `Profile`;
+    `progress(stage, fraction)` hears how far the load is (see `profile_from_bytes`).
 
     Raises
     ------
@@ -447,7 +450,7 @@ def load(path_or_url: str | os.PathLike[str]) -> Profile:
         file and the reason.
     """
     storage, name = open_single(path_or_url)
-    return profile_from_bytes(storage.read_trace(name), storage.display(name))
+    return profile_from_bytes(storage.read_trace(name), storage.display(name), progress)
 
 
 class Run:
@@ -478,17 +481,23 @@ class Run:
         except KeyError:
             raise NotFoundError(f"no worker {worker!r} in this run; workers: {self.workers}") from None
 
-    def profile(self, worker: str, span: int = 1) -> Profile:
+    def profile(self, worker: str, span: int = 1, progress: Callable[[str, float | None], None] = _no_progress,
+                keep: bool = True) -> Profile:
+        """The profile of `worker`'s `span`, loaded on first use (`progress` hears how far),
+        and held by the run unless ``keep=False``."""
         files = self._worker_files(worker)
         if not 1 <= span <= len(files):
             raise NotFoundError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
         key = (worker, span)
-        if key not in self._profiles:
-            self._profiles[key] = self._load(files[span - 1].path)
-        return self._profiles[key]
+        if key in self._profiles:
+            return self._profiles[key]
+        loaded = self._load(files[span - 1].path, progress)
+        if keep:
+            self._profiles[key] = loaded
+        return loaded
 
-    def _load(self, rel: str) -> Profile:
-        return profile_from_bytes(self.storage.read_trace(rel), self.storage.display(rel))
+    def _load(self, rel: str, progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
+        return profile_from_bytes(self.storage.read_trace(rel), self.storage.display(rel), progress)
 
     def __getitem__(self, key: str | tuple[str, int]) -> Profile:
         worker, span = key if isinstance(key, tuple) else (key, 1)
@@ -613,10 +622,44 @@ def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = Tru
     return job_view.combine(parts, align_clocks=align_clocks)
 
 
-def diff(a: Profile, b: Profile) -> diff_view.DiffView:
+DIFF_TABLES = diff_view.TABLES
+
+
+def diff(a: Profile, b: Profile, threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT) -> diff_view.DiffView:
     """Compare two profiles (runs, workers or spans): operators, kernels and the step
-    breakdown side by side, deltas = b - a; see `tb_plugin.views.diff.diff`."""
-    return diff_view.diff(a.model, b.model)
+    breakdown side by side, per step, deltas = b - a; why the mean step time changed
+    (`explanation`, `contributors`) and the matched operator trees (`tree`), with changes
+    under `threshold_pct` of a's mean step time called noise; see `tb_plugin.views.diff.diff`."""
+    return diff_view.diff(a.model, b.model, threshold_pct)
+
+
+def _side_progress(progress: Callable[[str, str, str, float | None], None] | None, side: str,
+                   worker: str) -> Callable[[str, float | None], None]:
+    if progress is None:
+        return _no_progress
+    return lambda stage, fraction: progress(side, worker, stage, fraction)
+
+
+def diff_ranks(run_a: "Run", run_b: "Run", span_a: int = 1, span_b: int = 1,
+               threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT,
+               progress: Callable[[str, str, str, float | None], None] | None = None
+               ) -> tuple[pd.DataFrame, dict[str, diff_view.DiffView]]:
+    """Two runs of a job compared rank by rank: every worker found in both, its `span_a` in
+    `run_a` against its `span_b` in `run_b`. Returns the ranks table (`DIFF_RANKS`: each rank's
+    mean step time in both and its largest cause, the rank that changed most first) and each
+    rank's `diff`. One pair of profiles is loaded at a time and not kept, so a job of many
+    ranks never needs them all in memory; `progress(side, worker, stage, fraction)` hears how
+    far each load is."""
+    common = [w for w in run_a.workers if w in run_b.workers]
+    if not common:
+        raise NotFoundError(f"the runs share no worker: {', '.join(run_a.workers)} against {', '.join(run_b.workers)}")
+    views = {}
+    for worker in common:
+        profile_a, profile_b = (run.profile(worker, span, keep=False, progress=_side_progress(progress, side, worker))
+                                for side, run, span in (("A", run_a, span_a), ("B", run_b, span_b)))
+        views[worker] = diff(profile_a, profile_b, threshold_pct)
+        del profile_a, profile_b
+    return regression_view.rank_changes({w: v.explanation for w, v in views.items()}), views
 
 
 def load_run(dir_or_url: str | os.PathLike[str]) -> Run:

@@ -411,6 +411,17 @@ def test_diff_route(ddp_served):
     assert ddp_served.get(url.replace("worker_b=worker0", "worker_b=nobody")).status_code == 404
     steps = wait_route(ddp_served, url + "&table=steps&format=csv").get_data(as_text=True)
     assert steps.splitlines()[0].startswith("category,")
+    # the same span twice: every cause unchanged and called noise
+    why = body["explanation"]
+    verdict, delta = why["columns"].index("verdict"), why["columns"].index("mean_us_delta")
+    assert [r[0] for r in why["rows"]][:2] == ["step_time", "device_compute"]
+    assert all(r[verdict] == "noise" and r[delta] == 0 for r in why["rows"])
+    assert body["contributors"]["rows"] == [] and body["tree"]["rows"]
+    csv_text = wait_route(ddp_served, url + "&table=explanation&format=csv&threshold_pct=1").get_data(as_text=True)
+    assert csv_text.splitlines()[0].startswith("cause,steps_a,steps_b,")
+    for bad in ("-1", "nan", "lots"):
+        reply = ddp_served.get(url + f"&threshold_pct={bad}")
+        assert reply.status_code == 400 and "threshold_pct" in reply.get_json()["reason"]
 
 
 def test_answers_are_reused_until_the_file_changes(tmp_path, monkeypatch):

@@ -52,7 +52,8 @@ def test_diff_columns_exact(two_traces):
     assert list(view.operators.columns) == OPERATOR_DIFF_COLUMNS
     assert list(view.kernels.columns) == KERNEL_DIFF_COLUMNS
     assert list(view.steps.columns) == STEP_DIFF_COLUMNS
-    assert view.operators["calls_delta"].dtype == np.int64 and view.kernels["calls_a"].dtype == np.int64
+    # calls per step: a trace of 6 steps compares with one of 3
+    assert view.operators["calls_delta"].dtype == np.float64 and view.kernels["calls_a"].dtype == np.float64
     assert view.operators["host_self_us_delta"].dtype == np.float64
 
 
@@ -108,13 +109,16 @@ def _a100():
 def test_diff_same_trace_all_deltas_zero():
     model = _a100()
     view = diff(model, model)
-    for table in (view.operators, view.kernels, view.steps):
+    for table in (view.operators, view.kernels, view.steps, view.explanation, view.tree):
         deltas = [c for c in table.columns if c.endswith("_delta")]
         assert len(table) and deltas
         assert (table[deltas].to_numpy() == 0).all()
-    # the a and b sides are the model's own totals
-    assert view.kernels["calls_a"].sum() == len(model.kernels)
-    assert view.kernels["total_us_a"].sum() == pytest.approx(model.kernels["dur"].sum())
+    # the a and b sides are the trace's totals over its steps
+    events = raw_events(shared_trace("a100_nccl_collectives"))
+    steps = sum(1 for e in events if STEP.match(e.get("name", "")) and e.get("ph") == "X")
+    kernels = [e["dur"] for e in events if e.get("cat") == "kernel"]
+    assert view.kernels["calls_a"].sum() == pytest.approx(len(kernels) / steps)
+    assert view.kernels["total_us_a"].sum() == pytest.approx(sum(kernels) / steps)
 
 
 def test_diff_two_workers_of_gloo_run_kernel_free():
@@ -135,3 +139,65 @@ def test_diff_two_workers_of_gloo_run_kernel_free():
 
 def _first_span(worker):
     return sorted((SAMPLES / "cpu_ddp_gloo").glob(f"{worker}.*.pt.trace.json.gz"))[0]
+
+
+def test_kernel_table_agrees_with_hta_trace_diff(tmp_path):
+    """HTA 0.5.0's TraceDiff.compare_traces (device work of every iteration) on a control
+    trace and a test trace with one kernel family 20% longer: per kernel name, our per-step
+    calls and times times the step count are its counts and total durations, on both sides."""
+    trace_diff = pytest.importorskip("hta.trace_diff", reason="HolisticTraceAnalysis is not installed")
+    from .hta_reference import _env
+    from .plants import stretched_kernels, write_gz
+    control = next((SAMPLES / "gpu_a100_nccl").glob("*.pt.trace.json.gz"))
+    edited, stretched = stretched_kernels(list(raw_events(control)), "cutlass_80_tensorop_s1688gemm", 1.2)
+    assert stretched
+    (tmp_path / "control").mkdir()
+    (tmp_path / "control" / control.name).symlink_to(control.resolve())
+    test = write_gz(tmp_path / "test", "rank0", edited)
+    with _env("HTA_DISABLE_NS_ROUNDING", "1"):
+        labeled = [trace_diff.LabeledTrace(label, trace_dir=str(folder))
+                   for label, folder in (("control", tmp_path / "control"),
+                                         ("test", test.parent))]
+    c, t = labeled
+    reference = trace_diff.TraceDiff.compare_traces(c, t, control_iteration=c.iterations(),
+                                                    test_iteration=t.iterations(),
+                                                    device_type=trace_diff.DeviceType.GPU)
+    steps = len(c.iterations())
+    view = diff(tb_plugin.load(control).model, tb_plugin.load(test).model)
+    ours = view.kernels.set_index("name")
+    # HTA's device work includes memcpys and memsets, which the kernel table leaves out
+    kernel_names = [n for n in reference.index if not n.startswith(("Memcpy", "Memset"))]
+    assert sorted(kernel_names) == sorted(ours.index)
+    for side, label in (("a", "control"), ("b", "test")):
+        assert np.allclose(ours.loc[kernel_names, f"calls_{side}"] * steps, reference.loc[kernel_names, f"{label}_counts"])
+        assert np.allclose(ours.loc[kernel_names, f"total_us_{side}"] * steps,
+                           reference.loc[kernel_names, f"{label}_total_duration"], atol=1e-3)
+    assert np.allclose(ours.loc[kernel_names, "total_us_delta"] * steps, reference.loc[kernel_names, "diff_duration"],
+                       atol=1e-3)
+    # the family grew by the time inserted (kernels on other streams running across its ends
+    # grew too: the edit inserts time there)
+    family = [n for n in kernel_names if "cutlass_80_tensorop_s1688gemm" in n]
+    assert ours.loc[family, "total_us_delta"].sum() * steps >= sum(stretched.values()) - 1e-3
+
+
+def test_traces_of_different_step_counts_compare_per_step(tmp_path):
+    """The CNN's span against itself cut after its first step: 2 steps against 1, the same
+    work per step, so calls per step agree where totals would halve."""
+    from .plants import step_ranges, write_gz
+    source = sorted((SAMPLES / "cpu_cnn").glob("*.pt.trace.json.gz"))[0]
+    events = raw_events(source)
+    (first_start, first_end), (second_start, _) = step_ranges(events)[:2]
+    assert len(step_ranges(events)) == 2
+    cut = [e for e in events if e.get("ph") == "M" or e.get("ts", 0) < second_start]
+    a, b = tb_plugin.load(source).model, tb_plugin.load(write_gz(tmp_path, "cut", cut)).model
+    view = diff(a, b)
+    step = view.explanation.iloc[0]
+    assert (step["cause"], step["steps_a"], step["steps_b"]) == ("step_time", 2, 1)
+    # per step, from the raw events: each side's calls of aten::conv2d inside its steps over its steps
+    def calls(evts, ranges):
+        return sum(1 for e in evts if e.get("name") == "aten::conv2d" and any(s <= e["ts"] < f for s, f in ranges))
+    per_step_a = calls(events, step_ranges(events)) / 2
+    per_step_b = calls(cut, [(first_start, first_end)]) / 1
+    assert per_step_a == per_step_b > 0
+    conv = _row(view.operators, "name", "aten::conv2d")
+    assert (conv.calls_a, conv.calls_b, conv.calls_delta) == (per_step_a, per_step_b, 0)

@@ -1,5 +1,9 @@
 """Diff view: two traces (two runs, workers or spans) side by side, per operator, per kernel
-and per step-time category, with the change from the first to the second."""
+and per step-time category, with the change from the first to the second, and why the step
+time changed (`regression.explain`: causes, contributors, the matched operator trees).
+
+Every quantity is per step, so that a trace of 6 steps compares with one of 3: an operator's
+calls and times are its totals over the trace divided by the trace's step count."""
 
 from dataclasses import dataclass
 
@@ -8,13 +12,14 @@ import pandas as pd
 
 from ..schema import Column, declare, documented
 from ..trace.model import TraceModel
-from .common import step_breakdown
+from .common import step_breakdown, step_windows
 from .kernels import KERNELS_BY_NAME
 from .operators import OPERATORS_BY_NAME, operators
+from .regression import DEFAULT_THRESHOLD_PCT, DIFF_CONTRIBUTORS, DIFF_EXPLANATION, DIFF_TREE, explain
 
 OPERATOR_QUANTITIES = ["calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us"]
 KERNEL_QUANTITIES = ["calls", "total_us"]
-_SIDES = (("a", "in trace a"), ("b", "in trace b"), ("delta", "b - a"))
+_SIDES = (("a", "per step of trace a"), ("b", "per step of trace b"), ("delta", "b - a"))
 
 
 def _side_by_side_columns(source, quantities):
@@ -24,7 +29,7 @@ def _side_by_side_columns(source, quantities):
     columns = [Column("name", "str", "", f"{name.doc}, found in either trace")]
     for q in quantities:
         c = source.column(q)
-        columns += [Column(f"{q}_{side}", c.dtype, c.unit, f"{c.doc}, {meaning} (0 where absent)")
+        columns += [Column(f"{q}_{side}", "float64", c.unit, f"{c.doc}, {meaning} (0 where absent)")
                     for side, meaning in _SIDES]
     return columns
 
@@ -54,17 +59,22 @@ class DiffView:
     operators: pd.DataFrame
     kernels: pd.DataFrame
     steps: pd.DataFrame
+    explanation: pd.DataFrame
+    contributors: pd.DataFrame
+    tree: pd.DataFrame
 
 
-def _side_by_side(a, b, quantities):
-    """Outer join of two per-name tables; a name missing on one side counts 0 there."""
+TABLES = ("operators", "kernels", "steps", "explanation", "contributors", "tree")
+
+
+def _side_by_side(a, b, quantities, steps_a, steps_b):
+    """Outer join of two per-name tables of totals, as per-step values; a name missing on one
+    side counts 0 there."""
     merged = a[["name"] + quantities].merge(b[["name"] + quantities], on="name", how="outer", suffixes=("_a", "_b"))
     columns = {"name": merged["name"].astype(str).to_numpy()}
     for q in quantities:
-        integer = q == "calls"
-        dtype = np.int64 if integer else np.float64
-        side_a = merged[f"{q}_a"].fillna(0).to_numpy().astype(dtype)
-        side_b = merged[f"{q}_b"].fillna(0).to_numpy().astype(dtype)
+        side_a = merged[f"{q}_a"].fillna(0).to_numpy(np.float64) / steps_a
+        side_b = merged[f"{q}_b"].fillna(0).to_numpy(np.float64) / steps_b
         columns.update({f"{q}_a": side_a, f"{q}_b": side_b, f"{q}_delta": side_b - side_a})
     return pd.DataFrame(columns)
 
@@ -86,15 +96,19 @@ def kernel_totals(model):
     return grouped.astype({"calls": np.int64, "total_us": np.float64})
 
 
-@documented(DIFF_OPERATORS, DIFF_KERNELS, DIFF_STEPS)
-def diff(a: TraceModel, b: TraceModel) -> DiffView:
-    """Compare two traces: operators, kernels and step breakdown side by side.
+@documented(DIFF_OPERATORS, DIFF_KERNELS, DIFF_STEPS, DIFF_EXPLANATION, DIFF_CONTRIBUTORS, DIFF_TREE)
+def diff(a: TraceModel, b: TraceModel, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> DiffView:
+    """Compare two traces: operators, kernels and step breakdown side by side, per step, and
+    why the mean step time changed.
 
     Parameters
     ----------
     a, b : TraceModel
         The baseline and the trace compared with it (two runs, two workers or two spans).
         Deltas are ``b - a``.
+    threshold_pct : float
+        The noise rule's threshold (`regression.verdicts`): a change of the step time or of a
+        cause is a regression only above this share of a's mean step time.
 
     Returns
     -------
@@ -102,18 +116,22 @@ def diff(a: TraceModel, b: TraceModel) -> DiffView:
         Its tables ``operators`` (sorted by absolute device_total_us_delta, then absolute
         host_total_us_delta, largest first, then name), ``kernels`` (sorted by absolute
         total_us_delta, largest first, then name) and ``steps`` (a trace without step
-        markers counts as one step) are the ones declared below, in that order.
+        markers counts as one step), ``explanation``, ``contributors`` and ``tree`` (see
+        `regression.explain`) are the ones declared below, in that order.
 
     Notes
     -----
     Joins are outer: a name present in only one trace gets 0 calls and 0 time on the other
     side, so every delta is defined.
     """
-    ops = _sorted_by_change(_side_by_side(operators(a, "name"), operators(b, "name"), OPERATOR_QUANTITIES),
+    steps_a, steps_b = len(step_windows(a)), len(step_windows(b))
+    ops = _sorted_by_change(_side_by_side(operators(a, "name"), operators(b, "name"), OPERATOR_QUANTITIES, steps_a, steps_b),
                             ["device_total_us_delta", "host_total_us_delta"])
-    kernels = _sorted_by_change(_side_by_side(kernel_totals(a), kernel_totals(b), KERNEL_QUANTITIES),
+    kernels = _sorted_by_change(_side_by_side(kernel_totals(a), kernel_totals(b), KERNEL_QUANTITIES, steps_a, steps_b),
                                 ["total_us_delta"])
-    return DiffView(operators=DIFF_OPERATORS.frame(ops), kernels=DIFF_KERNELS.frame(kernels), steps=_step_diff(a, b))
+    why = explain(a, b, threshold_pct)
+    return DiffView(operators=DIFF_OPERATORS.frame(ops), kernels=DIFF_KERNELS.frame(kernels), steps=_step_diff(a, b),
+                    explanation=why.explanation, contributors=why.contributors, tree=why.tree)
 
 
 def _step_means(model):

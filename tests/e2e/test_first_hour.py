@@ -165,7 +165,7 @@ def test_diff_rows_are_sorted_by_a_shown_column_with_its_arrow(page, server):
     by_size = sorted(ops, key=lambda r: -abs(r["device_total_us_delta"]))
     sizes = {r["name"]: abs(r["device_total_us_delta"]) for r in ops}
     assert [sizes[n] for n in shown] == [abs(r["device_total_us_delta"]) for r in by_size[:len(shown)]]
-    assert page.locator("[data-sort-note=device_total_us_delta]").is_visible()
+    assert page.locator("[data-table=diff-operators] [data-sort-note=device_total_us_delta]").is_visible()
 
 
 def test_tables_page_and_scroll_sideways_with_a_visible_rail(page, server, screenshot_dir):

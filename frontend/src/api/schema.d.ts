@@ -1575,7 +1575,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Two profiles side by side (deltas = b - a): operators (name, calls_a/_b/_delta, host_self_us_a/_b/_delta, ...), kernels (name, calls_*, total_us_*), steps (category, mean_us_a, mean_us_b, mean_us_delta). With table=NAME, that one table. */
+        /** Two profiles side by side, every quantity per step (deltas = b - a): operators, kernels, steps (the step breakdown's means); explanation (the change of the mean step time split into causes that sum to it, with medians, spreads, step counts and the noise rule's verdict), contributors (each cause's top contributors, with a representative call in each trace), tree (the two operator trees matched by path, lowest common ancestor where names differ). With table=NAME, that one table. */
         get: {
             parameters: {
                 query: {
@@ -1586,7 +1586,9 @@ export interface paths {
                     run_b: string;
                     worker_b: string;
                     span_b?: number;
-                    table?: "operators" | "kernels" | "steps";
+                    /** @description The noise rule's threshold: a change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread). */
+                    threshold_pct?: number;
+                    table?: "operators" | "kernels" | "steps" | "explanation" | "contributors" | "tree";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -1603,10 +1605,13 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["DiffOperatorsTable"] | components["schemas"]["DiffKernelsTable"] | components["schemas"]["DiffStepsTable"] | {
+                        "application/json": components["schemas"]["DiffOperatorsTable"] | components["schemas"]["DiffKernelsTable"] | components["schemas"]["DiffStepsTable"] | components["schemas"]["DiffExplanationTable"] | components["schemas"]["DiffContributorsTable"] | components["schemas"]["DiffTreeTable"] | {
                             operators?: components["schemas"]["DiffOperatorsTable"];
                             kernels?: components["schemas"]["DiffKernelsTable"];
                             steps?: components["schemas"]["DiffStepsTable"];
+                            explanation?: components["schemas"]["DiffExplanationTable"];
+                            contributors?: components["schemas"]["DiffContributorsTable"];
+                            tree?: components["schemas"]["DiffTreeTable"];
                         };
                         "text/csv": string;
                     };
@@ -2942,6 +2947,86 @@ export interface components {
                 number | null
             ][];
         };
+        /** @description `diff_contributors`: one contributor to a cause's change: the 10 largest |delta_us| of each cause and part, then one row of the rest. */
+        DiffContributorsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "cause",
+                "part",
+                "operator",
+                "node",
+                "name",
+                "calls_a",
+                "calls_b",
+                "mean_us_a",
+                "mean_us_b",
+                "delta_us",
+                "step_a",
+                "ts_us_a",
+                "dur_us_a",
+                "step_b",
+                "ts_us_b",
+                "dur_us_b"
+            ];
+            rows: [
+                string,
+                string,
+                string,
+                number,
+                string,
+                number,
+                number,
+                number | null,
+                number | null,
+                number,
+                number,
+                number | null,
+                number | null,
+                number,
+                number | null,
+                number | null
+            ][];
+        };
+        /** @description `diff_explanation`: the mean step time (first row, step_time), then each cause of it; deltas are b - a, per step. */
+        DiffExplanationTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "cause",
+                "steps_a",
+                "steps_b",
+                "mean_us_a",
+                "mean_us_b",
+                "mean_us_delta",
+                "share_pct",
+                "median_us_a",
+                "median_us_b",
+                "spread_us_a",
+                "spread_us_b",
+                "change_pct",
+                "verdict"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number | null,
+                number,
+                number,
+                number,
+                number,
+                number,
+                string
+            ][];
+        };
         /** @description `diff_kernels`: one kernel name found in either trace (communication kernels included). */
         DiffKernelsTable: {
             /**
@@ -3010,6 +3095,37 @@ export interface components {
                 number
             ][];
         };
+        /** @description `diff_ranks`: one rank (worker) found in both runs: its mean step time in each, the rank that changed most first. */
+        DiffRanksTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "worker",
+                "steps_a",
+                "steps_b",
+                "mean_us_a",
+                "mean_us_b",
+                "mean_us_delta",
+                "change_pct",
+                "verdict",
+                "top_cause",
+                "top_cause_us"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                string,
+                string,
+                number
+            ][];
+        };
         /** @description `diff_steps`: one step-time category of the step breakdown (kernel ... other), then total. */
         DiffStepsTable: {
             /**
@@ -3024,6 +3140,43 @@ export interface components {
             ];
             rows: [
                 string,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `diff_tree`: one node of the two operator trees matched by path (names of operators from the root; ProfilerStep#N as ProfilerStep#*). */
+        DiffTreeTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "node",
+                "parent",
+                "name",
+                "status",
+                "matched_at",
+                "calls_a",
+                "calls_b",
+                "host_total_us_a",
+                "host_total_us_b",
+                "host_total_us_delta",
+                "device_total_us_a",
+                "device_total_us_b",
+                "device_total_us_delta"
+            ];
+            rows: [
+                number,
+                number,
+                string,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
                 number,
                 number,
                 number

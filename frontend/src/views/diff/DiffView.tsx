@@ -1,5 +1,6 @@
 // Diff view: the selected profile (A) against a second run/worker/span (B) picked here.
-// Step breakdowns side by side, operator and kernel deltas (B − A).
+// Why the step time changed (Explanation.tsx), step breakdowns side by side, operator and
+// kernel deltas (B − A), all per step.
 
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { InfoReply, SpansReply, ViewProps, WireTable } from '../../api/types';
@@ -13,12 +14,15 @@ import { DataTable, type Column } from '../../components/table/DataTable';
 import { anyNonZero, rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { chooseComparison, type Choice } from './compare';
+import { Explanation, type ExplanationTables } from './Explanation';
 
 /** "cpu_exec" → "CPU Exec", as the overview names the step categories. */
 const CATEGORY_LABELS = new Map<string, string>([...STEP_CATEGORIES, ['total', 'Total']]);
 const categoryLabel = (id: unknown) => CATEGORY_LABELS.get(String(id)) ?? String(id);
+/** The noise rule's thresholds offered (% of A's mean step time); the API's default is 5. */
+const THRESHOLDS = ['0.1', '0.5', '1', '2', '5', '10', '20'];
 
-interface DiffReply {
+interface DiffReply extends ExplanationTables {
   operators: WireTable;
   kernels: WireTable;
   steps: WireTable;
@@ -55,6 +59,8 @@ export function DiffView(props: ViewProps) {
   const fallbackSpan = sameRun && workerB === props.worker ? spanListB.find((s) => s !== props.span) ?? props.span : sameRun && spanListB.includes(props.span) ? props.span : spanListB[0] ?? 1;
   const [spanParam, setSpanB] = useUrlParam('span_b', '');
   const spanB = spanListB.includes(Number(spanParam)) ? Number(spanParam) : fallbackSpan;
+  const [thresholdParam, setThreshold] = useUrlParam('diff_threshold', '');
+  const threshold = THRESHOLDS.includes(thresholdParam) ? thresholdParam : '5';
   const diff = useApi<DiffReply>(spansB.status === 'ok' && runInfoB ? 'diff' : null, {
     run: props.run,
     worker: props.worker,
@@ -62,6 +68,7 @@ export function DiffView(props: ViewProps) {
     run_b: runInfoB?.name,
     worker_b: workerB,
     span_b: spanB,
+    threshold_pct: threshold,
   });
   const labelA = `${props.run} / ${props.worker} / span ${props.span}`;
   const labelB = `${runInfoB?.name} / ${workerB} / span ${spanB}`;
@@ -97,6 +104,14 @@ export function DiffView(props: ViewProps) {
             ))}
           </select>
         </label>
+        <label title="A change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread)">
+          Regression threshold
+          <select data-control="diff_threshold" value={threshold} onChange={(e) => setThreshold((e.target as HTMLSelectElement).value)}>
+            {THRESHOLDS.map((t) => (
+              <option key={t} value={t}>{t} %</option>
+            ))}
+          </select>
+        </label>
         {auto && choice?.kind === 'found' ? <span class="hint" data-testid="diff-default-reason">B by default: {choice.why}.</span> : null}
       </div>
       {!explicit && !choice ? <Loading label="Looking for a profile comparable with A…" /> : null}
@@ -106,7 +121,19 @@ export function DiffView(props: ViewProps) {
         </div>
       ) : null}
       {spansB.status === 'error' ? <Empty>{spansB.error}</Empty> : null}
-      {runInfoB ? <Loaded state={diff}>{(data) => <Diff data={data} labelA={labelA} labelB={labelB} name={`${props.run}_${props.worker}_${props.span}_vs_${runInfoB.name}_${workerB}_${spanB}`} />}</Loaded> : null}
+      {runInfoB ? (
+        <Loaded state={diff}>
+          {(data) => {
+            const name = `${props.run}_${props.worker}_${props.span}_vs_${runInfoB.name}_${workerB}_${spanB}`;
+            return (
+              <>
+                <Explanation data={data} a={{ run: props.run, worker: props.worker, span: props.span }} b={{ run: runInfoB.name, worker: workerB, span: spanB }} name={name} />
+                <Diff data={data} labelA={labelA} labelB={labelB} name={name} />
+              </>
+            );
+          }}
+        </Loaded>
+      ) : null}
     </div>
   );
 }
@@ -157,10 +184,10 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
   return (
     <>
       <div class="grid two">
-        <Card title="Mean step time by category">
+        <Card title="Mean step time by category (per step)">
           {shownSteps.length ? <Chart option={option} height={320} label="Step breakdown A vs B" /> : <Empty>No steps.</Empty>}
         </Card>
-        <Card title="Step breakdown (B − A)">
+        <Card title="Step breakdown (per step, B − A)">
           <DataTable
             id="diff-steps"
             rows={steps}
@@ -171,7 +198,7 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
           />
         </Card>
       </div>
-      <Card title="Operators (B − A)">
+      <Card title="Operators (per step, B − A)">
         {withDevice ? null : <div class="hint">No device time in either profile: host times only.</div>}
         <DataTable
           id="diff-operators"
@@ -198,7 +225,7 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
           ]}
         />
       </Card>
-      <Card title="Kernels (B − A)">
+      <Card title="Kernels (per step, B − A)">
         {kernels.length ? (
           <DataTable
             id="diff-kernels"

@@ -19,6 +19,16 @@ describe('chooseComparison', () => {
     known.set('gpu_resnet50_v100', 'CUDA');
     expect(chooseComparison(A100, RUNS, 'CUDA', known)).toMatchObject({ kind: 'found', b: { run: 'gpu_resnet50_v100', worker: 'worker0', span: 1 } });
   });
+  it('prefers a run with the same workers, and says which kind it found', () => {
+    const runs = [run('other_job', ['worker0'], 1), run('again', ['rank0'], 1), RUNS[2]];
+    // the run with A's worker names is probed first, though listed second
+    expect(chooseComparison(A100, runs, 'CUDA', new Map())).toMatchObject({ kind: 'probe', run: { name: 'again' } });
+    const found = chooseComparison(A100, runs, 'CUDA', new Map([['again', 'CUDA'], ['other_job', 'CUDA']]));
+    expect(found).toMatchObject({ kind: 'found', b: { run: 'again', worker: 'rank0', span: 1 }, why: 'another CUDA run with the same workers' });
+    const other = chooseComparison(A100, runs, 'CUDA', new Map<string, string | null>([['again', 'CPU'], ['other_job', 'CUDA']]));
+    expect(other).toMatchObject({ kind: 'found', b: { run: 'other_job' } });
+    expect(other.kind === 'found' && other.why).toContain('other workers (worker0)');
+  });
   it('says when nothing is comparable instead of picking a CPU run for a GPU one', () => {
     const runs = [RUNS[0], RUNS[2]];
     const choice = chooseComparison(A100, runs, 'CUDA', new Map([['cpu_cnn', 'CPU']]));

@@ -3,7 +3,8 @@
 // so B is, in order of preference:
 //   1. another span of A's worker (the same program profiled again),
 //   2. another worker of A's run (same program, same kind of device),
-//   3. the first other run whose device type (`/info` device_type) is A's,
+//   3. another run whose device type (`/info` device_type) is A's, one with the same workers
+//      (the same job recorded again) before the others, each group in run order,
 // and nothing otherwise: the page says so instead of comparing unlike profiles.
 
 import type { RunInfo } from '../../api/types';
@@ -28,10 +29,15 @@ export function chooseComparison(a: { run: string; worker: string; span: number 
   const otherWorker = current?.workers.find((w) => w !== a.worker);
   if (otherWorker) return { kind: 'found', b: { run: a.run, worker: otherWorker, span: a.span }, why: 'another worker of this run' };
   if (deviceA === null) return { kind: 'none', why: 'the device type of this profile is not known' };
-  for (const run of runs) {
-    if (run.name === a.run || !run.workers.length) continue;
+  const workersA = current?.workers ?? [a.worker];
+  const sameWorkers = (run: RunInfo) => run.workers.length === workersA.length && run.workers.every((w) => workersA.includes(w));
+  const others = runs.filter((run) => run.name !== a.run && run.workers.length);
+  for (const run of [...others.filter(sameWorkers), ...others.filter((r) => !sameWorkers(r))]) {
     if (!deviceOf.has(run.name)) return { kind: 'probe', run };
-    if (deviceOf.get(run.name) === deviceA) return { kind: 'found', b: { run: run.name, worker: run.workers[0], span: 1 }, why: `another ${deviceA} run` };
+    if (deviceOf.get(run.name) !== deviceA) continue;
+    const worker = run.workers.includes(a.worker) ? a.worker : run.workers[0];
+    const why = sameWorkers(run) ? `another ${deviceA} run with the same workers` : `another ${deviceA} run, with other workers (${run.workers.slice(0, 3).join(', ')})`;
+    return { kind: 'found', b: { run: run.name, worker, span: 1 }, why };
   }
   return { kind: 'none', why: `this run has one span and one worker, and no other run ran on ${deviceA}` };
 }

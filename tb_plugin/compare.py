@@ -1,0 +1,302 @@
+"""`python -m tb_plugin compare A B`: why B's step time differs from A's, for people and CI.
+
+A and B are trace files, run directories (one worker picked by --worker / --worker-b, one span
+by --span / --span-b; a run of several workers without --worker compares every worker found in
+both runs, rank by rank) or fsspec URLs. The explanation is `tb_plugin.diff`'s; this module only
+resolves the inputs, loads them (progress on stderr), formats the answer and picks the exit
+status: 0 when no regression beyond --threshold, 1 when one, 2 on bad input (with the reason).
+"""
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .errors import BadParameterError, PublicError
+from .profile import Profile, diff, diff_ranks, load, load_run
+from .storage import is_url
+from .views.diff import DiffView
+from .views.regression import CAUSES, DEFAULT_THRESHOLD_PCT, REGRESSION
+
+PROGRESS_AFTER_S = 1.0  # a load quicker than this prints nothing: progress is for large traces
+MARKDOWN_CONTRIBUTORS = 5
+
+
+@dataclass
+class Side:
+    """What one side names: a trace file, or a run directory with a worker (None: every
+    worker) and a span."""
+
+    path: str
+    worker: str | None
+    span: int
+
+
+@dataclass
+class Comparison:
+    """The answer: per compared pair (one, or one per rank) its label and diff; `ranks` the
+    per-rank table when several ranks were compared, else None."""
+
+    label_a: str
+    label_b: str
+    threshold_pct: float
+    pairs: dict
+    ranks: pd.DataFrame | None
+
+    @property
+    def main(self) -> DiffView:
+        """The diff shown in full: the only one, or the rank that changed most."""
+        key = self.ranks["worker"].iloc[0] if self.ranks is not None else next(iter(self.pairs))
+        return self.pairs[key]
+
+    @property
+    def regressed(self) -> bool:
+        return any((view.explanation["verdict"] == REGRESSION).any() for view in self.pairs.values())
+
+
+def _is_trace_file(path):
+    if is_url(path):
+        return path.endswith((".json", ".json.gz"))
+    return os.path.isfile(path)
+
+
+def _progress_printer(label):
+    """A `progress(stage, fraction)` printing to stderr, at most every 10%, once the load has
+    run PROGRESS_AFTER_S."""
+    started = time.monotonic()
+    shown = {"stage": None, "tenth": -1}
+
+    def progress(stage, fraction):
+        if time.monotonic() - started < PROGRESS_AFTER_S:
+            return
+        tenth = -1 if fraction is None else int(fraction * 10)
+        if (stage, tenth) != (shown["stage"], shown["tenth"]):
+            shown.update(stage=stage, tenth=tenth)
+            done = "" if fraction is None else f" {fraction:.0%}"
+            print(f"{label}: {stage}{done} ({time.monotonic() - started:.1f} s)", file=sys.stderr, flush=True)
+    return progress
+
+
+def _workers(side, run):
+    if side.worker is not None:
+        if side.worker not in run.workers:
+            raise BadParameterError(f"{side.path}: no worker {side.worker!r}; workers: {', '.join(run.workers)}")
+        return [side.worker]
+    return run.workers
+
+
+def _loader(side, run, worker, name):
+    label = f"{name} {side.path}" + (f" [{worker}, span {side.span}]" if run is not None else "")
+
+    def load_it() -> Profile:
+        if run is None:
+            return load(side.path, _progress_printer(label))
+        return run.profile(worker, side.span, _progress_printer(label), keep=False)
+    return load_it
+
+
+def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Comparison:
+    """Load and diff what `a` and `b` name; raises `PublicError` (with its reason) on bad input."""
+    if not (threshold_pct >= 0 and math.isfinite(threshold_pct)):
+        raise BadParameterError(f"--threshold takes a percentage >= 0, not {threshold_pct}")
+    runs = {n: (None if _is_trace_file(s.path) else load_run(s.path)) for n, s in (("A", a), ("B", b))}
+    workers = {n: ([None] if runs[n] is None else _workers(s, runs[n])) for n, s in (("A", a), ("B", b))}
+    for n, s in (("A", a), ("B", b)):
+        if runs[n] is not None and s.span < 1:
+            raise BadParameterError(f"--span{'-b' if n == 'B' else ''} counts from 1, not {s.span}")
+    if len(workers["A"]) > 1 and len(workers["B"]) > 1:
+        printers = {}
+
+        def progress(side, worker, stage, fraction):
+            key = (side, worker)
+            if key not in printers:
+                printers[key] = _progress_printer(f"{side} {(a if side == 'A' else b).path} [{worker}]")
+            printers[key](stage, fraction)
+        ranks, views = diff_ranks(runs["A"], runs["B"], a.span, b.span, threshold_pct, progress)
+        return Comparison(f"{a.path} [every worker, span {a.span}]", f"{b.path} [every worker, span {b.span}]",
+                          threshold_pct, views, ranks)
+    if len(workers["A"]) > 1 or len(workers["B"]) > 1:
+        many = "A" if len(workers["A"]) > 1 else "B"
+        raise BadParameterError(f"{many} is a run of {len(workers[many])} workers ({', '.join(workers[many][:8])}"
+                                f"{', ...' if len(workers[many]) > 8 else ''}) and the other side one trace: "
+                                f"name one worker with --worker{'-b' if many == 'B' else ''}")
+    worker_a, worker_b = workers["A"][0], workers["B"][0]
+    view = diff(_loader(a, runs["A"], worker_a, "A")(), _loader(b, runs["B"], worker_b, "B")(), threshold_pct)
+
+    def label(side, run, worker):
+        return side.path if run is None else f"{side.path} [{worker}, span {side.span}]"
+    return Comparison(label(a, runs["A"], worker_a), label(b, runs["B"], worker_b), threshold_pct,
+                      {worker_a or "": view}, None)
+
+
+# --- formatting ---------------------------------------------------------------------------
+
+def _ms(us):
+    return f"{us / 1000:.3f}"
+
+
+def _signed_ms(us):
+    return f"{us / 1000:+.3f}"
+
+
+def _verdict_line(comparison):
+    step = comparison.main.explanation.iloc[0]
+    words = {"regression": "REGRESSION", "improvement": "improvement", "noise": "within noise"}
+    return (f"step time {_ms(step['mean_us_a'])} -> {_ms(step['mean_us_b'])} ms ({_signed_ms(step['mean_us_delta'])} ms, "
+            f"{step['change_pct']:+.1f}%): {words[step['verdict']]} at a {comparison.threshold_pct:g}% threshold")
+
+
+def _cause_rows(explanation):
+    rows = []
+    for r in explanation.itertuples():  # eight rows
+        share = "" if pd.isna(r.share_pct) else f"{r.share_pct + 0.0:.0f}%"  # no "-0%"
+        rows.append([r.cause, _ms(r.mean_us_a), _ms(r.mean_us_b), _signed_ms(r.mean_us_delta), share,
+                     f"{_ms(r.median_us_a)} ± {_ms(r.spread_us_a)}", f"{_ms(r.median_us_b)} ± {_ms(r.spread_us_b)}",
+                     r.verdict])
+    return ["cause", "A ms/step", "B ms/step", "delta ms", "share", "A median ± spread", "B median ± spread",
+            "verdict"], rows
+
+
+def _contributor_rows(contributors, limit):
+    rows = []
+    for cause in CAUSES:
+        mine = contributors[contributors["cause"] == cause].sort_values("delta_us", key=abs, ascending=False)
+        for r in mine.head(limit).itertuples():
+            where = f"{r.operator}: " if r.operator and r.operator != r.name else ""
+            calls = f"{r.calls_a:g} -> {r.calls_b:g}"
+            rows.append([cause, r.part, where + r.name, calls, f"{r.delta_us:+.1f}"])
+    return ["cause", "part", "contributor", "calls/step", "delta us/step"], rows
+
+
+def _text_table(header, rows):
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _short(text, width=90):
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+MATCHED_WARNING = 0.5  # below this share of matched operator nodes, A and B look like other programs
+
+
+def _unrelated_warning(view):
+    """A line saying A and B may be different programs, when most of their operator tree
+    nodes are found on one side only; None otherwise."""
+    matched = float((view.tree["status"] == "matched").mean()) if len(view.tree) else 1.0
+    if matched >= MATCHED_WARNING:
+        return None
+    return (f"warning: only {matched:.0%} of the operator tree's nodes are found in both traces: "
+            "A and B may be different programs, and their difference says little")
+
+
+def format_text(comparison: Comparison) -> str:
+    view = comparison.main
+    step = view.explanation.iloc[0]
+    lines = [f"A: {comparison.label_a} ({step['steps_a']} steps)", f"B: {comparison.label_b} ({step['steps_b']} steps)"]
+    warning = _unrelated_warning(view)
+    if warning:
+        lines.append(warning)
+    if comparison.ranks is not None:
+        ranks = comparison.ranks
+        lines += ["", f"{len(ranks)} ranks compared; the ones that changed most:",
+                  _text_table(["worker", "A ms/step", "B ms/step", "delta ms", "change", "verdict", "top cause"],
+                              [[r.worker, _ms(r.mean_us_a), _ms(r.mean_us_b), _signed_ms(r.mean_us_delta),
+                                f"{r.change_pct:+.1f}%", r.verdict, f"{r.top_cause} ({_signed_ms(r.top_cause_us)} ms)"]
+                               for r in ranks.head(10).itertuples()]),
+                  "", f"in detail, {ranks['worker'].iloc[0]}:"]
+    lines += ["", _verdict_line(comparison), "", _text_table(*_cause_rows(view.explanation))]
+    header, rows = _contributor_rows(view.contributors, 3)
+    if rows:
+        lines += ["", "top contributors (per step):",
+                  _text_table(header, [[*r[:2], _short(r[2]), *r[3:]] for r in rows])]
+    lines += ["", "A change is a regression when it exceeds the threshold (share of A's mean step time) and the "
+                  "difference of medians exceeds twice the spread (1.4826 x MAD) of each side; else noise."]
+    return "\n".join(lines)
+
+
+def _markdown_table(header, rows):
+    cells = lambda row: "| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"  # noqa: E731
+    return "\n".join([cells(header), "|" + "---|" * len(header), *(cells(r) for r in rows)])
+
+
+def format_markdown(comparison: Comparison) -> str:
+    view = comparison.main
+    mark = ":red_circle:" if comparison.regressed else ":white_check_mark:"
+    warning = _unrelated_warning(view)
+    parts = [f"### {mark} {_verdict_line(comparison)}", "",
+             f"A: `{comparison.label_a}` · B: `{comparison.label_b}`", "", *([f"> {warning}", ""] if warning else [])]
+    if comparison.ranks is not None:
+        parts += [_markdown_table(["rank", "A ms/step", "B ms/step", "Δ ms", "verdict", "top cause"],
+                                  [[r.worker, _ms(r.mean_us_a), _ms(r.mean_us_b), _signed_ms(r.mean_us_delta),
+                                    r.verdict, r.top_cause] for r in comparison.ranks.head(5).itertuples()]),
+                  "", f"Rank `{comparison.ranks['worker'].iloc[0]}` in detail:", ""]
+    parts += [_markdown_table(*_cause_rows(view.explanation))]
+    header, rows = _contributor_rows(view.contributors, 1)
+    if rows:
+        parts += ["", "<details><summary>Top contributors</summary>", "",
+                  _markdown_table(header, [[*r[:2], f"`{_short(r[2], 120)}`", *r[3:]] for r in rows]
+                                  [:MARKDOWN_CONTRIBUTORS * 2]),
+                  "", "</details>"]
+    return "\n".join(parts) + "\n"
+
+
+def _records(frame):
+    return frame.astype(object).where(frame.notna(), None).to_dict("records")
+
+
+def format_json(comparison: Comparison) -> str:
+    view = comparison.main
+    body = {"a": comparison.label_a, "b": comparison.label_b, "threshold_pct": comparison.threshold_pct,
+            "regressed": comparison.regressed, "explanation": _records(view.explanation),
+            "contributors": _records(view.contributors),
+            "ranks": None if comparison.ranks is None else _records(comparison.ranks)}
+    if comparison.ranks is not None:
+        body["worker"] = comparison.ranks["worker"].iloc[0]
+    return json.dumps(body, indent=2, default=lambda v: v.item() if hasattr(v, "item") else str(v))
+
+
+def add_arguments(parser):
+    parser.add_argument("a", help="the baseline: a trace file, a run directory or an fsspec URL")
+    parser.add_argument("b", help="the trace compared with it, named the same ways")
+    parser.add_argument("--worker", help="A's worker when A is a run directory (default: its only worker; "
+                                         "a run of several workers compares each worker found in both runs)")
+    parser.add_argument("--span", type=int, default=1, help="A's span when A is a run directory (default 1)")
+    parser.add_argument("--worker-b", help="B's worker (default: --worker)")
+    parser.add_argument("--span-b", type=int, default=None, help="B's span (default: --span)")
+    parser.add_argument("--threshold", type=float, default=None, metavar="PCT",
+                        help="exit 1 when the step time or a cause regressed by more than PCT%% of A's mean step "
+                             f"time, beyond the step-to-step noise (default: report at {DEFAULT_THRESHOLD_PCT:g}%%, exit 0)")
+    parser.add_argument("--json", metavar="FILE", help="write the explanation as JSON to FILE")
+    parser.add_argument("--markdown", metavar="FILE", help="write a summary for a pull request comment to FILE")
+
+
+def run(args) -> int:
+    """The `compare` command: 0 no regression (or no --threshold), 1 regression, 2 bad input."""
+    threshold = DEFAULT_THRESHOLD_PCT if args.threshold is None else args.threshold
+    try:
+        comparison = compare(Side(args.a, args.worker, args.span),
+                             Side(args.b, args.worker_b or args.worker, args.span if args.span_b is None else args.span_b),
+                             threshold)
+    except PublicError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        for path, text in ((args.json, format_json), (args.markdown, format_markdown)):
+            if path:
+                with open(path, "w", encoding="utf-8") as out:
+                    out.write(text(comparison))
+    except OSError as exc:
+        print(f"error: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    regressed = args.threshold is not None and comparison.regressed
+    try:
+        print(format_text(comparison), flush=True)
+    except BrokenPipeError:  # `... | head`: the reader left; the verdict still decides the status
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 1 if regressed else 0
