@@ -9,6 +9,7 @@ Python API::
     run.profile("worker0", span=1)
     run.distributed(span=1)                                # several workers of one run
     tb_plugin.diff(profile_a, profile_b)                   # two profiles side by side
+    tb_plugin.load_snapshot("rank0.pickle")                # a CUDA memory snapshot -> MemorySnapshot
 
 Every loading problem raises `tb_plugin.TraceError`.
 """
@@ -17,8 +18,9 @@ __version__ = "0.1.0"  # first: modules imported below read it
 
 from .errors import TraceError  # noqa: E402
 
-__all__ = ["Profile", "Run", "TraceError", "diff", "load", "load_run", "__version__"]
+__all__ = ["MemorySnapshot", "Profile", "Run", "TraceError", "diff", "load", "load_run", "load_snapshot", "__version__"]
 _FROM_PROFILE = {"Profile", "Run", "diff", "load", "load_run"}
+_FROM_MEMORY_SNAPSHOT = {"MemorySnapshot", "load_snapshot"}
 
 
 def __getattr__(name):
@@ -28,6 +30,9 @@ def __getattr__(name):
     if name in _FROM_PROFILE:
         from . import profile
         return getattr(profile, name)
+    if name in _FROM_MEMORY_SNAPSHOT:
+        from . import memory_snapshot
+        return getattr(memory_snapshot, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -1,0 +1,55 @@
+"""The columnar model of one memory snapshot.
+
+Tables (pandas), ids are row positions, -1 means "absent":
+
+- `entries`: one row per action of `device_traces`, devices one after another, each device's
+  in its recorded order: entry (row number), device, action (categorical over `ACTIONS` and
+  any other met), addr, size, stream, time_us (the allocator's clock, microseconds since the
+  epoch, NaN when not recorded), stack, pool (into `pools`, -1 when the entry names none),
+  device_free (bytes free on the device, `oom` entries only, else -1);
+- `segments`: the allocator's segments when the snapshot was taken: device, address,
+  total_size, stream, segment_type ("small"/"large"), pool, allocated_size, active_size,
+  requested_size;
+- `blocks`: their blocks: segment (row of `segments`), device, address, size,
+  requested_size (what the caller asked for; `size` is rounded up), state (categorical over
+  `BLOCK_STATES`), stack;
+- `frames`: distinct stack frames: filename, line, name;
+- `stack_frames`: each distinct stack as its frames, innermost (depth 0) first: stack, depth,
+  frame (row of `frames`);
+- `pools`: pool (code), pool_id (the allocator's `(a, b)` id as "a,b"; "0,0" is the default
+  pool, any other a private pool: a CUDA graph's, a `MemPool`'s, FSDP's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+           "segment_unmap", "oom", "snapshot")
+BLOCK_STATES = ("active_allocated", "active_pending_free", "active_awaiting_free", "inactive")
+TABLES = ("entries", "segments", "blocks", "frames", "stack_frames", "pools")
+DEFAULT_POOL_ID = "0,0"
+
+
+@dataclass
+class SnapshotModel:
+    """One snapshot as columnar tables (module docstring)."""
+
+    entries: pd.DataFrame
+    segments: pd.DataFrame
+    blocks: pd.DataFrame
+    frames: pd.DataFrame
+    stack_frames: pd.DataFrame
+    pools: pd.DataFrame
+    device_count: int
+    allocator_settings: dict = field(default_factory=dict)
+
+    def devices(self) -> list[int]:
+        """Devices with a trace or a segment, in order."""
+        import numpy as np
+
+        return sorted(int(d) for d in np.union1d(self.entries["device"].unique(), self.segments["device"].unique()))
