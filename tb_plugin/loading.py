@@ -12,6 +12,11 @@ One memory budget covers what the process holds: parsed profiles with what their
 cached (the timeline index included), the loads in flight (reserved by their estimate before
 they start, re-estimated per event once the events are counted, cancelled when that no
 longer fits) and the reply cache (`ReplyCache`, bounded in bytes).
+
+Memory snapshots listed with a run (`snapshot`) go through the same machinery, keyed by
+their path: loaded in the background, failures remembered, counted in the budget (reserved
+before the read by `memory_snapshot.PEAK_BYTES_PER_SNAPSHOT_BYTE` per inflated byte), and
+their decoded tables kept in the disk cache like a trace's (`_snapshot_or_cached`).
 """
 
 import gzip
@@ -32,11 +37,14 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
 from .errors import FileAccessError, NotFoundError, TraceError
+from .snapshot.model import SnapshotModel
+from .snapshot.model import model_bytes as snapshot_model_bytes
 from .stages import STAGE_QUEUED, STAGE_READING
 from .storage import GZIP_MAGIC, Storage, inflate_head
 
 if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and polars
     from .cache import ModelCache
+    from .memory_snapshot import MemorySnapshot
     from .profile import Profile
 
 logger = logging.getLogger(__name__)
@@ -104,9 +112,10 @@ def held_bytes(value, depth=0):
 
 
 def profile_bytes(profile):
-    """A profile's tables and what its views cached on the model."""
+    """A profile's (or a memory snapshot's) tables and what its views cached on the model."""
     model = profile.model
-    return model_bytes(model) + held_bytes(model.__dict__.get("_view_cache", {}))
+    tables = snapshot_model_bytes(model) if isinstance(model, SnapshotModel) else model_bytes(model)
+    return tables + held_bytes(model.__dict__.get("_view_cache", {}))
 
 
 class ReplyCache:
@@ -318,7 +327,7 @@ class RunStore:
                 self.scan_error = f"cannot scan the log directory: {exc}"
                 self._scanned.set()
                 return
-            current = {f.path for run in runs.values() for f in run.files()}
+            current = {f.path for run in runs.values() for f in (*run.files(), *run.snapshot_files())}
             with self._lock:
                 self._runs = runs
                 for path in list(self._files):
@@ -354,8 +363,31 @@ class RunStore:
                         {"worker": f.worker, "span": f.span, "path": printable(f.path), "reason": s.error}
                         for f, s in zip(files, states) if s.status == "error"
                     ],
+                    "snapshots": [self._snapshot_listing(f) for f in run.snapshot_files()],
                 })
             return out
+
+    def _snapshot_listing(self, snapshot_file):
+        state = self._files.get(snapshot_file.path) or _FileState()
+        return {"name": snapshot_file.worker, "span": snapshot_file.span, "path": printable(snapshot_file.path),
+                "status": "ready" if snapshot_file.path in self._profiles else state.status,
+                "reason": state.error if state.status == "error" else ""}
+
+    def snapshot_file(self, run: str, name: str, span: int = 1) -> SpanFile:
+        """The memory snapshot file `name` (as listed with the run) of `run`."""
+        files = self.run_files(run)
+        spans = files.snapshots.get(name)
+        if spans is None:
+            raise NotFoundError(f"run {run!r} has no memory snapshot {name!r}; it has {sorted(files.snapshots)}")
+        if not 1 <= span <= len(spans):
+            raise NotFoundError(f"memory snapshot {name!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
+        return spans[span - 1]
+
+    def snapshot(self, run: str, name: str, span: int = 1) -> "MemorySnapshot | Loading":
+        """The `MemorySnapshot`, or a `Loading` while it is read; raises `NotFoundError`/`TraceError`."""
+        path = self.snapshot_file(run, name, span).path
+        self._refresh(path)
+        return self._profile_of(path)
 
     def run_files(self, run: str) -> RunFiles:
         # Right after start-up the first scan may still run: "no such run" must mean it.
@@ -752,9 +784,45 @@ class RunStore:
 
         return self.cache.get(self.cache.key(display), identity, admit=admit), identity
 
+    def _is_snapshot(self, path):
+        with self._lock:
+            return any(path == f.path for run in self._runs.values() for f in run.snapshot_files())
+
+    def _snapshot_or_cached(self, path):
+        """(the memory snapshot of `path`, from the disk cache or read, and the identity its
+        cache entry is of, or None), within the memory budget."""
+        from .memory_snapshot import PEAK_BYTES_PER_SNAPSHOT_BYTE, MemorySnapshot, snapshot_from_bytes, snapshot_limit
+        from .snapshot.model import SnapshotParts, from_parts, to_parts
+
+        display = self._storage.display(path)
+        self._progress(path, STAGE_READING, None)
+        identity = key = None
+        if self.cache and self.cache.enabled:
+            identity = self._storage.identity(path)
+            key = self.cache.summary_key(display, "memory_snapshot")
+            parts = self.cache.get_summary(key, identity, SnapshotParts)
+            if parts is not None:
+                return MemorySnapshot(from_parts(parts), display), identity
+        limit = snapshot_limit(self.max_parse_bytes)
+        size = self._storage.json_size(path)
+        if size > limit:
+            raise TraceError(display, f"too large to load: reading its {size >> 20} MB needs about "
+                                      f"{size * PEAK_BYTES_PER_SNAPSHOT_BYTE >> 20} MB, more than the "
+                                      f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
+        self._reserve(path, size * PEAK_BYTES_PER_SNAPSHOT_BYTE)
+        stored = self._storage.read_trace(path, partial(self._checked_progress, path, STAGE_READING), limit=limit)
+        snapshot = snapshot_from_bytes(stored.data, display)
+        if identity is not None and self._storage.identity(path) == identity:  # unchanged while read
+            self.cache.put_summary(key, identity, to_parts(snapshot.model), display)
+            return snapshot, identity
+        return snapshot, None
+
     def _parse_or_cached(self, path):
         """(the file's profile, from the disk cache or parsed, and the identity of the file it
-        is of, or None where unknown: no cache, or the file changed while it was parsed)."""
+        is of, or None where unknown: no cache, or the file changed while it was parsed); for
+        a memory snapshot, its `MemorySnapshot` (`_snapshot_or_cached`)."""
+        if self._is_snapshot(path):
+            return self._snapshot_or_cached(path)
         # Imported here, on the loader thread: numpy, pandas, polars and the views cost
         # TensorBoard ~0.5 s and ~60 MB at start-up, also where the plugin is never opened.
         from .profile import Profile, profile_from_bytes
@@ -820,7 +888,8 @@ class RunStore:
             self._enforce_budget(keep=1)
             # The timeline index is built next, off the request path, so the trace view's
             # first paint does not wait for it; what it holds is then counted.
-            self._indexer.submit(self._build_timeline, profile)
+            if hasattr(profile, "timeline_tracks"):  # a trace's Profile, not a memory snapshot
+                self._indexer.submit(self._build_timeline, profile)
         try:  # summaries asked for while it loaded, before the budget can drop it again
             self._build_summaries(path, profile)
         except Exception:  # the request that asked builds it again and reports the failure

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import TraceError
+from .errors import NotFoundError, TraceError
 from .snapshot.decode import decode_snapshot, read_snapshot_dict
 from .snapshot.model import SnapshotModel
 from .storage import open_single
@@ -45,6 +45,15 @@ class MemorySnapshot:
     def devices(self) -> list[int]:
         return self.model.devices()
 
+    def _device(self, device: int | None) -> int:
+        """`device`, or the first device with a trace or a segment when None."""
+        if device is not None:
+            return device
+        devices = self.devices()
+        if not devices:
+            raise NotFoundError(f"{self.source} holds no device's trace or segments")
+        return devices[0]
+
     def info(self) -> dict[str, Any]:
         """Devices, entry / segment / stack counts and the allocator's settings."""
         m = self.model
@@ -59,28 +68,34 @@ class MemorySnapshot:
     def oom(self) -> pd.DataFrame:
         return views.oom(self.model)
 
-    def timeline(self, device: int, start_us: float | None = None, end_us: float | None = None, bins: int = 1000,
+    def timeline(self, device: int | None = None, start_us: float | None = None, end_us: float | None = None, bins: int = 1000,
                  bands: int = views.DEFAULT_TIMELINE_BANDS) -> views.SnapshotTimeline:
-        return views.timeline(self.model, device, start_us, end_us, bins, bands)
+        return views.timeline(self.model, self._device(device), start_us, end_us, bins, bands)
 
-    def live(self, device: int, entry: int | None = None, top: int | None = None) -> pd.DataFrame:
-        return views.live(self.model, device, entry, top)
+    def live(self, device: int | None = None, entry: int | None = None, top: int | None = None) -> pd.DataFrame:
+        return views.live(self.model, self._device(device), entry, top)
 
-    def blame(self, device: int, entry: int | None = None, by: str = "user_frame") -> pd.DataFrame:
-        return views.blame(self.model, device, entry, by)
+    def blame(self, device: int | None = None, entry: int | None = None, by: str = "user_frame") -> pd.DataFrame:
+        return views.blame(self.model, self._device(device), entry, by)
 
-    def categories(self, device: int, entry: int | None = None) -> pd.DataFrame:
-        return views.categories(self.model, device, entry)
+    def categories(self, device: int | None = None, entry: int | None = None) -> pd.DataFrame:
+        return views.categories(self.model, self._device(device), entry)
 
-    def flame(self, device: int, entry: int | None = None, collapse_library: bool = True) -> pd.DataFrame:
-        return views.flame(self.model, device, entry, collapse_library)
+    def flame(self, device: int | None = None, entry: int | None = None, collapse_library: bool = True) -> pd.DataFrame:
+        return views.flame(self.model, self._device(device), entry, collapse_library)
 
-    def state(self, device: int, entry: int | None = None) -> pd.DataFrame:
-        return views.state(self.model, device, entry)
+    def state(self, device: int | None = None, entry: int | None = None) -> pd.DataFrame:
+        return views.state(self.model, self._device(device), entry)
 
     def allocations(self) -> pd.DataFrame:
         """One row per allocation with its lifetime (`views.memory_snapshot.allocations`)."""
         return views.allocations(self.model)
+
+
+def side_by_side(snapshots: dict[str, MemorySnapshot]) -> pd.DataFrame:
+    """The snapshots {name: MemorySnapshot} of a run (one per rank) side by side: each
+    device's peak and OOM (`views.memory_snapshot.ranks`)."""
+    return views.ranks({name: snap.model for name, snap in snapshots.items()})
 
 
 def snapshot_from_bytes(data: Any, source: str) -> MemorySnapshot:

@@ -286,3 +286,99 @@ def test_cli_prints_the_oom_card_and_top_stacks(snapshot, tmp_path, capsys):
     assert "device 1: out of memory" in out and "asked for 3.0 GiB, 123.0 MiB free" in out
     assert "/home/u/model.py:21:forward" in out
     assert main(["memory", str(tmp_path / "missing.pickle")]) == 2
+
+
+# --- found with the run, cached, served ----------------------------------------------------
+
+def _logdir(tmp_path, snapshot):
+    run = tmp_path / "logs" / "job"
+    run.mkdir(parents=True)
+    (run / "rank0.pickle").write_bytes(pickle.dumps(snapshot, protocol=5))
+    (run / "rank1.1700000000.pickle.gz").write_bytes(gzip.compress(pickle.dumps(snapshot, protocol=2)))
+    (run / "rank2.json").write_text(json.dumps(snapshot))
+    (run / "notes.json").write_text('{"lr": 0.1}')  # neither a trace nor a snapshot
+    return tmp_path / "logs"
+
+
+def test_snapshots_are_found_by_name_and_json_by_content(tmp_path, snapshot):
+    from tb_plugin.discovery import discover_runs
+    from tb_plugin.storage import Storage
+
+    runs = discover_runs(Storage(_logdir(tmp_path, snapshot)))
+    assert list(runs) == ["job"] and runs["job"].workers == {}  # a run of snapshots only
+    found = {name: [(f.span, f.stamp, f.path) for f in files] for name, files in runs["job"].snapshots.items()}
+    assert found == {"rank0": [(1, None, "job/rank0.pickle")], "rank1": [(1, 1700000000, "job/rank1.1700000000.pickle.gz")],
+                     "rank2": [(1, None, "job/rank2.json")]}
+
+
+def test_store_serves_snapshots_from_the_disk_cache_when_unchanged(tmp_path, snapshot, snap, monkeypatch):
+    from tb_plugin import loading
+    from tb_plugin.cache import ModelCache
+
+    logdir, cache_dir = _logdir(tmp_path, snapshot), tmp_path / "cache"
+
+    loaded = _wait
+    first = loading.RunStore(str(logdir), cache=ModelCache(cache_dir))
+    assert loaded(first, "rank0").peak().equals(snap.peak())
+    first.stop()
+    reads = []
+    monkeypatch.setattr("tb_plugin.memory_snapshot.read_snapshot_dict", lambda *a: reads.append(a) or 1 / 0)
+    second = loading.RunStore(str(logdir), cache=ModelCache(cache_dir))
+    cached = loaded(second, "rank0")
+    assert reads == [] and cached.peak().equals(snap.peak()) and cached.blame(1).equals(snap.blame(1))
+    assert cached.timeline(1, bins=50).points.equals(snap.timeline(1, bins=50).points)
+    second.stop()
+    # a damaged part (checksum) or a changed file means: read again
+    part = next(p for p in cache_dir.rglob("*.arrow") if "entries" in p.name)
+    part.write_bytes(part.read_bytes()[:-8] + b"\0" * 8)
+    third = loading.RunStore(str(logdir), cache=ModelCache(cache_dir))
+    with pytest.raises(TraceError):  # read again: the patched reader is what fails
+        loaded(third, "rank0")
+    assert len(reads) == 1
+    third.stop()
+
+
+def _wait(store, name, timeout=60):
+    import time
+
+    from tb_plugin.loading import Loading
+
+    store.wait_for_scan(30)
+    deadline = time.monotonic() + timeout
+    while isinstance(result := store.snapshot("job", name), Loading):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    return result
+
+
+def test_routes_answer_tables_csv_and_a_payload_422(tmp_path, snapshot):
+    from .test_api import PREFIX, make_client, wait_route
+
+    logdir = _logdir(tmp_path, snapshot)
+    (logdir / "job" / "evil.pickle").write_bytes(pickle.dumps({"segments": [_Payload(tmp_path / "ran")]}))
+    plugin, client = make_client(logdir)
+    try:
+        listed = client.get(f"{PREFIX}/runs").get_json()["runs"][0]
+        assert [s["name"] for s in listed["snapshots"]] == ["evil", "rank0", "rank1", "rank2"]
+        evil = wait_route(client, f"{PREFIX}/snapshot_peak?run=job&snapshot=evil")
+        assert evil.status_code == 422 and "posix.system" in evil.get_json()["reason"]
+        assert evil.get_json()["path"] == "job/evil.pickle" and not (tmp_path / "ran").exists()
+        peak = wait_route(client, f"{PREFIX}/snapshot_peak?run=job&snapshot=rank1").get_json()
+        assert peak["columns"][:2] == ["device", "peak_allocated_bytes"]
+        assert [row[1] for row in peak["rows"]] == list(tb_plugin.load_snapshot(logdir / "job" / "rank0.pickle").peak()["peak_allocated_bytes"])
+        csv = wait_route(client, f"{PREFIX}/snapshot_blame?run=job&snapshot=rank2&device=1&format=csv").get_data(as_text=True)
+        assert csv.splitlines()[0].startswith("frame,filename,line,name,live_bytes")
+        line = wait_route(client, f"{PREFIX}/snapshot_timeline?run=job&snapshot=rank0&device=0&bins=20&bands=3").get_json()
+        assert set(line) == {"bands", "points", "totals"} and len(line["totals"]["rows"]) == 20
+        ranks = wait_route(client, f"{PREFIX}/snapshot_ranks?run=job")
+        assert ranks.status_code == 422  # evil.pickle cannot be read: said, not hidden
+        (logdir / "job" / "evil.pickle").unlink()
+        plugin.store.rescan()
+        ranks = wait_route(client, f"{PREFIX}/snapshot_ranks?run=job").get_json()
+        assert sorted({row[0] for row in ranks["rows"]}) == ["rank0", "rank1", "rank2"]
+        bad = client.get(f"{PREFIX}/snapshot_state?run=job&snapshot=rank0&device=7")
+        assert bad.status_code == 404 and "has no device 7" in bad.get_json()["reason"]
+        bad = client.get(f"{PREFIX}/snapshot_state?run=job&snapshot=rank0&device=0&entry=100000")
+        assert bad.status_code == 400
+    finally:
+        plugin.store.stop()

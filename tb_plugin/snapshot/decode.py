@@ -31,9 +31,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from .model import ACTIONS, BLOCK_STATES, SnapshotModel
-
-PICKLE_PROTOCOLS = (2, 3, 4, 5)
-_PROTO_OPCODE = 0x80
+from .sniff import PROTO_OPCODE, PICKLE_PROTOCOLS, looks_like_json_snapshot
 
 
 class _Refused(pickle.UnpicklingError):
@@ -52,28 +50,12 @@ class _NoGlobalsUnpickler(pickle.Unpickler):
         raise _Refused("the pickle holds a persistent id: refused (nothing in it was run)")
 
 
-def looks_like_pickle(head):
-    """True when `head` starts like a pickle of a protocol memory snapshots are written in."""
-    return len(head) >= 2 and head[0] == _PROTO_OPCODE and head[1] in PICKLE_PROTOCOLS
-
-
-def looks_like_json_snapshot(head):
-    """True when the first bytes of a JSON document are a memory snapshot's: an object whose
-    first key is one of the snapshot's own."""
-    text = bytes(head[:4096]).lstrip()
-    if not text.startswith(b"{"):
-        return False
-    first = text[1:].lstrip()
-    return any(first.startswith(b'"%s"' % key) for key in
-               (b"segments", b"device_traces", b"allocator_settings", b"external_annotations"))
-
-
 def read_snapshot_dict(data, path):
     """The snapshot dict of the (inflated) bytes `data` of the file `path`: a pickle of
     protocol 2-5 read by `_NoGlobalsUnpickler`, or a JSON snapshot. Anything else, or a
     payload, is a `TraceError` naming the file."""
     head = bytes(data[:2])
-    if head[:1] == bytes([_PROTO_OPCODE]):
+    if head[:1] == bytes([PROTO_OPCODE]):
         if head[1:2] and head[1] not in PICKLE_PROTOCOLS:
             raise TraceError(path, f"a pickle of protocol {head[1]}: memory snapshots are read in protocols 2-5")
         collecting = gc.isenabled()

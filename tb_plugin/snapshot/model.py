@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the tables' type only: importing the model loads no pandas
     import pandas as pd
 
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
@@ -53,3 +53,58 @@ class SnapshotModel:
         import numpy as np
 
         return sorted(int(d) for d in np.union1d(self.entries["device"].unique(), self.segments["device"].unique()))
+
+
+@dataclass
+class SnapshotParts:
+    """A `SnapshotModel` in the form the disk cache stores (`cache.ModelCache.put_summary`):
+    tables without categorical columns (their text as plain strings), settings as JSON text."""
+
+    entries: pd.DataFrame
+    segments: pd.DataFrame
+    blocks: pd.DataFrame
+    frames: pd.DataFrame
+    stack_frames: pd.DataFrame
+    pools: pd.DataFrame
+    device_count: int
+    allocator_settings: str
+
+
+_CATEGORIES = {("entries", "action"): ACTIONS, ("segments", "segment_type"): ("small", "large"),
+               ("blocks", "state"): BLOCK_STATES}
+
+
+def to_parts(model: SnapshotModel) -> SnapshotParts:
+    import json
+
+    tables = {}
+    for name in TABLES:
+        frame = getattr(model, name).copy(deep=False)
+        for (table, column) in _CATEGORIES:
+            if table == name:
+                frame[column] = frame[column].astype(object)
+        tables[name] = frame
+    return SnapshotParts(**tables, device_count=model.device_count,
+                         allocator_settings=json.dumps(model.allocator_settings))
+
+
+def from_parts(parts: SnapshotParts) -> SnapshotModel:
+    import json
+
+    import pandas as pd
+
+    tables = {name: getattr(parts, name) for name in TABLES}
+    for (table, column), known in _CATEGORIES.items():
+        values = tables[table][column].astype(object)
+        categories = list(known) + [v for v in pd.unique(values) if v not in known and isinstance(v, str)]
+        tables[table][column] = pd.Categorical(values, categories=categories)
+    return SnapshotModel(**tables, device_count=int(parts.device_count),
+                         allocator_settings=json.loads(parts.allocator_settings))
+
+
+def model_bytes(model: SnapshotModel) -> int:
+    """Memory the tables take (text columns counted deep once, as they never change)."""
+    known = model.__dict__.get("_tables_bytes")
+    if known is None:
+        known = model.__dict__["_tables_bytes"] = int(sum(getattr(model, n).memory_usage(deep=True).sum() for n in TABLES))
+    return known

@@ -735,3 +735,33 @@ def _largest_alive(model, device, first_pos, last_pos, count):
         if sum(len(f) for f in found) >= count:
             break
     return np.concatenate(found)[:count] if found else np.empty(0, np.int64)
+
+
+SNAPSHOT_RANKS = declare(
+    "snapshot_ranks", "one device of one of the run's memory snapshots (one per rank), side by side",
+    ("snapshot", "str", "", "the snapshot's name as listed with the run (rank0, ...)"),
+    ("device", "int64", "", "CUDA device index"),
+    ("peak_allocated_bytes", "int64", "bytes", "most bytes allocated at once (snapshot_peak)"),
+    ("peak_time_us", "float64", "us", "when (epoch us); null when at the trace's start", NULLABLE),
+    ("peak_reserved_bytes", "int64", "bytes", "most bytes reserved at once"),
+    ("oom", "bool", "", "whether the device's trace has an `oom` entry"),
+    ("oom_requested_bytes", "int64", "bytes", "bytes the last failed allocation asked for; 0 without an OOM"),
+    ("oom_time_us", "float64", "us", "when memory ran out (epoch us); null without an OOM", NULLABLE),
+    ("entries", "int64", "count", "entries of the device's trace"),
+)
+
+
+@documented(SNAPSHOT_RANKS)
+def ranks(models: dict[str, SnapshotModel]) -> pd.DataFrame:
+    """Each snapshot's devices with their peak and OOM, snapshots in the order given."""
+    frames = []
+    for name, model in models.items():
+        p, o = peak(model), oom(model)
+        is_oom = (o["kind"] == "oom").to_numpy()
+        frames.append(pd.DataFrame({
+            "snapshot": name, "device": p["device"], "peak_allocated_bytes": p["peak_allocated_bytes"],
+            "peak_time_us": p["peak_time_us"], "peak_reserved_bytes": p["peak_reserved_bytes"], "oom": is_oom,
+            "oom_requested_bytes": np.where(is_oom, o["requested_bytes"], 0),
+            "oom_time_us": np.where(is_oom, o["time_us"], np.nan), "entries": p["entries"]}))
+    return SNAPSHOT_RANKS.frame(pd.concat(frames, ignore_index=True) if frames else
+                                pd.DataFrame({c: [] for c in SNAPSHOT_RANKS.names}))
