@@ -9,6 +9,7 @@
 Every view is a function of `tb_plugin.views.memory_snapshot` (definitions there).
 """
 
+import gc
 import os
 from typing import Any
 
@@ -100,9 +101,17 @@ def side_by_side(snapshots: dict[str, MemorySnapshot]) -> pd.DataFrame:
 
 def snapshot_from_bytes(data: Any, source: str) -> MemorySnapshot:
     """A `MemorySnapshot` of a snapshot file's (inflated) bytes; `source` names it in errors."""
-    snapshot = read_snapshot_dict(data, source)
-    model = decode_snapshot(snapshot, source)
-    del snapshot
+    # The collector is paused while the millions of dicts are made and read: they all stay
+    # alive until the tables are built, so each pass over them would find nothing to free.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        snapshot = read_snapshot_dict(data, source)
+        model = decode_snapshot(snapshot, source)
+        del snapshot
+    finally:
+        if collecting:
+            gc.enable()
     return MemorySnapshot(model, source)
 
 

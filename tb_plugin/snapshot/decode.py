@@ -92,7 +92,7 @@ def _check_shape(snapshot, path):
         if not isinstance(snapshot.get(key, []), list):
             raise TraceError(path, f"not a memory snapshot: '{key}' is a {type(snapshot[key]).__name__}, not a list")
     for device, entries in enumerate(snapshot.get("device_traces", [])):
-        if not isinstance(entries, list) or not all(type(e) is dict for e in entries):
+        if not isinstance(entries, list) or (entries and set(map(type, entries)) != {dict}):
             raise TraceError(path, f"not a memory snapshot: device_traces[{device}] is not a list of dicts")
     if not all(type(s) is dict and isinstance(s.get("blocks", []), list) for s in snapshot.get("segments", [])):
         raise TraceError(path, "not a memory snapshot: 'segments' is not a list of dicts with lists of blocks")
@@ -109,17 +109,23 @@ class _Interner:
         self._stack_by_ids = {}
 
     def stack_codes(self, frame_lists):
-        """One stack code per list of frame dicts (-1 for an empty or missing one)."""
+        """One stack code per list of frame dicts (-1 for an empty or missing one). Lists
+        shared between entries (through the pickle memo) are looked at once."""
+        if not frame_lists:
+            return np.empty(0, dtype=np.int64)
+        labels, unique_ids = pd.factorize(np.fromiter(map(id, frame_lists), dtype=np.int64, count=len(frame_lists)))
+        first = np.zeros(len(unique_ids), dtype=np.int64)
+        first[labels[::-1]] = np.arange(len(labels) - 1, -1, -1)  # an entry holding each distinct list
         by_ids = self._stack_by_ids
-        keys = [tuple(map(id, frames)) if frames else () for frames in frame_lists]
-        codes = np.empty(len(keys), dtype=np.int64)
-        for i, (key, frames) in enumerate(zip(keys, frame_lists)):
+        codes = np.empty(len(unique_ids), dtype=np.int64)
+        for i, row in enumerate(first.tolist()):
+            frames = frame_lists[row]
+            key = tuple(map(id, frames)) if frames else ()
             code = by_ids.get(key)
             if code is None:
-                code = -1 if not key else self._add_stack(key, frames)
-                by_ids[key] = code
+                code = by_ids[key] = -1 if not key else self._add_stack(key, frames)
             codes[i] = code
-        return codes
+        return codes[labels]
 
     def _add_stack(self, key, frames):
         frame_by_id = self._frame_by_id
@@ -159,13 +165,15 @@ class _Interner:
 
 
 def _column(records, key, default, dtype):
-    """`records[i][key]` for every record as a numpy array, `default` where a record lacks it."""
+    """`records[i][key]` for every record as a numpy array, `default` where a record lacks it
+    (or holds None)."""
+    try:  # the common case, at C speed: every record has the key, with a number
+        return np.fromiter(map(itemgetter(key), records), dtype=dtype, count=len(records))
+    except (KeyError, TypeError):
+        pass
+    values = [r.get(key, default) for r in records]
     try:
-        values = list(map(itemgetter(key), records))
-    except KeyError:
-        values = [r.get(key, default) for r in records]
-    try:
-        return np.array([default if v is None else v for v in values] if None in values else values, dtype=dtype)
+        return np.array([default if v is None else v for v in values], dtype=dtype)
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"'{key}' holds a value that is not a {np.dtype(dtype).name} ({exc})") from None
 
@@ -189,8 +197,13 @@ def _pool_codes(values, pools):
 
 def _categorical(values, categories):
     """Strings as a categorical over `categories`, followed by any others met (in order)."""
-    known = list(categories) + [v for v in dict.fromkeys(values) if v not in categories]
-    return pd.Categorical(values, categories=known)
+    codes = {c: i for i, c in enumerate(categories)}
+    for value in dict.fromkeys(values):
+        codes.setdefault(value, len(codes))
+    if not all(isinstance(c, str) for c in codes):
+        raise ValueError(f"a name that is not text among {list(codes)[:10]}")
+    return pd.Categorical.from_codes(np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values)),
+                                     categories=list(codes))
 
 
 def decode_snapshot(snapshot, path):
@@ -210,17 +223,22 @@ def _decode(snapshot, path):
             continue
         n = len(entries)
         actions = list(map(itemgetter("action"), entries))
+        action = _categorical(actions, ACTIONS)
         time_us = _column(entries, "time_us", np.nan, np.float64)
+        # Only `oom` entries say how much the device had free: read from those alone.
+        device_free = np.full(n, -1, dtype=np.int64)
+        ooms = np.flatnonzero(action.codes == ACTIONS.index("oom"))
+        device_free[ooms] = _column([entries[i] for i in ooms], "device_free", -1, np.int64)
         parts.append(pd.DataFrame({
             "device": np.full(n, device, dtype=np.int64),
-            "action": _categorical(actions, ACTIONS),
+            "action": action,
             "addr": _column(entries, "addr", -1, np.int64),
             "size": _column(entries, "size", 0, np.int64),
             "stream": _column(entries, "stream", 0, np.int64),
             "time_us": time_us,
             "stack": interner.stack_codes(_optional_list(entries, "frames")),
             "pool": _pool_codes(_optional_list(entries, "pool_id"), pools),
-            "device_free": _column(entries, "device_free", -1, np.int64),
+            "device_free": device_free,
         }))
     entries = (pd.concat(parts, ignore_index=True) if parts else
                pd.DataFrame({"device": np.empty(0, np.int64), "action": pd.Categorical([], categories=list(ACTIONS)),

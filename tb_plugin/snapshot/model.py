@@ -49,10 +49,14 @@ class SnapshotModel:
     allocator_settings: dict = field(default_factory=dict)
 
     def devices(self) -> list[int]:
-        """Devices with a trace or a segment, in order."""
+        """Devices with a trace or a segment, in order (tables never change: found once)."""
         import numpy as np
 
-        return sorted(int(d) for d in np.union1d(self.entries["device"].unique(), self.segments["device"].unique()))
+        known = self.__dict__.get("_devices")
+        if known is None:
+            known = self.__dict__["_devices"] = sorted(
+                int(d) for d in np.union1d(self.entries["device"].unique(), self.segments["device"].unique()))
+        return list(known)
 
 
 @dataclass
