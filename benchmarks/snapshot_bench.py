@@ -105,9 +105,10 @@ def child(kind, path, queries, seed):
     snap = load_snapshot(path, max_memory_bytes=64 << 30)
     load_seconds = time.perf_counter() - start
     load_peak = vm_hwm()
+    entries = len(snap.model.entries)
     start = time.perf_counter()
     whole = snap.timeline(0, bins=1600)
-    first_paint = time.perf_counter() - start
+    first_paint = time.perf_counter() - start  # building the lifetime index on the way
     t0, t1 = whole.totals["start_us"].iloc[0], snap.model.entries["time_us"].iloc[-1]
     rng = np.random.default_rng(seed)
     latencies = []
@@ -117,9 +118,19 @@ def child(kind, path, queries, seed):
         start = time.perf_counter()
         snap.timeline(0, lo, lo + width, bins=1600)
         latencies.append(time.perf_counter() - start)
+    del snap, whole
+    fresh = load_snapshot(path, max_memory_bytes=64 << 30)
+    start = time.perf_counter()
+    fresh.index()  # what the server does on its index thread right after a load
+    index_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    fresh.timeline(0, bins=1600)
+    indexed_paint = time.perf_counter() - start
+    del fresh
     print(json.dumps({"seconds": load_seconds, "peak_rss": load_peak, "rss_before_load": base,
-                      "first_paint_seconds": first_paint, "zoom_p50_ms": float(np.percentile(latencies, 50)) * 1000,
-                      "zoom_p95_ms": float(np.percentile(latencies, 95)) * 1000, "entries": len(snap.model.entries),
+                      "first_paint_seconds": first_paint, "index_seconds": index_seconds,
+                      "indexed_paint_seconds": indexed_paint, "zoom_p50_ms": float(np.percentile(latencies, 50)) * 1000,
+                      "zoom_p95_ms": float(np.percentile(latencies, 95)) * 1000, "entries": entries,
                       "child_peak_rss": vm_hwm()}))
 
 
@@ -150,7 +161,8 @@ def main(argv=None):
     print(f"load_snapshot:         {ours['seconds']:.2f} s = {ours['seconds'] / baseline['seconds']:.2f}x (target 1.5x)")
     print(f"load peak RSS:         {ours['peak_rss'] / 1e6:,.0f} MB = {ours['peak_rss'] / size:.2f}x the file (target 3x); "
           f"pickle.loads' own: {baseline['peak_rss'] / 1e6:,.0f} MB = {baseline['peak_rss'] / size:.2f}x")
-    print(f"first paint:           {ours['first_paint_seconds'] * 1000:.0f} ms (target 1 s)")
+    print(f"first paint:           {ours['first_paint_seconds'] * 1000:.0f} ms right after load (target 1 s); "
+          f"{ours['indexed_paint_seconds'] * 1000:.0f} ms once the server's index is built ({ours['index_seconds']:.2f} s after load)")
     print(f"zoom:                  p50 {ours['zoom_p50_ms']:.1f} ms, p95 {ours['zoom_p95_ms']:.1f} ms (target 50 ms)")
 
 

@@ -888,16 +888,20 @@ class RunStore:
             self._enforce_budget(keep=1)
             # The timeline index is built next, off the request path, so the trace view's
             # first paint does not wait for it; what it holds is then counted.
-            if hasattr(profile, "timeline_tracks"):  # a trace's Profile, not a memory snapshot
-                self._indexer.submit(self._build_timeline, profile)
+            self._indexer.submit(self._build_timeline, profile)
         try:  # summaries asked for while it loaded, before the budget can drop it again
             self._build_summaries(path, profile)
         except Exception:  # the request that asked builds it again and reports the failure
             logger.exception("summarising %s failed", path)
 
     def _build_timeline(self, profile):
+        from .memory_snapshot import MemorySnapshot
+
         try:
-            profile.timeline()
+            if isinstance(profile, MemorySnapshot):  # its Active Memory Timeline's indexes
+                profile.index()
+            else:
+                profile.timeline()
         except Exception:  # the request that asks for it reports the failure
             logger.exception("indexing the timeline of %s failed", profile.source)
             return

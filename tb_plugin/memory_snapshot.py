@@ -88,6 +88,13 @@ class MemorySnapshot:
     def state(self, device: int | None = None, entry: int | None = None) -> pd.DataFrame:
         return views.state(self.model, self._device(device), entry)
 
+    def index(self) -> None:
+        """Build now what the timeline's first answer would otherwise build (each allocation's
+        lifetime, each device's allocated and reserved series with their block maxima):
+        the server does it on a background thread right after the load."""
+        for device in self.devices():
+            views.prepare_timeline(self.model, device)
+
     def allocations(self) -> pd.DataFrame:
         """One row per allocation with its lifetime (`views.memory_snapshot.allocations`)."""
         return views.allocations(self.model)

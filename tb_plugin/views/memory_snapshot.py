@@ -175,9 +175,8 @@ def allocations(model: SnapshotModel) -> pd.DataFrame:
 
 def _allocations(model):
     e = model.entries
-    action = e["action"].astype(object).to_numpy()
-    is_alloc = action == "alloc"
-    is_free = (action == "free_completed") | (action == "free")
+    is_alloc = _action_is(model, "alloc")
+    is_free = _action_is(model, "free_completed", "free")
     rows = np.flatnonzero(is_alloc | is_free)
     device, addr = e["device"].to_numpy()[rows], e["addr"].to_numpy()[rows]
     order = rows[np.lexsort((rows, addr, device))]
@@ -241,6 +240,14 @@ def _allocations(model):
     return out
 
 
+def _action_is(model, *names):
+    """Boolean mask of the entries whose action is one of `names` (on the categorical's codes:
+    no text per entry)."""
+    action = model.entries["action"]
+    wanted = [i for i, c in enumerate(action.cat.categories) if c in names]
+    return np.isin(action.cat.codes.to_numpy(), wanted)
+
+
 def _segment_pool(model, device, addr):
     seg = model.segments.sort_values(["device", "address"], ignore_index=True)
     pools = np.full(len(addr), 0, dtype=np.int64)
@@ -280,6 +287,72 @@ class _Series:
     reserved: np.ndarray
     before_allocated: int
     before_reserved: int
+    allocated_blocks: list  # _BlockMaxima of `allocated`, finest first
+    reserved_blocks: list
+
+
+# Block sizes of the maxima kept per series: a column of the timeline reads at most two
+# partial blocks per level and the whole blocks of the coarsest, however many entries it spans.
+_BLOCK_SIZES = (64, 4096)
+
+
+@dataclass
+class _BlockMaxima:
+    """Per block of `size` consecutive entries: the largest value and the first position holding it."""
+
+    size: int
+    maxima: np.ndarray
+    positions: np.ndarray
+
+
+def _block_maxima(values, step, positions):
+    """(largest, first position holding it) of `values` (found at `positions`) per run of `step` of them."""
+    starts = np.arange(0, len(values), step)
+    if not len(starts):
+        return values, positions
+    maxima = np.maximum.reduceat(values, starts)
+    hit = values == np.repeat(maxima, np.diff(np.r_[starts, len(values)]))
+    first = np.minimum.reduceat(np.where(hit, np.arange(len(values)), len(values)), starts)
+    return maxima, positions[first]
+
+
+def _levels(values):
+    """The entries themselves (block size 1), then the coarser block maxima, each built from the one below."""
+    levels = [_BlockMaxima(1, values, np.arange(len(values)))]
+    for size in _BLOCK_SIZES:
+        below = levels[-1]
+        levels.append(_BlockMaxima(size, *_block_maxima(below.maxima, size // below.size, below.positions)))
+    return levels
+
+
+def _range_max(levels, lo, hi):
+    """(largest value, first position holding it) over entries [lo, hi) of each column, from
+    the coarsest whole blocks inward; columns with lo >= hi get (-1, -1)."""
+    best = np.full(len(lo), np.iinfo(np.int64).min, dtype=np.int64)
+    where = np.full(len(lo), -1, dtype=np.int64)
+    pending = [(np.arange(len(lo)), lo.astype(np.int64), hi.astype(np.int64))]
+    for level in reversed(levels):
+        size, next_pending = level.size, []
+        for cols, a, b in pending:
+            first_block, end_block = -(-a // size), b // size
+            whole = end_block > first_block
+            if size > 1:  # what whole blocks leave on either side goes to the finer levels
+                next_pending += [(cols[~whole], a[~whole], b[~whole]),
+                                 (cols[whole], a[whole], first_block[whole] * size),
+                                 (cols[whole], end_block[whole] * size, b[whole])]
+            c, f, e = cols[whole], first_block[whole], end_block[whole]
+            if not len(c):
+                continue
+            lengths = e - f
+            offsets = np.cumsum(lengths) - lengths
+            idx = np.arange(int(lengths.sum())) - np.repeat(offsets, lengths) + np.repeat(f, lengths)
+            values = level.maxima[idx]
+            top = np.maximum.reduceat(values, offsets)
+            pos = np.minimum.reduceat(np.where(values == np.repeat(top, lengths), level.positions[idx], np.iinfo(np.int64).max), offsets)
+            better = (top > best[c]) | ((top == best[c]) & (pos < where[c]))
+            best[c[better]], where[c[better]] = top[better], pos[better]
+        pending = [(c, a, b) for c, a, b in next_pending if len(c)]
+    return best, where
 
 
 def _series(model, device):
@@ -299,15 +372,15 @@ def _build_series(model, device):
     np.add.at(delta, a["free_pos"].to_numpy()[freed], -size[freed])
     before_allocated = int(size[a["alloc_pos"].to_numpy() < 0].sum())
     allocated = before_allocated + np.cumsum(delta[:n])
-    action = e["action"].astype(object).to_numpy()[start:end]
     seg_size = e["size"].to_numpy()[start:end]
-    sign = np.select([np.isin(action, ["segment_alloc", "segment_map"]), np.isin(action, ["segment_free", "segment_unmap"])],
-                     [1, -1], 0)
+    sign = np.select([_action_is(model, "segment_alloc", "segment_map")[start:end],
+                      _action_is(model, "segment_free", "segment_unmap")[start:end]], [1, -1], 0)
     change = np.cumsum(sign * seg_size)
     reserved_end = int(model.segments["total_size"][model.segments["device"] == device].sum())
     before_reserved = reserved_end - (int(change[-1]) if n else 0)
-    return _Series(start, e["time_us"].to_numpy()[start:end], allocated, before_reserved + change,
-                   before_allocated, before_reserved)
+    reserved = before_reserved + change
+    return _Series(start, e["time_us"].to_numpy()[start:end], allocated, reserved, before_allocated, before_reserved,
+                   _levels(allocated), _levels(reserved))
 
 
 def _check_device(model, device):
@@ -347,13 +420,13 @@ def peak(model: SnapshotModel) -> pd.DataFrame:
         reserved = np.concatenate([[s.before_reserved], s.reserved])
         at = int(np.argmax(values))
         entry = s.start + at - 1 if at > 0 else -1
-        action = model.entries["action"].astype(object).to_numpy()[s.start:s.start + len(s.allocated)]
+        ooms = _action_is(model, "oom")[s.start:s.start + len(s.allocated)]
         rows.append({"device": device, "peak_allocated_bytes": int(values[at]),
                      "peak_time_us": s.time_us[at - 1] if at > 0 else np.nan, "peak_entry": entry,
                      "reserved_at_peak_bytes": int(reserved[at]), "peak_reserved_bytes": int(reserved.max()),
                      "allocated_at_snapshot_bytes": _allocated_at_snapshot(model, device),
                      "reserved_at_snapshot_bytes": int(model.segments["total_size"][model.segments["device"] == device].sum()),
-                     "entries": len(s.allocated), "ooms": int((action == "oom").sum())})
+                     "entries": len(s.allocated), "ooms": int(ooms.sum())})
     return SNAPSHOT_PEAK.frame(pd.DataFrame(rows, columns=SNAPSHOT_PEAK.names))
 
 
@@ -368,11 +441,11 @@ def oom(model: SnapshotModel) -> pd.DataFrame:
     """The moment memory ran out on each device: its last `oom` entry, or its peak."""
     peaks = peak(model).set_index("device")
     e = model.entries
-    action = e["action"].astype(object).to_numpy()
+    is_oom = _action_is(model, "oom")
     rows = []
     for device in model.devices():
         s = _series(model, device)
-        ooms = np.flatnonzero(action[s.start:s.start + len(s.allocated)] == "oom")
+        ooms = np.flatnonzero(is_oom[s.start:s.start + len(s.allocated)])
         if len(ooms):
             pos = int(ooms[-1])
             entry, kind = s.start + pos, "oom"
@@ -444,11 +517,17 @@ def _category_names():
 def _described(model, a):
     """Columns shared by tables of allocations: pool_id, private_pool, category, top_frame."""
     pools = model.pools["pool_id"].to_numpy(dtype=object)
-    pool_id = pools[a["pool"].to_numpy()] if len(pools) else np.array([], dtype=object)
-    top = _top_user_frame(model)[a["stack"].to_numpy()]
-    text = np.append(_frame_text(model), "")[top]
+    pool_id = pools[np.asarray(a["pool"])] if len(pools) else np.array([], dtype=object)
+    stack = np.asarray(a["stack"])
+    text = np.append(_frame_text(model), "")[_top_user_frame(model)[stack]]
     return {"pool_id": pool_id, "private_pool": pool_id != DEFAULT_POOL_ID,
-            "category": _category_names()[stack_categories(model)[a["stack"].to_numpy()]], "top_frame": text}
+            "category": _category_names()[stack_categories(model)[stack]], "top_frame": text}
+
+
+def _allocation_columns(model):
+    """`allocations` as {column: numpy array}: a window's bands take a few rows of it, which
+    costs a gather per column instead of a DataFrame's row selection."""
+    return _cached(model, "allocation_columns", lambda: {c: v.to_numpy() for c, v in allocations(model).items()})
 
 
 @documented(SNAPSHOT_LIVE)
@@ -577,12 +656,12 @@ def state(model: SnapshotModel, device: int, entry: int | None = None) -> pd.Dat
     alive = _alive(model, device, entry)
     pos = _moment(model, device, entry)
     series = _series(model, device)
-    e = model.entries.iloc[series.start:series.start + len(series.allocated)]
-    action = e["action"].astype(object).to_numpy()
+    rows_of_device = slice(series.start, series.start + len(series.allocated))
+    e = model.entries.iloc[rows_of_device]
     seg = model.segments[model.segments["device"] == device]
     later = np.arange(len(e)) > pos
-    added = later & np.isin(action, ["segment_alloc", "segment_map"])
-    removed = later & np.isin(action, ["segment_free", "segment_unmap"])
+    added = later & _action_is(model, "segment_alloc", "segment_map")[rows_of_device]
+    removed = later & _action_is(model, "segment_free", "segment_unmap")[rows_of_device]
     held = seg[~seg["address"].isin(e["addr"].to_numpy()[added])]
     gone = e[removed]
     pool_of = np.where(gone["pool"].to_numpy() >= 0, gone["pool"].to_numpy(), 0)
@@ -678,19 +757,9 @@ def timeline(model: SnapshotModel, device: int, start_us: float | None = None, e
     last[:-1] = np.minimum(last[:-1], first[1:])  # an entry on an edge belongs to the later column
     has = last > first
     # The drawn entry of each column: its most allocated (first of equals), else the one before it.
-    pos = first - 1
-    alloc_max = np.zeros(bins, dtype=np.int64)
-    resv_max = np.zeros(bins, dtype=np.int64)
-    cols = np.flatnonzero(has)
-    if len(cols):
-        lengths = last[cols] - first[cols]
-        offsets = np.cumsum(lengths) - lengths
-        # The window's entries column by column (columns are disjoint and in order).
-        idx = np.arange(int(lengths.sum())) - np.repeat(offsets, lengths) + np.repeat(first[cols], lengths)
-        allocated = s.allocated[idx]
-        alloc_max[cols] = np.maximum.reduceat(allocated, offsets)
-        resv_max[cols] = np.maximum.reduceat(s.reserved[idx], offsets)
-        pos[cols] = np.minimum.reduceat(np.where(allocated == np.repeat(alloc_max[cols], lengths), idx, n), offsets)
+    alloc_max, pos = _range_max(s.allocated_blocks, first, last)
+    resv_max, _ = _range_max(s.reserved_blocks, first, last)
+    pos = np.where(has, pos, first - 1)
     before = pos < 0
     alloc_at = np.where(before, s.before_allocated, s.allocated[np.maximum(pos, 0)] if n else s.before_allocated)
     resv_at = np.where(before, s.before_reserved, s.reserved[np.maximum(pos, 0)] if n else s.before_reserved)
@@ -699,12 +768,14 @@ def timeline(model: SnapshotModel, device: int, start_us: float | None = None, e
     time = np.where(has, t[np.maximum(pos, 0)] if n else edges[:-1], edges[:-1])
 
     chosen = _largest_alive(model, device, int(pos.min()), int(pos.max()), bands)
-    a = allocations(model).loc[chosen].sort_values(["alloc_pos", "addr"], kind="stable")
-    alive = (a["alloc_pos"].to_numpy()[:, None] <= pos[None, :]) & (a["free_pos"].to_numpy()[:, None] > pos[None, :])
-    sizes = a["size"].to_numpy()[:, None] * alive
+    columns = _allocation_columns(model)
+    chosen = chosen[np.lexsort((columns["addr"][chosen], columns["alloc_pos"][chosen]))]  # stacked in the order made
+    a = {c: v[chosen] for c, v in columns.items()}
+    alive = (a["alloc_pos"][:, None] <= pos[None, :]) & (a["free_pos"][:, None] > pos[None, :])
+    sizes = a["size"][:, None] * alive
     merged = alloc_at - sizes.sum(axis=0)
     low = merged[None, :] + np.cumsum(sizes, axis=0) - sizes
-    band_ids = np.arange(1, len(a) + 1)
+    band_ids = np.arange(1, len(chosen) + 1)
     j, k = np.nonzero(alive)
     points = TIMELINE_POINTS.frame({
         "band": np.concatenate([np.zeros(bins, np.int64), band_ids[j]]),
@@ -713,15 +784,24 @@ def timeline(model: SnapshotModel, device: int, start_us: float | None = None, e
         "high_bytes": np.concatenate([merged, low[j, k] + sizes[j, k]])})
     described = _described(model, a)
     band_table = TIMELINE_BANDS.frame({
-        "band": np.r_[0, band_ids], "allocation": np.r_[-1, a.index.to_numpy()],
-        "size_bytes": np.r_[merged.max() if bins else 0, a["size"].to_numpy()],
-        "alloc_us": np.r_[np.nan, a["alloc_us"].to_numpy()], "free_us": np.r_[np.nan, a["free_us"].to_numpy()],
+        "band": np.r_[0, band_ids], "allocation": np.r_[-1, chosen],
+        "size_bytes": np.r_[merged.max() if bins else 0, a["size"]],
+        "alloc_us": np.r_[np.nan, a["alloc_us"]], "free_us": np.r_[np.nan, a["free_us"]],
         "pool_id": np.r_[[""], described["pool_id"]], "private_pool": np.r_[False, described["private_pool"]],
-        "category": np.r_[[""], described["category"]], "stack": np.r_[-1, a["stack"].to_numpy()],
+        "category": np.r_[[""], described["category"]], "stack": np.r_[-1, a["stack"]],
         "top_frame": np.r_[[""], described["top_frame"]]})
     totals = TIMELINE_TOTALS.frame({"time_us": time, "start_us": edges[:-1], "allocated_bytes": alloc_max,
                                     "reserved_bytes": resv_max, "entry": np.where(before, -1, s.start + pos)})
     return SnapshotTimeline(band_table, points, totals)
+
+
+def prepare_timeline(model: SnapshotModel, device: int) -> None:
+    """Build the indexes `timeline` reads for `device` (cached on the model)."""
+    _series(model, device)
+    _by_size(model, device)
+    _allocation_columns(model)
+    _top_user_frame(model)
+    stack_categories(model)
 
 
 def _largest_alive(model, device, first_pos, last_pos, count):
