@@ -29,7 +29,7 @@ from werkzeug import wrappers, wsgi
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading
-from .memory_snapshot import side_by_side
+from .memory_snapshot import beside_traces, side_by_side
 from .profile import (FILE_SUMMARIES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed, combine_job,
                       diff, ranks_frame, ranks_timeline, span_ranks)
 from .routes import API_ROUTES
@@ -302,6 +302,17 @@ def _run_snapshots(api, request):
     if loading:
         raise still_loading(loading[0], len(results) - len(loading), len(results))
     return Inputs(list(results.values()), (results,))
+
+
+def _snapshot_and_traces(api, request):
+    """The snapshot and every span of the run's trace of the same name (rank0.pickle beside
+    rank0's traces), or of its only worker."""
+    snapshot = api.snapshot(request)
+    run, name = text_param(request, "run"), text_param(request, "snapshot")
+    workers = api.store.run_files(run).workers
+    chosen = [name] if name in workers else list(workers) if len(workers) == 1 else []
+    profiles = {(worker, f.span): ready(api.store.profile(run, worker, f.span)) for worker in chosen for f in workers[worker]}
+    return Inputs([snapshot, *profiles.values()], (snapshot, profiles))
 
 
 def _snapshot_moment(request):
@@ -806,3 +817,7 @@ class Api:
     @reads(_run_snapshots)
     def snapshot_ranks(self, request, snapshots):
         return table_reply(request, side_by_side(snapshots))
+
+    @reads(_snapshot_and_traces)
+    def snapshot_trace(self, request, snapshot, profiles):
+        return table_reply(request, beside_traces(snapshot, profiles))

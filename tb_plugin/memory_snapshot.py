@@ -106,6 +106,12 @@ def side_by_side(snapshots: dict[str, MemorySnapshot]) -> pd.DataFrame:
     return views.ranks({name: snap.model for name, snap in snapshots.items()})
 
 
+def beside_traces(snapshot: MemorySnapshot, profiles: dict[tuple[str, int], Any]) -> pd.DataFrame:
+    """The snapshot's devices beside the same GPUs of `profiles` ({(worker, span): Profile}):
+    the time both cover on one axis and each one's peak in it (`views.memory_snapshot.beside_traces`)."""
+    return views.beside_traces(snapshot.model, {key: profile.model for key, profile in profiles.items()})
+
+
 def snapshot_from_bytes(data: Any, source: str) -> MemorySnapshot:
     """A `MemorySnapshot` of a snapshot file's (inflated) bytes; `source` names it in errors."""
     # The collector is paused while the millions of dicts are made and read: they all stay

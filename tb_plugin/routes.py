@@ -22,5 +22,5 @@ API_ROUTES = (
     "flops",
     "cuda_graphs",
     "snapshot_peak", "snapshot_oom", "snapshot_timeline", "snapshot_live", "snapshot_blame", "snapshot_categories",
-    "snapshot_flame", "snapshot_state", "snapshot_ranks",
+    "snapshot_flame", "snapshot_state", "snapshot_ranks", "snapshot_trace",
 )

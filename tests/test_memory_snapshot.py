@@ -382,3 +382,34 @@ def test_routes_answer_tables_csv_and_a_payload_422(tmp_path, snapshot):
         assert bad.status_code == 400
     finally:
         plugin.store.stop()
+
+
+def test_beside_the_trace_of_the_same_rank(tmp_path, allocators, snapshot):
+    """A Kineto trace of rank0 recorded while the snapshot's trace ran: one time axis (the
+    trace's epoch-us origin), the overlap, and each one's peak in it."""
+    from .conftest import memory, op, write_trace
+    from .test_api import PREFIX, make_client, wait_route
+
+    a = allocators[0]
+    times = [e["time_us"] for e in a.entries[a.drop_first:]]
+    start = times[50]
+    # the trace's allocator records: (time, total allocated); the last one after the snapshot's end
+    records = [(start, 1000), (start + 30, 9000), (times[-1] - 5, 4000), (times[-1] + 500, 50_000)]
+    events = [op("ProfilerStep#1", start - 10, times[-1] + 600 - start)]
+    events += [memory(t, 512, 4096 + i, total, 1 << 30) for i, (t, total) in enumerate(records)]
+    run = tmp_path / "logs" / "job"
+    write_trace(run / "rank0.pt.trace.json", events)
+    (run / "rank0.pickle").write_bytes(pickle.dumps(snapshot))
+    plugin, client = make_client(tmp_path / "logs")
+    try:
+        table = wait_route(client, f"{PREFIX}/snapshot_trace?run=job&snapshot=rank0")
+        assert table.status_code == 200, table.get_json()
+        row, = [dict(zip(table.get_json()["columns"], r)) for r in table.get_json()["rows"]]
+        assert (row["worker"], row["span"], row["device"]) == ("rank0", 1, 0)
+        assert row["trace_origin_us"] == start - 10  # the earliest event of the trace
+        assert (row["overlap_start_us"], row["overlap_end_us"]) == (start, times[-1])
+        assert row["trace_peak_bytes"] == 9000  # 50,000 comes after the snapshot's last entry
+        inside = [v for t, v in zip(times, a.allocated_after[a.drop_first:]) if start <= t <= times[-1]]
+        assert row["snapshot_peak_bytes"] == max(inside)
+    finally:
+        plugin.store.stop()

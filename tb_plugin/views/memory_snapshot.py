@@ -845,3 +845,48 @@ def ranks(models: dict[str, SnapshotModel]) -> pd.DataFrame:
             "oom_time_us": np.where(is_oom, o["time_us"], np.nan), "entries": p["entries"]}))
     return SNAPSHOT_RANKS.frame(pd.concat(frames, ignore_index=True) if frames else
                                 pd.DataFrame({c: [] for c in SNAPSHOT_RANKS.names}))
+
+
+SNAPSHOT_TRACE = declare(
+    "snapshot_trace", "one device of a snapshot beside one span of a Kineto trace of the same rank: the time both cover and each one's peak in it",
+    ("worker", "str", "", "the trace's worker"),
+    ("span", "int64", "", "the trace's span"),
+    ("device", "int64", "", "CUDA device index (the trace's GPU<device>)"),
+    ("trace_origin_us", "float64", "us", "the trace's time 0 on the allocator's clock (epoch us): trace times + this = snapshot times"),
+    ("overlap_start_us", "float64", "us", "start of the time both record (epoch us); null when they do not overlap", NULLABLE),
+    ("overlap_end_us", "float64", "us", "end of that time (epoch us); null when they do not overlap", NULLABLE),
+    ("snapshot_peak_bytes", "int64", "bytes", "most bytes the snapshot has allocated at once in the overlap; null without one", NULLABLE),
+    ("trace_peak_bytes", "int64", "bytes", "most bytes the trace's allocator records have allocated in the overlap; null without one", NULLABLE),
+)
+
+
+@documented(SNAPSHOT_TRACE)
+def beside_traces(model: SnapshotModel, traces: dict) -> pd.DataFrame:
+    """Each device of the snapshot beside the same GPU of each trace in `traces` ({(worker,
+    span): TraceModel}): both record the allocator's bytes, the snapshot on the allocator's
+    clock (epoch us), the trace relative to its `origin_us` (epoch us in PyTorch 2.x traces),
+    so one time axis is `origin_us + time_us`. Where they overlap, their peaks there are
+    compared (they differ by what each records: the snapshot its last `max_entries` actions,
+    the trace what happened while the profiler ran)."""
+    from .memory import full_curve, memory_devices
+
+    rows = []
+    for (worker, span), trace in traces.items():
+        gpus = set(memory_devices(trace))
+        for device in model.devices():
+            if f"GPU{device}" not in gpus:
+                continue
+            s = _series(model, device)
+            curve = full_curve(trace, f"GPU{device}")
+            trace_t = trace.origin_us + curve["time_us"].to_numpy()
+            lo = max(s.time_us[0], trace_t[0]) if len(s.time_us) and len(trace_t) else np.nan
+            hi = min(s.time_us[-1], trace_t[-1]) if len(s.time_us) and len(trace_t) else np.nan
+            overlap = bool(lo <= hi)
+            in_snapshot = (s.time_us >= lo) & (s.time_us <= hi) if overlap else np.zeros(0, bool)
+            in_trace = (trace_t >= lo) & (trace_t <= hi) if overlap else np.zeros(0, bool)
+            rows.append({"worker": worker, "span": span, "device": device, "trace_origin_us": trace.origin_us,
+                         "overlap_start_us": lo if overlap else np.nan, "overlap_end_us": hi if overlap else np.nan,
+                         "snapshot_peak_bytes": s.allocated[in_snapshot].max() if in_snapshot.any() else None,
+                         "trace_peak_bytes": curve["allocated_bytes"].to_numpy()[in_trace].max() if in_trace.any() else None})
+    return SNAPSHOT_TRACE.frame(pd.DataFrame(rows, columns=SNAPSHOT_TRACE.names).astype(
+        {"snapshot_peak_bytes": "Int64", "trace_peak_bytes": "Int64"}))

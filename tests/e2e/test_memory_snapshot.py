@@ -65,3 +65,37 @@ def test_hover_zoom_and_moment(page, server, screenshot_dir):
     assert row_count(page, "snapshot-blame") == len(blame)
     assert f"entry {entry}" in page.inner_text("[data-current-view]")
     screenshot(page, screenshot_dir, "memory_snapshot_zoomed")
+
+
+def test_beside_the_trace_draws_its_memory_curve(page, tmp_path, screenshot_dir):
+    """A run with rank0's Kineto trace and its snapshot recorded at the same time: the trace's
+    allocated memory is drawn on the snapshot's time axis, and the peaks compared."""
+    import pickle
+
+    from ..conftest import memory, op, write_trace
+    from ..snapshot_data import snapshot_of, training
+    from .conftest import tensorboard
+
+    a = training(0, seed=5, steps=8)
+    times = [e["time_us"] for e in a.entries]
+    start, end = times[len(times) // 4], times[-1]
+    records = [(start + (end - start) * k // 40, 2_000_000 + 500_000 * (k % 7)) for k in range(41)]
+    events = [op("ProfilerStep#1", start - 10, end - start + 20)]
+    events += [memory(t, 512, 4096 + i, total, 1 << 30) for i, (t, total) in enumerate(records)]
+    run = tmp_path / "logs" / "job"
+    write_trace(run / "rank0.pt.trace.json", events)
+    (run / "rank0.pickle").write_bytes(pickle.dumps(snapshot_of([a])))
+    with tensorboard(tmp_path / "logs", tmp_path / "tb.log") as base:
+        open_page(page, base, run="job", worker="rank0", view="memory_snapshot")
+        row = rows(api(base, "snapshot_trace", run="job", snapshot="rank0"))[0]
+        text = page.inner_text("[data-testid=snapshot-beside-trace]")
+        assert format_bytes(row["trace_peak_bytes"]) in text and format_bytes(row["snapshot_peak_bytes"]) in text
+        blue = page.evaluate("""() => {
+            const c = document.querySelector('[data-testid=snapshot-timeline] canvas');
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            let n = 0;
+            for (let i = 0; i < d.length; i += 4) if (d[i + 2] > 200 && d[i] < 60 && d[i + 1] > 60 && d[i + 1] < 150) n += 1;
+            return n;
+        }""")
+        assert blue > 300, "the trace's memory curve is not drawn"
+        screenshot(page, screenshot_dir, "memory_snapshot_beside_trace")

@@ -3103,6 +3103,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/snapshot_trace": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A memory snapshot beside the Kineto traces of the same rank in its run (the worker of the snapshot's name, or the run's only worker): per trace span and device, the trace's origin on the allocator's clock, the time both record and each one's peak allocated bytes in it. An empty table when the run has no such trace. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotTraceTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -5172,6 +5220,33 @@ export interface components {
                 number,
                 number,
                 number
+            ][];
+        };
+        /** @description `snapshot_trace`: one device of a snapshot beside one span of a Kineto trace of the same rank: the time both cover and each one's peak in it. */
+        SnapshotTraceTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "worker",
+                "span",
+                "device",
+                "trace_origin_us",
+                "overlap_start_us",
+                "overlap_end_us",
+                "snapshot_peak_bytes",
+                "trace_peak_bytes"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                number | null,
+                number | null,
+                number | null,
+                number | null
             ][];
         };
         /** @description `step_breakdown`: one step: its wall time split by category; the parts sum exactly to total_us. */

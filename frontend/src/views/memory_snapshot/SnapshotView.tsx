@@ -8,7 +8,7 @@
 
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
-import type { ViewProps } from '../../api/types';
+import type { MemoryCurveReply, ViewProps } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatPct } from '../../base/format';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -90,6 +90,11 @@ function Device(props: { run: string; snapshot: string; devices: number[]; names
   const moment = entry === undefined ? null : { ...base, entry };
   const timeline = useApi<Timeline>('snapshot_timeline', { ...base, start_us: zoomed ? startParam : null, end_us: zoomed ? endParam : null, bins: WIDTH, bands: 60 });
   const name = `${props.run}_${props.snapshot}_${device}`;
+  // The Kineto trace of the same rank, where it records the same time: its memory curve on this axis.
+  const beside = useApi<WireTableOf<'SnapshotTraceTable'>>('snapshot_trace', { run: props.run, snapshot: props.snapshot });
+  const trace = beside.status === 'ok' ? typedRows(beside.data).find((r) => r.device === device && r.overlap_start_us !== null) : undefined;
+  const curve = useApi<MemoryCurveReply>(trace ? 'memory_curve' : null, { run: props.run, worker: trace?.worker, span: trace?.span, device: `GPU${device}` });
+  const traceCurve = trace && curve.status === 'ok' ? { origin: trace.trace_origin_us, rows: typedRows(curve.data.curve) } : null;
   return (
     <>
       <div class="toolbar">
@@ -114,6 +119,7 @@ function Device(props: { run: string; snapshot: string; devices: number[]; names
           {(data) => (
             <TimelineChart
               data={data}
+              traceCurve={traceCurve}
               entry={entry ?? null}
               onZoom={(from, to) => { setStart(String(from)); setEnd(String(to)); }}
               onMoment={(e) => setEntry(String(e))}
@@ -121,6 +127,16 @@ function Device(props: { run: string; snapshot: string; devices: number[]; names
           )}
         </Loaded>
       </Card>
+      {trace ? (
+        <Card title="Beside the trace">
+          <dl class="facts" data-testid="snapshot-beside-trace">
+            <dt>Trace</dt><dd>{trace.worker} span {trace.span} (its allocated memory: the blue line above)</dd>
+            <dt>Both record</dt><dd>{formatDuration((trace.overlap_end_us ?? 0) - (trace.overlap_start_us ?? 0))}</dd>
+            <dt>Peak in that time, snapshot</dt><dd>{formatBytes(trace.snapshot_peak_bytes)}</dd>
+            <dt>Peak in that time, trace</dt><dd>{formatBytes(trace.trace_peak_bytes)}</dd>
+          </dl>
+        </Card>
+      ) : null}
       {moment ? <Moment query={moment} name={name} /> : null}
     </>
   );
@@ -148,7 +164,13 @@ function OomCard({ card }: { card: RowOf<'SnapshotOomTable'> }) {
 
 /** The bands as the server placed them: one polygon per band (its points are the columns
  *  where it is alive, in time order), reserved memory as a line over them. */
-function TimelineChart({ data, entry, onZoom, onMoment }: { data: Timeline; entry: number | null; onZoom: (from: number, to: number) => void; onMoment: (entry: number) => void }) {
+function TimelineChart({ data, traceCurve, entry, onZoom, onMoment }: {
+  data: Timeline;
+  traceCurve: { origin: number; rows: RowOf<'MemoryCurveTable'>[] } | null;
+  entry: number | null;
+  onZoom: (from: number, to: number) => void;
+  onMoment: (entry: number) => void;
+}) {
   const canvas = useRef<HTMLCanvasElement>(null);
   const bands = useMemo(() => new Map(typedRows(data.bands).map((b) => [b.band, b])), [data]);
   const points = useMemo(() => typedRows(data.points), [data]);
@@ -202,6 +224,16 @@ function TimelineChart({ data, entry, onZoom, onMoment }: { data: Timeline; entr
     totals.forEach((t, i) => (i ? ctx.lineTo(xOf(t.time_us), yOf(t.reserved_bytes)) : ctx.moveTo(xOf(t.time_us), yOf(t.reserved_bytes))));
     ctx.stroke();
     ctx.setLineDash([]);
+    if (traceCurve) {
+      // The trace's times are relative to its origin, which the server gives on this clock.
+      const inside = traceCurve.rows.filter((r) => traceCurve.origin + r.time_us >= t0 && traceCurve.origin + r.time_us <= t1);
+      ctx.strokeStyle = 'hsl(220, 90%, 50%)';
+      ctx.lineWidth = 2;
+      ctx.beginPath();
+      inside.forEach((r, i) => (i ? ctx.lineTo(xOf(traceCurve.origin + r.time_us), yOf(r.allocated_bytes)) : ctx.moveTo(xOf(traceCurve.origin + r.time_us), yOf(r.allocated_bytes))));
+      ctx.stroke();
+      ctx.lineWidth = 1;
+    }
     const chosen = totals.find((t) => t.entry === entry);
     if (chosen) {
       ctx.strokeStyle = 'red';
@@ -210,7 +242,7 @@ function TimelineChart({ data, entry, onZoom, onMoment }: { data: Timeline; entr
       ctx.lineTo(xOf(chosen.time_us), HEIGHT - 20);
       ctx.stroke();
     }
-  }, [data, entry]);
+  }, [data, entry, traceCurve]);
 
   const column = (x: number) => {
     const t = timeAt(x);
