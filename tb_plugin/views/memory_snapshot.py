@@ -209,10 +209,11 @@ def _allocations(model):
         "alloc_entry": table["alloc_entry"].to_numpy(), "free_entry": table["free_entry"].to_numpy(),
     })
     # Before the trace and still alive: blocks held at the snapshot that no open alloc explains.
-    b = model.blocks
-    held = b[b["state"].astype(object).isin(["active_allocated", "active_pending_free", "active_awaiting_free"]).to_numpy()]
-    open_keys = set(zip(out["device"][out["free_entry"] < 0], out["addr"][out["free_entry"] < 0]))
-    unexplained = held[[k not in open_keys for k in zip(held["device"], held["address"])]]
+    held = model.blocks[_held_blocks(model)]
+    still_open = out[out["free_entry"] < 0]
+    explained = pd.MultiIndex.from_arrays([held["device"], held["address"]]).isin(
+        pd.MultiIndex.from_arrays([still_open["device"], still_open["addr"]]))
+    unexplained = held[~explained]
     seg = model.segments
     out = pd.concat([out, pd.DataFrame({
         "device": unexplained["device"].to_numpy(), "addr": unexplained["address"].to_numpy(),
@@ -224,11 +225,10 @@ def _allocations(model):
     if missing.any():
         out.loc[missing, "pool"] = _segment_pool(model, out["device"].to_numpy()[missing], out["addr"].to_numpy()[missing])
     # What callers asked for is known from the blocks held at the snapshot.
-    requested = pd.Series(held["requested_size"].to_numpy(), index=pd.MultiIndex.from_arrays([held["device"], held["address"]]))
-    alive = out["free_entry"].to_numpy() < 0
-    key = pd.MultiIndex.from_arrays([out["device"], out["addr"]])
-    found = requested[~requested.index.duplicated()].reindex(key).to_numpy()
-    out["requested"] = np.where(alive & ~np.isnan(found.astype(float)), np.nan_to_num(found.astype(float)), out["size"]).astype(np.int64)
+    asked = held.drop_duplicates(["device", "address"]).set_index(["device", "address"])["requested_size"]
+    found = asked.reindex(pd.MultiIndex.from_arrays([out["device"], out["addr"]]))
+    alive_at_snapshot = (out["free_entry"].to_numpy() < 0) & found.notna().to_numpy()
+    out["requested"] = np.where(alive_at_snapshot, found.fillna(0).to_numpy(np.int64), out["size"].to_numpy())
     time = e["time_us"].to_numpy()
     ae, fe = out["alloc_entry"].to_numpy(), out["free_entry"].to_numpy()
     out["alloc_us"] = np.where(ae >= 0, time[np.maximum(ae, 0)], np.nan) if len(e) else np.nan
@@ -238,6 +238,13 @@ def _allocations(model):
     out["free_pos"] = np.where(fe >= 0, pos_of[np.maximum(fe, 0)] if len(e) else 0, ends[dev] - starts[dev])
     out = out.sort_values(["device", "alloc_pos", "addr"], kind="stable", ignore_index=True)
     return out
+
+
+def _held_blocks(model):
+    """Mask of the blocks in use when the snapshot was taken (allocated, or freed but awaiting a stream)."""
+    state = model.blocks["state"]
+    held = [i for i, c in enumerate(state.cat.categories) if c.startswith("active_")]
+    return np.isin(state.cat.codes.to_numpy(), held)
 
 
 def _action_is(model, *names):
@@ -432,8 +439,7 @@ def peak(model: SnapshotModel) -> pd.DataFrame:
 
 def _allocated_at_snapshot(model, device):
     b = model.blocks
-    held = b["state"].astype(object).isin(["active_allocated", "active_pending_free", "active_awaiting_free"]).to_numpy()
-    return int(b["size"][held & (b["device"].to_numpy() == device)].sum())
+    return int(b["size"][_held_blocks(model) & (b["device"].to_numpy() == device)].sum())
 
 
 @documented(SNAPSHOT_OOM)
