@@ -10,6 +10,7 @@ Python API::
     run.distributed(span=1)                                # several workers of one run
     tb_plugin.diff(profile_a, profile_b)                   # two profiles side by side, and why
     tb_plugin.diff_ranks(run_a, run_b)                     # two runs of a job, rank by rank
+    tb_plugin.load_snapshot("rank0.pickle")                # a CUDA memory snapshot -> MemorySnapshot
 
 Every loading problem raises `tb_plugin.TraceError`.
 """
@@ -18,8 +19,10 @@ __version__ = "0.1.0"  # first: modules imported below read it
 
 from .errors import TraceError  # noqa: E402
 
-__all__ = ["Profile", "Run", "TraceError", "diff", "diff_ranks", "load", "load_run", "__version__"]
+__all__ = ["MemorySnapshot", "Profile", "Run", "TraceError", "diff", "diff_ranks", "load", "load_run", "load_snapshot",
+           "__version__"]
 _FROM_PROFILE = {"Profile", "Run", "diff", "diff_ranks", "load", "load_run"}
+_FROM_MEMORY_SNAPSHOT = {"MemorySnapshot", "load_snapshot"}
 
 
 def __getattr__(name):
@@ -29,6 +32,9 @@ def __getattr__(name):
     if name in _FROM_PROFILE:
         from . import profile
         return getattr(profile, name)
+    if name in _FROM_MEMORY_SNAPSHOT:
+        from . import memory_snapshot
+        return getattr(memory_snapshot, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

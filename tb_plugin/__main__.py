@@ -1,5 +1,6 @@
 """Command line: `python -m tb_plugin info TRACE [--json]` prints what a trace holds;
 `python -m tb_plugin compare A B [--threshold PCT]` explains why B's step time differs from A's;
+`python -m tb_plugin memory SNAPSHOT [--top N]` why a CUDA memory snapshot ran out of memory;
 `python -m tb_plugin preprocess LOGDIR --dask ADDRESS|local [--cache-dir DIR_OR_URL]` parses
 every trace of a log directory on a Dask cluster into TensorBoard's cache."""
 
@@ -91,11 +92,16 @@ def main(argv=None):
                                      "0 no regression beyond --threshold (or no --threshold), 1 a regression, "
                                      "2 bad input.")
     add_compare_arguments(cmp)
+    mem = sub.add_parser("memory", help="print a CUDA memory snapshot's OOM (or peak) and the stacks holding the most")
+    mem.add_argument("snapshot", help="a torch.cuda.memory._dump_snapshot file (.pickle[.gz] or JSON), path or fsspec URL")
+    mem.add_argument("--top", type=int, default=10, metavar="N", help="how many stacks and allocations to list (10)")
     args = parser.parse_args(argv)
     if args.command == "compare":
         return run_compare(args)
     if args.command == "preprocess":
         return _preprocess(args)
+    if args.command == "memory":
+        return _memory(args)
     try:
         profile = load(args.trace)
     except TraceError as exc:
@@ -105,6 +111,51 @@ def main(argv=None):
     try:
         print(json.dumps(summary, indent=2, default=str) if args.json else _format_info(summary), flush=True)
     except BrokenPipeError:  # `... | head`: the reader left; no traceback for that
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0
+
+
+def _bytes(count):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(count) < 1024 or unit == "TiB":
+            return f"{count:.1f} {unit}" if unit != "B" else f"{count} B"
+        count /= 1024
+
+
+def _format_memory(snap, top):
+    """The OOM card of each device (its peak without one), the allocations and the user frames
+    holding the most at that moment."""
+    lines = [f"snapshot: {snap.source}"]
+    for card in snap.oom().to_dict("records"):
+        device, entry = card["device"], card["entry"]
+        if card["kind"] == "oom":
+            lines.append(f"device {device}: out of memory at entry {entry}: asked for {_bytes(card['requested_bytes'])}, "
+                         f"{_bytes(card['device_free_bytes'])} free on the device")
+        else:
+            lines.append(f"device {device}: no OOM; peak at entry {entry}")
+        lines.append(f"  allocated {_bytes(card['allocated_bytes'])}, reserved {_bytes(card['reserved_bytes'])}, "
+                     f"fragmentation {_bytes(card['fragmentation_bytes'])}")
+        lines.append("  top stacks (innermost user frame):")
+        for row in snap.blame(device, entry).head(top).to_dict("records"):
+            lines.append(f"    {_bytes(row['live_bytes']):>12}  {row['allocations']:>6} allocations  {row['frame']}")
+        lines.append("  largest live allocations:")
+        for row in snap.live(device, entry, top=top).to_dict("records"):
+            lines.append(f"    {_bytes(row['size_bytes']):>12}  {row['category']:<15} {row['top_frame']}")
+    return "\n".join(lines)
+
+
+def _memory(args):
+    from .memory_snapshot import load_snapshot
+
+    try:
+        snap = load_snapshot(args.snapshot)
+    except TraceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        print(_format_memory(snap, max(args.top, 1)), flush=True)
+    except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 0

@@ -29,6 +29,7 @@ from werkzeug import wrappers, wsgi
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading, ReplyReservation
+from .memory_snapshot import beside_traces, side_by_side
 from .profile import (DIFF_TABLES, FILE_SUMMARIES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed,
                       combine_job, diff, ranks_frame, ranks_timeline, span_ranks)
 from .routes import API_ROUTES
@@ -328,6 +329,41 @@ def _two_profiles(api, request):
     return Inputs([a, b], (a, b))
 
 
+def _one_snapshot(api, request):
+    snapshot = api.snapshot(request)
+    return Inputs([snapshot], (snapshot,))
+
+
+def _run_snapshots(api, request):
+    """Every memory snapshot of the run, once all are read (202 with how many are, before)."""
+    run = text_param(request, "run")
+    names = list(api.store.run_files(run).snapshots)
+    if not names:
+        raise NotFoundError(f"run {run!r} has no memory snapshots (*.pickle, *.pickle.gz or JSON snapshots)")
+    results = {name: api.store.snapshot(run, name) for name in names}
+    loading = [r for r in results.values() if isinstance(r, Loading)]
+    if loading:
+        raise still_loading(loading[0], len(results) - len(loading), len(results))
+    return Inputs(list(results.values()), (results,))
+
+
+def _snapshot_and_traces(api, request):
+    """The snapshot and every span of the run's trace of the same name (rank0.pickle beside
+    rank0's traces), or of its only worker."""
+    snapshot = api.snapshot(request)
+    run, name = text_param(request, "run"), text_param(request, "snapshot")
+    workers = api.store.run_files(run).workers
+    chosen = [name] if name in workers else list(workers) if len(workers) == 1 else []
+    profiles = {(worker, f.span): ready(api.store.profile(run, worker, f.span)) for worker in chosen for f in workers[worker]}
+    return Inputs([snapshot, *profiles.values()], (snapshot, profiles))
+
+
+def _snapshot_moment(request):
+    """(device, entry) of a snapshot route: None for the first device / the snapshot's moment."""
+    return (int_param(request, "device", required=False, minimum=0),
+            int_param(request, "entry", required=False, minimum=-1))
+
+
 def _span_parts(key):
     """A `reads` input: the summary `key` of `FILE_SUMMARIES`, a small part of the profile, of
     every worker of one span (the distributed view's `Profile.distributed_part`, the job view's
@@ -454,6 +490,13 @@ class Api:
         worker = text_param(request, "worker" + suffix)
         span = int_param(request, "span" + suffix, required=False, default=1, minimum=1)
         return ready(self.store.profile(run, worker, span))
+
+    def snapshot(self, request):
+        """The MemorySnapshot named by run/snapshot/span."""
+        run = text_param(request, "run")
+        name = text_param(request, "snapshot")
+        span = int_param(request, "span", required=False, default=1, minimum=1)
+        return ready(self.store.snapshot(run, name, span))
 
     def runs(self, request):
         return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error,
@@ -775,3 +818,50 @@ class Api:
     def cuda_graphs(self, request, profile):
         """CUDA graph replays and the kernels that ran inside them."""
         return tables_reply(request, profile.cuda_graph_tables, ("launches", "kernels"))
+
+    @reads(_one_snapshot)
+    def snapshot_peak(self, request, snapshot):
+        return table_reply(request, snapshot.peak())
+
+    @reads(_one_snapshot)
+    def snapshot_oom(self, request, snapshot):
+        return table_reply(request, snapshot.oom())
+
+    @reads(_one_snapshot)
+    def snapshot_timeline(self, request, snapshot):
+        device = int_param(request, "device", required=False, minimum=0)
+        window = (float_param(request, "start_us", required=False), float_param(request, "end_us", required=False))
+        bins = int_param(request, "bins", required=False, default=1000, minimum=1)
+        bands = int_param(request, "bands", required=False, default=100, minimum=0)
+        return tables_reply(request, lambda: snapshot.timeline(device, *window, bins, bands), ("bands", "points", "totals"))
+
+    @reads(_one_snapshot)
+    def snapshot_live(self, request, snapshot):
+        top = int_param(request, "top", required=False, default=100, minimum=1)
+        return table_reply(request, snapshot.live(*_snapshot_moment(request), top))
+
+    @reads(_one_snapshot)
+    def snapshot_blame(self, request, snapshot):
+        by = choice_param(request, "by", ("user_frame", "stack"))
+        return table_reply(request, snapshot.blame(*_snapshot_moment(request), by))
+
+    @reads(_one_snapshot)
+    def snapshot_categories(self, request, snapshot):
+        return table_reply(request, snapshot.categories(*_snapshot_moment(request)))
+
+    @reads(_one_snapshot)
+    def snapshot_flame(self, request, snapshot):
+        collapse = choice_param(request, "library", ("collapsed", "expanded")) == "collapsed"
+        return table_reply(request, snapshot.flame(*_snapshot_moment(request), collapse))
+
+    @reads(_one_snapshot)
+    def snapshot_state(self, request, snapshot):
+        return table_reply(request, snapshot.state(*_snapshot_moment(request)))
+
+    @reads(_run_snapshots)
+    def snapshot_ranks(self, request, snapshots):
+        return table_reply(request, side_by_side(snapshots))
+
+    @reads(_snapshot_and_traces)
+    def snapshot_trace(self, request, snapshot, profiles):
+        return table_reply(request, beside_traces(snapshot, profiles))

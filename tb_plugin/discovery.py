@@ -5,6 +5,12 @@ A run is a directory that directly holds trace files. `tensorboard_trace_handler
 one worker (ordered numerically) are its spans, shown as 1, 2, ... . Plain `*.json[.gz]`
 files count too when their first bytes look like a Kineto trace.
 
+CUDA memory snapshots (`torch.cuda.memory._dump_snapshot`) in the same directories are listed
+with the run: `<name>[.<digits>].pickle[.gz]` files, and plain `*.json[.gz]` files whose first
+bytes are a snapshot's (`snapshot.sniff`), named per rank as traces are (`rank0.pickle` is
+`rank0`; digit groups of one name are its spans). A directory holding only snapshots is a run
+too.
+
 Names come from the file system as `str`; bytes that are not UTF-8 arrive as lone surrogates
 (Python's `surrogateescape`), which no JSON encoder accepts. Run and worker names are shown
 with such bytes escaped (`\\xff`, see `printable`) and requests use that escaped name; file
@@ -15,10 +21,12 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import TraceError
+from .snapshot.sniff import looks_like_json_snapshot
 
 # Any character in a name, newlines included (DOTALL), to the very end (\Z, where `$` would
 # also accept a name that ends in a newline after ".json").
 _TRACE_FILE = re.compile(r"(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pt\.trace\.json(?:\.gz)?\Z", re.S)
+_SNAPSHOT_FILE = re.compile(r"(?P<worker>.+?)(?:\.(?P<stamp>\d+))?\.pickle(?:\.gz)?\Z", re.S)
 _PLAIN_JSON = re.compile(r"(?P<worker>.+?)\.json(?:\.gz)?\Z", re.S)
 # What the first kilobytes of a Kineto trace contain, in either top-level layout.
 _TRACE_SIGNATURE = re.compile(rb'"traceEvents"|^\s*\[\s*\{[^\]]{0,2000}?"ph"\s*:', re.S)
@@ -67,9 +75,13 @@ class RunFiles:
 
     name: str  # printable
     workers: dict = field(default_factory=dict)  # worker -> [SpanFile, ...]
+    snapshots: dict = field(default_factory=dict)  # memory snapshots: name -> [SpanFile, ...]
 
     def files(self):
         return [f for spans in self.workers.values() for f in spans]
+
+    def snapshot_files(self):
+        return [f for spans in self.snapshots.values() for f in spans]
 
     def span_count(self):
         return max((len(s) for s in self.workers.values()), default=0)
@@ -89,26 +101,40 @@ def looks_like_trace(head):
     return bool(_TRACE_SIGNATURE.search(head) or _KINETO_HEADER.match(head))
 
 
-def _group(run_name, rel_dir, candidates):
-    """A RunFiles named `run_name` of the (worker, stamp, file name) `candidates` in `rel_dir`."""
+def _by_worker(rel_dir, candidates):
+    """{worker: [SpanFile, ...] in span order} of the (worker, stamp, file name) `candidates` in `rel_dir`."""
     stamps = {}
     for worker, stamp, file_name in candidates:
         stamps.setdefault(printable(worker), []).append((stamp, file_name))
-    run = RunFiles(run_name)
+    out = {}
     for worker in sorted(stamps):
         ordered = sorted(stamps[worker], key=lambda s: (s[0] is not None, s[0] or 0, s[1]))
-        run.workers[worker] = [
+        out[worker] = [
             SpanFile(worker, i + 1, stamp, file_name if rel_dir == "." else f"{rel_dir}/{file_name}")
             for i, (stamp, file_name) in enumerate(ordered)
         ]
-    return run
+    return out
+
+
+def _group(run_name, rel_dir, candidates, snapshots=()):
+    """A RunFiles named `run_name` of the trace and snapshot (worker, stamp, file name)
+    `candidates` in `rel_dir`."""
+    return RunFiles(run_name, _by_worker(rel_dir, candidates), _by_worker(rel_dir, snapshots))
+
+
+def _plain_json_kind(head):
+    """"trace", "snapshot" or None for the first bytes of a plain `.json` file."""
+    if looks_like_trace(head):
+        return "trace"
+    return "snapshot" if looks_like_json_snapshot(head) else None
 
 
 def discover_runs(storage, sniff_cache=None, skipped=None):
     """Every run under the storage root: {run name: RunFiles}, run names sorted.
 
     The run at the root itself is named "."; others by their relative directory (`printable`).
-    `sniff_cache` (a dict) remembers which plain `.json` files (by path and size) are traces,
+    `sniff_cache` (a dict) remembers which plain `.json` files (by path and size) are traces
+    or memory snapshots,
     so rescans do not reread them. What is not scanned (a directory that cannot be listed or
     is too deep, a plain `.json` that cannot be read, a name that collides with another once
     escaped) is appended to the list `skipped` as a `Skipped`; the rest is still discovered.
@@ -121,11 +147,16 @@ def discover_runs(storage, sniff_cache=None, skipped=None):
         skipped.append(Skipped(printable(rel), reason))
 
     for rel_dir, names in storage.walk(on_skip=skip):
-        candidates = []
+        candidates, snapshots = [], []
         for file_name in names:
             parsed = parse_trace_file_name(file_name)
             if parsed:
                 candidates.append((parsed[0], parsed[1], file_name))
+                continue
+            snapshot = _SNAPSHOT_FILE.match(file_name)
+            if snapshot and not _OTHER_PROFILER_DIR.search(rel_dir):
+                stamp = snapshot.group("stamp")
+                snapshots.append((snapshot.group("worker"), int(stamp) if stamp is not None else None, file_name))
                 continue
             plain = _PLAIN_JSON.match(file_name)
             if not plain or _OTHER_PROFILER_DIR.search(rel_dir):
@@ -135,17 +166,19 @@ def discover_runs(storage, sniff_cache=None, skipped=None):
                 # Keyed by size too: a file still being written is sniffed again once it grows.
                 key = (rel, storage.stat(rel).size)
                 if key not in sniff_cache:
-                    sniff_cache[key] = looks_like_trace(storage.read_head(rel, SNIFF_BYTES))
+                    sniff_cache[key] = _plain_json_kind(storage.read_head(rel, SNIFF_BYTES))
             except TraceError as exc:
                 skip(rel, exc.reason)
                 continue
-            if sniff_cache[key]:
+            if sniff_cache[key] == "trace":
                 candidates.append((plain.group("worker"), None, file_name))
-        if not candidates:
+            elif sniff_cache[key] == "snapshot":
+                snapshots.append((plain.group("worker"), None, file_name))
+        if not candidates and not snapshots:
             continue
         name = printable(rel_dir)
         if name in runs:  # `a\\xff` spelled out and `a` + byte 0xff: one name, two directories
             skip(rel_dir, f"its name shown escaped, {name!r}, is also another directory's: not listed")
             continue
-        runs[name] = _group(name, rel_dir, candidates)
+        runs[name] = _group(name, rel_dir, candidates, snapshots)
     return dict(sorted(runs.items()))

@@ -13,6 +13,11 @@ cached (the timeline index included), the loads in flight (reserved by their est
 they start, re-estimated per event once the events are counted, cancelled when that no
 longer fits), the reply cache (`ReplyCache`, bounded in bytes) and the replies being built
 (`ReplyReservation`: counted while built, refused beyond a share of the budget).
+
+Memory snapshots listed with a run (`snapshot`) go through the same machinery, keyed by
+their path: loaded in the background, failures remembered, counted in the budget (reserved
+before the read by `memory_snapshot.PEAK_BYTES_PER_SNAPSHOT_BYTE` per inflated byte), and
+their decoded tables kept in the disk cache like a trace's (`_snapshot_or_cached`).
 """
 
 import ctypes
@@ -38,11 +43,14 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
 from .errors import FileAccessError, NotFoundError, ReplyTooLargeError, TraceError, os_reason
+from .snapshot.model import SnapshotModel
+from .snapshot.model import model_bytes as snapshot_model_bytes
 from .stages import STAGE_QUEUED, STAGE_READING
 from .storage import GZIP_MAGIC, Storage, inflate_head
 
 if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and polars
     from .cache import ModelCache
+    from .memory_snapshot import MemorySnapshot
     from .profile import Profile
 
 logger = logging.getLogger(__name__)
@@ -189,8 +197,9 @@ def cap_malloc_arenas():
 
 
 def profile_bytes(profile):
-    """A profile's tables and what its views cached on the model, each cached result counted
-    once (results never change once built) and apart from the model it refers to."""
+    """A profile's (or a memory snapshot's) tables and what its views cached on the model,
+    each cached result counted once (results never change once built) and apart from the
+    model it refers to."""
     model = profile.model
     cache = model.__dict__.get("_view_cache", {})
     counted = model.__dict__.setdefault("_view_bytes", {})
@@ -199,7 +208,8 @@ def profile_bytes(profile):
         counted_with_model = _model_objects(model)
         for key in new:
             counted[key] = held_bytes(cache[key], set(counted_with_model))
-    return model_bytes(model) + sum(size for key, size in tuple(counted.items()) if key in cache)
+    tables = snapshot_model_bytes(model) if isinstance(model, SnapshotModel) else model_bytes(model)
+    return tables + sum(size for key, size in tuple(counted.items()) if key in cache)
 
 
 def _model_objects(model):
@@ -452,7 +462,7 @@ class RunStore:
                 self.scan_error = f"cannot scan the log directory: {os_reason(exc)}"
                 self._scanned.set()
                 return
-            current = {f.path for run in runs.values() for f in run.files()}
+            current = {f.path for run in runs.values() for f in (*run.files(), *run.snapshot_files())}
             with self._lock:
                 self._runs = runs
                 for path in list(self._files):
@@ -488,8 +498,31 @@ class RunStore:
                         {"worker": f.worker, "span": f.span, "path": printable(f.path), "reason": s.error}
                         for f, s in zip(files, states) if s.status == "error"
                     ],
+                    "snapshots": [self._snapshot_listing(f) for f in run.snapshot_files()],
                 })
             return out
+
+    def _snapshot_listing(self, snapshot_file):
+        state = self._files.get(snapshot_file.path) or _FileState()
+        return {"name": snapshot_file.worker, "span": snapshot_file.span, "path": printable(snapshot_file.path),
+                "status": "ready" if snapshot_file.path in self._profiles else state.status,
+                "reason": state.error if state.status == "error" else ""}
+
+    def snapshot_file(self, run: str, name: str, span: int = 1) -> SpanFile:
+        """The memory snapshot file `name` (as listed with the run) of `run`."""
+        files = self.run_files(run)
+        spans = files.snapshots.get(name)
+        if spans is None:
+            raise NotFoundError(f"run {run!r} has no memory snapshot {name!r}; it has {sorted(files.snapshots)}")
+        if not 1 <= span <= len(spans):
+            raise NotFoundError(f"memory snapshot {name!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
+        return spans[span - 1]
+
+    def snapshot(self, run: str, name: str, span: int = 1) -> "MemorySnapshot | Loading":
+        """The `MemorySnapshot`, or a `Loading` while it is read; raises `NotFoundError`/`TraceError`."""
+        path = self.snapshot_file(run, name, span).path
+        self._refresh(path)
+        return self._profile_of(path)
 
     def run_files(self, run: str) -> RunFiles:
         # Right after start-up the first scan may still run: "no such run" must mean it.
@@ -900,9 +933,45 @@ class RunStore:
 
         return self.cache.get(self.cache.key(display), identity, admit=admit), identity
 
+    def _is_snapshot(self, path):
+        with self._lock:
+            return any(path == f.path for run in self._runs.values() for f in run.snapshot_files())
+
+    def _snapshot_or_cached(self, path):
+        """(the memory snapshot of `path`, from the disk cache or read, and the identity its
+        cache entry is of, or None), within the memory budget."""
+        from .memory_snapshot import PEAK_BYTES_PER_SNAPSHOT_BYTE, MemorySnapshot, snapshot_from_bytes, snapshot_limit
+        from .snapshot.model import SnapshotParts, from_parts, to_parts
+
+        display = self._storage.display(path)
+        self._progress(path, STAGE_READING, None)
+        identity = key = None
+        if self.cache and self.cache.enabled:
+            identity = self._storage.identity(path)
+            key = self.cache.summary_key(display, "memory_snapshot")
+            parts = self.cache.get_summary(key, identity, SnapshotParts)
+            if parts is not None:
+                return MemorySnapshot(from_parts(parts), display), identity
+        limit = snapshot_limit(self.max_parse_bytes)
+        size = self._storage.json_size(path)
+        if size > limit:
+            raise TraceError(display, f"too large to load: reading its {size >> 20} MB needs about "
+                                      f"{size * PEAK_BYTES_PER_SNAPSHOT_BYTE >> 20} MB, more than the "
+                                      f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
+        self._reserve(path, size * PEAK_BYTES_PER_SNAPSHOT_BYTE)
+        stored = self._storage.read_trace(path, partial(self._checked_progress, path, STAGE_READING), limit=limit)
+        snapshot = snapshot_from_bytes(stored.data, display)
+        if identity is not None and self._storage.identity(path) == identity:  # unchanged while read
+            self.cache.put_summary(key, identity, to_parts(snapshot.model), display)
+            return snapshot, identity
+        return snapshot, None
+
     def _parse_or_cached(self, path):
         """(the file's profile, from the disk cache or parsed, and the identity of the file it
-        is of, or None where unknown: no cache, or the file changed while it was parsed)."""
+        is of, or None where unknown: no cache, or the file changed while it was parsed); for
+        a memory snapshot, its `MemorySnapshot` (`_snapshot_or_cached`)."""
+        if self._is_snapshot(path):
+            return self._snapshot_or_cached(path)
         # Imported here, on the loader thread: numpy, pandas, polars and the views cost
         # TensorBoard ~0.5 s and ~60 MB at start-up, also where the plugin is never opened.
         from .profile import Profile, profile_from_bytes
@@ -975,8 +1044,13 @@ class RunStore:
             logger.exception("summarising %s failed", path)
 
     def _build_timeline(self, profile):
+        from .memory_snapshot import MemorySnapshot
+
         try:
-            profile.timeline()
+            if isinstance(profile, MemorySnapshot):  # its Active Memory Timeline's indexes
+                profile.index()
+            else:
+                profile.timeline()
         except Exception:  # the request that asks for it reports the failure
             logger.exception("indexing the timeline of %s failed", profile.source)
             return

@@ -21,4 +21,6 @@ API_ROUTES = (
     "lightning",
     "flops",
     "cuda_graphs",
+    "snapshot_peak", "snapshot_oom", "snapshot_timeline", "snapshot_live", "snapshot_blame", "snapshot_categories",
+    "snapshot_flame", "snapshot_state", "snapshot_ranks", "snapshot_trace",
 )

@@ -542,8 +542,8 @@ def test_first_plugins_listing_after_start_up_sees_the_runs(monkeypatch):
     try:
         listing = client.get("/data/plugins_listing").get_json()
         assert listing["pytorch_profiler"]["enabled"] is True
-        # every folder of samples/ holding trace files is a run
-        folders = sorted({p.parent.name for p in SAMPLES.glob("*/*.pt.trace.json.gz")})
+        # every folder of samples/ holding trace files or memory snapshots is a run
+        folders = sorted({p.parent.name for pattern in ("*/*.pt.trace.json.gz", "*/*.pickle*") for p in SAMPLES.glob(pattern)})
         assert [r["name"] for r in client.get(f"{PREFIX}/runs").get_json()["runs"]] == folders
         assert {"cpu_cnn", "cpu_ddp_gloo", "cpu_fsdp2_gloo", "cpu_mesh_2d_gloo"} <= set(folders)
     finally:

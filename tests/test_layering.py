@@ -25,11 +25,15 @@ PACKAGE = REPO / "tb_plugin"
 RULES = [
     ("trace/", ("tb_plugin.views", "tb_plugin.profile", "tb_plugin.loading", "tb_plugin.api", "tb_plugin.plugin",
                 "werkzeug"), "the trace model knows nothing of the layers above it"),
+    ("snapshot/", ("tb_plugin.views", "tb_plugin.profile", "tb_plugin.memory_snapshot", "tb_plugin.loading",
+                   "tb_plugin.api", "tb_plugin.plugin", "werkzeug"),
+     "the snapshot model knows nothing of the layers above it"),
     ("views/", ("tb_plugin.api", "tb_plugin.plugin", "tb_plugin.routes", "tb_plugin.loading", "tb_plugin.profile",
                 "werkzeug"), "a view is a pure function of a model: no HTTP, no loading"),
     ("api.py", ("tb_plugin.trace", "tb_plugin.views"),
      "routes reach the data through Profile / Run only; the HTTP layer never parses"),
     ("profile.py", ("tb_plugin.api", "tb_plugin.plugin", "werkzeug"), "the Python API works without a server"),
+    ("memory_snapshot.py", ("tb_plugin.api", "tb_plugin.plugin", "werkzeug"), "the Python API works without a server"),
 ]
 
 

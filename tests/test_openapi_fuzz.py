@@ -38,8 +38,10 @@ EXAMPLES = int(os.environ.get("TB_PLUGIN_FUZZ_EXAMPLES", "40"))
 SEED = int(os.environ.get("TB_PLUGIN_FUZZ_SEED", "20240601"))
 
 RUNS = {"cpu_cnn": ["worker0"], "ddp": ["worker0", "worker1"], "resnet": ["worker0"], "plain": ["worker0"]}
+SNAPSHOT_RUNS = {"snapshots": ["rank0", "rank1"]}  # runs of memory snapshots (samples/gpu_memory_snapshot)
 KNOWN = {
-    "runs": list(RUNS) + [".", "nope"],
+    "snapshots": ["rank0", "rank1", "nobody"],
+    "runs": list(RUNS) + list(SNAPSHOT_RUNS) + [".", "nope"],
     "workers": ["worker0", "worker1", "nobody"],
     "devices": ["CPU", "GPU0", "GPU9"],
     "operators": ["aten::conv2d", "aten::cudnn_convolution", "aten::addmm", "aten::relu_"],
@@ -59,6 +61,7 @@ CONFIG = schemathesis.Config.from_dict({
         "query.run": {"dictionary": "runs", "probability": 0.8},
         "query.run_b": {"dictionary": "runs", "probability": 0.6},
         "query.worker": {"dictionary": "workers", "probability": 0.8},
+        "query.snapshot": {"dictionary": "snapshots", "probability": 0.8},
         "query.worker_b": {"dictionary": "workers", "probability": 0.6},
         "query.device": {"dictionary": "devices", "probability": 0.5},
         "query.name": {"dictionary": "operators", "probability": 0.5},
@@ -106,8 +109,10 @@ SPEC = schema.raw_schema
 VALID = {"run": "cpu_cnn", "worker": "worker0", "span": "1", "run_b": "cpu_cnn", "worker_b": "worker0", "span_b": "1",
          "name": "aten::conv2d", "device": "CPU", "start_us": "0", "end_us": "1000000", "resolution_us": "100",
          "event": "0", "q": "aten", "tracks": "0", "points": "10", "limit": "10", "max_points": "100",
-         "format": "json", "group_by": "name", "after_us": "0", "direction": "next"}
-VALID_FOR_ROUTE = {("/tables", "table"): "ops", ("/distributed", "run"): "ddp"}
+         "format": "json", "group_by": "name", "after_us": "0", "direction": "next", "snapshot": "rank0"}
+VALID_FOR_ROUTE = {("/tables", "table"): "ops", ("/distributed", "run"): "ddp",
+                   # memory snapshots' routes: the run of samples/gpu_memory_snapshot, copied as "snapshots"
+                   **{(path, "run"): next(iter(SNAPSHOT_RUNS)) for path in SPEC["paths"] if path.startswith("/snapshot_")}}
 
 
 def route_parameters(path):
@@ -152,6 +157,7 @@ def app(tmp_path_factory):
     shutil.copytree(SAMPLES / "cpu_cnn", root / "cpu_cnn")
     shutil.copytree(SAMPLES / "cpu_ddp_gloo", root / "ddp")
     shutil.copytree(SAMPLES / "gpu_resnet50_v100", root / "resnet")
+    shutil.copytree(SAMPLES / "gpu_memory_snapshot", root / "snapshots")
     # an uncompressed trace too, as tensorboard_trace_handler(use_gzip=False) writes them
     events = [op("ProfilerStep#1", 0, 100, cat="user_annotation"), op("aten::conv2d", 10, 50, **{"External id": 1}),
               runtime("cudaLaunchKernel", 20, 5, correlation=1, external_id=1), kernel("volta_sgemm_128x64_nn", 30, 40, 1),
@@ -165,6 +171,7 @@ def app(tmp_path_factory):
                 status = wait_route(client, f"{PREFIX}/info?run={run}&worker={worker}&span={span}", timeout=120).status_code
                 assert status in (200, 404), (run, worker, span, status)  # 404: a run with one span
     assert wait_route(client, f"{PREFIX}/distributed?run=ddp&span=2").status_code == 200
+    assert wait_route(client, f"{PREFIX}/snapshot_ranks?run=snapshots").status_code == 200
     yield client.application
     plugin.store.stop()
 
@@ -180,6 +187,13 @@ def test_no_server_error_and_answers_match_the_spec(app, case):
 def _known_good_queries(path):
     """Valid queries of one route for the first worker of every run, JSON and CSV."""
     params = dict(route_parameters(path))
+    if "snapshot" in params or path == "/snapshot_ranks":
+        for run, snapshots in SNAPSHOT_RUNS.items():
+            for name in snapshots:
+                query = {"run": run, **({"snapshot": name} if "snapshot" in params else {})}
+                yield query
+                yield {**query, "format": "csv", **csv_table(path)}
+        return
     for run, workers in RUNS.items():
         query = {name: VALID_FOR_ROUTE.get((path, name), VALID.get(name, "")) for name, required in params.items() if required}
         query.update({k: v for k, v in (("run", run), ("worker", workers[0]), ("run_b", run), ("worker_b", workers[0]))

@@ -87,6 +87,7 @@ def world(tmp_path_factory):
     root, outside = base / "logdir", base / "outside"
     shutil.copytree(SAMPLES / "cpu_cnn", root / "cpu_cnn")
     shutil.copytree(SAMPLES / "cpu_ddp_gloo", root / "ddp")
+    shutil.copytree(SAMPLES / "gpu_memory_snapshot", root / "snapshots")  # the snapshot_* routes' run
     events = [op("ProfilerStep#1", 0, 100, cat="user_annotation"), op(SCRIPT_OP, 5, 50, **{"External id": 1}),
               op("aten::conv2d", 10, 40, **{"External id": 2}), runtime("cudaLaunchKernel", 12, 2, 1, 2),
               kernel(MARKUP, 20, 10, 1), memory(15, 512, 4096, 512, 1024), memory(60, -512, 4096, 0, 1024)]
@@ -112,7 +113,8 @@ def world(tmp_path_factory):
 def opened(monkeypatch, world):
     """Paths opened while the test runs (library files of the interpreter left out)."""
     store = world[2].store
-    listed = {f.path for run in store.runs() for f in store.run_files(run["name"]).files()}
+    listed = {f.path for run in store.runs() for files in [store.run_files(run["name"])]
+              for f in (*files.files(), *files.snapshot_files())}  # traces and memory snapshots
     paths = []
     real_open, real_os_open = builtins.open, os.open
     library = tuple(str(Path(p).resolve()) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
@@ -141,7 +143,7 @@ def opened(monkeypatch, world):
     real_stat = Storage.stat
 
     def stat(self, rel):
-        # A request for a valid profile stats its listed file (to notice changes): allowed.
+        # A request for a valid profile (or snapshot) stats its listed file (to notice changes): allowed.
         if rel not in listed:
             paths.append(f"Storage.stat({rel})")
         return real_stat(self, rel)

@@ -35,6 +35,7 @@ SPEC = yaml.safe_load(openapi_gen.SPEC_PATH.read_text(encoding="utf-8"))
 TABLES = openapi_gen.declared_tables()
 BY_COMPONENT = {openapi_gen.component_name(name): table for name, table in TABLES.items()}
 SAMPLE_FILES = sorted(SAMPLES.glob("*/*.pt.trace.json.gz"))
+SNAPSHOT_RUN = "gpu_memory_snapshot"  # memory snapshots, answered by the snapshot_* routes
 # Declared for the Python API and docs, served only in another form.
 NOT_SERVED: dict[str, str] = {}  # declared tables no route answers with, and why
 JSON_TYPES = {"integer": (int,), "number": (int, float), "boolean": (bool,), "string": (str,)}
@@ -100,6 +101,7 @@ def served(tmp_path_factory):
         workers = sorted({f.name.split(".", 1)[0] for f in folder.glob("*.pt.trace.json.gz")})
         spans = {w: len(list(folder.glob(f"{w}.*pt.trace.json.gz"))) for w in workers}
         runs[folder.name] = spans
+    shutil.copytree(SAMPLES / SNAPSHOT_RUN, root / SNAPSHOT_RUN)
     plugin, client = make_client(root)
     plugin.store.wait_for_scan(30)
     for run, spans in runs.items():
@@ -119,6 +121,9 @@ def queries(path, client, runs):
     for p in SPEC["paths"][path]["get"].get("parameters", []):
         if "$ref" not in p and p["name"] in TABLE_CHOICES:
             choices[p["name"]] = p["schema"]["enum"]
+    if path.startswith("/snapshot_"):
+        yield from snapshot_queries(params, choices, client)
+        return
     b_run = next(iter(runs))
     for run, spans in runs.items():
         for worker, count in spans.items():
@@ -133,6 +138,20 @@ def queries(path, client, runs):
                 names = list(choices)
                 for device, values in itertools.product(devices, itertools.product(*(choices[n] for n in names))):
                     yield {**base, **dict(zip(names, values)), **({"device": device} if device else {})}
+
+
+def snapshot_queries(params, choices, client):
+    """Valid queries of a snapshot_* route on every sample snapshot and each of its devices."""
+    listed = next(r for r in client.get(f"{PREFIX}/runs").get_json()["runs"] if r["name"] == SNAPSHOT_RUN)
+    names = [s["name"] for s in listed["snapshots"]] if "snapshot" in params else [None]
+    for name in names:
+        base = {"run": SNAPSHOT_RUN, **({"snapshot": name} if name else {})}
+        devices = [None]
+        if "device" in params:
+            peak = wait_route(client, f"{PREFIX}/snapshot_peak?{urlencode(base)}", timeout=60).get_json()
+            devices = [row[0] for row in peak["rows"]]
+        for device, values in itertools.product(devices, itertools.product(*choices.values())):
+            yield {**base, **dict(zip(choices, values)), **({"device": device} if device is not None else {})}
 
 
 def test_every_declared_table_is_served_by_a_route():

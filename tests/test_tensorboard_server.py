@@ -39,7 +39,8 @@ def test_plugin_listed_active_and_serves_sample_runs(server):
     assert entry["tab_name"] == "PyTorch Profiler"
     assert entry["loading_mechanism"]["module_path"].endswith("/data/plugin/pytorch_profiler/index.js")
     _, runs = get_json(f"{server}/data/plugin/pytorch_profiler/runs")
-    expected = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and any(p.glob("*.pt.trace.json*")))
+    expected = sorted(p.name for p in SAMPLES.iterdir()
+                      if p.is_dir() and (any(p.glob("*.pt.trace.json*")) or any(p.glob("*.pickle*"))))  # traces or memory snapshots
     assert [r["name"] for r in runs["runs"]] == expected
     with urllib.request.urlopen(f"{server}/data/plugin/pytorch_profiler/index.js", timeout=5) as response:
         assert b"render" in response.read()

@@ -49,6 +49,17 @@ export interface paths {
                                     path?: string;
                                     reason?: string;
                                 }[];
+                                /** @description CUDA memory snapshots in the run's directory (*.pickle, *.pickle.gz, JSON snapshots), named per rank like traces; a run may hold only snapshots (then no workers). */
+                                snapshots: {
+                                    /** @description What the snapshot_* routes' snapshot parameter names it. */
+                                    name: string;
+                                    span: number;
+                                    path: string;
+                                    /** @enum {string} */
+                                    status: "new" | "loading" | "ready" | "error";
+                                    /** @description Why it could not be read (status error), else empty. */
+                                    reason: string;
+                                }[];
                             }[];
                         };
                     };
@@ -2666,6 +2677,523 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/snapshot_peak": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A CUDA memory snapshot of the run (torch.cuda.memory._dump_snapshot): per device, the peak allocated bytes with its time and entry, reserved bytes then, at most and at the snapshot. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotPeakTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_oom": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per device of a memory snapshot, the moment memory ran out (its last oom entry; its peak without one): bytes asked, free on the device, allocated, reserved, fragmentation. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotOomTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_timeline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The Active Memory Timeline of one device of a memory snapshot, drawn by the server at the zoom asked for: bands (the largest allocations alive in the window, one each, and the others merged into band 0), points (each band's bottom and top at each drawn instant, only where alive) and totals (per pixel column, the most allocated and reserved). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: components["parameters"]["snapshot_device"];
+                    /** @description Window start on the allocator's clock (epoch µs); default the trace's first entry. */
+                    start_us?: number;
+                    /** @description Window end (epoch µs); default the trace's last entry. */
+                    end_us?: number;
+                    /** @description Pixel columns to draw. */
+                    bins?: number;
+                    /** @description Largest allocations drawn on their own. */
+                    bands?: number;
+                    table?: "bands" | "points" | "totals";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotTimelineBandsTable"] | components["schemas"]["SnapshotTimelinePointsTable"] | components["schemas"]["SnapshotTimelineTotalsTable"] | {
+                            bands?: components["schemas"]["SnapshotTimelineBandsTable"];
+                            points?: components["schemas"]["SnapshotTimelinePointsTable"];
+                            totals?: components["schemas"]["SnapshotTimelineTotalsTable"];
+                        };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The allocations of one device alive at the chosen moment (entry; default the snapshot), largest first, with pool, category and innermost user frame. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: components["parameters"]["snapshot_device"];
+                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+                    entry?: components["parameters"]["entry"];
+                    top?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotLiveTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_blame": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Bytes of one device alive at the chosen moment by the innermost frame of the user's own code (by=user_frame; library frames folded into their caller) or by whole stack (by=stack), most first. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: components["parameters"]["snapshot_device"];
+                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+                    entry?: components["parameters"]["entry"];
+                    by?: "user_frame" | "stack";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotBlameTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_categories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Bytes of one device alive at the chosen moment by category (optimizer_state, backward, parameter, activation, unknown), each with the rule that decides it from the stack. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: components["parameters"]["snapshot_device"];
+                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+                    entry?: components["parameters"]["entry"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotCategoriesTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_flame": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Flame graph of the bytes of one device alive at the chosen moment: call paths from the outermost frame, each run of library frames one node unless library=expanded. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: components["parameters"]["snapshot_device"];
+                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+                    entry?: components["parameters"]["entry"];
+                    library?: "collapsed" | "expanded";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotFlameTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_state": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The allocator's segments of one device at the chosen moment, each as its allocations and the free space between them, in address order. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: components["parameters"]["snapshot_device"];
+                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+                    entry?: components["parameters"]["entry"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotStateTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_ranks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every memory snapshot of the run (one per rank) side by side: each device's peak and OOM. 202 with ready/total while some are read. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotRanksTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_trace": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A memory snapshot beside the Kineto traces of the same rank in its run (the worker of the snapshot's name, or the run's only worker): per trace span and device, the trace's origin on the allocator's clock, the time both record and each one's peak allocated bytes in it. An empty table when the run has no such trace. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotTraceTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -4616,6 +5144,326 @@ export interface components {
                 number
             ][];
         };
+        /** @description `snapshot_blame`: one frame of the user's code (or one whole stack): the bytes alive at the chosen moment that it holds. */
+        SnapshotBlameTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "frame",
+                "filename",
+                "line",
+                "name",
+                "live_bytes",
+                "requested_bytes",
+                "allocations",
+                "share_pct"
+            ];
+            rows: [
+                string,
+                string,
+                number,
+                string,
+                number,
+                number,
+                number,
+                number | null
+            ][];
+        };
+        /** @description `snapshot_categories`: one category of memory alive at the chosen moment, and how it was decided. */
+        SnapshotCategoriesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "category",
+                "live_bytes",
+                "allocations",
+                "rule"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                string
+            ][];
+        };
+        /** @description `snapshot_flame`: one node of the flame graph of bytes alive at the chosen moment, outermost frames at the root. */
+        SnapshotFlameTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "node",
+                "parent",
+                "depth",
+                "frame",
+                "library",
+                "live_bytes"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                string,
+                boolean,
+                number
+            ][];
+        };
+        /** @description `snapshot_live`: one allocation alive at the chosen moment, largest first. */
+        SnapshotLiveTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "allocation",
+                "device",
+                "addr",
+                "size_bytes",
+                "alloc_us",
+                "free_us",
+                "pool_id",
+                "private_pool",
+                "category",
+                "stack",
+                "top_frame"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                number | null,
+                number | null,
+                string,
+                boolean,
+                string,
+                number,
+                string
+            ][];
+        };
+        /** @description `snapshot_oom`: one device: the moment memory ran out (its last `oom` entry), or its peak when it has none. */
+        SnapshotOomTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device",
+                "kind",
+                "entry",
+                "time_us",
+                "requested_bytes",
+                "device_free_bytes",
+                "allocated_bytes",
+                "reserved_bytes",
+                "fragmentation_bytes",
+                "fragmentation_pct"
+            ];
+            rows: [
+                number,
+                string,
+                number,
+                number | null,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number | null
+            ][];
+        };
+        /** @description `snapshot_peak`: one device of the snapshot: its peak allocated bytes in the recorded trace. */
+        SnapshotPeakTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device",
+                "peak_allocated_bytes",
+                "peak_time_us",
+                "peak_entry",
+                "reserved_at_peak_bytes",
+                "peak_reserved_bytes",
+                "allocated_at_snapshot_bytes",
+                "reserved_at_snapshot_bytes",
+                "entries",
+                "ooms"
+            ];
+            rows: [
+                number,
+                number,
+                number | null,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `snapshot_ranks`: one device of one of the run's memory snapshots (one per rank), side by side. */
+        SnapshotRanksTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "snapshot",
+                "device",
+                "peak_allocated_bytes",
+                "peak_time_us",
+                "peak_reserved_bytes",
+                "oom",
+                "oom_requested_bytes",
+                "oom_time_us",
+                "entries"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number | null,
+                number,
+                boolean,
+                number,
+                number | null,
+                number
+            ][];
+        };
+        /** @description `snapshot_state`: one block of the allocator's segments at the chosen moment, in address order. */
+        SnapshotStateTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "segment_address",
+                "segment_bytes",
+                "pool_id",
+                "stream",
+                "address",
+                "size_bytes",
+                "allocated",
+                "allocation",
+                "top_frame"
+            ];
+            rows: [
+                number,
+                number,
+                string,
+                number,
+                number,
+                number,
+                boolean,
+                number,
+                string
+            ][];
+        };
+        /** @description `snapshot_timeline_bands`: one band of the Active Memory Timeline in the window: one allocation, or all the others merged. */
+        SnapshotTimelineBandsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "band",
+                "allocation",
+                "size_bytes",
+                "alloc_us",
+                "free_us",
+                "pool_id",
+                "private_pool",
+                "category",
+                "stack",
+                "top_frame"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number | null,
+                number | null,
+                string,
+                boolean,
+                string,
+                number,
+                string
+            ][];
+        };
+        /** @description `snapshot_timeline_points`: one band at one drawn instant: where it lies in the stack of active memory. */
+        SnapshotTimelinePointsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "band",
+                "time_us",
+                "low_bytes",
+                "high_bytes"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `snapshot_timeline_totals`: one pixel column of the window: the most allocated and reserved in it. */
+        SnapshotTimelineTotalsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "time_us",
+                "start_us",
+                "allocated_bytes",
+                "reserved_bytes",
+                "entry"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `snapshot_trace`: one device of a snapshot beside one span of a Kineto trace of the same rank: the time both cover and each one's peak in it. */
+        SnapshotTraceTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "worker",
+                "span",
+                "device",
+                "trace_origin_us",
+                "overlap_start_us",
+                "overlap_end_us",
+                "snapshot_peak_bytes",
+                "trace_peak_bytes"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                number | null,
+                number | null,
+                number | null,
+                number | null
+            ][];
+        };
         /** @description `step_breakdown`: one step: its wall time split by category; the parts sum exactly to total_us. */
         StepBreakdownTable: {
             /**
@@ -4976,6 +5824,12 @@ export interface components {
         };
     };
     parameters: {
+        /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+        snapshot: string;
+        /** @description CUDA device index of the snapshot (default its first device). */
+        snapshot_device: number;
+        /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+        entry: number;
         /** @description Comma-separated track ids (default all tracks). */
         tracks: string;
         /** @description A device from /memory_devices (default the first). */

@@ -18,6 +18,15 @@ export interface RunError {
   reason: string;
 }
 
+/** A CUDA memory snapshot listed with its run (the snapshot_* routes' `snapshot`). */
+export interface SnapshotFile {
+  name: string;
+  span: number;
+  path: string;
+  status: 'new' | 'loading' | 'ready' | 'error';
+  reason: string;
+}
+
 export interface RunInfo {
   name: string;
   workers: string[];
@@ -26,6 +35,7 @@ export interface RunInfo {
   loaded: number;
   loading: boolean;
   errors: RunError[];
+  snapshots: SnapshotFile[];
 }
 
 /** A directory or file under the log directory that the scan could not look at, and why. */
@@ -51,7 +61,7 @@ export interface InfoReply {
   device_type: string;
 }
 
-export type ViewName = 'overview' | 'operator' | 'kernel' | 'gpu_idle' | 'trace' | 'memory' | 'module' | 'job' | 'distributed' | 'diff' | 'compiled' | 'lightning';
+export type ViewName = 'overview' | 'operator' | 'kernel' | 'gpu_idle' | 'trace' | 'memory' | 'memory_snapshot' | 'module' | 'job' | 'distributed' | 'diff' | 'compiled' | 'lightning';
 
 export interface ViewsReply {
   run: string;

@@ -67,9 +67,16 @@ export function App() {
   const spanList = spans.status === 'ok' ? spans.data.spans : [];
   const span = spanList.some((s) => String(s.span) === spanParam) ? Number(spanParam) : 1;
   const views = useApi<ViewsReply>(run && worker && spans.status === 'ok' ? 'views' : null, { run: run?.name, worker, span });
-  // Exactly the views the server lists as having data for this profile.
-  const available: ViewName[] = views.status === 'ok' ? views.data.views.filter((v) => VIEWS.some((d) => d.name === v)) : [];
-  const view = (available.includes(viewParam as ViewName) ? viewParam : 'overview') as ViewName;
+  // Exactly the views the server lists as having data for this profile, and the memory
+  // snapshots listed with the run (a run may hold only snapshots: no profile to open then).
+  const hasSnapshots = (run?.snapshots.length ?? 0) > 0;
+  const snapshotsOnly = hasSnapshots && run?.workers.length === 0;
+  const available: ViewName[] = [
+    ...(views.status === 'ok' ? views.data.views.filter((v) => VIEWS.some((d) => d.name === v)) : []),
+    ...(hasSnapshots ? ['memory_snapshot' as ViewName] : []),
+  ];
+  const view = (available.includes(viewParam as ViewName) ? viewParam : snapshotsOnly ? 'memory_snapshot' : 'overview') as ViewName;
+  const ready = views.status === 'ok' || snapshotsOnly;
 
   // A profile just opened: its run's load progress changed.
   useEffect(() => {
@@ -81,9 +88,9 @@ export function App() {
     if (!run) return;
     const values: Record<string, string | number> = { run: run.name, worker };
     if (spans.status === 'ok') values.span = span;
-    if (views.status === 'ok') values.view = view;
+    if (ready) values.view = view;
     setParams(values);
-  }, [run?.name, worker, span, view, spans.status, views.status]);
+  }, [run?.name, worker, span, view, spans.status, views.status, snapshotsOnly]);
 
   const select = (values: Record<string, string | number | null>) => selectProfile(values);
   const View = VIEWS.find((v) => v.name === view)?.component;
@@ -124,9 +131,9 @@ export function App() {
           {!reply && !error ? <Loading label="Looking for runs…" /> : null}
           {reply && runParam && !run ? <ErrorBox title="Run not found" reason={`No run named “${runParam}” has been found (yet) under the log directory.`} /> : null}
           {spans.status === 'error' ? <ErrorBox reason={spans.error} /> : null}
-          {views.status === 'loading' && run ? <Loading progress={views.progress} subject={`${run.name} / ${worker} span ${span}`} /> : null}
+          {views.status === 'loading' && run && !snapshotsOnly ? <Loading progress={views.progress} subject={`${run.name} / ${worker} span ${span}`} /> : null}
           {views.status === 'error' ? <ErrorBox title={`Cannot open ${run?.name} / ${worker} span ${span}`} reason={views.error} /> : null}
-          {views.status === 'ok' && run ? (
+          {ready && run ? (
             <>
               <nav class="tabs" role="tablist" aria-label="Views">
                 {VIEWS.filter((v) => available.includes(v.name)).map((v) => (

@@ -32,6 +32,7 @@ export function RunList({
               </button>
               <div class="run-meta">
                 {run.workers.length} worker{run.workers.length === 1 ? '' : 's'} · {run.spans} span{run.spans === 1 ? '' : 's'}
+                {run.snapshots.length ? ` · ${run.snapshots.length} memory snapshot${run.snapshots.length === 1 ? '' : 's'}` : ''}
               </div>
               <div class="progress" title={`${run.loaded} of ${run.files} trace files loaded`}>
                 <div class="bar" style={{ width: `${pct}%` }} />
@@ -39,6 +40,11 @@ export function RunList({
               <div class="run-meta">
                 {run.loaded}/{run.files} loaded{run.loading ? ' · loading…' : ''}
               </div>
+              {run.snapshots.filter((s) => s.status === 'error').map((s) => (
+                <div class="run-error error" key={`snapshot-${s.path}`}>
+                  {s.name}: {s.reason}
+                </div>
+              ))}
               {run.errors.map((error) => (
                 <div class="run-error error" key={`${error.worker}-${error.span}`}>
                   {error.worker} span {error.span}: {error.reason}

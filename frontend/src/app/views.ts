@@ -10,6 +10,7 @@ import { JobView } from '../views/job/JobView';
 import { KernelView } from '../views/kernel/KernelView';
 import { LightningView } from '../views/lightning/LightningView';
 import { MemoryView } from '../views/memory/MemoryView';
+import { SnapshotView } from '../views/memory_snapshot/SnapshotView';
 import { ModuleView } from '../views/module/ModuleView';
 import { OperatorView } from '../views/operator/OperatorView';
 import { OverviewView } from '../views/overview/OverviewView';
@@ -23,6 +24,7 @@ export const VIEWS: { name: ViewName; label: string; component: FunctionComponen
   { name: 'compiled', label: 'Compiled', component: CompiledView },
   { name: 'trace', label: 'Trace', component: TraceView },
   { name: 'memory', label: 'Memory', component: MemoryView },
+  { name: 'memory_snapshot', label: 'Memory snapshot', component: SnapshotView },
   { name: 'module', label: 'Module', component: ModuleView },
   { name: 'lightning', label: 'Lightning', component: LightningView },
   { name: 'job', label: 'Job', component: JobView },

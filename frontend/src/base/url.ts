@@ -14,7 +14,7 @@ type Listener = () => void;
  * the Distributed step, trace_ranks) stay: each view checks them against the new profile's data (a step
  * number or device it does not have falls back to the default).
  */
-export const PROFILE_SELECTIONS = ['trace_start_us', 'trace_end_us', 'trace_event', 'trace_rank_open', 'trace_path', 'trace_path_segment', 'start_us', 'end_us', 'run_b', 'worker_b', 'span_b', 'op_search'];
+export const PROFILE_SELECTIONS = ['trace_start_us', 'trace_end_us', 'trace_event', 'trace_rank_open', 'trace_path', 'trace_path_segment', 'start_us', 'end_us', 'run_b', 'worker_b', 'span_b', 'op_search', 'snapshot', 'entry'];
 const PROFILE_KEYS = ['run', 'worker', 'span'];
 const listeners = new Set<Listener>();
 

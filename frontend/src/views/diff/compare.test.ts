@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { RunInfo } from '../../api/types';
 import { chooseComparison } from './compare';
 
-const run = (name: string, workers: string[], spans: number): RunInfo => ({ name, workers, spans, files: workers.length * spans, loaded: 0, loading: false, errors: [] });
+const run = (name: string, workers: string[], spans: number): RunInfo => ({ name, workers, spans, files: workers.length * spans, loaded: 0, loading: false, errors: [], snapshots: [] });
 const RUNS = [run('cpu_cnn', ['worker0'], 2), run('cpu_ddp_gloo', ['worker0', 'worker1'], 2), run('gpu_a100_nccl', ['rank0'], 1), run('gpu_resnet50_v100', ['worker0'], 1)];
 const A100 = { run: 'gpu_a100_nccl', worker: 'rank0', span: 1 };
 

@@ -1,0 +1,149 @@
+"""The Python API of CUDA memory snapshots: `load_snapshot` one file into a `MemorySnapshot`.
+
+    snap = tb_plugin.load_snapshot("rank0.pickle")   # or .pickle.gz, a JSON snapshot, s3://...
+    snap.peak()            # one row per device: peak allocated bytes, its time and entry
+    snap.oom()             # the moment memory ran out (or the peak), per device
+    snap.timeline(0)       # the Active Memory Timeline at the zoom asked for
+    snap.blame(0)          # live bytes by the user's own frame, at the snapshot or any entry
+
+Every view is a function of `tb_plugin.views.memory_snapshot` (definitions there).
+"""
+
+import gc
+import os
+from typing import Any
+
+import pandas as pd
+
+from .errors import NotFoundError, TraceError
+from .snapshot.decode import decode_snapshot, read_snapshot_dict
+from .snapshot.model import SnapshotModel
+from .storage import open_single
+from .views import memory_snapshot as views
+
+# What reading a snapshot may take at its peak per byte of (inflated) file: the unpickled
+# dicts (`pickle.loads` alone peaks at 5.4x the file) and the tables built from them while
+# those are still held: 6.5x measured by `benchmarks/snapshot_bench.py` on 5 M entries.
+PEAK_BYTES_PER_SNAPSHOT_BYTE = 7
+DEFAULT_MAX_MEMORY_BYTES = 4 << 30
+
+
+def snapshot_limit(max_memory_bytes: int) -> int:
+    """The largest (inflated) snapshot file that loads within `max_memory_bytes`."""
+    return max_memory_bytes // PEAK_BYTES_PER_SNAPSHOT_BYTE
+
+
+class MemorySnapshot:
+    """One memory snapshot: its `model` (tables) and the views over it."""
+
+    def __init__(self, model: SnapshotModel, source: str) -> None:
+        self.model = model
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"MemorySnapshot({self.source!r}, devices={self.devices()}, entries={len(self.model.entries)})"
+
+    def devices(self) -> list[int]:
+        return self.model.devices()
+
+    def _device(self, device: int | None) -> int:
+        """`device`, or the first device with a trace or a segment when None."""
+        if device is not None:
+            return device
+        devices = self.devices()
+        if not devices:
+            raise NotFoundError(f"{self.source} holds no device's trace or segments")
+        return devices[0]
+
+    def info(self) -> dict[str, Any]:
+        """Devices, entry / segment / stack counts and the allocator's settings."""
+        m = self.model
+        return {"source": self.source, "devices": self.devices(), "entries": len(m.entries),
+                "segments": len(m.segments), "blocks": len(m.blocks), "stacks": int(m.stack_frames["stack"].nunique()),
+                "frames": len(m.frames), "private_pools": [p for p in m.pools["pool_id"] if p != "0,0"],
+                "allocator_settings": m.allocator_settings}
+
+    def peak(self) -> pd.DataFrame:
+        return views.peak(self.model)
+
+    def oom(self) -> pd.DataFrame:
+        return views.oom(self.model)
+
+    def timeline(self, device: int | None = None, start_us: float | None = None, end_us: float | None = None, bins: int = 1000,
+                 bands: int = views.DEFAULT_TIMELINE_BANDS) -> views.SnapshotTimeline:
+        return views.timeline(self.model, self._device(device), start_us, end_us, bins, bands)
+
+    def live(self, device: int | None = None, entry: int | None = None, top: int | None = None) -> pd.DataFrame:
+        return views.live(self.model, self._device(device), entry, top)
+
+    def blame(self, device: int | None = None, entry: int | None = None, by: str = "user_frame") -> pd.DataFrame:
+        return views.blame(self.model, self._device(device), entry, by)
+
+    def categories(self, device: int | None = None, entry: int | None = None) -> pd.DataFrame:
+        return views.categories(self.model, self._device(device), entry)
+
+    def flame(self, device: int | None = None, entry: int | None = None, collapse_library: bool = True) -> pd.DataFrame:
+        return views.flame(self.model, self._device(device), entry, collapse_library)
+
+    def state(self, device: int | None = None, entry: int | None = None) -> pd.DataFrame:
+        return views.state(self.model, self._device(device), entry)
+
+    def index(self) -> None:
+        """Build now what the timeline's first answer would otherwise build (each allocation's
+        lifetime, each device's allocated and reserved series with their block maxima):
+        the server does it on a background thread right after the load."""
+        for device in self.devices():
+            views.prepare_timeline(self.model, device)
+
+    def allocations(self) -> pd.DataFrame:
+        """One row per allocation with its lifetime (`views.memory_snapshot.allocations`)."""
+        return views.allocations(self.model)
+
+
+def side_by_side(snapshots: dict[str, MemorySnapshot]) -> pd.DataFrame:
+    """The snapshots {name: MemorySnapshot} of a run (one per rank) side by side: each
+    device's peak and OOM (`views.memory_snapshot.ranks`)."""
+    return views.ranks({name: snap.model for name, snap in snapshots.items()})
+
+
+def beside_traces(snapshot: MemorySnapshot, profiles: dict[tuple[str, int], Any]) -> pd.DataFrame:
+    """The snapshot's devices beside the same GPUs of `profiles` ({(worker, span): Profile}):
+    the time both cover on one axis and each one's peak in it (`views.memory_snapshot.beside_traces`)."""
+    return views.beside_traces(snapshot.model, {key: profile.model for key, profile in profiles.items()})
+
+
+def snapshot_from_bytes(data: Any, source: str) -> MemorySnapshot:
+    """A `MemorySnapshot` of a snapshot file's (inflated) bytes; `source` names it in errors."""
+    # The collector is paused while the millions of dicts are made and read: they all stay
+    # alive until the tables are built, so each pass over them would find nothing to free.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        snapshot = read_snapshot_dict(data, source)
+        model = decode_snapshot(snapshot, source)
+        del snapshot
+    finally:
+        if collecting:
+            gc.enable()
+    return MemorySnapshot(model, source)
+
+
+def load_snapshot(path_or_url: str | os.PathLike[str], max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> MemorySnapshot:
+    """Load one memory snapshot (`torch.cuda.memory._dump_snapshot`'s pickle, gzipped or not,
+    or a JSON snapshot; local path or fsspec URL).
+
+    Raises
+    ------
+    TraceError
+        When the file cannot be read, is not a memory snapshot, holds anything but plain data
+        (a pickle naming any class or function is refused before it runs), or would take more
+        than `max_memory_bytes` to read; the message names the file and the reason.
+    """
+    storage, name = open_single(path_or_url)
+    display = storage.display(name)
+    limit = snapshot_limit(max_memory_bytes)
+    data = storage.read_trace(name, limit=limit).data
+    if len(data) > limit:
+        raise TraceError(display, f"too large to load: {len(data) >> 20} MB would take more than the memory budget "
+                                  f"({max_memory_bytes >> 20} MB) to read")
+    return snapshot_from_bytes(data, display)

@@ -1,0 +1,320 @@
+"""A memory snapshot's bytes -> the snapshot dict (read safely) -> columnar tables.
+
+The format is documented in `torch/cuda/memory.py` (`_snapshot`): a dict with `segments`
+(the allocator's state when the snapshot was taken: each segment with its blocks) and
+`device_traces` (one list per device of the allocator's recent actions), plus
+`allocator_settings` and `external_annotations` in newer versions. `_dump_snapshot` pickles
+it; newer PyTorch can also write it as JSON.
+
+Safety: a pickle is a program. The unpickler here refuses every global (`find_class`) and
+every persistent id, so no class, function or module is ever looked up: a snapshot holds
+only dicts, lists, tuples, strings and numbers, which need none, and a planted payload
+(`os.system` by REDUCE, any `__reduce__`) stops at its first global with a `TraceError`,
+having run nothing. What comes out is then checked to be the documented shape before it is
+used.
+
+Speed: the pickle is decoded by CPython's C unpickler (with the garbage collector paused: the
+millions of dicts it makes are all live) and each table column is taken from the entry dicts
+with C-level `map(itemgetter(...))`, not a Python loop per entry. Stacks are interned by the
+identity of the frame objects first (torch's pickle shares each distinct frame dict through
+the pickle memo), then by content.
+"""
+
+import gc
+import io
+import json
+import pickle
+from operator import itemgetter
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceError
+from .model import ACTIONS, BLOCK_STATES, SnapshotModel
+from .sniff import PROTO_OPCODE, PICKLE_PROTOCOLS, looks_like_json_snapshot
+
+
+class _Refused(pickle.UnpicklingError):
+    """What the pickle asked for and was refused."""
+
+
+class _NoGlobalsUnpickler(pickle.Unpickler):
+    """The C unpickler with every global and persistent id refused (module docstring)."""
+
+    def find_class(self, module, name):
+        raise _Refused(
+            f"the pickle asks for the global {module}.{name}: refused, since a memory snapshot holds only "
+            "dicts, lists, strings and numbers (nothing in it was run)")
+
+    def persistent_load(self, pid):
+        raise _Refused("the pickle holds a persistent id: refused (nothing in it was run)")
+
+
+def read_snapshot_dict(data, path):
+    """The snapshot dict of the (inflated) bytes `data` of the file `path`: a pickle of
+    protocol 2-5 read by `_NoGlobalsUnpickler`, or a JSON snapshot. Anything else, or a
+    payload, is a `TraceError` naming the file."""
+    head = bytes(data[:2])
+    if head[:1] == bytes([PROTO_OPCODE]):
+        if head[1:2] and head[1] not in PICKLE_PROTOCOLS:
+            raise TraceError(path, f"a pickle of protocol {head[1]}: memory snapshots are read in protocols 2-5")
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            snapshot = _NoGlobalsUnpickler(io.BytesIO(data)).load()
+        except _Refused as exc:
+            raise TraceError(path, f"not a memory snapshot: {exc}") from None
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, MemoryError,
+                RecursionError) as exc:
+            raise TraceError(path, f"the pickle is truncated or corrupt ({type(exc).__name__}: {exc})") from None
+        finally:
+            if collecting:
+                gc.enable()
+    elif looks_like_json_snapshot(data):
+        try:
+            import orjson
+
+            snapshot = orjson.loads(data)
+        except (ValueError, TypeError) as exc:
+            raise TraceError(path, f"the JSON snapshot is truncated or corrupt ({exc})") from None
+    else:
+        raise TraceError(path, "not a memory snapshot: neither a pickle (protocol 2-5) nor a JSON snapshot")
+    _check_shape(snapshot, path)
+    return snapshot
+
+
+def _check_shape(snapshot, path):
+    if not isinstance(snapshot, dict):
+        raise TraceError(path, f"not a memory snapshot: it holds a {type(snapshot).__name__}, not a dict")
+    if "segments" not in snapshot and "device_traces" not in snapshot:
+        raise TraceError(path, "not a memory snapshot: the dict has neither 'segments' nor 'device_traces'")
+    for key in ("segments", "device_traces"):
+        if not isinstance(snapshot.get(key, []), list):
+            raise TraceError(path, f"not a memory snapshot: '{key}' is a {type(snapshot[key]).__name__}, not a list")
+    for device, entries in enumerate(snapshot.get("device_traces", [])):
+        if not isinstance(entries, list) or (entries and set(map(type, entries)) != {dict}):
+            raise TraceError(path, f"not a memory snapshot: device_traces[{device}] is not a list of dicts")
+    if not all(type(s) is dict and isinstance(s.get("blocks", []), list) for s in snapshot.get("segments", [])):
+        raise TraceError(path, "not a memory snapshot: 'segments' is not a list of dicts with lists of blocks")
+
+
+class _Interner:
+    """Frames and stacks met while decoding, each stored once (module docstring: by object
+    identity first, by content at the end)."""
+
+    def __init__(self):
+        self.frame_objects = []  # distinct frame dicts, by identity
+        self._frame_by_id = {}
+        self.stacks = []  # tuples of indexes into frame_objects, innermost frame first
+        self._stack_by_ids = {}
+
+    def stack_codes(self, frame_lists):
+        """One stack code per list of frame dicts (-1 for an empty or missing one). Lists
+        shared between entries (through the pickle memo) are looked at once."""
+        if not frame_lists:
+            return np.empty(0, dtype=np.int64)
+        labels, unique_ids = pd.factorize(np.fromiter(map(id, frame_lists), dtype=np.int64, count=len(frame_lists)))
+        first = np.zeros(len(unique_ids), dtype=np.int64)
+        first[labels[::-1]] = np.arange(len(labels) - 1, -1, -1)  # an entry holding each distinct list
+        by_ids = self._stack_by_ids
+        codes = np.empty(len(unique_ids), dtype=np.int64)
+        for i, row in enumerate(first.tolist()):
+            frames = frame_lists[row]
+            key = tuple(map(id, frames)) if frames else ()
+            code = by_ids.get(key)
+            if code is None:
+                code = by_ids[key] = -1 if not key else self._add_stack(key, frames)
+            codes[i] = code
+        return codes[labels]
+
+    def _add_stack(self, key, frames):
+        frame_by_id = self._frame_by_id
+        indexes = []
+        for ident, frame in zip(key, frames):
+            index = frame_by_id.get(ident)
+            if index is None:
+                index = frame_by_id[ident] = len(self.frame_objects)
+                self.frame_objects.append(frame)
+            indexes.append(index)
+        self.stacks.append(tuple(indexes))
+        return len(self.stacks) - 1
+
+    def tables(self, path):
+        """(frames, stack_frames, remap of stack codes to content-unique ones)."""
+        try:
+            triples = [(str(f.get("filename", "")), int(f.get("line", 0)), str(f.get("name", "")))
+                       for f in self.frame_objects]
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise TraceError(path, f"not a memory snapshot: a stack frame is not {{filename, line, name}} ({exc})") from None
+        frame_codes, unique_frames = pd.factorize(pd.Series(triples, dtype=object)) if triples else (np.empty(0, np.int64), [])
+        content = [tuple(frame_codes[list(stack)]) for stack in self.stacks]
+        stack_codes, unique_stacks = pd.factorize(pd.Series(content, dtype=object)) if content else (np.empty(0, np.int64), [])
+        frames = pd.DataFrame({
+            "filename": pd.Series([t[0] for t in unique_frames], dtype=object),
+            "line": np.array([t[1] for t in unique_frames], dtype=np.int64),
+            "name": pd.Series([t[2] for t in unique_frames], dtype=object),
+        })
+        lengths = np.array([len(s) for s in unique_stacks], dtype=np.int64)
+        stack_frames = pd.DataFrame({
+            "stack": np.repeat(np.arange(len(unique_stacks), dtype=np.int64), lengths),
+            "depth": np.concatenate([np.arange(n) for n in lengths]) if len(lengths) else np.empty(0, np.int64),
+            "frame": np.fromiter((f for s in unique_stacks for f in s), dtype=np.int64, count=int(lengths.sum())),
+        })
+        remap = np.append(np.asarray(stack_codes, dtype=np.int64), -1)  # code -1 stays -1
+        return frames, stack_frames, remap
+
+
+def _column(records, key, default, dtype):
+    """`records[i][key]` for every record as a numpy array, `default` where a record lacks it
+    (or holds None)."""
+    try:  # the common case, at C speed: every record has the key, with a number
+        return np.fromiter(map(itemgetter(key), records), dtype=dtype, count=len(records))
+    except (KeyError, TypeError):
+        pass
+    values = [r.get(key, default) for r in records]
+    try:
+        return np.array([default if v is None else v for v in values], dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"'{key}' holds a value that is not a {np.dtype(dtype).name} ({exc})") from None
+
+
+def _optional_list(records, key):
+    try:
+        return list(map(itemgetter(key), records))
+    except KeyError:
+        return [r.get(key) for r in records]
+
+
+def _pool_codes(values, pools):
+    """Codes into `pools` (a dict {pool id as text: code}) of each entry's pool id, -1 without one."""
+    out = np.full(len(values), -1, dtype=np.int64)
+    for i, value in enumerate(values):
+        if value is not None:
+            text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+            out[i] = pools.setdefault(text, len(pools))
+    return out
+
+
+def _categorical(values, categories):
+    """Strings as a categorical over `categories`, followed by any others met (in order)."""
+    codes = {c: i for i, c in enumerate(categories)}
+    for value in dict.fromkeys(values):
+        codes.setdefault(value, len(codes))
+    if not all(isinstance(c, str) for c in codes):
+        raise ValueError(f"a name that is not text among {list(codes)[:10]}")
+    return pd.Categorical.from_codes(np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values)),
+                                     categories=list(codes))
+
+
+def decode_snapshot(snapshot, path):
+    """The `SnapshotModel` of a snapshot dict (`read_snapshot_dict`)."""
+    try:
+        return _decode(snapshot, path)
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise TraceError(path, f"not a memory snapshot in the documented format ({type(exc).__name__}: {exc})") from None
+
+
+def _decode(snapshot, path):
+    interner, pools = _Interner(), {"0,0": 0}
+    # --- the trace: one row per allocator action, devices one after another ---
+    parts = []
+    for device, entries in enumerate(snapshot.get("device_traces", [])):
+        if not entries:
+            continue
+        n = len(entries)
+        actions = list(map(itemgetter("action"), entries))
+        action = _categorical(actions, ACTIONS)
+        time_us = _column(entries, "time_us", np.nan, np.float64)
+        # Only `oom` entries say how much the device had free: read from those alone.
+        device_free = np.full(n, -1, dtype=np.int64)
+        ooms = np.flatnonzero(action.codes == ACTIONS.index("oom"))
+        device_free[ooms] = _column([entries[i] for i in ooms], "device_free", -1, np.int64)
+        parts.append(pd.DataFrame({
+            "device": np.full(n, device, dtype=np.int64),
+            "action": action,
+            "addr": _column(entries, "addr", -1, np.int64),
+            "size": _column(entries, "size", 0, np.int64),
+            "stream": _column(entries, "stream", 0, np.int64),
+            "time_us": time_us,
+            "stack": interner.stack_codes(_optional_list(entries, "frames")),
+            "pool": _pool_codes(_optional_list(entries, "pool_id"), pools),
+            "device_free": device_free,
+        }))
+    entries = (pd.concat(parts, ignore_index=True) if parts else
+               pd.DataFrame({"device": np.empty(0, np.int64), "action": pd.Categorical([], categories=list(ACTIONS)),
+                             **{c: np.empty(0, np.int64) for c in ("addr", "size", "stream")},
+                             "time_us": np.empty(0), "stack": np.empty(0, np.int64), "pool": np.empty(0, np.int64),
+                             "device_free": np.empty(0, np.int64)}))
+    if len(parts) > 1:  # categories differ per device when one met an action another did not
+        entries["action"] = _categorical(entries["action"].astype(object).tolist(), ACTIONS)
+    entries.insert(0, "entry", np.arange(len(entries), dtype=np.int64))
+
+    # --- the state when the snapshot was taken: segments and their blocks ---
+    segments_in = snapshot.get("segments", [])
+    segments = pd.DataFrame({
+        "device": _column(segments_in, "device", 0, np.int64),
+        "address": _column(segments_in, "address", 0, np.int64),
+        "total_size": _column(segments_in, "total_size", 0, np.int64),
+        "stream": _column(segments_in, "stream", 0, np.int64),
+        "segment_type": pd.Categorical(_optional_list(segments_in, "segment_type")),
+        "pool": _pool_codes([p if p is not None else (0, 0) for p in _optional_list(segments_in, "segment_pool_id")], pools),
+        "allocated_size": _column(segments_in, "allocated_size", 0, np.int64),
+        "active_size": _column(segments_in, "active_size", 0, np.int64),
+        "requested_size": _column(segments_in, "requested_size", 0, np.int64),
+    })
+    block_lists = [s.get("blocks", []) for s in segments_in]
+    counts = np.array([len(b) for b in block_lists], dtype=np.int64)
+    blocks_in = [b for blocks in block_lists for b in blocks]
+    if not all(type(b) is dict for b in blocks_in):
+        raise ValueError("a segment's block is not a dict")
+    sizes = _column(blocks_in, "size", 0, np.int64)
+    segment_of = np.repeat(np.arange(len(segments_in), dtype=np.int64), counts)
+    # Blocks lie in their segment in address order; older snapshots give no block address.
+    in_segment = np.bincount(segment_of, sizes, len(counts)).astype(np.int64)
+    offsets = np.cumsum(sizes) - sizes - np.repeat(np.cumsum(in_segment) - in_segment, counts)
+    fallback = segments["address"].to_numpy()[segment_of] + offsets
+    address = _column(blocks_in, "address", -1, np.int64)
+    address = np.where(address < 0, fallback, address)
+    states = _optional_list(blocks_in, "state")
+    blocks = pd.DataFrame({
+        "segment": segment_of,
+        "device": segments["device"].to_numpy()[segment_of],
+        "address": address,
+        "size": sizes,
+        # `requested_size` is what the caller asked for (the block is rounded up); older
+        # snapshots only have it in `history`.
+        "requested_size": _requested_sizes(blocks_in, sizes),
+        "state": _categorical(["inactive" if s is None else s for s in states], BLOCK_STATES),
+        "stack": interner.stack_codes(_block_frames(blocks_in)),
+    })
+    frames, stack_frames, remap = interner.tables(path)
+    entries["stack"] = remap[entries["stack"].to_numpy()]
+    blocks["stack"] = remap[blocks["stack"].to_numpy()]
+    pool_table = pd.DataFrame({"pool": np.arange(len(pools), dtype=np.int64),
+                               "pool_id": pd.Series(list(pools), dtype=object)})
+    settings = snapshot.get("allocator_settings")
+    return SnapshotModel(entries=entries, segments=segments, blocks=blocks, frames=frames, stack_frames=stack_frames,
+                         pools=pool_table, device_count=len(snapshot.get("device_traces", [])),
+                         allocator_settings=_plain(settings) if isinstance(settings, dict) else {})
+
+
+def _requested_sizes(blocks, sizes):
+    requested = _column(blocks, "requested_size", -1, np.int64)
+    missing = np.flatnonzero(requested < 0)
+    for i in missing:  # only in snapshots from before PyTorch 2.1
+        history = blocks[i].get("history") or [{}]
+        requested[i] = int(history[0].get("real_size", sizes[i]))
+    return requested
+
+
+def _block_frames(blocks):
+    frames = _optional_list(blocks, "frames")
+    for i, value in enumerate(frames):
+        if value is None and blocks[i].get("history"):  # before PyTorch 2.1
+            frames[i] = blocks[i]["history"][0].get("frames")
+    return frames
+
+
+def _plain(value):
+    """`value` as JSON can hold it (settings are shown, never interpreted)."""
+    return json.loads(json.dumps(value, default=str))

@@ -1,0 +1,898 @@
+"""Memory snapshot views: pure functions of a `SnapshotModel` (tb_plugin/snapshot/model.py).
+
+Definitions shared by every function here:
+
+- **An allocation** lives from its `alloc` entry to the `free_completed` entry of the same
+  address on the same device (the allocator can reuse the bytes from then on; memory_viz's
+  Active Memory Timeline ends it there too). A `free_completed` with no `alloc` before it in
+  the trace, and a block `active_*` in `segments` with no `alloc` left open at the end of the
+  trace, are allocations made before the trace started (`_record_memory_history(max_entries)`
+  keeps only the last actions): they are alive from the trace's start.
+- **Allocated bytes** after an entry: the sizes of the allocations alive then (block sizes,
+  rounded up as the allocator hands them out). **Reserved bytes**: the segments' total sizes,
+  `segment_alloc`/`segment_map` adding and `segment_free`/`segment_unmap` removing, counted
+  back from the segments held when the snapshot was taken.
+- **A moment** is a position in one device's trace: `entry` is the row of `entries` after
+  which the state is taken; -1 is the state before the device's first entry.
+- **A library frame** is one whose file lies in an installed package (`site-packages`,
+  `dist-packages`, `/torch/`, the standard library's `/lib/python3`) or is native code (no
+  `.py` file): the user's own code is the rest, and blame folds each stack to its innermost
+  user frame.
+"""
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import BadParameterError, NotFoundError
+from ..schema import NULLABLE, declare, documented
+from ..snapshot.model import DEFAULT_POOL_ID, SnapshotModel
+from .common import _cached
+
+_LIBRARY_FILE = re.compile(r"site-packages/|dist-packages/|(?:^|/)torch/|/lib/python3[.\d]*/")
+MAX_TIMELINE_BINS = 4000
+DEFAULT_TIMELINE_BANDS = 100
+# Allocations are searched for the largest alive in a window this many at a time (largest first).
+_BAND_SEARCH_CHUNK = 1 << 16
+
+# Category rules, in the order tried on each stack: the first whose test matches a frame decides.
+CATEGORY_RULES = (
+    ("optimizer_state", "a frame in torch/optim/",
+     lambda f: f["filename"].str.contains("torch/optim/", regex=False)),
+    ("backward", "a frame of autograd's backward (torch/autograd/, or a function named *backward*)",
+     lambda f: f["filename"].str.contains("torch/autograd/", regex=False) | f["name"].str.contains("backward", regex=False)),
+    ("parameter", "a frame that creates or moves module parameters (torch/nn/parameter.py, Module.to/_apply/cuda, "
+                  "reset_parameters)",
+     lambda f: f["filename"].str.contains("torch/nn/parameter.py", regex=False)
+     | (f["filename"].str.contains("torch/nn/modules/module.py", regex=False) & f["name"].isin(["to", "_apply", "cuda"]))
+     | f["name"].eq("reset_parameters")),
+    ("activation", "a frame of a module's forward (torch/nn/modules/, Module._call_impl, a function named forward)",
+     lambda f: f["filename"].str.contains("torch/nn/modules/", regex=False) | f["name"].eq("forward")),
+)
+UNKNOWN_CATEGORY = ("unknown", "no frame matched a rule (or the allocation has no stack)")
+
+SNAPSHOT_PEAK = declare(
+    "snapshot_peak", "one device of the snapshot: its peak allocated bytes in the recorded trace",
+    ("device", "int64", "", "CUDA device index"),
+    ("peak_allocated_bytes", "int64", "bytes", "most bytes allocated at once (module docstring), also before the first entry"),
+    ("peak_time_us", "float64", "us", "the allocator's time of the entry that reached it (epoch us); null before the trace", NULLABLE),
+    ("peak_entry", "int64", "", "row of the entries table that reached the peak; -1: already at the trace's start"),
+    ("reserved_at_peak_bytes", "int64", "bytes", "bytes reserved in segments at that moment"),
+    ("peak_reserved_bytes", "int64", "bytes", "most bytes reserved at once"),
+    ("allocated_at_snapshot_bytes", "int64", "bytes", "bytes allocated when the snapshot was taken"),
+    ("reserved_at_snapshot_bytes", "int64", "bytes", "bytes reserved when the snapshot was taken"),
+    ("entries", "int64", "count", "entries of the device's trace"),
+    ("ooms", "int64", "count", "`oom` entries of the device's trace"),
+)
+SNAPSHOT_OOM = declare(
+    "snapshot_oom", "one device: the moment memory ran out (its last `oom` entry), or its peak when it has none",
+    ("device", "int64", "", "CUDA device index"),
+    ("kind", "str", "", "\"oom\" for an `oom` entry, \"peak\" for the peak of a device without one"),
+    ("entry", "int64", "", "row of the entries table; -1: the state before the trace"),
+    ("time_us", "float64", "us", "the allocator's time (epoch us); null before the trace", NULLABLE),
+    ("requested_bytes", "int64", "bytes", "bytes the failed allocation asked for; 0 for a peak"),
+    ("device_free_bytes", "int64", "bytes", "bytes CUDA reported free on the device at the OOM; -1 for a peak"),
+    ("allocated_bytes", "int64", "bytes", "bytes allocated at that moment"),
+    ("reserved_bytes", "int64", "bytes", "bytes reserved in segments at that moment"),
+    ("fragmentation_bytes", "int64", "bytes", "reserved but not allocated: cached free space the request did not fit"),
+    ("fragmentation_pct", "float64", "pct", "fragmentation_bytes / reserved_bytes; null with nothing reserved", NULLABLE),
+)
+SNAPSHOT_LIVE = declare(
+    "snapshot_live", "one allocation alive at the chosen moment, largest first",
+    ("allocation", "int64", "", "row of the allocations (stable id for the timeline's bands)"),
+    ("device", "int64", "", "CUDA device index"),
+    ("addr", "int64", "", "device address"),
+    ("size_bytes", "int64", "bytes", "block size"),
+    ("alloc_us", "float64", "us", "when it was allocated (epoch us); null when before the trace", NULLABLE),
+    ("free_us", "float64", "us", "when it was freed (free_completed); null when still alive at the snapshot", NULLABLE),
+    ("pool_id", "str", "", "the allocator pool (\"0,0\": the default pool; others are private: CUDA graphs, MemPools)"),
+    ("private_pool", "bool", "", "whether the pool is a private one"),
+    ("category", "str", "", "what the memory is for, where its stack tells (see snapshot_categories)"),
+    ("stack", "int64", "", "stack id (-1: none recorded)"),
+    ("top_frame", "str", "", "the innermost frame of the user's own code, else the innermost frame (file:line:name)"),
+)
+SNAPSHOT_BLAME = declare(
+    "snapshot_blame", "one frame of the user's code (or one whole stack): the bytes alive at the chosen moment that it holds",
+    ("frame", "str", "", "file:line:name of the innermost user frame of the stacks (or the whole stack, innermost first)"),
+    ("filename", "str", "", "its file (full path as recorded); empty for allocations without a stack"),
+    ("line", "int64", "", "its line; -1 without a stack"),
+    ("name", "str", "", "its function; empty without a stack"),
+    ("live_bytes", "int64", "bytes", "block bytes alive then whose stack it is in"),
+    ("requested_bytes", "int64", "bytes", "of which the callers asked for (the rest is rounding); from the blocks at the snapshot, else equal to live_bytes", ),
+    ("allocations", "int64", "count", "allocations alive then"),
+    ("share_pct", "float64", "pct", "live_bytes / all bytes alive then; null when none are", NULLABLE),
+)
+SNAPSHOT_CATEGORIES = declare(
+    "snapshot_categories", "one category of memory alive at the chosen moment, and how it was decided",
+    ("category", "str", "", "optimizer_state, backward, parameter, activation or unknown"),
+    ("live_bytes", "int64", "bytes", "block bytes alive then in this category"),
+    ("allocations", "int64", "count", "allocations alive then in this category"),
+    ("rule", "str", "", "how a stack is put in this category: the first rule, in this table's order, one of whose frames matches"),
+)
+SNAPSHOT_FLAME = declare(
+    "snapshot_flame", "one node of the flame graph of bytes alive at the chosen moment, outermost frames at the root",
+    ("node", "int64", "", "node id (0 is the root, all live bytes)"),
+    ("parent", "int64", "", "parent node; -1 for the root"),
+    ("depth", "int64", "", "0 for the root"),
+    ("frame", "str", "", "file:line:name, or \"[library] n frames\" for a collapsed run of library frames"),
+    ("library", "bool", "", "whether the node is library code (a collapsed run, or one library frame)"),
+    ("live_bytes", "int64", "bytes", "bytes alive then allocated under this call path"),
+)
+SNAPSHOT_STATE = declare(
+    "snapshot_state", "one block of the allocator's segments at the chosen moment, in address order",
+    ("segment_address", "int64", "", "the segment's device address"),
+    ("segment_bytes", "int64", "bytes", "the segment's total size"),
+    ("pool_id", "str", "", "the segment's pool (\"0,0\": default)"),
+    ("stream", "int64", "", "the segment's stream"),
+    ("address", "int64", "", "the block's device address"),
+    ("size_bytes", "int64", "bytes", "the block's size"),
+    ("allocated", "bool", "", "true for an allocation alive then, false for free space in the segment"),
+    ("allocation", "int64", "", "row of the allocations; -1 for free space"),
+    ("top_frame", "str", "", "for an allocation: its innermost user frame (file:line:name); empty for free space"),
+)
+TIMELINE_BANDS = declare(
+    "snapshot_timeline_bands", "one band of the Active Memory Timeline in the window: one allocation, or all the others merged",
+    ("band", "int64", "", "band id in this answer; 0 is the merged band of the allocations not drawn on their own"),
+    ("allocation", "int64", "", "row of the allocations; -1 for the merged band"),
+    ("size_bytes", "int64", "bytes", "the allocation's size; for the merged band the most it holds in the window"),
+    ("alloc_us", "float64", "us", "when allocated (epoch us); null before the trace and for the merged band", NULLABLE),
+    ("free_us", "float64", "us", "when freed (epoch us); null when alive at the snapshot and for the merged band", NULLABLE),
+    ("pool_id", "str", "", "the allocation's pool (\"0,0\": default; empty for the merged band)"),
+    ("private_pool", "bool", "", "whether that pool is a private one"),
+    ("category", "str", "", "see snapshot_categories; empty for the merged band"),
+    ("stack", "int64", "", "stack id; -1 for none and for the merged band"),
+    ("top_frame", "str", "", "innermost user frame (file:line:name); empty for the merged band"),
+)
+TIMELINE_POINTS = declare(
+    "snapshot_timeline_points", "one band at one drawn instant: where it lies in the stack of active memory",
+    ("band", "int64", "", "band id (snapshot_timeline_bands)"),
+    ("time_us", "float64", "us", "the instant (epoch us): in each pixel column the entry with the most allocated bytes, else its start"),
+    ("low_bytes", "int64", "bytes", "the band's bottom: the merged band and the bands allocated before it that are still alive"),
+    ("high_bytes", "int64", "bytes", "low_bytes + the band's size (the merged band: the bytes it holds then)"),
+)
+TIMELINE_TOTALS = declare(
+    "snapshot_timeline_totals", "one pixel column of the window: the most allocated and reserved in it",
+    ("time_us", "float64", "us", "the column's drawn instant (as snapshot_timeline_points)"),
+    ("start_us", "float64", "us", "the column's start (epoch us)"),
+    ("allocated_bytes", "int64", "bytes", "most bytes allocated at once in the column"),
+    ("reserved_bytes", "int64", "bytes", "most bytes reserved at once in the column"),
+    ("entry", "int64", "", "the entry drawn for the column (-1: the state before the trace)"),
+)
+
+
+# --- the model's derived tables (computed once per model) --------------------------------
+
+def allocations(model: SnapshotModel) -> pd.DataFrame:
+    """One row per allocation (module docstring): device, addr, size, stream, pool, stack,
+    alloc_entry / free_entry (rows of `entries`; -1: before the trace / alive at the
+    snapshot), alloc_us, free_us, alloc_pos / free_pos (positions in the device's trace;
+    -1 / one past the end when unknown), requested (from the block at the snapshot, else the
+    size), sorted by device then by when they were made (those from before the trace first)."""
+    return _cached(model, "allocations", lambda: _allocations(model))
+
+
+def _allocations(model):
+    e = model.entries
+    is_alloc = _action_is(model, "alloc")
+    is_free = _action_is(model, "free_completed", "free")
+    rows = np.flatnonzero(is_alloc | is_free)
+    device, addr = e["device"].to_numpy()[rows], e["addr"].to_numpy()[rows]
+    order = rows[np.lexsort((rows, addr, device))]
+    dev_o, addr_o, alloc_o = e["device"].to_numpy()[order], e["addr"].to_numpy()[order], is_alloc[order]
+    same_next = np.zeros(len(order), bool)
+    same_next[:-1] = (dev_o[1:] == dev_o[:-1]) & (addr_o[1:] == addr_o[:-1])
+    freed_next = same_next.copy()
+    freed_next[:-1] &= ~alloc_o[1:]
+    same_prev = np.zeros(len(order), bool)
+    same_prev[1:] = same_next[:-1]
+    # In trace: each alloc, with the free right after it (same device and address), if any.
+    allocs = np.flatnonzero(alloc_o)
+    free_entry = np.where(freed_next[allocs], order[np.minimum(allocs + 1, len(order) - 1)], -1)
+    # Before the trace: a free whose previous action on its address is not an alloc.
+    prev_alloc = np.zeros(len(order), bool)
+    prev_alloc[1:] = same_prev[1:] & alloc_o[:-1]
+    orphan_frees = order[np.flatnonzero(~alloc_o & ~prev_alloc)]
+
+    starts = _device_starts(model)
+    pos_of = np.arange(len(e)) - starts[e["device"].to_numpy()]
+    ends = _device_ends(model)
+    from_trace = pd.DataFrame({"alloc_entry": order[allocs], "free_entry": free_entry})
+    from_frees = pd.DataFrame({"alloc_entry": -1, "free_entry": orphan_frees})
+    table = pd.concat([from_trace, from_frees], ignore_index=True)
+    source = np.where(table["alloc_entry"] >= 0, table["alloc_entry"], table["free_entry"])
+    out = pd.DataFrame({
+        "device": e["device"].to_numpy()[source], "addr": e["addr"].to_numpy()[source],
+        "size": e["size"].to_numpy()[source], "stream": e["stream"].to_numpy()[source],
+        "pool": e["pool"].to_numpy()[source], "stack": e["stack"].to_numpy()[source],
+        "alloc_entry": table["alloc_entry"].to_numpy(), "free_entry": table["free_entry"].to_numpy(),
+    })
+    # Before the trace and still alive: blocks held at the snapshot that no open alloc explains.
+    held = model.blocks[_held_blocks(model)]
+    still_open = out[out["free_entry"] < 0]
+    explained = pd.MultiIndex.from_arrays([held["device"], held["address"]]).isin(
+        pd.MultiIndex.from_arrays([still_open["device"], still_open["addr"]]))
+    unexplained = held[~explained]
+    seg = model.segments
+    out = pd.concat([out, pd.DataFrame({
+        "device": unexplained["device"].to_numpy(), "addr": unexplained["address"].to_numpy(),
+        "size": unexplained["size"].to_numpy(), "stream": seg["stream"].to_numpy()[unexplained["segment"].to_numpy()],
+        "pool": seg["pool"].to_numpy()[unexplained["segment"].to_numpy()], "stack": unexplained["stack"].to_numpy(),
+        "alloc_entry": -1, "free_entry": -1})], ignore_index=True)
+    # Entries name a pool only in newer versions: the others take their segment's at the snapshot.
+    missing = out["pool"].to_numpy() < 0
+    if missing.any():
+        out.loc[missing, "pool"] = _segment_pool(model, out["device"].to_numpy()[missing], out["addr"].to_numpy()[missing])
+    # What callers asked for is known from the blocks held at the snapshot.
+    asked = held.drop_duplicates(["device", "address"]).set_index(["device", "address"])["requested_size"]
+    found = asked.reindex(pd.MultiIndex.from_arrays([out["device"], out["addr"]]))
+    alive_at_snapshot = (out["free_entry"].to_numpy() < 0) & found.notna().to_numpy()
+    out["requested"] = np.where(alive_at_snapshot, found.fillna(0).to_numpy(np.int64), out["size"].to_numpy())
+    time = e["time_us"].to_numpy()
+    ae, fe = out["alloc_entry"].to_numpy(), out["free_entry"].to_numpy()
+    out["alloc_us"] = np.where(ae >= 0, time[np.maximum(ae, 0)], np.nan) if len(e) else np.nan
+    out["free_us"] = np.where(fe >= 0, time[np.maximum(fe, 0)], np.nan) if len(e) else np.nan
+    dev = out["device"].to_numpy()
+    out["alloc_pos"] = np.where(ae >= 0, pos_of[np.maximum(ae, 0)] if len(e) else -1, -1)
+    out["free_pos"] = np.where(fe >= 0, pos_of[np.maximum(fe, 0)] if len(e) else 0, ends[dev] - starts[dev])
+    out = out.sort_values(["device", "alloc_pos", "addr"], kind="stable", ignore_index=True)
+    return out
+
+
+def _held_blocks(model):
+    """Mask of the blocks in use when the snapshot was taken (allocated, or freed but awaiting a stream)."""
+    state = model.blocks["state"]
+    held = [i for i, c in enumerate(state.cat.categories) if c.startswith("active_")]
+    return np.isin(state.cat.codes.to_numpy(), held)
+
+
+def _action_is(model, *names):
+    """Boolean mask of the entries whose action is one of `names` (on the categorical's codes:
+    no text per entry)."""
+    action = model.entries["action"]
+    wanted = [i for i, c in enumerate(action.cat.categories) if c in names]
+    return np.isin(action.cat.codes.to_numpy(), wanted)
+
+
+def _segment_pool(model, device, addr):
+    seg = model.segments.sort_values(["device", "address"], ignore_index=True)
+    pools = np.full(len(addr), 0, dtype=np.int64)
+    for d in np.unique(device):
+        s = seg[seg["device"] == d]
+        pick = device == d
+        i = np.searchsorted(s["address"].to_numpy(), addr[pick], side="right") - 1
+        inside = (i >= 0) & (addr[pick] < s["address"].to_numpy()[np.maximum(i, 0)] + s["total_size"].to_numpy()[np.maximum(i, 0)])
+        pools[pick] = np.where(inside, s["pool"].to_numpy()[np.maximum(i, 0)] if len(s) else 0, 0)
+    return pools
+
+
+def _device_starts(model):
+    """First row of each device's entries (indexed by device; devices without any: their place)."""
+    counts = np.bincount(model.entries["device"].to_numpy(), minlength=_device_span(model))
+    return np.concatenate([[0], np.cumsum(counts)[:-1]])
+
+
+def _device_ends(model):
+    counts = np.bincount(model.entries["device"].to_numpy(), minlength=_device_span(model))
+    return np.cumsum(counts)
+
+
+def _device_span(model):
+    devices = model.devices()
+    return max(model.device_count, (max(devices) + 1) if devices else 0, 1)
+
+
+@dataclass
+class _Series:
+    """One device's allocated and reserved bytes after each of its entries (`before_*`: at
+    the trace's start), with the entries' times."""
+
+    start: int  # row of the device's first entry
+    time_us: np.ndarray
+    allocated: np.ndarray
+    reserved: np.ndarray
+    before_allocated: int
+    before_reserved: int
+    allocated_blocks: list  # _BlockMaxima of `allocated`, finest first
+    reserved_blocks: list
+
+
+# Block sizes of the maxima kept per series: a column of the timeline reads at most two
+# partial blocks per level and the whole blocks of the coarsest, however many entries it spans.
+_BLOCK_SIZES = (64, 4096)
+
+
+@dataclass
+class _BlockMaxima:
+    """Per block of `size` consecutive entries: the largest value and the first position holding it."""
+
+    size: int
+    maxima: np.ndarray
+    positions: np.ndarray
+
+
+def _block_maxima(values, step, positions):
+    """(largest, first position holding it) of `values` (found at `positions`) per run of `step` of them."""
+    starts = np.arange(0, len(values), step)
+    if not len(starts):
+        return values, positions
+    maxima = np.maximum.reduceat(values, starts)
+    hit = values == np.repeat(maxima, np.diff(np.r_[starts, len(values)]))
+    first = np.minimum.reduceat(np.where(hit, np.arange(len(values)), len(values)), starts)
+    return maxima, positions[first]
+
+
+def _levels(values):
+    """The entries themselves (block size 1), then the coarser block maxima, each built from the one below."""
+    levels = [_BlockMaxima(1, values, np.arange(len(values)))]
+    for size in _BLOCK_SIZES:
+        below = levels[-1]
+        levels.append(_BlockMaxima(size, *_block_maxima(below.maxima, size // below.size, below.positions)))
+    return levels
+
+
+def _range_max(levels, lo, hi):
+    """(largest value, first position holding it) over entries [lo, hi) of each column, from
+    the coarsest whole blocks inward; columns with lo >= hi get (-1, -1)."""
+    best = np.full(len(lo), np.iinfo(np.int64).min, dtype=np.int64)
+    where = np.full(len(lo), -1, dtype=np.int64)
+    pending = [(np.arange(len(lo)), lo.astype(np.int64), hi.astype(np.int64))]
+    for level in reversed(levels):
+        size, next_pending = level.size, []
+        for cols, a, b in pending:
+            first_block, end_block = -(-a // size), b // size
+            whole = end_block > first_block
+            if size > 1:  # what whole blocks leave on either side goes to the finer levels
+                next_pending += [(cols[~whole], a[~whole], b[~whole]),
+                                 (cols[whole], a[whole], first_block[whole] * size),
+                                 (cols[whole], end_block[whole] * size, b[whole])]
+            c, f, e = cols[whole], first_block[whole], end_block[whole]
+            if not len(c):
+                continue
+            lengths = e - f
+            offsets = np.cumsum(lengths) - lengths
+            idx = np.arange(int(lengths.sum())) - np.repeat(offsets, lengths) + np.repeat(f, lengths)
+            values = level.maxima[idx]
+            top = np.maximum.reduceat(values, offsets)
+            pos = np.minimum.reduceat(np.where(values == np.repeat(top, lengths), level.positions[idx], np.iinfo(np.int64).max), offsets)
+            better = (top > best[c]) | ((top == best[c]) & (pos < where[c]))
+            best[c[better]], where[c[better]] = top[better], pos[better]
+        pending = [(c, a, b) for c, a, b in next_pending if len(c)]
+    return best, where
+
+
+def _series(model, device):
+    return _cached(model, ("series", device), lambda: _build_series(model, device))
+
+
+def _build_series(model, device):
+    e = model.entries
+    start, end = int(_device_starts(model)[device]), int(_device_ends(model)[device])
+    n = end - start
+    a = allocations(model)
+    a = a[a["device"].to_numpy() == device]
+    delta = np.zeros(n + 1, dtype=np.int64)
+    size = a["size"].to_numpy()
+    np.add.at(delta, np.where(a["alloc_pos"].to_numpy() >= 0, a["alloc_pos"].to_numpy(), n), np.where(a["alloc_pos"].to_numpy() >= 0, size, 0))
+    freed = a["free_pos"].to_numpy() < n
+    np.add.at(delta, a["free_pos"].to_numpy()[freed], -size[freed])
+    before_allocated = int(size[a["alloc_pos"].to_numpy() < 0].sum())
+    allocated = before_allocated + np.cumsum(delta[:n])
+    seg_size = e["size"].to_numpy()[start:end]
+    sign = np.select([_action_is(model, "segment_alloc", "segment_map")[start:end],
+                      _action_is(model, "segment_free", "segment_unmap")[start:end]], [1, -1], 0)
+    change = np.cumsum(sign * seg_size)
+    reserved_end = int(model.segments["total_size"][model.segments["device"] == device].sum())
+    before_reserved = reserved_end - (int(change[-1]) if n else 0)
+    reserved = before_reserved + change
+    return _Series(start, e["time_us"].to_numpy()[start:end], allocated, reserved, before_allocated, before_reserved,
+                   _levels(allocated), _levels(reserved))
+
+
+def _check_device(model, device):
+    devices = model.devices()
+    if device not in devices:
+        raise NotFoundError(f"the snapshot has no device {device}; it has {devices}")
+
+
+def _moment(model, device, entry):
+    """The position in the device's trace of `entry` (a row of `entries`; None: the last one)."""
+    series = _series(model, device)
+    n = len(series.allocated)
+    if entry is None:
+        return n - 1
+    pos = int(entry) - series.start
+    if entry != -1 and not 0 <= pos < n:
+        raise BadParameterError(f"entry {entry} is not one of device {device}'s: they are {series.start}..{series.start + n - 1} "
+                                "(-1 for the state before the trace)")
+    return -1 if entry == -1 else pos
+
+
+def _state_at(series, pos):
+    if pos < 0:
+        return series.before_allocated, series.before_reserved
+    return int(series.allocated[pos]), int(series.reserved[pos])
+
+
+# --- views ---------------------------------------------------------------------------------
+
+@documented(SNAPSHOT_PEAK)
+def peak(model: SnapshotModel) -> pd.DataFrame:
+    """The peak allocated bytes of each device, with its time and entry (module docstring)."""
+    rows = []
+    for device in model.devices():
+        s = _series(model, device)
+        values = np.concatenate([[s.before_allocated], s.allocated])
+        reserved = np.concatenate([[s.before_reserved], s.reserved])
+        at = int(np.argmax(values))
+        entry = s.start + at - 1 if at > 0 else -1
+        ooms = _action_is(model, "oom")[s.start:s.start + len(s.allocated)]
+        rows.append({"device": device, "peak_allocated_bytes": int(values[at]),
+                     "peak_time_us": s.time_us[at - 1] if at > 0 else np.nan, "peak_entry": entry,
+                     "reserved_at_peak_bytes": int(reserved[at]), "peak_reserved_bytes": int(reserved.max()),
+                     "allocated_at_snapshot_bytes": _allocated_at_snapshot(model, device),
+                     "reserved_at_snapshot_bytes": int(model.segments["total_size"][model.segments["device"] == device].sum()),
+                     "entries": len(s.allocated), "ooms": int(ooms.sum())})
+    return SNAPSHOT_PEAK.frame(pd.DataFrame(rows, columns=SNAPSHOT_PEAK.names))
+
+
+def _allocated_at_snapshot(model, device):
+    b = model.blocks
+    return int(b["size"][_held_blocks(model) & (b["device"].to_numpy() == device)].sum())
+
+
+@documented(SNAPSHOT_OOM)
+def oom(model: SnapshotModel) -> pd.DataFrame:
+    """The moment memory ran out on each device: its last `oom` entry, or its peak."""
+    peaks = peak(model).set_index("device")
+    e = model.entries
+    is_oom = _action_is(model, "oom")
+    rows = []
+    for device in model.devices():
+        s = _series(model, device)
+        ooms = np.flatnonzero(is_oom[s.start:s.start + len(s.allocated)])
+        if len(ooms):
+            pos = int(ooms[-1])
+            entry, kind = s.start + pos, "oom"
+            requested, free = int(e["size"].to_numpy()[entry]), int(e["device_free"].to_numpy()[entry])
+        else:
+            entry, kind, requested, free = int(peaks["peak_entry"].to_numpy()[peaks.index.get_loc(device)]), "peak", 0, -1
+            pos = entry - s.start if entry >= 0 else -1
+        allocated, reserved = _state_at(s, pos)
+        rows.append({"device": device, "kind": kind, "entry": entry,
+                     "time_us": s.time_us[pos] if pos >= 0 else np.nan, "requested_bytes": requested,
+                     "device_free_bytes": free, "allocated_bytes": allocated, "reserved_bytes": reserved,
+                     "fragmentation_bytes": reserved - allocated,
+                     "fragmentation_pct": 100.0 * (reserved - allocated) / reserved if reserved else np.nan})
+    return SNAPSHOT_OOM.frame(pd.DataFrame(rows, columns=SNAPSHOT_OOM.names))
+
+
+def _alive(model, device, entry):
+    """The allocations alive after `entry` (module docstring) on `device`."""
+    _check_device(model, device)
+    pos = _moment(model, device, entry)
+    a = allocations(model)
+    a = a[a["device"].to_numpy() == device]
+    return a[(a["alloc_pos"].to_numpy() <= pos) & (a["free_pos"].to_numpy() > pos)]
+
+
+def _frame_text(model):
+    """file:line:name of each frame (as `_memory_viz` writes them, with the full path)."""
+    return _cached(model, "frame_text", lambda: (model.frames["filename"] + ":" + model.frames["line"].astype(str)
+                                                   + ":" + model.frames["name"]).to_numpy(dtype=object))
+
+
+def _library_frames(model):
+    return _cached(model, "library_frames", lambda: (
+        model.frames["filename"].str.contains(_LIBRARY_FILE) | ~model.frames["filename"].str.endswith(".py")).to_numpy())
+
+
+def _top_user_frame(model):
+    """Per stack: the frame row of its innermost user frame, else of its innermost frame."""
+    def build():
+        sf = model.stack_frames
+        n_stacks = int(sf["stack"].max()) + 1 if len(sf) else 0
+        library = _library_frames(model)[sf["frame"].to_numpy()] if len(sf) else np.empty(0, bool)
+        first_user = pd.Series(sf["frame"].to_numpy()[~library]).groupby(sf["stack"].to_numpy()[~library]).first()
+        innermost = pd.Series(sf["frame"].to_numpy()).groupby(sf["stack"].to_numpy()).first()
+        top = innermost.reindex(range(n_stacks), fill_value=-1)
+        top.loc[first_user.index] = first_user
+        return np.append(top.to_numpy(dtype=np.int64), -1)  # index -1: no stack -> no frame
+    return _cached(model, "top_user_frame", build)
+
+
+def stack_categories(model: SnapshotModel) -> np.ndarray:
+    """Per stack (index -1: none) the index into `CATEGORY_RULES` (len = unknown) of its category."""
+    def build():
+        sf = model.stack_frames
+        n_stacks = int(sf["stack"].max()) + 1 if len(sf) else 0
+        category = np.full(n_stacks + 1, len(CATEGORY_RULES), dtype=np.int64)
+        for index in reversed(range(len(CATEGORY_RULES))):  # the first rule wins: applied last
+            frame_hit = CATEGORY_RULES[index][2](model.frames).to_numpy(dtype=bool)
+            stacks = np.unique(sf["stack"].to_numpy()[frame_hit[sf["frame"].to_numpy()]]) if len(sf) else []
+            category[stacks] = index
+        return category
+    return _cached(model, "stack_categories", build)
+
+
+def _category_names():
+    return np.array([rule[0] for rule in CATEGORY_RULES] + [UNKNOWN_CATEGORY[0]], dtype=object)
+
+
+def _described(model, a):
+    """Columns shared by tables of allocations: pool_id, private_pool, category, top_frame."""
+    pools = model.pools["pool_id"].to_numpy(dtype=object)
+    pool_id = pools[np.asarray(a["pool"])] if len(pools) else np.array([], dtype=object)
+    stack = np.asarray(a["stack"])
+    text = np.append(_frame_text(model), "")[_top_user_frame(model)[stack]]
+    return {"pool_id": pool_id, "private_pool": pool_id != DEFAULT_POOL_ID,
+            "category": _category_names()[stack_categories(model)[stack]], "top_frame": text}
+
+
+def _allocation_columns(model):
+    """`allocations` as {column: numpy array}: a window's bands take a few rows of it, which
+    costs a gather per column instead of a DataFrame's row selection."""
+    return _cached(model, "allocation_columns", lambda: {c: v.to_numpy() for c, v in allocations(model).items()})
+
+
+@documented(SNAPSHOT_LIVE)
+def live(model: SnapshotModel, device: int, entry: int | None = None, top: int | None = None) -> pd.DataFrame:
+    """The allocations alive after `entry` (None: at the snapshot), largest first, `top` at most."""
+    a = _alive(model, device, entry).sort_values("size", ascending=False, kind="stable")
+    if top is not None:
+        a = a.head(top)
+    return SNAPSHOT_LIVE.frame({"allocation": a.index.to_numpy(), "device": a["device"], "addr": a["addr"],
+                                "size_bytes": a["size"], "alloc_us": a["alloc_us"], "free_us": a["free_us"],
+                                "stack": a["stack"], **_described(model, a)})
+
+
+@documented(SNAPSHOT_BLAME)
+def blame(model: SnapshotModel, device: int, entry: int | None = None, by: str = "user_frame") -> pd.DataFrame:
+    """Bytes alive after `entry` (None: at the snapshot) by the innermost user frame of their
+    stacks (`by="user_frame"`, library frames folded into the user code that called them), or
+    by whole stack (`by="stack"`, frames innermost first joined by " <- "); most bytes first."""
+    if by not in ("user_frame", "stack"):
+        raise BadParameterError(f"by must be 'user_frame' or 'stack', not {by!r}")
+    a = _alive(model, device, entry)
+    total = int(a["size"].sum())
+    if by == "user_frame":
+        key = _top_user_frame(model)[a["stack"].to_numpy()]
+    else:
+        key = a["stack"].to_numpy()
+    g = pd.DataFrame({"key": key, "size": a["size"].to_numpy(), "requested": a["requested"].to_numpy()}).groupby("key")
+    sums = g.agg(live_bytes=("size", "sum"), requested_bytes=("requested", "sum"), allocations=("size", "size")).reset_index()
+    keys = sums["key"].to_numpy()
+    if by == "user_frame":
+        frames = model.frames
+        f = np.append(np.arange(len(frames)), -1)[keys]
+        has = f >= 0
+        filename = np.where(has, np.append(frames["filename"].to_numpy(dtype=object), "")[f], "")
+        line = np.where(has, np.append(frames["line"].to_numpy(), -1)[f], -1)
+        name = np.where(has, np.append(frames["name"].to_numpy(dtype=object), "")[f], "")
+        text = np.where(has, np.append(_frame_text(model), "")[f], "<no stack>")
+    else:
+        texts = _stack_texts(model)
+        text = np.array([texts[k] if k >= 0 else "<no stack>" for k in keys], dtype=object)
+        top = _top_user_frame(model)[keys]
+        filename = np.append(model.frames["filename"].to_numpy(dtype=object), "")[top]
+        line = np.append(model.frames["line"].to_numpy(), -1)[top]
+        name = np.append(model.frames["name"].to_numpy(dtype=object), "")[top]
+    out = SNAPSHOT_BLAME.frame({"frame": text, "filename": filename, "line": line, "name": name,
+                                "live_bytes": sums["live_bytes"], "requested_bytes": sums["requested_bytes"],
+                                "allocations": sums["allocations"],
+                                "share_pct": 100.0 * sums["live_bytes"] / total if total else np.nan})
+    return out.sort_values(["live_bytes", "frame"], ascending=[False, True], kind="stable", ignore_index=True)
+
+
+def _stack_texts(model):
+    def build():
+        sf = model.stack_frames
+        text = _frame_text(model)[sf["frame"].to_numpy()]
+        return pd.Series(text).groupby(sf["stack"].to_numpy()).agg(" <- ".join).to_dict()
+    return _cached(model, "stack_texts", build)
+
+
+@documented(SNAPSHOT_CATEGORIES)
+def categories(model: SnapshotModel, device: int, entry: int | None = None) -> pd.DataFrame:
+    """Bytes alive after `entry` (None: at the snapshot) by category: the first of
+    `CATEGORY_RULES` one of whose frames matches a frame of the allocation's stack; every
+    category is listed, with the rule that decides it."""
+    a = _alive(model, device, entry)
+    cat = stack_categories(model)[a["stack"].to_numpy()]
+    n = len(CATEGORY_RULES) + 1
+    return SNAPSHOT_CATEGORIES.frame({
+        "category": _category_names(),
+        "live_bytes": np.bincount(cat, a["size"].to_numpy(), minlength=n).astype(np.int64),
+        "allocations": np.bincount(cat, minlength=n).astype(np.int64),
+        "rule": [rule[1] for rule in CATEGORY_RULES] + [UNKNOWN_CATEGORY[1]]})
+
+
+@documented(SNAPSHOT_FLAME)
+def flame(model: SnapshotModel, device: int, entry: int | None = None, collapse_library: bool = True) -> pd.DataFrame:
+    """Bytes alive after `entry` (None: at the snapshot) as a flame graph: paths from the
+    outermost frame in; with `collapse_library`, each run of library frames is one node."""
+    a = _alive(model, device, entry)
+    per_stack = pd.Series(a["size"].to_numpy()).groupby(a["stack"].to_numpy()).sum()
+    sf = model.stack_frames
+    sf = sf[sf["stack"].isin(per_stack.index)]
+    # Outermost first; a collapsed run of library frames keeps one row (labelled by its length).
+    sf = sf.sort_values(["stack", "depth"], ascending=[True, False], kind="stable")
+    library = _library_frames(model)[sf["frame"].to_numpy()]
+    label = _frame_text(model)[sf["frame"].to_numpy()].copy()
+    stack = sf["stack"].to_numpy()
+    if collapse_library:
+        new_run = np.ones(len(sf), bool)
+        new_run[1:] = ~(library[1:] & library[:-1] & (stack[1:] == stack[:-1]))
+        run_id = np.cumsum(new_run) - 1
+        run_len = np.bincount(run_id)
+        keep = new_run
+        label = np.where(library, np.char.add("[library] ", run_len[run_id].astype(str)).astype(object) + " frames", label)[keep]
+        library, stack = library[keep], stack[keep]
+    # Each stack's path as a sequence of labels; nodes are distinct (parent, label) pairs.
+    nodes = {(-1, "<all>"): 0}
+    parents, labels, libs, depths = [-1], ["all live memory"], [False], [0]
+    node_bytes = {0: int(a["size"].sum())}
+    starts = np.flatnonzero(np.r_[True, stack[1:] != stack[:-1]]) if len(stack) else np.empty(0, int)
+    bounds = np.r_[starts, len(stack)]
+    for i in range(len(starts)):  # one pass per distinct stack (not per allocation)
+        size = int(per_stack[stack[starts[i]]])
+        parent = 0
+        for j in range(bounds[i], bounds[i + 1]):
+            key = (parent, label[j])
+            node = nodes.get(key)
+            if node is None:
+                node = nodes[key] = len(parents)
+                parents.append(parent)
+                labels.append(label[j])
+                libs.append(bool(library[j]))
+                depths.append(depths[parent] + 1)
+            node_bytes[node] = node_bytes.get(node, 0) + size
+            parent = node
+    return SNAPSHOT_FLAME.frame({"node": np.arange(len(parents)), "parent": parents, "depth": depths, "frame": labels,
+                                 "library": libs, "live_bytes": [node_bytes.get(i, 0) for i in range(len(parents))]})
+
+
+@documented(SNAPSHOT_STATE)
+def state(model: SnapshotModel, device: int, entry: int | None = None) -> pd.DataFrame:
+    """The allocator's segments after `entry` (None: at the snapshot), each as its
+    allocations and the free space between them, in address order. Segments are those held
+    then: the ones at the snapshot, minus those `segment_alloc`/`segment_map`ed after the
+    moment, plus those `segment_free`/`segment_unmap`ed after it (the trace says where)."""
+    alive = _alive(model, device, entry)
+    pos = _moment(model, device, entry)
+    series = _series(model, device)
+    rows_of_device = slice(series.start, series.start + len(series.allocated))
+    e = model.entries.iloc[rows_of_device]
+    seg = model.segments[model.segments["device"] == device]
+    later = np.arange(len(e)) > pos
+    added = later & _action_is(model, "segment_alloc", "segment_map")[rows_of_device]
+    removed = later & _action_is(model, "segment_free", "segment_unmap")[rows_of_device]
+    held = seg[~seg["address"].isin(e["addr"].to_numpy()[added])]
+    gone = e[removed]
+    pool_of = np.where(gone["pool"].to_numpy() >= 0, gone["pool"].to_numpy(), 0)
+    segments = pd.concat([
+        pd.DataFrame({"address": held["address"].to_numpy(), "size": held["total_size"].to_numpy(),
+                      "pool": held["pool"].to_numpy(), "stream": held["stream"].to_numpy()}),
+        pd.DataFrame({"address": gone["addr"].to_numpy(), "size": gone["size"].to_numpy(), "pool": pool_of,
+                      "stream": gone["stream"].to_numpy()})], ignore_index=True).sort_values("address", ignore_index=True)
+    a = alive.sort_values("addr")
+    seg_addr, seg_size = segments["address"].to_numpy(), segments["size"].to_numpy()
+    which = np.searchsorted(seg_addr, a["addr"].to_numpy(), side="right") - 1
+    inside = (which >= 0) & (a["addr"].to_numpy() < seg_addr[np.maximum(which, 0)] + seg_size[np.maximum(which, 0)]) \
+        if len(seg_addr) else np.zeros(len(a), bool)
+    a, which = a[inside], which[inside]
+    # Free space: before each allocation (from the previous one's end, or the segment's start)
+    # and after each segment's last allocation (to the segment's end).
+    addr, end = a["addr"].to_numpy(), a["addr"].to_numpy() + a["size"].to_numpy()
+    first_in_segment = np.r_[True, which[1:] != which[:-1]] if len(a) else np.empty(0, bool)
+    previous_end = np.where(first_in_segment, seg_addr[which] if len(a) else addr, np.r_[0, end[:-1]])
+    last_end = seg_addr.copy()
+    last_end[which] = end  # allocations are in address order: the last one written wins
+    starts = np.concatenate([previous_end, last_end])
+    ends = np.concatenate([addr, seg_addr + seg_size])
+    owner = np.concatenate([which, np.arange(len(seg_addr))])
+    gap = ends > starts
+    pools = model.pools["pool_id"].to_numpy(dtype=object)
+    described = _described(model, a)
+    rows = pd.DataFrame({
+        "segment": np.concatenate([which, owner[gap]]),
+        "address": np.concatenate([a["addr"].to_numpy(), starts[gap]]),
+        "size_bytes": np.concatenate([a["size"].to_numpy(), ends[gap] - starts[gap]]),
+        "allocated": np.concatenate([np.ones(len(a), bool), np.zeros(int(gap.sum()), bool)]),
+        "allocation": np.concatenate([a.index.to_numpy(), np.full(int(gap.sum()), -1)]),
+        "top_frame": np.concatenate([described["top_frame"], np.full(int(gap.sum()), "", dtype=object)]),
+    }).sort_values("address", kind="stable", ignore_index=True)
+    s = rows["segment"].to_numpy()
+    return SNAPSHOT_STATE.frame({"segment_address": seg_addr[s], "segment_bytes": seg_size[s],
+                                 "pool_id": pools[segments["pool"].to_numpy()[s]], "stream": segments["stream"].to_numpy()[s],
+                                 **{c: rows[c] for c in ("address", "size_bytes", "allocated", "allocation", "top_frame")}})
+
+
+# --- the Active Memory Timeline, drawn at the zoom shown --------------------------------------
+
+@dataclass
+class SnapshotTimeline:
+    """What the Active Memory Timeline draws for one device in one window (`timeline`)."""
+
+    bands: pd.DataFrame
+    points: pd.DataFrame
+    totals: pd.DataFrame
+
+
+def _by_size(model, device):
+    """The device's allocations, largest first (searched for the bands of a window)."""
+    def build():
+        a = allocations(model)
+        rows = np.flatnonzero(a["device"].to_numpy() == device)
+        order = rows[np.argsort(-a["size"].to_numpy()[rows], kind="stable")]
+        return order, a["alloc_pos"].to_numpy()[order], a["free_pos"].to_numpy()[order]
+    return _cached(model, ("by_size", device), build)
+
+
+@documented(TIMELINE_BANDS, TIMELINE_POINTS, TIMELINE_TOTALS)
+def timeline(model: SnapshotModel, device: int, start_us: float | None = None, end_us: float | None = None,
+             bins: int = 1000, bands: int = DEFAULT_TIMELINE_BANDS) -> SnapshotTimeline:
+    """The allocations alive over `[start_us, end_us]` (the whole trace by default) as
+    stacked bands, as memory_viz draws them, at the resolution of `bins` pixel columns: the
+    `bands` largest allocations alive in the window each have a band, stacked in the order
+    they were made, above one merged band of all the others. Each column is drawn at its
+    entry with the most allocated bytes (its start when it has none), so no peak falls
+    between columns however far out the view is zoomed; the work is one pass over the
+    window's entries plus `bins` x `bands`, whatever the trace's length.
+
+    Returns
+    -------
+    SnapshotTimeline with `bands`, `points` (only where a band is alive) and `totals`.
+    """
+    _check_device(model, device)
+    if not 1 <= bins <= MAX_TIMELINE_BINS:
+        raise BadParameterError(f"bins must be 1..{MAX_TIMELINE_BINS}, not {bins}")
+    if not 0 <= bands <= 1000:
+        raise BadParameterError(f"bands must be 0..1000, not {bands}")
+    s = _series(model, device)
+    t = s.time_us
+    n = len(t)
+    lo = float(t[0]) if n and start_us is None else float(start_us or 0.0)
+    hi = float(t[-1]) if n and end_us is None else float(end_us if end_us is not None else lo)
+    if hi < lo:
+        raise BadParameterError(f"end_us ({hi}) is before start_us ({lo})")
+    edges = lo + (hi - lo) * np.arange(bins + 1) / bins
+    first = np.searchsorted(t, edges[:-1], side="left")
+    last = np.searchsorted(t, edges[1:], side="right")
+    last[:-1] = np.minimum(last[:-1], first[1:])  # an entry on an edge belongs to the later column
+    has = last > first
+    # The drawn entry of each column: its most allocated (first of equals), else the one before it.
+    alloc_max, pos = _range_max(s.allocated_blocks, first, last)
+    resv_max, _ = _range_max(s.reserved_blocks, first, last)
+    pos = np.where(has, pos, first - 1)
+    before = pos < 0
+    alloc_at = np.where(before, s.before_allocated, s.allocated[np.maximum(pos, 0)] if n else s.before_allocated)
+    resv_at = np.where(before, s.before_reserved, s.reserved[np.maximum(pos, 0)] if n else s.before_reserved)
+    alloc_max = np.where(has, alloc_max, alloc_at)
+    resv_max = np.where(has, resv_max, resv_at)
+    time = np.where(has, t[np.maximum(pos, 0)] if n else edges[:-1], edges[:-1])
+
+    chosen = _largest_alive(model, device, int(pos.min()), int(pos.max()), bands)
+    columns = _allocation_columns(model)
+    chosen = chosen[np.lexsort((columns["addr"][chosen], columns["alloc_pos"][chosen]))]  # stacked in the order made
+    a = {c: v[chosen] for c, v in columns.items()}
+    alive = (a["alloc_pos"][:, None] <= pos[None, :]) & (a["free_pos"][:, None] > pos[None, :])
+    sizes = a["size"][:, None] * alive
+    merged = alloc_at - sizes.sum(axis=0)
+    low = merged[None, :] + np.cumsum(sizes, axis=0) - sizes
+    band_ids = np.arange(1, len(chosen) + 1)
+    j, k = np.nonzero(alive)
+    points = TIMELINE_POINTS.frame({
+        "band": np.concatenate([np.zeros(bins, np.int64), band_ids[j]]),
+        "time_us": np.concatenate([time, time[k]]),
+        "low_bytes": np.concatenate([np.zeros(bins, np.int64), low[j, k]]),
+        "high_bytes": np.concatenate([merged, low[j, k] + sizes[j, k]])})
+    described = _described(model, a)
+    band_table = TIMELINE_BANDS.frame({
+        "band": np.r_[0, band_ids], "allocation": np.r_[-1, chosen],
+        "size_bytes": np.r_[merged.max() if bins else 0, a["size"]],
+        "alloc_us": np.r_[np.nan, a["alloc_us"]], "free_us": np.r_[np.nan, a["free_us"]],
+        "pool_id": np.r_[[""], described["pool_id"]], "private_pool": np.r_[False, described["private_pool"]],
+        "category": np.r_[[""], described["category"]], "stack": np.r_[-1, a["stack"]],
+        "top_frame": np.r_[[""], described["top_frame"]]})
+    totals = TIMELINE_TOTALS.frame({"time_us": time, "start_us": edges[:-1], "allocated_bytes": alloc_max,
+                                    "reserved_bytes": resv_max, "entry": np.where(before, -1, s.start + pos)})
+    return SnapshotTimeline(band_table, points, totals)
+
+
+def prepare_timeline(model: SnapshotModel, device: int) -> None:
+    """Build the indexes `timeline` reads for `device` (cached on the model)."""
+    _series(model, device)
+    _by_size(model, device)
+    _allocation_columns(model)
+    _top_user_frame(model)
+    stack_categories(model)
+
+
+def _largest_alive(model, device, first_pos, last_pos, count):
+    """Rows of `allocations` of the `count` largest alive at some position in [first_pos, last_pos]."""
+    order, alloc_pos, free_pos = _by_size(model, device)
+    found = []
+    for lo in range(0, len(order), _BAND_SEARCH_CHUNK):
+        hi = lo + _BAND_SEARCH_CHUNK
+        hit = (alloc_pos[lo:hi] <= last_pos) & (free_pos[lo:hi] > first_pos)
+        found.append(order[lo:hi][hit])
+        if sum(len(f) for f in found) >= count:
+            break
+    return np.concatenate(found)[:count] if found else np.empty(0, np.int64)
+
+
+SNAPSHOT_RANKS = declare(
+    "snapshot_ranks", "one device of one of the run's memory snapshots (one per rank), side by side",
+    ("snapshot", "str", "", "the snapshot's name as listed with the run (rank0, ...)"),
+    ("device", "int64", "", "CUDA device index"),
+    ("peak_allocated_bytes", "int64", "bytes", "most bytes allocated at once (snapshot_peak)"),
+    ("peak_time_us", "float64", "us", "when (epoch us); null when at the trace's start", NULLABLE),
+    ("peak_reserved_bytes", "int64", "bytes", "most bytes reserved at once"),
+    ("oom", "bool", "", "whether the device's trace has an `oom` entry"),
+    ("oom_requested_bytes", "int64", "bytes", "bytes the last failed allocation asked for; 0 without an OOM"),
+    ("oom_time_us", "float64", "us", "when memory ran out (epoch us); null without an OOM", NULLABLE),
+    ("entries", "int64", "count", "entries of the device's trace"),
+)
+
+
+@documented(SNAPSHOT_RANKS)
+def ranks(models: dict[str, SnapshotModel]) -> pd.DataFrame:
+    """Each snapshot's devices with their peak and OOM, snapshots in the order given."""
+    frames = []
+    for name, model in models.items():
+        p, o = peak(model), oom(model)
+        is_oom = (o["kind"] == "oom").to_numpy()
+        frames.append(pd.DataFrame({
+            "snapshot": name, "device": p["device"], "peak_allocated_bytes": p["peak_allocated_bytes"],
+            "peak_time_us": p["peak_time_us"], "peak_reserved_bytes": p["peak_reserved_bytes"], "oom": is_oom,
+            "oom_requested_bytes": np.where(is_oom, o["requested_bytes"], 0),
+            "oom_time_us": np.where(is_oom, o["time_us"], np.nan), "entries": p["entries"]}))
+    return SNAPSHOT_RANKS.frame(pd.concat(frames, ignore_index=True) if frames else
+                                pd.DataFrame({c: [] for c in SNAPSHOT_RANKS.names}))
+
+
+SNAPSHOT_TRACE = declare(
+    "snapshot_trace", "one device of a snapshot beside one span of a Kineto trace of the same rank: the time both cover and each one's peak in it",
+    ("worker", "str", "", "the trace's worker"),
+    ("span", "int64", "", "the trace's span"),
+    ("device", "int64", "", "CUDA device index (the trace's GPU<device>)"),
+    ("trace_origin_us", "float64", "us", "the trace's time 0 on the allocator's clock (epoch us): trace times + this = snapshot times"),
+    ("overlap_start_us", "float64", "us", "start of the time both record (epoch us); null when they do not overlap", NULLABLE),
+    ("overlap_end_us", "float64", "us", "end of that time (epoch us); null when they do not overlap", NULLABLE),
+    ("snapshot_peak_bytes", "int64", "bytes", "most bytes the snapshot has allocated at once in the overlap; null without one", NULLABLE),
+    ("trace_peak_bytes", "int64", "bytes", "most bytes the trace's allocator records have allocated in the overlap; null without one", NULLABLE),
+)
+
+
+@documented(SNAPSHOT_TRACE)
+def beside_traces(model: SnapshotModel, traces: dict) -> pd.DataFrame:
+    """Each device of the snapshot beside the same GPU of each trace in `traces` ({(worker,
+    span): TraceModel}): both record the allocator's bytes, the snapshot on the allocator's
+    clock (epoch us), the trace relative to its `origin_us` (epoch us in PyTorch 2.x traces),
+    so one time axis is `origin_us + time_us`. Where they overlap, their peaks there are
+    compared (they differ by what each records: the snapshot its last `max_entries` actions,
+    the trace what happened while the profiler ran)."""
+    from .memory import full_curve, memory_devices
+
+    rows = []
+    for (worker, span), trace in traces.items():
+        gpus = set(memory_devices(trace))
+        for device in model.devices():
+            if f"GPU{device}" not in gpus:
+                continue
+            s = _series(model, device)
+            curve = full_curve(trace, f"GPU{device}")
+            trace_t = trace.origin_us + curve["time_us"].to_numpy()
+            lo = max(s.time_us[0], trace_t[0]) if len(s.time_us) and len(trace_t) else np.nan
+            hi = min(s.time_us[-1], trace_t[-1]) if len(s.time_us) and len(trace_t) else np.nan
+            overlap = bool(lo <= hi)
+            in_snapshot = (s.time_us >= lo) & (s.time_us <= hi) if overlap else np.zeros(0, bool)
+            in_trace = (trace_t >= lo) & (trace_t <= hi) if overlap else np.zeros(0, bool)
+            rows.append({"worker": worker, "span": span, "device": device, "trace_origin_us": trace.origin_us,
+                         "overlap_start_us": lo if overlap else np.nan, "overlap_end_us": hi if overlap else np.nan,
+                         "snapshot_peak_bytes": s.allocated[in_snapshot].max() if in_snapshot.any() else None,
+                         "trace_peak_bytes": curve["allocated_bytes"].to_numpy()[in_trace].max() if in_trace.any() else None})
+    return SNAPSHOT_TRACE.frame(pd.DataFrame(rows, columns=SNAPSHOT_TRACE.names).astype(
+        {"snapshot_peak_bytes": "Int64", "trace_peak_bytes": "Int64"}))

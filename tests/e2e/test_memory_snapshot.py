@@ -1,0 +1,101 @@
+"""The Memory snapshot page on the sample snapshots (samples/gpu_memory_snapshot): every
+rank side by side, the OOM card, the timeline the server draws, hover details, zoom, the
+moment chosen by a click, blame, categories, flame graph and allocator state: numbers as the
+API gives them, pictures drawn."""
+
+from .conftest import after, api, format_bytes, open_page, row_count, rows, screenshot
+
+RUN = "gpu_memory_snapshot"
+
+
+def painted(page, selector):
+    return page.evaluate("""(sel) => {
+        const canvas = document.querySelector(sel);
+        const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+        let n = 0;
+        for (let i = 3; i < data.length; i += 4) if (data[i] > 0) n += 1;
+        return n;
+    }""", selector)
+
+
+def test_snapshot_page_shows_the_oom_and_what_holds_memory(page, server, screenshot_dir):
+    open_page(page, server, run=RUN, snapshot="rank1")
+    assert page.get_attribute("[data-current-view]", "data-current-view") == "memory_snapshot"
+    assert not page.query_selector(".status.error")
+    ranks = rows(api(server, "snapshot_ranks", run=RUN))
+    assert row_count(page, "snapshot-ranks") == len(ranks)
+    card = rows(api(server, "snapshot_oom", run=RUN, snapshot="rank1"))[0]
+    assert card["kind"] == "oom" and page.get_attribute("[data-testid=snapshot-oom]", "data-kind") == "oom"
+    text = page.inner_text("[data-testid=snapshot-oom]")
+    for value in (card["requested_bytes"], card["device_free_bytes"], card["allocated_bytes"], card["reserved_bytes"]):
+        assert format_bytes(value) in text
+    assert painted(page, "[data-testid=snapshot-timeline] canvas") > 5000
+    blame = rows(api(server, "snapshot_blame", run=RUN, snapshot="rank1", device=0, entry=card["entry"]))
+    assert row_count(page, "snapshot-blame") == len(blame)
+    assert format_bytes(blame[0]["live_bytes"]) in page.inner_text("[data-table=snapshot-blame]")
+    assert row_count(page, "snapshot-categories") == 5
+    assert page.query_selector_all("[data-testid=snapshot-flame] .flame-frame")
+    screenshot(page, screenshot_dir, "memory_snapshot_oom")
+
+
+def test_hover_zoom_and_moment(page, server, screenshot_dir):
+    open_page(page, server, run=RUN, snapshot="rank0", device=1)
+    canvas = page.locator("[data-testid=snapshot-timeline] canvas")
+    box = canvas.bounding_box()
+    # hover the lowest band in the middle of the trace: its details, from the bands table
+    for fraction in (0.5, 0.6, 0.7, 0.8, 0.9):
+        page.mouse.move(box["x"] + box["width"] * fraction, box["y"] + box["height"] * 0.9)
+        if page.query_selector("[data-testid=snapshot-hover]"):
+            break
+    assert page.query_selector("[data-testid=snapshot-hover]"), "no band under the pointer"
+    bands = rows(api(server, "snapshot_timeline", run=RUN, snapshot="rank0", device=1, bins=1000, bands=60, table="bands"))
+    hover = page.inner_text("[data-testid=snapshot-hover]")
+    assert any(format_bytes(b["size_bytes"]) in hover for b in bands)
+    screenshot(page, screenshot_dir, "memory_snapshot_hover")
+    # drag across the middle: the window goes into the URL and the server draws it
+    after(page, lambda: (page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + 50), page.mouse.down(),
+                         page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + 50), page.mouse.up()))
+    assert "start_us=" in page.url and "end_us=" in page.url
+    assert painted(page, "[data-testid=snapshot-timeline] canvas") > 5000
+    # a click chooses the moment: blame follows it
+    after(page, lambda: page.mouse.click(box["x"] + box["width"] * 0.6, box["y"] + 50))
+    assert "entry=" in page.url
+    entry = int(page.url.split("entry=")[1].split("&")[0])
+    blame = rows(api(server, "snapshot_blame", run=RUN, snapshot="rank0", device=1, entry=entry))
+    assert row_count(page, "snapshot-blame") == len(blame)
+    assert f"entry {entry}" in page.inner_text("[data-current-view]")
+    screenshot(page, screenshot_dir, "memory_snapshot_zoomed")
+
+
+def test_beside_the_trace_draws_its_memory_curve(page, tmp_path, screenshot_dir):
+    """A run with rank0's Kineto trace and its snapshot recorded at the same time: the trace's
+    allocated memory is drawn on the snapshot's time axis, and the peaks compared."""
+    import pickle
+
+    from ..conftest import memory, op, write_trace
+    from ..snapshot_data import snapshot_of, training
+    from .conftest import tensorboard
+
+    a = training(0, seed=5, steps=8)
+    times = [e["time_us"] for e in a.entries]
+    start, end = times[len(times) // 4], times[-1]
+    records = [(start + (end - start) * k // 40, 2_000_000 + 500_000 * (k % 7)) for k in range(41)]
+    events = [op("ProfilerStep#1", start - 10, end - start + 20)]
+    events += [memory(t, 512, 4096 + i, total, 1 << 30) for i, (t, total) in enumerate(records)]
+    run = tmp_path / "logs" / "job"
+    write_trace(run / "rank0.pt.trace.json", events)
+    (run / "rank0.pickle").write_bytes(pickle.dumps(snapshot_of([a])))
+    with tensorboard(tmp_path / "logs", tmp_path / "tb.log") as base:
+        open_page(page, base, run="job", worker="rank0", view="memory_snapshot")
+        row = rows(api(base, "snapshot_trace", run="job", snapshot="rank0"))[0]
+        text = page.inner_text("[data-testid=snapshot-beside-trace]")
+        assert format_bytes(row["trace_peak_bytes"]) in text and format_bytes(row["snapshot_peak_bytes"]) in text
+        blue = page.evaluate("""() => {
+            const c = document.querySelector('[data-testid=snapshot-timeline] canvas');
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            let n = 0;
+            for (let i = 0; i < d.length; i += 4) if (d[i + 2] > 200 && d[i] < 60 && d[i + 1] > 60 && d[i + 1] < 150) n += 1;
+            return n;
+        }""")
+        assert blue > 300, "the trace's memory curve is not drawn"
+        screenshot(page, screenshot_dir, "memory_snapshot_beside_trace")

@@ -1,0 +1,415 @@
+"""Memory snapshots (tb_plugin.load_snapshot) against torch's own reader of the same dict,
+`torch.cuda._memory_viz`, and against the allocator the test data replays
+(tests/snapshot_data.py), which counts its bytes after every action."""
+
+import base64
+import gzip
+import json
+import os
+import pickle
+import re
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+import tb_plugin
+from tb_plugin import TraceError
+from tb_plugin.__main__ import main
+
+from .snapshot_data import STACKS, snapshot_of, standard_snapshot, training
+
+memory_viz = pytest.importorskip("torch.cuda._memory_viz")
+
+
+def _lines(text):
+    """`format_flamegraph` that returns the flame graph's input lines, so nothing is downloaded."""
+    return text
+
+
+@pytest.fixture(scope="module")
+def allocators():
+    return [training(0, seed=1, drop_first=10), training(1, seed=2, oom=True, graph_pool=True)]
+
+
+@pytest.fixture(scope="module")
+def snapshot(allocators):
+    return snapshot_of(allocators)
+
+
+@pytest.fixture(scope="module")
+def snap(snapshot, tmp_path_factory):
+    path = tmp_path_factory.mktemp("snap") / "rank0.pickle"
+    path.write_bytes(pickle.dumps(snapshot, protocol=4))
+    return tb_plugin.load_snapshot(path)
+
+
+def _truth(allocator):
+    """(allocated, reserved) after each written entry, with the state before the first one first."""
+    d = allocator.drop_first
+    before = (allocator.allocated_after[d - 1], allocator.reserved_after[d - 1]) if d else (0, 0)
+    return (np.array([before[0], *allocator.allocated_after[d:]]), np.array([before[1], *allocator.reserved_after[d:]]))
+
+
+def test_peak_is_the_replayed_allocators_and_every_device_has_one_row(snap, allocators):
+    peaks = snap.peak().set_index("device")
+    assert list(peaks.index) == [0, 1]
+    for a in allocators:
+        allocated, reserved = _truth(a)
+        at = int(np.argmax(allocated))
+        assert peaks.at[a.device, "peak_allocated_bytes"] == allocated[at]
+        assert peaks.at[a.device, "reserved_at_peak_bytes"] == reserved[at]
+        assert peaks.at[a.device, "peak_reserved_bytes"] == reserved.max()
+        assert peaks.at[a.device, "peak_time_us"] == a.entries[a.drop_first + at - 1]["time_us"]
+
+
+def test_counts_and_oom_agree_with_memory_viz_trace(snap, snapshot):
+    text = memory_viz.trace(snapshot)
+    counts = [int(n) for n in re.findall(r"^(\d+) entries$", text, re.M)]
+    assert list(snap.peak()["entries"]) == counts
+    (asked, free), = re.findall(r"raise OutOfMemoryError # (\S+) requested, (\S+) free in CUDA", text)
+    card = snap.oom().set_index("device")
+    assert card.at[1, "kind"] == "oom" and card.at[0, "kind"] == "peak"
+    assert memory_viz._format_size(card.at[1, "requested_bytes"]) == asked
+    assert memory_viz._format_size(card.at[1, "device_free_bytes"]) == free
+
+
+def test_oom_card_state_is_the_allocators_at_that_entry(snap, allocators):
+    card = snap.oom().set_index("device").loc[1]
+    allocated, reserved = _truth(allocators[1])
+    assert card["allocated_bytes"] == allocated[-1] and card["reserved_bytes"] == reserved[-1]
+    assert card["fragmentation_bytes"] == reserved[-1] - allocated[-1]
+
+
+def test_segment_totals_agree_with_memory_viz_segsum(snap, snapshot):
+    text = memory_viz.segsum(snapshot)
+    reserved = re.search(r"total_reserved: (\S+)", text).group(1)
+    allocated = re.search(r"total_allocated: (\S+)", text).group(1)
+    # The state rebuilt at each device's last entry from the trace, not read from `segments`.
+    states = [snap.state(d) for d in snap.devices()]
+    segment_bytes = sum(s.drop_duplicates("segment_address")["segment_bytes"].sum() for s in states)
+    assert memory_viz._format_size(segment_bytes) == reserved
+    requested = sum(snap.blame(d)["requested_bytes"].sum() for d in snap.devices())
+    assert memory_viz._format_size(requested) == allocated
+    assert len(snapshot["segments"]) == sum(s["segment_address"].nunique() for s in states)
+
+
+def test_live_bytes_per_stack_agree_with_memory_viz_memory(snap, snapshot):
+    expected = defaultdict(int)
+    for line in memory_viz.memory(snapshot, format_flamegraph=_lines).splitlines():
+        key, size = line.rsplit(" ", 1)
+        _, state, frames = key.split(";", 2)
+        if state == "active_allocated" and not frames.endswith("<gaps>"):
+            expected[frames] += int(size)
+    frames = snap.model.frames
+    sf = snap.model.stack_frames
+    ours = defaultdict(int)
+    a = snap.allocations()
+    for stack, requested in zip(a["stack"][a["free_entry"] < 0], a["requested"][a["free_entry"] < 0]):
+        rows = sf[sf["stack"] == stack].sort_values("depth")["frame"]
+        dicts = [{"filename": frames.at[r, "filename"], "line": frames.at[r, "line"], "name": frames.at[r, "name"]}
+                 for r in rows]
+        ours[";".join(memory_viz._frames_fmt(dicts, reverse=True)) or "<non-python>"] += int(requested)
+    assert dict(ours) == dict(expected)
+
+
+def test_segment_flamegraph_totals_agree_with_state(snap, snapshot):
+    held = defaultdict(int)  # per segment: block bytes active (requested + its rounding)
+    for line in memory_viz.segments(snapshot, format_flamegraph=_lines).splitlines():
+        key, size = line.rsplit(" ", 1)
+        _, seg, state, _ = key.split(";", 3)
+        if state == "active_allocated":
+            held[int(seg[len("seg_"):])] += int(size)
+    ours = defaultdict(int)
+    for d in snap.devices():
+        s = snap.state(d)
+        for address, size in zip(s["segment_address"][s["allocated"]], s["size_bytes"][s["allocated"]]):
+            ours[int(address)] += int(size)
+    assert dict(ours) == dict(held)
+
+
+def test_alive_allocations_agree_with_trace_plots_data(snap, snapshot):
+    html = memory_viz.trace_plot(json.loads(json.dumps(snapshot)), filter_freed=True)
+    encoded = json.loads(re.search(r"const local_files = (\[.*\])", html).group(1))[0]["base64"]
+    data = pickle.loads(base64.b64decode(encoded))  # torch's own output, written just above
+    a = snap.allocations()
+    for device, entries in enumerate(data["device_traces"]):
+        kept_allocs = sorted(e["addr"] for e in entries if e["action"] == "alloc")
+        kept_frees = sorted(e["addr"] for e in entries if e["action"] == "free_requested")
+        mine = a[a["device"] == device]
+        assert sorted(mine["addr"][(mine["alloc_entry"] >= 0) & (mine["free_entry"] < 0)]) == kept_allocs
+        assert sorted(mine["addr"][(mine["alloc_entry"] < 0) & (mine["free_entry"] >= 0)]) == kept_frees
+
+
+def test_state_at_any_entry_is_the_allocators(snap, allocators):
+    a = allocators[0]
+    start = int(snap.model.entries.index[snap.model.entries["device"] == 0][0])
+    for pos in (0, 40, 100, len(a.entries) - a.drop_first - 1):
+        state = snap.state(0, start + pos)
+        assert state["size_bytes"][state["allocated"]].sum() == a.allocated_after[a.drop_first + pos]
+        assert state.drop_duplicates("segment_address")["segment_bytes"].sum() == a.reserved_after[a.drop_first + pos]
+        # the blocks tile each segment
+        per_segment = state.groupby("segment_address")["size_bytes"].sum()
+        assert (per_segment == state.groupby("segment_address")["segment_bytes"].first()).all()
+
+
+def test_timeline_stacks_to_the_allocated_bytes_and_keeps_the_peak(snap, allocators):
+    for a in allocators:
+        allocated, _ = _truth(a)
+        line = snap.timeline(a.device, bins=7, bands=4)
+        totals = line.totals
+        assert totals["allocated_bytes"].max() == allocated.max()  # no peak between columns, however far out
+        drawn = totals["entry"].to_numpy()
+        start = int(snap.model.entries.index[snap.model.entries["device"] == a.device][0])
+        assert (totals["allocated_bytes"].to_numpy() == allocated[np.where(drawn < 0, 0, drawn - start + 1)]).all()
+        top = line.points.groupby("time_us")["high_bytes"].max()
+        assert (top.to_numpy() == totals.groupby("time_us")["allocated_bytes"].first().to_numpy()).all()
+        assert len(line.bands) <= 5
+        # zoomed in to every entry: each column is one entry
+        full = snap.timeline(a.device, bins=len(allocated) * 4, bands=1000)
+        assert full.totals["allocated_bytes"].max() == allocated.max()
+        assert full.bands["band"].iloc[1:].size == (full.bands["allocation"] >= 0).sum()
+
+
+def test_private_pool_is_told_apart(snap, snapshot):
+    live = snap.live(1)
+    private = {s["segment_pool_id"] for s in snapshot["segments"] if tuple(s["segment_pool_id"]) != (0, 0)}
+    assert private == {(1, 7)}
+    held = sum(b["size"] for s in snapshot["segments"] if tuple(s["segment_pool_id"]) == (1, 7)
+               for b in s["blocks"] if b["state"] == "active_allocated")
+    assert live["size_bytes"][live["private_pool"]].sum() == held
+    assert set(live["pool_id"][live["private_pool"]]) == {"1,7"}
+
+
+def test_blame_folds_to_the_users_innermost_frame(snap, snapshot):
+    expected = defaultdict(int)
+    for s in snapshot["segments"]:
+        if s["device"] != 0:
+            continue
+        for b in s["blocks"]:
+            if b["state"] == "active_allocated":
+                user = next(f for f in b["frames"] if f["filename"].startswith("/home/u/"))
+                expected[f"{user['filename']}:{user['line']}:{user['name']}"] += b["size"]
+    blame = snap.blame(0)
+    assert dict(zip(blame["frame"], blame["live_bytes"])) == dict(expected)
+    assert blame["share_pct"].sum() == pytest.approx(100.0)
+
+
+def test_categories_say_how_they_were_decided(snap, snapshot):
+    expected = defaultdict(int)
+    kinds = {id(frames): kind for kind, frames in STACKS.items()}
+    for s in snapshot["segments"]:
+        if s["device"] == 1:
+            for b in s["blocks"]:
+                if b["state"] == "active_allocated":
+                    expected[kinds[id(b["frames"])]] += b["size"]
+    cats = snap.categories(1).set_index("category")
+    assert cats.at["optimizer_state", "live_bytes"] == expected["optimizer"]
+    assert cats.at["activation", "live_bytes"] == expected["activation"]
+    assert cats.at["unknown", "live_bytes"] == expected["user"]
+    assert cats["rule"].str.len().gt(10).all()
+
+
+def test_flame_graph_nodes_add_up(snap):
+    flame = snap.flame(1)
+    root = flame.set_index("node").loc[0]
+    assert root["live_bytes"] == snap.live(1)["size_bytes"].sum()
+    children = flame[flame["parent"] >= 0].groupby("parent")["live_bytes"].sum()
+    own = flame.set_index("node")["live_bytes"]
+    assert (children <= own.loc[children.index]).all()
+    collapsed = flame[flame["library"]]["frame"]
+    assert collapsed.str.match(r"\[library\] \d+ frames").all()
+    assert "[library] 2 frames" in set(collapsed)  # linear.py under module.py, in the activations' stack
+    expanded = snap.flame(1, collapse_library=False)
+    assert len(expanded) > len(flame)
+
+
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_every_pickle_protocol_gzip_and_json_read_the_same(snap, snapshot, tmp_path, protocol):
+    path = tmp_path / "rank1.pickle.gz"
+    path.write_bytes(gzip.compress(pickle.dumps(snapshot, protocol=protocol)))
+    assert tb_plugin.load_snapshot(path).peak().equals(snap.peak())
+    as_json = tmp_path / "rank1.json"
+    as_json.write_text(json.dumps(snapshot))
+    assert tb_plugin.load_snapshot(as_json).peak().equals(snap.peak())
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_planted_payload_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    path = tmp_path / "evil.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [[_Payload(marker)]]}, protocol=4))
+    pickle.loads(pickle.dumps(_Payload(tmp_path / "control")))  # the payload does run when unpickled plainly
+    assert (tmp_path / "control").exists()
+    with pytest.raises(TraceError) as err:
+        tb_plugin.load_snapshot(path)
+    assert not marker.exists()
+    assert err.value.status == 422 and str(path) in str(err.value) and "system" in err.value.reason
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"", "neither a pickle"),
+    (b"\x80\x04\x95", "truncated or corrupt"),
+    (pickle.dumps([1, 2, 3]), "not a dict"),
+    (pickle.dumps({"a": 1}), "neither 'segments'"),
+    (pickle.dumps({"segments": [], "device_traces": [[{"action": "alloc", "addr": "x"}]]}), "documented format"),
+    (b'{"segments": [', "truncated or corrupt"),
+])
+def test_what_is_not_a_snapshot_says_why(tmp_path, content, reason):
+    path = tmp_path / "x.pickle"
+    path.write_bytes(content)
+    with pytest.raises(TraceError, match=reason):
+        tb_plugin.load_snapshot(path)
+
+
+def test_the_inflated_size_is_bounded_by_the_memory_budget(tmp_path):
+    path = tmp_path / "big.pickle.gz"
+    path.write_bytes(gzip.compress(pickle.dumps({"segments": [], "device_traces": [[{"action": "oom"}] * 10],
+                                                 "pad": b"\0" * (8 << 20)})))
+    assert path.stat().st_size < 100 << 10
+    with pytest.raises(TraceError, match="too large"):
+        tb_plugin.load_snapshot(path, max_memory_bytes=16 << 20)
+
+
+def test_cli_prints_the_oom_card_and_top_stacks(snapshot, tmp_path, capsys):
+    path = tmp_path / "rank0.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    assert main(["memory", str(path), "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "device 1: out of memory" in out and "asked for 3.0 GiB, 123.0 MiB free" in out
+    assert "/home/u/model.py:21:forward" in out
+    assert main(["memory", str(tmp_path / "missing.pickle")]) == 2
+
+
+# --- found with the run, cached, served ----------------------------------------------------
+
+def _logdir(tmp_path, snapshot):
+    run = tmp_path / "logs" / "job"
+    run.mkdir(parents=True)
+    (run / "rank0.pickle").write_bytes(pickle.dumps(snapshot, protocol=5))
+    (run / "rank1.1700000000.pickle.gz").write_bytes(gzip.compress(pickle.dumps(snapshot, protocol=2)))
+    (run / "rank2.json").write_text(json.dumps(snapshot))
+    (run / "notes.json").write_text('{"lr": 0.1}')  # neither a trace nor a snapshot
+    return tmp_path / "logs"
+
+
+def test_snapshots_are_found_by_name_and_json_by_content(tmp_path, snapshot):
+    from tb_plugin.discovery import discover_runs
+    from tb_plugin.storage import Storage
+
+    runs = discover_runs(Storage(_logdir(tmp_path, snapshot)))
+    assert list(runs) == ["job"] and runs["job"].workers == {}  # a run of snapshots only
+    found = {name: [(f.span, f.stamp, f.path) for f in files] for name, files in runs["job"].snapshots.items()}
+    assert found == {"rank0": [(1, None, "job/rank0.pickle")], "rank1": [(1, 1700000000, "job/rank1.1700000000.pickle.gz")],
+                     "rank2": [(1, None, "job/rank2.json")]}
+
+
+def test_store_serves_snapshots_from_the_disk_cache_when_unchanged(tmp_path, snapshot, snap, monkeypatch):
+    from tb_plugin import loading
+    from tb_plugin.cache import ModelCache
+
+    logdir, cache_dir = _logdir(tmp_path, snapshot), tmp_path / "cache"
+
+    loaded = _wait
+    first = loading.RunStore(str(logdir), cache=ModelCache(cache_dir))
+    assert loaded(first, "rank0").peak().equals(snap.peak())
+    first.stop()
+    reads = []
+    monkeypatch.setattr("tb_plugin.memory_snapshot.read_snapshot_dict", lambda *a: reads.append(a) or 1 / 0)
+    second = loading.RunStore(str(logdir), cache=ModelCache(cache_dir))
+    cached = loaded(second, "rank0")
+    assert reads == [] and cached.peak().equals(snap.peak()) and cached.blame(1).equals(snap.blame(1))
+    assert cached.timeline(1, bins=50).points.equals(snap.timeline(1, bins=50).points)
+    second.stop()
+    # a damaged part (checksum) or a changed file means: read again
+    part = next(p for p in cache_dir.rglob("*.arrow") if "entries" in p.name)
+    part.write_bytes(part.read_bytes()[:-8] + b"\0" * 8)
+    third = loading.RunStore(str(logdir), cache=ModelCache(cache_dir))
+    with pytest.raises(TraceError):  # read again: the patched reader is what fails
+        loaded(third, "rank0")
+    assert len(reads) == 1
+    third.stop()
+
+
+def _wait(store, name, timeout=60):
+    import time
+
+    from tb_plugin.loading import Loading
+
+    store.wait_for_scan(30)
+    deadline = time.monotonic() + timeout
+    while isinstance(result := store.snapshot("job", name), Loading):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    return result
+
+
+def test_routes_answer_tables_csv_and_a_payload_422(tmp_path, snapshot):
+    from .test_api import PREFIX, make_client, wait_route
+
+    logdir = _logdir(tmp_path, snapshot)
+    (logdir / "job" / "evil.pickle").write_bytes(pickle.dumps({"segments": [_Payload(tmp_path / "ran")]}))
+    plugin, client = make_client(logdir)
+    try:
+        listed = client.get(f"{PREFIX}/runs").get_json()["runs"][0]
+        assert [s["name"] for s in listed["snapshots"]] == ["evil", "rank0", "rank1", "rank2"]
+        evil = wait_route(client, f"{PREFIX}/snapshot_peak?run=job&snapshot=evil")
+        assert evil.status_code == 422 and "posix.system" in evil.get_json()["reason"]
+        assert evil.get_json()["path"] == "job/evil.pickle" and not (tmp_path / "ran").exists()
+        peak = wait_route(client, f"{PREFIX}/snapshot_peak?run=job&snapshot=rank1").get_json()
+        assert peak["columns"][:2] == ["device", "peak_allocated_bytes"]
+        assert [row[1] for row in peak["rows"]] == list(tb_plugin.load_snapshot(logdir / "job" / "rank0.pickle").peak()["peak_allocated_bytes"])
+        csv = wait_route(client, f"{PREFIX}/snapshot_blame?run=job&snapshot=rank2&device=1&format=csv").get_data(as_text=True)
+        assert csv.splitlines()[0].startswith("frame,filename,line,name,live_bytes")
+        line = wait_route(client, f"{PREFIX}/snapshot_timeline?run=job&snapshot=rank0&device=0&bins=20&bands=3").get_json()
+        assert set(line) == {"bands", "points", "totals"} and len(line["totals"]["rows"]) == 20
+        ranks = wait_route(client, f"{PREFIX}/snapshot_ranks?run=job")
+        assert ranks.status_code == 422  # evil.pickle cannot be read: said, not hidden
+        (logdir / "job" / "evil.pickle").unlink()
+        plugin.store.rescan()
+        ranks = wait_route(client, f"{PREFIX}/snapshot_ranks?run=job").get_json()
+        assert sorted({row[0] for row in ranks["rows"]}) == ["rank0", "rank1", "rank2"]
+        bad = client.get(f"{PREFIX}/snapshot_state?run=job&snapshot=rank0&device=7")
+        assert bad.status_code == 404 and "has no device 7" in bad.get_json()["reason"]
+        bad = client.get(f"{PREFIX}/snapshot_state?run=job&snapshot=rank0&device=0&entry=100000")
+        assert bad.status_code == 400
+    finally:
+        plugin.store.stop()
+
+
+def test_beside_the_trace_of_the_same_rank(tmp_path, allocators, snapshot):
+    """A Kineto trace of rank0 recorded while the snapshot's trace ran: one time axis (the
+    trace's epoch-us origin), the overlap, and each one's peak in it."""
+    from .conftest import memory, op, write_trace
+    from .test_api import PREFIX, make_client, wait_route
+
+    a = allocators[0]
+    times = [e["time_us"] for e in a.entries[a.drop_first:]]
+    start = times[50]
+    # the trace's allocator records: (time, total allocated); the last one after the snapshot's end
+    records = [(start, 1000), (start + 30, 9000), (times[-1] - 5, 4000), (times[-1] + 500, 50_000)]
+    events = [op("ProfilerStep#1", start - 10, times[-1] + 600 - start)]
+    events += [memory(t, 512, 4096 + i, total, 1 << 30) for i, (t, total) in enumerate(records)]
+    run = tmp_path / "logs" / "job"
+    write_trace(run / "rank0.pt.trace.json", events)
+    (run / "rank0.pickle").write_bytes(pickle.dumps(snapshot))
+    plugin, client = make_client(tmp_path / "logs")
+    try:
+        table = wait_route(client, f"{PREFIX}/snapshot_trace?run=job&snapshot=rank0")
+        assert table.status_code == 200, table.get_json()
+        row, = [dict(zip(table.get_json()["columns"], r)) for r in table.get_json()["rows"]]
+        assert (row["worker"], row["span"], row["device"]) == ("rank0", 1, 0)
+        assert row["trace_origin_us"] == start - 10  # the earliest event of the trace
+        assert (row["overlap_start_us"], row["overlap_end_us"]) == (start, times[-1])
+        assert row["trace_peak_bytes"] == 9000  # 50,000 comes after the snapshot's last entry
+        inside = [v for t, v in zip(times, a.allocated_after[a.drop_first:]) if start <= t <= times[-1]]
+        assert row["snapshot_peak_bytes"] == max(inside)
+    finally:
+        plugin.store.stop()
