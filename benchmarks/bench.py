@@ -52,6 +52,8 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import history  # noqa: E402  (benchmarks/ is not a package)
 DEFAULT_TRACES_DIR = REPO_ROOT.parent / "shared" / "traces"
 # Answers of the old plugin, not traces: never benchmarked.
 EXCLUDED_DIRS = {"reference_torch_tb_profiler_0.4.3"}
@@ -609,6 +611,9 @@ def parse_args(argv):
                         help="also cProfile one tb_plugin.load of the largest file and list the hotspots")
     parser.add_argument("--cprofile-top", type=int, default=12, help="functions listed per hotspot table (default 12)")
     parser.add_argument("--json-out", type=Path, help="also write all raw results to this JSON file")
+    parser.add_argument("--no-record", dest="record", action="store_false",
+                        help="do not write the figures to benchmarks/results/bench/ nor compare them "
+                             "with the previous run's (history.py)")
     parser.add_argument("--_child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeat < 1:
@@ -683,7 +688,30 @@ def main(argv=None):
 
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=1, default=str))
+    if args.record:
+        print(history.report(*history.record("bench", bench_figures(rows), context={
+            "code": code_version(), "repeat": args.repeat, "python": sys.version.split()[0]})))
     return 0
+
+
+def bench_figures(rows):
+    """The lower-is-better figures `history` keeps of a run: per file, the seconds of load,
+    load+views and each view, and load and load+views relative to orjson in the same run."""
+    figures = {}
+    for r in rows:
+        oj, ld = r["orjson"].get("seconds"), r["load"]
+        if ld.get("seconds") is None:
+            continue
+        figures[f"{r['label']}: load s"] = ld["seconds"]
+        figures[f"{r['label']}: load+views s"] = ld["total_seconds"]
+        if oj:
+            figures[f"{r['label']}: load / orjson"] = ld["seconds"] / oj
+            figures[f"{r['label']}: (load+views) / orjson"] = ld["total_seconds"] / oj
+        if ld.get("load_peak_rss"):
+            figures[f"{r['label']}: load peak RSS / JSON"] = ld["load_peak_rss"] / r["bytes"]
+        for name, seconds in ld.get("view_seconds", {}).items():
+            figures[f"{r['label']}: view {name} s"] = seconds
+    return figures
 
 
 if __name__ == "__main__":

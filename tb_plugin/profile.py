@@ -327,7 +327,7 @@ class Profile:
         present = {"overview": True, "operator": len(m.ops), "kernel": len(m.kernels),
                    "gpu_idle": len(m.kernels) or len(m.memcpy) or len(m.memset), "memory": len(m.memory),
                    "module": len(self.modules()), "trace": timeline.has_slices(m),
-                   "compiled": len(self.compiled()), "lightning": len(self.lightning()),
+                   "compiled": compiled_view.has_regions(m), "lightning": len(self.lightning()),
                    "job": worker_count > 1, "distributed": worker_count > 1, "diff": trace_file_count > 1}
         return [view for view, has_data in present.items() if has_data]
 

@@ -114,6 +114,11 @@ class Table:
                 raise SchemaError(f"table {self.name!r}, column {col.name!r}: {exc}") from exc
         return pd.DataFrame(out, index=pd.RangeIndex(len(source)))
 
+    def empty(self):
+        """The table with no rows: what an analysis answers when the trace has nothing for it
+        (no compiled region, no CUDA graph), without computing anything."""
+        return self.frame({name: [] for name in self.names})
+
     def check(self, frame):
         """Raise `SchemaError` unless `frame` has exactly the declared columns and dtypes."""
         if list(frame.columns) != self.names:

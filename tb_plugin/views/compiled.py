@@ -131,6 +131,11 @@ def _region_ops(model):
     return _cached(model, "compiled_region_ops", build)
 
 
+def has_regions(model: TraceModel) -> bool:
+    """Whether the trace ran any compiled region (the Compiled view has data)."""
+    return bool(len(_region_ops(model)))
+
+
 def compiled_op_mask(model):
     """Per op: whether it ran inside a compiled region (a Dynamo frame's region, or the
     AOTAutograd backward autograd runs outside it), the region ops themselves included."""
@@ -173,6 +178,8 @@ def compiled_kernels(model: TraceModel) -> pd.DataFrame:
 
 
 def _build_kernels(model):
+    if not len(_region_ops(model)):
+        return KERNELS.empty()
     ops = model.ops
     regions = _region_ops(model).set_index("row")["region"]
     op_rows = _inductor_kernel_ops(model)
@@ -227,6 +234,8 @@ def compiled(model: TraceModel) -> pd.DataFrame:
 
 def _build_regions(model):
     table = _region_ops(model)
+    if not len(table):
+        return REGIONS.empty()
     ops = model.ops
     tree = operator_tree(model)
     table = table.assign(host=ops["dur"].to_numpy()[table["row"].to_numpy()],

@@ -67,6 +67,8 @@ def graph_launches(model: TraceModel) -> pd.DataFrame:
 def _build_launches(model):
     rt = model.runtime
     rows = np.flatnonzero(graph_launch_mask(model))
+    if not len(rows):
+        return LAUNCHES.empty()
     k = model.kernels
     in_graph = _in_graph(model)
     k_rt = k["runtime"].to_numpy()[in_graph]
@@ -99,6 +101,8 @@ def graph_kernels(model: TraceModel) -> pd.DataFrame:
 def _build_kernels(model):
     k = model.kernels
     in_graph = _in_graph(model)
+    if not in_graph.any():
+        return KERNELS.empty()
     dur = k["dur"].to_numpy()
     frame = pd.DataFrame({"name": k["name"].astype(str).to_numpy(), "dur": dur, "graph": in_graph,
                           "graph_dur": np.where(in_graph, dur, 0.0)})
