@@ -343,5 +343,7 @@ def test_flops_in_operator_view_and_mfu_in_overview(page, server, run, known_pea
     steps = [r for r in rows(data["steps"]) if r["flops"] > 0]
     if known_peak:
         assert f"{steps[0]['mfu_pct']:.2f} %" in text and steps[0]["device_name"] in text
+        # and how much of the step's kernel time the counted ops ran (the convolutions: most)
+        assert f"the counted ops ran {steps[0]['coverage_pct']:.1f} %" in text and steps[0]["coverage_pct"] > 50
     else:
         assert "peak unknown" in text and "no GPU" in text

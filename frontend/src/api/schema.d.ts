@@ -3285,7 +3285,11 @@ export interface components {
                 "dtype",
                 "peak_tflops_per_s",
                 "mfu_pct",
-                "uncounted_calls"
+                "uncounted_calls",
+                "device_us",
+                "counted_device_us",
+                "coverage_pct",
+                "mfu_withheld"
             ];
             rows: [
                 number,
@@ -3296,7 +3300,11 @@ export interface components {
                 string,
                 number | null,
                 number | null,
-                number
+                number,
+                number,
+                number,
+                number | null,
+                string
             ][];
         };
         /** @description `flows`: one flow event: the start (s) or end (f) of an arrow between two events. */

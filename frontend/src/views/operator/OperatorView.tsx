@@ -171,7 +171,7 @@ function Flops({ run, worker, span }: ViewProps) {
               searches={[{ label: 'Search operators', keys: ['name'] }]}
               defaultSort={{ key: 'flops', dir: 'desc' }}
               rowKey={(r) => String(r.name)}
-              caption="An op's FLOPs count once, at the innermost counted op; rows include their sub-operators'. % of peak compares the device rate with the GPU's dense peak for the dtype (— : peak unknown)."
+              caption="An op's FLOPs count once, at the innermost counted op; rows include their sub-operators'. % of peak compares the device rate with the GPU's dense peak for the dtype (— : peak unknown). Causal attention counts half of the full product (TraceLens's convention; torch's FlopCounterMode counts it whole)."
               columns={[
                 { key: 'name', label: 'Operator' },
                 { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
