@@ -3035,10 +3035,12 @@ export interface components {
                 "match_group",
                 "match_index",
                 "matched_workers",
+                "transfer_measured",
                 "transfer_us",
                 "synchronizing_us",
                 "algbw_gbps",
                 "busbw_gbps",
+                "no_bandwidth_reason",
                 "wait_us"
             ];
             rows: [
@@ -3056,10 +3058,12 @@ export interface components {
                 string,
                 number,
                 number,
-                number,
-                number,
+                boolean,
                 number | null,
                 number | null,
+                number | null,
+                number | null,
+                string,
                 number
             ][];
         };
@@ -3102,6 +3106,7 @@ export interface components {
                 "synchronizing_us",
                 "algbw_gbps",
                 "busbw_gbps",
+                "no_bandwidth_reason",
                 "wait_us"
             ];
             rows: [
@@ -3116,10 +3121,11 @@ export interface components {
                 number | null,
                 number,
                 number,
-                number,
-                number,
                 number | null,
                 number | null,
+                number | null,
+                number | null,
+                string,
                 number
             ][];
         };
@@ -3528,7 +3534,8 @@ export interface components {
                 "size_bytes",
                 "transfer_us",
                 "algbw_gbps",
-                "busbw_gbps"
+                "busbw_gbps",
+                "no_bandwidth_reason"
             ];
             rows: [
                 string,
@@ -3540,9 +3547,10 @@ export interface components {
                 number,
                 number,
                 number | null,
-                number,
                 number | null,
-                number | null
+                number | null,
+                number | null,
+                string
             ][];
         };
         /** @description `job_kernels`: one kernel name, its total time per rank summarised over the ranks. */
