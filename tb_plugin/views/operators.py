@@ -18,7 +18,8 @@ _FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<function>.*)$")
 _NAME = ("name", "str", "", "operator name")
 _STATS = (
     ("calls", "int64", "count", "calls (after the duplicate-node merge, as torch counts them)"),
-    ("host_self_us", "float64", "us", "wall time less child ops and the op's own runtime calls"),
+    ("host_self_us", "float64", "us", "wall time less its direct children: child ops, its runtime calls and the Python "
+     "frames (with_stack) that ran inside it, as key_averages()' self CPU time"),
     ("host_total_us", "float64", "us", "wall time"),
     ("device_self_us", "float64", "us", "device activity launched by the op's own runtime calls"),
     ("device_total_us", "float64", "us", "device activity launched by the op and its descendants"),
@@ -102,8 +103,10 @@ def operators(model: TraceModel, group_by: str = "name", scope: str = "all") -> 
 
     Notes
     -----
-    Host total is the op's wall time; host self excludes child ops and the runtime calls the
-    op made. Device self is the device activity the op's own runtime calls launched; device
+    Host total is the op's wall time; host self excludes its direct children: child ops,
+    the runtime calls the op made and, when ``with_stack`` recorded them, the Python frames
+    that ran inside it (with the ops and calls inside those frames), as torch's
+    ``key_averages()`` counts self CPU time (`common._python_frame_correction`). Device self is the device activity the op's own runtime calls launched; device
     total adds its descendants'. ProfilerStep, Optimizer, DataLoader, (Distributed)DataParallel
     ranges and user annotations are structure, not operators, and are left out; their children
     are not. Calls follow torch's duplicate-node rule (see `operator_tree`).
