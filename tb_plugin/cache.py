@@ -47,8 +47,9 @@ logger = logging.getLogger(__name__)
 # nanoseconds, MTIA's device work its own tables; 4: ops carry process-group descriptions,
 # Inductor's kernel annotations, flops and Concrete Inputs; 5: summaries hold members (a file's
 # one, or a run's index of all its workers') and 1-D arrays; 6: device syncs (`cuda_sync`) have
-# their own table, with the event they waited on.
-CACHE_FORMAT = 6
+# their own table, with the event they waited on; 7: kernels carry their CUDA-graph node id and
+# annotation.
+CACHE_FORMAT = 7
 MANIFEST = "manifest.json"
 _TEMP_PREFIX = ".tmp-"
 _OLD_SUFFIX = ".tbpp"

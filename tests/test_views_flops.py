@@ -220,10 +220,10 @@ def test_convolutions_of_a_2021_trace_counted_from_their_autograd_nodes():
     assert table["mfu_pct"].notna().all() and (table["mfu_withheld"] == "").all()
 
 
-def test_forward_only_old_convolution_is_left_uncounted(tmp_path):
-    # no Concrete Inputs and no autograd node: the output size is unknown, the call is said
-    # to be uncounted, and the only counted kernel (the mm's, 100 of 1000 us) is too small a
-    # part of the step for an MFU
+def low_coverage_trace(path):
+    """Write one V100 step 0..2000 us: an old-style aten::cudnn_convolution (no Concrete
+    Inputs, no autograd node) whose kernel runs 900 us, and an aten::mm [64, 64] @ [64, 64]
+    whose kernel runs 100 us. Returns the path."""
     events = [op("ProfilerStep#1", 0, 2000, cat="user_annotation"),
               op("aten::cudnn_convolution", 10, 50, **{"External id": 1, "Sequence number": 7,
                  "Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], []], "Input type": ["float"] * 2}),
@@ -233,7 +233,14 @@ def test_forward_only_old_convolution_is_left_uncounted(tmp_path):
               runtime("cudaLaunchKernel", 1105, 5, correlation=2, external_id=2),
               kernel("volta_sgemm_64x64_nn", 1200, 100, correlation=2)]
     props = [{"id": 0, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16e9, "computeMajor": 7, "computeMinor": 0}]
-    row = tb_plugin.load(write_trace(tmp_path / "w.pt.trace.json", events, deviceProperties=props)).mfu().iloc[0]
+    return write_trace(path, events, deviceProperties=props)
+
+
+def test_forward_only_old_convolution_is_left_uncounted(tmp_path):
+    # no Concrete Inputs and no autograd node: the output size is unknown, the call is said
+    # to be uncounted, and the only counted kernel (the mm's, 100 of 1000 us) is too small a
+    # part of the step for an MFU
+    row = tb_plugin.load(low_coverage_trace(tmp_path / "w.pt.trace.json")).mfu().iloc[0]
     STEPS.check(pd.DataFrame([row]))
     assert (row.flops, row.uncounted_calls) == (2 * 64 ** 3, 1)
     assert (row.device_us, row.counted_device_us, row.coverage_pct) == (1000, 100, 10)

@@ -2577,7 +2577,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** CUDA graphs: launches (step, launch_us, launch_dur_us, operator, kernels, device_us, span_us -- one row per cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch) and kernels (name, calls, graph_calls, total_us, graph_us -- kernel names that ran inside graph replays). Every other view counts graph kernels like any other. Empty tables for a trace without graph launches. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        /** CUDA graphs: launches (step, launch_us, launch_dur_us, operator, kernels, device_us, span_us -- one row per cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch) kernels (name, calls, graph_calls, total_us, graph_us -- kernel names that ran inside graph replays) and annotations (annotation, kernel_names, calls, device_us, graph_pct, streams -- graph kernels per torch.cuda._graph_annotations label). Every other view counts graph kernels like any other. Empty tables for a trace without graph launches. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
@@ -2585,7 +2585,7 @@ export interface paths {
                     run: components["parameters"]["run"];
                     worker: components["parameters"]["worker"];
                     span?: components["parameters"]["span"];
-                    table?: "launches" | "kernels";
+                    table?: "launches" | "kernels" | "annotations";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -2602,9 +2602,10 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["CudaGraphLaunchesTable"] | components["schemas"]["CudaGraphKernelsTable"] | {
+                        "application/json": components["schemas"]["CudaGraphLaunchesTable"] | components["schemas"]["CudaGraphKernelsTable"] | components["schemas"]["CudaGraphAnnotationsTable"] | {
                             launches?: components["schemas"]["CudaGraphLaunchesTable"];
                             kernels?: components["schemas"]["CudaGraphKernelsTable"];
+                            annotations?: components["schemas"]["CudaGraphAnnotationsTable"];
                         };
                         "text/csv": string;
                     };
@@ -2819,6 +2820,29 @@ export interface components {
                 number,
                 string,
                 string,
+                number,
+                number,
+                number,
+                string
+            ][];
+        };
+        /** @description `cuda_graph_annotations`: one CUDA-graph annotation: the kernels graph replays ran under it. */
+        CudaGraphAnnotationsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "annotation",
+                "kernel_names",
+                "calls",
+                "device_us",
+                "graph_pct",
+                "streams"
+            ];
+            rows: [
+                string,
+                number,
                 number,
                 number,
                 number,
@@ -3800,6 +3824,7 @@ export interface components {
             columns: [
                 "name",
                 "operator",
+                "graph_annotation",
                 "grid",
                 "block",
                 "registers_per_thread",
@@ -3814,6 +3839,7 @@ export interface components {
                 "tensor_cores_used"
             ];
             rows: [
+                string,
                 string,
                 string,
                 string,
@@ -3881,6 +3907,8 @@ export interface components {
                 "blocks_per_sm",
                 "warps_per_sm",
                 "est_achieved_occupancy_pct",
+                "graph_node_id",
+                "graph_annotation",
                 "runtime",
                 "op"
             ];
@@ -3900,6 +3928,8 @@ export interface components {
                 number | null,
                 number | null,
                 number | null,
+                string,
+                string,
                 number,
                 number
             ][];
