@@ -102,9 +102,10 @@ def recorded_with_stack(tmp_path_factory):
 
 
 def test_self_time_with_python_frames_equals_key_averages(recorded_with_stack):
-    """torch subtracts the Python frames that ran inside an operator from its self time:
-    the Operator view's host self time equals key_averages()' self CPU time for every
-    operator both list, CompiledFunction and the Python-bodied op included."""
+    """torch 2.13 subtracts the Python frames that ran inside an operator from its self time:
+    host_self_less_python_us equals key_averages()' self CPU time for every operator both
+    list, CompiledFunction and the Python-bodied op included (host_self_us keeps torch 2.11's
+    count, `tests/test_gpu_reference.py`)."""
     prof, profile = recorded_with_stack
     assert len(profile.model.python) > 100  # with_stack recorded frames
     theirs = {e.key: e for e in prof.key_averages()}
@@ -121,6 +122,6 @@ def test_self_time_with_python_frames_equals_key_averages(recorded_with_stack):
         tolerance = row.calls * 2e-3 + 1e-6  # the trace rounds each time to the nanosecond
         assert row.calls == e.count, name
         assert row.host_total_us == pytest.approx(e.cpu_time_total, abs=tolerance), name
-        assert row.host_self_us == pytest.approx(e.self_cpu_time_total, abs=tolerance), name
+        assert row.host_self_less_python_us == pytest.approx(e.self_cpu_time_total, abs=tolerance), name
         compared += 1
     assert compared > 10

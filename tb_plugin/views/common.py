@@ -210,7 +210,8 @@ def operator_tree(model):
 
     Columns (indexed like `model.ops`): node (the row that stands for this op after merging;
     itself unless merged), node_parent (-1 for roots), merged (bool), is_operator (bool: shown
-    in operator tables), host_self_us, host_total_us, device_self_us, device_total_us,
+    in operator tables), host_self_us, host_self_less_python_us (`_python_frame_correction`),
+    host_total_us, device_self_us, device_total_us,
     tc_self_us, tc_total_us, launches_tc (bool).
     """
     return _cached(model, "operator_tree", lambda: _build_operator_tree(model))
@@ -239,8 +240,9 @@ def _build_operator_tree(model):
     rt_op = model.runtime["op"].to_numpy()
     ok = rt_op >= 0
     np.add.at(runtime_time, node[rt_op[ok]], model.runtime["dur"].to_numpy()[ok])
-    children_time += _python_frame_correction(model, node, node_parent, merged)
     host_self = np.where(merged, 0.0, np.maximum(dur - children_time - runtime_time, 0.0))
+    python_children = _python_frame_correction(model, node, node_parent, merged)
+    host_self_less_python = np.where(merged, 0.0, np.maximum(dur - children_time - python_children - runtime_time, 0.0))
 
     dev = device_activity(model)
     comm, tc = kernel_flags(model)
@@ -261,7 +263,7 @@ def _build_operator_tree(model):
     is_operator = ~merged & ~name_mask(ops["name"], _NOT_AN_OPERATOR.match) & (ops["cat"] != "user_annotation").to_numpy()
     return pd.DataFrame({
         "node": node, "node_parent": node_parent, "merged": merged, "is_operator": is_operator,
-        "host_self_us": host_self, "host_total_us": host_total,
+        "host_self_us": host_self, "host_self_less_python_us": host_self_less_python, "host_total_us": host_total,
         "device_self_us": device_self, "device_total_us": device_total,
         "tc_self_us": tc_self, "tc_total_us": tc_total,
         "launches_tc": launches_tc, "tc_eligible": subtree_eligible,
@@ -269,16 +271,17 @@ def _build_operator_tree(model):
 
 
 def _python_frame_correction(model, node, node_parent, merged):
-    """Per op row (its surviving node): what torch's self time subtracts beyond the op's child
-    ops and runtime calls when with_stack recorded Python frames (`model.python`).
+    """Per op row (its surviving node): what torch 2.13's self time subtracts beyond the op's
+    child ops and runtime calls when with_stack recorded Python frames (`model.python`).
 
-    torch's `key_averages()` nests every host event of a thread, Python frames included, and an
-    event's self time is its duration less its direct children's. A Python frame running
-    inside an op (the Python body of a `CompiledFunction` or a custom op) is such a child: its
-    whole duration is subtracted, and the ops and runtime calls inside the frame are not
-    children of the op any more. So: + the frames whose innermost enclosing event is the op,
-    - the child ops and runtime calls whose innermost enclosing event is a frame (they were
-    counted as the op's children). Zeros without Python frames."""
+    torch 2.13's `key_averages()` nests every host event of a thread, Python frames included
+    (torch 2.11's leaves them out: the H100 samples' saved key_averages), and an event's self
+    time is its duration less its direct children's. A Python frame running inside an op (the
+    Python body of a `CompiledFunction` or a custom op) is such a child: its whole duration
+    is subtracted, and the ops and runtime calls inside the frame are not children of the op
+    any more. So: + the frames whose innermost enclosing event is the op, - the child ops and
+    runtime calls whose innermost enclosing event is a frame (they were counted as the op's
+    children). Zeros without Python frames."""
     n = len(model.ops)
     correction = np.zeros(n)
     py, rt = model.python, model.runtime

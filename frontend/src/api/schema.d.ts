@@ -4198,6 +4198,7 @@ export interface components {
                 "input_shape",
                 "calls",
                 "host_self_us",
+                "host_self_less_python_us",
                 "host_total_us",
                 "device_self_us",
                 "device_total_us",
@@ -4209,6 +4210,7 @@ export interface components {
             rows: [
                 string,
                 string,
+                number,
                 number,
                 number,
                 number,
@@ -4230,6 +4232,7 @@ export interface components {
                 "name",
                 "calls",
                 "host_self_us",
+                "host_self_less_python_us",
                 "host_total_us",
                 "device_self_us",
                 "device_total_us",
@@ -4240,6 +4243,7 @@ export interface components {
             ];
             rows: [
                 string,
+                number,
                 number,
                 number,
                 number,
