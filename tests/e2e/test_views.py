@@ -386,3 +386,20 @@ def test_overview_withholds_mfu_below_coverage_with_the_reason(page, hand_made_s
     text = page.inner_text("[data-field=mfu]")
     assert text.startswith("withheld: ") and step["mfu_withheld"] in text
     screenshot(page, screenshot_dir, "overview_mfu_withheld")
+
+
+def test_operator_view_gives_both_self_times_where_python_ran_inside(page, server, screenshot_dir):
+    """The compiled sample was recorded with with_stack: Python frames ran inside
+    CompiledFunction, so the page shows torch 2.13's self time beside 2.11's, as the API has
+    them, and says which is which."""
+    q = {"run": "cpu_compile", "worker": "worker0", "span": 1}
+    table = {r["name"]: r for r in rows(api(server, "operators", **q))}
+    compiled = table["CompiledFunction"]
+    assert compiled["host_self_less_python_us"] < compiled["host_self_us"]
+    open_page(page, server, **q, view="operator")
+    assert page.is_visible("[data-testid=python-self-time]")
+    page.fill("[data-table='operators'] input[type=search]", "CompiledFunction")
+    text = page.inner_text("[data-table='operators']")
+    assert "Host self less Python" in text
+    assert format_duration(compiled["host_self_less_python_us"]) in text and format_duration(compiled["host_self_us"]) in text
+    screenshot(page, screenshot_dir, "operator_python_self_time")
