@@ -253,9 +253,11 @@ def _graph_annotation(args):
     `name` args that it has ("" none; see `kinds._DeviceArgs`)."""
     texts = [_categorical(args[key]).astype(str).to_numpy() for key in
              ("graph_annotation", "graph_annotation_str", "graph_annotation_name")]
-    chosen = np.where(texts[0] != "", texts[0], np.where(texts[1] != "", texts[1], texts[2])) if len(texts[0]) \
-        else texts[0]
-    return pd.Categorical(chosen)
+    chosen = np.where(texts[0] != "", texts[0], np.where(texts[1] != "", texts[1], texts[2])).astype(object)
+    categories, codes = np.unique(chosen, return_inverse=True) if len(chosen) else (np.array([""], dtype=object), [])
+    # object categories, as every text column of the model (the disk cache stores only those)
+    return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64),
+                                     categories=pd.Index(categories.astype(object), dtype=object))
 
 
 class _Builder:
