@@ -123,8 +123,11 @@ def innermost_container(thread, ts, dur):
     order = np.lexsort((np.arange(n), -end, ts, thread))
     s_thread, s_ts, s_end = thread[order], ts[order], end[order]
     first = np.searchsorted(s_thread, s_thread, side="left")  # first position of each thread
-    # maxima[k][j] = max(s_end[j : j + 2**k])
-    maxima = [s_end]
+    # Only the order of the ends matters: their ranks as int32 halve the table's memory
+    # (log2(n) arrays of n). maxima[k][j] = max(rank[j : j + 2**k])
+    # (equal ends get equal ranks: the position of the first of them in sorted order)
+    rank = np.searchsorted(np.sort(s_end), s_end, side="left").astype(np.int32)
+    maxima = [rank]
     while (1 << len(maxima)) <= n:
         prev, half = maxima[-1], 1 << (len(maxima) - 1)
         maxima.append(np.maximum(prev[:-half], prev[half:]))
@@ -135,7 +138,7 @@ def innermost_container(thread, ts, dur):
         start = pos - width
         can = start >= first
         safe = np.clip(start, 0, len(maxima[k]) - 1)
-        step = can & (maxima[k][safe] < s_end)
+        step = can & (maxima[k][safe] < rank)
         pos = np.where(step, start, pos)
     found = pos - 1
     ok = found >= first
