@@ -763,3 +763,21 @@ def test_cpu_only_gloo_trace_overlaps_nothing_as_hta():
         size = sum(math.prod(d) * 4 for d, t in zip(event["args"]["Input Dims"], event["args"]["Input type"])
                    if t == "float")
         assert call.algbw_gbps == pytest.approx(size / event["dur"] / 1e3)
+
+
+@pytest.mark.parametrize("where, run", [("shared", "sampled_128rank_job"), ("shared", "v100_ddp_nccl_memory"),
+                                        ("samples", "gpu_a100_nccl")])
+def test_overlap_share_equals_hta_on_nccl_traces(where, run):
+    """Where communication kernels ran, the share of communication time that overlapped
+    computation, over all steps, equals HTA's get_comm_comp_overlap (which rounds to 0.01%)."""
+    from .hta_reference import hta
+
+    folder = (SHARED_TRACES if where == "shared" else SAMPLES) / run
+    path = next(iter(sorted(folder.glob("*.pt.trace.json.gz"))), None)
+    if path is None:
+        pytest.skip(f"{folder} is not available")
+    analysis, _ = hta(str(path))
+    (theirs,) = analysis.get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"]
+    steps = distributed({"rank": _load(path)}).steps
+    assert steps["communication_us"].sum() > 0
+    assert 100 * steps["overlap_us"].sum() / steps["communication_us"].sum() == pytest.approx(theirs, abs=0.006)
