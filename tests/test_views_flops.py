@@ -315,3 +315,21 @@ def test_recorded_attention_causal_is_half_of_torch_flop_counter(tmp_path, causa
     table = tb_plugin.load(path).flops().set_index("name")
     full = _torch_flops(attend)
     assert table.loc["aten::scaled_dot_product_attention", "flops"] == (full / 2 if causal else full) > 0
+
+
+@pytest.mark.parametrize("name, causal_at, count", [
+    ("aten::_scaled_dot_product_flash_attention_backward", 11, 15),
+    ("aten::_scaled_dot_product_efficient_attention_backward", 11, 13),
+    ("aten::_scaled_dot_product_cudnn_attention_backward", 14, 16),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", 7, 10),
+])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_backward_is_torchs_five_products_halved_when_causal(name, causal_at, count, causal):
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    grad, q, k, v = [2, 4, 16, 6], [2, 4, 16, 8], [2, 4, 24, 8], [2, 4, 24, 6]
+    dims = [grad, q, k, v] + [[]] * (count - 4)
+    concrete = [""] * count
+    concrete[causal_at] = "True" if causal else "False"
+    full = sdpa_backward_flop_count(grad, q, k, v)
+    assert shape_flops(name, json.dumps(dims), json.dumps(concrete)) == (full / 2 if causal else full) > 0

@@ -32,7 +32,10 @@ Where an op's FLOPs come from, in order:
      ``_scaled_dot_product_{flash,efficient,cudnn}_attention`` kernels) q[...,L,E],
      k[...,S,E], v[...,S,Ev]: 2·prod(batch)·L·S·(E + Ev), **halved when** ``is_causal``
      (only the lower triangle of q·kᵀ is work; TraceLens's convention, where torch's
-     FlopCounterMode counts the full product and ``key_averages()`` none). The ops an
+     FlopCounterMode counts the full product and ``key_averages()`` none); their backward
+     (``_scaled_dot_product_{flash,efficient,cudnn}_attention_backward``,
+     ``..._flash_attention_for_cpu_backward``): 2·prod(batch)·L·S·(3E + 2Ev), FlopCounterMode's
+     five products, halved the same way. The ops an
      attention op runs inside (the matmuls of its math fallback on CPU) are not counted
      apart: attention counts by this one convention however it ran.
 
@@ -43,7 +46,7 @@ them: (2) is what counts there, and it equals ``key_averages()``' count for ``at
 ``aten::mul``), which ``key_averages()`` counts one FLOP per element, are not counted: MFU is
 matrix work. An op's FLOPs count once, at the innermost counted op (``aten::linear`` > ``aten::addmm``:
 addmm's). Backward ops are counted where they are one of the above (the ``aten::mm`` of a
-linear's gradient, ``convolution_backward``); attention's backward and fused kernels are not
+linear's gradient, ``convolution_backward``, attention's backward); fused kernels are not
 (record with ``with_flops=True`` for the profiler's own count where it has one).
 
 MFU is only as good as the share of the step's work the counted ops did: each step says how
@@ -93,7 +96,13 @@ _OUT_POSITION = {"aten::mm": 2, "aten::addmm": 5, "aten::bmm": 2, "aten::baddbmm
                  "aten::_scaled_mm": 8, "aten::linear": 3}
 # the operands' rank where the op takes no other
 _MATRIX_RANK = {"aten::mm": 2, "aten::addmm": 2, "aten::_scaled_mm": 2, "aten::bmm": 3, "aten::baddbmm": 3}
-_FORMULA_NAMES = frozenset((*_MATRIX_OPERANDS, *_CONV_ARGS, *_CONV_BACKWARD_ARGS, *_SDPA_CAUSAL))
+# Attention's backward: grad_out is argument 0, q, k, v 1-3; where is_causal is.
+_SDPA_BACKWARD_CAUSAL = {"aten::_scaled_dot_product_flash_attention_backward": {15: 11},
+                         "aten::_scaled_dot_product_efficient_attention_backward": {13: 11},
+                         "aten::_scaled_dot_product_cudnn_attention_backward": {16: 14},
+                         "aten::_scaled_dot_product_flash_attention_for_cpu_backward": {10: 7}}
+_ATTENTION = frozenset((*_SDPA_CAUSAL, *_SDPA_BACKWARD_CAUSAL))
+_FORMULA_NAMES = frozenset((*_MATRIX_OPERANDS, *_CONV_ARGS, *_CONV_BACKWARD_ARGS, *_ATTENTION))
 # autograd's node of a convolution (CudnnConvolutionBackward, ConvolutionBackward0, ...):
 # its one input is the gradient of the forward's output, so it has the output's shape
 _CONV_GRAD_NODE = re.compile(r"^\w*Convolution\w*Backward\d*$")
@@ -165,9 +174,9 @@ STEPS = declare(
 )
 # Below this share of the step's compute-kernel time launched by counted ops, the step's MFU
 # describes a small part of its work and is withheld (the 2021 ResNet-50 with only its 4
-# matmuls counted: 0.2% of its kernel time, MFU 0.01%). Not higher: an eager step whose
-# unfused optimizer and element-wise kernels take most of the time (the H100 sample: 39%
-# counted) is still described by its matrix work.
+# matmuls counted: 0.2% of its kernel time, MFU 0.01%; 68% with its convolutions). Not
+# higher: an eager step whose unfused optimizer and element-wise kernels take half the time
+# (the H100 eager sample: 49% counted) is still described by its matrix work.
 MFU_MIN_COVERAGE_PCT = 25.0
 
 
@@ -250,13 +259,20 @@ def _conv_backward(name, dims, concrete, mask):
 
 def _sdpa(name, dims, concrete):
     """(FLOPs, output elements) of attention q[...,L,E], k[...,S,E], v[...,S,Ev]: the two
-    products, 2·prod(batch)·L·S·(E + Ev), halved when is_causal (only the lower triangle of
+    products, 2·prod(batch)·L·S·(E + Ev); its backward the five products of
+    `torch.utils.flop_counter.sdpa_backward_flop_count`, 2·prod(batch)·L·S·(3E + 2Ev) (its
+    output: the gradients of q, k and v). Halved when is_causal (only the lower triangle of
     q·kᵀ is work: TraceLens's convention; torch's FlopCounterMode counts the full product)."""
-    q, k, v = dims[0], dims[1], dims[2]
-    causal_at = _SDPA_CAUSAL[name].get(len(dims))
+    backward = name in _SDPA_BACKWARD_CAUSAL
+    q, k, v = dims[1:4] if backward else dims[0:3]
+    causal_at = (_SDPA_BACKWARD_CAUSAL if backward else _SDPA_CAUSAL)[name].get(len(dims))
     causal = causal_at is not None and len(concrete) > causal_at and str(concrete[causal_at]) == "True"
-    full = 2.0 * _prod(q[:-2]) * q[-2] * k[-2] * (q[-1] + v[-1])
-    return full / 2 if causal else full, _prod(q[:-2]) * q[-2] * v[-1]
+    batch = _prod(q[:-2])
+    if backward:
+        full, written = 2.0 * batch * q[-2] * k[-2] * (3 * q[-1] + 2 * v[-1]), _prod(q) + _prod(k) + _prod(v)
+    else:
+        full, written = 2.0 * batch * q[-2] * k[-2] * (q[-1] + v[-1]), batch * q[-2] * v[-1]
+    return full / 2 if causal else full, written
 
 
 def _matrix(name, dims):
@@ -383,7 +399,7 @@ def _build_op_flops(model):
     # attention counts as attention (one convention, causal halved) however it ran: the
     # matmuls of its math fallback (CPU) are its implementation, not counted apart
     parent = ops["parent"].to_numpy()
-    attention = np.isin(keys["name"].to_numpy(), list(_SDPA_CAUSAL))
+    attention = np.isin(keys["name"].to_numpy(), list(_ATTENTION))
     nearest = ancestor_where(attention, parent, ops["depth"].to_numpy()) if n else np.zeros(0, dtype=np.int64)
     inside_attention = ~attention & (parent >= 0) & (nearest[np.clip(parent, 0, None)] >= 0) if n else attention
     flops = np.where(inside_attention, 0.0, flops)
