@@ -71,7 +71,8 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
     ...(byOp
       ? [
           { key: 'operator', label: 'Operator' },
-          { key: 'graph_annotation', label: 'Graph annotation', title: 'torch.cuda._graph_annotations label of a kernel a CUDA graph ran' },
+          // only where some CUDA-graph kernel carries a torch.cuda._graph_annotations label
+          ...(rows.some((r) => r.graph_annotation) ? [{ key: 'graph_annotation', label: 'Graph annotation', title: 'torch.cuda._graph_annotations label of a kernel a CUDA graph ran' }] : []),
           { key: 'grid', label: 'Grid' },
           { key: 'block', label: 'Block' },
           { key: 'registers_per_thread', label: 'Registers / thread', numeric: true },
