@@ -340,6 +340,12 @@ def shape_cost(name, input_dims, input_type, concrete_inputs="", related=""):
     return flops, read + out_elements * element_bytes(first)
 
 
+def _first_shape(input_dims):
+    """JSON text of the first shape of an `Input Dims` text ("" when there is none)."""
+    dims = _parse(input_dims, None)
+    return json.dumps(dims[0]) if isinstance(dims, list) and dims and isinstance(dims[0], list) else ""
+
+
 def _conv_hints(model):
     """Per op row, JSON text of what other events say about a convolution ("" otherwise):
     a forward convolution's output shape, from the autograd node of the same sequence number
@@ -357,10 +363,9 @@ def _conv_hints(model):
     grads = pd.DataFrame({"seq": seq[node], "dims": ops["input_dims"].astype(str).to_numpy()[node]})
     grads = grads.drop_duplicates("seq", keep=False).set_index("seq")["dims"]
     forward = np.isin(names, list(_CONV_ARGS)) & (seq >= 0)
-    shapes = pd.Series(seq[forward]).map(grads).to_numpy(dtype=object)
-    first = np.array([json.dumps(d[0]) if isinstance(d, list) and d else "" for d in
-                      (_parse(t, None) if isinstance(t, str) else None for t in shapes)], dtype=object)
-    hints[np.flatnonzero(forward)] = first
+    codes, texts = pd.factorize(pd.Series(seq[forward]).map(grads).fillna(""))
+    first = np.array([_first_shape(t) for t in texts], dtype=object)  # per distinct shape text
+    hints[np.flatnonzero(forward)] = first[codes] if len(codes) else first[:0]
     parts = name_mask(ops["name"], _CONV_GRAD_PART.match)
     parent = ops["parent"].to_numpy()
     has_input = np.zeros(n, dtype=bool)
