@@ -816,8 +816,8 @@ class Api:
 
     @reads(_one_profile)
     def cuda_graphs(self, request, profile):
-        """CUDA graph replays and the kernels that ran inside them."""
-        return tables_reply(request, profile.cuda_graph_tables, ("launches", "kernels"))
+        """CUDA graph replays, the kernels that ran inside them, and those per annotation."""
+        return tables_reply(request, profile.cuda_graph_tables, ("launches", "kernels", "annotations"))
 
     @reads(_one_snapshot)
     def snapshot_peak(self, request, snapshot):

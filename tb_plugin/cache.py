@@ -56,8 +56,9 @@ logger = logging.getLogger(__name__)
 # Inductor's kernel annotations, flops and Concrete Inputs; 5: summaries hold members (a file's
 # one, or a run's index of all its workers') and 1-D arrays; 6: device syncs (`cuda_sync`) have
 # their own table, with the event they waited on; 7: manifests are sealed (`_seal`); 8: the job
-# summary's steps carry their windows and ProfilerStep host ranges.
-CACHE_FORMAT = 8
+# summary's steps carry their windows and ProfilerStep host ranges; 9: kernels carry their
+# CUDA-graph node id and annotation.
+CACHE_FORMAT = 9
 MANIFEST = "manifest.json"
 # Temporary files are `.tmp-<host>-<pid>-<random>`: one whose writer, on this host, is gone
 # belongs to a killed write and is removed on start; one of another host once this old (a

@@ -263,8 +263,14 @@ class Profile:
         `views.cudagraphs.graph_kernels`."""
         return cudagraph_view.graph_kernels(self.model)
 
+    def cuda_graph_annotations(self) -> pd.DataFrame:
+        """Graph kernels per torch.cuda._graph_annotations label; see
+        `views.cudagraphs.graph_annotations`."""
+        return cudagraph_view.graph_annotations(self.model)
+
     def cuda_graph_tables(self) -> cudagraph_view.CudaGraphView:
-        """`cuda_graph_launches` and `cuda_graph_kernels` together (the Kernel view's card)."""
+        """`cuda_graph_launches`, `cuda_graph_kernels` and `cuda_graph_annotations` together
+        (the Kernel view's cards)."""
         return cudagraph_view.cuda_graph_view(self.model)
 
     def lightning(self) -> pd.DataFrame:

@@ -295,7 +295,7 @@ def test_overview_summarises_the_mean_step_by_category(gpu_served):
     ("operators", "", ["name", "calls"]),
     ("operators", "&group_by=name_shape", ["name", "input_shape", "calls"]),
     ("kernels", "", ["name", "calls"]),
-    ("kernels", "&group_by=name_op", ["name", "operator", "grid"]),
+    ("kernels", "&group_by=name_op", ["name", "operator", "graph_annotation", "grid"]),
     ("steps", "", ["step", "kernel_us"]),
     ("gpu_summary", "", ["device", "name"]),
 ])

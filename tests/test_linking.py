@@ -74,3 +74,16 @@ def test_flows_know_their_op_and_other_end_when_the_model_is_built(tmp_path):
     peer = flows["peer"].tolist()
     rows = flows.index.tolist()
     assert (peer[0], peer[1], peer[2], peer[3]) == (rows[1], rows[0], -1, -1)
+
+
+def test_innermost_container_is_torchs_parent_rule():
+    """Worked on paper, as torch's `_populate_cpu_children` stack nests events: on thread 0,
+    A [0, 100) holds Y [10, 20), and Z, the same interval as Y, is Y's child; F [90, 150) only
+    partly overlaps A, so it is nobody's child, and X [95, 99) is F's, not A's; on thread 1,
+    C starts where B ends: not its child."""
+    from tb_plugin.trace.linking import innermost_container
+
+    thread = [0, 0, 0, 0, 0, 1, 1]
+    ts = [0, 90, 95, 10, 10, 0, 10]
+    dur = [100, 60, 4, 10, 10, 10, 2]
+    assert innermost_container(thread, ts, dur).tolist() == [-1, -1, 1, 0, 3, -1, -1]

@@ -95,3 +95,56 @@ def test_operator_shapes_and_groups_equal_key_averages_with_tensor_lists(tmp_pat
     for key, count in theirs.items():
         if key[0] in ("aten::cat", "aten::stack", "aten::add"):
             assert ours[key] == count, key
+
+
+@torch.library.custom_op("tb_plugin_test::python_bodied", mutates_args=())
+def _python_bodied(x: torch.Tensor) -> torch.Tensor:
+    """An op whose body is Python (as a CompiledFunction's is): frames inside an operator."""
+    def python_work():
+        return sum(range(20_000))
+    python_work()
+    return x * 2 + 1
+
+
+@pytest.fixture(scope="module")
+def recorded_with_stack(tmp_path_factory):
+    """A torch.compile'd (aot_eager: AOTAutograd's CompiledFunction, no C++ compiler) MLP and
+    a custom op with a Python body, forward and backward, recorded with with_stack=True."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    compiled = torch.compile(model, backend="aot_eager")
+    data = torch.randn(16, 32)
+    compiled(data).sum().backward()  # compile outside the profile
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True) as prof:
+        for _ in range(2):
+            compiled(data).sum().backward()
+            _python_bodied(data)
+    path = tmp_path_factory.mktemp("torch_stack") / "worker0.pt.trace.json"
+    prof.export_chrome_trace(str(path))
+    return prof, tb_plugin.load(path)
+
+
+def test_self_time_with_python_frames_equals_key_averages(recorded_with_stack):
+    """torch 2.13 subtracts the Python frames that ran inside an operator from its self time:
+    host_self_less_python_us equals key_averages()' self CPU time for every operator both
+    list, CompiledFunction and the Python-bodied op included (host_self_us keeps torch 2.11's
+    count, `tests/test_gpu_reference.py`)."""
+    prof, profile = recorded_with_stack
+    assert len(profile.model.python) > 100  # with_stack recorded frames
+    theirs = {e.key: e for e in prof.key_averages()}
+    ours = profile.operators().set_index("name")
+    for name in ("CompiledFunction", "CompiledFunctionBackward", "tb_plugin_test::python_bodied"):
+        assert name in ours.index, name
+        # the frames inside took most of the op's time: self time far below total
+        assert theirs[name].self_cpu_time_total < 0.5 * theirs[name].cpu_time_total, name
+    compared = 0
+    for name, row in ours.iterrows():
+        if name not in theirs:
+            continue
+        e = theirs[name]
+        tolerance = row.calls * 2e-3 + 1e-6  # the trace rounds each time to the nanosecond
+        assert row.calls == e.count, name
+        assert row.host_total_us == pytest.approx(e.cpu_time_total, abs=tolerance), name
+        assert row.host_self_less_python_us == pytest.approx(e.self_cpu_time_total, abs=tolerance), name
+        compared += 1
+    assert compared > 10

@@ -5,7 +5,7 @@ graph launch ran count in the step, operator and kernel views, attributed to the
 import pytest
 
 import tb_plugin
-from tb_plugin.views.cudagraphs import KERNELS, LAUNCHES
+from tb_plugin.views.cudagraphs import ANNOTATIONS, KERNELS, LAUNCHES
 
 from .conftest import kernel, op, runtime, write_trace
 
@@ -85,3 +85,63 @@ def test_cuda_graphs_route(graph_profile, tmp_path):
             list(graph_profile.cuda_graph_kernels()["name"])
     finally:
         plugin.store.stop()
+
+
+ANNOTATED_NODES = [(5 << 32) | i for i in range(1, 5)]
+
+
+def annotated_graph_trace(path):
+    """Write a replay of four graph nodes, annotated by torch 2.13's own post-processor
+    (`torch.cuda._annotate_cuda_graph_trace.annotate_trace`) from annotations in the form
+    `torch.cuda._graph_annotations.get_kernel_annotations()` returns: node 1 and 2 marked
+    `mark_kernels("attention")`, node 3 `mark_stream(s, "mlp")` (its stream id 61), node 4
+    an object that is not a dict; and an eager gemm. Returns the path."""
+    annotate = pytest.importorskip("torch.cuda._annotate_cuda_graph_trace", reason="needs torch >= 2.13")
+    node = ANNOTATED_NODES
+    events = [
+        op("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+        op("Torch-Compiled Region: 0/0", 10, 50, **{"External id": 2}),
+        runtime("cudaGraphLaunch", 20, 20, correlation=7, external_id=2),
+        kernel("triton_qk", 100, 100, correlation=7, stream=3, **{"graph node id": node[0]}),
+        kernel("triton_softmax_pv", 200, 200, correlation=7, stream=3, **{"graph node id": node[1]}),
+        kernel("triton_mlp", 150, 300, correlation=7, stream=4, **{"graph node id": node[2]}),
+        kernel("triton_norm", 500, 50, correlation=7, stream=3, **{"graph node id": node[3]}),
+        kernel("gemm", 600, 40, correlation=9, stream=3),  # not a graph kernel
+        runtime("cudaLaunchKernel", 590, 5, correlation=9, external_id=2),
+    ]
+    trace = {"schemaVersion": 1, "traceEvents": events}
+    annotations = {node[0]: [{"str": "attention"}], node[1]: [{"str": "attention"}],
+                   node[2]: [{"str": "mlp", "stream": 61}], node[3]: ["norm-object"]}
+    assert annotate.annotate_trace(trace, annotations) == 4
+    return write_trace(path, trace["traceEvents"])
+
+
+def test_annotated_graph_kernels_as_torchs_script_writes_them(tmp_path):
+    """`annotated_graph_trace`, worked by hand: attention 100 + 200 us on stream 7 (the
+    script's default for graph kernels without an annotated stream), mlp 300 us on stream
+    61, the object's 50 us under its text; 650 us of graph time."""
+    node = ANNOTATED_NODES
+    profile = tb_plugin.load(annotated_graph_trace(tmp_path / "w.pt.trace.json"))
+
+    table = profile.cuda_graph_annotations()
+    ANNOTATIONS.check(table)
+    rows = table.set_index("annotation")
+    assert list(table["annotation"]) == ["attention", "mlp", "norm-object"]  # most time first
+    assert rows.loc["attention", ["kernel_names", "calls", "device_us"]].tolist() == [2, 2, 300]
+    assert (rows.loc["mlp", "device_us"], rows.loc["mlp", "streams"]) == (300, "61")
+    assert (rows.loc["attention", "streams"], rows.loc["norm-object", "device_us"]) == ("7", 50)
+    assert rows["graph_pct"].tolist() == pytest.approx([100 * 300 / 650, 100 * 300 / 650, 100 * 50 / 650])
+
+    by_op = profile.kernels(group_by="name_op").set_index("name")
+    assert by_op.loc["triton_mlp", "graph_annotation"] == "mlp" and by_op.loc["gemm", "graph_annotation"] == ""
+    assert by_op.loc["triton_mlp", "operator"] == "Torch-Compiled Region: 0/0"  # the launch's op, as before
+    kernels = profile.model.kernels.set_index("name")
+    assert kernels.loc["triton_mlp", "stream"] == 61 and kernels.loc["triton_qk", "stream"] == 7
+    assert kernels.loc["triton_qk", "graph_node_id"] == str(node[0]) and kernels.loc["gemm", "graph_node_id"] == ""
+
+    # the Trace view's details of a kernel name its annotation
+    index = profile.timeline()
+    slices = index.slices
+    event = int(slices.index[(slices["source"] == "kernels") & (slices["row"] == 2)][0])
+    fields = profile.timeline_event(event)["fields"]
+    assert (fields["graph_annotation"], fields["graph_node_id"]) == ("mlp", str(node[2]))

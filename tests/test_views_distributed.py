@@ -676,3 +676,108 @@ def test_mesh_sample_functional_waits_from_raw():
         mine = view.collectives[view.collectives["worker"] == worker]
         assert mine["wait_us"].sum() == pytest.approx(sum(waits), abs=1e-6) and len(waits) > 0
         assert _row(mine, name="all_reduce").wait_us == pytest.approx(sum(waits), abs=1e-6)
+
+
+# --- collectives whose transfer nothing measured (issue 24, item 4) ------------------------------
+
+def test_nccl_call_without_a_kernel_has_no_transfer_bandwidth_or_overlap(tmp_path):
+    # rank0 as in `_gpu_worker` but its NCCL call launched no kernel (a one-rank group): the
+    # host ops c10d 30..50 / nccl 32..47 only issued it, while the gemm ran 20..60
+    events = [op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+              op("aten::mm", 10, 10, **{"External id": 1}),
+              runtime("cudaLaunchKernel", 12, 2, correlation=1, external_id=1),
+              kernel("volta_sgemm_128x64_nn", 20, 40, correlation=1),
+              op("c10d::allreduce_", 30, 20, **{"External id": 2}),
+              op("nccl:all_reduce", 32, 15, cat="user_annotation",
+                 **{"External id": 3, "Input Dims": [[1000]], "Input type": ["float"]})]
+    model = _load(write_trace(tmp_path / "rank0.pt.trace.json", events,
+                              distributedInfo={"backend": "nccl", "rank": 0, "world_size": 1}))
+    view = distributed({"rank0": model})
+    step = _row(view.steps, worker="rank0")
+    # computation 20..60 = 40; no communication, so no overlap; other 100 - 40 = 60
+    assert (step.computation_us, step.communication_us, step.overlap_us, step.other_us) == (40, 0, 0, 60)
+    call = _row(view.calls, backend_name="nccl:all_reduce")
+    assert (call.on_device, call.transfer_measured, call.duration_us, call.size_bytes) == (False, False, 20, 4000)
+    assert all(math.isnan(call[c]) for c in ("transfer_us", "synchronizing_us", "algbw_gbps", "busbw_gbps"))
+    assert "no communication kernel" in call.no_bandwidth_reason
+    row = _row(view.collectives, backend_name="nccl:all_reduce")
+    assert (row.total_us, row.size_bytes) == (20, 4000) and math.isnan(row.transfer_us) and math.isnan(row.algbw_gbps)
+    assert row.no_bandwidth_reason == call.no_bandwidth_reason
+    assert _row(view.collective_time, worker="rank0").transfer_us == 0
+
+
+def test_one_rank_group_with_a_kernel_has_transfer_time_but_no_bandwidth(tmp_path):
+    rpc = op("record_param_comms", 31, 16, **{"External id": 4, "Collective name": "allreduce", "Group size": 1,
+                                               "In msg nelems": 1000, "Out msg nelems": 1000, "dtype": "Float"})
+    view = distributed({"rank0": _gpu_worker(tmp_path, "rank0", 30, extra=[rpc])})
+    call = _row(view.calls, backend_name="nccl:all_reduce")
+    assert (call.group_size, call.transfer_measured, call.transfer_us) == (1, True, 30)
+    assert math.isnan(call.algbw_gbps) and call.no_bandwidth_reason == "a group of one rank moves no data"
+
+
+def _h100_one_rank_nccl():
+    path = next((SAMPLES / "gpu_h100_eager_nccl").glob("*.pt.trace.json.gz"))
+    return path, distributed({"worker0": _load(path)})
+
+
+def test_one_rank_nccl_sample_overlap_as_hta_and_no_bandwidth():
+    """The H100 sample's all_reduces ran on a one-rank NCCL group: the raw trace has no NCCL
+    kernel, HTA's get_comm_comp_overlap finds no communication (NaN), and ours has none either,
+    nor any transfer time or bandwidth (they were 10-35 GB/s from the host intervals)."""
+    from .hta_reference import hta
+
+    path, view = _h100_one_rank_nccl()
+    raw = [e for e in raw_events(path) if e.get("cat") == "kernel"]
+    assert raw and not any("nccl" in e["name"].lower() for e in raw)
+    analysis, _ = hta(str(path))
+    assert analysis.get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].isna().all()
+    assert (view.steps["communication_us"] == 0).all() and (view.steps["overlap_us"] == 0).all()
+    assert len(view.calls) and view.calls["algbw_gbps"].isna().all() and view.calls["transfer_us"].isna().all()
+    assert (view.calls["no_bandwidth_reason"] != "").all()
+
+
+def test_one_rank_nccl_sample_job_collectives_have_no_bandwidth():
+    job = tb_plugin.load_run(SAMPLES / "gpu_h100_eager_nccl").job(span=1)
+    assert len(job.collectives) and job.collectives["algbw_gbps"].isna().all()
+    assert job.collectives["transfer_us"].isna().all() and (job.collectives["no_bandwidth_reason"] != "").all()
+
+
+def test_cpu_only_gloo_trace_overlaps_nothing_as_hta():
+    """rank 34 of a 300-rank gloo job, CPU only, holding only gloo's work ops: HTA finds no
+    computation/communication overlap (NaN: no kernels), ours none (0 us); gloo ran each
+    all_reduce on its own thread, so its interval there is the transfer and has a bandwidth:
+    the raw Input Dims' bytes over the raw duration."""
+    from .hta_reference import hta
+
+    path = next((SHARED_TRACES / "cpu_only_gloo").glob("*.json*"), None)
+    if path is None:
+        pytest.skip(f"{SHARED_TRACES / 'cpu_only_gloo'} is not available")
+    analysis, _ = hta(str(path))
+    assert analysis.get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].isna().all()
+    view = distributed({"rank34": _load(path)})
+    assert (view.steps["overlap_us"] == 0).all() and (view.steps["communication_us"] > 0).all()
+    raw = sorted((e for e in raw_events(path) if e.get("name") == "gloo:all_reduce"), key=lambda e: e["ts"])
+    calls = view.calls.sort_values("start_us")
+    assert calls["transfer_measured"].all() and len(calls) == len(raw)
+    for call, event in zip(calls.itertuples(), raw):
+        size = sum(math.prod(d) * 4 for d, t in zip(event["args"]["Input Dims"], event["args"]["Input type"])
+                   if t == "float")
+        assert call.algbw_gbps == pytest.approx(size / event["dur"] / 1e3)
+
+
+@pytest.mark.parametrize("where, run", [("shared", "sampled_128rank_job"), ("shared", "v100_ddp_nccl_memory"),
+                                        ("samples", "gpu_a100_nccl")])
+def test_overlap_share_equals_hta_on_nccl_traces(where, run):
+    """Where communication kernels ran, the share of communication time that overlapped
+    computation, over all steps, equals HTA's get_comm_comp_overlap (which rounds to 0.01%)."""
+    from .hta_reference import hta
+
+    folder = (SHARED_TRACES if where == "shared" else SAMPLES) / run
+    path = next(iter(sorted(folder.glob("*.pt.trace.json.gz"))), None)
+    if path is None:
+        pytest.skip(f"{folder} is not available")
+    analysis, _ = hta(str(path))
+    (theirs,) = analysis.get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"]
+    steps = distributed({"rank": _load(path)}).steps
+    assert steps["communication_us"].sum() > 0
+    assert 100 * steps["overlap_us"].sum() / steps["communication_us"].sum() == pytest.approx(theirs, abs=0.006)

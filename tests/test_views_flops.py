@@ -6,6 +6,7 @@ import json
 import math
 from functools import lru_cache
 
+import pandas as pd
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -179,16 +180,156 @@ def test_flops_route_tables_and_csv(tmp_path):
         plugin.store.stop()
 
 
-def test_uncounted_convolutions_of_a_2021_trace_from_raw():
-    # the 2021 ResNet-50 trace records no Concrete Inputs: its convolutions cannot be counted,
-    # and the steps say how many calls that leaves out instead of a silently low MFU
+def _conv_from_raw_shapes(x, w, out):
+    """FlopCounterMode's count of conv2d(x, w) giving `out`: ResNet-50's convolutions pad
+    (k - 1) / 2, the stride is the ratio of the input's and the output's size (checked by the
+    shape torch computes)."""
+    stride = x[2] // out[2]
+    with FlopCounterMode(display=False) as counter:
+        y = torch.nn.functional.conv2d(torch.empty(x, device="meta"), torch.empty(w, device="meta"),
+                                       stride=stride, padding=(w[2] - 1) // 2)
+    assert list(y.shape) == out
+    return counter.get_total_flops()
+
+
+def test_convolutions_of_a_2021_trace_counted_from_their_autograd_nodes():
+    # the 2021 ResNet-50 trace records no Concrete Inputs: a forward convolution's output size
+    # is read from its backward. Expected: per step, FlopCounterMode on each backward's raw
+    # shapes (input, grad_output, weight), once for the forward and once per gradient the
+    # backward's raw children computed (the stem has no input gradient)
     path = next((SAMPLES / "gpu_resnet50_v100").glob("*.pt.trace.json.gz"))
-    steps = tb_plugin.load(path).mfu()
-    events = [e for e in raw_events(path) if e.get("ph") == "X"]
-    ranges = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"]) for e in events
-              if e["name"].startswith("ProfilerStep#")}
-    convs = [e["ts"] for e in events if e["name"] == "aten::conv2d"]
-    for row in steps.itertuples():
-        lo, hi = ranges[row.step]
-        assert row.uncounted_calls == sum(lo <= ts < hi for ts in convs) > 0
-    assert steps["peak_tflops_per_s"].notna().all()  # a V100: the peak is known
+    events = sorted((e for e in raw_events(path) if e.get("ph") == "X" and e.get("cat") in ("Operator", "cpu_op")),
+                    key=lambda e: e["ts"])
+    steps = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"]) for e in events
+             if e["name"].startswith("ProfilerStep#")}
+    children = [e for e in events if e["name"].startswith("aten::cudnn_convolution_backward_")]
+    expected = {}
+    for e in events:
+        if e["name"] != "aten::cudnn_convolution_backward":
+            continue
+        x, grad, w = e["args"]["Input Dims"][:3]
+        parts = sum(e["ts"] <= c["ts"] < e["ts"] + e["dur"] for c in children)
+        step = next(n for n, (lo, hi) in steps.items() if lo <= e["ts"] < hi)
+        expected[step] = expected.get(step, 0) + _conv_from_raw_shapes(x, w, grad) * (1 + parts)
+    table = tb_plugin.load(path).mfu().set_index("step")
+    assert len(expected) == len(table) and all(0 < parts for parts in expected.values())
+    for step, flops in expected.items():
+        # plus the classifier's [32, 2048] x [2048, 1000]: its addmm and the two mm of its gradients
+        assert table.loc[step, "flops"] - flops == 3 * 2 * 32 * 2048 * 1000
+    assert (table["uncounted_calls"] == 0).all() and (table["coverage_pct"] > 50).all()
+    assert table["mfu_pct"].notna().all() and (table["mfu_withheld"] == "").all()
+
+
+def low_coverage_trace(path):
+    """Write one V100 step 0..2000 us: an old-style aten::cudnn_convolution (no Concrete
+    Inputs, no autograd node) whose kernel runs 900 us, and an aten::mm [64, 64] @ [64, 64]
+    whose kernel runs 100 us. Returns the path."""
+    events = [op("ProfilerStep#1", 0, 2000, cat="user_annotation"),
+              op("aten::cudnn_convolution", 10, 50, **{"External id": 1, "Sequence number": 7,
+                 "Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], []], "Input type": ["float"] * 2}),
+              runtime("cudaLaunchKernel", 20, 5, correlation=1, external_id=1),
+              kernel("implicit_convolve_sgemm", 100, 900, correlation=1),
+              op("aten::mm", 1100, 20, **{"External id": 2, "Input Dims": [[64, 64], [64, 64]], "Input type": ["float"] * 2}),
+              runtime("cudaLaunchKernel", 1105, 5, correlation=2, external_id=2),
+              kernel("volta_sgemm_64x64_nn", 1200, 100, correlation=2)]
+    props = [{"id": 0, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16e9, "computeMajor": 7, "computeMinor": 0}]
+    return write_trace(path, events, deviceProperties=props)
+
+
+def test_forward_only_old_convolution_is_left_uncounted(tmp_path):
+    # no Concrete Inputs and no autograd node: the output size is unknown, the call is said
+    # to be uncounted, and the only counted kernel (the mm's, 100 of 1000 us) is too small a
+    # part of the step for an MFU
+    row = tb_plugin.load(low_coverage_trace(tmp_path / "w.pt.trace.json")).mfu().iloc[0]
+    STEPS.check(pd.DataFrame([row]))
+    assert (row.flops, row.uncounted_calls) == (2 * 64 ** 3, 1)
+    assert (row.device_us, row.counted_device_us, row.coverage_pct) == (1000, 100, 10)
+    assert math.isnan(row.mfu_pct) and "10.0%" in row.mfu_withheld and "25%" in row.mfu_withheld
+    assert row.peak_tflops_per_s == 15.7 and row.tflops_per_s > 0  # the rate is still given
+
+
+@pytest.mark.parametrize("name, dims, expected", [
+    # Inductor's out= calls: the output is the last input, the operands stay where the schema has them
+    ("aten::addmm", [[256], [64, 128], [128, 256], [], [], [64, 256]], 2 * 64 * 128 * 256),
+    ("aten::mm", [[64, 128], [128, 256], [64, 256]], 2 * 64 * 128 * 256),
+    ("aten::bmm", [[4, 8, 16], [4, 16, 32], [4, 8, 32]], 2 * 4 * 8 * 16 * 32),
+    ("aten::baddbmm", [[4, 8, 32], [4, 8, 16], [4, 16, 32], [], [], [4, 8, 32]], 2 * 4 * 8 * 16 * 32),
+    ("aten::matmul", [[64, 128], [128, 256], [64, 256]], 2 * 64 * 128 * 256),
+    ("aten::linear", [[64, 128], [256, 128], [256], [64, 256]], 2 * 64 * 128 * 256),
+])
+def test_out_variants_worked_by_hand(name, dims, expected):
+    assert shape_flops(name, json.dumps(dims)) == expected
+
+
+def test_recorded_out_variants_equal_the_profilers_own_count(tmp_path):
+    """The eager and the out= form of each product, recorded here: FLOPs from the trace's
+    shapes equal what torch's profiler counts itself (with_flops, as key_averages() prints)
+    and FlopCounterMode, and the out= calls count the same as the eager ones."""
+    a, b, bias, out = torch.randn(64, 128), torch.randn(128, 256), torch.randn(256), torch.empty(64, 256)
+    ba, bb, bbias, bout = torch.randn(4, 8, 16), torch.randn(4, 16, 32), torch.randn(4, 8, 32), torch.empty(4, 8, 32)
+    calls = [lambda: torch.mm(a, b), lambda: torch.mm(a, b, out=out),
+             lambda: torch.addmm(bias, a, b), lambda: torch.ops.aten.addmm.out(bias, a, b, out=out),
+             lambda: torch.bmm(ba, bb), lambda: torch.bmm(ba, bb, out=bout),
+             lambda: torch.baddbmm(bbias, ba, bb), lambda: torch.baddbmm(bbias, ba, bb, out=bout)]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
+                                with_flops=True) as prof:
+        for call in calls:
+            call()
+    path = str(tmp_path / "out.pt.trace.json")
+    prof.export_chrome_trace(path)
+    own = {e.key: (e.count, e.flops) for e in prof.key_averages()}
+    counted = sum(_torch_flops(call) for call in calls)
+    table = tb_plugin.load(path).flops().set_index("name")
+    for name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"):
+        assert (table.loc[name, "calls"], table.loc[name, "flops"]) == own[name], name
+    assert table["flops"].sum() == counted == sum(flops for _, flops in own.values()) > 0
+    mm_bytes = 4 * (64 * 128 + 128 * 256 + 64 * 256)  # the out= tensor is the output, not read
+    assert table.loc["aten::mm", "bytes"] == 2 * mm_bytes
+
+
+def test_recorded_convolution_backward_equals_torch_flop_counter(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(8, 4, 3, dilation=2))
+    x = torch.randn(2, 3, 17, 19, requires_grad=True)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        model(x).sum().backward()
+    path = str(tmp_path / "conv.pt.trace.json")
+    prof.export_chrome_trace(path)
+    with FlopCounterMode(display=False) as counter:
+        model(x).sum().backward()
+    expected = {str(op).split(".")[-1]: n for op, n in counter.get_flop_counts()["Global"].items()}
+    table = tb_plugin.load(path).flops().set_index("name")
+    assert table.loc["aten::convolution_backward", "flops"] == expected["convolution_backward"] > 0
+    assert table.loc["aten::conv2d", "flops"] == expected["convolution"] > 0
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_recorded_attention_causal_is_half_of_torch_flop_counter(tmp_path, causal):
+    # ours halves causal attention (TraceLens's convention); FlopCounterMode counts it whole
+    q, k, v = torch.randn(2, 4, 32, 16), torch.randn(2, 4, 32, 16), torch.randn(2, 4, 32, 8)
+    attend = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        attend()
+    path = str(tmp_path / "sdpa.pt.trace.json")
+    prof.export_chrome_trace(path)
+    table = tb_plugin.load(path).flops().set_index("name")
+    full = _torch_flops(attend)
+    assert table.loc["aten::scaled_dot_product_attention", "flops"] == (full / 2 if causal else full) > 0
+
+
+@pytest.mark.parametrize("name, causal_at, count", [
+    ("aten::_scaled_dot_product_flash_attention_backward", 11, 15),
+    ("aten::_scaled_dot_product_efficient_attention_backward", 11, 13),
+    ("aten::_scaled_dot_product_cudnn_attention_backward", 14, 16),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", 7, 10),
+])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_backward_is_torchs_five_products_halved_when_causal(name, causal_at, count, causal):
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    grad, q, k, v = [2, 4, 16, 6], [2, 4, 16, 8], [2, 4, 24, 8], [2, 4, 24, 6]
+    dims = [grad, q, k, v] + [[]] * (count - 4)
+    concrete = [""] * count
+    concrete[causal_at] = "True" if causal else "False"
+    full = sdpa_backward_flop_count(grad, q, k, v)
+    assert shape_flops(name, json.dumps(dims), json.dumps(concrete)) == (full / 2 if causal else full) > 0

@@ -248,6 +248,18 @@ def _text_interners(args_type):
     return {f.name: _Interner() for f in msgspec.structs.fields(args_type) if _is_text(f)}
 
 
+def _graph_annotation(args):
+    """Per kernel: its CUDA-graph annotation text, the first of the `annotation`, `str` and
+    `name` args that it has ("" none; see `kinds._DeviceArgs`)."""
+    texts = [_categorical(args[key]).astype(str).to_numpy() for key in
+             ("graph_annotation", "graph_annotation_str", "graph_annotation_name")]
+    chosen = np.where(texts[0] != "", texts[0], np.where(texts[1] != "", texts[1], texts[2])).astype(object)
+    categories, codes = np.unique(chosen, return_inverse=True) if len(chosen) else (np.array([""], dtype=object), [])
+    # object categories, as every text column of the model (the disk cache stores only those)
+    return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64),
+                                     categories=pd.Index(categories.astype(object), dtype=object))
+
+
 class _Builder:
     """Builds the tables of one `TraceModel`; one instance per trace.
 
@@ -513,6 +525,8 @@ class _Builder:
                 "blocks_per_sm": a["blocks_per_sm"],
                 "warps_per_sm": a["warps_per_sm"],
                 "est_achieved_occupancy_pct": a["est_achieved_occupancy_pct"],
+                "graph_node_id": _recode(a["graph_node_id"], slice(None), lambda v: "" if v in (None, "0") else v),
+                "graph_annotation": _graph_annotation(a),
             })
         elif kind in (KIND_MEMCPY, KIND_MEMSET):
             columns["bytes"] = _whole(np.where(np.isnan(a["bytes"]), a["size"], a["bytes"]))

@@ -95,6 +95,14 @@ class _DeviceArgs(msgspec.Struct, gc=False):
     bytes: float = _NAN
     size: float = _NAN  # MTIA's `dma_request` size in bytes
     memory_bandwidth_gbps: float = _x("memory bandwidth (GB/s)")
+    # CUDA-graph kernels: CUPTI's node id, and what torch's `_annotate_cuda_graph_trace` merges
+    # in from `torch.cuda._graph_annotations.mark_kernels` (torch 2.13): a non-dict annotation
+    # as `annotation`, mark_kernels("x") as `str`, merged scopes' non-dict one as `name`. Text:
+    # node ids are 64-bit tools ids, which need not fit int64.
+    graph_node_id: str = _s("graph node id")
+    graph_annotation: str = _s("annotation")
+    graph_annotation_str: str = _s("str")
+    graph_annotation_name: str = _s("name")
 
 
 class _SyncArgs(msgspec.Struct, gc=False):

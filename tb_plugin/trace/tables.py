@@ -78,6 +78,9 @@ KERNELS = declare(
     ("blocks_per_sm", "float64", "", "blocks per SM the trace records", NULLABLE),
     ("warps_per_sm", "float64", "", "warps per SM the trace records", NULLABLE),
     ("est_achieved_occupancy_pct", "float64", "pct", "estimated achieved occupancy the trace records", NULLABLE),
+    ("graph_node_id", "str", "", "CUPTI's `graph node id` of a kernel a CUDA graph ran; empty when absent or 0"),
+    ("graph_annotation", "str", "", "its torch.cuda._graph_annotations label (`annotation`, else `str`, else `name` "
+     "arg, as torch's _annotate_cuda_graph_trace writes them); empty when none"),
     _RUNTIME, _OP,
 )
 

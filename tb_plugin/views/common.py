@@ -9,7 +9,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from ..trace.linking import ancestor_where, roll_up
+from ..trace.linking import ancestor_where, innermost_container, roll_up
 from .intervals import exclusive_time
 
 # Communication back-ends, as the prefix of the host ops that stand for a collective's work
@@ -221,7 +221,8 @@ def operator_tree(model):
 
     Columns (indexed like `model.ops`): node (the row that stands for this op after merging;
     itself unless merged), node_parent (-1 for roots), merged (bool), is_operator (bool: shown
-    in operator tables), host_self_us, host_total_us, device_self_us, device_total_us,
+    in operator tables), host_self_us, host_self_less_python_us (`_python_frame_correction`),
+    host_total_us, device_self_us, device_total_us,
     tc_self_us, tc_total_us, launches_tc (bool).
     """
     return _cached(model, "operator_tree", lambda: _build_operator_tree(model))
@@ -251,6 +252,8 @@ def _build_operator_tree(model):
     ok = rt_op >= 0
     np.add.at(runtime_time, node[rt_op[ok]], model.runtime["dur"].to_numpy()[ok])
     host_self = np.where(merged, 0.0, np.maximum(dur - children_time - runtime_time, 0.0))
+    python_children = _python_frame_correction(model, node, node_parent, merged)
+    host_self_less_python = np.where(merged, 0.0, np.maximum(dur - children_time - python_children - runtime_time, 0.0))
 
     dev = device_activity(model)
     comm, tc = kernel_flags(model)
@@ -271,11 +274,50 @@ def _build_operator_tree(model):
     is_operator = ~merged & ~name_mask(ops["name"], _NOT_AN_OPERATOR.match) & (ops["cat"] != "user_annotation").to_numpy()
     return pd.DataFrame({
         "node": node, "node_parent": node_parent, "merged": merged, "is_operator": is_operator,
-        "host_self_us": host_self, "host_total_us": host_total,
+        "host_self_us": host_self, "host_self_less_python_us": host_self_less_python, "host_total_us": host_total,
         "device_self_us": device_self, "device_total_us": device_total,
         "tc_self_us": tc_self, "tc_total_us": tc_total,
         "launches_tc": launches_tc, "tc_eligible": subtree_eligible,
     }, index=ops.index)
+
+
+def _python_frame_correction(model, node, node_parent, merged):
+    """Per op row (its surviving node): what torch 2.13's self time subtracts beyond the op's
+    child ops and runtime calls when with_stack recorded Python frames (`model.python`).
+
+    torch 2.13's `key_averages()` nests every host event of a thread, Python frames included
+    (torch 2.11's leaves them out: the H100 samples' saved key_averages), and an event's self
+    time is its duration less its direct children's. A Python frame running inside an op (the
+    Python body of a `CompiledFunction` or a custom op) is such a child: its whole duration
+    is subtracted, and the ops and runtime calls inside the frame are not children of the op
+    any more. So: + the frames whose innermost enclosing event is the op, - the child ops and
+    runtime calls whose innermost enclosing event is a frame (they were counted as the op's
+    children). Zeros without Python frames."""
+    n = len(model.ops)
+    correction = np.zeros(n)
+    py, rt = model.python, model.runtime
+    if not len(py) or not n:
+        return correction
+    ops = model.ops
+    n_py = len(py)
+    dur = np.concatenate([ops["dur"].to_numpy(), py["dur"].to_numpy(), rt["dur"].to_numpy()]).astype(np.float64)
+    parent = innermost_container(
+        np.concatenate([ops["thread"].to_numpy(), py["thread"].to_numpy(), rt["thread"].to_numpy()]),
+        np.concatenate([ops["ts"].to_numpy(), py["ts"].to_numpy(), rt["ts"].to_numpy()]), dur)
+    is_frame = (parent >= n) & (parent < n + n_py)
+    # frames directly inside an op
+    frame_rows = np.arange(n, n + n_py)
+    in_op = (parent[frame_rows] >= 0) & (parent[frame_rows] < n)
+    np.add.at(correction, node[parent[frame_rows[in_op]]], dur[frame_rows[in_op]])
+    # child ops and runtime calls under such a frame: no longer the op's direct children
+    op_rows = np.arange(n)
+    hidden_ops = is_frame[op_rows] & ~merged & (node_parent >= 0)
+    np.subtract.at(correction, node_parent[hidden_ops], dur[op_rows[hidden_ops]])
+    rt_op = rt["op"].to_numpy()
+    rt_rows = np.arange(n + n_py, n + n_py + len(rt))
+    hidden_rt = is_frame[rt_rows] & (rt_op >= 0)
+    np.subtract.at(correction, node[rt_op[hidden_rt]], dur[rt_rows[hidden_rt]])
+    return correction
 
 
 def breakdown_categories(model):

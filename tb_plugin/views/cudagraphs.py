@@ -8,8 +8,18 @@ already links each graph kernel to that launch and to the op that made it (for
 ``torch.cuda.CUDAGraph.replay`` the Python-level op around it). Every other view counts
 these kernels like any other; this module says which ran inside graphs.
 
-Tested on hand-made traces only: no real trace with graph replays was at hand (recording one
-needs a GPU; none of the shared or sample traces has a ``cudaGraphLaunch``).
+torch 2.13 can name the parts of a graph: ``torch.cuda._graph_annotations.mark_kernels`` records,
+during capture, an annotation per graph node, and ``torch.cuda._annotate_cuda_graph_trace``
+merges them into the trace afterwards, matching kernels by their ``graph node id`` arg: a
+dict annotation's keys become args (``mark_kernels("attention")`` gives ``str``), any other
+object the ``annotation`` arg, and the kernel's ``tid`` and ``stream`` are reassigned (the
+annotation's ``stream`` key, else stream 7). `graph_annotations` groups graph kernels by that
+label (`tables.KERNELS`' ``graph_annotation``); the reassigned stream is the kernel's stream
+everywhere. Custom keys other than ``annotation``, ``str`` and ``name`` are not read.
+
+Launches are tested on hand-made traces and on the H100 sample (``samples/gpu_h100_compiled``);
+annotations on a hand-made trace in the format torch's script writes (no annotated real trace
+was at hand: the annotations need CUDA 13.1's ``cudaGraphNodeGetToolsId``).
 """
 
 import re
@@ -34,6 +44,15 @@ LAUNCHES = declare(
     ("device_us", "float64", "us", "summed duration of those kernels"),
     ("span_us", "float64", "us", "first kernel start to last kernel end", NULLABLE),
 )
+ANNOTATIONS = declare(
+    "cuda_graph_annotations", "one CUDA-graph annotation: the kernels graph replays ran under it",
+    ("annotation", "str", "", "the label (see `tables.KERNELS`' graph_annotation); '' for graph kernels without one"),
+    ("kernel_names", "int64", "count", "distinct kernel names"),
+    ("calls", "int64", "count", "kernel runs"),
+    ("device_us", "float64", "us", "their summed duration"),
+    ("graph_pct", "float64", "pct", "device_us / the summed duration of every kernel graph replays ran"),
+    ("streams", "str", "", "the streams they ran on (after the annotation's reassignment), comma-separated"),
+)
 KERNELS = declare(
     "cuda_graph_kernels", "one kernel name: how much of it ran inside CUDA graph replays",
     ("name", "str", "", "kernel name"),
@@ -50,12 +69,13 @@ def graph_launch_mask(model):
 
 
 def _in_graph(model):
-    """Per kernel: whether a graph launch ran it."""
+    """Per kernel: whether a graph ran it (launched by a graph launch, or carrying a graph
+    node id when its launch was not linked)."""
     launch = graph_launch_mask(model)
     runtime = model.kernels["runtime"].to_numpy()
     linked = runtime >= 0
-    out = np.zeros(len(runtime), dtype=bool)
-    out[linked] = launch[runtime[linked]]
+    out = (model.kernels["graph_node_id"].astype(str) != "").to_numpy().copy()
+    out[linked] |= launch[runtime[linked]]
     return out
 
 
@@ -112,13 +132,35 @@ def _build_kernels(model):
     return KERNELS.frame(table.sort_values("graph_us", ascending=False, kind="stable"))
 
 
+def graph_annotations(model: TraceModel) -> pd.DataFrame:
+    """Graph kernels per annotation, declared as `ANNOTATIONS`, most time first; empty
+    without graph kernels, one row '' when none is annotated."""
+    return _cached(model, "cuda_graph_annotations", lambda: _build_annotations(model))
+
+
+def _build_annotations(model):
+    k = model.kernels
+    in_graph = _in_graph(model)
+    frame = pd.DataFrame({"annotation": k["graph_annotation"].astype(str).to_numpy()[in_graph],
+                          "name": k["name"].astype(str).to_numpy()[in_graph],
+                          "dur": k["dur"].to_numpy()[in_graph], "stream": k["stream"].to_numpy()[in_graph]})
+    table = frame.groupby("annotation", sort=False).agg(
+        kernel_names=("name", "nunique"), calls=("dur", "size"), device_us=("dur", "sum"),
+        streams=("stream", lambda s: ", ".join(str(v) for v in np.unique(s)))).reset_index()  # per annotation
+    total = frame["dur"].sum()
+    table["graph_pct"] = 100.0 * table["device_us"] / total if total > 0 else np.nan
+    return ANNOTATIONS.frame(table.sort_values("device_us", ascending=False, kind="stable"))
+
+
 @dataclass
 class CudaGraphView:
-    """The CUDA graphs view's tables: `graph_launches` and `graph_kernels`."""
+    """The CUDA graphs view's tables: `graph_launches`, `graph_kernels` and `graph_annotations`."""
 
     launches: pd.DataFrame
     kernels: pd.DataFrame
+    annotations: pd.DataFrame
 
 
 def cuda_graph_view(model: TraceModel) -> CudaGraphView:
-    return CudaGraphView(launches=graph_launches(model), kernels=graph_kernels(model))
+    return CudaGraphView(launches=graph_launches(model), kernels=graph_kernels(model),
+                         annotations=graph_annotations(model))

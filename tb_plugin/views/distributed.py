@@ -69,9 +69,14 @@ CALLS = declare(
     ("match_group", "str", "", "the process group (seq) or the name, with |size when every rank's size is equal"),
     ("match_index", "int64", "count", "Seq, or the occurrence index within match_group"),
     ("matched_workers", "int64", "count", "workers holding this collective"),
-    ("transfer_us", "float64", "us", "data-transfer time: the shortest duration over the matched workers"),
-    ("synchronizing_us", "float64", "us", "duration - transfer_us: time spent waiting for other ranks"),
+    ("transfer_measured", "bool", "", "what ran the transfer was recorded: communication kernels, or a host back-end's "
+     "(gloo, mpi) own op; else duration_us is only when the call was issued"),
+    ("transfer_us", "float64", "us", "data-transfer time: the shortest measured duration over the matched workers; "
+     "null when this call's transfer was not measured", NULLABLE),
+    ("synchronizing_us", "float64", "us", "duration - transfer_us: time spent waiting for other ranks; null with transfer_us",
+     NULLABLE),
     _ALGBW, _BUSBW,
+    ("no_bandwidth_reason", "str", "", "why the bandwidths are null though the size may be known ('' when they are not)"),
     ("wait_us", "float64", "us", "host time in _c10d_functional::wait_tensor waiting for this call's result (0 none)"),
 )
 COLLECTIVES = declare(
@@ -83,9 +88,11 @@ COLLECTIVES = declare(
     ("message_bytes", "float64", "bytes", "summed NCCL message size S; null if any call's is unknown", NULLABLE),
     ("total_us", "float64", "us", "summed call duration"),
     ("mean_us", "float64", "us", "total_us / calls"),
-    ("transfer_us", "float64", "us", "summed data-transfer time"),
-    ("synchronizing_us", "float64", "us", "summed synchronizing time (total_us - transfer_us)"),
+    ("transfer_us", "float64", "us", "summed data-transfer time of the calls whose transfer was measured; null when none was",
+     NULLABLE),
+    ("synchronizing_us", "float64", "us", "summed synchronizing time of those calls; null when none was measured", NULLABLE),
     _ALGBW, _BUSBW,
+    ("no_bandwidth_reason", "str", "", "why the bandwidths are null though the size may be known ('' when they are not)"),
     ("wait_us", "float64", "us", "summed host time in wait_tensor for these calls"),
 )
 GROUPS = declare(
@@ -94,8 +101,8 @@ GROUPS = declare(
     ("ranks", "str", "", "global ranks of the group as distributedInfo.pg_config lists them, '' if unknown"),
     ("calls", "int64", "count", "collective calls in the group"),
     ("total_us", "float64", "us", "summed call duration"),
-    ("transfer_us", "float64", "us", "summed data-transfer time"),
-    ("synchronizing_us", "float64", "us", "summed synchronizing time"),
+    ("transfer_us", "float64", "us", "summed data-transfer time of the calls whose transfer was measured"),
+    ("synchronizing_us", "float64", "us", "summed synchronizing time of those calls"),
     ("share_pct", "float64", "pct", "total_us as a share of the worker's summed collective time", NULLABLE),
 )
 FSDP = declare(
@@ -113,7 +120,7 @@ _STEP_PARTS = (
      "union of non-communication kernels; for a worker without kernels, of its operators (collectives excluded)"),
     ("overlap_us", "float64", "us", "time where computation and communication run at once"),
     ("communication_us", "float64", "us",
-     "union of communication kernels and of collective calls' host intervals that launched none"),
+     "union of communication kernels and of the host intervals of a host back-end's (gloo, mpi) collective work"),
     ("other_us", "float64", "us", "step - computation - communication + overlap (neither)"),
     ("total_us", "float64", "us", "the step window's length"),
 )
@@ -138,8 +145,8 @@ DISTRIBUTED_DEVICES = declare(
 DISTRIBUTED_COLLECTIVE_TIME = declare(
     "distributed_collective_time", "one worker that has collectives: its summed transfer and synchronizing time, by worker",
     _WORKER,
-    ("transfer_us", "float64", "us", "summed data-transfer time of its collectives"),
-    ("synchronizing_us", "float64", "us", "summed synchronizing time of its collectives"),
+    ("transfer_us", "float64", "us", "summed data-transfer time of its collectives whose transfer was measured"),
+    ("synchronizing_us", "float64", "us", "summed synchronizing time of those collectives"),
 )
 STEP_COLUMNS = DISTRIBUTED_STEPS.names
 ALL_STEPS_COLUMNS = DISTRIBUTED_ALL_STEPS.names
@@ -150,7 +157,13 @@ COLLECTIVE_COLUMNS = COLLECTIVES.names
 GROUP_COLUMNS = GROUPS.names
 _CALL_TABLE_COLUMNS = ["worker", "root", "request", "name", "backend_name", "process_group", "group_size", "start_us", "end_us",
                        "device_us", "kernels", "on_device", "duration_us", "size_bytes", "message_bytes", "bus_factor",
-                       "pg_name", "seq", "wait_us", "device_start_us", "device_end_us"]
+                       "pg_name", "seq", "wait_us", "device_start_us", "device_end_us", "transfer_measured"]
+# Back-ends that run a collective on a host thread of their own: their op's interval there is
+# the transfer (and the wait for the other ranks). A device back-end's host op (nccl:*) only
+# issues the kernels: without one there is nothing that measured the transfer.
+_HOST_BACKEND = re.compile(r"^(gloo|mpi):", re.I)
+_ONE_RANK = "a group of one rank moves no data"
+_NOT_MEASURED = "no communication kernel ran it: its host interval is when it was issued, not the transfer"
 
 # Words of a collective's name (lower case, underscores removed) -> the collective, most
 # specific first: "allreduce" holds "reduce", "reducescatter" holds "scatter".
@@ -511,6 +524,8 @@ def _build_calls(model):
         "seq": np.where(has_rpc, ops["collective_seq"].to_numpy()[safe_rpc], -1).astype(np.int64),
         "device_start_us": device_start,
         "device_end_us": device_end,
+        "transfer_measured": (kernels > 0) | (has_b & name_mask(pd.Series(backend_names, dtype="category"),
+                                                                _HOST_BACKEND.match)),
     })
     for column in ("name", "backend_name", "process_group", "pg_name"):
         calls[column] = calls[column].astype(str)
@@ -588,7 +603,14 @@ def distributed(models: Mapping[str, TraceModel]) -> DistributedView:
     Data transfer time of a call = the minimum duration of its matched calls over the
     workers holding it (the part every worker spent moving data); synchronizing time =
     duration - transfer time. A call no other worker holds has transfer = its own duration
-    and synchronizing 0 (``matched_workers`` is 1).
+    and synchronizing 0 (``matched_workers`` is 1). Only what ran the transfer measures it:
+    communication kernels, or the op a host back-end (gloo, mpi) runs the collective in on
+    a thread of its own. A call with neither (a one-rank NCCL group launches no kernel; a
+    trace whose back-end work was not recorded) has only the host interval in which it was
+    issued: its transfer, synchronizing time and bandwidths are null
+    (``transfer_measured`` false, ``no_bandwidth_reason`` says so), and that interval is not
+    communication in ``steps`` either, so it overlaps nothing. A group of one rank moves no
+    data: no bandwidth, whatever its kernels took.
 
     Bandwidths follow NCCL's definitions (nccl-tests, doc/PERFORMANCE.md), with the data
     transfer time as the collective's time: algbw = S / transfer time, S the message size
@@ -671,12 +693,13 @@ def _concat(parts, columns):
 
 
 def _communication_intervals(model, calls):
-    """(start, end) of communication: communication kernels, and the host intervals of calls
-    that launched none."""
+    """(start, end) of communication: communication kernels, and the host intervals of the
+    calls a host back-end (gloo, mpi) ran; a call that launched no kernel on a device
+    back-end (a one-rank NCCL group) was only issued, and is no communication time."""
     comm, _ = kernel_flags(model)
     k_start = model.kernels["ts"].to_numpy()
     k_end = k_start + model.kernels["dur"].to_numpy()
-    host = calls[~calls["on_device"]]
+    host = calls[~calls["on_device"] & calls["transfer_measured"]]
     return (np.concatenate([k_start[comm], host["start_us"].to_numpy()]),
             np.concatenate([k_end[comm], host["end_us"].to_numpy()]))
 
@@ -845,11 +868,17 @@ def match_calls(calls):
     calls["match_index"] = np.where(by_seq, calls["seq"].to_numpy(), occurrence).astype(np.int64)
     groups = calls.groupby(["match_by", "match_group", "match_index"], sort=False)
     calls["matched_workers"] = groups["worker"].transform("nunique").astype(np.int64)
-    calls["transfer_us"] = groups["duration_us"].transform("min").astype(np.float64)
+    measured = calls["transfer_measured"].to_numpy(dtype=bool)
+    shortest = calls["duration_us"].where(measured).groupby(
+        [calls["match_by"], calls["match_group"], calls["match_index"]], sort=False).transform("min")
+    calls["transfer_us"] = shortest.where(measured).astype(np.float64)
     calls["synchronizing_us"] = calls["duration_us"] - calls["transfer_us"]
     calls["bus_bytes"] = calls["message_bytes"] * calls["bus_factor"]
-    calls["algbw_gbps"] = _gbps(calls["message_bytes"], calls["transfer_us"])
-    calls["busbw_gbps"] = _gbps(calls["bus_bytes"], calls["transfer_us"])
+    one_rank = (calls["group_size"] == 1).to_numpy()
+    calls["no_bandwidth_reason"] = np.where(~measured, _NOT_MEASURED, np.where(one_rank, _ONE_RANK, ""))
+    moved = calls["transfer_us"].where(~one_rank)
+    calls["algbw_gbps"] = _gbps(calls["message_bytes"], moved)
+    calls["busbw_gbps"] = _gbps(calls["bus_bytes"], moved)
     return calls
 
 
@@ -870,17 +899,25 @@ def _collectives(calls):
         group_size=("group_size", "max"),
         calls=("duration_us", "size"),
         total_us=("duration_us", "sum"),
-        transfer_us=("transfer_us", "sum"),
-        synchronizing_us=("synchronizing_us", "sum"),
+        transfer_us=("transfer_us", lambda t: t.sum(min_count=1)),
+        synchronizing_us=("synchronizing_us", lambda t: t.sum(min_count=1)),
         wait_us=("wait_us", "sum"),
+        no_bandwidth_reason=("no_bandwidth_reason", "max"),
     )
     for column in ("size_bytes", "message_bytes", "bus_bytes"):
         grouped[column] = _sum_or_nan(calls, column, keys)
+    # bandwidth over the calls that have one: their bytes over their transfer time
+    with_bandwidth = calls[calls["no_bandwidth_reason"] == ""]
+    moved = with_bandwidth.groupby(keys, sort=False)["transfer_us"].sum().reindex(grouped.index)
+    for column in ("message_bytes", "bus_bytes"):
+        grouped[f"moved_{column}"] = _sum_or_nan(with_bandwidth, column, keys).reindex(grouped.index)
+    grouped["moved_us"] = moved
+    grouped["no_bandwidth_reason"] = grouped["no_bandwidth_reason"].where(moved.isna(), "")
     grouped = grouped.reset_index()
     grouped["mean_size_bytes"] = grouped["size_bytes"] / grouped["calls"].where(grouped["calls"] > 0)
     grouped["mean_us"] = grouped["total_us"] / grouped["calls"].where(grouped["calls"] > 0)
-    grouped["algbw_gbps"] = _gbps(grouped["message_bytes"], grouped["transfer_us"])
-    grouped["busbw_gbps"] = _gbps(grouped["bus_bytes"], grouped["transfer_us"])
+    grouped["algbw_gbps"] = _gbps(grouped["moved_message_bytes"], grouped["moved_us"])
+    grouped["busbw_gbps"] = _gbps(grouped["moved_bus_bytes"], grouped["moved_us"])
     out = COLLECTIVES.frame(grouped)
     return out.sort_values(["worker", "total_us"], ascending=[True, False], kind="stable").reset_index(drop=True)
 

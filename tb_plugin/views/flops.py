@@ -5,20 +5,39 @@ Where an op's FLOPs come from, in order:
 
 1. the ``flops`` arg the profiler writes with ``with_flops=True``;
 2. else a formula over its ``Input Dims`` (``record_shapes=True``), the convention of
-   ``torch.utils.flop_counter`` (a multiply-add is 2 FLOPs; bias additions not counted):
+   ``torch.utils.flop_counter`` (a multiply-add is 2 FLOPs; bias additions not counted). The
+   operands are taken by their position in the op's schema, so the ``out=`` forms that
+   Inductor calls (``aten::addmm`` with six inputs, the output last; ``aten::mm`` with three)
+   count the same as the plain ones:
 
-   - ``aten::mm`` A[M,K] @ B[K,N], ``aten::addmm`` (bias, A, B): 2·M·K·N
+   - ``aten::mm`` A[M,K] @ B[K,N], ``aten::addmm`` (bias, A, B), ``aten::_scaled_mm``: 2·M·K·N
    - ``aten::bmm`` [b,M,K] @ [b,K,N], ``aten::baddbmm``: 2·b·M·K·N
    - ``aten::matmul`` A[...,M,K] @ B[...,K,N] (a 1-d operand is a row / column vector, batch
      dimensions broadcast): 2·prod(batch)·M·K·N
    - ``aten::linear`` x[...,K], W[N,K]: 2·prod(x[:-1])·K·N
-   - convolutions ``aten::conv{1,2,3}d``, ``aten::convolution``, ``aten::_convolution``
-     x[n,c_in,*s], W[c_out,c_in/g,*k] with stride, padding and dilation from
-     ``Concrete Inputs``: 2·n·c_out·(c_in/g)·prod(k)·prod(o), o_i = floor((s_i + 2·p_i -
-     d_i·(k_i - 1) - 1) / stride_i) + 1 (transposed convolutions are not counted)
+   - convolutions (``aten::conv{1,2,3}d``, ``convolution``, ``_convolution``,
+     ``cudnn_convolution``, ``mkldnn_convolution``, ``miopen_convolution``) x[n,c_in,*s],
+     W[c_out,c_in/g,*k]: 2·n·c_out·(c_in/g)·prod(k)·prod(o), the output size o_i =
+     floor((s_i + 2·p_i - d_i·(k_i - 1) - 1) / stride_i) + 1 from stride, padding and
+     dilation in ``Concrete Inputs`` (torch 2.x); traces before torch 2.0 record none, and
+     there o is the shape of the output's gradient, the input of the convolution's autograd
+     node (``CudnnConvolutionBackward``) of the same ``Sequence number`` (a forward-only
+     trace leaves them uncounted). Transposed convolutions are not counted.
+   - their backward (``aten::convolution_backward``, ``aten::cudnn_convolution_backward``):
+     the forward's count for each of the input's and the weight's gradients it computes
+     (``output_mask``; before torch 2.0 its ``_backward_input`` / ``_backward_weight``
+     children). For a grouped convolution FlopCounterMode counts the weight's gradient g
+     times over (it leaves the groups out); ours is the forward's count.
    - scaled-dot-product attention (``aten::scaled_dot_product_attention`` and its
      ``_scaled_dot_product_{flash,efficient,cudnn}_attention`` kernels) q[...,L,E],
-     k[...,S,E], v[...,S,Ev]: 2·prod(batch)·L·S·(E + Ev)
+     k[...,S,E], v[...,S,Ev]: 2·prod(batch)·L·S·(E + Ev), **halved when** ``is_causal``
+     (only the lower triangle of q·kᵀ is work; TraceLens's convention, where torch's
+     FlopCounterMode counts the full product and ``key_averages()`` none); their backward
+     (``_scaled_dot_product_{flash,efficient,cudnn}_attention_backward``,
+     ``..._flash_attention_for_cpu_backward``): 2·prod(batch)·L·S·(3E + 2Ev), FlopCounterMode's
+     five products, halved the same way. The ops an
+     attention op runs inside (the matmuls of its math fallback on CPU) are not counted
+     apart: attention counts by this one convention however it ran.
 
 torch 2.13's Kineto export does not write the ``flops`` arg (checked on CPU), nor does torch
 2.11's on an H100 (``samples/gpu_h100_eager_nccl``), though ``prof.key_averages()`` counts
@@ -27,8 +46,12 @@ them: (2) is what counts there, and it equals ``key_averages()``' count for ``at
 ``aten::mul``), which ``key_averages()`` counts one FLOP per element, are not counted: MFU is
 matrix work. An op's FLOPs count once, at the innermost counted op (``aten::linear`` > ``aten::addmm``:
 addmm's). Backward ops are counted where they are one of the above (the ``aten::mm`` of a
-linear's gradient); ``convolution_backward`` and fused kernels are not (record with
-``with_flops=True`` for the profiler's own count where it has one).
+linear's gradient, ``convolution_backward``, attention's backward); fused kernels are not
+(record with ``with_flops=True`` for the profiler's own count where it has one).
+
+MFU is only as good as the share of the step's work the counted ops did: each step says how
+much of its compute-kernel time they launched (``coverage_pct``), and its MFU is withheld
+below `MFU_MIN_COVERAGE_PCT`.
 """
 
 import json
@@ -41,13 +64,49 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare
 from ..trace.model import TraceModel
-from .common import _cached, device_activity, name_mask, operator_tree, step_windows
+from ..trace.linking import ancestor_where
+from .common import _cached, device_activity, kernel_flags, name_mask, operator_tree, step_windows
 from .distributed import element_bytes, input_bytes
 
-_FORMULA = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|conv[123]d|convolution|_convolution|"
-                      r"scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention)$")
-_CONV = re.compile(r"^aten::(conv[123]d|convolution|_convolution)$")
-_SDPA = re.compile(r"^aten::(scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention)$")
+# The operands of each op with a formula, by position in its schema (`Input Dims` lists every
+# argument in schema order, an `out=` tensor last: Inductor calls `aten::addmm` with six, the
+# output last, and `aten::mm` with three). Matrix products: (a, b) of a[..., M, K] @ b[..., K, N].
+_MATRIX_OPERANDS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
+                    "aten::_scaled_mm": (0, 1), "aten::matmul": (0, 1), "aten::linear": (0, 1)}
+# Convolutions (input 0, weight 1): where stride, padding, dilation and `transposed` are among
+# the arguments (None: the op has no transposed argument).
+_CONV_ARGS = {"aten::conv1d": (3, 4, 5, None), "aten::conv2d": (3, 4, 5, None), "aten::conv3d": (3, 4, 5, None),
+              "aten::convolution": (3, 4, 5, 6), "aten::_convolution": (3, 4, 5, 6),
+              "aten::cudnn_convolution": (3, 2, 4, None), "aten::mkldnn_convolution": (4, 3, 5, None),
+              "aten::miopen_convolution": (4, 3, 5, None)}
+# Convolution backward: (grad_output, input, weight, transposed, output_mask) positions;
+# cudnn_convolution_backward (before torch 2.0) records no output_mask: which gradients it
+# computed is read from its _backward_input / _backward_weight children (see `_conv_hints`).
+_CONV_BACKWARD_ARGS = {"aten::convolution_backward": (0, 1, 2, 7, 10),
+                       "aten::cudnn_convolution_backward": (1, 0, 2, None, None)}
+# Attention: q, k, v are arguments 0-2; where is_causal is, by the number of arguments recorded
+# (the flash op's `quantized` overload has three more before it).
+_SDPA_CAUSAL = {"aten::scaled_dot_product_attention": {8: 5, 7: 5},
+                "aten::_scaled_dot_product_flash_attention": {7: 4, 10: 7},
+                "aten::_scaled_dot_product_flash_attention_for_cpu": {7: 4},
+                "aten::_scaled_dot_product_efficient_attention": {8: 6},
+                "aten::_scaled_dot_product_cudnn_attention": {9: 6}}
+# where an `out=` tensor is when a matrix product records one (one past its last argument)
+_OUT_POSITION = {"aten::mm": 2, "aten::addmm": 5, "aten::bmm": 2, "aten::baddbmm": 5, "aten::matmul": 2,
+                 "aten::_scaled_mm": 8, "aten::linear": 3}
+# the operands' rank where the op takes no other
+_MATRIX_RANK = {"aten::mm": 2, "aten::addmm": 2, "aten::_scaled_mm": 2, "aten::bmm": 3, "aten::baddbmm": 3}
+# Attention's backward: grad_out is argument 0, q, k, v 1-3; where is_causal is.
+_SDPA_BACKWARD_CAUSAL = {"aten::_scaled_dot_product_flash_attention_backward": {15: 11},
+                         "aten::_scaled_dot_product_efficient_attention_backward": {13: 11},
+                         "aten::_scaled_dot_product_cudnn_attention_backward": {16: 14},
+                         "aten::_scaled_dot_product_flash_attention_for_cpu_backward": {10: 7}}
+_ATTENTION = frozenset((*_SDPA_CAUSAL, *_SDPA_BACKWARD_CAUSAL))
+_FORMULA_NAMES = frozenset((*_MATRIX_OPERANDS, *_CONV_ARGS, *_CONV_BACKWARD_ARGS, *_ATTENTION))
+# autograd's node of a convolution (CudnnConvolutionBackward, ConvolutionBackward0, ...):
+# its one input is the gradient of the forward's output, so it has the output's shape
+_CONV_GRAD_NODE = re.compile(r"^\w*Convolution\w*Backward\d*$")
+_CONV_GRAD_PART = re.compile(r"^aten::cudnn_convolution_backward_(input|weight)$")
 _DTYPES = {"float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16", "double": "fp64",
            "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
            "c10::Float8_e5m2fnuz": "fp8"}
@@ -108,7 +167,17 @@ STEPS = declare(
     ("peak_tflops_per_s", "float64", "tflop/s", "dense peak of that GPU and dtype; null: peak unknown", NULLABLE),
     ("mfu_pct", "float64", "pct", "tflops_per_s / peak_tflops_per_s (model FLOPs utilisation); null: peak unknown", NULLABLE),
     ("uncounted_calls", "int64", "count", "calls in the step of ops with a formula but no count (shapes or arguments missing)"),
+    ("device_us", "float64", "us", "summed duration of the compute kernels (not communication) that started in the step"),
+    ("counted_device_us", "float64", "us", "the part of device_us launched by the ops whose FLOPs are counted"),
+    ("coverage_pct", "float64", "pct", "counted_device_us / device_us: how much of the step's device work the FLOPs describe; null without kernels", NULLABLE),
+    ("mfu_withheld", "str", "", "why mfu_pct is null although the FLOPs and the peak are known ('' when it is not withheld)"),
 )
+# Below this share of the step's compute-kernel time launched by counted ops, the step's MFU
+# describes a small part of its work and is withheld (the 2021 ResNet-50 with only its 4
+# matmuls counted: 0.2% of its kernel time, MFU 0.01%; 68% with its convolutions). Not
+# higher: an eager step whose unfused optimizer and element-wise kernels take half the time
+# (the H100 eager sample: 49% counted) is still described by its matrix work.
+MFU_MIN_COVERAGE_PCT = 25.0
 
 
 def peak_tflops(device_name, dtype):
@@ -129,62 +198,117 @@ def _prod(values):
     return float(math.prod(values)) if values else 1.0
 
 
-def _conv(dims, concrete):
-    """(FLOPs, output elements) of a convolution; NaNs when the arguments do not fit."""
+def _int_list(value, spatial):
+    """A stride / padding / dilation argument as `spatial` ints (a single int repeats); None
+    when it is not one."""
+    value = json.loads(value) if isinstance(value, str) else value
+    value = value if isinstance(value, list) else [value] * spatial
+    return value if len(value) == spatial and all(isinstance(v, int) for v in value) else None
+
+
+def _conv_output(name, x, w, concrete, output):
+    """Spatial sizes of a forward convolution's output: from its stride, padding and dilation
+    (`Concrete Inputs`, torch 2.x), else from `output` (the shape its autograd node gives the
+    output's gradient, see `_conv_hints`); None when neither is at hand."""
+    spatial = len(x) - 2
+    stride_at, padding_at, dilation_at, _ = _CONV_ARGS[name]
+    try:
+        stride, padding, dilation = (_int_list(concrete[i], spatial) for i in (stride_at, padding_at, dilation_at))
+    except (ValueError, TypeError, IndexError):
+        stride = padding = dilation = None
+    if stride and padding and dilation:
+        return [(x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(spatial)]
+    if isinstance(output, list) and len(output) == len(x) and output[0] == x[0] and output[1] == w[0]:
+        return output[2:]
+    return None
+
+
+def _conv_forward(name, dims, concrete, output):
+    """(FLOPs, output elements) of a forward convolution: 2·n·c_out·(c_in/g)·prod(k)·prod(o)."""
     x, w = dims[0], dims[1]
+    transposed_at = _CONV_ARGS[name][3]
+    if transposed_at is not None and len(concrete) > transposed_at and str(concrete[transposed_at]) == "True":
+        return np.nan, np.nan  # transposed convolutions are not counted
     if len(x) < 3 or len(w) != len(x):
         return np.nan, np.nan
-    spatial = len(x) - 2
-    try:
-        stride, padding, dilation = (json.loads(concrete[i]) for i in (3, 4, 5))
-    except (ValueError, TypeError, IndexError):
+    out = _conv_output(name, x, w, concrete, output)
+    if out is None:
         return np.nan, np.nan
-    lists = [v if isinstance(v, list) else [v] * spatial for v in (stride, padding, dilation)]
-    if any(len(v) != spatial for v in lists):
-        return np.nan, np.nan
-    out = [(x[2 + i] + 2 * lists[1][i] - lists[2][i] * (w[2 + i] - 1) - 1) // lists[0][i] + 1 for i in range(spatial)]
     return 2.0 * x[0] * _prod(w) * _prod(out), float(x[0] * w[0]) * _prod(out)
 
 
-def _formula(name, dims, concrete):
+def _conv_backward(name, dims, concrete, mask):
+    """(FLOPs, gradient elements written) of a convolution's backward: each of the input's and
+    the weight's gradients costs what the forward did (`mask`, from the children when the op
+    records no output_mask)."""
+    grad_at, x_at, w_at, transposed_at, mask_at = _CONV_BACKWARD_ARGS[name]
+    grad, x, w = dims[grad_at], dims[x_at], dims[w_at]
+    if transposed_at is not None and len(concrete) > transposed_at and str(concrete[transposed_at]) == "True":
+        return np.nan, np.nan
+    if mask_at is not None and len(concrete) > mask_at and concrete[mask_at]:
+        # written as a Python list: "[True, True, False]"
+        mask = json.loads(concrete[mask_at].replace("True", "true").replace("False", "false")) \
+            if isinstance(concrete[mask_at], str) else concrete[mask_at]
+    if not isinstance(mask, list) or len(mask) < 2 or len(x) < 3 or not (len(x) == len(w) == len(grad)):
+        return np.nan, np.nan
+    forward = 2.0 * x[0] * _prod(w) * _prod(grad[2:])
+    grads = int(bool(mask[0])) + int(bool(mask[1]))
+    return (forward * grads, float(bool(mask[0])) * _prod(x) + float(bool(mask[1])) * _prod(w)) if grads \
+        else (np.nan, np.nan)
+
+
+def _sdpa(name, dims, concrete):
+    """(FLOPs, output elements) of attention q[...,L,E], k[...,S,E], v[...,S,Ev]: the two
+    products, 2·prod(batch)·L·S·(E + Ev); its backward the five products of
+    `torch.utils.flop_counter.sdpa_backward_flop_count`, 2·prod(batch)·L·S·(3E + 2Ev) (its
+    output: the gradients of q, k and v). Halved when is_causal (only the lower triangle of
+    q·kᵀ is work: TraceLens's convention; torch's FlopCounterMode counts the full product)."""
+    backward = name in _SDPA_BACKWARD_CAUSAL
+    q, k, v = dims[1:4] if backward else dims[0:3]
+    causal_at = (_SDPA_BACKWARD_CAUSAL if backward else _SDPA_CAUSAL)[name].get(len(dims))
+    causal = causal_at is not None and len(concrete) > causal_at and str(concrete[causal_at]) == "True"
+    batch = _prod(q[:-2])
+    if backward:
+        full, written = 2.0 * batch * q[-2] * k[-2] * (3 * q[-1] + 2 * v[-1]), _prod(q) + _prod(k) + _prod(v)
+    else:
+        full, written = 2.0 * batch * q[-2] * k[-2] * (q[-1] + v[-1]), batch * q[-2] * v[-1]
+    return full / 2 if causal else full, written
+
+
+def _matrix(name, dims):
+    """(FLOPs, output elements) of a matrix product a[..., M, K] @ b[..., K, N] (a 1-d a is a
+    row, a 1-d b a column; batch dimensions broadcast): 2·prod(batch)·M·K·N."""
+    first, second = _MATRIX_OPERANDS[name]
+    a, b = dims[first], dims[second]
+    if name == "aten::linear":  # x[..., K] @ W[N, K]^T
+        return (2.0 * _prod(a[:-1]) * a[-1] * b[0], _prod(a[:-1]) * b[0]) if a and len(b) == 2 else (np.nan, np.nan)
+    rank = _MATRIX_RANK.get(name)
+    if not a or not b or (rank and not len(a) == len(b) == rank):
+        return np.nan, np.nan
+    m, k = (1, a[0]) if len(a) == 1 else (a[-2], a[-1])
+    n = 1 if len(b) == 1 else b[-1]
+    if (b[0] if len(b) == 1 else b[-2]) != k:
+        return np.nan, np.nan
+    batch = _prod(list(np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))))
+    return 2.0 * batch * m * k * n, batch * m * n
+
+
+def _formula(name, dims, concrete, related=None):
     """(FLOPs, output elements) of one call (see the module docstring); NaNs when the op has
-    no formula or the shapes do not fit it."""
-    unknown = (np.nan, np.nan)
-    if not isinstance(dims, list) or len(dims) < 2:
-        return unknown
-    # tensor inputs (scalars are recorded with an empty shape)
-    tensors = [d for d in dims if isinstance(d, list) and d and all(isinstance(v, int) for v in d)]
+    no formula or the shapes do not fit it. `related` is what other events say about the call:
+    a forward convolution's output shape, an old convolution backward's gradient mask."""
+    if name not in _FORMULA_NAMES or not isinstance(dims, list) or len(dims) < 2:
+        return np.nan, np.nan
     try:
-        if name in ("aten::mm", "aten::addmm"):  # addmm(bias, a, b, beta, alpha)
-            a, b = tensors[-2], tensors[-1]
-            return (2.0 * a[0] * a[1] * b[1], float(a[0] * b[1])) if len(a) == 2 and len(b) == 2 else unknown
-        if name in ("aten::bmm", "aten::baddbmm"):
-            a, b = tensors[-2], tensors[-1]
-            return (2.0 * a[0] * a[1] * a[2] * b[2], float(a[0] * a[1] * b[2])) if len(a) == 3 and len(b) == 3 \
-                else unknown
-        if name == "aten::matmul":
-            a, b = dims[0], dims[1]
-            if not a or not b:
-                return unknown
-            m, k = (1, a[0]) if len(a) == 1 else (a[-2], a[-1])
-            n = 1 if len(b) == 1 else b[-1]
-            batch = _prod(list(np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))))
-            return 2.0 * batch * m * k * n, batch * m * n
-        if name == "aten::linear":
-            x, w = dims[0], dims[1]
-            return (2.0 * _prod(x[:-1]) * x[-1] * w[0], _prod(x[:-1]) * w[0]) if x and len(w) == 2 else unknown
-        if _CONV.match(name):
-            # convolution / _convolution take (input, weight, bias, stride, padding, dilation,
-            # transposed, ...); conv{1,2,3}d have no transposed argument
-            transposed = name in ("aten::convolution", "aten::_convolution") and len(concrete) > 6 and \
-                str(concrete[6]) == "True"
-            return unknown if transposed else _conv(dims, concrete)
-        if _SDPA.match(name):
-            q, k, v = tensors[0], tensors[1], tensors[2]
-            return 2.0 * _prod(q[:-2]) * q[-2] * k[-2] * (q[-1] + v[-1]), _prod(q[:-2]) * q[-2] * v[-1]
+        if name in _MATRIX_OPERANDS:
+            return _matrix(name, dims)
+        if name in _CONV_ARGS:
+            return _conv_forward(name, dims, concrete, related)
+        if name in _CONV_BACKWARD_ARGS:
+            return _conv_backward(name, dims, concrete, related)
+        return _sdpa(name, dims, concrete)
     except (IndexError, TypeError, ValueError):
-        return unknown
-    return unknown
+        return np.nan, np.nan
 
 
 def _parse(text, default):
@@ -194,20 +318,66 @@ def _parse(text, default):
         return None
 
 
-def shape_flops(name, input_dims, concrete_inputs=""):
-    """FLOPs of one call from its name, `Input Dims` and `Concrete Inputs` JSON texts (see the
-    module docstring); NaN when the op has no formula or the shapes do not fit it."""
-    return _formula(name, _parse(input_dims, None), _parse(concrete_inputs, []) or [])[0]
+def shape_flops(name, input_dims, concrete_inputs="", related=""):
+    """FLOPs of one call from its name, `Input Dims` and `Concrete Inputs` JSON texts (and
+    `related`, see `_formula`, as JSON); NaN when the op has no formula or the shapes do not
+    fit it."""
+    return _formula(name, _parse(input_dims, None), _parse(concrete_inputs, []) or [], _parse(related, None))[0]
 
 
-def shape_cost(name, input_dims, input_type, concrete_inputs=""):
+def shape_cost(name, input_dims, input_type, concrete_inputs="", related=""):
     """(FLOPs, bytes) of one call: bytes are its tensor inputs (`Input Dims` x `Input type`)
     plus its output (elements from the formula, in the first input's dtype) -- what it reads
-    and writes at least once, the denominator of arithmetic intensity; NaNs when unknown."""
-    flops, out_elements = _formula(name, _parse(input_dims, None), _parse(concrete_inputs, []) or [])
+    and writes at least once, the denominator of arithmetic intensity; NaNs when unknown. An
+    `out=` tensor among the inputs is the output: it is not counted twice."""
+    dims = _parse(input_dims, None)
+    flops, out_elements = _formula(name, dims, _parse(concrete_inputs, []) or [], _parse(related, None))
     types = _parse(input_type, None)
     first = next((t for t in types if t not in ("", "Scalar", None)), "") if isinstance(types, list) else ""
-    return flops, input_bytes(input_dims, input_type) + out_elements * element_bytes(first)
+    read = input_bytes(input_dims, input_type)
+    if isinstance(dims, list) and isinstance(types, list) and len(dims) == len(types) == _OUT_POSITION.get(name, -1) + 1:
+        read -= _prod(dims[-1]) * element_bytes(types[-1])
+    return flops, read + out_elements * element_bytes(first)
+
+
+def _first_shape(input_dims):
+    """JSON text of the first shape of an `Input Dims` text ("" when there is none)."""
+    dims = _parse(input_dims, None)
+    return json.dumps(dims[0]) if isinstance(dims, list) and dims and isinstance(dims[0], list) else ""
+
+
+def _conv_hints(model):
+    """Per op row, JSON text of what other events say about a convolution ("" otherwise):
+    a forward convolution's output shape, from the autograd node of the same sequence number
+    (its input is the output's gradient; a sequence number that more than one such node has is
+    left out), and for `cudnn_convolution_backward` (before torch 2.0, no output_mask recorded)
+    which gradients its children computed, as [input, weight]."""
+    ops = model.ops
+    n = len(ops)
+    hints = np.full(n, "", dtype=object)
+    if not n:
+        return hints
+    names = ops["name"].astype(str).to_numpy()
+    seq = ops["sequence_number"].to_numpy()
+    node = name_mask(ops["name"], _CONV_GRAD_NODE.match) & (seq >= 0)
+    grads = pd.DataFrame({"seq": seq[node], "dims": ops["input_dims"].astype(str).to_numpy()[node]})
+    grads = grads.drop_duplicates("seq", keep=False).set_index("seq")["dims"]
+    forward = np.isin(names, list(_CONV_ARGS)) & (seq >= 0)
+    codes, texts = pd.factorize(pd.Series(seq[forward]).map(grads).fillna(""))
+    first = np.array([_first_shape(t) for t in texts], dtype=object)  # per distinct shape text
+    hints[np.flatnonzero(forward)] = first[codes] if len(codes) else first[:0]
+    parts = name_mask(ops["name"], _CONV_GRAD_PART.match)
+    parent = ops["parent"].to_numpy()
+    has_input = np.zeros(n, dtype=bool)
+    has_weight = np.zeros(n, dtype=bool)
+    part_rows = np.flatnonzero(parts & (parent >= 0))
+    is_input = np.char.endswith(names[part_rows].astype(str), "_input")
+    has_input[parent[part_rows[is_input]]] = True
+    has_weight[parent[part_rows[~is_input]]] = True
+    old_backward = (names == "aten::cudnn_convolution_backward") & (has_input | has_weight)
+    hints[old_backward] = np.where(has_input[old_backward], "[true, ", "[false, ") + \
+        np.where(has_weight[old_backward], "true]", "false]")
+    return hints
 
 
 def op_flops(model):
@@ -224,16 +394,23 @@ def _build_op_flops(model):
     has_arg = np.isfinite(arg) & (arg > 0)
     keys = pd.DataFrame({"name": ops["name"].astype(str).to_numpy(), "dims": ops["input_dims"].astype(str).to_numpy(),
                          "types": ops["input_type"].astype(str).to_numpy(),
-                         "concrete": ops["concrete_inputs"].astype(str).to_numpy()})
+                         "concrete": ops["concrete_inputs"].astype(str).to_numpy(),
+                         "related": _conv_hints(model)})
     codes, uniques = pd.factorize(pd.MultiIndex.from_frame(keys))
     per_key = np.array([shape_cost(*key) for key in uniques], dtype=np.float64).reshape(-1, 2)
     from_shapes = per_key[codes, 0] if n else np.zeros(0)
     moved = per_key[codes, 1] if n else np.zeros(0)
     flops = np.where(has_arg, arg, np.where(np.isfinite(from_shapes), from_shapes, 0.0))
-    source = np.where(has_arg, 1, np.where(flops > 0, 2, 0))
+    # attention counts as attention (one convention, causal halved) however it ran: the
+    # matmuls of its math fallback (CPU) are its implementation, not counted apart
+    parent = ops["parent"].to_numpy()
+    attention = np.isin(keys["name"].to_numpy(), list(_ATTENTION))
+    nearest = ancestor_where(attention, parent, ops["depth"].to_numpy()) if n else np.zeros(0, dtype=np.int64)
+    inside_attention = ~attention & (parent >= 0) & (nearest[np.clip(parent, 0, None)] >= 0) if n else attention
+    flops = np.where(inside_attention, 0.0, flops)
+    source = np.where(flops > 0, np.where(has_arg, 1, 2), 0)
     # innermost wins: an op with a counted descendant does not count itself
     counted = flops > 0
-    parent = ops["parent"].to_numpy()
     covered = np.zeros(n, dtype=bool)
     cur = np.where(counted, parent, -1)
     while (cur >= 0).any():
@@ -344,8 +521,11 @@ def flops_steps(model: TraceModel) -> pd.DataFrame:
     MFU = FLOPs / step time / peak of the trace's first GPU for the dtype holding most of the
     step's FLOPs. Without a GPU, or a GPU or dtype missing from `PEAKS`, the peak and MFU are
     NaN: peak unknown, never a guessed number. uncounted_calls says how far the FLOPs
-    understate the step: calls of ops that have a formula but could not be counted (traces
-    before torch 2.x record no ``Concrete Inputs``, so their convolutions have no count).
+    understate the step: calls of ops that have a formula but could not be counted (shapes
+    not recorded; a forward-only trace before torch 2.0, whose convolutions' output sizes
+    are unknown). coverage_pct is the share of the step's compute kernels (communication
+    kernels left out; by their start) launched under a counted op; below
+    `MFU_MIN_COVERAGE_PCT` mfu_pct is null and mfu_withheld says why.
     """
     return _cached(model, "flops_steps", lambda: _build_steps(model))
 
@@ -356,7 +536,7 @@ def _build_steps(model):
     windows = step_windows(model)
     start, end = windows["start_us"].to_numpy(), windows["end_us"].to_numpy()
     # ops with a formula that got no count, outermost only (conv2d > convolution > ...: one)
-    candidate = name_mask(ops["name"], _FORMULA.match)
+    candidate = name_mask(ops["name"], _FORMULA_NAMES.__contains__)
     subtree = _subtree_flops(model, flops)
     parent = ops["parent"].to_numpy()
     has_candidate_parent = np.zeros(len(ops), dtype=bool)
@@ -380,10 +560,38 @@ def _build_steps(model):
     peak = np.array([peak_tflops(gpu, d) if gpu else np.nan for d in step_dtype], dtype=np.float64)  # per step
     step_us = end - start
     rate = step_flops / np.where(step_us > 0, step_us, np.nan) / 1e6
+    device_us, counted_us = _kernel_coverage(model, flops, start, end)
+    coverage = 100.0 * counted_us / np.where(device_us > 0, device_us, np.nan)
+    mfu = 100.0 * rate / peak
+    low = np.isfinite(mfu) & ~(coverage >= MFU_MIN_COVERAGE_PCT)
+    withheld = np.where(low, [f"the ops whose FLOPs are counted ran {c:.1f}% of the step's kernel time, "
+                              f"below {MFU_MIN_COVERAGE_PCT:.0f}%: most of its work has no FLOP count"
+                              if np.isfinite(c) else "the step ran no compute kernels" for c in coverage], "")
     return STEPS.frame({"step": windows["step"].to_numpy(), "flops": step_flops, "step_us": step_us,
                         "tflops_per_s": rate, "device_name": [gpu] * len(windows), "dtype": step_dtype,
-                        "peak_tflops_per_s": peak, "mfu_pct": 100.0 * rate / peak,
-                        "uncounted_calls": uncounted_calls.astype(np.int64)})
+                        "peak_tflops_per_s": peak, "mfu_pct": np.where(low, np.nan, mfu),
+                        "uncounted_calls": uncounted_calls.astype(np.int64), "device_us": device_us,
+                        "counted_device_us": counted_us, "coverage_pct": coverage, "mfu_withheld": withheld})
+
+
+def _kernel_coverage(model, flops, start, end):
+    """Per step window: (summed duration of the compute kernels that started in it, the part
+    of it launched by an op whose FLOPs are counted or by one of that op's sub-operators)."""
+    ops = model.ops
+    kernels = model.kernels
+    comm, _ = kernel_flags(model)
+    ts = kernels["ts"].to_numpy()
+    index = np.searchsorted(start, ts, side="right") - 1
+    inside = (index >= 0) & (ts < end[np.clip(index, 0, None)]) & ~comm
+    counter = ancestor_where(flops > 0, ops["parent"].to_numpy(), ops["depth"].to_numpy()) if len(ops) \
+        else np.zeros(0, dtype=np.int64)
+    op = kernels["op"].to_numpy()
+    counted = np.zeros(len(kernels), dtype=bool)
+    counted[op >= 0] = counter[op[op >= 0]] >= 0
+    dur = kernels["dur"].to_numpy(dtype=np.float64)
+    device_us = np.bincount(index[inside], weights=dur[inside], minlength=len(start))[:len(start)]
+    counted_us = np.bincount(index[inside & counted], weights=dur[inside & counted], minlength=len(start))[:len(start)]
+    return device_us, counted_us
 
 
 @dataclass

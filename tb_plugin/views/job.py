@@ -58,7 +58,8 @@ ranks mode moves each rank's timeline by the same offsets (`views.rank_timeline`
 Bandwidth of a collective call, as the Distributed view defines it (NCCL's tests): algbw =
 S / t and busbw = algbw x the collective's bus factor, with t the call's data-transfer time
 (its shortest duration over the ranks) and S its message size (`distributed.collective_calls`:
-``message_bytes`` and ``bus_factor``); null where either is unknown.
+``message_bytes`` and ``bus_factor``); null where either is unknown, and, with the reason,
+where nothing that ran the transfer was recorded or the group has one rank (as there).
 """
 
 import warnings
@@ -147,9 +148,12 @@ COLLECTIVES_ACROSS = declare(
     ("last_rank", "int64", "", "the rank that arrived last: the one the others waited for"),
     ("size_bytes", "float64", "bytes", "NCCL's message size S of the call (its larger buffer); null when unknown",
      NULLABLE),
-    ("transfer_us", "float64", "us", "the shortest duration over the ranks: the data movement itself"),
-    ("algbw_gbps", "float64", "gb/s", "algorithm bandwidth S / t; null when the size is unknown", NULLABLE),
+    ("transfer_us", "float64", "us", "the shortest duration over the ranks: the data movement itself; null when what "
+     "ran the transfer was not recorded (Distributed view's transfer_measured)", NULLABLE),
+    ("algbw_gbps", "float64", "gb/s", "algorithm bandwidth S / t; null when the size is unknown or no_bandwidth_reason says why",
+     NULLABLE),
     ("busbw_gbps", "float64", "gb/s", "bus bandwidth: algbw times NCCL's factor for the collective", NULLABLE),
+    ("no_bandwidth_reason", "str", "", "why the bandwidths are null though the size may be known ('' when they are not)"),
 )
 VERDICT = declare(
     "job_verdict", "the job in one row: how many ranks, steps and straggling rank-steps, and what that means",
@@ -577,10 +581,11 @@ def _collectives(parts, workers, ranks, clocks, calls):
     out = grouped.agg(name=("name", "first"), ranks=("rank", "nunique"),
                       first_arrival_us=("arrival_aligned", "min"), last_arrival=("arrival_aligned", "max"),
                       first_rank=("rank", "first"), last_rank=("rank", "last"),
-                      size_bytes=("message_bytes", "median"), transfer_us=("duration_us", "min"),
-                      bus_factor=("bus_factor", "max")).reset_index()
+                      size_bytes=("message_bytes", "median"), transfer_us=("transfer_us", "min"),
+                      bus_factor=("bus_factor", "max"), no_bandwidth_reason=("no_bandwidth_reason", "min")).reset_index()
     out["arrival_spread_us"] = out["last_arrival"] - out["first_arrival_us"]
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["algbw_gbps"] = np.where(out["transfer_us"] > 0, out["size_bytes"] / out["transfer_us"] / 1e3, np.nan)
+        out["algbw_gbps"] = np.where((out["transfer_us"] > 0) & (out["no_bandwidth_reason"] == ""),
+                                     out["size_bytes"] / out["transfer_us"] / 1e3, np.nan)
     out["busbw_gbps"] = out["algbw_gbps"] * out["bus_factor"]
     return out.sort_values(["first_arrival_us", "match_group", "match_index"], kind="stable")[columns]

@@ -26,6 +26,8 @@ KERNELS_BY_NAME_OP = declare(
     "kernels_by_name_op", "one kernel name with the operator that launched it and one launch configuration",
     _NAME,
     ("operator", "str", "", "the launching operator or annotation; empty outside any, or directly in a ProfilerStep#N"),
+    ("graph_annotation", "str", "", "the CUDA-graph annotation of kernels a graph replay ran (torch.cuda._graph_annotations."
+     "mark_kernels, merged by torch.cuda._annotate_cuda_graph_trace); empty when none"),
     ("grid", "str", "", "grid dimensions \"[x, y, z]\"; empty when unknown"),
     ("block", "str", "", "block dimensions \"[x, y, z]\"; empty when unknown"),
     ("registers_per_thread", "int64", "count", "registers per thread; -1 when unknown"),
@@ -46,7 +48,8 @@ def kernels(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
     -------
     DataFrame: `kernels_by_name`, or `kernels_by_name_op` for "name_op"; sorted by total
     time. A kernel launched outside any operator (Triton kernels through cuLaunchKernel, say)
-    has operator "".
+    has operator "". A CUDA graph's kernels all carry the graph launch's operator; the
+    annotation torch 2.13 can give them (`graph_annotation`) tells the graph's parts apart.
     """
     if group_by not in ("name", "name_op"):
         raise BadParameterError(f"group_by must be 'name' or 'name_op', not {group_by!r}")
@@ -72,6 +75,7 @@ def kernels(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
         operator = pd.Series(op_names(model, k["op"].to_numpy()), dtype=object)
         # Launched in a step but in no operator: "ProfilerStep#N" would split its row per step.
         frame["operator"] = operator.mask(operator.str.match(r"ProfilerStep#\d+$"), "").to_numpy()
+        frame["graph_annotation"] = k["graph_annotation"].astype(str).to_numpy()
         frame["grid"] = k["grid"].astype(str).to_numpy()
         frame["block"] = k["block"].astype(str).to_numpy()
         frame["registers_per_thread"] = k["registers_per_thread"].to_numpy()

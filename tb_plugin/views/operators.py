@@ -19,7 +19,10 @@ _FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<function>.*)$")
 _NAME = ("name", "str", "", "operator name")
 _STATS = (
     ("calls", "int64", "count", "calls (after the duplicate-node merge, as torch counts them)"),
-    ("host_self_us", "float64", "us", "wall time less child ops and the op's own runtime calls"),
+    ("host_self_us", "float64", "us", "wall time less child ops and the op's own runtime calls (torch 2.11's "
+     "key_averages() self CPU time, and torch-tb-profiler 0.4.3's)"),
+    ("host_self_less_python_us", "float64", "us", "host_self_us less the Python frames (with_stack) that ran inside the op, "
+     "the ops inside them counted once: torch 2.13's key_averages() self CPU time; = host_self_us without frames"),
     ("host_total_us", "float64", "us", "wall time"),
     ("device_self_us", "float64", "us", "device activity launched by the op's own runtime calls"),
     ("device_total_us", "float64", "us", "device activity launched by the op and its descendants"),
@@ -128,7 +131,10 @@ def operators(model: TraceModel, group_by: str = "name", scope: str = "all") -> 
     Notes
     -----
     Host total is the op's wall time; host self excludes child ops and the runtime calls the
-    op made. Device self is the device activity the op's own runtime calls launched; device
+    op made. torch's own ``key_averages()`` changed its self time between releases when
+    ``with_stack`` recorded Python frames inside operators (a ``CompiledFunction``'s body):
+    torch 2.13's subtracts those frames too, torch 2.11's does not; both are given,
+    host_self_less_python_us being 2.13's (`common._python_frame_correction`). Device self is the device activity the op's own runtime calls launched; device
     total adds its descendants'. ProfilerStep, Optimizer, DataLoader, (Distributed)DataParallel
     ranges and user annotations are structure, not operators, and are left out; their children
     are not. Calls follow torch's duplicate-node rule (see `operator_tree`). Input shapes are
@@ -149,6 +155,7 @@ def operators(model: TraceModel, group_by: str = "name", scope: str = "all") -> 
         "name": ops["name"].to_numpy()[keep],
         "input_shape": input_shapes(model)[keep],
         "host_self_us": tree["host_self_us"].to_numpy()[keep],
+        "host_self_less_python_us": tree["host_self_less_python_us"].to_numpy()[keep],
         "host_total_us": tree["host_total_us"].to_numpy()[keep],
         "device_self_us": tree["device_self_us"].to_numpy()[keep],
         "device_total_us": tree["device_total_us"].to_numpy()[keep],
@@ -161,6 +168,7 @@ def operators(model: TraceModel, group_by: str = "name", scope: str = "all") -> 
     grouped = frame.groupby(keys, observed=True, sort=False).agg(
         calls=("host_total_us", "size"),
         host_self_us=("host_self_us", "sum"),
+        host_self_less_python_us=("host_self_less_python_us", "sum"),
         host_total_us=("host_total_us", "sum"),
         device_self_us=("device_self_us", "sum"),
         device_total_us=("device_total_us", "sum"),

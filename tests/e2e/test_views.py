@@ -349,5 +349,63 @@ def test_flops_in_operator_view_and_mfu_in_overview(page, server, run, known_pea
     steps = [r for r in rows(data["steps"]) if r["flops"] > 0]
     if known_peak:
         assert f"{steps[0]['mfu_pct']:.2f} %" in text and steps[0]["device_name"] in text
+        # and how much of the step's kernel time the counted ops ran (the convolutions: most)
+        assert f"the counted ops ran {steps[0]['coverage_pct']:.1f} %" in text and steps[0]["coverage_pct"] > 50
     else:
         assert "peak unknown" in text and "no GPU" in text
+
+
+@pytest.fixture(scope="module")
+def hand_made_server(tmp_path_factory):
+    """tensorboard over two hand-made runs: CUDA-graph kernels annotated by torch's own
+    post-processor (`tests/test_views_cudagraphs.annotated_graph_trace`) and a step whose
+    counted ops ran 10% of its kernel time (`tests/test_views_flops.low_coverage_trace`)."""
+    from ..test_views_cudagraphs import annotated_graph_trace
+    from ..test_views_flops import low_coverage_trace
+    from .conftest import tensorboard
+
+    root = tmp_path_factory.mktemp("hand_made")
+    annotated_graph_trace(root / "graph_annotations" / "worker0.pt.trace.json")
+    low_coverage_trace(root / "mfu_low_coverage" / "worker0.pt.trace.json")
+    with tensorboard(root, root.parent / "hand_made_tensorboard.log") as base:
+        yield base
+
+
+def test_cuda_graph_annotations_in_the_kernel_view(page, hand_made_server, screenshot_dir):
+    q = {"run": "graph_annotations", "worker": "worker0", "span": 1}
+    table = rows(api(hand_made_server, "cuda_graphs", **q, table="annotations"))
+    open_page(page, hand_made_server, **q, view="kernel", group_by="name_op")
+    assert row_count(page, "kernel-cuda-graph-annotations") == len(table) == 3
+    card = page.inner_text("[data-table='kernel-cuda-graph-annotations']")
+    for row in table:
+        assert row["annotation"] in card and format_duration(row["device_us"]) in card
+    kernels = page.inner_text("[data-table='kernels']")
+    assert "mlp" in kernels and "attention" in kernels
+    screenshot(page, screenshot_dir, "kernel_cuda_graph_annotations")
+
+
+def test_overview_withholds_mfu_below_coverage_with_the_reason(page, hand_made_server, screenshot_dir):
+    q = {"run": "mfu_low_coverage", "worker": "worker0", "span": 1}
+    (step,) = rows(api(hand_made_server, "flops", **q, table="steps"))
+    assert step["mfu_pct"] is None and step["mfu_withheld"]
+    open_page(page, hand_made_server, **q, view="overview")
+    text = page.inner_text("[data-field=mfu]")
+    assert text.startswith("withheld: ") and step["mfu_withheld"] in text
+    screenshot(page, screenshot_dir, "overview_mfu_withheld")
+
+
+def test_operator_view_gives_both_self_times_where_python_ran_inside(page, server, screenshot_dir):
+    """The compiled sample was recorded with with_stack: Python frames ran inside
+    CompiledFunction, so the page shows torch 2.13's self time beside 2.11's, as the API has
+    them, and says which is which."""
+    q = {"run": "cpu_compile", "worker": "worker0", "span": 1}
+    table = {r["name"]: r for r in rows(api(server, "operators", **q))}
+    compiled = table["CompiledFunction"]
+    assert compiled["host_self_less_python_us"] < compiled["host_self_us"]
+    open_page(page, server, **q, view="operator")
+    assert page.is_visible("[data-testid=python-self-time]")
+    page.fill("[data-table='operators'] input[type=search]", "CompiledFunction")
+    text = page.inner_text("[data-table='operators']")
+    assert "Host self less Python" in text
+    assert format_duration(compiled["host_self_less_python_us"]) in text and format_duration(compiled["host_self_us"]) in text
+    screenshot(page, screenshot_dir, "operator_python_self_time")

@@ -2630,7 +2630,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** CUDA graphs: launches (step, launch_us, launch_dur_us, operator, kernels, device_us, span_us -- one row per cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch) and kernels (name, calls, graph_calls, total_us, graph_us -- kernel names that ran inside graph replays). Every other view counts graph kernels like any other. Empty tables for a trace without graph launches. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        /** CUDA graphs: launches (step, launch_us, launch_dur_us, operator, kernels, device_us, span_us -- one row per cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch) kernels (name, calls, graph_calls, total_us, graph_us -- kernel names that ran inside graph replays) and annotations (annotation, kernel_names, calls, device_us, graph_pct, streams -- graph kernels per torch.cuda._graph_annotations label). Every other view counts graph kernels like any other. Empty tables for a trace without graph launches. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
@@ -2638,7 +2638,7 @@ export interface paths {
                     run: components["parameters"]["run"];
                     worker: components["parameters"]["worker"];
                     span?: components["parameters"]["span"];
-                    table?: "launches" | "kernels";
+                    table?: "launches" | "kernels" | "annotations";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -2655,9 +2655,10 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["CudaGraphLaunchesTable"] | components["schemas"]["CudaGraphKernelsTable"] | {
+                        "application/json": components["schemas"]["CudaGraphLaunchesTable"] | components["schemas"]["CudaGraphKernelsTable"] | components["schemas"]["CudaGraphAnnotationsTable"] | {
                             launches?: components["schemas"]["CudaGraphLaunchesTable"];
                             kernels?: components["schemas"]["CudaGraphKernelsTable"];
+                            annotations?: components["schemas"]["CudaGraphAnnotationsTable"];
                         };
                         "text/csv": string;
                     };
@@ -3398,6 +3399,29 @@ export interface components {
                 string
             ][];
         };
+        /** @description `cuda_graph_annotations`: one CUDA-graph annotation: the kernels graph replays ran under it. */
+        CudaGraphAnnotationsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "annotation",
+                "kernel_names",
+                "calls",
+                "device_us",
+                "graph_pct",
+                "streams"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                number,
+                string
+            ][];
+        };
         /** @description `cuda_graph_kernels`: one kernel name: how much of it ran inside CUDA graph replays. */
         CudaGraphKernelsTable: {
             /**
@@ -3756,10 +3780,12 @@ export interface components {
                 "match_group",
                 "match_index",
                 "matched_workers",
+                "transfer_measured",
                 "transfer_us",
                 "synchronizing_us",
                 "algbw_gbps",
                 "busbw_gbps",
+                "no_bandwidth_reason",
                 "wait_us"
             ];
             rows: [
@@ -3777,10 +3803,12 @@ export interface components {
                 string,
                 number,
                 number,
-                number,
-                number,
+                boolean,
                 number | null,
                 number | null,
+                number | null,
+                number | null,
+                string,
                 number
             ][];
         };
@@ -3823,6 +3851,7 @@ export interface components {
                 "synchronizing_us",
                 "algbw_gbps",
                 "busbw_gbps",
+                "no_bandwidth_reason",
                 "wait_us"
             ];
             rows: [
@@ -3837,10 +3866,11 @@ export interface components {
                 number | null,
                 number,
                 number,
-                number,
-                number,
                 number | null,
                 number | null,
+                number | null,
+                number | null,
+                string,
                 number
             ][];
         };
@@ -4006,7 +4036,11 @@ export interface components {
                 "dtype",
                 "peak_tflops_per_s",
                 "mfu_pct",
-                "uncounted_calls"
+                "uncounted_calls",
+                "device_us",
+                "counted_device_us",
+                "coverage_pct",
+                "mfu_withheld"
             ];
             rows: [
                 number,
@@ -4017,7 +4051,11 @@ export interface components {
                 string,
                 number | null,
                 number | null,
-                number
+                number,
+                number,
+                number,
+                number | null,
+                string
             ][];
         };
         /** @description `flows`: one flow event: the start (s) or end (f) of an arrow between two events. */
@@ -4241,7 +4279,8 @@ export interface components {
                 "size_bytes",
                 "transfer_us",
                 "algbw_gbps",
-                "busbw_gbps"
+                "busbw_gbps",
+                "no_bandwidth_reason"
             ];
             rows: [
                 string,
@@ -4253,9 +4292,10 @@ export interface components {
                 number,
                 number,
                 number | null,
-                number,
                 number | null,
-                number | null
+                number | null,
+                number | null,
+                string
             ][];
         };
         /** @description `job_kernels`: one kernel name, its total time per rank summarised over the ranks. */
@@ -4523,6 +4563,7 @@ export interface components {
             columns: [
                 "name",
                 "operator",
+                "graph_annotation",
                 "grid",
                 "block",
                 "registers_per_thread",
@@ -4537,6 +4578,7 @@ export interface components {
                 "tensor_cores_used"
             ];
             rows: [
+                string,
                 string,
                 string,
                 string,
@@ -4604,6 +4646,8 @@ export interface components {
                 "blocks_per_sm",
                 "warps_per_sm",
                 "est_achieved_occupancy_pct",
+                "graph_node_id",
+                "graph_annotation",
                 "runtime",
                 "op"
             ];
@@ -4623,6 +4667,8 @@ export interface components {
                 number | null,
                 number | null,
                 number | null,
+                string,
+                string,
                 number,
                 number
             ][];
@@ -4895,6 +4941,7 @@ export interface components {
                 "input_shape",
                 "calls",
                 "host_self_us",
+                "host_self_less_python_us",
                 "host_total_us",
                 "device_self_us",
                 "device_total_us",
@@ -4906,6 +4953,7 @@ export interface components {
             rows: [
                 string,
                 string,
+                number,
                 number,
                 number,
                 number,
@@ -4927,6 +4975,7 @@ export interface components {
                 "name",
                 "calls",
                 "host_self_us",
+                "host_self_less_python_us",
                 "host_total_us",
                 "device_self_us",
                 "device_total_us",
@@ -4937,6 +4986,7 @@ export interface components {
             ];
             rows: [
                 string,
+                number,
                 number,
                 number,
                 number,

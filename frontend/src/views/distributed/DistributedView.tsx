@@ -146,6 +146,10 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
             { key: 'algbw_gbps', label: 'Alg. bandwidth', numeric: true, title: 'S / data-transfer time (nccl-tests algbw)', format: (v) => formatBandwidth(v as number) },
             { key: 'wait_us', label: 'Host wait', numeric: true, title: 'Time the host blocked in _c10d_functional::wait_tensor for these calls', format: (v) => formatDuration(v as number) },
             { key: 'busbw_gbps', label: 'Bus bandwidth', numeric: true, title: "algbw x NCCL's factor for the collective and group size (nccl-tests busbw)", format: (v) => formatBandwidth(v as number) },
+            // only where some collective has no bandwidth for a reason the server gives
+            ...(collectives.some((r) => r.no_bandwidth_reason)
+              ? [{ key: 'no_bandwidth_reason', label: 'Why no bandwidth', title: 'Why the transfer time or the bandwidths are empty (the server says)', format: (v: unknown) => String(v ?? '') }]
+              : []),
           ]}
         />
       </Card>

@@ -203,6 +203,7 @@ function Job({ data, name }: { data: JobReply; name: string }) {
             { key: 'transfer_us', label: 'Transfer', numeric: true, format: (v) => formatDuration(v) },
             { key: 'algbw_gbps', label: 'Alg. bandwidth', numeric: true, format: (v) => formatBandwidth(v) },
             { key: 'busbw_gbps', label: 'Bus bandwidth', numeric: true, format: (v) => formatBandwidth(v) },
+            { key: 'no_bandwidth_reason', label: 'Why no bandwidth', format: (v) => String(v ?? '') },
           ]}
         />
       </Card>

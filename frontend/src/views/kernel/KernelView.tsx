@@ -21,8 +21,8 @@ export function KernelView(props: ViewProps) {
   const share = useApi<TensorCoreShare>('kernel_tensor_cores', base);
   // torch.compile: the kernels Inductor generated, with the region and the ops they fused
   const generated = useApi<WireTable>('compiled', { ...base, table: 'kernels' });
-  // CUDA graphs: which kernels ran inside graph replays
-  const graphs = useApi<WireTable>('cuda_graphs', { ...base, table: 'kernels' });
+  // CUDA graphs: which kernels ran inside graph replays, and under which annotation
+  const graphs = useApi<{ kernels: WireTable; annotations: WireTable }>('cuda_graphs', { ...base, tables: 'kernels,annotations' });
   return (
     <div class="stack" data-testid="kernel">
       <div class="toolbar">
@@ -37,16 +37,21 @@ export function KernelView(props: ViewProps) {
       </div>
       <Loaded state={kernels}>
         {(table) => (
-          <Kernels {...props} table={table} groupBy={groupBy === 'name_op' ? 'name_op' : 'name'} topN={topN} share={share.status === 'ok' ? share.data : null} shareError={share.status === 'error' ? share.error : ''} generated={generated.status === 'ok' ? generated.data : null} graphs={graphs.status === 'ok' ? graphs.data : null} />
+          <Kernels {...props} table={table} groupBy={groupBy === 'name_op' ? 'name_op' : 'name'} topN={topN} share={share.status === 'ok' ? share.data : null} shareError={share.status === 'error' ? share.error : ''} generated={generated.status === 'ok' ? generated.data : null} graphs={graphs.status === 'ok' ? graphs.data.kernels : null} graphAnnotations={graphs.status === 'ok' ? graphs.data.annotations : null} />
         )}
       </Loaded>
     </div>
   );
 }
 
-function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: number; share: TensorCoreShare | null; shareError: string; generated: WireTable | null; graphs: WireTable | null }) {
-  const { table, groupBy, topN, share, generated, graphs } = props;
+function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: number; share: TensorCoreShare | null; shareError: string; generated: WireTable | null; graphs: WireTable | null; graphAnnotations: WireTable | null }) {
+  const { table, groupBy, topN, share, generated, graphs, graphAnnotations } = props;
   const graphRows = useMemo(() => (graphs ? rowsOf(graphs) : []), [graphs]);
+  // shown only when some graph kernel carries an annotation (torch.cuda._graph_annotations)
+  const annotationRows = useMemo(() => {
+    const all = graphAnnotations ? rowsOf(graphAnnotations) : [];
+    return all.some((r) => r.annotation) ? all : [];
+  }, [graphAnnotations]);
   const rows = useMemo(() => rowsOf(table), [table]);
   const generatedRows = useMemo(() => (generated ? rowsOf(generated) : []), [generated]);
   const byOp = groupBy === 'name_op';
@@ -66,6 +71,8 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
     ...(byOp
       ? [
           { key: 'operator', label: 'Operator' },
+          // only where some CUDA-graph kernel carries a torch.cuda._graph_annotations label
+          ...(rows.some((r) => r.graph_annotation) ? [{ key: 'graph_annotation', label: 'Graph annotation', title: 'torch.cuda._graph_annotations label of a kernel a CUDA graph ran' }] : []),
           { key: 'grid', label: 'Grid' },
           { key: 'block', label: 'Block' },
           { key: 'registers_per_thread', label: 'Registers / thread', numeric: true },
@@ -104,7 +111,7 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
           csvName={`${props.run}_${props.worker}_${props.span}_kernels_${groupBy}.csv`}
           searches={byOp ? [{ label: 'Search kernels', keys: ['name'] }, { label: 'Search operators', keys: ['operator'] }] : [{ label: 'Search kernels', keys: ['name'] }]}
           defaultSort={{ key: 'total_us', dir: 'desc' }}
-          rowKey={(r) => `${r.name}|${r.operator ?? ''}|${r.grid ?? ''}|${r.block ?? ''}|${r.registers_per_thread ?? ''}|${r.shared_memory ?? ''}`}
+          rowKey={(r) => `${r.name}|${r.operator ?? ''}|${r.graph_annotation ?? ''}|${r.grid ?? ''}|${r.block ?? ''}|${r.registers_per_thread ?? ''}|${r.shared_memory ?? ''}`}
         />
         {!byOp ? <div class="hint">Group by “Kernel + operator + launch config” to search by operator.</div> : null}
       </Card>
@@ -125,6 +132,28 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
               { key: 'calls', label: 'All calls', numeric: true, format: (v) => formatNumber(v as number) },
               { key: 'graph_us', label: 'Time in graphs', numeric: true, format: (v) => formatDuration(v as number) },
               { key: 'total_us', label: 'All time', numeric: true, format: (v) => formatDuration(v as number) },
+            ]}
+          />
+        </Card>
+      ) : null}
+      {annotationRows.length ? (
+        <Card title="CUDA-graph annotations">
+          <DataTable
+            id="kernel-cuda-graph-annotations"
+            rows={annotationRows}
+            csvColumns={graphAnnotations!.columns}
+            csvName={`${props.run}_${props.worker}_${props.span}_cuda_graph_annotations.csv`}
+            searches={[{ label: 'Search annotations', keys: ['annotation'] }]}
+            defaultSort={{ key: 'device_us', dir: 'desc' }}
+            rowKey={(r) => String(r.annotation)}
+            caption="Graph kernels by the label torch.cuda._graph_annotations.mark_kernels gave them (merged into the trace by torch.cuda._annotate_cuda_graph_trace); empty: graph kernels without one. Streams are those the annotation assigned."
+            columns={[
+              { key: 'annotation', label: 'Annotation', format: (v) => (v ? String(v) : '—') },
+              { key: 'kernel_names', label: 'Kernels', numeric: true, format: (v) => formatNumber(v as number) },
+              { key: 'calls', label: 'Runs', numeric: true, format: (v) => formatNumber(v as number) },
+              { key: 'device_us', label: 'Time', numeric: true, format: (v) => formatDuration(v as number) },
+              { key: 'graph_pct', label: 'Share of graph time', numeric: true, format: (v) => formatPct(v as number) },
+              { key: 'streams', label: 'Streams' },
             ]}
           />
         </Card>

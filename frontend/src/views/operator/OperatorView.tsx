@@ -75,6 +75,8 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
     [rows, topN],
   );
   const noDevice = !anyNonZero(rows, ['device_self_us', 'device_total_us']);
+  // with_stack recorded Python frames inside some operator: torch's two self times differ
+  const pythonInside = rows.some((r) => r.host_self_less_python_us !== r.host_self_us);
   const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
   // the vendor's name for the units: Tensor Cores (NVIDIA) or Matrix cores (AMD)
   const share = useApi<TensorCoreShare>('kernel_tensor_cores', { run, worker, span });
@@ -92,12 +94,21 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
     // (the CSV keeps them).
     ...(noDevice ? [] : [us('device_self_us', 'Device self'), us('device_total_us', 'Device total')]),
     us('host_self_us', 'Host self'),
+    ...(pythonInside
+      ? [{ ...us('host_self_less_python_us', 'Host self less Python'), title: "torch 2.13's key_averages() self CPU time: host self less the Python frames (with_stack) that ran inside the operator" }]
+      : []),
     us('host_total_us', 'Host total'),
     ...(noDevice ? [] : tensorCores),
   ];
   return (
     <>
       {noDevice ? <div class="hint">No device time in this trace: host times only.</div> : null}
+      {pythonInside ? (
+        <div class="hint" data-testid="python-self-time">
+          Python frames ran inside some operators: “Host self” is torch 2.11’s key_averages() self time (and torch-tb-profiler 0.4.3’s),
+          “Host self less Python” torch 2.13’s, which also subtracts those frames.
+        </div>
+      ) : null}
       <div class={noDevice ? 'grid pair' : 'grid four'} data-testid="operator-pies">
         {pies.filter((pie) => !(noDevice && pie.key.startsWith('device'))).map((pie) => (
           <Card key={pie.key}>
@@ -174,7 +185,7 @@ function Flops({ run, worker, span }: ViewProps) {
               searches={[{ label: 'Search operators', keys: ['name'] }]}
               defaultSort={{ key: 'flops', dir: 'desc' }}
               rowKey={(r) => String(r.name)}
-              caption="An op's FLOPs count once, at the innermost counted op; rows include their sub-operators'. % of peak compares the device rate with the GPU's dense peak for the dtype (— : peak unknown)."
+              caption="An op's FLOPs count once, at the innermost counted op; rows include their sub-operators'. % of peak compares the device rate with the GPU's dense peak for the dtype (— : peak unknown). Causal attention counts half of the full product (TraceLens's convention; torch's FlopCounterMode counts it whole)."
               columns={[
                 { key: 'name', label: 'Operator' },
                 { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },

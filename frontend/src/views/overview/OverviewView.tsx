@@ -33,19 +33,28 @@ export function OverviewView({ run, worker, span, runs }: ViewProps) {
   );
 }
 
-/** Model FLOPs utilisation of the steps, or why it is unknown; "" when no step has FLOPs. */
+/** Model FLOPs utilisation of the steps, or why it is unknown or withheld (the server says
+ * why); "" when no step has FLOPs. The share of the kernel time the counted ops ran is the
+ * server's coverage_pct. */
 function mfuText(steps: Row[]): string {
   const counted = steps.filter((r) => Number(r.flops) > 0);
   if (!counted.length) return '';
   const known = counted.filter((r) => r.mfu_pct !== null && r.mfu_pct !== undefined);
   const rates = counted.map((r) => formatTflops(r.tflops_per_s as number)).join(', ');
+  const coverage = counted.filter((r) => r.coverage_pct !== null && r.coverage_pct !== undefined);
+  const covered = coverage.length
+    ? `; the counted ops ran ${coverage.map((r) => formatPct(r.coverage_pct as number)).join(', ')} of the step's kernel time`
+    : '';
+  const withheld = counted.find((r) => r.mfu_withheld);
+  if (!known.length && withheld) return `withheld: ${String(withheld.mfu_withheld)} (${rates} per step)`;
   if (!known.length) {
     const device = String(counted[0].device_name || '');
     return `${rates} per step; peak unknown (${device ? `${device}, ${counted[0].dtype}` : 'no GPU in this trace'})`;
   }
   const uncounted = Math.max(...counted.map((r) => Number(r.uncounted_calls) || 0));
   return `${known.map((r) => formatPct(r.mfu_pct as number, 2)).join(', ')} per step (${counted[0].dtype} peak of ${counted[0].device_name})` +
-    (uncounted > 0 ? `; understated: up to ${uncounted} calls per step have no FLOP count (record with a torch 2.x profiler and record_shapes=True)` : '');
+    covered + (withheld ? `; withheld for some steps: ${String(withheld.mfu_withheld)}` : '') +
+    (uncounted > 0 ? `; understated: up to ${uncounted} calls per step have no FLOP count (record with record_shapes=True)` : '');
 }
 
 /** "47.6 % of step time in compiled regions (compiled 833.2 µs, eager 916.5 µs over all
