@@ -8,6 +8,7 @@ import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { pieOption } from '../../components/charts/options';
+import { kernelNameColumn } from '../../components/KernelName';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
@@ -63,6 +64,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
       <Card title="Compiled regions">
         <DataTable
           id="compiled-regions"
+          schema="CompiledRegionsTable"
           rows={regions}
           csvColumns={data.regions.columns}
           csvName={`${name}_compiled_regions.csv`}
@@ -70,7 +72,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
           rowKey={(r) => String(r.region)}
           columns={[
             { key: 'region', label: 'Region' },
-            { key: 'kind', label: 'Kind', title: 'frame: Dynamo; forward / backward: AOTAutograd' },
+            { key: 'kind', label: 'Kind' },
             { key: 'compile_id', label: 'Compile id', format: (v) => (v ? String(v) : '—') },
             count('calls', 'Calls'),
             us('host_total_us', 'Host total'),
@@ -90,6 +92,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
         ) : null}
         <DataTable
           id="compiled-kernels"
+          schema="CompiledKernelsTable"
           rows={kernels}
           csvColumns={data.kernels.columns}
           csvName={`${name}_compiled_kernels.csv`}
@@ -97,7 +100,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
           rowKey={(r) => `${r.region}|${r.kernel}`}
           columns={[
             { key: 'region', label: 'Region' },
-            { key: 'kernel', label: 'Kernel' },
+            kernelNameColumn('kernel', 'Kernel', kernels),
             { key: 'fused', label: 'Fused ops', format: (v) => (v ? String(v) : '—') },
             count('calls', 'Calls'),
             us('host_us', 'Host'),

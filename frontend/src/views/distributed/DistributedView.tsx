@@ -84,6 +84,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
       <Card title="Workers">
         <DataTable
           id="distributed-devices"
+          schema="DistributedDevicesTable"
           rows={devices}
           csvColumns={data.devices.columns}
           csvName={`${name}_devices.csv`}
@@ -123,6 +124,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
       <Card title="Collectives">
         <DataTable
           id="collectives"
+          schema="DistributedCollectivesTable"
           rows={collectives}
           csvColumns={data.collectives.columns}
           csvName={`${name}_collectives.csv`}
@@ -143,8 +145,8 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
             { key: 'transfer_us', label: 'Data transfer', numeric: true, format: (v) => formatDuration(v as number) },
             { key: 'synchronizing_us', label: 'Synchronizing', numeric: true, format: (v) => formatDuration(v as number) },
             { key: 'message_bytes', label: 'Message size (S)', numeric: true, title: "NCCL's S: the larger of input and output", format: (v) => formatBytes(v as number) },
-            { key: 'algbw_gbps', label: 'Alg. bandwidth', numeric: true, title: 'S / data-transfer time (nccl-tests algbw)', format: (v) => formatBandwidth(v as number) },
-            { key: 'wait_us', label: 'Host wait', numeric: true, title: 'Time the host blocked in _c10d_functional::wait_tensor for these calls', format: (v) => formatDuration(v as number) },
+            { key: 'algbw_gbps', label: 'Alg. bandwidth', numeric: true, format: (v) => formatBandwidth(v as number) },
+            { key: 'wait_us', label: 'Host wait', numeric: true, format: (v) => formatDuration(v as number) },
             { key: 'busbw_gbps', label: 'Bus bandwidth', numeric: true, title: "algbw x NCCL's factor for the collective and group size (nccl-tests busbw)", format: (v) => formatBandwidth(v as number) },
           ]}
         />
@@ -160,6 +162,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
         ) : null}
         <DataTable
           id="process-groups"
+          schema="DistributedGroupsTable"
           rows={groups}
           csvColumns={data.groups.columns}
           csvName={`${name}_groups.csv`}
@@ -183,6 +186,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
         <Card title="FSDP per step">
           <DataTable
             id="fsdp"
+            schema="DistributedFsdpTable"
             rows={step === 'all' ? fsdp : fsdp.filter((r) => String(r.step) === step)}
             csvColumns={data.fsdp.columns}
             csvName={`${name}_fsdp.csv`}

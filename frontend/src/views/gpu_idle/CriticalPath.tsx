@@ -5,6 +5,7 @@
 
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
+import type { TableName } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
@@ -75,6 +76,7 @@ export function CriticalPath(props: ViewProps) {
           {(table) => (
             <PathTable
               id="critical-path-operators"
+              schema="CriticalPathOperatorsTable"
               table={table}
               name={`${name}_operators.csv`}
               columns={[
@@ -91,6 +93,7 @@ export function CriticalPath(props: ViewProps) {
         {(table) => (
           <PathTable
             id="critical-path-segments"
+            schema="CriticalPathTable"
             table={table}
             name={`${name}_segments.csv`}
             columns={[
@@ -118,7 +121,7 @@ export function CriticalPath(props: ViewProps) {
 /** The segments' `evidence` values, as the hint explains them. */
 const EVIDENCE: Record<string, string> = { recorded: 'recorded', inferred: 'inferred from timing' };
 
-function PathTable({ id, table, name, columns, sortKey }: { id: string; table: WireTable; name: string; columns: Column[]; sortKey: string }) {
+function PathTable({ id, schema, table, name, columns, sortKey }: { id: string; schema: TableName; table: WireTable; name: string; columns: Column[]; sortKey: string }) {
   const rows = useMemo(() => rowsOf(table), [table]);
-  return <DataTable id={id} rows={rows} columns={columns} csvColumns={table.columns} csvName={name} defaultSort={{ key: sortKey, dir: 'desc' }} />;
+  return <DataTable id={id} schema={schema} rows={rows} columns={columns} csvColumns={table.columns} csvName={name} defaultSort={{ key: sortKey, dir: 'desc' }} />;
 }

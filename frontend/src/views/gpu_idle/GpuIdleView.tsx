@@ -107,6 +107,7 @@ function IdleTime(props: ViewProps & { table: WireTable; perStep: boolean }) {
       <Card title="Idle time">
         <DataTable
           id="idle_time"
+          schema={perStep ? 'IdleTimeByStepTable' : 'IdleTimeTable'}
           key={perStep ? 'step' : 'whole'}
           rows={rows}
           columns={columns}

@@ -42,6 +42,7 @@ function Lightning({ table, name }: { table: WireTable; name: string }) {
       <Card title="Lightning hooks">
         <DataTable
           id="lightning-hooks"
+          schema="LightningHooksTable"
           rows={rows}
           csvColumns={table.columns}
           csvName={`${name}_lightning_hooks.csv`}

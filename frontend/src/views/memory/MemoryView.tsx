@@ -95,6 +95,7 @@ function Memory(props: ViewProps & { devices: string[] }) {
           {(table) => (
             <DataTable
               id="memory-stats"
+              schema="MemoryStatsTable"
               rows={typedRows(table)}
               csvColumns={table.columns}
               csvName={`${name}_memory_stats.csv`}
@@ -138,6 +139,7 @@ function Events({ table, minKb, maxKb, name }: { table: WireTableOf<'MemoryEvent
       ) : null}
       <DataTable
         id="memory-events"
+        schema="MemoryEventsTable"
         rows={rows}
         csvColumns={table.columns}
         csvName={`${name}_memory_events.csv`}

@@ -42,6 +42,7 @@ function Modules({ table, name }: { table: ModulesTable; name: string }) {
   return (
     <DataTable
       id="modules"
+      schema="ModulesTable"
       rows={rows}
       csvColumns={table.columns}
       csvName={`${name}_modules.csv`}

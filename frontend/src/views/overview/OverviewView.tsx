@@ -3,7 +3,7 @@
 
 import { useMemo } from 'preact/hooks';
 import type { OverviewReply, ViewProps, WireTable } from '../../api/types';
-import { typedRows } from '../../api/tables';
+import { columnDoc, typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatPct, formatTflops } from '../../base/format';
 import { setParams } from '../../base/url';
@@ -64,7 +64,11 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
   const total = data.step_mean.total_us ?? 0;
   // The server computes the mean step by category; the page only names the categories.
   const labels = new Map(STEP_CATEGORIES);
-  const summary: Row[] = rowsOf(data.step_summary).map((r) => ({ ...r, category: labels.get(String(r.category)) ?? String(r.category) }));
+  // Categories with no time in any step say nothing (a CPU-only run has no kernel, memcpy,
+  // memset or communication time): they are left out of the table as of the pie.
+  const summary: Row[] = rowsOf(data.step_summary)
+    .filter((r) => Number(r.mean_us) !== 0)
+    .map((r) => ({ ...r, id: String(r.category), category: labels.get(String(r.category)) ?? String(r.category) }));
   // Categories with time, each in its fixed colour (the legend lists exactly these).
   const pie = useMemo(() => {
     const shown = summary.map((r, i) => ({ name: String(r.category), value: Number(r.mean_us), color: CATEGORY_COLORS[i] })).filter((s) => s.value > 0);
@@ -123,10 +127,10 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
                   <dl class="kv">
                     <dt>Memory</dt><dd>{formatBytes(gpu.memory_bytes)}</dd>
                     <dt>Compute capability</dt><dd>{String(gpu.compute_capability || '—')}</dd>
-                    <dt>GPU utilization</dt><dd>{formatPct(gpu.utilization_pct)}</dd>
-                    <dt>Est. SM efficiency</dt><dd>{formatPct(gpu.est_sm_efficiency_pct)}</dd>
-                    <dt>Est. achieved occupancy</dt><dd>{formatPct(gpu.est_achieved_occupancy_pct)}</dd>
-                    <dt>Kernel time on Tensor Cores</dt><dd>{formatPct(gpu.tensor_core_kernel_pct)}</dd>
+                    <Defined column="utilization_pct">GPU utilization</Defined><dd>{formatPct(gpu.utilization_pct)}</dd>
+                    <Defined column="est_sm_efficiency_pct">Est. SM efficiency</Defined><dd>{formatPct(gpu.est_sm_efficiency_pct)}</dd>
+                    <Defined column="est_achieved_occupancy_pct">Est. achieved occupancy</Defined><dd>{formatPct(gpu.est_achieved_occupancy_pct)}</dd>
+                    <Defined column="tensor_core_kernel_pct">Kernel time on Tensor Cores</Defined><dd>{formatPct(gpu.tensor_core_kernel_pct)}</dd>
                   </dl>
                 </div>
               ))}
@@ -138,13 +142,18 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
         <Card title="Execution summary (mean per step)">
           <DataTable
             id="execution-summary"
+            schema="StepSummaryTable"
             csvName={`${name}_execution_summary.csv`}
             csvColumns={['category', 'mean_us', 'share_pct']}
             rows={summary}
             rowKey={(r) => String(r.category)}
             columns={[
-              { key: 'category', label: 'Category' },
-              { key: 'mean_us', label: 'Time', numeric: true, format: (v) => formatDuration(v as number) },
+              {
+                key: 'category',
+                label: 'Category',
+                format: (v, r) => <span class="defined" title={columnDoc('StepBreakdownTable', `${r.id}_us`)}>{String(v)}</span>,
+              },
+              { key: 'mean_us', label: 'Mean time', numeric: true, format: (v) => formatDuration(v as number) },
               { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v as number) },
             ]}
           />
@@ -197,4 +206,13 @@ function distributedText(info: unknown): string {
   const d = info as Record<string, unknown>;
   const parts = [d.backend, d.rank !== undefined ? `rank ${d.rank}` : '', d.world_size !== undefined ? `of ${d.world_size}` : ''].filter(Boolean);
   return parts.join(' ');
+}
+
+/** A GPU summary term, its tooltip the declaration's meaning of its column. */
+function Defined({ column, children }: { column: string; children: string }) {
+  return (
+    <dt class="defined" title={columnDoc('GpuSummaryTable', column)} data-definition={columnDoc('GpuSummaryTable', column)}>
+      {children}
+    </dt>
+  );
 }

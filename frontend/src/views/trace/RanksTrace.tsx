@@ -248,6 +248,7 @@ function RanksTimeline(props: ViewProps & {
       <Card title="Clock offsets applied">
         <DataTable
           id="trace-rank-offsets"
+          schema="TimelineRanksTable"
           rows={ranks}
           csvColumns={data.ranks.columns}
           csvName={`${props.run}_${props.span}_rank_offsets.csv`}

@@ -447,6 +447,7 @@ function Summary({ base, range, total, onClear }: { base: Record<string, string 
         {(table) => (
           <DataTable
             id="trace-summary"
+            schema="TimelineSummaryTable"
             rows={typedRows(table)}
             csvColumns={table.columns}
             csvName={`${base.run}_${base.worker}_${base.span}_range_summary.csv`}

@@ -1,0 +1,92 @@
+"""The page explains itself (issue 26), in Chromium on the bundled samples: kernel names a
+reader can tell apart with the full name a click away, every column header and GPU metric
+defined by its table declaration's own words, and tables that fit. Each test saves a
+screenshot; look at them."""
+
+from tb_plugin.openapi_gen import component, declared_tables
+
+from .conftest import api, full_kernel_name, open_page, rows
+
+H100 = {"run": "gpu_h100_compiled", "worker": "worker0", "span": 1}
+
+
+def declared_docs(table_name):
+    """{column: the header definition the page must show}: the declaration's meaning with its
+    unit, as the OpenAPI component writes it (tb_plugin/openapi_gen.py)."""
+    cells = component(declared_tables()[table_name])["properties"]["rows"]["items"]["prefixItems"]
+    return {cell["title"]: cell["description"] for cell in cells}
+
+
+def test_kernel_names_differ_where_the_kernels_do_and_the_full_name_is_a_click_away(page, server, screenshot_dir):
+    summary = rows(api(server, "kernel_launch_summary", **H100))
+    open_page(page, server, **H100, view="gpu_idle")
+    table = page.locator("[data-table=kernel-launch-summary]")
+    shown = table.locator("tbody tr .kernel-name")
+    texts = [t.removeprefix("▸ ") for t in shown.all_inner_texts()]
+    full = [full_kernel_name(row) for row in table.locator("tbody tr").all()]
+    assert len(texts) == min(len(summary), 50) and set(full) <= {r["name"] for r in summary}
+    # as many different names on the page as different kernels; a C++ name in at most half its length
+    assert len(set(texts)) == len(set(full)), sorted(texts)
+    assert all(t == f or len(t) <= len(f) / 2 for t, f in zip(texts, full)), texts
+    elementwise = [t for t, f in zip(texts, full) if "vectorized_elementwise_kernel" in f]
+    assert len(elementwise) >= 5 and len(set(elementwise)) == len(elementwise)
+    # one click shows the whole demangled name in place
+    toggle = table.locator("[data-kernel-name]").first
+    name = toggle.get_attribute("data-kernel-name")
+    toggle.click()
+    assert toggle.get_attribute("aria-expanded") == "true"
+    assert table.locator(".kernel-name-full").first.inner_text() == name
+    table.screenshot(path=str(screenshot_dir / "readable_kernel_names.png"))
+
+
+def test_fusion_candidates_and_kernel_tables_shorten_every_kernel(page, server):
+    sequences = rows(api(server, "kernel_sequences", **H100, length=3, top=50))
+    open_page(page, server, **H100, view="gpu_idle")
+    cell = page.locator("[data-table=kernel-sequences] tbody tr").first.locator(".kernel-name")
+    assert " → " in cell.inner_text() and "void " not in cell.inner_text()
+    assert len(cell.inner_text()) < len(sequences[0]["sequence"]) / 2
+    open_page(page, server, **H100, view="kernel")
+    names = page.locator("[data-table=kernels] tbody .kernel-name").all_inner_texts()
+    assert names and not any(n.startswith("void ") or "at::native::" in n for n in names)
+
+
+def test_every_header_and_gpu_metric_is_defined_by_its_declaration(page, server, screenshot_dir):
+    open_page(page, server, **H100, view="gpu_idle")
+    for table_id, declared in [("kernel-launch-summary", "kernel_launch_summary"), ("idle_time", "idle_time"),
+                               ("kernel-sequences", "kernel_sequences")]:
+        docs = declared_docs(declared)
+        headers = page.locator(f"[data-table={table_id}] thead th[data-sort-key]")
+        checked = 0
+        for th in headers.all():
+            key = th.get_attribute("data-sort-key")
+            if key in docs:
+                assert th.get_attribute("title").split("\n")[0] == docs[key], (table_id, key)
+                checked += 1
+        assert checked >= 4, table_id
+    open_page(page, server, **H100, view="overview")
+    gpu_docs = declared_docs("gpu_summary")
+    terms = page.locator("[data-gpu] dt[data-definition]")
+    assert terms.count() == 4
+    for dt, column in zip(terms.all(), ["utilization_pct", "est_sm_efficiency_pct", "est_achieved_occupancy_pct",
+                                        "tensor_core_kernel_pct"]):
+        assert dt.get_attribute("title") == gpu_docs[column]
+    step_docs = declared_docs("step_breakdown")
+    categories = page.locator("[data-table=execution-summary] tbody td.first .defined")
+    assert {c.get_attribute("title") for c in categories.all()} <= set(step_docs.values())
+    assert categories.count() >= 3
+    page.locator("[data-testid=overview]").screenshot(path=str(screenshot_dir / "readable_definitions.png"))
+
+
+def test_a_cpu_only_run_lists_only_categories_with_time(page, server, screenshot_dir):
+    q = {"run": "cpu_cnn", "worker": "worker0", "span": 1}
+    summary = rows(api(server, "overview", **q)["step_summary"])
+    with_time = [r for r in summary if r["mean_us"] != 0]
+    assert len(with_time) < len(summary)  # the CPU run has device categories at 0
+    open_page(page, server, **q)
+    shown = page.locator("[data-table=execution-summary] tbody tr")
+    assert shown.count() == len(with_time)
+    assert "0 µs" not in page.inner_text("[data-table=execution-summary] tbody")
+    headers = page.locator("[data-table=execution-summary] thead th").all_inner_texts()
+    assert any(h.startswith("Mean time") for h in headers)
+    page.locator("[data-table=execution-summary]").screenshot(path=str(screenshot_dir / "readable_cpu_summary.png"))
+
