@@ -90,3 +90,12 @@ def test_a_cpu_only_run_lists_only_categories_with_time(page, server, screenshot
     assert any(h.startswith("Mean time") for h in headers)
     page.locator("[data-table=execution-summary]").screenshot(path=str(screenshot_dir / "readable_cpu_summary.png"))
 
+
+def test_the_page_gets_its_tables_gzipped(page, server):
+    encodings = {}
+    page.on("response", lambda r: "/kernel_launch_summary?" in r.url and encodings.update(
+        {r.url: (r.status, r.all_headers().get("content-encoding"))}))
+    open_page(page, server, **H100, view="gpu_idle")
+    assert encodings and set(encodings.values()) == {(200, "gzip")}
+    # and the page rendered what the compressed replies held
+    assert page.locator("[data-table=kernel-launch-summary] tbody tr").count() == 50
