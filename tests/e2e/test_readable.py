@@ -99,3 +99,17 @@ def test_the_page_gets_its_tables_gzipped(page, server):
     assert encodings and set(encodings.values()) == {(200, "gzip")}
     # and the page rendered what the compressed replies held
     assert page.locator("[data-table=kernel-launch-summary] tbody tr").count() == 50
+
+
+def test_a_single_rank_nccl_run_has_a_distributed_tab(page, server, screenshot_dir):
+    q = {"run": "gpu_h100_eager_nccl", "worker": "worker0", "span": 1}
+    collectives = rows(api(server, "distributed", run=q["run"], span=1, table="collectives"))
+    assert collectives and all(r["algbw_gbps"] for r in collectives)
+    open_page(page, server, **q)
+    tabs = page.eval_on_selector_all("[role=tab]", "els => els.map((e) => e.dataset.view)")
+    assert "distributed" in tabs and "job" not in tabs
+    open_page(page, server, **q, view="distributed")
+    table = page.locator("[data-table=collectives]")
+    assert table.locator("tbody tr").count() == len(collectives)
+    assert "all_reduce" in table.inner_text()
+    page.locator("[data-testid=distributed]").screenshot(path=str(screenshot_dir / "readable_single_rank_distributed.png"))

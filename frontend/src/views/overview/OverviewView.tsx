@@ -104,8 +104,8 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
                   {distributedText(env.distributed)}
                   {missingRanks(env.distributed, workers) ? (
                     <div class="hint" data-testid="missing-ranks">
-                      Only {workers === 1 ? 'this rank’s trace is' : `${workers} ranks’ traces are`} in this run, so there is no Distributed view:
-                      put every rank’s trace in the run’s folder to compare them.
+                      Only {workers === 1 ? 'this rank’s trace is' : `${workers} ranks’ traces are`} in this run: the Distributed view shows
+                      {workers === 1 ? ' its' : ' their'} collectives; put every rank’s trace in the run’s folder to compare the ranks.
                     </div>
                   ) : null}
                 </dd>
