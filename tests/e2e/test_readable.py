@@ -3,9 +3,14 @@ reader can tell apart with the full name a click away, every column header and G
 defined by its table declaration's own words, and tables that fit. Each test saves a
 screenshot; look at them."""
 
+import shutil
+
+import pytest
+
 from tb_plugin.openapi_gen import component, declared_tables
 
-from .conftest import api, full_kernel_name, open_page, rows
+from ..conftest import SAMPLES
+from .conftest import after, api, full_kernel_name, open_page, rows, tensorboard
 
 H100 = {"run": "gpu_h100_compiled", "worker": "worker0", "span": 1}
 
@@ -113,3 +118,66 @@ def test_a_single_rank_nccl_run_has_a_distributed_tab(page, server, screenshot_d
     assert table.locator("tbody tr").count() == len(collectives)
     assert "all_reduce" in table.inner_text()
     page.locator("[data-testid=distributed]").screenshot(path=str(screenshot_dir / "readable_single_rank_distributed.png"))
+
+
+@pytest.fixture(scope="module")
+def broken_server(tmp_path_factory):
+    """The CPU sample beside a run whose only trace is cut short."""
+    root = tmp_path_factory.mktemp("broken")
+    shutil.copytree(SAMPLES / "cpu_cnn", root / "cpu_cnn")
+    (root / "cut").mkdir()
+    (root / "cut" / "worker0.pt.trace.json").write_bytes(b'{"traceEvents": [{"ph": "X", "name": "a"')
+    with tensorboard(root, root.parent / "broken.log") as base:
+        yield base
+
+
+def test_a_failed_trace_is_not_counted_as_loaded(browser, broken_server, screenshot_dir):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        open_page(page, broken_server, run="cut")
+        item = page.locator("[data-run=cut]")
+        item.locator(".run-error").wait_for()
+        assert "0/1 loaded" in item.inner_text() and "1/1" not in item.inner_text()
+        cut = next(r for r in api(broken_server, "runs")["runs"] if r["name"] == "cut")
+        assert (cut["loaded"], cut["files"], len(cut["errors"])) == (0, 1, 1)
+        item.screenshot(path=str(screenshot_dir / "readable_failed_trace.png"))
+    finally:
+        context.close()
+
+
+def test_clicking_a_run_low_in_the_list_shows_its_tabs(page, server, screenshot_dir):
+    page.set_viewport_size({"width": 1280, "height": 420})
+    open_page(page, server, run="cpu_cnn")
+    last = page.locator(".run-list li").last
+    last.scroll_into_view_if_needed()
+    assert page.evaluate("window.scrollY") > 0
+    name = last.get_attribute("data-run")
+    after(page, lambda: last.locator(".run-name").click())
+    page.wait_for_selector(f"[data-current-view]")
+    assert page.evaluate("window.scrollY") == 0
+    box = page.locator("[role=tablist]").bounding_box()
+    assert 0 <= box["y"] and box["y"] + box["height"] <= 420
+    assert f"run={name}" in page.url
+    page.screenshot(path=str(screenshot_dir / "readable_run_click.png"))
+
+
+def test_ranks_mode_says_how_clock_offset_and_shift_differ(page, server):
+    open_page(page, server, run="cpu_ddp_gloo", worker="worker0", span=1, view="trace", trace_ranks="all")
+    docs = declared_docs("timeline_ranks")
+    text = page.inner_text("[data-testid=offset-vs-shift]")
+    assert f"Clock offset: {docs['offset_us']}" in text and f"Shift: {docs['shift_us']}" in text
+
+
+def test_compiled_kernels_are_labelled_by_origin(page, server, screenshot_dir):
+    kernels = rows(api(server, "compiled", **H100, table="kernels"))
+    open_page(page, server, **H100, view="compiled")
+    table = page.locator("[data-table=compiled-kernels]")
+    headers = table.locator("thead th").all_inner_texts()
+    column = next(i for i, h in enumerate(headers) if h.startswith("Origin"))
+    shown = {}
+    for row in table.locator("tbody tr").all():
+        shown[full_kernel_name(row)] = row.locator("td").nth(column).inner_text()
+    assert shown == {r["kernel"]: r["origin"] for r in kernels[:50]}
+    assert {"Inductor (Triton)", "cuBLAS", "ATen"} <= set(shown.values())
+    table.screenshot(path=str(screenshot_dir / "readable_compiled_origin.png"))

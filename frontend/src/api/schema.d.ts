@@ -41,6 +41,7 @@ export interface paths {
                                 workers: string[];
                                 spans: number;
                                 files: number;
+                                /** @description trace files parsed and ready; one that failed is not loaded (see errors) */
                                 loaded: number;
                                 loading: boolean;
                                 errors: {
@@ -2661,6 +2662,7 @@ export interface components {
             columns: [
                 "region",
                 "kernel",
+                "origin",
                 "fused",
                 "calls",
                 "host_us",
@@ -2669,6 +2671,7 @@ export interface components {
                 "kernel_file"
             ];
             rows: [
+                string,
                 string,
                 string,
                 string,

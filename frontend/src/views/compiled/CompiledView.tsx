@@ -83,7 +83,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
           ]}
         />
       </Card>
-      <Card title="Generated kernels">
+      <Card title="Kernels in compiled regions">
         {kernels.length === 0 ? (
           <p class="hint" data-testid="no-kernels">
             No generated kernel is recorded in these regions. On GPU, Inductor's Triton launches are recorded by default; on CPU, set{' '}
@@ -96,11 +96,13 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
           rows={kernels}
           csvColumns={data.kernels.columns}
           csvName={`${name}_compiled_kernels.csv`}
-          searches={[{ label: 'Search kernels, fused ops or regions', keys: ['kernel', 'fused', 'region'] }]}
+          searches={[{ label: 'Search kernels, origins, fused ops or regions', keys: ['kernel', 'origin', 'fused', 'region'] }]}
           rowKey={(r) => `${r.region}|${r.kernel}`}
+          caption="Inductor's generated kernels, and the library kernels (cuBLAS, CUTLASS, ATen, ...) that its extern calls and eager ops ran inside the regions, each labelled by origin."
           columns={[
             { key: 'region', label: 'Region' },
             kernelNameColumn('kernel', 'Kernel', kernels),
+            { key: 'origin', label: 'Origin' },
             { key: 'fused', label: 'Fused ops', format: (v) => (v ? String(v) : '—') },
             count('calls', 'Calls'),
             us('host_us', 'Host'),

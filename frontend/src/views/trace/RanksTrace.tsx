@@ -23,7 +23,7 @@ import type {
   TimelineRanksReply,
   ViewProps,
 } from '../../api/types';
-import { typedRows } from '../../api/tables';
+import { columnDoc, typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration } from '../../base/format';
 import { PROFILE_SELECTIONS, setParams } from '../../base/url';
@@ -212,6 +212,10 @@ function RanksTimeline(props: ViewProps & {
         zoom · drag or <kbd>A</kbd>/<kbd>D</kbd>: pan · click an event of an expanded rank: its details and flows · shift+drag: totals of a range
         per name over the expanded ranks. An expanded rank also shows its counters (utilization, queues, memory) in its group. Search and range totals read
         the expanded ranks only: a collapsed rank has only its summary loaded.
+      </div>
+      <div class="hint" data-testid="offset-vs-shift">
+        A rank's header gives two numbers. Clock offset: {columnDoc('TimelineRanksTable', 'offset_us')}. Shift:{' '}
+        {columnDoc('TimelineRanksTable', 'shift_us')}.
       </div>
       {search.bar}
       {slices.error ? <ErrorBox title="Cannot load this part of the timeline" reason={slices.error} /> : null}
