@@ -10,7 +10,7 @@ import pytest
 from tb_plugin.openapi_gen import component, declared_tables
 
 from ..conftest import SAMPLES
-from .conftest import after, api, full_kernel_name, open_page, rows, tensorboard
+from .conftest import after, api, charts_drawn, full_kernel_name, open_page, rows, tensorboard
 
 H100 = {"run": "gpu_h100_compiled", "worker": "worker0", "span": 1}
 
@@ -181,3 +181,33 @@ def test_compiled_kernels_are_labelled_by_origin(page, server, screenshot_dir):
     assert shown == {r["kernel"]: r["origin"] for r in kernels[:50]}
     assert {"Inductor (Triton)", "cuBLAS", "ATen"} <= set(shown.values())
     table.screenshot(path=str(screenshot_dir / "readable_compiled_origin.png"))
+
+
+def test_pies_have_legends_and_charts_say_mean_or_total(page, server, screenshot_dir):
+    open_page(page, server, **H100, view="compiled")
+    legend = page.locator("[data-legend='Compiled vs eager'] li")
+    assert [t.split("\n")[0] for t in legend.all_inner_texts()] == ["Compiled", "Eager"]
+    open_page(page, server, **H100, view="gpu_idle")
+    step = rows(api(server, "steps", **H100))[0]["step"]
+    categories = [r for r in rows(api(server, "critical_path", **H100, step=step, table="categories")) if r["time_us"] > 0]
+    path_legend = page.locator("[data-legend='Critical path categories'] li")
+    assert path_legend.count() == len(categories) > 1
+    page.locator("[data-legend='Critical path categories']").screenshot(path=str(screenshot_dir / "readable_path_legend.png"))
+    open_page(page, server, run="cpu_ddp_gloo", worker="worker0", span=1, view="distributed")
+    titles = page.locator("[data-testid=distributed] .card > h2").all_inner_texts()
+    assert "Computation / communication overlap per worker (mean per step)" in titles
+    assert "Collectives: data transfer vs synchronizing (summed over the trace)" in titles
+    page.locator("[data-testid=distributed] .grid.two").first.screenshot(path=str(screenshot_dir / "readable_distributed_charts.png"))
+
+
+def test_lightning_chart_names_every_hook_and_time_axes_keep_one_unit(page, server, screenshot_dir):
+    q = {"run": "cpu_lightning", "worker": "worker0", "span": 1}
+    hooks = rows(api(server, "lightning", **q))
+    open_page(page, server, **q, view="lightning")
+    assert charts_drawn(page)["Time per Lightning hook"] > 2000
+    page.locator("[data-chart='Time per Lightning hook']").screenshot(path=str(screenshot_dir / "readable_lightning_hooks.png"))
+    assert len(hooks) >= 15
+    open_page(page, server, **H100)
+    page.locator("[data-testid=overview] .card", has_text="Step time breakdown").screenshot(
+        path=str(screenshot_dir / "readable_step_axis.png"))
+

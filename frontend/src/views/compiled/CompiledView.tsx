@@ -6,8 +6,7 @@ import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
-import { Chart } from '../../components/charts/Chart';
-import { pieOption } from '../../components/charts/options';
+import { Pie } from '../../components/charts/Pie';
 import { kernelNameColumn } from '../../components/KernelName';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
@@ -32,10 +31,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
   const regions = useMemo(() => rowsOf(data.regions), [data]);
   const kernels = useMemo(() => rowsOf(data.kernels), [data]);
   const share = useMemo(() => rowsOf(data.share)[0], [data]);
-  const pie = useMemo(
-    () => pieOption('Step time', [{ name: 'Compiled', value: Number(share?.compiled_us) || 0 }, { name: 'Eager', value: Number(share?.eager_us) || 0 }], formatDuration),
-    [share],
-  );
+  const slices = useMemo(() => [{ name: 'Compiled', value: Number(share?.compiled_us) || 0 }, { name: 'Eager', value: Number(share?.eager_us) || 0 }], [share]);
   const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
   const count = (key: string, label: string, title?: string): Column => ({ key, label, title, numeric: true, format: (v) => formatNumber(v as number) });
   return (
@@ -59,7 +55,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
             a compilation other than its first (<code>0/1</code>, ...) was recompiled.
           </p>
         </Card>
-        <Card>{Number(share?.total_us) > 0 ? <Chart option={pie} height={260} label="Compiled vs eager" /> : <Empty>No steps recorded.</Empty>}</Card>
+        <Card>{Number(share?.total_us) > 0 ? <Pie title="Step time (all profiled steps)" slices={slices} format={formatDuration} height={260} label="Compiled vs eager" /> : <Empty>No steps recorded.</Empty>}</Card>
       </div>
       <Card title="Compiled regions">
         <DataTable

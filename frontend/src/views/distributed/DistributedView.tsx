@@ -8,7 +8,7 @@
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { formatBandwidth, formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
+import { durationTicks, formatBandwidth, formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -58,7 +58,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
   const overlapRows: Row[] = step === 'all' ? allSteps : steps.filter((r) => String(r.step) === step);
   const workers = overlapRows.map((r) => String(r.worker));
   const overlap = useMemo(
-    () => stackedBarOption(workers, PARTS.map(([key, label, color]) => ({ name: label, color, values: overlapRows.map((r) => r[key] as number) })), formatDuration, { xName: 'Worker' }),
+    () => stackedBarOption(workers, PARTS.map(([key, label, color]) => ({ name: label, color, values: overlapRows.map((r) => r[key] as number) })), formatDuration, { xName: 'Worker', ticks: durationTicks }),
     [data, step],
   );
   const transfer = useMemo(() => {
@@ -74,7 +74,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
           { name: 'Synchronizing', color: '#ee6666', values: perWorker.map((r) => r.synchronizing_us as number) },
         ],
         formatDuration,
-        { xName: 'Worker' },
+        { xName: 'Worker', ticks: durationTicks },
       ),
     };
   }, [data]);
@@ -103,7 +103,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
         />
       </Card>
       <div class="grid two">
-        <Card title="Computation / communication overlap per worker">
+        <Card title={`Computation / communication overlap per worker (${step === 'all' ? 'mean per step' : `step ${step}`})`}>
           <div class="toolbar">
             <label>
               Step
@@ -117,7 +117,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
           </div>
           {overlapRows.length ? <Chart option={overlap} height={320} label="Overlap per worker" /> : <Empty>No steps recorded.</Empty>}
         </Card>
-        <Card title="Collectives: data transfer vs synchronizing">
+        <Card title="Collectives: data transfer vs synchronizing (summed over the trace)">
           {transfer.names.length ? <Chart option={transfer.option} height={360} label="Transfer vs synchronizing" /> : <Empty>No collective communication recorded.</Empty>}
         </Card>
       </div>

@@ -8,9 +8,8 @@ import type { ViewProps, WireTable } from '../../api/types';
 import type { TableName } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
-import { Chart } from '../../components/charts/Chart';
 import { categoryColour, categoryLabel } from '../../components/criticalPath';
-import { pieOption } from '../../components/charts/options';
+import { Pie } from '../../components/charts/Pie';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
@@ -30,13 +29,11 @@ export function CriticalPath(props: ViewProps) {
   const pie = useMemo(() => {
     if (categories.status !== 'ok') return null;
     const shown = rowsOf(categories.data).filter((r) => Number(r.time_us) > 0);
-    // the colours the Trace view draws the path in
-    return pieOption(
-      'Time on the critical path',
-      shown.map((r) => ({ name: categoryLabel(String(r.category)), value: Number(r.time_us) })),
-      formatDuration,
-      shown.map((r) => categoryColour(String(r.category))),
-    );
+    return {
+      slices: shown.map((r) => ({ name: categoryLabel(String(r.category)), value: Number(r.time_us) })),
+      // the colours the Trace view draws the path in
+      colors: shown.map((r) => categoryColour(String(r.category))),
+    };
   }, [categories]);
   const name = `${props.run}_${props.worker}_${props.span}_critical_path_step${step}`;
   const link = (startKey: string, endKey: string): Column => ({
@@ -71,7 +68,7 @@ export function CriticalPath(props: ViewProps) {
         ) : null}
       </div>
       <div class="grid two">
-        <Loaded state={categories}>{() => (pie ? <Chart option={pie} height={280} label="Critical path categories" /> : null)}</Loaded>
+        <Loaded state={categories}>{() => (pie ? <Pie title="Time on the critical path" slices={pie.slices} colors={pie.colors} format={formatDuration} height={280} label="Critical path categories" /> : null)}</Loaded>
         <Loaded state={operators}>
           {(table) => (
             <PathTable

@@ -5,7 +5,7 @@ import { useMemo } from 'preact/hooks';
 import type { OverviewReply, ViewProps, WireTable } from '../../api/types';
 import { columnDoc, typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
-import { formatBytes, formatDuration, formatPct, formatTflops } from '../../base/format';
+import { durationTicks, formatBytes, formatDuration, formatPct, formatTflops } from '../../base/format';
 import { setParams } from '../../base/url';
 import { Chart } from '../../components/charts/Chart';
 import { CATEGORY_COLORS, STEP_CATEGORIES, stackedBarOption } from '../../components/charts/options';
@@ -80,7 +80,7 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
         steps.map((r) => String(r.step)),
         CATEGORIES.map(([key, label], i) => ({ name: label, key, color: CATEGORY_COLORS[i], values: steps.map((r) => r[key] as number) })).filter((s) => steps.some((r) => Number(r[s.key]) > 0)),
         formatDuration,
-        { xName: 'Step' },
+        { xName: 'Step', ticks: durationTicks },
       ),
     [data],
   );
