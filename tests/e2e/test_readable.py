@@ -211,3 +211,19 @@ def test_lightning_chart_names_every_hook_and_time_axes_keep_one_unit(page, serv
     page.locator("[data-testid=overview] .card", has_text="Step time breakdown").screenshot(
         path=str(screenshot_dir / "readable_step_axis.png"))
 
+
+def test_memory_range_of_a_trace_without_addresses_lists_allocations_made_in_it(page, server, screenshot_dir):
+    q = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}
+    start, end = 314_000, 576_000
+    everything = rows(api(server, "memory_events", **q, device="GPU0"))
+    in_range = rows(api(server, "memory_events", **q, device="GPU0", start_us=start, end_us=end))
+    assert not any(r["free_known"] for r in everything)
+    assert 0 < len(in_range) < len([r for r in everything if r["alloc_us"] <= end])
+    assert all(start <= r["alloc_us"] <= end for r in in_range)
+    open_page(page, server, **q, view="memory", device="GPU0", start_us=start, end_us=end)
+    assert int(page.get_attribute("[data-table=memory-events] .row-count", "data-row-count")) == len(in_range)
+    first = page.locator("[data-table=memory-events] tbody tr").first.inner_text()
+    assert "unknown" in first
+    note = page.inner_text("[data-testid=memory-no-addresses]")
+    assert "a selected range lists the allocations made in it" in note
+    page.locator("[data-testid=memory-no-addresses]").screenshot(path=str(screenshot_dir / "readable_memory_no_addr.png"))
