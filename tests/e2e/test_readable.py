@@ -227,3 +227,25 @@ def test_memory_range_of_a_trace_without_addresses_lists_allocations_made_in_it(
     note = page.inner_text("[data-testid=memory-no-addresses]")
     assert "a selected range lists the allocations made in it" in note
     page.locator("[data-testid=memory-no-addresses]").screenshot(path=str(screenshot_dir / "readable_memory_no_addr.png"))
+
+
+@pytest.mark.parametrize("run", ["gpu_h100_compiled", "gpu_h100_eager_nccl"])
+def test_opening_a_critical_path_scrolls_its_tracks_into_view(page, server, screenshot_dir, run):
+    """torch 2.x traces start with a background thread's Python frames (`threading._bootstrap`,
+    14 lanes): the path's first track sits below them."""
+    q = {"run": run, "worker": "worker0", "span": 1}
+    page.set_viewport_size({"width": 1280, "height": 600})
+    step = rows(api(server, "steps", **q))[0]["step"]
+    path_tracks = {r["track"] for r in rows(api(server, "timeline_critical_path", **q, step=step))}
+    tracks = rows(api(server, "timeline_tracks", **q)["tracks"])
+    assert tracks[0]["kind"] != "thread" or tracks[1]["kind"] == "python"  # the Python frames come first
+    open_page(page, server, **q, view="trace", trace_path=step)
+    page.wait_for_function(
+        """(step) => { const d = document.querySelector('[data-testid=trace-timeline]')?.dataset;
+            return !!d && d.pathStep === step && Number(d.pathSegmentsDrawn) > 0; }""", arg=str(step))
+    page.wait_for_timeout(300)
+    scrolled = page.evaluate("() => document.querySelector('.trace-scroll').scrollTop")
+    shown = page.evaluate("() => document.querySelector('.trace-canvas').traceDebug.path()")
+    assert scrolled > 0
+    assert min(path_tracks) in {s["track"] for s in shown}, (scrolled, shown[:3])
+    page.locator("[data-testid=trace-timeline]").screenshot(path=str(screenshot_dir / f"readable_path_in_view_{run}.png"))

@@ -229,6 +229,17 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     const keys = new Set(path.segments.map((s) => trackMap.get(s.track)).filter((t): t is TrackInfo => !!t).map(groupKey));
     setCollapsed((old) => ([...keys].some((k) => old.has(k)) ? new Set([...old].filter((k) => !keys.has(k))) : old));
   }, [path]);
+  // ... and the first of its tracks from the top is scrolled into view, once per path opened
+  // (Perfetto and Nsight bring the rows of a selection into view): in torch 2.x traces the
+  // first tracks are background threads' Python frames, many lanes deep, above the path.
+  const [focusTrack, setFocusTrack] = useState<{ track: number; n: number } | null>(null);
+  useEffect(() => {
+    if (!path) return;
+    const tops = path.segments.map((s) => [s.track, shape.trackTop.get(s.track)] as const).filter((t): t is readonly [number, number] => t[1] !== undefined);
+    if (!tops.length) return;
+    const [track] = tops.reduce((a, b) => (b[1] < a[1] ? b : a));
+    setFocusTrack((old) => (old && old.track === track && old.n === path.step ? old : { track, n: path.step }));
+  }, [path, shape]);
   const selectSegment = (index: number, centre: boolean) => {
     setSegmentParam(String(index));
     const seg = path?.segments[index];
@@ -330,6 +341,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
         onRange={setRange}
         onToggle={toggle}
         reveal={reveal}
+        focusTrack={focusTrack}
         onPlotWidth={setPlotWidth}
         requests={data.requests}
         path={path}
