@@ -33,6 +33,21 @@ IDLE_SHARE = 0.2
 # A sequence of three kernels repeating on a stream that takes a tenth of all kernel time.
 FUSION_LENGTH = 3
 FUSION_SHARE_PCT = 10.0
+# The PyTorch documentation of each recommendation's fix, as 0.4.3 linked it.
+DOCS = {
+    "input_pipeline_bound": "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
+    "communication_heavy": "https://pytorch.org/docs/stable/notes/ddp.html",
+    "low_gpu_utilization": "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
+    "data_parallel": "https://pytorch.org/docs/stable/notes/cuda.html#use-nn-parallel-distributeddataparallel-instead-of-multiprocessing-or-nn-dataparallel",
+    "ddp_without_nccl": "https://pytorch.org/docs/stable/distributed.html#which-backend-to-use",
+    "tensor_cores_unused": "https://pytorch.org/docs/stable/amp.html",
+    "memory_near_capacity": "https://pytorch.org/docs/stable/notes/cuda.html#memory-management",
+    "many_tiny_kernels": "https://pytorch.org/docs/stable/torch.compiler.html",
+    "launch_bound": "https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs",
+    "host_bound": "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
+    "fusion_candidate": "https://pytorch.org/docs/stable/torch.compiler.html",
+    "recompilations": "https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html",
+}
 
 
 @dataclass
@@ -41,8 +56,10 @@ class Recommendation:
     severity: str  # "warning" or "info"
     text: str
     numbers: dict = field(default_factory=dict)
-    # Where the page shows the events behind the numbers: {"view": ..., "params": {...}}
-    # (page-URL parameters of that view); empty when no view does.
+    # Where the page shows the events behind the numbers: {"view": ..., "params": {...},
+    # "panel": ...} (page-URL parameters of that view, and the panel of it that shows them;
+    # "kernels": the kernel names the text quotes, for the page to shorten); empty when no
+    # view does.
     evidence: dict = field(default_factory=dict)
 
 
@@ -50,9 +67,10 @@ def recommendations(model: TraceModel, step_table: pd.DataFrame, gpus: pd.DataFr
     """Recommendations for one profile, most important first.
 
     Parameters are the results of `overview.steps(model)` and `overview.gpu_summary(model)`.
-    Returns a list of dicts {id, severity, text, numbers, evidence}; `numbers` holds the
-    figures the text is based on (fractions in [0, 1], times in µs, sizes in bytes);
-    `evidence` names the view (and its URL parameters) that shows the events behind them.
+    Returns a list of dicts {id, severity, text, numbers, evidence, docs}; `numbers` holds
+    the figures the text is based on (fractions in [0, 1], times in µs, sizes in bytes);
+    `evidence` names the view (its URL parameters and panel) that shows the events behind
+    them; `docs` the PyTorch documentation of the fix (`DOCS`).
     """
     items = []
     total = float(step_table["total_us"].sum())
@@ -87,7 +105,7 @@ def recommendations(model: TraceModel, step_table: pd.DataFrame, gpus: pd.DataFr
     items += _recompilations(model)
     severity_rank = {"warning": 0, "info": 1}
     items.sort(key=lambda r: severity_rank[r.severity])
-    return [asdict(r) for r in items]
+    return [{**asdict(r), "docs": DOCS.get(r.id, "")} for r in items]
 
 
 def _data_parallel(model, gpus):
@@ -179,7 +197,7 @@ def _gpu_waits(model):
             "fewer, larger pieces of work.",
             {"launch_bound": int(len(bound)), "kernels": int(len(kernels)), "launch_bound_share": len(bound) / len(kernels),
              "launch_bound_device_us": float(bound["device_us"].sum()), "launch_bound_runtime_us": float(bound["runtime_us"].sum())},
-            {"view": "gpu_idle", "params": {"launch_flag": "launch_bound"}}))
+            {"view": "gpu_idle", "params": {"launch_flag": "launch_bound"}, "panel": "launches"}))
     idle = idle_time(model)
     span = float((idle["end_us"] - idle["start_us"]).sum())
     idle_us = float(idle["idle_us"].sum())
@@ -193,7 +211,7 @@ def _gpu_waits(model):
             "input pipeline).",
             {"host_wait_share": host_wait / idle_us, "idle_host_wait_us": host_wait, "idle_us": idle_us,
              "idle_share": idle_us / span},
-            {"view": "gpu_idle", "params": {}}))
+            {"view": "gpu_idle", "params": {}, "panel": "idle"}))
     top = kernel_sequences(model, FUSION_LENGTH, top=1)
     if len(top) and top.loc[0, "share_pct"] >= FUSION_SHARE_PCT:
         seq = top.iloc[0]
@@ -206,7 +224,8 @@ def _gpu_waits(model):
             "and memory traffic.",
             {"occurrences": int(seq["occurrences"]), "device_us": float(seq["device_us"]),
              "share_pct": float(seq["share_pct"]), "device_per_step_us": float(seq["device_per_step_us"])},
-            {"view": "gpu_idle", "params": {"sequence_length": FUSION_LENGTH}}))
+            {"view": "gpu_idle", "params": {"sequence_length": FUSION_LENGTH}, "panel": "sequences",
+             "kernels": seq["sequence"].split(" | ")}))
     return out
 
 
@@ -225,4 +244,4 @@ def _recompilations(model):
         "(then the frame runs eager). Run with TORCH_LOGS=recompiles to see which guard failed; mark changing "
         "sizes dynamic (torch._dynamo.mark_dynamic) or keep shapes and Python values fixed.",
         {"frames": int(len(per_frame)), "max_compilations": int(per_frame.max() + 1)},
-        {"view": "compiled", "params": {}})]
+        {"view": "compiled", "params": {}, "panel": "regions"})]

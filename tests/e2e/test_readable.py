@@ -249,3 +249,30 @@ def test_opening_a_critical_path_scrolls_its_tracks_into_view(page, server, scre
     assert scrolled > 0
     assert min(path_tracks) in {s["track"] for s in shown}, (scrolled, shown[:3])
     page.locator("[data-testid=trace-timeline]").screenshot(path=str(screenshot_dir / f"readable_path_in_view_{run}.png"))
+
+
+def test_recommendations_quote_short_kernel_names_link_the_docs_and_land_on_their_panel(page, server, screenshot_dir):
+    recs = {r["id"]: r for r in api(server, "overview", **H100)["recommendations"]}
+    fusion = recs["fusion_candidate"]
+    assert len(fusion["evidence"]["kernels"]) == 3 and all(k in fusion["text"] for k in fusion["evidence"]["kernels"])
+    open_page(page, server, **H100)
+    block = page.locator("[data-recommendation=fusion_candidate]")
+    assert "void at::native" not in block.inner_text() and "vectorized_elementwise_kernel<4, " in block.inner_text()
+    assert block.locator(".kernel-name [data-kernel-name]").count() == 3
+    assert len(block.inner_text()) < len(fusion["text"]) / 2
+    for rec in recs.values():
+        assert page.get_attribute(f"[data-recommendation={rec['id']}] [data-control=recommendation-docs]", "href") == rec["docs"]
+        assert rec["docs"].startswith("https://pytorch.org/")
+    page.locator("[data-testid=overview] .card", has_text="Recommendations").screenshot(
+        path=str(screenshot_dir / "readable_recommendations.png"))
+    # each evidence link lands on its own panel, scrolled to and highlighted
+    for rec_id, panel in [("fusion_candidate", "sequences"), ("launch_bound", "launches"), ("host_bound", "idle")]:
+        open_page(page, server, **H100)
+        after(page, lambda: page.click(f"[data-recommendation={rec_id}] [data-control=recommendation-evidence]"))
+        target = page.locator(f"[data-current-view=gpu_idle] [data-panel={panel}]")
+        page.wait_for_selector(f"[data-panel={panel}].landed")
+        box = target.bounding_box()
+        assert abs(box["y"]) < 5, (rec_id, box)  # its top at the window's top
+        assert "panel=" not in page.url
+        if rec_id == "fusion_candidate":
+            page.screenshot(path=str(screenshot_dir / "readable_evidence_landed.png"))

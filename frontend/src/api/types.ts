@@ -63,8 +63,11 @@ export interface Recommendation {
   severity: 'warning' | 'info';
   text: string;
   numbers: Record<string, number>;
-  /** The view (and its page-URL parameters) showing the events behind the numbers. */
-  evidence?: { view?: string; params?: Record<string, string | number> };
+  /** The view (its page-URL parameters and the panel of it) showing the events behind the
+   *  numbers, and the kernel names the text quotes. */
+  evidence?: { view?: string; params?: Record<string, string | number>; panel?: string; kernels?: string[] };
+  /** The PyTorch documentation of the fix; "" when none. */
+  docs: string;
 }
 
 /** One import anomaly (tb_plugin/trace/anomalies.py): what the reader repaired or dropped. */

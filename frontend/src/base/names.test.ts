@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sequenceKernels, shortKernelName, shortKernelNames } from './names';
+import { sequenceKernels, shortKernelName, shortKernelNames, splitByNames } from './names';
 
 // Names as the H100 samples' traces write them (samples/gpu_h100_*).
 const FILL_FLOAT = 'void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)';
@@ -50,5 +50,19 @@ describe('shortKernelNames', () => {
     expect(short.get(BN_LIST)).toBe('bn_bw_1C11_singleread<float, 512, true, 1, 2, 0>(float, float, cudnnTensorStruct, float const*, reduced_divisor, int)');
     expect(short.get(FILL_FLOAT)).toBe(shortKernelName(FILL_FLOAT));
     expect(short.size).toBe(3);
+  });
+});
+
+describe('splitByNames', () => {
+  it('cuts a sentence at every quoted name, in order', () => {
+    const text = `the kernel sequence ${FILL_FLOAT} | ${LERP} | ${FILL_FLOAT} (launched by aten::mul_) repeats`;
+    expect(splitByNames(text, [LERP, FILL_FLOAT])).toEqual([
+      'the kernel sequence ', { name: FILL_FLOAT }, ' | ', { name: LERP }, ' | ', { name: FILL_FLOAT }, ' (launched by aten::mul_) repeats',
+    ]);
+  });
+
+  it('leaves a text without the names whole', () => {
+    expect(splitByNames('GPU 0 is busy 8% of the time.', [FILL_FLOAT])).toEqual(['GPU 0 is busy 8% of the time.']);
+    expect(splitByNames('x', [])).toEqual(['x']);
   });
 });

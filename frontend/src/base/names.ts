@@ -88,3 +88,29 @@ export function shortKernelNames(names: Iterable<string>): Map<string, string> {
 export function sequenceKernels(sequence: string): string[] {
   return sequence.split(' | ');
 }
+
+/** `text` cut at each occurrence of one of `names` (longest first where they overlap): the
+ *  parts in order, each a string or {name} for a quoted name, so a page can show the names
+ *  in their short form inside a server's sentence. */
+export function splitByNames(text: string, names: readonly string[]): (string | { name: string })[] {
+  const sorted = [...new Set(names)].filter(Boolean).sort((a, b) => b.length - a.length);
+  const parts: (string | { name: string })[] = [];
+  let rest = text;
+  for (;;) {
+    let at = -1;
+    let found = '';
+    for (const name of sorted) {
+      const i = rest.indexOf(name);
+      if (i >= 0 && (at < 0 || i < at)) {
+        at = i;
+        found = name;
+      }
+    }
+    if (at < 0) break;
+    if (at > 0) parts.push(rest.slice(0, at));
+    parts.push({ name: found });
+    rest = rest.slice(at + found.length);
+  }
+  if (rest) parts.push(rest);
+  return parts;
+}

@@ -22,6 +22,13 @@ function Expandable({ full, short }: { full: string; short: string }) {
   );
 }
 
+/** A kernel name in running text, in its short form among `names` (the others it is quoted
+ *  with), the full name a click away. */
+export function KernelName({ name, names }: { name: string; names: readonly string[] }) {
+  const short = shortKernelNames(names);
+  return <Expandable full={name} short={short.get(name) ?? shortKernelName(name)} />;
+}
+
 /** A table column of kernel names, shortened so that the kernels of `rows` stay apart. */
 export function kernelNameColumn<R extends Row = Row>(key: keyof R & string, label: string, rows: readonly R[]): Column<R> {
   const short = shortKernelNames(rows.map((r) => String(r[key])));

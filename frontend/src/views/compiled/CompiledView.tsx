@@ -57,7 +57,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
         </Card>
         <Card>{Number(share?.total_us) > 0 ? <Pie title="Step time (all profiled steps)" slices={slices} format={formatDuration} height={260} label="Compiled vs eager" /> : <Empty>No steps recorded.</Empty>}</Card>
       </div>
-      <Card title="Compiled regions">
+      <Card title="Compiled regions" panel="regions">
         <DataTable
           id="compiled-regions"
           schema="CompiledRegionsTable"

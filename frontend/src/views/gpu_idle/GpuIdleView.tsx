@@ -96,7 +96,7 @@ function IdleTime(props: ViewProps & { table: WireTable; perStep: boolean }) {
   const height = Math.min(80 + rows.length * 28, 600);
   return (
     <>
-      <Card title="Busy and idle time per stream (each over its own span)">
+      <Card title="Busy and idle time per stream (each over its own span)" panel="idle">
         <Chart option={bars} height={height} label="Idle time per stream" />
         <div class="hint">
           Host wait: the stream ran dry because the CPU launched the next kernel only after the previous one ended (host-bound; CUDA graphs or

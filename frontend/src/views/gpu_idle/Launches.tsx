@@ -73,7 +73,7 @@ export function Launches(props: ViewProps) {
           kernel launch statistics.
         </div>
       </Card>
-      <Card title="Flagged launches">
+      <Card title="Flagged launches" panel="launches">
         <div class="toolbar">
           <label>
             Show

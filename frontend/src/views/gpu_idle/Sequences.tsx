@@ -37,7 +37,7 @@ export function Sequences(props: ViewProps) {
     },
   ];
   return (
-    <Card title="Fusion candidates: repeated kernel sequences">
+    <Card title="Fusion candidates: repeated kernel sequences" panel="sequences">
       <div class="toolbar">
         <label>
           Kernels per sequence

@@ -2,7 +2,9 @@
 // stacked breakdown and the recommendations.
 
 import { useMemo } from 'preact/hooks';
-import type { OverviewReply, ViewProps, WireTable } from '../../api/types';
+import type { OverviewReply, Recommendation, ViewProps, WireTable } from '../../api/types';
+import { splitByNames } from '../../base/names';
+import { KernelName } from '../../components/KernelName';
 import { columnDoc, typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { durationTicks, formatBytes, formatDuration, formatPct, formatTflops } from '../../base/format';
@@ -169,13 +171,26 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
         {data.recommendations.length === 0 ? <Empty>Nothing stands out.</Empty> : null}
         {data.recommendations.map((rec) => (
           <div key={rec.id} class={`recommendation ${rec.severity}`} data-recommendation={rec.id}>
-            {rec.text}
+            <RecommendationText rec={rec} />
             {rec.evidence?.view ? (
               <>
                 {' '}
-                <button type="button" class="link-button" data-control="recommendation-evidence" onClick={() => setParams({ ...rec.evidence?.params, view: rec.evidence?.view })}>
+                <button
+                  type="button"
+                  class="link-button"
+                  data-control="recommendation-evidence"
+                  onClick={() => setParams({ ...rec.evidence?.params, view: rec.evidence?.view, panel: rec.evidence?.panel ?? null })}
+                >
                   Show the evidence
                 </button>
+              </>
+            ) : null}
+            {rec.docs ? (
+              <>
+                {' '}
+                <a href={rec.docs} target="_blank" rel="noopener noreferrer" data-control="recommendation-docs">
+                  PyTorch documentation
+                </a>
               </>
             ) : null}
           </div>
@@ -206,6 +221,17 @@ function distributedText(info: unknown): string {
   const d = info as Record<string, unknown>;
   const parts = [d.backend, d.rank !== undefined ? `rank ${d.rank}` : '', d.world_size !== undefined ? `of ${d.world_size}` : ''].filter(Boolean);
   return parts.join(' ');
+}
+
+/** A recommendation's sentence, the kernel names it quotes in their short form (the full
+ *  name a click away), as in the tables. */
+function RecommendationText({ rec }: { rec: Recommendation }) {
+  const kernels = rec.evidence?.kernels ?? [];
+  return (
+    <>
+      {splitByNames(rec.text, kernels).map((part, i) => (typeof part === 'string' ? part : <KernelName key={i} name={part.name} names={kernels} />))}
+    </>
+  );
 }
 
 /** A GPU summary term, its tooltip the declaration's meaning of its column. */
