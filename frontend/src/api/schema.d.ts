@@ -360,8 +360,10 @@ export interface paths {
                                 severity: "warning" | "info";
                                 text: string;
                                 numbers: Record<string, never>;
-                                /** @description The view (and its URL parameters) showing the events behind the numbers: {view, params}; empty when none. */
+                                /** @description The view (its URL parameters, and the panel of it) showing the events behind the numbers: {view, params, panel}, with kernels (the kernel names the text quotes) where it quotes some; empty when none. */
                                 evidence?: Record<string, never>;
+                                /** @description The PyTorch documentation of the fix (a URL); empty when none. */
+                                docs: string;
                             }[];
                         };
                     };
