@@ -276,3 +276,28 @@ def test_recommendations_quote_short_kernel_names_link_the_docs_and_land_on_thei
         assert "panel=" not in page.url
         if rec_id == "fusion_candidate":
             page.screenshot(path=str(screenshot_dir / "readable_evidence_landed.png"))
+
+
+def test_overview_links_to_how_each_number_is_computed(page, server):
+    open_page(page, server, **H100)
+    href = page.get_attribute("[data-control=definitions-link]", "href")
+    spec = page.evaluate("async (href) => (await fetch(href)).text()", href)
+    docs = declared_docs("gpu_summary")
+    assert f'"description": "{docs["utilization_pct"]}"' in spec
+
+
+@pytest.mark.parametrize("run, view, table", [("cpu_ddp_gloo", "distributed", "collectives"),
+                                              ("gpu_h100_compiled", "compiled", "compiled-kernels")])
+def test_wide_tables_scroll_sideways_inside_their_card(page, server, run, view, table):
+    page.set_viewport_size({"width": 1280, "height": 900})
+    open_page(page, server, run=run, worker="worker0", span=1, view=view)
+    box = f"[data-table={table}]"
+    card = page.locator("section.card", has=page.locator(box)).first.bounding_box()
+    assert card["x"] + card["width"] <= 1280
+    scroller = page.locator(f"{box} .table-scroll")
+    if page.get_attribute(f"{box} .side-scroll", "data-overflow") == "true":
+        scroller.evaluate("el => { el.scrollLeft = el.scrollWidth; }")
+    last = page.locator(f"{box} thead th").last.bounding_box()
+    edge = scroller.bounding_box()
+    assert edge["x"] <= last["x"] and last["x"] + last["width"] <= edge["x"] + edge["width"] + 1
+    assert edge["x"] + edge["width"] <= card["x"] + card["width"]

@@ -138,6 +138,11 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
               ))}
             </div>
           )}
+          <p class="hint" data-testid="definitions-note">
+            A dotted name or column header shows its definition on hover. How every number of every view is computed, column by column:{' '}
+            <a href="openapi.yaml" target="_blank" rel="noopener" data-control="definitions-link">the API description</a> (each table's columns
+            with their units and meaning; the views' docstrings in <code>tb_plugin/views/</code> give the details).
+          </p>
         </Card>
       </div>
       <div class="grid two">
