@@ -301,3 +301,23 @@ def test_wide_tables_scroll_sideways_inside_their_card(page, server, run, view, 
     edge = scroller.bounding_box()
     assert edge["x"] <= last["x"] and last["x"] + last["width"] <= edge["x"] + edge["width"] + 1
     assert edge["x"] + edge["width"] <= card["x"] + card["width"]
+
+
+def test_threads_with_only_idle_python_frames_start_collapsed(page, server, screenshot_dir):
+    q = {"run": "gpu_h100_eager_nccl", "worker": "worker0", "span": 1}
+    tracks = rows(api(server, "timeline_tracks", **q)["tracks"])
+    working = {(t["pid"], t["tid"]) for t in tracks if t["kind"] == "thread"}
+    idle = [t for t in tracks if t["kind"] == "python" and (t["pid"], t["tid"]) not in working]
+    assert [t["thread"] for t in idle] == ["thread 0 · Python frames"] and idle[0]["lanes"] == 14
+    open_page(page, server, **q, view="trace")
+    debug = "() => document.querySelector('.trace-canvas').traceDebug.rows()"
+    drawn = page.evaluate(debug)
+    folded = next(r for r in drawn if r["label"] == idle[0]["thread"])
+    assert folded["type"] == "header" and folded["collapsed"]
+    # the working threads' Python frames stay open
+    assert {r["label"] for r in drawn if r["type"] == "track"} >= {t["thread"] for t in tracks if t["kind"] == "python"} - {idle[0]["thread"]}
+    page.locator("[data-testid=trace-timeline]").screenshot(path=str(screenshot_dir / "readable_idle_python_folded.png"))
+    x0, y0 = page.locator(".trace-canvas").bounding_box()["x"], page.locator(".trace-canvas").bounding_box()["y"]
+    after(page, lambda: page.mouse.click(x0 + 40, y0 + folded["y"]))
+    opened = next(r for r in page.evaluate(debug) if r["label"] == idle[0]["thread"])
+    assert opened["type"] == "track"

@@ -111,7 +111,7 @@ function RanksTimeline(props: ViewProps & {
   const ranks = useMemo(() => typedRows(data.ranks), [data]);
   const byPid = useMemo(() => new Map(ranks.map((r) => [`rank ${r.rank}`, r])), [ranks]);
   const trackList = useMemo<TrackInfo[]>(() => typedRows(data.tracks).map((r) => ({
-    track: r.track, kind: r.kind, process: r.process, thread: r.thread, pid: r.pid, lanes: r.lanes, events: r.events,
+    track: r.track, kind: r.kind, process: r.process, thread: r.thread, pid: r.pid, tid: r.tid, lanes: r.lanes, events: r.events,
   })), [data]);
   const groups = useMemo(() => groupTracks(trackList), [trackList]);
   const keyRank = useMemo(() => new Map(groups.map((g) => [g.key, String(byPid.get(g.tracks[0].pid)?.rank ?? '')])), [groups, byPid]);

@@ -32,7 +32,7 @@ import { useUrlParam } from '../../components/useUrlParam';
 import { Details } from './Details';
 import { useTimelineData } from './data';
 import type { Range, Step } from './draw';
-import { bounds, centreOn, groupKey, groupTracks, layout, pathArrows, stepWindow, windowLabel, type PathSegment, type TrackInfo } from './logic';
+import { bounds, centreOn, groupKey, groupTracks, idlePythonTracks, layout, pathArrows, stepWindow, trackKey, windowLabel, type PathSegment, type TrackInfo } from './logic';
 import { RanksTrace } from './RanksTrace';
 import { numberParam, useUrlRange, useUrlWindow } from './urlWindow';
 import { Timeline, type SliceHit } from './Timeline';
@@ -128,6 +128,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     process: r.process,
     thread: r.thread,
     pid: r.pid,
+    tid: r.tid,
     lanes: r.lanes,
     events: r.events,
   })), [info]);
@@ -167,7 +168,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     if (step) setView(stepWindow(step));
   };
 
-  const [collapsed, setCollapsed] = useState<Set<string>>(() => new Set());
+  const [collapsed, setCollapsed] = useState<Set<string>>(() => new Set(idlePythonTracks(trackList).map(trackKey)));
   const toggle = useCallback((key: string) => {
     setCollapsed((old) => {
       const next = new Set(old);
@@ -203,6 +204,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     if (!info) return;
     if (info.kind === 'python' && !showPython) setPythonParam('1');
     if (collapsed.has(groupKey(info))) toggle(groupKey(info));
+    if (collapsed.has(trackKey(info))) toggle(trackKey(info));
   };
   const goTo = useCallback((endpoint: TimelineEndpoint) => {
     setEventParam(String(endpoint.event));
