@@ -321,3 +321,14 @@ def test_threads_with_only_idle_python_frames_start_collapsed(page, server, scre
     after(page, lambda: page.mouse.click(x0 + 40, y0 + folded["y"]))
     opened = next(r for r in page.evaluate(debug) if r["label"] == idle[0]["thread"])
     assert opened["type"] == "track"
+
+
+def test_critical_path_segments_name_kernels_like_the_kernel_tables(page, server):
+    q = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}
+    step = rows(api(server, "steps", **q))[0]["step"]
+    kernels = {r["name"] for r in rows(api(server, "critical_path", **q, step=step)) if r["category"] == "kernel"}
+    assert kernels
+    open_page(page, server, **q, view="gpu_idle")
+    shown = [full_kernel_name(row) for row in page.locator("[data-table=critical-path-segments] tbody tr").all()
+             if row.locator(".kernel-name").count()]
+    assert shown and set(shown) <= kernels

@@ -10,6 +10,7 @@ import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
 import { categoryColour, categoryLabel } from '../../components/criticalPath';
 import { Pie } from '../../components/charts/Pie';
+import { KernelName } from '../../components/KernelName';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
@@ -36,6 +37,10 @@ export function CriticalPath(props: ViewProps) {
     };
   }, [categories]);
   const name = `${props.run}_${props.worker}_${props.span}_critical_path_step${step}`;
+  const pathKernels = useMemo(
+    () => (segments.status === 'ok' ? rowsOf(segments.data).filter((r) => r.category === 'kernel').map((r) => String(r.name)) : []),
+    [segments],
+  );
   const link = (startKey: string, endKey: string): Column => ({
     key: startKey,
     label: 'Trace',
@@ -95,7 +100,13 @@ export function CriticalPath(props: ViewProps) {
             name={`${name}_segments.csv`}
             columns={[
               { key: 'category', label: 'Category', format: (v) => categoryLabel(String(v)) },
-              { key: 'name', label: 'Event', format: (v) => <span title={String(v)}>{String(v).length > 48 ? `${String(v).slice(0, 47)}…` : String(v)}</span> },
+              {
+                key: 'name',
+                label: 'Event',
+                // a kernel by its short name (the full one a click away), as in the kernel tables
+                format: (v, r) =>
+                  r.category === 'kernel' ? <KernelName name={String(v)} names={pathKernels} /> : <span title={String(v)}>{String(v).length > 48 ? `${String(v).slice(0, 47)}…` : String(v)}</span>,
+              },
               { key: 'operator', label: 'Operator' },
               { key: 'dur_us', label: 'Duration', numeric: true, format: (v) => formatDuration(v as number) },
               { key: 'evidence', label: 'Dependency', format: (v) => EVIDENCE[String(v)] ?? String(v) },
