@@ -492,7 +492,9 @@ class RunStore:
                     "workers": list(run.workers),
                     "spans": run.span_count(),
                     "files": len(files),
-                    "loaded": sum(s.status in ("ready", "error") for s in states),
+                    # a file that failed is not loaded (it is in "errors"): "1/1 loaded" beside
+                    # a trace's error said the opposite of the error
+                    "loaded": sum(s.status == "ready" for s in states),
                     "loading": any(s.status == "loading" for s in states),
                     "errors": [
                         {"worker": f.worker, "span": f.span, "path": printable(f.path), "reason": s.error}

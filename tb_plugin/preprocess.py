@@ -210,9 +210,13 @@ def _client(address, workers):
     if address == "local":
         import dask
 
+        # No dashboard (nobody asked for one), and the scheduler's HTTP server, which it starts
+        # anyway for its health routes, on a free loopback port: on Dask's default port 8787 it
+        # warned "Port 8787 is already in use" whenever another cluster or Jupyter held it.
         with dask.config.set(LOCAL_CLUSTER_CONFIG):  # the nannies hand it to their workers
             cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address=None, env=WORKER_ENV)
+                                   host="127.0.0.1", dashboard_address=None, env=WORKER_ENV,
+                                   scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
         return Client(cluster), cluster
     try:
         return Client(address, timeout=CONNECT_TIMEOUT), None

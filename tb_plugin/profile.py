@@ -31,7 +31,7 @@ from .views import job as job_view
 from .views import kernels, launches
 from .views import lightning as lightning_view
 from .views import memory, modules, operators, overview, queues, rank_timeline, recommendations, sequences, timeline
-from .views.common import is_rocm, step_windows
+from .views.common import collective_op_mask, is_rocm, step_windows
 
 logger = logging.getLogger(__name__)
 
@@ -334,7 +334,10 @@ class Profile:
                    "gpu_idle": len(m.kernels) or len(m.memcpy) or len(m.memset), "memory": len(m.memory),
                    "module": len(self.modules()), "trace": timeline.has_slices(m),
                    "compiled": compiled_view.has_regions(m), "lightning": len(self.lightning()),
-                   "job": worker_count > 1, "distributed": worker_count > 1, "diff": trace_file_count > 1}
+                   "job": worker_count > 1,
+                   # one rank's collectives and bandwidths are worth a view of their own (a
+                   # single-rank NCCL job, or one rank's trace of a larger one), as 0.4.3 had
+                   "distributed": worker_count > 1 or collective_op_mask(m).any(), "diff": trace_file_count > 1}
         return [view for view, has_data in present.items() if has_data]
 
     def distributed_part(self) -> distributed_view.WorkerPart:

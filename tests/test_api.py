@@ -2,6 +2,7 @@
 
 import argparse
 import csv
+import gzip
 import io
 import os
 import shutil
@@ -233,6 +234,29 @@ def test_is_active_turns_true_without_restart(tmp_path):
     assert listing["pytorch_profiler"]["enabled"] is True
     assert listing["pytorch_profiler"]["tab_name"] == "PyTorch Profiler"
     plugin.store.stop()
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_replies_are_gzipped_when_the_client_accepts_it(served, fmt):
+    """As TensorBoard's own replies: gzip where Accept-Encoding allows it, the same bytes
+    inflated, nothing compressed for a client that refuses it, and the stored trace file
+    streamed as it is."""
+    _, client = served
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    url = f"{PREFIX}/tables?run=cpu_cnn&worker=worker0&table=ops&limit=2000&format={fmt}"
+    plain = client.get(url)
+    packed = client.get(url, headers={"Accept-Encoding": "gzip, deflate, br"})
+    refused = client.get(url, headers={"Accept-Encoding": "gzip;q=0, identity"})
+    assert plain.status_code == packed.status_code == 200
+    assert "Content-Encoding" not in plain.headers and "Content-Encoding" not in refused.headers
+    assert packed.headers["Content-Encoding"] == "gzip" and packed.headers["Vary"] == "Accept-Encoding"
+    assert gzip.decompress(packed.get_data()) == plain.get_data() == refused.get_data()
+    assert int(packed.headers["Content-Length"]) == len(packed.get_data()) < len(plain.get_data()) / 3
+    # an error reply (JSON) is compressed the same way; a stored trace file is not touched
+    error = client.get(f"{PREFIX}/tables?run=cpu_cnn&worker=worker0&table=secrets", headers={"Accept-Encoding": "gzip"})
+    assert error.status_code == 400 and b"reason" in gzip.decompress(error.get_data())
+    stored = client.get(f"{PREFIX}/trace_file?run=cpu_cnn&worker=worker0&span=1", headers={"Accept-Encoding": "gzip"})
+    assert "Content-Encoding" not in stored.headers and stored.headers["Content-Type"] == "application/gzip"
 
 
 @pytest.fixture(scope="module")

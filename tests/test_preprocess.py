@@ -11,8 +11,10 @@ import contextlib
 import io
 import json
 import shutil
+import socket
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -253,15 +255,36 @@ def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch):
 
 
 def test_local_cluster_of_the_command_line(tmp_path):
-    """`--dask local` starts (and stops) its own LocalCluster of worker processes."""
+    """`--dask local` starts (and stops) its own LocalCluster of worker processes, with no
+    dashboard and no word about Dask's dashboard port while another program holds it."""
     shutil.copytree(SAMPLES / "cpu_ddp_gloo", tmp_path / "ddp")
-    status, err = _preprocess(tmp_path / "ddp", "--dask", "local", "--workers", "1", "--cache-dir", tmp_path / "c")
+    with _port_held(8787), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        status, err = _preprocess(tmp_path / "ddp", "--dask", "local", "--workers", "1", "--cache-dir", tmp_path / "c")
     assert status == 0 and "done: 4 of 4 files" in err and "on 1 workers" in err
+    said = err + "".join(str(w.message) for w in caught)
+    assert "8787" not in said and "already in use" not in said, said
     # 2 workers x 2 spans: each file's model and summaries, and per span an index of each summary
     entries = len([p for p in Path(tmp_path / "c").iterdir() if (p / MANIFEST).is_file()])
     assert entries == 4 * (1 + len(FILE_SUMMARIES)) + 2 * len(FILE_SUMMARIES)
     assert f"{2 * len(FILE_SUMMARIES)} run summary indexes" in err
     assert np.isfinite(float(err.rsplit(" MB/s", 1)[0].rsplit(" ", 1)[1]))
+
+
+@contextlib.contextmanager
+def _port_held(port):
+    """A listening socket on `port` of every interface (where Dask's dashboard would go);
+    nothing when another program already holds it, which is the same case."""
+    holder = socket.socket()
+    try:
+        holder.bind(("0.0.0.0", port))
+        holder.listen()
+    except OSError:
+        pass
+    try:
+        yield
+    finally:
+        holder.close()
 
 
 def test_local_cluster_workers_wake_rarely():

@@ -84,6 +84,24 @@ def test_kernels_tie_generated_kernels_to_region_and_fused_ops(tmp_path):
     assert (fused.kernel_hash, fused.kernel_file) == ("h0", "/tmp/h0.py")
     extern = _row(kernels, region="CompiledFunction [0/0]", kernel="sm80_xmma_gemm")
     assert (extern.calls, extern.host_us, extern.device_us, extern.kernel_hash) == (1, 0, 30, "")
+    assert (fused.origin, extern.origin) == ("Inductor (Triton)", "cuBLAS")
+
+
+def test_h100_compiled_kernels_are_labelled_by_who_wrote_them():
+    """The H100 sample's regions ran Inductor's Triton kernels beside cuBLAS GEMMs, CUTLASS
+    kernels (cuBLAS's sgemm, PyTorch's memory-efficient attention) and ATen's elementwise
+    kernels from eager ops inside them: each labelled by the library its name says."""
+    (path,) = (SAMPLES / "gpu_h100_compiled").glob("*.pt.trace.json.gz")
+    kernels = tb_plugin.load(path).compiled_kernels()
+    by_origin = kernels.groupby("origin")["kernel"].apply(list).to_dict()
+    assert set(by_origin) == {"Inductor (Triton)", "cuBLAS", "CUTLASS", "ATen"}
+    assert all(k.startswith("triton_") for k in by_origin["Inductor (Triton)"])
+    assert not any(k.startswith("triton_") for o, ks in by_origin.items() if o != "Inductor (Triton)" for k in ks)
+    assert any(k.startswith("sm80_xmma_gemm") for k in by_origin["cuBLAS"])
+    assert any(k.startswith("void cublasLt::splitKreduce_kernel") for k in by_origin["cuBLAS"])
+    assert {k.split("(")[0].split("<")[0] for k in by_origin["CUTLASS"]} == {
+        "void cutlass::Kernel2", "fmha_cutlassF_f32_aligned_64x64_rf_sm80", "fmha_cutlassB_f32_aligned_64x64_k64_dropout_sm80"}
+    assert all(k.startswith("void at::native::") for k in by_origin["ATen"])
 
 
 def test_share_and_recompilation_recommendation(tmp_path):

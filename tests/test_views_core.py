@@ -232,6 +232,22 @@ def test_dataloader_recommendation_numbers(tmp_path):
     items = {r["id"]: r for r in tb_plugin.load(path).recommendations()}
     assert items["input_pipeline_bound"]["numbers"]["dataloader_share"] == pytest.approx(0.6)
 
+    assert items["input_pipeline_bound"]["docs"] == "https://pytorch.org/docs/stable/data.html#multi-process-data-loading"
+
+
+def test_recommendations_name_their_panel_their_docs_and_the_kernels_they_quote():
+    """The H100 compiled sample: each piece of evidence names the panel of its view that
+    shows it, the fusion candidate's kernels (quoted in full in its text) are listed for the
+    page to shorten, and every recommendation links the PyTorch documentation of its fix."""
+    (path,) = (SAMPLES / "gpu_h100_compiled").glob("*.pt.trace.json.gz")
+    items = {r["id"]: r for r in tb_plugin.load(path).recommendations()}
+    panels = {i: r["evidence"].get("panel") for i, r in items.items() if r["evidence"]}
+    assert panels == {"launch_bound": "launches", "host_bound": "idle", "fusion_candidate": "sequences"}
+    fusion = items["fusion_candidate"]
+    assert len(fusion["evidence"]["kernels"]) == 3
+    assert f"the kernel sequence {' | '.join(fusion['evidence']['kernels'])} (launched by" in fusion["text"]
+    assert all(r["docs"].startswith("https://pytorch.org/") for r in items.values())
+
 
 # --- invariants on every real trace -----------------------------------------------------------
 

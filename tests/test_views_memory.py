@@ -219,6 +219,13 @@ def test_events_without_addr_are_unpaired_allocations(no_addr_model):
                                                           ("aten::y", 8, 205.0, None, None, False)]
 
 
+def test_events_without_addr_in_a_range_are_those_allocated_in_it(no_addr_model):
+    """Their lifetimes are unknown: a range lists the allocations made in it, not every
+    earlier one as if still alive (x's 100 bytes, freed at 30, are not in 200..210)."""
+    assert rows(memory_events(no_addr_model, "GPU0", start_us=200, end_us=210)) == [("aten::y", 8, 205.0, None, None, False)]
+    assert [r[2] for r in rows(memory_events(no_addr_model, "GPU0", start_us=15, end_us=25))] == [20.0]
+
+
 def test_stats_without_addr(no_addr_model):
     assert rows(memory_stats(no_addr_model, "GPU0")) == [("aten::x", 1, 50, 50, 2, 2, 150, 150),
                                                          ("aten::y", 1, 8, 8, 1, 1, 8, 8)]
@@ -406,6 +413,10 @@ def test_curve_and_events_resnet50_2021_without_addr(resnet):
     events = memory_events(model, "GPU0")
     assert len(events) == sum(1 for _, b in gpu if b > 0)
     assert events["free_us"].isna().all() and events["size_bytes"].sum() == sum(b for _, b in gpu if b > 0)
+    # a range (314-576 ms, where 0.4.3 users look) lists the allocations made in it
+    in_range = memory_events(model, "GPU0", start_us=314_000, end_us=576_000)
+    assert len(in_range) == sum(1 for ts, b in gpu if b > 0 and 314_000 <= ts - model.origin_us <= 576_000) > 0
+    assert in_range["alloc_us"].between(314_000, 576_000).all()
 
 
 # --- samples ---------------------------------------------------------------------------------

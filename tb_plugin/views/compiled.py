@@ -29,6 +29,18 @@ from .intervals import union_length
 _FRAME_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)")
 _INDUCTOR_KERNEL = re.compile(r"^(graph_\d+_)?(triton_|cpp_fused_|cpp_kernel_)")
 _FUSED = re.compile(r"fused_(.+?)(_\d+)?$")
+# Who wrote a kernel that ran in a compiled region, from its name, first match wins: what
+# Inductor generated, or a library kernel that an extern call (aten::mm -> cuBLAS, SDPA ->
+# PyTorch's CUTLASS attention) or an eager op inside the region launched.
+ORIGINS = (
+    ("Inductor (Triton)", re.compile(r"^triton_")),
+    ("Inductor (C++)", re.compile(r"^(graph_\d+_)?cpp_fused")),
+    ("cuBLAS", re.compile(r"cublas|^sm\d+_xmma_gemm", re.IGNORECASE)),
+    ("cuDNN", re.compile(r"cudnn", re.IGNORECASE)),
+    ("CUTLASS", re.compile(r"cutlass", re.IGNORECASE)),
+    ("NCCL", re.compile(r"nccl", re.IGNORECASE)),
+    ("ATen", re.compile(r"\bat::|^(void )?\(anonymous namespace\)::")),
+)
 KINDS = ("frame", "forward", "backward")
 _KIND_NAMES = {"forward": "CompiledFunction", "backward": "CompiledFunctionBackward"}
 
@@ -49,7 +61,8 @@ REGIONS = declare(
 KERNELS = declare(
     "compiled_kernels", "one generated kernel in the innermost compiled region that ran it",
     ("region", "str", "", "the innermost compiled region (as in compiled_regions)"),
-    ("kernel", "str", "", "the kernel's name as Inductor generated it"),
+    ("kernel", "str", "", "the kernel's name (for a generated kernel, as Inductor named it)"),
+    ("origin", "str", "", "who wrote it, from its name: Inductor (Triton), Inductor (C++), cuBLAS, cuDNN, CUTLASS, NCCL, ATen or other"),
     ("fused", "str", "", "the ops Inductor fused into it, from its name (fused_<ops>_<n>), '' when unnamed"),
     ("calls", "int64", "count", "calls (launching ops, else device kernels)"),
     ("host_us", "float64", "us", "summed host time of its launch op (on CPU: the kernel itself)"),
@@ -177,6 +190,11 @@ def compiled_kernels(model: TraceModel) -> pd.DataFrame:
     return _cached(model, "compiled_kernels", lambda: _build_kernels(model))
 
 
+def kernel_origin(name):
+    """Who wrote a kernel (`ORIGINS`): "Inductor (Triton)", ..., "ATen", else "other"."""
+    return next((origin for origin, pattern in ORIGINS if pattern.search(name)), "other")
+
+
 def _build_kernels(model):
     if not len(_region_ops(model)):
         return KERNELS.empty()
@@ -210,6 +228,7 @@ def _build_kernels(model):
     table["calls"] = table["calls"].astype(np.int64)
     fused = table["kernel"].str.extract(_FUSED)[0] if len(table) else pd.Series(dtype=object)
     table["fused"] = fused.fillna("").astype(str) if len(table) else fused
+    table["origin"] = [kernel_origin(name) for name in table["kernel"]]
     table["_time"] = table["host_us"] + table["device_us"]
     table = table.sort_values("_time", ascending=False, kind="stable")
     return KERNELS.frame(table)

@@ -329,7 +329,10 @@ def memory_events(model: TraceModel, device: str, start_us: float | None = None,
     start_us, end_us : float, optional
         Keep events whose lifetime ``[alloc_us, free_us]`` overlaps ``[start_us, end_us]``; an
         allocation never freed lives to the end of the trace, a free of memory allocated
-        before the trace lives from its start.
+        before the trace lives from its start. An allocation whose free cannot be known
+        (``free_known`` false: no ``Addr``, before PyTorch 1.10) is kept when it was made in
+        the range: its lifetime is unknown, and counting it as alive to the end listed every
+        earlier allocation in any later range.
 
     Returns
     -------
@@ -377,7 +380,7 @@ def memory_events(model: TraceModel, device: str, start_us: float | None = None,
     events["duration_us"] = events["free_us"] - events["alloc_us"]
     events["free_known"] = np.concatenate([np.ones(len(orphans), dtype=bool), known[allocs]])
     lo = events["alloc_us"].fillna(-np.inf).to_numpy()
-    hi = events["free_us"].fillna(np.inf).to_numpy()
+    hi = np.where(events["free_known"].to_numpy(), events["free_us"].fillna(np.inf).to_numpy(), lo)
     keep = np.ones(len(events), dtype=bool)
     if start_us is not None:
         keep &= hi >= start_us

@@ -34,6 +34,20 @@ IDLE_SHARE = 0.2
 # A sequence of three kernels repeating on a stream that takes a tenth of all kernel time.
 FUSION_LENGTH = 3
 FUSION_SHARE_PCT = 10.0
+# The PyTorch documentation of each recommendation's fix, as 0.4.3 linked it.
+DOCS = {
+    "input_pipeline_bound": "https://pytorch.org/docs/stable/data.html#multi-process-data-loading",
+    "communication_heavy": "https://pytorch.org/docs/stable/notes/ddp.html",
+    "low_gpu_utilization": "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
+    "data_parallel": "https://pytorch.org/docs/stable/notes/cuda.html#use-nn-parallel-distributeddataparallel-instead-of-multiprocessing-or-nn-dataparallel",
+    "ddp_without_nccl": "https://pytorch.org/docs/stable/distributed.html#which-backend-to-use",
+    "tensor_cores_unused": "https://pytorch.org/docs/stable/amp.html",
+    "memory_near_capacity": "https://pytorch.org/docs/stable/notes/cuda.html#memory-management",
+    "launch_bound": "https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs",
+    "host_bound": "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
+    "fusion_candidate": "https://pytorch.org/docs/stable/torch.compiler.html",
+    "recompilations": "https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html",
+}
 
 
 @dataclass
@@ -48,8 +62,10 @@ class Recommendation:
     # a symptom such as low utilisation, compile time).
     saving_us: float | None = None
     numbers: dict = field(default_factory=dict)
-    # Where the page shows the events behind the numbers: {"view": ..., "params": {...}}
-    # (page-URL parameters of that view); empty when no view does.
+    # Where the page shows the events behind the numbers: {"view": ..., "params": {...},
+    # "panel": ...} (page-URL parameters of that view, and the panel of it that shows them;
+    # "kernels": the kernel names the text quotes, for the page to shorten); empty when no
+    # view does.
     evidence: dict = field(default_factory=dict)
 
 
@@ -69,12 +85,14 @@ def recommendations(model: TraceModel, step_table: pd.DataFrame, gpus: pd.DataFr
     """Recommendations for one profile, the largest possible saving first.
 
     Parameters are the results of `overview.steps(model)` and `overview.gpu_summary(model)`.
-    Returns a list of dicts {id, severity, text, condition, saving_us, numbers, evidence}:
+    Returns a list of dicts {id, severity, text, condition, saving_us, numbers, evidence,
+    docs}:
     `condition` says what was tested (measured value against its threshold); `saving_us` is
     an upper bound of the step time the advice could save (the time of the cause it
     removes), null where none can be measured; `numbers` holds the figures the text is
     based on (fractions in [0, 1], times in µs, sizes in bytes); `evidence` names the view
-    (and its URL parameters) that shows the events behind them.
+    (its URL parameters and panel) that shows the events behind them; `docs` the PyTorch
+    documentation of the fix (`DOCS`).
 
     Items are ranked by `saving_us`, largest first; those without one follow, warnings
     before infos. Each rule is one function below and checks what the run already does
@@ -90,7 +108,7 @@ def recommendations(model: TraceModel, step_table: pd.DataFrame, gpus: pd.DataFr
     severity_rank = {"warning": 0, "info": 1}
     items = [r for r in items if r is not None]
     items.sort(key=lambda r: (r.saving_us is None, -(r.saving_us or 0.0), severity_rank[r.severity]))
-    return [asdict(r) for r in items]
+    return [{**asdict(r), "docs": DOCS.get(r.id, "")} for r in items]
 
 
 def _run_facts(model, step_table):
@@ -269,7 +287,7 @@ def _launch_bound(model, facts):
          "launch_bound_device_us": device_us, "launch_bound_runtime_us": runtime_us,
          "tiny_kernel_share": tiny, "kernels_per_step": per_step,
          "uses_cuda_graphs": facts.uses_cuda_graphs, "uses_compile": facts.uses_compile},
-        {"view": "gpu_idle", "params": {"launch_flag": "launch_bound"}})
+        {"view": "gpu_idle", "params": {"launch_flag": "launch_bound"}, "panel": "launches"})
 
 
 def _host_bound(model, facts):
@@ -297,7 +315,7 @@ def _host_bound(model, facts):
         facts.host_other_us,
         {"host_wait_share": host_wait / idle_us, "idle_host_wait_us": host_wait, "idle_us": idle_us,
          "idle_share": idle_us / span, "host_other_us": facts.host_other_us},
-        {"view": "gpu_idle", "params": {}})
+        {"view": "gpu_idle", "params": {}, "panel": "idle"})
 
 
 def _fusion(model):
@@ -327,7 +345,8 @@ def _fusion(model):
         saving,
         {"occurrences": int(seq["occurrences"]), "device_us": float(seq["device_us"]),
          "share_pct": float(seq["share_pct"]), "device_per_step_us": float(seq["device_per_step_us"])},
-        {"view": "gpu_idle", "params": {"sequence_length": FUSION_LENGTH}})
+        {"view": "gpu_idle", "params": {"sequence_length": FUSION_LENGTH}, "panel": "sequences",
+         "kernels": seq["sequence"].split(SEPARATOR)})
 
 
 def _recompilations(model):
@@ -346,4 +365,4 @@ def _recompilations(model):
         "sizes dynamic (torch._dynamo.mark_dynamic) or keep shapes and Python values fixed.",
         f"{len(per_frame)} frame(s) ran a compilation other than their first (Torch-Compiled Region: <frame>/1 or later)",
         None, {"frames": int(len(per_frame)), "max_compilations": int(per_frame.max() + 1)},
-        {"view": "compiled", "params": {}})
+        {"view": "compiled", "params": {}, "panel": "regions"})

@@ -201,3 +201,12 @@ def screenshot(page, screenshot_dir, name):
     path = screenshot_dir / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def full_kernel_name(row):
+    """The whole name of the first kernel named in a table row (a Playwright locator): the
+    page shows a short form with the full name behind a click (components/KernelName.tsx),
+    or the name itself where it has nothing to shorten."""
+    name = row.locator(".kernel-name").first
+    toggle = name.locator("[data-kernel-name]")
+    return toggle.get_attribute("data-kernel-name") if toggle.count() else name.inner_text()

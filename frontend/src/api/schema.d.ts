@@ -41,6 +41,7 @@ export interface paths {
                                 workers: string[];
                                 spans: number;
                                 files: number;
+                                /** @description trace files parsed and ready; one that failed is not loaded (see errors) */
                                 loaded: number;
                                 loading: boolean;
                                 errors: {
@@ -378,8 +379,10 @@ export interface paths {
                                 /** @description Upper bound of the step time (µs, over the profiled steps) following the advice could save; null where none can be measured. Items come largest first, those without one last. */
                                 saving_us: number | null;
                                 numbers: Record<string, never>;
-                                /** @description The view (and its URL parameters) showing the events behind the numbers: {view, params}; empty when none. */
+                                /** @description The view (its URL parameters, and the panel of it) showing the events behind the numbers: {view, params, panel}, with kernels (the kernel names the text quotes) where it quotes some; empty when none. */
                                 evidence?: Record<string, never>;
+                                /** @description The PyTorch documentation of the fix (a URL); empty when none. */
+                                docs: string;
                             }[];
                         };
                     };
@@ -3235,6 +3238,7 @@ export interface components {
             columns: [
                 "region",
                 "kernel",
+                "origin",
                 "fused",
                 "calls",
                 "host_us",
@@ -3243,6 +3247,7 @@ export interface components {
                 "kernel_file"
             ];
             rows: [
+                string,
                 string,
                 string,
                 string,

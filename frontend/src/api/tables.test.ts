@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { typedRows, type RowOf, type WireTableOf } from './tables';
+import { columnDoc, typedRows, type RowOf, type WireTableOf } from './tables';
 
 describe('typed tables', () => {
   it('turns a generated table into row objects typed by its columns', () => {
@@ -17,5 +17,16 @@ describe('typed tables', () => {
     const memory: RowOf<'GpuSummaryTable'>['memory_bytes'] = null;
     const name: RowOf<'GpuSummaryTable'>['name'] = 'A100';
     expect([memory, name]).toEqual([null, 'A100']);
+  });
+});
+
+describe('column definitions', () => {
+  it('are the declarations\' meanings, with the unit, as openapi.yaml documents them', () => {
+    expect(columnDoc('GpuSummaryTable', 'utilization_pct')).toBe('kernel-busy time / all-steps time (%)');
+    expect(columnDoc('GpuSummaryTable', 'est_sm_efficiency_pct')).toMatch(/^time integral of min\(blocks per SM, 1\)/);
+  });
+
+  it('are missing for a column the table does not declare', () => {
+    expect(columnDoc('GpuSummaryTable', 'total_us')).toBeUndefined();
   });
 });

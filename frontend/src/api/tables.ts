@@ -3,6 +3,7 @@
 // ../tb_plugin/openapi.yaml, whose table components are generated from the Python table
 // declarations; CI fails when either is stale. A renamed column is thus a type error here.
 
+import columnDocs from 'virtual:column-docs';
 import { rowsOf, type Cell } from '../components/table/logic';
 import type { components } from './schema';
 
@@ -33,4 +34,10 @@ export type RowOf<N extends TableName> = RowObject<Schemas[N]>;
 /** The rows of a wire table as objects (`rowsOf`), typed by its columns. */
 export function typedRows<T extends TupleTable>(table: T): RowObject<T>[] {
   return rowsOf(table) as RowObject<T>[];
+}
+
+/** What a column of a declared table means (its declaration's one line, with the unit), as
+ *  the OpenAPI file documents it; undefined for a column the table does not declare. */
+export function columnDoc(table: TableName, column: string): string | undefined {
+  return columnDocs[table]?.[column];
 }

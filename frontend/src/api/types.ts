@@ -77,8 +77,11 @@ export interface Recommendation {
   /** Upper bound of the step time the advice could save (µs); null where none is measured. */
   saving_us: number | null;
   numbers: Record<string, number | boolean>;
-  /** The view (and its page-URL parameters) showing the events behind the numbers. */
-  evidence?: { view?: string; params?: Record<string, string | number> };
+  /** The view (its page-URL parameters and the panel of it) showing the events behind the
+   *  numbers, and the kernel names the text quotes. */
+  evidence?: { view?: string; params?: Record<string, string | number>; panel?: string; kernels?: string[] };
+  /** The PyTorch documentation of the fix; "" when none. */
+  docs: string;
 }
 
 /** One import anomaly (tb_plugin/trace/anomalies.py): what the reader repaired or dropped. */

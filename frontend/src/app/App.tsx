@@ -125,7 +125,11 @@ export function App() {
             </select>
           </label>
         </header>
-        <RunList runs={runs} selected={run?.name ?? ''} scanError={reply?.scan_error ?? ''} skipped={reply?.scan_errors ?? []} onSelect={(name) => select({ run: name, worker: null, span: null })} />
+        <RunList runs={runs} selected={run?.name ?? ''} scanError={reply?.scan_error ?? ''} skipped={reply?.scan_errors ?? []} onSelect={(name) => {
+          select({ run: name, worker: null, span: null });
+          // a run low in a long list was clicked with the page scrolled: show the run's tabs
+          window.scrollTo({ top: 0 });
+        }} />
         <main class="content">
           {error ? <ErrorBox title="Cannot list the runs" reason={error} /> : null}
           {!reply && !error ? <Loading label="Looking for runs…" /> : null}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { axisText, byteTickInterval, deltaSign, formatBandwidth, formatBytes, formatDelta, formatDuration, formatFlops, formatNumber, formatPct, formatShare, formatTflops, plural, roundAxis, timeTickInterval } from './format';
+import { axisText, byteTickInterval, durationTicks, deltaSign, formatBandwidth, formatBytes, formatDelta, formatDuration, formatFlops, formatNumber, formatPct, formatShare, formatTflops, plural, roundAxis, timeTickInterval } from './format';
 
 describe('formatDuration', () => {
   it('keeps microseconds below a millisecond, one decimal, no trailing zero', () => {
@@ -153,5 +153,15 @@ describe('formatFlops / formatTflops', () => {
     expect(formatFlops(null)).toBe('—');
     expect(formatTflops(0.0240019)).toBe('0.024 TFLOP/s');
     expect(formatTflops(Number.NaN)).toBe('—');
+  });
+});
+
+describe('durationTicks', () => {
+  it('labels every tick of an axis in the unit of its largest value', () => {
+    const ms = durationTicks(15_800);
+    expect([0, 3000, 4500, 15_000].map(ms)).toEqual(['0 ms', '3 ms', '4.5 ms', '15 ms']);
+    const us = durationTicks(800);
+    expect([0, 200, 0.5].map(us)).toEqual(['0 µs', '200 µs', '0.5 µs']);
+    expect(durationTicks(2.5e6)(5e5)).toBe('0.5 s');
   });
 });

@@ -20,6 +20,14 @@ export function formatDuration(us: number | null | undefined): string {
   return `${signed(us, (a / 1e6).toFixed(2))} s`;
 }
 
+/** Tick labels of a time axis running up to `maxUs`, all in the unit the largest value reads
+ *  in ("0 ms", "2.5 ms", "5 ms"): labelled one by one, the axis read "0 µs" under "3 ms". */
+export function durationTicks(maxUs: number): (us: number) => string {
+  const a = Math.abs(maxUs);
+  const [scale, unit] = a >= 999_995 ? [1e6, 's'] : a >= 999.95 ? [1e3, 'ms'] : [1, 'µs'];
+  return (us) => `${axisText((us / scale).toFixed(2))} ${unit}`;
+}
+
 /** Bytes in binary units: "512 B", "1.50 KB", "3.20 MB", "31.74 GB". */
 export function formatBytes(bytes: number | null | undefined): string {
   if (bytes === null || bytes === undefined || !Number.isFinite(bytes)) return '—';

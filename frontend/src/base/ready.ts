@@ -6,6 +6,17 @@
 let pending = 0;
 let generation = 0;
 let seq = 0;
+let waiting: (() => void)[] = [];
+
+/** Runs `callback` once the page is next ready (every request settled and rendered): a view
+ *  whose panels grow as their data arrives is laid out by then. Returns a cancel function. */
+export function whenReady(callback: () => void): () => void {
+  waiting.push(callback);
+  if (pending === 0) scheduleReady();
+  return () => {
+    waiting = waiting.filter((c) => c !== callback);
+  };
+}
 
 function body(): HTMLElement | null {
   return typeof document === 'undefined' ? null : document.body;
@@ -43,6 +54,9 @@ export function scheduleReady(): void {
       el.dataset.readySeq = String(seq);
       el.dataset.readyMs = String(Math.round(performance.now()));
       el.dataset.ready = 'true';
+      const run = waiting;
+      waiting = [];
+      run.forEach((callback) => callback());
     }),
   );
 }

@@ -1,6 +1,10 @@
 // Loading and error states shared by every view. Server text is rendered as text.
 
 import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { whenReady } from '../base/ready';
+import { setParams } from '../base/url';
+import { useUrlParam } from './useUrlParam';
 import { loadingLabel, loadingPercent } from '../api/progress';
 import type { LoadingReply } from '../api/types';
 import type { ApiState } from '../api/useApi';
@@ -46,9 +50,28 @@ export function Loaded<T>({ state, label, children }: { state: ApiState<T>; labe
   return <>{children(state.data)}</>;
 }
 
-export function Card({ title, children, class: className }: { title?: string; children: ComponentChildren; class?: string }) {
+/** A panel of a view. A `panel` name makes it a target of links (a recommendation's
+ *  evidence): opened with `panel=<name>` in the URL, it scrolls into view and is highlighted
+ *  for a moment, and the parameter is dropped (the link has landed). */
+export function Card({ title, children, class: className, panel }: { title?: string; children: ComponentChildren; class?: string; panel?: string }) {
+  const box = useRef<HTMLElement>(null);
+  const [target] = useUrlParam('panel', '');
+  const [lit, setLit] = useState(false);
+  useEffect(() => {
+    if (!panel || target !== panel) return;
+    return whenReady(() => {
+      box.current?.scrollIntoView({ block: 'start' });
+      setLit(true);
+      setParams({ panel: null });
+    });
+  }, [panel, target]);
+  useEffect(() => {
+    if (!lit) return;
+    const off = setTimeout(() => setLit(false), 2500);
+    return () => clearTimeout(off);
+  }, [lit]);
   return (
-    <section class={`card ${className ?? ''}`}>
+    <section ref={box} class={`card ${className ?? ''}${lit ? ' landed' : ''}`} data-panel={panel}>
       {title ? <h2>{title}</h2> : null}
       {children}
     </section>

@@ -80,10 +80,29 @@ export function stackedBarOption(
   categories: readonly string[],
   series: readonly StackSeries[],
   format: (v: number) => string,
-  options: { xName?: string; horizontal?: boolean } = {},
+  options: {
+    xName?: string;
+    horizontal?: boolean;
+    /** The value axis's tick labels for values up to the tallest stack (`durationTicks`: one
+     *  unit on the whole axis); by default each tick is `format`ted. */
+    ticks?: (max: number) => (v: number) => string;
+    /** Horizontal bars: the room for the category labels, every one of them drawn (cut with
+     *  an ellipsis to this width; the tooltip has the whole name). */
+    labelWidth?: number;
+  } = {},
 ): ChartOption {
-  const valueAxis = { type: 'value', axisLabel: { formatter: (v: number) => axisText(format(v)) } };
-  const categoryAxis = { type: 'category', data: categories, name: options.xName, nameLocation: 'middle', nameGap: 28 };
+  const tallest = Math.max(0, ...categories.map((_, i) => series.reduce((sum, s) => sum + Math.max(0, Number(s.values[i]) || 0), 0)));
+  const tick = options.ticks ? options.ticks(tallest) : (v: number) => axisText(format(v));
+  const valueAxis = { type: 'value', axisLabel: { formatter: tick } };
+  const categoryAxis = {
+    type: 'category',
+    data: categories,
+    name: options.xName,
+    nameLocation: 'middle',
+    nameGap: 28,
+    ...(options.labelWidth ? { axisLabel: { interval: 0, width: options.labelWidth, overflow: 'truncate' } } : {}),
+  };
+  const left = options.horizontal ? (options.labelWidth ?? 104) + 16 : 72;
   return {
     tooltip: {
       trigger: 'axis',
@@ -98,9 +117,10 @@ export function stackedBarOption(
       },
     },
     legend: { type: 'scroll', top: 0 },
-    grid: { left: options.horizontal ? 120 : 72, right: 24, top: 40, bottom: 40, containLabel: false },
+    grid: { left, right: 24, top: 40, bottom: 40, containLabel: false },
     xAxis: options.horizontal ? valueAxis : categoryAxis,
-    yAxis: options.horizontal ? { ...categoryAxis, nameGap: 100 } : valueAxis,
+    // horizontal bars read top-down in the order given (ECharts starts at the bottom)
+    yAxis: options.horizontal ? { ...categoryAxis, nameGap: left - 20, inverse: true } : valueAxis,
     series: series.map((s) => ({ name: s.name, type: 'bar', stack: 'total', data: s.values, barMaxWidth: 48, ...(s.color ? { itemStyle: { color: s.color } } : {}) })),
   };
 }

@@ -10,6 +10,7 @@
 
 import type { ComponentChildren, VNode } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { columnDoc, type TableName } from '../../api/tables';
 import { plural } from '../../base/format';
 import { filterRows, pageOf, sortRows, toCsv, treeRows, type Cell, type Row, type SortState, type TreeSpec } from './logic';
 
@@ -25,6 +26,8 @@ export type Column<R extends Row = Row> = {
     /** Cell text; raw value otherwise. Return text, never HTML. */
     format?: (value: R[K], row: R) => ComponentChildren;
     numeric?: boolean;
+    /** A note for the header's tooltip, after the column's declared meaning (`DataTableProps.schema`):
+     *  what a click on the cell does, or the meaning of a column no declaration has. */
     title?: string;
     /** Long text that should not wrap into a narrow column (input shapes). */
     wide?: boolean;
@@ -43,6 +46,9 @@ export interface DataTableProps<R extends Row = Row> {
   id: string;
   columns: Column<R>[];
   rows: R[];
+  /** The declared table the rows are (its OpenAPI component): each header's tooltip is then
+   *  the declaration's meaning of its column, the one the API documents. */
+  schema?: TableName;
   /** Columns of the CSV download, in order (default: the wire columns of the first row). */
   csvColumns?: string[];
   csvName: string;
@@ -155,11 +161,16 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
           <thead>
             <tr>
               {details ? <th class="expander-col" aria-label={details.label ?? 'Details'} /> : null}
-              {columns.map((column) => (
+              {columns.map((column) => {
+                // the declared meaning of the column; a page note (what a click on the cell does) after it
+                const declared = props.schema && columnDoc(props.schema, column.key);
+                const definition = declared && column.title ? `${declared}\n${column.title}` : declared ?? column.title;
+                return (
                 <th
                   key={column.key}
-                  class={`${column.numeric ? 'num ' : ''}${column.wide ? 'wide ' : ''}sortable`}
-                  title={column.title ?? (sort?.key === column.key && sort.magnitude ? 'Sorted by size of change; click to sort by value' : 'Sort')}
+                  class={`${column.numeric ? 'num ' : ''}${column.wide ? 'wide ' : ''}sortable${definition ? ' defined' : ''}`}
+                  title={definition ?? (sort?.key === column.key && sort.magnitude ? 'Sorted by size of change; click to sort by value' : 'Sort')}
+                  data-definition={definition}
                   aria-sort={sort?.key === column.key ? (sort.dir === 'asc' ? 'ascending' : 'descending') : 'none'}
                   onClick={() => onSort(column)}
                   data-sort-key={column.key}
@@ -170,7 +181,8 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
                     {sort?.key === column.key && sort.magnitude ? ' |Δ|' : ''}
                   </span>
                 </th>
-              ))}
+                );
+              })}
             </tr>
           </thead>
           <tbody>

@@ -6,8 +6,8 @@ import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
-import { Chart } from '../../components/charts/Chart';
-import { pieOption } from '../../components/charts/options';
+import { Pie } from '../../components/charts/Pie';
+import { kernelNameColumn } from '../../components/KernelName';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
@@ -31,10 +31,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
   const regions = useMemo(() => rowsOf(data.regions), [data]);
   const kernels = useMemo(() => rowsOf(data.kernels), [data]);
   const share = useMemo(() => rowsOf(data.share)[0], [data]);
-  const pie = useMemo(
-    () => pieOption('Step time', [{ name: 'Compiled', value: Number(share?.compiled_us) || 0 }, { name: 'Eager', value: Number(share?.eager_us) || 0 }], formatDuration),
-    [share],
-  );
+  const slices = useMemo(() => [{ name: 'Compiled', value: Number(share?.compiled_us) || 0 }, { name: 'Eager', value: Number(share?.eager_us) || 0 }], [share]);
   const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
   const count = (key: string, label: string, title?: string): Column => ({ key, label, title, numeric: true, format: (v) => formatNumber(v as number) });
   return (
@@ -58,11 +55,12 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
             a compilation other than its first (<code>0/1</code>, ...) was recompiled.
           </p>
         </Card>
-        <Card>{Number(share?.total_us) > 0 ? <Chart option={pie} height={260} label="Compiled vs eager" /> : <Empty>No steps recorded.</Empty>}</Card>
+        <Card>{Number(share?.total_us) > 0 ? <Pie title="Step time (all profiled steps)" slices={slices} format={formatDuration} height={260} label="Compiled vs eager" /> : <Empty>No steps recorded.</Empty>}</Card>
       </div>
-      <Card title="Compiled regions">
+      <Card title="Compiled regions" panel="regions">
         <DataTable
           id="compiled-regions"
+          schema="CompiledRegionsTable"
           rows={regions}
           csvColumns={data.regions.columns}
           csvName={`${name}_compiled_regions.csv`}
@@ -70,7 +68,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
           rowKey={(r) => String(r.region)}
           columns={[
             { key: 'region', label: 'Region' },
-            { key: 'kind', label: 'Kind', title: 'frame: Dynamo; forward / backward: AOTAutograd' },
+            { key: 'kind', label: 'Kind' },
             { key: 'compile_id', label: 'Compile id', format: (v) => (v ? String(v) : '—') },
             count('calls', 'Calls'),
             us('host_total_us', 'Host total'),
@@ -81,7 +79,7 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
           ]}
         />
       </Card>
-      <Card title="Generated kernels">
+      <Card title="Kernels in compiled regions">
         {kernels.length === 0 ? (
           <p class="hint" data-testid="no-kernels">
             No generated kernel is recorded in these regions. On GPU, Inductor's Triton launches are recorded by default; on CPU, set{' '}
@@ -90,14 +88,17 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
         ) : null}
         <DataTable
           id="compiled-kernels"
+          schema="CompiledKernelsTable"
           rows={kernels}
           csvColumns={data.kernels.columns}
           csvName={`${name}_compiled_kernels.csv`}
-          searches={[{ label: 'Search kernels, fused ops or regions', keys: ['kernel', 'fused', 'region'] }]}
+          searches={[{ label: 'Search kernels, origins, fused ops or regions', keys: ['kernel', 'origin', 'fused', 'region'] }]}
           rowKey={(r) => `${r.region}|${r.kernel}`}
+          caption="Inductor's generated kernels, and the library kernels (cuBLAS, CUTLASS, ATen, ...) that its extern calls and eager ops ran inside the regions, each labelled by origin."
           columns={[
             { key: 'region', label: 'Region' },
-            { key: 'kernel', label: 'Kernel' },
+            kernelNameColumn('kernel', 'Kernel', kernels),
+            { key: 'origin', label: 'Origin' },
             { key: 'fused', label: 'Fused ops', format: (v) => (v ? String(v) : '—') },
             count('calls', 'Calls'),
             us('host_us', 'Host'),

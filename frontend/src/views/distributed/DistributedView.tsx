@@ -8,7 +8,7 @@
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { formatBandwidth, formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
+import { durationTicks, formatBandwidth, formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -58,7 +58,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
   const overlapRows: Row[] = step === 'all' ? allSteps : steps.filter((r) => String(r.step) === step);
   const workers = overlapRows.map((r) => String(r.worker));
   const overlap = useMemo(
-    () => stackedBarOption(workers, PARTS.map(([key, label, color]) => ({ name: label, color, values: overlapRows.map((r) => r[key] as number) })), formatDuration, { xName: 'Worker' }),
+    () => stackedBarOption(workers, PARTS.map(([key, label, color]) => ({ name: label, color, values: overlapRows.map((r) => r[key] as number) })), formatDuration, { xName: 'Worker', ticks: durationTicks }),
     [data, step],
   );
   const transfer = useMemo(() => {
@@ -74,7 +74,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
           { name: 'Synchronizing', color: '#ee6666', values: perWorker.map((r) => r.synchronizing_us as number) },
         ],
         formatDuration,
-        { xName: 'Worker' },
+        { xName: 'Worker', ticks: durationTicks },
       ),
     };
   }, [data]);
@@ -84,6 +84,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
       <Card title="Workers">
         <DataTable
           id="distributed-devices"
+          schema="DistributedDevicesTable"
           rows={devices}
           csvColumns={data.devices.columns}
           csvName={`${name}_devices.csv`}
@@ -102,7 +103,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
         />
       </Card>
       <div class="grid two">
-        <Card title="Computation / communication overlap per worker">
+        <Card title={`Computation / communication overlap per worker (${step === 'all' ? 'mean per step' : `step ${step}`})`}>
           <div class="toolbar">
             <label>
               Step
@@ -116,13 +117,14 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
           </div>
           {overlapRows.length ? <Chart option={overlap} height={320} label="Overlap per worker" /> : <Empty>No steps recorded.</Empty>}
         </Card>
-        <Card title="Collectives: data transfer vs synchronizing">
+        <Card title="Collectives: data transfer vs synchronizing (summed over the trace)">
           {transfer.names.length ? <Chart option={transfer.option} height={360} label="Transfer vs synchronizing" /> : <Empty>No collective communication recorded.</Empty>}
         </Card>
       </div>
       <Card title="Collectives">
         <DataTable
           id="collectives"
+          schema="DistributedCollectivesTable"
           rows={collectives}
           csvColumns={data.collectives.columns}
           csvName={`${name}_collectives.csv`}
@@ -143,8 +145,8 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
             { key: 'transfer_us', label: 'Data transfer', numeric: true, format: (v) => formatDuration(v as number) },
             { key: 'synchronizing_us', label: 'Synchronizing', numeric: true, format: (v) => formatDuration(v as number) },
             { key: 'message_bytes', label: 'Message size (S)', numeric: true, title: "NCCL's S: the larger of input and output", format: (v) => formatBytes(v as number) },
-            { key: 'algbw_gbps', label: 'Alg. bandwidth', numeric: true, title: 'S / data-transfer time (nccl-tests algbw)', format: (v) => formatBandwidth(v as number) },
-            { key: 'wait_us', label: 'Host wait', numeric: true, title: 'Time the host blocked in _c10d_functional::wait_tensor for these calls', format: (v) => formatDuration(v as number) },
+            { key: 'algbw_gbps', label: 'Alg. bandwidth', numeric: true, format: (v) => formatBandwidth(v as number) },
+            { key: 'wait_us', label: 'Host wait', numeric: true, format: (v) => formatDuration(v as number) },
             { key: 'busbw_gbps', label: 'Bus bandwidth', numeric: true, title: "algbw x NCCL's factor for the collective and group size (nccl-tests busbw)", format: (v) => formatBandwidth(v as number) },
             // only where some collective has no bandwidth for a reason the server gives
             ...(collectives.some((r) => r.no_bandwidth_reason)
@@ -164,6 +166,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
         ) : null}
         <DataTable
           id="process-groups"
+          schema="DistributedGroupsTable"
           rows={groups}
           csvColumns={data.groups.columns}
           csvName={`${name}_groups.csv`}
@@ -187,6 +190,7 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
         <Card title="FSDP per step">
           <DataTable
             id="fsdp"
+            schema="DistributedFsdpTable"
             rows={step === 'all' ? fsdp : fsdp.filter((r) => String(r.step) === step)}
             csvColumns={data.fsdp.columns}
             csvName={`${name}_fsdp.csv`}

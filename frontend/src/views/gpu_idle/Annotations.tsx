@@ -40,6 +40,7 @@ export function Annotations(props: ViewProps) {
     <Card title="GPU user annotations">
       <DataTable
         id="gpu-annotations"
+        schema="GpuAnnotationBreakdownTable"
         rows={rows}
         columns={columns}
         csvColumns={state.data.columns}

@@ -5,11 +5,12 @@
 
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
+import type { TableName } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
-import { Chart } from '../../components/charts/Chart';
 import { categoryColour, categoryLabel } from '../../components/criticalPath';
-import { pieOption } from '../../components/charts/options';
+import { Pie } from '../../components/charts/Pie';
+import { KernelName } from '../../components/KernelName';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
@@ -29,15 +30,17 @@ export function CriticalPath(props: ViewProps) {
   const pie = useMemo(() => {
     if (categories.status !== 'ok') return null;
     const shown = rowsOf(categories.data).filter((r) => Number(r.time_us) > 0);
-    // the colours the Trace view draws the path in
-    return pieOption(
-      'Time on the critical path',
-      shown.map((r) => ({ name: categoryLabel(String(r.category)), value: Number(r.time_us) })),
-      formatDuration,
-      shown.map((r) => categoryColour(String(r.category))),
-    );
+    return {
+      slices: shown.map((r) => ({ name: categoryLabel(String(r.category)), value: Number(r.time_us) })),
+      // the colours the Trace view draws the path in
+      colors: shown.map((r) => categoryColour(String(r.category))),
+    };
   }, [categories]);
   const name = `${props.run}_${props.worker}_${props.span}_critical_path_step${step}`;
+  const pathKernels = useMemo(
+    () => (segments.status === 'ok' ? rowsOf(segments.data).filter((r) => r.category === 'kernel').map((r) => String(r.name)) : []),
+    [segments],
+  );
   const link = (startKey: string, endKey: string): Column => ({
     key: startKey,
     label: 'Trace',
@@ -70,11 +73,12 @@ export function CriticalPath(props: ViewProps) {
         ) : null}
       </div>
       <div class="grid two">
-        <Loaded state={categories}>{() => (pie ? <Chart option={pie} height={280} label="Critical path categories" /> : null)}</Loaded>
+        <Loaded state={categories}>{() => (pie ? <Pie title="Time on the critical path" slices={pie.slices} colors={pie.colors} format={formatDuration} height={280} label="Critical path categories" /> : null)}</Loaded>
         <Loaded state={operators}>
           {(table) => (
             <PathTable
               id="critical-path-operators"
+              schema="CriticalPathOperatorsTable"
               table={table}
               name={`${name}_operators.csv`}
               columns={[
@@ -91,11 +95,18 @@ export function CriticalPath(props: ViewProps) {
         {(table) => (
           <PathTable
             id="critical-path-segments"
+            schema="CriticalPathTable"
             table={table}
             name={`${name}_segments.csv`}
             columns={[
               { key: 'category', label: 'Category', format: (v) => categoryLabel(String(v)) },
-              { key: 'name', label: 'Event', format: (v) => <span title={String(v)}>{String(v).length > 48 ? `${String(v).slice(0, 47)}…` : String(v)}</span> },
+              {
+                key: 'name',
+                label: 'Event',
+                // a kernel by its short name (the full one a click away), as in the kernel tables
+                format: (v, r) =>
+                  r.category === 'kernel' ? <KernelName name={String(v)} names={pathKernels} /> : <span title={String(v)}>{String(v).length > 48 ? `${String(v).slice(0, 47)}…` : String(v)}</span>,
+              },
               { key: 'operator', label: 'Operator' },
               { key: 'dur_us', label: 'Duration', numeric: true, format: (v) => formatDuration(v as number) },
               { key: 'evidence', label: 'Dependency', format: (v) => EVIDENCE[String(v)] ?? String(v) },
@@ -118,7 +129,7 @@ export function CriticalPath(props: ViewProps) {
 /** The segments' `evidence` values, as the hint explains them. */
 const EVIDENCE: Record<string, string> = { recorded: 'recorded', inferred: 'inferred from timing' };
 
-function PathTable({ id, table, name, columns, sortKey }: { id: string; table: WireTable; name: string; columns: Column[]; sortKey: string }) {
+function PathTable({ id, schema, table, name, columns, sortKey }: { id: string; schema: TableName; table: WireTable; name: string; columns: Column[]; sortKey: string }) {
   const rows = useMemo(() => rowsOf(table), [table]);
-  return <DataTable id={id} rows={rows} columns={columns} csvColumns={table.columns} csvName={name} defaultSort={{ key: sortKey, dir: 'desc' }} />;
+  return <DataTable id={id} schema={schema} rows={rows} columns={columns} csvColumns={table.columns} csvName={name} defaultSort={{ key: sortKey, dir: 'desc' }} />;
 }

@@ -10,7 +10,7 @@
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { formatDuration, formatPct } from '../../base/format';
+import { durationTicks, formatDuration, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { CATEGORY_COLORS, stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -67,7 +67,7 @@ function IdleTime(props: ViewProps & { table: WireTable; perStep: boolean }) {
         rows.map((r) => streamLabel(r, perStep)),
         PARTS.map(([key, name, color]) => ({ name, color, values: rows.map((r) => Number(r[key]) || 0) })),
         formatDuration,
-        { horizontal: true },
+        { horizontal: true, ticks: durationTicks },
       ),
     [rows, perStep],
   );
@@ -96,17 +96,19 @@ function IdleTime(props: ViewProps & { table: WireTable; perStep: boolean }) {
   const height = Math.min(80 + rows.length * 28, 600);
   return (
     <>
-      <Card title="Busy and idle time per stream">
+      <Card title="Busy and idle time per stream (each over its own span)" panel="idle">
         <Chart option={bars} height={height} label="Idle time per stream" />
         <div class="hint">
           Host wait: the stream ran dry because the CPU launched the next kernel only after the previous one ended (host-bound; CUDA graphs or
           torch.compile cut launch overhead). Kernel wait: other gaps under 30 µs between back-to-back kernels. Other: waits on events, other streams,
-          synchronisation. Definitions as Holistic Trace Analysis’s idle time breakdown.
+          synchronisation. Definitions as Holistic Trace Analysis’s idle time breakdown. Each stream is measured over its own span, and streams wait at the same
+          time: summed over streams, idle time can exceed the profiled time.
         </div>
       </Card>
       <Card title="Idle time">
         <DataTable
           id="idle_time"
+          schema={perStep ? 'IdleTimeByStepTable' : 'IdleTimeTable'}
           key={perStep ? 'step' : 'whole'}
           rows={rows}
           columns={columns}

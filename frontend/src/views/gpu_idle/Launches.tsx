@@ -7,6 +7,7 @@ import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber } from '../../base/format';
+import { kernelNameColumn } from '../../components/KernelName';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
@@ -22,16 +23,6 @@ const FLAGS: [string, string][] = [
 const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
 const count = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatNumber(v as number) });
 
-/** A kernel name cut to its start (C++ template names run to hundreds of characters); the
- * whole name is the cell's tooltip and in the CSV. */
-const kernelName: Column = {
-  key: 'name',
-  label: 'Name',
-  format: (v) => {
-    const name = String(v);
-    return <span title={name}>{name.length > 40 ? `${name.slice(0, 39)}…` : name}</span>;
-  },
-};
 
 function traceLink(start: string, end: string): Column {
   return {
@@ -52,18 +43,17 @@ export function Launches(props: ViewProps) {
   const [flag, setFlag] = useUrlParam('launch_flag', 'launch_bound');
   const chosen = FLAGS.some(([f]) => f === flag) ? flag : 'launch_bound';
   const flagged = useApi<WireTable>('kernel_launches', { ...base, flag: chosen });
+  // the kernel name comes first in both tables, shortened over the rows each shows
   const summaryColumns: Column[] = [
-    kernelName,
     count('launches', 'Launches'),
     count('launch_bound', 'Launch-bound'),
-    { ...us('device_mean_us', 'Device'), title: 'Mean device time per launch' },
-    { ...us('runtime_mean_us', 'Call'), title: 'Mean launch call duration' },
-    { ...us('launch_delay_mean_us', 'Delay'), title: 'Mean launch delay: device start minus call start' },
-    { ...count('launch_delay_outliers', 'Delayed'), title: 'Launches starting more than 100 µs after their call returned' },
+    us('device_mean_us', 'Mean device'),
+    us('runtime_mean_us', 'Mean call'),
+    us('launch_delay_mean_us', 'Mean delay'),
+    count('launch_delay_outliers', 'Delayed'),
     { ...traceLink('first_launch_start_us', 'last_device_end_us'), title: 'Open the Trace view from its first launch to the end of its last run' },
   ];
   const launchColumns: Column[] = [
-    kernelName,
     { key: 'operator', label: 'Operator' },
     us('runtime_us', 'Call'),
     us('device_us', 'Device'),
@@ -83,7 +73,7 @@ export function Launches(props: ViewProps) {
           kernel launch statistics.
         </div>
       </Card>
-      <Card title="Flagged launches">
+      <Card title="Flagged launches" panel="launches">
         <div class="toolbar">
           <label>
             Show
@@ -107,8 +97,9 @@ function Summary({ table, columns, name }: { table: WireTable; columns: Column[]
   return (
     <DataTable
       id="kernel-launch-summary"
+      schema="KernelLaunchSummaryTable"
       rows={rows}
-      columns={columns}
+      columns={[kernelNameColumn('name', 'Name', rows), ...columns]}
       csvColumns={table.columns}
       csvName={name}
       searches={[{ label: 'Search kernels', keys: ['name'] }]}
@@ -123,9 +114,10 @@ function FlaggedLaunches({ table, columns, name, flag }: { table: WireTable; col
   return (
     <DataTable
       id="kernel-launches"
+      schema="KernelLaunchesTable"
       key={flag}
       rows={rows}
-      columns={columns}
+      columns={[kernelNameColumn('name', 'Name', rows), ...columns]}
       csvColumns={table.columns}
       csvName={name}
       searches={[{ label: 'Search kernels', keys: ['name'] }, { label: 'Search operators', keys: ['operator'] }]}

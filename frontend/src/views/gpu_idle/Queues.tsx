@@ -69,11 +69,11 @@ export function Queues(props: ViewProps) {
     streamColumn,
     { key: 'launches', label: 'Launches', numeric: true, format: (v) => formatNumber(v as number) },
     { key: 'max_queue_length', label: 'Max queue', numeric: true, format: (v) => formatNumber(v as number) },
-    { key: 'mean_queue_length', label: 'Mean queue', numeric: true, title: 'Time-weighted over the stream’s launch span', format: (v) => formatNumber(v as number) },
-    { key: 'time_at_zero_us', label: 'Queue empty', numeric: true, title: 'Time with nothing launched and waiting', format: (v) => formatDuration(v as number) },
-    { key: 'max_outstanding', label: 'Max in flight', numeric: true, title: 'Most launched and not finished at once', format: (v) => formatNumber(v as number) },
+    { key: 'mean_queue_length', label: 'Mean queue', numeric: true, format: (v) => formatNumber(v as number) },
+    { key: 'time_at_zero_us', label: 'Queue empty', numeric: true, format: (v) => formatDuration(v as number) },
+    { key: 'max_outstanding', label: 'Max in flight', numeric: true, format: (v) => formatNumber(v as number) },
     { key: 'memory_bytes', label: 'Copied', numeric: true, format: (v) => formatBytes(v as number) },
-    { key: 'peak_memory_bw_gbps', label: 'Peak copy BW', title: 'Highest summed memcpy/memset bandwidth', numeric: true, format: (v) => gbps(v as number) },
+    { key: 'peak_memory_bw_gbps', label: 'Peak copy BW', numeric: true, format: (v) => gbps(v as number) },
     {
       key: 'start_us',
       label: 'Trace',
@@ -117,6 +117,7 @@ function QueueTable({ table, columns, name }: { table: WireTable; columns: Colum
   return (
     <DataTable
       id="queue-length-summary"
+      schema="QueueLengthSummaryTable"
       rows={rows}
       columns={columns}
       csvColumns={table.columns}

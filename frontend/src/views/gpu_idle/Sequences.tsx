@@ -6,6 +6,7 @@ import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
+import { kernelSequenceColumn } from '../../components/KernelName';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { rowsOf } from '../../components/table/logic';
@@ -14,25 +15,16 @@ import { showInTrace } from './link';
 
 const LENGTHS = ['2', '3', '4', '5', '6', '8'];
 
-/** Each kernel name of a sequence cut to its start; the whole sequence is the tooltip and in the CSV. */
-function shortSequence(sequence: string): string {
-  return sequence
-    .split(' | ')
-    .map((name) => (name.length > 32 ? `${name.slice(0, 31)}…` : name))
-    .join(' → ');
-}
-
 export function Sequences(props: ViewProps) {
   const [length, setLength] = useUrlParam('sequence_length', '3');
   const chosen = LENGTHS.includes(length) ? length : '3';
   const state = useApi<WireTable>('kernel_sequences', { run: props.run, worker: props.worker, span: props.span, length: chosen, top: 50 });
   const columns: Column[] = [
-    { key: 'sequence', label: 'Kernels', format: (v) => <span title={String(v)}>{shortSequence(String(v))}</span> },
     { key: 'operators', label: 'Launched by' },
     { key: 'occurrences', label: 'Times', numeric: true, format: (v) => formatNumber(v as number) },
     { key: 'device_us', label: 'Device time', numeric: true, format: (v) => formatDuration(v as number) },
     { key: 'device_per_step_us', label: 'Per step', numeric: true, format: (v) => formatDuration(v as number) },
-    { key: 'share_pct', label: 'Share', numeric: true, title: 'Of all kernel time', format: (v) => formatPct(v as number) },
+    { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v as number) },
     {
       key: 'first_start_us',
       label: 'Trace',
@@ -45,7 +37,7 @@ export function Sequences(props: ViewProps) {
     },
   ];
   return (
-    <Card title="Fusion candidates: repeated kernel sequences">
+    <Card title="Fusion candidates: repeated kernel sequences" panel="sequences">
       <div class="toolbar">
         <label>
           Kernels per sequence
@@ -70,9 +62,10 @@ function SequenceTable({ table, columns, length, name }: { table: WireTable; col
   return (
     <DataTable
       id="kernel-sequences"
+      schema="KernelSequencesTable"
       key={length}
       rows={rows}
-      columns={columns}
+      columns={[kernelSequenceColumn('sequence', 'Kernels', rows), ...columns]}
       csvColumns={table.columns}
       csvName={name}
       searches={[{ label: 'Search kernels', keys: ['sequence'] }, { label: 'Search operators', keys: ['operators'] }]}

@@ -13,6 +13,7 @@ import { formatBandwidth, formatBytes, formatDuration, formatPct } from '../../b
 import { setParams } from '../../base/url';
 import { Chart, type ChartInstance } from '../../components/charts/Chart';
 import { heatmapOption } from '../../components/charts/options';
+import { kernelNameColumn } from '../../components/KernelName';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
@@ -69,6 +70,7 @@ function Job({ data, name }: { data: JobReply; name: string }) {
   const rankSteps = useMemo(() => typedRows(data.rank_steps), [data]);
   const stragglers = useMemo(() => typedRows(data.stragglers), [data]);
   const clocks = useMemo(() => typedRows(data.clocks), [data]);
+  const jobKernels = useMemo(() => typedRows(data.kernels), [data]);
   const workerOfRank = useMemo(() => new Map(clocks.map((c) => [c.rank, c.worker])), [clocks]);
   const heat = useMemo(() => {
     const ranks = [...new Set(rankSteps.map((r) => r.rank))].sort((a, b) => a - b);
@@ -129,6 +131,7 @@ function Job({ data, name }: { data: JobReply; name: string }) {
         {stragglers.length ? (
           <DataTable
             id="job-stragglers"
+            schema="JobStragglersTable"
             rows={stragglers}
             csvColumns={data.stragglers.columns}
             csvName={`${name}_stragglers.csv`}
@@ -156,13 +159,14 @@ function Job({ data, name }: { data: JobReply; name: string }) {
         <Card title="Kernels across ranks">
           <DataTable
             id="job-kernels"
-            rows={typedRows(data.kernels)}
+            schema="JobKernelsTable"
+            rows={jobKernels}
             csvColumns={data.kernels.columns}
             csvName={`${name}_kernels_across_ranks.csv`}
             defaultSort={{ key: 'spread_pct', dir: 'desc' }}
             rowKey={(r) => r.name}
             columns={[
-              { key: 'name', label: 'Kernel' },
+              kernelNameColumn('name', 'Kernel', jobKernels),
               ...ACROSS_RANKS,
             ]}
           />
@@ -171,6 +175,7 @@ function Job({ data, name }: { data: JobReply; name: string }) {
         <Card title="Operators across ranks">
           <DataTable
             id="job-operators"
+            schema="JobOperatorsTable"
             rows={typedRows(data.operators)}
             csvColumns={data.operators.columns}
             csvName={`${name}_operators_across_ranks.csv`}
@@ -187,6 +192,7 @@ function Job({ data, name }: { data: JobReply; name: string }) {
       <Card title="Collectives across ranks">
         <DataTable
           id="job-collectives"
+          schema="JobCollectivesTable"
           rows={typedRows(data.collectives)}
           csvColumns={data.collectives.columns}
           csvName={`${name}_collectives_across_ranks.csv`}
@@ -216,6 +222,7 @@ function Job({ data, name }: { data: JobReply; name: string }) {
         </div>
         <DataTable
           id="job-clocks"
+          schema="JobClocksTable"
           rows={clocks}
           csvColumns={data.clocks.columns}
           csvName={`${name}_clocks.csv`}

@@ -5,7 +5,7 @@
 import { useMemo } from 'preact/hooks';
 import type { ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
-import { formatDuration, formatNumber, formatPct } from '../../base/format';
+import { durationTicks, formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -29,7 +29,7 @@ function Lightning({ table, name }: { table: WireTable; name: string }) {
   // rows arrive most time first
   const top = rows.slice(0, CHART_HOOKS);
   const chart = useMemo(
-    () => stackedBarOption(top.map((r) => String(r.range)), [{ name: 'Total time', color: '#5470c6', values: top.map((r) => r.total_us as number) }], formatDuration, { xName: 'Hook' }),
+    () => stackedBarOption(top.map((r) => String(r.range)), [{ name: 'Total time', color: '#5470c6', values: top.map((r) => r.total_us as number) }], formatDuration, { horizontal: true, ticks: durationTicks, labelWidth: 260 }),
     [table],
   );
   const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
@@ -42,6 +42,7 @@ function Lightning({ table, name }: { table: WireTable; name: string }) {
       <Card title="Lightning hooks">
         <DataTable
           id="lightning-hooks"
+          schema="LightningHooksTable"
           rows={rows}
           csvColumns={table.columns}
           csvName={`${name}_lightning_hooks.csv`}

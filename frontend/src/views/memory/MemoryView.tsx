@@ -95,6 +95,7 @@ function Memory(props: ViewProps & { devices: string[] }) {
           {(table) => (
             <DataTable
               id="memory-stats"
+              schema="MemoryStatsTable"
               rows={typedRows(table)}
               csvColumns={table.columns}
               csvName={`${name}_memory_stats.csv`}
@@ -133,11 +134,13 @@ function Events({ table, minKb, maxKb, name }: { table: WireTableOf<'MemoryEvent
       {unpairable ? (
         <div class="hint" data-testid="memory-no-addresses">
           This trace's allocator records carry no addresses (PyTorch before 1.10), so frees cannot be matched to
-          allocations: free times and lifetimes are unknown. The curve and the statistics per operator are complete.
+          allocations: free times and lifetimes are unknown, and a selected range lists the allocations made in it (not those still alive in
+          it). The curve and the statistics per operator are complete.
         </div>
       ) : null}
       <DataTable
         id="memory-events"
+        schema="MemoryEventsTable"
         rows={rows}
         csvColumns={table.columns}
         csvName={`${name}_memory_events.csv`}

@@ -50,6 +50,7 @@ function Modules({ table, name }: { table: ModulesTable; name: string }) {
       ) : null}
       <DataTable
         id="modules"
+        schema="ModulesTable"
         rows={rows}
         csvColumns={table.columns}
         csvName={`${name}_modules.csv`}

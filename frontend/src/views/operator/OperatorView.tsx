@@ -119,6 +119,7 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
       <Card title="Operators">
         <DataTable
           id="operators"
+          schema={byShape ? 'OperatorsByNameShapeTable' : 'OperatorsByNameTable'}
           key={groupBy}
           rows={rows}
           columns={columns}
@@ -179,6 +180,7 @@ function Flops({ run, worker, span }: ViewProps) {
             ) : null}
             <DataTable
               id="flops"
+              schema="FlopsOperatorsTable"
               rows={rows}
               csvColumns={table.columns}
               csvName={`${run}_${worker}_${span}_flops.csv`}
@@ -190,13 +192,13 @@ function Flops({ run, worker, span }: ViewProps) {
                 { key: 'name', label: 'Operator' },
                 { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
                 { key: 'flops', label: 'FLOPs', numeric: true, format: (v) => formatFlops(v as number) },
-                { key: 'source', label: 'From', title: 'arg: the profiler (with_flops); shapes: computed from Input Dims' },
+                { key: 'source', label: 'From' },
                 { key: 'dtype', label: 'Dtype', format: (v) => (v ? String(v) : '—') },
                 rate('host_tflops_per_s', 'Host rate'),
                 rate('device_tflops_per_s', 'Device rate'),
                 rate('peak_tflops_per_s', 'Peak'),
                 { key: 'pct_of_peak', label: '% of peak', numeric: true, format: (v) => formatPct(v as number) },
-                { key: 'flop_per_byte', label: 'FLOP / byte', numeric: true, title: 'Arithmetic intensity: FLOPs over the bytes the ops read and write', format: (v) => formatNumber(v as number) },
+                { key: 'flop_per_byte', label: 'FLOP / byte', numeric: true, format: (v) => formatNumber(v as number) },
               ]}
             />
             </>

@@ -2,10 +2,12 @@
 // stacked breakdown and the recommendations.
 
 import { useMemo } from 'preact/hooks';
-import type { OverviewReply, ViewProps, WireTable } from '../../api/types';
-import { typedRows } from '../../api/tables';
+import type { OverviewReply, Recommendation, ViewProps, WireTable } from '../../api/types';
+import { splitByNames } from '../../base/names';
+import { KernelName } from '../../components/KernelName';
+import { columnDoc, typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
-import { formatBytes, formatDuration, formatPct, formatTflops } from '../../base/format';
+import { durationTicks, formatBytes, formatDuration, formatPct, formatTflops } from '../../base/format';
 import { setParams } from '../../base/url';
 import { Chart } from '../../components/charts/Chart';
 import { CATEGORY_COLORS, STEP_CATEGORIES, stackedBarOption } from '../../components/charts/options';
@@ -73,7 +75,11 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
   const total = data.step_mean.total_us ?? 0;
   // The server computes the mean step by category; the page only names the categories.
   const labels = new Map(STEP_CATEGORIES);
-  const summary: Row[] = rowsOf(data.step_summary).map((r) => ({ ...r, category: labels.get(String(r.category)) ?? String(r.category) }));
+  // Categories with no time in any step say nothing (a CPU-only run has no kernel, memcpy,
+  // memset or communication time): they are left out of the table as of the pie.
+  const summary: Row[] = rowsOf(data.step_summary)
+    .filter((r) => Number(r.mean_us) !== 0)
+    .map((r) => ({ ...r, id: String(r.category), category: labels.get(String(r.category)) ?? String(r.category) }));
   // Categories with time, each in its fixed colour (the legend lists exactly these).
   const pie = useMemo(() => {
     const shown = summary.map((r, i) => ({ name: String(r.category), value: Number(r.mean_us), color: CATEGORY_COLORS[i] })).filter((s) => s.value > 0);
@@ -85,7 +91,7 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
         steps.map((r) => String(r.step)),
         CATEGORIES.map(([key, label], i) => ({ name: label, key, color: CATEGORY_COLORS[i], values: steps.map((r) => r[key] as number) })).filter((s) => steps.some((r) => Number(r[s.key]) > 0)),
         formatDuration,
-        { xName: 'Step' },
+        { xName: 'Step', ticks: durationTicks },
       ),
     [data],
   );
@@ -109,8 +115,8 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
                   {distributedText(env.distributed)}
                   {missingRanks(env.distributed, workers) ? (
                     <div class="hint" data-testid="missing-ranks">
-                      Only {workers === 1 ? 'this rank’s trace is' : `${workers} ranks’ traces are`} in this run, so there is no Distributed view:
-                      put every rank’s trace in the run’s folder to compare them.
+                      Only {workers === 1 ? 'this rank’s trace is' : `${workers} ranks’ traces are`} in this run: the Distributed view shows
+                      {workers === 1 ? ' its' : ' their'} collectives; put every rank’s trace in the run’s folder to compare the ranks.
                     </div>
                   ) : null}
                 </dd>
@@ -132,28 +138,38 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
                   <dl class="kv">
                     <dt>Memory</dt><dd>{formatBytes(gpu.memory_bytes)}</dd>
                     <dt>Compute capability</dt><dd>{String(gpu.compute_capability || '—')}</dd>
-                    <dt>GPU utilization</dt><dd>{formatPct(gpu.utilization_pct)}</dd>
-                    <dt>Est. SM efficiency</dt><dd>{formatPct(gpu.est_sm_efficiency_pct)}</dd>
-                    <dt>Est. achieved occupancy</dt><dd>{formatPct(gpu.est_achieved_occupancy_pct)}</dd>
-                    <dt>Kernel time on {String(data.environment.matrix_unit ?? 'Tensor Cores')}</dt><dd>{formatPct(gpu.tensor_core_kernel_pct)}</dd>
+                    <Defined column="utilization_pct">GPU utilization</Defined><dd>{formatPct(gpu.utilization_pct)}</dd>
+                    <Defined column="est_sm_efficiency_pct">Est. SM efficiency</Defined><dd>{formatPct(gpu.est_sm_efficiency_pct)}</dd>
+                    <Defined column="est_achieved_occupancy_pct">Est. achieved occupancy</Defined><dd>{formatPct(gpu.est_achieved_occupancy_pct)}</dd>
+                    <Defined column="tensor_core_kernel_pct">{`Kernel time on ${String(data.environment.matrix_unit ?? 'Tensor Cores')}`}</Defined><dd>{formatPct(gpu.tensor_core_kernel_pct)}</dd>
                   </dl>
                 </div>
               ))}
             </div>
           )}
+          <p class="hint" data-testid="definitions-note">
+            A dotted name or column header shows its definition on hover. How every number of every view is computed, column by column:{' '}
+            <a href="openapi.yaml" target="_blank" rel="noopener" data-control="definitions-link">the API description</a> (each table's columns
+            with their units and meaning; the views' docstrings in <code>tb_plugin/views/</code> give the details).
+          </p>
         </Card>
       </div>
       <div class="grid two">
         <Card title="Execution summary (mean per step)">
           <DataTable
             id="execution-summary"
+            schema="StepSummaryTable"
             csvName={`${name}_execution_summary.csv`}
             csvColumns={['category', 'mean_us', 'share_pct']}
             rows={summary}
             rowKey={(r) => String(r.category)}
             columns={[
-              { key: 'category', label: 'Category' },
-              { key: 'mean_us', label: 'Time', numeric: true, format: (v) => formatDuration(v as number) },
+              {
+                key: 'category',
+                label: 'Category',
+                format: (v, r) => <span class="defined" title={columnDoc('StepBreakdownTable', `${r.id}_us`)}>{String(v)}</span>,
+              },
+              { key: 'mean_us', label: 'Mean time', numeric: true, format: (v) => formatDuration(v as number) },
               { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v as number) },
             ]}
           />
@@ -170,13 +186,26 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
         {data.recommendations.map((rec) => (
           <div key={rec.id} class={`recommendation ${rec.severity}`} data-recommendation={rec.id}>
             {rec.saving_us !== null ? <strong data-field="saving">Could save up to {formatDuration(rec.saving_us)}. </strong> : null}
-            {rec.text}
+            <RecommendationText rec={rec} />
             {rec.evidence?.view ? (
               <>
                 {' '}
-                <button type="button" class="link-button" data-control="recommendation-evidence" onClick={() => setParams({ ...rec.evidence?.params, view: rec.evidence?.view })}>
+                <button
+                  type="button"
+                  class="link-button"
+                  data-control="recommendation-evidence"
+                  onClick={() => setParams({ ...rec.evidence?.params, view: rec.evidence?.view, panel: rec.evidence?.panel ?? null })}
+                >
                   Show the evidence
                 </button>
+              </>
+            ) : null}
+            {rec.docs ? (
+              <>
+                {' '}
+                <a href={rec.docs} target="_blank" rel="noopener noreferrer" data-control="recommendation-docs">
+                  PyTorch documentation
+                </a>
               </>
             ) : null}
             <div class="recommendation-condition" data-field="condition">Tested: {rec.condition}</div>
@@ -208,4 +237,24 @@ function distributedText(info: unknown): string {
   const d = info as Record<string, unknown>;
   const parts = [d.backend, d.rank !== undefined ? `rank ${d.rank}` : '', d.world_size !== undefined ? `of ${d.world_size}` : ''].filter(Boolean);
   return parts.join(' ');
+}
+
+/** A recommendation's sentence, the kernel names it quotes in their short form (the full
+ *  name a click away), as in the tables. */
+function RecommendationText({ rec }: { rec: Recommendation }) {
+  const kernels = rec.evidence?.kernels ?? [];
+  return (
+    <>
+      {splitByNames(rec.text, kernels).map((part, i) => (typeof part === 'string' ? part : <KernelName key={i} name={part.name} names={kernels} />))}
+    </>
+  );
+}
+
+/** A GPU summary term, its tooltip the declaration's meaning of its column. */
+function Defined({ column, children }: { column: string; children: string }) {
+  return (
+    <dt class="defined" title={columnDoc('GpuSummaryTable', column)} data-definition={columnDoc('GpuSummaryTable', column)}>
+      {children}
+    </dt>
+  );
 }

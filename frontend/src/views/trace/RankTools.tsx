@@ -202,6 +202,7 @@ export function RankSummary({ query, range, total, open, onExpand, onClear }: {
             <h3>Over the ranks</h3>
             <DataTable
               id="trace-rank-summary"
+              schema="TimelineRankSummaryTable"
               rows={typedRows(data.combined)}
               csvColumns={data.combined.columns}
               csvName={`${csv}.csv`}
@@ -221,6 +222,7 @@ export function RankSummary({ query, range, total, open, onExpand, onClear }: {
             <h3>Per rank</h3>
             <DataTable
               id="trace-rank-summary-by-rank"
+              schema="TimelineRankSummaryByRankTable"
               rows={typedRows(data.by_rank)}
               csvColumns={data.by_rank.columns}
               csvName={`${csv}_by_rank.csv`}

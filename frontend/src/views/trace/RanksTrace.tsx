@@ -23,7 +23,7 @@ import type {
   TimelineRanksReply,
   ViewProps,
 } from '../../api/types';
-import { typedRows } from '../../api/tables';
+import { columnDoc, typedRows } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration } from '../../base/format';
 import { PROFILE_SELECTIONS, setParams } from '../../base/url';
@@ -111,7 +111,7 @@ function RanksTimeline(props: ViewProps & {
   const ranks = useMemo(() => typedRows(data.ranks), [data]);
   const byPid = useMemo(() => new Map(ranks.map((r) => [`rank ${r.rank}`, r])), [ranks]);
   const trackList = useMemo<TrackInfo[]>(() => typedRows(data.tracks).map((r) => ({
-    track: r.track, kind: r.kind, process: r.process, thread: r.thread, pid: r.pid, lanes: r.lanes, events: r.events,
+    track: r.track, kind: r.kind, process: r.process, thread: r.thread, pid: r.pid, tid: r.tid, lanes: r.lanes, events: r.events,
   })), [data]);
   const groups = useMemo(() => groupTracks(trackList), [trackList]);
   const keyRank = useMemo(() => new Map(groups.map((g) => [g.key, String(byPid.get(g.tracks[0].pid)?.rank ?? '')])), [groups, byPid]);
@@ -213,6 +213,10 @@ function RanksTimeline(props: ViewProps & {
         per name over the expanded ranks. An expanded rank also shows its counters (utilization, queues, memory) in its group. Search and range totals read
         the expanded ranks only: a collapsed rank has only its summary loaded.
       </div>
+      <div class="hint" data-testid="offset-vs-shift">
+        A rank's header gives two numbers. Clock offset: {columnDoc('TimelineRanksTable', 'offset_us')}. Shift:{' '}
+        {columnDoc('TimelineRanksTable', 'shift_us')}.
+      </div>
       {search.bar}
       {slices.error ? <ErrorBox title="Cannot load this part of the timeline" reason={slices.error} /> : null}
       <div data-testid="trace-ranks" data-ranks={ranks.map((r) => r.rank).join(',')} data-open={[...open].join(',')}>
@@ -248,6 +252,7 @@ function RanksTimeline(props: ViewProps & {
       <Card title="Clock offsets applied">
         <DataTable
           id="trace-rank-offsets"
+          schema="TimelineRanksTable"
           rows={ranks}
           csvColumns={data.ranks.columns}
           csvName={`${props.run}_${props.span}_rank_offsets.csv`}

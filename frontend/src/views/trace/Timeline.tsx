@@ -44,6 +44,9 @@ export interface TimelineProps {
   onToggle: (key: string) => void;
   /** Bumped to scroll the selected event's track into view. */
   reveal: number;
+  /** A track to bring into view (a critical path just opened: its topmost track); `n`
+   *  changes each time it is asked for. */
+  focusTrack?: { track: number; n: number } | null;
   onPlotWidth: (px: number) => void;
   requests: number;
   /** A step's critical path drawn over the tracks (null: none), its selected segment (-1:
@@ -205,6 +208,30 @@ export function Timeline(props: TimelineProps) {
       requestPaint();
     }
   }, [props.reveal]);
+
+  // Scroll a track asked for to the top third of the tracks, unless it is already shown, and
+  // keep it shown while rows above it arrive (counters load after the tracks), until the
+  // user scrolls the tracks themselves.
+  const focus = useRef<{ asked: TimelineProps['focusTrack']; pending: boolean; ownScroll: boolean }>({ asked: null, pending: false, ownScroll: false });
+  useLayoutEffect(() => {
+    const el = scroller.current;
+    const f = focus.current;
+    if (props.focusTrack !== f.asked) {
+      f.asked = props.focusTrack;
+      f.pending = !!props.focusTrack;
+    }
+    if (!el || !f.pending || !f.asked) return;
+    const top = props.layout.trackTop.get(f.asked.track);
+    if (top === undefined) return;
+    const visible = live.current.height - RULER_PX;
+    const next = Math.max(0, top - visible / 3);
+    if ((top < el.scrollTop || top + LANE_PX > el.scrollTop + visible) && next !== el.scrollTop) {
+      f.ownScroll = true; // the scroll event this causes is not the user's
+      el.scrollTop = next;
+      live.current.scrollTop = el.scrollTop;
+      requestPaint();
+    }
+  }, [props.focusTrack, props.layout]);
 
   // Wheel (not passive: it must not scroll the page while zooming).
   useEffect(() => {
@@ -431,6 +458,8 @@ export function Timeline(props: TimelineProps) {
       data-testid="trace-timeline"
       style={{ height: `${height}px` }}
       onScroll={(e) => {
+        if (focus.current.ownScroll) focus.current.ownScroll = false;
+        else focus.current.pending = false; // the user moved: the track asked for is theirs to leave
         live.current.scrollTop = (e.currentTarget as HTMLDivElement).scrollTop;
         requestPaint();
       }}

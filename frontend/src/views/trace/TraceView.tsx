@@ -32,7 +32,7 @@ import { useUrlParam } from '../../components/useUrlParam';
 import { Details } from './Details';
 import { useTimelineData } from './data';
 import type { Range, Step } from './draw';
-import { bounds, centreOn, groupKey, groupTracks, layout, pathArrows, stepWindow, windowLabel, type PathSegment, type TrackInfo } from './logic';
+import { bounds, centreOn, groupKey, groupTracks, idlePythonTracks, layout, pathArrows, stepWindow, trackKey, windowLabel, type PathSegment, type TrackInfo } from './logic';
 import { RanksTrace } from './RanksTrace';
 import { numberParam, useUrlRange, useUrlWindow } from './urlWindow';
 import { Timeline, type SliceHit } from './Timeline';
@@ -128,6 +128,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     process: r.process,
     thread: r.thread,
     pid: r.pid,
+    tid: r.tid,
     lanes: r.lanes,
     events: r.events,
   })), [info]);
@@ -167,7 +168,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     if (step) setView(stepWindow(step));
   };
 
-  const [collapsed, setCollapsed] = useState<Set<string>>(() => new Set());
+  const [collapsed, setCollapsed] = useState<Set<string>>(() => new Set(idlePythonTracks(trackList).map(trackKey)));
   const toggle = useCallback((key: string) => {
     setCollapsed((old) => {
       const next = new Set(old);
@@ -203,6 +204,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     if (!info) return;
     if (info.kind === 'python' && !showPython) setPythonParam('1');
     if (collapsed.has(groupKey(info))) toggle(groupKey(info));
+    if (collapsed.has(trackKey(info))) toggle(trackKey(info));
   };
   const goTo = useCallback((endpoint: TimelineEndpoint) => {
     setEventParam(String(endpoint.event));
@@ -229,6 +231,17 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     const keys = new Set(path.segments.map((s) => trackMap.get(s.track)).filter((t): t is TrackInfo => !!t).map(groupKey));
     setCollapsed((old) => ([...keys].some((k) => old.has(k)) ? new Set([...old].filter((k) => !keys.has(k))) : old));
   }, [path]);
+  // ... and the first of its tracks from the top is scrolled into view, once per path opened
+  // (Perfetto and Nsight bring the rows of a selection into view): in torch 2.x traces the
+  // first tracks are background threads' Python frames, many lanes deep, above the path.
+  const [focusTrack, setFocusTrack] = useState<{ track: number; n: number } | null>(null);
+  useEffect(() => {
+    if (!path) return;
+    const tops = path.segments.map((s) => [s.track, shape.trackTop.get(s.track)] as const).filter((t): t is readonly [number, number] => t[1] !== undefined);
+    if (!tops.length) return;
+    const [track] = tops.reduce((a, b) => (b[1] < a[1] ? b : a));
+    setFocusTrack((old) => (old && old.track === track && old.n === path.step ? old : { track, n: path.step }));
+  }, [path, shape]);
   const selectSegment = (index: number, centre: boolean) => {
     setSegmentParam(String(index));
     const seg = path?.segments[index];
@@ -330,6 +343,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
         onRange={setRange}
         onToggle={toggle}
         reveal={reveal}
+        focusTrack={focusTrack}
         onPlotWidth={setPlotWidth}
         requests={data.requests}
         path={path}
@@ -447,6 +461,7 @@ function Summary({ base, range, total, onClear }: { base: Record<string, string 
         {(table) => (
           <DataTable
             id="trace-summary"
+            schema="TimelineSummaryTable"
             rows={typedRows(table)}
             csvColumns={table.columns}
             csvName={`${base.run}_${base.worker}_${base.span}_range_summary.csv`}

@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { TimelineSlicesReply } from '../../api/types';
 import { covers } from './data';
 import {
+  HEADER_PX,
+  idlePythonTracks,
+  trackKey,
   bounds,
   centreOn,
   clampWindow,
@@ -92,7 +95,7 @@ describe('ruler', () => {
   });
 });
 
-const track = (id: number, pid: string, process: string, lanes: number): TrackInfo => ({ track: id, kind: 'thread', process, thread: `t${id}`, pid, lanes, events: 10 });
+const track = (id: number, pid: string, process: string, lanes: number): TrackInfo => ({ track: id, kind: 'thread', process, thread: `t${id}`, pid, tid: `${id}`, lanes, events: 10 });
 
 describe('layout', () => {
   const tracks = [track(0, '1', 'python (CPU)', 3), track(1, '1', 'python (CPU)', 1), track(2, '0', 'GPU 0', 2), track(3, '9', 'python (CPU)', 1)];
@@ -116,6 +119,17 @@ describe('layout', () => {
     expect(rowAt(open.rows, top0 + 1)?.type).toBe('track');
     expect(rowAt(open.rows, open.height + 5)).toBeNull();
     expect(tracksBetween(open.rows, top0 + 1, (open.trackTop.get(2) as number) + 1)).toEqual([0, 1, 2]);
+  });
+  it('finds the Python frames of threads with nothing else, and folds a track to one header line', () => {
+    const python = (id: number, tid: string, lanes: number): TrackInfo => ({ ...track(id, '1', 'python (CPU)', lanes), kind: 'python', tid, thread: `thread ${tid} · Python frames` });
+    const all = [python(0, '0', 14), { ...track(1, '1', 'python (CPU)', 8), tid: '517' }, python(2, '517', 38), track(3, '0', 'GPU 0', 2)];
+    expect(idlePythonTracks(all).map((t) => t.track)).toEqual([0]);
+    const groups = groupTracks(all);
+    const folded = layout(groups, [], new Set([trackKey(all[0])]));
+    expect(folded.rows.slice(0, 3).map((r) => r.type)).toEqual(['header', 'header', 'track']);
+    expect(folded.rows[1]).toMatchObject({ key: 'track:0', collapsed: true, label: 'thread 0 · Python frames', detail: '14 levels · 10 events' });
+    expect(folded.visibleTracks).toEqual([1, 2, 3]);
+    expect(folded.height).toBe(layout(groups, [], new Set()).height - (14 * LANE_PX + 4) + HEADER_PX);
   });
   it('puts a group’s own counters under its header, before its tracks, and hides them with it', () => {
     const groups = groupTracks(tracks);

@@ -108,8 +108,24 @@ export interface TrackInfo {
   process: string;
   thread: string;
   pid: string;
+  /** The thread's (or stream's) tid as the trace writes it. */
+  tid: string;
   lanes: number;
   events: number;
+}
+
+/** The collapse key of one track (a group's is its `groupKey`). */
+export function trackKey(track: Pick<TrackInfo, 'track'>): string {
+  return `track:${track.track}`;
+}
+
+/** Python-frame tracks of threads that have nothing else on the timeline (no op of their
+ *  own): background threads of torch 2.x (`threading._bootstrap`, an Inductor compile
+ *  worker) whose idle frames stack a dozen lanes above the threads that work. They start
+ *  collapsed, as Perfetto starts idle threads' tracks folded. */
+export function idlePythonTracks(tracks: readonly TrackInfo[]): TrackInfo[] {
+  const working = new Set(tracks.filter((t) => t.kind === 'thread').map((t) => `${t.pid}|${t.tid}`));
+  return tracks.filter((t) => t.kind === 'python' && !working.has(`${t.pid}|${t.tid}`));
 }
 
 export interface ProcessGroup {
@@ -205,6 +221,12 @@ export function layout(groups: ProcessGroup[], counters: string[], collapsed: Re
       y += COUNTER_PX;
     }
     for (const track of group.tracks) {
+      if (collapsed.has(trackKey(track))) {
+        // one header line, a click opens it; nothing fetched or drawn for it meanwhile
+        rows.push({ type: 'header', y, h: HEADER_PX, key: trackKey(track), label: track.thread, collapsed: true, detail: `${plural(track.lanes, 'level')} · ${plural(track.events, 'event')}` });
+        y += HEADER_PX;
+        continue;
+      }
       const h = Math.max(track.lanes, 1) * LANE_PX + TRACK_GAP_PX;
       rows.push({ type: 'track', y, h, track });
       trackTop.set(track.track, y);
