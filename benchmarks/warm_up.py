@@ -69,7 +69,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-_NO_WARM_UP = "import tb_plugin.plugin as p; p._warm_up_quietly = lambda: None; "
+_NO_WARM_UP = "import tb_plugin.plugin as p; p._warm_up_quietly = lambda plugin: None; "
 _RUN_TENSORBOARD = "import sys; from tensorboard.main import run_main; sys.argv[0] = 'tensorboard'; run_main()"
 
 

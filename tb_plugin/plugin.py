@@ -70,15 +70,12 @@ def _warm_up_trace():
 def warm_up():
     """Import the libraries a load needs and run the load and the first views once on a small
     trace: the first trace a user opens then costs what later ones do (benchmarks/warm_up.py
-    measures the difference)."""
+    measures the difference). Goes through `profile`, the Python API, as a user's load does:
+    the plugin reaches the trace model only through it."""
     from .api import Api  # noqa: F401  (numpy, pandas, orjson, werkzeug; the views)
-    from .profile import Profile
-    from .trace.build import build_model
-    from .trace.parse import parse_trace
+    from .profile import profile_from_bytes
 
-    # What `profile_from_bytes` does, called by name here so that nothing a test replaces
-    # (to count or hold loads) is run by the warm-up.
-    profile = Profile("<warm-up>", build_model(parse_trace(_warm_up_trace(), "<warm-up>")))
+    profile = profile_from_bytes(_warm_up_trace(), "<warm-up>")
     profile.overview()
     profile.operators()
     profile.kernels()
@@ -92,13 +89,14 @@ def warm_up():
 WARM_UP_DELAY_SECONDS = 10.0
 
 
-def _warm_up_quietly(serving=None):
-    if serving is not None:
-        serving.wait(WARM_UP_DELAY_SECONDS)
+def _warm_up_quietly(plugin):
+    plugin.serving.wait(WARM_UP_DELAY_SECONDS)
     try:
         warm_up()
     except Exception:  # a warm-up is an optimisation: a failure only costs the first load its time
         logger.exception("warming up the trace loader failed")
+    else:
+        plugin.warmed_up.set()
 
 
 class ProfilerPlugin(base_plugin.TBPlugin):
@@ -120,6 +118,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):
         self._apps = None
         self._apps_lock = threading.Lock()
         self.serving = threading.Event()  # set by the first plugins listing
+        self.warmed_up = threading.Event()  # set once the background warm-up has loaded its trace
 
     @property
     def api(self):
@@ -198,6 +197,6 @@ class ProfilerPluginLoader(base_plugin.TBLoader):
             # TensorBoard's start does not wait for it: the imports and the first load run on a
             # background thread once it serves, so the first trace a user opens loads as fast as
             # the next ones.
-            threading.Thread(target=_warm_up_quietly, args=(plugin.serving,), name="tb_plugin_warm_up",
+            threading.Thread(target=_warm_up_quietly, args=(plugin,), name="tb_plugin_warm_up",
                              daemon=True).start()
         return plugin
