@@ -41,6 +41,7 @@ import socket
 import stat
 import time
 import uuid
+from typing import Any
 
 from . import __version__
 from .trace.anomalies import ANOMALIES, TOLERANT_PARSE
@@ -161,7 +162,9 @@ def encode_model(model):
     import pandas as pd
     import pyarrow as pa
 
-    parts, columns, category_ids = {}, {}, {}
+    parts: dict[str, bytes] = {}
+    columns: dict[str, dict] = {}
+    category_ids: dict[int, tuple[int, Any]] = {}
     for name in _TABLES:
         frame = getattr(model, name)
         plain, coded = {}, {}
@@ -330,7 +333,8 @@ class ModelCache:
         self.directory = str(directory)
         self.max_bytes = max_bytes
         self._enabled = None
-        self.fs = self.root = None
+        self.fs: Any = None  # the fsspec file system and the directory in it, set by `enabled`
+        self.root = ""
 
     @property
     def enabled(self):

@@ -269,7 +269,8 @@ class ReplyCache:
             return
         first = profiles[0]
         # The callback only records the id: it may run during any allocation, lock held or not.
-        ref = weakref.ref(first, lambda _, gone=id(first): self._dead.append(gone))
+        gone = id(first)
+        ref = weakref.ref(first, lambda _: self._dead.append(gone))
         with self._lock:
             self._drop_dead()
             key = (id(first), path)
@@ -670,11 +671,12 @@ class RunStore:
             todo = [path for path in paths if key not in self._summaries.get(path, {})]
         if len(todo) < 2:
             return
-        index = self.cache.get_summary_index(self._storage.display(run), span, key, kind) or {}
+        storage, cache = self._storage, self.cache
+        index = cache.get_summary_index(storage.display(run), span, key, kind) or {}
 
         def fetch(path):
             self._refresh(path)
-            found = self._stored_summary(path, key, kind, index.get(self._storage.display(path)))
+            found = self._stored_summary(path, key, kind, index.get(storage.display(path)))
             if found is not None:
                 with self._lock:
                     self._keep_summary(path, key, found)
@@ -925,6 +927,8 @@ class RunStore:
         """(the cached model or None, the file's identity for a new entry or None)."""
         if not self.cache or not self.cache.enabled:
             return None, None
+        assert self._storage is not None  # a load is of a file the scan found
+        cache = self.cache
         identity = self._storage.identity(path)
 
         def admit(memory_bytes):
@@ -933,7 +937,7 @@ class RunStore:
                                           f"the {self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
             self._reserve(path, memory_bytes)
 
-        return self.cache.get(self.cache.key(display), identity, admit=admit), identity
+        return cache.get(cache.key(display), identity, admit=admit), identity
 
     def _is_snapshot(self, path):
         with self._lock:
@@ -978,6 +982,7 @@ class RunStore:
         # TensorBoard ~0.5 s and ~60 MB at start-up, also where the plugin is never opened.
         from .profile import Profile, profile_from_bytes
 
+        assert self._storage is not None  # a load is of a file the scan found
         display = self._storage.display(path)
         self._progress(path, STAGE_READING, None)
         model, identity = self._from_cache(path, display)
@@ -993,7 +998,8 @@ class RunStore:
                                           limit=self._json_limit())
         profile = profile_from_bytes(stored, display, partial(self._checked_progress, path),
                                      admit=partial(self._admit, path, display))
-        if identity is not None and self._storage.identity(path) == identity:  # unchanged while parsed
+        # The file was unchanged while parsed (an identity is known only with a cache).
+        if identity is not None and self.cache is not None and self._storage.identity(path) == identity:
             self.cache.put(self.cache.key(display), identity, profile.model, display)
             return profile, identity
         return profile, None
@@ -1006,6 +1012,7 @@ class RunStore:
 
     def _load(self, path):
         started = time.perf_counter()
+        assert self._storage is not None  # a load is of a file the scan found
         try:
             stat = self._storage.stat(path)
             profile, identity = self._parse_or_cached(path)

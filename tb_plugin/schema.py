@@ -166,7 +166,7 @@ def _as_dtype(values, dtype, nullable=False):
     if dtype == "bool":
         if series.dtype == bool:
             return series
-        if len(series) == 0 or series.dtype == object and series.map(type).eq(bool).all():
+        if len(series) == 0 or series.dtype == object and series.map(lambda value: isinstance(value, bool)).all():
             return series.astype(bool)
         raise TypeError(f"holds {series.dtype}, not bool")
     if dtype in ("int64", "int32"):

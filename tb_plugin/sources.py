@@ -58,7 +58,7 @@ class SourceResolver:
         if ".." in file.replace("\\", "/").split("/"):
             return None
         dirs = ((run_dir,) if run_dir else ()) + self._search_dirs
-        found = {}
+        found: dict[str, str] = {}
         for directory in dirs:
             path = os.path.join(directory, file)
             if os.path.isfile(path):

@@ -450,7 +450,8 @@ class Storage:
             except OSError as exc:
                 report(rel, f"cannot list the directory ({os_reason(exc)})")
                 continue
-            files, dirs = [], []
+            files: list[str] = []
+            dirs: list[str] = []
             for entry in entries:
                 try:
                     is_dir = entry.is_dir()  # follows links, as discovery does
@@ -478,7 +479,8 @@ class Storage:
         except (OSError, ValueError) as exc:
             report(".", f"cannot list the directory ({os_reason(exc)})")
             return
-        by_dir, too_deep = {}, set()
+        by_dir: dict[str, list[str]] = {}
+        too_deep: set[str] = set()
         for full in entries:
             if full.endswith("/"):
                 continue  # a zero-byte "folder" marker object, not a file

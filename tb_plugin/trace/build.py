@@ -7,10 +7,10 @@ table per event kind out of them and resolves the links between the tables (`lin
 
 import re
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import compress
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -69,7 +69,7 @@ def _read_batches(raws, release):
     """`_read_batch` of each batch of `raws`, in order, on `_READERS` helper threads;
     `release` (see `ParsedTrace`) is called as batches are done, and once at the end."""
     with ThreadPoolExecutor(_READERS, thread_name_prefix="tb_plugin-read") as pool:
-        pending = deque()
+        pending: deque[tuple[Future, int]] = deque()  # (reading a batch, JSON bytes it consumed)
         for batch, consumed in _batches(raws):
             pending.append((pool.submit(_read_batch, batch), consumed))
             del batch
@@ -107,7 +107,7 @@ _TOP_LEVEL_TEXT = ("ph", "cat", "name", "pid", "tid")
 
 def _read_batch(raws):
     """One batch of event slices -> `_Batch` (runs on a helper thread)."""
-    anomalies = {}
+    anomalies: dict[str, int] = {}
     frame, lines = events_frame(raws, anomalies)
     del raws
     coded = _frame_codes(frame, _TOP_LEVEL_TEXT)
@@ -192,9 +192,9 @@ def _classify(coded, ts, anomalies):
 class _NumberField(NamedTuple):
     """How an args field of one number type is read (polars), held (numpy) and marked absent."""
 
-    polars: object
-    numpy: object
-    absent: object
+    polars: Any
+    numpy: Any
+    absent: Any
 
 
 # Every args field of another type is text (`_is_text`).
@@ -273,8 +273,8 @@ class _Builder:
         self.anomalies = dict(parsed.anomalies)
         raws, parsed.events = parsed.events, None
         self._interners = {key: _Interner() for key in _TOP_LEVEL_TEXT}
-        parts = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
-        self._arg_parts = {kind: [] for kind in _ARGS_TYPES}
+        parts: dict[str, list] = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
+        self._arg_parts: dict[str, list] = {kind: [] for kind in _ARGS_TYPES}
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in _ARGS_TYPES.items()}
         self._flow_parts, self._counter_args = [], []
         self._kept_of_kind = {}  # kind -> which of its events (as read) are kept
@@ -313,7 +313,8 @@ class _Builder:
         self.tid_coded = (joined["tid"], self._interners["tid"].values)
         name_values = self._interners["name"].values
         self.name_categories = pd.Index(sorted(set(name_values) | {""}), dtype=object)
-        name_remap = np.append(self.name_categories.get_indexer(name_values), self.name_categories.get_loc(""))
+        name_remap = np.append(self.name_categories.get_indexer(pd.Index(name_values, dtype=object)),
+                               self.name_categories.get_indexer(pd.Index([""], dtype=object)))
         self.name_codes = name_remap[joined["name"]]
         skipped = int(self.mask(KIND_SKIPPED).sum()) - self.anomalies.get(EVENTS_WITHOUT_TS_DROPPED, 0)
         if skipped:
@@ -367,7 +368,8 @@ class _Builder:
         pair_codes, pairs = pd.factorize((pid_codes.astype(np.int64) + 1) * width + (tid_codes + 1))
         pid_text = ["", *(v.strip() for v in pid_values)]
         tid_text = ["", *(v.strip() for v in tid_values)]
-        keys, rows = {}, np.empty(len(pairs), dtype=np.int64)
+        keys: dict[tuple[str, str], int] = {}
+        rows = np.empty(len(pairs), dtype=np.int64)
         for i, pair in enumerate(pairs):  # once per distinct (pid, tid), not per event
             rows[i] = keys.setdefault((pid_text[pair // width], tid_text[pair % width]), len(keys))
         return (rows[pair_codes] if len(pair_codes) else np.zeros(0, np.int64)), list(keys)
@@ -570,7 +572,7 @@ class _Builder:
     def counters(self):
         m = self.mask(KIND_COUNTER)
         if not m.any():
-            no_text = (np.zeros(0, np.int32), [])
+            no_text: tuple[np.ndarray, list[str]] = (np.zeros(0, np.int32), [])
             return pd.DataFrame({"name": _categorical(no_text), "thread": np.zeros(0, np.int64),
                                  "ts": np.zeros(0), "series": _categorical(no_text), "value": np.zeros(0)})
         values = self._kept(KIND_COUNTER, [value for part in self._counter_args for value in part])

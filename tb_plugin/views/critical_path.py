@@ -367,7 +367,7 @@ def _critical_path(model, step):
             frontier = a
 
     # Begin where the step ends: the device activity that finished last, else the CPU.
-    at = ("cpu", main_thread, end)
+    at: tuple = ("cpu", main_thread, end)  # ("gpu", activity) or ("cpu", thread, time)
     last = np.flatnonzero((g.end >= end - 1e-9) & (g.end <= end + 1e-9) & (g.ts < end))
     if len(last):
         at = ("gpu", int(last[0]))

@@ -449,7 +449,7 @@ def _subtree_flops(model, flops):
 def _gpu_name(model):
     """deviceProperties' name of the first GPU the trace used ("" when none)."""
     dev = device_activity(model)
-    used = np.unique(dev["device"].to_numpy()[dev["device"].to_numpy() >= 0]) if len(dev) else []
+    used = np.unique(dev["device"].to_numpy()[dev["device"].to_numpy() >= 0]) if len(dev) else np.zeros(0, np.int64)
     props = model.devices
     if not len(used) or not len(props) or "name" not in props:
         return ""

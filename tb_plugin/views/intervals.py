@@ -53,11 +53,11 @@ def exclusive_time(windows, categories):
     if not len(win_start):
         return result
     times, deltas, cats, wins = [], [], [], []
-    for c, (starts, ends) in enumerate(categories):
+    for category, (starts, ends) in enumerate(categories):
         w, _, s, e = _clip_to_windows(starts, ends, win_start, win_end)
         times += [s, e]
         deltas += [np.ones(len(s), np.int64), -np.ones(len(e), np.int64)]
-        cats += [np.full(2 * len(s), c)]
+        cats += [np.full(2 * len(s), category)]
         wins += [w, w]
     # Window edges are boundaries too, so no elementary segment straddles two windows.
     times += [win_start, win_end]

@@ -174,7 +174,8 @@ def _assign_nodes(name_code, parent_frame):
     """Node of each frame, built level by level; returns (node_of_frame, node_parent, node_name_code)."""
     n = len(name_code)
     node_of = np.full(n, -1, dtype=np.int64)
-    node_parent, node_name = [], []
+    node_parent: list[int] = []
+    node_name: list[int] = []
     frontier = parent_frame < 0
     width = int(name_code.max()) + 1 if n else 1
     while frontier.any():  # one round per module depth level
@@ -372,16 +373,16 @@ def _build(model):
     host_self = np.maximum(host_total - children_host, 0.0)
 
     # Depth-first order, siblings by first start (one step per node).
-    children = [[] for _ in range(n)]
-    roots = []
+    children: list[list[int]] = [[] for _ in range(n)]
+    roots: list[int] = []
     for node in np.argsort(first_ts, kind="stable"):
         (roots if node_parent[node] < 0 else children[node_parent[node]]).append(int(node))
-    order, stack = [], roots[::-1]
+    visited, stack = [], roots[::-1]
     while stack:
         node = stack.pop()
-        order.append(node)
+        visited.append(node)
         stack.extend(children[node][::-1])
-    order = np.asarray(order, dtype=np.int64)
+    order = np.asarray(visited, dtype=np.int64)
     new_id = np.empty(n, dtype=np.int64)
     new_id[order] = np.arange(n)
 

@@ -173,7 +173,8 @@ class TimelineIndex:
         is_annotation = (ops["cat"] == "user_annotation").to_numpy()
         names = ops["name"].cat.categories  # shared by every `name` column of the model
         self.names = names
-        kinds = {source: _KIND_CODE[kind] for source, kind, _ in SLICE_SOURCES}
+        # A source's kind code, or one per row (ops are operators or annotations).
+        kinds: dict[str, Any] = {source: _KIND_CODE[kind] for source, kind, _ in SLICE_SOURCES}
         kinds["ops"] = np.where(is_annotation, _KIND_CODE["annotation"], _KIND_CODE["op"])
         for source, _, track_kind in SLICE_SOURCES:
             table, kind = getattr(model, source), kinds[source]
@@ -462,12 +463,18 @@ def _slice_of(index, source, rows):
     return np.where(ok, ids[np.clip(rows, 0, len(ids) - 1)], -1)
 
 
+def _cell(frame: pd.DataFrame, column: str, row: int) -> Any:
+    """`frame[column].iat[row]`, typed as what the caller converts it to: pandas' stubs type a
+    cell as the union of every scalar type, which `int()` and `getattr()` refuse."""
+    return frame[column].iat[row]
+
+
 def slice_endpoint(index: TimelineIndex, slice_id: int) -> dict[str, Any]:
     """One slice as the page places it: {event, track, lane, ts_us, dur_us, name}."""
     s = index.slices
-    return {"event": int(slice_id), "track": int(s["track"].iat[slice_id]), "lane": int(s["lane"].iat[slice_id]),
-            "ts_us": float(s["ts"].iat[slice_id]), "dur_us": float(s["dur"].iat[slice_id]),
-            "name": str(index.names[s["name"].iat[slice_id]])}
+    return {"event": int(slice_id), "track": int(_cell(s, "track", slice_id)), "lane": int(_cell(s, "lane", slice_id)),
+            "ts_us": float(_cell(s, "ts", slice_id)), "dur_us": float(_cell(s, "dur", slice_id)),
+            "name": str(index.names[_cell(s, "name", slice_id)])}
 
 
 def _plain(value):
@@ -492,7 +499,7 @@ def event_details(index: TimelineIndex, event: int) -> dict[str, Any]:
 
     s = index.slices
     _check_event(s, event)
-    source, row = s["source"].iat[event], int(s["row"].iat[event])
+    source, row = _cell(s, "source", event), int(_cell(s, "row", event))
     model = index.model
     table = getattr(model, source)
     fields = {column: _plain(table[column].iat[row]) for column in table.columns}
@@ -501,13 +508,14 @@ def event_details(index: TimelineIndex, event: int) -> dict[str, Any]:
         # as the trace's pid and tid, the numbers the track names and "Where" use.
         thread = model.threads.iloc[int(fields.pop("thread"))]
         fields = {"pid": str(thread["pid"]), "tid": str(thread["tid"]), **fields}
-    details = {**slice_endpoint(index, event), "name": str(index.names[s["name"].iat[event]]),
-               "kind": KINDS[int(s["kind"].iat[event])], "source": source, "row": row,
-               "start_us_absolute": float(model.origin_us + s["ts"].iat[event]), "fields": fields}
+    details = {**slice_endpoint(index, event), "name": str(index.names[_cell(s, "name", event)]),
+               "kind": KINDS[int(_cell(s, "kind", event))], "source": source, "row": row,
+               "start_us_absolute": float(model.origin_us + _cell(s, "ts", event)), "fields": fields}
     op = row if source == "ops" else fields.get("op", -1)
     if op is not None and op >= 0:
         ops = model.ops
-        details["operator"] = {"row": int(op), "name": str(ops["name"].iat[op]), "input_shape": str(ops["input_dims"].iat[op]),
+        details["operator"] = {"row": int(op), "name": str(_cell(ops, "name", op)),
+                               "input_shape": str(_cell(ops, "input_dims", op)),
                                "event": int(_slice_of(index, "ops", [op])[0])}
         key = int(_stack_keys(model)[op])
         details["call_stack"] = _frames_of_key(model, key) if key >= 0 else []
@@ -520,7 +528,7 @@ def event_flows(index: TimelineIndex, event: int) -> list[dict[str, Any]]:
     s = index.slices
     _check_event(s, event)
     model = index.model
-    source, row = s["source"].iat[event], int(s["row"].iat[event])
+    source, row = _cell(s, "source", event), int(_cell(s, "row", event))
     pairs = []  # (kind, from slice, to slice)
     device_sources = ("kernels", "memcpy", "memset")
     runtime_rows = []
@@ -529,7 +537,7 @@ def event_flows(index: TimelineIndex, event: int) -> list[dict[str, Any]]:
     elif source == "ops":
         runtime_rows = np.flatnonzero(model.runtime["op"].to_numpy() == row).tolist()
     elif source in device_sources:
-        rt = int(getattr(model, source)["runtime"].iat[row])
+        rt = int(_cell(getattr(model, source), "runtime", row))
         if rt >= 0:
             pairs.append(("launch", _slice_of(index, "runtime", [rt])[0], event))
     if runtime_rows:
@@ -605,7 +613,7 @@ def search(index: TimelineIndex, text: str, after_us: float | None = None, direc
     if not len(ids):
         return {"total": 0, "position": -1, "match": None, "results": []}
     s = index.slices
-    after = (float(s["ts"].iat[after_event]), after_event) if after_event is not None and 0 <= after_event < len(s) \
+    after = (float(_cell(s, "ts", after_event)), after_event) if after_event is not None and 0 <= after_event < len(s) \
         else None
     pos = search_position(s["ts"].to_numpy()[ids], ids, after, after_us, direction)
     window = ids[pos:pos + limit]
