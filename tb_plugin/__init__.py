@@ -15,9 +15,8 @@ Python API::
 Every loading problem raises `tb_plugin.TraceError`.
 """
 
-__version__ = "0.1.0"  # first: modules imported below read it
-
-from .errors import TraceError  # noqa: E402
+from .errors import TraceError
+from .version import __version__
 
 __all__ = ["MemorySnapshot", "Profile", "Run", "TraceError", "diff", "diff_ranks", "load", "load_run", "load_snapshot",
            "__version__"]

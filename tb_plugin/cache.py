@@ -43,10 +43,10 @@ import time
 import uuid
 from typing import Any
 
-from . import __version__
 from .trace.anomalies import ANOMALIES, TOLERANT_PARSE
 from .trace.metadata import clean_metadata
 from .trace.model import TraceModel
+from .version import __version__
 from .storage import is_url
 
 logger = logging.getLogger(__name__)

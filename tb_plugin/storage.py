@@ -380,13 +380,9 @@ class Storage:
             except (OSError, ValueError) as exc:
                 raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
-    def json_size(self, rel):
-        """Size of the trace's JSON in bytes: the file size, or for gzip the size the trailer
-        records (modulo 4 GiB, so at least the compressed size)."""
-        return self.json_sample(rel, 0)[0]
-
     def json_sample(self, rel, head_bytes=_SAMPLE_BYTES):
-        """(JSON size as `json_size` tells it, the first `head_bytes` of the JSON).
+        """(size of the trace's JSON in bytes: the file size, or for gzip the size the trailer
+        records, modulo 4 GiB, so at least the compressed size; the first `head_bytes` of the JSON).
 
         A gzip whose start does not inflate is a TraceError saying so: its trailer's size
         claim is then noise (random bytes "claimed" 590 MB), not a reason to refuse it as

@@ -136,7 +136,7 @@ def opened(monkeypatch, world):
     monkeypatch.setattr(builtins, "open", fake_open)
     monkeypatch.setattr(io, "open", fake_open)
     monkeypatch.setattr(os, "open", fake_os_open)
-    for method in ("open_stored", "read_bytes", "read_trace", "read_head", "json_size"):
+    for method in ("open_stored", "read_bytes", "read_trace", "read_head", "json_sample"):
         real = getattr(Storage, method)
         monkeypatch.setattr(Storage, method, lambda self, rel, *a, _real=real, _m=method, **k:
                             paths.append(f"Storage.{_m}({rel})") or _real(self, rel, *a, **k))

@@ -636,9 +636,3 @@ def range_summary(index: TimelineIndex, start_us: float, end_us: float,
     out["name"] = [str(index.names[i]) for i in out["name"]]
     out["kind"] = [KINDS[k] for k in out["kind"]]
     return TIMELINE_SUMMARY.frame(out.sort_values("total_us", ascending=False, kind="stable"))
-
-
-@documented(TIMELINE_STEPS)
-def step_marks(model):
-    """The steps the Trace view marks on its ruler."""
-    return TIMELINE_STEPS.frame(step_windows(model))

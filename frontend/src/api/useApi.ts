@@ -42,11 +42,3 @@ export function useApi<T>(route: string | null, params: Params = {}): ApiState<T
   }, [key]);
   return state.key === key ? state.value : LOADING;
 }
-
-/** Re-run `effect` every `ms` while mounted (background polling, not counted as work). */
-export function useInterval(effect: () => void, ms: number): void {
-  useEffect(() => {
-    const timer = setInterval(effect, ms);
-    return () => clearInterval(timer);
-  }, [effect, ms]);
-}
