@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare
 from ..trace.model import TraceModel
-from .common import _cached, device_activity, name_mask, operator_tree, step_windows
+from .common import _cached, device_activity, enclosing_op_where, name_mask, operator_tree, step_windows
 from .intervals import union_length
 
 _FRAME_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)")
@@ -90,23 +90,6 @@ def _region_kind(model):
     return np.select([frame, forward, backward], [0, 1, 2], default=-1).astype(np.int64)
 
 
-def _nearest(model, rows, mask):
-    """For op rows (-1 allowed): the nearest ancestor-or-self in `mask`, -1 when none. One
-    numpy step per nesting level."""
-    parent = model.ops["parent"].to_numpy()
-    cur = np.asarray(rows, dtype=np.int64).copy()
-    out = np.full(len(cur), -1, dtype=np.int64)
-    for _ in range(int(model.ops["depth"].max()) + 2 if len(model.ops) else 0):
-        live = (cur >= 0) & (out < 0)
-        if not live.any():
-            break
-        hit = np.zeros(len(cur), dtype=bool)
-        hit[live] = mask[cur[live]]
-        out[hit] = cur[hit]
-        cur[live] = parent[cur[live]]
-    return out
-
-
 def _region_ops(model):
     """The compiled-region ops: row, kind (index into KINDS), compile id, frame, compilation
     and their region label (see `compiled`)."""
@@ -121,7 +104,7 @@ def _region_ops(model):
                               "compilation": pd.to_numeric(ids[1]).fillna(-1).astype(np.int64).to_numpy()})
         # AOTAutograd's forward takes the id of the Dynamo region around it; its backward the
         # id of the forward with the same Sequence number (autograd runs it outside the region)
-        frame_rows = _nearest(model, ops["parent"].to_numpy()[rows], kind == 0)
+        frame_rows = enclosing_op_where(model, ops["parent"].to_numpy()[rows], kind == 0)
         has_frame = (table["kind"].to_numpy() == 1) & (frame_rows >= 0)
         lookup = table.set_index("row")
         for column in ("frame", "compilation"):
@@ -154,7 +137,7 @@ def compiled_op_mask(model):
     AOTAutograd backward autograd runs outside it), the region ops themselves included."""
     def build():
         kind = _region_kind(model)
-        return _nearest(model, np.arange(len(model.ops)), (kind == 0) | (kind == 2)) >= 0
+        return enclosing_op_where(model, np.arange(len(model.ops)), (kind == 0) | (kind == 2)) >= 0
     return _cached(model, "compiled_op_mask", build)
 
 
@@ -173,7 +156,7 @@ def _inductor_kernel_ops(model):
 
 def _innermost_region(model, rows):
     """For op rows: the row of the innermost compiled-region op around them (-1 when none)."""
-    return _nearest(model, rows, _region_kind(model) >= 0)
+    return enclosing_op_where(model, rows, _region_kind(model) >= 0)
 
 
 def compiled_kernels(model: TraceModel) -> pd.DataFrame:
@@ -269,7 +252,7 @@ def _build_regions(model):
     position = pd.Series(np.arange(len(table)), index=table["row"].to_numpy())
     for k in range(len(KINDS)):  # three kinds of region
         for rows, counts in ((kernels["op"].to_numpy(), kernel_counts), (inductor_rows, inductor_counts)):
-            around = _nearest(model, rows, kind == k)
+            around = enclosing_op_where(model, rows, kind == k)
             around = around[around >= 0]
             np.add.at(counts, position.reindex(around).to_numpy(dtype=np.int64), 1)
     table["kernel_count"], table["inductor_kernel_calls"] = kernel_counts, inductor_counts

@@ -17,8 +17,8 @@ import pandas as pd
 from ..schema import NULLABLE, declare, documented
 from ..trace.linking import ancestor_where
 from ..trace.model import TraceModel
-from .common import (BACKEND_OP_NAME, _cached, collective_op_mask, device_activity, kernel_flags, name_mask,
-                     operator_tree, step_windows)
+from .common import (BACKEND_OP_NAME, _cached, collective_op_mask, device_activity, enclosing_op_where, kernel_flags,
+                     name_mask, operator_tree, step_windows)
 from .intervals import exclusive_time, union_length
 
 # Bytes per element, keyed by the normalised spelling of a dtype (lower case, without
@@ -758,17 +758,9 @@ def fsdp_phase(name):
 
 def _innermost_phase(model, rows, phase):
     """For op rows (-1 allowed): the phase index of the innermost ancestor-or-self with an FSDP
-    phase (index into FSDP_PHASES, -1 when none). One numpy step per nesting level."""
-    parent = model.ops["parent"].to_numpy()
-    cur = np.asarray(rows, dtype=np.int64).copy()
-    out = np.full(len(cur), -1, dtype=np.int64)
-    for _ in range(int(model.ops["depth"].max()) + 2 if len(model.ops) else 0):
-        live = (cur >= 0) & (out < 0)
-        if not live.any():
-            break
-        out[live] = phase[cur[live]]
-        cur[live] = parent[cur[live]]
-    return out
+    phase (index into FSDP_PHASES, -1 when none)."""
+    around = enclosing_op_where(model, rows, phase >= 0)
+    return np.where(around >= 0, phase[np.clip(around, 0, None)], -1) if len(phase) else around
 
 
 def fsdp_breakdown(model):
