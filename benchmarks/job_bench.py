@@ -22,7 +22,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from tb_plugin.preprocess import WORKER_ENV  # noqa: E402
 # The single-process figure is taken as one worker runs: polars on one thread.
 os.environ.update(WORKER_ENV)
 
+from tests.conftest import free_port  # noqa: E402
 from tests.job_traces import write_job  # noqa: E402
 
 SHARED = Path(os.environ.get("TB_PLUGIN_SHARED_TRACES", ROOT.parent / "shared" / "traces"))
@@ -89,12 +89,6 @@ def dask_preprocess(logdir, cache_dir, workers):
         report = preprocess(str(logdir), "local", cache_dir, workers, force=True, out=quiet)
     assert not report.failed, report.failed[:3]
     return report, time.perf_counter() - started
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def peak_rss_bytes(pid):

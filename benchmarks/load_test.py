@@ -34,7 +34,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests/ helpers
+from tests.conftest import free_port  # noqa: E402  (one copy, shared with the tests)
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,12 +59,6 @@ VALUES = {"span": "1", "span_b": "1", "name": "aten::conv2d", "start_us": "0", "
           "resolution_us": "100", "event": "0", "q": "aten", "tracks": "0", "points": "200", "limit": "100",
           "max_points": "500", "group_by": "name", "after_us": "0", "direction": "next"}
 VALUE_FOR_ROUTE = {("/tables", "table"): "kernels"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def route_urls(run, worker, spec_path=SPEC_PATH):

@@ -52,7 +52,6 @@ import platform
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -64,6 +63,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench  # noqa: E402  (the synthesiser and its defaults)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests/ helpers
+from tests.conftest import free_port  # noqa: E402  (one copy, shared with the tests)
 
 PLUGIN = "/data/plugin/pytorch_profiler"
 CHROMIUM = "/usr/bin/chromium"
@@ -79,12 +81,6 @@ TARGET_PAGE_MB = 300.0
 
 def log(message):
     print(message, file=sys.stderr, flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(base, route, timeout=600, **params):

@@ -18,13 +18,15 @@ Each measurement is a fresh child process (imports are once per process):
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests/ helpers
+from tests.conftest import free_port  # noqa: E402  (one copy, shared with the tests)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = ROOT / "samples" / "gpu_resnet50_v100" / "worker0.1623143089861.pt.trace.json.gz"
@@ -61,12 +63,6 @@ def child(trace, loads, warmed):
         profile.overview()
         times.append(time.perf_counter() - t0)
     print(json.dumps({"times": times, **({"plugin_load_s": plugin_load_s, "warm_up_s": warm_up_s} if warmed else {})}))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 _NO_WARM_UP = "import tb_plugin.plugin as p; p._warm_up_quietly = lambda plugin: None; "
