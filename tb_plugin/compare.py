@@ -7,6 +7,7 @@ resolves the inputs, loads them (progress on stderr), formats the answer and pic
 status: 0 when no regression beyond --threshold, 1 when one, 2 on bad input (with the reason).
 """
 
+import argparse
 import json
 import math
 import os
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .errors import BadParameterError, PublicError
-from .profile import Profile, diff, diff_ranks, load, load_run
+from .profile import Profile, Run, diff, diff_ranks, load, load_run
 from .storage import is_url
 from .views.diff import DiffView
 from .views.regression import CAUSES, DEFAULT_THRESHOLD_PCT, REGRESSION
@@ -81,7 +82,7 @@ def _progress_printer(label):
     return progress
 
 
-def _workers(side, run):
+def _workers(side: Side, run: Run) -> list[str]:
     if side.worker is not None:
         if side.worker not in run.workers:
             raise BadParameterError(f"{side.path}: no worker {side.worker!r}; workers: {', '.join(run.workers)}")
@@ -104,7 +105,9 @@ def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> C
     if not (threshold_pct >= 0 and math.isfinite(threshold_pct)):
         raise BadParameterError(f"--threshold takes a percentage >= 0, not {threshold_pct}")
     runs = {n: (None if _is_trace_file(s.path) else load_run(s.path)) for n, s in (("A", a), ("B", b))}
-    workers = {n: ([None] if runs[n] is None else _workers(s, runs[n])) for n, s in (("A", a), ("B", b))}
+    # a trace file's one "worker" is None
+    workers: dict[str, list[str] | list[None]] = {
+        n: ([None] if (side_run := runs[n]) is None else _workers(s, side_run)) for n, s in (("A", a), ("B", b))}
     for n, s in (("A", a), ("B", b)):
         if runs[n] is not None and s.span < 1:
             raise BadParameterError(f"--span{'-b' if n == 'B' else ''} counts from 1, not {s.span}")
@@ -116,12 +119,15 @@ def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> C
             if key not in printers:
                 printers[key] = _progress_printer(f"{side} {(a if side == 'A' else b).path} [{worker}]")
             printers[key](stage, fraction)
-        ranks, views = diff_ranks(runs["A"], runs["B"], a.span, b.span, threshold_pct, progress)
+        run_a, run_b = runs["A"], runs["B"]
+        assert run_a is not None and run_b is not None  # several workers: both sides are runs
+        ranks, views = diff_ranks(run_a, run_b, a.span, b.span, threshold_pct, progress)
         return Comparison(f"{a.path} [every worker, span {a.span}]", f"{b.path} [every worker, span {b.span}]",
                           threshold_pct, views, ranks)
     if len(workers["A"]) > 1 or len(workers["B"]) > 1:
         many = "A" if len(workers["A"]) > 1 else "B"
-        raise BadParameterError(f"{many} is a run of {len(workers[many])} workers ({', '.join(workers[many][:8])}"
+        names = [w for w in workers[many] if w is not None]  # all of them: several workers are a run's
+        raise BadParameterError(f"{many} is a run of {len(workers[many])} workers ({', '.join(names[:8])}"
                                 f"{', ...' if len(workers[many]) > 8 else ''}) and the other side one trace: "
                                 f"name one worker with --worker{'-b' if many == 'B' else ''}")
     worker_a, worker_b = workers["A"][0], workers["B"][0]
@@ -276,7 +282,7 @@ def add_arguments(parser):
     parser.add_argument("--markdown", metavar="FILE", help="write a summary for a pull request comment to FILE")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """The `compare` command: 0 no regression (or no --threshold), 1 regression, 2 bad input."""
     threshold = DEFAULT_THRESHOLD_PCT if args.threshold is None else args.threshold
     try:

@@ -103,7 +103,7 @@ def looks_like_trace(head):
 
 def _by_worker(rel_dir, candidates):
     """{worker: [SpanFile, ...] in span order} of the (worker, stamp, file name) `candidates` in `rel_dir`."""
-    stamps = {}
+    stamps: dict[str, list[tuple[int | None, str]]] = {}
     for worker, stamp, file_name in candidates:
         stamps.setdefault(printable(worker), []).append((stamp, file_name))
     out = {}

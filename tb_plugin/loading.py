@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
@@ -139,7 +139,8 @@ def held_bytes(value, seen=None):
             todo.extend(column for _, column in item.items())
         elif isinstance(item, (pd.Series, pd.Index)):
             if isinstance(item.dtype, pd.CategoricalDtype):  # codes here; the shared category list once
-                total += item.array.codes.nbytes
+                # a categorical dtype's array is a Categorical; pandas-stubs type it ExtensionArray
+                total += cast(pd.Categorical, item.array).codes.nbytes
                 todo.append(item.dtype.categories)
             elif item.dtype.kind in "biufcmM":  # numbers and times: no per-value objects
                 total += item.nbytes
@@ -949,6 +950,7 @@ class RunStore:
         from .memory_snapshot import PEAK_BYTES_PER_SNAPSHOT_BYTE, MemorySnapshot, snapshot_from_bytes, snapshot_limit
         from .snapshot.model import SnapshotParts, from_parts, to_parts
 
+        assert self._storage is not None  # a load is of a file the scan found
         display = self._storage.display(path)
         self._progress(path, STAGE_READING, None)
         identity = key = None
@@ -959,7 +961,7 @@ class RunStore:
             if parts is not None:
                 return MemorySnapshot(from_parts(parts), display), identity
         limit = snapshot_limit(self.max_parse_bytes)
-        size = self._storage.json_size(path)
+        size, _ = self._storage.json_sample(path, 0)  # the JSON's size; no head wanted
         if size > limit:
             raise TraceError(display, f"too large to load: reading its {size >> 20} MB needs about "
                                       f"{size * PEAK_BYTES_PER_SNAPSHOT_BYTE >> 20} MB, more than the "
@@ -968,6 +970,7 @@ class RunStore:
         stored = self._storage.read_trace(path, partial(self._checked_progress, path, STAGE_READING), limit=limit)
         snapshot = snapshot_from_bytes(stored.data, display)
         if identity is not None and self._storage.identity(path) == identity:  # unchanged while read
+            assert self.cache is not None  # an identity is only taken for the cache
             self.cache.put_summary(key, identity, to_parts(snapshot.model), display)
             return snapshot, identity
         return snapshot, None

@@ -24,7 +24,9 @@ import gc
 import io
 import json
 import pickle
+from collections.abc import Collection
 from operator import itemgetter
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -146,6 +148,9 @@ class _Interner:
                        for f in self.frame_objects]
         except (AttributeError, TypeError, ValueError) as exc:
             raise TraceError(path, f"not a memory snapshot: a stack frame is not {{filename, line, name}} ({exc})") from None
+        # the distinct frames and stacks: a pandas Index or array, or an empty list
+        unique_frames: Collection[Any]
+        unique_stacks: Collection[Any]
         frame_codes, unique_frames = pd.factorize(pd.Series(triples, dtype=object)) if triples else (np.empty(0, np.int64), [])
         content = [tuple(frame_codes[list(stack)]) for stack in self.stacks]
         stack_codes, unique_stacks = pd.factorize(pd.Series(content, dtype=object)) if content else (np.empty(0, np.int64), [])
@@ -203,7 +208,7 @@ def _categorical(values, categories):
     if not all(isinstance(c, str) for c in codes):
         raise ValueError(f"a name that is not text among {list(codes)[:10]}")
     return pd.Categorical.from_codes(np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values)),
-                                     categories=list(codes))
+                                     categories=cast(pd.Index, list(codes)))  # pandas-stubs want an Index; pandas takes a list
 
 
 def decode_snapshot(snapshot, path):

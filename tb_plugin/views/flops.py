@@ -360,8 +360,8 @@ def _conv_hints(model):
     names = ops["name"].astype(str).to_numpy()
     seq = ops["sequence_number"].to_numpy()
     node = name_mask(ops["name"], _CONV_GRAD_NODE.match) & (seq >= 0)
-    grads = pd.DataFrame({"seq": seq[node], "dims": ops["input_dims"].astype(str).to_numpy()[node]})
-    grads = grads.drop_duplicates("seq", keep=False).set_index("seq")["dims"]
+    grad_nodes = pd.DataFrame({"seq": seq[node], "dims": ops["input_dims"].astype(str).to_numpy()[node]})
+    grads = grad_nodes.drop_duplicates("seq", keep=False).set_index("seq")["dims"]
     forward = np.isin(names, list(_CONV_ARGS)) & (seq >= 0)
     codes, texts = pd.factorize(pd.Series(seq[forward]).map(grads).fillna(""))
     first = np.array([_first_shape(t) for t in texts], dtype=object)  # per distinct shape text

@@ -417,13 +417,13 @@ def _stragglers(rank_steps, ex):
     # flagged on both: the larger excess is the one reported
     use_step = step["flagged"] & (~work["flagged"] | (step["excess"] > work["excess"]))
     pick = {key: np.where(use_step, step[key], work[key]) for key in ("excess", "pct", "deviations", "flagged_by")}
-    growth = []
+    part_growth = []
     centers = []
     for column, _ in _PARTS:  # five parts
         center, _ = _baselines(ex.values[column])
         centers.append(center)
-        growth.append(ex.values[column] - center)
-    growth = np.stack(growth)  # parts x steps x ranks
+        part_growth.append(ex.values[column] - center)
+    growth = np.stack(part_growth)  # parts x steps x ranks
     cause_index = np.nanargmax(np.where(np.isnan(growth), -np.inf, growth), axis=0)
     si, ri = np.nonzero(flagged)
     if not len(si):

@@ -510,7 +510,7 @@ def stack_categories(model: SnapshotModel) -> np.ndarray:
         category = np.full(n_stacks + 1, len(CATEGORY_RULES), dtype=np.int64)
         for index in reversed(range(len(CATEGORY_RULES))):  # the first rule wins: applied last
             frame_hit = CATEGORY_RULES[index][2](model.frames).to_numpy(dtype=bool)
-            stacks = np.unique(sf["stack"].to_numpy()[frame_hit[sf["frame"].to_numpy()]]) if len(sf) else []
+            stacks: np.ndarray | list[int] = np.unique(sf["stack"].to_numpy()[frame_hit[sf["frame"].to_numpy()]]) if len(sf) else []
             category[stacks] = index
         return category
     return _cached(model, "stack_categories", build)

@@ -352,13 +352,13 @@ def _build(model):
     bwd_host = ops["dur"].to_numpy()[bwd_rows].astype(np.float64)
     if recompute_root.any() and len(bwd_rows):
         # the recomputations a backward op ran are shown on the checkpointed block, not in it
-        roots = np.flatnonzero(recompute_root)
+        recompute_roots = np.flatnonzero(recompute_root)
         backward = Nesting(ops["thread"].to_numpy()[bwd_rows], ops["ts"].to_numpy()[bwd_rows], bwd_host)
-        host_of = backward.enclosing(f_thread[roots], f_ts[roots])
+        host_of = backward.enclosing(f_thread[recompute_roots], f_ts[recompute_roots])
         ran = host_of >= 0
-        bwd_host -= np.bincount(host_of[ran], weights=f_dur[roots][ran], minlength=len(bwd_rows))
+        bwd_host -= np.bincount(host_of[ran], weights=f_dur[recompute_roots][ran], minlength=len(bwd_rows))
         root_device = np.bincount(recompute_root_of[np.clip(dev_frame[dev_recomputed], 0, None)],
-                                  weights=dev_dur[dev_recomputed], minlength=len(rows))[roots]
+                                  weights=dev_dur[dev_recomputed], minlength=len(rows))[recompute_roots]
         device_total_op = device_total_op - np.bincount(host_of[ran], weights=root_device[ran], minlength=len(bwd_rows))
     backward_host = per_node(bwd_node, bwd_host)
     backward_device = per_node(bwd_node, device_total_op)
@@ -377,7 +377,8 @@ def _build(model):
     roots: list[int] = []
     for node in np.argsort(first_ts, kind="stable"):
         (roots if node_parent[node] < 0 else children[node_parent[node]]).append(int(node))
-    visited, stack = [], roots[::-1]
+    visited: list[int] = []
+    stack = roots[::-1]
     while stack:
         node = stack.pop()
         visited.append(node)

@@ -34,6 +34,7 @@ cause moved by at least 0.1% of A's mean step time.
 
 import re
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -228,7 +229,8 @@ def _match_trees(side_a, side_b):
         known = np.concatenate([known, new])
         lookup = pd.Index(known)
         for s in sides:
-            node_of[s][at[s]] = lookup.get_indexer(keys[s])
+            # pandas takes any array-like target; pandas-stubs ask for an Index
+            node_of[s][at[s]] = lookup.get_indexer(cast(pd.Index, keys[s]))
     nodes = pd.DataFrame({"parent": known // n_names - 1, "name": np.asarray(names, dtype=object)[known % n_names]})
     return node_of["a"], node_of["b"], nodes
 
