@@ -328,7 +328,7 @@ def test_a_trace_error_is_still_remembered(tmp_path, old_trace, monkeypatch):
 _GROWTH_SCRIPT = r"""
 import ctypes, gc, json, sys
 import tb_plugin
-from tb_plugin.loading import profile_bytes
+from tb_plugin.loading import cap_malloc_arenas, profile_bytes
 
 def rss():
     with open("/proc/self/status") as fh:
@@ -348,6 +348,7 @@ def opened(path):  # the views a user clicks through first, each cached on the m
     return profile
 
 path, copies = sys.argv[1], int(sys.argv[2])
+cap_malloc_arenas()  # as the server's RunStore does: the same allocator the budget is measured for
 opened(path)  # dropped at once: imports, and the allocator's pools grown to a parse's peak once
 before = settled()
 held = [opened(path) for _ in range(copies)]
