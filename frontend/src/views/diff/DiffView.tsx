@@ -10,6 +10,7 @@ import { Chart } from '../../components/charts/Chart';
 import { esc } from '../../components/charts/echarts';
 import { STEP_CATEGORIES } from '../../components/charts/options';
 import { Card, Empty, Loaded, Loading } from '../../components/Status';
+import { kernelNameColumn } from '../../components/KernelName';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { anyNonZero, rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
@@ -190,6 +191,7 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
         <Card title="Step breakdown (per step, B − A)">
           <DataTable
             id="diff-steps"
+            schema="DiffStepsTable"
             rows={steps}
             csvColumns={data.steps.columns}
             csvName={`${name}_steps.csv`}
@@ -202,6 +204,7 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
         {withDevice ? null : <div class="hint">No device time in either profile: host times only.</div>}
         <DataTable
           id="diff-operators"
+          schema="DiffOperatorsTable"
           rows={operators}
           csvColumns={data.operators.columns}
           csvName={`${name}_operators.csv`}
@@ -229,6 +232,7 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
         {kernels.length ? (
           <DataTable
             id="diff-kernels"
+            schema="DiffKernelsTable"
             rows={kernels}
             csvColumns={data.kernels.columns}
             csvName={`${name}_kernels.csv`}
@@ -236,7 +240,7 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
             rowKey={(r) => String(r.name)}
             defaultSort={{ key: 'total_us_delta', dir: 'desc', magnitude: true }}
             columns={[
-              { key: 'name', label: 'Kernel' },
+              kernelNameColumn('name', 'Kernel', kernels),
               us('total_us_delta', 'Total Δ', true),
               count('calls_delta', 'Calls Δ', true),
               us('total_us_a', 'Total A'),

@@ -7,6 +7,7 @@
 import { typedRows, type WireTableOf } from '../../api/tables';
 import { formatDelta, formatDuration, formatNumber, formatPct, deltaSign } from '../../base/format';
 import { Card, Empty } from '../../components/Status';
+import { kernelNameColumn } from '../../components/KernelName';
 import { DataTable } from '../../components/table/DataTable';
 import { traceHref, type Profile } from './links';
 
@@ -63,6 +64,7 @@ export function Explanation({ data, a, b, name }: { data: ExplanationTables; a: 
         ) : null}
         <DataTable
           id="diff-explanation"
+          schema="DiffExplanationTable"
           rows={causes}
           csvColumns={data.explanation.columns}
           csvName={`${name}_explanation.csv`}
@@ -86,6 +88,7 @@ export function Explanation({ data, a, b, name }: { data: ExplanationTables; a: 
         {contributors.length ? (
           <DataTable
             id="diff-contributors"
+            schema="DiffContributorsTable"
             rows={contributors}
             csvColumns={data.contributors.columns}
             csvName={`${name}_contributors.csv`}
@@ -94,7 +97,7 @@ export function Explanation({ data, a, b, name }: { data: ExplanationTables; a: 
             columns={[
               { key: 'cause', label: 'Cause', format: (v, r) => (r.part === v ? causeLabel(v) : `${causeLabel(v)}: ${PART_LABELS[r.part] ?? r.part}`) },
               { key: 'operator', label: 'Operator' },
-              { key: 'name', label: 'Kernel / call / operator', wide: true },
+              { ...kernelNameColumn('name', 'Kernel / call / operator', contributors), wide: true },
               { key: 'delta_us', label: 'B − A', numeric: true, format: (v) => <Delta us={v} /> },
               { key: 'calls_a', label: 'Calls A', numeric: true, format: (v) => formatNumber(v) },
               { key: 'calls_b', label: 'Calls B', numeric: true, format: (v) => formatNumber(v) },
@@ -125,6 +128,7 @@ export function Explanation({ data, a, b, name }: { data: ExplanationTables; a: 
         <div class="hint">Operators matched by their path from the root; where names differ (another backend or library), the nodes meet at their lowest common ancestor, shown for added and removed nodes.</div>
         <DataTable
           id="diff-tree"
+          schema="DiffTreeTable"
           rows={tree}
           tree={{ id: 'node', parent: 'parent' }}
           csvColumns={data.tree.columns}
