@@ -59,6 +59,9 @@ VALUES = {"span": "1", "span_b": "1", "name": "aten::conv2d", "start_us": "0", "
           "resolution_us": "100", "event": "0", "q": "aten", "tracks": "0", "points": "200", "limit": "100",
           "max_points": "500", "group_by": "name", "after_us": "0", "direction": "next"}
 VALUE_FOR_ROUTE = {("/tables", "table"): "kernels"}
+# The memory snapshot routes answer a run's snapshots: they are asked of the samples' run of
+# snapshots (`samples/gpu_memory_snapshot`), whatever run the rest is asked of.
+SNAPSHOT_VALUES = {"run": "gpu_memory_snapshot", "snapshot": "rank0"}
 
 
 def route_urls(run, worker, spec_path=SPEC_PATH):
@@ -74,7 +77,8 @@ def route_urls(run, worker, spec_path=SPEC_PATH):
             params.append((p["name"], bool(p.get("required"))))
             if p["name"] == "table" and not p.get("required"):  # views of several tables: CSV of one
                 tables = p.get("schema", {}).get("enum", [])
-        query = {name: VALUE_FOR_ROUTE.get((path, name), values.get(name, "")) for name, required in params if required}
+        asked = {**values, **SNAPSHOT_VALUES} if path.startswith("/snapshot_") else values
+        query = {name: VALUE_FOR_ROUTE.get((path, name), asked.get(name, "")) for name, required in params if required}
         urls.append((path, f"{PREFIX}{path}?{urllib.parse.urlencode(query)}" if query else f"{PREFIX}{path}"))
         if "format" in dict(params):
             extra = {"format": "csv", **({"table": tables[0]} if tables else {})}

@@ -554,8 +554,9 @@ def test_tensor_core_ratios(tmp_path):
     assert (row(kernels, name=tc_kernel)["operator"], bool(row(kernels, name=tc_kernel)["tensor_cores_used"])) == \
         ("aten::cudnn_convolution", True)
     assert profile.gpu_summary()["tensor_core_kernel_pct"].tolist() == pytest.approx([100 * 15 / 25])
-    assert profile.tensor_core_share() == pytest.approx({"tensor_cores_us": 15, "other_us": 10,
-                                                         "tensor_cores_pct": 100 * 15 / 25})
+    share = profile.tensor_core_share()
+    assert share.pop("unit") == "Tensor Cores"  # an NVIDIA kernel name: NVIDIA's matrix units
+    assert share == pytest.approx({"tensor_cores_us": 15, "other_us": 10, "tensor_cores_pct": 100 * 15 / 25})
 
 
 # --- 6. memory -----------------------------------------------------------------------------------
@@ -938,8 +939,12 @@ def test_module_hierarchy(tmp_path):
                    addmm(ts + 2 + (6 if i == 0 else 0), mm_dur, inner)]
     events.append(frame("nn.Module: Conv2", 3000, 211, 8, parent=1, module=100))
     table = load(tmp_path, events).modules()
-    assert table["path"].tolist() == ["MyModule", "MyModule > Linear", "Conv2"]
-    by_path = table.set_index("path")
+    # each node's path, from the parent ids (parents come first in the depth-first order)
+    paths: list[str] = []
+    for parent, name in zip(table["parent_id"], table["name"]):
+        paths.append(name if parent < 0 else f"{paths[parent]} > {name}")
+    assert paths == ["MyModule", "MyModule > Linear", "Conv2"]
+    by_path = table.assign(path=paths).set_index("path")
     assert by_path.loc["MyModule", ["occurrences", "operators", "host_total_us", "host_self_us"]].tolist() == \
         [3, 3, 3 * 211, 3 * (211 - 62)]
     assert by_path.loc["MyModule > Linear", ["occurrences", "operators", "host_total_us"]].tolist() == [3, 3, 3 * 62]

@@ -175,7 +175,7 @@ def test_launch_bound_recommendation_counts_raw_events():
     rec = {r["id"]: r for r in tb_plugin.load(files[0]).recommendations()}["launch_bound"]
     assert (rec["numbers"]["launch_bound"], rec["numbers"]["kernels"]) == (len(bound), len(kernels))
     assert f"{len(bound)} of {len(kernels)} kernels" in rec["text"]
-    assert rec["evidence"] == {"view": "gpu_idle", "params": {"launch_flag": "launch_bound"}}
+    assert rec["evidence"] == {"view": "gpu_idle", "params": {"launch_flag": "launch_bound"}, "panel": "launches"}
 
 
 def test_no_launch_bound_recommendation_for_a_few_kernels(tmp_path):

@@ -176,4 +176,5 @@ def test_fusion_candidate_recommendation(tmp_path):
     assert rec["numbers"] == {"occurrences": 2, "device_us": 33, "share_pct": pytest.approx(100 * 33 / 45),
                               "device_per_step_us": 33}
     assert "C | A | B (launched by opC | opA | opB) repeats 2 times" in rec["text"]
-    assert rec["evidence"] == {"view": "gpu_idle", "params": {"sequence_length": 3}}
+    assert rec["evidence"] == {"view": "gpu_idle", "params": {"sequence_length": 3}, "panel": "sequences",
+                               "kernels": ["C", "A", "B"]}
