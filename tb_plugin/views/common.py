@@ -142,14 +142,15 @@ def collective_op_mask(model):
     return _cached(model, "collective_ops", build)
 
 
-def enclosing_op_where(model, rows, mask):
+def enclosing_op_where(model, rows, mask, outermost=False):
     """For op `rows` (-1 allowed): the nearest op among each row and its ancestors where the
-    per-op `mask` holds; -1 where none does (and for row -1). The op tree's one ancestor walk
-    (`trace.linking.ancestor_where`), read at the rows asked for."""
+    per-op `mask` holds (the farthest with `outermost`); -1 where none does (and for row -1).
+    The op tree's one ancestor walk (`trace.linking.ancestor_where`), read at the rows asked for."""
     rows = np.asarray(rows, dtype=np.int64)
     if not len(model.ops):
         return np.full(len(rows), -1, dtype=np.int64)
-    nearest = ancestor_where(np.asarray(mask, dtype=bool), model.ops["parent"].to_numpy(), model.ops["depth"].to_numpy())
+    nearest = ancestor_where(np.asarray(mask, dtype=bool), model.ops["parent"].to_numpy(), model.ops["depth"].to_numpy(),
+                             outermost)
     return np.where(rows >= 0, nearest[np.clip(rows, 0, None)], -1)
 
 

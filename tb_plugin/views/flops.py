@@ -65,8 +65,8 @@ import pandas as pd
 from ..schema import NULLABLE, declare
 from ..trace.model import TraceModel
 from ..trace.linking import ancestor_where
+from .collectives import element_bytes, input_bytes
 from .common import _cached, device_activity, kernel_flags, name_mask, operator_tree, step_windows
-from .distributed import element_bytes, input_bytes
 
 # The operands of each op with a formula, by position in its schema (`Input Dims` lists every
 # argument in schema order, an `out=` tensor last: Inductor calls `aten::addmm` with six, the
