@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.model import TraceModel
-from .common import BACKEND_OP_NAME, _cached, collective_op_mask, enclosing_op_where, kernel_flags, name_mask
+from .common import BACKEND_OP_NAME, cached, collective_op_mask, enclosing_op_where, kernel_flags, name_mask
 
 # Bytes per element, keyed by the normalised spelling of a dtype (lower case, without
 # `c10::` / `at::` / `torch.` prefixes and spaces): `Input type` writes C++ names ("float",
@@ -219,7 +219,7 @@ def collective_calls(model: TraceModel) -> pd.DataFrame:
     - Communication kernels whose launching op is in no nest belong to no call (they still
       count as communication time in the step table).
     """
-    return _cached(model, "distributed_calls", lambda: _build_calls(model))
+    return cached(model, "distributed_calls", lambda: _build_calls(model))
 
 
 def _categorical_values(column, rows):

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare
 from ..trace.model import TraceModel
-from .common import _cached, name_mask, op_names, step_windows
+from .common import cached, name_mask, op_names, step_windows
 
 _GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch")
 
@@ -65,7 +65,7 @@ KERNELS = declare(
 
 def graph_launch_mask(model):
     """Per runtime call: whether it launches a CUDA (or HIP) graph."""
-    return _cached(model, "graph_launch_mask", lambda: name_mask(model.runtime["name"], _GRAPH_LAUNCH.match))
+    return cached(model, "graph_launch_mask", lambda: name_mask(model.runtime["name"], _GRAPH_LAUNCH.match))
 
 
 def _in_graph(model):
@@ -81,7 +81,7 @@ def _in_graph(model):
 
 def graph_launches(model: TraceModel) -> pd.DataFrame:
     """One row per graph replay, declared as `LAUNCHES`, in launch order."""
-    return _cached(model, "cuda_graph_launches", lambda: _build_launches(model))
+    return cached(model, "cuda_graph_launches", lambda: _build_launches(model))
 
 
 def _build_launches(model):
@@ -115,7 +115,7 @@ def _build_launches(model):
 def graph_kernels(model: TraceModel) -> pd.DataFrame:
     """Per kernel name, declared as `KERNELS`: all calls and those inside graph replays;
     only names that ran in a graph at least once, most graph time first."""
-    return _cached(model, "cuda_graph_kernels", lambda: _build_kernels(model))
+    return cached(model, "cuda_graph_kernels", lambda: _build_kernels(model))
 
 
 def _build_kernels(model):
@@ -135,7 +135,7 @@ def _build_kernels(model):
 def graph_annotations(model: TraceModel) -> pd.DataFrame:
     """Graph kernels per annotation, declared as `ANNOTATIONS`, most time first; empty
     without graph kernels, one row '' when none is annotated."""
-    return _cached(model, "cuda_graph_annotations", lambda: _build_annotations(model))
+    return cached(model, "cuda_graph_annotations", lambda: _build_annotations(model))
 
 
 def _build_annotations(model):

@@ -14,7 +14,7 @@ import pandas as pd
 from ..schema import NULLABLE, declare, documented
 from ..trace.model import TraceModel
 from .collectives import FSDP_PHASES, collective_calls, fsdp_phase, gbps, match_calls, process_groups
-from .common import (_cached, collective_op_mask, device_activity, enclosing_op_where, kernel_flags, operator_tree,
+from .common import (cached, collective_op_mask, device_activity, enclosing_op_where, kernel_flags, operator_tree,
                      step_windows)
 from .intervals import exclusive_time, union_length
 
@@ -364,7 +364,7 @@ def fsdp_breakdown(model):
     that no computation (as in the ``steps`` table) overlapped -- time the step waited
     for FSDP's communication.
     """
-    return _cached(model, "distributed_fsdp", lambda: _build_fsdp(model))
+    return cached(model, "distributed_fsdp", lambda: _build_fsdp(model))
 
 
 def _build_fsdp(model):

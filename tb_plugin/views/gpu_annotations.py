@@ -7,7 +7,7 @@ import pandas as pd
 from ..schema import declare
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
-from .common import _cached
+from .common import cached
 
 PATH_SEPARATOR = " / "
 
@@ -44,7 +44,7 @@ def gpu_annotations(model: TraceModel) -> pd.DataFrame:
     its `num_kernels` / `duration_ratio` cut into "other"; summed over paths, total_us,
     calls, min_us and max_us per name agree with it (tests/test_views_gpu_annotations.py).
     """
-    return _cached(model, "gpu_annotations", lambda: _gpu_annotations(model))
+    return cached(model, "gpu_annotations", lambda: _gpu_annotations(model))
 
 
 def _gpu_annotations(model):

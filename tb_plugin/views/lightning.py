@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare
 from ..trace.model import TraceModel
-from .common import _cached, name_mask
+from .common import cached, name_mask
 
 _PREFIX = "[pl][profile]"
 _RANGE = re.compile(r"^\[pl\]\[profile\](?:\[(?P<component>[^\]]*)\])?(?P<owner>[^.]*?)\.?(?P<hook>[^.]+)$")
@@ -46,7 +46,7 @@ def lightning_hooks(model: TraceModel) -> pd.DataFrame:
     Ranges nest (``run_training_batch`` holds ``training_step``, ``backward`` and
     ``optimizer_step``), so the shares overlap and need not sum to 100.
     """
-    return _cached(model, "lightning_hooks", lambda: _build(model))
+    return cached(model, "lightning_hooks", lambda: _build(model))
 
 
 def _build(model):

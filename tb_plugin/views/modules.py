@@ -14,7 +14,7 @@ import pandas as pd
 from ..schema import declare, documented
 from ..trace.linking import Nesting, ancestor_where, lookup, roll_up, tree_depth
 from ..trace.model import TraceModel
-from .common import _cached, device_activity, name_mask, operator_tree
+from .common import cached, device_activity, name_mask, operator_tree
 
 MODULE_PREFIX = "nn.Module: "
 FLAME_ROOT = "All modules"
@@ -101,7 +101,7 @@ def modules(model: TraceModel) -> pd.DataFrame:
     started), `AccumulateGrad` (no sequence number) and DDP's reducer work in hooks are not
     attributed to any module.
     """
-    return _cached(model, "modules", lambda: _build(model)).copy()
+    return cached(model, "modules", lambda: _build(model)).copy()
 
 
 def module_flame(model: TraceModel, max_depth: int = FLAME_MAX_DEPTH) -> dict[str, Any]:

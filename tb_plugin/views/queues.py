@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..schema import declare
 from ..trace.model import TraceModel
-from .common import _cached
+from .common import cached
 from .launches import kernel_launches
 
 QUEUE_LENGTH = declare(
@@ -82,7 +82,7 @@ def queue_length(model: TraceModel) -> pd.DataFrame:
       change); here a time has one row, with decrements applied first.
     - `outstanding` (launched and not finished) is not in HTA.
     """
-    return _cached(model, "queue_length", lambda: _queue_length(model))
+    return cached(model, "queue_length", lambda: _queue_length(model))
 
 
 def _queue_length(model):
@@ -110,7 +110,7 @@ def memory_bandwidth(model: TraceModel) -> pd.DataFrame:
     over the whole rank, and counts a 0 µs copy as 1 µs long; here the sum is per stream
     (where the copy ran, as the queue), and a 0 µs copy changes nothing.
     """
-    return _cached(model, "memory_bandwidth", lambda: _memory_bandwidth(model))
+    return cached(model, "memory_bandwidth", lambda: _memory_bandwidth(model))
 
 
 def _copies(model):
