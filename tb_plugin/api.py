@@ -30,10 +30,10 @@ from werkzeug import wrappers, wsgi
 
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
-from .loading import Loading, ReplyReservation
+from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
-from .profile import (DIFF_TABLES, FILE_SUMMARIES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed,
-                      combine_job, diff, ranks_frame, ranks_timeline, span_ranks)
+from .profile import DIFF_TABLES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, diff
+from .runs import combine_distributed, combine_job, ranks_frame, ranks_inputs, ranks_timeline
 from .routes import API_ROUTES
 from .sources import SourceResolver
 from .stages import STAGE_COMPUTING
@@ -302,19 +302,6 @@ def table_reply(request, frame):
     return respond(table_json(frame))
 
 
-def still_loading(loading, ready_count=None, total=None):
-    """The `StillLoadingError` (answered 202) of a `Loading`; a view over several profiles
-    says how many of them are ready of the total."""
-    return StillLoadingError(loading.path, loading.since, loading.stage, loading.fraction, ready_count, total)
-
-
-def ready(result):
-    """The Profile, or `StillLoadingError` while it is parsed."""
-    if isinstance(result, Loading):
-        raise still_loading(result)
-    return result
-
-
 def tables_reply(request, build, names):
     """A view made of several tables: all as JSON, some (`tables=a,b`) as JSON, or one
     (`table=`) as JSON or CSV.
@@ -367,7 +354,7 @@ def _run_snapshots(api, request):
     results = {name: api.store.snapshot(run, name) for name in names}
     loading = [r for r in results.values() if isinstance(r, Loading)]
     if loading:
-        raise still_loading(loading[0], len(results) - len(loading), len(results))
+        raise loading[0].error(len(results) - len(loading), len(results))
     return Inputs(list(results.values()), (results,))
 
 
@@ -389,27 +376,15 @@ def _snapshot_moment(request):
 
 
 def _span_parts(key):
-    """A `reads` input: the summary `key` of `FILE_SUMMARIES`, a small part of the profile, of
-    every worker of one span (the distributed view's `Profile.distributed_part`, the job view's
-    `job_part`), read from the disk cache where `preprocess` stored it."""
-    kind, build = FILE_SUMMARIES[key]
-
+    """A `reads` input: the summary `key` of `runs.FILE_SUMMARIES`, a small part of the profile,
+    of every worker of one span (the distributed view's `Profile.distributed_part`, the job
+    view's `job_part`), read by the store's `runs.SpanSource` (the disk cache's run index
+    where `preprocess` wrote one): a run of more ranks than the memory budget holds profiles
+    still gets its view."""
     def inputs(api, request):
-        run = text_param(request, "run")
-        span = int_param(request, "span", required=False, default=1, minimum=1)
-        files = api.store.run_files(run)
-        workers = [w for w, spans in files.workers.items() if span <= len(spans)]
-        if not workers:
-            raise NotFoundError(f"no worker of run {run!r} has span {span}")
-        # Each worker gives a small summary of its profile, so a run of more ranks than the
-        # memory budget holds profiles still gets its view; every one is asked for before any
-        # is awaited, so they load one after another without waiting for the next request.
-        api.store.prefetch_summaries(run, workers, span, key, kind)
-        results = {w: api.store.summary(run, w, span, key, build, kind) for w in workers}
-        loading = [r for r in results.values() if isinstance(r, Loading)]
-        if loading:
-            raise still_loading(loading[0], len(results) - len(loading), len(results))
-        return Inputs(list(results.values()), (results,))
+        span = api.store.span(text_param(request, "run"), int_param(request, "span", required=False, default=1, minimum=1))
+        parts = span.summaries((key,))[key]
+        return Inputs(list(parts.values()), (parts,))
     return inputs
 
 
@@ -422,35 +397,18 @@ def ranks_param(request, name, default=None):
 
 
 def _ranks_timeline(api, request):
-    """A `reads` input: the ranks of one span on one axis (`ranks_timeline`). Every worker's
-    job summary (for the clock offsets) and timeline summary (a collapsed rank's track) are
-    asked for in one pass, so each profile is loaded once; the expanded ranks' profiles are
-    then loaded in full."""
+    """A `reads` input: the ranks of one span on one axis (`runs.ranks_timeline`); the ranks'
+    frame (clock offsets matched over every rank's collectives) is kept per job."""
     run = text_param(request, "run")
     span = int_param(request, "span", required=False, default=1, minimum=1)
     ranks = ranks_param(request, "ranks")
     expanded = ranks_param(request, "expanded", default=[])
     align = choice_param(request, "align_clocks", ("true", "false")) == "true"
-    files = api.store.run_files(run)
-    workers = [w for w, spans in files.workers.items() if span <= len(spans)]
-    if not workers:
-        raise NotFoundError(f"no worker of run {run!r} has span {span}")
-    for key in ("job", "rank_timeline"):  # preprocessed summaries serve both
-        api.store.prefetch_summaries(run, workers, span, key, FILE_SUMMARIES[key][0])
-    asked = {w: tuple(api.store.summary(run, w, span, key, FILE_SUMMARIES[key][1], FILE_SUMMARIES[key][0])
-                      for key in ("job", "rank_timeline")) for w in workers}
-    loading = [r for pair in asked.values() for r in pair if isinstance(r, Loading)]
-    if loading:
-        raise still_loading(loading[0], sum(not isinstance(p[0], Loading) for p in asked.values()), len(asked))
-    job_parts = {w: pair[0] for w, pair in asked.items()}
-    shown = span_ranks(job_parts, ranks)
-    parts = {w: asked[w][1] for w in shown}
-    open_workers = [w for w in span_ranks(job_parts, expanded, expanded=True) if w in parts]
-    profiles = {w: ready(api.store.profile(run, w, span)) for w in open_workers}
-    summaries = list(job_parts.values()) + list(parts.values())
-    frame = api.rank_frames.get((run, span, align, tuple(shown)), summaries,
-                                lambda: ranks_frame(job_parts, parts, align))
-    return Inputs(summaries + list(profiles.values()), (ranks_timeline(job_parts, parts, profiles, align, frame),))
+    read = ranks_inputs(api.store.span(run, span), ranks, expanded)
+    summaries = [*read.job_parts.values(), *read.parts.values()]
+    frame = api.rank_frames.get((run, span, align, tuple(read.parts)), summaries,
+                                lambda: ranks_frame(read.job_parts, read.parts, align))
+    return Inputs(read.used, (ranks_timeline(read, align, frame),))
 
 
 class DerivedCache:

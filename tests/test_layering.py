@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tb_plugin import loading, profile
+from tb_plugin import loading, profile, runs
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "tb_plugin"
@@ -43,16 +43,21 @@ ALLOWED = {
                 "the Python API works without a server"),
     "memory_snapshot": (("snapshot/", "views/", "errors", "storage"),
                         "the Python API over memory snapshots works without a server"),
-    "compare": (("errors", "profile", "storage", "views/"), "`python -m tb_plugin compare`: the Python API's diff, printed"),
+    "compare": (("errors", "profile", "runs", "storage", "views/"),
+                "`python -m tb_plugin compare`: the Python API's diff, printed"),
     "cache_schema": ((), "the declared shape of a cache manifest"),
     "cache": (("cache_schema", "storage", "trace/model", "trace/anomalies", "trace/metadata", "version", "fsspec"),
               "the disk cache stores models, never parses"),
-    "preprocess": (("cache", "discovery", "errors", "loading", "profile", "storage", "dask"),
+    "runs": (("cache", "discovery", "errors", "profile", "storage", "views/"),
+             "a run and a span of many ranks read, summarised and combined, for the server and the Python API"),
+    "preprocess": (("cache", "discovery", "errors", "loading", "profile", "runs", "storage", "dask"),
                    "a Dask task per trace through the Python API into the cache"),
-    "loading": (("cache", "discovery", "errors", "memory_snapshot", "profile", "snapshot/model", "stages", "storage"),
+    "loading": (("cache", "discovery", "errors", "memory_snapshot", "profile", "runs", "snapshot/model", "stages",
+                 "storage"),
                 "the server's store loads through the Python API"),
-    "api": (("discovery", "errors", "loading", "memory_snapshot", "profile", "routes", "sources", "stages", "werkzeug"),
-            "routes reach the data through Profile / Run only; the HTTP layer never parses"),
+    "api": (("discovery", "errors", "loading", "memory_snapshot", "profile", "routes", "runs", "sources", "stages",
+             "werkzeug"),
+            "routes reach the data through Profile and runs only; the HTTP layer never parses"),
     "plugin": (("api", "cache", "loading", "profile", "routes", "tensorboard"),
                "the TensorBoard plugin reaches the model only through the Python API"),
     "openapi_gen": (("schema", "views/"), "writes the declared tables into openapi.yaml"),
@@ -226,10 +231,12 @@ def _public_methods(cls):
 
 def _boundary():
     """(name, function) of the public boundary: the Python API, RunStore, the views."""
-    yield from (("load", profile.load), ("load_run", profile.load_run), ("diff", profile.diff),
-                ("combine_distributed", profile.combine_distributed))
+    yield from (("load", profile.load), ("load_run", runs.load_run), ("diff", profile.diff),
+                ("combine_distributed", runs.combine_distributed), ("combine_job", runs.combine_job),
+                ("ranks_inputs", runs.ranks_inputs), ("ranks_timeline", runs.ranks_timeline))
     yield from _public_methods(profile.Profile)
-    yield from _public_methods(profile.Run)
+    yield from _public_methods(runs.Run)
+    yield from _public_methods(runs.RunSpan)
     yield from _public_methods(loading.RunStore)
     yield from ((f"views.{f.__module__.rsplit('.', 1)[-1]}.{f.__name__}", f) for f in _view_functions())
 
