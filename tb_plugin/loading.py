@@ -1007,7 +1007,7 @@ class RunStore:
             if parts is not None:
                 return MemorySnapshot(from_parts(parts), display), identity
         limit = snapshot_limit(self.max_parse_bytes)
-        size = self._storage.json_size(path)
+        size = self._storage.json_sample(path, 0)[0]
         if size > limit:
             raise TraceError(display, f"too large to load: reading its {size >> 20} MB needs about "
                                       f"{size * PEAK_BYTES_PER_SNAPSHOT_BYTE >> 20} MB, more than the "
