@@ -32,9 +32,9 @@ from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
-from .profile import DIFF_TABLES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, diff
+from .profile import DIFF_TABLES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, declared_routes, diff
 from .runs import combine_distributed, combine_job, ranks_frame, ranks_inputs, ranks_timeline
-from .routes import API_ROUTES
+from .routes import API_ROUTES, HANDWRITTEN_ROUTES
 from .sources import SourceResolver
 from .stages import STAGE_COMPUTING
 
@@ -330,6 +330,34 @@ def tables_reply(request, build, names):
     return table_reply(request, getattr(view, name))
 
 
+def read_param(request, param):
+    """The value of a declared route's parameter (`schema.Param`), checked; None where the
+    request gives none and the declaration no default (the view's own default holds)."""
+    if param.choices:
+        return choice_param(request, param.name, param.choices)
+    if param.type == "integer":
+        return int_param(request, param.name, required=False, default=param.default, minimum=param.minimum)
+    if param.type == "number":
+        value = float_param(request, param.name, required=False, default=param.default)
+        if value is not None and param.minimum is not None and value < param.minimum:
+            raise BadParameterError(f"parameter {param.name!r} must be >= {param.minimum}, not {value}")
+        return value
+    return text_param(request, param.name, required=False, default=param.default)
+
+
+def declared_route(declared):
+    """The handler of a route declared with `schema.route`: its parameters read and checked,
+    its call made through `Profile.answer`, the answer served as its table or tables."""
+    @reads(_one_profile)
+    def answer(request, profile):
+        params = {p.name: value for p in declared.params if (value := read_param(request, p)) is not None}
+        if declared.tables is not None:
+            return tables_reply(request, lambda: profile.answer(declared.name, **params), tuple(declared.tables))
+        return table_reply(request, profile.answer(declared.name, **params))
+    answer.__name__ = declared.name
+    return answer
+
+
 def _one_profile(api, request):
     profile = api.profile(request)
     return Inputs([profile], (profile,))
@@ -457,10 +485,12 @@ class Api:
         self.store.remeasure(profiles)
 
     def routes(self):
-        """{"/<name>": WSGI app} of every data route (`routes.API_ROUTES`)."""
+        """{"/<name>": WSGI app} of every data route (`routes.API_ROUTES`): a hand-written one is
+        the method of its name, a declared one (`schema.route`) answered by `declared_route`."""
         apps = {}
+        declared = declared_routes()
         for name in API_ROUTES:
-            handler = getattr(self, name)
+            handler = getattr(self, name) if name in HANDWRITTEN_ROUTES else declared_route(declared[name])
             inputs = getattr(handler, "inputs", None)
             apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self), self._remember,
                                      self.store.reply_reservation, self.computing_turns)
@@ -518,20 +548,6 @@ class Api:
     def overview(self, request, profile):
         return respond(profile.overview())
 
-    @reads(_one_profile)
-    def steps(self, request, profile):
-        return table_reply(request, profile.steps())
-
-    @reads(_one_profile)
-    def gpu_summary(self, request, profile):
-        return table_reply(request, profile.gpu_summary())
-
-    @reads(_one_profile)
-    def operators(self, request, profile):
-        group_by = choice_param(request, "group_by", ("name", "name_shape"))
-        scope = choice_param(request, "scope", ("all", "compiled", "eager"))
-        return table_reply(request, profile.operators(group_by, scope))
-
     def _run_directory(self, request):
         """The local directory of the requested span's trace file (None when remote): where a
         stack frame's file is looked for besides TensorBoard's `sys.path` (`SourceResolver`)."""
@@ -546,11 +562,6 @@ class Api:
         run_dir = self._run_directory(request)
         return respond({"name": name, "input_shape": input_shape,
                         "stacks": [{**s, "frames": self.sources.with_paths(s["frames"], run_dir)} for s in stacks]})
-
-    @reads(_one_profile)
-    def kernels(self, request, profile):
-        group_by = choice_param(request, "group_by", ("name", "name_op"))
-        return table_reply(request, profile.kernels(group_by))
 
     @reads(_one_profile)
     def kernel_tensor_cores(self, request, profile):
@@ -588,22 +599,6 @@ class Api:
         return table_reply(request, profile.critical_path(step, table))
 
     @reads(_one_profile)
-    def gpu_annotations(self, request, profile):
-        return table_reply(request, profile.gpu_annotations())
-
-    @reads(_one_profile)
-    def queue_length(self, request, profile):
-        return table_reply(request, profile.queue_length())
-
-    @reads(_one_profile)
-    def memory_bandwidth(self, request, profile):
-        return table_reply(request, profile.memory_bandwidth())
-
-    @reads(_one_profile)
-    def queue_length_summary(self, request, profile):
-        return table_reply(request, profile.queue_length_summary())
-
-    @reads(_one_profile)
     def memory_devices(self, request, profile):
         return respond({"devices": profile.memory_devices()})
 
@@ -634,10 +629,6 @@ class Api:
     @reads(_one_profile)
     def memory_stats(self, request, profile):
         return table_reply(request, profile.memory_stats(*self._memory_query(request, profile)))
-
-    @reads(_one_profile)
-    def modules(self, request, profile):
-        return table_reply(request, profile.modules())
 
     @reads(_one_profile)
     def module_flame(self, request, profile):
@@ -780,26 +771,6 @@ class Api:
         if name not in allowed:
             raise BadParameterError(f"parameter 'table' must be one of {', '.join(allowed)}")
         return table_reply(request, profile.table(name).head(limit))
-
-    @reads(_one_profile)
-    def compiled(self, request, profile):
-        """torch.compile: compiled regions, Inductor's kernels per region, compiled vs eager share."""
-        return tables_reply(request, profile.compiled_tables, ("regions", "kernels", "share"))
-
-    @reads(_one_profile)
-    def lightning(self, request, profile):
-        """Time per PyTorch Lightning hook; an empty table for a trace without Lightning's ranges."""
-        return table_reply(request, profile.lightning())
-
-    @reads(_one_profile)
-    def flops(self, request, profile):
-        """FLOPs per operator and model FLOPs utilisation per step."""
-        return tables_reply(request, profile.flops_tables, ("operators", "steps"))
-
-    @reads(_one_profile)
-    def cuda_graphs(self, request, profile):
-        """CUDA graph replays, the kernels that ran inside them, and those per annotation."""
-        return tables_reply(request, profile.cuda_graph_tables, ("launches", "kernels", "annotations"))
 
     @reads(_one_snapshot)
     def snapshot_peak(self, request, snapshot):

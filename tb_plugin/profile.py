@@ -1,8 +1,10 @@
 """The Python API over one trace file: `load` it into a `Profile` (a run directory and its
 spans of many ranks are `runs.py`'s)."""
 
+import importlib
 import logging
 import os
+import pkgutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ import pandas as pd
 
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, TraceError
+from .schema import ROUTES, Route
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import TraceBytes, open_single
 from .trace.anomalies import describe as describe_anomalies
@@ -20,6 +23,7 @@ from .trace.build import build_model
 from .trace.kinds import RUNTIME_CATEGORIES
 from .trace.model import TraceModel
 from .trace.parse import POLARS_REFUSED, parse_trace
+from . import views as views_package
 from .views import diff as diff_view
 from .views import distributed as distributed_view
 from .views import compiled as compiled_view
@@ -110,6 +114,25 @@ class Profile:
         inside torch.compile regions ("compiled") or outside ("eager"); see
         `views.operators.operators`."""
         return operators.operators(self.model, group_by, scope)
+
+    def answer(self, route: str, **params: Any) -> Any:
+        """The answer of the declared route `route` (`schema.route`, e.g. "lightning") with its
+        `params`: the table, or the object of tables, the HTTP API serves for it."""
+        routes = declared_routes()
+        declared = routes.get(route)
+        if declared is None:
+            raise NotFoundError(f"no route {route!r}; routes: {', '.join(sorted(routes))}")
+        # Looked up by name in its module when called: the function the module holds now runs
+        # (one a test or a profiler wrapped, as for the methods above).
+        call = getattr(importlib.import_module(declared.call.__module__), declared.call.__name__)
+        unknown = set(params) - {p.name for p in declared.params}
+        if unknown:
+            raise BadParameterError(f"route {route!r} takes no {', '.join(sorted(unknown))}")
+        # In declaration order, which is the view function's; positionally up to the first
+        # one not given (the view's own default holds for it), by name after it.
+        names = [p.name for p in declared.params]
+        given = next((i for i, name in enumerate(names) if name not in params), len(names))
+        return call(self.model, *(params[n] for n in names[:given]), **{n: params[n] for n in names[given:] if n in params})
 
     def operator_stacks(self, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
         """Call stacks of one operator, with frames (file, line, function)."""
@@ -390,6 +413,14 @@ class Profile:
             "anomaly_details": self.anomalies(),
             "load_seconds": round(self.load_seconds, 4),
         }
+
+
+def declared_routes() -> dict[str, Route]:
+    """Every route declared with `schema.route`, each module of `tb_plugin.views` imported
+    first, so that a new view's routes are found without a list of them."""
+    for module in pkgutil.iter_modules(views_package.__path__):
+        importlib.import_module(f"{views_package.__name__}.{module.name}")
+    return ROUTES
 
 
 def _no_progress(stage: str, fraction: float | None) -> None:

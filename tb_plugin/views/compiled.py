@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare
+from ..schema import NULLABLE, declare, route
 from ..trace.model import TraceModel
 from .common import cached, device_activity, enclosing_op_where, name_mask, operator_tree, step_windows
 from .intervals import union_length
@@ -304,3 +304,17 @@ class CompiledView:
 def compiled_view(model: TraceModel) -> CompiledView:
     """All three tables of the compiled view of one profile."""
     return CompiledView(regions=compiled(model), kernels=compiled_kernels(model), share=compiled_share(model))
+
+
+# The routes answering with these tables (see `schema.route`).
+COMPILED_ROUTE = route(
+    "compiled",
+    "torch.compile in one profile: regions (region, kind, compile_id, frame, compilation, calls, "
+    "host_total_us, device_total_us, kernel_count, inductor_kernel_calls, kernels -- one row per "
+    "Dynamo frame compilation and AOTAutograd forward/backward), kernels (region, kernel, fused, "
+    "calls, host_us, device_us, kernel_hash, kernel_file -- Inductor's generated kernels per "
+    "innermost region) and share (compiled_us, eager_us, total_us, compiled_pct, regions, "
+    "recompiled_frames). Empty tables for a trace without compiled regions. With table=NAME, that one"
+    " table (JSON or CSV); with tables=A,B, those (JSON).",
+    compiled_view,
+    tables={"regions": REGIONS, "kernels": KERNELS, "share": SHARE})

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare
+from ..schema import NULLABLE, declare, route
 from ..trace.model import TraceModel
 from .common import cached, name_mask, op_names, step_windows
 
@@ -164,3 +164,16 @@ class CudaGraphView:
 def cuda_graph_view(model: TraceModel) -> CudaGraphView:
     return CudaGraphView(launches=graph_launches(model), kernels=graph_kernels(model),
                          annotations=graph_annotations(model))
+
+
+# The routes answering with these tables (see `schema.route`).
+CUDA_GRAPHS_ROUTE = route(
+    "cuda_graphs",
+    "CUDA graphs: launches (step, launch_us, launch_dur_us, operator, kernels, device_us, span_us -- "
+    "one row per cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch) kernels (name, calls, graph_calls, "
+    "total_us, graph_us -- kernel names that ran inside graph replays) and annotations (annotation, "
+    "kernel_names, calls, device_us, graph_pct, streams -- graph kernels per torch.cuda._graph_annotations "
+    "label). Every other view counts graph kernels like any other. Empty tables for a trace without graph launches. With "
+    "table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON).",
+    cuda_graph_view,
+    tables={"launches": LAUNCHES, "kernels": KERNELS, "annotations": ANNOTATIONS})

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare
+from ..schema import NULLABLE, declare, route
 from ..trace.model import TraceModel
 from ..trace.linking import ancestor_where
 from .collectives import element_bytes, input_bytes
@@ -604,3 +604,16 @@ class FlopsView:
 
 def flops_view(model: TraceModel) -> FlopsView:
     return FlopsView(operators=flops_operators(model), steps=flops_steps(model))
+
+
+# The routes answering with these tables (see `schema.route`).
+FLOPS_ROUTE = route(
+    "flops",
+    "FLOPs: operators (name, calls, flops, source, dtype, host_total_us, device_total_us, "
+    "host_tflops_per_s, device_tflops_per_s, peak_tflops_per_s, pct_of_peak; FLOPs from the "
+    "with_flops arg, else from Input Dims for matrix products, convolutions and attention) and steps "
+    "(step, flops, step_us, tflops_per_s, device_name, dtype, peak_tflops_per_s, mfu_pct). Peaks are "
+    "dense TFLOP/s per GPU model and dtype from vendor datasheets; null (peak unknown) otherwise. "
+    "With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON).",
+    flops_view,
+    tables={"operators": OPERATORS, "steps": STEPS})

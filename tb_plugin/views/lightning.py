@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare
+from ..schema import NULLABLE, declare, route
 from ..trace.model import TraceModel
 from .common import cached, name_mask
 
@@ -62,3 +62,13 @@ def _build(model):
     table["mean_us"] = table["total_us"] / table["calls"].where(table["calls"] > 0)
     table["trace_pct"] = 100.0 * table["total_us"] / (end - start) if end > start else np.nan
     return HOOKS.frame(table.sort_values("total_us", ascending=False, kind="stable"))
+
+
+# The routes answering with these tables (see `schema.route`).
+LIGHTNING_ROUTE = route(
+    "lightning",
+    "PyTorch Lightning: one row per hook its PyTorchProfiler recorded ([pl][profile] ranges): range, "
+    "component, owner, hook, calls, total_us, mean_us, max_us, trace_pct. Empty for a trace without "
+    "them.",
+    lightning_hooks,
+    table=HOOKS)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import declare, documented
+from ..schema import declare, documented, route
 from ..trace.linking import Nesting, ancestor_where, lookup, roll_up, tree_depth
 from ..trace.model import TraceModel
 from .common import cached, device_activity, name_mask, operator_tree
@@ -403,3 +403,11 @@ def _build(model):
         "recompute_us": recompute_us[order], "recompute_device_us": recompute_device[order],
     })
     return MODULES.frame(out)
+
+
+# The routes answering with these tables (see `schema.route`).
+MODULES_ROUTE = route(
+    "modules",
+    "The nn.Module tree with forward and backward host and device time per module.",
+    modules,
+    table=MODULES)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, documented
+from ..schema import NULLABLE, choice, declare, documented, route
 from ..errors import BadParameterError
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
@@ -220,3 +220,14 @@ def operator_stacks(model: TraceModel, name: str, input_shape: str | None = None
         for column in ("host_self_us", "host_total_us", "device_self_us", "device_total_us"):
             entry[column] += float(row[column])
     return list(merged.values())
+
+
+# The routes answering with these tables (see `schema.route`).
+OPERATORS_ROUTE = route(
+    "operators",
+    "Host and device self/total time per operator (group_by=name), or per operator and input shapes "
+    "(name_shape).",
+    operators,
+    params=(choice("group_by", ("name", "name_shape"), "one row per operator name, or per name and input shapes"),
+            choice("scope", ("all", "compiled", "eager"), "all ops, only those inside torch.compile regions (compiled), or the others (eager)")),
+    table=(OPERATORS_BY_NAME, OPERATORS_BY_NAME_SHAPE))

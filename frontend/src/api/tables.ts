@@ -5,7 +5,7 @@
 
 import columnDocs from 'virtual:column-docs';
 import { rowsOf, type Cell } from '../components/table/logic';
-import type { components } from './schema';
+import type { components, paths } from './schema';
 
 type Schemas = components['schemas'];
 
@@ -41,3 +41,11 @@ export function typedRows<T extends TupleTable>(table: T): RowObject<T>[] {
 export function columnDoc(table: TableName, column: string): string | undefined {
   return columnDocs[table]?.[column];
 }
+
+/** The query parameters a route takes, from its OpenAPI entry (a declared route's, from its
+ * declaration in Python: `schema.route`): `QueryOf<'kernels'>['group_by']` is
+ * `"name" | "name_op" | undefined`. A page writes its request `satisfies QueryOf<route>`, so a
+ * parameter or choice that is renamed or dropped is a type error. */
+export type QueryOf<R extends string> = `/${R}` extends keyof paths
+  ? NonNullable<paths[`/${R}`]['get']['parameters']['query']>
+  : never;

@@ -2,7 +2,7 @@
 // a late reply is never shown for a selection that changed meanwhile; each request counts
 // towards the app-ready signal while in flight.
 
-import { useEffect, useLayoutEffect, useState } from 'preact/hooks';
+import { useLayoutEffect, useState } from 'preact/hooks';
 import { beginWork } from '../base/ready';
 import { describeError, fetchJson, isAbort, type Params } from './client';
 import type { LoadingReply } from './types';

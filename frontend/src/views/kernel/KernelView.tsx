@@ -3,6 +3,7 @@
 
 import { useMemo } from 'preact/hooks';
 import type { TensorCoreShare, ViewProps, WireTable } from '../../api/types';
+import type { QueryOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
 import { topSlices } from '../../components/charts/options';
@@ -19,7 +20,7 @@ export function KernelView(props: ViewProps) {
   const [groupBy, setGroupBy] = useUrlParam('group_by', 'name');
   const [topN, setTopN] = useTopN();
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const kernels = useApi<WireTable>('kernels', { ...base, group_by: groupBy });
+  const kernels = useApi<WireTable>('kernels', { ...base, group_by: groupBy === 'name_op' ? 'name_op' : 'name' } satisfies QueryOf<'kernels'>);
   const share = useApi<TensorCoreShare>('kernel_tensor_cores', base);
   // torch.compile: the kernels Inductor generated, with the region and the ops they fused
   const generated = useApi<WireTable>('compiled', { ...base, table: 'kernels' });
