@@ -41,7 +41,9 @@ BY_COMPONENT = {openapi_gen.component_name(name): table for name, table in TABLE
 SAMPLE_FILES = sorted(SAMPLES.glob("*/*.pt.trace.json.gz"))
 SNAPSHOT_RUN = "gpu_memory_snapshot"  # memory snapshots, answered by the snapshot_* routes
 # Declared for the Python API and docs, served only in another form.
-NOT_SERVED: dict[str, str] = {}  # declared tables no route answers with, and why
+NOT_SERVED: dict[str, str] = {  # declared tables no route answers with, and why
+    "diff_ranks": "two runs compared rank by rank: the Python API's diff_ranks and `python -m tb_plugin compare`",
+}
 JSON_TYPES = {"integer": (int,), "number": (int, float), "boolean": (bool,), "string": (str,)}
 
 
