@@ -538,7 +538,11 @@ class Api:
     def views(self, request):
         run = text_param(request, "run")
         files = self.store.run_files(run)
-        worker = text_param(request, "worker", required=False, default=next(iter(files.workers)))
+        worker = text_param(request, "worker", required=False)
+        if worker is None:  # the run's first worker; a run of memory snapshots alone has none
+            if not files.workers:
+                raise NotFoundError(f"run {run!r} has no trace files, only memory snapshots")
+            worker = next(iter(files.workers))
         span = int_param(request, "span", required=False, default=1, minimum=1)
         profile = ready(self.store.profile(run, worker, span))
         trace_files = sum(r["files"] for r in self.store.runs())
