@@ -4,8 +4,23 @@
 // declarations; CI fails when either is stale. A renamed column is thus a type error here.
 
 import columnDocs from 'virtual:column-docs';
-import { rowsOf, type Cell } from '../components/table/logic';
 import type { components, paths } from './schema';
+
+/** One cell of a wire table, and a row as an object keyed by column name. */
+export type Cell = string | number | boolean | null;
+export type Row = Record<string, Cell>;
+
+/** Wire table {columns, rows: [[...]]} to one object per row, keyed by column name. */
+export function rowsOf(table: { columns: string[]; rows: Cell[][] }): Row[] {
+  const { columns } = table;
+  return table.rows.map((values) => {
+    const row: Row = {};
+    columns.forEach((column, i) => {
+      row[column] = values[i] ?? null;
+    });
+    return row;
+  });
+}
 
 type Schemas = components['schemas'];
 
