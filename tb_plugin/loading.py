@@ -629,7 +629,7 @@ class RunStore:
     def _check_parses(self, path, stored, is_gzip):
         """Raise `TraceError` unless the whole of `stored` (from its start) parses as a trace
         within the memory budget."""
-        from .trace.parse import parse_trace
+        from .profile import check_trace
 
         limit = self._json_limit()
         stored.seek(0)
@@ -640,7 +640,7 @@ class RunStore:
             raise TraceError(path, f"not served: the file is outside the log directory and larger than the "
                                    f"{limit >> 20} MB it can be checked within (--profiler_max_memory_mb)")
         try:
-            parse_trace(data, path)
+            check_trace(data, path)
         except TraceError as exc:
             raise TraceError(path, f"not served: the file is outside the log directory and not a trace: {exc.reason}") from None
 

@@ -468,6 +468,12 @@ def profile_from_bytes(data: bytes | TraceBytes, display_path: str,
     return Profile(display_path, model, time.perf_counter() - started)
 
 
+def check_trace(data: bytes, display_path: str) -> None:
+    """Raise `TraceError` unless `data` parses as a Kineto trace; nothing is modelled (the
+    server's check of a file it would serve from outside the log directory)."""
+    parse_trace(data, display_path)
+
+
 def load(path_or_url: str | os.PathLike[str],
          progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
     """Load one trace file (`.json` or `.json.gz`, local path or fsspec URL) into a `Profile`;
