@@ -35,6 +35,7 @@ DECLARED_ROUTES = {
     "gpu_summary": "tb_plugin.views.overview",
     "kernels": "tb_plugin.views.kernels",
     "lightning": "tb_plugin.views.lightning",
+    "memcpy_summary": "tb_plugin.views.copies",
     "memory_bandwidth": "tb_plugin.views.queues",
     "modules": "tb_plugin.views.modules",
     "operators": "tb_plugin.views.operators",
