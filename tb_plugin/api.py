@@ -4,8 +4,9 @@ Every route answers JSON (or CSV with `format=csv` where it returns a table). Pr
 raised as `errors.PublicError`s (not found, bad parameter, still loading, bad trace) and turned
 into their replies (`{"error": ..., "reason": ...}` with a 4xx code; 202 with the progress of a
 profile still parsing) by one wrapper, `route`. Routes reach the data through `Profile` and
-`Run`-like methods only; a route that is a pure function of some profiles names them first
-(`reads`), so that the wrapper looks up an answer computed before over the same profiles.
+`runs` only; a route that is a pure function of some profiles names them first (`reads`), so
+that the wrapper looks up an answer computed before over the same profiles. A route declared
+with `schema.route` has no method here: `declared_route` answers it from its declaration.
 """
 
 import csv
