@@ -15,25 +15,23 @@ Python API::
 Every loading problem raises `tb_plugin.TraceError`.
 """
 
+import importlib
+
 from .errors import TraceError
 from .version import __version__
 
 __all__ = ["MemorySnapshot", "Profile", "Run", "TraceError", "diff", "diff_ranks", "load", "load_run", "load_snapshot",
            "__version__"]
-_FROM_PROFILE = {"Profile", "Run", "diff", "diff_ranks", "load", "load_run"}
-_FROM_MEMORY_SNAPSHOT = {"MemorySnapshot", "load_snapshot"}
+_FROM_MODULE = {"Profile": "profile", "diff": "profile", "load": "profile", "Run": "runs", "diff_ranks": "runs",
+                "load_run": "runs", "MemorySnapshot": "memory_snapshot", "load_snapshot": "memory_snapshot"}
 
 
 def __getattr__(name):
-    # The Python API's names come from `profile` on first use (PEP 562), so that TensorBoard,
+    # The Python API's names come from `profile` and `runs` on first use (PEP 562), so that TensorBoard,
     # which imports this package at start-up for the plugin, does not load numpy, pandas,
     # polars and the views unless the plugin is used.
-    if name in _FROM_PROFILE:
-        from . import profile
-        return getattr(profile, name)
-    if name in _FROM_MEMORY_SNAPSHOT:
-        from . import memory_snapshot
-        return getattr(memory_snapshot, name)
+    if name in _FROM_MODULE:
+        return getattr(importlib.import_module(f".{_FROM_MODULE[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

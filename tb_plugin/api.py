@@ -4,8 +4,9 @@ Every route answers JSON (or CSV with `format=csv` where it returns a table). Pr
 raised as `errors.PublicError`s (not found, bad parameter, still loading, bad trace) and turned
 into their replies (`{"error": ..., "reason": ...}` with a 4xx code; 202 with the progress of a
 profile still parsing) by one wrapper, `route`. Routes reach the data through `Profile` and
-`Run`-like methods only; a route that is a pure function of some profiles names them first
-(`reads`), so that the wrapper looks up an answer computed before over the same profiles.
+`runs` only; a route that is a pure function of some profiles names them first (`reads`), so
+that the wrapper looks up an answer computed before over the same profiles. A route declared
+with `schema.route` has no method here: `declared_route` answers it from its declaration.
 """
 
 import csv
@@ -30,11 +31,11 @@ from werkzeug import wrappers, wsgi
 
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
-from .loading import Loading, ReplyReservation
+from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
-from .profile import (DIFF_TABLES, FILE_SUMMARIES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, Profile, combine_distributed,
-                      combine_job, diff, ranks_frame, ranks_timeline, span_ranks)
-from .routes import API_ROUTES
+from .profile import DIFF_TABLES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, declared_routes, diff
+from .runs import combine_distributed, combine_job, ranks_frame, ranks_inputs, ranks_timeline
+from .routes import API_ROUTES, HANDWRITTEN_ROUTES
 from .sources import SourceResolver
 from .stages import STAGE_COMPUTING
 
@@ -302,19 +303,6 @@ def table_reply(request, frame):
     return respond(table_json(frame))
 
 
-def still_loading(loading, ready_count=None, total=None):
-    """The `StillLoadingError` (answered 202) of a `Loading`; a view over several profiles
-    says how many of them are ready of the total."""
-    return StillLoadingError(loading.path, loading.since, loading.stage, loading.fraction, ready_count, total)
-
-
-def ready(result):
-    """The Profile, or `StillLoadingError` while it is parsed."""
-    if isinstance(result, Loading):
-        raise still_loading(result)
-    return result
-
-
 def tables_reply(request, build, names):
     """A view made of several tables: all as JSON, some (`tables=a,b`) as JSON, or one
     (`table=`) as JSON or CSV.
@@ -343,6 +331,34 @@ def tables_reply(request, build, names):
     return table_reply(request, getattr(view, name))
 
 
+def read_param(request, param):
+    """The value of a declared route's parameter (`schema.Param`), checked; None where the
+    request gives none and the declaration no default (the view's own default holds)."""
+    if param.choices:
+        return choice_param(request, param.name, param.choices)
+    if param.type == "integer":
+        return int_param(request, param.name, required=False, default=param.default, minimum=param.minimum)
+    if param.type == "number":
+        value = float_param(request, param.name, required=False, default=param.default)
+        if value is not None and param.minimum is not None and value < param.minimum:
+            raise BadParameterError(f"parameter {param.name!r} must be >= {param.minimum}, not {value}")
+        return value
+    return text_param(request, param.name, required=False, default=param.default)
+
+
+def declared_route(declared):
+    """The handler of a route declared with `schema.route`: its parameters read and checked,
+    its call made through `Profile.answer`, the answer served as its table or tables."""
+    @reads(_one_profile)
+    def answer(request, profile):
+        params = {p.name: value for p in declared.params if (value := read_param(request, p)) is not None}
+        if declared.tables is not None:
+            return tables_reply(request, lambda: profile.answer(declared.name, **params), tuple(declared.tables))
+        return table_reply(request, profile.answer(declared.name, **params))
+    answer.__name__ = declared.name
+    return answer
+
+
 def _one_profile(api, request):
     profile = api.profile(request)
     return Inputs([profile], (profile,))
@@ -367,7 +383,7 @@ def _run_snapshots(api, request):
     results = {name: api.store.snapshot(run, name) for name in names}
     loading = [r for r in results.values() if isinstance(r, Loading)]
     if loading:
-        raise still_loading(loading[0], len(results) - len(loading), len(results))
+        raise loading[0].error(len(results) - len(loading), len(results))
     return Inputs(list(results.values()), (results,))
 
 
@@ -389,27 +405,15 @@ def _snapshot_moment(request):
 
 
 def _span_parts(key):
-    """A `reads` input: the summary `key` of `FILE_SUMMARIES`, a small part of the profile, of
-    every worker of one span (the distributed view's `Profile.distributed_part`, the job view's
-    `job_part`), read from the disk cache where `preprocess` stored it."""
-    kind, build = FILE_SUMMARIES[key]
-
+    """A `reads` input: the summary `key` of `runs.FILE_SUMMARIES`, a small part of the profile,
+    of every worker of one span (the distributed view's `Profile.distributed_part`, the job
+    view's `job_part`), read by the store's `runs.SpanSource` (the disk cache's run index
+    where `preprocess` wrote one): a run of more ranks than the memory budget holds profiles
+    still gets its view."""
     def inputs(api, request):
-        run = text_param(request, "run")
-        span = int_param(request, "span", required=False, default=1, minimum=1)
-        files = api.store.run_files(run)
-        workers = [w for w, spans in files.workers.items() if span <= len(spans)]
-        if not workers:
-            raise NotFoundError(f"no worker of run {run!r} has span {span}")
-        # Each worker gives a small summary of its profile, so a run of more ranks than the
-        # memory budget holds profiles still gets its view; every one is asked for before any
-        # is awaited, so they load one after another without waiting for the next request.
-        api.store.prefetch_summaries(run, workers, span, key, kind)
-        results = {w: api.store.summary(run, w, span, key, build, kind) for w in workers}
-        loading = [r for r in results.values() if isinstance(r, Loading)]
-        if loading:
-            raise still_loading(loading[0], len(results) - len(loading), len(results))
-        return Inputs(list(results.values()), (results,))
+        span = api.store.span(text_param(request, "run"), int_param(request, "span", required=False, default=1, minimum=1))
+        parts = span.summaries((key,))[key]
+        return Inputs(list(parts.values()), (parts,))
     return inputs
 
 
@@ -422,35 +426,18 @@ def ranks_param(request, name, default=None):
 
 
 def _ranks_timeline(api, request):
-    """A `reads` input: the ranks of one span on one axis (`ranks_timeline`). Every worker's
-    job summary (for the clock offsets) and timeline summary (a collapsed rank's track) are
-    asked for in one pass, so each profile is loaded once; the expanded ranks' profiles are
-    then loaded in full."""
+    """A `reads` input: the ranks of one span on one axis (`runs.ranks_timeline`); the ranks'
+    frame (clock offsets matched over every rank's collectives) is kept per job."""
     run = text_param(request, "run")
     span = int_param(request, "span", required=False, default=1, minimum=1)
     ranks = ranks_param(request, "ranks")
     expanded = ranks_param(request, "expanded", default=[])
     align = choice_param(request, "align_clocks", ("true", "false")) == "true"
-    files = api.store.run_files(run)
-    workers = [w for w, spans in files.workers.items() if span <= len(spans)]
-    if not workers:
-        raise NotFoundError(f"no worker of run {run!r} has span {span}")
-    for key in ("job", "rank_timeline"):  # preprocessed summaries serve both
-        api.store.prefetch_summaries(run, workers, span, key, FILE_SUMMARIES[key][0])
-    asked = {w: tuple(api.store.summary(run, w, span, key, FILE_SUMMARIES[key][1], FILE_SUMMARIES[key][0])
-                      for key in ("job", "rank_timeline")) for w in workers}
-    loading = [r for pair in asked.values() for r in pair if isinstance(r, Loading)]
-    if loading:
-        raise still_loading(loading[0], sum(not isinstance(p[0], Loading) for p in asked.values()), len(asked))
-    job_parts = {w: pair[0] for w, pair in asked.items()}
-    shown = span_ranks(job_parts, ranks)
-    parts = {w: asked[w][1] for w in shown}
-    open_workers = [w for w in span_ranks(job_parts, expanded, expanded=True) if w in parts]
-    profiles = {w: ready(api.store.profile(run, w, span)) for w in open_workers}
-    summaries = list(job_parts.values()) + list(parts.values())
-    frame = api.rank_frames.get((run, span, align, tuple(shown)), summaries,
-                                lambda: ranks_frame(job_parts, parts, align))
-    return Inputs(summaries + list(profiles.values()), (ranks_timeline(job_parts, parts, profiles, align, frame),))
+    read = ranks_inputs(api.store.span(run, span), ranks, expanded)
+    summaries = [*read.job_parts.values(), *read.parts.values()]
+    frame = api.rank_frames.get((run, span, align, tuple(read.parts)), summaries,
+                                lambda: ranks_frame(read.job_parts, read.parts, align))
+    return Inputs(read.used, (ranks_timeline(read, align, frame),))
 
 
 class DerivedCache:
@@ -499,10 +486,12 @@ class Api:
         self.store.remeasure(profiles)
 
     def routes(self):
-        """{"/<name>": WSGI app} of every data route (`routes.API_ROUTES`)."""
+        """{"/<name>": WSGI app} of every data route (`routes.API_ROUTES`): a hand-written one is
+        the method of its name, a declared one (`schema.route`) answered by `declared_route`."""
         apps = {}
+        declared = declared_routes()
         for name in API_ROUTES:
-            handler = getattr(self, name)
+            handler = getattr(self, name) if name in HANDWRITTEN_ROUTES else declared_route(declared[name])
             inputs = getattr(handler, "inputs", None)
             apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self), self._remember,
                                      self.store.reply_reservation, self.computing_turns)
@@ -564,20 +553,6 @@ class Api:
     def overview(self, request, profile):
         return respond(profile.overview())
 
-    @reads(_one_profile)
-    def steps(self, request, profile):
-        return table_reply(request, profile.steps())
-
-    @reads(_one_profile)
-    def gpu_summary(self, request, profile):
-        return table_reply(request, profile.gpu_summary())
-
-    @reads(_one_profile)
-    def operators(self, request, profile):
-        group_by = choice_param(request, "group_by", ("name", "name_shape"))
-        scope = choice_param(request, "scope", ("all", "compiled", "eager"))
-        return table_reply(request, profile.operators(group_by, scope))
-
     def _run_directory(self, request):
         """The local directory of the requested span's trace file (None when remote): where a
         stack frame's file is looked for besides TensorBoard's `sys.path` (`SourceResolver`)."""
@@ -592,11 +567,6 @@ class Api:
         run_dir = self._run_directory(request)
         return respond({"name": name, "input_shape": input_shape,
                         "stacks": [{**s, "frames": self.sources.with_paths(s["frames"], run_dir)} for s in stacks]})
-
-    @reads(_one_profile)
-    def kernels(self, request, profile):
-        group_by = choice_param(request, "group_by", ("name", "name_op"))
-        return table_reply(request, profile.kernels(group_by))
 
     @reads(_one_profile)
     def kernel_tensor_cores(self, request, profile):
@@ -634,22 +604,6 @@ class Api:
         return table_reply(request, profile.critical_path(step, table))
 
     @reads(_one_profile)
-    def gpu_annotations(self, request, profile):
-        return table_reply(request, profile.gpu_annotations())
-
-    @reads(_one_profile)
-    def queue_length(self, request, profile):
-        return table_reply(request, profile.queue_length())
-
-    @reads(_one_profile)
-    def memory_bandwidth(self, request, profile):
-        return table_reply(request, profile.memory_bandwidth())
-
-    @reads(_one_profile)
-    def queue_length_summary(self, request, profile):
-        return table_reply(request, profile.queue_length_summary())
-
-    @reads(_one_profile)
     def memory_devices(self, request, profile):
         return respond({"devices": profile.memory_devices()})
 
@@ -680,10 +634,6 @@ class Api:
     @reads(_one_profile)
     def memory_stats(self, request, profile):
         return table_reply(request, profile.memory_stats(*self._memory_query(request, profile)))
-
-    @reads(_one_profile)
-    def modules(self, request, profile):
-        return table_reply(request, profile.modules())
 
     @reads(_one_profile)
     def module_flame(self, request, profile):
@@ -826,26 +776,6 @@ class Api:
         if name not in allowed:
             raise BadParameterError(f"parameter 'table' must be one of {', '.join(allowed)}")
         return table_reply(request, profile.table(name).head(limit))
-
-    @reads(_one_profile)
-    def compiled(self, request, profile):
-        """torch.compile: compiled regions, Inductor's kernels per region, compiled vs eager share."""
-        return tables_reply(request, profile.compiled_tables, ("regions", "kernels", "share"))
-
-    @reads(_one_profile)
-    def lightning(self, request, profile):
-        """Time per PyTorch Lightning hook; an empty table for a trace without Lightning's ranges."""
-        return table_reply(request, profile.lightning())
-
-    @reads(_one_profile)
-    def flops(self, request, profile):
-        """FLOPs per operator and model FLOPs utilisation per step."""
-        return tables_reply(request, profile.flops_tables, ("operators", "steps"))
-
-    @reads(_one_profile)
-    def cuda_graphs(self, request, profile):
-        """CUDA graph replays, the kernels that ran inside them, and those per annotation."""
-        return tables_reply(request, profile.cuda_graph_tables, ("launches", "kernels", "annotations"))
 
     @reads(_one_snapshot)
     def snapshot_peak(self, request, snapshot):

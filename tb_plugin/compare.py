@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .errors import BadParameterError, PublicError
-from .profile import Profile, Run, diff, diff_ranks, load, load_run
+from .profile import Profile, diff, load
+from .runs import Run, diff_ranks, load_run
 from .storage import is_url
 from .views.diff import DiffView
 from .views.regression import CAUSES, DEFAULT_THRESHOLD_PCT, REGRESSION

@@ -42,7 +42,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
-from .errors import FileAccessError, NotFoundError, ReplyTooLargeError, TraceError, os_reason
+from .errors import FileAccessError, NotFoundError, ReplyTooLargeError, StillLoadingError, TraceError, os_reason
 from .snapshot.model import SnapshotModel
 from .snapshot.model import model_bytes as snapshot_model_bytes
 from .stages import STAGE_QUEUED, STAGE_READING
@@ -332,6 +332,48 @@ class Loading:
     stage: str = STAGE_QUEUED
     fraction: float | None = None
 
+    def error(self, ready_count: int | None = None, total: int | None = None) -> StillLoadingError:
+        """The `StillLoadingError` (answered 202) of this load; a view over several profiles
+        says how many of them are ready of the total."""
+        return StillLoadingError(self.path, self.since, self.stage, self.fraction, ready_count, total)
+
+
+def ready(result: "Profile | Loading") -> "Profile":
+    """The Profile, or `StillLoadingError` while it is parsed."""
+    if isinstance(result, Loading):
+        raise result.error()
+    return result
+
+
+class StoreSpan:
+    """The server's `runs.SpanSource`: one span of a run of the store. Every worker's summary
+    is looked up in memory, then in the disk cache (the run index first), else built after a
+    background load; while any is still loading, `StillLoadingError` says how many are ready."""
+
+    def __init__(self, store: "RunStore", run: str, span: int) -> None:
+        from .runs import span_workers
+
+        self.store, self.run, self.span = store, run, span
+        self.workers = span_workers(store.run_files(run), span)
+
+    def summaries(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        from .runs import FILE_SUMMARIES
+
+        # Every one is asked for before any is awaited, so they load one after another
+        # without waiting for the next request.
+        for key in keys:
+            self.store.prefetch_summaries(self.run, self.workers, self.span, key, FILE_SUMMARIES[key][0])
+        asked = {w: {key: self.store.summary(self.run, w, self.span, key, FILE_SUMMARIES[key][1],
+                                             FILE_SUMMARIES[key][0]) for key in keys} for w in self.workers}
+        loading = [r for per_key in asked.values() for r in per_key.values() if isinstance(r, Loading)]
+        if loading:
+            done = sum(not any(isinstance(r, Loading) for r in per_key.values()) for per_key in asked.values())
+            raise loading[0].error(done, len(asked))
+        return {key: {w: asked[w][key] for w in self.workers} for key in keys}
+
+    def profiles(self, workers: Sequence[str]) -> dict[str, "Profile"]:
+        return {w: ready(self.store.profile(self.run, w, self.span)) for w in workers}
+
 
 @dataclass
 class _FileState:
@@ -588,7 +630,7 @@ class RunStore:
     def _check_parses(self, path, stored, is_gzip):
         """Raise `TraceError` unless the whole of `stored` (from its start) parses as a trace
         within the memory budget."""
-        from .trace.parse import parse_trace
+        from .profile import check_trace
 
         limit = self._json_limit()
         stored.seek(0)
@@ -599,7 +641,7 @@ class RunStore:
             raise TraceError(path, f"not served: the file is outside the log directory and larger than the "
                                    f"{limit >> 20} MB it can be checked within (--profiler_max_memory_mb)")
         try:
-            parse_trace(data, path)
+            check_trace(data, path)
         except TraceError as exc:
             raise TraceError(path, f"not served: the file is outside the log directory and not a trace: {exc.reason}") from None
 
@@ -621,6 +663,11 @@ class RunStore:
             if state.status != "loading":
                 self._submit(path, state)
             return Loading(path, state.started, state.stage, state.fraction)
+
+    def span(self, run: str, span: int) -> StoreSpan:
+        """One span of every worker of `run` that has it, as the views over many ranks read it
+        (`runs`); raises `NotFoundError` when no worker has it."""
+        return StoreSpan(self, run, span)
 
     def summary(self, run: str, worker: str, span: int, key: str,
                 build: Callable[["Profile"], Summary], kind: type[Summary] | None = None) -> Summary | Loading:
@@ -672,8 +719,10 @@ class RunStore:
             todo = [path for path in paths if key not in self._summaries.get(path, {})]
         if len(todo) < 2:
             return
+        from .runs import span_index
+
         storage, cache = self._storage, self.cache
-        index = cache.get_summary_index(storage.display(run), span, key, kind) or {}
+        index = span_index(cache, storage.display(run), span, key, kind)
 
         def fetch(path):
             self._refresh(path)
@@ -700,13 +749,12 @@ class RunStore:
             if key in state.summary_misses:
                 return None
             identity = state.identity
+        from .runs import stored_summary
+
         try:
             if identity is None:
                 identity = self._storage.identity(path)
-            if indexed is not None and indexed[0] == identity:
-                found = indexed[1]
-            else:
-                found = self.cache.get_summary(self.cache.summary_key(self._storage.display(path), key), identity, kind)
+            found = stored_summary(self.cache, self._storage.display(path), identity, key, kind, indexed)
         except TraceError:  # unreadable now: the load reports why
             found = None
         with self._lock:

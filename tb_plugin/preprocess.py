@@ -82,7 +82,7 @@ def _cache(cache_dir):
 
 def entry_keys(cache, source):
     """{"model" or a `FILE_SUMMARIES` name: cache key} of the trace file `source`."""
-    from .profile import FILE_SUMMARIES
+    from .runs import FILE_SUMMARIES
 
     return {"model": cache.key(source), **{name: cache.summary_key(source, name) for name in FILE_SUMMARIES}}
 
@@ -93,7 +93,8 @@ def preprocess_file(logdir, rel, cache_dir, force=False, max_memory_mb=DEFAULT_M
     inflates past what a parse may take within `max_memory_mb` (as TensorBoard's
     --profiler_max_memory_mb) fails as it would in TensorBoard, once that much is inflated.
     Returns a `FileResult` as a dict; failures are reported in it, never raised."""
-    from .profile import FILE_SUMMARIES, profile_from_bytes
+    from .profile import profile_from_bytes
+    from .runs import FILE_SUMMARIES
 
     started, cpu_started = time.perf_counter(), time.process_time()
     storage = Storage(logdir)
@@ -134,7 +135,7 @@ def write_run_index(logdir, run, span, rels, name, cache_dir):
     (one span of every worker of `run`) into the run's index entry (`put_summary_index`), so
     that TensorBoard reads one entry for the whole job (the body of one Dask task, run once
     every file's task is done). Returns (members indexed, error or "")."""
-    from .profile import FILE_SUMMARIES
+    from .runs import FILE_SUMMARIES
 
     kind = FILE_SUMMARIES[name][0]
     storage = Storage(logdir)
@@ -233,7 +234,7 @@ def _write_run_indexes(client, found, cache_dir, out):
     Returns how many indexes were written."""
     from dask.distributed import as_completed
 
-    from .profile import FILE_SUMMARIES
+    from .runs import FILE_SUMMARIES
 
     if not found.spans:
         return 0

@@ -1,26 +1,30 @@
-"""The Python API: `load` one trace file into a `Profile`, `load_run` a run directory."""
+"""The Python API over one trace file: `load` it into a `Profile` (a run directory and its
+spans of many ranks are `runs.py`'s)."""
 
+import importlib
 import logging
 import os
+import pkgutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .discovery import RunFiles, SpanFile, discover_runs, printable
+from .discovery import printable
 from .errors import BadParameterError, NotFoundError, TraceError
+from .schema import ROUTES, Route
 from .stages import STAGE_BUILDING, STAGE_PARSING
-from .storage import Storage, TraceBytes, open_single
+from .storage import TraceBytes, open_single
 from .trace.anomalies import describe as describe_anomalies
 from .trace.build import build_model
 from .trace.kinds import RUNTIME_CATEGORIES
 from .trace.model import TraceModel
 from .trace.parse import POLARS_REFUSED, parse_trace
+from . import views as views_package
 from .views import diff as diff_view
-from .views import regression as regression_view
 from .views import distributed as distributed_view
 from .views import compiled as compiled_view
 from .views import critical_path
@@ -110,6 +114,25 @@ class Profile:
         inside torch.compile regions ("compiled") or outside ("eager"); see
         `views.operators.operators`."""
         return operators.operators(self.model, group_by, scope)
+
+    def answer(self, route: str, **params: Any) -> Any:
+        """The answer of the declared route `route` (`schema.route`, e.g. "lightning") with its
+        `params`: the table, or the object of tables, the HTTP API serves for it."""
+        routes = declared_routes()
+        declared = routes.get(route)
+        if declared is None:
+            raise NotFoundError(f"no route {route!r}; routes: {', '.join(sorted(routes))}")
+        # Looked up by name in its module when called: the function the module holds now runs
+        # (one a test or a profiler wrapped, as for the methods above).
+        call = getattr(importlib.import_module(declared.call.__module__), declared.call.__name__)
+        unknown = set(params) - {p.name for p in declared.params}
+        if unknown:
+            raise BadParameterError(f"route {route!r} takes no {', '.join(sorted(unknown))}")
+        # In declaration order, which is the view function's; positionally up to the first
+        # one not given (the view's own default holds for it), by name after it.
+        names = [p.name for p in declared.params]
+        given = next((i for i, name in enumerate(names) if name not in params), len(names))
+        return call(self.model, *(params[n] for n in names[:given]), **{n: params[n] for n in names[given:] if n in params})
 
     def operator_stacks(self, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
         """Call stacks of one operator, with frames (file, line, function)."""
@@ -392,14 +415,12 @@ class Profile:
         }
 
 
-# The per-file summaries that the views over many ranks combine, by the name the server keeps
-# them under: (the dataclass, how a profile builds it). `python -m tb_plugin preprocess` stores
-# each beside the model in the disk cache; the server reads them back as that dataclass.
-FILE_SUMMARIES: dict[str, tuple[type, Callable[[Profile], Any]]] = {
-    "job": (job_view.RankPart, Profile.job_part),
-    "distributed": (distributed_view.WorkerPart, Profile.distributed_part),
-    "rank_timeline": (rank_timeline.RankTimelinePart, Profile.rank_timeline_part),
-}
+def declared_routes() -> dict[str, Route]:
+    """Every route declared with `schema.route`, each module of `tb_plugin.views` imported
+    first, so that a new view's routes are found without a list of them."""
+    for module in pkgutil.iter_modules(views_package.__path__):
+        importlib.import_module(f"{views_package.__name__}.{module.name}")
+    return ROUTES
 
 
 def _no_progress(stage: str, fraction: float | None) -> None:
@@ -447,6 +468,12 @@ def profile_from_bytes(data: bytes | TraceBytes, display_path: str,
     return Profile(display_path, model, time.perf_counter() - started)
 
 
+def check_trace(data: bytes, display_path: str) -> None:
+    """Raise `TraceError` unless `data` parses as a Kineto trace; nothing is modelled (the
+    server's check of a file it would serve from outside the log directory)."""
+    parse_trace(data, display_path)
+
+
 def load(path_or_url: str | os.PathLike[str],
          progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
     """Load one trace file (`.json` or `.json.gz`, local path or fsspec URL) into a `Profile`;
@@ -462,175 +489,6 @@ def load(path_or_url: str | os.PathLike[str],
     return profile_from_bytes(storage.read_trace(name), storage.display(name), progress)
 
 
-class Run:
-    """The trace files of one run directory: workers x spans, each loaded on first use.
-
-    `run.workers` lists worker names; `run.spans(worker)` the span numbers (1, 2, ...);
-    `run.profile(worker, span)` (or `run[worker, span]`) the `Profile`.
-    """
-
-    def __init__(self, storage: Storage, files: RunFiles) -> None:
-        self.storage = storage
-        self.files = files
-        self._profiles: dict[tuple[str, int], Profile] = {}
-
-    def __repr__(self) -> str:
-        return f"Run({self.storage.display(None)!r}, workers={self.workers})"
-
-    @property
-    def workers(self) -> list[str]:
-        return list(self.files.workers)
-
-    def spans(self, worker: str) -> list[int]:
-        return [f.span for f in self._worker_files(worker)]
-
-    def _worker_files(self, worker: str) -> list[SpanFile]:
-        try:
-            return self.files.workers[worker]
-        except KeyError:
-            raise NotFoundError(f"no worker {worker!r} in this run; workers: {self.workers}") from None
-
-    def profile(self, worker: str, span: int = 1, progress: Callable[[str, float | None], None] = _no_progress,
-                keep: bool = True) -> Profile:
-        """The profile of `worker`'s `span`, loaded on first use (`progress` hears how far),
-        and held by the run unless ``keep=False``."""
-        files = self._worker_files(worker)
-        if not 1 <= span <= len(files):
-            raise NotFoundError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
-        key = (worker, span)
-        if key in self._profiles:
-            return self._profiles[key]
-        loaded = self._load(files[span - 1].path, progress)
-        if keep:
-            self._profiles[key] = loaded
-        return loaded
-
-    def _load(self, rel: str, progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
-        return profile_from_bytes(self.storage.read_trace(rel), self.storage.display(rel), progress)
-
-    def __getitem__(self, key: str | tuple[str, int]) -> Profile:
-        worker, span = key if isinstance(key, tuple) else (key, 1)
-        return self.profile(worker, span)
-
-    def _span_workers(self, span: int) -> list[str]:
-        workers = [w for w in self.workers if span <= len(self.files.workers[w])]
-        if not workers:
-            raise NotFoundError(f"no worker of this run has span {span}")
-        return workers
-
-    def _span_profile(self, worker: str, span: int) -> Profile:
-        """A held profile, else one loaded for the caller and not kept."""
-        return self._profiles.get((worker, span)) or self._load(self.files.workers[worker][span - 1].path)
-
-    def distributed(self, span: int = 1) -> distributed_view.DistributedView:
-        """Computation / communication per worker and step, collectives and devices for one
-        span of every worker that has it; see `tb_plugin.views.distributed.distributed`.
-
-        Profiles not loaded yet are loaded one at a time and not kept: a job of many ranks
-        never needs all its profiles in memory at once."""
-        return combine_distributed({w: self._span_profile(w, span).distributed_part() for w in self._span_workers(span)})
-
-    def job(self, span: int = 1, align_clocks: bool = True) -> job_view.JobView:
-        """Every rank of one span side by side: per rank and step where the time went,
-        stragglers with their cause, kernels and operators across ranks, collectives matched
-        across ranks with arrival spread and bandwidth, and each rank's clock offset; see
-        `tb_plugin.views.job`. Loads like `distributed`: one profile at a time."""
-        return combine_job({w: self._span_profile(w, span).job_part() for w in self._span_workers(span)},
-                           align_clocks=align_clocks)
-
-    def timeline_ranks(self, span: int = 1, ranks: Sequence[int] | None = None, align_clocks: bool = True,
-                       expanded: Sequence[int] = ()) -> "RanksTimeline":
-        """Several ranks of one span on one time axis (the Trace view's ranks mode): `ranks`
-        (None: all), the clocks aligned by matched collectives unless ``align_clocks=False``,
-        the ranks in `expanded` with their own tracks; see `tb_plugin.views.rank_timeline`.
-        Loads like `job`; only the expanded ranks' profiles are kept."""
-        job_parts = {w: self._span_profile(w, span).job_part() for w in self._span_workers(span)}
-        workers = span_ranks(job_parts, ranks)
-        parts = {w: self._span_profile(w, span).rank_timeline_part() for w in workers}
-        return ranks_timeline(job_parts, parts, {w: self.profile(w, span) for w in span_ranks(job_parts, expanded, True)
-                                                 if w in parts}, align_clocks)
-
-
-@dataclass
-class RanksTimeline:
-    """Ranks on one time axis: `ranks` (the `timeline_ranks` table), `tracks` (per rank its
-    summary track and, expanded, its own), `slices(start_us, end_us, resolution_us, tracks)`;
-    over the expanded ranks, `search(text)`, `summary(start_us, end_us)` (range totals) and
-    `counters(start_us, end_us)`, all in the shared axis' times."""
-
-    ranks: pd.DataFrame
-    parts: Mapping[str, rank_timeline.RankTimelinePart]
-    indexes: Mapping[str, timeline.TimelineIndex]
-
-    @property
-    def tracks(self) -> pd.DataFrame:
-        return rank_timeline.rank_tracks(self.ranks, self.indexes)
-
-    def slices(self, start_us: float, end_us: float, resolution_us: float,
-               tracks: Sequence[int] | None = None,
-               admit: Callable[[int, str], None] | None = None) -> dict[str, Any]:
-        """`views.rank_timeline.rank_slices` of these ranks."""
-        return rank_timeline.rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks,
-                                         admit)
-
-    def search(self, text: str, after_us: float | None = None, direction: str = "next",
-               after_rank: int | None = None, after_event: int | None = None, limit: int = 50) -> dict[str, Any]:
-        """Events of the expanded ranks whose name contains `text`, on the shared axis, and the
-        ranks not searched (collapsed); `views.rank_timeline.rank_search`."""
-        return rank_timeline.rank_search(self.ranks, self.indexes, text, after_us, direction, after_rank, after_event,
-                                         limit)
-
-    def summary(self, start_us: float, end_us: float,
-                tracks: Sequence[int] | None = None) -> rank_timeline.RankRangeSummary:
-        """Per name: count and time inside [start_us, end_us] of the shared axis on the expanded
-        ranks, per rank (`by_rank`) and over them (`combined`: total, ranks, min/max rank);
-        `views.rank_timeline.rank_range_summary`."""
-        return rank_timeline.rank_range_summary(self.ranks, self.indexes, start_us, end_us, tracks)
-
-    def counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
-        """Each expanded rank's counter series (as `Profile.timeline_counters`) on the shared
-        axis, with its rank; `views.rank_timeline.rank_counters`."""
-        return rank_timeline.rank_counters(self.ranks, self.indexes, start_us, end_us, points)
-
-
-def span_ranks(job_parts: Mapping[str, job_view.RankPart], ranks: Sequence[int] | None,
-               expanded: bool = False) -> list[str]:
-    """The workers of `ranks` (None: all) among {worker: `Profile.job_part()`}, in rank order;
-    at most `views.rank_timeline.MAX_EXPANDED` when they are to be `expanded`."""
-    if expanded:
-        return rank_timeline.rank_workers(job_parts, ranks, most=rank_timeline.MAX_EXPANDED)
-    return rank_timeline.rank_workers(job_parts, ranks)
-
-
-def ranks_frame(job_parts: Mapping[str, job_view.RankPart], parts: Mapping[str, rank_timeline.RankTimelinePart],
-                align_clocks: bool = True) -> pd.DataFrame:
-    """The `timeline_ranks` table of {worker: `Profile.rank_timeline_part()`}: each rank's clock
-    offset and shift onto the shared axis; `job_parts` (every worker of the span) give the
-    offsets (`views.rank_timeline.rank_frame`)."""
-    return rank_timeline.rank_frame(job_parts, parts, align_clocks)
-
-
-def ranks_timeline(job_parts: Mapping[str, job_view.RankPart], parts: Mapping[str, rank_timeline.RankTimelinePart],
-                   expanded: Mapping[str, Profile], align_clocks: bool = True,
-                   frame: pd.DataFrame | None = None) -> RanksTimeline:
-    """The ranks of {worker: `Profile.rank_timeline_part()`} on one time axis; `job_parts`
-    (every worker of the span) give the clock offsets, `expanded` the ranks drawn in full;
-    `frame`, their `ranks_frame` when computed before."""
-    if frame is None:
-        frame = ranks_frame(job_parts, parts, align_clocks)
-    return RanksTimeline(frame, parts, {w: p.timeline() for w, p in expanded.items()})
-
-
-def combine_distributed(parts: Mapping[str, distributed_view.WorkerPart]) -> distributed_view.DistributedView:
-    """The distributed view of {worker name: `Profile.distributed_part()`}."""
-    return distributed_view.combine(parts)
-
-
-def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = True) -> job_view.JobView:
-    """The job view of {worker name: `Profile.job_part()`}."""
-    return job_view.combine(parts, align_clocks=align_clocks)
-
-
 DIFF_TABLES = diff_view.TABLES
 
 
@@ -640,66 +498,3 @@ def diff(a: Profile, b: Profile, threshold_pct: float = diff_view.DEFAULT_THRESH
     (`explanation`, `contributors`) and the matched operator trees (`tree`), with changes
     under `threshold_pct` of a's mean step time called noise; see `tb_plugin.views.diff.diff`."""
     return diff_view.diff(a.model, b.model, threshold_pct)
-
-
-def _side_progress(progress: Callable[[str, str, str, float | None], None] | None, side: str,
-                   worker: str) -> Callable[[str, float | None], None]:
-    if progress is None:
-        return _no_progress
-    return lambda stage, fraction: progress(side, worker, stage, fraction)
-
-
-def diff_ranks(run_a: "Run", run_b: "Run", span_a: int = 1, span_b: int = 1,
-               threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT,
-               progress: Callable[[str, str, str, float | None], None] | None = None
-               ) -> tuple[pd.DataFrame, dict[str, diff_view.DiffView]]:
-    """Two runs of a job compared rank by rank: every worker found in both, its `span_a` in
-    `run_a` against its `span_b` in `run_b`. Returns the ranks table (`DIFF_RANKS`: each rank's
-    mean step time in both and its largest cause, the rank that changed most first) and each
-    rank's `diff`. One pair of profiles is loaded at a time and not kept, so a job of many
-    ranks never needs them all in memory; `progress(side, worker, stage, fraction)` hears how
-    far each load is."""
-    common = [w for w in run_a.workers if w in run_b.workers]
-    if not common:
-        raise NotFoundError(f"the runs share no worker: {', '.join(run_a.workers)} against {', '.join(run_b.workers)}")
-    views = {}
-    for worker in common:
-        profile_a, profile_b = (run.profile(worker, span, keep=False, progress=_side_progress(progress, side, worker))
-                                for side, run, span in (("A", run_a, span_a), ("B", run_b, span_b)))
-        views[worker] = diff(profile_a, profile_b, threshold_pct)
-        del profile_a, profile_b
-    return regression_view.rank_changes({w: v.explanation for w, v in views.items()}), views
-
-
-def load_run(dir_or_url: str | os.PathLike[str]) -> Run:
-    """The run in one directory (local path or fsspec URL); trace files load lazily.
-
-    Raises
-    ------
-    TraceError
-        When the directory holds no trace files.
-    """
-    storage = Storage(dir_or_url)
-    if not storage.remote and not os.path.isdir(storage.root):  # not "no trace files in this directory"
-        raise TraceError(storage.display(None), "not a directory (a run is the directory holding trace files)"
-                         if os.path.exists(storage.root) else "no such directory")
-    runs = discover_runs(_TopLevelOnly(storage))
-    if "." not in runs:
-        raise TraceError(storage.display(None), "no trace files (*.pt.trace.json[.gz]) in this directory")
-    return Run(storage, runs["."])
-
-
-class _TopLevelOnly:
-    """A storage view whose walk stops at the root: a run is one directory, not a tree."""
-
-    def __init__(self, storage):
-        self._storage = storage
-
-    def __getattr__(self, name):
-        return getattr(self._storage, name)
-
-    def walk(self, on_skip=None):
-        for rel_dir, names in self._storage.walk(on_skip):
-            if rel_dir == ".":
-                yield rel_dir, names
-            return

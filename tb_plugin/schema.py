@@ -13,7 +13,9 @@ import it at no cost.
 """
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -243,3 +245,91 @@ def _with_columns(doc, tables):
     if at > 0 and lines[at - 1].strip():
         block.insert(0, "")
     return "\n".join(lines[:at] + block + lines[at:]).rstrip() + "\n"
+
+
+# --- routes --------------------------------------------------------------------------------
+# A route over one profile is declared once, beside the table(s) it answers with:
+#
+#     LIGHTNING_ROUTE = route("lightning", "Time per PyTorch Lightning hook.", lightning_hooks,
+#                             table=LIGHTNING_HOOKS)
+#
+# name: the route (`/data/plugin/pytorch_profiler/<name>`) and `Profile.answer`'s name for it;
+# summary: one line for its OpenAPI entry; call: the view function the route answers with,
+# called as `call(model, **parameters)`; params: its query parameters beside run / worker /
+# span (`choice`, `integer`, `number`); table: the one table it answers (or a tuple of tables
+# when a parameter picks which, e.g. group_by), served as JSON or, with format=csv, CSV;
+# tables: instead, {name: Table} of a view made of several tables (`call` returns an object
+# with one attribute per name), served whole, some (`tables=a,b`) or one (`table=a`, CSV too).
+# From these, `python -m tb_plugin.openapi_gen` writes the route's `paths:` entry and its line
+# in tb_plugin/routes.py, the API answers it without a handler of its own, the page's
+# parameter types and the fuzz test's valid values follow from the OpenAPI entry.
+
+
+@dataclass(frozen=True)
+class Param:
+    """One query parameter of a declared route: `name`, its JSON Schema `type` ("string",
+    "integer", "number"), `default` (given to the call when the request has none; None
+    leaves the view's own default), `choices` (a string parameter's allowed values, the
+    first the default), `minimum` (numbers) and one line of meaning."""
+
+    name: str
+    type: str
+    doc: str
+    default: object = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+
+    def valid_value(self) -> str:
+        """A value a request may give (the fuzz test's and the load test's valid value)."""
+        if self.choices:
+            return self.choices[0]
+        return str(self.default if self.default is not None else (self.minimum or 0))
+
+
+def choice(name: str, choices: tuple[str, ...], doc: str) -> Param:
+    """A string parameter taking one of `choices`, the first by default."""
+    return Param(name, "string", doc, choices[0], tuple(choices))
+
+
+def integer(name: str, doc: str, default: int | None = None, minimum: int | None = None) -> Param:
+    return Param(name, "integer", doc, default, minimum=minimum)
+
+
+def number(name: str, doc: str, default: float | None = None, minimum: float | None = None) -> Param:
+    return Param(name, "number", doc, default, minimum=minimum)
+
+
+@dataclass(frozen=True)
+class Route:
+    """A route over one profile, declared once (see `route`)."""
+
+    name: str
+    summary: str
+    call: Callable[..., Any]
+    params: tuple[Param, ...] = ()
+    table: Table | tuple[Table, ...] | None = None  # one table, or several one of which a parameter picks
+    tables: dict[str, Table] | None = None  # {name: table} of a view made of several tables
+
+    @property
+    def answer_tables(self) -> tuple:
+        """Every table the route may answer with."""
+        if self.tables is not None:
+            return tuple(self.tables.values())
+        return self.table if isinstance(self.table, tuple) else (self.table,)
+
+
+ROUTES: dict[str, Route] = {}
+
+
+def route(name, summary, call, *, params=(), table=None, tables=None):
+    """Declare (and register) a route over one profile; see the comment above `Param`."""
+    if (table is None) == (tables is None):
+        raise ValueError(f"route {name!r}: give `table` (one table) or `tables` (several), not both or neither")
+    if name in ROUTES:
+        raise ValueError(f"route {name!r} declared twice")
+    declared = Route(name, summary, call, tuple(params), table, None if tables is None else dict(tables))
+    for table_ in declared.answer_tables:
+        if not isinstance(table_, Table):
+            raise TypeError(f"route {name!r}: {table_!r} is not a declared table")
+    ROUTES[name] = declared
+    return declared

@@ -18,6 +18,7 @@ from werkzeug.test import Client
 from tb_plugin import api, profile
 from tb_plugin.plugin import ProfilerPlugin
 from tb_plugin.storage import Storage
+from tb_plugin.views import overview
 
 from .conftest import SAMPLES, op, write_trace
 
@@ -650,14 +651,14 @@ def test_a_request_waits_for_a_turn_to_compute_at_most_a_bound_then_answers_202(
     plugin, client = make_client(tmp_path)
     q = "run=cnn&worker=worker0"
     computing, finish = threading.Event(), threading.Event()
-    real_steps = profile.Profile.steps
+    real_steps = overview.steps  # what the declared route /steps calls (`Profile.answer`)
 
-    def slow_steps(self):
+    def slow_steps(model):
         computing.set()
         assert finish.wait(30)
-        return real_steps(self)
+        return real_steps(model)
 
-    monkeypatch.setattr(profile.Profile, "steps", slow_steps)
+    monkeypatch.setattr(overview, "steps", slow_steps)
     try:
         assert wait_ready(client, q).status_code == 200
         slow = threading.Thread(target=lambda: client.get(f"{PREFIX}/steps?{q}"))

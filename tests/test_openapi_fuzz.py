@@ -29,6 +29,7 @@ from schemathesis.specs.openapi.checks import (content_type_conformance, negativ
                                                response_schema_conformance, status_code_conformance)
 
 import tb_plugin
+from tb_plugin import openapi_gen
 
 from .conftest import SAMPLES, kernel, memory, op, runtime, write_trace
 from .test_api import PREFIX, make_client, wait_route
@@ -109,7 +110,9 @@ SPEC = schema.raw_schema
 VALID = {"run": "cpu_cnn", "worker": "worker0", "span": "1", "run_b": "cpu_cnn", "worker_b": "worker0", "span_b": "1",
          "name": "aten::conv2d", "device": "CPU", "start_us": "0", "end_us": "1000000", "resolution_us": "100",
          "event": "0", "q": "aten", "tracks": "0", "points": "10", "limit": "10", "max_points": "100",
-         "format": "json", "group_by": "name", "after_us": "0", "direction": "next", "snapshot": "rank0"}
+         "format": "json", "group_by": "name", "after_us": "0", "direction": "next", "snapshot": "rank0",
+         # a declared route's parameters: from their declarations (`schema.route`)
+         **{p.name: p.valid_value() for r in openapi_gen.declared_routes().values() for p in r.params}}
 VALID_FOR_ROUTE = {("/tables", "table"): "ops", ("/distributed", "run"): "ddp",
                    # memory snapshots' routes: the run of samples/gpu_memory_snapshot, copied as "snapshots"
                    **{(path, "run"): next(iter(SNAPSHOT_RUNS)) for path in SPEC["paths"] if path.startswith("/snapshot_")}}

@@ -456,7 +456,7 @@ def test_a_polars_panic_while_modelling_becomes_a_trace_error(tmp_path, monkeypa
 
     def panicking(*args, **kwargs):
         raise pl.exceptions.PanicException("simulated panic")
-    monkeypatch.setattr(build_module, "_frame_codes", panicking)
+    monkeypatch.setattr(build_module, "frame_codes", panicking)
     with pytest.raises(TraceError, match="could not be analysed.*PanicException"):
         tb_plugin.load(path)
 

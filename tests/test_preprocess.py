@@ -31,7 +31,7 @@ from tb_plugin.__main__ import main  # noqa: E402
 from tb_plugin.cache import MANIFEST, ModelCache  # noqa: E402
 from tb_plugin.loading import RunStore, profile_bytes  # noqa: E402
 from tb_plugin.preprocess import WORKER_ENV, entry_keys  # noqa: E402
-from tb_plugin.profile import FILE_SUMMARIES  # noqa: E402
+from tb_plugin.runs import FILE_SUMMARIES  # noqa: E402
 from tb_plugin.storage import Storage  # noqa: E402
 from tb_plugin.views.job import RankPart  # noqa: E402
 

@@ -13,7 +13,7 @@ import tb_plugin  # noqa: E402
 
 from .conftest import SAMPLES  # noqa: E402
 from .test_api import PREFIX, make_client, wait_route  # noqa: E402
-from tb_plugin.profile import FILE_SUMMARIES  # noqa: E402
+from tb_plugin.runs import FILE_SUMMARIES  # noqa: E402
 
 from .test_preprocess import _count_model_loads, _count_summary_reads, _no_parsing, _preprocess, _table  # noqa: E402
 from .test_s3 import BUCKET, _fresh_s3fs, s3  # noqa: E402,F401  (fixtures)

@@ -8,10 +8,12 @@
   type of the column's dtype (null only where the column is declared nullable). Routes with
   a `group_by`, `table` or `by_step` choice are asked for each value, so every table a route names is
   seen.
-- `openapi.yaml`'s table components are what the generator writes from the declarations.
+- `openapi.yaml`'s table components, the declared routes' paths and `routes.py`'s route table
+  are what the generator writes from the declarations, and drift from a changed one.
 - A view's docstring lists its declared columns (`help(view)` is true).
 """
 
+import dataclasses
 import itertools
 import shutil
 from urllib.parse import urlencode
@@ -20,7 +22,9 @@ import pytest
 import yaml
 
 import tb_plugin
-from tb_plugin import openapi_gen
+from tb_plugin import openapi_gen, schema
+from tb_plugin.api import Api
+from tb_plugin.routes import DECLARED_ROUTES, HANDWRITTEN_ROUTES
 from tb_plugin.trace.tables import MODEL_TABLES
 from tb_plugin.views import diff, kernels, operators
 
@@ -234,3 +238,43 @@ def test_hand_written_paths_survive_regeneration(tmp_path):
     text = openapi_gen.SPEC_PATH.read_text(encoding="utf-8")
     added = text.replace("paths:\n", "paths:\n  /new_view:\n    get:\n      summary: A hand-written entry.\n", 1)
     assert openapi_gen.render(added, TABLES) == added
+
+
+def test_declared_routes_paths_and_route_table_are_generated_from_the_declarations():
+    routes = openapi_gen.declared_routes()
+    assert set(routes) >= {"lightning", "kernels", "compiled"}  # the look-up found them
+    text = openapi_gen.SPEC_PATH.read_text(encoding="utf-8")
+    assert openapi_gen.render(text, TABLES, routes) == text, "run: python -m tb_plugin.openapi_gen"
+    table = openapi_gen.ROUTES_PATH.read_text(encoding="utf-8")
+    assert openapi_gen.render_routes(table, routes) == table, "run: python -m tb_plugin.openapi_gen"
+    assert set(DECLARED_ROUTES) == set(routes)
+
+
+@pytest.mark.parametrize("change", ["choices", "new route", "summary"])
+def test_a_changed_route_declaration_makes_the_generated_files_stale(change, tmp_path, monkeypatch, capsys):
+    """The paths (whence the page's parameter types and the fuzz test's requests) and the route
+    table drift from a changed declaration: the check fails until they are written again."""
+    spec, table = tmp_path / "openapi.yaml", tmp_path / "routes.py"
+    spec.write_text(openapi_gen.SPEC_PATH.read_text(encoding="utf-8"), encoding="utf-8")
+    table.write_text(openapi_gen.ROUTES_PATH.read_text(encoding="utf-8"), encoding="utf-8")
+    kernels_route = schema.ROUTES["kernels"]
+    if change == "choices":
+        changed = dataclasses.replace(kernels_route, params=(schema.choice("group_by", ("name",), "by name only"),))
+        monkeypatch.setitem(schema.ROUTES, "kernels", changed)
+    elif change == "new route":
+        monkeypatch.setitem(schema.ROUTES, "kernels_again", dataclasses.replace(kernels_route, name="kernels_again"))
+    else:
+        monkeypatch.setitem(schema.ROUTES, "kernels", dataclasses.replace(kernels_route, summary="Other words."))
+    files = ["--spec", str(spec), "--routes", str(table)]
+    assert openapi_gen.main(["--check", *files]) == 1
+    assert "python -m tb_plugin.openapi_gen" in capsys.readouterr().err
+    assert openapi_gen.main(files) == 0
+    assert openapi_gen.main(["--check", *files]) == 0
+
+
+def test_each_route_is_answered_one_way():
+    """A hand-written route by the `Api` method of its name; a declared one by its declaration
+    alone (`api.declared_route`), never also by a method that could drift from it."""
+    assert not set(HANDWRITTEN_ROUTES) & set(DECLARED_ROUTES)
+    assert [name for name in HANDWRITTEN_ROUTES if not callable(getattr(Api, name, None))] == []
+    assert [name for name in DECLARED_ROUTES if hasattr(Api, name)] == []

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 import tb_plugin
+from tb_plugin.views.collectives import (bus_factor, element_bytes, fsdp_phase, input_bytes, largest_input_bytes,
+                                         requested_collective)
 from tb_plugin.views.distributed import (ALL_STEPS_COLUMNS, CALL_COLUMNS, COLLECTIVE_COLUMNS, DEVICE_COLUMNS,
-                                         FSDP, GROUP_COLUMNS, STEP_COLUMNS, bus_factor, distributed, element_bytes,
-                                         fsdp_phase, input_bytes, largest_input_bytes, requested_collective)
+                                         FSDP, GROUP_COLUMNS, STEP_COLUMNS, distributed)
 
 from .conftest import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, write_trace
 

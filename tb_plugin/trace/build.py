@@ -19,12 +19,12 @@ import polars as pl
 
 from .anomalies import (EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DROPPED, INVALID_DURATIONS_ZEROED,
                         MALFORMED_ARGS_REPLACED, UNSUPPORTED_EVENTS_SKIPPED, record)
-from .coding import (_Interner, _categorical, _coded, _first_valid, _float_field, _floats, _frame_codes, _id_codes,
-                     _int_field, _json_categorical, _recode, _text_field, _texts, _whole)
+from .coding import (Interner, as_floats, categorical_of, coded_series, decoded_texts, first_valid, float_field,
+                     frame_codes, id_codes, int_field, json_categorical, recode, text_field, whole_ints)
 from . import accelerators
 from .kinds import (KIND_CANDIDATE, KIND_COUNTER, KIND_FLOW, KIND_GPU_ANNOTATION, KIND_KERNEL, KIND_MEMCPY,
                     KIND_MEMORY, KIND_MEMSET, KIND_META, KIND_OP, KIND_OTHER, KIND_PYTHON, KIND_RUNTIME, KIND_SKIPPED,
-                    KIND_SYNC, _ARGS_TYPES, _KIND_CODE, _KIND_OF_CANDIDATE_ROLE, _KIND_OF_CODE, _NAN, _kind_code, classify)
+                    KIND_SYNC, ARGS_TYPES, KIND_CODE, KIND_OF_CANDIDATE_ROLE, KIND_OF_CODE, NAN, classify, kind_code)
 from .linking import Nesting, flow_peers, lookup
 from .model import TraceModel, first_int
 from .parse import FLOW_SCHEMA, POLARS_REFUSED, anchored_times, decode_args, events_frame, flow_columns
@@ -89,7 +89,7 @@ def _finished(future, consumed, release):
 @dataclass
 class _Batch:
     """What one batch of events leaves behind: compact columns, strings coded per batch
-    (`_frame_codes`) until the builder maps them to codes for the whole trace."""
+    (`frame_codes`) until the builder maps them to codes for the whole trace."""
 
     coded: dict  # "ph", "cat", "name", "pid", "tid" -> (codes, values)
     ts_anchor: int  # whole µs that `ts` is relative to (`parse.anchored_times`)
@@ -110,14 +110,14 @@ def _read_batch(raws):
     anomalies: dict[str, int] = {}
     frame, lines = events_frame(raws, anomalies)
     del raws
-    coded = _frame_codes(frame, _TOP_LEVEL_TEXT)
+    coded = frame_codes(frame, _TOP_LEVEL_TEXT)
     ts_anchor, ts = anchored_times(lines, frame["ts"].to_numpy())
     dur = frame["dur"].to_numpy()
     kind = _classify(coded, ts, anomalies)
-    counts = np.bincount(kind, minlength=len(_KIND_CODE))
-    present = [k for k in _ARGS_TYPES if counts[_KIND_CODE[k]]]
+    counts = np.bincount(kind, minlength=len(KIND_CODE))
+    present = [k for k in ARGS_TYPES if counts[KIND_CODE[k]]]
     frame = frame.with_columns(kind=pl.Series(kind))
-    of_kind = {k: pl.col("kind") == _KIND_CODE[k] for k in (*present, KIND_COUNTER)}
+    of_kind = {k: pl.col("kind") == KIND_CODE[k] for k in (*present, KIND_COUNTER)}
     # One args text per line: polars writes an args that is a JSON string as its bare text,
     # which may be empty or blank (the reader would skip that line, leaving a row short); an
     # args that is no object holds no field, so it reads as `{}` (counted).
@@ -126,15 +126,15 @@ def _read_batch(raws):
     *texts, not_objects = frame.select(  # one polars call for every kind: each call has a fixed cost
         *(objects.filter(of_kind[k]).str.join("\n").alias(k) for k in present),
         pl.col("args").filter(of_kind[KIND_COUNTER]).fill_null("null").str.join(",").alias(KIND_COUNTER),
-        (~is_object & pl.col("kind").is_in([_KIND_CODE[k] for k in present])).sum().alias("not_objects"),
+        (~is_object & pl.col("kind").is_in([KIND_CODE[k] for k in present])).sum().alias("not_objects"),
     ).row(0)
     if not_objects:
         record(anomalies, MALFORMED_ARGS_REPLACED, not_objects)
-    args = {k: _arg_columns(lines.encode(), _ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
-    flows = flow_columns(list(compress(lines, kind == _KIND_CODE[KIND_FLOW]))) if counts[_KIND_CODE[KIND_FLOW]] else None
+    args = {k: _arg_columns(lines.encode(), ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
+    flows = flow_columns(list(compress(lines, kind == KIND_CODE[KIND_FLOW]))) if counts[KIND_CODE[KIND_FLOW]] else None
     counter_args = None
-    if counts[_KIND_CODE[KIND_COUNTER]]:
-        counter_args = _counter_values(texts[-1], frame, of_kind[KIND_COUNTER], counts[_KIND_CODE[KIND_COUNTER]],
+    if counts[KIND_CODE[KIND_COUNTER]]:
+        counter_args = _counter_values(texts[-1], frame, of_kind[KIND_COUNTER], counts[KIND_CODE[KIND_COUNTER]],
                                        anomalies)
     return _Batch(coded, ts_anchor, ts, dur, kind, args, flows, counter_args, anomalies)
 
@@ -161,14 +161,14 @@ def _counter_values(joined, frame, is_counter, count, anomalies):
 
 
 def _classify(coded, ts, anomalies):
-    """Kind code (`_KIND_CODE`) of each event of a batch: each distinct (ph, cat) classified
+    """Kind code (`KIND_CODE`) of each event of a batch: each distinct (ph, cat) classified
     once."""
     (ph_codes, ph_values), (cat_codes, cat_values), (name_codes, name_values) = (
         coded["ph"], coded["cat"], coded["name"])
     width = len(cat_values) + 1
     pair_codes, pairs = pd.factorize((ph_codes.astype(np.int64) + 1) * width + (cat_codes + 1))
     ph_or_none, cat_or_none = [None, *ph_values], [None, *cat_values]  # code -1 -> None
-    kinds = [_kind_code(ph_or_none[p // width], cat_or_none[p % width]) for p in pairs]
+    kinds = [kind_code(ph_or_none[p // width], cat_or_none[p % width]) for p in pairs]
     kind = np.array(kinds, dtype=np.int8)[pair_codes] if len(pair_codes) else np.zeros(0, dtype=np.int8)
     # Device categories whose role is told by the event's name (MTIA's `mtia_ccp_events`).
     complete = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v == "X"])
@@ -176,16 +176,16 @@ def _classify(coded, ts, anomalies):
         if (cat or "").lower() in accelerators.ROLE_BY_NAME:
             rows = complete & (cat_codes == code)
             names = [*name_values, None]  # code -1 (no name) -> last
-            kind_of_name = np.array([_KIND_CODE[classify("X", cat, n)] for n in names], dtype=np.int8)
+            kind_of_name = np.array([KIND_CODE[classify("X", cat, n)] for n in names], dtype=np.int8)
             kind[rows] = kind_of_name[name_codes[rows]]
     # Instant events are allocator records when named "[memory]".
     instant = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v in ("i", "I")])
     if "[memory]" in name_values:
-        kind[instant & (name_codes == name_values.index("[memory]"))] = _KIND_CODE[KIND_MEMORY]
-    missing_ts = np.isin(kind, [_KIND_CODE[KIND_META], _KIND_CODE[KIND_SKIPPED]], invert=True) & ~np.isfinite(ts)
+        kind[instant & (name_codes == name_values.index("[memory]"))] = KIND_CODE[KIND_MEMORY]
+    missing_ts = np.isin(kind, [KIND_CODE[KIND_META], KIND_CODE[KIND_SKIPPED]], invert=True) & ~np.isfinite(ts)
     if missing_ts.any():
         record(anomalies, EVENTS_WITHOUT_TS_DROPPED, int(missing_ts.sum()))
-        kind[missing_ts] = _KIND_CODE[KIND_SKIPPED]
+        kind[missing_ts] = KIND_CODE[KIND_SKIPPED]
     return kind
 
 
@@ -198,7 +198,7 @@ class _NumberField(NamedTuple):
 
 
 # Every args field of another type is text (`_is_text`).
-_NUMBER_FIELDS = {int: _NumberField(pl.Int64, np.int64, -1), float: _NumberField(pl.Float64, np.float64, _NAN)}
+_NUMBER_FIELDS = {int: _NumberField(pl.Int64, np.int64, -1), float: _NumberField(pl.Float64, np.float64, NAN)}
 
 
 def _is_text(field):
@@ -208,7 +208,7 @@ def _is_text(field):
 def _arg_columns(lines, args_type, anomalies):
     """{field name: column} of the `args_type` fields of args JSON objects, one per line (as
     polars writes them: compact, `{}` where an event has none): int fields as int64 (-1 where
-    absent), float fields as float64 (NaN), the others coded (`_frame_codes`; -1 where
+    absent), float fields as float64 (NaN), the others coded (`frame_codes`; -1 where
     absent; numbers, lists and objects as their JSON)."""
     fields = msgspec.structs.fields(args_type)
     schema = {f.encode_name: pl.String if _is_text(f) else _NUMBER_FIELDS[f.type].polars for f in fields}
@@ -217,7 +217,7 @@ def _arg_columns(lines, args_type, anomalies):
     except POLARS_REFUSED:
         decoded = _arg_columns_repaired(lines.split(b"\n"), args_type, anomalies)
     numbers = [pl.col(f.encode_name).fill_null(_NUMBER_FIELDS[f.type].absent) for f in fields if not _is_text(f)]
-    columns = _frame_codes(decoded, [f.encode_name for f in fields if _is_text(f)], also=numbers)
+    columns = frame_codes(decoded, [f.encode_name for f in fields if _is_text(f)], also=numbers)
     return {f.name: columns[f.encode_name] for f in fields}
 
 
@@ -228,14 +228,14 @@ def _arg_columns_repaired(texts, args_type, anomalies):
     structs, bad = decode_args(texts, args_type)
     if bad:
         record(anomalies, MALFORMED_ARGS_REPLACED, bad)
-    read = {int: _int_field, float: _float_field}
-    return pl.DataFrame({f.encode_name: pl.Series(read.get(f.type, _text_field)(structs, f.name))
+    read = {int: int_field, float: float_field}
+    return pl.DataFrame({f.encode_name: pl.Series(read.get(f.type, text_field)(structs, f.name))
                          for f in msgspec.structs.fields(args_type)})
 
 
 def _concat_columns(parts, args_type, interners):
     """{field: column} of `_arg_columns` results, batch after batch; text fields as coded
-    strings (`_coded`)."""
+    strings (`coded_series`)."""
     columns = {}
     for f in msgspec.structs.fields(args_type):
         pieces = [part[f.name] for part in parts]
@@ -245,13 +245,13 @@ def _concat_columns(parts, args_type, interners):
 
 
 def _text_interners(args_type):
-    return {f.name: _Interner() for f in msgspec.structs.fields(args_type) if _is_text(f)}
+    return {f.name: Interner() for f in msgspec.structs.fields(args_type) if _is_text(f)}
 
 
 def _graph_annotation(args):
     """Per kernel: its CUDA-graph annotation text, the first of the `annotation`, `str` and
     `name` args that it has ("" none; see `kinds._DeviceArgs`)."""
-    texts = [_categorical(args[key]).astype(str).to_numpy() for key in
+    texts = [categorical_of(args[key]).astype(str).to_numpy() for key in
              ("graph_annotation", "graph_annotation_str", "graph_annotation_name")]
     chosen = np.where(texts[0] != "", texts[0], np.where(texts[1] != "", texts[1], texts[2])).astype(object)
     categories, codes = np.unique(chosen, return_inverse=True) if len(chosen) else (np.array([""], dtype=object), [])
@@ -272,10 +272,10 @@ class _Builder:
     def __init__(self, parsed):
         self.anomalies = dict(parsed.anomalies)
         raws, parsed.events = parsed.events, None
-        self._interners = {key: _Interner() for key in _TOP_LEVEL_TEXT}
+        self._interners = {key: Interner() for key in _TOP_LEVEL_TEXT}
         parts: dict[str, list] = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
-        self._arg_parts: dict[str, list] = {kind: [] for kind in _ARGS_TYPES}
-        self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in _ARGS_TYPES.items()}
+        self._arg_parts: dict[str, list] = {kind: [] for kind in ARGS_TYPES}
+        self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in ARGS_TYPES.items()}
         self._flow_parts, self._counter_args = [], []
         self._kept_of_kind = {}  # kind -> which of its events (as read) are kept
         self._candidate_kinds = None  # see `candidate_kinds`
@@ -347,8 +347,8 @@ class _Builder:
             # The args, flow and counter columns hold a row per event of their kind as read:
             # they drop the same rows (`_kept`).
             for code in np.unique(self.kind[far]).tolist():
-                self._kept_of_kind[_KIND_OF_CODE[code]] = ~far[self.kind == code]
-            self.kind[far] = _KIND_CODE[KIND_SKIPPED]
+                self._kept_of_kind[KIND_OF_CODE[code]] = ~far[self.kind == code]
+            self.kind[far] = KIND_CODE[KIND_SKIPPED]
             record(self.anomalies, EVENTS_FAR_FROM_THE_TRACE_DROPPED, int(far.sum()))
 
     def _kept(self, kind, rows):
@@ -383,8 +383,8 @@ class _Builder:
     def mask(self, *kinds):
         """Which events are of one of `kinds`."""
         if len(kinds) == 1:
-            return self.kind == _KIND_CODE[kinds[0]]
-        return np.isin(self.kind, [_KIND_CODE[k] for k in kinds])
+            return self.kind == KIND_CODE[kinds[0]]
+        return np.isin(self.kind, [KIND_CODE[k] for k in kinds])
 
     def names(self, mask):
         return pd.Categorical.from_codes(self.name_codes[mask], categories=self.name_categories, validate=False)
@@ -398,10 +398,10 @@ class _Builder:
                 "dur": self.durations(mask, instants_allowed)}
 
     def cat_lower(self, mask):
-        return _recode(self.cat_coded, mask, lambda c: c.lower() if c else "")
+        return recode(self.cat_coded, mask, lambda c: c.lower() if c else "")
 
     def phases(self, mask):
-        return _recode(self.ph_coded, mask, lambda p: p or "")
+        return recode(self.ph_coded, mask, lambda p: p or "")
 
     def durations(self, mask, instants_allowed=False):
         dur = self.dur_all[mask]
@@ -417,7 +417,7 @@ class _Builder:
 
     def args(self, kind):
         """The args of the events of `kind` (in event order) as {field: column}."""
-        columns = _concat_columns(self._arg_parts[kind], _ARGS_TYPES[kind], self._arg_interners[kind])
+        columns = _concat_columns(self._arg_parts[kind], ARGS_TYPES[kind], self._arg_interners[kind])
         return {name: (self._kept(kind, c[0]), c[1]) if isinstance(c, tuple) else self._kept(kind, c)
                 for name, c in columns.items()}
 
@@ -431,25 +431,25 @@ class _Builder:
         return pd.DataFrame({
             **self.intervals(m),
             "cat": self.cat_lower(m),
-            "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
+            "external_id": first_valid(a["external_id"], a["external_id_lower"]),
             "sequence_number": a["sequence_number"],
             "fwd_thread_id": a["fwd_thread_id"],
-            "input_dims": _json_categorical(input_dims),
-            "input_type": _json_categorical(a["input_type"]),
-            "call_stack": _categorical(a["call_stack"]),
-            "collective_name": _categorical(a["collective_name"]),
+            "input_dims": json_categorical(input_dims),
+            "input_type": json_categorical(a["input_type"]),
+            "call_stack": categorical_of(a["call_stack"]),
+            "collective_name": categorical_of(a["collective_name"]),
             "in_msg_nelems": a["in_msg_nelems"],
             "out_msg_nelems": a["out_msg_nelems"],
             "group_size": a["group_size"],
-            "dtype": _categorical(a["dtype"]),
-            "process_group_name": _categorical(a["process_group_name"]),
-            "process_group_desc": _categorical(a["process_group_desc"]),
+            "dtype": categorical_of(a["dtype"]),
+            "process_group_name": categorical_of(a["process_group_name"]),
+            "process_group_desc": categorical_of(a["process_group_desc"]),
             "collective_seq": a["collective_seq"],
-            "kernel_hash": _categorical(a["kernel_hash"]),
-            "kernel_file": _categorical(a["kernel_file"]),
-            "kernel_backend": _categorical(a["kernel_backend"]),
+            "kernel_hash": categorical_of(a["kernel_hash"]),
+            "kernel_file": categorical_of(a["kernel_file"]),
+            "kernel_backend": categorical_of(a["kernel_backend"]),
             "flops": a["flops"],
-            "concrete_inputs": _json_categorical(a["concrete_inputs"]),
+            "concrete_inputs": json_categorical(a["concrete_inputs"]),
         })
 
     def python(self):
@@ -469,7 +469,7 @@ class _Builder:
             **self.intervals(m),
             "cat": self.cat_lower(m),
             "correlation": a["correlation"],
-            "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
+            "external_id": first_valid(a["external_id"], a["external_id_lower"]),
             "cbid": a["cbid"],
         })
 
@@ -486,17 +486,17 @@ class _Builder:
             on_device = ~np.isin(self.pid_coded[0][m], np.unique(self.pid_coded[0][host]))
             launched = lookup(self.args(KIND_RUNTIME)["correlation"], self.args(KIND_CANDIDATE)["correlation"]) >= 0
             codes, of_event = np.unique(self.name_codes[m], return_inverse=True)  # each distinct name once
-            kind_of_name = np.array([_KIND_CODE[_KIND_OF_CANDIDATE_ROLE[accelerators.generic_role(self.name_categories[c])]]
+            kind_of_name = np.array([KIND_CODE[KIND_OF_CANDIDATE_ROLE[accelerators.generic_role(self.name_categories[c])]]
                                      for c in codes], dtype=np.int8)
             self._candidate_kinds = np.where(on_device & launched, kind_of_name[of_event],
-                                             _KIND_CODE[KIND_OTHER]).astype(np.int8)
+                                             KIND_CODE[KIND_OTHER]).astype(np.int8)
         return self._candidate_kinds
 
     def device_table(self, kind):
         """The table of device activity of `kind`: the events of that kind, then the
         candidates recognised as such (`candidate_kinds`)."""
         table = self._device_columns(kind, self.mask(kind), self.args(kind))
-        recognised = self.candidate_kinds() == _KIND_CODE[kind]
+        recognised = self.candidate_kinds() == KIND_CODE[kind]
         if not recognised.any():
             return table
         rows = self.mask(KIND_CANDIDATE)
@@ -516,22 +516,22 @@ class _Builder:
             "device": device,
             "stream": stream,
             "correlation": a["correlation"],
-            "external_id": _first_valid(a["external_id"], a["external_id_lower"]),
+            "external_id": first_valid(a["external_id"], a["external_id_lower"]),
         }
         if kind == KIND_KERNEL:
             columns.update({
-                "grid": _json_categorical(a["grid"]),
-                "block": _json_categorical(a["block"]),
-                "registers_per_thread": _whole(a["registers_per_thread"]),
-                "shared_memory": _whole(a["shared_memory"]),
+                "grid": json_categorical(a["grid"]),
+                "block": json_categorical(a["block"]),
+                "registers_per_thread": whole_ints(a["registers_per_thread"]),
+                "shared_memory": whole_ints(a["shared_memory"]),
                 "blocks_per_sm": a["blocks_per_sm"],
                 "warps_per_sm": a["warps_per_sm"],
                 "est_achieved_occupancy_pct": a["est_achieved_occupancy_pct"],
-                "graph_node_id": _recode(a["graph_node_id"], slice(None), lambda v: "" if v in (None, "0") else v),
+                "graph_node_id": recode(a["graph_node_id"], slice(None), lambda v: "" if v in (None, "0") else v),
                 "graph_annotation": _graph_annotation(a),
             })
         elif kind in (KIND_MEMCPY, KIND_MEMSET):
-            columns["bytes"] = _whole(np.where(np.isnan(a["bytes"]), a["size"], a["bytes"]))
+            columns["bytes"] = whole_ints(np.where(np.isnan(a["bytes"]), a["size"], a["bytes"]))
             columns["memory_bandwidth_gbps"] = a["memory_bandwidth_gbps"]
         elif kind == KIND_SYNC:
             # Context and device syncs name no stream: CUPTI's invalid value, -1 as uint32
@@ -550,7 +550,7 @@ class _Builder:
             "device_type": a["device_type"],
             "device_id": a["device_id"],
             "addr": a["addr"],
-            "bytes": _whole(a["bytes"], missing=0),
+            "bytes": whole_ints(a["bytes"], missing=0),
             "total_allocated": a["total_allocated"],
             "total_reserved": a["total_reserved"],
         })
@@ -558,23 +558,23 @@ class _Builder:
     def flows(self):
         m = self.mask(KIND_FLOW)
         flows = self._kept(KIND_FLOW, pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema=FLOW_SCHEMA))
-        flow_ids = _id_codes(flows["id"])
-        coded = _frame_codes(flows, ("bp",))
+        flow_ids = id_codes(flows["id"])
+        coded = frame_codes(flows, ("bp",))
         return pd.DataFrame({
             "flow_id": flow_ids,
             "phase": self.phases(m),
             "cat": self.cat_lower(m),
             "thread": self.thread_all[m],
             "ts": self.ts(m),
-            "binding": _categorical(coded["bp"]),
+            "binding": categorical_of(coded["bp"]),
         })
 
     def counters(self):
         m = self.mask(KIND_COUNTER)
         if not m.any():
             no_text: tuple[np.ndarray, list[str]] = (np.zeros(0, np.int32), [])
-            return pd.DataFrame({"name": _categorical(no_text), "thread": np.zeros(0, np.int64),
-                                 "ts": np.zeros(0), "series": _categorical(no_text), "value": np.zeros(0)})
+            return pd.DataFrame({"name": categorical_of(no_text), "thread": np.zeros(0, np.int64),
+                                 "ts": np.zeros(0), "series": categorical_of(no_text), "value": np.zeros(0)})
         values = self._kept(KIND_COUNTER, [value for part in self._counter_args for value in part])
         # Counter events are rare (one per sample of a few series): a loop over them is cheap.
         rows = [(i, k, v) for i, d in enumerate(values) if isinstance(d, dict) for k, v in d.items()]
@@ -583,17 +583,17 @@ class _Builder:
             "name": self.names(m)[idx],
             "thread": self.thread_all[m][idx],
             "ts": self.ts(m)[idx],
-            "series": _categorical(_coded(pl.Series([r[1] for r in rows], dtype=pl.String))),
-            "value": _floats([r[2] if isinstance(r[2], (int, float)) else None for r in rows]),
+            "series": categorical_of(coded_series(pl.Series([r[1] for r in rows], dtype=pl.String))),
+            "value": as_floats([r[2] if isinstance(r[2], (int, float)) else None for r in rows]),
         })
 
     def other(self):
         m = self.mask(KIND_OTHER)
         candidates = self.mask(KIND_CANDIDATE)
-        m[candidates] = self.candidate_kinds() == _KIND_CODE[KIND_OTHER]
+        m[candidates] = self.candidate_kinds() == KIND_CODE[KIND_OTHER]
         return pd.DataFrame({
             **self.intervals(m, instants_allowed=True),
-            "cat": _recode(self.cat_coded, m, lambda c: c or ""),
+            "cat": recode(self.cat_coded, m, lambda c: c or ""),
             "phase": self.phases(m),
         })
 
@@ -610,8 +610,8 @@ class _Builder:
             "what": np.asarray(self.names(m).astype(str)),
             "pid": rows[self.thread_all[m], 0],
             "tid": rows[self.thread_all[m], 1],
-            "name": _texts(a["name"]),
-            "labels": _texts(a["labels"]),
+            "name": decoded_texts(a["name"]),
+            "labels": decoded_texts(a["labels"]),
             "sort_index": a["sort_index"],
         })
 

@@ -22,7 +22,7 @@ def _objects(values):
     return np.fromiter(values, dtype=object, count=len(values))
 
 
-def _int_field(structs, attr):
+def int_field(structs, attr):
     """int64 column of one Struct field; -1 where absent or outside int64."""
     try:
         return np.fromiter(map(attrgetter(attr), structs), dtype=np.int64, count=len(structs))
@@ -30,15 +30,15 @@ def _int_field(structs, attr):
         return _ints(_column(structs, attr))
 
 
-def _float_field(structs, attr):
+def float_field(structs, attr):
     """float64 column of one Struct field; NaN where absent."""
     try:
         return np.fromiter(map(attrgetter(attr), structs), dtype=np.float64, count=len(structs))
     except (TypeError, ValueError, OverflowError):
-        return _floats(_column(structs, attr))
+        return as_floats(_column(structs, attr))
 
 
-def _text_field(structs, attr):
+def text_field(structs, attr):
     """String Series of one Struct field: text as is, JSON (`Raw`) as its text, numbers as
     text; null where absent."""
     def text(value):
@@ -49,13 +49,13 @@ def _text_field(structs, attr):
     return pl.Series([text(v) for v in _column(structs, attr)], dtype=pl.String)
 
 
-def _whole(values, missing=-1):
+def whole_ints(values, missing=-1):
     """int64 from float64, `missing` where NaN or infinite or outside int64 (which the cast
     would turn into -2**63)."""
     return np.where(np.abs(values) < 2.0**63, values, missing).astype(np.int64)
 
 
-def _floats(values):
+def as_floats(values):
     """float64 array; None / non-numbers become NaN."""
     try:
         return np.array(values, dtype=np.float64)
@@ -65,7 +65,7 @@ def _floats(values):
 
 def _ints(values, missing=-1):
     """int64 array; None, NaN and values outside int64 become `missing`."""
-    as_float = _floats(values)
+    as_float = as_floats(values)
     ok = np.isfinite(as_float) & (np.abs(as_float) < 2.0**63)
     out = np.full(len(as_float), missing, dtype=np.int64)
     if ok.all():
@@ -77,7 +77,7 @@ def _ints(values, missing=-1):
     return out
 
 
-def _frame_codes(frame, names, also=()):
+def frame_codes(frame, names, also=()):
     """{name: (codes, values)} for String columns of a polars DataFrame: `values` the column's
     distinct strings in order of first appearance, `codes` an int32 row -> index into
     `values`, -1 where null. Hashing happens in polars, without a Python object per row, and
@@ -92,23 +92,23 @@ def _frame_codes(frame, names, also=()):
     return {**coded, **{name: columns[name].to_numpy() for name in columns.columns if name not in coded}}
 
 
-def _id_codes(series):
+def id_codes(series):
     """int64 code per row of a String Series of ids (-1 where null), equal ids sharing one.
     Ids are integers in nearly every trace: those are factorized as numbers (hashing many
-    distinct strings is what `_frame_codes` is slow at); other texts get codes after them."""
+    distinct strings is what `frame_codes` is slow at); other texts get codes after them."""
     as_int = series.cast(pl.Int64, strict=False)
     is_int = as_int.is_not_null().to_numpy()
     codes = np.full(len(series), -1, dtype=np.int64)
     int_codes, distinct = pd.factorize(as_int.filter(is_int).to_numpy())
     codes[is_int] = int_codes
-    text_codes, _ = _coded(series.filter(~is_int))
+    text_codes, _ = coded_series(series.filter(~is_int))
     codes[~is_int] = np.where(text_codes >= 0, text_codes + len(distinct), -1)
     return codes
 
 
-def _coded(series):
-    """(codes, values) of one String Series (see `_frame_codes`)."""
-    return _frame_codes(series.rename("values").to_frame(), ("values",))["values"]
+def coded_series(series):
+    """(codes, values) of one String Series (see `frame_codes`)."""
+    return frame_codes(series.rename("values").to_frame(), ("values",))["values"]
 
 
 def _intern(values):
@@ -121,8 +121,8 @@ def _intern(values):
     return codes, pd.Index(categories_unique, dtype=object)
 
 
-def _recode(coded, mask, transform):
-    """Categorical of the rows in `mask` of coded strings (`_coded`), each distinct value
+def recode(coded, mask, transform):
+    """Categorical of the rows in `mask` of coded strings (`coded_series`), each distinct value
     mapped through `transform` once (not once per row)."""
     codes, uniques = coded
     texts = [transform(u) for u in uniques] + [transform(None)]  # code -1 (missing) -> last
@@ -135,9 +135,9 @@ def _recode(coded, mask, transform):
 _ALL = slice(None)
 
 
-def _categorical(coded):
-    """Coded strings (`_coded`) as a pandas Categorical; null becomes the empty string."""
-    return _recode(coded, _ALL, lambda v: v or "")
+def categorical_of(coded):
+    """Coded strings (`coded_series`) as a pandas Categorical; null becomes the empty string."""
+    return recode(coded, _ALL, lambda v: v or "")
 
 
 def _canonical_json(text):
@@ -151,22 +151,22 @@ def _canonical_json(text):
     return "" if value is None else value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
 
 
-def _json_categorical(coded):
+def json_categorical(coded):
     """Interned canonical JSON text of coded strings holding JSON; absent -> ""."""
-    return _recode(coded, _ALL, _canonical_json)
+    return recode(coded, _ALL, _canonical_json)
 
 
-def _texts(coded):
+def decoded_texts(coded):
     """Coded strings back as a list of str (None where null); for small tables only."""
     codes, values = coded
     return [values[c] if c >= 0 else None for c in codes.tolist()]
 
 
-def _first_valid(primary, secondary):
+def first_valid(primary, secondary):
     return np.where(primary >= 0, primary, secondary)
 
 
-class _Interner:
+class Interner:
     """Global codes for the strings of one column met batch by batch: `values[code]`."""
 
     def __init__(self):
@@ -174,7 +174,7 @@ class _Interner:
         self.values = []
 
     def remap(self, coded):
-        """Codes for the whole trace of a batch's coded strings (`_frame_codes`); -1 where null."""
+        """Codes for the whole trace of a batch's coded strings (`frame_codes`); -1 where null."""
         batch_codes, batch_values = coded
         remap = np.empty(len(batch_values) + 1, dtype=np.int32)
         remap[-1] = -1  # batch code -1 (null) stays -1

@@ -1,8 +1,8 @@
 """Event kinds and the args schemas of each kind.
 
 `classify` decides an event's kind from its `ph`, `cat` and `name`; the builder (`build`)
-holds kinds as small integer codes (`_KIND_CODE`). The args Structs name the args fields each
-kind's table needs, with their types and defaults (`_ARGS_TYPES`).
+holds kinds as small integer codes (`KIND_CODE`). The args Structs name the args fields each
+kind's table needs, with their types and defaults (`ARGS_TYPES`).
 """
 
 from functools import lru_cache
@@ -20,7 +20,7 @@ _NO_RAW = Raw(b"null")
 # columns (-1 where absent), `float` fields float64 (NaN), all others text (numbers, lists and
 # objects as their JSON). polars reads them (`_arg_columns`); when a value does not fit its
 # type, msgspec decodes that kind's args event by event with these Structs and their defaults.
-_NAN = float("nan")
+NAN = float("nan")
 
 
 def _i(name):
@@ -28,7 +28,7 @@ def _i(name):
 
 
 def _x(name):
-    return msgspec.field(name=name, default=_NAN)
+    return msgspec.field(name=name, default=NAN)
 
 
 def _s(name):
@@ -92,8 +92,8 @@ class _DeviceArgs(msgspec.Struct, gc=False):
     blocks_per_sm: float = _x("blocks per SM")
     warps_per_sm: float = _x("warps per SM")
     est_achieved_occupancy_pct: float = _x("est. achieved occupancy %")
-    bytes: float = _NAN
-    size: float = _NAN  # MTIA's `dma_request` size in bytes
+    bytes: float = NAN
+    size: float = NAN  # MTIA's `dma_request` size in bytes
     memory_bandwidth_gbps: float = _x("memory bandwidth (GB/s)")
     # CUDA-graph kernels: CUPTI's node id, and what torch's `_annotate_cuda_graph_trace` merges
     # in from `torch.cuda._graph_annotations.mark_kernels` (torch 2.13): a non-dict annotation
@@ -129,7 +129,7 @@ class _MemoryArgs(msgspec.Struct, gc=False):
 class _MetaArgs(msgspec.Struct, gc=False):
     name: str | int | None = None
     labels: str | None = None
-    sort_index: float = _NAN
+    sort_index: float = NAN
 
 
 # Event kinds, decided from `ph` and the lower-cased `cat`.
@@ -152,10 +152,10 @@ KIND_CANDIDATE = "candidate"
 KIND_SKIPPED = "skipped"
 # The builder holds each event's kind as a small integer: comparing int8 codes is what makes
 # a table's row mask cheap.
-_KIND_CODE = {kind: code for code, kind in enumerate(
+KIND_CODE = {kind: code for code, kind in enumerate(
     (KIND_OP, KIND_PYTHON, KIND_RUNTIME, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC, KIND_GPU_ANNOTATION,
      KIND_MEMORY, KIND_FLOW, KIND_META, KIND_COUNTER, KIND_OTHER, KIND_CANDIDATE, KIND_SKIPPED))}
-_KIND_OF_CODE = {code: kind for kind, code in _KIND_CODE.items()}
+KIND_OF_CODE = {code: kind for kind, code in KIND_CODE.items()}
 
 # Categories (lower case) of host calls into CUDA's runtime or driver, and the generic 2021
 # names: they do not name the device (`Profile.device_type`). Every backend's runtime and
@@ -174,7 +174,7 @@ _X_CATEGORIES = {
 # category (`KIND_CANDIDATE`, whose args nobody documents) stays in `other`.
 _KIND_OF_ROLE = {accelerators.COMPUTE: KIND_KERNEL, accelerators.TRANSFER: KIND_MEMCPY,
                  accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_SYNC}
-_KIND_OF_CANDIDATE_ROLE = {**_KIND_OF_ROLE, accelerators.SYNC: KIND_OTHER}
+KIND_OF_CANDIDATE_ROLE = {**_KIND_OF_ROLE, accelerators.SYNC: KIND_OTHER}
 
 
 def classify(ph, cat, name):
@@ -202,12 +202,12 @@ def classify(ph, cat, name):
 
 
 @lru_cache(maxsize=4096)
-def _kind_code(ph, cat):
-    return _KIND_CODE[classify(ph, cat, None)]
+def kind_code(ph, cat):
+    return KIND_CODE[classify(ph, cat, None)]
 
 
 # The args fields each kind's table needs (counters keep their args whole: any series name).
-_ARGS_TYPES = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
+ARGS_TYPES = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
                KIND_MEMCPY: _DeviceArgs, KIND_MEMSET: _DeviceArgs, KIND_SYNC: _SyncArgs, KIND_GPU_ANNOTATION: _DeviceArgs,
                KIND_CANDIDATE: _DeviceArgs,
                KIND_MEMORY: _MemoryArgs, KIND_META: _MetaArgs}

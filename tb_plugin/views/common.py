@@ -33,7 +33,7 @@ _TC_ELIGIBLE = re.compile(
     r"chain_matmul|linalg_multi_dot|prelu|_prelu_kernel\w*|(_thnn_fused_)?(lstm|gru|rnn)(_tanh|_relu)?(_cell)?\w*|"
     r"_cudnn_rnn\w*|miopen_rnn\w*|_scaled_mm|_scaled_dot_product\w*|scaled_dot_product_attention)$")
 NO_STEP = 0  # step number used when the trace has no ProfilerStep markers
-_CACHE_LOCK = threading.Lock()  # guards the creation of the per-key locks of `_cached`
+_CACHE_LOCK = threading.Lock()  # guards the creation of the per-key locks of `cached`
 
 
 def _marker_lines():
@@ -95,7 +95,7 @@ def is_tc_eligible_name(name):
     return bool(_TC_ELIGIBLE.match(name))
 
 
-def _cached(model, key, build):
+def cached(model, key, build):
     """`build()` computed once per model and key, however many request threads ask at once:
     the first computes while the others wait for its result (a lock per key, kept in the
     cache dict, which the disk cache never stores and a pickled model leaves out)."""
@@ -122,12 +122,12 @@ def device_activity(model):
                 "op": table["op"].to_numpy(), "runtime": table["runtime"].to_numpy(),
                 "correlation": table["correlation"].to_numpy()}))
         return pd.concat(parts, ignore_index=True)
-    return _cached(model, "device_activity", build)
+    return cached(model, "device_activity", build)
 
 
 def kernel_flags(model):
     """Per kernel: (is communication kernel, is Tensor Core kernel)."""
-    return _cached(model, "kernel_flags", lambda: (
+    return cached(model, "kernel_flags", lambda: (
         name_mask(model.kernels["name"], is_comm_kernel), name_mask(model.kernels["name"], is_tensor_core_kernel)))
 
 
@@ -139,17 +139,18 @@ def collective_op_mask(model):
         rpc = (model.ops["name"] == "record_param_comms").to_numpy()
         bookkeeping = model.ops["collective_name"].isin(["", "wait"]).to_numpy()
         return named & ~(rpc & bookkeeping)
-    return _cached(model, "collective_ops", build)
+    return cached(model, "collective_ops", build)
 
 
-def enclosing_op_where(model, rows, mask):
+def enclosing_op_where(model, rows, mask, outermost=False):
     """For op `rows` (-1 allowed): the nearest op among each row and its ancestors where the
-    per-op `mask` holds; -1 where none does (and for row -1). The op tree's one ancestor walk
-    (`trace.linking.ancestor_where`), read at the rows asked for."""
+    per-op `mask` holds (the farthest with `outermost`); -1 where none does (and for row -1).
+    The op tree's one ancestor walk (`trace.linking.ancestor_where`), read at the rows asked for."""
     rows = np.asarray(rows, dtype=np.int64)
     if not len(model.ops):
         return np.full(len(rows), -1, dtype=np.int64)
-    nearest = ancestor_where(np.asarray(mask, dtype=bool), model.ops["parent"].to_numpy(), model.ops["depth"].to_numpy())
+    nearest = ancestor_where(np.asarray(mask, dtype=bool), model.ops["parent"].to_numpy(), model.ops["depth"].to_numpy(),
+                             outermost)
     return np.where(rows >= 0, nearest[np.clip(rows, 0, None)], -1)
 
 
@@ -207,7 +208,7 @@ def step_windows(model):
         end = np.maximum(end, start)
         return pd.DataFrame({"step": numbers, "start_us": start, "end_us": end,
                              "host_start_us": host_start, "host_end_us": host_end})
-    return _cached(model, "step_windows", build)
+    return cached(model, "step_windows", build)
 
 
 def _end_of_work_before_the_first_step(dev, first_step_rows, in_step_rows):
@@ -236,7 +237,7 @@ def operator_tree(model):
     host_total_us, device_self_us, device_total_us,
     tc_self_us, tc_total_us, launches_tc (bool).
     """
-    return _cached(model, "operator_tree", lambda: _build_operator_tree(model))
+    return cached(model, "operator_tree", lambda: _build_operator_tree(model))
 
 
 def _build_operator_tree(model):
@@ -353,7 +354,7 @@ def breakdown_categories(model):
             ("dataloader", o_start[loader], o_end[loader]),
             ("cpu_exec", o_start[cpu], o_end[cpu]),
         ]
-    return _cached(model, "breakdown_categories", build)
+    return cached(model, "breakdown_categories", build)
 
 
 def step_breakdown(model):

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare
+from ..schema import NULLABLE, declare, route
 from ..trace.model import TraceModel
-from .common import _cached, device_activity, enclosing_op_where, name_mask, operator_tree, step_windows
+from .common import cached, device_activity, enclosing_op_where, name_mask, operator_tree, step_windows
 from .intervals import union_length
 
 _FRAME_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)")
@@ -124,7 +124,7 @@ def _region_ops(model):
         suffix = np.where(known, " [" + table["compile_id"] + "]", "")
         table["region"] = np.where(table["kind"] == 0, table["name"], table["name"] + suffix)
         return table
-    return _cached(model, "compiled_region_ops", build)
+    return cached(model, "compiled_region_ops", build)
 
 
 def has_regions(model: TraceModel) -> bool:
@@ -138,7 +138,7 @@ def compiled_op_mask(model):
     def build():
         kind = _region_kind(model)
         return enclosing_op_where(model, np.arange(len(model.ops)), (kind == 0) | (kind == 2)) >= 0
-    return _cached(model, "compiled_op_mask", build)
+    return cached(model, "compiled_op_mask", build)
 
 
 def is_inductor_kernel_name(name):
@@ -170,7 +170,7 @@ def compiled_kernels(model: TraceModel) -> pd.DataFrame:
     inside a region (an extern ``aten::mm`` call, cuBLAS) are listed under their own name
     with no launch op time. Ordered by host_us + device_us, largest first.
     """
-    return _cached(model, "compiled_kernels", lambda: _build_kernels(model))
+    return cached(model, "compiled_kernels", lambda: _build_kernels(model))
 
 
 def kernel_origin(name):
@@ -231,7 +231,7 @@ def compiled(model: TraceModel) -> pd.DataFrame:
     runs outside the frame's region, so it is a row of its own. ``kernels`` lists the
     generated kernels of `compiled_kernels` whose innermost region is this one.
     """
-    return _cached(model, "compiled_regions", lambda: _build_regions(model))
+    return cached(model, "compiled_regions", lambda: _build_regions(model))
 
 
 def _build_regions(model):
@@ -304,3 +304,17 @@ class CompiledView:
 def compiled_view(model: TraceModel) -> CompiledView:
     """All three tables of the compiled view of one profile."""
     return CompiledView(regions=compiled(model), kernels=compiled_kernels(model), share=compiled_share(model))
+
+
+# The routes answering with these tables (see `schema.route`).
+COMPILED_ROUTE = route(
+    "compiled",
+    "torch.compile in one profile: regions (region, kind, compile_id, frame, compilation, calls, "
+    "host_total_us, device_total_us, kernel_count, inductor_kernel_calls, kernels -- one row per "
+    "Dynamo frame compilation and AOTAutograd forward/backward), kernels (region, kernel, fused, "
+    "calls, host_us, device_us, kernel_hash, kernel_file -- Inductor's generated kernels per "
+    "innermost region) and share (compiled_us, eager_us, total_us, compiled_pct, regions, "
+    "recompiled_frames). Empty tables for a trace without compiled regions. With table=NAME, that one"
+    " table (JSON or CSV); with tables=A,B, those (JSON).",
+    compiled_view,
+    tables={"regions": REGIONS, "kernels": KERNELS, "share": SHARE})

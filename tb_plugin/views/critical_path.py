@@ -95,8 +95,8 @@ import pandas as pd
 from ..schema import declare
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
-from .common import _cached, device_activity, op_names, step_windows
-from .intervals import _clip_to_windows
+from .common import cached, device_activity, op_names, step_windows
+from .intervals import clip_to_windows
 
 READY_SLACK_US = 1.0
 # Shorter stretches without events on a thread are taken as its own work: Python between
@@ -321,7 +321,7 @@ class _Graph:
     def cpu_self_time(self, threads, starts, ends):
         """Per operator name, its self time (own time minus its children's) inside the given
         CPU segments, each on its thread: (names, µs)."""
-        win, src, a, b = _clip_to_windows(self.op_ts, self.op_end, starts, ends)
+        win, src, a, b = clip_to_windows(self.op_ts, self.op_end, starts, ends)
         keep = self.op_thread[src] == np.asarray(threads)[win]
         win, src, clipped = win[keep], src[keep], (b - a)[keep]
         own = np.zeros(len(self.op_ts))
@@ -333,14 +333,14 @@ class _Graph:
 
 
 def _graph(model):
-    return _cached(model, "critical_path_graph", lambda: _Graph(model))
+    return cached(model, "critical_path_graph", lambda: _Graph(model))
 
 
 def critical_path(model: TraceModel, step: int) -> pd.DataFrame:
     """The critical path of `step` (declared as `CRITICAL_PATH`), one row per segment in time
     order; see the module docstring for the dependencies followed. Raises KeyError for a
     step the trace does not have."""
-    return _cached(model, ("critical_path", int(step)), lambda: _critical_path(model, int(step)))
+    return cached(model, ("critical_path", int(step)), lambda: _critical_path(model, int(step)))
 
 
 def _critical_path(model, step):

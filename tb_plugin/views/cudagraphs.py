@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare
+from ..schema import NULLABLE, declare, route
 from ..trace.model import TraceModel
-from .common import _cached, name_mask, op_names, step_windows
+from .common import cached, name_mask, op_names, step_windows
 
 _GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch")
 
@@ -65,7 +65,7 @@ KERNELS = declare(
 
 def graph_launch_mask(model):
     """Per runtime call: whether it launches a CUDA (or HIP) graph."""
-    return _cached(model, "graph_launch_mask", lambda: name_mask(model.runtime["name"], _GRAPH_LAUNCH.match))
+    return cached(model, "graph_launch_mask", lambda: name_mask(model.runtime["name"], _GRAPH_LAUNCH.match))
 
 
 def _in_graph(model):
@@ -81,7 +81,7 @@ def _in_graph(model):
 
 def graph_launches(model: TraceModel) -> pd.DataFrame:
     """One row per graph replay, declared as `LAUNCHES`, in launch order."""
-    return _cached(model, "cuda_graph_launches", lambda: _build_launches(model))
+    return cached(model, "cuda_graph_launches", lambda: _build_launches(model))
 
 
 def _build_launches(model):
@@ -115,7 +115,7 @@ def _build_launches(model):
 def graph_kernels(model: TraceModel) -> pd.DataFrame:
     """Per kernel name, declared as `KERNELS`: all calls and those inside graph replays;
     only names that ran in a graph at least once, most graph time first."""
-    return _cached(model, "cuda_graph_kernels", lambda: _build_kernels(model))
+    return cached(model, "cuda_graph_kernels", lambda: _build_kernels(model))
 
 
 def _build_kernels(model):
@@ -135,7 +135,7 @@ def _build_kernels(model):
 def graph_annotations(model: TraceModel) -> pd.DataFrame:
     """Graph kernels per annotation, declared as `ANNOTATIONS`, most time first; empty
     without graph kernels, one row '' when none is annotated."""
-    return _cached(model, "cuda_graph_annotations", lambda: _build_annotations(model))
+    return cached(model, "cuda_graph_annotations", lambda: _build_annotations(model))
 
 
 def _build_annotations(model):
@@ -164,3 +164,16 @@ class CudaGraphView:
 def cuda_graph_view(model: TraceModel) -> CudaGraphView:
     return CudaGraphView(launches=graph_launches(model), kernels=graph_kernels(model),
                          annotations=graph_annotations(model))
+
+
+# The routes answering with these tables (see `schema.route`).
+CUDA_GRAPHS_ROUTE = route(
+    "cuda_graphs",
+    "CUDA graphs: launches (step, launch_us, launch_dur_us, operator, kernels, device_us, span_us -- "
+    "one row per cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch) kernels (name, calls, graph_calls, "
+    "total_us, graph_us -- kernel names that ran inside graph replays) and annotations (annotation, "
+    "kernel_names, calls, device_us, graph_pct, streams -- graph kernels per torch.cuda._graph_annotations "
+    "label). Every other view counts graph kernels like any other. Empty tables for a trace without graph launches. With "
+    "table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON).",
+    cuda_graph_view,
+    tables={"launches": LAUNCHES, "kernels": KERNELS, "annotations": ANNOTATIONS})

@@ -62,11 +62,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare
+from ..schema import NULLABLE, declare, route
 from ..trace.model import TraceModel
 from ..trace.linking import ancestor_where
-from .common import _cached, device_activity, kernel_flags, name_mask, operator_tree, step_windows
-from .distributed import element_bytes, input_bytes
+from .collectives import element_bytes, input_bytes
+from .common import cached, device_activity, kernel_flags, name_mask, operator_tree, step_windows
 
 # The operands of each op with a formula, by position in its schema (`Input Dims` lists every
 # argument in schema order, an `out=` tensor last: Inductor calls `aten::addmm` with six, the
@@ -384,7 +384,7 @@ def op_flops(model):
     """Per op row: (flops counted at this op, float64, 0 when none; source code 0 none, 1 arg,
     2 shapes; dtype text; bytes it reads and writes per `shape_cost`, 0 when not counted, NaN
     when counted but unknown). An op counts only when no descendant counts (innermost wins)."""
-    return _cached(model, "op_flops", lambda: _build_op_flops(model))
+    return cached(model, "op_flops", lambda: _build_op_flops(model))
 
 
 def _build_op_flops(model):
@@ -470,7 +470,7 @@ def flops_operators(model: TraceModel) -> pd.DataFrame:
     FLOPs by the host or device total time (TFLOP/s = FLOPs / µs / 10^6); pct_of_peak
     compares the device rate with `peak_tflops` of the trace's GPU.
     """
-    return _cached(model, "flops_operators", lambda: _build_operators(model))
+    return cached(model, "flops_operators", lambda: _build_operators(model))
 
 
 def _build_operators(model):
@@ -527,7 +527,7 @@ def flops_steps(model: TraceModel) -> pd.DataFrame:
     kernels left out; by their start) launched under a counted op; below
     `MFU_MIN_COVERAGE_PCT` mfu_pct is null and mfu_withheld says why.
     """
-    return _cached(model, "flops_steps", lambda: _build_steps(model))
+    return cached(model, "flops_steps", lambda: _build_steps(model))
 
 
 def _build_steps(model):
@@ -604,3 +604,16 @@ class FlopsView:
 
 def flops_view(model: TraceModel) -> FlopsView:
     return FlopsView(operators=flops_operators(model), steps=flops_steps(model))
+
+
+# The routes answering with these tables (see `schema.route`).
+FLOPS_ROUTE = route(
+    "flops",
+    "FLOPs: operators (name, calls, flops, source, dtype, host_total_us, device_total_us, "
+    "host_tflops_per_s, device_tflops_per_s, peak_tflops_per_s, pct_of_peak; FLOPs from the "
+    "with_flops arg, else from Input Dims for matrix products, convolutions and attention) and steps "
+    "(step, flops, step_us, tflops_per_s, device_name, dtype, peak_tflops_per_s, mfu_pct). Peaks are "
+    "dense TFLOP/s per GPU model and dtype from vendor datasheets; null (peak unknown) otherwise. "
+    "With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON).",
+    flops_view,
+    tables={"operators": OPERATORS, "steps": STEPS})

@@ -4,10 +4,10 @@
 import numpy as np
 import pandas as pd
 
-from ..schema import declare
+from ..schema import declare, route
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
-from .common import _cached
+from .common import cached
 
 PATH_SEPARATOR = " / "
 
@@ -44,7 +44,7 @@ def gpu_annotations(model: TraceModel) -> pd.DataFrame:
     its `num_kernels` / `duration_ratio` cut into "other"; summed over paths, total_us,
     calls, min_us and max_us per name agree with it (tests/test_views_gpu_annotations.py).
     """
-    return _cached(model, "gpu_annotations", lambda: _gpu_annotations(model))
+    return cached(model, "gpu_annotations", lambda: _gpu_annotations(model))
 
 
 def _gpu_annotations(model):
@@ -90,3 +90,12 @@ def _tree_order(g):
         for r in rows:  # per distinct annotation path, not per event
             key[r] = (key[int(parent_row[r])] if level else ()) + (sibling[r],)
     return g.iloc[sorted(range(len(g)), key=key.__getitem__)].reset_index(drop=True)
+
+
+# The routes answering with these tables (see `schema.route`).
+GPU_ANNOTATIONS_ROUTE = route(
+    "gpu_annotations",
+    "Device time per GPU user annotation, nested (tree order): name, path, parent_path, depth, "
+    "device, stream, calls, total_us, mean_us, min_us, max_us, first_start_us, first_end_us.",
+    gpu_annotations,
+    table=GPU_ANNOTATIONS)

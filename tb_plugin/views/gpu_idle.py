@@ -10,8 +10,8 @@ import pandas as pd
 
 from ..schema import declare
 from ..trace.model import TraceModel
-from .common import _cached, device_activity, step_windows
-from .intervals import _clip_to_windows
+from .common import cached, device_activity, step_windows
+from .intervals import clip_to_windows
 
 # HTA's default `consecutive_kernel_delay` (30). HTA's docstring calls it nanoseconds, but it
 # compares it with the trace's timestamps, which are microseconds: gaps under 30 µs count.
@@ -51,7 +51,7 @@ def stream_gaps(model, kernel_wait_us=KERNEL_WAIT_THRESHOLD_US):
     with group (the row of `spans`), start_us, end_us and category (0 host wait, 1 kernel
     wait, 2 other).
     """
-    return _cached(model, ("stream_gaps", float(kernel_wait_us)), lambda: _stream_gaps(model, kernel_wait_us))
+    return cached(model, ("stream_gaps", float(kernel_wait_us)), lambda: _stream_gaps(model, kernel_wait_us))
 
 
 def _stream_gaps(model, kernel_wait_us):
@@ -148,11 +148,11 @@ def idle_time(model: TraceModel, by_step: bool = False,
         return IDLE_TIME.frame(_finish(spans.copy(), idle))
     windows = step_windows(model)
     ws, we = windows["start_us"].to_numpy(), windows["end_us"].to_numpy()
-    win, src, s, e = _clip_to_windows(spans["start_us"], spans["end_us"], ws, we)
+    win, src, s, e = clip_to_windows(spans["start_us"], spans["end_us"], ws, we)
     # One row per (step window, stream) that the stream's span reaches.
     keys = win * max(len(spans), 1) + src
     idle = np.zeros((len(keys), 3))
-    gw, gsrc, gs, ge = _clip_to_windows(gaps["start_us"], gaps["end_us"], ws, we)
+    gw, gsrc, gs, ge = clip_to_windows(gaps["start_us"], gaps["end_us"], ws, we)
     row_of = pd.Series(np.arange(len(keys)), index=keys)
     gap_keys = gw * max(len(spans), 1) + g[gsrc]
     np.add.at(idle, (row_of.reindex(gap_keys).to_numpy(dtype=np.int64), cat[gsrc]), ge - gs)

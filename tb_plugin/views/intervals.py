@@ -7,7 +7,7 @@ Python per interval.
 import numpy as np
 
 
-def _clip_to_windows(starts, ends, win_start, win_end):
+def clip_to_windows(starts, ends, win_start, win_end):
     """Pieces of the intervals inside each window: (window, source interval, start, end).
 
     Windows must not overlap each other; an interval crossing window edges is cut.
@@ -54,7 +54,7 @@ def exclusive_time(windows, categories):
         return result
     times, deltas, cats, wins = [], [], [], []
     for category, (starts, ends) in enumerate(categories):
-        w, _, s, e = _clip_to_windows(starts, ends, win_start, win_end)
+        w, _, s, e = clip_to_windows(starts, ends, win_start, win_end)
         times += [s, e]
         deltas += [np.ones(len(s), np.int64), -np.ones(len(e), np.int64)]
         cats += [np.full(2 * len(s), category)]
@@ -99,7 +99,7 @@ def weighted_level_integral(starts, ends, weights, windows, cap=None):
     """
     win_start, win_end = (np.asarray(a, dtype=np.float64) for a in windows)
     result = np.zeros(len(win_start))
-    _, src, s, e = _clip_to_windows(starts, ends, win_start, win_end)
+    _, src, s, e = clip_to_windows(starts, ends, win_start, win_end)
     if not len(s):
         return result
     wt = np.asarray(weights, dtype=np.float64)[src]

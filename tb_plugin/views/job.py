@@ -57,7 +57,7 @@ ranks mode moves each rank's timeline by the same offsets (`views.rank_timeline`
 
 Bandwidth of a collective call, as the Distributed view defines it (NCCL's tests): algbw =
 S / t and busbw = algbw x the collective's bus factor, with t the call's data-transfer time
-(its shortest duration over the ranks) and S its message size (`distributed.collective_calls`:
+(its shortest duration over the ranks) and S its message size (`collectives.collective_calls`:
 ``message_bytes`` and ``bus_factor``); null where either is unknown, and, with the reason,
 where nothing that ran the transfer was recorded or the group has one rank (as there).
 """
@@ -72,7 +72,7 @@ import pandas as pd
 from ..schema import NULLABLE, declare, documented
 from ..trace.model import TraceModel
 from .common import collective_op_mask, device_activity, step_breakdown, step_windows
-from .distributed import collective_calls, match_calls
+from .collectives import collective_calls, match_calls
 from .kernels import kernels as kernel_table
 from .operators import operators as operator_table
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, documented
+from ..schema import NULLABLE, choice, declare, documented, route
 from ..errors import BadParameterError
 from ..trace.model import TraceModel
 from .common import kernel_flags, matrix_unit, op_names
@@ -103,3 +103,13 @@ def tensor_core_share(model: TraceModel) -> dict[str, float | str | None]:
     on, total = float(dur[tc].sum()), float(dur.sum())
     return {"tensor_cores_us": on, "other_us": total - on, "tensor_cores_pct": 100 * on / total if total else None,
             "unit": matrix_unit(model)}
+
+
+# The routes answering with these tables (see `schema.route`).
+KERNELS_ROUTE = route(
+    "kernels",
+    "GPU kernels by name (group_by=name), or by name, launching operator and launch configuration "
+    "(name_op).",
+    kernels,
+    params=(choice("group_by", ("name", "name_op"), "one row per kernel name, or per name, launching operator and launch configuration"),),
+    table=(KERNELS_BY_NAME, KERNELS_BY_NAME_OP))

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..schema import declare
 from ..trace.model import TraceModel
-from .common import _cached, device_activity, op_names
+from .common import cached, device_activity, op_names
 
 # HTA's defaults: a launch call longer than this is a runtime outlier, and GPU work that
 # starts this long after its call ended is a launch-delay outlier.
@@ -94,7 +94,7 @@ def kernel_launches(model: TraceModel, runtime_cutoff_us: float = RUNTIME_CUTOFF
       row, all with that call's duration, as HTA's join on correlation also gives.
     - HTA drops the last ProfilerStep's launches by default; here every launch is kept.
     """
-    table = _cached(model, ("kernel_launches", float(runtime_cutoff_us), float(launch_delay_cutoff_us)),
+    table = cached(model, ("kernel_launches", float(runtime_cutoff_us), float(launch_delay_cutoff_us)),
                     lambda: _kernel_launches(model, runtime_cutoff_us, launch_delay_cutoff_us))
     if flag is None:
         return table

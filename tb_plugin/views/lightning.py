@@ -12,9 +12,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare
+from ..schema import NULLABLE, declare, route
 from ..trace.model import TraceModel
-from .common import _cached, name_mask
+from .common import cached, name_mask
 
 _PREFIX = "[pl][profile]"
 _RANGE = re.compile(r"^\[pl\]\[profile\](?:\[(?P<component>[^\]]*)\])?(?P<owner>[^.]*?)\.?(?P<hook>[^.]+)$")
@@ -46,7 +46,7 @@ def lightning_hooks(model: TraceModel) -> pd.DataFrame:
     Ranges nest (``run_training_batch`` holds ``training_step``, ``backward`` and
     ``optimizer_step``), so the shares overlap and need not sum to 100.
     """
-    return _cached(model, "lightning_hooks", lambda: _build(model))
+    return cached(model, "lightning_hooks", lambda: _build(model))
 
 
 def _build(model):
@@ -62,3 +62,13 @@ def _build(model):
     table["mean_us"] = table["total_us"] / table["calls"].where(table["calls"] > 0)
     table["trace_pct"] = 100.0 * table["total_us"] / (end - start) if end > start else np.nan
     return HOOKS.frame(table.sort_values("total_us", ascending=False, kind="stable"))
+
+
+# The routes answering with these tables (see `schema.route`).
+LIGHTNING_ROUTE = route(
+    "lightning",
+    "PyTorch Lightning: one row per hook its PyTorchProfiler recorded ([pl][profile] ranges): range, "
+    "component, owner, hook, calls, total_us, mean_us, max_us, trace_pct. Empty for a trace without "
+    "them.",
+    lightning_hooks,
+    table=HOOKS)

@@ -22,7 +22,7 @@ from ..schema import NULLABLE, declare, documented
 from ..errors import NotFoundError
 from ..trace.linking import ancestor_where, roll_up
 from ..trace.model import TraceModel
-from .common import _cached, operator_tree
+from .common import cached, operator_tree
 
 CPU_DEVICE_TYPE = 0
 CUDA_DEVICE_TYPE = 1
@@ -91,7 +91,7 @@ def _device_table(model):
         names = [device_name(t, i) for t, i in zip(pairs["device_type"], pairs["device_id"])]  # per device
         return pd.DataFrame({"name": names, "device_type": pairs["device_type"].to_numpy(),
                              "device_id": pairs["device_id"].to_numpy()})
-    return _cached(model, "memory_devices", build)
+    return cached(model, "memory_devices", build)
 
 
 def memory_devices(model: TraceModel) -> list[str]:
@@ -127,7 +127,7 @@ def _device_records(model, device):
         rows = np.flatnonzero(mask)
         rows = rows[np.argsort(mem["ts"].to_numpy()[rows], kind="stable")]
         return mem.iloc[rows].assign(row=rows).reset_index(drop=True)
-    return _cached(model, ("memory_records", device), build)
+    return cached(model, ("memory_records", device), build)
 
 
 def _in_range(ts, start_us, end_us):
@@ -159,7 +159,7 @@ def full_curve(model, device):
             reserved = np.full(len(time), np.nan)
         return pd.DataFrame({"time_us": time.astype(np.float64), "allocated_bytes": allocated,
                              "reserved_bytes": reserved})
-    return _cached(model, ("memory_curve", device), build)
+    return cached(model, ("memory_curve", device), build)
 
 
 def downsample_indices(time, allocated, reserved, max_points):
@@ -285,7 +285,7 @@ def _op_owner(model):
         live = ~tree["merged"].to_numpy()
         owner = ancestor_where(is_operator, np.where(live, node_parent, -1), model.ops["depth"].to_numpy())
         return owner[node] if n else owner
-    return _cached(model, "memory_op_owner", build)
+    return cached(model, "memory_op_owner", build)
 
 
 def _record_owner(model, op_rows):

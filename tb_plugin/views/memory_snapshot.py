@@ -29,7 +29,7 @@ import pandas as pd
 from ..errors import BadParameterError, NotFoundError
 from ..schema import NULLABLE, declare, documented
 from ..snapshot.model import DEFAULT_POOL_ID, SnapshotModel
-from .common import _cached
+from .common import cached
 
 _LIBRARY_FILE = re.compile(r"site-packages/|dist-packages/|(?:^|/)torch/|/lib/python3[.\d]*/")
 MAX_TIMELINE_BINS = 4000
@@ -170,7 +170,7 @@ def allocations(model: SnapshotModel) -> pd.DataFrame:
     snapshot), alloc_us, free_us, alloc_pos / free_pos (positions in the device's trace;
     -1 / one past the end when unknown), requested (from the block at the snapshot, else the
     size), sorted by device then by when they were made (those from before the trace first)."""
-    return _cached(model, "allocations", lambda: _allocations(model))
+    return cached(model, "allocations", lambda: _allocations(model))
 
 
 def _allocations(model):
@@ -363,7 +363,7 @@ def _range_max(levels, lo, hi):
 
 
 def _series(model, device):
-    return _cached(model, ("series", device), lambda: _build_series(model, device))
+    return cached(model, ("series", device), lambda: _build_series(model, device))
 
 
 def _build_series(model, device):
@@ -479,12 +479,12 @@ def _alive(model, device, entry):
 
 def _frame_text(model):
     """file:line:name of each frame (as `_memory_viz` writes them, with the full path)."""
-    return _cached(model, "frame_text", lambda: (model.frames["filename"] + ":" + model.frames["line"].astype(str)
+    return cached(model, "frame_text", lambda: (model.frames["filename"] + ":" + model.frames["line"].astype(str)
                                                    + ":" + model.frames["name"]).to_numpy(dtype=object))
 
 
 def _library_frames(model):
-    return _cached(model, "library_frames", lambda: (
+    return cached(model, "library_frames", lambda: (
         model.frames["filename"].str.contains(_LIBRARY_FILE) | ~model.frames["filename"].str.endswith(".py")).to_numpy())
 
 
@@ -499,7 +499,7 @@ def _top_user_frame(model):
         top = innermost.reindex(range(n_stacks), fill_value=-1)
         top.loc[first_user.index] = first_user
         return np.append(top.to_numpy(dtype=np.int64), -1)  # index -1: no stack -> no frame
-    return _cached(model, "top_user_frame", build)
+    return cached(model, "top_user_frame", build)
 
 
 def stack_categories(model: SnapshotModel) -> np.ndarray:
@@ -513,7 +513,7 @@ def stack_categories(model: SnapshotModel) -> np.ndarray:
             stacks: np.ndarray | list[int] = np.unique(sf["stack"].to_numpy()[frame_hit[sf["frame"].to_numpy()]]) if len(sf) else []
             category[stacks] = index
         return category
-    return _cached(model, "stack_categories", build)
+    return cached(model, "stack_categories", build)
 
 
 def _category_names():
@@ -533,7 +533,7 @@ def _described(model, a):
 def _allocation_columns(model):
     """`allocations` as {column: numpy array}: a window's bands take a few rows of it, which
     costs a gather per column instead of a DataFrame's row selection."""
-    return _cached(model, "allocation_columns", lambda: {c: v.to_numpy() for c, v in allocations(model).items()})
+    return cached(model, "allocation_columns", lambda: {c: v.to_numpy() for c, v in allocations(model).items()})
 
 
 @documented(SNAPSHOT_LIVE)
@@ -590,7 +590,7 @@ def _stack_texts(model):
         sf = model.stack_frames
         text = _frame_text(model)[sf["frame"].to_numpy()]
         return pd.Series(text).groupby(sf["stack"].to_numpy()).agg(" <- ".join).to_dict()
-    return _cached(model, "stack_texts", build)
+    return cached(model, "stack_texts", build)
 
 
 @documented(SNAPSHOT_CATEGORIES)
@@ -727,7 +727,7 @@ def _by_size(model, device):
         rows = np.flatnonzero(a["device"].to_numpy() == device)
         order = rows[np.argsort(-a["size"].to_numpy()[rows], kind="stable")]
         return order, a["alloc_pos"].to_numpy()[order], a["free_pos"].to_numpy()[order]
-    return _cached(model, ("by_size", device), build)
+    return cached(model, ("by_size", device), build)
 
 
 @documented(TIMELINE_BANDS, TIMELINE_POINTS, TIMELINE_TOTALS)

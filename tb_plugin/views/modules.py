@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import declare, documented
+from ..schema import declare, documented, route
 from ..trace.linking import Nesting, ancestor_where, lookup, roll_up, tree_depth
 from ..trace.model import TraceModel
-from .common import _cached, device_activity, name_mask, operator_tree
+from .common import cached, device_activity, name_mask, operator_tree
 
 MODULE_PREFIX = "nn.Module: "
 FLAME_ROOT = "All modules"
@@ -101,7 +101,7 @@ def modules(model: TraceModel) -> pd.DataFrame:
     started), `AccumulateGrad` (no sequence number) and DDP's reducer work in hooks are not
     attributed to any module.
     """
-    return _cached(model, "modules", lambda: _build(model)).copy()
+    return cached(model, "modules", lambda: _build(model)).copy()
 
 
 def module_flame(model: TraceModel, max_depth: int = FLAME_MAX_DEPTH) -> dict[str, Any]:
@@ -404,3 +404,11 @@ def _build(model):
         "recompute_us": recompute_us[order], "recompute_device_us": recompute_device[order],
     })
     return MODULES.frame(out)
+
+
+# The routes answering with these tables (see `schema.route`).
+MODULES_ROUTE = route(
+    "modules",
+    "The nn.Module tree with forward and backward host and device time per module.",
+    modules,
+    table=MODULES)

@@ -7,12 +7,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, documented
+from ..schema import NULLABLE, choice, declare, documented, route
 from ..errors import BadParameterError
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
 from .compiled import compiled_op_mask
-from .common import _cached, operator_tree
+from .common import cached, operator_tree
 
 _FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<function>.*)$")
 
@@ -60,7 +60,7 @@ def input_shapes(model):
         texts = np.array([_shape_text(str(c)) for c in dims.cat.categories], dtype=object)
         codes = dims.cat.codes.to_numpy()
         return texts[codes] if len(texts) else np.full(len(codes), "", dtype=object)
-    return _cached(model, "operator_input_shapes", build)
+    return cached(model, "operator_input_shapes", build)
 
 
 def _python_stack_leaf(model):
@@ -71,10 +71,10 @@ def _python_stack_leaf(model):
             return np.full(len(model.ops), -1, dtype=np.int64)
         nesting = Nesting(py["thread"].to_numpy(), py["ts"].to_numpy(), py["dur"].to_numpy())
         return nesting.enclosing(model.ops["thread"].to_numpy(), model.ops["ts"].to_numpy())
-    return _cached(model, "python_stack_leaf", build)
+    return cached(model, "python_stack_leaf", build)
 
 
-def _stack_keys(model):
+def stack_key_of_ops(model):
     """Per op row: an id of its call stack (-1 when it has none), from `Call stack` args
     (old traces) or the enclosing python_function frames (PyTorch 2.x with_stack)."""
     def build():
@@ -85,10 +85,10 @@ def _stack_keys(model):
         leaf = _python_stack_leaf(model)
         offset = len(ops["call_stack"].cat.categories)
         return np.where(from_args >= 0, from_args, np.where(leaf >= 0, leaf + offset, -1))
-    return _cached(model, "stack_keys", build)
+    return cached(model, "stack_keys", build)
 
 
-def _frames_of_key(model, key):
+def frames_of_key(model, key):
     """Frames (innermost first) of one stack id: [{"file", "line", "function", "text"}]."""
     categories = model.ops["call_stack"].cat.categories
     if key < len(categories):
@@ -162,7 +162,7 @@ def operators(model: TraceModel, group_by: str = "name", scope: str = "all") -> 
         "tc_self_us": tree["tc_self_us"].to_numpy()[keep],
         "tc_total_us": tree["tc_total_us"].to_numpy()[keep],
         "tc_eligible": tree["tc_eligible"].to_numpy()[keep],
-        "has_call_stack": _stack_keys(model)[keep] >= 0,
+        "has_call_stack": stack_key_of_ops(model)[keep] >= 0,
     })
     keys = ["name"] if group_by == "name" else ["name", "input_shape"]
     grouped = frame.groupby(keys, observed=True, sort=False).agg(
@@ -199,7 +199,7 @@ def operator_stacks(model: TraceModel, name: str, input_shape: str | None = None
     mask = tree["is_operator"].to_numpy() & (ops["name"] == name).to_numpy()
     if input_shape is not None:
         mask &= input_shapes(model) == input_shape
-    keys = _stack_keys(model)
+    keys = stack_key_of_ops(model)
     mask &= keys >= 0
     if not mask.any():
         return []
@@ -212,7 +212,7 @@ def operator_stacks(model: TraceModel, name: str, input_shape: str | None = None
     # Distinct leaf frames can share one printed stack; merge those.
     merged: dict[str, dict[str, Any]] = {}
     for key, row in zip(grouped.index.tolist(), grouped.to_dict("records")):  # one per distinct stack, not per event
-        frames = _frames_of_key(model, int(key))
+        frames = frames_of_key(model, int(key))
         text = "\n".join(f["text"] for f in frames)
         entry = merged.setdefault(text, {"calls": 0, "host_self_us": 0.0, "host_total_us": 0.0,
                                          "device_self_us": 0.0, "device_total_us": 0.0, "frames": frames})
@@ -220,3 +220,14 @@ def operator_stacks(model: TraceModel, name: str, input_shape: str | None = None
         for column in ("host_self_us", "host_total_us", "device_self_us", "device_total_us"):
             entry[column] += float(row[column])
     return list(merged.values())
+
+
+# The routes answering with these tables (see `schema.route`).
+OPERATORS_ROUTE = route(
+    "operators",
+    "Host and device self/total time per operator (group_by=name), or per operator and input shapes "
+    "(name_shape).",
+    operators,
+    params=(choice("group_by", ("name", "name_shape"), "one row per operator name, or per name and input shapes"),
+            choice("scope", ("all", "compiled", "eager"), "all ops, only those inside torch.compile regions (compiled), or the others (eager)")),
+    table=(OPERATORS_BY_NAME, OPERATORS_BY_NAME_SHAPE))

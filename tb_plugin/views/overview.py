@@ -5,7 +5,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, documented
+from ..schema import NULLABLE, declare, documented, route
 from ..trace.model import TraceModel
 from .common import kernel_flags, matrix_unit, step_breakdown, step_windows
 from .intervals import union_length, weighted_level_integral
@@ -150,3 +150,16 @@ def environment(model: TraceModel, device_type: str) -> dict[str, Any]:
     env = {"device_type": device_type, "distributed": model.distributed, "matrix_unit": matrix_unit(model)}
     env.update({k: meta[k] for k in keys if k in meta})
     return env
+
+
+# The routes answering with these tables (see `schema.route`).
+STEPS_ROUTE = route(
+    "steps",
+    "Per step, its wall time by category (the parts sum to the step's time).",
+    steps,
+    table=STEP_BREAKDOWN)
+GPU_SUMMARY_ROUTE = route(
+    "gpu_summary",
+    "Per GPU that ran kernels, its utilization, SM efficiency, occupancy and Tensor Core share.",
+    gpu_summary,
+    table=GPU_SUMMARY)

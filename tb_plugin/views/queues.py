@@ -8,9 +8,9 @@ Notes, and each difference is a test in tests/test_views_queues.py.
 import numpy as np
 import pandas as pd
 
-from ..schema import declare
+from ..schema import declare, route
 from ..trace.model import TraceModel
-from .common import _cached
+from .common import cached
 from .launches import kernel_launches
 
 QUEUE_LENGTH = declare(
@@ -82,7 +82,7 @@ def queue_length(model: TraceModel) -> pd.DataFrame:
       change); here a time has one row, with decrements applied first.
     - `outstanding` (launched and not finished) is not in HTA.
     """
-    return _cached(model, "queue_length", lambda: _queue_length(model))
+    return cached(model, "queue_length", lambda: _queue_length(model))
 
 
 def _queue_length(model):
@@ -110,7 +110,7 @@ def memory_bandwidth(model: TraceModel) -> pd.DataFrame:
     over the whole rank, and counts a 0 µs copy as 1 µs long; here the sum is per stream
     (where the copy ran, as the queue), and a 0 µs copy changes nothing.
     """
-    return _cached(model, "memory_bandwidth", lambda: _memory_bandwidth(model))
+    return cached(model, "memory_bandwidth", lambda: _memory_bandwidth(model))
 
 
 def _copies(model):
@@ -167,3 +167,26 @@ def queue_length_summary(model: TraceModel) -> pd.DataFrame:
     g["memory_bytes"] = copies.assign(b=copies["bytes"].clip(lower=0)).groupby(keys)["b"].sum().reindex(g.index, fill_value=0)
     g["peak_memory_bw_gbps"] = memory_bandwidth(model).groupby(keys)["memory_bw_gbps"].max().reindex(g.index, fill_value=0.0)
     return QUEUE_SUMMARY.frame(g.reset_index())
+
+
+# The routes answering with these tables (see `schema.route`).
+QUEUE_LENGTH_ROUTE = route(
+    "queue_length",
+    "Launch queue per device stream over time, one row per change (a step function): device, stream, "
+    "ts_us, queue_length (launched, not started: Holistic Trace Analysis's queue length), outstanding"
+    " (launched, not finished).",
+    queue_length,
+    table=QUEUE_LENGTH)
+MEMORY_BANDWIDTH_ROUTE = route(
+    "memory_bandwidth",
+    "Memcpy/memset bandwidth per device stream over time, one row per change (a step function): "
+    "device, stream, ts_us, memory_bw_gbps.",
+    memory_bandwidth,
+    table=MEMORY_BANDWIDTH)
+QUEUE_LENGTH_SUMMARY_ROUTE = route(
+    "queue_length_summary",
+    "Per device stream: device, stream, start_us, end_us, launches, max_queue_length, "
+    "mean_queue_length, time_at_zero_us, max_outstanding, max_queue_at_us, memory_bytes, "
+    "peak_memory_bw_gbps.",
+    queue_length_summary,
+    table=QUEUE_SUMMARY)

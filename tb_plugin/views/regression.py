@@ -42,7 +42,7 @@ import pandas as pd
 from ..schema import NULLABLE, declare
 from ..trace.linking import ancestor_where, tree_depth
 from ..trace.model import TraceModel
-from .common import (_cached, breakdown_categories, is_dataloader_name, kernel_flags, name_mask, operator_tree,
+from .common import (cached, breakdown_categories, is_dataloader_name, kernel_flags, name_mask, operator_tree,
                      step_windows)
 from .critical_path import _BLOCKING_CALL
 from .intervals import exclusive_time
@@ -147,7 +147,7 @@ def step_causes(model: TraceModel) -> pd.DataFrame:
             "communication_us": by["communication"], "synchronisation_us": by["synchronisation"],
             "host_launch_us": by["launch"] + by["cpu_exec"], "data_loading_us": by["data_loading"],
             "other_us": by["other"], "total_us": (windows["end_us"] - windows["start_us"]).to_numpy()})
-    return _cached(model, "step_causes", build)
+    return cached(model, "step_causes", build)
 
 
 def _spread(values):

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ..schema import declare
 from ..trace.model import TraceModel
-from .common import _cached, op_names, step_windows
+from .common import cached, op_names, step_windows
 
 SEPARATOR = " | "  # between kernel names of a sequence, as HTA writes its patterns
 DEFAULT_LENGTH = 3
@@ -47,7 +47,7 @@ def kernel_sequences(model: TraceModel, length: int = DEFAULT_LENGTH, top: int =
         raise ValueError(f"length must be between 2 and {MAX_LENGTH}, not {length}")
     if top < 1:
         raise ValueError(f"top must be >= 1, not {top}")
-    return _cached(model, ("kernel_sequences", int(length), int(top)), lambda: _kernel_sequences(model, length, top))
+    return cached(model, ("kernel_sequences", int(length), int(top)), lambda: _kernel_sequences(model, length, top))
 
 
 def _kernel_sequences(model, length, top):

@@ -25,7 +25,7 @@ from ..schema import declare, documented
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel, first_int
 from ..errors import NotFoundError
-from .common import _cached, step_windows
+from .common import cached, step_windows
 from .critical_path import CRITICAL_PATH, critical_path
 from .intervals import union_length, weighted_level_integral
 from .memory import full_curve, memory_devices
@@ -318,7 +318,7 @@ class TimelineIndex:
 
 def timeline_index(model: TraceModel) -> TimelineIndex:
     """The model's `TimelineIndex`, built on first use and cached."""
-    return _cached(model, "timeline_index", lambda: TimelineIndex(model))
+    return cached(model, "timeline_index", lambda: TimelineIndex(model))
 
 
 def has_slices(model: TraceModel) -> bool:
@@ -360,7 +360,7 @@ def _stream_threads(model):
     def build():
         parts = [getattr(model, source)[["device", "stream", "thread"]] for source in ("kernels", "memcpy", "memset")]
         return pd.concat(parts, ignore_index=True).drop_duplicates(["device", "stream"]).astype(np.int64)
-    return _cached(model, "timeline_stream_threads", build)
+    return cached(model, "timeline_stream_threads", build)
 
 
 def counters(model: TraceModel, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
@@ -451,7 +451,7 @@ def _slice_ids(index):
             ids[part["row"].to_numpy()] = part.index.to_numpy()
             out[source] = ids
         return out
-    return _cached(index.model, "timeline_slice_ids", build)
+    return cached(index.model, "timeline_slice_ids", build)
 
 
 def _slice_of(index, source, rows):
@@ -495,7 +495,7 @@ def _check_event(slices, event):
 def event_details(index: TimelineIndex, event: int) -> dict[str, Any]:
     """Everything the model holds about one slice: its table row, the operator that
     launched it (for runtime calls and device activity), and the op's call stack."""
-    from .operators import _frames_of_key, _stack_keys
+    from .operators import frames_of_key, stack_key_of_ops
 
     s = index.slices
     _check_event(s, event)
@@ -517,8 +517,8 @@ def event_details(index: TimelineIndex, event: int) -> dict[str, Any]:
         details["operator"] = {"row": int(op), "name": str(_cell(ops, "name", op)),
                                "input_shape": str(_cell(ops, "input_dims", op)),
                                "event": int(_slice_of(index, "ops", [op])[0])}
-        key = int(_stack_keys(model)[op])
-        details["call_stack"] = _frames_of_key(model, key) if key >= 0 else []
+        key = int(stack_key_of_ops(model)[op])
+        details["call_stack"] = frames_of_key(model, key) if key >= 0 else []
     return details
 
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { columnDoc, typedRows, type RowOf, type WireTableOf } from './tables';
+import { columnDoc, typedRows, type QueryOf, type RowOf, type WireTableOf } from './tables';
 
 describe('typed tables', () => {
   it('turns a generated table into row objects typed by its columns', () => {
@@ -17,6 +17,16 @@ describe('typed tables', () => {
     const memory: RowOf<'GpuSummaryTable'>['memory_bytes'] = null;
     const name: RowOf<'GpuSummaryTable'>['name'] = 'A100';
     expect([memory, name]).toEqual([null, 'A100']);
+  });
+
+  it("types a route's query parameters from its declaration", () => {
+    // `kernels` is declared in tb_plugin/views/kernels.py with group_by: name | name_op.
+    const query: QueryOf<'kernels'> = { run: 'r', worker: 'w', group_by: 'name_op' };
+    // @ts-expect-error a choice the declaration does not have
+    const wrong: QueryOf<'kernels'> = { run: 'r', worker: 'w', group_by: 'name_shape' };
+    // @ts-expect-error a parameter the route does not take
+    const extra: QueryOf<'lightning'> = { run: 'r', worker: 'w', group_by: 'name' };
+    expect([query.group_by, wrong.run, extra.worker]).toEqual(['name_op', 'r', 'w']);
   });
 });
 

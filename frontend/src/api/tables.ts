@@ -4,8 +4,23 @@
 // declarations; CI fails when either is stale. A renamed column is thus a type error here.
 
 import columnDocs from 'virtual:column-docs';
-import { rowsOf, type Cell } from '../components/table/logic';
-import type { components } from './schema';
+import type { components, paths } from './schema';
+
+/** One cell of a wire table, and a row as an object keyed by column name. */
+export type Cell = string | number | boolean | null;
+export type Row = Record<string, Cell>;
+
+/** Wire table {columns, rows: [[...]]} to one object per row, keyed by column name. */
+export function rowsOf(table: { columns: string[]; rows: Cell[][] }): Row[] {
+  const { columns } = table;
+  return table.rows.map((values) => {
+    const row: Row = {};
+    columns.forEach((column, i) => {
+      row[column] = values[i] ?? null;
+    });
+    return row;
+  });
+}
 
 type Schemas = components['schemas'];
 
@@ -41,3 +56,11 @@ export function typedRows<T extends TupleTable>(table: T): RowObject<T>[] {
 export function columnDoc(table: TableName, column: string): string | undefined {
   return columnDocs[table]?.[column];
 }
+
+/** The query parameters a route takes, from its OpenAPI entry (a declared route's, from its
+ * declaration in Python: `schema.route`): `QueryOf<'kernels'>['group_by']` is
+ * `"name" | "name_op" | undefined`. A page writes its request `satisfies QueryOf<route>`, so a
+ * parameter or choice that is renamed or dropped is a type error. */
+export type QueryOf<R extends string> = `/${R}` extends keyof paths
+  ? NonNullable<paths[`/${R}`]['get']['parameters']['query']>
+  : never;

@@ -1,10 +1,9 @@
 // Wire types: the JSON the routes answer, as tb_plugin/openapi.yaml describes it.
 // Durations are microseconds (`_us`), sizes bytes (`_bytes`). Tables arrive as
-// {columns, rows} and are turned into row objects once, by components/table/logic.rowsOf
+// {columns, rows} and are turned into row objects once, by tables.rowsOf
 // (or `tables.typedRows`, typed by the table's generated declaration).
 
-import type { Cell } from '../components/table/logic';
-import type { WireTableOf } from './tables';
+import type { Cell, WireTableOf } from './tables';
 
 export interface WireTable {
   columns: string[];

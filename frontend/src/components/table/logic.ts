@@ -1,26 +1,17 @@
 // Table logic without DOM: sort, search, tree order and CSV of the rows a table shows.
 // DataTable.tsx renders what these return; logic.test.ts checks them.
 
-export type Cell = string | number | boolean | null;
-export type Row = Record<string, Cell>;
+import type { Cell, Row } from '../../api/tables';
+
+// The wire table's cells and row objects are the API layer's (api/tables.ts); re-exported for
+// the table component's users, which import all of a table's logic from here.
+export { rowsOf, type Cell, type Row } from '../../api/tables';
 export type SortDir = 'asc' | 'desc';
 export interface SortState {
   key: string;
   dir: SortDir;
   /** Order by |value| (Diff's deltas: the largest change of either sign first). */
   magnitude?: boolean;
-}
-
-/** Wire table {columns, rows: [[...]]} to one object per row, keyed by column name. */
-export function rowsOf(table: { columns: string[]; rows: Cell[][] }): Row[] {
-  const { columns } = table;
-  return table.rows.map((values) => {
-    const row: Row = {};
-    columns.forEach((column, i) => {
-      row[column] = values[i] ?? null;
-    });
-    return row;
-  });
 }
 
 /** Whether any row holds a non-zero number in any of `keys`: columns that are zero

@@ -3,8 +3,9 @@
 
 import { useMemo } from 'preact/hooks';
 import type { TensorCoreShare, ViewProps, WireTable } from '../../api/types';
+import { typedRows, type QueryOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
-import { formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
+import { formatBandwidth, formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
 import { topSlices } from '../../components/charts/options';
 import { Pie } from '../../components/charts/Pie';
 import { kernelNameColumn } from '../../components/KernelName';
@@ -19,12 +20,13 @@ export function KernelView(props: ViewProps) {
   const [groupBy, setGroupBy] = useUrlParam('group_by', 'name');
   const [topN, setTopN] = useTopN();
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const kernels = useApi<WireTable>('kernels', { ...base, group_by: groupBy });
+  const kernels = useApi<WireTable>('kernels', { ...base, group_by: groupBy === 'name_op' ? 'name_op' : 'name' } satisfies QueryOf<'kernels'>);
   const share = useApi<TensorCoreShare>('kernel_tensor_cores', base);
   // torch.compile: the kernels Inductor generated, with the region and the ops they fused
   const generated = useApi<WireTable>('compiled', { ...base, table: 'kernels' });
   // CUDA graphs: which kernels ran inside graph replays, and under which annotation
   const graphs = useApi<{ kernels: WireTable; annotations: WireTable }>('cuda_graphs', { ...base, tables: 'kernels,annotations' });
+  const copies = useApi<WireTableOf<'MemcpySummaryTable'>>('memcpy_summary', base satisfies QueryOf<'memcpy_summary'>);
   return (
     <div class="stack" data-testid="kernel">
       <div class="toolbar">
@@ -42,7 +44,38 @@ export function KernelView(props: ViewProps) {
           <Kernels {...props} table={table} groupBy={groupBy === 'name_op' ? 'name_op' : 'name'} topN={topN} share={share.status === 'ok' ? share.data : null} shareError={share.status === 'error' ? share.error : ''} generated={generated.status === 'ok' ? generated.data : null} graphs={graphs.status === 'ok' ? graphs.data.kernels : null} graphAnnotations={graphs.status === 'ok' ? graphs.data.annotations : null} />
         )}
       </Loaded>
+      {copies.status === 'ok' ? <MemoryCopies table={copies.data} name={`${props.run}_${props.worker}_${props.span}`} /> : null}
     </div>
+  );
+}
+
+/** Memory copies per kind (direction and memory kinds) and device; shown when the trace has any. */
+function MemoryCopies({ table, name }: { table: WireTableOf<'MemcpySummaryTable'>; name: string }) {
+  const rows = useMemo(() => typedRows(table), [table]);
+  if (!rows.length) return null;
+  return (
+    <Card title="Memory copies">
+      <DataTable
+        id="memory-copies"
+        rows={rows}
+        csvColumns={table.columns}
+        csvName={`${name}_memcpy_summary.csv`}
+        searches={[{ label: 'Search copies', keys: ['name'] }]}
+        defaultSort={{ key: 'total_us', dir: 'desc' }}
+        rowKey={(r) => `${r.name}|${r.device}`}
+        caption="Pageable host memory is copied through a staging buffer at a fraction of a pinned copy's bandwidth (pin_memory=True)."
+        columns={[
+          { key: 'name', label: 'Copy' },
+          { key: 'device', label: 'Device', numeric: true },
+          { key: 'copies', label: 'Copies', numeric: true, format: (v) => formatNumber(v) },
+          { key: 'total_us', label: 'Total', numeric: true, format: (v) => formatDuration(v) },
+          { key: 'mean_us', label: 'Mean', numeric: true, format: (v) => formatDuration(v) },
+          { key: 'total_bytes', label: 'Bytes', numeric: true, format: (v) => formatBytes(v) },
+          { key: 'bandwidth_gbps', label: 'Bandwidth', numeric: true, format: (v) => formatBandwidth(v) },
+          { key: 'time_pct', label: 'Share of copy time', numeric: true, format: (v) => formatPct(v) },
+        ]}
+      />
+    </Card>
   );
 }
 

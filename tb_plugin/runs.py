@@ -1,0 +1,383 @@
+"""Runs and spans of many ranks: the one place where a run's trace files and a span of several
+workers are read, summarised and combined, for the server and the Python API alike.
+
+A view over many ranks (Job, Distributed, the Trace view's ranks mode) never needs all their
+models at once: each worker's trace gives a small summary (`FILE_SUMMARIES`) and the view
+combines the summaries. Where a summary comes from is a `SpanSource`'s business: the server's
+(`loading.RunStore.span`: memory, the disk cache, else a background load, answered 202 while
+it runs) or the Python API's (`Run.span`: the disk cache's run index, each file's own entry,
+else a parse). The functions here take plain arguments (a source, ranks, flags), never a
+request: `api.py` validates the request and calls them, `Run` calls them for a notebook.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pandas as pd
+
+from .cache import ModelCache
+from .discovery import RunFiles, SpanFile, discover_runs
+from .errors import NotFoundError, TraceError
+from .profile import Profile, diff, profile_from_bytes
+from .storage import Storage
+from .views import diff as diff_view
+from .views import distributed as distributed_view
+from .views import job as job_view
+from .views import rank_timeline, timeline
+from .views import regression as regression_view
+
+# The per-file summaries that the views over many ranks combine, by the name they are kept
+# under: (the dataclass, how a profile builds it). `python -m tb_plugin preprocess` stores
+# each beside the model in the disk cache, and one run index per span; both sources read them
+# back as that dataclass.
+FILE_SUMMARIES: dict[str, tuple[type, Callable[[Profile], Any]]] = {
+    "job": (job_view.RankPart, Profile.job_part),
+    "distributed": (distributed_view.WorkerPart, Profile.distributed_part),
+    "rank_timeline": (rank_timeline.RankTimelinePart, Profile.rank_timeline_part),
+}
+
+
+def _no_progress(stage: str, fraction: float | None) -> None:
+    pass
+
+
+class SpanSource(Protocol):
+    """One span of every worker of a run that has it, as a view over many ranks reads it."""
+
+    workers: list[str]
+
+    def summaries(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """{key: {worker: its summary `key` (a `FILE_SUMMARIES` dataclass)}} for every worker;
+        all are asked for before any is awaited, so each worker's trace is read once."""
+
+    def profiles(self, workers: Sequence[str]) -> dict[str, Profile]:
+        """{worker: its `Profile`} of these workers (the ranks drawn in full)."""
+
+
+def span_workers(files: RunFiles, span: int) -> list[str]:
+    """The workers of a run that have span `span` (numbered from 1)."""
+    workers = [w for w, spans in files.workers.items() if span <= len(spans)]
+    if not workers:
+        raise NotFoundError(f"no worker of run {files.name!r} has span {span}")
+    return workers
+
+
+def stored_summary(cache: ModelCache, source: str, identity: dict, key: str, kind: type,
+                   indexed: tuple[dict, Any] | None = None) -> Any:
+    """The summary `key` (an instance of the dataclass `kind`) of the trace file `source` (its
+    path or URL as the cache keys it) whose identity is `identity`: `indexed`, the (identity,
+    summary) a run's index holds for it, while that identity is still the file's; else the
+    file's own entry; None when the cache holds neither for this version of the file."""
+    if indexed is not None and indexed[0] == identity:
+        return indexed[1]
+    return cache.get_summary(cache.summary_key(source, key), identity, kind)
+
+
+def span_index(cache: ModelCache, run_source: str, span: int, key: str, kind: type) -> dict[str, tuple[dict, Any]]:
+    """{file source: (identity, summary)} of the run index `preprocess` wrote for the summary
+    `key` (instances of `kind`) of one span of the run at `run_source`; empty when none."""
+    return cache.get_summary_index(run_source, span, key, kind) or {}
+
+
+def combine_distributed(parts: Mapping[str, distributed_view.WorkerPart]) -> distributed_view.DistributedView:
+    """The distributed view of {worker name: `Profile.distributed_part()`}."""
+    return distributed_view.combine(parts)
+
+
+def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = True) -> job_view.JobView:
+    """The job view of {worker name: `Profile.job_part()`}."""
+    return job_view.combine(parts, align_clocks=align_clocks)
+
+
+def span_ranks(job_parts: Mapping[str, job_view.RankPart], ranks: Sequence[int] | None,
+               expanded: bool = False) -> list[str]:
+    """The workers of `ranks` (None: all) among {worker: `Profile.job_part()`}, in rank order;
+    at most `views.rank_timeline.MAX_EXPANDED` when they are to be `expanded`."""
+    if expanded:
+        return rank_timeline.rank_workers(job_parts, ranks, most=rank_timeline.MAX_EXPANDED)
+    return rank_timeline.rank_workers(job_parts, ranks)
+
+
+def ranks_frame(job_parts: Mapping[str, job_view.RankPart], parts: Mapping[str, rank_timeline.RankTimelinePart],
+                align_clocks: bool = True) -> pd.DataFrame:
+    """The `timeline_ranks` table of {worker: `Profile.rank_timeline_part()`}: each rank's clock
+    offset and shift onto the shared axis; `job_parts` (every worker of the span) give the
+    offsets (`views.rank_timeline.rank_frame`)."""
+    return rank_timeline.rank_frame(job_parts, parts, align_clocks)
+
+
+@dataclass
+class RanksInputs:
+    """What the ranks of one span on one axis are computed from: every worker's job summary
+    (the clock offsets), the shown ranks' timeline summaries (a collapsed rank's track) and
+    the expanded ranks' profiles."""
+
+    job_parts: dict[str, job_view.RankPart]
+    parts: dict[str, rank_timeline.RankTimelinePart]
+    expanded: dict[str, Profile]
+
+    @property
+    def used(self) -> list:
+        """Every summary and profile read, in a fixed order (what an answer is a function of)."""
+        return [*self.job_parts.values(), *self.parts.values(), *self.expanded.values()]
+
+
+def ranks_inputs(source: SpanSource, ranks: Sequence[int] | None, expanded: Sequence[int]) -> RanksInputs:
+    """Read what `ranks_timeline` needs of a span: `ranks` shown (None: all), `expanded` drawn
+    in full. Both summaries of every worker are asked for in one pass, so each trace is read
+    once; the expanded ranks' profiles after them."""
+    asked = source.summaries(("job", "rank_timeline"))
+    job_parts = asked["job"]
+    parts = {w: asked["rank_timeline"][w] for w in span_ranks(job_parts, ranks)}
+    opened = [w for w in span_ranks(job_parts, expanded, expanded=True) if w in parts]
+    return RanksInputs(job_parts, parts, source.profiles(opened))
+
+
+@dataclass
+class RanksTimeline:
+    """Ranks on one time axis: `ranks` (the `timeline_ranks` table), `tracks` (per rank its
+    summary track and, expanded, its own), `slices(start_us, end_us, resolution_us, tracks)`;
+    over the expanded ranks, `search(text)`, `summary(start_us, end_us)` (range totals) and
+    `counters(start_us, end_us)`, all in the shared axis' times."""
+
+    ranks: pd.DataFrame
+    parts: Mapping[str, rank_timeline.RankTimelinePart]
+    indexes: Mapping[str, timeline.TimelineIndex]
+
+    @property
+    def tracks(self) -> pd.DataFrame:
+        return rank_timeline.rank_tracks(self.ranks, self.indexes)
+
+    def slices(self, start_us: float, end_us: float, resolution_us: float,
+               tracks: Sequence[int] | None = None,
+               admit: Callable[[int, str], None] | None = None) -> dict[str, Any]:
+        """`views.rank_timeline.rank_slices` of these ranks."""
+        return rank_timeline.rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks,
+                                         admit)
+
+    def search(self, text: str, after_us: float | None = None, direction: str = "next",
+               after_rank: int | None = None, after_event: int | None = None, limit: int = 50) -> dict[str, Any]:
+        """Events of the expanded ranks whose name contains `text`, on the shared axis, and the
+        ranks not searched (collapsed); `views.rank_timeline.rank_search`."""
+        return rank_timeline.rank_search(self.ranks, self.indexes, text, after_us, direction, after_rank, after_event,
+                                         limit)
+
+    def summary(self, start_us: float, end_us: float,
+                tracks: Sequence[int] | None = None) -> rank_timeline.RankRangeSummary:
+        """Per name: count and time inside [start_us, end_us] of the shared axis on the expanded
+        ranks, per rank (`by_rank`) and over them (`combined`: total, ranks, min/max rank);
+        `views.rank_timeline.rank_range_summary`."""
+        return rank_timeline.rank_range_summary(self.ranks, self.indexes, start_us, end_us, tracks)
+
+    def counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
+        """Each expanded rank's counter series (as `Profile.timeline_counters`) on the shared
+        axis, with its rank; `views.rank_timeline.rank_counters`."""
+        return rank_timeline.rank_counters(self.ranks, self.indexes, start_us, end_us, points)
+
+
+def ranks_timeline(inputs: RanksInputs, align_clocks: bool = True, frame: pd.DataFrame | None = None) -> RanksTimeline:
+    """The ranks `inputs` hold on one time axis; `frame`, their `ranks_frame` when computed
+    before (the server keeps it per job: matching every rank's collectives is the cost)."""
+    if frame is None:
+        frame = ranks_frame(inputs.job_parts, inputs.parts, align_clocks)
+    return RanksTimeline(frame, inputs.parts, {w: p.timeline() for w, p in inputs.expanded.items()})
+
+
+class Run:
+    """The trace files of one run directory: workers x spans, each loaded on first use.
+
+    `run.workers` lists worker names; `run.spans(worker)` the span numbers (1, 2, ...);
+    `run.profile(worker, span)` (or `run[worker, span]`) the `Profile`. With a disk cache
+    (`load_run(..., cache_dir=...)`), a profile is read from the cache where it holds the
+    file's model, and the views over many ranks from the summaries `preprocess` stored (the
+    run index first), parsing only the files the cache holds nothing for.
+    """
+
+    def __init__(self, storage: Storage, files: RunFiles, cache: ModelCache | None = None) -> None:
+        self.storage = storage
+        self.files = files
+        self.cache = cache if cache is not None and cache.enabled else None
+        self._profiles: dict[tuple[str, int], Profile] = {}
+
+    def __repr__(self) -> str:
+        return f"Run({self.storage.display(None)!r}, workers={self.workers})"
+
+    @property
+    def workers(self) -> list[str]:
+        return list(self.files.workers)
+
+    def spans(self, worker: str) -> list[int]:
+        return [f.span for f in self._worker_files(worker)]
+
+    def _worker_files(self, worker: str) -> list[SpanFile]:
+        try:
+            return self.files.workers[worker]
+        except KeyError:
+            raise NotFoundError(f"no worker {worker!r} in this run; workers: {self.workers}") from None
+
+    def profile(self, worker: str, span: int = 1, progress: Callable[[str, float | None], None] = _no_progress,
+                keep: bool = True) -> Profile:
+        """The profile of `worker`'s `span`, loaded on first use (`progress` hears how far),
+        and held by the run unless ``keep=False``."""
+        files = self._worker_files(worker)
+        if not 1 <= span <= len(files):
+            raise NotFoundError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
+        key = (worker, span)
+        if key in self._profiles:
+            return self._profiles[key]
+        loaded = self._load(files[span - 1].path, progress)
+        if keep:
+            self._profiles[key] = loaded
+        return loaded
+
+    def _load(self, rel: str, progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
+        display = self.storage.display(rel)
+        if self.cache is not None:
+            model = self.cache.get(self.cache.key(display), self.storage.identity(rel))
+            if model is not None:
+                return Profile(display, model)
+        return profile_from_bytes(self.storage.read_trace(rel), display, progress)
+
+    def __getitem__(self, key: str | tuple[str, int]) -> Profile:
+        worker, span = key if isinstance(key, tuple) else (key, 1)
+        return self.profile(worker, span)
+
+    def span(self, span: int = 1) -> RunSpan:
+        """One span of every worker that has it, as the views over many ranks read it."""
+        return RunSpan(self, span)
+
+    def distributed(self, span: int = 1) -> distributed_view.DistributedView:
+        """Computation / communication per worker and step, collectives and devices for one
+        span of every worker that has it; see `tb_plugin.views.distributed.distributed`.
+
+        Profiles not loaded yet are loaded one at a time and not kept: a job of many ranks
+        never needs all its profiles in memory at once."""
+        return combine_distributed(self.span(span).summaries(("distributed",))["distributed"])
+
+    def job(self, span: int = 1, align_clocks: bool = True) -> job_view.JobView:
+        """Every rank of one span side by side: per rank and step where the time went,
+        stragglers with their cause, kernels and operators across ranks, collectives matched
+        across ranks with arrival spread and bandwidth, and each rank's clock offset; see
+        `tb_plugin.views.job`. Loads like `distributed`: one profile at a time."""
+        return combine_job(self.span(span).summaries(("job",))["job"], align_clocks=align_clocks)
+
+    def timeline_ranks(self, span: int = 1, ranks: Sequence[int] | None = None, align_clocks: bool = True,
+                       expanded: Sequence[int] = ()) -> RanksTimeline:
+        """Several ranks of one span on one time axis (the Trace view's ranks mode): `ranks`
+        (None: all), the clocks aligned by matched collectives unless ``align_clocks=False``,
+        the ranks in `expanded` with their own tracks; see `tb_plugin.views.rank_timeline`.
+        Loads like `job`; only the expanded ranks' profiles are kept."""
+        return ranks_timeline(ranks_inputs(self.span(span), ranks, expanded), align_clocks)
+
+
+class RunSpan:
+    """The Python API's `SpanSource`: one span of a `Run`. A worker's summary comes from a
+    profile the run holds, else from the disk cache (the span's run index, else the file's
+    own entry, each only while the file's identity is the one stored), else from its profile
+    loaded for the occasion and not kept."""
+
+    def __init__(self, run: Run, span: int) -> None:
+        self.run = run
+        self.span = span
+        self.workers = span_workers(run.files, span)
+
+    def _path(self, worker: str) -> str:
+        return self.run.files.workers[worker][self.span - 1].path
+
+    def summaries(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        run = self.run
+        found: dict[str, dict[str, Any]] = {key: {} for key in keys}
+        pending = [w for w in self.workers if (w, self.span) not in run._profiles]
+        if run.cache is not None and pending:
+            indexes = {key: span_index(run.cache, run.storage.display("."), self.span, key, FILE_SUMMARIES[key][0])
+                       for key in keys}
+            for worker in pending:
+                path = self._path(worker)
+                source, identity = run.storage.display(path), run.storage.identity(path)
+                for key in keys:
+                    summary = stored_summary(run.cache, source, identity, key, FILE_SUMMARIES[key][0],
+                                             indexes[key].get(source))
+                    if summary is not None:
+                        found[key][worker] = summary
+        for worker in self.workers:
+            missing = [key for key in keys if worker not in found[key]]
+            if missing:
+                profile = run._profiles.get((worker, self.span)) or run._load(self._path(worker))
+                for key in missing:
+                    found[key][worker] = FILE_SUMMARIES[key][1](profile)
+        return {key: {w: found[key][w] for w in self.workers} for key in keys}
+
+    def profiles(self, workers: Sequence[str]) -> dict[str, Profile]:
+        return {w: self.run.profile(w, self.span) for w in workers}
+
+
+def _side_progress(progress: Callable[[str, str, str, float | None], None] | None, side: str,
+                   worker: str) -> Callable[[str, float | None], None]:
+    if progress is None:
+        return _no_progress
+    return lambda stage, fraction: progress(side, worker, stage, fraction)
+
+
+def diff_ranks(run_a: Run, run_b: Run, span_a: int = 1, span_b: int = 1,
+               threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT,
+               progress: Callable[[str, str, str, float | None], None] | None = None
+               ) -> tuple[pd.DataFrame, dict[str, diff_view.DiffView]]:
+    """Two runs of a job compared rank by rank: every worker found in both, its `span_a` in
+    `run_a` against its `span_b` in `run_b`. Returns the ranks table (`DIFF_RANKS`: each rank's
+    mean step time in both and its largest cause, the rank that changed most first) and each
+    rank's `diff`. One pair of profiles is loaded at a time and not kept, so a job of many
+    ranks never needs them all in memory; `progress(side, worker, stage, fraction)` hears how
+    far each load is."""
+    common = [w for w in run_a.workers if w in run_b.workers]
+    if not common:
+        raise NotFoundError(f"the runs share no worker: {', '.join(run_a.workers)} against {', '.join(run_b.workers)}")
+    views = {}
+    for worker in common:
+        profile_a, profile_b = (run.profile(worker, span, keep=False, progress=_side_progress(progress, side, worker))
+                                for side, run, span in (("A", run_a, span_a), ("B", run_b, span_b)))
+        views[worker] = diff(profile_a, profile_b, threshold_pct)
+        del profile_a, profile_b
+    return regression_view.rank_changes({w: v.explanation for w, v in views.items()}), views
+
+
+def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Run:
+    """The run in one directory (local path or fsspec URL); trace files load lazily.
+
+    With `cache_dir` (a disk cache TensorBoard or `python -m tb_plugin preprocess` filled, a
+    local path or fsspec URL), profiles and the summaries of the views over many ranks are
+    read from it where it holds them for the files as they are, so a preprocessed job's
+    `job()` or `distributed()` reads its run index and parses nothing.
+
+    Raises
+    ------
+    TraceError
+        When the directory holds no trace files.
+    """
+    storage = Storage(dir_or_url)
+    if not storage.remote and not os.path.isdir(storage.root):  # not "no trace files in this directory"
+        raise TraceError(storage.display(None), "not a directory (a run is the directory holding trace files)"
+                         if os.path.exists(storage.root) else "no such directory")
+    runs = discover_runs(_TopLevelOnly(storage))
+    if "." not in runs:
+        raise TraceError(storage.display(None), "no trace files (*.pt.trace.json[.gz]) in this directory")
+    return Run(storage, runs["."], ModelCache(cache_dir) if cache_dir is not None else None)
+
+
+class _TopLevelOnly:
+    """A storage view whose walk stops at the root: a run is one directory, not a tree."""
+
+    def __init__(self, storage):
+        self._storage = storage
+
+    def __getattr__(self, name):
+        return getattr(self._storage, name)
+
+    def walk(self, on_skip=None):
+        for rel_dir, names in self._storage.walk(on_skip):
+            if rel_dir == ".":
+                yield rel_dir, names
+            return
