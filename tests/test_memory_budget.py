@@ -350,9 +350,11 @@ def opened(path):  # the views a user clicks through first, each cached on the m
 path, copies = sys.argv[1], int(sys.argv[2])
 cap_malloc_arenas()  # as the server's RunStore does: the same allocator the budget is measured for
 opened(path)  # dropped at once: imports, and the allocator's pools grown to a parse's peak once
+# the first profile kept settles in what the dropped one freed, so it is measured from after it
+held = [opened(path)]
 before = settled()
-held = [opened(path) for _ in range(copies)]
-print(json.dumps({"growth": settled() - before, "counted": sum(profile_bytes(p) for p in held)}))
+held += [opened(path) for _ in range(copies)]
+print(json.dumps({"growth": settled() - before, "counted": sum(profile_bytes(p) for p in held[1:])}))
 """
 
 
@@ -360,16 +362,18 @@ print(json.dumps({"growth": settled() - before, "counted": sum(profile_bytes(p) 
 def test_the_budget_counts_a_profile_within_a_quarter_of_what_it_makes_the_process_grow(tmp_path):
     """Issue 27: the plugin counted 40-46% of a profile's real growth (a 54 MB trace: 46 MB
     counted, ~100 MB held after the main views), so 40 runs at a 512 MB budget held 2.2 GB.
-    In a fresh process (imports and one load done first), four copies of the 35 MB ResNet-50
+    In a fresh process (imports and one load done first), nine copies of the ResNet-50 sample
     trace are loaded and their main views opened: the RSS they add (after a collection and
-    malloc_trim) and what `profile_bytes` counts for them agree within 25%; averaged over four
-    loads, as one load's growth varies by tens of MB with the allocator's reuse."""
+    malloc_trim) and what `profile_bytes` counts for them agree within 25%; measured over eight
+    loads after the first one kept, as a process's growth varies by tens of MB with the
+    allocator's reuse (over four, the ratio ranged 0.97-1.28 from run to run; over eight,
+    0.93-1.09)."""
     import subprocess
     import sys
 
     trace = sorted((SAMPLES / "gpu_resnet50_v100").glob("*.pt.trace.json.gz"))[0]
     env = {**os.environ, "PYTHONPATH": str(SAMPLES.parent)}
-    done = subprocess.run([sys.executable, "-c", _GROWTH_SCRIPT, str(trace), "4"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", _GROWTH_SCRIPT, str(trace), "8"], capture_output=True, text=True,
                           timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     measured = json.loads(done.stdout.strip().splitlines()[-1])
