@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..trace.model import TraceModel
 from .common import is_comm_kernel, is_tc_eligible_name, kernel_flags, name_mask, operator_tree, step_windows
-from .compiled import compiled, compiled_share, is_inductor_kernel_name
+from .compiled import compiled, has_regions, is_inductor_kernel_name
 from .cudagraphs import graph_launch_mask
 from .gpu_idle import idle_time
 from .launches import kernel_launches
@@ -118,7 +118,7 @@ def _run_facts(model, step_table):
         dataloader_us=float(totals.get("dataloader_us", 0.0)),
         host_other_us=float(totals.get("runtime_us", 0.0) + totals.get("cpu_exec_us", 0.0) + totals.get("other_us", 0.0)),
         uses_cuda_graphs=bool(graph_launch_mask(model).any()),
-        uses_compile=int(compiled_share(model)["regions"].iloc[0]) > 0,
+        uses_compile=has_regions(model),
     )
 
 
