@@ -22,15 +22,16 @@ where each object appears whole when written). This is also the format `preproce
 
 Beside each model, small per-file summaries (the job view's `RankPart`, the distributed
 view's `WorkerPart`, a collapsed rank's `RankTimelinePart`) are entries of their own in the
-same layout (`put_summary`, keyed by `summary_key`): one Arrow part per table, scalars in the
-manifest, the same identity and checksums. A view over many ranks is then served from them
+same layout (`put_summary`, keyed by `summary_key`), written and read through their table
+declarations (`schema.Persisted`: one Arrow part per declared table, the declared scalars in
+the manifest), the same identity and checksums; their format is derived from those
+declarations (`summary_format`). A view over many ranks is then served from them
 without parsing or loading any rank's model. `preprocess` also writes, per run and span, one
 index entry holding every worker's summary of a kind with each file's identity
 (`put_summary_index`): TensorBoard reads one entry for a 1,024-rank job, not 1,024, and
 checks each member against its file as it would a file's own entry.
 """
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -58,8 +59,11 @@ logger = logging.getLogger(__name__)
 # one, or a run's index of all its workers') and 1-D arrays; 6: device syncs (`cuda_sync`) have
 # their own table, with the event they waited on; 7: manifests are sealed (`_seal`); 8: the job
 # summary's steps carry their windows and ProfilerStep host ranges; 9: kernels carry their
-# CUDA-graph node id and annotation.
-CACHE_FORMAT = 9
+# CUDA-graph node id and annotation; 10: summaries are written and read through their table
+# declarations (`schema.Persisted`), and a summary entry's format (`summary_format`) is this
+# number and its declaration's digest: a column of a persisted part renamed or retyped is
+# another format without an edit here.
+CACHE_FORMAT = 10
 MANIFEST = "manifest.json"
 # Temporary files are `.tmp-<host>-<pid>-<random>`: one whose writer, on this host, is gone
 # belongs to a killed write and is removed on start; one of another host once this old (a
@@ -75,10 +79,6 @@ _PART_NAME = re.compile(r"(table-[a-z_]+|categories-[0-9]+)-[0-9a-f]{24}\.arrow"
 _TABLE_NAME = re.compile(r"[a-z_]+")
 # The column of a summary part that says which member (file) a row belongs to.
 _MEMBER = "__member"
-# Column dtypes of text that Arrow reads back as another kind of text.
-_TEXT_DTYPES = ("object", "str", "string")
-# Column dtypes a member of a summary entry may give back to its rows.
-_NUMBER_DTYPES = ("bool", "int32", "int64", "float32", "float64")
 _TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset", "syncs", "gpu_annotations",
            "memory", "flows", "counters", "other", "steps", "devices")
 
@@ -209,112 +209,114 @@ def decode_model(fields, parts):
                       **tables)
 
 
-def _summary_fields(summary):
-    """{field name: value} of a per-file summary, checked: a dataclass whose fields are
-    DataFrames, 1-D numpy arrays and JSON scalars."""
+def _scalar(value, column):
+    """A summary's scalar field as its declared column (`schema.Column`) holds it, as a JSON
+    value; TypeError for a value of another kind."""
+    if value is None and column.nullable:
+        return None
+    if column.dtype == "bool" and isinstance(value, bool):
+        return value
+    if column.dtype in ("int64", "int32") and isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    if column.dtype == "float64" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if column.dtype == "str" and isinstance(value, str):
+        return value
+    raise TypeError(f"field {column.name!r} holds a {type(value).__name__}, not a {column.dtype}")
+
+
+def _numbers(value):
+    """Numpy scalars as Python's: a summary built from tables may hold either."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
+
+
+def _declared_frame(declared, field, value):
+    """The table field `field` of a summary as its declaration (`declared.tables`) holds it:
+    its columns exactly the declared ones, in order, of the declared dtypes (an array field
+    as a table of one column, `value`); TypeError or ValueError (`schema.SchemaError`) else."""
     import numpy as np
     import pandas as pd
 
-    if not dataclasses.is_dataclass(summary) or isinstance(summary, type):
-        raise TypeError(f"a {type(summary).__name__} is no dataclass")
-    values = {}
-    for field in dataclasses.fields(summary):
-        value = getattr(summary, field.name)
-        if isinstance(value, (pd.DataFrame, np.ndarray)):
-            if not _TABLE_NAME.fullmatch(field.name):
-                raise ValueError(f"table field {field.name!r} cannot name a part")
-            if isinstance(value, np.ndarray) and (value.ndim != 1 or value.dtype == object):
-                raise TypeError(f"array {field.name!r} is not a 1-D array of numbers")
-            if isinstance(value, pd.DataFrame) and any(isinstance(d, pd.CategoricalDtype) for d in value.dtypes):
-                raise TypeError(f"table {field.name!r} has categorical columns")
-        elif not (value is None or isinstance(value, (bool, int, float, str))):
-            raise TypeError(f"field {field.name!r} holds a {type(value).__name__}")
-        values[field.name] = value
-    return values
+    table = declared.tables[field]
+    if field in declared.arrays:
+        if not isinstance(value, np.ndarray) or value.ndim != 1:
+            raise TypeError(f"field {field!r} is not a 1-D array")
+        value = pd.DataFrame({"value": value})
+    elif not isinstance(value, pd.DataFrame):
+        raise TypeError(f"field {field!r} holds a {type(value).__name__}, not a table")
+    return table.conform(value)
 
 
-def encode_summaries(members):
-    """(manifest fields, {part name: bytes}) of per-file summaries of one kind, `members` =
-    [(source, identity, summary)]: a summary is a dataclass whose fields are DataFrames and
-    1-D numpy arrays (one Arrow part per field for all members together, a `member` column
-    saying whose rows they are) and JSON scalars (in the manifest, per member), such as the
-    job view's `RankPart`. One file's entry holds one member; a run's index (`preprocess`)
-    all its workers'. Raises TypeError or ValueError for anything else (not cached then)."""
+def encode_summaries(declared, members):
+    """(manifest fields, {part name: bytes}) of per-file summaries of the kind `declared` (a
+    `schema.Persisted`) describes, `members` = [(source, identity, summary)]: each table
+    field (declared tables, arrays as tables of one column) becomes one Arrow part for all
+    members together, a `member` column saying whose rows they are; the scalar fields go
+    in the manifest, per member. One file's entry holds one member; a run's index
+    (`preprocess`) all its workers'. Raises TypeError or ValueError for a summary that does
+    not fit its declarations (not cached then)."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
 
     if not members:
         raise ValueError("no summaries")
-    kinds = {type(summary) for _, _, summary in members}
-    if len(kinds) != 1:
-        raise TypeError("summaries of several kinds")
-    rows = [_summary_fields(summary) for _, _, summary in members]
-    parts, tables = {}, {}
-    # Columns whose dtype differs from the table's in some member (an empty table's text
-    # column may be a float64 one): {member: {table: {column: dtype}}}.
-    member_dtypes: dict[int, dict[str, dict[str, str]]] = {}
-    for name, first in rows[0].items():
-        if not isinstance(first, (pd.DataFrame, np.ndarray)):
-            continue
-        frames = [pd.DataFrame({"value": row[name]}) if isinstance(row[name], np.ndarray) else row[name] for row in rows]
-        if len({tuple(map(str, f.columns)) for f in frames}) != 1:
-            raise ValueError(f"table {name!r} has other columns in another member")
+    if any(type(summary) is not declared.kind for _, _, summary in members):
+        raise TypeError(f"summaries other than {declared.kind.__name__}s")
+    parts = {}
+    for field in declared.tables:
+        if not _TABLE_NAME.fullmatch(field):
+            raise ValueError(f"table field {field!r} cannot name a part")
+        frames = [_declared_frame(declared, field, getattr(summary, field)) for _, _, summary in members]
         members_column = np.repeat(np.arange(len(frames), dtype=np.int32), [len(f) for f in frames])
-        together = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+        together = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         arrow = pa.Table.from_pandas(together, preserve_index=False).append_column(_MEMBER, pa.array(members_column))
-        parts[f"table-{name}"] = _arrow_bytes(arrow)
-        # Arrow reads text back as pandas' string dtype: the original kind is restored.
-        text = {str(c): str(together[c].dtype) for c in together.columns if str(together[c].dtype) in _TEXT_DTYPES}
-        tables[name] = {"order": [str(c) for c in together.columns], "array": isinstance(first, np.ndarray),
-                        "text": text}
-        for i, frame in enumerate(frames):
-            differing = {str(c): str(frame[c].dtype) for c in frame.columns if frame[c].dtype != together[c].dtype}
-            if differing:
-                member_dtypes.setdefault(i, {})[name] = differing
-    fields = {"kind": kinds.pop().__name__, "tables": tables,
-              "members": [{"source": source, "identity": identity, "dtypes": member_dtypes.get(i, {}),
-                           "scalars": {k: v for k, v in row.items() if k not in tables}}
-                          for i, ((source, identity, _), row) in enumerate(zip(members, rows))]}
+        parts[f"table-{field}"] = _arrow_bytes(arrow)
+    scalars = declared.scalars.columns if declared.scalars is not None else ()
+    fields = {"kind": declared.kind.__name__,
+              "members": [{"source": source, "identity": identity,
+                           "scalars": {c.name: _scalar(_numbers(getattr(summary, c.name)), c) for c in scalars}}
+                          for source, identity, summary in members]}
     json.dumps(fields, allow_nan=True)
     return fields, parts
 
 
-def decode_summaries(kind, fields, parts):
-    """[(source, identity, `kind` instance)] of `encode_summaries`' output (parts already
-    checked); ValueError when the entry holds another kind or other fields."""
+def decode_summaries(declared, fields, parts):
+    """[(source, identity, summary)] of `encode_summaries`' output (parts already checked),
+    each table given back its declared columns and dtypes; ValueError when the entry holds
+    another kind, other columns or other fields than `declared` declares."""
     import numpy as np
     import pandas as pd
 
-    if fields["kind"] != kind.__name__:
-        raise ValueError(f"the entry holds a {fields['kind']!r}, not a {kind.__name__}")
+    if fields["kind"] != declared.kind.__name__:
+        raise ValueError(f"the entry holds a {fields['kind']!r}, not a {declared.kind.__name__}")
     members = fields["members"]
-    values = [dict(member["scalars"]) for member in members]
-
-    def restore(frame, dtypes, numbers=False):
-        """Give columns back their kinds: text, and where `numbers`, numpy numbers and bools."""
-        for column, dtype in dtypes.items():
-            if not (dtype in _TEXT_DTYPES or numbers and dtype in _NUMBER_DTYPES):
-                raise ValueError(f"column {column!r} has dtype {dtype!r}")
-            frame[column] = frame[column].astype(dtype)
-
-    for name, layout in fields["tables"].items():
-        frame = _arrow_table(parts[f"table-{name}"]).to_pandas()
-        restore(frame, layout["text"])
-        owner = frame[_MEMBER].to_numpy()
+    scalars = {c.name: c for c in (declared.scalars.columns if declared.scalars is not None else ())}
+    values = []
+    for member in members:
+        if set(member["scalars"]) != set(scalars):
+            raise ValueError(f"the entry's scalars are not those of a {declared.kind.__name__}")
+        values.append({name: _scalar(value, scalars[name]) for name, value in member["scalars"].items()})
+    for field, table in declared.tables.items():
+        frame = _arrow_table(parts[f"table-{field}"]).to_pandas()
+        owner = frame.pop(_MEMBER).to_numpy()
         if len(owner) and (np.any(np.diff(owner) < 0) or owner[0] < 0 or owner[-1] >= len(members)):
-            raise ValueError(f"table {name!r} has rows of no member")
+            raise ValueError(f"table {field!r} has rows of no member")
         bounds = np.searchsorted(owner, np.arange(len(members) + 1))
-        frame = frame[layout["order"]]
-        for member, value, start, end in zip(members, values, bounds[:-1], bounds[1:]):
+        frame = table.conform(frame)  # every member's rows at once: the declared dtypes back
+        for value, start, end in zip(values, bounds[:-1], bounds[1:]):
             rows = frame.iloc[start:end]
             rows.index = pd.RangeIndex(end - start)  # the member's own rows, numbered from 0
-            restore(rows, member["dtypes"].get(name, {}), numbers=True)
-            value[name] = rows["value"].to_numpy() if layout["array"] else rows
-    expected = {f.name for f in dataclasses.fields(kind)}
-    if any(set(value) != expected for value in values):
-        raise ValueError(f"the entry's fields are not those of a {kind.__name__}")
-    return [(member["source"], member["identity"], kind(**value)) for member, value in zip(members, values)]
+            value[field] = rows["value"].to_numpy() if field in declared.arrays else rows
+    return [(member["source"], member["identity"], declared.kind(**value)) for member, value in zip(members, values)]
+
+
+def summary_format(declared):
+    """The format of a summary entry of the kind `declared` (a `schema.Persisted`): the cache's
+    and the digest of the summary's declarations, so that a column of one of its tables
+    renamed or retyped makes its entries another format (missed, built again), never read
+    back as the new shape."""
+    return f"{CACHE_FORMAT}.{declared.digest}"
 
 
 class ModelCache:
@@ -377,15 +379,16 @@ class ModelCache:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     @staticmethod
-    def summary_key(source, kind):
-        """The entry name of the summary `kind` (e.g. "job") of a source file."""
-        return ModelCache.key(f"summary:{kind}|{source}")
+    def summary_key(source, declared):
+        """The entry name of the summary `declared` (a `schema.Persisted`, e.g. the job view's
+        `RANK_PART`) of a source file, in its format."""
+        return ModelCache.key(f"summary:{summary_format(declared)}:{declared.name}|{source}")
 
     @staticmethod
-    def summary_index_key(run_source, span, kind):
-        """The entry name of the index of the summaries `kind` of one span of every worker of
-        the run directory `run_source` (path or URL)."""
-        return ModelCache.key(f"summary-index:{kind}|{span}|{run_source}")
+    def summary_index_key(run_source, span, declared):
+        """The entry name of the index of the summaries `declared` of one span of every worker
+        of the run directory `run_source` (path or URL), in their format."""
+        return ModelCache.key(f"summary-index:{summary_format(declared)}:{declared.name}|{span}|{run_source}")
 
     @staticmethod
     def index_identity(run_source, span):
@@ -394,9 +397,9 @@ class ModelCache:
 
     # --- reading ------------------------------------------------------------------------
 
-    def manifest(self, key, identity):
-        """The entry's manifest when it is of this format and of exactly the file `identity`
-        describes, else None."""
+    def manifest(self, key, identity, entry_format=CACHE_FORMAT):
+        """The entry's manifest when it is of `entry_format` (a model's: `CACHE_FORMAT`; a
+        summary's: `summary_format`) and of exactly the file `identity` describes, else None."""
         if not self.enabled:
             return None
         try:
@@ -406,7 +409,7 @@ class ModelCache:
         except (OSError, ValueError, RecursionError) as exc:
             logger.warning("discarding unreadable cache entry %s: %s", key, exc)
             return None
-        if manifest["format"] != CACHE_FORMAT or manifest["version"] != __version__ or manifest["identity"] != identity:
+        if manifest["format"] != entry_format or manifest["version"] != __version__ or manifest["identity"] != identity:
             return None
         return manifest
 
@@ -420,30 +423,32 @@ class ModelCache:
 
         return self._read_entry(key, identity, "model", decode_model, admit_model)
 
-    def get_summary(self, key, identity, kind):
-        """The summary (an instance of the dataclass `kind`, see `encode_summaries`) stored for
-        the file `identity` describes, or None (missing, stale, damaged, another shape)."""
+    def get_summary(self, key, identity, declared):
+        """The summary `declared` (a `schema.Persisted`, see `encode_summaries`) stored for the
+        file `identity` describes, or None (missing, stale, damaged, another format)."""
         def decode(fields, parts):
-            members = decode_summaries(kind, fields, parts)
+            members = decode_summaries(declared, fields, parts)
             if len(members) != 1 or members[0][1] != identity:
                 raise ValueError("the entry holds the summary of another file")
             return members[0][2]
 
-        return self._read_entry(key, identity, "summary", decode)
+        return self._read_entry(key, identity, "summary", decode, entry_format=summary_format(declared))
 
-    def get_summary_index(self, run_source, span, name, kind):
-        """{source: (identity, summary)} of the run's index of the summaries `name` (e.g.
-        "job"; instances of the dataclass `kind`) (`put_summary_index`), or None (missing, damaged, another format); whether each member
-        is still its file's is for the reader to check against the file's identity."""
-        members = self._read_entry(self.summary_index_key(run_source, span, name),
+    def get_summary_index(self, run_source, span, declared):
+        """{source: (identity, summary)} of the run's index of the summaries `declared` (a
+        `schema.Persisted`) (`put_summary_index`), or None (missing, damaged, another format);
+        whether each member is still its file's is for the reader to check against the file's
+        identity."""
+        members = self._read_entry(self.summary_index_key(run_source, span, declared),
                                    self.index_identity(run_source, span), "summary",
-                                   lambda fields, parts: decode_summaries(kind, fields, parts))
+                                   lambda fields, parts: decode_summaries(declared, fields, parts),
+                                   entry_format=summary_format(declared))
         return None if members is None else {source: (identity, summary) for source, identity, summary in members}
 
-    def _read_entry(self, key, identity, section, decode, admit=None):
-        """`decode(manifest[section], {part name: checked bytes})` of an entry of the file
-        `identity` describes; None when it is missing, stale or damaged in any way."""
-        manifest = self.manifest(key, identity)
+    def _read_entry(self, key, identity, section, decode, admit=None, entry_format=CACHE_FORMAT):
+        """`decode(manifest[section], {part name: checked bytes})` of an entry of `entry_format`
+        of the file `identity` describes; None when it is missing, stale or damaged in any way."""
+        manifest = self.manifest(key, identity, entry_format)
         if manifest is None:
             return None
         try:
@@ -505,33 +510,35 @@ class ModelCache:
             return False
         return self._write_entry(key, identity, source, "model", fields, parts)
 
-    def put_summary(self, key, identity, summary, source=""):
-        """Store `summary` (a dataclass of tables and scalars, see `encode_summaries`) of the file
-        `identity` describes, under `key` (`summary_key`); whether it was written."""
+    def put_summary(self, key, identity, summary, declared, source=""):
+        """Store `summary` (of the kind `declared`, a `schema.Persisted`, see `encode_summaries`)
+        of the file `identity` describes, under `key` (`summary_key`); whether it was written."""
         if not self.enabled:
             return False
         try:
-            fields, parts = encode_summaries([(source, identity, summary)])
+            fields, parts = encode_summaries(declared, [(source, identity, summary)])
         except (TypeError, ValueError) as exc:
             logger.info("not caching the %s summary of %s: %s", type(summary).__name__, source, exc)
             return False
-        return self._write_entry(key, identity, source, "summary", fields, parts)
+        return self._write_entry(key, identity, source, "summary", fields, parts, summary_format(declared))
 
-    def put_summary_index(self, run_source, span, name, members):
-        """Store one entry holding the summaries `name` (e.g. "job") of every worker of one span of
-        the run directory `run_source`, `members` = [(file's source, its identity, summary)]:
-        a view over 1,024 ranks then reads one entry, not 1,024. Whether it was written."""
+    def put_summary_index(self, run_source, span, declared, members):
+        """Store one entry holding the summaries `declared` (a `schema.Persisted`) of every
+        worker of one span of the run directory `run_source`, `members` = [(file's source, its
+        identity, summary)]: a view over 1,024 ranks then reads one entry, not 1,024. Whether
+        it was written."""
         if not self.enabled:
             return False
         try:
-            fields, parts = encode_summaries(members)
+            fields, parts = encode_summaries(declared, members)
         except (TypeError, ValueError) as exc:
             logger.info("not caching the summary index of %s: %s", run_source, exc)
             return False
-        key = self.summary_index_key(run_source, span, name)
-        return self._write_entry(key, self.index_identity(run_source, span), run_source, "summary", fields, parts)
+        key = self.summary_index_key(run_source, span, declared)
+        return self._write_entry(key, self.index_identity(run_source, span), run_source, "summary", fields, parts,
+                                 summary_format(declared))
 
-    def _write_entry(self, key, identity, source, section, fields, parts):
+    def _write_entry(self, key, identity, source, section, fields, parts, entry_format=CACHE_FORMAT):
         """Write the parts, then the manifest naming them (`section`: `fields`) last."""
         try:
             names = {}
@@ -544,7 +551,7 @@ class ModelCache:
                     self._write(self._path(key, names[name][0]), data)
             elif parts:  # one call: an object store's filesystem uploads the parts concurrently
                 self.fs.pipe({self._path(key, names[name][0]): data for name, data in parts.items()})
-            manifest = {"format": CACHE_FORMAT, "version": __version__, "source": source, "identity": identity,
+            manifest = {"format": entry_format, "version": __version__, "source": source, "identity": identity,
                         "written": time.time(), section: fields, "parts": names}
             # Sealed as it will be read back (tuples as lists, numpy floats as floats).
             manifest = json.loads(json.dumps(manifest, allow_nan=True))

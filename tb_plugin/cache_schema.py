@@ -32,29 +32,21 @@ class _ModelFields(_Schema):
     memory_bytes: _Count
 
 
-class _SummaryTable(_Schema):
-    order: list[str]
-    array: bool
-    text: dict[str, str]
-
-
 class _SummaryMember(_Schema):
     source: str
     identity: dict[str, Any]
-    dtypes: dict[str, dict[str, str]]
     scalars: dict[str, None | bool | _Int64 | float | str]
 
 
 class _SummaryFields(_Schema):
     kind: str
-    tables: dict[str, _SummaryTable]
     members: list[_SummaryMember]
 
 
 class Manifest(_Schema):
     """A manifest as `ModelCache` writes it: `model` or `summary` holds the entry's fields."""
 
-    format: int
+    format: int | str  # a model's `CACHE_FORMAT`, a summary's `cache.summary_format`
     version: str
     source: str
     identity: dict[str, Any]

@@ -36,7 +36,7 @@ from collections import OrderedDict
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
@@ -46,12 +46,14 @@ from .errors import FileAccessError, NotFoundError, ReplyTooLargeError, StillLoa
 from .snapshot.model import SnapshotModel
 from .snapshot.model import model_bytes as snapshot_model_bytes
 from .stages import STAGE_QUEUED, STAGE_READING
+from .summaries import SUMMARY_PIN_SECONDS, SummaryStore
 from .storage import GZIP_MAGIC, Storage, inflate_head
 
 if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and polars
     from .cache import ModelCache
     from .memory_snapshot import MemorySnapshot
     from .profile import Profile
+    from .schema import Persisted
 
 logger = logging.getLogger(__name__)
 Summary = TypeVar("Summary")
@@ -79,13 +81,6 @@ REPLY_SHARE = 8
 REPLY_BYTES_PER_VALUE = 96
 # How long a request may wait for the first scan of the log directory after start-up.
 _FIRST_SCAN_WAIT_SECONDS = 30.0
-# Stored summaries read at once by `prefetch_summaries`: small reads, mostly waiting on I/O
-# (on an object store each is a few round trips of ~30 ms: more of them in flight).
-_SUMMARY_READS = 16
-_REMOTE_SUMMARY_READS = 64
-# Summaries used this recently are never dropped for the budget: a view over every rank of
-# a job combines all of them at once, so dropping some to make room would only read them again.
-_SUMMARY_PIN_SECONDS = 60.0
 # A file modified this recently when it failed to parse may still have been being written:
 # that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
@@ -387,8 +382,6 @@ class _FileState:
     fraction: float | None = None
     load_seconds: float = 0.0
     transient: bool = False  # the error was the file system's (permissions, ...), not the trace's
-    identity: dict | None = None  # `Storage.identity`, once a summary was looked up in the disk cache
-    summary_misses: set = field(default_factory=set)  # summaries the disk cache does not hold
 
 
 class RunStore:
@@ -436,16 +429,14 @@ class RunStore:
         self._runs: dict[str, RunFiles] = {}
         self._files: dict[str, _FileState] = {}
         self._profiles: OrderedDict[str, Profile] = OrderedDict()
-        # Small results derived from one file's profile (`summary`), kept while the file is
-        # unchanged even after its profile leaves memory (least recently used first, with the
-        # memory each path's take and when they were last used), and those asked for but not
-        # built yet, with the dataclass they are stored as in the disk cache (or None).
-        self._summaries: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._summary_bytes: dict[str, int] = {}
-        self._summary_used: dict[str, float] = {}
-        self._wanted: dict[str, dict[str, tuple[Callable[[Profile], Any], type | None]]] = {}
         self._sniff_cache: dict[Any, Any] = {}
         self._lock = threading.RLock()
+        # Small results derived from one file's profile (`summary`), kept while the file is
+        # unchanged even after its profile leaves memory, their memory counted in the budget;
+        # and those asked for but not built yet, with their declarations in the disk cache
+        # (None: not stored there).
+        self.summaries = SummaryStore(cache, self._lock, held_bytes)
+        self._wanted: dict[str, dict[str, tuple[Callable[[Profile], Any], Persisted | None]]] = {}
         self._scan_lock = threading.Lock()
         self._scanned = threading.Event()
         self._started = False
@@ -670,7 +661,7 @@ class RunStore:
         return StoreSpan(self, run, span)
 
     def summary(self, run: str, worker: str, span: int, key: str,
-                build: Callable[["Profile"], Summary], kind: type[Summary] | None = None) -> Summary | Loading:
+                build: Callable[["Profile"], Summary], declared: "Persisted | None" = None) -> Summary | Loading:
         """`build(profile)` of one span's profile, computed once per file version and kept
         after the profile itself is dropped from memory; a `Loading` while the profile loads.
 
@@ -679,90 +670,44 @@ class RunStore:
         while its profile loads is built on the loader thread right after the load, before
         the memory budget can drop that profile again.
 
-        With `kind` (the dataclass `build` returns), a summary of this very file stored in
-        the disk cache under `key` (as `python -m tb_plugin preprocess` writes them) is served
-        first: nothing is parsed, and no model is loaded. A damaged or stale one is ignored."""
+        With `declared` (the `schema.Persisted` declaration of what `build` returns), a
+        summary of this very file stored in the disk cache (as `python -m tb_plugin
+        preprocess` writes them) is served first: nothing is parsed, and no model is loaded.
+        A damaged or stale one is ignored; one built here is written there (`summaries`)."""
         path = self.span_file(run, worker, span).path
         self._refresh(path)
+        held = self.summaries.held(path, key)
+        if held is not None:
+            return held
         with self._lock:
-            if key in self._summaries.get(path, {}):
-                return self._keep_summary(path, key, None)
-            self._wanted.setdefault(path, {})[key] = (build, kind)
-        stored = self._stored_summary(path, key, kind) if kind is not None else None
+            self._wanted.setdefault(path, {})[key] = (build, declared)
+        assert self._storage is not None  # span_file found the run: the log directory was scanned
+        stored = self.summaries.stored(self._storage, path, key, declared) if declared is not None else None
         if stored is not None:
             with self._lock:
                 self._wanted.get(path, {}).pop(key, None)
-                return self._keep_summary(path, key, stored)
+            return self.summaries.keep(path, key, stored)
         result = self._profile_of(path)
         if isinstance(result, Loading):
             return result
         built = self._build_summaries(path, result)
         if key in built:
             return built[key]
-        with self._lock:
-            done = self._summaries.get(path, {})
-            if key in done:
-                return done[key]
+        held = self.summaries.held(path, key)
+        if held is not None:
+            return held
         return build(result)  # built meanwhile by another thread and dropped since: once more
 
-    def prefetch_summaries(self, run: str, workers: Sequence[str], span: int, key: str, kind: type) -> None:
-        """Look up the stored summaries `key` of these workers' span in the disk cache all at
-        once, so that `summary` then finds them in memory: from the run's index where
-        `preprocess` wrote one (one entry for the whole span; each member is served only while
-        its file's identity is still the one indexed), else from each file's own entry,
-        several reads in flight (an object store answers each after a round trip; a
-        1,024-rank job asks for 1,024)."""
-        if not self.cache or not self.cache.enabled or self._storage is None:
+    def prefetch_summaries(self, run: str, workers: Sequence[str], span: int, key: str, declared: "Persisted") -> None:
+        """Look up the stored summaries `key` (declared by `declared`) of these workers' span in
+        the disk cache all at once (`SummaryStore.prefetch`), so that `summary` then finds
+        them in memory; they count in the budget, profiles make room for them."""
+        if self._storage is None:
             return
         paths = [self.span_file(run, worker, span).path for worker in workers]
+        self.summaries.prefetch(self._storage, self._storage.display(run), paths, span, key, declared, self._refresh)
         with self._lock:
-            todo = [path for path in paths if key not in self._summaries.get(path, {})]
-        if len(todo) < 2:
-            return
-        from .runs import span_index
-
-        storage, cache = self._storage, self.cache
-        index = span_index(cache, storage.display(run), span, key, kind)
-
-        def fetch(path):
-            self._refresh(path)
-            found = self._stored_summary(path, key, kind, index.get(storage.display(path)))
-            if found is not None:
-                with self._lock:
-                    self._keep_summary(path, key, found)
-
-        reads = _REMOTE_SUMMARY_READS if self._storage.remote else _SUMMARY_READS
-        with ThreadPoolExecutor(max_workers=min(reads, len(todo)), thread_name_prefix="tb_plugin_summary") as pool:
-            list(pool.map(fetch, todo))
-        with self._lock:  # the summaries count in the budget: profiles make room for them
             self._enforce_budget(keep=0)
-
-    def _stored_summary(self, path, key, kind, indexed=None):
-        """The summary `key` of `path` from the disk cache, or None: `indexed`, the (identity,
-        summary) a run's index holds for it, when that identity is still the file's, else the
-        file's own entry. A miss is remembered until the file changes, so a run whose
-        summaries were never stored costs one look."""
-        if not self.cache or not self.cache.enabled or self._storage is None:
-            return None
-        with self._lock:
-            state = self._files.setdefault(path, _FileState())
-            if key in state.summary_misses:
-                return None
-            identity = state.identity
-        from .runs import stored_summary
-
-        try:
-            if identity is None:
-                identity = self._storage.identity(path)
-            found = stored_summary(self.cache, self._storage.display(path), identity, key, kind, indexed)
-        except TraceError:  # unreadable now: the load reports why
-            found = None
-        with self._lock:
-            if self._files.get(path) is state:  # still this version of the file
-                state.identity = identity
-                if found is None:
-                    state.summary_misses.add(key)
-        return found
 
     def profile_blocking(self, run: str, worker: str, span: int, timeout: float | None = None) -> "Profile":
         """Wait for the profile (the CLI, tests and notebooks); raises like `profile`."""
@@ -785,26 +730,8 @@ class RunStore:
         self._files.pop(path, None)
         self._profiles.pop(path, None)
         self._sizes.pop(path, None)
-        self._drop_summaries(path)
+        self.summaries.forget(path)
         self._wanted.pop(path, None)
-
-    def _keep_summary(self, path, key, value):
-        """Hold `value` as the summary `key` of `path` unless one is held already: the loader
-        and a request may both have built one, and the first kept stays, so every caller gets
-        the same object (answers are reused by identity). Marks it used; returns the one held.
-        The caller holds the lock."""
-        held = self._summaries.setdefault(path, {})
-        if key not in held:
-            held[key] = value
-            self._summary_bytes[path] = self._summary_bytes.get(path, 0) + held_bytes(value)
-        self._summaries.move_to_end(path)
-        self._summary_used[path] = time.monotonic()
-        return held[key]
-
-    def _drop_summaries(self, path):
-        self._summaries.pop(path, None)
-        self._summary_bytes.pop(path, None)
-        self._summary_used.pop(path, None)
 
     def _build_summaries(self, path, profile):
         """Build the summaries asked of `path` (`summary`) from its `profile`; kept while
@@ -817,31 +744,12 @@ class RunStore:
         with self._lock:
             if not built or self._profiles.get(path) is not profile:
                 return built
-            built = {key: self._keep_summary(path, key, value) for key, value in built.items()}
-            state = self._files.get(path)
-            missing = {key: (built[key], kind) for key, (_, kind) in wanted.items()
-                       if kind is not None and state is not None and key in state.summary_misses}
-            identity = state.identity if state is not None else None
-        if missing and identity is not None and self.cache is not None and self.cache.enabled:
-            self._indexer.submit(self._store_summaries, path, identity, missing)
+            built = {key: self.summaries.keep(path, key, value) for key, value in built.items()}
+            identity, missing = self.summaries.unstored(
+                path, {key: (built[key], declared) for key, (_, declared) in wanted.items() if declared is not None})
+        if missing and identity is not None and self._storage is not None:
+            self._indexer.submit(self.summaries.persist, self._storage, path, identity, missing)
         return built
-
-    def _store_summaries(self, path, identity, summaries):
-        """Write summaries built from the model of the file `identity` describes (the load
-        checked it) into the disk cache, unless the file changed since."""
-        assert self._storage is not None and self.cache is not None
-        display = self._storage.display(path)
-        try:
-            if self._storage.identity(path) != identity:
-                return
-        except TraceError:
-            return
-        for key, (summary, _) in summaries.items():
-            if self.cache.put_summary(self.cache.summary_key(display, key), identity, summary, display):
-                with self._lock:
-                    state = self._files.get(path)
-                    if state is not None and state.identity == identity:
-                        state.summary_misses.discard(key)
 
     def _refresh(self, path):
         """Drop what is known about `path` when its size or mtime changed."""
@@ -858,7 +766,7 @@ class RunStore:
             elif state.stat != stat and state.status != "loading":
                 self._profiles.pop(path, None)
                 self._sizes.pop(path, None)
-                self._drop_summaries(path)
+                self.summaries.forget(path)
                 self._files[path] = _FileState(stat=stat)
 
     def _retry_due(self, state):
@@ -888,7 +796,7 @@ class RunStore:
         and replies being built."""
         with self._lock:
             return (sum(self._sizes.values()) + sum(self._reserved.values()) + self.replies.nbytes
-                    + sum(self._summary_bytes.values()) + self._building_bytes)
+                    + self.summaries.nbytes + self._building_bytes)
 
     def reply_reservation(self) -> ReplyReservation:
         """A `ReplyReservation` for one request's reply, at most 1/`REPLY_SHARE` of the budget."""
@@ -912,26 +820,19 @@ class RunStore:
 
     def _enforce_budget(self, keep):
         """Drop least recently used profiles (keeping the `keep` most recent), then summaries
-        not used for `_SUMMARY_PIN_SECONDS`, while the held memory is beyond the budget; the
+        not used for `summaries.SUMMARY_PIN_SECONDS`, while the held memory is beyond the budget; the
         caller holds the lock. A dropped summary is read again from the disk cache (or built
         again) when asked for. What was dropped is given back to the system off the request
         path (`give_back_memory`)."""
-        dropped = len(self._profiles) + len(self._summaries)
+        dropped = len(self._profiles) + len(self.summaries)
         while len(self._profiles) > keep and (len(self._profiles) > self.max_profiles
                                               or self.held_bytes() > self.max_memory_bytes):
             evicted, _ = self._profiles.popitem(last=False)
             self._sizes.pop(evicted, None)
             if evicted in self._files:
                 self._files[evicted].status = "new"
-        excess = self.held_bytes() - self.max_memory_bytes
-        pinned_since = time.monotonic() - _SUMMARY_PIN_SECONDS
-        while excess > 0 and self._summaries:
-            oldest = next(iter(self._summaries))
-            if self._summary_used.get(oldest, 0.0) > pinned_since:
-                break  # least recently used first: every later one is pinned too
-            excess -= self._summary_bytes.get(oldest, 0)
-            self._drop_summaries(oldest)
-        if len(self._profiles) + len(self._summaries) < dropped and not self._stop.is_set():
+        self.summaries.drop_unused(self.held_bytes() - self.max_memory_bytes)
+        if len(self._profiles) + len(self.summaries) < dropped and not self._stop.is_set():
             self._indexer.submit(give_back_memory)
 
     def _reserve(self, path, need):
@@ -995,19 +896,18 @@ class RunStore:
     def _snapshot_or_cached(self, path):
         """(the memory snapshot of `path`, from the disk cache or read, and the identity its
         cache entry is of, or None), within the memory budget."""
-        from .memory_snapshot import PEAK_BYTES_PER_SNAPSHOT_BYTE, MemorySnapshot, snapshot_from_bytes, snapshot_limit
-        from .snapshot.model import SnapshotParts, from_parts, to_parts
+        from .memory_snapshot import (PEAK_BYTES_PER_SNAPSHOT_BYTE, cache_snapshot, cached_snapshot,
+                                      snapshot_from_bytes, snapshot_limit)
 
         assert self._storage is not None  # a load is of a file the scan found
         display = self._storage.display(path)
         self._progress(path, STAGE_READING, None)
-        identity = key = None
+        identity = None
         if self.cache and self.cache.enabled:
             identity = self._storage.identity(path)
-            key = self.cache.summary_key(display, "memory_snapshot")
-            parts = self.cache.get_summary(key, identity, SnapshotParts)
-            if parts is not None:
-                return MemorySnapshot(from_parts(parts), display), identity
+            cached = cached_snapshot(self.cache, display, identity)
+            if cached is not None:
+                return cached, identity
         limit = snapshot_limit(self.max_parse_bytes)
         size, _ = self._storage.json_sample(path, 0)  # the JSON's size; no head wanted
         if size > limit:
@@ -1019,7 +919,7 @@ class RunStore:
         snapshot = snapshot_from_bytes(stored.data, display)
         if identity is not None and self._storage.identity(path) == identity:  # unchanged while read
             assert self.cache is not None  # an identity is only taken for the cache
-            self.cache.put_summary(key, identity, to_parts(snapshot.model), display)
+            cache_snapshot(self.cache, display, identity, snapshot)
             return snapshot, identity
         return snapshot, None
 
@@ -1088,7 +988,7 @@ class RunStore:
             state = self._files.setdefault(path, _FileState())
             state.status, state.stat = "ready", stat
             # Summaries built from this profile are written to the disk cache under it.
-            state.identity = identity
+            self.summaries.loaded(path, identity)
             state.load_seconds = time.perf_counter() - started
             self._profiles[path] = profile
             self._sizes[path] = size

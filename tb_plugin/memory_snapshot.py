@@ -17,7 +17,7 @@ import pandas as pd
 
 from .errors import NotFoundError, TraceError
 from .snapshot.decode import decode_snapshot, read_snapshot_dict
-from .snapshot.model import SnapshotModel
+from .snapshot.model import SnapshotModel, from_parts, to_parts
 from .storage import open_single
 from .views import memory_snapshot as views
 
@@ -110,6 +110,21 @@ def beside_traces(snapshot: MemorySnapshot, profiles: dict[tuple[str, int], Any]
     """The snapshot's devices beside the same GPUs of `profiles` ({(worker, span): Profile}):
     the time both cover on one axis and each one's peak in it (`views.memory_snapshot.beside_traces`)."""
     return views.beside_traces(snapshot.model, {key: profile.model for key, profile in profiles.items()})
+
+
+def cached_snapshot(cache: Any, source: str, identity: dict) -> MemorySnapshot | None:
+    """The snapshot the disk cache `cache` (a `cache.ModelCache`) holds for the file `source`
+    whose identity is `identity` (its tables as `views.memory_snapshot.SNAPSHOT_PARTS`), or
+    None."""
+    parts = cache.get_summary(cache.summary_key(source, views.SNAPSHOT_PARTS), identity, views.SNAPSHOT_PARTS)
+    return None if parts is None else MemorySnapshot(from_parts(parts), source)
+
+
+def cache_snapshot(cache: Any, source: str, identity: dict, snapshot: MemorySnapshot) -> bool:
+    """Store `snapshot`, read from the file `source` whose identity is `identity`, in the disk
+    cache `cache`, for `cached_snapshot`; whether it was written."""
+    return cache.put_summary(cache.summary_key(source, views.SNAPSHOT_PARTS), identity, to_parts(snapshot.model),
+                             views.SNAPSHOT_PARTS, source)
 
 
 def snapshot_from_bytes(data: Any, source: str) -> MemorySnapshot:

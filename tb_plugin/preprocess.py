@@ -81,10 +81,14 @@ def _cache(cache_dir):
 
 
 def entry_keys(cache, source):
-    """{"model" or a `FILE_SUMMARIES` name: cache key} of the trace file `source`."""
+    """{"model" or a `FILE_SUMMARIES` name: (cache key, the entry's format)} of the trace file
+    `source`."""
+    from .cache import CACHE_FORMAT, summary_format
     from .runs import FILE_SUMMARIES
 
-    return {"model": cache.key(source), **{name: cache.summary_key(source, name) for name in FILE_SUMMARIES}}
+    return {"model": (cache.key(source), CACHE_FORMAT),
+            **{name: (cache.summary_key(source, declared), summary_format(declared))
+               for name, (declared, _) in FILE_SUMMARIES.items()}}
 
 
 def preprocess_file(logdir, rel, cache_dir, force=False, max_memory_mb=DEFAULT_MAX_MEMORY_MB):
@@ -107,16 +111,17 @@ def preprocess_file(logdir, rel, cache_dir, force=False, max_memory_mb=DEFAULT_M
         source = storage.display(rel)
         identity = storage.identity(rel)
         keys = entry_keys(cache, source)
-        if not force and all(cache.manifest(key, identity) is not None for key in keys.values()):
+        if not force and all(cache.manifest(key, identity, entry_format) is not None
+                             for key, entry_format in keys.values()):
             result.up_to_date = True
         else:
             trace = storage.read_trace(rel, limit=json_limit(max_memory_mb << 20))
             result.json_bytes = len(trace.data)
             profile = profile_from_bytes(trace, source)
             del trace
-            written = cache.put(keys["model"], identity, profile.model, source)
-            for name, (_, build) in FILE_SUMMARIES.items():
-                written = cache.put_summary(keys[name], identity, build(profile), source) and written
+            written = cache.put(keys["model"][0], identity, profile.model, source)
+            for name, (declared, build) in FILE_SUMMARIES.items():
+                written = cache.put_summary(keys[name][0], identity, build(profile), declared, source) and written
             if not written:
                 raise TraceError(source, "its cache entries could not be written (see the worker's log)")
             if storage.identity(rel) != identity:  # the entries carry the old identity: never served
@@ -137,7 +142,7 @@ def write_run_index(logdir, run, span, rels, name, cache_dir):
     every file's task is done). Returns (members indexed, error or "")."""
     from .runs import FILE_SUMMARIES
 
-    kind = FILE_SUMMARIES[name][0]
+    declared = FILE_SUMMARIES[name][0]
     storage = Storage(logdir)
     try:
         cache = _cache(cache_dir)
@@ -148,12 +153,12 @@ def write_run_index(logdir, run, span, rels, name, cache_dir):
                 identity = storage.identity(rel)
             except TraceError:  # gone or unreadable since: TensorBoard reports it
                 continue
-            summary = cache.get_summary(cache.summary_key(source, name), identity, kind)
+            summary = cache.get_summary(cache.summary_key(source, declared), identity, declared)
             if summary is not None:  # a file that failed has none: TensorBoard reports it
                 members.append((source, identity, summary))
         if len(members) < 2:
             return len(members), ""
-        if not cache.put_summary_index(storage.display(run), span, name, members):
+        if not cache.put_summary_index(storage.display(run), span, declared, members):
             return 0, "the index could not be written (see the worker's log)"
         return len(members), ""
     except Exception as exc:  # an index is an optimisation: its failure never fails the run

@@ -4,10 +4,12 @@ workers are read, summarised and combined, for the server and the Python API ali
 A view over many ranks (Job, Distributed, the Trace view's ranks mode) never needs all their
 models at once: each worker's trace gives a small summary (`FILE_SUMMARIES`) and the view
 combines the summaries. Where a summary comes from is a `SpanSource`'s business: the server's
-(`loading.RunStore.span`: memory, the disk cache, else a background load, answered 202 while
-it runs) or the Python API's (`Run.span`: the disk cache's run index, each file's own entry,
-else a parse). The functions here take plain arguments (a source, ranks, flags), never a
-request: `api.py` validates the request and calls them, `Run` calls them for a notebook.
+(`loading.RunStore.span`: a background load, answered 202 while it runs) or the Python API's
+(`Run.span`: a parse); both hold, read, build and write the summaries through one
+`summaries.SummaryStore` (memory, the disk cache's run index, each file's own entry, else
+built from the profile and written back). The functions here take plain arguments (a source,
+ranks, flags), never a request: `api.py` validates the request and calls them, `Run` calls
+them for a notebook.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from .cache import ModelCache
 from .discovery import RunFiles, SpanFile, discover_runs
 from .errors import NotFoundError, TraceError
 from .profile import Profile, diff, profile_from_bytes
+from .schema import Persisted
 from .storage import Storage
+from .summaries import SummaryStore
 from .views import diff as diff_view
 from .views import distributed as distributed_view
 from .views import job as job_view
@@ -31,13 +35,13 @@ from .views import rank_timeline, timeline
 from .views import regression as regression_view
 
 # The per-file summaries that the views over many ranks combine, by the name they are kept
-# under: (the dataclass, how a profile builds it). `python -m tb_plugin preprocess` stores
-# each beside the model in the disk cache, and one run index per span; both sources read them
-# back as that dataclass.
-FILE_SUMMARIES: dict[str, tuple[type, Callable[[Profile], Any]]] = {
-    "job": (job_view.RankPart, Profile.job_part),
-    "distributed": (distributed_view.WorkerPart, Profile.distributed_part),
-    "rank_timeline": (rank_timeline.RankTimelinePart, Profile.rank_timeline_part),
+# under: (their declaration, how a profile builds one). `python -m tb_plugin preprocess`
+# stores each beside the model in the disk cache, and one run index per span; both sources
+# read them back through that declaration.
+FILE_SUMMARIES: dict[str, tuple[Persisted, Callable[[Profile], Any]]] = {
+    "job": (job_view.RANK_PART, Profile.job_part),
+    "distributed": (distributed_view.WORKER_PART, Profile.distributed_part),
+    "rank_timeline": (rank_timeline.RANK_TIMELINE_PART, Profile.rank_timeline_part),
 }
 
 
@@ -64,23 +68,6 @@ def span_workers(files: RunFiles, span: int) -> list[str]:
     if not workers:
         raise NotFoundError(f"no worker of run {files.name!r} has span {span}")
     return workers
-
-
-def stored_summary(cache: ModelCache, source: str, identity: dict, key: str, kind: type,
-                   indexed: tuple[dict, Any] | None = None) -> Any:
-    """The summary `key` (an instance of the dataclass `kind`) of the trace file `source` (its
-    path or URL as the cache keys it) whose identity is `identity`: `indexed`, the (identity,
-    summary) a run's index holds for it, while that identity is still the file's; else the
-    file's own entry; None when the cache holds neither for this version of the file."""
-    if indexed is not None and indexed[0] == identity:
-        return indexed[1]
-    return cache.get_summary(cache.summary_key(source, key), identity, kind)
-
-
-def span_index(cache: ModelCache, run_source: str, span: int, key: str, kind: type) -> dict[str, tuple[dict, Any]]:
-    """{file source: (identity, summary)} of the run index `preprocess` wrote for the summary
-    `key` (instances of `kind`) of one span of the run at `run_source`; empty when none."""
-    return cache.get_summary_index(run_source, span, key, kind) or {}
 
 
 def combine_distributed(parts: Mapping[str, distributed_view.WorkerPart]) -> distributed_view.DistributedView:
@@ -193,8 +180,9 @@ class Run:
     `run.workers` lists worker names; `run.spans(worker)` the span numbers (1, 2, ...);
     `run.profile(worker, span)` (or `run[worker, span]`) the `Profile`. With a disk cache
     (`load_run(..., cache_dir=...)`), a profile is read from the cache where it holds the
-    file's model, and the views over many ranks from the summaries `preprocess` stored (the
-    run index first), parsing only the files the cache holds nothing for.
+    file's model, and the views over many ranks from the summaries `preprocess` (or the
+    server) stored (the run index first), parsing only the files the cache holds nothing for
+    and storing the summaries built from them. The run holds each file's summaries once read.
     """
 
     def __init__(self, storage: Storage, files: RunFiles, cache: ModelCache | None = None) -> None:
@@ -202,6 +190,7 @@ class Run:
         self.files = files
         self.cache = cache if cache is not None and cache.enabled else None
         self._profiles: dict[tuple[str, int], Profile] = {}
+        self.summaries = SummaryStore(self.cache)
 
     def __repr__(self) -> str:
         return f"Run({self.storage.display(None)!r}, workers={self.workers})"
@@ -275,10 +264,11 @@ class Run:
 
 
 class RunSpan:
-    """The Python API's `SpanSource`: one span of a `Run`. A worker's summary comes from a
-    profile the run holds, else from the disk cache (the span's run index, else the file's
-    own entry, each only while the file's identity is the one stored), else from its profile
-    loaded for the occasion and not kept."""
+    """The Python API's `SpanSource`: one span of a `Run`. A worker's summary is the one the
+    run holds, else built from a profile the run holds, else read from the disk cache (the
+    span's run index, else the file's own entry, each only while the file's identity is the
+    one stored), else built from its profile loaded for the occasion and not kept, and then
+    written to the disk cache (`summaries.SummaryStore`)."""
 
     def __init__(self, run: Run, span: int) -> None:
         self.run = run
@@ -289,27 +279,30 @@ class RunSpan:
         return self.run.files.workers[worker][self.span - 1].path
 
     def summaries(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        run = self.run
+        run, store = self.run, self.run.summaries
+        unloaded = [self._path(w) for w in self.workers if (w, self.span) not in run._profiles]
+        for key in keys:
+            store.prefetch(run.storage, run.storage.display("."), unloaded, self.span, key, FILE_SUMMARIES[key][0])
         found: dict[str, dict[str, Any]] = {key: {} for key in keys}
-        pending = [w for w in self.workers if (w, self.span) not in run._profiles]
-        if run.cache is not None and pending:
-            indexes = {key: span_index(run.cache, run.storage.display("."), self.span, key, FILE_SUMMARIES[key][0])
-                       for key in keys}
-            for worker in pending:
-                path = self._path(worker)
-                source, identity = run.storage.display(path), run.storage.identity(path)
-                for key in keys:
-                    summary = stored_summary(run.cache, source, identity, key, FILE_SUMMARIES[key][0],
-                                             indexes[key].get(source))
-                    if summary is not None:
-                        found[key][worker] = summary
         for worker in self.workers:
+            path, held = self._path(worker), run._profiles.get((worker, self.span))
+            for key in keys:
+                summary = store.held(path, key)
+                if summary is None and held is None:
+                    summary = store.stored(run.storage, path, key, FILE_SUMMARIES[key][0])
+                if summary is not None:
+                    found[key][worker] = store.keep(path, key, summary)
             missing = [key for key in keys if worker not in found[key]]
             if missing:
-                profile = run._profiles.get((worker, self.span)) or run._load(self._path(worker))
+                profile = held or run._load(path)
+                built = {key: (store.keep(path, key, FILE_SUMMARIES[key][1](profile)), FILE_SUMMARIES[key][0])
+                         for key in missing}
+                identity, unstored = store.unstored(path, built)
+                if unstored and identity is not None:
+                    store.persist(run.storage, path, identity, unstored)
                 for key in missing:
-                    found[key][worker] = FILE_SUMMARIES[key][1](profile)
-        return {key: {w: found[key][w] for w in self.workers} for key in keys}
+                    found[key][worker] = built[key][0]
+        return found
 
     def profiles(self, workers: Sequence[str]) -> dict[str, Profile]:
         return {w: self.run.profile(w, self.span) for w in workers}

@@ -12,7 +12,10 @@ This module is light on purpose (pandas and numpy only): the views, the cache an
 import it at no cost.
 """
 
+import dataclasses
+import hashlib
 import inspect
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +98,11 @@ class Table:
                 return c
         raise KeyError(f"table {self.name!r} has no column {name!r}")
 
+    def columns_named(self, *names):
+        """These columns of the table, in the order named: a table made of some of another's
+        columns (one worker's rows before they are combined) declares them once."""
+        return tuple(self.column(name) for name in names)
+
     def frame(self, data):
         """A DataFrame with exactly the declared columns, in order, of the declared dtypes.
 
@@ -115,6 +123,24 @@ class Table:
             except (TypeError, ValueError) as exc:
                 raise SchemaError(f"table {self.name!r}, column {col.name!r}: {exc}") from exc
         return pd.DataFrame(out, index=pd.RangeIndex(len(source)))
+
+    def conform(self, frame):
+        """`frame` (holding exactly the declared columns, in order) with each column kept as it
+        is where `check` accepts its dtype (text as Python strings or pandas' own) and
+        converted as `frame` converts it where not: a table written to or read back from
+        storage gets the declared dtypes without copying the columns that have them.
+        `SchemaError` names the table and column otherwise."""
+        if list(frame.columns) != self.names:
+            raise SchemaError(f"table {self.name!r}: columns {list(frame.columns)} != declared {self.names}")
+        out = {}
+        for col in self.columns:
+            values = frame[col.name].reset_index(drop=True)
+            try:
+                out[col.name] = values if _has_dtype(values, col.dtype, col.nullable) else _as_dtype(
+                    values, col.dtype, col.nullable)
+            except (TypeError, ValueError) as exc:
+                raise SchemaError(f"table {self.name!r}, column {col.name!r}: {exc}") from exc
+        return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
 
     def empty(self):
         """The table with no rows: what an analysis answers when the trace has nothing for it
@@ -213,6 +239,44 @@ def declare(name, doc, *columns):
     table = Table(name, doc, tuple(c if isinstance(c, Column) else Column(*c) for c in columns))
     TABLES[name] = table
     return table
+
+
+@dataclass(frozen=True)
+class Persisted:
+    """A per-file summary the disk cache stores (`cache.encode_summaries`), declared field by
+    field: `name` (what the cache keys it under, e.g. "job"), `kind` (its dataclass),
+    `tables` ({field: Table} of its DataFrame fields, and of its 1-D array fields, each
+    declared as a table of one column `value`, those named in `arrays`) and `scalars` (its
+    other fields as the columns of a one-row table, or None when it has none). The cache
+    writes and reads the summary only through these declarations, and its entries' format
+    is derived from them (`digest`): a column renamed or retyped is another format."""
+
+    name: str
+    kind: type
+    tables: dict[str, Table]
+    scalars: Table | None = None
+    arrays: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        declared = [*self.tables, *(self.scalars.names if self.scalars is not None else ())]
+        fields = [f.name for f in dataclasses.fields(self.kind)]
+        if sorted(declared) != sorted(fields):
+            raise ValueError(f"persisted {self.name!r} declares {sorted(declared)}, "
+                             f"but a {self.kind.__name__} has {sorted(fields)}")
+        for field in self.arrays:
+            if self.tables[field].names != ["value"]:
+                raise ValueError(f"persisted {self.name!r}: array {field!r} is declared as one column, value")
+
+    @property
+    def digest(self) -> str:
+        """12 hex digits of a SHA-256 over every declared name and dtype (what a stored entry's
+        layout depends on; units and meanings do not change the bytes)."""
+        def layout(table):
+            return None if table is None else [table.name, [[c.name, c.dtype, c.nullable] for c in table.columns]]
+
+        shape = [self.name, self.kind.__name__, layout(self.scalars), sorted(self.arrays),
+                 sorted([field, layout(table)] for field, table in self.tables.items())]
+        return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:12]
 
 
 def documented(*tables):

@@ -17,8 +17,9 @@ import pytest
 
 import tb_plugin
 import tb_plugin.profile
-from tb_plugin.cache import CACHE_FORMAT, MANIFEST, ModelCache
+from tb_plugin.cache import CACHE_FORMAT, MANIFEST, ModelCache, summary_format
 from tb_plugin.loading import RunStore
+from tb_plugin.schema import NULLABLE, Column, Persisted, Table
 from tb_plugin.storage import FileStat, Storage
 
 from .conftest import SAMPLES, SHARED_TRACES, op, raw_events, write_trace
@@ -418,6 +419,16 @@ class _Part:
     starts: np.ndarray
 
 
+# `_Part`'s declarations, as a view declares its summary's (not registered: no route serves them).
+_PART = Persisted("part", _Part, {
+    "calls": Table("test_part_calls", "one call", (Column("name", "str", "", "its name"),
+                                                   Column("us", "float64", "us", "its time"))),
+    "starts": Table("test_part_starts", "one start", (Column("value", "int64", "us", "the start"),)),
+}, scalars=Table("test_part", "one file", (Column("rank", "int64", "", "its rank"),
+                                           Column("note", "str", "", "a note, or none", NULLABLE))),
+    arrays=("starts",))
+
+
 def _part(rank, rows):
     calls = pd.DataFrame({"name": [f"k{rank}.{i}" for i in range(rows)], "us": np.arange(rows, dtype=np.float64)})
     return _Part(rank, None if rank else "first", calls, np.arange(rows, dtype=np.int64) * rank)
@@ -425,33 +436,117 @@ def _part(rank, rows):
 
 def test_a_runs_summary_index_gives_back_each_member_as_stored(tmp_path):
     """Three workers' summaries in one index entry (one with no rows at all) come back, per
-    member, equal to what was put, with each file's identity to check them against."""
+    member, equal to what was put in their declared dtypes, with each file's identity to
+    check them against."""
     cache = ModelCache(tmp_path / "cache")
     members = [(f"/logs/job/rank{r}.json", {"size": r}, _part(r, rows)) for r, rows in enumerate([3, 0, 2])]
-    assert cache.put_summary_index("/logs/job", 1, "part", members)
-    found = cache.get_summary_index("/logs/job", 1, "part", _Part)
+    assert cache.put_summary_index("/logs/job", 1, _PART, members)
+    found = cache.get_summary_index("/logs/job", 1, _PART)
     assert list(found) == [source for source, _, _ in members]
     for source, identity, part in members:
         got_identity, got = found[source]
         assert got_identity == identity and (got.rank, got.note) == (part.rank, part.note)
-        pd.testing.assert_frame_equal(got.calls, part.calls)
+        # the values put, with the declared dtypes (an empty member's text column was float64)
+        pd.testing.assert_frame_equal(got.calls, part.calls, check_dtype=False)
+        _PART.tables["calls"].check(got.calls)
         np.testing.assert_array_equal(got.starts, part.starts)
         assert got.starts.dtype == np.int64
-    assert cache.get_summary_index("/logs/job", 2, "part", _Part) is None  # another span: none
-    assert cache.get_summary_index("/logs/other", 1, "part", _Part) is None
+    assert cache.get_summary_index("/logs/job", 2, _PART) is None  # another span: none
+    assert cache.get_summary_index("/logs/other", 1, _PART) is None
 
 
 def test_a_files_summary_entry_is_not_taken_for_another_files(tmp_path):
     """An entry whose manifest names the file but whose member is another file's (copied over
     by hand) is refused: the summary is built again, never served for the wrong file."""
     cache = ModelCache(tmp_path / "cache")
-    assert cache.put_summary("k1", {"size": 1}, _part(1, 2), "/a")
-    assert cache.get_summary("k1", {"size": 1}, _Part).rank == 1
+    assert cache.put_summary("k1", {"size": 1}, _part(1, 2), _PART, "/a")
+    assert cache.get_summary("k1", {"size": 1}, _PART).rank == 1
     manifest_path = tmp_path / "cache" / "k1" / MANIFEST
     manifest = json.loads(manifest_path.read_text())
     manifest["summary"]["members"][0]["identity"] = {"size": 2}
     manifest_path.write_text(json.dumps(manifest))
-    assert cache.get_summary("k1", {"size": 1}, _Part) is None
+    assert cache.get_summary("k1", {"size": 1}, _PART) is None
+
+
+def _changed(declared, field, column, **change):
+    """A copy of `declared` whose table `field` (None: its scalars) has `column` changed
+    (renamed, retyped)."""
+    table = declared.scalars if field is None else declared.tables[field]
+    changed = dataclasses.replace(table, columns=tuple(dataclasses.replace(c, **change) if c.name == column else c
+                                                       for c in table.columns))
+    if field is None:
+        return dataclasses.replace(declared, scalars=changed)
+    return dataclasses.replace(declared, tables={**declared.tables, field: changed})
+
+
+def _persisted_parts():
+    from tb_plugin.runs import FILE_SUMMARIES
+    from tb_plugin.views.memory_snapshot import SNAPSHOT_PARTS
+
+    return [declared for declared, _ in FILE_SUMMARIES.values()] + [SNAPSHOT_PARTS]
+
+
+def _one_change(declared, change):
+    """A copy of `declared` with one change to the layout of one of its tables."""
+    field, table = next(iter(declared.tables.items()))
+    if change == "a table renamed":
+        return dataclasses.replace(declared, tables={**declared.tables, field: dataclasses.replace(table, name="renamed")})
+    if change == "a column renamed":  # an array's one column is `value`: a table's
+        field = next(f for f in declared.tables if f not in declared.arrays)
+        return _changed(declared, field, declared.tables[field].columns[0].name, name="renamed")
+    column = table.columns[0]
+    if change == "a column retyped":
+        return _changed(declared, field, column.name, dtype="str" if column.dtype != "str" else "float64")
+    return _changed(declared, field, column.name, nullable=not column.nullable, dtype="float64")
+
+
+@pytest.mark.parametrize("change", ["a table renamed", "a column renamed", "a column retyped", "a column made nullable"])
+def test_a_persisted_declaration_changed_is_another_cache_format(change):
+    """Renaming or retyping one column (or table) of any summary the cache persists changes
+    that summary's format, and so its entries' names, without an edit to `CACHE_FORMAT`."""
+    for declared in _persisted_parts():
+        if change == "a column renamed" and set(declared.tables) == set(declared.arrays):
+            continue  # only arrays: each is a table of one column, `value`
+        changed = _one_change(declared, change)
+        assert summary_format(changed) != summary_format(declared), declared.name
+        assert summary_format(changed).startswith(f"{CACHE_FORMAT}.")
+        assert ModelCache.summary_key("/a", changed) != ModelCache.summary_key("/a", declared)
+        assert ModelCache.summary_index_key("/r", 1, changed) != ModelCache.summary_index_key("/r", 1, declared)
+        # what the stored bytes do not depend on leaves the format as it is
+        field, table = next(iter(declared.tables.items()))
+        assert summary_format(_changed(declared, field, table.columns[0].name, doc="reworded")) == \
+            summary_format(declared)
+
+
+def test_an_entry_written_under_the_old_declarations_is_never_read_as_the_new(tmp_path, monkeypatch):
+    """An entry written before a column was retyped is missed under the new declaration: under
+    its new name there is none, and read by its old name its format is refused; the old
+    declaration still reads it."""
+    cache = ModelCache(tmp_path / "cache")
+    old_key = ModelCache.summary_key("/a", _PART)
+    assert cache.put_summary(old_key, {"size": 1}, _part(2, 3), _PART, "/a")
+    retyped = _changed(_PART, "calls", "us", dtype="int64")
+    assert cache.get_summary(ModelCache.summary_key("/a", retyped), {"size": 1}, retyped) is None
+    assert cache.get_summary(old_key, {"size": 1}, retyped) is None
+    assert cache.put_summary_index("/r", 1, _PART, [("/a", {"size": 1}, _part(2, 3)), ("/b", {"size": 2}, _part(3, 1))])
+    assert cache.get_summary_index("/r", 1, retyped) is None
+    monkeypatch.setattr(ModelCache, "summary_index_key", staticmethod(lambda run, span, declared: ModelCache.key(
+        f"summary-index:{summary_format(_PART)}:{declared.name}|{span}|{run}")))  # the old entry's name, asked anew
+    assert cache.get_summary_index("/r", 1, retyped) is None
+    assert cache.get_summary_index("/r", 1, _PART) is not None
+    pd.testing.assert_frame_equal(cache.get_summary(old_key, {"size": 1}, _PART).calls, _part(2, 3).calls)
+
+
+@pytest.mark.parametrize("shape", ["an extra column", "a missing column", "text where numbers are declared"])
+def test_a_summary_unlike_its_declarations_is_not_cached(tmp_path, shape):
+    """A summary whose table does not fit its declaration is not written (the view that made
+    it has a bug): nothing is stored that could be read back as something else."""
+    part = _part(1, 2)
+    part.calls = {"an extra column": part.calls.assign(extra=1.0), "a missing column": part.calls[["name"]],
+                  "text where numbers are declared": part.calls.assign(us=["a", "b"])}[shape]
+    cache = ModelCache(tmp_path / "cache")
+    assert not cache.put_summary("k", {"size": 1}, part, _PART, "/a")
+    assert cache.get_summary("k", {"size": 1}, _PART) is None
 
 
 # Routes answered from a run's models (info, overview, timeline_event) and from its per-rank

@@ -33,7 +33,7 @@ from tb_plugin.loading import RunStore, profile_bytes  # noqa: E402
 from tb_plugin.preprocess import WORKER_ENV, entry_keys  # noqa: E402
 from tb_plugin.runs import FILE_SUMMARIES  # noqa: E402
 from tb_plugin.storage import Storage  # noqa: E402
-from tb_plugin.views.job import RankPart  # noqa: E402
+from tb_plugin.views.job import RANK_PART, RankPart  # noqa: E402
 
 from .conftest import SAMPLES, op, shared_trace, write_trace  # noqa: E402
 from .job_traces import write_job  # noqa: E402
@@ -106,13 +106,13 @@ def _count_summary_reads(monkeypatch):
     file_reads, index_reads = [], []
     real_file, real_index = ModelCache.get_summary, ModelCache.get_summary_index
 
-    def file_read(self, key, identity, kind):
+    def file_read(self, key, identity, declared):
         file_reads.append(key)
-        return real_file(self, key, identity, kind)
+        return real_file(self, key, identity, declared)
 
-    def index_read(self, run_source, span, name, kind):
-        index_reads.append(name)
-        return real_index(self, run_source, span, name, kind)
+    def index_read(self, run_source, span, declared):
+        index_reads.append(declared.name)
+        return real_index(self, run_source, span, declared)
 
     monkeypatch.setattr(ModelCache, "get_summary", file_read)
     monkeypatch.setattr(ModelCache, "get_summary_index", index_read)
@@ -136,7 +136,7 @@ def test_preprocess_reports_progress_and_the_failure_and_goes_on(preprocessed, l
     for path in sorted(logdir.glob("[jd]*/*.json.gz")):
         rel = path.relative_to(logdir).as_posix()
         keys = entry_keys(ModelCache(cache), storage.display(rel))
-        for key in keys.values():
+        for key, _ in keys.values():
             manifest = json.loads((cache / key / MANIFEST).read_text())
             assert manifest["identity"] == storage.identity(rel) and manifest["source"] == storage.display(rel)
 
@@ -146,14 +146,16 @@ def test_stored_model_and_summary_are_those_of_the_trace(preprocessed, logdir):
     rel = "job/rank4.pt.trace.json.gz"
     storage, store = Storage(str(logdir)), ModelCache(cache)
     keys = entry_keys(store, storage.display(rel))
-    model = store.get(keys["model"], storage.identity(rel))
+    model = store.get(keys["model"][0], storage.identity(rel))
     direct = tb_plugin.load(str(logdir / rel))
     for name in model.TABLES:
         pd.testing.assert_frame_equal(getattr(model, name), getattr(direct.model, name))
-    part, expected = store.get_summary(keys["job"], storage.identity(rel), RankPart), direct.job_part()
+    part, expected = store.get_summary(keys["job"][0], storage.identity(rel), RANK_PART), direct.job_part()
     assert (part.rank, part.origin_us) == (expected.rank, expected.origin_us)
     for name in ("steps", "kernels", "operators", "calls"):
-        pd.testing.assert_frame_equal(getattr(part, name), getattr(expected, name))
+        # the values built, in the declared dtypes (text read back as pandas' strings)
+        pd.testing.assert_frame_equal(getattr(part, name), getattr(expected, name), check_dtype=False)
+        RANK_PART.tables[name].check(getattr(part, name))
 
 
 def test_job_view_answers_from_summaries_without_parsing_and_finds_the_straggler(preprocessed, logdir, monkeypatch):
@@ -202,10 +204,10 @@ def test_a_damaged_summary_means_a_rebuild_never_wrong_numbers(preprocessed, log
     storage = Storage(str(logdir))
     keys = entry_keys(ModelCache(cache), storage.display("job/rank4.pt.trace.json.gz"))
     # the run's index is damaged too, else it would serve rank 4 without its own entry
-    _flip_a_byte(cache / ModelCache.summary_index_key(storage.display("job"), 1, "job"))
-    _flip_a_byte(cache / keys["job"])
+    _flip_a_byte(cache / ModelCache.summary_index_key(storage.display("job"), 1, RANK_PART))
+    _flip_a_byte(cache / keys["job"][0])
     if damaged == "summary and model":
-        _flip_a_byte(cache / keys["model"])
+        _flip_a_byte(cache / keys["model"][0])
     parses = []
     real_parse = tb_plugin.profile.profile_from_bytes
     monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
@@ -345,10 +347,10 @@ def test_per_rank_views_of_every_rank_stay_within_the_budget(preprocessed, logdi
     _no_parsing(monkeypatch)
     store = RunStore(str(logdir), max_memory_bytes=budget, max_parse_bytes=1 << 30, cache=ModelCache(cache))
     try:
-        kind, build = FILE_SUMMARIES["job"]
+        declared, build = FILE_SUMMARIES["job"]
         workers = list(store.run_files("job").workers)
-        store.prefetch_summaries("job", workers, 1, "job", kind)
-        parts = [store.summary("job", w, 1, "job", build, kind) for w in workers]
+        store.prefetch_summaries("job", workers, 1, "job", declared)
+        parts = [store.summary("job", w, 1, "job", build, declared) for w in workers]
         assert all(isinstance(p, RankPart) for p in parts)
         for worker in workers:
             profile = store.profile_blocking("job", worker, 1, timeout=60)
@@ -384,7 +386,7 @@ def test_summaries_of_its_own_parse_are_stored_for_the_next_start(logdir, tmp_pa
     plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
     try:
         wait_route(client, f"{PREFIX}/job?run=job")
-        stored = [ModelCache.summary_key(Storage(str(logdir)).display(f"job/rank{r}.pt.trace.json.gz"), "job")
+        stored = [ModelCache.summary_key(Storage(str(logdir)).display(f"job/rank{r}.pt.trace.json.gz"), RANK_PART)
                   for r in range(RANKS)]
         deadline = time.monotonic() + 60  # written off the request path
         while not all((cache / key / MANIFEST).is_file() for key in stored):
@@ -408,25 +410,24 @@ def test_summaries_beyond_the_budget_are_dropped_once_not_in_use(preprocessed, l
     just used (a view combines all of them), and drops them for the next run's once they were
     not used for the pinning time; asked for again, they are read again."""
     cache, _, _ = preprocessed
-    kind, build = FILE_SUMMARIES["job"]
+    declared, build = FILE_SUMMARIES["job"]
     store = RunStore(str(logdir), max_parse_bytes=1 << 30, cache=ModelCache(cache))
     try:
         job_workers = list(store.run_files("job").workers)
-        store.prefetch_summaries("job", job_workers, 1, "job", kind)
-        parts = [store.summary("job", w, 1, "job", build, kind) for w in job_workers]
+        store.prefetch_summaries("job", job_workers, 1, "job", declared)
+        parts = [store.summary("job", w, 1, "job", build, declared) for w in job_workers]
         assert all(isinstance(p, RankPart) for p in parts)
         store.max_memory_bytes = store.held_bytes() // 2  # now less than the job's summaries
         with store._lock:
             store._enforce_budget(keep=0)
         assert store.held_bytes() > store.max_memory_bytes  # pinned: all of them stay while in use
-        monkeypatch.setattr(tb_plugin.loading, "_SUMMARY_PIN_SECONDS", 0.0)
+        monkeypatch.setattr(tb_plugin.summaries, "SUMMARY_PIN_SECONDS", 0.0)
         ddp_workers = list(store.run_files("ddp").workers)
-        store.prefetch_summaries("ddp", ddp_workers, 1, "job", kind)
-        with store._lock:
-            held = {path for path, summaries in store._summaries.items() if "job" in summaries}
-        job_paths = {store.span_file("job", w, 1).path for w in job_workers}
-        assert store.held_bytes() <= store.max_memory_bytes and not job_paths <= held
-        again = store.summary("job", job_workers[0], 1, "job", build, kind)  # read from the cache again
+        store.prefetch_summaries("ddp", ddp_workers, 1, "job", declared)
+        job_paths = [store.span_file("job", w, 1).path for w in job_workers]
+        held = {path for path in job_paths if store.summaries.held(path, "job") is not None}
+        assert store.held_bytes() <= store.max_memory_bytes and held != set(job_paths)
+        again = store.summary("job", job_workers[0], 1, "job", build, declared)  # read from the cache again
         pd.testing.assert_frame_equal(again.steps, parts[0].steps)
     finally:
         store.stop()

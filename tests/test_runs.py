@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import tb_plugin
-from tb_plugin import runs
+from tb_plugin import runs, summaries
 from tb_plugin.cache import ModelCache
 from tb_plugin.preprocess import preprocess_file, write_run_index
 from tb_plugin.storage import Storage
@@ -63,7 +63,7 @@ def test_load_run_over_a_preprocessed_job_reads_its_run_index_and_no_trace(prepr
     index_reads, entry_reads = [], []
     real_index, real_entry = ModelCache.get_summary_index, ModelCache.get_summary
     monkeypatch.setattr(ModelCache, "get_summary_index",
-                        lambda self, *args: index_reads.append(args[:3]) or real_index(self, *args))
+                        lambda self, *args: index_reads.append((args[0], args[1], args[2].name)) or real_index(self, *args))
     monkeypatch.setattr(ModelCache, "get_summary", lambda self, *args: entry_reads.append(args[0]) or real_entry(self, *args))
 
     run = tb_plugin.load_run(logdir / "ddp", cache_dir=cache)
@@ -102,13 +102,13 @@ def test_a_file_changed_since_it_was_indexed_is_read_again(tmp_path, from_the_tr
 def test_the_server_and_the_python_api_read_a_span_through_the_same_function(preprocessed, monkeypatch):
     logdir, cache = preprocessed
     callers = []
-    real = runs.stored_summary
+    real = summaries.stored_summary
 
     def counted(*args, **kwargs):
         callers.append(args[1])  # the file's source
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runs, "stored_summary", counted)
+    monkeypatch.setattr(summaries, "stored_summary", counted)
     tb_plugin.load_run(logdir / "ddp", cache_dir=cache).job(1)
     python_api = sorted(callers)
     callers.clear()

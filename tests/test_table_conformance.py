@@ -11,6 +11,8 @@
 - `openapi.yaml`'s table components, the declared routes' paths and `routes.py`'s route table
   are what the generator writes from the declarations, and drift from a changed one.
 - A view's docstring lists its declared columns (`help(view)` is true).
+- The per-file summaries the disk cache keeps (`schema.Persisted`), built from every sample
+  trace and snapshot, have exactly their declared columns, dtypes and scalar types.
 """
 
 import dataclasses
@@ -18,15 +20,20 @@ import itertools
 import shutil
 from urllib.parse import urlencode
 
+import pandas as pd
 import pytest
 import yaml
 
 import tb_plugin
 from tb_plugin import openapi_gen, schema
 from tb_plugin.api import Api
+from tb_plugin.memory_snapshot import load_snapshot
+from tb_plugin.runs import FILE_SUMMARIES
+from tb_plugin.snapshot.model import to_parts
 from tb_plugin.routes import DECLARED_ROUTES, HANDWRITTEN_ROUTES
 from tb_plugin.trace.tables import MODEL_TABLES
 from tb_plugin.views import diff, kernels, operators
+from tb_plugin.views.memory_snapshot import SNAPSHOT_PARTS
 
 from .conftest import SAMPLES
 from .test_api import PREFIX, make_client, wait_route
@@ -160,9 +167,43 @@ def snapshot_queries(params, choices, client):
             yield {**base, **dict(zip(choices, values)), **({"device": device} if device is not None else {})}
 
 
+# The summaries the disk cache keeps: their tables are declared for it, not served.
+PERSISTED = [declared for declared, _ in FILE_SUMMARIES.values()] + [SNAPSHOT_PARTS]
+
+
+def _persisted_tables(declared):
+    return [*declared.tables.values(), *([declared.scalars] if declared.scalars is not None else [])]
+
+
 def test_every_declared_table_is_served_by_a_route():
     served_names = {name for tables in TABLE_ROUTES.values() for name in tables}
-    assert set(TABLES) - served_names == set(NOT_SERVED)
+    kept = {table.name for declared in PERSISTED for table in _persisted_tables(declared)}
+    assert set(TABLES) - served_names == set(NOT_SERVED) | (kept - served_names)
+
+
+def _check_persisted(declared, summary):
+    """`summary` has exactly the fields, tables and scalar types `declared` declares."""
+    for field, table in declared.tables.items():
+        value = getattr(summary, field)
+        table.check(pd.DataFrame({"value": value}) if field in declared.arrays else value)
+    for column in declared.scalars.columns if declared.scalars is not None else ():
+        value = getattr(summary, column.name)
+        assert isinstance(value, {"int64": int, "float64": float, "str": str, "bool": bool}[column.dtype]), \
+            (declared.name, column.name, type(value))
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLE_FILES), ids=lambda p: f"{p.parent.name}/{p.name[:20]}")
+def test_file_summaries_match_their_declarations(path):
+    profile = tb_plugin.load(str(path))
+    for declared, build in FILE_SUMMARIES.values():
+        _check_persisted(declared, build(profile))
+
+
+def test_a_snapshots_cached_parts_match_their_declarations():
+    paths = sorted((SAMPLES / SNAPSHOT_RUN).glob("*.pickle*"))
+    assert paths
+    for path in paths:
+        _check_persisted(SNAPSHOT_PARTS, to_parts(load_snapshot(path).model))
 
 
 @pytest.mark.parametrize("path", sorted(TABLE_ROUTES))

@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..schema import NULLABLE, declare
 from ..trace.model import TraceModel
 from .common import BACKEND_OP_NAME, cached, collective_op_mask, enclosing_op_where, kernel_flags, name_mask
 
@@ -162,6 +163,34 @@ def _outermost_collective(model, rows):
     """For op rows (-1 allowed): the outermost collective op among the row and its ancestors
     (-1 when there is none)."""
     return enclosing_op_where(model, rows, collective_op_mask(model), outermost=True)
+
+
+# One worker's calls before they are matched across workers: what the job and distributed
+# views' per-file summaries keep of it (`views.job.RANK_PART`, `views.distributed.WORKER_PART`).
+WORKER_CALLS = declare(
+    "collective_calls", "one collective call of one worker, before matching across workers (`collective_calls`)",
+    ("root", "int64", "", "row in the model's ops of the nest's outermost op"),
+    ("request", "int64", "", "row of the front-end op that asked for it, -1 when the trace has none"),
+    ("wait_us", "float64", "us", "host time in _c10d_functional::wait_tensor waiting for its result (0 none)"),
+    ("name", "str", "", "the collective asked for (`requested_collective`)"),
+    ("backend_name", "str", "", "the backend op's name such as gloo:all_reduce, '' when none"),
+    ("process_group", "str", "", "process group description, '' when unknown"),
+    ("group_size", "int64", "count", "ranks in the process group, -1 when unknown"),
+    ("start_us", "float64", "us", "host start of the root, relative to the trace origin"),
+    ("end_us", "float64", "us", "host end of the root, relative to the trace origin"),
+    ("device_us", "float64", "us", "summed duration of the communication kernels launched inside the nest (0 none)"),
+    ("kernels", "int64", "count", "those kernels"),
+    ("on_device", "bool", "", "kernels > 0"),
+    ("duration_us", "float64", "us", "device_us when on_device, else end_us - start_us"),
+    ("size_bytes", "float64", "bytes", "input message size; null when unknown", NULLABLE),
+    ("message_bytes", "float64", "bytes", "NCCL's message size S; null when unknown", NULLABLE),
+    ("bus_factor", "float64", "", "NCCL's bus bandwidth factor of the collective that ran", NULLABLE),
+    ("pg_name", "str", "", "the Process Group Name arg, '' when absent"),
+    ("seq", "int64", "", "the Seq arg, -1 when absent"),
+    ("device_start_us", "float64", "us", "first start of its communication kernels; null when none", NULLABLE),
+    ("device_end_us", "float64", "us", "last end of its communication kernels; null when none", NULLABLE),
+    ("transfer_measured", "bool", "", "what ran the transfer was recorded: communication kernels or a host back-end's op"),
+)
 
 
 def collective_calls(model: TraceModel) -> pd.DataFrame:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, documented
+from ..schema import NULLABLE, Persisted, declare, documented
 from ..trace.model import TraceModel
-from .collectives import FSDP_PHASES, collective_calls, fsdp_phase, gbps, match_calls, process_groups
+from .collectives import FSDP_PHASES, WORKER_CALLS, collective_calls, fsdp_phase, gbps, match_calls, process_groups
 from .common import (cached, collective_op_mask, device_activity, enclosing_op_where, kernel_flags, operator_tree,
                      step_windows)
 from .intervals import exclusive_time, union_length
@@ -236,6 +236,19 @@ class WorkerPart:
     devices: pd.DataFrame
     groups: pd.DataFrame
     fsdp: pd.DataFrame
+
+
+# A `WorkerPart` as the disk cache stores it (one row per worker's step, call, ...).
+WORKER_PART = Persisted("distributed", WorkerPart, {
+    "steps": declare("distributed_part_steps", "one step of one worker, before its worker is named",
+                     *DISTRIBUTED_STEPS.columns_named(*STEP_COLUMNS[1:])),
+    "calls": WORKER_CALLS,
+    "devices": declare("distributed_part_devices", "one device of one worker, before its worker is named",
+                       *DISTRIBUTED_DEVICES.columns_named(*DISTRIBUTED_DEVICES.names[1:])),
+    "groups": declare("distributed_part_groups", "one process group distributedInfo.pg_config lists",
+                      *WORKER_CALLS.columns_named("pg_name", "process_group", "group_size"), GROUPS.column("ranks")),
+    "fsdp": FSDP,
+})
 
 
 def worker_part(model: TraceModel) -> WorkerPart:

@@ -69,10 +69,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, documented
+from ..schema import NULLABLE, Persisted, declare, documented
 from ..trace.model import TraceModel
 from .common import collective_op_mask, device_activity, step_breakdown, step_windows
-from .collectives import collective_calls, match_calls
+from .collectives import WORKER_CALLS, collective_calls, match_calls
 from .kernels import kernels as kernel_table
 from .operators import operators as operator_table
 
@@ -185,6 +185,26 @@ class RankPart:
     kernels: pd.DataFrame
     operators: pd.DataFrame
     calls: pd.DataFrame
+
+
+# A `RankPart` as the disk cache stores it.
+RANK_PART = Persisted("job", RankPart, {
+    "steps": declare("job_part_steps", "one step of one rank, before its rank and worker are named",
+                     *RANK_STEPS.columns_named(*RANK_STEPS.names[2:])),
+    "kernels": declare("job_part_kernels", "one kernel name of one rank: its total time",
+                       KERNELS_ACROSS.column("name"), ("total_us", "float64", "us", "summed duration of its launches")),
+    "operators": declare("job_part_operators", "one operator name of one rank (collectives left out): its self time",
+                         *OPERATORS_ACROSS.columns_named("name", "measure"),
+                         ("total_us", "float64", "us", "its device_self or host_self time, as measure says")),
+    "calls": declare("job_part_calls", "one collective call of one rank, with when it arrived and finished",
+                     *WORKER_CALLS.columns,
+                     ("arrival_us", "float64", "us", "when the rank could start moving data: its first kernel's start, "
+                      "else the host call's start"),
+                     ("finish_us", "float64", "us", "when the call ended for it: its last kernel's end, else the host "
+                      "call's end")),
+}, scalars=declare("job_part_rank", "one rank's trace as the job view keeps it",
+                   ("rank", "int64", "", "distributedInfo.rank, -1 when the trace gives none"),
+                   ("origin_us", "float64", "us", "the trace's origin: its times are offsets from it")))
 
 
 def rank_part(model: TraceModel) -> RankPart:

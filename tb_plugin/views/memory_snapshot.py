@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import BadParameterError, NotFoundError
-from ..schema import NULLABLE, declare, documented
-from ..snapshot.model import DEFAULT_POOL_ID, SnapshotModel
+from ..schema import NULLABLE, Persisted, declare, documented
+from ..snapshot.model import DEFAULT_POOL_ID, SnapshotModel, SnapshotParts
 from .common import cached
 
 _LIBRARY_FILE = re.compile(r"site-packages/|dist-packages/|(?:^|/)torch/|/lib/python3[.\d]*/")
@@ -52,6 +52,46 @@ CATEGORY_RULES = (
      lambda f: f["filename"].str.contains("torch/nn/modules/", regex=False) | f["name"].eq("forward")),
 )
 UNKNOWN_CATEGORY = ("unknown", "no frame matched a rule (or the allocation has no stack)")
+
+# A snapshot's model as the disk cache stores it (`snapshot.model.to_parts`): its tables with
+# their text as plain strings, its settings as JSON text.
+_DEVICE = ("device", "int64", "", "CUDA device index")
+_STACK = ("stack", "int64", "", "its stack (stack_frames.stack), -1 when none was recorded")
+_POOL = ("pool", "int64", "", "its memory pool (pools.pool), -1 when none is named")
+SNAPSHOT_PARTS = Persisted("memory_snapshot", SnapshotParts, {
+    "entries": declare(
+        "snapshot_part_entries", "one action of a device's allocator trace, in recorded order",
+        ("entry", "int64", "", "row number"), _DEVICE,
+        ("action", "str", "", "alloc, free_requested, free_completed, segment_alloc, ..., oom, snapshot"),
+        ("addr", "int64", "", "the address acted on"), ("size", "int64", "bytes", "bytes acted on"),
+        ("stream", "int64", "", "CUDA stream"),
+        ("time_us", "float64", "us", "the allocator's clock (epoch us); null when not recorded", NULLABLE),
+        _STACK, _POOL, ("device_free", "int64", "bytes", "bytes free on the device (oom entries), else -1")),
+    "segments": declare(
+        "snapshot_part_segments", "one allocator segment when the snapshot was taken",
+        _DEVICE, ("address", "int64", "", "its start"), ("total_size", "int64", "bytes", "its size"),
+        ("stream", "int64", "", "CUDA stream"), ("segment_type", "str", "", "small or large"), _POOL,
+        ("allocated_size", "int64", "bytes", "bytes of its allocated blocks"),
+        ("active_size", "int64", "bytes", "bytes of its active blocks"),
+        ("requested_size", "int64", "bytes", "bytes its blocks' callers asked for")),
+    "blocks": declare(
+        "snapshot_part_blocks", "one block of a segment when the snapshot was taken",
+        ("segment", "int64", "", "its segment (row of the segments)"), _DEVICE, ("address", "int64", "", "its start"),
+        ("size", "int64", "bytes", "its size, rounded up"), ("requested_size", "int64", "bytes", "what the caller asked for"),
+        ("state", "str", "", "active_allocated, active_pending_free, active_awaiting_free or inactive"), _STACK),
+    "frames": declare(
+        "snapshot_part_frames", "one distinct stack frame",
+        ("filename", "str", "", "its file"), ("line", "int64", "", "its line"), ("name", "str", "", "its function")),
+    "stack_frames": declare(
+        "snapshot_part_stack_frames", "one frame of one distinct stack",
+        ("stack", "int64", "", "the stack"), ("depth", "int64", "", "0 for the innermost frame"),
+        ("frame", "int64", "", "row of the frames")),
+    "pools": declare(
+        "snapshot_part_pools", "one memory pool",
+        ("pool", "int64", "", "its code"), ("pool_id", "str", "", "the allocator's (a, b) id as a,b; 0,0 the default")),
+}, scalars=declare("snapshot_part", "one snapshot's settings",
+                   ("device_count", "int64", "count", "devices the snapshot covers"),
+                   ("allocator_settings", "str", "", "the allocator's settings as JSON text")))
 
 SNAPSHOT_PEAK = declare(
     "snapshot_peak", "one device of the snapshot: its peak allocated bytes in the recorded trace",

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import BadParameterError, NotFoundError
-from ..schema import declare, documented
+from ..schema import Persisted, declare, documented
 from ..trace.model import TraceModel
 from .common import device_activity
 from .job import RankPart, clocks
@@ -95,6 +95,24 @@ class RankTimelinePart:
     block_end: np.ndarray
     block_count: np.ndarray  # events inside
     block_busy: np.ndarray  # µs when at least one of them ran
+
+
+def _blocks(name, dtype, unit, doc):
+    return declare(f"rank_timeline_part_{name}", f"one busy block of a collapsed rank's summary track: its {name}",
+                   ("value", dtype, unit, doc))
+
+
+# A `RankTimelinePart` as the disk cache stores it: each array a table of one column.
+RANK_TIMELINE_PART = Persisted("rank_timeline", RankTimelinePart, {
+    "block_start": _blocks("start", "float64", "us", "the block's start, from the rank's origin"),
+    "block_end": _blocks("end", "float64", "us", "the block's end, from the rank's origin"),
+    "block_count": _blocks("count", "int64", "count", "events inside the block"),
+    "block_busy": _blocks("busy", "float64", "us", "time in the block when at least one of them ran"),
+}, scalars=declare("rank_timeline_part", "one rank's span and what its summary track shows",
+                   ("start_us", "float64", "us", "the trace's first event, from its origin"),
+                   ("end_us", "float64", "us", "the trace's last event's end, from its origin"),
+                   ("summary", "str", "", "what its summary track shows: device activity, or host operators")),
+   arrays=("block_start", "block_end", "block_count", "block_busy"))
 
 
 def rank_timeline_part(model: TraceModel) -> RankTimelinePart:

@@ -3282,6 +3282,59 @@ export interface components {
             /** @description Modules below this node, not drawn: the graph nests at most 64 module levels, and a node at the last one with modules below it has no children but this count (its value, a total, includes theirs). */
             folded?: number;
         };
+        /** @description `collective_calls`: one collective call of one worker, before matching across workers (`collective_calls`). */
+        CollectiveCallsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "root",
+                "request",
+                "wait_us",
+                "name",
+                "backend_name",
+                "process_group",
+                "group_size",
+                "start_us",
+                "end_us",
+                "device_us",
+                "kernels",
+                "on_device",
+                "duration_us",
+                "size_bytes",
+                "message_bytes",
+                "bus_factor",
+                "pg_name",
+                "seq",
+                "device_start_us",
+                "device_end_us",
+                "transfer_measured"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                string,
+                string,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                boolean,
+                number,
+                number | null,
+                number | null,
+                number | null,
+                string,
+                number,
+                number | null,
+                number | null,
+                boolean
+            ][];
+        };
         /** @description `compiled_kernels`: one generated kernel in the innermost compiled region that ran it. */
         CompiledKernelsTable: {
             /**
@@ -4015,6 +4068,75 @@ export interface components {
                 number | null
             ][];
         };
+        /** @description `distributed_part_devices`: one device of one worker, before its worker is named. */
+        DistributedPartDevicesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "backend",
+                "rank",
+                "world_size",
+                "device_id",
+                "device_name",
+                "memory_bytes",
+                "compute_capability",
+                "sm_count"
+            ];
+            rows: [
+                string,
+                number,
+                number,
+                number,
+                string,
+                number | null,
+                string,
+                number | null
+            ][];
+        };
+        /** @description `distributed_part_groups`: one process group distributedInfo.pg_config lists. */
+        DistributedPartGroupsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "pg_name",
+                "process_group",
+                "group_size",
+                "ranks"
+            ];
+            rows: [
+                string,
+                string,
+                number,
+                string
+            ][];
+        };
+        /** @description `distributed_part_steps`: one step of one worker, before its worker is named. */
+        DistributedPartStepsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "step",
+                "computation_us",
+                "overlap_us",
+                "communication_us",
+                "other_us",
+                "total_us"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
         /** @description `distributed_steps`: one step of one worker (`common.step_windows`). */
         DistributedStepsTable: {
             /**
@@ -4405,6 +4527,143 @@ export interface components {
                 number,
                 number,
                 number | null,
+                number
+            ][];
+        };
+        /** @description `job_part_calls`: one collective call of one rank, with when it arrived and finished. */
+        JobPartCallsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "root",
+                "request",
+                "wait_us",
+                "name",
+                "backend_name",
+                "process_group",
+                "group_size",
+                "start_us",
+                "end_us",
+                "device_us",
+                "kernels",
+                "on_device",
+                "duration_us",
+                "size_bytes",
+                "message_bytes",
+                "bus_factor",
+                "pg_name",
+                "seq",
+                "device_start_us",
+                "device_end_us",
+                "transfer_measured",
+                "arrival_us",
+                "finish_us"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                string,
+                string,
+                string,
+                number,
+                number,
+                number,
+                number,
+                number,
+                boolean,
+                number,
+                number | null,
+                number | null,
+                number | null,
+                string,
+                number,
+                number | null,
+                number | null,
+                boolean,
+                number,
+                number
+            ][];
+        };
+        /** @description `job_part_kernels`: one kernel name of one rank: its total time. */
+        JobPartKernelsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "total_us"
+            ];
+            rows: [
+                string,
+                number
+            ][];
+        };
+        /** @description `job_part_operators`: one operator name of one rank (collectives left out): its self time. */
+        JobPartOperatorsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name",
+                "measure",
+                "total_us"
+            ];
+            rows: [
+                string,
+                string,
+                number
+            ][];
+        };
+        /** @description `job_part_rank`: one rank's trace as the job view keeps it. */
+        JobPartRankTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "rank",
+                "origin_us"
+            ];
+            rows: [
+                number,
+                number
+            ][];
+        };
+        /** @description `job_part_steps`: one step of one rank, before its rank and worker are named. */
+        JobPartStepsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "step",
+                "step_us",
+                "compute_us",
+                "exposed_comm_us",
+                "idle_us",
+                "dataloader_us",
+                "host_us",
+                "start_us",
+                "end_us",
+                "host_start_us",
+                "host_end_us"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
                 number
             ][];
         };
@@ -5250,6 +5509,75 @@ export interface components {
                 number
             ][];
         };
+        /** @description `rank_timeline_part_busy`: one busy block of a collapsed rank's summary track: its busy. */
+        RankTimelinePartBusyTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "value"
+            ];
+            rows: [
+                number
+            ][];
+        };
+        /** @description `rank_timeline_part_count`: one busy block of a collapsed rank's summary track: its count. */
+        RankTimelinePartCountTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "value"
+            ];
+            rows: [
+                number
+            ][];
+        };
+        /** @description `rank_timeline_part_end`: one busy block of a collapsed rank's summary track: its end. */
+        RankTimelinePartEndTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "value"
+            ];
+            rows: [
+                number
+            ][];
+        };
+        /** @description `rank_timeline_part_start`: one busy block of a collapsed rank's summary track: its start. */
+        RankTimelinePartStartTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "value"
+            ];
+            rows: [
+                number
+            ][];
+        };
+        /** @description `rank_timeline_part`: one rank's span and what its summary track shows. */
+        RankTimelinePartTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "start_us",
+                "end_us",
+                "summary"
+            ];
+            rows: [
+                number,
+                number,
+                string
+            ][];
+        };
         /** @description `runtime`: one runtime or driver call on the host (cudaLaunchKernel, cudaMemcpyAsync, ...). */
         RuntimeTable: {
             /**
@@ -5410,6 +5738,155 @@ export interface components {
                 number,
                 number,
                 number | null
+            ][];
+        };
+        /** @description `snapshot_part_blocks`: one block of a segment when the snapshot was taken. */
+        SnapshotPartBlocksTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "segment",
+                "device",
+                "address",
+                "size",
+                "requested_size",
+                "state",
+                "stack"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                number,
+                string,
+                number
+            ][];
+        };
+        /** @description `snapshot_part_entries`: one action of a device's allocator trace, in recorded order. */
+        SnapshotPartEntriesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "entry",
+                "device",
+                "action",
+                "addr",
+                "size",
+                "stream",
+                "time_us",
+                "stack",
+                "pool",
+                "device_free"
+            ];
+            rows: [
+                number,
+                number,
+                string,
+                number,
+                number,
+                number,
+                number | null,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `snapshot_part_frames`: one distinct stack frame. */
+        SnapshotPartFramesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "filename",
+                "line",
+                "name"
+            ];
+            rows: [
+                string,
+                number,
+                string
+            ][];
+        };
+        /** @description `snapshot_part_pools`: one memory pool. */
+        SnapshotPartPoolsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "pool",
+                "pool_id"
+            ];
+            rows: [
+                number,
+                string
+            ][];
+        };
+        /** @description `snapshot_part_segments`: one allocator segment when the snapshot was taken. */
+        SnapshotPartSegmentsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device",
+                "address",
+                "total_size",
+                "stream",
+                "segment_type",
+                "pool",
+                "allocated_size",
+                "active_size",
+                "requested_size"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                string,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `snapshot_part_stack_frames`: one frame of one distinct stack. */
+        SnapshotPartStackFramesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "stack",
+                "depth",
+                "frame"
+            ];
+            rows: [
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `snapshot_part`: one snapshot's settings. */
+        SnapshotPartTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device_count",
+                "allocator_settings"
+            ];
+            rows: [
+                number,
+                string
             ][];
         };
         /** @description `snapshot_peak`: one device of the snapshot: its peak allocated bytes in the recorded trace. */
