@@ -525,7 +525,7 @@ def test_an_entry_written_under_the_old_declarations_is_never_read_as_the_new(tm
     cache = ModelCache(tmp_path / "cache")
     old_key = ModelCache.summary_key("/a", _PART)
     assert cache.put_summary(old_key, {"size": 1}, _part(2, 3), _PART, "/a")
-    retyped = _changed(_PART, "calls", "us", dtype="int64")
+    retyped = _changed(_PART, "starts", "value", dtype="float64")  # whole numbers would read as floats
     assert cache.get_summary(ModelCache.summary_key("/a", retyped), {"size": 1}, retyped) is None
     assert cache.get_summary(old_key, {"size": 1}, retyped) is None
     assert cache.put_summary_index("/r", 1, _PART, [("/a", {"size": 1}, _part(2, 3)), ("/b", {"size": 2}, _part(3, 1))])

@@ -5,6 +5,7 @@ index from the disk cache and reads no trace at all.
 The job is the CPU DDP sample (two workers, two spans); every number is checked against the
 same views computed from the traces themselves (`load_run` without a cache)."""
 
+import dataclasses
 import json
 import shutil
 
@@ -119,3 +120,38 @@ def test_the_server_and_the_python_api_read_a_span_through_the_same_function(pre
         plugin.store.stop()
     assert len(body["rows"]) > 0
     assert sorted(callers) == python_api and len(python_api) == 2  # both workers, by both callers
+
+
+def test_the_python_api_stores_the_summaries_it_builds_for_the_next_reader(tmp_path, from_the_traces, monkeypatch):
+    """Over a cache that holds nothing, `job()` parses each worker's trace and writes its
+    summary beside it, as the server does: the next run over the same cache reads no trace."""
+    logdir, cache = tmp_path / "logs", tmp_path / "cache"
+    shutil.copytree(SAMPLES / "cpu_ddp_gloo", logdir / "ddp")
+    job, _ = from_the_traces[1]
+    _same_tables(tb_plugin.load_run(logdir / "ddp", cache_dir=cache).job(1), job, JOB_TABLES)
+    monkeypatch.setattr(Storage, "read_trace", lambda self, rel, *a, **k: pytest.fail(
+        f"{rel} was read (to be parsed) although the first run stored its summary"))
+    _same_tables(tb_plugin.load_run(logdir / "ddp", cache_dir=cache).job(1), job, JOB_TABLES)
+
+
+def test_summaries_stored_under_other_declarations_are_built_again(preprocessed, tmp_path, from_the_traces,
+                                                                     monkeypatch):
+    """The job summary's declaration changed since the cache was filled (a column retyped):
+    its stored entries and run index are of another format, so every worker's summary is
+    built again from its profile and the answer is the traces' own, never the old entries
+    decoded as new."""
+    logdir, cache = preprocessed
+    copied = tmp_path / "cache"
+    shutil.copytree(cache, copied)
+    declared, build = runs.FILE_SUMMARIES["job"]
+    steps = declared.tables["steps"]
+    retyped = dataclasses.replace(steps, columns=tuple(
+        dataclasses.replace(c, dtype="float64") if c.name == "step" else c for c in steps.columns))
+    built = []
+    monkeypatch.setitem(runs.FILE_SUMMARIES, "job", (
+        dataclasses.replace(declared, tables={**declared.tables, "steps": retyped}),
+        lambda profile: built.append(profile.source) or build(profile)))
+    job, _ = from_the_traces[1]
+    run = tb_plugin.load_run(logdir / "ddp", cache_dir=copied)
+    _same_tables(run.job(1), job, JOB_TABLES)
+    assert sorted(built) == sorted(run.storage.display(spans[0].path) for spans in run.files.workers.values())
