@@ -46,7 +46,7 @@ from .errors import FileAccessError, NotFoundError, ReplyTooLargeError, StillLoa
 from .snapshot.model import SnapshotModel
 from .snapshot.model import model_bytes as snapshot_model_bytes
 from .stages import STAGE_QUEUED, STAGE_READING
-from .summaries import SUMMARY_PIN_SECONDS, SummaryStore
+from .summaries import SummaryStore
 from .storage import GZIP_MAGIC, Storage, inflate_head
 
 if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and polars
