@@ -400,6 +400,7 @@ def propose_comparison(run: str, worker: str, span: int, spans: int, run_workers
     device = own.device_type
     unasked = sum(max(len(group) - PROPOSAL_CANDIDATES, 0) for group in groups)
     not_looked_at = f"; {_plural(unasked, 'run')} more not looked at" if unasked else ""
+    same_device = 0
     for kind, group in enumerate(groups):
         asked = group[:PROPOSAL_CANDIDATES]
         found = {}
@@ -410,6 +411,7 @@ def propose_comparison(run: str, worker: str, span: int, spans: int, run_workers
             if names is None:
                 loading.append(candidate)
             elif names.device_type == device:
+                same_device += 1
                 common = len(mine & set(names.names["name"]))
                 if common:
                     found[candidate] = (common, chosen)
@@ -428,8 +430,9 @@ def propose_comparison(run: str, worker: str, span: int, spans: int, run_workers
         if loading:
             reason += f"; {_plural(len(loading), 'other run')} not loaded yet ({', '.join(loading)})"
         return Proposal(best, chosen, 1, reason + not_looked_at, loading)
-    return Proposal(None, None, None, f"this run has one span, and no other {device} run shares an operator name "
-                                      f"with it{not_looked_at}", [])
+    unlike = (f"no other {device} run shares an operator name with it" if same_device
+              else f"no other run ran on {device}")
+    return Proposal(None, None, None, f"this run has one span, and {unlike}{not_looked_at}", [])
 
 
 def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Run:

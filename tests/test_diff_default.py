@@ -104,7 +104,7 @@ def test_without_a_run_of_the_same_workers_the_reason_says_so(client):
 def test_nothing_of_the_same_device_type(client):
     reply = proposal(client, run="gpu", worker="node7")
     assert reply["run_b"] is None and reply["worker_b"] is None
-    assert "no other CUDA run" in reply["reason"]
+    assert reply["reason"] == "this run has one span, and no other run ran on CUDA"
 
 
 def test_bad_requests_say_why(client):
@@ -127,6 +127,11 @@ def test_candidates_still_loading_are_named_or_waited_for():
     known["b"] = names("q")
     waiting = propose_comparison("a", "w0", 1, 1, runs, lambda run, worker: known.get(run))
     assert waiting.run is None and waiting.loading == ["c"]
+    # loaded, and sharing no name with A: nothing proposed, and the reason says why
+    known["c"] = names("q")
+    known["d"] = names("r", device="CUDA")
+    none = propose_comparison("a", "w0", 1, 1, runs, lambda run, worker: known.get(run))
+    assert none.run is None and none.reason == "this run has one span, and no other CPU run shares an operator name with it"
 
 
 def test_candidates_beyond_the_limit_are_not_asked_for():
@@ -139,7 +144,7 @@ def test_candidates_beyond_the_limit_are_not_asked_for():
 
     found = propose_comparison("a", "w0", 1, 1, runs, names_of)
     assert len(asked) == 1 + PROPOSAL_CANDIDATES
-    assert found.run is None and "no other CPU run" in found.reason and found.reason.endswith("; 5 runs more not looked at")
+    assert found.reason == "this run has one span, and no other run ran on CPU; 5 runs more not looked at"
 
 
 FAMILY = "cutlass_80_tensorop_s1688gemm_256x64"

@@ -34,7 +34,7 @@ const PART_LABELS: Record<string, string> = {
   vanished_kernels: 'vanished kernels',
   overlap: 'overlap',
 };
-const causeLabel = (c: string) => CAUSE_LABELS[c] ?? c;
+export const causeLabel = (c: string) => CAUSE_LABELS[c] ?? c;
 
 function Delta({ us }: { us: number }) {
   const sign = deltaSign(us, formatDuration);
