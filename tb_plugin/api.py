@@ -34,8 +34,8 @@ from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingE
 from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
 from .profile import DIFF_TABLES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, declared_routes, diff
-from .runs import (FILE_SUMMARIES, combine_diff_ranks, combine_distributed, combine_job, propose_comparison, ranks_frame, ranks_inputs,
-                   ranks_timeline)
+from .runs import (FILE_SUMMARIES, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
+                   ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
 from .sources import SourceResolver
 from .stages import STAGE_COMPUTING
