@@ -30,11 +30,12 @@ import pandas as pd
 from werkzeug import wrappers, wsgi
 
 from .discovery import printable
-from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
+from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
 from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
 from .profile import DIFF_TABLES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, declared_routes, diff
-from .runs import combine_distributed, combine_job, ranks_frame, ranks_inputs, ranks_timeline
+from .runs import (FILE_SUMMARIES, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
+                   ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
 from .sources import SourceResolver
 from .stages import STAGE_COMPUTING
@@ -417,6 +418,32 @@ def _span_parts(key):
     return inputs
 
 
+def _two_spans_causes(api, request):
+    """A `reads` input: each rank's step causes (`runs.FILE_SUMMARIES`' "step_causes") of
+    one span of run A and one of run B; both spans' loads are started before either is
+    waited for."""
+    spans = [api.store.span(text_param(request, "run" + suffix),
+                            int_param(request, "span" + suffix, required=False, default=1, minimum=1))
+             for suffix in ("", "_b")]
+    parts, waiting = [], None
+    for span in spans:
+        try:
+            parts.append(span.summaries(("step_causes",))["step_causes"])
+        except StillLoadingError as exc:
+            waiting = waiting or exc
+    if waiting is not None:
+        raise waiting
+    return Inputs([*parts[0].values(), *parts[1].values()], tuple(parts))
+
+
+def _threshold_param(request):
+    """The noise rule's threshold of the diff routes (% of A's mean step time)."""
+    threshold = float_param(request, "threshold_pct", required=False, default=5.0)
+    if not 0 <= threshold <= 1000:
+        raise BadParameterError("parameter 'threshold_pct' must be between 0 and 1000 (percent of A's mean step time)")
+    return threshold
+
+
 def ranks_param(request, name, default=None):
     """Comma-separated rank numbers, or "all" (None)."""
     raw = text_param(request, name, required=False)
@@ -651,10 +678,47 @@ class Api:
 
     @reads(_two_profiles)
     def diff(self, request, a, b):
-        threshold = float_param(request, "threshold_pct", required=False, default=5.0)
-        if not 0 <= threshold <= 1000:
-            raise BadParameterError("parameter 'threshold_pct' must be between 0 and 1000 (percent of A's mean step time)")
+        threshold = _threshold_param(request)
         return tables_reply(request, lambda: diff(a, b, threshold), DIFF_TABLES)
+
+    @reads(_two_spans_causes)
+    def diff_ranks(self, request, parts_a, parts_b):
+        threshold = _threshold_param(request)
+        return table_reply(request, combine_diff_ranks(parts_a, parts_b, threshold))
+
+    def diff_default(self, request):
+        """The B the Diff tab compares A with when none is chosen (`runs.propose_comparison`),
+        with the reason in words. Candidates' operator names come from memory or the disk
+        cache; those not there load in the background (202 while none of the preferred kind
+        is known yet)."""
+        run, worker = text_param(request, "run"), text_param(request, "worker")
+        span = int_param(request, "span", required=False, default=1, minimum=1)
+        files = self.store.run_files(run)
+        if worker not in files.workers:
+            raise NotFoundError(f"run {run!r} has no worker {worker!r}")
+        if span > len(files.workers[worker]):
+            raise NotFoundError(f"worker {worker!r} has spans 1..{len(files.workers[worker])}, not {span}")
+        declared, build = FILE_SUMMARIES["operator_names"]
+        loads = {}
+
+        def names_of(name, chosen):
+            try:
+                found = self.store.summary(name, chosen, span if name == run else 1, "operator_names", build, declared)
+            except (NotFoundError, TraceError):  # a trace that cannot be read shares nothing with A
+                return declared.kind(names=pd.DataFrame({"name": pd.Series([], dtype=object)}), device_type="")
+            if isinstance(found, Loading):
+                loads[name] = found
+                return None
+            return found
+
+        if len(files.workers[worker]) == 1 and names_of(run, worker) is None:
+            raise loads[run].error()
+        run_workers = {r["name"]: r["workers"] for r in self.store.runs()}
+        proposal = propose_comparison(run, worker, span, len(files.workers[worker]), run_workers, names_of)
+        if proposal.run is None and proposal.loading:
+            raise loads[proposal.loading[0]].error()
+        return respond({"run_b": proposal.run, "worker_b": proposal.worker, "span_b": proposal.span,
+                        "reason": proposal.reason, "loading": proposal.loading})
 
     @reads(_one_profile)
     def timeline_tracks(self, request, profile):

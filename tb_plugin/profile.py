@@ -35,6 +35,7 @@ from .views import job as job_view
 from .views import kernels, launches
 from .views import lightning as lightning_view
 from .views import memory, modules, operators, overview, queues, rank_timeline, recommendations, sequences, timeline
+from .views import regression as regression_view
 from .views.common import collective_op_mask, is_rocm, step_windows
 
 logger = logging.getLogger(__name__)
@@ -370,6 +371,16 @@ class Profile:
     def job_part(self) -> job_view.RankPart:
         """What the job view needs of this rank (`views.job.rank_part`)."""
         return job_view.rank_part(self.model)
+
+    def step_causes_part(self) -> regression_view.StepCauses:
+        """What a rank-by-rank comparison of two runs needs of this trace: each step's causes
+        (`views.regression.step_causes`)."""
+        return regression_view.step_causes_part(self.model)
+
+    def operator_names(self) -> regression_view.OperatorNames:
+        """Its operator names and device type: what proposing a B for a diff compares
+        (`views.regression.operator_names`)."""
+        return regression_view.operator_names(self.model, self.device_type)
 
     def rank_timeline_part(self) -> rank_timeline.RankTimelinePart:
         """What the Trace view's ranks mode draws of this rank while it is collapsed

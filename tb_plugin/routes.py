@@ -17,7 +17,7 @@ HANDWRITTEN_ROUTES = (
     "critical_path",
     "memory_devices", "memory_curve", "memory_events", "memory_stats",
     "module_flame",
-    "distributed", "job", "diff",
+    "distributed", "job", "diff", "diff_default", "diff_ranks",
     "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
     "timeline_search", "timeline_summary", "timeline_critical_path", "timeline_ranks", "timeline_rank_slices",
     "timeline_rank_search", "timeline_rank_summary", "timeline_rank_counters",

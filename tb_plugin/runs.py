@@ -42,7 +42,13 @@ FILE_SUMMARIES: dict[str, tuple[Persisted, Callable[[Profile], Any]]] = {
     "job": (job_view.RANK_PART, Profile.job_part),
     "distributed": (distributed_view.WORKER_PART, Profile.distributed_part),
     "rank_timeline": (rank_timeline.RANK_TIMELINE_PART, Profile.rank_timeline_part),
+    "operator_names": (regression_view.OPERATOR_NAMES_PART, Profile.operator_names),
+    "step_causes": (regression_view.STEP_CAUSES_PART, Profile.step_causes_part),
 }
+# At most this many runs of each kind (with A's workers, then without) are asked for their
+# operator names when proposing a B: a log directory of a thousand runs is not all loaded to
+# open one Diff tab.
+PROPOSAL_CANDIDATES = 16
 
 
 def _no_progress(stage: str, fraction: float | None) -> None:
@@ -78,6 +84,17 @@ def combine_distributed(parts: Mapping[str, distributed_view.WorkerPart]) -> dis
 def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = True) -> job_view.JobView:
     """The job view of {worker name: `Profile.job_part()`}."""
     return job_view.combine(parts, align_clocks=align_clocks)
+
+
+def combine_diff_ranks(parts_a: Mapping[str, regression_view.StepCauses],
+                       parts_b: Mapping[str, regression_view.StepCauses],
+                       threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT) -> pd.DataFrame:
+    """The ranks table (`DIFF_RANKS`) of two spans of two runs, {worker: `Profile.step_causes_part()`}
+    each: every worker found in both, the rank that changed most first."""
+    common = [w for w in parts_a if w in parts_b]
+    if not common:
+        raise NotFoundError(f"the runs share no worker: {', '.join(parts_a)} against {', '.join(parts_b)}")
+    return regression_view.rank_table(dict(parts_a), dict(parts_b), threshold_pct)
 
 
 def span_ranks(job_parts: Mapping[str, job_view.RankPart], ranks: Sequence[int] | None,
@@ -335,6 +352,80 @@ def diff_ranks(run_a: Run, run_b: Run, span_a: int = 1, span_b: int = 1,
         views[worker] = diff(profile_a, profile_b, threshold_pct)
         del profile_a, profile_b
     return regression_view.rank_changes({w: v.explanation for w, v in views.items()}), views
+
+
+@dataclass
+class Proposal:
+    """The B proposed for a diff of A (`propose_comparison`): run, worker, span (None when
+    nothing is comparable), the reason in words, and the candidate runs still loading."""
+
+    run: str | None
+    worker: str | None
+    span: int | None
+    reason: str
+    loading: list[str]
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def propose_comparison(run: str, worker: str, span: int, spans: int, run_workers: Mapping[str, Sequence[str]],
+                       names_of: Callable[[str, str], regression_view.OperatorNames | None]) -> Proposal:
+    """The default B for A (`worker`'s `span` in `run`; `spans`, how many spans that worker
+    has): the same worker's first other span; else, among the other runs (`run_workers`:
+    {run: its workers}, in run order), one with A's workers, else one without, of A's device
+    type, with the most operator names in common with A (at least one; run order breaks
+    ties). `names_of(run, worker)` gives a trace's `OperatorNames` (its first span), None
+    while it loads; A's own are known. A candidate still loading is named in the reason; when
+    none of the preferred kind is known yet but some load, the proposal is empty with those
+    listed in `loading` (the caller waits for them)."""
+    if spans > 1:
+        other = 1 if span != 1 else 2
+        return Proposal(run, worker, other, f"the same run's span {other}", [])
+    own = names_of(run, worker)
+    assert own is not None, "A's operator names are known before a B is proposed"
+    mine = set(own.names["name"])
+    workers_a = set(run_workers.get(run, [worker]))
+    others = [r for r, workers in run_workers.items() if r != run and workers]
+    same = [r for r in others if set(run_workers[r]) == workers_a]
+    groups = (same, [r for r in others if r not in same])
+    device = own.device_type
+    unasked = sum(max(len(group) - PROPOSAL_CANDIDATES, 0) for group in groups)
+    not_looked_at = f"; {_plural(unasked, 'run')} more not looked at" if unasked else ""
+    same_device = 0
+    for kind, group in enumerate(groups):
+        asked = group[:PROPOSAL_CANDIDATES]
+        found = {}
+        loading = []
+        for candidate in asked:
+            chosen = worker if worker in run_workers[candidate] else run_workers[candidate][0]
+            names = names_of(candidate, chosen)
+            if names is None:
+                loading.append(candidate)
+            elif names.device_type == device:
+                same_device += 1
+                common = len(mine & set(names.names["name"]))
+                if common:
+                    found[candidate] = (common, chosen)
+        if not found:
+            if loading:
+                return Proposal(None, None, None, f"{_plural(len(loading), 'run')} still loading", loading)
+            continue
+        best = max(found, key=lambda r: found[r][0])  # the first of the largest: run order breaks ties
+        common, chosen = found[best]
+        in_common = f"{common} of {_plural(len(mine), 'operator name')} in common"
+        if kind == 0:
+            reason = f"run {best}: another {device} run with the same {_plural(len(workers_a), 'worker')}, {in_common}"
+        else:
+            reason = (f"no run shares A's {_plural(len(workers_a), 'worker')}: run {best}, another {device} run "
+                      f"(worker {chosen}), {in_common}")
+        if loading:
+            reason += f"; {_plural(len(loading), 'other run')} not loaded yet ({', '.join(loading)})"
+        return Proposal(best, chosen, 1, reason + not_looked_at, loading)
+    unlike = (f"no other {device} run shares an operator name with it" if same_device
+              else f"no other run ran on {device}")
+    return Proposal(None, None, None, f"this run has one span, and {unlike}{not_looked_at}", [])
 
 
 def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Run:

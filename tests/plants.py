@@ -70,3 +70,17 @@ def stretched_kernels(events, family, factor):
                  if e.get("cat") == "kernel" and family in e["name"]}
     points = [events[i]["ts"] + events[i]["dur"] for i in stretched]
     return insert_gaps(events, points, list(stretched.values()), own=stretched), stretched
+
+
+def launch_times(events):
+    """Per correlation id: the host launch's start, from the runtime events."""
+    return {e["args"]["correlation"]: e["ts"] for e in events
+            if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+
+
+def stretched_step_change(events, stretched):
+    """The change of the mean step time that `stretched_kernels` planted ({event index: time
+    added}): the time added to the kernels launched inside steps, over the number of steps."""
+    launches = launch_times(events)
+    in_step = in_steps([launches[events[i]["args"]["correlation"]] for i in stretched], events)
+    return sum(np.array(list(stretched.values()))[in_step]) / len(step_ranges(events))

@@ -48,9 +48,7 @@ BY_COMPONENT = {openapi_gen.component_name(name): table for name, table in TABLE
 SAMPLE_FILES = sorted(SAMPLES.glob("*/*.pt.trace.json.gz"))
 SNAPSHOT_RUN = "gpu_memory_snapshot"  # memory snapshots, answered by the snapshot_* routes
 # Declared for the Python API and docs, served only in another form.
-NOT_SERVED: dict[str, str] = {  # declared tables no route answers with, and why
-    "diff_ranks": "two runs compared rank by rank: the Python API's diff_ranks and `python -m tb_plugin compare`",
-}
+NOT_SERVED: dict[str, str] = {}  # declared tables no route answers with, and why
 JSON_TYPES = {"integer": (int,), "number": (int, float), "boolean": (bool,), "string": (str,)}
 
 
@@ -142,7 +140,10 @@ def queries(path, client, runs):
         for worker, count in spans.items():
             for span in range(1, count + 1):
                 base = {name: VALID[name] for name, required in params.items() if required and name in VALID}
-                base.update({k: v for k, v in (("run", run), ("worker", worker), ("span", span), ("run_b", b_run),
+                # a route comparing two runs rank by rank (no worker_b) needs runs sharing
+                # workers: the run with itself
+                other = b_run if "worker_b" in params else run
+                base.update({k: v for k, v in (("run", run), ("worker", worker), ("span", span), ("run_b", other),
                                                 ("worker_b", next(iter(runs[b_run])))) if k in params})
                 devices = [None]
                 if "device" in params:

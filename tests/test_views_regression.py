@@ -12,7 +12,8 @@ import tb_plugin
 from tb_plugin.views.regression import explain
 
 from .conftest import SAMPLES, kernel, op, raw_events, runtime, write_trace
-from .plants import in_steps, insert_gaps, slower_data_loader, step_ranges, stretched_kernels, write_gz
+from .plants import (in_steps, insert_gaps, launch_times, slower_data_loader, step_ranges, stretched_kernels,
+                     stretched_step_change, write_gz)
 
 A100 = next((SAMPLES / "gpu_a100_nccl").glob("*.pt.trace.json.gz"))
 CPU_CNN = sorted((SAMPLES / "cpu_cnn").glob("*.pt.trace.json.gz"))[0]
@@ -46,21 +47,12 @@ def _assert_exact_split(view):
     assert compute["delta_us"].sum() == pytest.approx(_row(table, "device_compute")["mean_us_delta"], abs=1e-6)
 
 
-def _launch_ts(events):
-    """Per correlation id: the host launch's start, from the runtime events."""
-    return {e["args"]["correlation"]: e["ts"] for e in events
-            if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-
-
 def test_stretched_kernel_family_is_device_compute_slower_kernels(tmp_path):
     events = list(_events(A100))
     family = "cutlass_80_tensorop_s1688gemm_256x64"
     edited, stretched = stretched_kernels(events, family, 1.2)
     assert len(stretched) > 10
-    launches = _launch_ts(events)
-    in_step = in_steps([launches[events[i]["args"]["correlation"]] for i in stretched], events)
-    steps = len(step_ranges(events))
-    expected = sum(np.array(list(stretched.values()))[in_step]) / steps
+    expected = stretched_step_change(events, stretched)
     assert expected > 100  # a regression worth finding: 20% of the family's time per step
     a, b = _load(A100), _load(write_gz(tmp_path, "b", edited))
     view = explain(a, b)
@@ -152,7 +144,7 @@ def test_operator_replaced_by_another_backends_kernel(tmp_path):
     for e in edited:
         if e.get("name") == old_op:
             e["name"] = new_op
-    launches = _launch_ts(events)
+    launches = launch_times(events)
     in_step = in_steps([launches[events[i]["args"]["correlation"]] for i in replaced], events)
     expected = sum(np.array(list(replaced.values()))[in_step]) / len(step_ranges(events))
     view = explain(_load(A100), _load(write_gz(tmp_path, "b", edited)))
@@ -254,3 +246,36 @@ def test_kernels_of_other_names_match_only_on_the_same_input_shapes(tmp_path):
     b_same = trace("b_same", "miopen_conv", [[8, 3, 32, 32]], "k2", 16)
     row = explain(a, b_same).contributors.set_index("part").loc["slower_kernels"]
     assert (row["operator"], row["name"], row["delta_us"]) == ("aten::conv", "k1 -> k2", 6)
+
+
+def test_tree_nests_operators_in_their_module_frames():
+    """cpu_cnn was recorded with modules: its `nn.Module: X` frames are nodes of the matched
+    tree, each as often and as long per step as the raw frames inside steps say, and every
+    convolution's path runs through its Conv2d module."""
+    first, second = sorted((SAMPLES / "cpu_cnn").glob("*.pt.trace.json.gz"))
+    tree = explain(_load(first), _load(second)).tree
+    events = list(_events(first))
+    frames = [e for e in events if e.get("cat") == "python_function" and e.get("name", "").startswith("nn.Module: ")]
+    inside = in_steps([e["ts"] for e in frames], events)
+    steps = len(step_ranges(events))
+    expected_calls, expected_us = {}, {}
+    for e, kept in zip(frames, inside):
+        if kept:
+            expected_calls[e["name"]] = expected_calls.get(e["name"], 0) + 1 / steps
+            expected_us[e["name"]] = expected_us.get(e["name"], 0.0) + e["dur"] / steps
+    assert len(expected_calls) > 10
+    modules = tree[tree["name"].str.startswith("nn.Module: ")].groupby("name")
+    assert modules["calls_a"].sum().to_dict() == pytest.approx(expected_calls)
+    assert modules["host_total_us_a"].sum().to_dict() == pytest.approx(expected_us, abs=NS)
+    names, parent = tree["name"].to_numpy(), tree["parent"].to_numpy()
+
+    def ancestors(node):
+        while parent[node] >= 0:
+            node = parent[node]
+            yield names[node]
+
+    convolutions = np.flatnonzero(names == "aten::conv2d")
+    assert len(convolutions) >= 3
+    for node in convolutions:
+        path = list(ancestors(node))
+        assert path[0].startswith("nn.Module: Conv2d_") and path[-1] == "ProfilerStep#*", path

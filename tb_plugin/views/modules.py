@@ -139,7 +139,7 @@ def _empty():
     return MODULES.frame({column: [] for column in MODULES.names})
 
 
-def _module_frames(model):
+def module_frames(model):
     """Module frames (rows of model.python) and, per frame, the index of its parent module
     frame in the same arrays (-1 for a root)."""
     py = model.python
@@ -281,7 +281,7 @@ def _build(model):
     py = model.python
     if not len(py):
         return _empty()
-    rows, parent_frame = _module_frames(model)
+    rows, parent_frame = module_frames(model)
     if not len(rows):
         return _empty()
     name_code = py["name"].cat.codes.to_numpy().astype(np.int64)[rows]

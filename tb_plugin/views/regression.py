@@ -39,13 +39,14 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare
-from ..trace.linking import ancestor_where, tree_depth
+from ..schema import NULLABLE, Persisted, declare
+from ..trace.linking import Nesting, ancestor_where, roll_up, tree_depth
 from ..trace.model import TraceModel
 from .common import (cached, breakdown_categories, is_dataloader_name, kernel_flags, name_mask, operator_tree,
                      step_windows)
 from .critical_path import _BLOCKING_CALL
 from .intervals import exclusive_time
+from .modules import module_frames
 
 CAUSES = ("device_compute", "memcpy_memset", "communication", "synchronisation", "host_launch", "data_loading", "other")
 STEP_TIME = "step_time"
@@ -97,10 +98,10 @@ DIFF_CONTRIBUTORS = declare(
     ("dur_us_b", "float64", "us", "its duration; null when none", NULLABLE),
 )
 DIFF_TREE = declare(
-    "diff_tree", "one node of the two operator trees matched by path (names of operators from the root; ProfilerStep#N as ProfilerStep#*)",
+    "diff_tree", "one node of the two operator trees matched by path (names from the root: operators, annotations and, in traces recorded with modules, nn.Module frames; ProfilerStep#N as ProfilerStep#*)",
     ("node", "int64", "", "this node's id"),
     ("parent", "int64", "", "the parent node's id; -1 for a root"),
-    ("name", "str", "", "operator or annotation name"),
+    ("name", "str", "", "operator or annotation name, or a module frame's (nn.Module: Conv2d_1)"),
     ("status", "str", "", "matched (the path is in both traces), added (only in b) or removed (only in a)"),
     ("matched_at", "int64", "", "the lowest ancestor-or-self found in both traces (where TraceLens matches differing names); -1 when none"),
     ("calls_a", "float64", "count", "calls per step in a"),
@@ -108,7 +109,7 @@ DIFF_TREE = declare(
     ("host_total_us_a", "float64", "us", "host time per step in a (its calls' durations)"),
     ("host_total_us_b", "float64", "us", "the same in b"),
     ("host_total_us_delta", "float64", "us", "host_total_us_b - host_total_us_a"),
-    ("device_total_us_a", "float64", "us", "device time per step in a of the work it and its descendants launched"),
+    ("device_total_us_a", "float64", "us", "device time per step in a of the work it and its descendants launched (a module frame: the operators inside it)"),
     ("device_total_us_b", "float64", "us", "the same in b"),
     ("device_total_us_delta", "float64", "us", "device_total_us_b - device_total_us_a"),
 )
@@ -165,7 +166,8 @@ def verdicts(delta_us, median_delta_us, spread_a, spread_b, step_mean_a, thresho
     return np.where(worse, REGRESSION, np.where(better, IMPROVEMENT, NOISE))
 
 
-def _explanation_table(causes_a, causes_b, threshold_pct):
+def explanation_table(causes_a: pd.DataFrame, causes_b: pd.DataFrame, threshold_pct: float) -> pd.DataFrame:
+    """DIFF_EXPLANATION from each side's `step_causes`."""
     columns = [STEP_TIME, *CAUSES]
     source = {STEP_TIME: "total_us", **{c: f"{c}_us" for c in CAUSES}}
     a = np.column_stack([causes_a[source[c]].to_numpy(np.float64) for c in columns])
@@ -190,19 +192,43 @@ def _explanation_table(causes_a, causes_b, threshold_pct):
 # --- the matched operator tree ------------------------------------------------------------
 
 def _tree_side(model):
-    """The live operator nodes of one trace (after the duplicate-node rule): row (in
-    model.ops), parent row (the live parent), name (ProfilerStep#N as ProfilerStep#*), depth
-    (nesting depth on its thread), host total (duration) and device total."""
+    """The nodes of one trace's tree: its live operators (after the duplicate-node rule) and,
+    in a trace recorded with modules, its nn.Module frames (`nn.Module: X`, as the Module view
+    finds them), nested by time on their thread so that a path reads module > submodule >
+    operator. Columns: row (an op's row in model.ops; a module frame's is len(model.ops) +
+    its index), parent_row, name (ProfilerStep#N as ProfilerStep#*), depth, host total
+    (duration) and device total (of an op, its own; of a module frame, its descendants')."""
     ops = model.ops
     tree = operator_tree(model)
     live = ~tree["merged"].to_numpy()
     categories = ops["name"].cat.categories.astype(str)
     normal = np.asarray([_PROFILER_STEP.sub("ProfilerStep#*", c) for c in categories], dtype=object)
     names = normal[ops["name"].cat.codes.to_numpy()] if len(ops) else np.zeros(0, object)
-    return pd.DataFrame({
-        "row": np.flatnonzero(live), "parent_row": tree["node_parent"].to_numpy()[live], "name": names[live],
+    rows = np.flatnonzero(live)
+    side = pd.DataFrame({
+        "row": rows, "parent_row": tree["node_parent"].to_numpy()[live], "name": names[live],
         "depth": ops["depth"].to_numpy()[live], "host_total_us": ops["dur"].to_numpy()[live],
         "device_total_us": tree["device_total_us"].to_numpy()[live]})
+    frames, _ = module_frames(model)
+    if not len(frames):
+        return side
+    py = model.python
+    # Frames first: a frame and an operator with the same start and length nest module outside.
+    thread = np.concatenate([py["thread"].to_numpy()[frames], ops["thread"].to_numpy()[rows]])
+    ts = np.concatenate([py["ts"].to_numpy()[frames], ops["ts"].to_numpy()[rows]])
+    dur = np.concatenate([py["dur"].to_numpy()[frames], ops["dur"].to_numpy()[rows]])
+    ids = np.concatenate([len(ops) + np.arange(len(frames)), rows])
+    nesting = Nesting(thread, ts, dur)
+    parent = nesting.parent
+    depth = tree_depth(parent)
+    is_frame = np.arange(len(ids)) < len(frames)
+    device_self = np.concatenate([np.zeros(len(frames)), tree["device_self_us"].to_numpy()[rows]])
+    device_total = np.where(is_frame, roll_up(device_self, parent, depth), np.concatenate(
+        [np.zeros(len(frames)), side["device_total_us"].to_numpy()]))
+    return pd.DataFrame({
+        "row": ids, "parent_row": np.where(parent >= 0, ids[np.clip(parent, 0, None)], -1),
+        "name": np.concatenate([py["name"].astype(str).to_numpy()[frames], side["name"].to_numpy()]),
+        "depth": depth, "host_total_us": dur, "device_total_us": device_total})
 
 
 def _match_trees(side_a, side_b):
@@ -258,11 +284,18 @@ def matched_tree(a: TraceModel, b: TraceModel) -> tuple[pd.DataFrame, np.ndarray
     for q in ("host_total_us", "device_total_us"):
         qa, qb = per_node(side_a, node_a, q, steps_a), per_node(side_b, node_b, q, steps_b)
         table.update({f"{q}_a": qa, f"{q}_b": qb, f"{q}_delta": qb - qa})
-    rows_a = np.full(len(a.ops), -1, np.int64)
-    rows_a[side_a["row"].to_numpy()] = node_a
-    rows_b = np.full(len(b.ops), -1, np.int64)
-    rows_b[side_b["row"].to_numpy()] = node_b
+    rows_a, rows_b = _op_nodes(a, side_a, node_a), _op_nodes(b, side_b, node_b)
     return DIFF_TREE.frame(table), rows_a, rows_b
+
+
+def _op_nodes(model, side, node):
+    """The node of each row of model.ops (-1 for merged rows), from a side's rows (module
+    frames, numbered after the ops, left out)."""
+    rows = side["row"].to_numpy()
+    is_op = rows < len(model.ops)
+    out = np.full(len(model.ops), -1, np.int64)
+    out[rows[is_op]] = node[is_op]
+    return out
 
 
 # --- contributors -------------------------------------------------------------------------
@@ -484,7 +517,7 @@ def explain(a: TraceModel, b: TraceModel, threshold_pct: float = DEFAULT_THRESHO
     """Why b's mean step time differs from a's: `explanation` (DIFF_EXPLANATION: the step
     time and each cause, per step, with the noise rule's verdict at `threshold_pct`),
     `contributors` (DIFF_CONTRIBUTORS) and `tree` (DIFF_TREE, the matched operator trees)."""
-    explanation = _explanation_table(step_causes(a), step_causes(b), threshold_pct)
+    explanation = explanation_table(step_causes(a), step_causes(b), threshold_pct)
     tree, nodes_a, nodes_b = matched_tree(a, b)
     return Explanation(explanation=explanation, contributors=_contributors(a, b, tree, nodes_a, nodes_b, explanation),
                        tree=tree)
@@ -503,6 +536,65 @@ DIFF_RANKS = declare(
     ("top_cause", "str", "", "the cause with the largest |mean_us_delta| on this rank"),
     ("top_cause_us", "float64", "us", "that cause's mean_us_delta"),
 )
+
+
+@dataclass
+class StepCauses:
+    """What comparing two runs rank by rank needs of one rank's trace: its `step_causes`."""
+
+    steps: pd.DataFrame
+
+
+# A `StepCauses` as the disk cache stores it.
+STEP_CAUSES_PART = Persisted("step_causes", StepCauses, {"steps": declare(
+    "step_causes_part", "one step of one rank, its length split into the explanation's causes (the part of the step where ...)",
+    ("step", "int64", "", "the step number (ProfilerStep#N)"),
+    ("device_compute_us", "float64", "us", "a compute kernel runs"),
+    ("memcpy_memset_us", "float64", "us", "no kernel runs, a memcpy or memset does"),
+    ("communication_us", "float64", "us", "nothing above runs, a collective does (exposed communication)"),
+    ("synchronisation_us", "float64", "us", "the device is idle, the CPU blocked in a synchronising call"),
+    ("host_launch_us", "float64", "us", "the device is idle while the CPU launches or runs operators"),
+    ("data_loading_us", "float64", "us", "the device is idle while the CPU waits in the DataLoader"),
+    ("other_us", "float64", "us", "none of these: Python between operators, time outside any event"),
+    ("total_us", "float64", "us", "the step's length"))})
+
+
+def step_causes_part(model: TraceModel) -> StepCauses:
+    return StepCauses(steps=step_causes(model))
+
+
+def rank_table(parts_a: dict, parts_b: dict, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> pd.DataFrame:
+    """DIFF_RANKS of every worker in both {worker: `StepCauses`} (`rank_changes`), from the
+    step causes alone: what a many-rank comparison needs of each trace is a small summary."""
+    return rank_changes({w: explanation_table(parts_a[w].steps, parts_b[w].steps, threshold_pct)
+                         for w in parts_a if w in parts_b})
+
+
+@dataclass
+class OperatorNames:
+    """What proposing a B for a diff needs of one trace (`runs.propose_comparison`): its
+    operator names (one column, `name`; the ProfilerStep#N step markers, in every trace, left
+    out) and its device type."""
+
+    names: pd.DataFrame
+    device_type: str
+
+
+# An `OperatorNames` as the disk cache stores it.
+OPERATOR_NAMES_PART = Persisted(
+    "operator_names", OperatorNames,
+    {"names": declare("operator_names_part", "one operator name a trace uses (step markers left out)",
+                      ("name", "str", "", "the operator's name"))},
+    scalars=declare("operator_names_device", "the device type of the trace whose operator names these are",
+                    ("device_type", "str", "", "CUDA, ROCm, CPU... as the trace's run reports it")))
+
+
+def operator_names(model: TraceModel, device_type: str) -> OperatorNames:
+    """The `OperatorNames` of one trace whose device type is `device_type`."""
+    categories = model.ops["name"].cat.categories.astype(str) if len(model.ops) else pd.Index([], dtype=object)
+    used = np.unique(model.ops["name"].cat.codes.to_numpy()) if len(model.ops) else np.zeros(0, np.int64)
+    names = [c for c in categories[used] if not _PROFILER_STEP.match(c)]
+    return OperatorNames(names=pd.DataFrame({"name": pd.Series(sorted(names), dtype=object)}), device_type=device_type)
 
 
 def rank_changes(explanations: dict) -> pd.DataFrame:

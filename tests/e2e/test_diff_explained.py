@@ -1,6 +1,8 @@
 """The Diff tab explains a regression planted into a real trace: the causes with each side's
-steps, the contributors opening both traces' Trace views at the matched calls, and the matched
-operator tree drilled down."""
+steps, the contributors opening both traces' Trace views at the matched calls, the matched
+operator tree drilled down, B proposed with its reason, and two runs of a two-rank job compared
+rank by rank, each rank opening its own diff; on a trace recorded with modules, the tree's paths
+run through the nn.Module frames."""
 
 import shutil
 import urllib.parse
@@ -18,14 +20,16 @@ B = {"run_b": "slower", "worker_b": "rank0", "span_b": 1}
 
 @pytest.fixture(scope="module")
 def planted_server(tmp_path_factory):
-    """Two runs: the A100 sample (`base`) and the same trace with one kernel family 20% longer
-    (`slower`)."""
+    """Two runs of a two-rank job, each rank the A100 sample (`base`); in `slower`, rank0's
+    kernels of one family are 20% longer, rank1 unchanged."""
     logdir = tmp_path_factory.mktemp("planted")
     source = next((SAMPLES / "gpu_a100_nccl").glob("*.pt.trace.json.gz"))
     (logdir / "base").mkdir()
-    shutil.copy(source, logdir / "base" / "rank0.pt.trace.json.gz")
+    for rank in ("rank0", "rank1"):
+        shutil.copy(source, logdir / "base" / f"{rank}.pt.trace.json.gz")
     edited, _ = stretched_kernels(list(raw_events(source)), FAMILY, 1.2)
     write_gz(logdir / "slower", "rank0", edited)
+    shutil.copy(source, logdir / "slower" / "rank1.pt.trace.json.gz")
     with tensorboard(logdir, tmp_path_factory.mktemp("tb") / "tensorboard.log") as base:
         yield base
 
@@ -87,3 +91,41 @@ def test_diff_explains_the_planted_regression(page, planted_server, screenshot_d
     root.locator("button.expander").click()
     assert row_count(page, "diff-tree") == shown
     tree.screenshot(path=str(screenshot_dir / "diff_explained_tree.png"))
+
+
+def test_b_is_proposed_with_its_reason_and_ranks_open_their_diff(page, planted_server, screenshot_dir):
+    # No B in the URL: the run with A's two workers and every operator name in common.
+    open_page(page, planted_server, **A, view="diff", diff_threshold="0.1")
+    assert page.input_value("[data-control=run_b]") == "slower"
+    assert page.input_value("[data-control=worker_b]") == "rank0"
+    reason = page.inner_text("[data-testid=diff-default-reason]")
+    assert "run slower: another CUDA run with the same 2 workers" in reason and "operator names in common" in reason
+    # The rank card: the stretched rank first, as the API orders them, its change as the API's.
+    ranks = rows(api(planted_server, "diff_ranks", run="base", run_b="slower", threshold_pct=0.1))
+    assert [r["worker"] for r in ranks] == ["rank0", "rank1"]
+    card = page.locator("[data-table=diff-ranks] tbody tr")
+    assert card.count() == 2
+    assert "rank0 (shown)" in card.nth(0).inner_text()
+    assert format_duration(ranks[0]["mean_us_delta"]).lstrip("-") in card.nth(0).inner_text()
+    screenshot(page, screenshot_dir, "diff_ranks")
+    page.locator("[data-table=diff-ranks]").screenshot(path=str(screenshot_dir / "diff_ranks_card.png"))
+    # rank1 opens its own diff: A and B both rank1, unchanged, so its step time is within noise.
+    after(page, lambda: card.nth(1).locator("[data-testid=open-rank-diff]").click())
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(page.url).query))
+    assert (query["worker"], query["run_b"], query["worker_b"]) == ("rank1", "slower", "rank1")
+    step_row = page.locator("[data-table=diff-explanation] tbody tr", has_text="Step time").first
+    assert step_row.locator("[data-verdict]").get_attribute("data-verdict") == ranks[1]["verdict"] == "noise"
+    assert "rank1 (shown)" in page.locator("[data-table=diff-ranks] tbody tr").nth(1).inner_text()
+    screenshot(page, screenshot_dir, "diff_rank1")
+
+
+def test_tree_paths_run_through_module_frames(page, server, screenshot_dir):
+    """cpu_cnn was recorded with modules; its two spans compare by default."""
+    open_page(page, server, run="cpu_cnn", worker="worker0", span=1, view="diff")
+    assert "the same run's span 2" in page.inner_text("[data-testid=diff-default-reason]")
+    tree = page.locator("[data-table=diff-tree]")
+    tree.locator("input[type=search]").fill("aten::conv2d")
+    shown = tree.locator("tbody tr").all_inner_texts()
+    # a search shows each match with its path: the modules around the convolution included
+    assert any("nn.Module: Conv2d_0" in row for row in shown) and any("nn.Module: SmallCNN_0" in row for row in shown)
+    tree.screenshot(path=str(screenshot_dir / "diff_module_tree.png"))

@@ -1209,6 +1209,108 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/diff_default": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The B the Diff tab compares A with when none is chosen, and why: the same worker's other span; else another run of A's device type, one with A's workers before one without, with the most operator names in common with A. Candidates' operator names come from memory or the disk cache; those not there load in the background: 202 while none of the preferred kind is known, else named in the reason and in loading. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The proposal (run_b null when nothing is comparable; the reason says why). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            run_b: string | null;
+                            worker_b: string | null;
+                            span_b: number | null;
+                            reason: string;
+                            loading: string[];
+                        };
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/diff_ranks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Two runs of a job compared rank by rank (Python: runs.diff_ranks): every worker found in both, its span of run A against its span_b of run B, with its mean step time in each, the noise rule's verdict and its largest cause; the rank that changed most first. Each rank's full diff is the diff route with worker = worker_b = that worker. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    run_b: string;
+                    span_b?: number;
+                    /** @description The noise rule's threshold: a change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread). */
+                    threshold_pct?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The ranks table. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["DiffRanksTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/timeline_tracks": {
         parameters: {
             query?: never;
@@ -3808,7 +3910,7 @@ export interface components {
                 number
             ][];
         };
-        /** @description `diff_tree`: one node of the two operator trees matched by path (names of operators from the root; ProfilerStep#N as ProfilerStep#*). */
+        /** @description `diff_tree`: one node of the two operator trees matched by path (names from the root: operators, annotations and, in traces recorded with modules, nn.Module frames; ProfilerStep#N as ProfilerStep#*). */
         DiffTreeTable: {
             /**
              * @description The column names, in this order.
@@ -5274,6 +5376,32 @@ export interface components {
                 number
             ][];
         };
+        /** @description `operator_names_device`: the device type of the trace whose operator names these are. */
+        OperatorNamesDeviceTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device_type"
+            ];
+            rows: [
+                string
+            ][];
+        };
+        /** @description `operator_names_part`: one operator name a trace uses (step markers left out). */
+        OperatorNamesPartTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "name"
+            ];
+            rows: [
+                string
+            ][];
+        };
         /** @description `operators_by_name_shape`: one operator name with one list of input shapes. */
         OperatorsByNameShapeTable: {
             /**
@@ -6096,6 +6224,35 @@ export interface components {
             ];
             rows: [
                 number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `step_causes_part`: one step of one rank, its length split into the explanation's causes (the part of the step where ...). */
+        StepCausesPartTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "step",
+                "device_compute_us",
+                "memcpy_memset_us",
+                "communication_us",
+                "synchronisation_us",
+                "host_launch_us",
+                "data_loading_us",
+                "other_us",
+                "total_us"
+            ];
+            rows: [
                 number,
                 number,
                 number,

@@ -55,6 +55,16 @@ export interface SpansReply {
   spans: { span: number; stamp: number | null; file: string }[];
 }
 
+/** /diff_default: the B the Diff tab compares A with when none is chosen, and why (run_b
+ *  null when nothing is comparable); `loading`, candidate runs not loaded yet. */
+export interface DiffDefaultReply {
+  run_b: string | null;
+  worker_b: string | null;
+  span_b: number | null;
+  reason: string;
+  loading: string[];
+}
+
 /** The part of /info the page reads. */
 export interface InfoReply {
   device_type: string;

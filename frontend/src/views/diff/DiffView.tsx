@@ -2,8 +2,8 @@
 // Why the step time changed (Explanation.tsx), step breakdowns side by side, operator and
 // kernel deltas (B − A), all per step.
 
-import { useEffect, useMemo, useState } from 'preact/hooks';
-import type { InfoReply, SpansReply, ViewProps, WireTable } from '../../api/types';
+import { useMemo } from 'preact/hooks';
+import type { DiffDefaultReply, SpansReply, ViewProps, WireTable } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { axisText, deltaSign, formatDelta, formatDuration, formatNumber } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
@@ -14,8 +14,8 @@ import { kernelNameColumn } from '../../components/KernelName';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { anyNonZero, rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
-import { chooseComparison, type Choice } from './compare';
 import { Explanation, type ExplanationTables } from './Explanation';
+import { RankChanges } from './Ranks';
 
 /** "cpu_exec" → "CPU Exec", as the overview names the step categories. */
 const CATEGORY_LABELS = new Map<string, string>([...STEP_CATEGORIES, ['total', 'Total']]);
@@ -29,27 +29,13 @@ interface DiffReply extends ExplanationTables {
   steps: WireTable;
 }
 
-/** The default B (see compare.ts), asking /info for the device type of A and, one at a time
- *  while needed, of other runs; null while that is under way or when `wanted` is false. */
-function useDefaultComparison(props: ViewProps, wanted: boolean): Choice | null {
-  const infoA = useApi<InfoReply>(wanted ? 'info' : null, { run: props.run, worker: props.worker, span: props.span });
-  const [deviceOf, setDeviceOf] = useState<Map<string, string | null>>(() => new Map());
-  const deviceA = infoA.status === 'ok' ? infoA.data.device_type : null;
-  const choice = wanted && infoA.status !== 'loading' ? chooseComparison(props, props.runs, deviceA, deviceOf) : null;
-  const probe = choice?.kind === 'probe' ? choice.run : null;
-  const probed = useApi<InfoReply>(probe ? 'info' : null, { run: probe?.name, worker: probe?.workers[0], span: 1 });
-  useEffect(() => {
-    // A run that cannot be opened counts as not comparable (null), so the search goes on.
-    if (probe && probed.status !== 'loading') setDeviceOf((known) => new Map(known).set(probe.name, probed.status === 'ok' ? probed.data.device_type : null));
-  }, [probe?.name, probed.status]);
-  return choice?.kind === 'probe' ? null : choice;
-}
-
 export function DiffView(props: ViewProps) {
   const [runParam, setRunB] = useUrlParam('run_b', '');
   const explicit = props.runs.find((r) => r.name === runParam);
-  const choice = useDefaultComparison(props, !explicit);
-  const auto = !explicit && choice?.kind === 'found' ? choice.b : null;
+  // Without a B in the URL, the server proposes one, with the reason (/diff_default).
+  const proposal = useApi<DiffDefaultReply>(explicit ? null : 'diff_default', { run: props.run, worker: props.worker, span: props.span });
+  const proposed = !explicit && proposal.status === 'ok' ? proposal.data : null;
+  const auto = proposed?.run_b ? { run: proposed.run_b, worker: proposed.worker_b ?? '', span: proposed.span_b ?? 1 } : null;
   const runInfoB = explicit ?? props.runs.find((r) => r.name === auto?.run);
   const [workerParam, setWorkerB] = useUrlParam('worker_b', '');
   const workerB = runInfoB?.workers.includes(workerParam) ? workerParam : auto?.worker ?? (runInfoB?.workers.includes(props.worker) ? props.worker : runInfoB?.workers[0] ?? '');
@@ -57,7 +43,7 @@ export function DiffView(props: ViewProps) {
   const spanListB = spansB.status === 'ok' ? spansB.data.spans.map((s) => s.span) : [];
   // The same worker: its next span; the same run: A's span where that worker has it.
   const sameRun = runInfoB?.name === props.run;
-  const fallbackSpan = sameRun && workerB === props.worker ? spanListB.find((s) => s !== props.span) ?? props.span : sameRun && spanListB.includes(props.span) ? props.span : spanListB[0] ?? 1;
+  const fallbackSpan = auto ? auto.span : sameRun && workerB === props.worker ? spanListB.find((s) => s !== props.span) ?? props.span : sameRun && spanListB.includes(props.span) ? props.span : spanListB[0] ?? 1;
   const [spanParam, setSpanB] = useUrlParam('span_b', '');
   const spanB = spanListB.includes(Number(spanParam)) ? Number(spanParam) : fallbackSpan;
   const [thresholdParam, setThreshold] = useUrlParam('diff_threshold', '');
@@ -113,15 +99,19 @@ export function DiffView(props: ViewProps) {
             ))}
           </select>
         </label>
-        {auto && choice?.kind === 'found' ? <span class="hint" data-testid="diff-default-reason">B by default: {choice.why}.</span> : null}
+        {auto && proposed ? <span class="hint" data-testid="diff-default-reason">B by default: {proposed.reason}.</span> : null}
       </div>
-      {!explicit && !choice ? <Loading label="Looking for a profile comparable with A…" /> : null}
-      {!explicit && choice?.kind === 'none' ? (
+      {!explicit && proposal.status === 'loading' ? <Loading label="Looking for a profile comparable with A…" /> : null}
+      {proposal.status === 'error' ? <Empty>{proposal.error}</Empty> : null}
+      {proposed && !auto ? (
         <div class="status empty" data-testid="diff-nothing-comparable">
-          Nothing comparable with A: {choice.why}. Choose B above to compare anyway.
+          Nothing comparable with A: {proposed.reason}. Choose B above to compare anyway.
         </div>
       ) : null}
       {spansB.status === 'error' ? <Empty>{spansB.error}</Empty> : null}
+      {runInfoB && runInfoB.name !== props.run && runInfoB.workers.length > 1 && (props.runs.find((r) => r.name === props.run)?.workers.length ?? 0) > 1 ? (
+        <RankChanges pair={{ runA: props.run, spanA: props.span, runB: runInfoB.name, spanB: spanB, worker: props.worker, threshold }} />
+      ) : null}
       {runInfoB ? (
         <Loaded state={diff}>
           {(data) => {

@@ -34,7 +34,7 @@ const PART_LABELS: Record<string, string> = {
   vanished_kernels: 'vanished kernels',
   overlap: 'overlap',
 };
-const causeLabel = (c: string) => CAUSE_LABELS[c] ?? c;
+export const causeLabel = (c: string) => CAUSE_LABELS[c] ?? c;
 
 function Delta({ us }: { us: number }) {
   const sign = deltaSign(us, formatDuration);
@@ -124,8 +124,8 @@ export function Explanation({ data, a, b, name }: { data: ExplanationTables; a: 
           <Empty>No contributor changed.</Empty>
         )}
       </Card>
-      <Card title="Operator tree, matched (per step)">
-        <div class="hint">Operators matched by their path from the root; where names differ (another backend or library), the nodes meet at their lowest common ancestor, shown for added and removed nodes.</div>
+      <Card title="Module and operator tree, matched (per step)">
+        <div class="hint">Operators matched by their path from the root, through the nn.Module frames of traces recorded with modules (module &gt; submodule &gt; operator); where names differ (another backend or library), the nodes meet at their lowest common ancestor, shown for added and removed nodes.</div>
         <DataTable
           id="diff-tree"
           schema="DiffTreeTable"
@@ -137,7 +137,7 @@ export function Explanation({ data, a, b, name }: { data: ExplanationTables; a: 
           rowKey={(r) => String(r.node)}
           defaultSort={{ key: 'device_total_us_delta', dir: 'desc', magnitude: true }}
           columns={[
-            { key: 'name', label: 'Operator', wide: true },
+            { key: 'name', label: 'Module / operator', wide: true },
             {
               key: 'status',
               label: 'Match',
