@@ -674,12 +674,3 @@ def test_a_request_waits_for_a_turn_to_compute_at_most_a_bound_then_answers_202(
     finally:
         finish.set()
         plugin.store.stop()
-
-
-def test_the_warm_up_loads_its_small_trace():
-    """The background warm-up imported `build_model` from `trace.model` (it lives in
-    `trace.build`): it raised ImportError, swallowed by its thread, so every server's first
-    trace was loaded cold (found measuring issue 27's cold latency)."""
-    from tb_plugin.plugin import warm_up
-
-    warm_up()

@@ -218,7 +218,10 @@ def test_loading_the_plugin_warms_the_loader_up_in_the_background(tmp_path):
     """TensorBoard's loader call starts a daemon thread (TensorBoard neither waits for it nor
     is kept alive by it) that, once TensorBoard serves (its first plugins listing), imports
     the loader's libraries and runs a first load to its end, so the first trace a user opens
-    does not pay for them (benchmarks/warm_up.py)."""
+    does not pay for them (benchmarks/warm_up.py). The load must complete: the warm-up once
+    imported `build_model` from `trace.model` (it lives in `trace.build`), an ImportError its
+    thread swallowed, so every server's first trace was loaded cold (found measuring issue
+    27's cold latency)."""
     done = subprocess.run([sys.executable, "-c", _WARM_UP, str(SAMPLES)], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     waiting, finished, loaded = done.stdout.splitlines()
