@@ -19,7 +19,6 @@ import shutil
 from urllib.parse import urlencode
 
 import pytest
-import yaml
 
 import tb_plugin
 from tb_plugin import openapi_gen, schema
@@ -28,14 +27,11 @@ from tb_plugin.routes import DECLARED_ROUTES, HANDWRITTEN_ROUTES
 from tb_plugin.trace.tables import MODEL_TABLES
 from tb_plugin.views import diff, kernels, operators
 
-from .conftest import SAMPLES
-from .test_api import PREFIX, make_client, wait_route
-from .test_openapi_fuzz import VALID, route_parameters
+from .helpers import PREFIX, SAMPLES, SPEC, VALID, make_client, route_parameters, wait_route
 
 # Parameters whose value chooses which declared table a route answers with.
 TABLE_CHOICES = ("group_by", "table", "by_step")
 
-SPEC = yaml.safe_load(openapi_gen.SPEC_PATH.read_text(encoding="utf-8"))
 TABLES = openapi_gen.declared_tables()
 BY_COMPONENT = {openapi_gen.component_name(name): table for name, table in TABLES.items()}
 SAMPLE_FILES = sorted(SAMPLES.glob("*/*.pt.trace.json.gz"))

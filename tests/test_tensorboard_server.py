@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from .conftest import SAMPLES, deep_directory, op, shared_trace, tensorboard, write_trace
+from .helpers import PREFIX, SAMPLES, deep_directory, op, shared_trace, tensorboard, write_trace
 
 def get_json(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -150,11 +150,10 @@ def hostile_server(tmp_path_factory):
     os.symlink(real, root / "linked" / "real.pt.trace.json")
     with deep_directory(root, 1400):
         with tensorboard(root, base / "tensorboard.log") as url:
-            yield url + PLUGIN_DATA, real
+            yield url + PREFIX, real
 
 
 SECRET_TRACE = b'{"traceEvents": [SECRET not json]}'
-PLUGIN_DATA = "/data/plugin/pytorch_profiler"
 
 
 def test_names_not_utf8_are_listed_escaped_and_load_over_http(hostile_server):

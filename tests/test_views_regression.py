@@ -11,7 +11,7 @@ import pytest
 import tb_plugin
 from tb_plugin.views.regression import explain
 
-from .conftest import SAMPLES, kernel, op, raw_events, runtime, write_trace
+from .helpers import SAMPLES, kernel, op, raw_events, runtime, write_trace
 from .plants import in_steps, insert_gaps, slower_data_loader, step_ranges, stretched_kernels, write_gz
 
 A100 = next((SAMPLES / "gpu_a100_nccl").glob("*.pt.trace.json.gz"))
