@@ -22,8 +22,8 @@ const FLAGS: [string, string][] = [
 
 // Columns of either table: a key the table lacks, or whose cells are not numbers, is a type
 // error where the column is listed (`Column<row of that table>`).
-const us = <K extends string>(key: K, label: string) => ({ key, label, numeric: true, format: (v: number) => formatDuration(v) });
-const count = <K extends string>(key: K, label: string) => ({ key, label, numeric: true, format: (v: number) => formatNumber(v) });
+const us = <K extends string>(key: K, label: string) => ({ key, label, numeric: true, format: (v: number | null) => formatDuration(v) });
+const count = <K extends string>(key: K, label: string) => ({ key, label, numeric: true, format: (v: number | null) => formatNumber(v) });
 
 function traceLink<S extends string, E extends string>(start: S, end: E) {
   return {
