@@ -14,10 +14,9 @@ import { CATEGORY_COLORS, STEP_CATEGORIES, stackedBarOption } from '../../compon
 import { Pie } from '../../components/charts/Pie';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
 
 /** Step categories in the order of /steps (columns `<id>_us`). */
-const CATEGORIES: [string, string][] = STEP_CATEGORIES.map(([id, label]) => [`${id}_us`, label]);
+const CATEGORIES = STEP_CATEGORIES.map(([id, label]) => [`${id}_us` as const, label] as const);
 
 export function OverviewView({ run, worker, span, runs }: ViewProps) {
   const state = useApi<OverviewReply>('overview', { run, worker, span });
@@ -71,10 +70,10 @@ function compiledText(share: RowOf<'CompiledShareTable'> | null): string {
 
 function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply; name: string; workers: number; compiled: RowOf<'CompiledShareTable'> | null; mfu: RowOf<'FlopsStepsTable'>[] }) {
   const gpus = typedRows(data.gpu_summary);
-  const steps = rowsOf(data.steps);
+  const steps = typedRows(data.steps);
   const total = data.step_mean.total_us ?? 0;
   // The server computes the mean step by category; the page only names the categories.
-  const labels = new Map(STEP_CATEGORIES);
+  const labels = new Map<string, string>(STEP_CATEGORIES);
   // Categories with no time in any step say nothing (a CPU-only run has no kernel, memcpy,
   // memset or communication time): they are left out of the table as of the pie.
   const summary = typedRows(data.step_summary)
@@ -89,7 +88,7 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
     () =>
       stackedBarOption(
         steps.map((r) => String(r.step)),
-        CATEGORIES.map(([key, label], i) => ({ name: label, key, color: CATEGORY_COLORS[i], values: steps.map((r) => r[key] as number) })).filter((s) => steps.some((r) => Number(r[s.key]) > 0)),
+        CATEGORIES.map(([key, label], i) => ({ name: label, key, color: CATEGORY_COLORS[i], values: steps.map((r) => r[key]) })).filter((s) => steps.some((r) => Number(r[s.key]) > 0)),
         formatDuration,
         { xName: 'Step', ticks: durationTicks },
       ),
