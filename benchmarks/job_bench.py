@@ -38,7 +38,7 @@ from tb_plugin.preprocess import WORKER_ENV  # noqa: E402
 # The single-process figure is taken as one worker runs: polars on one thread.
 os.environ.update(WORKER_ENV)
 
-from tests.conftest import free_port  # noqa: E402
+from tests.helpers import free_port  # noqa: E402
 from tests.job_traces import write_job  # noqa: E402
 
 SHARED = Path(os.environ.get("TB_PLUGIN_SHARED_TRACES", ROOT.parent / "shared" / "traces"))

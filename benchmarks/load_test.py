@@ -46,7 +46,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests/ helpers
-from tests.conftest import free_port  # noqa: E402  (one copy, shared with the tests)
+from tests.helpers import free_port  # noqa: E402  (one copy, shared with the tests)
 
 
 REPO = Path(__file__).resolve().parent.parent

@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench  # noqa: E402  (the synthesiser and its defaults)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests/ helpers
-from tests.conftest import free_port  # noqa: E402  (one copy, shared with the tests)
+from tests.helpers import free_port  # noqa: E402  (one copy, shared with the tests)
 
 PLUGIN = "/data/plugin/pytorch_profiler"
 CHROMIUM = "/usr/bin/chromium"

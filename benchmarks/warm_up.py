@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests/ helpers
-from tests.conftest import free_port  # noqa: E402  (one copy, shared with the tests)
+from tests.helpers import free_port  # noqa: E402  (one copy, shared with the tests)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = ROOT / "samples" / "gpu_resnet50_v100" / "worker0.1623143089861.pt.trace.json.gz"

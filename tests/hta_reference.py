@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import SAMPLES, SHARED_TRACES
+from .helpers import SAMPLES, SHARED_TRACES
 
 # Real traces with device activity: every GPU run in ../shared/traces and in samples/.
 GPU_TRACES = [

@@ -28,7 +28,7 @@ import pytest
 import tb_plugin
 from tb_plugin.trace import accelerators
 
-from .conftest import kernel, op, raw_events, runtime, shared_trace, write_trace
+from .helpers import kernel, op, raw_events, runtime, shared_trace, write_trace
 
 MTIA_TRACE = Path(__file__).parent / "data" / "mtia" / "worker0.pt.trace.json"
 COMPUTE, TRANSFER, SYNC = ("pe_exe", "merge", "remote"), ("dma_request",), ("event_record", "event_wait")

@@ -9,8 +9,7 @@ import pytest
 import tb_plugin
 from tb_plugin.trace import anomalies
 
-from .conftest import op, write_trace
-from .test_cli import run_cli
+from .helpers import op, run_cli, write_trace
 
 TRACE_PACKAGE = Path(anomalies.__file__).parent
 

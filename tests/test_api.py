@@ -1,6 +1,5 @@
 """HTTP routes in-process, through TensorBoard's own WSGI app and werkzeug's test client."""
 
-import argparse
 import csv
 import gzip
 import io
@@ -11,39 +10,12 @@ import time
 
 import pytest
 import yaml
-from tensorboard.backend import application
-from tensorboard.plugins import base_plugin
-from werkzeug.test import Client
 
 from tb_plugin import api, profile
-from tb_plugin.plugin import ProfilerPlugin
 from tb_plugin.storage import Storage
 from tb_plugin.views import overview
 
-from .conftest import SAMPLES, op, write_trace
-
-PREFIX = "/data/plugin/pytorch_profiler"
-
-
-def make_client(logdir, **flags):
-    """The plugin in TensorBoard's WSGI app; no disk cache unless a test asks for one."""
-    flags = {"reload_interval": 3600, "profiler_cache_dir": "", "profiler_max_memory_mb": 4096, **flags}
-    context = base_plugin.TBContext(logdir=str(logdir), flags=argparse.Namespace(**flags))
-    plugin = ProfilerPlugin(context)
-    app = application.TensorBoardWSGI([plugin])
-    return plugin, Client(app)
-
-
-def wait_ready(client, query, timeout=60):
-    """Ask until the profile is parsed (202 while loading)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        response = client.get(f"{PREFIX}/info?{query}")
-        if response.status_code != 202:
-            return response
-        assert time.monotonic() < deadline, "profile did not load in time"
-        time.sleep(0.05)
-
+from .helpers import PREFIX, SAMPLES, make_client, nested_modules_trace, op, wait_ready, wait_route, write_trace
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
@@ -396,14 +368,6 @@ def ddp_served(tmp_path_factory):
     plugin.store.stop()
 
 
-def wait_route(client, url, timeout=60):
-    deadline = time.monotonic() + timeout
-    while (response := client.get(url)).status_code == 202:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    return response
-
-
 def test_distributed_route(ddp_served):
     body = wait_route(ddp_served, f"{PREFIX}/distributed?run=ddp&span=2").get_json()
     assert set(body) == {"steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices"}
@@ -624,8 +588,6 @@ def test_a_reply_beyond_its_share_of_the_budget_is_refused_with_its_reason(serve
 def test_deeply_nested_modules_answer_both_module_routes(tmp_path):
     """Issue 27 item 9: on 5,000 nested modules `module_flame` answered 500 and `modules`
     158 MB; both now answer, small (the flame graph folded, paths sent once as parent ids)."""
-    from .test_views_modules import nested_modules_trace
-
     nested_modules_trace(tmp_path / "deep" / "w.pt.trace.json")
     plugin, client = make_client(tmp_path)
     try:
@@ -674,12 +636,3 @@ def test_a_request_waits_for_a_turn_to_compute_at_most_a_bound_then_answers_202(
     finally:
         finish.set()
         plugin.store.stop()
-
-
-def test_the_warm_up_loads_its_small_trace():
-    """The background warm-up imported `build_model` from `trace.model` (it lives in
-    `trace.build`): it raised ImportError, swallowed by its thread, so every server's first
-    trace was loaded cold (found measuring issue 27's cold latency)."""
-    from tb_plugin.plugin import warm_up
-
-    warm_up()

@@ -12,8 +12,7 @@ import pytest
 import tb_plugin
 from tb_plugin.loading import Loading, RunStore
 
-from .conftest import SAMPLES, op, write_trace
-from .test_api import PREFIX, make_client, wait_ready
+from .helpers import PREFIX, SAMPLES, make_client, op, wait_ready, write_trace
 
 BAD = Path(__file__).parent / "data" / "bad"
 EXPECTED = json.loads((BAD / "expected.json").read_text())

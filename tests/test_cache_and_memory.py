@@ -22,10 +22,9 @@ from tb_plugin.loading import RunStore
 from tb_plugin.schema import NULLABLE, Column, Persisted, Table
 from tb_plugin.storage import FileStat, Storage
 
-from .conftest import SAMPLES, SHARED_TRACES, op, raw_events, write_trace
+from .helpers import PREFIX, SAMPLES, SHARED_TRACES, make_client, op, raw_events, wait_ready, wait_route, write_trace
 
 REAL_TRACES = sorted(p for p in SHARED_TRACES.glob("*/*.json.gz") if not p.parent.name.startswith("reference"))
-from .test_api import make_client, wait_ready
 
 
 def cnn_logdir(tmp_path):
@@ -559,8 +558,6 @@ _ROUTES = ("info?run=fsdp&worker=worker0&span=1", "overview?run=fsdp&worker=work
 def _answers(logdir, cache_dir, entries_expected=0):
     """{route: (status, body)} of a server on `cache_dir`, once it wrote `entries_expected`
     cache entries (summaries are written off the request path)."""
-    from .test_api import PREFIX, wait_route
-
     plugin, client = make_client(logdir, profiler_cache_dir=str(cache_dir))
     try:
         answers = {}

@@ -4,11 +4,7 @@ import json
 import subprocess
 import sys
 
-from .conftest import SAMPLES, op, write_trace
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "tb_plugin", *args], capture_output=True, text=True, timeout=120)
+from .helpers import SAMPLES, op, run_cli, write_trace
 
 
 def test_info_text_and_json():

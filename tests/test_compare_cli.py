@@ -10,7 +10,7 @@ import pytest
 
 from tb_plugin.__main__ import main
 
-from .conftest import SAMPLES, raw_events
+from .helpers import SAMPLES, raw_events
 from .plants import slower_data_loader, write_gz
 
 CPU_CNN = SAMPLES / "cpu_cnn"

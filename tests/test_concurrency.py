@@ -21,9 +21,7 @@ from collections import Counter, defaultdict
 import tb_plugin.profile
 from tb_plugin.views import common, timeline
 
-from .conftest import shared_trace
-from .test_api import PREFIX, make_client
-from .test_openapi_fuzz import SPEC, valid_query
+from .helpers import PREFIX, SPEC, make_client, shared_trace, valid_query
 
 THREADS = 16
 DEADLINE_SECONDS = 240

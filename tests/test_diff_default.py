@@ -11,9 +11,8 @@ import pytest
 from tb_plugin.runs import PROPOSAL_CANDIDATES, propose_comparison
 from tb_plugin.views.regression import OperatorNames
 
-from .conftest import SAMPLES, kernel, op, raw_events, runtime, write_trace
+from .helpers import PREFIX, SAMPLES, kernel, make_client, op, raw_events, runtime, write_trace
 from .plants import stretched_kernels, stretched_step_change, write_gz
-from .test_api import PREFIX, make_client
 
 
 def cpu_trace(path, names):

@@ -7,7 +7,7 @@ import pytest
 from tb_plugin.discovery import SNIFF_BYTES, Skipped, discover_runs, parse_trace_file_name
 from tb_plugin.storage import MAX_SCAN_DEPTH, Storage
 
-from .conftest import deep_directory, op, write_trace
+from .helpers import PREFIX, deep_directory, make_client, op, write_trace
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -248,8 +248,6 @@ def test_names_equal_once_escaped_keep_the_first_and_report_the_other(tmp_path):
 def test_runs_route_reports_an_unreadable_run_directory(tmp_path, monkeypatch):
     """An unreadable run directory disappeared with no message anywhere: /runs now lists it
     under scan_errors with the reason, beside the runs that were found."""
-    from .test_api import PREFIX, make_client
-
     for run in ("a", "locked"):
         write_trace(tmp_path / run / "w.pt.trace.json", [op("a", 0, 1)])
     _refuse_listing(monkeypatch, tmp_path / "locked")

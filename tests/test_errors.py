@@ -11,7 +11,7 @@ from tb_plugin.api import Inputs, respond, route
 from tb_plugin.loading import ReplyCache
 from tb_plugin.errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 
-from .conftest import op, write_trace
+from .helpers import op, write_trace
 
 
 @pytest.mark.parametrize("error, status, code", [

@@ -3,7 +3,7 @@
 
 import tb_plugin
 
-from .conftest import kernel, op, runtime, write_trace
+from .helpers import kernel, op, runtime, write_trace
 
 
 def _steps(profile):

@@ -14,7 +14,7 @@ import pytest
 
 import tb_plugin
 
-from .conftest import REPO, SAMPLES, key_averages_counts, raw_events
+from .helpers import REPO, SAMPLES, key_averages_counts, raw_events
 
 RUNS = ["gpu_h100_compiled", "gpu_h100_eager_nccl"]
 REFERENCE = REPO / "tests" / "data" / "gpu_reference"

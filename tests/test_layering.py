@@ -186,6 +186,44 @@ def test_the_rules_read_imports_as_python_does():
         {"__init__", "werkzeug"}
 
 
+TESTS = REPO / "tests"
+
+
+def imported_test_modules(source):
+    """The test modules (`test_*.py`) an import statement of `source` names: `from .test_api
+    import x`, `from ..test_views_flops import y`, `import tests.test_api`, `from . import test_cli`."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add(node.module or "")
+            if node.module in (None, "tests", "tests.e2e"):  # names imported from a package of tests
+                names |= {alias.name for alias in node.names}
+    return sorted(n for n in names if n.rsplit(".", 1)[-1].startswith("test_"))
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers live in tests/helpers.py and fixtures in conftest.py: a test module that
+    imports another runs that module's fixtures and module-level set-up as a side effect, and a
+    helper moved or renamed there breaks tests that only borrowed it."""
+    problems = [f"{path.relative_to(REPO)} imports {name}" for path in sorted(TESTS.rglob("*.py"))
+                for name in imported_test_modules(path.read_text())]
+    assert not problems, "move what is shared into tests/helpers.py (fixtures: conftest.py):\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("source", ["from .test_api import PREFIX\n", "from ..test_views_flops import trace\n",
+                                    "import tests.test_api\n", "from . import test_cli\n",
+                                    "def f():\n    from .test_api import make_client\n"])
+def test_the_test_module_rule_catches_an_import(source):
+    assert imported_test_modules(source)
+
+
+def test_the_test_module_rule_lets_helpers_through():
+    assert imported_test_modules("from .helpers import PREFIX\nfrom .conftest import x\nimport pytest_mock\n"
+                                 "from tb_plugin.schema import test_value\n") == []
+
+
 def test_no_route_reaches_into_the_model():
     tree = ast.parse((PACKAGE / "api.py").read_text())
     reached = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "model"]

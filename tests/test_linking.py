@@ -14,7 +14,7 @@ import numpy as np
 from tb_plugin import load
 from tb_plugin.trace.linking import ancestor_where, flow_peers, roll_up, tree_depth
 
-from .conftest import op, write_trace
+from .helpers import op, write_trace
 
 PARENT = np.array([-1, 0, 1, 0, 3, -1, 5])
 DEPTH = np.array([0, 1, 2, 1, 2, 0, 1])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, SAMPLES
+from .helpers import REPO, SAMPLES
 
 TENSORBOARD = Path(sys.executable).with_name("tensorboard")
 

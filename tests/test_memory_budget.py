@@ -19,8 +19,7 @@ from tb_plugin.cache import ModelCache
 from tb_plugin.errors import ReplyTooLargeError, TraceError
 from tb_plugin.loading import REPLY_BYTES_PER_VALUE, Loading, ReplyCache, ReplyReservation, RunStore, estimate_parse_bytes, loader_count
 
-from .conftest import SAMPLES, op, write_trace
-from .test_api import make_client, wait_ready
+from .helpers import SAMPLES, make_client, op, wait_ready, write_trace
 
 
 def store_of(logdir, **options):

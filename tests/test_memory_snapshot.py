@@ -17,6 +17,7 @@ import tb_plugin
 from tb_plugin import TraceError
 from tb_plugin.__main__ import main
 
+from .helpers import PREFIX, make_client, memory, op, wait_route, write_trace
 from .snapshot_data import STACKS, snapshot_of, standard_snapshot, training
 
 memory_viz = pytest.importorskip("torch.cuda._memory_viz")
@@ -352,8 +353,6 @@ def _wait(store, name, timeout=60):
 
 
 def test_routes_answer_tables_csv_and_a_payload_422(tmp_path, snapshot):
-    from .test_api import PREFIX, make_client, wait_route
-
     logdir = _logdir(tmp_path, snapshot)
     (logdir / "job" / "evil.pickle").write_bytes(pickle.dumps({"segments": [_Payload(tmp_path / "ran")]}))
     plugin, client = make_client(logdir)
@@ -387,9 +386,6 @@ def test_routes_answer_tables_csv_and_a_payload_422(tmp_path, snapshot):
 def test_beside_the_trace_of_the_same_rank(tmp_path, allocators, snapshot):
     """A Kineto trace of rank0 recorded while the snapshot's trace ran: one time axis (the
     trace's epoch-us origin), the overlap, and each one's peak in it."""
-    from .conftest import memory, op, write_trace
-    from .test_api import PREFIX, make_client, wait_route
-
     a = allocators[0]
     times = [e["time_us"] for e in a.entries[a.drop_first:]]
     start = times[50]

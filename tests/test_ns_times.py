@@ -12,7 +12,7 @@ import pytest
 import tb_plugin
 from tb_plugin.trace.kinds import KIND_OP, KIND_RUNTIME, classify
 
-from .conftest import SAMPLES, kernel, op, runtime, shared_trace
+from .helpers import SAMPLES, kernel, op, runtime, shared_trace
 
 BASE = 1700000000000000  # epoch µs: float64 spacing there is 0.25 µs
 

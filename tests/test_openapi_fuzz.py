@@ -17,29 +17,21 @@ Bounded and reproducible: a fixed seed and example count per operation
 
 import os
 import shutil
-from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 import schemathesis
-import yaml
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (content_type_conformance, negative_data_rejection,
                                                response_schema_conformance, status_code_conformance)
 
-import tb_plugin
-from tb_plugin import openapi_gen
+from .helpers import (PREFIX, SAMPLES, SNAPSHOT_RUNS, SPEC, VALID, VALID_FOR_ROUTE, csv_table, kernel, make_client, memory, op,
+                      route_parameters, runtime, wait_route, write_trace)
 
-from .conftest import SAMPLES, kernel, memory, op, runtime, write_trace
-from .test_api import PREFIX, make_client, wait_route
-
-SPEC_PATH = Path(tb_plugin.__file__).parent / "openapi.yaml"
 EXAMPLES = int(os.environ.get("TB_PLUGIN_FUZZ_EXAMPLES", "40"))
 SEED = int(os.environ.get("TB_PLUGIN_FUZZ_SEED", "20240601"))
 
 RUNS = {"cpu_cnn": ["worker0"], "ddp": ["worker0", "worker1"], "resnet": ["worker0"], "plain": ["worker0"]}
-SNAPSHOT_RUNS = {"snapshots": ["rank0", "rank1"]}  # runs of memory snapshots (samples/gpu_memory_snapshot)
 KNOWN = {
     "snapshots": ["rank0", "rank1", "nobody"],
     "runs": list(RUNS) + list(SNAPSHOT_RUNS) + [".", "nope"],
@@ -102,52 +94,8 @@ def without_tuples(node):
     return out
 
 
-schema = schemathesis.openapi.from_dict(without_tuples(yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))),
+schema = schemathesis.openapi.from_dict(without_tuples(SPEC),
                                         config=CONFIG)
-SPEC = schema.raw_schema
-
-# Valid values of every query parameter, for requests that must reach the views.
-VALID = {"run": "cpu_cnn", "worker": "worker0", "span": "1", "run_b": "cpu_cnn", "worker_b": "worker0", "span_b": "1",
-         "name": "aten::conv2d", "device": "CPU", "start_us": "0", "end_us": "1000000", "resolution_us": "100",
-         "event": "0", "q": "aten", "tracks": "0", "points": "10", "limit": "10", "max_points": "100",
-         "format": "json", "group_by": "name", "after_us": "0", "direction": "next", "snapshot": "rank0",
-         # a declared route's parameters: from their declarations (`schema.route`)
-         **{p.name: p.valid_value() for r in openapi_gen.declared_routes().values() for p in r.params}}
-VALID_FOR_ROUTE = {("/tables", "table"): "ops", ("/distributed", "run"): "ddp",
-                   # memory snapshots' routes: the run of samples/gpu_memory_snapshot, copied as "snapshots"
-                   **{(path, "run"): next(iter(SNAPSHOT_RUNS)) for path in SPEC["paths"] if path.startswith("/snapshot_")}}
-
-
-def route_parameters(path):
-    """[(name, required)] of one route, from the spec."""
-    shared = SPEC["components"]["parameters"]
-    out = []
-    for p in SPEC["paths"][path]["get"].get("parameters", []):
-        p = shared[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p
-        out.append((p["name"], bool(p.get("required"))))
-    return out
-
-
-def csv_table(path):
-    """{"table": NAME} for a route made of several tables (its CSV is one of them: the first
-    the spec lists), else {}."""
-    shared = SPEC["components"]["parameters"]
-    for p in SPEC["paths"][path]["get"].get("parameters", []):
-        p = shared[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p
-        if p["name"] == "table" and not p.get("required") and p.get("schema", {}).get("enum"):
-            return {"table": p["schema"]["enum"][0]}
-    return {}
-
-
-def valid_query(path, skip=None):
-    """The query string of a valid request to `path` (required parameters only), minus `skip`."""
-    parts = []
-    for name, required in route_parameters(path):
-        if name == skip or not (required or name in ("span",)):
-            continue
-        parts.append(f"{name}={quote(VALID_FOR_ROUTE.get((path, name), VALID.get(name, '')), safe='')}")
-    return "&".join(parts)
-
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           negative_data_rejection]

@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from .conftest import REPO
+from .helpers import REPO
 
 
 def test_wheel_holds_every_module_and_data_file_of_the_package(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 import tb_plugin
 from tb_plugin import TraceError
 
-from .conftest import kernel, op, runtime, shared_trace, write_trace
+from .helpers import kernel, op, runtime, shared_trace, write_trace
 
 
 def test_load_current_format_links_op_runtime_kernel(tmp_path):

@@ -20,6 +20,8 @@ import tb_plugin
 from tb_plugin.views import timeline
 from tb_plugin.views.intervals import exclusive_time, union_length
 
+from .helpers import shared_trace
+
 NLL_KERNEL = "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>"
 GEMM_KERNEL = "void gemmSN_TN_kernel_64addr"
 TO_SHAPE = [[2, 8, 5], [], [], [], [], [], [], []]
@@ -362,7 +364,6 @@ def test_steps_of_a_cpu_only_trace_are_all_kept(tmp_path):
 def test_rocm_trace_stub_last_step_is_left_out():
     """The real ROCm trace ends with a 49 µs `ProfilerStep#2` holding no work at all (the step
     the final `prof.step()` opened): it is not a step of the table, as in the old plugin."""
-    from .conftest import shared_trace
     profile = tb_plugin.load(shared_trace("rocm_mi250"))
     assert profile.model.steps["step"].tolist() == [1, 2]
     assert profile.steps()["step"].tolist() == [1]

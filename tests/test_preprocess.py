@@ -8,7 +8,6 @@ The job is a real trace replicated per rank on its own clock with a planted stra
 views computed from the traces directly (`tb_plugin.load_run`), never through the cache."""
 
 import contextlib
-import io
 import json
 import shutil
 import socket
@@ -35,9 +34,9 @@ from tb_plugin.runs import FILE_SUMMARIES  # noqa: E402
 from tb_plugin.storage import Storage  # noqa: E402
 from tb_plugin.views.job import RANK_PART, RankPart  # noqa: E402
 
-from .conftest import SAMPLES, op, shared_trace, write_trace  # noqa: E402
+from .helpers import (PREFIX, SAMPLES, count_model_loads, count_summary_reads, forbid_parsing, make_client, op,  # noqa: E402
+                      run_preprocess, shared_trace, table_frame, wait_route, write_trace)
 from .job_traces import write_job  # noqa: E402
-from .test_api import PREFIX, make_client, wait_route  # noqa: E402
 
 RANKS = 6
 STRAGGLER = (4, 552, 60_000.0)  # rank, step, extra compute (µs)
@@ -64,63 +63,16 @@ def logdir(tmp_path_factory):
     return root
 
 
-def _preprocess(*args):
-    """(exit status, what went to stderr) of the command line."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        status = main(["preprocess", *map(str, args)])
-    return status, err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def preprocessed(logdir, scheduler, tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
-    status, err = _preprocess(logdir, "--dask", scheduler, "--cache-dir", cache)
+    status, err = run_preprocess(logdir, "--dask", scheduler, "--cache-dir", cache)
     return cache, status, err
 
 
 def _job_view(run_dir):
     """The job view computed from the traces themselves, no cache involved."""
     return tb_plugin.load_run(str(run_dir)).job()
-
-
-def _no_parsing(monkeypatch):
-    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
-                        lambda *a, **k: pytest.fail("a trace was parsed although its summaries are cached"))
-
-
-def _count_model_loads(monkeypatch):
-    loads = []
-    real = ModelCache.get
-
-    def counted(self, key, identity, admit=None):
-        loads.append(key)
-        return real(self, key, identity, admit)
-
-    monkeypatch.setattr(ModelCache, "get", counted)
-    return loads
-
-
-def _count_summary_reads(monkeypatch):
-    """([keys of files' own summary entries read], [names of the run indexes read])."""
-    file_reads, index_reads = [], []
-    real_file, real_index = ModelCache.get_summary, ModelCache.get_summary_index
-
-    def file_read(self, key, identity, declared):
-        file_reads.append(key)
-        return real_file(self, key, identity, declared)
-
-    def index_read(self, run_source, span, declared):
-        index_reads.append(declared.name)
-        return real_index(self, run_source, span, declared)
-
-    monkeypatch.setattr(ModelCache, "get_summary", file_read)
-    monkeypatch.setattr(ModelCache, "get_summary_index", index_read)
-    return file_reads, index_reads
-
-
-def _table(body, name):
-    return pd.DataFrame(body[name]["rows"], columns=body[name]["columns"])
 
 
 def test_preprocess_reports_progress_and_the_failure_and_goes_on(preprocessed, logdir):
@@ -162,9 +114,9 @@ def test_job_view_answers_from_summaries_without_parsing_and_finds_the_straggler
     cache, _, _ = preprocessed
     expected = _job_view(logdir / "job")
     expected_dist = tb_plugin.load_run(str(logdir / "ddp")).distributed(span=2)
-    _no_parsing(monkeypatch)
-    model_loads = _count_model_loads(monkeypatch)
-    file_reads, index_reads = _count_summary_reads(monkeypatch)
+    forbid_parsing(monkeypatch)
+    model_loads = count_model_loads(monkeypatch)
+    file_reads, index_reads = count_summary_reads(monkeypatch)
     plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
     try:
         body = wait_route(client, f"{PREFIX}/job?run=job").get_json()
@@ -173,12 +125,12 @@ def test_job_view_answers_from_summaries_without_parsing_and_finds_the_straggler
         assert model_loads == []  # no rank's model was loaded for either view
         # each view read its run's one index entry, no file's own summary entry
         assert index_reads == ["job", "distributed"] and file_reads == []
-        stragglers = _table(body, "stragglers")
+        stragglers = table_frame(body, "stragglers")
         worst = stragglers.iloc[0]
         assert (int(worst["rank"]), int(worst["step"]), worst["cause"]) == STRAGGLER[:2] + ("compute",)
         assert worst["excess_us"] == pytest.approx(STRAGGLER[2], rel=0.02)
-        pd.testing.assert_frame_equal(_table(body, "rank_steps"), expected.rank_steps, check_dtype=False)
-        pd.testing.assert_frame_equal(_table(distributed_answer.get_json(), "steps"), expected_dist.steps,
+        pd.testing.assert_frame_equal(table_frame(body, "rank_steps"), expected.rank_steps, check_dtype=False)
+        pd.testing.assert_frame_equal(table_frame(distributed_answer.get_json(), "steps"), expected_dist.steps,
                                       check_dtype=False)
         assert plugin.store.held_bytes() <= plugin.store.max_memory_bytes
         # a per-rank view loads that one rank's model, from the cache
@@ -219,40 +171,40 @@ def test_a_damaged_summary_means_a_rebuild_never_wrong_numbers(preprocessed, log
         plugin.store.stop()
     # only the damaged rank is rebuilt: from its model where that is whole, else parsed again
     assert parses == ([storage.display("job/rank4.pt.trace.json.gz")] if damaged != "summary" else [])
-    pd.testing.assert_frame_equal(_table(body, "rank_steps"), expected.rank_steps, check_dtype=False)
-    assert [int(r) for r in _table(body, "stragglers")["rank"].unique()] == [STRAGGLER[0]]
+    pd.testing.assert_frame_equal(table_frame(body, "rank_steps"), expected.rank_steps, check_dtype=False)
+    assert [int(r) for r in table_frame(body, "stragglers")["rank"].unique()] == [STRAGGLER[0]]
 
 
 def test_a_second_run_skips_what_is_up_to_date_and_force_parses_again(preprocessed, logdir, scheduler, tmp_path):
     cache = tmp_path / "cache"
     shutil.copytree(preprocessed[0], cache)
     ddp = logdir / "ddp"
-    status, err = _preprocess(ddp, "--dask", scheduler, "--cache-dir", cache)
+    status, err = run_preprocess(ddp, "--dask", scheduler, "--cache-dir", cache)
     assert status == 0 and "done: 4 of 4 files (4 already up to date)" in err, err
-    status, err = _preprocess(ddp, "--dask", scheduler, "--cache-dir", cache, "--force")
+    status, err = run_preprocess(ddp, "--dask", scheduler, "--cache-dir", cache, "--force")
     assert status == 0 and "(0 already up to date)" in err, err
 
 
 def test_nothing_to_do_is_an_error(tmp_path, scheduler):
-    status, err = _preprocess(tmp_path, "--dask", scheduler, "--cache-dir", tmp_path / "cache")
+    status, err = run_preprocess(tmp_path, "--dask", scheduler, "--cache-dir", tmp_path / "cache")
     assert status == 2 and "no trace files" in err
     broken = tmp_path / "logs"
     write_trace(broken / "worker0.pt.trace.json", [op("x", 0, 1)]).write_bytes(b"{")
-    status, err = _preprocess(broken, "--dask", scheduler, "--cache-dir", tmp_path / "cache")
+    status, err = run_preprocess(broken, "--dask", scheduler, "--cache-dir", tmp_path / "cache")
     assert status == 2 and "1 files failed" in err
 
 
 def test_without_dask_the_error_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails as if not installed
     write_trace(tmp_path / "logs" / "worker0.pt.trace.json", [op("x", 0, 1)])
-    status, err = _preprocess(tmp_path / "logs", "--dask", "local", "--cache-dir", tmp_path / "cache")
+    status, err = run_preprocess(tmp_path / "logs", "--dask", "local", "--cache-dir", tmp_path / "cache")
     assert status == 2 and "dask.distributed, which is not installed" in err and "[dask]" in err
 
 
 def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(tb_plugin.preprocess, "CONNECT_TIMEOUT", "1s")
     write_trace(tmp_path / "logs" / "worker0.pt.trace.json", [op("x", 0, 1)])
-    status, err = _preprocess(tmp_path / "logs", "--dask", "tcp://127.0.0.1:9", "--cache-dir", tmp_path / "cache")
+    status, err = run_preprocess(tmp_path / "logs", "--dask", "tcp://127.0.0.1:9", "--cache-dir", tmp_path / "cache")
     assert status == 2 and "cannot connect to the Dask scheduler at tcp://127.0.0.1:9" in err
 
 
@@ -262,7 +214,7 @@ def test_local_cluster_of_the_command_line(tmp_path):
     shutil.copytree(SAMPLES / "cpu_ddp_gloo", tmp_path / "ddp")
     with _port_held(8787), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        status, err = _preprocess(tmp_path / "ddp", "--dask", "local", "--workers", "1", "--cache-dir", tmp_path / "c")
+        status, err = run_preprocess(tmp_path / "ddp", "--dask", "local", "--workers", "1", "--cache-dir", tmp_path / "c")
     assert status == 0 and "done: 4 of 4 files" in err and "on 1 workers" in err
     said = err + "".join(str(w.message) for w in caught)
     assert "8787" not in said and "already in use" not in said, said
@@ -315,7 +267,7 @@ def test_a_trace_changed_since_preprocessing_is_parsed_again(logdir, scheduler, 
     content) is never served, only that file is parsed, and the job has no straggler any more."""
     job = tmp_path / "logs" / "job"
     shutil.copytree(logdir / "job", job)
-    status, err = _preprocess(tmp_path / "logs", "--dask", scheduler, "--cache-dir", tmp_path / "cache")
+    status, err = run_preprocess(tmp_path / "logs", "--dask", scheduler, "--cache-dir", tmp_path / "cache")
     assert status == 0, err
     offsets = [r * 7_919.0 - 20_000.0 for r in range(RANKS)]
     fixed = write_job(shared_trace("sampled_128rank_job", "rank0.pt.trace.json.gz"), tmp_path / "fixed", 5, offsets)
@@ -332,7 +284,7 @@ def test_a_trace_changed_since_preprocessing_is_parsed_again(logdir, scheduler, 
         plugin.store.stop()
     assert parses == [str(job / "rank4.pt.trace.json.gz")]
     assert len(body["stragglers"]["rows"]) == 0 and len(expected.stragglers) == 0
-    pd.testing.assert_frame_equal(_table(body, "rank_steps"), expected.rank_steps, check_dtype=False)
+    pd.testing.assert_frame_equal(table_frame(body, "rank_steps"), expected.rank_steps, check_dtype=False)
 
 
 def test_per_rank_views_of_every_rank_stay_within_the_budget(preprocessed, logdir, monkeypatch):
@@ -344,7 +296,7 @@ def test_per_rank_views_of_every_rank_stay_within_the_budget(preprocessed, logdi
     one_profile = tb_plugin.load(str(logdir / "job" / "rank0.pt.trace.json.gz"))
     one_profile.overview()
     budget = 2 * profile_bytes(one_profile) + (1 << 20)
-    _no_parsing(monkeypatch)
+    forbid_parsing(monkeypatch)
     store = RunStore(str(logdir), max_memory_bytes=budget, max_parse_bytes=1 << 30, cache=ModelCache(cache))
     try:
         declared, build = FILE_SUMMARIES["job"]
@@ -366,16 +318,16 @@ def test_collapsed_ranks_of_the_timeline_come_from_the_index(preprocessed, logdi
     from the run's index, no model loaded; its busy blocks are those built from the trace."""
     cache, _, _ = preprocessed
     expected = tb_plugin.load_run(str(logdir / "job")).timeline_ranks()
-    _no_parsing(monkeypatch)
-    model_loads = _count_model_loads(monkeypatch)
-    file_reads, index_reads = _count_summary_reads(monkeypatch)
+    forbid_parsing(monkeypatch)
+    model_loads = count_model_loads(monkeypatch)
+    file_reads, index_reads = count_summary_reads(monkeypatch)
     plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
     try:
         body = wait_route(client, f"{PREFIX}/timeline_ranks?run=job").get_json()
     finally:
         plugin.store.stop()
     assert model_loads == [] and file_reads == [] and sorted(index_reads) == ["job", "rank_timeline"]
-    pd.testing.assert_frame_equal(_table(body, "ranks"), expected.ranks, check_dtype=False)
+    pd.testing.assert_frame_equal(table_frame(body, "ranks"), expected.ranks, check_dtype=False)
 
 
 def test_summaries_of_its_own_parse_are_stored_for_the_next_start(logdir, tmp_path, monkeypatch):
@@ -394,15 +346,15 @@ def test_summaries_of_its_own_parse_are_stored_for_the_next_start(logdir, tmp_pa
             time.sleep(0.05)
     finally:
         plugin.store.stop()
-    _no_parsing(monkeypatch)
-    model_loads = _count_model_loads(monkeypatch)
+    forbid_parsing(monkeypatch)
+    model_loads = count_model_loads(monkeypatch)
     plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
     try:
         body = client.get(f"{PREFIX}/job?run=job")
     finally:
         plugin.store.stop()
     assert body.status_code == 200 and model_loads == []
-    pd.testing.assert_frame_equal(_table(body.get_json(), "rank_steps"), expected.rank_steps, check_dtype=False)
+    pd.testing.assert_frame_equal(table_frame(body.get_json(), "rank_steps"), expected.rank_steps, check_dtype=False)
 
 
 def test_summaries_beyond_the_budget_are_dropped_once_not_in_use(preprocessed, logdir, monkeypatch):

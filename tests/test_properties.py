@@ -36,7 +36,7 @@ import tb_plugin
 from tb_plugin.cache import ModelCache
 from tb_plugin.views.distributed import distributed
 
-from .conftest import kernel, memory, op, runtime
+from .helpers import PREFIX, kernel, make_client, memory, op, runtime, wait_route
 
 EXAMPLES = int(os.environ.get("TB_PLUGIN_HYPOTHESIS_EXAMPLES", "100"))
 PROPERTY_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
@@ -464,8 +464,6 @@ def test_any_bytes_in_run_and_worker_names_are_listed_and_served(run, worker):
     are listed as the bytes read as UTF-8 with the others escaped (`\\xff`), and that name
     opens the trace and downloads its file."""
     from urllib.parse import urlencode
-
-    from .test_api import PREFIX, make_client, wait_route
 
     with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
         folder = os.path.join(os.fsencode(tmp), run)

@@ -16,9 +16,8 @@ import pytest
 import tb_plugin
 from tb_plugin.views.rank_timeline import RANK_TRACK_STRIDE
 
-from .conftest import SAMPLES, kernel, op, raw_events, runtime, write_trace
+from .helpers import PREFIX, SAMPLES, kernel, make_client, op, raw_events, runtime, write_trace
 from .job_traces import write_job
-from .test_api import PREFIX, make_client
 
 # Rank r's clock reads the true time plus CLOCK[r] (three hosts); its first event is at true
 # time -EARLY[r], so the ranks' trace origins differ besides their clocks.

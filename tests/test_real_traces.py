@@ -8,7 +8,7 @@ import pytest
 
 import tb_plugin
 
-from .conftest import SHARED_TRACES, raw_events, shared_trace
+from .helpers import SHARED_TRACES, raw_events, shared_trace
 
 RUNS = ["a100_alexnet", "a100_nccl_collectives", "cpu_only_gloo", "old_format_inference", "resnet50_v100_2021",
         "rocm_mi250", "sampled_128rank_job", "triton_kernel", "v100_ddp_nccl_memory"]

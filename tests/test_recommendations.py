@@ -7,7 +7,7 @@ import pytest
 
 import tb_plugin
 
-from .conftest import SAMPLES, kernel, op, raw_events, runtime, write_trace
+from .helpers import SAMPLES, kernel, op, raw_events, runtime, write_trace
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "runtime")

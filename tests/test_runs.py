@@ -18,8 +18,7 @@ from tb_plugin.cache import ModelCache
 from tb_plugin.preprocess import preprocess_file, write_run_index
 from tb_plugin.storage import Storage
 
-from .conftest import SAMPLES
-from .test_api import PREFIX, make_client, wait_route
+from .helpers import PREFIX, SAMPLES, make_client, wait_route
 
 JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks")
 DISTRIBUTED_TABLES = ("steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices")

@@ -9,20 +9,16 @@ honours. `FSSPEC_S3_ENDPOINT_URL` would not work here: fsspec reads `FSSPEC_*` v
 when it is imported.
 """
 
-import glob
-import logging
 import os
 import posixpath
-import time
-from types import SimpleNamespace
 
 import pytest
 
-_WHY = "S3 tests need moto[server], boto3 and s3fs (pip install 'moto[server]' boto3 s3fs)"
-moto_server = pytest.importorskip("moto.server", reason=_WHY)
-boto3 = pytest.importorskip("boto3", reason=_WHY)
-s3fs = pytest.importorskip("s3fs", reason=_WHY)
-fsspec_config = pytest.importorskip("fsspec.config", reason=_WHY)
+from .helpers import BUCKET, S3_NEEDS, S3_RUNS, SAMPLES, sample_traces
+
+pytest.importorskip("moto.server", reason=S3_NEEDS)  # the `s3` fixture's server
+pytest.importorskip("boto3", reason=S3_NEEDS)
+s3fs = pytest.importorskip("s3fs", reason=S3_NEEDS)
 
 import tb_plugin  # noqa: E402
 import tb_plugin.profile  # noqa: E402
@@ -31,84 +27,13 @@ from tb_plugin.errors import PathOutsideLogdirError  # noqa: E402
 from tb_plugin.loading import RunStore  # noqa: E402
 from tb_plugin.storage import Storage  # noqa: E402
 
-SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
-BUCKET = "bucket"
-# S3 prefix -> local sample run directory
-RUNS = {"cnn": "cpu_cnn", "ddp": "cpu_ddp_gloo"}
-
-
-def _sample_files(local_run):
-    files = sorted(glob.glob(os.path.join(SAMPLES, local_run, "*.pt.trace.json.gz")))
-    assert files, f"no sample traces in {os.path.join(SAMPLES, local_run)}"
-    return files
-
-
-def _read(path):
-    with open(path, "rb") as fh:
-        return fh.read()
+pytestmark = pytest.mark.usefixtures("fresh_s3fs")
 
 
 def _comparable(info):
     """The facts of `Profile.info()` that do not depend on where the file was read from."""
     return {k: info[k] for k in ("steps", "event_counts", "threads", "start_us", "duration_us",
                                  "device_type", "distributed")}
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    """A moto S3 server on 127.0.0.1 holding the sample runs under s3://bucket/logs/."""
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    werkzeug_log = logging.getLogger("werkzeug")
-    old_level = werkzeug_log.level
-    werkzeug_log.setLevel(logging.WARNING)  # one access-log line per request otherwise
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        assert host == "127.0.0.1"
-        endpoint = f"http://{host}:{port}"
-        no_file = str(tmp_path_factory.mktemp("aws") / "absent")
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("AWS_ACCESS_KEY_ID", "testing")
-            mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-            mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
-            mp.setenv("AWS_ENDPOINT_URL", endpoint)
-            # Nothing from the user's AWS/fsspec setup may redirect requests or credentials.
-            for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
-                         "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_REGION"):
-                mp.delenv(name, raising=False)
-            mp.setenv("AWS_CONFIG_FILE", no_file)
-            mp.setenv("AWS_SHARED_CREDENTIALS_FILE", no_file)
-            mp.delitem(fsspec_config.conf, "s3", raising=False)
-            s3fs.S3FileSystem.clear_instance_cache()
-
-            client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-            client.create_bucket(Bucket=BUCKET)
-            uploaded_at = time.time()
-            local = {}  # "cnn/<file name>" -> local path
-            for prefix, local_run in RUNS.items():
-                for path in _sample_files(local_run):
-                    rel = f"{prefix}/{os.path.basename(path)}"
-                    client.put_object(Bucket=BUCKET, Key=f"logs/{rel}", Body=_read(path))
-                    local[rel] = path
-            # Outside the log directory: a sibling prefix sharing the "logs" spelling, and a file
-            # at the bucket root. Neither may ever be listed or read through Storage("s3://bucket/logs").
-            some_trace = _sample_files("cpu_cnn")[0]
-            client.put_object(Bucket=BUCKET, Key=f"logs-old/cnn/{os.path.basename(some_trace)}",
-                              Body=_read(some_trace))
-            client.put_object(Bucket=BUCKET, Key="secret.pt.trace.json.gz", Body=_read(some_trace))
-            yield SimpleNamespace(endpoint=endpoint, client=client, local=local, uploaded_at=uploaded_at)
-            s3fs.S3FileSystem.clear_instance_cache()
-    finally:
-        server.stop()
-        werkzeug_log.setLevel(old_level)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_s3fs():
-    """No cached S3FileSystem (or its listing cache) carries over from one test to the next."""
-    s3fs.S3FileSystem.clear_instance_cache()
-    yield
-    s3fs.S3FileSystem.clear_instance_cache()
 
 
 class _RecordingFS:
@@ -133,8 +58,8 @@ class _RecordingFS:
 # 1 -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("rel", [
-    f"cnn/{os.path.basename(p)}" for p in _sample_files("cpu_cnn")
-] + [f"ddp/{os.path.basename(_sample_files('cpu_ddp_gloo')[-1])}"])
+    f"cnn/{os.path.basename(p)}" for p in sample_traces("cpu_cnn")
+] + [f"ddp/{os.path.basename(sample_traces('cpu_ddp_gloo')[-1])}"])
 def test_load_matches_local_for_s3_url(s3, rel):
     url = f"s3://{BUCKET}/logs/{rel}"
     remote = tb_plugin.load(url).info()
@@ -160,12 +85,12 @@ def test_stat_reports_size_and_mtime_on_s3(s3):
 
 def test_discover_runs_finds_cnn_and_ddp_on_s3(s3):
     runs = discover_runs(Storage(f"s3://{BUCKET}/logs"))
-    local_runs = discover_runs(Storage(SAMPLES))
+    local_runs = discover_runs(Storage(str(SAMPLES)))
 
     assert list(runs) == ["cnn", "ddp"]  # logs-old/ and the bucket-root file stay invisible
     assert list(runs["cnn"].workers) == ["worker0"]
     assert list(runs["ddp"].workers) == ["worker0", "worker1"]
-    for prefix, local_run in RUNS.items():
+    for prefix, local_run in S3_RUNS.items():
         run = runs[prefix]
         assert run.name == prefix
         assert list(run.workers) == list(local_runs[local_run].workers)
@@ -249,7 +174,7 @@ def test_resolve_outside_prefix_refused_on_s3(s3, rel):
 
     # The same storage still reads inside the prefix, and only there.
     inside = next(iter(s3.local))
-    assert storage.read_bytes(inside) == _read(s3.local[inside])
+    assert storage.read_bytes(inside) == s3.local[inside].read_bytes()
     runs = discover_runs(storage)
     assert list(runs) == ["cnn", "ddp"]
     touched = [args[0] for _, args in spy.calls]
@@ -260,7 +185,7 @@ def test_resolve_outside_prefix_refused_on_s3(s3, rel):
 
 @pytest.mark.parametrize("damage", ["truncated", "corrupt"])
 def test_load_damaged_gzip_raises_trace_error_on_s3(s3, damage):
-    data = _read(_sample_files("cpu_cnn")[0])
+    data = sample_traces("cpu_cnn")[0].read_bytes()
     if damage == "truncated":
         broken = data[: len(data) // 2]
     else:  # flip the bytes of a stretch in the middle of the deflate stream
@@ -286,10 +211,10 @@ def test_load_damaged_gzip_raises_trace_error_on_s3(s3, damage):
 
 def test_walk_ignores_folder_markers_on_s3(s3):
     """Zero-byte `key/` objects (what consoles create for "folders") are not files."""
-    trace = _sample_files("cpu_cnn")[0]
+    trace = sample_traces("cpu_cnn")[0]
     name = os.path.basename(trace)
     for key in ("markers/", "markers/run/", f"markers/run/{name}"):
-        s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"" if key.endswith("/") else _read(trace))
+        s3.client.put_object(Bucket=BUCKET, Key=key, Body=b"" if key.endswith("/") else trace.read_bytes())
 
     walked = dict(Storage(f"s3://{BUCKET}/markers").walk())
     assert walked == {"run": [name]}
@@ -300,9 +225,9 @@ def test_walk_ignores_folder_markers_on_s3(s3):
 
 def test_load_run_with_subdir_sorting_before_root_on_s3(s3):
     """A sub-folder whose name sorts before "." (`-old`, `#tmp`) must not hide the run's files."""
-    traces = _sample_files("cpu_cnn")
+    traces = sample_traces("cpu_cnn")
     for path in traces:
-        s3.client.put_object(Bucket=BUCKET, Key=f"sorted/run/{os.path.basename(path)}", Body=_read(path))
+        s3.client.put_object(Bucket=BUCKET, Key=f"sorted/run/{os.path.basename(path)}", Body=path.read_bytes())
     s3.client.put_object(Bucket=BUCKET, Key="sorted/run/-old/notes.txt", Body=b"not a trace")
     s3.client.put_object(Bucket=BUCKET, Key="sorted/run/#tmp/notes.txt", Body=b"not a trace")
 

@@ -50,9 +50,8 @@ import pytest
 
 from tb_plugin.storage import Storage
 
-from .conftest import SAMPLES, kernel, memory, op, runtime, write_trace
-from .test_api import PREFIX, make_client, wait_route
-from .test_openapi_fuzz import SPEC, csv_table, route_parameters, valid_query
+from .helpers import (PREFIX, SAMPLES, SPEC, csv_table, kernel, make_client, memory, op, route_parameters, runtime, valid_query,
+                      wait_route, write_trace)
 
 MARKUP = "<img src=x onerror=alert(1)>"
 SCRIPT_OP = "<script>alert('op')</script>"

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from tb_plugin.sources import SourceResolver
 
-from .conftest import op, write_trace
-from .test_api import PREFIX, make_client, wait_route
+from .helpers import PREFIX, make_client, op, wait_route, write_trace
 
 
 def _tree(root, *files):

@@ -22,7 +22,6 @@ from urllib.parse import urlencode
 
 import pandas as pd
 import pytest
-import yaml
 
 import tb_plugin
 from tb_plugin import openapi_gen, schema
@@ -35,14 +34,11 @@ from tb_plugin.trace.tables import MODEL_TABLES
 from tb_plugin.views import diff, kernels, operators
 from tb_plugin.views.memory_snapshot import SNAPSHOT_PARTS
 
-from .conftest import SAMPLES
-from .test_api import PREFIX, make_client, wait_route
-from .test_openapi_fuzz import VALID, route_parameters
+from .helpers import PREFIX, SAMPLES, SPEC, VALID, make_client, route_parameters, wait_route
 
 # Parameters whose value chooses which declared table a route answers with.
 TABLE_CHOICES = ("group_by", "table", "by_step")
 
-SPEC = yaml.safe_load(openapi_gen.SPEC_PATH.read_text(encoding="utf-8"))
 TABLES = openapi_gen.declared_tables()
 BY_COMPONENT = {openapi_gen.component_name(name): table for name, table in TABLES.items()}
 SAMPLE_FILES = sorted(SAMPLES.glob("*/*.pt.trace.json.gz"))

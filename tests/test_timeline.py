@@ -8,8 +8,7 @@ import tb_plugin
 from tb_plugin.views.timeline import (KINDS, counters, event_details, event_flows, merge_blocks, range_summary,
                                       search, timeline_index)
 
-from .conftest import SAMPLES, kernel, op, runtime, shared_trace, write_trace
-from .test_api import PREFIX, make_client, wait_ready
+from .helpers import PREFIX, SAMPLES, kernel, make_client, op, runtime, shared_trace, wait_ready, write_trace
 
 
 def random_trace(tmp_path, seed, n=3000):

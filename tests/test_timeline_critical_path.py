@@ -13,9 +13,8 @@ import tb_plugin
 from tb_plugin.views.common import step_windows
 from tb_plugin.views.timeline import TIMELINE_CRITICAL_PATH
 
-from .conftest import kernel, op, raw_events, runtime, write_trace
+from .helpers import PREFIX, kernel, make_client, op, raw_events, runtime, wait_ready, write_trace
 from .hta_reference import gpu_trace_files
-from .test_api import PREFIX, make_client, wait_ready
 
 # Main thread tid 2; a helper thread tid 1 of the same process, so its track ("thread 1")
 # sorts first. K1 on stream 8 (call 5-8, runs 20-100); K2 on stream 7 (call 10-12) starts at

@@ -6,7 +6,7 @@ import pytest
 
 import tb_plugin
 
-from .conftest import key_averages_counts
+from .helpers import key_averages_counts
 
 torch = pytest.importorskip("torch", reason="torch is needed to record a reference trace")
 

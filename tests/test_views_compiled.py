@@ -14,10 +14,8 @@ import pytest
 import tb_plugin
 from tb_plugin.views.compiled import KERNELS, REGIONS, SHARE, compiled, compiled_kernels, compiled_share
 
-from .conftest import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, write_trace
-from .test_api import make_client, wait_route
+from .helpers import PREFIX, SAMPLES, SHARED_TRACES, kernel, make_client, op, raw_events, runtime, wait_route, write_trace
 
-PREFIX = "/data/plugin/pytorch_profiler"
 REGION = re.compile(r"^Torch-Compiled Region: \d+/\d+$")
 STEP = re.compile(r"^ProfilerStep#\d+$")
 

@@ -11,8 +11,7 @@ import pytest
 
 import tb_plugin
 
-from .conftest import SAMPLES, op, raw_events, runtime, write_trace
-from .test_api import PREFIX, make_client, wait_route
+from .helpers import PREFIX, SAMPLES, make_client, op, raw_events, runtime, wait_route, write_trace
 
 GPU_SAMPLES = [sorted((SAMPLES / run).iterdir())[0] for run in ("gpu_a100_nccl", "gpu_h100_eager_nccl")]
 

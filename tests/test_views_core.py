@@ -10,7 +10,7 @@ import pytest
 import tb_plugin
 from tb_plugin.views.common import cuda_core_markers, is_tensor_core_kernel, tensor_core_markers
 
-from .conftest import SAMPLES, SHARED_TRACES, kernel, op, runtime, raw_events, shared_trace, write_trace
+from .helpers import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, shared_trace, write_trace
 
 REFERENCE = SHARED_TRACES / "reference_torch_tb_profiler_0.4.3"
 

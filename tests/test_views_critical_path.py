@@ -15,12 +15,10 @@ from tb_plugin.views.common import step_windows
 from tb_plugin.views.critical_path import (CRITICAL_PATH, CRITICAL_PATH_CATEGORIES, CRITICAL_PATH_OPERATORS, _graph,
                                            _waited_for)
 
-from .conftest import SAMPLES, SHARED_TRACES, kernel, op, runtime, write_trace
+from .helpers import PREFIX, SAMPLES, SHARED_TRACES, kernel, op, runtime, write_trace
 from .hta_reference import critical_path as hta_critical_path
 from .hta_reference import critical_path_graph as hta_critical_path_graph
 from .hta_reference import gpu_trace_files
-from .test_api import PREFIX
-from .test_views_gpu_idle import served  # noqa: F401 (the A100 sample served over HTTP)
 
 
 def load(tmp_path, events):
@@ -418,17 +416,17 @@ def test_path_tiles_every_step(trace):
 
 @pytest.mark.parametrize("table, declared", [("segments", CRITICAL_PATH), ("categories", CRITICAL_PATH_CATEGORIES),
                                              ("operators", CRITICAL_PATH_OPERATORS)])
-def test_critical_path_route(served, table, declared):  # noqa: F811
+def test_critical_path_route(a100_client, table, declared):
     url = f"{PREFIX}/critical_path?run=a100&worker=rank0&step=5&table={table}"
-    body = served.get(url).get_json()
+    body = a100_client.get(url).get_json()
     assert body["columns"] == declared.names and body["rows"]
-    rows = list(csv.reader(io.StringIO(served.get(url + "&format=csv").get_data(as_text=True))))
+    rows = list(csv.reader(io.StringIO(a100_client.get(url + "&format=csv").get_data(as_text=True))))
     assert rows[0] == body["columns"] and len(rows) - 1 == len(body["rows"])
 
 
 @pytest.mark.parametrize("params, status, fragment", [("&step=99", 404, "steps: 4, 5, 6"), ("&table=x", 400, "segments")])
-def test_critical_path_route_errors(served, params, status, fragment):  # noqa: F811
-    response = served.get(f"{PREFIX}/critical_path?run=a100&worker=rank0{params}")
+def test_critical_path_route_errors(a100_client, params, status, fragment):
+    response = a100_client.get(f"{PREFIX}/critical_path?run=a100&worker=rank0{params}")
     assert response.status_code == status and fragment in response.get_json()["reason"]
 
 

@@ -7,7 +7,7 @@ import pytest
 import tb_plugin
 from tb_plugin.views.cudagraphs import ANNOTATIONS, KERNELS, LAUNCHES
 
-from .conftest import kernel, op, runtime, write_trace
+from .helpers import ANNOTATED_NODES, annotated_graph_trace, kernel, make_client, op, runtime, wait_route, write_trace
 
 
 @pytest.fixture
@@ -69,8 +69,6 @@ def test_cuda_graphs_route(graph_profile, tmp_path):
     import io
     import shutil
 
-    from .test_api import make_client, wait_route
-
     run_dir = tmp_path / "logdir" / "graphs"
     run_dir.mkdir(parents=True)
     shutil.copy(tmp_path / "w.pt.trace.json", run_dir / "worker0.pt.trace.json")
@@ -85,35 +83,6 @@ def test_cuda_graphs_route(graph_profile, tmp_path):
             list(graph_profile.cuda_graph_kernels()["name"])
     finally:
         plugin.store.stop()
-
-
-ANNOTATED_NODES = [(5 << 32) | i for i in range(1, 5)]
-
-
-def annotated_graph_trace(path):
-    """Write a replay of four graph nodes, annotated by torch 2.13's own post-processor
-    (`torch.cuda._annotate_cuda_graph_trace.annotate_trace`) from annotations in the form
-    `torch.cuda._graph_annotations.get_kernel_annotations()` returns: node 1 and 2 marked
-    `mark_kernels("attention")`, node 3 `mark_stream(s, "mlp")` (its stream id 61), node 4
-    an object that is not a dict; and an eager gemm. Returns the path."""
-    annotate = pytest.importorskip("torch.cuda._annotate_cuda_graph_trace", reason="needs torch >= 2.13")
-    node = ANNOTATED_NODES
-    events = [
-        op("ProfilerStep#1", 0, 1000, cat="user_annotation"),
-        op("Torch-Compiled Region: 0/0", 10, 50, **{"External id": 2}),
-        runtime("cudaGraphLaunch", 20, 20, correlation=7, external_id=2),
-        kernel("triton_qk", 100, 100, correlation=7, stream=3, **{"graph node id": node[0]}),
-        kernel("triton_softmax_pv", 200, 200, correlation=7, stream=3, **{"graph node id": node[1]}),
-        kernel("triton_mlp", 150, 300, correlation=7, stream=4, **{"graph node id": node[2]}),
-        kernel("triton_norm", 500, 50, correlation=7, stream=3, **{"graph node id": node[3]}),
-        kernel("gemm", 600, 40, correlation=9, stream=3),  # not a graph kernel
-        runtime("cudaLaunchKernel", 590, 5, correlation=9, external_id=2),
-    ]
-    trace = {"schemaVersion": 1, "traceEvents": events}
-    annotations = {node[0]: [{"str": "attention"}], node[1]: [{"str": "attention"}],
-                   node[2]: [{"str": "mlp", "stream": 61}], node[3]: ["norm-object"]}
-    assert annotate.annotate_trace(trace, annotations) == 4
-    return write_trace(path, trace["traceEvents"])
 
 
 def test_annotated_graph_kernels_as_torchs_script_writes_them(tmp_path):

@@ -11,7 +11,7 @@ import tb_plugin
 from tb_plugin.views.common import step_breakdown
 from tb_plugin.views.diff import KERNEL_DIFF_COLUMNS, OPERATOR_DIFF_COLUMNS, STEP_DIFF_COLUMNS, diff
 
-from .conftest import SAMPLES, kernel, op, raw_events, runtime, shared_trace, write_trace
+from .helpers import SAMPLES, kernel, op, raw_events, runtime, shared_trace, write_trace
 
 STEP = re.compile(r"^ProfilerStep#\d+$")
 

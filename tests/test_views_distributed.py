@@ -17,7 +17,7 @@ from tb_plugin.views.collectives import (bus_factor, element_bytes, fsdp_phase, 
 from tb_plugin.views.distributed import (ALL_STEPS_COLUMNS, CALL_COLUMNS, COLLECTIVE_COLUMNS, DEVICE_COLUMNS,
                                          FSDP, GROUP_COLUMNS, STEP_COLUMNS, distributed)
 
-from .conftest import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, write_trace
+from .helpers import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, write_trace
 
 STEP = re.compile(r"^ProfilerStep#\d+$")
 

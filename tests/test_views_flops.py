@@ -14,7 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import tb_plugin
 from tb_plugin.views.flops import OPERATORS, STEPS, peak_bandwidth, peak_tflops, shape_flops
 
-from .conftest import SAMPLES, kernel, op, raw_events, runtime, write_trace
+from .helpers import SAMPLES, kernel, low_coverage_trace, make_client, op, raw_events, runtime, wait_route, write_trace
 
 
 def _torch_flops(fn, *args):
@@ -161,8 +161,6 @@ def test_flops_route_tables_and_csv(tmp_path):
     import io
     import shutil
 
-    from .test_api import make_client, wait_route
-
     shutil.copytree(SAMPLES / "cpu_cnn", tmp_path / "cnn")
     plugin, client = make_client(tmp_path)
     try:
@@ -218,22 +216,6 @@ def test_convolutions_of_a_2021_trace_counted_from_their_autograd_nodes():
         assert table.loc[step, "flops"] - flops == 3 * 2 * 32 * 2048 * 1000
     assert (table["uncounted_calls"] == 0).all() and (table["coverage_pct"] > 50).all()
     assert table["mfu_pct"].notna().all() and (table["mfu_withheld"] == "").all()
-
-
-def low_coverage_trace(path):
-    """Write one V100 step 0..2000 us: an old-style aten::cudnn_convolution (no Concrete
-    Inputs, no autograd node) whose kernel runs 900 us, and an aten::mm [64, 64] @ [64, 64]
-    whose kernel runs 100 us. Returns the path."""
-    events = [op("ProfilerStep#1", 0, 2000, cat="user_annotation"),
-              op("aten::cudnn_convolution", 10, 50, **{"External id": 1, "Sequence number": 7,
-                 "Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], []], "Input type": ["float"] * 2}),
-              runtime("cudaLaunchKernel", 20, 5, correlation=1, external_id=1),
-              kernel("implicit_convolve_sgemm", 100, 900, correlation=1),
-              op("aten::mm", 1100, 20, **{"External id": 2, "Input Dims": [[64, 64], [64, 64]], "Input type": ["float"] * 2}),
-              runtime("cudaLaunchKernel", 1105, 5, correlation=2, external_id=2),
-              kernel("volta_sgemm_64x64_nn", 1200, 100, correlation=2)]
-    props = [{"id": 0, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16e9, "computeMajor": 7, "computeMinor": 0}]
-    return write_trace(path, events, deviceProperties=props)
 
 
 def test_forward_only_old_convolution_is_left_uncounted(tmp_path):

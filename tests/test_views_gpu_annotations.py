@@ -10,10 +10,8 @@ import pytest
 import tb_plugin
 from tb_plugin.views.gpu_annotations import GPU_ANNOTATIONS
 
-from .conftest import kernel, write_trace
+from .helpers import PREFIX, kernel, write_trace
 from .hta_reference import gpu_trace_files, hta
-from .test_api import PREFIX
-from .test_views_gpu_idle import served  # noqa: F401 (the A100 sample served over HTTP)
 
 
 @pytest.fixture(scope="module", params=gpu_trace_files())
@@ -60,9 +58,9 @@ def test_paper_trace_nesting(tmp_path):
     assert got.loc[0, ["first_start_us", "first_end_us"]].tolist() == [0, 100]
 
 
-def test_gpu_annotations_route_json_and_csv(served):  # noqa: F811
+def test_gpu_annotations_route_json_and_csv(a100_client):
     url = f"{PREFIX}/gpu_annotations?run=a100&worker=rank0"
-    body = served.get(url).get_json()
+    body = a100_client.get(url).get_json()
     assert body["columns"] == GPU_ANNOTATIONS.names and body["rows"]
-    rows = list(csv.reader(io.StringIO(served.get(url + "&format=csv").get_data(as_text=True))))
+    rows = list(csv.reader(io.StringIO(a100_client.get(url + "&format=csv").get_data(as_text=True))))
     assert rows[0] == body["columns"] and len(rows) - 1 == len(body["rows"])

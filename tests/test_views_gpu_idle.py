@@ -4,7 +4,6 @@ on paper, and each deliberate difference from HTA as a test that names it."""
 
 import csv
 import io
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -13,9 +12,8 @@ import pytest
 import tb_plugin
 from tb_plugin.views.gpu_idle import IDLE_TIME, IDLE_TIME_BY_STEP
 
-from .conftest import SAMPLES, kernel, op, runtime, write_trace
+from .helpers import PREFIX, SAMPLES, kernel, op, runtime, write_trace
 from .hta_reference import gpu_trace_files, hta
-from .test_api import PREFIX, make_client, wait_ready
 
 CATEGORIES = {"host_wait": "idle_host_wait_us", "kernel_wait": "idle_kernel_wait_us", "other": "idle_other_us"}
 # Our times are float µs relative to the trace's first event, HTA's the absolute ones: sums
@@ -185,25 +183,12 @@ def test_difference_every_device_has_rows(tmp_path):
 
 # --- HTTP ----------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    if not (SAMPLES / "gpu_a100_nccl").is_dir():
-        pytest.skip("samples/gpu_a100_nccl is not available")
-    root = tmp_path_factory.mktemp("idle_logdir")
-    shutil.copytree(SAMPLES / "gpu_a100_nccl", root / "a100")
-    plugin, client = make_client(root)
-    plugin.store.wait_for_scan(30)
-    assert wait_ready(client, "run=a100&worker=rank0").status_code == 200
-    yield client
-    plugin.store.stop()
-
-
 @pytest.mark.parametrize("params, table", [("", IDLE_TIME), ("&by_step=true", IDLE_TIME_BY_STEP)])
-def test_idle_time_route_json_and_csv(served, params, table):
+def test_idle_time_route_json_and_csv(a100_client, params, table):
     url = f"{PREFIX}/idle_time?run=a100&worker=rank0{params}"
-    body = served.get(url).get_json()
+    body = a100_client.get(url).get_json()
     assert body["columns"] == table.names and body["rows"]
-    rows = list(csv.reader(io.StringIO(served.get(url + "&format=csv").get_data(as_text=True))))
+    rows = list(csv.reader(io.StringIO(a100_client.get(url + "&format=csv").get_data(as_text=True))))
     assert rows[0] == body["columns"] and len(rows) - 1 == len(body["rows"])
     expected = tb_plugin.load(_sample("gpu_a100_nccl")).idle_time(by_step=bool(params))
     got = pd.DataFrame(body["rows"], columns=body["columns"])
@@ -212,8 +197,8 @@ def test_idle_time_route_json_and_csv(served, params, table):
 
 @pytest.mark.parametrize("params, fragment", [("&by_step=yes", "by_step"), ("&kernel_wait_us=-1", ">= 0"),
                                               ("&kernel_wait_us=abc", "a number")])
-def test_idle_time_route_rejects_bad_parameters(served, params, fragment):
-    response = served.get(f"{PREFIX}/idle_time?run=a100&worker=rank0{params}")
+def test_idle_time_route_rejects_bad_parameters(a100_client, params, fragment):
+    response = a100_client.get(f"{PREFIX}/idle_time?run=a100&worker=rank0{params}")
     assert response.status_code == 400 and fragment in response.get_json()["reason"]
 
 

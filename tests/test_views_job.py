@@ -11,7 +11,7 @@ import pytest
 import tb_plugin
 from tb_plugin.views import job as job_view
 
-from .conftest import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, shared_trace, write_trace
+from .helpers import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, shared_trace, write_trace
 from .job_traces import write_job
 
 # Each rank's clock reads the true time plus this offset (as on three hosts).

@@ -12,10 +12,8 @@ import pytest
 import tb_plugin
 from tb_plugin.views.launches import KERNEL_LAUNCH_SUMMARY, KERNEL_LAUNCHES
 
-from .conftest import SAMPLES, kernel, op, raw_events, runtime, shared_trace, write_trace
+from .helpers import PREFIX, SAMPLES, kernel, op, raw_events, runtime, shared_trace, write_trace
 from .hta_reference import gpu_trace_files, hta
-from .test_api import PREFIX
-from .test_views_gpu_idle import served  # noqa: F401 (the A100 sample served over HTTP)
 
 # The runtime calls HTA 0.5.0 counts as launches.
 HTA_LAUNCH_CALLS = ["cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"]
@@ -136,26 +134,26 @@ def test_difference_other_launch_calls_count(run, call):
 # --- HTTP ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("route, table", [("kernel_launches", KERNEL_LAUNCHES), ("kernel_launch_summary", KERNEL_LAUNCH_SUMMARY)])
-def test_launch_routes_json_and_csv(served, route, table):  # noqa: F811
+def test_launch_routes_json_and_csv(a100_client, route, table):
     url = f"{PREFIX}/{route}?run=a100&worker=rank0"
-    body = served.get(url).get_json()
+    body = a100_client.get(url).get_json()
     assert body["columns"] == table.names and body["rows"]
-    rows = list(csv.reader(io.StringIO(served.get(url + "&format=csv").get_data(as_text=True))))
+    rows = list(csv.reader(io.StringIO(a100_client.get(url + "&format=csv").get_data(as_text=True))))
     assert rows[0] == body["columns"] and len(rows) - 1 == len(body["rows"])
 
 
-def test_launch_route_flag_filter(served):  # noqa: F811
-    body = served.get(f"{PREFIX}/kernel_launches?run=a100&worker=rank0").get_json()
+def test_launch_route_flag_filter(a100_client):
+    body = a100_client.get(f"{PREFIX}/kernel_launches?run=a100&worker=rank0").get_json()
     everything = pd.DataFrame(body["rows"], columns=body["columns"])
-    body = served.get(f"{PREFIX}/kernel_launches?run=a100&worker=rank0&flag=launch_bound").get_json()
+    body = a100_client.get(f"{PREFIX}/kernel_launches?run=a100&worker=rank0&flag=launch_bound").get_json()
     flagged = pd.DataFrame(body["rows"], columns=body["columns"])
     assert len(flagged) == everything["launch_bound"].sum() and flagged["launch_bound"].all()
 
 
 @pytest.mark.parametrize("params, fragment", [("&flag=slow", "launch_bound"), ("&runtime_cutoff_us=-1", ">= 0"),
                                               ("&launch_delay_cutoff_us=x", "a number")])
-def test_launch_route_rejects_bad_parameters(served, params, fragment):  # noqa: F811
-    response = served.get(f"{PREFIX}/kernel_launches?run=a100&worker=rank0{params}")
+def test_launch_route_rejects_bad_parameters(a100_client, params, fragment):
+    response = a100_client.get(f"{PREFIX}/kernel_launches?run=a100&worker=rank0{params}")
     assert response.status_code == 400 and fragment in response.get_json()["reason"]
 
 

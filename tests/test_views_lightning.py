@@ -12,10 +12,8 @@ import pytest
 import tb_plugin
 from tb_plugin.views.lightning import HOOKS, lightning_hooks
 
-from .conftest import SAMPLES, op, raw_events, write_trace
-from .test_api import make_client, wait_route
+from .helpers import PREFIX, SAMPLES, make_client, op, raw_events, wait_route, write_trace
 
-PREFIX = "/data/plugin/pytorch_profiler"
 
 
 def _path():

@@ -19,7 +19,7 @@ from tb_plugin.views.memory import (CURVE_COLUMNS, EVENT_COLUMNS, STATS_COLUMNS,
                                     memory_devices, memory_events, memory_peaks, memory_stats)
 from tb_plugin.views.operators import operators
 
-from .conftest import SAMPLES, SHARED_TRACES, memory, op, raw_events, shared_trace, write_trace
+from .helpers import SAMPLES, SHARED_TRACES, memory, op, raw_events, shared_trace, write_trace
 
 REFERENCE = SHARED_TRACES / "reference_torch_tb_profiler_0.4.3"
 

@@ -15,7 +15,7 @@ import pytest
 import tb_plugin
 from tb_plugin.views.modules import MODULE_COLUMNS, module_flame, modules
 
-from .conftest import SAMPLES, op, raw_events, runtime, kernel, write_trace
+from .helpers import SAMPLES, kernel, nested_modules_trace, op, python_frame, raw_events, runtime, write_trace
 
 COLUMNS = ["node_id", "parent_id", "name", "module_type", "depth", "occurrences", "operators",
            "host_total_us", "host_self_us", "device_total_us", "device_self_us",
@@ -341,13 +341,6 @@ def test_modules_backward_without_flows_uses_sequence_numbers_on_recorded_trace(
 # --- a hand-made trace with device activity ----------------------------------------------------
 
 
-def _frame(name, ts, dur, python_id, parent_id, module_id=None):
-    args = {"Python id": python_id, "Python parent id": parent_id}
-    if module_id is not None:
-        args["Python module id"] = module_id
-    return {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
-
-
 def _flow(phase, flow_id, ts):
     event = {"ph": phase, "cat": "fwdbwd", "name": "fwdbwd", "id": flow_id, "pid": 1, "tid": 1, "ts": ts}
     if phase == "f":
@@ -360,9 +353,9 @@ def _hand_made_events(flows=True):
     kernel; aten::add at 60 (Outer only) a 5 µs one; an earlier aten::empty in Outer shares
     the mm's sequence number. The mm's backward (200-230) launches an 11 µs kernel."""
     events = [
-        _frame("nn.Module: Outer_0", 0, 100, 1, 0, module_id=0),
-        _frame("model.py(9): forward", 1, 98, 2, 1),
-        _frame("nn.Module: Inner_0", 10, 40, 3, 2, module_id=0),
+        python_frame("nn.Module: Outer_0", 0, 100, 1, 0, module_id=0),
+        python_frame("model.py(9): forward", 1, 98, 2, 1),
+        python_frame("nn.Module: Inner_0", 10, 40, 3, 2, module_id=0),
         op("aten::empty", 5, 1, **{"Sequence number": 5, "Fwd thread id": 0}),
         op("aten::mm", 12, 10, **{"External id": 1, "Sequence number": 5, "Fwd thread id": 0}),
         runtime("cudaLaunchKernel", 13, 2, correlation=100, external_id=1),
@@ -520,14 +513,6 @@ def test_checkpoint_recompute_is_not_backward_time(checkpointed):
 
 
 # --- issue 27, item 9: 5,000 nested modules ---------------------------------------------------
-
-def nested_modules_trace(path, levels=5000):
-    """A ~1 MB trace of `levels` modules each called inside the one before (each frame's
-    parent is the previous one), with one operator in the innermost."""
-    events = [_frame(f"nn.Module: Block_{i}", i, 2 * (levels - i) + 10, i + 1, i, module_id=1000 + i)
-              for i in range(levels)]
-    return write_trace(path, events + [op("aten::mm", levels, 1)])
-
 
 def test_5000_nested_modules_send_each_path_once_and_fold_the_flame(tmp_path):
     """Issue 27: `modules` repeated each row's full path (158 MB for this 1 MB trace) and

@@ -13,10 +13,8 @@ import pytest
 import tb_plugin
 from tb_plugin.views.queues import MEMORY_BANDWIDTH, QUEUE_LENGTH, QUEUE_SUMMARY
 
-from .conftest import kernel, raw_events, runtime, write_trace
+from .helpers import PREFIX, kernel, raw_events, runtime, write_trace
 from .hta_reference import gpu_trace_files, hta
-from .test_api import PREFIX
-from .test_views_gpu_idle import served  # noqa: F401 (the A100 sample served over HTTP)
 
 # The launch calls HTA 0.5.0 counts in its queue length (get_runtime_launch_events_query).
 HTA_QUEUE_CALLS = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync",
@@ -150,11 +148,11 @@ def test_difference_simultaneous_changes_are_one_row(tmp_path):
 
 @pytest.mark.parametrize("route, table", [("queue_length", QUEUE_LENGTH), ("memory_bandwidth", MEMORY_BANDWIDTH),
                                           ("queue_length_summary", QUEUE_SUMMARY)])
-def test_queue_routes_json_and_csv(served, route, table):  # noqa: F811
+def test_queue_routes_json_and_csv(a100_client, route, table):
     url = f"{PREFIX}/{route}?run=a100&worker=rank0"
-    body = served.get(url).get_json()
+    body = a100_client.get(url).get_json()
     assert body["columns"] == table.names and body["rows"]
-    rows = list(csv.reader(io.StringIO(served.get(url + "&format=csv").get_data(as_text=True))))
+    rows = list(csv.reader(io.StringIO(a100_client.get(url + "&format=csv").get_data(as_text=True))))
     assert rows[0] == body["columns"] and len(rows) - 1 == len(body["rows"])
     assert np.isfinite(np.array([r for row in body["rows"] for r in row if isinstance(r, float)])).all()
 

@@ -11,7 +11,7 @@ import pytest
 import tb_plugin
 from tb_plugin.views.regression import explain
 
-from .conftest import SAMPLES, kernel, op, raw_events, runtime, write_trace
+from .helpers import SAMPLES, kernel, op, raw_events, runtime, write_trace
 from .plants import (in_steps, insert_gaps, launch_times, slower_data_loader, step_ranges, stretched_kernels,
                      stretched_step_change, write_gz)
 

@@ -11,10 +11,8 @@ import pytest
 import tb_plugin
 from tb_plugin.views.sequences import KERNEL_SEQUENCES, MAX_LENGTH
 
-from .conftest import kernel, op, raw_events, runtime, write_trace
+from .helpers import PREFIX, kernel, op, raw_events, runtime, write_trace
 from .hta_reference import frequent_sequences, gpu_trace_files
-from .test_api import PREFIX
-from .test_views_gpu_idle import served  # noqa: F401 (the A100 sample served over HTTP)
 
 NAMES = "ABCABCABX"  # kernels on stream 7, in order; kernel i lasts i + 1 µs
 
@@ -155,17 +153,17 @@ def test_we_count_sequences_across_operators(tmp_path):
 
 
 @pytest.mark.parametrize("params", ["", "&length=2&top=5"])
-def test_kernel_sequences_route_json_and_csv(served, params):  # noqa: F811
+def test_kernel_sequences_route_json_and_csv(a100_client, params):
     url = f"{PREFIX}/kernel_sequences?run=a100&worker=rank0{params}"
-    body = served.get(url).get_json()
+    body = a100_client.get(url).get_json()
     assert body["columns"] == KERNEL_SEQUENCES.names and body["rows"]
-    rows = list(csv.reader(io.StringIO(served.get(url + "&format=csv").get_data(as_text=True))))
+    rows = list(csv.reader(io.StringIO(a100_client.get(url + "&format=csv").get_data(as_text=True))))
     assert rows[0] == body["columns"] and len(rows) - 1 == len(body["rows"])
 
 
 @pytest.mark.parametrize("params, fragment", [("&length=1", ">= 2"), ("&length=40", "<= 32"), ("&top=0", ">= 1")])
-def test_kernel_sequences_route_rejects_bad_parameters(served, params, fragment):  # noqa: F811
-    response = served.get(f"{PREFIX}/kernel_sequences?run=a100&worker=rank0{params}")
+def test_kernel_sequences_route_rejects_bad_parameters(a100_client, params, fragment):
+    response = a100_client.get(f"{PREFIX}/kernel_sequences?run=a100&worker=rank0{params}")
     assert response.status_code == 400 and fragment in response.get_json()["reason"]
 
 

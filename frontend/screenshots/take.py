@@ -18,7 +18,7 @@ from playwright.sync_api import sync_playwright
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from tests.conftest import SAMPLES, tensorboard  # noqa: E402
+from tests.helpers import SAMPLES, tensorboard  # noqa: E402
 from tests.e2e.conftest import PLUGIN, READY, api, rows  # noqa: E402
 
 GPU = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}

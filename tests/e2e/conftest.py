@@ -26,8 +26,8 @@ if not CHROMIUM.exists():
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from ..conftest import SAMPLES  # noqa: E402
-from ..conftest import tensorboard as _tensorboard  # noqa: E402
+from ..helpers import SAMPLES  # noqa: E402
+from ..helpers import tensorboard as _tensorboard  # noqa: E402
 
 PLUGIN = "/data/plugin/pytorch_profiler"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

@@ -9,7 +9,7 @@ import urllib.parse
 
 import pytest
 
-from ..conftest import SAMPLES, raw_events
+from ..helpers import SAMPLES, raw_events
 from ..plants import stretched_kernels, write_gz
 from .conftest import READY, after, api, format_duration, open_page, row_count, rows, screenshot, tensorboard
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import deep_directory, free_port, kernel, op, runtime, write_trace
+from ..helpers import deep_directory, free_port, kernel, op, runtime, write_trace
 from .conftest import PLUGIN, READY, Watch, after, api, open_page, screenshot, tensorboard
 
 

@@ -12,7 +12,7 @@ import urllib.parse
 
 import pytest
 
-from ..conftest import SAMPLES
+from ..helpers import SAMPLES
 from .conftest import PLUGIN, READY, Watch, after, api, open_page, row_count, rows, screenshot, tensorboard
 
 CPU = {"run": "cpu_cnn", "worker": "worker0", "span": 1}

@@ -72,7 +72,7 @@ def test_beside_the_trace_draws_its_memory_curve(page, tmp_path, screenshot_dir)
     allocated memory is drawn on the snapshot's time axis, and the peaks compared."""
     import pickle
 
-    from ..conftest import memory, op, write_trace
+    from ..helpers import memory, op, write_trace
     from ..snapshot_data import snapshot_of, training
     from .conftest import tensorboard
 

@@ -9,7 +9,7 @@ import pytest
 
 from tb_plugin.openapi_gen import component, declared_tables
 
-from ..conftest import SAMPLES
+from ..helpers import SAMPLES
 from .conftest import after, api, charts_drawn, full_kernel_name, open_page, rows, tensorboard
 
 H100 = {"run": "gpu_h100_compiled", "worker": "worker0", "span": 1}

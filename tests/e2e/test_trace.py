@@ -16,64 +16,23 @@ import urllib.parse
 
 import pytest
 
+from ..helpers import BOX, canvas_origin, canvas_pixels, wait_url_window, window
 from .conftest import PLUGIN, after, api, format_duration, open_page, row_count, rows, screenshot
 
 RUNS = {"gpu_resnet50_v100": "worker0", "cpu_cnn": "worker0"}
-BOX = "[data-testid=trace-timeline]"
 
 
 def q(run):
     return {"run": run, "worker": RUNS[run], "span": 1}
 
 
-def window(page):
-    box = page.locator(BOX)
-    return float(box.get_attribute("data-start-us")), float(box.get_attribute("data-end-us"))
-
-
-def url_window(page):
-    query = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
-    return float(query["trace_start_us"][0]), float(query["trace_end_us"][0])
-
-
-def wait_url_window(page):
-    """The URL is written once the window settles (replaceState is rate-limited)."""
-    start, end = window(page)
-    page.wait_for_function(
-        """([s, e]) => { const p = new URLSearchParams(location.search);
-            return Math.abs(Number(p.get('trace_start_us')) - s) < 0.01 && Math.abs(Number(p.get('trace_end_us')) - e) < 0.01; }""",
-        arg=[start, end])
-    return url_window(page)
-
-
 def on_screen(page):
     return page.evaluate("() => document.querySelector('.trace-canvas').traceDebug.slices()")
-
-
-def canvas_origin(page):
-    box = page.locator(".trace-canvas").bounding_box()
-    return box["x"], box["y"]
 
 
 def click_slice(page, hit):
     x0, y0 = canvas_origin(page)
     after(page, lambda: page.mouse.click(x0 + hit["x"], y0 + hit["y"]))
-
-
-def canvas_pixels(page):
-    """(pixels differing from the background, distinct colours) of the timeline canvas."""
-    return page.evaluate("""() => {
-        const c = document.querySelector('.trace-canvas');
-        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-        const bg = [d[d.length - 4], d[d.length - 3], d[d.length - 2]];
-        let painted = 0;
-        const colours = new Set();
-        for (let i = 0; i < d.length; i += 4) {
-            if (Math.abs(d[i] - bg[0]) + Math.abs(d[i + 1] - bg[1]) + Math.abs(d[i + 2] - bg[2]) > 30) painted += 1;
-            colours.add((d[i] >> 4) << 8 | (d[i + 1] >> 4) << 4 | (d[i + 2] >> 4));
-        }
-        return [painted, colours.size, c.width * c.height];
-    }""")
 
 
 def shoot(page, screenshot_dir, name):

@@ -13,8 +13,8 @@ screen with the point at their middle, so a test can hover one.
 
 import pytest
 
+from ..helpers import BOX, canvas_origin, canvas_pixels, wait_url_window, window
 from .conftest import after, api, format_duration, open_page, rows, screenshot
-from .test_trace import BOX, canvas_origin, canvas_pixels, wait_url_window, window
 
 Q = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}
 

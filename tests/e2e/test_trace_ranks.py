@@ -4,19 +4,14 @@ events' details from that rank's own trace, clock alignment switched off. Screen
 
 import urllib.parse
 
+from ..helpers import BOX, canvas_origin
 from .conftest import after, api, format_duration, open_page, row_count, rows, screenshot
 
 RUN = "cpu_ddp_gloo"
-BOX = "[data-testid=trace-timeline]"
 
 
 def drawn_rows(page):
     return page.evaluate("() => document.querySelector('.trace-canvas').traceDebug.rows()")
-
-
-def canvas_origin(page):
-    box = page.locator(".trace-canvas").bounding_box()
-    return box["x"], box["y"]
 
 
 def wait_drawn(page):

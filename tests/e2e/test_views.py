@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from ..helpers import annotated_graph_trace, low_coverage_trace
 from .conftest import (api, assert_charts_drawn, format_bytes, format_duration, full_kernel_name, open_page, row_count,
                        rows, screenshot)
 
@@ -363,10 +364,8 @@ def test_flops_in_operator_view_and_mfu_in_overview(page, server, run, known_pea
 @pytest.fixture(scope="module")
 def hand_made_server(tmp_path_factory):
     """tensorboard over two hand-made runs: CUDA-graph kernels annotated by torch's own
-    post-processor (`tests/test_views_cudagraphs.annotated_graph_trace`) and a step whose
-    counted ops ran 10% of its kernel time (`tests/test_views_flops.low_coverage_trace`)."""
-    from ..test_views_cudagraphs import annotated_graph_trace
-    from ..test_views_flops import low_coverage_trace
+    post-processor (`tests/helpers.annotated_graph_trace`) and a step whose counted ops ran
+    10% of its kernel time (`tests/helpers.low_coverage_trace`)."""
     from .conftest import tensorboard
 
     root = tmp_path_factory.mktemp("hand_made")

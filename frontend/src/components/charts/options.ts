@@ -61,7 +61,7 @@ export interface StackSeries {
 
 /** The step categories of /overview (`<id>_us`) and /diff (`category`), in order, with the
  * names people know them by. */
-export const STEP_CATEGORIES: [string, string][] = [
+export const STEP_CATEGORIES = [
   ['kernel', 'Kernel'],
   ['memcpy', 'Memcpy'],
   ['memset', 'Memset'],
@@ -70,7 +70,7 @@ export const STEP_CATEGORIES: [string, string][] = [
   ['dataloader', 'DataLoader'],
   ['cpu_exec', 'CPU Exec'],
   ['other', 'Other'],
-];
+] as const;
 
 /** Fixed colours for the step categories, so a category looks the same in every chart. */
 export const CATEGORY_COLORS = ['#5470c6', '#91cc75', '#73c0de', '#9a60b4', '#ea7ccc', '#fac858', '#ee6666', '#3ba272'];

@@ -3,19 +3,19 @@
 // generated for each region with what they fused. Shown only for traces with compiled regions.
 
 import { useMemo } from 'preact/hooks';
-import type { ViewProps, WireTable } from '../../api/types';
+import type { ViewProps } from '../../api/types';
+import { typedRows, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Pie } from '../../components/charts/Pie';
 import { kernelNameColumn } from '../../components/KernelName';
 import { Card, Empty, Loaded } from '../../components/Status';
-import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
+import { DataTable } from '../../components/table/DataTable';
 
 interface CompiledReply {
-  regions: WireTable;
-  kernels: WireTable;
-  share: WireTable;
+  regions: WireTableOf<'CompiledRegionsTable'>;
+  kernels: WireTableOf<'CompiledKernelsTable'>;
+  share: WireTableOf<'CompiledShareTable'>;
 }
 
 export function CompiledView(props: ViewProps) {
@@ -28,27 +28,28 @@ export function CompiledView(props: ViewProps) {
 }
 
 function Compiled({ data, name }: { data: CompiledReply; name: string }) {
-  const regions = useMemo(() => rowsOf(data.regions), [data]);
-  const kernels = useMemo(() => rowsOf(data.kernels), [data]);
-  const share = useMemo(() => rowsOf(data.share)[0], [data]);
+  const regions = useMemo(() => typedRows(data.regions), [data]);
+  const kernels = useMemo(() => typedRows(data.kernels), [data]);
+  const share = useMemo(() => typedRows(data.share)[0], [data]);
   const slices = useMemo(() => [{ name: 'Compiled', value: Number(share?.compiled_us) || 0 }, { name: 'Eager', value: Number(share?.eager_us) || 0 }], [share]);
-  const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
-  const count = (key: string, label: string, title?: string): Column => ({ key, label, title, numeric: true, format: (v) => formatNumber(v as number) });
+  // columns of either table: a key it lacks, or whose cells are not numbers, is a type error where listed
+  const us = <K extends string>(key: K, label: string) => ({ key, label, numeric: true, format: (v: number | null) => formatDuration(v) });
+  const count = <K extends string>(key: K, label: string, title?: string) => ({ key, label, title, numeric: true, format: (v: number | null) => formatNumber(v) });
   return (
     <>
       <div class="grid two">
         <Card title="Compiled vs eager">
           <dl class="kv">
             <dt>Step time in compiled regions</dt>
-            <dd data-field="compiled_pct">{formatPct(share?.compiled_pct as number)}</dd>
+            <dd data-field="compiled_pct">{formatPct(share?.compiled_pct)}</dd>
             <dt>Compiled</dt>
-            <dd>{formatDuration(share?.compiled_us as number)}</dd>
+            <dd>{formatDuration(share?.compiled_us)}</dd>
             <dt>Eager</dt>
-            <dd>{formatDuration(share?.eager_us as number)}</dd>
+            <dd>{formatDuration(share?.eager_us)}</dd>
             <dt>Regions</dt>
-            <dd>{formatNumber(share?.regions as number)}</dd>
+            <dd>{formatNumber(share?.regions)}</dd>
             <dt>Recompiled frames</dt>
-            <dd data-field="recompiled_frames">{formatNumber(share?.recompiled_frames as number)}</dd>
+            <dd data-field="recompiled_frames">{formatNumber(share?.recompiled_frames)}</dd>
           </dl>
           <p class="hint">
             Host time of the profiled steps inside <code>Torch-Compiled Region</code> and <code>CompiledFunctionBackward</code>; a frame that ran

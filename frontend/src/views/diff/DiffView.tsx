@@ -3,7 +3,8 @@
 // kernel deltas (B − A), all per step.
 
 import { useMemo } from 'preact/hooks';
-import type { DiffDefaultReply, SpansReply, ViewProps, WireTable } from '../../api/types';
+import type { DiffDefaultReply, SpansReply, ViewProps } from '../../api/types';
+import { typedRows, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { axisText, deltaSign, formatDelta, formatDuration, formatNumber } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
@@ -11,8 +12,8 @@ import { esc } from '../../components/charts/echarts';
 import { STEP_CATEGORIES } from '../../components/charts/options';
 import { Card, Empty, Loaded, Loading } from '../../components/Status';
 import { kernelNameColumn } from '../../components/KernelName';
-import { DataTable, type Column } from '../../components/table/DataTable';
-import { anyNonZero, rowsOf } from '../../components/table/logic';
+import { DataTable } from '../../components/table/DataTable';
+import { anyNonZero } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Explanation, type ExplanationTables } from './Explanation';
 import { RankChanges } from './Ranks';
@@ -24,9 +25,9 @@ const categoryLabel = (id: unknown) => CATEGORY_LABELS.get(String(id)) ?? String
 const THRESHOLDS = ['0.1', '0.5', '1', '2', '5', '10', '20'];
 
 interface DiffReply extends ExplanationTables {
-  operators: WireTable;
-  kernels: WireTable;
-  steps: WireTable;
+  operators: WireTableOf<'DiffOperatorsTable'>;
+  kernels: WireTableOf<'DiffKernelsTable'>;
+  steps: WireTableOf<'DiffStepsTable'>;
 }
 
 export function DiffView(props: ViewProps) {
@@ -130,9 +131,9 @@ export function DiffView(props: ViewProps) {
 }
 
 function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string; labelB: string; name: string }) {
-  const steps = useMemo(() => rowsOf(data.steps), [data]);
-  const operators = useMemo(() => rowsOf(data.operators), [data]);
-  const kernels = useMemo(() => rowsOf(data.kernels), [data]);
+  const steps = useMemo(() => typedRows(data.steps), [data]);
+  const operators = useMemo(() => typedRows(data.operators), [data]);
+  const kernels = useMemo(() => typedRows(data.kernels), [data]);
   const shownSteps = steps.filter((r) => String(r.category) !== 'total');
   // As in the operator view: without device time on either side the device columns would be
   // zeros pushing the host deltas out of sight (the CSV keeps them).
@@ -156,21 +157,23 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
     }),
     [data],
   );
-  const us = (key: string, text: string, delta = false): Column => ({
+  // columns of any of the three tables: a key it lacks, or whose cells are not numbers, is a
+  // type error where listed
+  const us = <K extends string>(key: K, text: string, delta = false) => ({
     key,
     label: text,
     numeric: true,
-    format: (v) => {
-      if (!delta) return formatDuration(v as number);
-      const sign = deltaSign(v as number, formatDuration);
-      return <span class={sign > 0 ? 'pos' : sign < 0 ? 'neg' : ''}>{formatDelta(v as number, formatDuration)}</span>;
+    format: (v: number | null) => {
+      if (!delta) return formatDuration(v);
+      const sign = deltaSign(v, formatDuration);
+      return <span class={sign > 0 ? 'pos' : sign < 0 ? 'neg' : ''}>{formatDelta(v, formatDuration)}</span>;
     },
   });
-  const count = (key: string, text: string, delta = false): Column => ({
+  const count = <K extends string>(key: K, text: string, delta = false) => ({
     key,
     label: text,
     numeric: true,
-    format: (v) => (delta ? formatDelta(v as number, formatNumber) : formatNumber(v as number)),
+    format: (v: number | null) => (delta ? formatDelta(v, formatNumber) : formatNumber(v)),
   });
   return (
     <>

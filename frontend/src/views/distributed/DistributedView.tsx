@@ -6,29 +6,29 @@
 // with the backend's op beside it.
 
 import { useMemo } from 'preact/hooks';
-import type { ViewProps, WireTable } from '../../api/types';
+import type { ViewProps } from '../../api/types';
+import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { durationTicks, formatBandwidth, formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
-import { DataTable } from '../../components/table/DataTable';
-import { rowsOf, type Row } from '../../components/table/logic';
+import { DataTable, type Column } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
 
 /** The tables this view shows; not `calls` (one row per collective call per worker: large
  * for many ranks, and only for CSV export or the API). */
 interface DistributedReply {
-  steps: WireTable;
-  all_steps: WireTable;
-  collectives: WireTable;
-  collective_time: WireTable;
-  groups: WireTable;
-  fsdp: WireTable;
-  devices: WireTable;
+  steps: WireTableOf<'DistributedStepsTable'>;
+  all_steps: WireTableOf<'DistributedAllStepsTable'>;
+  collectives: WireTableOf<'DistributedCollectivesTable'>;
+  collective_time: WireTableOf<'DistributedCollectiveTimeTable'>;
+  groups: WireTableOf<'DistributedGroupsTable'>;
+  fsdp: WireTableOf<'DistributedFsdpTable'>;
+  devices: WireTableOf<'DistributedDevicesTable'>;
 }
 
-const PARTS: [string, string, string][] = [
+const PARTS: ['computation_us' | 'overlap_us' | 'communication_us' | 'other_us', string, string][] = [
   ['computation_us', 'Computation', '#5470c6'],
   ['overlap_us', 'Overlapping', '#91cc75'],
   ['communication_us', 'Communication', '#ee6666'],
@@ -46,32 +46,36 @@ export function DistributedView(props: ViewProps) {
 
 function Distributed({ data, name }: { data: DistributedReply; name: string }) {
   const [stepParam, setStep] = useUrlParam('step', 'all');
-  const steps = useMemo(() => rowsOf(data.steps), [data]);
-  const allSteps = useMemo(() => rowsOf(data.all_steps), [data]);
-  const collectives = useMemo(() => rowsOf(data.collectives), [data]);
-  const devices = useMemo(() => rowsOf(data.devices), [data]);
-  const groups = useMemo(() => rowsOf(data.groups), [data]);
-  const fsdp = useMemo(() => rowsOf(data.fsdp), [data]);
+  const steps = useMemo(() => typedRows(data.steps), [data]);
+  const allSteps = useMemo(() => typedRows(data.all_steps), [data]);
+  const collectives = useMemo(() => typedRows(data.collectives), [data]);
+  const devices = useMemo(() => typedRows(data.devices), [data]);
+  const groups = useMemo(() => typedRows(data.groups), [data]);
+  const fsdp = useMemo(() => typedRows(data.fsdp), [data]);
   const unnamedGroup = groups.some((r) => r.process_group === '' && Number(r.calls) > 0);
   const stepNumbers = [...new Set(steps.map((r) => String(r.step)))].sort((a, b) => Number(a) - Number(b));
   const step = stepNumbers.includes(stepParam) ? stepParam : 'all';
-  const overlapRows: Row[] = step === 'all' ? allSteps : steps.filter((r) => String(r.step) === step);
+  const overlapRows: (RowOf<'DistributedAllStepsTable'> | RowOf<'DistributedStepsTable'>)[] = step === 'all' ? allSteps : steps.filter((r) => String(r.step) === step);
   const workers = overlapRows.map((r) => String(r.worker));
   const overlap = useMemo(
-    () => stackedBarOption(workers, PARTS.map(([key, label, color]) => ({ name: label, color, values: overlapRows.map((r) => r[key] as number) })), formatDuration, { xName: 'Worker', ticks: durationTicks }),
+    () => stackedBarOption(workers, PARTS.map(([key, label, color]) => ({ name: label, color, values: overlapRows.map((r) => r[key]) })), formatDuration, { xName: 'Worker', ticks: durationTicks }),
     [data, step],
   );
+  // only where some collective has no bandwidth for a reason the server gives
+  const reasonColumn: Column<RowOf<'DistributedCollectivesTable'>>[] = collectives.some((r) => r.no_bandwidth_reason)
+    ? [{ key: 'no_bandwidth_reason', label: 'Why no bandwidth', title: 'Why the transfer time or the bandwidths are empty (the server says)', format: (v) => String(v ?? '') }]
+    : [];
   const transfer = useMemo(() => {
     // Summed per worker by the server (the `collective_time` table).
-    const perWorker = rowsOf(data.collective_time);
+    const perWorker = typedRows(data.collective_time);
     const names = perWorker.map((r) => String(r.worker));
     return {
       names,
       option: stackedBarOption(
         names,
         [
-          { name: 'Data transfer', color: '#5470c6', values: perWorker.map((r) => r.transfer_us as number) },
-          { name: 'Synchronizing', color: '#ee6666', values: perWorker.map((r) => r.synchronizing_us as number) },
+          { name: 'Data transfer', color: '#5470c6', values: perWorker.map((r) => r.transfer_us) },
+          { name: 'Synchronizing', color: '#ee6666', values: perWorker.map((r) => r.synchronizing_us) },
         ],
         formatDuration,
         { xName: 'Worker', ticks: durationTicks },
@@ -96,9 +100,9 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
             { key: 'world_size', label: 'World size', numeric: true },
             { key: 'device_id', label: 'Device', numeric: true, format: (v) => (v === null || Number(v) < 0 ? 'CPU' : String(v)) },
             { key: 'device_name', label: 'Device name', format: (v) => (v ? String(v) : '—') },
-            { key: 'memory_bytes', label: 'Memory', numeric: true, format: (v) => formatBytes(v as number) },
+            { key: 'memory_bytes', label: 'Memory', numeric: true, format: (v) => formatBytes(v) },
             { key: 'compute_capability', label: 'Compute capability', format: (v) => (v ? String(v) : '—') },
-            { key: 'sm_count', label: 'SMs', numeric: true, format: (v) => formatNumber(v as number) },
+            { key: 'sm_count', label: 'SMs', numeric: true, format: (v) => formatNumber(v) },
           ]}
         />
       </Card>
@@ -136,22 +140,19 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
             { key: 'process_group', label: 'Process group', format: groupName },
             { key: 'name', label: 'Collective', title: 'What the program asked for (c10d / _c10d_functional op, or record_param_comms)' },
             { key: 'backend_name', label: 'Backend op', title: "The backend's own op that ran it: gloo runs FSDP2's reduce_scatter as gloo:all_reduce", format: (v) => (v ? String(v) : '—') },
-            { key: 'group_size', label: 'Ranks', numeric: true, format: (v) => (Number(v) < 0 ? '—' : formatNumber(v as number)) },
-            { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
-            { key: 'size_bytes', label: 'Total size', numeric: true, format: (v) => formatBytes(v as number) },
-            { key: 'mean_size_bytes', label: 'Mean size', numeric: true, format: (v) => formatBytes(v as number) },
-            { key: 'total_us', label: 'Total time', numeric: true, format: (v) => formatDuration(v as number) },
-            { key: 'mean_us', label: 'Mean time', numeric: true, format: (v) => formatDuration(v as number) },
-            { key: 'transfer_us', label: 'Data transfer', numeric: true, format: (v) => formatDuration(v as number) },
-            { key: 'synchronizing_us', label: 'Synchronizing', numeric: true, format: (v) => formatDuration(v as number) },
-            { key: 'message_bytes', label: 'Message size (S)', numeric: true, title: "NCCL's S: the larger of input and output", format: (v) => formatBytes(v as number) },
-            { key: 'algbw_gbps', label: 'Alg. bandwidth', numeric: true, format: (v) => formatBandwidth(v as number) },
-            { key: 'wait_us', label: 'Host wait', numeric: true, format: (v) => formatDuration(v as number) },
-            { key: 'busbw_gbps', label: 'Bus bandwidth', numeric: true, title: "algbw x NCCL's factor for the collective and group size (nccl-tests busbw)", format: (v) => formatBandwidth(v as number) },
-            // only where some collective has no bandwidth for a reason the server gives
-            ...(collectives.some((r) => r.no_bandwidth_reason)
-              ? [{ key: 'no_bandwidth_reason', label: 'Why no bandwidth', title: 'Why the transfer time or the bandwidths are empty (the server says)', format: (v: unknown) => String(v ?? '') }]
-              : []),
+            { key: 'group_size', label: 'Ranks', numeric: true, format: (v) => (Number(v) < 0 ? '—' : formatNumber(v)) },
+            { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v) },
+            { key: 'size_bytes', label: 'Total size', numeric: true, format: (v) => formatBytes(v) },
+            { key: 'mean_size_bytes', label: 'Mean size', numeric: true, format: (v) => formatBytes(v) },
+            { key: 'total_us', label: 'Total time', numeric: true, format: (v) => formatDuration(v) },
+            { key: 'mean_us', label: 'Mean time', numeric: true, format: (v) => formatDuration(v) },
+            { key: 'transfer_us', label: 'Data transfer', numeric: true, format: (v) => formatDuration(v) },
+            { key: 'synchronizing_us', label: 'Synchronizing', numeric: true, format: (v) => formatDuration(v) },
+            { key: 'message_bytes', label: 'Message size (S)', numeric: true, title: "NCCL's S: the larger of input and output", format: (v) => formatBytes(v) },
+            { key: 'algbw_gbps', label: 'Alg. bandwidth', numeric: true, format: (v) => formatBandwidth(v) },
+            { key: 'wait_us', label: 'Host wait', numeric: true, format: (v) => formatDuration(v) },
+            { key: 'busbw_gbps', label: 'Bus bandwidth', numeric: true, title: "algbw x NCCL's factor for the collective and group size (nccl-tests busbw)", format: (v) => formatBandwidth(v) },
+            ...reasonColumn,
           ]}
         />
       </Card>
@@ -176,13 +177,13 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
           columns={[
             { key: 'worker', label: 'Worker' },
             { key: 'process_group', label: 'Process group', format: groupName },
-            { key: 'group_size', label: 'Ranks', numeric: true, format: (v) => (Number(v) < 0 ? '—' : formatNumber(v as number)) },
+            { key: 'group_size', label: 'Ranks', numeric: true, format: (v) => (Number(v) < 0 ? '—' : formatNumber(v)) },
             { key: 'ranks', label: 'Global ranks', format: (v) => (v ? String(v) : '—') },
-            { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
-            { key: 'total_us', label: 'Total time', numeric: true, format: (v) => formatDuration(v as number) },
-            { key: 'transfer_us', label: 'Data transfer', numeric: true, format: (v) => formatDuration(v as number) },
-            { key: 'synchronizing_us', label: 'Synchronizing', numeric: true, format: (v) => formatDuration(v as number) },
-            { key: 'share_pct', label: 'Share of communication', numeric: true, format: (v) => formatPct(v as number) },
+            { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v) },
+            { key: 'total_us', label: 'Total time', numeric: true, format: (v) => formatDuration(v) },
+            { key: 'transfer_us', label: 'Data transfer', numeric: true, format: (v) => formatDuration(v) },
+            { key: 'synchronizing_us', label: 'Synchronizing', numeric: true, format: (v) => formatDuration(v) },
+            { key: 'share_pct', label: 'Share of communication', numeric: true, format: (v) => formatPct(v) },
           ]}
         />
       </Card>
@@ -201,10 +202,10 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
               { key: 'worker', label: 'Worker' },
               { key: 'step', label: 'Step', numeric: true },
               { key: 'phase', label: 'Phase' },
-              { key: 'annotations', label: 'Annotations', numeric: true, format: (v) => formatNumber(v as number) },
-              { key: 'host_us', label: 'Host time', numeric: true, format: (v) => formatDuration(v as number) },
-              { key: 'communication_us', label: 'Communication', numeric: true, format: (v) => formatDuration(v as number) },
-              { key: 'exposed_us', label: 'Exposed', numeric: true, format: (v) => formatDuration(v as number) },
+              { key: 'annotations', label: 'Annotations', numeric: true, format: (v) => formatNumber(v) },
+              { key: 'host_us', label: 'Host time', numeric: true, format: (v) => formatDuration(v) },
+              { key: 'communication_us', label: 'Communication', numeric: true, format: (v) => formatDuration(v) },
+              { key: 'exposed_us', label: 'Exposed', numeric: true, format: (v) => formatDuration(v) },
             ]}
           />
         </Card>

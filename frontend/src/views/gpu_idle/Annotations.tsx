@@ -3,24 +3,26 @@
 // view on its first range. Shown only when the trace has such ranges.
 
 import { useMemo } from 'preact/hooks';
-import type { ViewProps, WireTable } from '../../api/types';
+import type { ViewProps } from '../../api/types';
+import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber } from '../../base/format';
 import { Card } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
 import { showInTrace, streamColumn } from './link';
 
-const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
+type AnnotationRow = RowOf<'GpuAnnotationBreakdownTable'>;
+
+const us = (key: 'total_us' | 'mean_us' | 'min_us' | 'max_us', label: string): Column<AnnotationRow> => ({ key, label, numeric: true, format: (v) => formatDuration(v) });
 
 export function Annotations(props: ViewProps) {
-  const state = useApi<WireTable>('gpu_annotations', { run: props.run, worker: props.worker, span: props.span });
-  const rows = useMemo(() => (state.status === 'ok' ? rowsOf(state.data) : []), [state]);
+  const state = useApi<WireTableOf<'GpuAnnotationBreakdownTable'>>('gpu_annotations', { run: props.run, worker: props.worker, span: props.span });
+  const rows = useMemo(() => (state.status === 'ok' ? typedRows(state.data) : []), [state]);
   if (state.status !== 'ok' || !rows.length) return null;
-  const columns: Column[] = [
+  const columns: Column<AnnotationRow>[] = [
     { key: 'path', label: 'Annotation', format: (_v, r) => <span title={String(r.path)} style={{ paddingLeft: `${Number(r.depth) * 16}px` }}>{String(r.name)}</span> },
     streamColumn,
-    { key: 'calls', label: 'Ranges', numeric: true, format: (v) => formatNumber(v as number) },
+    { key: 'calls', label: 'Ranges', numeric: true, format: (v) => formatNumber(v) },
     us('total_us', 'Total'),
     us('mean_us', 'Mean'),
     us('min_us', 'Min'),
@@ -30,8 +32,8 @@ export function Annotations(props: ViewProps) {
       label: 'Trace',
       title: 'Opens the Trace view on its first range',
       format: (v, r) => (
-        <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="annotation-show-in-trace" onClick={() => showInTrace(Number(r.first_start_us), Number(r.first_end_us))}>
-          {formatDuration(v as number)}
+        <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="annotation-show-in-trace" onClick={() => showInTrace(r.first_start_us, r.first_end_us)}>
+          {formatDuration(v)}
         </button>
       ),
     },

@@ -4,8 +4,8 @@
 // range; "Show in Trace view" opens the step with the whole path drawn on the timeline.
 
 import { useMemo } from 'preact/hooks';
-import type { ViewProps, WireTable } from '../../api/types';
-import type { TableName } from '../../api/tables';
+import type { ViewProps } from '../../api/types';
+import { typedRows, type RowOf, type TableName, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
 import { categoryColour, categoryLabel } from '../../components/criticalPath';
@@ -13,43 +13,45 @@ import { Pie } from '../../components/charts/Pie';
 import { KernelName } from '../../components/KernelName';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
+import type { Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { showInTrace, showPathInTrace } from './link';
 
 export function CriticalPath(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const steps = useApi<WireTable>('steps', base);
-  const numbers = useMemo(() => (steps.status === 'ok' ? rowsOf(steps.data).map((r) => String(r.step)) : []), [steps]);
+  const steps = useApi<WireTableOf<'StepBreakdownTable'>>('steps', base);
+  const numbers = useMemo(() => (steps.status === 'ok' ? typedRows(steps.data).map((r) => String(r.step)) : []), [steps]);
   const [stepParam, setStep] = useUrlParam('path_step', '');
   const step = numbers.includes(stepParam) ? stepParam : numbers[0];
   const query = step !== undefined ? { ...base, step } : null;
-  const categories = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'categories' });
-  const operators = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'operators' });
-  const segments = useApi<WireTable>(query ? 'critical_path' : null, { ...query, table: 'segments' });
+  const categories = useApi<WireTableOf<'CriticalPathCategoriesTable'>>(query ? 'critical_path' : null, { ...query, table: 'categories' });
+  const operators = useApi<WireTableOf<'CriticalPathOperatorsTable'>>(query ? 'critical_path' : null, { ...query, table: 'operators' });
+  const segments = useApi<WireTableOf<'CriticalPathTable'>>(query ? 'critical_path' : null, { ...query, table: 'segments' });
+  const operatorRows = useMemo(() => (operators.status === 'ok' ? typedRows(operators.data) : []), [operators]);
+  const segmentRows = useMemo(() => (segments.status === 'ok' ? typedRows(segments.data) : []), [segments]);
   const pie = useMemo(() => {
     if (categories.status !== 'ok') return null;
-    const shown = rowsOf(categories.data).filter((r) => Number(r.time_us) > 0);
+    const shown = typedRows(categories.data).filter((r) => r.time_us > 0);
     return {
-      slices: shown.map((r) => ({ name: categoryLabel(String(r.category)), value: Number(r.time_us) })),
+      slices: shown.map((r) => ({ name: categoryLabel(r.category), value: r.time_us })),
       // the colours the Trace view draws the path in
-      colors: shown.map((r) => categoryColour(String(r.category))),
+      colors: shown.map((r) => categoryColour(r.category)),
     };
   }, [categories]);
   const name = `${props.run}_${props.worker}_${props.span}_critical_path_step${step}`;
   const pathKernels = useMemo(
-    () => (segments.status === 'ok' ? rowsOf(segments.data).filter((r) => r.category === 'kernel').map((r) => String(r.name)) : []),
-    [segments],
+    () => segmentRows.filter((r) => r.category === 'kernel').map((r) => r.name),
+    [segmentRows],
   );
-  const link = (startKey: string, endKey: string): Column => ({
-    key: startKey,
+  const traceLink: Column<RowOf<'CriticalPathTable'>> = {
+    key: 'start_us',
     label: 'Trace',
     format: (v, r) => (
-      <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="path-show-in-trace" onClick={() => showInTrace(Number(r[startKey]), Number(r[endKey]))}>
-        {formatDuration(v as number)}
+      <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="path-show-in-trace" onClick={() => showInTrace(r.start_us, r.end_us)}>
+        {formatDuration(v)}
       </button>
     ),
-  });
+  };
   return (
     <Card title="Critical path of a step">
       <div class="toolbar">
@@ -79,12 +81,13 @@ export function CriticalPath(props: ViewProps) {
             <PathTable
               id="critical-path-operators"
               schema="CriticalPathOperatorsTable"
-              table={table}
+              rows={operatorRows}
+              csvColumns={table.columns}
               name={`${name}_operators.csv`}
               columns={[
                 { key: 'operator', label: 'Operator on the path' },
-                { key: 'time_us', label: 'Time', numeric: true, format: (v) => formatDuration(v as number) },
-                { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v as number) },
+                { key: 'time_us', label: 'Time', numeric: true, format: (v) => formatDuration(v) },
+                { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v) },
               ]}
               sortKey="time_us"
             />
@@ -96,7 +99,8 @@ export function CriticalPath(props: ViewProps) {
           <PathTable
             id="critical-path-segments"
             schema="CriticalPathTable"
-            table={table}
+            rows={segmentRows}
+            csvColumns={table.columns}
             name={`${name}_segments.csv`}
             columns={[
               { key: 'category', label: 'Category', format: (v) => categoryLabel(String(v)) },
@@ -108,9 +112,9 @@ export function CriticalPath(props: ViewProps) {
                   r.category === 'kernel' ? <KernelName name={String(v)} names={pathKernels} /> : <span title={String(v)}>{String(v).length > 48 ? `${String(v).slice(0, 47)}…` : String(v)}</span>,
               },
               { key: 'operator', label: 'Operator' },
-              { key: 'dur_us', label: 'Duration', numeric: true, format: (v) => formatDuration(v as number) },
+              { key: 'dur_us', label: 'Duration', numeric: true, format: (v) => formatDuration(v) },
               { key: 'evidence', label: 'Dependency', format: (v) => EVIDENCE[String(v)] ?? String(v) },
-              link('start_us', 'end_us'),
+              traceLink,
             ]}
             sortKey="dur_us"
           />
@@ -129,7 +133,6 @@ export function CriticalPath(props: ViewProps) {
 /** The segments' `evidence` values, as the hint explains them. */
 const EVIDENCE: Record<string, string> = { recorded: 'recorded', inferred: 'inferred from timing' };
 
-function PathTable({ id, schema, table, name, columns, sortKey }: { id: string; schema: TableName; table: WireTable; name: string; columns: Column[]; sortKey: string }) {
-  const rows = useMemo(() => rowsOf(table), [table]);
-  return <DataTable id={id} schema={schema} rows={rows} columns={columns} csvColumns={table.columns} csvName={name} defaultSort={{ key: sortKey, dir: 'desc' }} />;
+function PathTable<R extends Row>({ id, schema, rows, csvColumns, name, columns, sortKey }: { id: string; schema: TableName; rows: R[]; csvColumns: string[]; name: string; columns: Column<R>[]; sortKey: string }) {
+  return <DataTable id={id} schema={schema} rows={rows} columns={columns} csvColumns={csvColumns} csvName={name} defaultSort={{ key: sortKey, dir: 'desc' }} />;
 }

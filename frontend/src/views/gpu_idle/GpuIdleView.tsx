@@ -8,14 +8,14 @@
 // view with its time range highlighted.
 
 import { useMemo } from 'preact/hooks';
-import type { ViewProps, WireTable } from '../../api/types';
+import type { ViewProps } from '../../api/types';
+import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { durationTicks, formatDuration, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { CATEGORY_COLORS, stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf, type Row } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Annotations } from './Annotations';
 import { CriticalPath } from './CriticalPath';
@@ -25,7 +25,17 @@ import { Sequences } from './Sequences';
 import { showInTrace, streamColumn } from './link';
 
 /** The parts of a stream's span (columns of /idle_time), in the order they are stacked. */
-const PARTS: [string, string, string][] = [
+type Whole = WireTableOf<'IdleTimeTable'>;
+type ByStep = WireTableOf<'IdleTimeByStepTable'>;
+/** A row of either table: per step adds `step`. */
+type IdleRow = RowOf<'IdleTimeTable'> & Partial<RowOf<'IdleTimeByStepTable'>>;
+type TimeColumn = 'busy_us' | 'idle_us' | 'idle_host_wait_us' | 'idle_kernel_wait_us' | 'idle_other_us';
+
+function isByStep(table: Whole | ByStep): table is ByStep {
+  return table.columns[0] === 'step';
+}
+
+const PARTS: [TimeColumn, string, string][] = [
   ['busy_us', 'Busy', CATEGORY_COLORS[0]],
   ['idle_host_wait_us', 'Idle: host wait', CATEGORY_COLORS[6]],
   ['idle_kernel_wait_us', 'Idle: kernel wait', CATEGORY_COLORS[5]],
@@ -35,7 +45,7 @@ const PARTS: [string, string, string][] = [
 export function GpuIdleView(props: ViewProps) {
   const [byStep, setByStep] = useUrlParam('idle_by_step', '0');
   const perStep = byStep === '1';
-  const idle = useApi<WireTable>('idle_time', { run: props.run, worker: props.worker, span: props.span, by_step: perStep ? 'true' : 'false' });
+  const idle = useApi<Whole | ByStep>('idle_time', { run: props.run, worker: props.worker, span: props.span, by_step: perStep ? 'true' : 'false' });
   return (
     <div class="stack" data-testid="gpu_idle">
       <div class="toolbar">
@@ -54,30 +64,31 @@ export function GpuIdleView(props: ViewProps) {
   );
 }
 
-function streamLabel(r: Row, perStep: boolean): string {
+function streamLabel(r: IdleRow, perStep: boolean): string {
   return `${perStep ? `step ${r.step} · ` : ''}GPU ${r.device} stream ${r.stream}`;
 }
 
-function IdleTime(props: ViewProps & { table: WireTable; perStep: boolean }) {
+function IdleTime(props: ViewProps & { table: Whole | ByStep; perStep: boolean }) {
   const { table, perStep } = props;
-  const rows = useMemo(() => rowsOf(table), [table]);
+  const rows = useMemo((): IdleRow[] => (isByStep(table) ? typedRows(table) : typedRows(table)), [table]);
   const bars = useMemo(
     () =>
       stackedBarOption(
         rows.map((r) => streamLabel(r, perStep)),
-        PARTS.map(([key, name, color]) => ({ name, color, values: rows.map((r) => Number(r[key]) || 0) })),
+        PARTS.map(([key, name, color]) => ({ name, color, values: rows.map((r) => r[key] || 0) })),
         formatDuration,
         { horizontal: true, ticks: durationTicks },
       ),
     [rows, perStep],
   );
-  const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
-  const columns: Column[] = [
+  const us = (key: TimeColumn, label: string): Column<IdleRow> => ({ key, label, numeric: true, format: (v) => formatDuration(v) });
+  const stepColumn: Column<IdleRow>[] = perStep ? [{ key: 'step', label: 'Step', numeric: true }] : [];
+  const columns: Column<IdleRow>[] = [
     streamColumn,
-    ...(perStep ? [{ key: 'step', label: 'Step', numeric: true }] : []),
+    ...stepColumn,
     us('busy_us', 'Busy'),
     us('idle_us', 'Idle'),
-    { key: 'idle_pct', label: 'Idle %', numeric: true, format: (v) => formatPct(v as number) },
+    { key: 'idle_pct', label: 'Idle %', numeric: true, format: (v) => formatPct(v) },
     us('idle_host_wait_us', 'Host wait'),
     us('idle_kernel_wait_us', 'Kernel wait'),
     us('idle_other_us', 'Other'),
@@ -86,8 +97,8 @@ function IdleTime(props: ViewProps & { table: WireTable; perStep: boolean }) {
       label: 'Span',
       title: 'From the stream’s first activity to the end of its last one (per step: within the step); opens the Trace view on it',
       format: (v, r) => (
-        <button type="button" class="link-button" data-control="idle-show-in-trace" onClick={() => showInTrace(Number(r.start_us), Number(r.end_us))}>
-          {formatDuration(v as number)} – {formatDuration(r.end_us as number)}
+        <button type="button" class="link-button" data-control="idle-show-in-trace" onClick={() => showInTrace(r.start_us, r.end_us)}>
+          {formatDuration(v)} – {formatDuration(r.end_us)}
         </button>
       ),
     },

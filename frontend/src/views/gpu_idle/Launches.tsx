@@ -4,13 +4,13 @@
 // launch call through to the end of the device work.
 
 import { useMemo } from 'preact/hooks';
-import type { ViewProps, WireTable } from '../../api/types';
+import type { ViewProps } from '../../api/types';
+import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber } from '../../base/format';
 import { kernelNameColumn } from '../../components/KernelName';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { showInTrace } from './link';
 
@@ -20,18 +20,19 @@ const FLAGS: [string, string][] = [
   ['launch_delay_outlier', 'Launch-delay outliers (> 100 µs after the call)'],
 ];
 
-const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
-const count = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatNumber(v as number) });
+// Columns of either table: a key the table lacks, or whose cells are not numbers, is a type
+// error where the column is listed (`Column<row of that table>`).
+const us = <K extends string>(key: K, label: string) => ({ key, label, numeric: true, format: (v: number | null) => formatDuration(v) });
+const count = <K extends string>(key: K, label: string) => ({ key, label, numeric: true, format: (v: number | null) => formatNumber(v) });
 
-
-function traceLink(start: string, end: string): Column {
+function traceLink<S extends string, E extends string>(start: S, end: E) {
   return {
     key: start,
     label: 'Trace',
     title: 'Open the Trace view from the launch call to the end of the device work',
-    format: (v, r) => (
-      <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="launch-show-in-trace" onClick={() => showInTrace(Number(r[start]), Number(r[end]))}>
-        {formatDuration(v as number)}
+    format: (v: number, r: Record<S | E, number>) => (
+      <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="launch-show-in-trace" onClick={() => showInTrace(r[start], r[end])}>
+        {formatDuration(v)}
       </button>
     ),
   };
@@ -39,12 +40,12 @@ function traceLink(start: string, end: string): Column {
 
 export function Launches(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const summary = useApi<WireTable>('kernel_launch_summary', base);
+  const summary = useApi<WireTableOf<'KernelLaunchSummaryTable'>>('kernel_launch_summary', base);
   const [flag, setFlag] = useUrlParam('launch_flag', 'launch_bound');
   const chosen = FLAGS.some(([f]) => f === flag) ? flag : 'launch_bound';
-  const flagged = useApi<WireTable>('kernel_launches', { ...base, flag: chosen });
+  const flagged = useApi<WireTableOf<'KernelLaunchesTable'>>('kernel_launches', { ...base, flag: chosen });
   // the kernel name comes first in both tables, shortened over the rows each shows
-  const summaryColumns: Column[] = [
+  const summaryColumns: Column<RowOf<'KernelLaunchSummaryTable'>>[] = [
     count('launches', 'Launches'),
     count('launch_bound', 'Launch-bound'),
     us('device_mean_us', 'Mean device'),
@@ -53,7 +54,7 @@ export function Launches(props: ViewProps) {
     count('launch_delay_outliers', 'Delayed'),
     { ...traceLink('first_launch_start_us', 'last_device_end_us'), title: 'Open the Trace view from its first launch to the end of its last run' },
   ];
-  const launchColumns: Column[] = [
+  const launchColumns: Column<RowOf<'KernelLaunchesTable'>>[] = [
     { key: 'operator', label: 'Operator' },
     us('runtime_us', 'Call'),
     us('device_us', 'Device'),
@@ -92,8 +93,8 @@ export function Launches(props: ViewProps) {
   );
 }
 
-function Summary({ table, columns, name }: { table: WireTable; columns: Column[]; name: string }) {
-  const rows = useMemo(() => rowsOf(table), [table]);
+function Summary({ table, columns, name }: { table: WireTableOf<'KernelLaunchSummaryTable'>; columns: Column<RowOf<'KernelLaunchSummaryTable'>>[]; name: string }) {
+  const rows = useMemo(() => typedRows(table), [table]);
   return (
     <DataTable
       id="kernel-launch-summary"
@@ -109,8 +110,8 @@ function Summary({ table, columns, name }: { table: WireTable; columns: Column[]
   );
 }
 
-function FlaggedLaunches({ table, columns, name, flag }: { table: WireTable; columns: Column[]; name: string; flag: string }) {
-  const rows = useMemo(() => rowsOf(table), [table]);
+function FlaggedLaunches({ table, columns, name, flag }: { table: WireTableOf<'KernelLaunchesTable'>; columns: Column<RowOf<'KernelLaunchesTable'>>[]; name: string; flag: string }) {
+  const rows = useMemo(() => typedRows(table), [table]);
   return (
     <DataTable
       id="kernel-launches"

@@ -5,25 +5,25 @@
 // Brushing a time range on a chart opens the Trace view on it.
 
 import { useCallback, useMemo } from 'preact/hooks';
-import type { ViewProps, WireTable } from '../../api/types';
+import type { ViewProps } from '../../api/types';
+import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { axisText, formatBytes, formatDuration, formatNumber } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { esc, type echarts } from '../../components/charts/echarts';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf, type Row } from '../../components/table/logic';
 import { showInTrace, streamColumn } from './link';
 
 type ECharts = ReturnType<typeof echarts.init>;
 
 /** One step line per device stream of a change series (columns device, stream, ts_us, value). */
-function stepOption(rows: Row[], valueKey: string, format: (v: number) => string) {
+function stepOption<R extends { device: number; stream: number; ts_us: number }>(rows: R[], value: (row: R) => number, format: (v: number) => string) {
   const byStream = new Map<string, [number, number][]>();
   for (const r of rows) {
     const name = `GPU ${r.device} stream ${r.stream}`;
     if (!byStream.has(name)) byStream.set(name, []);
-    byStream.get(name)!.push([Number(r.ts_us), Number(r[valueKey])]);
+    byStream.get(name)!.push([r.ts_us, value(r)]);
   }
   return {
     tooltip: {
@@ -58,29 +58,29 @@ const gbps = (v: number) => `${formatNumber(v)} GB/s`;
 
 export function Queues(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const summary = useApi<WireTable>('queue_length_summary', base);
-  const queue = useApi<WireTable>('queue_length', base);
-  const bandwidth = useApi<WireTable>('memory_bandwidth', base);
+  const summary = useApi<WireTableOf<'QueueLengthSummaryTable'>>('queue_length_summary', base);
+  const queue = useApi<WireTableOf<'QueueLengthTable'>>('queue_length', base);
+  const bandwidth = useApi<WireTableOf<'MemoryBandwidthTable'>>('memory_bandwidth', base);
   const onChart = useBrushToTrace();
-  const queueOption = useMemo(() => (queue.status === 'ok' ? stepOption(rowsOf(queue.data), 'queue_length', formatNumber) : null), [queue]);
-  const bandwidthRows = useMemo(() => (bandwidth.status === 'ok' ? rowsOf(bandwidth.data) : []), [bandwidth]);
-  const bandwidthOption = useMemo(() => stepOption(bandwidthRows, 'memory_bw_gbps', gbps), [bandwidthRows]);
-  const columns: Column[] = [
+  const queueOption = useMemo(() => (queue.status === 'ok' ? stepOption(typedRows(queue.data), (r) => r.queue_length, formatNumber) : null), [queue]);
+  const bandwidthRows = useMemo(() => (bandwidth.status === 'ok' ? typedRows(bandwidth.data) : []), [bandwidth]);
+  const bandwidthOption = useMemo(() => stepOption(bandwidthRows, (r) => r.memory_bw_gbps, gbps), [bandwidthRows]);
+  const columns: Column<RowOf<'QueueLengthSummaryTable'>>[] = [
     streamColumn,
-    { key: 'launches', label: 'Launches', numeric: true, format: (v) => formatNumber(v as number) },
-    { key: 'max_queue_length', label: 'Max queue', numeric: true, format: (v) => formatNumber(v as number) },
-    { key: 'mean_queue_length', label: 'Mean queue', numeric: true, format: (v) => formatNumber(v as number) },
-    { key: 'time_at_zero_us', label: 'Queue empty', numeric: true, format: (v) => formatDuration(v as number) },
-    { key: 'max_outstanding', label: 'Max in flight', numeric: true, format: (v) => formatNumber(v as number) },
-    { key: 'memory_bytes', label: 'Copied', numeric: true, format: (v) => formatBytes(v as number) },
-    { key: 'peak_memory_bw_gbps', label: 'Peak copy BW', numeric: true, format: (v) => gbps(v as number) },
+    { key: 'launches', label: 'Launches', numeric: true, format: (v) => formatNumber(v) },
+    { key: 'max_queue_length', label: 'Max queue', numeric: true, format: (v) => formatNumber(v) },
+    { key: 'mean_queue_length', label: 'Mean queue', numeric: true, format: (v) => formatNumber(v) },
+    { key: 'time_at_zero_us', label: 'Queue empty', numeric: true, format: (v) => formatDuration(v) },
+    { key: 'max_outstanding', label: 'Max in flight', numeric: true, format: (v) => formatNumber(v) },
+    { key: 'memory_bytes', label: 'Copied', numeric: true, format: (v) => formatBytes(v) },
+    { key: 'peak_memory_bw_gbps', label: 'Peak copy BW', numeric: true, format: (v) => gbps(v) },
     {
       key: 'start_us',
       label: 'Trace',
       title: 'Opens the Trace view from the first launch call to the end of the last launched activity',
       format: (v, r) => (
-        <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="queue-show-in-trace" onClick={() => showInTrace(Number(r.start_us), Number(r.end_us))}>
-          {formatDuration(v as number)}
+        <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="queue-show-in-trace" onClick={() => showInTrace(r.start_us, r.end_us)}>
+          {formatDuration(v)}
         </button>
       ),
     },
@@ -112,8 +112,8 @@ export function Queues(props: ViewProps) {
   );
 }
 
-function QueueTable({ table, columns, name }: { table: WireTable; columns: Column[]; name: string }) {
-  const rows = useMemo(() => rowsOf(table), [table]);
+function QueueTable({ table, columns, name }: { table: WireTableOf<'QueueLengthSummaryTable'>; columns: Column<RowOf<'QueueLengthSummaryTable'>>[]; name: string }) {
+  const rows = useMemo(() => typedRows(table), [table]);
   return (
     <DataTable
       id="queue-length-summary"

@@ -3,13 +3,13 @@
 // step (/kernel_sequences?length=..); each row opens the Trace view on its first occurrence.
 
 import { useMemo } from 'preact/hooks';
-import type { ViewProps, WireTable } from '../../api/types';
+import type { ViewProps } from '../../api/types';
+import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatNumber, formatPct } from '../../base/format';
 import { kernelSequenceColumn } from '../../components/KernelName';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { showInTrace } from './link';
 
@@ -18,20 +18,20 @@ const LENGTHS = ['2', '3', '4', '5', '6', '8'];
 export function Sequences(props: ViewProps) {
   const [length, setLength] = useUrlParam('sequence_length', '3');
   const chosen = LENGTHS.includes(length) ? length : '3';
-  const state = useApi<WireTable>('kernel_sequences', { run: props.run, worker: props.worker, span: props.span, length: chosen, top: 50 });
-  const columns: Column[] = [
+  const state = useApi<WireTableOf<'KernelSequencesTable'>>('kernel_sequences', { run: props.run, worker: props.worker, span: props.span, length: chosen, top: 50 });
+  const columns: Column<RowOf<'KernelSequencesTable'>>[] = [
     { key: 'operators', label: 'Launched by' },
-    { key: 'occurrences', label: 'Times', numeric: true, format: (v) => formatNumber(v as number) },
-    { key: 'device_us', label: 'Device time', numeric: true, format: (v) => formatDuration(v as number) },
-    { key: 'device_per_step_us', label: 'Per step', numeric: true, format: (v) => formatDuration(v as number) },
-    { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v as number) },
+    { key: 'occurrences', label: 'Times', numeric: true, format: (v) => formatNumber(v) },
+    { key: 'device_us', label: 'Device time', numeric: true, format: (v) => formatDuration(v) },
+    { key: 'device_per_step_us', label: 'Per step', numeric: true, format: (v) => formatDuration(v) },
+    { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v) },
     {
       key: 'first_start_us',
       label: 'Trace',
       title: 'Opens the Trace view on its first occurrence',
       format: (v, r) => (
-        <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="sequence-show-in-trace" onClick={() => showInTrace(Number(r.first_start_us), Number(r.first_end_us))}>
-          {formatDuration(v as number)}
+        <button type="button" class="link-button" style={{ whiteSpace: 'nowrap' }} data-control="sequence-show-in-trace" onClick={() => showInTrace(r.first_start_us, r.first_end_us)}>
+          {formatDuration(v)}
         </button>
       ),
     },
@@ -57,8 +57,8 @@ export function Sequences(props: ViewProps) {
   );
 }
 
-function SequenceTable({ table, columns, length, name }: { table: WireTable; columns: Column[]; length: string; name: string }) {
-  const rows = useMemo(() => rowsOf(table), [table]);
+function SequenceTable({ table, columns, length, name }: { table: WireTableOf<'KernelSequencesTable'>; columns: Column<RowOf<'KernelSequencesTable'>>[]; length: string; name: string }) {
+  const rows = useMemo(() => typedRows(table), [table]);
   return (
     <DataTable
       id="kernel-sequences"

@@ -25,5 +25,6 @@ export function showPathInTrace(step: string | number): void {
   });
 }
 
-/** A device stream as one column ("GPU 0 · stream 7"), sorted by stream id. */
-export const streamColumn: Column = { key: 'stream', label: 'Stream', format: (v, r) => `GPU ${r.device} · stream ${v}` };
+/** A device stream as one column ("GPU 0 · stream 7"), sorted by stream id: a column of any
+ *  table with number columns `device` and `stream`. */
+export const streamColumn: Column<{ device: number; stream: number }> = { key: 'stream', label: 'Stream', format: (v, r) => `GPU ${r.device} · stream ${v}` };

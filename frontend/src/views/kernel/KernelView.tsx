@@ -2,8 +2,8 @@
 // operator + launch configuration, search by kernel and by operator, sortable table.
 
 import { useMemo } from 'preact/hooks';
-import type { TensorCoreShare, ViewProps, WireTable } from '../../api/types';
-import { typedRows, type QueryOf, type WireTableOf } from '../../api/tables';
+import type { TensorCoreShare, ViewProps } from '../../api/types';
+import { typedRows, type QueryOf, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatBandwidth, formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
 import { topSlices } from '../../components/charts/options';
@@ -12,20 +12,28 @@ import { kernelNameColumn } from '../../components/KernelName';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { shortKernelNames } from '../../base/names';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { TopNSelect, useTopN } from '../../components/TopNSelect';
+
+type ByName = WireTableOf<'KernelsByNameTable'>;
+type ByNameOp = WireTableOf<'KernelsByNameOpTable'>;
+/** A row of either grouping: by name + operator + launch config adds the columns after `name`. */
+type KernelRow = RowOf<'KernelsByNameTable'> & Partial<RowOf<'KernelsByNameOpTable'>>;
+
+function isByNameOp(table: ByName | ByNameOp): table is ByNameOp {
+  return table.columns[1] === 'operator';
+}
 
 export function KernelView(props: ViewProps) {
   const [groupBy, setGroupBy] = useUrlParam('group_by', 'name');
   const [topN, setTopN] = useTopN();
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const kernels = useApi<WireTable>('kernels', { ...base, group_by: groupBy === 'name_op' ? 'name_op' : 'name' } satisfies QueryOf<'kernels'>);
+  const kernels = useApi<ByName | ByNameOp>('kernels', { ...base, group_by: groupBy === 'name_op' ? 'name_op' : 'name' } satisfies QueryOf<'kernels'>);
   const share = useApi<TensorCoreShare>('kernel_tensor_cores', base);
   // torch.compile: the kernels Inductor generated, with the region and the ops they fused
-  const generated = useApi<WireTable>('compiled', { ...base, table: 'kernels' });
+  const generated = useApi<WireTableOf<'CompiledKernelsTable'>>('compiled', { ...base, table: 'kernels' });
   // CUDA graphs: which kernels ran inside graph replays, and under which annotation
-  const graphs = useApi<{ kernels: WireTable; annotations: WireTable }>('cuda_graphs', { ...base, tables: 'kernels,annotations' });
+  const graphs = useApi<{ kernels: WireTableOf<'CudaGraphKernelsTable'>; annotations: WireTableOf<'CudaGraphAnnotationsTable'> }>('cuda_graphs', { ...base, tables: 'kernels,annotations' });
   const copies = useApi<WireTableOf<'MemcpySummaryTable'>>('memcpy_summary', base satisfies QueryOf<'memcpy_summary'>);
   return (
     <div class="stack" data-testid="kernel">
@@ -79,16 +87,16 @@ function MemoryCopies({ table, name }: { table: WireTableOf<'MemcpySummaryTable'
   );
 }
 
-function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: number; share: TensorCoreShare | null; shareError: string; generated: WireTable | null; graphs: WireTable | null; graphAnnotations: WireTable | null }) {
+function Kernels(props: ViewProps & { table: ByName | ByNameOp; groupBy: string; topN: number; share: TensorCoreShare | null; shareError: string; generated: WireTableOf<'CompiledKernelsTable'> | null; graphs: WireTableOf<'CudaGraphKernelsTable'> | null; graphAnnotations: WireTableOf<'CudaGraphAnnotationsTable'> | null }) {
   const { table, groupBy, topN, share, generated, graphs, graphAnnotations } = props;
-  const graphRows = useMemo(() => (graphs ? rowsOf(graphs) : []), [graphs]);
+  const graphRows = useMemo(() => (graphs ? typedRows(graphs) : []), [graphs]);
   // shown only when some graph kernel carries an annotation (torch.cuda._graph_annotations)
   const annotationRows = useMemo(() => {
-    const all = graphAnnotations ? rowsOf(graphAnnotations) : [];
+    const all = graphAnnotations ? typedRows(graphAnnotations) : [];
     return all.some((r) => r.annotation) ? all : [];
   }, [graphAnnotations]);
-  const rows = useMemo(() => rowsOf(table), [table]);
-  const generatedRows = useMemo(() => (generated ? rowsOf(generated) : []), [generated]);
+  const rows = useMemo((): KernelRow[] => (isByNameOp(table) ? typedRows(table) : typedRows(table)), [table]);
+  const generatedRows = useMemo(() => (generated ? typedRows(generated) : []), [generated]);
   const byOp = groupBy === 'name_op';
   const slices = useMemo(() => {
     // By launch configuration, the same kernel appears for several operators and shapes: the
@@ -101,27 +109,31 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
     () => (share ? [{ name: `Using ${share.unit}`, value: share.tensor_cores_us }, { name: `Not using ${share.unit}`, value: share.other_us }].filter((s) => s.value > 0) : []),
     [share],
   );
-  const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
-  const columns: Column[] = [
+  const us = (key: 'total_us' | 'mean_us' | 'max_us' | 'min_us', text: string): Column<KernelRow> => ({ key, label: text, numeric: true, format: (v) => formatDuration(v) });
+  // only where some CUDA-graph kernel carries a torch.cuda._graph_annotations label
+  const annotationColumn: Column<KernelRow>[] = rows.some((r) => r.graph_annotation)
+    ? [{ key: 'graph_annotation', label: 'Graph annotation', title: 'torch.cuda._graph_annotations label of a kernel a CUDA graph ran' }]
+    : [];
+  const launchColumns: Column<KernelRow>[] = byOp
+    ? [
+        { key: 'operator', label: 'Operator' },
+        ...annotationColumn,
+        { key: 'grid', label: 'Grid' },
+        { key: 'block', label: 'Block' },
+        { key: 'registers_per_thread', label: 'Registers / thread', numeric: true },
+        { key: 'shared_memory', label: 'Shared memory', numeric: true, format: (v) => formatBytes(v) },
+      ]
+    : [];
+  const columns: Column<KernelRow>[] = [
     kernelNameColumn('name', 'Kernel', rows),
-    ...(byOp
-      ? [
-          { key: 'operator', label: 'Operator' },
-          // only where some CUDA-graph kernel carries a torch.cuda._graph_annotations label
-          ...(rows.some((r) => r.graph_annotation) ? [{ key: 'graph_annotation', label: 'Graph annotation', title: 'torch.cuda._graph_annotations label of a kernel a CUDA graph ran' }] : []),
-          { key: 'grid', label: 'Grid' },
-          { key: 'block', label: 'Block' },
-          { key: 'registers_per_thread', label: 'Registers / thread', numeric: true },
-          { key: 'shared_memory', label: 'Shared memory', numeric: true, format: (v: unknown) => formatBytes(v as number) },
-        ]
-      : []),
-    { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
+    ...launchColumns,
+    { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v) },
     us('total_us', 'Total'),
     us('mean_us', 'Mean'),
     us('max_us', 'Max'),
     us('min_us', 'Min'),
-    { key: 'mean_blocks_per_sm', label: 'Mean blocks / SM', numeric: true, format: (v) => formatNumber(v as number) },
-    { key: 'mean_est_achieved_occupancy_pct', label: 'Mean est. occupancy', numeric: true, format: (v) => formatPct(v as number) },
+    { key: 'mean_blocks_per_sm', label: 'Mean blocks / SM', numeric: true, format: (v) => formatNumber(v) },
+    { key: 'mean_est_achieved_occupancy_pct', label: 'Mean est. occupancy', numeric: true, format: (v) => formatPct(v) },
     { key: 'tensor_cores_used', label: share?.unit ?? 'Tensor Cores', format: (v) => (v ? 'Yes' : 'No') },
   ];
   return (
@@ -166,10 +178,10 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
             caption="Kernels a graph launch (cudaGraphLaunch) ran; they count in every view like any other kernel, attributed to the launch's operator and step."
             columns={[
               kernelNameColumn('name', 'Kernel', graphRows),
-              { key: 'graph_calls', label: 'Calls in graphs', numeric: true, format: (v) => formatNumber(v as number) },
-              { key: 'calls', label: 'All calls', numeric: true, format: (v) => formatNumber(v as number) },
-              { key: 'graph_us', label: 'Time in graphs', numeric: true, format: (v) => formatDuration(v as number) },
-              { key: 'total_us', label: 'All time', numeric: true, format: (v) => formatDuration(v as number) },
+              { key: 'graph_calls', label: 'Calls in graphs', numeric: true, format: (v) => formatNumber(v) },
+              { key: 'calls', label: 'All calls', numeric: true, format: (v) => formatNumber(v) },
+              { key: 'graph_us', label: 'Time in graphs', numeric: true, format: (v) => formatDuration(v) },
+              { key: 'total_us', label: 'All time', numeric: true, format: (v) => formatDuration(v) },
             ]}
           />
         </Card>
@@ -187,10 +199,10 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
             caption="Graph kernels by the label torch.cuda._graph_annotations.mark_kernels gave them (merged into the trace by torch.cuda._annotate_cuda_graph_trace); empty: graph kernels without one. Streams are those the annotation assigned."
             columns={[
               { key: 'annotation', label: 'Annotation', format: (v) => (v ? String(v) : '—') },
-              { key: 'kernel_names', label: 'Kernels', numeric: true, format: (v) => formatNumber(v as number) },
-              { key: 'calls', label: 'Runs', numeric: true, format: (v) => formatNumber(v as number) },
-              { key: 'device_us', label: 'Time', numeric: true, format: (v) => formatDuration(v as number) },
-              { key: 'graph_pct', label: 'Share of graph time', numeric: true, format: (v) => formatPct(v as number) },
+              { key: 'kernel_names', label: 'Kernels', numeric: true, format: (v) => formatNumber(v) },
+              { key: 'calls', label: 'Runs', numeric: true, format: (v) => formatNumber(v) },
+              { key: 'device_us', label: 'Time', numeric: true, format: (v) => formatDuration(v) },
+              { key: 'graph_pct', label: 'Share of graph time', numeric: true, format: (v) => formatPct(v) },
               { key: 'streams', label: 'Streams' },
             ]}
           />
@@ -212,8 +224,8 @@ function Kernels(props: ViewProps & { table: WireTable; groupBy: string; topN: n
               { key: 'origin', label: 'Origin' },
               { key: 'region', label: 'Region' },
               { key: 'fused', label: 'Fused ops', format: (v) => (v ? String(v) : '—') },
-              { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
-              { key: 'device_us', label: 'Device', numeric: true, format: (v) => formatDuration(v as number) },
+              { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v) },
+              { key: 'device_us', label: 'Device', numeric: true, format: (v) => formatDuration(v) },
               { key: 'kernel_hash', label: 'Kernel hash', format: (v) => (v ? String(v) : '—') },
               { key: 'kernel_file', label: 'Kernel file', format: (v) => (v ? String(v) : '—') },
             ]}

@@ -3,20 +3,20 @@
 // Offered only for traces that hold them.
 
 import { useMemo } from 'preact/hooks';
-import type { ViewProps, WireTable } from '../../api/types';
+import type { ViewProps } from '../../api/types';
+import { typedRows, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { durationTicks, formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { stackedBarOption } from '../../components/charts/options';
 import { Card, Empty, Loaded } from '../../components/Status';
-import { DataTable, type Column } from '../../components/table/DataTable';
-import { rowsOf } from '../../components/table/logic';
+import { DataTable } from '../../components/table/DataTable';
 
 /** Hooks drawn in the chart (the table has all). */
 const CHART_HOOKS = 15;
 
 export function LightningView(props: ViewProps) {
-  const state = useApi<WireTable>('lightning', { run: props.run, worker: props.worker, span: props.span });
+  const state = useApi<WireTableOf<'LightningHooksTable'>>('lightning', { run: props.run, worker: props.worker, span: props.span });
   return (
     <div class="stack" data-testid="lightning">
       <Loaded state={state}>{(table) => <Lightning table={table} name={`${props.run}_${props.worker}_${props.span}`} />}</Loaded>
@@ -24,15 +24,15 @@ export function LightningView(props: ViewProps) {
   );
 }
 
-function Lightning({ table, name }: { table: WireTable; name: string }) {
-  const rows = useMemo(() => rowsOf(table), [table]);
+function Lightning({ table, name }: { table: WireTableOf<'LightningHooksTable'>; name: string }) {
+  const rows = useMemo(() => typedRows(table), [table]);
   // rows arrive most time first
   const top = rows.slice(0, CHART_HOOKS);
   const chart = useMemo(
-    () => stackedBarOption(top.map((r) => String(r.range)), [{ name: 'Total time', color: '#5470c6', values: top.map((r) => r.total_us as number) }], formatDuration, { horizontal: true, ticks: durationTicks, labelWidth: 260 }),
+    () => stackedBarOption(top.map((r) => String(r.range)), [{ name: 'Total time', color: '#5470c6', values: top.map((r) => r.total_us) }], formatDuration, { horizontal: true, ticks: durationTicks, labelWidth: 260 }),
     [table],
   );
-  const us = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatDuration(v as number) });
+  const us = <K extends 'total_us' | 'mean_us' | 'max_us'>(key: K, label: string) => ({ key, label, numeric: true, format: (v: number | null) => formatDuration(v) });
   return (
     <>
       <Card title={`Time per hook (top ${CHART_HOOKS})`}>
@@ -53,11 +53,11 @@ function Lightning({ table, name }: { table: WireTable; name: string }) {
             { key: 'hook', label: 'Hook' },
             { key: 'component', label: 'Component', format: (v) => (v ? String(v) : '—') },
             { key: 'owner', label: 'Class', format: (v) => (v ? String(v) : '—') },
-            { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
+            { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v) },
             us('total_us', 'Total'),
             us('mean_us', 'Mean'),
             us('max_us', 'Max'),
-            { key: 'trace_pct', label: 'Share of trace', numeric: true, format: (v) => formatPct(v as number) },
+            { key: 'trace_pct', label: 'Share of trace', numeric: true, format: (v) => formatPct(v) },
           ]}
         />
       </Card>

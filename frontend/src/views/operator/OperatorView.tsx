@@ -2,7 +2,8 @@
 // name + input shape, a searchable sortable table with expandable call stacks.
 
 import { useMemo } from 'preact/hooks';
-import type { TensorCoreShare, ViewProps, WireTable } from '../../api/types';
+import type { TensorCoreShare, ViewProps } from '../../api/types';
+import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { formatDuration, formatFlops, formatNumber, formatPct, formatTflops } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
@@ -10,12 +11,22 @@ import { rooflineOption, topSlices } from '../../components/charts/options';
 import { Pie } from '../../components/charts/Pie';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
-import { anyNonZero, rowsOf, type Row } from '../../components/table/logic';
+import { anyNonZero } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
 import { Stacks } from './Stacks';
 import { TopNSelect, useTopN } from '../../components/TopNSelect';
 
-const PIES: [string, string][] = [
+type ByName = WireTableOf<'OperatorsByNameTable'>;
+type ByNameShape = WireTableOf<'OperatorsByNameShapeTable'>;
+/** A row of either grouping: by name + input shape adds `input_shape`. */
+type OperatorRow = RowOf<'OperatorsByNameTable'> & Partial<RowOf<'OperatorsByNameShapeTable'>>;
+type TimeColumn = 'device_self_us' | 'device_total_us' | 'host_self_us' | 'host_self_less_python_us' | 'host_total_us';
+
+function isByNameShape(table: ByName | ByNameShape): table is ByNameShape {
+  return table.columns[1] === 'input_shape';
+}
+
+const PIES: [TimeColumn, string][] = [
   ['device_self_us', 'Device self time'],
   ['device_total_us', 'Device total time'],
   ['host_self_us', 'Host self time'],
@@ -30,10 +41,10 @@ export function OperatorView(props: ViewProps) {
   // torch.compile: the table can be cut to the ops inside compiled regions or outside them,
   // offered only when the trace has compiled regions
   const [scopeParam, setScope] = useUrlParam('scope', 'all');
-  const share = useApi<WireTable>('compiled', { run: props.run, worker: props.worker, span: props.span, table: 'share' });
-  const hasCompiled = share.status === 'ok' && Number(rowsOf(share.data)[0]?.regions) > 0;
+  const share = useApi<WireTableOf<'CompiledShareTable'>>('compiled', { run: props.run, worker: props.worker, span: props.span, table: 'share' });
+  const hasCompiled = share.status === 'ok' && Number(typedRows(share.data)[0]?.regions) > 0;
   const scope = hasCompiled && ['compiled', 'eager'].includes(scopeParam) ? scopeParam : 'all';
-  const state = useApi<WireTable>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy, scope });
+  const state = useApi<ByName | ByNameShape>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy, scope });
   return (
     <div class="stack" data-testid="operator">
       <div class="toolbar">
@@ -62,10 +73,10 @@ export function OperatorView(props: ViewProps) {
   );
 }
 
-function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProps & { table: WireTable; groupBy: string; topN: number; search: string }) {
-  const rows = useMemo(() => rowsOf(table), [table]);
+function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProps & { table: ByName | ByNameShape; groupBy: string; topN: number; search: string }) {
+  const rows = useMemo((): OperatorRow[] => (isByNameShape(table) ? typedRows(table) : typedRows(table)), [table]);
   const byShape = groupBy === 'name_shape';
-  const label = (r: Row) => (byShape ? `${r.name} ${r.input_shape ?? ''}` : String(r.name));
+  const label = (r: OperatorRow) => (byShape ? `${r.name} ${r.input_shape ?? ''}` : String(r.name));
   const pies = useMemo(
     () =>
       PIES.map(([key, title]) => {
@@ -77,26 +88,28 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
   const noDevice = !anyNonZero(rows, ['device_self_us', 'device_total_us']);
   // with_stack recorded Python frames inside some operator: torch's two self times differ
   const pythonInside = rows.some((r) => r.host_self_less_python_us !== r.host_self_us);
-  const us = (key: string, text: string): Column => ({ key, label: text, numeric: true, format: (v) => formatDuration(v as number) });
+  const us = (key: TimeColumn, text: string): Column<OperatorRow> => ({ key, label: text, numeric: true, format: (v) => formatDuration(v) });
   // the vendor's name for the units: Tensor Cores (NVIDIA) or Matrix cores (AMD)
   const share = useApi<TensorCoreShare>('kernel_tensor_cores', { run, worker, span });
   const unit = share.status === 'ok' ? share.data.unit : 'Tensor Cores';
-  const tensorCores: Column[] = [
+  const tensorCores: Column<OperatorRow>[] = [
     { key: 'tc_eligible', label: `${unit}: eligible`, format: (v) => (v ? 'Yes' : 'No') },
-    { key: 'tc_self_pct', label: `${unit}: self`, numeric: true, format: (v) => formatPct(v as number) },
-    { key: 'tc_total_pct', label: `${unit}: total`, numeric: true, format: (v) => formatPct(v as number) },
+    { key: 'tc_self_pct', label: `${unit}: self`, numeric: true, format: (v) => formatPct(v) },
+    { key: 'tc_total_pct', label: `${unit}: total`, numeric: true, format: (v) => formatPct(v) },
   ];
-  const columns: Column[] = [
+  const shapeColumn: Column<OperatorRow>[] = byShape ? [{ key: 'input_shape', label: 'Input shape', wide: true }] : [];
+  const pythonColumn: Column<OperatorRow>[] = pythonInside
+    ? [{ ...us('host_self_less_python_us', 'Host self less Python'), title: "torch 2.13's key_averages() self CPU time: host self less the Python frames (with_stack) that ran inside the operator" }]
+    : [];
+  const columns: Column<OperatorRow>[] = [
     { key: 'name', label: 'Name' },
-    ...(byShape ? [{ key: 'input_shape', label: 'Input shape', wide: true }] : []),
-    { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
+    ...shapeColumn,
+    { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v) },
     // Without device time the device and Tensor Core columns would be zeros and dashes
     // (the CSV keeps them).
     ...(noDevice ? [] : [us('device_self_us', 'Device self'), us('device_total_us', 'Device total')]),
     us('host_self_us', 'Host self'),
-    ...(pythonInside
-      ? [{ ...us('host_self_less_python_us', 'Host self less Python'), title: "torch 2.13's key_averages() self CPU time: host self less the Python frames (with_stack) that ran inside the operator" }]
-      : []),
+    ...pythonColumn,
     us('host_total_us', 'Host total'),
     ...(noDevice ? [] : tensorCores),
   ];
@@ -132,7 +145,7 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
           details={{
             label: 'Call stacks',
             has: (r) => Boolean(r.has_call_stack),
-            render: (r) => <Stacks run={run} worker={worker} span={span} name={String(r.name)} inputShape={byShape ? (r.input_shape as string | null) : null} />,
+            render: (r) => <Stacks run={run} worker={worker} span={span} name={String(r.name)} inputShape={byShape ? (r.input_shape ?? null) : null} />,
           }}
         />
       </Card>
@@ -143,12 +156,12 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
 /** FLOPs per operator (from the profiler's flops arg or from shapes) with their rates and the
  * share of the GPU's peak; says what to record when the trace has no FLOPs. */
 function Flops({ run, worker, span }: ViewProps) {
-  const state = useApi<WireTable>('flops', { run, worker, span, table: 'operators' });
+  const state = useApi<WireTableOf<'FlopsOperatorsTable'>>('flops', { run, worker, span, table: 'operators' });
   return (
     <Card title="FLOPs">
       <Loaded state={state}>
         {(table) => {
-          const rows = rowsOf(table);
+          const rows = typedRows(table);
           if (!rows.length) {
             return (
               <p class="hint" data-testid="no-flops">
@@ -157,7 +170,7 @@ function Flops({ run, worker, span }: ViewProps) {
               </p>
             );
           }
-          const rate = (key: string, label: string): Column => ({ key, label, numeric: true, format: (v) => formatTflops(v as number) });
+          const rate = (key: 'host_tflops_per_s' | 'device_tflops_per_s' | 'peak_tflops_per_s', label: string): Column<RowOf<'FlopsOperatorsTable'>> => ({ key, label, numeric: true, format: (v) => formatTflops(v) });
           const onDevice = rows.filter((r) => Number(r.device_tflops_per_s) > 0 && Number(r.flop_per_byte) > 0);
           const top = rows[0]; // most FLOPs first: its dtype's peak is the roof
           const roofline = rooflineOption(
@@ -190,15 +203,15 @@ function Flops({ run, worker, span }: ViewProps) {
               caption="An op's FLOPs count once, at the innermost counted op; rows include their sub-operators'. % of peak compares the device rate with the GPU's dense peak for the dtype (— : peak unknown). Causal attention counts half of the full product (TraceLens's convention; torch's FlopCounterMode counts it whole)."
               columns={[
                 { key: 'name', label: 'Operator' },
-                { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v as number) },
-                { key: 'flops', label: 'FLOPs', numeric: true, format: (v) => formatFlops(v as number) },
+                { key: 'calls', label: 'Calls', numeric: true, format: (v) => formatNumber(v) },
+                { key: 'flops', label: 'FLOPs', numeric: true, format: (v) => formatFlops(v) },
                 { key: 'source', label: 'From' },
                 { key: 'dtype', label: 'Dtype', format: (v) => (v ? String(v) : '—') },
                 rate('host_tflops_per_s', 'Host rate'),
                 rate('device_tflops_per_s', 'Device rate'),
                 rate('peak_tflops_per_s', 'Peak'),
-                { key: 'pct_of_peak', label: '% of peak', numeric: true, format: (v) => formatPct(v as number) },
-                { key: 'flop_per_byte', label: 'FLOP / byte', numeric: true, format: (v) => formatNumber(v as number) },
+                { key: 'pct_of_peak', label: '% of peak', numeric: true, format: (v) => formatPct(v) },
+                { key: 'flop_per_byte', label: 'FLOP / byte', numeric: true, format: (v) => formatNumber(v) },
               ]}
             />
             </>

@@ -2,10 +2,10 @@
 // stacked breakdown and the recommendations.
 
 import { useMemo } from 'preact/hooks';
-import type { OverviewReply, Recommendation, ViewProps, WireTable } from '../../api/types';
+import type { OverviewReply, Recommendation, ViewProps } from '../../api/types';
 import { splitByNames } from '../../base/names';
 import { KernelName } from '../../components/KernelName';
-import { columnDoc, typedRows } from '../../api/tables';
+import { columnDoc, typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { durationTicks, formatBytes, formatDuration, formatPct, formatTflops } from '../../base/format';
 import { setParams } from '../../base/url';
@@ -14,19 +14,18 @@ import { CATEGORY_COLORS, STEP_CATEGORIES, stackedBarOption } from '../../compon
 import { Pie } from '../../components/charts/Pie';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
-import { rowsOf, type Row } from '../../components/table/logic';
 
 /** Step categories in the order of /steps (columns `<id>_us`). */
-const CATEGORIES: [string, string][] = STEP_CATEGORIES.map(([id, label]) => [`${id}_us`, label]);
+const CATEGORIES = STEP_CATEGORIES.map(([id, label]) => [`${id}_us` as const, label] as const);
 
 export function OverviewView({ run, worker, span, runs }: ViewProps) {
   const state = useApi<OverviewReply>('overview', { run, worker, span });
   // torch.compile: share of the step inside compiled regions (one row; regions 0 when none)
-  const compiled = useApi<WireTable>('compiled', { run, worker, span, table: 'share' });
-  const compiledShare = compiled.status === 'ok' ? rowsOf(compiled.data)[0] ?? null : null;
+  const compiled = useApi<WireTableOf<'CompiledShareTable'>>('compiled', { run, worker, span, table: 'share' });
+  const compiledShare = compiled.status === 'ok' ? typedRows(compiled.data)[0] ?? null : null;
   // model FLOPs utilisation per step
-  const flops = useApi<WireTable>('flops', { run, worker, span, table: 'steps' });
-  const mfu = flops.status === 'ok' ? rowsOf(flops.data) : [];
+  const flops = useApi<WireTableOf<'FlopsStepsTable'>>('flops', { run, worker, span, table: 'steps' });
+  const mfu = flops.status === 'ok' ? typedRows(flops.data) : [];
   const workers = runs.find((r) => r.name === run)?.workers.length ?? 1;
   return (
     <Loaded state={state}>
@@ -38,14 +37,14 @@ export function OverviewView({ run, worker, span, runs }: ViewProps) {
 /** Model FLOPs utilisation of the steps, or why it is unknown or withheld (the server says
  * why); "" when no step has FLOPs. The share of the kernel time the counted ops ran is the
  * server's coverage_pct. */
-function mfuText(steps: Row[]): string {
+function mfuText(steps: RowOf<'FlopsStepsTable'>[]): string {
   const counted = steps.filter((r) => Number(r.flops) > 0);
   if (!counted.length) return '';
   const known = counted.filter((r) => r.mfu_pct !== null && r.mfu_pct !== undefined);
-  const rates = counted.map((r) => formatTflops(r.tflops_per_s as number)).join(', ');
+  const rates = counted.map((r) => formatTflops(r.tflops_per_s)).join(', ');
   const coverage = counted.filter((r) => r.coverage_pct !== null && r.coverage_pct !== undefined);
   const covered = coverage.length
-    ? `; the counted ops ran ${coverage.map((r) => formatPct(r.coverage_pct as number)).join(', ')} of the step's kernel time`
+    ? `; the counted ops ran ${coverage.map((r) => formatPct(r.coverage_pct)).join(', ')} of the step's kernel time`
     : '';
   const withheld = counted.find((r) => r.mfu_withheld);
   if (!known.length && withheld) return `withheld: ${String(withheld.mfu_withheld)} (${rates} per step)`;
@@ -54,7 +53,7 @@ function mfuText(steps: Row[]): string {
     return `${rates} per step; peak unknown (${device ? `${device}, ${counted[0].dtype}` : 'no GPU in this trace'})`;
   }
   const uncounted = Math.max(...counted.map((r) => Number(r.uncounted_calls) || 0));
-  return `${known.map((r) => formatPct(r.mfu_pct as number, 2)).join(', ')} per step (${counted[0].dtype} peak of ${counted[0].device_name})` +
+  return `${known.map((r) => formatPct(r.mfu_pct, 2)).join(', ')} per step (${counted[0].dtype} peak of ${counted[0].device_name})` +
     covered + (withheld ? `; withheld for some steps: ${String(withheld.mfu_withheld)}` : '') +
     (uncounted > 0 ? `; understated: up to ${uncounted} calls per step have no FLOP count (record with record_shapes=True)` : '');
 }
@@ -62,34 +61,34 @@ function mfuText(steps: Row[]): string {
 /** "47.6 % of step time in compiled regions (compiled 833.2 µs, eager 916.5 µs over all
  * profiled steps); 1 frame recompiled" from the compiled view's share row (totals, not the
  * per-step means beside it); "" without compiled regions. */
-function compiledText(share: Row | null): string {
+function compiledText(share: RowOf<'CompiledShareTable'> | null): string {
   if (!share || !(Number(share.regions) > 0)) return '';
   const recompiled = Number(share.recompiled_frames);
-  return `${formatPct(share.compiled_pct as number)} of step time in compiled regions (compiled ${formatDuration(share.compiled_us as number)}, eager ${formatDuration(share.eager_us as number)} over all profiled steps)` +
+  return `${formatPct(share.compiled_pct)} of step time in compiled regions (compiled ${formatDuration(share.compiled_us)}, eager ${formatDuration(share.eager_us)} over all profiled steps)` +
     (recompiled > 0 ? `; ${recompiled} frame${recompiled > 1 ? 's' : ''} recompiled` : '');
 }
 
-function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply; name: string; workers: number; compiled: Row | null; mfu: Row[] }) {
+function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply; name: string; workers: number; compiled: RowOf<'CompiledShareTable'> | null; mfu: RowOf<'FlopsStepsTable'>[] }) {
   const gpus = typedRows(data.gpu_summary);
-  const steps = rowsOf(data.steps);
+  const steps = typedRows(data.steps);
   const total = data.step_mean.total_us ?? 0;
   // The server computes the mean step by category; the page only names the categories.
-  const labels = new Map(STEP_CATEGORIES);
+  const labels = new Map<string, string>(STEP_CATEGORIES);
   // Categories with no time in any step say nothing (a CPU-only run has no kernel, memcpy,
   // memset or communication time): they are left out of the table as of the pie.
-  const summary: Row[] = rowsOf(data.step_summary)
-    .filter((r) => Number(r.mean_us) !== 0)
-    .map((r) => ({ ...r, id: String(r.category), category: labels.get(String(r.category)) ?? String(r.category) }));
+  const summary = typedRows(data.step_summary)
+    .filter((r) => r.mean_us !== 0)
+    .map((r) => ({ ...r, id: r.category, category: labels.get(r.category) ?? r.category }));
   // Categories with time, each in its fixed colour (the legend lists exactly these).
   const pie = useMemo(() => {
-    const shown = summary.map((r, i) => ({ name: String(r.category), value: Number(r.mean_us), color: CATEGORY_COLORS[i] })).filter((s) => s.value > 0);
+    const shown = summary.map((r, i) => ({ name: r.category, value: r.mean_us, color: CATEGORY_COLORS[i] })).filter((s) => s.value > 0);
     return { slices: shown.map(({ name, value }) => ({ name, value })), colors: shown.map((s) => s.color) };
   }, [data]);
   const bars = useMemo(
     () =>
       stackedBarOption(
         steps.map((r) => String(r.step)),
-        CATEGORIES.map(([key, label], i) => ({ name: label, key, color: CATEGORY_COLORS[i], values: steps.map((r) => r[key] as number) })).filter((s) => steps.some((r) => Number(r[s.key]) > 0)),
+        CATEGORIES.map(([key, label], i) => ({ name: label, key, color: CATEGORY_COLORS[i], values: steps.map((r) => r[key]) })).filter((s) => steps.some((r) => Number(r[s.key]) > 0)),
         formatDuration,
         { xName: 'Step', ticks: durationTicks },
       ),
@@ -169,8 +168,8 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
                 label: 'Category',
                 format: (v, r) => <span class="defined" title={columnDoc('StepBreakdownTable', `${r.id}_us`)}>{String(v)}</span>,
               },
-              { key: 'mean_us', label: 'Mean time', numeric: true, format: (v) => formatDuration(v as number) },
-              { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v as number) },
+              { key: 'mean_us', label: 'Mean time', numeric: true, format: (v) => formatDuration(v) },
+              { key: 'share_pct', label: 'Share', numeric: true, format: (v) => formatPct(v) },
             ]}
           />
         </Card>
