@@ -33,7 +33,7 @@ from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
-from .profile import DIFF_TABLES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, declared_routes, diff
+from .profile import DIFF_TABLES, declared_routes, diff
 from .runs import combine_distributed, combine_job, ranks_frame, ranks_inputs, ranks_timeline
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
 from .sources import SourceResolver
@@ -242,23 +242,6 @@ def float_param(request, name, required=True, default=None):
     return _number_param(request, name, float, "a number", required, default)
 
 
-_LAUNCH_CUTOFFS = ("runtime_cutoff_us", "launch_delay_cutoff_us")
-
-
-def _durations(request, *names):
-    """The optional duration parameters (µs, >= 0) the request gives, by name: the views'
-    own defaults hold for the others."""
-    given = {}
-    for name in names:
-        value = float_param(request, name, required=False)
-        if value is None:
-            continue
-        if value < 0:
-            raise BadParameterError(f"parameter {name!r} must be >= 0, not {value}")
-        given[name] = value
-    return given
-
-
 def reply_reservation(request):
     """The request's `ReplyReservation` (`route`): `admit(values, what)` before building them."""
     return request.environ.get(_RESERVATION) or ReplyReservation()
@@ -335,15 +318,18 @@ def read_param(request, param):
     """The value of a declared route's parameter (`schema.Param`), checked; None where the
     request gives none and the declaration no default (the view's own default holds)."""
     if param.choices:
-        return choice_param(request, param.name, param.choices)
+        return param.value(choice_param(request, param.name, param.choices))
     if param.type == "integer":
-        return int_param(request, param.name, required=False, default=param.default, minimum=param.minimum)
-    if param.type == "number":
+        value = int_param(request, param.name, required=False, default=param.default, minimum=param.minimum)
+    elif param.type == "number":
         value = float_param(request, param.name, required=False, default=param.default)
         if value is not None and param.minimum is not None and value < param.minimum:
             raise BadParameterError(f"parameter {param.name!r} must be >= {param.minimum}, not {value}")
-        return value
-    return text_param(request, param.name, required=False, default=param.default)
+    else:
+        return param.value(text_param(request, param.name, required=False, default=param.default))
+    if value is not None and param.maximum is not None and value > param.maximum:
+        raise BadParameterError(f"parameter {param.name!r} must be <= {param.maximum}, not {value}")
+    return value
 
 
 def declared_route(declared):
@@ -571,31 +557,6 @@ class Api:
     @reads(_one_profile)
     def kernel_tensor_cores(self, request, profile):
         return respond(profile.tensor_core_share())
-
-    @reads(_one_profile)
-    def idle_time(self, request, profile):
-        by_step = choice_param(request, "by_step", ("false", "true")) == "true"
-        return table_reply(request, profile.idle_time(by_step, **_durations(request, "kernel_wait_us")))
-
-    @reads(_one_profile)
-    def kernel_launches(self, request, profile):
-        flag = choice_param(request, "flag", ("all", *LAUNCH_FLAGS))
-        return table_reply(request, profile.kernel_launches(flag=None if flag == "all" else flag,
-                                                            **_durations(request, *_LAUNCH_CUTOFFS)))
-
-    @reads(_one_profile)
-    def kernel_launch_summary(self, request, profile):
-        return table_reply(request, profile.kernel_launch_summary(**_durations(request, *_LAUNCH_CUTOFFS)))
-
-    @reads(_one_profile)
-    def kernel_sequences(self, request, profile):
-        length = int_param(request, "length", required=False, minimum=2)
-        if length is not None and length > KERNEL_SEQUENCE_MAX_LENGTH:
-            raise BadParameterError(f"parameter 'length' must be <= {KERNEL_SEQUENCE_MAX_LENGTH}, not {length}")
-        top = int_param(request, "top", required=False, minimum=1)
-        options = {k: v for k, v in (("length", length), ("top", None if top is None else min(top, 10_000)))
-                   if v is not None}
-        return table_reply(request, profile.kernel_sequences(**options))
 
     @reads(_one_profile)
     def critical_path(self, request, profile):

@@ -104,6 +104,8 @@ def _param(param):
         spec["default"] = param.default
     if param.minimum is not None:
         spec["minimum"] = param.minimum
+    if param.maximum is not None:
+        spec["maximum"] = param.maximum
     return {"name": param.name, "in": "query", "description": param.doc, "schema": spec}
 
 

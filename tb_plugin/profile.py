@@ -40,11 +40,6 @@ from .views.common import collective_op_mask, is_rocm, step_windows
 logger = logging.getLogger(__name__)
 
 
-# What the HTTP layer validates the GPU-wait routes' parameters against (it imports no view).
-LAUNCH_FLAGS = launches.FLAGS
-KERNEL_SEQUENCE_MAX_LENGTH = sequences.MAX_LENGTH
-
-
 def _device_type(model: TraceModel) -> str:
     """"CUDA", "ROCm", another accelerator's runtime name, or "CPU"."""
     has_device_work = len(model.kernels) or len(model.memcpy) or len(model.memset)

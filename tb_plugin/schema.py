@@ -256,8 +256,9 @@ def _with_columns(doc, tables):
 # name: the route (`/data/plugin/pytorch_profiler/<name>`) and `Profile.answer`'s name for it;
 # summary: one line for its OpenAPI entry; call: the view function the route answers with,
 # called as `call(model, **parameters)`; params: its query parameters beside run / worker /
-# span (`choice`, `integer`, `number`); table: the one table it answers (or a tuple of tables
-# when a parameter picks which, e.g. group_by), served as JSON or, with format=csv, CSV;
+# span (`choice`, `flag`, `integer`, `number`), in the order of the view's arguments; table:
+# the one table it answers (or a tuple of tables when a parameter picks which, e.g.
+# group_by), served as JSON or, with format=csv, CSV;
 # tables: instead, {name: Table} of a view made of several tables (`call` returns an object
 # with one attribute per name), served whole, some (`tables=a,b`) or one (`table=a`, CSV too).
 # From these, `python -m tb_plugin.openapi_gen` writes the route's `paths:` entry and its line
@@ -270,7 +271,9 @@ class Param:
     """One query parameter of a declared route: `name`, its JSON Schema `type` ("string",
     "integer", "number"), `default` (given to the call when the request has none; None
     leaves the view's own default), `choices` (a string parameter's allowed values, the
-    first the default), `minimum` (numbers) and one line of meaning."""
+    first the default), `means` (what some choices are to the view, where that is not the
+    text itself: "true" -> True, "all" -> None), `minimum` and `maximum` (numbers, both
+    allowed) and one line of meaning."""
 
     name: str
     type: str
@@ -278,6 +281,8 @@ class Param:
     default: object = None
     choices: tuple[str, ...] = ()
     minimum: float | None = None
+    maximum: float | None = None
+    means: tuple[tuple[str, object], ...] = ()
 
     def valid_value(self) -> str:
         """A value a request may give (the fuzz test's and the load test's valid value)."""
@@ -285,14 +290,26 @@ class Param:
             return self.choices[0]
         return str(self.default if self.default is not None else (self.minimum or 0))
 
+    def value(self, given: object) -> object:
+        """What the view is called with for the request's value `given` (None: the view's
+        own default holds)."""
+        return dict(self.means).get(given, given) if isinstance(given, str) else given
 
-def choice(name: str, choices: tuple[str, ...], doc: str) -> Param:
-    """A string parameter taking one of `choices`, the first by default."""
-    return Param(name, "string", doc, choices[0], tuple(choices))
+
+def choice(name: str, choices: tuple[str, ...], doc: str, means: dict[str, object] | None = None) -> Param:
+    """A string parameter taking one of `choices`, the first by default; `means`: what some
+    of them are to the view where that is not the text (None for the view's default)."""
+    return Param(name, "string", doc, choices[0], tuple(choices), means=tuple((means or {}).items()))
 
 
-def integer(name: str, doc: str, default: int | None = None, minimum: int | None = None) -> Param:
-    return Param(name, "integer", doc, default, minimum=minimum)
+def flag(name: str, doc: str) -> Param:
+    """A yes/no parameter, "false" (the default) or "true", given to the view as a bool."""
+    return choice(name, ("false", "true"), doc, {"false": False, "true": True})
+
+
+def integer(name: str, doc: str, default: int | None = None, minimum: int | None = None,
+            maximum: int | None = None) -> Param:
+    return Param(name, "integer", doc, default, minimum=minimum, maximum=maximum)
 
 
 def number(name: str, doc: str, default: float | None = None, minimum: float | None = None) -> Param:

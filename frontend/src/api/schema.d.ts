@@ -510,214 +510,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/idle_time": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Idle time per device stream (by_step=true: per step and stream): [step], device, stream, start_us, end_us, busy_us, idle_us, idle_host_wait_us, idle_kernel_wait_us, idle_other_us, idle_pct; categories as Holistic Trace Analysis's idle time breakdown. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    by_step?: "false" | "true";
-                    /** @description Idle gaps shorter than this (µs) that are not host waits are kernel waits. */
-                    kernel_wait_us?: number;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["IdleTimeTable"] | components["schemas"]["IdleTimeByStepTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/kernel_launches": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Per launch (a device activity and the runtime call with its correlation id): correlation, kind, name, runtime, operator, device, stream, launch_start_us, runtime_us, device_start_us, device_us, device_end_us, launch_delay_us, delay_after_call_us, launch_bound, runtime_outlier, launch_delay_outlier; as Holistic Trace Analysis's get_cuda_kernel_launch_stats. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description Only the launches with this flag set. */
-                    flag?: "all" | "launch_bound" | "runtime_outlier" | "launch_delay_outlier";
-                    /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
-                    runtime_cutoff_us?: components["parameters"]["runtime_cutoff_us"];
-                    /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
-                    launch_delay_cutoff_us?: components["parameters"]["launch_delay_cutoff_us"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["KernelLaunchesTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/kernel_launch_summary": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Launch statistics per device activity name: name, kind, launches, device_total_us, device_mean_us, runtime_mean_us, launch_delay_mean_us, launch_delay_max_us, delay_after_call_mean_us, launch_bound, runtime_outliers, launch_delay_outliers, first_launch_start_us, last_device_end_us. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
-                    runtime_cutoff_us?: components["parameters"]["runtime_cutoff_us"];
-                    /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
-                    launch_delay_cutoff_us?: components["parameters"]["launch_delay_cutoff_us"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["KernelLaunchSummaryTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/kernel_sequences": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The most time-consuming sequences of `length` kernels repeating back to back on a stream (fusion candidates): sequence, operators, device, stream, occurrences, device_us, device_per_step_us, share_pct, first_start_us, first_end_us. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    length?: number;
-                    /** @description How many sequences (at most 10000). */
-                    top?: number;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["KernelSequencesTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/critical_path": {
         parameters: {
             query?: never;
@@ -2795,6 +2587,216 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["GpuSummaryTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/idle_time": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Idle time per device stream (by_step=true: per step and stream): [step], device, stream, start_us, end_us, busy_us, idle_us, idle_host_wait_us, idle_kernel_wait_us, idle_other_us, idle_pct; categories as Holistic Trace Analysis's idle time breakdown. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description one row per step and stream, instead of per stream */
+                    by_step?: "false" | "true";
+                    /** @description Idle gaps shorter than this (µs) that are not host waits are kernel waits. */
+                    kernel_wait_us?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["IdleTimeTable"] | components["schemas"]["IdleTimeByStepTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernel_launch_summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Launch statistics per device activity name: name, kind, launches, device_total_us, device_mean_us, runtime_mean_us, launch_delay_mean_us, launch_delay_max_us, delay_after_call_mean_us, launch_bound, runtime_outliers, launch_delay_outliers, first_launch_start_us, last_device_end_us. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
+                    runtime_cutoff_us?: number;
+                    /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
+                    launch_delay_cutoff_us?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["KernelLaunchSummaryTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernel_launches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per launch (a device activity and the runtime call with its correlation id): correlation, kind, name, runtime, operator, device, stream, launch_start_us, runtime_us, device_start_us, device_us, device_end_us, launch_delay_us, delay_after_call_us, launch_bound, runtime_outlier, launch_delay_outlier; as Holistic Trace Analysis's get_cuda_kernel_launch_stats. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
+                    runtime_cutoff_us?: number;
+                    /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
+                    launch_delay_cutoff_us?: number;
+                    /** @description Only the launches with this flag set. */
+                    flag?: "all" | "launch_bound" | "runtime_outlier" | "launch_delay_outlier";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["KernelLaunchesTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernel_sequences": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The most time-consuming sequences of `length` kernels repeating back to back on a stream (fusion candidates): sequence, operators, device, stream, occurrences, device_us, device_per_step_us, share_pct, first_start_us, first_end_us. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description How many kernels a sequence has. */
+                    length?: number;
+                    /** @description How many sequences (at most 10000). */
+                    top?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["KernelSequencesTable"];
                         "text/csv": string;
                     };
                 };
@@ -5977,10 +5979,6 @@ export interface components {
         worker: string;
         span: number;
         format: "json" | "csv";
-        /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
-        runtime_cutoff_us: number;
-        /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
-        launch_delay_cutoff_us: number;
     };
     requestBodies: never;
     headers: never;
