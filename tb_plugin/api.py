@@ -559,12 +559,6 @@ class Api:
         return respond(profile.tensor_core_share())
 
     @reads(_one_profile)
-    def critical_path(self, request, profile):
-        step = int_param(request, "step", required=False)
-        table = choice_param(request, "table", ("segments", "categories", "operators"))
-        return table_reply(request, profile.critical_path(step, table))
-
-    @reads(_one_profile)
     def memory_devices(self, request, profile):
         return respond({"devices": profile.memory_devices()})
 
@@ -587,14 +581,6 @@ class Api:
         max_points = int_param(request, "max_points", required=False, default=2000, minimum=10)
         return respond({"device": device, "peaks": asdict(profile.memory_peaks(device, start_us, end_us)),
                         "curve": profile.memory_curve(device, start_us, end_us, min(max_points, 100_000))})
-
-    @reads(_one_profile)
-    def memory_events(self, request, profile):
-        return table_reply(request, profile.memory_events(*self._memory_query(request, profile)))
-
-    @reads(_one_profile)
-    def memory_stats(self, request, profile):
-        return table_reply(request, profile.memory_stats(*self._memory_query(request, profile)))
 
     @reads(_one_profile)
     def module_flame(self, request, profile):

@@ -15,7 +15,7 @@ import pandas as pd
 
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, TraceError
-from .schema import ROUTES, Route
+from .schema import ROUTES, Param, Route
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import TraceBytes, open_single
 from .trace.anomalies import describe as describe_anomalies
@@ -35,7 +35,7 @@ from .views import job as job_view
 from .views import kernels, launches
 from .views import lightning as lightning_view
 from .views import memory, modules, operators, overview, queues, rank_timeline, recommendations, sequences, timeline
-from .views.common import collective_op_mask, is_rocm, step_windows
+from .views.common import collective_op_mask, is_rocm, known_step
 
 logger = logging.getLogger(__name__)
 
@@ -123,11 +123,25 @@ class Profile:
         unknown = set(params) - {p.name for p in declared.params}
         if unknown:
             raise BadParameterError(f"route {route!r} takes no {', '.join(sorted(unknown))}")
+        for param in declared.params:
+            if param.choices_of is not None:
+                params[param.name] = self._chosen(param, params.get(param.name))
         # In declaration order, which is the view function's; positionally up to the first
         # one not given (the view's own default holds for it), by name after it.
         names = [p.name for p in declared.params]
         given = next((i for i, name in enumerate(names) if name not in params), len(names))
         return call(self.model, *(params[n] for n in names[:given]), **{n: params[n] for n in names[given:] if n in params})
+
+    def _chosen(self, param: Param, value: Any) -> Any:
+        """`value` of a parameter whose choices the profile decides (`schema.model_choice`),
+        the first of them when None; `NotFoundError` naming them when it is not one."""
+        choices = list(param.choices_of(self.model)) if param.choices_of is not None else []
+        if value is None and choices:
+            return choices[0]
+        if value not in choices:
+            asked = f"{param.name} {str(value)[:40]!r}" if value is not None else f"{param.name} to choose"
+            raise NotFoundError(f"this profile has no {asked}; {param.name} choices: {', '.join(choices) or 'none'}")
+        return value
 
     def operator_stacks(self, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
         """Call stacks of one operator, with frames (file, line, function)."""
@@ -187,20 +201,7 @@ class Profile:
         """The chain of CPU work, launches, device activity and waits that decides `step`'s
         length (the first step when None): "segments" (in time order), "categories" (time per
         category) or "operators" (top operators on it); see `views.critical_path`."""
-        build = {"segments": critical_path.critical_path, "categories": critical_path.critical_path_categories,
-                 "operators": critical_path.critical_path_operators}
-        if table not in build:
-            raise BadParameterError(f"table must be one of {', '.join(build)}, not {table!r}")
-        return build[table](self.model, self._known_step(step))
-
-    def _known_step(self, step: int | None) -> int:
-        """`step` (the first step when None), or `NotFoundError` naming the trace's steps."""
-        steps = step_windows(self.model)["step"].tolist()
-        if step is None:
-            step = steps[0]
-        if step not in steps:
-            raise NotFoundError(f"no step {step}; steps: {', '.join(map(str, steps))}")
-        return step
+        return critical_path.critical_path_table(self.model, step, table)
 
     def queue_length_summary(self) -> pd.DataFrame:
         """Per device stream: queue maximum, mean, time at zero, copy bytes and peak bandwidth."""
@@ -309,7 +310,7 @@ class Profile:
     def timeline_critical_path(self, step: int | None = None) -> pd.DataFrame:
         """The critical path of `step` (the first step when None) as `critical_path` gives its
         segments, each with the Trace view track it lies on (`views.timeline.critical_path_tracks`)."""
-        return timeline.critical_path_tracks(self.model, self._known_step(step))
+        return timeline.critical_path_tracks(self.model, known_step(self.model, step))
 
     def timeline_counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
         """Counter series (memory, ...) sampled at `points` times over [start_us, end_us]."""

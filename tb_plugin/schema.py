@@ -13,7 +13,7 @@ import it at no cost.
 """
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,7 +256,7 @@ def _with_columns(doc, tables):
 # name: the route (`/data/plugin/pytorch_profiler/<name>`) and `Profile.answer`'s name for it;
 # summary: one line for its OpenAPI entry; call: the view function the route answers with,
 # called as `call(model, **parameters)`; params: its query parameters beside run / worker /
-# span (`choice`, `flag`, `integer`, `number`), in the order of the view's arguments; table:
+# span (`choice`, `model_choice`, `flag`, `integer`, `number`), in the order of the view's arguments; table:
 # the one table it answers (or a tuple of tables when a parameter picks which, e.g.
 # group_by), served as JSON or, with format=csv, CSV;
 # tables: instead, {name: Table} of a view made of several tables (`call` returns an object
@@ -272,8 +272,9 @@ class Param:
     "integer", "number"), `default` (given to the call when the request has none; None
     leaves the view's own default), `choices` (a string parameter's allowed values, the
     first the default), `means` (what some choices are to the view, where that is not the
-    text itself: "true" -> True, "all" -> None), `minimum` and `maximum` (numbers, both
-    allowed) and one line of meaning."""
+    text itself: "true" -> True, "all" -> None), `choices_of` (instead of `choices`, where
+    the profile decides them: `choices_of(model)`, the first the default), `minimum` and
+    `maximum` (numbers, both allowed) and one line of meaning."""
 
     name: str
     type: str
@@ -283,9 +284,13 @@ class Param:
     minimum: float | None = None
     maximum: float | None = None
     means: tuple[tuple[str, object], ...] = ()
+    choices_of: Callable[[Any], Sequence[str]] | None = None
 
-    def valid_value(self) -> str:
-        """A value a request may give (the fuzz test's and the load test's valid value)."""
+    def valid_value(self) -> str | None:
+        """A value a request may give (the fuzz test's and the load test's valid value); None
+        where the profile decides them (`choices_of`: its first is the default)."""
+        if self.choices_of is not None:
+            return None
         if self.choices:
             return self.choices[0]
         return str(self.default if self.default is not None else (self.minimum or 0))
@@ -300,6 +305,12 @@ def choice(name: str, choices: tuple[str, ...], doc: str, means: dict[str, objec
     """A string parameter taking one of `choices`, the first by default; `means`: what some
     of them are to the view where that is not the text (None for the view's default)."""
     return Param(name, "string", doc, choices[0], tuple(choices), means=tuple((means or {}).items()))
+
+
+def model_choice(name: str, choices_of: Callable[[Any], Sequence[str]], doc: str) -> Param:
+    """A string parameter taking one of what `choices_of(model)` lists for the profile asked
+    (the memory devices of its trace), the first by default."""
+    return Param(name, "string", doc, choices_of=choices_of)
 
 
 def flag(name: str, doc: str) -> Param:

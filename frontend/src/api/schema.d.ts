@@ -510,57 +510,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/critical_path": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Critical path of a step. table=segments: step, category, start_us, end_us, dur_us, name, operator, device, stream, thread, evidence (in time order; they tile the step; evidence: recorded, read from the trace, or inferred by timing); table=categories: category, time_us, share_pct; table=operators: operator, time_us, share_pct, segments. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A step number from /steps (default the first). */
-                    step?: number;
-                    table?: "segments" | "categories" | "operators";
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CriticalPathTable"] | components["schemas"]["CriticalPathCategoriesTable"] | components["schemas"]["CriticalPathOperatorsTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/memory_devices": {
         parameters: {
             query?: never;
@@ -653,111 +602,6 @@ export interface paths {
                             };
                             curve?: components["schemas"]["MemoryCurveTable"];
                         };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/memory_events": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Allocations of one device paired with their frees, overlapping the time range. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A device from /memory_devices (default the first). */
-                    device?: components["parameters"]["device"];
-                    /** @description Start of the time range, µs relative to the trace start. */
-                    start_us?: components["parameters"]["start_us"];
-                    end_us?: components["parameters"]["end_us"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["MemoryEventsTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/memory_stats": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Per operator, the memory it (and its callees) allocated and freed on one device in the time range. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A device from /memory_devices (default the first). */
-                    device?: components["parameters"]["device"];
-                    /** @description Start of the time range, µs relative to the trace start. */
-                    start_us?: components["parameters"]["start_us"];
-                    end_us?: components["parameters"]["end_us"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["MemoryStatsTable"];
-                        "text/csv": string;
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -2398,6 +2242,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/critical_path": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Critical path of a step. table=segments: step, category, start_us, end_us, dur_us, name, operator, device, stream, thread, evidence (in time order; they tile the step; evidence: recorded, read from the trace, or inferred by timing); table=categories: category, time_us, share_pct; table=operators: operator, time_us, share_pct, segments. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A step number from /steps (default the first). */
+                    step?: number;
+                    /** @description the path's segments, its time per category, or its top operators */
+                    table?: "segments" | "categories" | "operators";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CriticalPathTable"] | components["schemas"]["CriticalPathCategoriesTable"] | components["schemas"]["CriticalPathOperatorsTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/cuda_graphs": {
         parameters: {
             query?: never;
@@ -2991,6 +2887,114 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["MemoryBandwidthTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory_events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Allocations of one device paired with their frees, overlapping the time range. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A device from /memory_devices (default the first). */
+                    device?: string;
+                    /** @description Start of the time range, µs relative to the trace start. */
+                    start_us?: number;
+                    /** @description End of the time range, µs relative to the trace start. */
+                    end_us?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MemoryEventsTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory_stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per operator, the memory it (and its callees) allocated and freed on one device in the time range. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A device from /memory_devices (default the first). */
+                    device?: string;
+                    /** @description Start of the time range, µs relative to the trace start. */
+                    start_us?: number;
+                    /** @description End of the time range, µs relative to the trace start. */
+                    end_us?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MemoryStatsTable"];
                         "text/csv": string;
                     };
                 };
