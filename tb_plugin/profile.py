@@ -15,7 +15,7 @@ import pandas as pd
 
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, TraceError
-from .schema import ROUTES, Param, Route
+from .schema import ROUTES, Offer, Param, Route, Tab, ordered_tabs
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import TraceBytes, open_single
 from .trace.anomalies import describe as describe_anomalies
@@ -35,7 +35,7 @@ from .views import job as job_view
 from .views import kernels, launches
 from .views import lightning as lightning_view
 from .views import memory, modules, operators, overview, queues, rank_timeline, recommendations, sequences, timeline
-from .views.common import collective_op_mask, is_rocm, known_step
+from .views.common import is_rocm, known_step
 
 logger = logging.getLogger(__name__)
 
@@ -347,17 +347,10 @@ class Profile:
 
     def available_views(self, worker_count: int = 1, trace_file_count: int = 1) -> list[str]:
         """The views that have data for this profile: the run has `worker_count` workers and
-        the log directory `trace_file_count` trace files (diff needs a second one)."""
-        m = self.model
-        present = {"overview": True, "operator": len(m.ops), "kernel": len(m.kernels),
-                   "gpu_idle": len(m.kernels) or len(m.memcpy) or len(m.memset), "memory": len(m.memory),
-                   "module": len(self.modules()), "trace": timeline.has_slices(m),
-                   "compiled": compiled_view.has_regions(m), "lightning": len(self.lightning()),
-                   "job": worker_count > 1,
-                   # one rank's collectives and bandwidths are worth a view of their own (a
-                   # single-rank NCCL job, or one rank's trace of a larger one), as 0.4.3 had
-                   "distributed": worker_count > 1 or collective_op_mask(m).any(), "diff": trace_file_count > 1}
-        return [view for view, has_data in present.items() if has_data]
+        the log directory `trace_file_count` trace files (diff needs a second one); each view's
+        tab says when it is offered (`schema.tab`)."""
+        offer = Offer(self.model, worker_count, trace_file_count)
+        return [t.name for t in declared_tabs() if t.offered is not None and t.offered(offer)]
 
     def distributed_part(self) -> distributed_view.WorkerPart:
         """What the distributed view needs of this worker (`views.distributed.worker_part`)."""
@@ -411,12 +404,23 @@ class Profile:
         }
 
 
-def declared_routes() -> dict[str, Route]:
-    """Every route declared with `schema.route`, each module of `tb_plugin.views` imported
-    first, so that a new view's routes are found without a list of them."""
+def _import_views() -> None:
+    """Import each module of `tb_plugin.views`, so that a new view's routes and tab are found
+    without a list of them."""
     for module in pkgutil.iter_modules(views_package.__path__):
         importlib.import_module(f"{views_package.__name__}.{module.name}")
+
+
+def declared_routes() -> dict[str, Route]:
+    """Every route declared with `schema.route`."""
+    _import_views()
     return ROUTES
+
+
+def declared_tabs() -> list[Tab]:
+    """Every tab declared with `schema.tab`, in their order."""
+    _import_views()
+    return ordered_tabs()
 
 
 def _no_progress(stage: str, fraction: float | None) -> None:

@@ -1,11 +1,24 @@
 """The plugin's data routes, listed here so that TensorBoard can register them at start-up
 without importing what answers them (see `plugin.ProfilerPlugin.get_plugin_apps`).
 
+`DECLARED_ROUTES`: each declared once with `schema.route` beside the tables it answers with
+(route -> the module declaring it), answered by `api.declared_route`; this block and their
+`paths:` entries are written by `python -m tb_plugin.openapi_gen`. A route answering a table
+(or a few) of one profile is declared.
+
 `HANDWRITTEN_ROUTES`: each answered by the `Api` method of its name, its entry under `paths:`
-of `openapi.yaml` written by hand. `DECLARED_ROUTES`: each declared once with `schema.route`
-beside the tables it answers with (route -> the module declaring it), answered by
-`api.declared_route`; this block and their `paths:` entries are written by
-`python -m tb_plugin.openapi_gen`.
+of `openapi.yaml` written by hand. They stay so because they are not a table of one profile:
+- runs, workers, spans, views, trace_file: the log directory's listing and files, no profile
+  (views: which tabs a profile offers, from the run's worker and file counts);
+- info, tables: what a trace holds (tables: a raw event table, its name chosen among the
+  model's tables, not a declared one);
+- overview, kernel_tensor_cores, memory_devices, memory_curve, module_flame: objects of
+  scalars, lists and trees around their tables, a shape `schema.route` does not declare;
+- operator_stacks, timeline_event: stack frames resolved to files on this server
+  (`sources.SourceResolver`), not a function of the profile alone;
+- distributed, job, diff: several profiles (a span's ranks; two runs);
+- timeline_*: a window of the Trace view, drawn from the timeline index, not tables;
+- snapshot_*: memory snapshots, not profiles.
 """
 
 HANDWRITTEN_ROUTES = (

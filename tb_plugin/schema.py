@@ -361,3 +361,54 @@ def route(name, summary, call, *, params=(), table=None, tables=None):
             raise TypeError(f"route {name!r}: {table_!r} is not a declared table")
     ROUTES[name] = declared
     return declared
+
+
+# --- tabs ----------------------------------------------------------------------------------
+# A page with a tab of its own is declared once, beside the view it shows:
+#
+#     LIGHTNING_TAB = tab("lightning", 90, lambda offer: len(lightning_hooks(offer.model)))
+#
+# name: the tab (the page's `?view=` and its line in frontend/src/app/views.ts); order: where
+# it comes in /views's list (gaps left for new tabs); offered: whether a profile has data for
+# it (`Offer` -> truthy), or None for a tab the page offers from the run listing itself (memory
+# snapshots). From these `Profile.available_views` answers /views and
+# `python -m tb_plugin.openapi_gen` writes the `ViewName` component of openapi.yaml, the
+# page's `ViewName` type.
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What decides whether a tab is offered: the profile's `model`, how many workers its run
+    has (`worker_count`) and how many trace files the log directory (`trace_file_count`)."""
+
+    model: Any
+    worker_count: int
+    trace_file_count: int
+
+
+@dataclass(frozen=True)
+class Tab:
+    """A tab of the page, declared once beside its view (see `tab`)."""
+
+    name: str
+    order: int
+    offered: Callable[[Offer], Any] | None
+
+
+TABS: dict[str, Tab] = {}
+
+
+def tab(name: str, order: int, offered: Callable[[Offer], Any] | None) -> Tab:
+    """Declare (and register) a tab; see the comment above `Offer`."""
+    if name in TABS:
+        raise ValueError(f"tab {name!r} declared twice")
+    clash = [t.name for t in TABS.values() if t.order == order]
+    if clash:
+        raise ValueError(f"tab {name!r}: order {order} is {clash[0]!r}'s")
+    TABS[name] = Tab(name, order, offered)
+    return TABS[name]
+
+
+def ordered_tabs() -> list[Tab]:
+    """The declared tabs in their order (of those whose modules are imported)."""
+    return sorted(TABS.values(), key=lambda t: t.order)

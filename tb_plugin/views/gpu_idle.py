@@ -8,7 +8,7 @@ tests/test_views_gpu_idle.py.
 import numpy as np
 import pandas as pd
 
-from ..schema import declare, flag, number, route
+from ..schema import declare, flag, number, route, tab
 from ..trace.model import TraceModel
 from .common import cached, device_activity, step_windows
 from .intervals import clip_to_windows
@@ -184,3 +184,9 @@ IDLE_TIME_ROUTE = route(
             number("kernel_wait_us", "Idle gaps shorter than this (µs) that are not host waits are kernel waits.",
                    default=KERNEL_WAIT_THRESHOLD_US, minimum=0)),
     table=(IDLE_TIME, IDLE_TIME_BY_STEP))
+
+
+# This view's tab of the page (see `schema.tab`): for any device activity (a trace of copies
+# alone still has streams that idle).
+GPU_IDLE_TAB = tab("gpu_idle", 30,
+                   lambda offer: len(offer.model.kernels) or len(offer.model.memcpy) or len(offer.model.memset))

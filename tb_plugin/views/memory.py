@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, documented, model_choice, number, route
+from ..schema import NULLABLE, declare, documented, model_choice, number, route, tab
 from ..errors import BadParameterError, NotFoundError
 from ..trace.linking import ancestor_where, roll_up
 from ..trace.model import TraceModel
@@ -499,3 +499,7 @@ MEMORY_STATS_ROUTE = route(
     memory_stats,
     params=MEMORY_QUERY,
     table=MEMORY_STATS)
+
+
+# This view's tab of the page (see `schema.tab`).
+MEMORY_TAB = tab("memory", 40, lambda offer: len(offer.model.memory))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import declare, documented
+from ..schema import declare, documented, tab
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel, first_int
 from ..errors import NotFoundError
@@ -636,3 +636,7 @@ def range_summary(index: TimelineIndex, start_us: float, end_us: float,
     out["name"] = [str(index.names[i]) for i in out["name"]]
     out["kind"] = [KINDS[k] for k in out["kind"]]
     return TIMELINE_SUMMARY.frame(out.sort_values("total_us", ascending=False, kind="stable"))
+
+
+# The Trace view's tab of the page (see `schema.tab`).
+TRACE_TAB = tab("trace", 60, lambda offer: has_slices(offer.model))

@@ -314,7 +314,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             run?: string;
-                            views?: ("overview" | "operator" | "kernel" | "gpu_idle" | "memory" | "module" | "trace" | "compiled" | "lightning" | "job" | "distributed" | "diff")[];
+                            views?: components["schemas"]["ViewName"][];
                         };
                     };
                 };
@@ -3261,6 +3261,11 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description A tab of the page (`?view=`), each declared with `schema.tab` beside its view.
+         * @enum {string}
+         */
+        ViewName: "overview" | "operator" | "kernel" | "gpu_idle" | "memory" | "module" | "trace" | "compiled" | "lightning" | "job" | "distributed" | "diff" | "memory_snapshot";
         /** @description One call-stack frame, innermost first, as the trace wrote it (`text`, parsed into file, line and function where it has that form). */
         StackFrame: {
             /** @description As written: often relative to the sys.path entry of the module. */
