@@ -668,10 +668,6 @@ class Api:
         return respond({"counters": ranks.counters(start_us, end_us, min(points, 5000))})
 
     @reads(_one_profile)
-    def timeline_critical_path(self, request, profile):
-        return table_reply(request, profile.timeline_critical_path(int_param(request, "step", required=False)))
-
-    @reads(_one_profile)
     def timeline_counters(self, request, profile):
         start_us, end_us = self._window(request)
         points = int_param(request, "points", required=False, default=500, minimum=1)

@@ -35,7 +35,7 @@ from .views import job as job_view
 from .views import kernels, launches
 from .views import lightning as lightning_view
 from .views import memory, modules, operators, overview, queues, rank_timeline, recommendations, sequences, timeline
-from .views.common import is_rocm, known_step
+from .views.common import is_rocm
 
 logger = logging.getLogger(__name__)
 
@@ -310,7 +310,7 @@ class Profile:
     def timeline_critical_path(self, step: int | None = None) -> pd.DataFrame:
         """The critical path of `step` (the first step when None) as `critical_path` gives its
         segments, each with the Trace view track it lies on (`views.timeline.critical_path_tracks`)."""
-        return timeline.critical_path_tracks(self.model, known_step(self.model, step))
+        return timeline.critical_path_tracks(self.model, step)
 
     def timeline_counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
         """Counter series (memory, ...) sampled at `points` times over [start_us, end_us]."""

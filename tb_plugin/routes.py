@@ -17,7 +17,8 @@ of `openapi.yaml` written by hand. They stay so because they are not a table of 
 - operator_stacks, timeline_event: stack frames resolved to files on this server
   (`sources.SourceResolver`), not a function of the profile alone;
 - distributed, job, diff: several profiles (a span's ranks; two runs);
-- timeline_*: a window of the Trace view, drawn from the timeline index, not tables;
+- timeline_* (but timeline_critical_path): a window of the Trace view, from the timeline
+  index, with a required time range, tracks or event;
 - snapshot_*: memory snapshots, not profiles.
 """
 
@@ -30,7 +31,7 @@ HANDWRITTEN_ROUTES = (
     "module_flame",
     "distributed", "job", "diff",
     "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
-    "timeline_search", "timeline_summary", "timeline_critical_path", "timeline_ranks", "timeline_rank_slices",
+    "timeline_search", "timeline_summary", "timeline_ranks", "timeline_rank_slices",
     "timeline_rank_search", "timeline_rank_summary", "timeline_rank_counters",
     "trace_file",
     "snapshot_peak", "snapshot_oom", "snapshot_timeline", "snapshot_live", "snapshot_blame", "snapshot_categories",
@@ -60,6 +61,7 @@ DECLARED_ROUTES = {
     "queue_length": "tb_plugin.views.queues",
     "queue_length_summary": "tb_plugin.views.queues",
     "steps": "tb_plugin.views.overview",
+    "timeline_critical_path": "tb_plugin.views.timeline",
 }
 # END declared routes
 
