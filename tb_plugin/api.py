@@ -314,6 +314,14 @@ def tables_reply(request, build, names):
     return table_reply(request, getattr(view, name))
 
 
+def object_reply(request, answer):
+    """An object of tables and plain values as JSON; refused (413) when its tables are more
+    than one reply may hold."""
+    frames = [value for value in answer.values() if isinstance(value, pd.DataFrame)]
+    reply_reservation(request).admit(sum(f.size for f in frames), f"tables of {sum(len(f) for f in frames):,} rows")
+    return respond(answer)
+
+
 def read_param(request, param):
     """The value of a declared route's parameter (`schema.Param`), checked; None where the
     request gives none and the declaration no default (the view's own default holds)."""
@@ -340,6 +348,8 @@ def declared_route(declared):
         params = {p.name: value for p in declared.params if (value := read_param(request, p)) is not None}
         if declared.tables is not None:
             return tables_reply(request, lambda: profile.answer(declared.name, **params), tuple(declared.tables))
+        if declared.fields is not None:
+            return object_reply(request, profile.answer(declared.name, **params))
         return table_reply(request, profile.answer(declared.name, **params))
     answer.__name__ = declared.name
     return answer
@@ -553,34 +563,6 @@ class Api:
         run_dir = self._run_directory(request)
         return respond({"name": name, "input_shape": input_shape,
                         "stacks": [{**s, "frames": self.sources.with_paths(s["frames"], run_dir)} for s in stacks]})
-
-    @reads(_one_profile)
-    def kernel_tensor_cores(self, request, profile):
-        return respond(profile.tensor_core_share())
-
-    @reads(_one_profile)
-    def memory_devices(self, request, profile):
-        return respond({"devices": profile.memory_devices()})
-
-    @staticmethod
-    def _memory_query(request, profile):
-        """(device, start_us, end_us) of a memory route, the device checked."""
-        devices = profile.memory_devices()
-        device = text_param(request, "device", required=False, default=devices[0] if devices else None)
-        if device not in devices:
-            raise NotFoundError(f"no memory records for device {str(device)[:40]!r}; devices: {', '.join(devices) or 'none'}")
-        start_us = float_param(request, "start_us", required=False)
-        end_us = float_param(request, "end_us", required=False)
-        if start_us is not None and end_us is not None and end_us < start_us:
-            raise BadParameterError(f"end_us ({end_us}) is before start_us ({start_us})")
-        return device, start_us, end_us
-
-    @reads(_one_profile)
-    def memory_curve(self, request, profile):
-        device, start_us, end_us = self._memory_query(request, profile)
-        max_points = int_param(request, "max_points", required=False, default=2000, minimum=10)
-        return respond({"device": device, "peaks": asdict(profile.memory_peaks(device, start_us, end_us)),
-                        "curve": profile.memory_curve(device, start_us, end_us, min(max_points, 100_000))})
 
     @reads(_one_profile)
     def module_flame(self, request, profile):

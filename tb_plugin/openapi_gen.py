@@ -131,6 +131,11 @@ def path_entry(route):
     params = [_ref("parameters", "run"), _ref("parameters", "worker"), _ref("parameters", "span"),
               *map(_param, route.params)]
     tables = [_ref("schemas", component_name(t.name)) for t in route.answer_tables]
+    if route.fields is not None:
+        answer = {"type": "object", "required": list(route.fields), "additionalProperties": False, "properties": {
+            n: _ref("schemas", component_name(f.name)) if isinstance(f, schema.Table) else f
+            for n, f in route.fields.items()}}
+        return _entry(route, params, answer, "The answer (JSON).", {})
     if route.tables is None:
         answer = tables[0] if len(tables) == 1 else {"anyOf": tables}
         what = "The table (JSON), or the same columns and rows as CSV with format=csv."
@@ -145,10 +150,13 @@ def path_entry(route):
                                                      for n, t in route.tables.items()}}]}
         what = "All tables (JSON object of tables), or the one asked for."
     params.append(_ref("parameters", "format"))
+    return _entry(route, params, answer, what, {"text/csv": {"schema": {"type": "string"}}})
+
+
+def _entry(route, params, answer, what, other_content):
     error = _ref("responses", "Error")
     return {"get": {"summary": route.summary, "parameters": params, "responses": {
-        "200": {"description": what, "content": {"application/json": {"schema": answer},
-                                                  "text/csv": {"schema": {"type": "string"}}}},
+        "200": {"description": what, "content": {"application/json": {"schema": answer}, **other_content}},
         "202": _ref("responses", "Loading"), "400": error, "413": error, "404": error, "422": error}}}
 
 

@@ -3,8 +3,8 @@ without importing what answers them (see `plugin.ProfilerPlugin.get_plugin_apps`
 
 `DECLARED_ROUTES`: each declared once with `schema.route` beside the tables it answers with
 (route -> the module declaring it), answered by `api.declared_route`; this block and their
-`paths:` entries are written by `python -m tb_plugin.openapi_gen`. A route answering a table
-(or a few) of one profile is declared.
+`paths:` entries are written by `python -m tb_plugin.openapi_gen`. A route answering a table,
+a few, or an object of tables and values (`fields`) of one profile is declared.
 
 `HANDWRITTEN_ROUTES`: each answered by the `Api` method of its name, its entry under `paths:`
 of `openapi.yaml` written by hand. They stay so because they are not a table of one profile:
@@ -12,8 +12,9 @@ of `openapi.yaml` written by hand. They stay so because they are not a table of 
   (views: which tabs a profile offers, from the run's worker and file counts);
 - info, tables: what a trace holds (tables: a raw event table, its name chosen among the
   model's tables, not a declared one);
-- overview, kernel_tensor_cores, memory_devices, memory_curve, module_flame: objects of
-  scalars, lists and trees around their tables, a shape `schema.route` does not declare;
+- overview: assembled by `Profile` from the layers above the views (the device type, the
+  import's anomalies, recommendations over its tables);
+- module_flame: a tree of nested nodes, not a table nor an object of tables;
 - operator_stacks, timeline_event: stack frames resolved to files on this server
   (`sources.SourceResolver`), not a function of the profile alone;
 - distributed, job, diff: several profiles (a span's ranks; two runs);
@@ -26,8 +27,6 @@ HANDWRITTEN_ROUTES = (
     "runs", "workers", "spans", "info", "tables", "views",
     "overview",
     "operator_stacks",
-    "kernel_tensor_cores",
-    "memory_devices", "memory_curve",
     "module_flame",
     "distributed", "job", "diff",
     "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
@@ -50,10 +49,13 @@ DECLARED_ROUTES = {
     "kernel_launch_summary": "tb_plugin.views.launches",
     "kernel_launches": "tb_plugin.views.launches",
     "kernel_sequences": "tb_plugin.views.sequences",
+    "kernel_tensor_cores": "tb_plugin.views.kernels",
     "kernels": "tb_plugin.views.kernels",
     "lightning": "tb_plugin.views.lightning",
     "memcpy_summary": "tb_plugin.views.copies",
     "memory_bandwidth": "tb_plugin.views.queues",
+    "memory_curve": "tb_plugin.views.memory",
+    "memory_devices": "tb_plugin.views.memory",
     "memory_events": "tb_plugin.views.memory",
     "memory_stats": "tb_plugin.views.memory",
     "modules": "tb_plugin.views.modules",

@@ -260,7 +260,9 @@ def _with_columns(doc, tables):
 # the one table it answers (or a tuple of tables when a parameter picks which, e.g.
 # group_by), served as JSON or, with format=csv, CSV;
 # tables: instead, {name: Table} of a view made of several tables (`call` returns an object
-# with one attribute per name), served whole, some (`tables=a,b`) or one (`table=a`, CSV too).
+# with one attribute per name), served whole, some (`tables=a,b`) or one (`table=a`, CSV too);
+# fields: instead, {name: Table or JSON Schema} of an answer that is an object of tables and
+# plain values (`call` returns that dict: a device's memory curve with its peaks), JSON only.
 # From these, `python -m tb_plugin.openapi_gen` writes the route's `paths:` entry and its line
 # in tb_plugin/routes.py, the API answers it without a handler of its own, the page's
 # parameter types and the fuzz test's valid values follow from the OpenAPI entry.
@@ -337,25 +339,29 @@ class Route:
     params: tuple[Param, ...] = ()
     table: Table | tuple[Table, ...] | None = None  # one table, or several one of which a parameter picks
     tables: dict[str, Table] | None = None  # {name: table} of a view made of several tables
+    fields: dict[str, Any] | None = None  # {name: table or JSON Schema} of an object answer
 
     @property
     def answer_tables(self) -> tuple:
         """Every table the route may answer with."""
         if self.tables is not None:
             return tuple(self.tables.values())
+        if self.fields is not None:
+            return tuple(f for f in self.fields.values() if isinstance(f, Table))
         return self.table if isinstance(self.table, tuple) else (self.table,)
 
 
 ROUTES: dict[str, Route] = {}
 
 
-def route(name, summary, call, *, params=(), table=None, tables=None):
+def route(name, summary, call, *, params=(), table=None, tables=None, fields=None):
     """Declare (and register) a route over one profile; see the comment above `Param`."""
-    if (table is None) == (tables is None):
-        raise ValueError(f"route {name!r}: give `table` (one table) or `tables` (several), not both or neither")
+    if sum(answer is not None for answer in (table, tables, fields)) != 1:
+        raise ValueError(f"route {name!r}: give one of `table` (one table), `tables` (several) or `fields` (an object)")
     if name in ROUTES:
         raise ValueError(f"route {name!r} declared twice")
-    declared = Route(name, summary, call, tuple(params), table, None if tables is None else dict(tables))
+    declared = Route(name, summary, call, tuple(params), table, None if tables is None else dict(tables),
+                     None if fields is None else dict(fields))
     for table_ in declared.answer_tables:
         if not isinstance(table_, Table):
             raise TypeError(f"route {name!r}: {table_!r} is not a declared table")

@@ -359,6 +359,7 @@ def test_memory_routes(served):
     start, end = curve["curve"]["rows"][0][0], curve["curve"]["rows"][len(curve["curve"]["rows"]) // 2][0]
     part = client.get(f"{PREFIX}/memory_stats?{q}&device=CPU&start_us={start}&end_us={end}").get_json()["rows"]
     assert sum(r[4] for r in part) < sum(r[4] for r in whole)  # fewer allocations in half the range
+    assert client.get(f"{PREFIX}/memory_curve?{q}&max_points=100001").status_code == 400  # a reply too large to draw
     events = client.get(f"{PREFIX}/memory_events?{q}&device=CPU&format=csv")
     assert events.get_data(as_text=True).splitlines()[0] == "operator,size_bytes,alloc_us,free_us,duration_us,free_known"
 

@@ -117,3 +117,11 @@ KERNELS_ROUTE = route(
 
 # This view's tab of the page (see `schema.tab`).
 KERNEL_TAB = tab("kernel", 20, lambda offer: len(offer.model.kernels))
+KERNEL_TENSOR_CORES_ROUTE = route(
+    "kernel_tensor_cores",
+    "Kernel time on and off Tensor Cores (AMD's matrix cores on ROCm).",
+    tensor_core_share,
+    fields={"tensor_cores_us": {"type": "number"}, "other_us": {"type": "number"},
+            "tensor_cores_pct": {"type": ["number", "null"]},
+            "unit": {"type": "string", "description": "The vendor's name for the units: Tensor Cores (NVIDIA) or Matrix "
+                                                      "cores (AMD)."}})

@@ -13,12 +13,12 @@ DataLoader ranges: `is_operator` False). The operator a record ends on is its *o
 records with no owner (outside every operator) belong to the row ``""``.
 """
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, documented, model_choice, number, route, tab
+from ..schema import NULLABLE, declare, documented, integer, model_choice, number, route, tab
 from ..errors import BadParameterError, NotFoundError
 from ..trace.linking import ancestor_where, roll_up
 from ..trace.model import TraceModel
@@ -487,6 +487,36 @@ def _overlaps(start, end, start_us, end_us):
 MEMORY_QUERY = (model_choice("device", memory_devices, "A device from /memory_devices (default the first)."),
                 number("start_us", "Start of the time range, µs relative to the trace start."),
                 number("end_us", "End of the time range, µs relative to the trace start."))
+def device_list(model: TraceModel) -> dict[str, list[str]]:
+    """{"devices": `memory_devices`}: what the memory_devices route answers."""
+    return {"devices": memory_devices(model)}
+
+
+def curve_with_peaks(model: TraceModel, device: str, start_us: float | None = None, end_us: float | None = None,
+                     max_points: int = MAX_CURVE_POINTS) -> dict[str, object]:
+    """One device's `memory_curve` with its `memory_peaks` (the full curve's, not the
+    downsampled one's): what the memory view draws, and the memory_curve route answers."""
+    return {"device": device, "peaks": asdict(memory_peaks(model, device, start_us, end_us)),
+            "curve": memory_curve(model, device, start_us, end_us, max_points)}
+
+
+MEMORY_DEVICES_ROUTE = route(
+    "memory_devices",
+    'Devices with allocator records ("CPU", "GPU0", ...).',
+    device_list,
+    fields={"devices": {"type": "array", "items": {"type": "string"}}})
+MEMORY_CURVE_ROUTE = route(
+    "memory_curve",
+    "Allocated and reserved bytes over time for one device (time_us, allocated_bytes, reserved_bytes), downsampled "
+    "keeping peaks, with the peaks.",
+    curve_with_peaks,
+    params=(*MEMORY_QUERY, integer("max_points", "At most this many points of the curve (its peaks kept).",
+                                   default=MAX_CURVE_POINTS, minimum=10, maximum=100_000)),
+    fields={"device": {"type": "string"},
+            "peaks": {"type": "object", "description": "The device's peaks in the range (`memory_peaks`).",
+                      "properties": {name: {"type": "string"} if name == "device" else {"type": ["number", "null"]}
+                                     for name in MemoryPeaks.__dataclass_fields__}},
+            "curve": MEMORY_CURVE})
 MEMORY_EVENTS_ROUTE = route(
     "memory_events",
     "Allocations of one device paired with their frees, overlapping the time range.",

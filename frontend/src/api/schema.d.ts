@@ -459,165 +459,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/kernel_tensor_cores": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Kernel time on and off Tensor Cores (AMD's matrix cores on ROCm). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Share */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            tensor_cores_us?: number;
-                            other_us?: number;
-                            tensor_cores_pct?: number | null;
-                            /** @description The vendor's name for the units: Tensor Cores (NVIDIA) or Matrix cores (AMD). */
-                            unit?: string;
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/memory_devices": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Devices with allocator records ("CPU", "GPU0", ...). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Devices */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            devices?: string[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/memory_curve": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Allocated and reserved bytes over time for one device (time_us, allocated_bytes, reserved_bytes), downsampled keeping peaks, with the peaks. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A device from /memory_devices (default the first). */
-                    device?: components["parameters"]["device"];
-                    /** @description Start of the time range, µs relative to the trace start. */
-                    start_us?: components["parameters"]["start_us"];
-                    end_us?: components["parameters"]["end_us"];
-                    max_points?: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Curve */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            device?: string;
-                            peaks?: {
-                                device?: string;
-                                peak_allocated_bytes?: number | null;
-                                peak_allocated_us?: number | null;
-                                peak_reserved_bytes?: number | null;
-                                total_memory_bytes?: number | null;
-                            };
-                            curve?: components["schemas"]["MemoryCurveTable"];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/module_flame": {
         parameters: {
             query?: never;
@@ -2661,6 +2502,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/kernel_tensor_cores": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Kernel time on and off Tensor Cores (AMD's matrix cores on ROCm). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            tensor_cores_us: number;
+                            other_us: number;
+                            tensor_cores_pct: number | null;
+                            /** @description The vendor's name for the units: Tensor Cores (NVIDIA) or Matrix cores (AMD). */
+                            unit: string;
+                        };
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/kernels": {
         parameters: {
             query?: never;
@@ -2838,6 +2731,119 @@ export interface paths {
                     content: {
                         "application/json": components["schemas"]["MemoryBandwidthTable"];
                         "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory_curve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Allocated and reserved bytes over time for one device (time_us, allocated_bytes, reserved_bytes), downsampled keeping peaks, with the peaks. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A device from /memory_devices (default the first). */
+                    device?: string;
+                    /** @description Start of the time range, µs relative to the trace start. */
+                    start_us?: number;
+                    /** @description End of the time range, µs relative to the trace start. */
+                    end_us?: number;
+                    /** @description At most this many points of the curve (its peaks kept). */
+                    max_points?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            device: string;
+                            /** @description The device's peaks in the range (`memory_peaks`). */
+                            peaks: {
+                                device?: string;
+                                peak_allocated_bytes?: number | null;
+                                peak_allocated_us?: number | null;
+                                peak_reserved_bytes?: number | null;
+                                total_memory_bytes?: number | null;
+                            };
+                            curve: components["schemas"]["MemoryCurveTable"];
+                        };
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory_devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Devices with allocator records ("CPU", "GPU0", ...). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            devices: string[];
+                        };
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -5978,11 +5984,6 @@ export interface components {
         entry: number;
         /** @description Comma-separated track ids (default all tracks). */
         tracks: string;
-        /** @description A device from /memory_devices (default the first). */
-        device: string;
-        /** @description Start of the time range, µs relative to the trace start. */
-        start_us: number;
-        end_us: number;
         /** @description Run name as listed by /runs ("." for the log directory itself). */
         run: string;
         worker: string;
