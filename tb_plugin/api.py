@@ -33,7 +33,7 @@ from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
 from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
-from .profile import DIFF_TABLES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, declared_routes, diff
+from .profile import DIFF_TABLES, declared_routes, diff
 from .runs import (FILE_SUMMARIES, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
                    ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
@@ -243,23 +243,6 @@ def float_param(request, name, required=True, default=None):
     return _number_param(request, name, float, "a number", required, default)
 
 
-_LAUNCH_CUTOFFS = ("runtime_cutoff_us", "launch_delay_cutoff_us")
-
-
-def _durations(request, *names):
-    """The optional duration parameters (µs, >= 0) the request gives, by name: the views'
-    own defaults hold for the others."""
-    given = {}
-    for name in names:
-        value = float_param(request, name, required=False)
-        if value is None:
-            continue
-        if value < 0:
-            raise BadParameterError(f"parameter {name!r} must be >= 0, not {value}")
-        given[name] = value
-    return given
-
-
 def reply_reservation(request):
     """The request's `ReplyReservation` (`route`): `admit(values, what)` before building them."""
     return request.environ.get(_RESERVATION) or ReplyReservation()
@@ -332,19 +315,30 @@ def tables_reply(request, build, names):
     return table_reply(request, getattr(view, name))
 
 
+def object_reply(request, answer):
+    """An object of tables and plain values as JSON; refused (413) when its tables are more
+    than one reply may hold."""
+    frames = [value for value in answer.values() if isinstance(value, pd.DataFrame)]
+    reply_reservation(request).admit(sum(f.size for f in frames), f"tables of {sum(len(f) for f in frames):,} rows")
+    return respond(answer)
+
+
 def read_param(request, param):
     """The value of a declared route's parameter (`schema.Param`), checked; None where the
     request gives none and the declaration no default (the view's own default holds)."""
     if param.choices:
-        return choice_param(request, param.name, param.choices)
+        return param.value(choice_param(request, param.name, param.choices))
     if param.type == "integer":
-        return int_param(request, param.name, required=False, default=param.default, minimum=param.minimum)
-    if param.type == "number":
+        value = int_param(request, param.name, required=False, default=param.default, minimum=param.minimum)
+    elif param.type == "number":
         value = float_param(request, param.name, required=False, default=param.default)
         if value is not None and param.minimum is not None and value < param.minimum:
             raise BadParameterError(f"parameter {param.name!r} must be >= {param.minimum}, not {value}")
-        return value
-    return text_param(request, param.name, required=False, default=param.default)
+    else:
+        return param.value(text_param(request, param.name, required=False, default=param.default))
+    if value is not None and param.maximum is not None and value > param.maximum:
+        raise BadParameterError(f"parameter {param.name!r} must be <= {param.maximum}, not {value}")
+    return value
 
 
 def declared_route(declared):
@@ -355,6 +349,8 @@ def declared_route(declared):
         params = {p.name: value for p in declared.params if (value := read_param(request, p)) is not None}
         if declared.tables is not None:
             return tables_reply(request, lambda: profile.answer(declared.name, **params), tuple(declared.tables))
+        if declared.fields is not None:
+            return object_reply(request, profile.answer(declared.name, **params))
         return table_reply(request, profile.answer(declared.name, **params))
     answer.__name__ = declared.name
     return answer
@@ -596,73 +592,6 @@ class Api:
                         "stacks": [{**s, "frames": self.sources.with_paths(s["frames"], run_dir)} for s in stacks]})
 
     @reads(_one_profile)
-    def kernel_tensor_cores(self, request, profile):
-        return respond(profile.tensor_core_share())
-
-    @reads(_one_profile)
-    def idle_time(self, request, profile):
-        by_step = choice_param(request, "by_step", ("false", "true")) == "true"
-        return table_reply(request, profile.idle_time(by_step, **_durations(request, "kernel_wait_us")))
-
-    @reads(_one_profile)
-    def kernel_launches(self, request, profile):
-        flag = choice_param(request, "flag", ("all", *LAUNCH_FLAGS))
-        return table_reply(request, profile.kernel_launches(flag=None if flag == "all" else flag,
-                                                            **_durations(request, *_LAUNCH_CUTOFFS)))
-
-    @reads(_one_profile)
-    def kernel_launch_summary(self, request, profile):
-        return table_reply(request, profile.kernel_launch_summary(**_durations(request, *_LAUNCH_CUTOFFS)))
-
-    @reads(_one_profile)
-    def kernel_sequences(self, request, profile):
-        length = int_param(request, "length", required=False, minimum=2)
-        if length is not None and length > KERNEL_SEQUENCE_MAX_LENGTH:
-            raise BadParameterError(f"parameter 'length' must be <= {KERNEL_SEQUENCE_MAX_LENGTH}, not {length}")
-        top = int_param(request, "top", required=False, minimum=1)
-        options = {k: v for k, v in (("length", length), ("top", None if top is None else min(top, 10_000)))
-                   if v is not None}
-        return table_reply(request, profile.kernel_sequences(**options))
-
-    @reads(_one_profile)
-    def critical_path(self, request, profile):
-        step = int_param(request, "step", required=False)
-        table = choice_param(request, "table", ("segments", "categories", "operators"))
-        return table_reply(request, profile.critical_path(step, table))
-
-    @reads(_one_profile)
-    def memory_devices(self, request, profile):
-        return respond({"devices": profile.memory_devices()})
-
-    @staticmethod
-    def _memory_query(request, profile):
-        """(device, start_us, end_us) of a memory route, the device checked."""
-        devices = profile.memory_devices()
-        device = text_param(request, "device", required=False, default=devices[0] if devices else None)
-        if device not in devices:
-            raise NotFoundError(f"no memory records for device {str(device)[:40]!r}; devices: {', '.join(devices) or 'none'}")
-        start_us = float_param(request, "start_us", required=False)
-        end_us = float_param(request, "end_us", required=False)
-        if start_us is not None and end_us is not None and end_us < start_us:
-            raise BadParameterError(f"end_us ({end_us}) is before start_us ({start_us})")
-        return device, start_us, end_us
-
-    @reads(_one_profile)
-    def memory_curve(self, request, profile):
-        device, start_us, end_us = self._memory_query(request, profile)
-        max_points = int_param(request, "max_points", required=False, default=2000, minimum=10)
-        return respond({"device": device, "peaks": asdict(profile.memory_peaks(device, start_us, end_us)),
-                        "curve": profile.memory_curve(device, start_us, end_us, min(max_points, 100_000))})
-
-    @reads(_one_profile)
-    def memory_events(self, request, profile):
-        return table_reply(request, profile.memory_events(*self._memory_query(request, profile)))
-
-    @reads(_one_profile)
-    def memory_stats(self, request, profile):
-        return table_reply(request, profile.memory_stats(*self._memory_query(request, profile)))
-
-    @reads(_one_profile)
     def module_flame(self, request, profile):
         return respond(profile.module_flame())
 
@@ -783,10 +712,6 @@ class Api:
         start_us, end_us = self._window(request)
         points = int_param(request, "points", required=False, default=500, minimum=1)
         return respond({"counters": ranks.counters(start_us, end_us, min(points, 5000))})
-
-    @reads(_one_profile)
-    def timeline_critical_path(self, request, profile):
-        return table_reply(request, profile.timeline_critical_path(int_param(request, "step", required=False)))
 
     @reads(_one_profile)
     def timeline_counters(self, request, profile):

@@ -15,7 +15,7 @@ import pandas as pd
 
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, TraceError
-from .schema import ROUTES, Route
+from .schema import ROUTES, Offer, Param, Route, Tab, ordered_tabs
 from .stages import STAGE_BUILDING, STAGE_PARSING
 from .storage import TraceBytes, open_single
 from .trace.anomalies import describe as describe_anomalies
@@ -36,14 +36,9 @@ from .views import kernels, launches
 from .views import lightning as lightning_view
 from .views import memory, modules, operators, overview, queues, rank_timeline, recommendations, sequences, timeline
 from .views import regression as regression_view
-from .views.common import collective_op_mask, is_rocm, step_windows
+from .views.common import is_rocm
 
 logger = logging.getLogger(__name__)
-
-
-# What the HTTP layer validates the GPU-wait routes' parameters against (it imports no view).
-LAUNCH_FLAGS = launches.FLAGS
-KERNEL_SEQUENCE_MAX_LENGTH = sequences.MAX_LENGTH
 
 
 def _device_type(model: TraceModel) -> str:
@@ -129,11 +124,25 @@ class Profile:
         unknown = set(params) - {p.name for p in declared.params}
         if unknown:
             raise BadParameterError(f"route {route!r} takes no {', '.join(sorted(unknown))}")
+        for param in declared.params:
+            if param.choices_of is not None:
+                params[param.name] = self._chosen(param, params.get(param.name))
         # In declaration order, which is the view function's; positionally up to the first
         # one not given (the view's own default holds for it), by name after it.
         names = [p.name for p in declared.params]
         given = next((i for i, name in enumerate(names) if name not in params), len(names))
         return call(self.model, *(params[n] for n in names[:given]), **{n: params[n] for n in names[given:] if n in params})
+
+    def _chosen(self, param: Param, value: Any) -> Any:
+        """`value` of a parameter whose choices the profile decides (`schema.model_choice`),
+        the first of them when None; `NotFoundError` naming them when it is not one."""
+        choices = list(param.choices_of(self.model)) if param.choices_of is not None else []
+        if value is None and choices:
+            return choices[0]
+        if value not in choices:
+            asked = f"{param.name} {str(value)[:40]!r}" if value is not None else f"{param.name} to choose"
+            raise NotFoundError(f"this profile has no {asked}; {param.name} choices: {', '.join(choices) or 'none'}")
+        return value
 
     def operator_stacks(self, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
         """Call stacks of one operator, with frames (file, line, function)."""
@@ -193,20 +202,7 @@ class Profile:
         """The chain of CPU work, launches, device activity and waits that decides `step`'s
         length (the first step when None): "segments" (in time order), "categories" (time per
         category) or "operators" (top operators on it); see `views.critical_path`."""
-        build = {"segments": critical_path.critical_path, "categories": critical_path.critical_path_categories,
-                 "operators": critical_path.critical_path_operators}
-        if table not in build:
-            raise BadParameterError(f"table must be one of {', '.join(build)}, not {table!r}")
-        return build[table](self.model, self._known_step(step))
-
-    def _known_step(self, step: int | None) -> int:
-        """`step` (the first step when None), or `NotFoundError` naming the trace's steps."""
-        steps = step_windows(self.model)["step"].tolist()
-        if step is None:
-            step = steps[0]
-        if step not in steps:
-            raise NotFoundError(f"no step {step}; steps: {', '.join(map(str, steps))}")
-        return step
+        return critical_path.critical_path_table(self.model, step, table)
 
     def queue_length_summary(self) -> pd.DataFrame:
         """Per device stream: queue maximum, mean, time at zero, copy bytes and peak bandwidth."""
@@ -315,7 +311,7 @@ class Profile:
     def timeline_critical_path(self, step: int | None = None) -> pd.DataFrame:
         """The critical path of `step` (the first step when None) as `critical_path` gives its
         segments, each with the Trace view track it lies on (`views.timeline.critical_path_tracks`)."""
-        return timeline.critical_path_tracks(self.model, self._known_step(step))
+        return timeline.critical_path_tracks(self.model, step)
 
     def timeline_counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
         """Counter series (memory, ...) sampled at `points` times over [start_us, end_us]."""
@@ -352,17 +348,10 @@ class Profile:
 
     def available_views(self, worker_count: int = 1, trace_file_count: int = 1) -> list[str]:
         """The views that have data for this profile: the run has `worker_count` workers and
-        the log directory `trace_file_count` trace files (diff needs a second one)."""
-        m = self.model
-        present = {"overview": True, "operator": len(m.ops), "kernel": len(m.kernels),
-                   "gpu_idle": len(m.kernels) or len(m.memcpy) or len(m.memset), "memory": len(m.memory),
-                   "module": len(self.modules()), "trace": timeline.has_slices(m),
-                   "compiled": compiled_view.has_regions(m), "lightning": len(self.lightning()),
-                   "job": worker_count > 1,
-                   # one rank's collectives and bandwidths are worth a view of their own (a
-                   # single-rank NCCL job, or one rank's trace of a larger one), as 0.4.3 had
-                   "distributed": worker_count > 1 or collective_op_mask(m).any(), "diff": trace_file_count > 1}
-        return [view for view, has_data in present.items() if has_data]
+        the log directory `trace_file_count` trace files (diff needs a second one); each view's
+        tab says when it is offered (`schema.tab`)."""
+        offer = Offer(self.model, worker_count, trace_file_count)
+        return [t.name for t in declared_tabs() if t.offered is not None and t.offered(offer)]
 
     def distributed_part(self) -> distributed_view.WorkerPart:
         """What the distributed view needs of this worker (`views.distributed.worker_part`)."""
@@ -426,12 +415,23 @@ class Profile:
         }
 
 
-def declared_routes() -> dict[str, Route]:
-    """Every route declared with `schema.route`, each module of `tb_plugin.views` imported
-    first, so that a new view's routes are found without a list of them."""
+def _import_views() -> None:
+    """Import each module of `tb_plugin.views`, so that a new view's routes and tab are found
+    without a list of them."""
     for module in pkgutil.iter_modules(views_package.__path__):
         importlib.import_module(f"{views_package.__name__}.{module.name}")
+
+
+def declared_routes() -> dict[str, Route]:
+    """Every route declared with `schema.route`."""
+    _import_views()
     return ROUTES
+
+
+def declared_tabs() -> list[Tab]:
+    """Every tab declared with `schema.tab`, in their order."""
+    _import_views()
+    return ordered_tabs()
 
 
 def _no_progress(stage: str, fraction: float | None) -> None:

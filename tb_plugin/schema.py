@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -320,10 +320,13 @@ def _with_columns(doc, tables):
 # name: the route (`/data/plugin/pytorch_profiler/<name>`) and `Profile.answer`'s name for it;
 # summary: one line for its OpenAPI entry; call: the view function the route answers with,
 # called as `call(model, **parameters)`; params: its query parameters beside run / worker /
-# span (`choice`, `integer`, `number`); table: the one table it answers (or a tuple of tables
-# when a parameter picks which, e.g. group_by), served as JSON or, with format=csv, CSV;
+# span (`choice`, `model_choice`, `flag`, `integer`, `number`), in the order of the view's arguments; table:
+# the one table it answers (or a tuple of tables when a parameter picks which, e.g.
+# group_by), served as JSON or, with format=csv, CSV;
 # tables: instead, {name: Table} of a view made of several tables (`call` returns an object
-# with one attribute per name), served whole, some (`tables=a,b`) or one (`table=a`, CSV too).
+# with one attribute per name), served whole, some (`tables=a,b`) or one (`table=a`, CSV too);
+# fields: instead, {name: Table or JSON Schema} of an answer that is an object of tables and
+# plain values (`call` returns that dict: a device's memory curve with its peaks), JSON only.
 # From these, `python -m tb_plugin.openapi_gen` writes the route's `paths:` entry and its line
 # in tb_plugin/routes.py, the API answers it without a handler of its own, the page's
 # parameter types and the fuzz test's valid values follow from the OpenAPI entry.
@@ -334,7 +337,10 @@ class Param:
     """One query parameter of a declared route: `name`, its JSON Schema `type` ("string",
     "integer", "number"), `default` (given to the call when the request has none; None
     leaves the view's own default), `choices` (a string parameter's allowed values, the
-    first the default), `minimum` (numbers) and one line of meaning."""
+    first the default), `means` (what some choices are to the view, where that is not the
+    text itself: "true" -> True, "all" -> None), `choices_of` (instead of `choices`, where
+    the profile decides them: `choices_of(model)`, the first the default), `minimum` and
+    `maximum` (numbers, both allowed) and one line of meaning."""
 
     name: str
     type: str
@@ -342,21 +348,45 @@ class Param:
     default: object = None
     choices: tuple[str, ...] = ()
     minimum: float | None = None
+    maximum: float | None = None
+    means: tuple[tuple[str, object], ...] = ()
+    choices_of: Callable[[Any], Sequence[str]] | None = None
 
-    def valid_value(self) -> str:
-        """A value a request may give (the fuzz test's and the load test's valid value)."""
+    def valid_value(self) -> str | None:
+        """A value a request may give (the fuzz test's and the load test's valid value); None
+        where the profile decides them (`choices_of`: its first is the default)."""
+        if self.choices_of is not None:
+            return None
         if self.choices:
             return self.choices[0]
         return str(self.default if self.default is not None else (self.minimum or 0))
 
+    def value(self, given: object) -> object:
+        """What the view is called with for the request's value `given` (None: the view's
+        own default holds)."""
+        return dict(self.means).get(given, given) if isinstance(given, str) else given
 
-def choice(name: str, choices: tuple[str, ...], doc: str) -> Param:
-    """A string parameter taking one of `choices`, the first by default."""
-    return Param(name, "string", doc, choices[0], tuple(choices))
+
+def choice(name: str, choices: tuple[str, ...], doc: str, means: dict[str, object] | None = None) -> Param:
+    """A string parameter taking one of `choices`, the first by default; `means`: what some
+    of them are to the view where that is not the text (None for the view's default)."""
+    return Param(name, "string", doc, choices[0], tuple(choices), means=tuple((means or {}).items()))
 
 
-def integer(name: str, doc: str, default: int | None = None, minimum: int | None = None) -> Param:
-    return Param(name, "integer", doc, default, minimum=minimum)
+def model_choice(name: str, choices_of: Callable[[Any], Sequence[str]], doc: str) -> Param:
+    """A string parameter taking one of what `choices_of(model)` lists for the profile asked
+    (the memory devices of its trace), the first by default."""
+    return Param(name, "string", doc, choices_of=choices_of)
+
+
+def flag(name: str, doc: str) -> Param:
+    """A yes/no parameter, "false" (the default) or "true", given to the view as a bool."""
+    return choice(name, ("false", "true"), doc, {"false": False, "true": True})
+
+
+def integer(name: str, doc: str, default: int | None = None, minimum: int | None = None,
+            maximum: int | None = None) -> Param:
+    return Param(name, "integer", doc, default, minimum=minimum, maximum=maximum)
 
 
 def number(name: str, doc: str, default: float | None = None, minimum: float | None = None) -> Param:
@@ -373,27 +403,82 @@ class Route:
     params: tuple[Param, ...] = ()
     table: Table | tuple[Table, ...] | None = None  # one table, or several one of which a parameter picks
     tables: dict[str, Table] | None = None  # {name: table} of a view made of several tables
+    fields: dict[str, Any] | None = None  # {name: table or JSON Schema} of an object answer
 
     @property
     def answer_tables(self) -> tuple:
         """Every table the route may answer with."""
         if self.tables is not None:
             return tuple(self.tables.values())
+        if self.fields is not None:
+            return tuple(f for f in self.fields.values() if isinstance(f, Table))
         return self.table if isinstance(self.table, tuple) else (self.table,)
 
 
 ROUTES: dict[str, Route] = {}
 
 
-def route(name, summary, call, *, params=(), table=None, tables=None):
+def route(name, summary, call, *, params=(), table=None, tables=None, fields=None):
     """Declare (and register) a route over one profile; see the comment above `Param`."""
-    if (table is None) == (tables is None):
-        raise ValueError(f"route {name!r}: give `table` (one table) or `tables` (several), not both or neither")
+    if sum(answer is not None for answer in (table, tables, fields)) != 1:
+        raise ValueError(f"route {name!r}: give one of `table` (one table), `tables` (several) or `fields` (an object)")
     if name in ROUTES:
         raise ValueError(f"route {name!r} declared twice")
-    declared = Route(name, summary, call, tuple(params), table, None if tables is None else dict(tables))
+    declared = Route(name, summary, call, tuple(params), table, None if tables is None else dict(tables),
+                     None if fields is None else dict(fields))
     for table_ in declared.answer_tables:
         if not isinstance(table_, Table):
             raise TypeError(f"route {name!r}: {table_!r} is not a declared table")
     ROUTES[name] = declared
     return declared
+
+
+# --- tabs ----------------------------------------------------------------------------------
+# A page with a tab of its own is declared once, beside the view it shows:
+#
+#     LIGHTNING_TAB = tab("lightning", 90, lambda offer: len(lightning_hooks(offer.model)))
+#
+# name: the tab (the page's `?view=` and its line in frontend/src/app/views.ts); order: where
+# it comes in /views's list (gaps left for new tabs); offered: whether a profile has data for
+# it (`Offer` -> truthy), or None for a tab the page offers from the run listing itself (memory
+# snapshots). From these `Profile.available_views` answers /views and
+# `python -m tb_plugin.openapi_gen` writes the `ViewName` component of openapi.yaml, the
+# page's `ViewName` type.
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What decides whether a tab is offered: the profile's `model`, how many workers its run
+    has (`worker_count`) and how many trace files the log directory (`trace_file_count`)."""
+
+    model: Any
+    worker_count: int
+    trace_file_count: int
+
+
+@dataclass(frozen=True)
+class Tab:
+    """A tab of the page, declared once beside its view (see `tab`)."""
+
+    name: str
+    order: int
+    offered: Callable[[Offer], Any] | None
+
+
+TABS: dict[str, Tab] = {}
+
+
+def tab(name: str, order: int, offered: Callable[[Offer], Any] | None) -> Tab:
+    """Declare (and register) a tab; see the comment above `Offer`."""
+    if name in TABS:
+        raise ValueError(f"tab {name!r} declared twice")
+    clash = [t.name for t in TABS.values() if t.order == order]
+    if clash:
+        raise ValueError(f"tab {name!r}: order {order} is {clash[0]!r}'s")
+    TABS[name] = Tab(name, order, offered)
+    return TABS[name]
+
+
+def ordered_tabs() -> list[Tab]:
+    """The declared tabs in their order (of those whose modules are imported)."""
+    return sorted(TABS.values(), key=lambda t: t.order)

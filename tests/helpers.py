@@ -226,8 +226,10 @@ VALID = {"run": "cpu_cnn", "worker": "worker0", "span": "1", "run_b": "cpu_cnn",
          "name": "aten::conv2d", "device": "CPU", "start_us": "0", "end_us": "1000000", "resolution_us": "100",
          "event": "0", "q": "aten", "tracks": "0", "points": "10", "limit": "10", "max_points": "100",
          "format": "json", "group_by": "name", "after_us": "0", "direction": "next", "snapshot": "rank0",
-         # a declared route's parameters: from their declarations (`schema.route`)
-         **{p.name: p.valid_value() for r in openapi_gen.declared_routes().values() for p in r.params}}
+         # a declared route's parameters: from their declarations (`schema.route`), but for
+         # those the profile decides (the memory device, given above)
+         **{p.name: value for r in openapi_gen.declared_routes().values() for p in r.params
+            if (value := p.valid_value()) is not None}}
 VALID_FOR_ROUTE = {("/tables", "table"): "ops", ("/distributed", "run"): "ddp",
                    # memory snapshots' routes: the run of samples/gpu_memory_snapshot, copied as "snapshots"
                    **{(path, "run"): next(iter(SNAPSHOT_RUNS)) for path in SPEC["paths"] if path.startswith("/snapshot_")}}

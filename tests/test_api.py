@@ -331,15 +331,20 @@ def test_memory_routes(served):
     start, end = curve["curve"]["rows"][0][0], curve["curve"]["rows"][len(curve["curve"]["rows"]) // 2][0]
     part = client.get(f"{PREFIX}/memory_stats?{q}&device=CPU&start_us={start}&end_us={end}").get_json()["rows"]
     assert sum(r[4] for r in part) < sum(r[4] for r in whole)  # fewer allocations in half the range
+    assert client.get(f"{PREFIX}/memory_curve?{q}&max_points=100001").status_code == 400  # a reply too large to draw
     events = client.get(f"{PREFIX}/memory_events?{q}&device=CPU&format=csv")
     assert events.get_data(as_text=True).splitlines()[0] == "operator,size_bytes,alloc_us,free_us,duration_us,free_known"
 
 
-@pytest.mark.parametrize("params, status", [("&device=GPU9", 404), ("&start_us=x", 400), ("&start_us=5&end_us=1", 400),
-                                            ("&start_us=nan", 400)])
-def test_memory_parameter_errors(served, params, status):
+@pytest.mark.parametrize("route", ["memory_curve", "memory_events", "memory_stats"])
+@pytest.mark.parametrize("params, status, reason", [("&device=GPU9", 404, "CPU"), ("&start_us=x", 400, "a number"),
+                                                    ("&start_us=5&end_us=1", 400, "before"),
+                                                    ("&start_us=nan", 400, "finite")])
+def test_memory_parameter_errors(served, route, params, status, reason):
     _, client = served
-    assert client.get(f"{PREFIX}/memory_curve?run=cpu_cnn&worker=worker0{params}").status_code == status
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    response = client.get(f"{PREFIX}/{route}?run=cpu_cnn&worker=worker0{params}")
+    assert response.status_code == status and reason in response.get_json()["reason"]
 
 
 def test_module_routes(served):

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tb_plugin import schema
 from tb_plugin.schema import Column, SchemaError, Table, documented
 
 SAMPLE = Table("sample", "one row per thing", (
@@ -126,3 +127,30 @@ def test_nullable_whole_numbers_from_rows_with_none():
     assert str(frame["size_bytes"].dtype) == "Int64" and frame["size_bytes"].isna().tolist() == [False, True]
     with pytest.raises(SchemaError, match="size_bytes"):
         table.frame({"size_bytes": pd.Series(["16 GB"], dtype=object)})
+
+
+def test_a_route_answers_one_way():
+    """A table, several, or an object: a declaration giving two would be served one way and
+    documented another."""
+    with pytest.raises(ValueError, match="one of"):
+        schema.route("both", "Both.", len, table=SAMPLE, fields={"sample": SAMPLE})
+    assert "both" not in schema.ROUTES
+
+
+def test_choices_mean_what_the_view_takes():
+    assert schema.flag("by_step", "per step").value("true") is True
+    assert schema.choice("flag", ("all", "launch_bound"), "which", {"all": None}).value("all") is None
+    assert schema.choice("flag", ("all", "launch_bound"), "which", {"all": None}).value("launch_bound") == "launch_bound"
+    # the profile decides a model choice: no value is valid before one is asked
+    assert schema.model_choice("device", lambda model: ["CPU"], "a device").valid_value() is None
+
+
+def test_tabs_have_one_name_and_one_place(monkeypatch):
+    monkeypatch.setattr(schema, "TABS", {})
+    schema.tab("first", 0, None)
+    with pytest.raises(ValueError, match="twice"):
+        schema.tab("first", 1, None)
+    with pytest.raises(ValueError, match="'first'"):
+        schema.tab("second", 0, None)
+    schema.tab("third", -1, lambda offer: True)
+    assert [t.name for t in schema.ordered_tabs()] == ["third", "first"]

@@ -17,6 +17,7 @@
 
 import dataclasses
 import itertools
+import re
 import shutil
 from urllib.parse import urlencode
 
@@ -34,7 +35,7 @@ from tb_plugin.trace.tables import MODEL_TABLES
 from tb_plugin.views import diff, kernels, operators
 from tb_plugin.views.memory_snapshot import SNAPSHOT_PARTS
 
-from .helpers import PREFIX, SAMPLES, SPEC, VALID, make_client, route_parameters, wait_route
+from .helpers import PREFIX, REPO, SAMPLES, SPEC, VALID, make_client, route_parameters, wait_route
 
 # Parameters whose value chooses which declared table a route answers with.
 TABLE_CHOICES = ("group_by", "table", "by_step")
@@ -282,13 +283,13 @@ def test_declared_routes_paths_and_route_table_are_generated_from_the_declaratio
     routes = openapi_gen.declared_routes()
     assert set(routes) >= {"lightning", "kernels", "compiled"}  # the look-up found them
     text = openapi_gen.SPEC_PATH.read_text(encoding="utf-8")
-    assert openapi_gen.render(text, TABLES, routes) == text, "run: python -m tb_plugin.openapi_gen"
+    assert openapi_gen.render(text, TABLES, routes, openapi_gen.declared_tabs()) == text, "run: python -m tb_plugin.openapi_gen"
     table = openapi_gen.ROUTES_PATH.read_text(encoding="utf-8")
     assert openapi_gen.render_routes(table, routes) == table, "run: python -m tb_plugin.openapi_gen"
     assert set(DECLARED_ROUTES) == set(routes)
 
 
-@pytest.mark.parametrize("change", ["choices", "new route", "summary"])
+@pytest.mark.parametrize("change", ["choices", "new route", "summary", "new tab"])
 def test_a_changed_route_declaration_makes_the_generated_files_stale(change, tmp_path, monkeypatch, capsys):
     """The paths (whence the page's parameter types and the fuzz test's requests) and the route
     table drift from a changed declaration: the check fails until they are written again."""
@@ -299,6 +300,8 @@ def test_a_changed_route_declaration_makes_the_generated_files_stale(change, tmp
     if change == "choices":
         changed = dataclasses.replace(kernels_route, params=(schema.choice("group_by", ("name",), "by name only"),))
         monkeypatch.setitem(schema.ROUTES, "kernels", changed)
+    elif change == "new tab":  # the page's ViewName type comes from openapi.yaml's ViewName
+        monkeypatch.setitem(schema.TABS, "roofline", schema.Tab("roofline", 1000, lambda offer: True))
     elif change == "new route":
         monkeypatch.setitem(schema.ROUTES, "kernels_again", dataclasses.replace(kernels_route, name="kernels_again"))
     else:
@@ -316,3 +319,25 @@ def test_each_route_is_answered_one_way():
     assert not set(HANDWRITTEN_ROUTES) & set(DECLARED_ROUTES)
     assert [name for name in HANDWRITTEN_ROUTES if not callable(getattr(Api, name, None))] == []
     assert [name for name in DECLARED_ROUTES if hasattr(Api, name)] == []
+
+
+def test_the_page_lists_every_declared_tab_in_order():
+    """A tab is declared once beside its view (`schema.tab`: the ViewName type and /views
+    follow) and listed once by the page (frontend/src/app/views.ts, which says what it is
+    called and which page shows it): the two name the same tabs."""
+    listed = re.findall(r"\{ name: '(\w+)'", (REPO / "frontend" / "src" / "app" / "views.ts").read_text(encoding="utf-8"))
+    declared = [t.name for t in openapi_gen.declared_tabs()]
+    assert sorted(listed) == sorted(declared)
+    assert SPEC["components"]["schemas"]["ViewName"]["enum"] == declared
+
+
+def test_views_offers_the_tabs_whose_condition_holds(monkeypatch):
+    """/views (`Profile.available_views`) is the declared tabs, in their order, whose
+    condition holds for the profile: a tab declared to be always offered joins the list at its
+    place; one offered by the page alone (memory snapshots) never does."""
+    profile = tb_plugin.load(str(SAMPLE_FILES[0]))
+    before = profile.available_views(worker_count=3)
+    assert "memory_snapshot" not in before and before[0] == "overview" and "job" in before
+    monkeypatch.setitem(schema.TABS, "roofline", schema.Tab("roofline", 5, lambda offer: offer.worker_count == 3))
+    assert profile.available_views(worker_count=3) == ["overview", "roofline", *before[1:]]
+    assert "roofline" not in profile.available_views(worker_count=1)

@@ -9,6 +9,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
+from ..errors import NotFoundError
 from ..trace.linking import ancestor_where, innermost_container, roll_up
 from .intervals import exclusive_time
 
@@ -209,6 +210,17 @@ def step_windows(model):
         return pd.DataFrame({"step": numbers, "start_us": start, "end_us": end,
                              "host_start_us": host_start, "host_end_us": host_end})
     return cached(model, "step_windows", build)
+
+
+def known_step(model, step):
+    """`step` (the first step when None), or `NotFoundError` naming the trace's steps: the
+    step a per-step view (the critical path) is asked for."""
+    steps = step_windows(model)["step"].tolist()
+    if step is None:
+        step = steps[0]
+    if step not in steps:
+        raise NotFoundError(f"no step {step}; steps: {', '.join(map(str, steps))}")
+    return step
 
 
 def _end_of_work_before_the_first_step(dev, first_step_rows, in_step_rows):

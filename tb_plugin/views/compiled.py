@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, route
+from ..schema import NULLABLE, declare, route, tab
 from ..trace.model import TraceModel
 from .common import cached, device_activity, enclosing_op_where, name_mask, operator_tree, step_windows
 from .intervals import union_length
@@ -318,3 +318,7 @@ COMPILED_ROUTE = route(
     " table (JSON or CSV); with tables=A,B, those (JSON).",
     compiled_view,
     tables={"regions": REGIONS, "kernels": KERNELS, "share": SHARE})
+
+
+# This view's tab of the page (see `schema.tab`).
+COMPILED_TAB = tab("compiled", 70, lambda offer: has_regions(offer.model))

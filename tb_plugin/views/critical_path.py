@@ -92,10 +92,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..schema import declare
+from ..errors import BadParameterError
+from ..schema import choice, declare, integer, route
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
-from .common import cached, device_activity, op_names, step_windows
+from .common import cached, device_activity, known_step, op_names, step_windows
 from .intervals import clip_to_windows
 
 READY_SLACK_US = 1.0
@@ -520,3 +521,28 @@ def critical_path_operators(model: TraceModel, step: int, top: int = 20) -> pd.D
     g = g.sort_values("time_us", ascending=False, kind="stable").head(top)
     g["share_pct"] = 100 * g["time_us"] / length if length else 0.0
     return CRITICAL_PATH_OPERATORS.frame(g)
+
+
+# Each table of a step's critical path, by the name the route's `table` parameter gives it.
+PATH_TABLES = {"segments": critical_path, "categories": critical_path_categories, "operators": critical_path_operators}
+
+
+def critical_path_table(model: TraceModel, step: int | None = None, table: str = "segments") -> pd.DataFrame:
+    """One table of `step`'s critical path (the first step when None): "segments" (in time
+    order), "categories" (time per category) or "operators" (top operators on it)."""
+    if table not in PATH_TABLES:
+        raise BadParameterError(f"table must be one of {', '.join(PATH_TABLES)}, not {table!r}")
+    return PATH_TABLES[table](model, known_step(model, step))
+
+
+# The route answering with these tables (see `schema.route`).
+CRITICAL_PATH_ROUTE = route(
+    "critical_path",
+    "Critical path of a step. table=segments: step, category, start_us, end_us, dur_us, name, operator, device, "
+    "stream, thread, evidence (in time order; they tile the step; evidence: recorded, read from the trace, or "
+    "inferred by timing); table=categories: category, time_us, share_pct; table=operators: operator, time_us, "
+    "share_pct, segments.",
+    critical_path_table,
+    params=(integer("step", "A step number from /steps (default the first)."),
+            choice("table", tuple(PATH_TABLES), "the path's segments, its time per category, or its top operators")),
+    table=(CRITICAL_PATH, CRITICAL_PATH_CATEGORIES, CRITICAL_PATH_OPERATORS))

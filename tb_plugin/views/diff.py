@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import Column, declare, documented
+from ..schema import Column, declare, documented, tab
 from ..trace.model import TraceModel
 from .common import step_breakdown, step_windows
 from .kernels import KERNELS_BY_NAME
@@ -147,3 +147,7 @@ def _step_diff(a, b):
     side_b = mean_b.reindex(categories).fillna(0.0).to_numpy(np.float64)
     return DIFF_STEPS.frame({"category": categories, "mean_us_a": side_a, "mean_us_b": side_b,
                              "mean_us_delta": side_b - side_a})
+
+
+# This view's tab of the page (see `schema.tab`): it needs a second trace file to compare with.
+DIFF_TAB = tab("diff", 110, lambda offer: offer.trace_file_count > 1)

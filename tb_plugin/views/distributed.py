@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, Persisted, declare, documented
+from ..schema import NULLABLE, Persisted, declare, documented, tab
 from ..trace.model import TraceModel
 from .collectives import FSDP_PHASES, WORKER_CALLS, collective_calls, fsdp_phase, gbps, match_calls, process_groups
 from .common import (cached, collective_op_mask, device_activity, enclosing_op_where, kernel_flags, operator_tree,
@@ -521,3 +521,9 @@ def _worker_devices(model):
         "compute_capability": capability.astype(str),
         "sm_count": pd.to_numeric(pd.Series(prop("numSms", np.nan)), errors="coerce").to_numpy(np.float64),
     })
+
+
+# This view's tab of the page (see `schema.tab`): for a run of several workers, and for one
+# rank's collectives and bandwidths too (a single-rank NCCL job, or one rank's trace of a
+# larger one), as 0.4.3 had.
+DISTRIBUTED_TAB = tab("distributed", 100, lambda offer: offer.worker_count > 1 or collective_op_mask(offer.model).any())

@@ -8,7 +8,7 @@ tests/test_views_gpu_idle.py.
 import numpy as np
 import pandas as pd
 
-from ..schema import declare
+from ..schema import declare, flag, number, route, tab
 from ..trace.model import TraceModel
 from .common import cached, device_activity, step_windows
 from .intervals import clip_to_windows
@@ -171,3 +171,22 @@ def _finish(out, idle):
     with np.errstate(divide="ignore", invalid="ignore"):
         out["idle_pct"] = np.where(span > 0, 100 * out["idle_us"].to_numpy() / span, 0.0)
     return out
+
+
+# The route answering with these tables (see `schema.route`).
+IDLE_TIME_ROUTE = route(
+    "idle_time",
+    "Idle time per device stream (by_step=true: per step and stream): [step], device, stream, start_us, end_us, "
+    "busy_us, idle_us, idle_host_wait_us, idle_kernel_wait_us, idle_other_us, idle_pct; categories as Holistic "
+    "Trace Analysis's idle time breakdown.",
+    idle_time,
+    params=(flag("by_step", "one row per step and stream, instead of per stream"),
+            number("kernel_wait_us", "Idle gaps shorter than this (µs) that are not host waits are kernel waits.",
+                   default=KERNEL_WAIT_THRESHOLD_US, minimum=0)),
+    table=(IDLE_TIME, IDLE_TIME_BY_STEP))
+
+
+# This view's tab of the page (see `schema.tab`): for any device activity (a trace of copies
+# alone still has streams that idle).
+GPU_IDLE_TAB = tab("gpu_idle", 30,
+                   lambda offer: len(offer.model.kernels) or len(offer.model.memcpy) or len(offer.model.memset))

@@ -69,7 +69,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, Persisted, declare, documented
+from ..schema import NULLABLE, Persisted, declare, documented, tab
 from ..trace.model import TraceModel
 from .common import collective_op_mask, device_activity, step_breakdown, step_windows
 from .collectives import WORKER_CALLS, collective_calls, match_calls
@@ -609,3 +609,7 @@ def _collectives(parts, workers, ranks, clocks, calls):
                                      out["size_bytes"] / out["transfer_us"] / 1e3, np.nan)
     out["busbw_gbps"] = out["algbw_gbps"] * out["bus_factor"]
     return out.sort_values(["first_arrival_us", "match_group", "match_index"], kind="stable")[columns]
+
+
+# This view's tab of the page (see `schema.tab`).
+JOB_TAB = tab("job", 90, lambda offer: offer.worker_count > 1)

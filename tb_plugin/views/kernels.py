@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, choice, declare, documented, route
+from ..schema import NULLABLE, choice, declare, documented, route, tab
 from ..errors import BadParameterError
 from ..trace.model import TraceModel
 from .common import kernel_flags, matrix_unit, op_names
@@ -113,3 +113,15 @@ KERNELS_ROUTE = route(
     kernels,
     params=(choice("group_by", ("name", "name_op"), "one row per kernel name, or per name, launching operator and launch configuration"),),
     table=(KERNELS_BY_NAME, KERNELS_BY_NAME_OP))
+
+
+# This view's tab of the page (see `schema.tab`).
+KERNEL_TAB = tab("kernel", 20, lambda offer: len(offer.model.kernels))
+KERNEL_TENSOR_CORES_ROUTE = route(
+    "kernel_tensor_cores",
+    "Kernel time on and off Tensor Cores (AMD's matrix cores on ROCm).",
+    tensor_core_share,
+    fields={"tensor_cores_us": {"type": "number"}, "other_us": {"type": "number"},
+            "tensor_cores_pct": {"type": ["number", "null"]},
+            "unit": {"type": "string", "description": "The vendor's name for the units: Tensor Cores (NVIDIA) or Matrix "
+                                                      "cores (AMD)."}})

@@ -9,7 +9,7 @@ difference is a test in tests/test_views_launches.py.
 import numpy as np
 import pandas as pd
 
-from ..schema import declare
+from ..schema import choice, declare, number, route
 from ..trace.model import TraceModel
 from .common import cached, device_activity, op_names
 
@@ -153,3 +153,28 @@ def kernel_launch_summary(model: TraceModel, runtime_cutoff_us: float = RUNTIME_
     ).reset_index()
     g = g.sort_values(["launch_bound", "launches"], ascending=False, kind="stable")
     return KERNEL_LAUNCH_SUMMARY.frame(g)
+
+
+# The routes answering with these tables (see `schema.route`): the cutoffs in the views' order.
+CUTOFFS = (
+    number("runtime_cutoff_us", "A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it.",
+           default=RUNTIME_CUTOFF_US, minimum=0),
+    number("launch_delay_cutoff_us", "Device work starting more than this (µs) after its call returned is a "
+           "launch-delay outlier.", default=LAUNCH_DELAY_CUTOFF_US, minimum=0))
+KERNEL_LAUNCHES_ROUTE = route(
+    "kernel_launches",
+    "Per launch (a device activity and the runtime call with its correlation id): correlation, kind, name, runtime, "
+    "operator, device, stream, launch_start_us, runtime_us, device_start_us, device_us, device_end_us, "
+    "launch_delay_us, delay_after_call_us, launch_bound, runtime_outlier, launch_delay_outlier; as Holistic Trace "
+    "Analysis's get_cuda_kernel_launch_stats.",
+    kernel_launches,
+    params=(*CUTOFFS, choice("flag", ("all", *FLAGS), "Only the launches with this flag set.", {"all": None})),
+    table=KERNEL_LAUNCHES)
+KERNEL_LAUNCH_SUMMARY_ROUTE = route(
+    "kernel_launch_summary",
+    "Launch statistics per device activity name: name, kind, launches, device_total_us, device_mean_us, "
+    "runtime_mean_us, launch_delay_mean_us, launch_delay_max_us, delay_after_call_mean_us, launch_bound, "
+    "runtime_outliers, launch_delay_outliers, first_launch_start_us, last_device_end_us.",
+    kernel_launch_summary,
+    params=CUTOFFS,
+    table=KERNEL_LAUNCH_SUMMARY)

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, route
+from ..schema import NULLABLE, declare, route, tab
 from ..trace.model import TraceModel
 from .common import cached, name_mask
 
@@ -72,3 +72,7 @@ LIGHTNING_ROUTE = route(
     "them.",
     lightning_hooks,
     table=HOOKS)
+
+
+# This view's tab of the page (see `schema.tab`).
+LIGHTNING_TAB = tab("lightning", 80, lambda offer: len(lightning_hooks(offer.model)))

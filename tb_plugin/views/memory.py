@@ -13,13 +13,13 @@ DataLoader ranges: `is_operator` False). The operator a record ends on is its *o
 records with no owner (outside every operator) belong to the row ``""``.
 """
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, documented
-from ..errors import NotFoundError
+from ..schema import NULLABLE, declare, documented, integer, model_choice, number, route, tab
+from ..errors import BadParameterError, NotFoundError
 from ..trace.linking import ancestor_where, roll_up
 from ..trace.model import TraceModel
 from .common import cached, operator_tree
@@ -130,6 +130,12 @@ def _device_records(model, device):
     return cached(model, ("memory_records", device), build)
 
 
+def _check_range(start_us, end_us):
+    """A time range given the wrong way round is a mistake to report, not an empty answer."""
+    if start_us is not None and end_us is not None and end_us < start_us:
+        raise BadParameterError(f"end_us ({end_us}) is before start_us ({start_us})")
+
+
 def _in_range(ts, start_us, end_us):
     keep = np.ones(len(ts), dtype=bool)
     if start_us is not None:
@@ -216,6 +222,7 @@ def memory_curve(model: TraceModel, device: str, start_us: float | None = None, 
     totals, records without one are left out. The cumulative sum is taken over the whole
     trace before the time range is applied, so zooming does not change the values.
     """
+    _check_range(start_us, end_us)
     curve = full_curve(model, device)
     keep = _in_range(curve["time_us"].to_numpy(), start_us, end_us)
     curve = curve[keep].reset_index(drop=True)
@@ -252,6 +259,7 @@ def memory_peaks(model: TraceModel, device: str, start_us: float | None = None,
     Computed on the full curve of `memory_curve` (never on the downsampled one) within the
     optional time range. Returns a `MemoryPeaks`.
     """
+    _check_range(start_us, end_us)
     curve = full_curve(model, device)
     curve = curve[_in_range(curve["time_us"].to_numpy(), start_us, end_us)]
     allocated = curve["allocated_bytes"].to_numpy()
@@ -349,6 +357,7 @@ def memory_events(model: TraceModel, device: str, start_us: float | None = None,
     ``Addr`` (before PyTorch 1.10) cannot pair: their allocations come with NaN free times
     and their frees are left out.
     """
+    _check_range(start_us, end_us)
     rec = _device_records(model, device)
     ts = rec["ts"].to_numpy(np.float64)
     addr = rec["addr"].to_numpy(np.int64)
@@ -420,6 +429,7 @@ def memory_stats(model: TraceModel, device: str, start_us: float | None = None,
     callee's records twice, as torch-tb-profiler did. The self columns of all rows sum to
     the device's records in the range.
     """
+    _check_range(start_us, end_us)
     rec = _device_records(model, device)
     keep = _in_range(rec["ts"].to_numpy(), start_us, end_us)
     nbytes = rec["bytes"].to_numpy(np.int64)[keep]
@@ -470,3 +480,56 @@ def _overlaps(start, end, start_us, end_us):
     if end_us is not None:
         keep &= start <= end_us
     return keep
+
+
+# The routes answering with these tables (see `schema.route`): a device of the profile and an
+# optional time range.
+MEMORY_QUERY = (model_choice("device", memory_devices, "A device from /memory_devices (default the first)."),
+                number("start_us", "Start of the time range, µs relative to the trace start."),
+                number("end_us", "End of the time range, µs relative to the trace start."))
+def device_list(model: TraceModel) -> dict[str, list[str]]:
+    """{"devices": `memory_devices`}: what the memory_devices route answers."""
+    return {"devices": memory_devices(model)}
+
+
+def curve_with_peaks(model: TraceModel, device: str, start_us: float | None = None, end_us: float | None = None,
+                     max_points: int = MAX_CURVE_POINTS) -> dict[str, object]:
+    """One device's `memory_curve` with its `memory_peaks` (the full curve's, not the
+    downsampled one's): what the memory view draws, and the memory_curve route answers."""
+    return {"device": device, "peaks": asdict(memory_peaks(model, device, start_us, end_us)),
+            "curve": memory_curve(model, device, start_us, end_us, max_points)}
+
+
+MEMORY_DEVICES_ROUTE = route(
+    "memory_devices",
+    'Devices with allocator records ("CPU", "GPU0", ...).',
+    device_list,
+    fields={"devices": {"type": "array", "items": {"type": "string"}}})
+MEMORY_CURVE_ROUTE = route(
+    "memory_curve",
+    "Allocated and reserved bytes over time for one device (time_us, allocated_bytes, reserved_bytes), downsampled "
+    "keeping peaks, with the peaks.",
+    curve_with_peaks,
+    params=(*MEMORY_QUERY, integer("max_points", "At most this many points of the curve (its peaks kept).",
+                                   default=MAX_CURVE_POINTS, minimum=10, maximum=100_000)),
+    fields={"device": {"type": "string"},
+            "peaks": {"type": "object", "description": "The device's peaks in the range (`memory_peaks`).",
+                      "properties": {name: {"type": "string"} if name == "device" else {"type": ["number", "null"]}
+                                     for name in MemoryPeaks.__dataclass_fields__}},
+            "curve": MEMORY_CURVE})
+MEMORY_EVENTS_ROUTE = route(
+    "memory_events",
+    "Allocations of one device paired with their frees, overlapping the time range.",
+    memory_events,
+    params=MEMORY_QUERY,
+    table=MEMORY_EVENTS)
+MEMORY_STATS_ROUTE = route(
+    "memory_stats",
+    "Per operator, the memory it (and its callees) allocated and freed on one device in the time range.",
+    memory_stats,
+    params=MEMORY_QUERY,
+    table=MEMORY_STATS)
+
+
+# This view's tab of the page (see `schema.tab`).
+MEMORY_TAB = tab("memory", 40, lambda offer: len(offer.model.memory))

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import BadParameterError, NotFoundError
-from ..schema import NULLABLE, Persisted, declare, documented
+from ..schema import NULLABLE, Persisted, declare, documented, tab
 from ..snapshot.model import DEFAULT_POOL_ID, SnapshotModel, SnapshotParts
 from .common import cached
 
@@ -936,3 +936,8 @@ def beside_traces(model: SnapshotModel, traces: dict) -> pd.DataFrame:
                          "trace_peak_bytes": curve["allocated_bytes"].to_numpy()[in_trace].max() if in_trace.any() else None})
     return SNAPSHOT_TRACE.frame(pd.DataFrame(rows, columns=SNAPSHOT_TRACE.names).astype(
         {"snapshot_peak_bytes": "Int64", "trace_peak_bytes": "Int64"}))
+
+
+# This view's tab of the page (see `schema.tab`): offered by the page for a run listed with
+# memory snapshots (/runs), not by a profile.
+MEMORY_SNAPSHOT_TAB = tab("memory_snapshot", 120, None)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import declare, documented, route
+from ..schema import declare, documented, route, tab
 from ..trace.linking import Nesting, ancestor_where, lookup, roll_up, tree_depth
 from ..trace.model import TraceModel
 from .common import cached, device_activity, name_mask, operator_tree
@@ -412,3 +412,7 @@ MODULES_ROUTE = route(
     "The nn.Module tree with forward and backward host and device time per module.",
     modules,
     table=MODULES)
+
+
+# This view's tab of the page (see `schema.tab`).
+MODULE_TAB = tab("module", 50, lambda offer: len(modules(offer.model)))

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, choice, declare, documented, route
+from ..schema import NULLABLE, choice, declare, documented, route, tab
 from ..errors import BadParameterError
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
@@ -231,3 +231,7 @@ OPERATORS_ROUTE = route(
     params=(choice("group_by", ("name", "name_shape"), "one row per operator name, or per name and input shapes"),
             choice("scope", ("all", "compiled", "eager"), "all ops, only those inside torch.compile regions (compiled), or the others (eager)")),
     table=(OPERATORS_BY_NAME, OPERATORS_BY_NAME_SHAPE))
+
+
+# This view's tab of the page (see `schema.tab`).
+OPERATOR_TAB = tab("operator", 10, lambda offer: len(offer.model.ops))

@@ -5,7 +5,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, documented, route
+from ..schema import NULLABLE, declare, documented, route, tab
 from ..trace.model import TraceModel
 from .common import kernel_flags, matrix_unit, step_breakdown, step_windows
 from .intervals import union_length, weighted_level_integral
@@ -163,3 +163,7 @@ GPU_SUMMARY_ROUTE = route(
     "Per GPU that ran kernels, its utilization, SM efficiency, occupancy and Tensor Core share.",
     gpu_summary,
     table=GPU_SUMMARY)
+
+
+# This view's tab of the page (see `schema.tab`).
+OVERVIEW_TAB = tab("overview", 0, lambda offer: True)

@@ -4,7 +4,7 @@ candidates for fusion (torch.compile, a fused or custom kernel)."""
 import numpy as np
 import pandas as pd
 
-from ..schema import declare
+from ..schema import declare, integer, route
 from ..trace.model import TraceModel
 from .common import cached, op_names, step_windows
 
@@ -12,6 +12,7 @@ SEPARATOR = " | "  # between kernel names of a sequence, as HTA writes its patte
 DEFAULT_LENGTH = 3
 MAX_LENGTH = 32
 DEFAULT_TOP = 50
+MAX_TOP = 10_000  # a reply of more sequences is no list to read
 
 KERNEL_SEQUENCES = declare(
     "kernel_sequences", "a sequence of kernels that runs consecutively on one stream more than once",
@@ -111,3 +112,15 @@ def _identical_rows(rows):
     else:
         _, seq, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
     return seq.ravel(), counts
+
+
+# The route answering with this table (see `schema.route`).
+KERNEL_SEQUENCES_ROUTE = route(
+    "kernel_sequences",
+    "The most time-consuming sequences of `length` kernels repeating back to back on a stream (fusion candidates): "
+    "sequence, operators, device, stream, occurrences, device_us, device_per_step_us, share_pct, first_start_us, "
+    "first_end_us.",
+    kernel_sequences,
+    params=(integer("length", "How many kernels a sequence has.", default=DEFAULT_LENGTH, minimum=2, maximum=MAX_LENGTH),
+            integer("top", f"How many sequences (at most {MAX_TOP}).", default=DEFAULT_TOP, minimum=1, maximum=MAX_TOP)),
+    table=KERNEL_SEQUENCES)

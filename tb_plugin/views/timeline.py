@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import declare, documented
+from ..schema import declare, documented, integer, route, tab
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel, first_int
 from ..errors import NotFoundError
-from .common import cached, step_windows
+from .common import cached, known_step, step_windows
 from .critical_path import CRITICAL_PATH, critical_path
 from .intervals import union_length, weighted_level_integral
 from .memory import full_curve, memory_devices
@@ -335,16 +335,16 @@ def tracks_view(model: TraceModel) -> dict[str, Any]:
 
 
 @documented(TIMELINE_CRITICAL_PATH)
-def critical_path_tracks(model: TraceModel, step: int) -> pd.DataFrame:
-    """The critical path of `step` (`critical_path.critical_path`, same rows in the same
-    order) with the Trace view track of each segment, so the page draws the path on the tracks
-    of `tracks_view` without matching threads or streams itself.
+def critical_path_tracks(model: TraceModel, step: int | None = None) -> pd.DataFrame:
+    """The critical path of `step` (the first step when None; `critical_path.critical_path`,
+    same rows in the same order) with the Trace view track of each segment, so the page draws
+    the path on the tracks of `tracks_view` without matching threads or streams itself.
 
     A segment on a CPU thread (`thread` >= 0: CPU time, launches, syncs) lies on that thread's
     track; one on a device stream (`device` >= 0: kernels, copies, sets, the stream idling or
     waiting on another stream) lies on the track of the stream's events, found through the
     device activity of that (device, stream), whose thread row the timeline groups by."""
-    path = critical_path(model, step)
+    path = critical_path(model, known_step(model, step))
     keys = timeline_index(model).thread_tracks
     on_device = ((path["thread"] < 0) & (path["device"] >= 0)).to_numpy()
     stream_thread = path[["device", "stream"]].merge(_stream_threads(model), how="left", on=["device", "stream"])["thread"]
@@ -636,3 +636,19 @@ def range_summary(index: TimelineIndex, start_us: float, end_us: float,
     out["name"] = [str(index.names[i]) for i in out["name"]]
     out["kind"] = [KINDS[k] for k in out["kind"]]
     return TIMELINE_SUMMARY.frame(out.sort_values("total_us", ascending=False, kind="stable"))
+
+
+# The route answering with the critical path on the tracks (see `schema.route`); the Trace
+# view's other routes answer windows of the timeline index, not tables (hand-written).
+TIMELINE_CRITICAL_PATH_ROUTE = route(
+    "timeline_critical_path",
+    "The critical path of a step as the Trace view draws it: the segments of /critical_path (table=segments), same "
+    "rows in the same order, each with the track of /timeline_tracks it lies on (a CPU thread's for cpu, launch and "
+    "sync; a device stream's for kernels, copies, sets, gpu_idle and stream_wait).",
+    critical_path_tracks,
+    params=(integer("step", "A step number from /steps (default the first)."),),
+    table=TIMELINE_CRITICAL_PATH)
+
+
+# The Trace view's tab of the page (see `schema.tab`).
+TRACE_TAB = tab("trace", 60, lambda offer: has_slices(offer.model))

@@ -314,7 +314,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             run?: string;
-                            views?: ("overview" | "operator" | "kernel" | "gpu_idle" | "memory" | "module" | "trace" | "compiled" | "lightning" | "job" | "distributed" | "diff")[];
+                            views?: components["schemas"]["ViewName"][];
                         };
                     };
                 };
@@ -443,529 +443,6 @@ export interface paths {
                                 frames?: components["schemas"]["StackFrame"][];
                             }[];
                         };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/kernel_tensor_cores": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Kernel time on and off Tensor Cores (AMD's matrix cores on ROCm). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Share */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            tensor_cores_us?: number;
-                            other_us?: number;
-                            tensor_cores_pct?: number | null;
-                            /** @description The vendor's name for the units: Tensor Cores (NVIDIA) or Matrix cores (AMD). */
-                            unit?: string;
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/idle_time": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Idle time per device stream (by_step=true: per step and stream): [step], device, stream, start_us, end_us, busy_us, idle_us, idle_host_wait_us, idle_kernel_wait_us, idle_other_us, idle_pct; categories as Holistic Trace Analysis's idle time breakdown. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    by_step?: "false" | "true";
-                    /** @description Idle gaps shorter than this (µs) that are not host waits are kernel waits. */
-                    kernel_wait_us?: number;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["IdleTimeTable"] | components["schemas"]["IdleTimeByStepTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/kernel_launches": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Per launch (a device activity and the runtime call with its correlation id): correlation, kind, name, runtime, operator, device, stream, launch_start_us, runtime_us, device_start_us, device_us, device_end_us, launch_delay_us, delay_after_call_us, launch_bound, runtime_outlier, launch_delay_outlier; as Holistic Trace Analysis's get_cuda_kernel_launch_stats. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description Only the launches with this flag set. */
-                    flag?: "all" | "launch_bound" | "runtime_outlier" | "launch_delay_outlier";
-                    /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
-                    runtime_cutoff_us?: components["parameters"]["runtime_cutoff_us"];
-                    /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
-                    launch_delay_cutoff_us?: components["parameters"]["launch_delay_cutoff_us"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["KernelLaunchesTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/kernel_launch_summary": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Launch statistics per device activity name: name, kind, launches, device_total_us, device_mean_us, runtime_mean_us, launch_delay_mean_us, launch_delay_max_us, delay_after_call_mean_us, launch_bound, runtime_outliers, launch_delay_outliers, first_launch_start_us, last_device_end_us. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
-                    runtime_cutoff_us?: components["parameters"]["runtime_cutoff_us"];
-                    /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
-                    launch_delay_cutoff_us?: components["parameters"]["launch_delay_cutoff_us"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["KernelLaunchSummaryTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/kernel_sequences": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The most time-consuming sequences of `length` kernels repeating back to back on a stream (fusion candidates): sequence, operators, device, stream, occurrences, device_us, device_per_step_us, share_pct, first_start_us, first_end_us. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    length?: number;
-                    /** @description How many sequences (at most 10000). */
-                    top?: number;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["KernelSequencesTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/critical_path": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Critical path of a step. table=segments: step, category, start_us, end_us, dur_us, name, operator, device, stream, thread, evidence (in time order; they tile the step; evidence: recorded, read from the trace, or inferred by timing); table=categories: category, time_us, share_pct; table=operators: operator, time_us, share_pct, segments. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A step number from /steps (default the first). */
-                    step?: number;
-                    table?: "segments" | "categories" | "operators";
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CriticalPathTable"] | components["schemas"]["CriticalPathCategoriesTable"] | components["schemas"]["CriticalPathOperatorsTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/memory_devices": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Devices with allocator records ("CPU", "GPU0", ...). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Devices */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            devices?: string[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/memory_curve": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Allocated and reserved bytes over time for one device (time_us, allocated_bytes, reserved_bytes), downsampled keeping peaks, with the peaks. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A device from /memory_devices (default the first). */
-                    device?: components["parameters"]["device"];
-                    /** @description Start of the time range, µs relative to the trace start. */
-                    start_us?: components["parameters"]["start_us"];
-                    end_us?: components["parameters"]["end_us"];
-                    max_points?: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Curve */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            device?: string;
-                            peaks?: {
-                                device?: string;
-                                peak_allocated_bytes?: number | null;
-                                peak_allocated_us?: number | null;
-                                peak_reserved_bytes?: number | null;
-                                total_memory_bytes?: number | null;
-                            };
-                            curve?: components["schemas"]["MemoryCurveTable"];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/memory_events": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Allocations of one device paired with their frees, overlapping the time range. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A device from /memory_devices (default the first). */
-                    device?: components["parameters"]["device"];
-                    /** @description Start of the time range, µs relative to the trace start. */
-                    start_us?: components["parameters"]["start_us"];
-                    end_us?: components["parameters"]["end_us"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["MemoryEventsTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/memory_stats": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Per operator, the memory it (and its callees) allocated and freed on one device in the time range. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A device from /memory_devices (default the first). */
-                    device?: components["parameters"]["device"];
-                    /** @description Start of the time range, µs relative to the trace start. */
-                    start_us?: components["parameters"]["start_us"];
-                    end_us?: components["parameters"]["end_us"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["MemoryStatsTable"];
-                        "text/csv": string;
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -2040,56 +1517,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/timeline_critical_path": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The critical path of a step as the Trace view draws it: the segments of /critical_path (table=segments), same rows in the same order, each with the track of /timeline_tracks it lies on (a CPU thread's for cpu, launch and sync; a device stream's for kernels, copies, sets, gpu_idle and stream_wait). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    /** @description A step number from /steps (default the first). */
-                    step?: number;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["TimelineCriticalPathTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/trace_file": {
         parameters: {
             query?: never;
@@ -2708,6 +2135,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/critical_path": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Critical path of a step. table=segments: step, category, start_us, end_us, dur_us, name, operator, device, stream, thread, evidence (in time order; they tile the step; evidence: recorded, read from the trace, or inferred by timing); table=categories: category, time_us, share_pct; table=operators: operator, time_us, share_pct, segments. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A step number from /steps (default the first). */
+                    step?: number;
+                    /** @description the path's segments, its time per category, or its top operators */
+                    table?: "segments" | "categories" | "operators";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CriticalPathTable"] | components["schemas"]["CriticalPathCategoriesTable"] | components["schemas"]["CriticalPathOperatorsTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/cuda_graphs": {
         parameters: {
             query?: never;
@@ -2915,6 +2394,268 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/idle_time": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Idle time per device stream (by_step=true: per step and stream): [step], device, stream, start_us, end_us, busy_us, idle_us, idle_host_wait_us, idle_kernel_wait_us, idle_other_us, idle_pct; categories as Holistic Trace Analysis's idle time breakdown. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description one row per step and stream, instead of per stream */
+                    by_step?: "false" | "true";
+                    /** @description Idle gaps shorter than this (µs) that are not host waits are kernel waits. */
+                    kernel_wait_us?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["IdleTimeTable"] | components["schemas"]["IdleTimeByStepTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernel_launch_summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Launch statistics per device activity name: name, kind, launches, device_total_us, device_mean_us, runtime_mean_us, launch_delay_mean_us, launch_delay_max_us, delay_after_call_mean_us, launch_bound, runtime_outliers, launch_delay_outliers, first_launch_start_us, last_device_end_us. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
+                    runtime_cutoff_us?: number;
+                    /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
+                    launch_delay_cutoff_us?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["KernelLaunchSummaryTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernel_launches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per launch (a device activity and the runtime call with its correlation id): correlation, kind, name, runtime, operator, device, stream, launch_start_us, runtime_us, device_start_us, device_us, device_end_us, launch_delay_us, delay_after_call_us, launch_bound, runtime_outlier, launch_delay_outlier; as Holistic Trace Analysis's get_cuda_kernel_launch_stats. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
+                    runtime_cutoff_us?: number;
+                    /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
+                    launch_delay_cutoff_us?: number;
+                    /** @description Only the launches with this flag set. */
+                    flag?: "all" | "launch_bound" | "runtime_outlier" | "launch_delay_outlier";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["KernelLaunchesTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernel_sequences": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The most time-consuming sequences of `length` kernels repeating back to back on a stream (fusion candidates): sequence, operators, device, stream, occurrences, device_us, device_per_step_us, share_pct, first_start_us, first_end_us. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description How many kernels a sequence has. */
+                    length?: number;
+                    /** @description How many sequences (at most 10000). */
+                    top?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["KernelSequencesTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/kernel_tensor_cores": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Kernel time on and off Tensor Cores (AMD's matrix cores on ROCm). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            tensor_cores_us: number;
+                            other_us: number;
+                            tensor_cores_pct: number | null;
+                            /** @description The vendor's name for the units: Tensor Cores (NVIDIA) or Matrix cores (AMD). */
+                            unit: string;
+                        };
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/kernels": {
         parameters: {
             query?: never;
@@ -3091,6 +2832,227 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["MemoryBandwidthTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory_curve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Allocated and reserved bytes over time for one device (time_us, allocated_bytes, reserved_bytes), downsampled keeping peaks, with the peaks. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A device from /memory_devices (default the first). */
+                    device?: string;
+                    /** @description Start of the time range, µs relative to the trace start. */
+                    start_us?: number;
+                    /** @description End of the time range, µs relative to the trace start. */
+                    end_us?: number;
+                    /** @description At most this many points of the curve (its peaks kept). */
+                    max_points?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            device: string;
+                            /** @description The device's peaks in the range (`memory_peaks`). */
+                            peaks: {
+                                device?: string;
+                                peak_allocated_bytes?: number | null;
+                                peak_allocated_us?: number | null;
+                                peak_reserved_bytes?: number | null;
+                                total_memory_bytes?: number | null;
+                            };
+                            curve: components["schemas"]["MemoryCurveTable"];
+                        };
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory_devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Devices with allocator records ("CPU", "GPU0", ...). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            devices: string[];
+                        };
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory_events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Allocations of one device paired with their frees, overlapping the time range. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A device from /memory_devices (default the first). */
+                    device?: string;
+                    /** @description Start of the time range, µs relative to the trace start. */
+                    start_us?: number;
+                    /** @description End of the time range, µs relative to the trace start. */
+                    end_us?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MemoryEventsTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/memory_stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per operator, the memory it (and its callees) allocated and freed on one device in the time range. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A device from /memory_devices (default the first). */
+                    device?: string;
+                    /** @description Start of the time range, µs relative to the trace start. */
+                    start_us?: number;
+                    /** @description End of the time range, µs relative to the trace start. */
+                    end_us?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MemoryStatsTable"];
                         "text/csv": string;
                     };
                 };
@@ -3353,10 +3315,65 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/timeline_critical_path": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The critical path of a step as the Trace view draws it: the segments of /critical_path (table=segments), same rows in the same order, each with the track of /timeline_tracks it lies on (a CPU thread's for cpu, launch and sync; a device stream's for kernels, copies, sets, gpu_idle and stream_wait). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A step number from /steps (default the first). */
+                    step?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineCriticalPathTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description A tab of the page (`?view=`), each declared with `schema.tab` beside its view.
+         * @enum {string}
+         */
+        ViewName: "overview" | "operator" | "kernel" | "gpu_idle" | "memory" | "module" | "trace" | "compiled" | "lightning" | "job" | "distributed" | "diff" | "memory_snapshot";
         /** @description One call-stack frame, innermost first, as the trace wrote it (`text`, parsed into file, line and function where it has that form). */
         StackFrame: {
             /** @description As written: often relative to the sys.path entry of the module. */
@@ -6601,20 +6618,11 @@ export interface components {
         entry: number;
         /** @description Comma-separated track ids (default all tracks). */
         tracks: string;
-        /** @description A device from /memory_devices (default the first). */
-        device: string;
-        /** @description Start of the time range, µs relative to the trace start. */
-        start_us: number;
-        end_us: number;
         /** @description Run name as listed by /runs ("." for the log directory itself). */
         run: string;
         worker: string;
         span: number;
         format: "json" | "csv";
-        /** @description A launch call longer than this (µs) is a runtime outlier; launch-bound needs one within it. */
-        runtime_cutoff_us: number;
-        /** @description Device work starting more than this (µs) after its call returned is a launch-delay outlier. */
-        launch_delay_cutoff_us: number;
     };
     requestBodies: never;
     headers: never;

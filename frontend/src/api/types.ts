@@ -3,6 +3,7 @@
 // {columns, rows} and are turned into row objects once, by tables.rowsOf
 // (or `tables.typedRows`, typed by the table's generated declaration).
 
+import type { components } from './schema';
 import type { Cell, WireTableOf } from './tables';
 
 export interface WireTable {
@@ -70,7 +71,8 @@ export interface InfoReply {
   device_type: string;
 }
 
-export type ViewName = 'overview' | 'operator' | 'kernel' | 'gpu_idle' | 'trace' | 'memory' | 'memory_snapshot' | 'module' | 'job' | 'distributed' | 'diff' | 'compiled' | 'lightning';
+/** A tab of the page: generated from the tabs declared beside the views (`schema.tab`). */
+export type ViewName = components['schemas']['ViewName'];
 
 export interface ViewsReply {
   run: string;
