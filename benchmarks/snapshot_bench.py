@@ -84,8 +84,11 @@ def synthesise(path, entries, seed=0):
     return os.path.getsize(path)
 
 
-def child(kind, path, queries, seed):
+def child(kind, path, entries, queries, seed):
     """One measurement in this (fresh) process; prints a JSON line."""
+    if kind == "synthesise":
+        print(json.dumps({"size": synthesise(path, entries, seed)}))
+        return
     data = Path(path).read_bytes()
     after_read = vm_hwm()
     if kind == "pickle":
@@ -135,7 +138,7 @@ def child(kind, path, queries, seed):
 
 
 def run_child(kind, path, args):
-    out = subprocess.run([sys.executable, __file__, "--child", kind, path, "--queries", str(args.queries),
+    out = subprocess.run([sys.executable, __file__, "--child", kind, path, "--entries", str(args.entries), "--queries", str(args.queries),
                           "--seed", str(args.seed)], check=True, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -146,15 +149,21 @@ def main(argv=None):
     parser.add_argument("--entries", type=int, default=5_000_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--snapshot", metavar="PATH",
+                        help="measure this file, synthesising it first when it does not exist (kept between runs)")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return child(args.child[0], args.child[1], args.queries, args.seed)
+        return child(args.child[0], args.child[1], args.entries, args.queries, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "synthetic.pickle")
-        start = time.perf_counter()
-        size = synthesise(path, args.entries, args.seed)
-        print(f"synthetic snapshot: {args.entries:,} entries, {size / 1e6:,.0f} MB ({time.perf_counter() - start:.0f} s to write)")
+        path = args.snapshot or os.path.join(tmp, "synthetic.pickle")
+        if os.path.exists(path):
+            size = os.path.getsize(path)
+            print(f"snapshot {path}: {size / 1e6:,.0f} MB")
+        else:
+            start = time.perf_counter()
+            size = run_child("synthesise", path, args)["size"]  # in a child: the parent stays small
+            print(f"synthetic snapshot: {args.entries:,} entries, {size / 1e6:,.0f} MB ({time.perf_counter() - start:.0f} s to write)")
         baseline = run_child("pickle", path, args)
         ours = run_child("load", path, args)
     print(f"pickle.loads (GC off): {baseline['seconds']:.2f} s")

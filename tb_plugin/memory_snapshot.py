@@ -89,9 +89,10 @@ class MemorySnapshot:
         return views.state(self.model, self._device(device), entry)
 
     def index(self) -> None:
-        """Build now what the timeline's first answer would otherwise build (each allocation's
-        lifetime, each device's allocated and reserved series with their block maxima):
-        the server does it on a background thread right after the load."""
+        """Build now what the timeline's first answer would otherwise build (the block maxima
+        of each device's allocated and reserved bytes, each stack's category and user frame;
+        the lifetimes themselves are made when the snapshot is decoded): the server does it
+        on a background thread right after the load."""
         for device in self.devices():
             views.prepare_timeline(self.model, device)
 

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
+from .lifetimes import allocations_table, running_bytes
 from .model import ACTIONS, BLOCK_STATES, SnapshotModel
 from .sniff import PROTO_OPCODE, PICKLE_PROTOCOLS, looks_like_json_snapshot
 
@@ -297,9 +298,15 @@ def _decode(snapshot, path):
     blocks["stack"] = remap[blocks["stack"].to_numpy()]
     pool_table = pd.DataFrame({"pool": np.arange(len(pools), dtype=np.int64),
                                "pool_id": pd.Series(list(pools), dtype=object)})
+    device_count = len(snapshot.get("device_traces", []))
+    # Every device index a table names has a place (a device with segments but no trace too).
+    device_span = 1 + max(device_count - 1, int(entries["device"].max()) if len(entries) else 0,
+                          int(segments["device"].max()) if len(segments) else 0)
+    allocations = allocations_table(entries, segments, blocks, device_span)
+    entries["allocated"], entries["reserved"] = running_bytes(entries, segments, allocations, device_span)
     settings = snapshot.get("allocator_settings")
     return SnapshotModel(entries=entries, segments=segments, blocks=blocks, frames=frames, stack_frames=stack_frames,
-                         pools=pool_table, device_count=len(snapshot.get("device_traces", [])),
+                         pools=pool_table, allocations=allocations, device_count=device_count,
                          allocator_settings=_plain(settings) if isinstance(settings, dict) else {})
 
 
