@@ -671,28 +671,40 @@ def timeline(model: SnapshotModel, device: int, start_us: float | None = None, e
     columns = _allocation_columns(model)
     chosen = chosen[np.lexsort((columns["addr"][chosen], columns["alloc_pos"][chosen]))]  # stacked in the order made
     a = {c: v[chosen] for c, v in columns.items()}
-    alive = (a["alloc_pos"][:, None] <= pos[None, :]) & (a["free_pos"][:, None] > pos[None, :])
-    sizes = a["size"][:, None] * alive
-    merged = alloc_at - sizes.sum(axis=0)
-    low = merged[None, :] + np.cumsum(sizes, axis=0) - sizes
+    # Where each band is alive: per column (rows, C order), its bands in stacking order, so a
+    # band's bottom is a running sum within the column; then ordered band by band.
+    alive = (pos[:, None] >= a["alloc_pos"][None, :]) & (pos[:, None] < a["free_pos"][None, :])
+    k, j = np.divmod(np.flatnonzero(alive), max(len(chosen), 1))
+    size = a["size"][j]
+    running = np.r_[0, np.cumsum(size)]
+    column_end = np.cumsum(np.bincount(k, minlength=bins))
+    column_start = np.r_[0, column_end[:-1]]
+    merged = alloc_at - (running[column_end] - running[column_start])
+    low = merged[k] + running[:-1] - running[column_start][k]
+    by_band = np.argsort(j.astype(np.int16), kind="stable")  # bands <= 1000: a radix sort
+    k, j, low, size = k[by_band], j[by_band], low[by_band], size[by_band]
     band_ids = np.arange(1, len(chosen) + 1)
-    j, k = np.nonzero(alive)
     points = TIMELINE_POINTS.frame({
         "band": np.concatenate([np.zeros(bins, np.int64), band_ids[j]]),
         "time_us": np.concatenate([time, time[k]]),
-        "low_bytes": np.concatenate([np.zeros(bins, np.int64), low[j, k]]),
-        "high_bytes": np.concatenate([merged, low[j, k] + sizes[j, k]])})
+        "low_bytes": np.concatenate([np.zeros(bins, np.int64), low]),
+        "high_bytes": np.concatenate([merged, low + size])})
     described = _described(model, a)
     band_table = TIMELINE_BANDS.frame({
         "band": np.r_[0, band_ids], "allocation": np.r_[-1, chosen],
         "size_bytes": np.r_[merged.max() if bins else 0, a["size"]],
         "alloc_us": np.r_[np.nan, a["alloc_us"]], "free_us": np.r_[np.nan, a["free_us"]],
-        "pool_id": np.r_[[""], described["pool_id"]], "private_pool": np.r_[False, described["private_pool"]],
-        "category": np.r_[[""], described["category"]], "stack": np.r_[-1, a["stack"]],
-        "top_frame": np.r_[[""], described["top_frame"]]})
+        "pool_id": _after_blank(described["pool_id"]), "private_pool": np.r_[False, described["private_pool"]],
+        "category": _after_blank(described["category"]), "stack": np.r_[-1, a["stack"]],
+        "top_frame": _after_blank(described["top_frame"])})
     totals = TIMELINE_TOTALS.frame({"time_us": time, "start_us": edges[:-1], "allocated_bytes": alloc_max,
                                     "reserved_bytes": resv_max, "entry": np.where(before, -1, s.start + pos)})
     return SnapshotTimeline(band_table, points, totals)
+
+
+def _after_blank(texts):
+    """The merged band's empty text, then the bands' `texts`, as an object array (as tables hold text)."""
+    return np.concatenate([np.array([""], dtype=object), np.asarray(texts, dtype=object)])
 
 
 def prepare_timeline(model: SnapshotModel, device: int) -> None:
