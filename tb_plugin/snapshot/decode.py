@@ -25,6 +25,7 @@ import io
 import json
 import pickle
 from collections.abc import Collection
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, cast
 
@@ -101,15 +102,40 @@ def _check_shape(snapshot, path):
         raise TraceError(path, "not a memory snapshot: 'segments' is not a list of dicts with lists of blocks")
 
 
+# Two different stacks of equal 64-bit hashes (odds about stacks^2 / 2^65): the decode stops
+# rather than merge them.
+_COLLISION = "two different stacks have the same hash; please report this snapshot"
+# Distinct frame lists hashed at a time: their frames' ids are arrays of this many lists' frames.
+_HASH_LISTS = 1 << 16
+# Multipliers of a stack's frames by depth in its hash (odd 64-bit numbers: no depth is lost).
+_DEPTH_MULTIPLIERS = np.random.default_rng(29).integers(1, 1 << 62, size=256, dtype=np.int64).astype(np.uint64) * 2 + 1
+
+
+def _ranges(starts, lengths):
+    """The positions start, start + 1, ... start + length - 1 of each (start, length), concatenated."""
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+
+
 class _Interner:
     """Frames and stacks met while decoding, each stored once (module docstring: by object
-    identity first, by content at the end)."""
+    identity first, by content at the end). A list of frames is hashed with numpy (its
+    frames' codes times a multiplier per depth, summed); lists of equal hash are then checked
+    frame by frame against the one stored, so two stacks are one only when they are equal."""
 
     def __init__(self):
-        self.frame_objects = []  # distinct frame dicts, by identity
+        self.frame_objects = []  # distinct frame dicts, by identity (kept: their ids stay theirs)
         self._frame_by_id = {}
-        self.stacks = []  # tuples of indexes into frame_objects, innermost frame first
-        self._stack_by_ids = {}
+        self._stack_by_hash = {}  # hash -> stack code (-1: the empty list)
+        # Each stack's frames (codes into frame_objects, innermost first): stack code -> its
+        # start and length in one array of them.
+        self._stack_starts = np.empty(0, dtype=np.int64)
+        self._stack_lengths = np.empty(0, dtype=np.int64)
+        self._stack_frame_codes = np.empty(0, dtype=np.int64)
+
+    @property
+    def stacks(self):
+        frames = self._stack_frame_codes.tolist()
+        return [tuple(frames[start:start + length]) for start, length in zip(self._stack_starts.tolist(), self._stack_lengths.tolist())]
 
     def stack_codes(self, frame_lists):
         """One stack code per list of frame dicts (-1 for an empty or missing one). Lists
@@ -119,28 +145,75 @@ class _Interner:
         labels, unique_ids = pd.factorize(np.fromiter(map(id, frame_lists), dtype=np.int64, count=len(frame_lists)))
         first = np.zeros(len(unique_ids), dtype=np.int64)
         first[labels[::-1]] = np.arange(len(labels) - 1, -1, -1)  # an entry holding each distinct list
-        by_ids = self._stack_by_ids
-        codes = np.empty(len(unique_ids), dtype=np.int64)
-        for i, row in enumerate(first.tolist()):
-            frames = frame_lists[row]
-            key = tuple(map(id, frames)) if frames else ()
-            code = by_ids.get(key)
-            if code is None:
-                code = by_ids[key] = -1 if not key else self._add_stack(key, frames)
-            codes[i] = code
+        distinct = list(map(frame_lists.__getitem__, first.tolist()))
+        codes = np.concatenate([self._hashed(distinct[lo:lo + _HASH_LISTS]) for lo in range(0, len(distinct), _HASH_LISTS)])
         return codes[labels]
 
-    def _add_stack(self, key, frames):
-        frame_by_id = self._frame_by_id
-        indexes = []
-        for ident, frame in zip(key, frames):
-            index = frame_by_id.get(ident)
-            if index is None:
-                index = frame_by_id[ident] = len(self.frame_objects)
-                self.frame_objects.append(frame)
-            indexes.append(index)
-        self.stacks.append(tuple(indexes))
-        return len(self.stacks) - 1
+    def _hashed(self, lists):
+        """Stack codes of `lists` (distinct list objects), interning the new ones."""
+        try:
+            lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        except TypeError:  # None where an entry has no frames
+            lists = [frames or () for frames in lists]
+            lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        total = int(lengths.sum())
+        ids = np.fromiter(map(id, chain.from_iterable(lists)), dtype=np.int64, count=total)
+        frame = self._frame_codes(ids, lists, lengths)
+        starts = np.cumsum(lengths) - lengths
+        depth = np.arange(total) - np.repeat(starts, lengths)
+        if int(lengths.max(initial=0)) > len(_DEPTH_MULTIPLIERS):
+            raise ValueError(f"a stack of {int(lengths.max())} frames: at most {len(_DEPTH_MULTIPLIERS)} are read")
+        terms = (frame.astype(np.uint64) + np.uint64(1)) * _DEPTH_MULTIPLIERS[depth]
+        nonempty = lengths > 0
+        hashes = np.zeros(len(lists), dtype=np.uint64)
+        hashes[nonempty] = np.add.reduceat(terms, starts[nonempty]) if total else []
+        hashes ^= lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        groups, group_hashes = pd.factorize(hashes)
+        # One list per hash is looked up; every other list of that hash must equal it.
+        representative = np.zeros(len(group_hashes), dtype=np.int64)
+        representative[groups[::-1]] = np.arange(len(groups) - 1, -1, -1)
+        rep_of = representative[groups]
+        if not (np.array_equal(lengths, lengths[rep_of])
+                and np.array_equal(frame, frame[np.repeat(starts[rep_of], lengths) + depth])):
+            raise ValueError(_COLLISION)
+        # Look the hashes up; the new ones get codes (-1 for the empty list) and are stored.
+        keys = group_hashes.tolist()
+        codes = np.fromiter(map(self._stack_by_hash.get, keys, repeat(-2)), dtype=np.int64, count=len(keys))
+        rep_lengths = lengths[representative]
+        rep_frames = frame[_ranges(starts[representative], rep_lengths)]
+        rep_starts = np.cumsum(rep_lengths) - rep_lengths
+        known = codes >= 0
+        stored_lengths = self._stack_lengths[codes[known]]
+        if not (np.array_equal(stored_lengths, rep_lengths[known]) and np.array_equal(
+                self._stack_frame_codes[_ranges(self._stack_starts[codes[known]], stored_lengths)],
+                rep_frames[_ranges(rep_starts[known], stored_lengths)])):
+            raise ValueError(_COLLISION)
+        new = np.flatnonzero((codes == -2) & (rep_lengths > 0))
+        codes[(codes == -2) & (rep_lengths == 0)] = -1
+        codes[new] = len(self._stack_lengths) + np.arange(len(new))
+        self._stack_by_hash.update(zip([keys[i] for i in new.tolist()], codes[new].tolist()))
+        self._stack_by_hash.update((keys[i], -1) for i in np.flatnonzero(rep_lengths == 0).tolist())
+        new_frames = rep_frames[_ranges(rep_starts[new], rep_lengths[new])]
+        self._stack_starts = np.r_[self._stack_starts, len(self._stack_frame_codes) + np.cumsum(rep_lengths[new]) - rep_lengths[new]]
+        self._stack_lengths = np.r_[self._stack_lengths, rep_lengths[new]]
+        self._stack_frame_codes = np.r_[self._stack_frame_codes, new_frames]
+        return codes[groups]
+
+    def _frame_codes(self, ids, lists, lengths):
+        """Codes of the frames whose ids are `ids` (the frames of `lists`, in order), new ones added."""
+        local, unique = pd.factorize(ids)
+        known = self._frame_by_id
+        first = np.zeros(len(unique), dtype=np.int64)
+        first[local[::-1]] = np.arange(len(local) - 1, -1, -1)
+        ends = np.cumsum(lengths)
+        idents = unique.tolist()
+        codes = np.fromiter(map(known.get, idents, repeat(-1)), dtype=np.int64, count=len(idents))
+        for i in np.flatnonzero(codes < 0).tolist():  # frames not met before: a few thousand in all
+            at = int(first[i])
+            row = int(np.searchsorted(ends, at, side="right"))
+            codes[i] = known[idents[i]] = len(self.frame_objects)
+            self.frame_objects.append(lists[row][at - (int(ends[row]) - int(lengths[row]))])
+        return codes[local]
 
     def tables(self, path):
         """(frames, stack_frames, remap of stack codes to content-unique ones)."""
@@ -188,12 +261,14 @@ def _optional_list(records, key):
     try:
         return list(map(itemgetter(key), records))
     except KeyError:
-        return [r.get(key) for r in records]
+        return list(map(dict.get, records, repeat(key)))
 
 
 def _pool_codes(values, pools):
     """Codes into `pools` (a dict {pool id as text: code}) of each entry's pool id, -1 without one."""
     out = np.full(len(values), -1, dtype=np.int64)
+    if values.count(None) == len(values):  # entries of versions that name no pool
+        return out
     for i, value in enumerate(values):
         if value is not None:
             text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
