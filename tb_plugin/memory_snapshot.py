@@ -18,7 +18,7 @@ import pandas as pd
 from .errors import NotFoundError, TraceError
 from .snapshot.decode import decode_snapshot, read_snapshot_dict
 from .snapshot.model import SnapshotModel
-from .storage import open_single
+from .storage import Storage, open_single
 from .views import memory_snapshot as views
 
 # What reading a snapshot may take at its peak per byte of (inflated) file: the unpickled
@@ -141,6 +141,11 @@ def load_snapshot(path_or_url: str | os.PathLike[str], max_memory_bytes: int = D
         than `max_memory_bytes` to read; the message names the file and the reason.
     """
     storage, name = open_single(path_or_url)
+    return read_snapshot(storage, name, max_memory_bytes)
+
+
+def read_snapshot(storage: Storage, name: str, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> MemorySnapshot:
+    """The memory snapshot of the file `name` of `storage` (`load_snapshot`, whose errors it raises)."""
     display = storage.display(name)
     limit = snapshot_limit(max_memory_bytes)
     data = storage.read_trace(name, limit=limit).data
