@@ -121,7 +121,7 @@ def snapshot_from_bytes(data: Any, source: str) -> MemorySnapshot:
     gc.disable()
     try:
         snapshot = read_snapshot_dict(data, source)
-        model = decode_snapshot(snapshot, source)
+        model = decode_snapshot(snapshot, source, consume=True)
         del snapshot
     finally:
         if collecting:

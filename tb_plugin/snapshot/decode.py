@@ -287,47 +287,68 @@ def _categorical(values, categories):
                                      categories=cast(pd.Index, list(codes)))  # pandas-stubs want an Index; pandas takes a list
 
 
-def decode_snapshot(snapshot, path):
-    """The `SnapshotModel` of a snapshot dict (`read_snapshot_dict`)."""
+def decode_snapshot(snapshot, path, consume=False):
+    """The `SnapshotModel` of a snapshot dict (`read_snapshot_dict`). With `consume`, each
+    device's list of entries is emptied as it is read (a slice at a time), so the entry dicts
+    already turned into columns are freed while the rest are read: the peak holds the dicts
+    or the columns, not both. The snapshot is then no longer whole."""
     try:
-        return _decode(snapshot, path)
+        return _decode(snapshot, path, consume)
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise TraceError(path, f"not a memory snapshot in the documented format ({type(exc).__name__}: {exc})") from None
 
 
-def _decode(snapshot, path):
+# Entries of a device's trace turned into columns at a time (and, consuming, then freed).
+_DECODE_SLICE = 1 << 17
+_ENTRY_COLUMNS = ("device", "action", "addr", "size", "stream", "time_us", "stack", "pool", "device_free")
+
+
+def _entry_columns(entries, device, interner, pools, action_codes):
+    """{column: numpy array} of a slice of one device's entries; `action` as codes into
+    `action_codes` ({action: code}, which gains the actions not met before)."""
+    n = len(entries)
+    actions = list(map(itemgetter("action"), entries))
+    for value in dict.fromkeys(actions):
+        action_codes.setdefault(value, len(action_codes))
+    action = np.fromiter(map(action_codes.__getitem__, actions), dtype=np.int32, count=n)
+    # Only `oom` entries say how much the device had free: read from those alone.
+    device_free = np.full(n, -1, dtype=np.int64)
+    ooms = np.flatnonzero(action == action_codes["oom"])
+    device_free[ooms] = _column([entries[i] for i in ooms], "device_free", -1, np.int64)
+    return {
+        "device": np.full(n, device, dtype=np.int64),
+        "action": action,
+        "addr": _column(entries, "addr", -1, np.int64),
+        "size": _column(entries, "size", 0, np.int64),
+        "stream": _column(entries, "stream", 0, np.int64),
+        "time_us": _column(entries, "time_us", np.nan, np.float64),
+        "stack": interner.stack_codes(_optional_list(entries, "frames")),
+        "pool": _pool_codes(_optional_list(entries, "pool_id"), pools),
+        "device_free": device_free,
+    }
+
+
+def _decode(snapshot, path, consume):
     interner, pools = _Interner(), {"0,0": 0}
+    action_codes = {c: i for i, c in enumerate(ACTIONS)}
     # --- the trace: one row per allocator action, devices one after another ---
-    parts = []
+    slices = []
     for device, entries in enumerate(snapshot.get("device_traces", [])):
-        if not entries:
-            continue
-        n = len(entries)
-        actions = list(map(itemgetter("action"), entries))
-        action = _categorical(actions, ACTIONS)
-        time_us = _column(entries, "time_us", np.nan, np.float64)
-        # Only `oom` entries say how much the device had free: read from those alone.
-        device_free = np.full(n, -1, dtype=np.int64)
-        ooms = np.flatnonzero(action.codes == ACTIONS.index("oom"))
-        device_free[ooms] = _column([entries[i] for i in ooms], "device_free", -1, np.int64)
-        parts.append(pd.DataFrame({
-            "device": np.full(n, device, dtype=np.int64),
-            "action": action,
-            "addr": _column(entries, "addr", -1, np.int64),
-            "size": _column(entries, "size", 0, np.int64),
-            "stream": _column(entries, "stream", 0, np.int64),
-            "time_us": time_us,
-            "stack": interner.stack_codes(_optional_list(entries, "frames")),
-            "pool": _pool_codes(_optional_list(entries, "pool_id"), pools),
-            "device_free": device_free,
-        }))
-    entries = (pd.concat(parts, ignore_index=True) if parts else
-               pd.DataFrame({"device": np.empty(0, np.int64), "action": pd.Categorical([], categories=list(ACTIONS)),
-                             **{c: np.empty(0, np.int64) for c in ("addr", "size", "stream")},
-                             "time_us": np.empty(0), "stack": np.empty(0, np.int64), "pool": np.empty(0, np.int64),
-                             "device_free": np.empty(0, np.int64)}))
-    if len(parts) > 1:  # categories differ per device when one met an action another did not
-        entries["action"] = _categorical(entries["action"].astype(object).tolist(), ACTIONS)
+        for start in range(0, len(entries), _DECODE_SLICE):
+            if consume:
+                slices.append(_entry_columns(entries[:_DECODE_SLICE], device, interner, pools, action_codes))
+                del entries[:_DECODE_SLICE]
+            else:
+                slices.append(_entry_columns(entries[start:start + _DECODE_SLICE], device, interner, pools, action_codes))
+    columns = {c: np.concatenate([part[c] for part in slices]) if slices else np.empty(0, np.float64 if c == "time_us" else np.int64)
+               for c in _ENTRY_COLUMNS}
+    del slices
+    if not all(isinstance(c, str) for c in action_codes):
+        raise ValueError(f"an action that is not text among {list(action_codes)[:10]}")
+    action = pd.Categorical.from_codes(columns.pop("action").astype(np.int32), categories=cast(pd.Index, list(action_codes)))
+    entries = pd.DataFrame(columns)
+    del columns
+    entries.insert(1, "action", pd.Series(action))
     entries.insert(0, "entry", np.arange(len(entries), dtype=np.int64))
 
     # --- the state when the snapshot was taken: segments and their blocks ---
