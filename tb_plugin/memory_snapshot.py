@@ -18,7 +18,7 @@ import pandas as pd
 from .errors import NotFoundError, TraceError
 from .snapshot.decode import decode_snapshot, read_snapshot_dict
 from .snapshot.model import SnapshotModel
-from .storage import Storage, open_single
+from .storage import Storage, TraceBytes, open_single
 from .views import memory_snapshot as views
 
 # What reading a snapshot may take at its peak per byte of (inflated) file: the unpickled
@@ -113,14 +113,17 @@ def beside_traces(snapshot: MemorySnapshot, profiles: dict[tuple[str, int], Any]
     return views.beside_traces(snapshot.model, {key: profile.model for key, profile in profiles.items()})
 
 
-def snapshot_from_bytes(data: Any, source: str) -> MemorySnapshot:
-    """A `MemorySnapshot` of a snapshot file's (inflated) bytes; `source` names it in errors."""
+def snapshot_from_bytes(stored: TraceBytes, source: str) -> MemorySnapshot:
+    """A `MemorySnapshot` of a snapshot file's (inflated) bytes `stored`; `source` names it in
+    errors. The bytes are handed back (`TraceBytes.release`) once unpickled, and the entry
+    dicts freed as they become columns: the decode's peak stays below the unpickling's."""
     # The collector is paused while the millions of dicts are made and read: they all stay
     # alive until the tables are built, so each pass over them would find nothing to free.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        snapshot = read_snapshot_dict(data, source)
+        snapshot = read_snapshot_dict(stored.data, source)
+        stored.release()
         model = decode_snapshot(snapshot, source, consume=True)
         del snapshot
     finally:
@@ -148,8 +151,8 @@ def read_snapshot(storage: Storage, name: str, max_memory_bytes: int = DEFAULT_M
     """The memory snapshot of the file `name` of `storage` (`load_snapshot`, whose errors it raises)."""
     display = storage.display(name)
     limit = snapshot_limit(max_memory_bytes)
-    data = storage.read_trace(name, limit=limit).data
-    if len(data) > limit:
-        raise TraceError(display, f"too large to load: {len(data) >> 20} MB would take more than the memory budget "
+    stored = storage.read_trace(name, limit=limit)
+    if len(stored.data) > limit:
+        raise TraceError(display, f"too large to load: {len(stored.data) >> 20} MB would take more than the memory budget "
                                   f"({max_memory_bytes >> 20} MB) to read")
-    return snapshot_from_bytes(data, display)
+    return snapshot_from_bytes(stored, display)

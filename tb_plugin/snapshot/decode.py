@@ -54,6 +54,25 @@ class _NoGlobalsUnpickler(pickle.Unpickler):
         raise _Refused("the pickle holds a persistent id: refused (nothing in it was run)")
 
 
+class _ViewReader(io.RawIOBase):
+    """Bytes-like `data` as a file read in place: `io.BytesIO` would copy a memory mapping's
+    view whole (the file once more at the unpickling's peak)."""
+
+    def __init__(self, data):
+        super().__init__()
+        self._view = memoryview(data).cast("B")
+        self._at = 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = min(len(buffer), len(self._view) - self._at)
+        buffer[:n] = self._view[self._at:self._at + n]
+        self._at += n
+        return n
+
+
 def read_snapshot_dict(data, path):
     """The snapshot dict of the (inflated) bytes `data` of the file `path`: a pickle of
     protocol 2-5 read by `_NoGlobalsUnpickler`, or a JSON snapshot. Anything else, or a
@@ -65,7 +84,7 @@ def read_snapshot_dict(data, path):
         collecting = gc.isenabled()
         gc.disable()
         try:
-            snapshot = _NoGlobalsUnpickler(io.BytesIO(data)).load()
+            snapshot = _NoGlobalsUnpickler(io.BufferedReader(_ViewReader(data), 1 << 20)).load()
         except _Refused as exc:
             raise TraceError(path, f"not a memory snapshot: {exc}") from None
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, MemoryError,
