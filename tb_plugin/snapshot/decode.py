@@ -14,10 +14,13 @@ having run nothing. What comes out is then checked to be the documented shape be
 used.
 
 Speed: the pickle is decoded by CPython's C unpickler (with the garbage collector paused: the
-millions of dicts it makes are all live) and each table column is taken from the entry dicts
-with C-level `map(itemgetter(...))`, not a Python loop per entry. Stacks are interned by the
-identity of the frame objects first (torch's pickle shares each distinct frame dict through
-the pickle memo), then by content.
+millions of dicts it makes are all live), reading a memory-mapped file in place, and each
+table column is taken from the entry dicts with C-level `map(itemgetter(...))`, not a Python
+loop per entry, a slice of entries at a time (freed as they are read when loading a file).
+Stacks are interned by the identity of the frame objects first (torch's pickle shares each
+distinct frame dict through the pickle memo), each entry's list hashed with numpy from its
+frames' codes and checked against the stack stored under that hash, then by content.
+Each allocation's lifetime is worked out here too (`lifetimes.py`), once per decode.
 """
 
 import gc
@@ -255,7 +258,7 @@ class _Interner:
         lengths = np.array([len(s) for s in unique_stacks], dtype=np.int64)
         stack_frames = pd.DataFrame({
             "stack": np.repeat(np.arange(len(unique_stacks), dtype=np.int64), lengths),
-            "depth": np.concatenate([np.arange(n) for n in lengths]) if len(lengths) else np.empty(0, np.int64),
+            "depth": _ranges(np.zeros(len(lengths), np.int64), lengths),
             "frame": np.fromiter((f for s in unique_stacks for f in s), dtype=np.int64, count=int(lengths.sum())),
         })
         remap = np.append(np.asarray(stack_codes, dtype=np.int64), -1)  # code -1 stays -1
