@@ -14,7 +14,9 @@ frame dicts shared through the pickle memo, as torch's own pickles share them, a
 the end as the allocator holds them. Each measurement runs in a fresh child
 process (RSS only grows within a process), read from VmHWM.
 
-    PYTHONPATH=. python benchmarks/snapshot_bench.py --entries 5000000
+    PYTHONPATH=. python benchmarks/snapshot_bench.py --entries 5000000 [--snapshot /tmp/s5m.pickle]
+
+`--snapshot` keeps the synthetic file (written once, in a child process) for the next run.
 """
 
 import argparse
@@ -111,7 +113,7 @@ def child(kind, path, entries, queries, seed):
     entries = len(snap.model.entries)
     start = time.perf_counter()
     whole = snap.timeline(0, bins=1600)
-    first_paint = time.perf_counter() - start  # building the lifetime index on the way
+    first_paint = time.perf_counter() - start  # building the block maxima on the way
     t0, t1 = whole.totals["start_us"].iloc[0], snap.model.entries["time_us"].iloc[-1]
     rng = np.random.default_rng(seed)
     latencies = []

@@ -21,10 +21,12 @@ from .snapshot.model import SnapshotModel
 from .storage import Storage, TraceBytes, open_single
 from .views import memory_snapshot as views
 
-# What reading a snapshot may take at its peak per byte of (inflated) file: the unpickled
-# dicts (`pickle.loads` alone peaks at 5.4x the file) and the tables built from them while
-# those are still held: 6.5x measured by `benchmarks/snapshot_bench.py` on 5 M entries.
-PEAK_BYTES_PER_SNAPSHOT_BYTE = 7
+# What reading a snapshot may take at its peak per byte of (inflated) file: the file and the
+# unpickled dicts (`pickle.loads` alone peaks at 5.4x the file); the tables are built while the
+# dicts are freed, so the load peaks there too: 5.5x measured by `benchmarks/snapshot_bench.py`
+# on 5 M entries (6.5x while the dicts and the tables were held together), with room for
+# snapshots whose entries carry more of their own objects.
+PEAK_BYTES_PER_SNAPSHOT_BYTE = 6
 DEFAULT_MAX_MEMORY_BYTES = 4 << 30
 
 
