@@ -243,6 +243,18 @@ class _Payload:
         return os.system, (f"touch {self.marker}",)
 
 
+def test_a_consuming_decode_frees_the_entries_and_makes_the_same_tables(snapshot):
+    from tb_plugin.snapshot.decode import decode_snapshot
+    from tb_plugin.snapshot.model import TABLES
+
+    kept, consumed = pickle.loads(pickle.dumps(snapshot)), pickle.loads(pickle.dumps(snapshot))
+    whole, freed = decode_snapshot(kept, "kept"), decode_snapshot(consumed, "consumed", consume=True)
+    assert [len(t) for t in kept["device_traces"]] == [len(t) for t in snapshot["device_traces"]]
+    assert [len(t) for t in consumed["device_traces"]] == [0, 0]
+    for name in TABLES:
+        assert getattr(whole, name).equals(getattr(freed, name)), name
+
+
 def test_a_planted_payload_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "ran"
     path = tmp_path / "evil.pickle"
