@@ -14,7 +14,9 @@ frame dicts shared through the pickle memo, as torch's own pickles share them, a
 the end as the allocator holds them. Each measurement runs in a fresh child
 process (RSS only grows within a process), read from VmHWM.
 
-    PYTHONPATH=. python benchmarks/snapshot_bench.py --entries 5000000
+    PYTHONPATH=. python benchmarks/snapshot_bench.py --entries 5000000 [--snapshot /tmp/s5m.pickle]
+
+`--snapshot` keeps the synthetic file (written once, in a child process) for the next run.
 """
 
 import argparse
@@ -84,8 +86,11 @@ def synthesise(path, entries, seed=0):
     return os.path.getsize(path)
 
 
-def child(kind, path, queries, seed):
+def child(kind, path, entries, queries, seed):
     """One measurement in this (fresh) process; prints a JSON line."""
+    if kind == "synthesise":
+        print(json.dumps({"size": synthesise(path, entries, seed)}))
+        return
     data = Path(path).read_bytes()
     after_read = vm_hwm()
     if kind == "pickle":
@@ -108,7 +113,7 @@ def child(kind, path, queries, seed):
     entries = len(snap.model.entries)
     start = time.perf_counter()
     whole = snap.timeline(0, bins=1600)
-    first_paint = time.perf_counter() - start  # building the lifetime index on the way
+    first_paint = time.perf_counter() - start  # building the block maxima on the way
     t0, t1 = whole.totals["start_us"].iloc[0], snap.model.entries["time_us"].iloc[-1]
     rng = np.random.default_rng(seed)
     latencies = []
@@ -135,7 +140,7 @@ def child(kind, path, queries, seed):
 
 
 def run_child(kind, path, args):
-    out = subprocess.run([sys.executable, __file__, "--child", kind, path, "--queries", str(args.queries),
+    out = subprocess.run([sys.executable, __file__, "--child", kind, path, "--entries", str(args.entries), "--queries", str(args.queries),
                           "--seed", str(args.seed)], check=True, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -146,15 +151,21 @@ def main(argv=None):
     parser.add_argument("--entries", type=int, default=5_000_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--snapshot", metavar="PATH",
+                        help="measure this file, synthesising it first when it does not exist (kept between runs)")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return child(args.child[0], args.child[1], args.queries, args.seed)
+        return child(args.child[0], args.child[1], args.entries, args.queries, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "synthetic.pickle")
-        start = time.perf_counter()
-        size = synthesise(path, args.entries, args.seed)
-        print(f"synthetic snapshot: {args.entries:,} entries, {size / 1e6:,.0f} MB ({time.perf_counter() - start:.0f} s to write)")
+        path = args.snapshot or os.path.join(tmp, "synthetic.pickle")
+        if os.path.exists(path):
+            size = os.path.getsize(path)
+            print(f"snapshot {path}: {size / 1e6:,.0f} MB")
+        else:
+            start = time.perf_counter()
+            size = run_child("synthesise", path, args)["size"]  # in a child: the parent stays small
+            print(f"synthetic snapshot: {args.entries:,} entries, {size / 1e6:,.0f} MB ({time.perf_counter() - start:.0f} s to write)")
         baseline = run_child("pickle", path, args)
         ours = run_child("load", path, args)
     print(f"pickle.loads (GC off): {baseline['seconds']:.2f} s")

@@ -916,7 +916,7 @@ class RunStore:
                                       f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
         self._reserve(path, size * PEAK_BYTES_PER_SNAPSHOT_BYTE)
         stored = self._storage.read_trace(path, partial(self._checked_progress, path, STAGE_READING), limit=limit)
-        snapshot = snapshot_from_bytes(stored.data, display)
+        snapshot = snapshot_from_bytes(stored, display)
         if identity is not None and self._storage.identity(path) == identity:  # unchanged while read
             assert self.cache is not None  # an identity is only taken for the cache
             cache_snapshot(self.cache, display, identity, snapshot)

@@ -18,13 +18,15 @@ import pandas as pd
 from .errors import NotFoundError, TraceError
 from .snapshot.decode import decode_snapshot, read_snapshot_dict
 from .snapshot.model import SnapshotModel, from_parts, to_parts
-from .storage import open_single
+from .storage import Storage, TraceBytes, open_single
 from .views import memory_snapshot as views
 
-# What reading a snapshot may take at its peak per byte of (inflated) file: the unpickled
-# dicts (`pickle.loads` alone peaks at 5.4x the file) and the tables built from them while
-# those are still held: 6.5x measured by `benchmarks/snapshot_bench.py` on 5 M entries.
-PEAK_BYTES_PER_SNAPSHOT_BYTE = 7
+# What reading a snapshot may take at its peak per byte of (inflated) file: the file and the
+# unpickled dicts (`pickle.loads` alone peaks at 5.4x the file); the tables are built while the
+# dicts are freed, so the load peaks there too: 5.5x measured by `benchmarks/snapshot_bench.py`
+# on 5 M entries (6.5x while the dicts and the tables were held together), with room for
+# snapshots whose entries carry more of their own objects.
+PEAK_BYTES_PER_SNAPSHOT_BYTE = 6
 DEFAULT_MAX_MEMORY_BYTES = 4 << 30
 
 
@@ -89,9 +91,10 @@ class MemorySnapshot:
         return views.state(self.model, self._device(device), entry)
 
     def index(self) -> None:
-        """Build now what the timeline's first answer would otherwise build (each allocation's
-        lifetime, each device's allocated and reserved series with their block maxima):
-        the server does it on a background thread right after the load."""
+        """Build now what the timeline's first answer would otherwise build (the block maxima
+        of each device's allocated and reserved bytes, each stack's category and user frame;
+        the lifetimes themselves are made when the snapshot is decoded): the server does it
+        on a background thread right after the load."""
         for device in self.devices():
             views.prepare_timeline(self.model, device)
 
@@ -127,15 +130,18 @@ def cache_snapshot(cache: Any, source: str, identity: dict, snapshot: MemorySnap
                              views.SNAPSHOT_PARTS, source)
 
 
-def snapshot_from_bytes(data: Any, source: str) -> MemorySnapshot:
-    """A `MemorySnapshot` of a snapshot file's (inflated) bytes; `source` names it in errors."""
+def snapshot_from_bytes(stored: TraceBytes, source: str) -> MemorySnapshot:
+    """A `MemorySnapshot` of a snapshot file's (inflated) bytes `stored`; `source` names it in
+    errors. The bytes are handed back (`TraceBytes.release`) once unpickled, and the entry
+    dicts freed as they become columns: the decode's peak stays below the unpickling's."""
     # The collector is paused while the millions of dicts are made and read: they all stay
     # alive until the tables are built, so each pass over them would find nothing to free.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        snapshot = read_snapshot_dict(data, source)
-        model = decode_snapshot(snapshot, source)
+        snapshot = read_snapshot_dict(stored.data, source)
+        stored.release()
+        model = decode_snapshot(snapshot, source, consume=True)
         del snapshot
     finally:
         if collecting:
@@ -155,10 +161,15 @@ def load_snapshot(path_or_url: str | os.PathLike[str], max_memory_bytes: int = D
         than `max_memory_bytes` to read; the message names the file and the reason.
     """
     storage, name = open_single(path_or_url)
+    return read_snapshot(storage, name, max_memory_bytes)
+
+
+def read_snapshot(storage: Storage, name: str, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> MemorySnapshot:
+    """The memory snapshot of the file `name` of `storage` (`load_snapshot`, whose errors it raises)."""
     display = storage.display(name)
     limit = snapshot_limit(max_memory_bytes)
-    data = storage.read_trace(name, limit=limit).data
-    if len(data) > limit:
-        raise TraceError(display, f"too large to load: {len(data) >> 20} MB would take more than the memory budget "
+    stored = storage.read_trace(name, limit=limit)
+    if len(stored.data) > limit:
+        raise TraceError(display, f"too large to load: {len(stored.data) >> 20} MB would take more than the memory budget "
                                   f"({max_memory_bytes >> 20} MB) to read")
-    return snapshot_from_bytes(data, display)
+    return snapshot_from_bytes(stored, display)

@@ -24,6 +24,7 @@ import pandas as pd
 from .cache import ModelCache
 from .discovery import RunFiles, SpanFile, discover_runs
 from .errors import NotFoundError, TraceError
+from .memory_snapshot import DEFAULT_MAX_MEMORY_BYTES, MemorySnapshot, read_snapshot
 from .profile import Profile, diff, profile_from_bytes
 from .schema import Persisted
 from .storage import Storage
@@ -208,6 +209,7 @@ class Run:
         self.cache = cache if cache is not None and cache.enabled else None
         self._profiles: dict[tuple[str, int], Profile] = {}
         self.summaries = SummaryStore(self.cache)
+        self._snapshots: dict[tuple[str, int], MemorySnapshot] = {}
 
     def __repr__(self) -> str:
         return f"Run({self.storage.display(None)!r}, workers={self.workers})"
@@ -247,6 +249,23 @@ class Run:
             if model is not None:
                 return Profile(display, model)
         return profile_from_bytes(self.storage.read_trace(rel), display, progress)
+
+    def snapshots(self) -> list[str]:
+        """Names of the run's CUDA memory snapshots (`rank0`, ...), as the server lists them."""
+        return list(self.files.snapshots)
+
+    def snapshot(self, name: str, span: int = 1, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> MemorySnapshot:
+        """The memory snapshot `name` (its `span`-th file where one name has several), loaded
+        on first use and held by the run: what `tb_plugin.load_snapshot` returns for its file."""
+        spans = self.files.snapshots.get(name)
+        if spans is None:
+            raise NotFoundError(f"no memory snapshot {name!r} in this run; snapshots: {self.snapshots()}")
+        if not 1 <= span <= len(spans):
+            raise NotFoundError(f"memory snapshot {name!r} has spans 1..{len(spans)}, not {span}")
+        key = (name, span)
+        if key not in self._snapshots:
+            self._snapshots[key] = read_snapshot(self.storage, spans[span - 1].path, max_memory_bytes)
+        return self._snapshots[key]
 
     def __getitem__(self, key: str | tuple[str, int]) -> Profile:
         worker, span = key if isinstance(key, tuple) else (key, 1)
@@ -439,7 +458,7 @@ def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[st
     Raises
     ------
     TraceError
-        When the directory holds no trace files.
+        When the directory holds no trace files and no memory snapshots.
     """
     storage = Storage(dir_or_url)
     if not storage.remote and not os.path.isdir(storage.root):  # not "no trace files in this directory"
@@ -447,7 +466,7 @@ def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[st
                          if os.path.exists(storage.root) else "no such directory")
     runs = discover_runs(_TopLevelOnly(storage))
     if "." not in runs:
-        raise TraceError(storage.display(None), "no trace files (*.pt.trace.json[.gz]) in this directory")
+        raise TraceError(storage.display(None), "no trace files (*.pt.trace.json[.gz]) or memory snapshots in this directory")
     return Run(storage, runs["."], ModelCache(cache_dir) if cache_dir is not None else None)
 
 

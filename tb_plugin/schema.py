@@ -111,6 +111,14 @@ class Table:
         an answer). A missing column, or values that cannot take the declared dtype, raise
         `SchemaError` naming the table and column.
         """
+        if not isinstance(data, pd.DataFrame) and all(
+                c.name in data and isinstance(data[c.name], np.ndarray) and _is_declared_array(data[c.name], c) for c in self.columns):
+            # Arrays already of the declared dtypes (a zoomed timeline's hundred thousand
+            # points): one DataFrame made from them, not a DataFrame, a Series per column,
+            # their conversions and a second DataFrame.
+            index = pd.RangeIndex(len(data[self.names[0]]))
+            return pd.DataFrame({c.name: pd.Series(data[c.name], index=index, dtype=object) if c.dtype == "str" else data[c.name]
+                                 for c in self.columns}, index=index)  # text stays object, as `_as_dtype` leaves it
         source = data if isinstance(data, pd.DataFrame) else pd.DataFrame(dict(data))
         missing = [n for n in self.names if n not in source.columns]
         if missing:
@@ -207,6 +215,14 @@ def _as_dtype(values, dtype, nullable=False):
     if len(series) == 0:
         return series.astype(np.float64)
     raise TypeError(f"holds {series.dtype}, not numbers")
+
+
+def _is_declared_array(values, column):
+    """Whether the numpy array `values` is 1-D and of `column`'s dtype as `frame` makes it
+    (text: an object array, as `_as_dtype` leaves it)."""
+    if values.ndim != 1 or (column.dtype == "int64" and column.nullable):
+        return False
+    return values.dtype == (object if column.dtype == "str" else np.dtype(column.dtype))
 
 
 def _categories_are_str(series):

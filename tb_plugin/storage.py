@@ -15,6 +15,7 @@ import zlib
 from dataclasses import dataclass
 
 from .errors import FileAccessError, PathOutsideLogdirError, TraceError, os_reason
+from .snapshot.sniff import looks_like_pickle
 
 GZIP_MAGIC = b"\x1f\x8b"
 # How many directory levels below the root a walk descends: deeper trees (a directory nested
@@ -51,8 +52,11 @@ class FileStat:
 _IDENTITY_HASH_BYTES = 64 << 10
 
 
-def _budget_exceeded(path, limit):
-    return TraceError(path, f"too large to load: its JSON inflates to more than {limit >> 20} MB, the memory "
+def _budget_exceeded(path, limit, head):
+    """The error of a gzip inflating past `limit`; `head`, its first inflated bytes, tells
+    what it holds (a memory snapshot's pickle, else a trace's JSON)."""
+    what = "pickle" if looks_like_pickle(bytes(head[:2])) else "JSON"
+    return TraceError(path, f"too large to load: its {what} inflates to more than {limit >> 20} MB, the memory "
                             "budget (--profiler_max_memory_mb; preprocess's --max-memory-mb)")
 
 
@@ -79,7 +83,7 @@ def decompress_if_gzip(data, path, limit=None):
         except (EOFError, OSError, zlib.error) as exc:
             raise TraceError(path, f"the gzip stream is corrupt or truncated ({exc})") from None
     if limit is not None and len(inflated) > limit:
-        raise _budget_exceeded(path, limit)
+        raise _budget_exceeded(path, limit, inflated)
     return inflated
 
 
@@ -355,7 +359,7 @@ class Storage:
                     inflated = None
                 if inflated is not None and len(inflated.data) == capacity and stream.read(1):
                     if limit is not None:
-                        raise _budget_exceeded(self.display(rel), limit)
+                        raise _budget_exceeded(self.display(rel), limit, inflated.data)
                     inflated = None
                 if inflated is None:
                     fh.seek(0)

@@ -35,7 +35,7 @@ ALLOWED = {
     "sources": ((), "a stack frame's file -> a path that exists here"),
     "schema": ((), "table declarations, below everything that declares a table"),
     "version": ((), "the package's version, read by the cache without the package facade"),
-    "storage": (("errors", "fsspec"), "bytes from local files or fsspec"),
+    "storage": (("errors", "fsspec", "snapshot/sniff"), "bytes from local files or fsspec (and what they are, in errors)"),
     "discovery": (("errors", "snapshot/sniff"), "runs and spans (and memory snapshots) from file names"),
     "trace/": (("trace/", "errors", "schema"), "the trace model knows nothing of the layers above it"),
     "snapshot/": (("snapshot/", "errors"), "the memory snapshot model knows nothing of the layers above it"),
@@ -53,7 +53,7 @@ ALLOWED = {
     "summaries": (("cache", "errors", "schema", "storage"),
                   "per-file summaries held, read from the disk cache, built and written back, for the server and "
                   "the Python API alike"),
-    "runs": (("cache", "discovery", "errors", "profile", "schema", "storage", "summaries", "views/"),
+    "runs": (("cache", "discovery", "errors", "memory_snapshot", "profile", "schema", "storage", "summaries", "views/"),
              "a run and a span of many ranks read, summarised and combined, for the server and the Python API"),
     "preprocess": (("cache", "discovery", "errors", "loading", "profile", "runs", "storage", "dask"),
                    "a Dask task per trace through the Python API into the cache"),

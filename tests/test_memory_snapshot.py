@@ -15,6 +15,7 @@ import pytest
 
 import tb_plugin
 from tb_plugin import TraceError
+from tb_plugin.errors import NotFoundError
 from tb_plugin.__main__ import main
 
 from .helpers import PREFIX, make_client, memory, op, wait_route, write_trace
@@ -243,6 +244,18 @@ class _Payload:
         return os.system, (f"touch {self.marker}",)
 
 
+def test_a_consuming_decode_frees_the_entries_and_makes_the_same_tables(snapshot):
+    from tb_plugin.snapshot.decode import decode_snapshot
+    from tb_plugin.snapshot.model import TABLES
+
+    kept, consumed = pickle.loads(pickle.dumps(snapshot)), pickle.loads(pickle.dumps(snapshot))
+    whole, freed = decode_snapshot(kept, "kept"), decode_snapshot(consumed, "consumed", consume=True)
+    assert [len(t) for t in kept["device_traces"]] == [len(t) for t in snapshot["device_traces"]]
+    assert [len(t) for t in consumed["device_traces"]] == [0, 0]
+    for name in TABLES:
+        assert getattr(whole, name).equals(getattr(freed, name)), name
+
+
 def test_a_planted_payload_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "ran"
     path = tmp_path / "evil.pickle"
@@ -275,7 +288,7 @@ def test_the_inflated_size_is_bounded_by_the_memory_budget(tmp_path):
     path.write_bytes(gzip.compress(pickle.dumps({"segments": [], "device_traces": [[{"action": "oom"}] * 10],
                                                  "pad": b"\0" * (8 << 20)})))
     assert path.stat().st_size < 100 << 10
-    with pytest.raises(TraceError, match="too large"):
+    with pytest.raises(TraceError, match="too large to load: its pickle inflates"):
         tb_plugin.load_snapshot(path, max_memory_bytes=16 << 20)
 
 
@@ -310,6 +323,20 @@ def test_snapshots_are_found_by_name_and_json_by_content(tmp_path, snapshot):
     found = {name: [(f.span, f.stamp, f.path) for f in files] for name, files in runs["job"].snapshots.items()}
     assert found == {"rank0": [(1, None, "job/rank0.pickle")], "rank1": [(1, 1700000000, "job/rank1.1700000000.pickle.gz")],
                      "rank2": [(1, None, "job/rank2.json")]}
+
+
+def test_a_run_names_its_snapshots_and_loads_each_as_load_snapshot_does(tmp_path, snapshot):
+    run = tb_plugin.load_run(_logdir(tmp_path, snapshot) / "job")
+    assert run.workers == [] and run.snapshots() == ["rank0", "rank1", "rank2"]
+    counts = [int(n) for n in re.findall(r"^(\d+) entries$", memory_viz.trace(snapshot), re.M)]
+    for name, file_name in (("rank0", "rank0.pickle"), ("rank1", "rank1.1700000000.pickle.gz"), ("rank2", "rank2.json")):
+        snap = run.snapshot(name)
+        assert run.snapshot(name) is snap  # held by the run
+        alone = tb_plugin.load_snapshot(tmp_path / "logs" / "job" / file_name)
+        assert type(snap) is type(alone) and snap.source == alone.source
+        assert list(snap.peak()["entries"]) == counts and snap.peak().equals(alone.peak())
+    with pytest.raises(NotFoundError, match="rank3"):
+        run.snapshot("rank3")
 
 
 def test_store_serves_snapshots_from_the_disk_cache_when_unchanged(tmp_path, snapshot, snap, monkeypatch):

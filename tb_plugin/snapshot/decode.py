@@ -14,10 +14,13 @@ having run nothing. What comes out is then checked to be the documented shape be
 used.
 
 Speed: the pickle is decoded by CPython's C unpickler (with the garbage collector paused: the
-millions of dicts it makes are all live) and each table column is taken from the entry dicts
-with C-level `map(itemgetter(...))`, not a Python loop per entry. Stacks are interned by the
-identity of the frame objects first (torch's pickle shares each distinct frame dict through
-the pickle memo), then by content.
+millions of dicts it makes are all live), reading a memory-mapped file in place, and each
+table column is taken from the entry dicts with C-level `map(itemgetter(...))`, not a Python
+loop per entry, a slice of entries at a time (freed as they are read when loading a file).
+Stacks are interned by the identity of the frame objects first (torch's pickle shares each
+distinct frame dict through the pickle memo), each entry's list hashed with numpy from its
+frames' codes and checked against the stack stored under that hash, then by content.
+Each allocation's lifetime is worked out here too (`lifetimes.py`), once per decode.
 """
 
 import gc
@@ -25,6 +28,7 @@ import io
 import json
 import pickle
 from collections.abc import Collection
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, cast
 
@@ -32,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
+from .lifetimes import allocations_table, running_bytes
 from .model import ACTIONS, BLOCK_STATES, SnapshotModel
 from .sniff import PROTO_OPCODE, PICKLE_PROTOCOLS, looks_like_json_snapshot
 
@@ -52,6 +57,25 @@ class _NoGlobalsUnpickler(pickle.Unpickler):
         raise _Refused("the pickle holds a persistent id: refused (nothing in it was run)")
 
 
+class _ViewReader(io.RawIOBase):
+    """Bytes-like `data` as a file read in place: `io.BytesIO` would copy a memory mapping's
+    view whole (the file once more at the unpickling's peak)."""
+
+    def __init__(self, data):
+        super().__init__()
+        self._view = memoryview(data).cast("B")
+        self._at = 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = min(len(buffer), len(self._view) - self._at)
+        buffer[:n] = self._view[self._at:self._at + n]
+        self._at += n
+        return n
+
+
 def read_snapshot_dict(data, path):
     """The snapshot dict of the (inflated) bytes `data` of the file `path`: a pickle of
     protocol 2-5 read by `_NoGlobalsUnpickler`, or a JSON snapshot. Anything else, or a
@@ -63,7 +87,7 @@ def read_snapshot_dict(data, path):
         collecting = gc.isenabled()
         gc.disable()
         try:
-            snapshot = _NoGlobalsUnpickler(io.BytesIO(data)).load()
+            snapshot = _NoGlobalsUnpickler(io.BufferedReader(_ViewReader(data), 1 << 20)).load()
         except _Refused as exc:
             raise TraceError(path, f"not a memory snapshot: {exc}") from None
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, MemoryError,
@@ -100,15 +124,40 @@ def _check_shape(snapshot, path):
         raise TraceError(path, "not a memory snapshot: 'segments' is not a list of dicts with lists of blocks")
 
 
+# Two different stacks of equal 64-bit hashes (odds about stacks^2 / 2^65): the decode stops
+# rather than merge them.
+_COLLISION = "two different stacks have the same hash; please report this snapshot"
+# Distinct frame lists hashed at a time: their frames' ids are arrays of this many lists' frames.
+_HASH_LISTS = 1 << 16
+# Multipliers of a stack's frames by depth in its hash (odd 64-bit numbers: no depth is lost).
+_DEPTH_MULTIPLIERS = np.random.default_rng(29).integers(1, 1 << 62, size=256, dtype=np.int64).astype(np.uint64) * 2 + 1
+
+
+def _ranges(starts, lengths):
+    """The positions start, start + 1, ... start + length - 1 of each (start, length), concatenated."""
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+
+
 class _Interner:
     """Frames and stacks met while decoding, each stored once (module docstring: by object
-    identity first, by content at the end)."""
+    identity first, by content at the end). A list of frames is hashed with numpy (its
+    frames' codes times a multiplier per depth, summed); lists of equal hash are then checked
+    frame by frame against the one stored, so two stacks are one only when they are equal."""
 
     def __init__(self):
-        self.frame_objects = []  # distinct frame dicts, by identity
+        self.frame_objects = []  # distinct frame dicts, by identity (kept: their ids stay theirs)
         self._frame_by_id = {}
-        self.stacks = []  # tuples of indexes into frame_objects, innermost frame first
-        self._stack_by_ids = {}
+        self._stack_by_hash = {}  # hash -> stack code (-1: the empty list)
+        # Each stack's frames (codes into frame_objects, innermost first): stack code -> its
+        # start and length in one array of them.
+        self._stack_starts = np.empty(0, dtype=np.int64)
+        self._stack_lengths = np.empty(0, dtype=np.int64)
+        self._stack_frame_codes = np.empty(0, dtype=np.int64)
+
+    @property
+    def stacks(self):
+        frames = self._stack_frame_codes.tolist()
+        return [tuple(frames[start:start + length]) for start, length in zip(self._stack_starts.tolist(), self._stack_lengths.tolist())]
 
     def stack_codes(self, frame_lists):
         """One stack code per list of frame dicts (-1 for an empty or missing one). Lists
@@ -118,28 +167,75 @@ class _Interner:
         labels, unique_ids = pd.factorize(np.fromiter(map(id, frame_lists), dtype=np.int64, count=len(frame_lists)))
         first = np.zeros(len(unique_ids), dtype=np.int64)
         first[labels[::-1]] = np.arange(len(labels) - 1, -1, -1)  # an entry holding each distinct list
-        by_ids = self._stack_by_ids
-        codes = np.empty(len(unique_ids), dtype=np.int64)
-        for i, row in enumerate(first.tolist()):
-            frames = frame_lists[row]
-            key = tuple(map(id, frames)) if frames else ()
-            code = by_ids.get(key)
-            if code is None:
-                code = by_ids[key] = -1 if not key else self._add_stack(key, frames)
-            codes[i] = code
+        distinct = list(map(frame_lists.__getitem__, first.tolist()))
+        codes = np.concatenate([self._hashed(distinct[lo:lo + _HASH_LISTS]) for lo in range(0, len(distinct), _HASH_LISTS)])
         return codes[labels]
 
-    def _add_stack(self, key, frames):
-        frame_by_id = self._frame_by_id
-        indexes = []
-        for ident, frame in zip(key, frames):
-            index = frame_by_id.get(ident)
-            if index is None:
-                index = frame_by_id[ident] = len(self.frame_objects)
-                self.frame_objects.append(frame)
-            indexes.append(index)
-        self.stacks.append(tuple(indexes))
-        return len(self.stacks) - 1
+    def _hashed(self, lists):
+        """Stack codes of `lists` (distinct list objects), interning the new ones."""
+        try:
+            lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        except TypeError:  # None where an entry has no frames
+            lists = [frames or () for frames in lists]
+            lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        total = int(lengths.sum())
+        ids = np.fromiter(map(id, chain.from_iterable(lists)), dtype=np.int64, count=total)
+        frame = self._frame_codes(ids, lists, lengths)
+        starts = np.cumsum(lengths) - lengths
+        depth = np.arange(total) - np.repeat(starts, lengths)
+        if int(lengths.max(initial=0)) > len(_DEPTH_MULTIPLIERS):
+            raise ValueError(f"a stack of {int(lengths.max())} frames: at most {len(_DEPTH_MULTIPLIERS)} are read")
+        terms = (frame.astype(np.uint64) + np.uint64(1)) * _DEPTH_MULTIPLIERS[depth]
+        nonempty = lengths > 0
+        hashes = np.zeros(len(lists), dtype=np.uint64)
+        hashes[nonempty] = np.add.reduceat(terms, starts[nonempty]) if total else []
+        hashes ^= lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        groups, group_hashes = pd.factorize(hashes)
+        # One list per hash is looked up; every other list of that hash must equal it.
+        representative = np.zeros(len(group_hashes), dtype=np.int64)
+        representative[groups[::-1]] = np.arange(len(groups) - 1, -1, -1)
+        rep_of = representative[groups]
+        if not (np.array_equal(lengths, lengths[rep_of])
+                and np.array_equal(frame, frame[np.repeat(starts[rep_of], lengths) + depth])):
+            raise ValueError(_COLLISION)
+        # Look the hashes up; the new ones get codes (-1 for the empty list) and are stored.
+        keys = group_hashes.tolist()
+        codes = np.fromiter(map(self._stack_by_hash.get, keys, repeat(-2)), dtype=np.int64, count=len(keys))
+        rep_lengths = lengths[representative]
+        rep_frames = frame[_ranges(starts[representative], rep_lengths)]
+        rep_starts = np.cumsum(rep_lengths) - rep_lengths
+        known = codes >= 0
+        stored_lengths = self._stack_lengths[codes[known]]
+        if not (np.array_equal(stored_lengths, rep_lengths[known]) and np.array_equal(
+                self._stack_frame_codes[_ranges(self._stack_starts[codes[known]], stored_lengths)],
+                rep_frames[_ranges(rep_starts[known], stored_lengths)])):
+            raise ValueError(_COLLISION)
+        new = np.flatnonzero((codes == -2) & (rep_lengths > 0))
+        codes[(codes == -2) & (rep_lengths == 0)] = -1
+        codes[new] = len(self._stack_lengths) + np.arange(len(new))
+        self._stack_by_hash.update(zip([keys[i] for i in new.tolist()], codes[new].tolist()))
+        self._stack_by_hash.update((keys[i], -1) for i in np.flatnonzero(rep_lengths == 0).tolist())
+        new_frames = rep_frames[_ranges(rep_starts[new], rep_lengths[new])]
+        self._stack_starts = np.r_[self._stack_starts, len(self._stack_frame_codes) + np.cumsum(rep_lengths[new]) - rep_lengths[new]]
+        self._stack_lengths = np.r_[self._stack_lengths, rep_lengths[new]]
+        self._stack_frame_codes = np.r_[self._stack_frame_codes, new_frames]
+        return codes[groups]
+
+    def _frame_codes(self, ids, lists, lengths):
+        """Codes of the frames whose ids are `ids` (the frames of `lists`, in order), new ones added."""
+        local, unique = pd.factorize(ids)
+        known = self._frame_by_id
+        first = np.zeros(len(unique), dtype=np.int64)
+        first[local[::-1]] = np.arange(len(local) - 1, -1, -1)
+        ends = np.cumsum(lengths)
+        idents = unique.tolist()
+        codes = np.fromiter(map(known.get, idents, repeat(-1)), dtype=np.int64, count=len(idents))
+        for i in np.flatnonzero(codes < 0).tolist():  # frames not met before: a few thousand in all
+            at = int(first[i])
+            row = int(np.searchsorted(ends, at, side="right"))
+            codes[i] = known[idents[i]] = len(self.frame_objects)
+            self.frame_objects.append(lists[row][at - (int(ends[row]) - int(lengths[row]))])
+        return codes[local]
 
     def tables(self, path):
         """(frames, stack_frames, remap of stack codes to content-unique ones)."""
@@ -162,7 +258,7 @@ class _Interner:
         lengths = np.array([len(s) for s in unique_stacks], dtype=np.int64)
         stack_frames = pd.DataFrame({
             "stack": np.repeat(np.arange(len(unique_stacks), dtype=np.int64), lengths),
-            "depth": np.concatenate([np.arange(n) for n in lengths]) if len(lengths) else np.empty(0, np.int64),
+            "depth": _ranges(np.zeros(len(lengths), np.int64), lengths),
             "frame": np.fromiter((f for s in unique_stacks for f in s), dtype=np.int64, count=int(lengths.sum())),
         })
         remap = np.append(np.asarray(stack_codes, dtype=np.int64), -1)  # code -1 stays -1
@@ -187,12 +283,14 @@ def _optional_list(records, key):
     try:
         return list(map(itemgetter(key), records))
     except KeyError:
-        return [r.get(key) for r in records]
+        return list(map(dict.get, records, repeat(key)))
 
 
 def _pool_codes(values, pools):
     """Codes into `pools` (a dict {pool id as text: code}) of each entry's pool id, -1 without one."""
     out = np.full(len(values), -1, dtype=np.int64)
+    if values.count(None) == len(values):  # entries of versions that name no pool
+        return out
     for i, value in enumerate(values):
         if value is not None:
             text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
@@ -211,47 +309,68 @@ def _categorical(values, categories):
                                      categories=cast(pd.Index, list(codes)))  # pandas-stubs want an Index; pandas takes a list
 
 
-def decode_snapshot(snapshot, path):
-    """The `SnapshotModel` of a snapshot dict (`read_snapshot_dict`)."""
+def decode_snapshot(snapshot, path, consume=False):
+    """The `SnapshotModel` of a snapshot dict (`read_snapshot_dict`). With `consume`, each
+    device's list of entries is emptied as it is read (a slice at a time), so the entry dicts
+    already turned into columns are freed while the rest are read: the peak holds the dicts
+    or the columns, not both. The snapshot is then no longer whole."""
     try:
-        return _decode(snapshot, path)
+        return _decode(snapshot, path, consume)
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise TraceError(path, f"not a memory snapshot in the documented format ({type(exc).__name__}: {exc})") from None
 
 
-def _decode(snapshot, path):
+# Entries of a device's trace turned into columns at a time (and, consuming, then freed).
+_DECODE_SLICE = 1 << 17
+_ENTRY_COLUMNS = ("device", "action", "addr", "size", "stream", "time_us", "stack", "pool", "device_free")
+
+
+def _entry_columns(entries, device, interner, pools, action_codes):
+    """{column: numpy array} of a slice of one device's entries; `action` as codes into
+    `action_codes` ({action: code}, which gains the actions not met before)."""
+    n = len(entries)
+    actions = list(map(itemgetter("action"), entries))
+    for value in dict.fromkeys(actions):
+        action_codes.setdefault(value, len(action_codes))
+    action = np.fromiter(map(action_codes.__getitem__, actions), dtype=np.int32, count=n)
+    # Only `oom` entries say how much the device had free: read from those alone.
+    device_free = np.full(n, -1, dtype=np.int64)
+    ooms = np.flatnonzero(action == action_codes["oom"])
+    device_free[ooms] = _column([entries[i] for i in ooms], "device_free", -1, np.int64)
+    return {
+        "device": np.full(n, device, dtype=np.int64),
+        "action": action,
+        "addr": _column(entries, "addr", -1, np.int64),
+        "size": _column(entries, "size", 0, np.int64),
+        "stream": _column(entries, "stream", 0, np.int64),
+        "time_us": _column(entries, "time_us", np.nan, np.float64),
+        "stack": interner.stack_codes(_optional_list(entries, "frames")),
+        "pool": _pool_codes(_optional_list(entries, "pool_id"), pools),
+        "device_free": device_free,
+    }
+
+
+def _decode(snapshot, path, consume):
     interner, pools = _Interner(), {"0,0": 0}
+    action_codes = {c: i for i, c in enumerate(ACTIONS)}
     # --- the trace: one row per allocator action, devices one after another ---
-    parts = []
+    slices = []
     for device, entries in enumerate(snapshot.get("device_traces", [])):
-        if not entries:
-            continue
-        n = len(entries)
-        actions = list(map(itemgetter("action"), entries))
-        action = _categorical(actions, ACTIONS)
-        time_us = _column(entries, "time_us", np.nan, np.float64)
-        # Only `oom` entries say how much the device had free: read from those alone.
-        device_free = np.full(n, -1, dtype=np.int64)
-        ooms = np.flatnonzero(action.codes == ACTIONS.index("oom"))
-        device_free[ooms] = _column([entries[i] for i in ooms], "device_free", -1, np.int64)
-        parts.append(pd.DataFrame({
-            "device": np.full(n, device, dtype=np.int64),
-            "action": action,
-            "addr": _column(entries, "addr", -1, np.int64),
-            "size": _column(entries, "size", 0, np.int64),
-            "stream": _column(entries, "stream", 0, np.int64),
-            "time_us": time_us,
-            "stack": interner.stack_codes(_optional_list(entries, "frames")),
-            "pool": _pool_codes(_optional_list(entries, "pool_id"), pools),
-            "device_free": device_free,
-        }))
-    entries = (pd.concat(parts, ignore_index=True) if parts else
-               pd.DataFrame({"device": np.empty(0, np.int64), "action": pd.Categorical([], categories=list(ACTIONS)),
-                             **{c: np.empty(0, np.int64) for c in ("addr", "size", "stream")},
-                             "time_us": np.empty(0), "stack": np.empty(0, np.int64), "pool": np.empty(0, np.int64),
-                             "device_free": np.empty(0, np.int64)}))
-    if len(parts) > 1:  # categories differ per device when one met an action another did not
-        entries["action"] = _categorical(entries["action"].astype(object).tolist(), ACTIONS)
+        for start in range(0, len(entries), _DECODE_SLICE):
+            if consume:
+                slices.append(_entry_columns(entries[:_DECODE_SLICE], device, interner, pools, action_codes))
+                del entries[:_DECODE_SLICE]
+            else:
+                slices.append(_entry_columns(entries[start:start + _DECODE_SLICE], device, interner, pools, action_codes))
+    columns = {c: np.concatenate([part[c] for part in slices]) if slices else np.empty(0, np.float64 if c == "time_us" else np.int64)
+               for c in _ENTRY_COLUMNS}
+    del slices
+    if not all(isinstance(c, str) for c in action_codes):
+        raise ValueError(f"an action that is not text among {list(action_codes)[:10]}")
+    action = pd.Categorical.from_codes(columns.pop("action").astype(np.int32), categories=cast(pd.Index, list(action_codes)))
+    entries = pd.DataFrame(columns)
+    del columns
+    entries.insert(1, "action", pd.Series(action))
     entries.insert(0, "entry", np.arange(len(entries), dtype=np.int64))
 
     # --- the state when the snapshot was taken: segments and their blocks ---
@@ -297,9 +416,15 @@ def _decode(snapshot, path):
     blocks["stack"] = remap[blocks["stack"].to_numpy()]
     pool_table = pd.DataFrame({"pool": np.arange(len(pools), dtype=np.int64),
                                "pool_id": pd.Series(list(pools), dtype=object)})
+    device_count = len(snapshot.get("device_traces", []))
+    # Every device index a table names has a place (a device with segments but no trace too).
+    device_span = 1 + max(device_count - 1, int(entries["device"].max()) if len(entries) else 0,
+                          int(segments["device"].max()) if len(segments) else 0)
+    allocations = allocations_table(entries, segments, blocks, device_span)
+    entries["allocated"], entries["reserved"] = running_bytes(entries, segments, allocations, device_span)
     settings = snapshot.get("allocator_settings")
     return SnapshotModel(entries=entries, segments=segments, blocks=blocks, frames=frames, stack_frames=stack_frames,
-                         pools=pool_table, device_count=len(snapshot.get("device_traces", [])),
+                         pools=pool_table, allocations=allocations, device_count=device_count,
                          allocator_settings=_plain(settings) if isinstance(settings, dict) else {})
 
 

@@ -6,7 +6,8 @@ Tables (pandas), ids are row positions, -1 means "absent":
   in its recorded order: entry (row number), device, action (categorical over `ACTIONS` and
   any other met), addr, size, stream, time_us (the allocator's clock, microseconds since the
   epoch, NaN when not recorded), stack, pool (into `pools`, -1 when the entry names none),
-  device_free (bytes free on the device, `oom` entries only, else -1);
+  device_free (bytes free on the device, `oom` entries only, else -1), allocated and
+  reserved (bytes allocated and reserved on the entry's device after it: `lifetimes.py`);
 - `segments`: the allocator's segments when the snapshot was taken: device, address,
   total_size, stream, segment_type ("small"/"large"), pool, allocated_size, active_size,
   requested_size;
@@ -17,7 +18,8 @@ Tables (pandas), ids are row positions, -1 means "absent":
 - `stack_frames`: each distinct stack as its frames, innermost (depth 0) first: stack, depth,
   frame (row of `frames`);
 - `pools`: pool (code), pool_id (the allocator's `(a, b)` id as "a,b"; "0,0" is the default
-  pool, any other a private pool: a CUDA graph's, a `MemPool`'s, FSDP's).
+  pool, any other a private pool: a CUDA graph's, a `MemPool`'s, FSDP's);
+- `allocations`: one row per allocation with its lifetime (`lifetimes.allocations_table`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,26 @@ if TYPE_CHECKING:  # the tables' type only: importing the model loads no pandas
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
            "segment_unmap", "oom", "snapshot")
 BLOCK_STATES = ("active_allocated", "active_pending_free", "active_awaiting_free", "inactive")
-TABLES = ("entries", "segments", "blocks", "frames", "stack_frames", "pools")
+TABLES = ("entries", "segments", "blocks", "frames", "stack_frames", "pools", "allocations")
 DEFAULT_POOL_ID = "0,0"
+
+
+def actions_in(action, *names):
+    """Boolean mask of the rows of the categorical `action` that are one of `names` (on the
+    codes: no text per entry)."""
+    import numpy as np
+
+    wanted = [i for i, c in enumerate(action.cat.categories) if c in names]
+    return np.isin(action.cat.codes.to_numpy(), wanted)
+
+
+def held_blocks(blocks):
+    """Mask of the blocks in use when the snapshot was taken (allocated, or freed but awaiting a stream)."""
+    import numpy as np
+
+    state = blocks["state"]
+    held = [i for i, c in enumerate(state.cat.categories) if c.startswith("active_")]
+    return np.isin(state.cat.codes.to_numpy(), held)
 
 
 @dataclass
@@ -45,6 +65,7 @@ class SnapshotModel:
     frames: pd.DataFrame
     stack_frames: pd.DataFrame
     pools: pd.DataFrame
+    allocations: pd.DataFrame
     device_count: int
     allocator_settings: dict = field(default_factory=dict)
 
@@ -70,6 +91,7 @@ class SnapshotParts:
     frames: pd.DataFrame
     stack_frames: pd.DataFrame
     pools: pd.DataFrame
+    allocations: pd.DataFrame
     device_count: int
     allocator_settings: str
 

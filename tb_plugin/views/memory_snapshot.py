@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..errors import BadParameterError, NotFoundError
 from ..schema import NULLABLE, Persisted, declare, documented, tab
-from ..snapshot.model import DEFAULT_POOL_ID, SnapshotModel, SnapshotParts
+from ..snapshot.model import DEFAULT_POOL_ID, SnapshotModel, SnapshotParts, actions_in, held_blocks
 from .common import cached
 
 _LIBRARY_FILE = re.compile(r"site-packages/|dist-packages/|(?:^|/)torch/|/lib/python3[.\d]*/")
@@ -66,7 +66,9 @@ SNAPSHOT_PARTS = Persisted("memory_snapshot", SnapshotParts, {
         ("addr", "int64", "", "the address acted on"), ("size", "int64", "bytes", "bytes acted on"),
         ("stream", "int64", "", "CUDA stream"),
         ("time_us", "float64", "us", "the allocator's clock (epoch us); null when not recorded", NULLABLE),
-        _STACK, _POOL, ("device_free", "int64", "bytes", "bytes free on the device (oom entries), else -1")),
+        _STACK, _POOL, ("device_free", "int64", "bytes", "bytes free on the device (oom entries), else -1"),
+        ("allocated", "int64", "bytes", "bytes allocated on its device after it"),
+        ("reserved", "int64", "bytes", "bytes reserved in segments on its device after it")),
     "segments": declare(
         "snapshot_part_segments", "one allocator segment when the snapshot was taken",
         _DEVICE, ("address", "int64", "", "its start"), ("total_size", "int64", "bytes", "its size"),
@@ -89,6 +91,18 @@ SNAPSHOT_PARTS = Persisted("memory_snapshot", SnapshotParts, {
     "pools": declare(
         "snapshot_part_pools", "one memory pool",
         ("pool", "int64", "", "its code"), ("pool_id", "str", "", "the allocator's (a, b) id as a,b; 0,0 the default")),
+    "allocations": declare(
+        "snapshot_part_allocations", "one allocation with its lifetime (snapshot/lifetimes.py), by device then by when it was made",
+        _DEVICE, ("addr", "int64", "", "its device address"), ("size", "int64", "bytes", "its block size"),
+        ("stream", "int64", "", "CUDA stream"), _POOL, _STACK,
+        ("alloc_entry", "int64", "", "the entry that made it; -1: before the trace"),
+        ("free_entry", "int64", "", "the entry that freed it (free_completed); -1: alive at the snapshot"),
+        ("requested", "int64", "bytes", "what the caller asked for (from its block at the snapshot), else its size"),
+        ("alloc_us", "float64", "us", "when it was made (epoch us); null before the trace or unrecorded", NULLABLE),
+        ("free_us", "float64", "us", "when it was freed (epoch us); null while alive or unrecorded", NULLABLE),
+        ("alloc_pos", "int64", "", "position of alloc_entry in its device's trace; -1 before the trace"),
+        ("free_pos", "int64", "", "position of free_entry in its device's trace; the trace's length while alive"),
+        ("largest_first", "int64", "", "the row of its device's allocations at this row's rank by size, largest first")),
 }, scalars=declare("snapshot_part", "one snapshot's settings",
                    ("device_count", "int64", "count", "devices the snapshot covers"),
                    ("allocator_settings", "str", "", "the allocator's settings as JSON text")))
@@ -205,122 +219,17 @@ TIMELINE_TOTALS = declare(
 # --- the model's derived tables (computed once per model) --------------------------------
 
 def allocations(model: SnapshotModel) -> pd.DataFrame:
-    """One row per allocation (module docstring): device, addr, size, stream, pool, stack,
-    alloc_entry / free_entry (rows of `entries`; -1: before the trace / alive at the
-    snapshot), alloc_us, free_us, alloc_pos / free_pos (positions in the device's trace;
-    -1 / one past the end when unknown), requested (from the block at the snapshot, else the
-    size), sorted by device then by when they were made (those from before the trace first)."""
-    return cached(model, "allocations", lambda: _allocations(model))
-
-
-def _allocations(model):
-    e = model.entries
-    is_alloc = _action_is(model, "alloc")
-    is_free = _action_is(model, "free_completed", "free")
-    rows = np.flatnonzero(is_alloc | is_free)
-    device, addr = e["device"].to_numpy()[rows], e["addr"].to_numpy()[rows]
-    order = rows[np.lexsort((rows, addr, device))]
-    dev_o, addr_o, alloc_o = e["device"].to_numpy()[order], e["addr"].to_numpy()[order], is_alloc[order]
-    same_next = np.zeros(len(order), bool)
-    same_next[:-1] = (dev_o[1:] == dev_o[:-1]) & (addr_o[1:] == addr_o[:-1])
-    freed_next = same_next.copy()
-    freed_next[:-1] &= ~alloc_o[1:]
-    same_prev = np.zeros(len(order), bool)
-    same_prev[1:] = same_next[:-1]
-    # In trace: each alloc, with the free right after it (same device and address), if any.
-    allocs = np.flatnonzero(alloc_o)
-    free_entry = np.where(freed_next[allocs], order[np.minimum(allocs + 1, len(order) - 1)], -1)
-    # Before the trace: a free whose previous action on its address is not an alloc.
-    prev_alloc = np.zeros(len(order), bool)
-    prev_alloc[1:] = same_prev[1:] & alloc_o[:-1]
-    orphan_frees = order[np.flatnonzero(~alloc_o & ~prev_alloc)]
-
-    starts = _device_starts(model)
-    pos_of = np.arange(len(e)) - starts[e["device"].to_numpy()]
-    ends = _device_ends(model)
-    from_trace = pd.DataFrame({"alloc_entry": order[allocs], "free_entry": free_entry})
-    from_frees = pd.DataFrame({"alloc_entry": -1, "free_entry": orphan_frees})
-    table = pd.concat([from_trace, from_frees], ignore_index=True)
-    source = np.where(table["alloc_entry"] >= 0, table["alloc_entry"], table["free_entry"])
-    out = pd.DataFrame({
-        "device": e["device"].to_numpy()[source], "addr": e["addr"].to_numpy()[source],
-        "size": e["size"].to_numpy()[source], "stream": e["stream"].to_numpy()[source],
-        "pool": e["pool"].to_numpy()[source], "stack": e["stack"].to_numpy()[source],
-        "alloc_entry": table["alloc_entry"].to_numpy(), "free_entry": table["free_entry"].to_numpy(),
-    })
-    # Before the trace and still alive: blocks held at the snapshot that no open alloc explains.
-    held = model.blocks[_held_blocks(model)]
-    still_open = out[out["free_entry"] < 0]
-    explained = pd.MultiIndex.from_arrays([held["device"], held["address"]]).isin(
-        pd.MultiIndex.from_arrays([still_open["device"], still_open["addr"]]))
-    unexplained = held[~explained]
-    seg = model.segments
-    out = pd.concat([out, pd.DataFrame({
-        "device": unexplained["device"].to_numpy(), "addr": unexplained["address"].to_numpy(),
-        "size": unexplained["size"].to_numpy(), "stream": seg["stream"].to_numpy()[unexplained["segment"].to_numpy()],
-        "pool": seg["pool"].to_numpy()[unexplained["segment"].to_numpy()], "stack": unexplained["stack"].to_numpy(),
-        "alloc_entry": -1, "free_entry": -1})], ignore_index=True)
-    # Entries name a pool only in newer versions: the others take their segment's at the snapshot.
-    missing = out["pool"].to_numpy() < 0
-    if missing.any():
-        out.loc[missing, "pool"] = _segment_pool(model, out["device"].to_numpy()[missing], out["addr"].to_numpy()[missing])
-    # What callers asked for is known from the blocks held at the snapshot.
-    asked = held.drop_duplicates(["device", "address"]).set_index(["device", "address"])["requested_size"]
-    found = asked.reindex(pd.MultiIndex.from_arrays([out["device"], out["addr"]]))
-    alive_at_snapshot = (out["free_entry"].to_numpy() < 0) & found.notna().to_numpy()
-    out["requested"] = np.where(alive_at_snapshot, found.fillna(0).to_numpy(np.int64), out["size"].to_numpy())
-    time = e["time_us"].to_numpy()
-    ae, fe = out["alloc_entry"].to_numpy(), out["free_entry"].to_numpy()
-    out["alloc_us"] = np.where(ae >= 0, time[np.maximum(ae, 0)], np.nan) if len(e) else np.nan
-    out["free_us"] = np.where(fe >= 0, time[np.maximum(fe, 0)], np.nan) if len(e) else np.nan
-    dev = out["device"].to_numpy()
-    out["alloc_pos"] = np.where(ae >= 0, pos_of[np.maximum(ae, 0)] if len(e) else -1, -1)
-    out["free_pos"] = np.where(fe >= 0, pos_of[np.maximum(fe, 0)] if len(e) else 0, ends[dev] - starts[dev])
-    out = out.sort_values(["device", "alloc_pos", "addr"], kind="stable", ignore_index=True)
-    return out
+    """One row per allocation (module docstring) with its lifetime, made when the snapshot
+    was decoded (`SnapshotModel.allocations`, columns in `snapshot/lifetimes.py`)."""
+    return model.allocations
 
 
 def _held_blocks(model):
-    """Mask of the blocks in use when the snapshot was taken (allocated, or freed but awaiting a stream)."""
-    state = model.blocks["state"]
-    held = [i for i, c in enumerate(state.cat.categories) if c.startswith("active_")]
-    return np.isin(state.cat.codes.to_numpy(), held)
+    return held_blocks(model.blocks)
 
 
 def _action_is(model, *names):
-    """Boolean mask of the entries whose action is one of `names` (on the categorical's codes:
-    no text per entry)."""
-    action = model.entries["action"]
-    wanted = [i for i, c in enumerate(action.cat.categories) if c in names]
-    return np.isin(action.cat.codes.to_numpy(), wanted)
-
-
-def _segment_pool(model, device, addr):
-    seg = model.segments.sort_values(["device", "address"], ignore_index=True)
-    pools = np.full(len(addr), 0, dtype=np.int64)
-    for d in np.unique(device):
-        s = seg[seg["device"] == d]
-        pick = device == d
-        i = np.searchsorted(s["address"].to_numpy(), addr[pick], side="right") - 1
-        inside = (i >= 0) & (addr[pick] < s["address"].to_numpy()[np.maximum(i, 0)] + s["total_size"].to_numpy()[np.maximum(i, 0)])
-        pools[pick] = np.where(inside, s["pool"].to_numpy()[np.maximum(i, 0)] if len(s) else 0, 0)
-    return pools
-
-
-def _device_starts(model):
-    """First row of each device's entries (indexed by device; devices without any: their place)."""
-    counts = np.bincount(model.entries["device"].to_numpy(), minlength=_device_span(model))
-    return np.concatenate([[0], np.cumsum(counts)[:-1]])
-
-
-def _device_ends(model):
-    counts = np.bincount(model.entries["device"].to_numpy(), minlength=_device_span(model))
-    return np.cumsum(counts)
-
-
-def _device_span(model):
-    devices = model.devices()
-    return max(model.device_count, (max(devices) + 1) if devices else 0, 1)
+    return actions_in(model.entries["action"], *names)
 
 
 @dataclass
@@ -354,13 +263,12 @@ class _BlockMaxima:
 
 def _block_maxima(values, step, positions):
     """(largest, first position holding it) of `values` (found at `positions`) per run of `step` of them."""
-    starts = np.arange(0, len(values), step)
-    if not len(starts):
-        return values, positions
-    maxima = np.maximum.reduceat(values, starts)
-    hit = values == np.repeat(maxima, np.diff(np.r_[starts, len(values)]))
-    first = np.minimum.reduceat(np.where(hit, np.arange(len(values)), len(values)), starts)
-    return maxima, positions[first]
+    whole = len(values) // step * step
+    blocks = values[:whole].reshape(-1, step)
+    first = np.argmax(blocks, axis=1) + np.arange(0, whole, step)  # argmax: the first of equals
+    if whole < len(values):  # the last, shorter run
+        first = np.append(first, whole + int(np.argmax(values[whole:])))
+    return values[first], positions[first]
 
 
 def _levels(values):
@@ -407,26 +315,24 @@ def _series(model, device):
 
 
 def _build_series(model, device):
+    """Read from the entries' allocated and reserved columns (made when the snapshot was
+    decoded); only the block maxima are built here, a few passes over the device's entries."""
     e = model.entries
-    start, end = int(_device_starts(model)[device]), int(_device_ends(model)[device])
+    devices = e["device"].to_numpy()
+    start, end = np.searchsorted(devices, device, side="left"), np.searchsorted(devices, device, side="right")
     n = end - start
+    allocated, reserved = e["allocated"].to_numpy()[start:end], e["reserved"].to_numpy()[start:end]
     a = allocations(model)
-    a = a[a["device"].to_numpy() == device]
-    delta = np.zeros(n + 1, dtype=np.int64)
-    size = a["size"].to_numpy()
-    np.add.at(delta, np.where(a["alloc_pos"].to_numpy() >= 0, a["alloc_pos"].to_numpy(), n), np.where(a["alloc_pos"].to_numpy() >= 0, size, 0))
-    freed = a["free_pos"].to_numpy() < n
-    np.add.at(delta, a["free_pos"].to_numpy()[freed], -size[freed])
-    before_allocated = int(size[a["alloc_pos"].to_numpy() < 0].sum())
-    allocated = before_allocated + np.cumsum(delta[:n])
-    seg_size = e["size"].to_numpy()[start:end]
-    sign = np.select([_action_is(model, "segment_alloc", "segment_map")[start:end],
-                      _action_is(model, "segment_free", "segment_unmap")[start:end]], [1, -1], 0)
-    change = np.cumsum(sign * seg_size)
+    of_device = a["device"].to_numpy() == device
+    before_allocated = int(a["size"].to_numpy()[of_device & (a["alloc_pos"].to_numpy() < 0)].sum())
     reserved_end = int(model.segments["total_size"][model.segments["device"] == device].sum())
-    before_reserved = reserved_end - (int(change[-1]) if n else 0)
-    reserved = before_reserved + change
-    return _Series(start, e["time_us"].to_numpy()[start:end], allocated, reserved, before_allocated, before_reserved,
+    if n:  # what the first entry itself changed, taken back
+        first = e["action"].iloc[start]
+        sign = 1 if first in ("segment_alloc", "segment_map") else -1 if first in ("segment_free", "segment_unmap") else 0
+        before_reserved = int(reserved[0]) - sign * int(e["size"].to_numpy()[start])
+    else:
+        before_reserved = reserved_end
+    return _Series(int(start), e["time_us"].to_numpy()[start:end], allocated, reserved, before_allocated, before_reserved,
                    _levels(allocated), _levels(reserved))
 
 
@@ -761,11 +667,13 @@ class SnapshotTimeline:
 
 
 def _by_size(model, device):
-    """The device's allocations, largest first (searched for the bands of a window)."""
+    """The device's allocations, largest first (searched for the bands of a window): the
+    decoded `largest_first` column's slice of the device."""
     def build():
         a = allocations(model)
-        rows = np.flatnonzero(a["device"].to_numpy() == device)
-        order = rows[np.argsort(-a["size"].to_numpy()[rows], kind="stable")]
+        devices = a["device"].to_numpy()
+        rows = slice(np.searchsorted(devices, device, side="left"), np.searchsorted(devices, device, side="right"))
+        order = a["largest_first"].to_numpy()[rows]
         return order, a["alloc_pos"].to_numpy()[order], a["free_pos"].to_numpy()[order]
     return cached(model, ("by_size", device), build)
 
@@ -817,28 +725,40 @@ def timeline(model: SnapshotModel, device: int, start_us: float | None = None, e
     columns = _allocation_columns(model)
     chosen = chosen[np.lexsort((columns["addr"][chosen], columns["alloc_pos"][chosen]))]  # stacked in the order made
     a = {c: v[chosen] for c, v in columns.items()}
-    alive = (a["alloc_pos"][:, None] <= pos[None, :]) & (a["free_pos"][:, None] > pos[None, :])
-    sizes = a["size"][:, None] * alive
-    merged = alloc_at - sizes.sum(axis=0)
-    low = merged[None, :] + np.cumsum(sizes, axis=0) - sizes
+    # Where each band is alive: per column (rows, C order), its bands in stacking order, so a
+    # band's bottom is a running sum within the column; then ordered band by band.
+    alive = (pos[:, None] >= a["alloc_pos"][None, :]) & (pos[:, None] < a["free_pos"][None, :])
+    k, j = np.divmod(np.flatnonzero(alive), max(len(chosen), 1))
+    size = a["size"][j]
+    running = np.r_[0, np.cumsum(size)]
+    column_end = np.cumsum(np.bincount(k, minlength=bins))
+    column_start = np.r_[0, column_end[:-1]]
+    merged = alloc_at - (running[column_end] - running[column_start])
+    low = merged[k] + running[:-1] - running[column_start][k]
+    by_band = np.argsort(j.astype(np.int16), kind="stable")  # bands <= 1000: a radix sort
+    k, j, low, size = k[by_band], j[by_band], low[by_band], size[by_band]
     band_ids = np.arange(1, len(chosen) + 1)
-    j, k = np.nonzero(alive)
     points = TIMELINE_POINTS.frame({
         "band": np.concatenate([np.zeros(bins, np.int64), band_ids[j]]),
         "time_us": np.concatenate([time, time[k]]),
-        "low_bytes": np.concatenate([np.zeros(bins, np.int64), low[j, k]]),
-        "high_bytes": np.concatenate([merged, low[j, k] + sizes[j, k]])})
+        "low_bytes": np.concatenate([np.zeros(bins, np.int64), low]),
+        "high_bytes": np.concatenate([merged, low + size])})
     described = _described(model, a)
     band_table = TIMELINE_BANDS.frame({
         "band": np.r_[0, band_ids], "allocation": np.r_[-1, chosen],
         "size_bytes": np.r_[merged.max() if bins else 0, a["size"]],
         "alloc_us": np.r_[np.nan, a["alloc_us"]], "free_us": np.r_[np.nan, a["free_us"]],
-        "pool_id": np.r_[[""], described["pool_id"]], "private_pool": np.r_[False, described["private_pool"]],
-        "category": np.r_[[""], described["category"]], "stack": np.r_[-1, a["stack"]],
-        "top_frame": np.r_[[""], described["top_frame"]]})
+        "pool_id": _after_blank(described["pool_id"]), "private_pool": np.r_[False, described["private_pool"]],
+        "category": _after_blank(described["category"]), "stack": np.r_[-1, a["stack"]],
+        "top_frame": _after_blank(described["top_frame"])})
     totals = TIMELINE_TOTALS.frame({"time_us": time, "start_us": edges[:-1], "allocated_bytes": alloc_max,
                                     "reserved_bytes": resv_max, "entry": np.where(before, -1, s.start + pos)})
     return SnapshotTimeline(band_table, points, totals)
+
+
+def _after_blank(texts):
+    """The merged band's empty text, then the bands' `texts`, as an object array (as tables hold text)."""
+    return np.concatenate([np.array([""], dtype=object), np.asarray(texts, dtype=object)])
 
 
 def prepare_timeline(model: SnapshotModel, device: int) -> None:

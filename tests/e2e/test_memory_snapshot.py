@@ -22,6 +22,10 @@ def test_snapshot_page_shows_the_oom_and_what_holds_memory(page, server, screens
     open_page(page, server, run=RUN, snapshot="rank1")
     assert page.get_attribute("[data-current-view]", "data-current-view") == "memory_snapshot"
     assert not page.query_selector(".status.error")
+    # the run list says what the run holds: its snapshots, as the API lists them, and no workers
+    listed = next(r for r in api(server, "runs")["runs"] if r["name"] == RUN)
+    meta = page.inner_text(f".run-list li[data-run={RUN}] .run-meta")
+    assert f"{len(listed['snapshots'])} memory snapshots" in meta and "worker" not in meta
     ranks = rows(api(server, "snapshot_ranks", run=RUN))
     assert row_count(page, "snapshot-ranks") == len(ranks)
     card = rows(api(server, "snapshot_oom", run=RUN, snapshot="rank1"))[0]

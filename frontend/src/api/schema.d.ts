@@ -5885,6 +5885,45 @@ export interface components {
                 number | null
             ][];
         };
+        /** @description `snapshot_part_allocations`: one allocation with its lifetime (snapshot/lifetimes.py), by device then by when it was made. */
+        SnapshotPartAllocationsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device",
+                "addr",
+                "size",
+                "stream",
+                "pool",
+                "stack",
+                "alloc_entry",
+                "free_entry",
+                "requested",
+                "alloc_us",
+                "free_us",
+                "alloc_pos",
+                "free_pos",
+                "largest_first"
+            ];
+            rows: [
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number,
+                number | null,
+                number | null,
+                number,
+                number,
+                number
+            ][];
+        };
         /** @description `snapshot_part_blocks`: one block of a segment when the snapshot was taken. */
         SnapshotPartBlocksTable: {
             /**
@@ -5926,7 +5965,9 @@ export interface components {
                 "time_us",
                 "stack",
                 "pool",
-                "device_free"
+                "device_free",
+                "allocated",
+                "reserved"
             ];
             rows: [
                 number,
@@ -5936,6 +5977,8 @@ export interface components {
                 number,
                 number,
                 number | null,
+                number,
+                number,
                 number,
                 number,
                 number

@@ -3,6 +3,7 @@
 // nested too deep) is listed below the runs, with the reason.
 
 import type { RunInfo, ScanSkip } from '../api/types';
+import { runHoldings } from './holdings';
 
 export function RunList({
   runs,
@@ -30,16 +31,17 @@ export function RunList({
               <button type="button" class="run-name" onClick={() => onSelect(run.name)} aria-current={run.name === selected}>
                 {run.name}
               </button>
-              <div class="run-meta">
-                {run.workers.length} worker{run.workers.length === 1 ? '' : 's'} · {run.spans} span{run.spans === 1 ? '' : 's'}
-                {run.snapshots.length ? ` · ${run.snapshots.length} memory snapshot${run.snapshots.length === 1 ? '' : 's'}` : ''}
-              </div>
-              <div class="progress" title={`${run.loaded} of ${run.files} trace files loaded`}>
-                <div class="bar" style={{ width: `${pct}%` }} />
-              </div>
-              <div class="run-meta">
-                {run.loaded}/{run.files} loaded{run.loading ? ' · loading…' : ''}
-              </div>
+              <div class="run-meta">{runHoldings(run)}</div>
+              {run.files ? (
+                <>
+                  <div class="progress" title={`${run.loaded} of ${run.files} trace files loaded`}>
+                    <div class="bar" style={{ width: `${pct}%` }} />
+                  </div>
+                  <div class="run-meta">
+                    {run.loaded}/{run.files} loaded{run.loading ? ' · loading…' : ''}
+                  </div>
+                </>
+              ) : null}
               {run.snapshots.filter((s) => s.status === 'error').map((s) => (
                 <div class="run-error error" key={`snapshot-${s.path}`}>
                   {s.name}: {s.reason}
