@@ -513,7 +513,8 @@ class Api:
 
     def runs(self, request):
         return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error,
-                        "scan_errors": [asdict(s) for s in self.store.scan_skipped]})
+                        "scan_errors": [asdict(s) for s in self.store.scan_skipped],
+                        "warming_up": self.store.warming_up})
 
     def workers(self, request):
         run = text_param(request, "run")
