@@ -33,7 +33,7 @@ from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
-from .profile import DIFF_TABLES, KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, declared_routes, diff
+from .profile import KERNEL_SEQUENCE_MAX_LENGTH, LAUNCH_FLAGS, declared_routes, diff, diff_tables
 from .runs import combine_distributed, combine_job, ranks_frame, ranks_inputs, ranks_timeline
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
 from .sources import SourceResolver
@@ -655,7 +655,7 @@ class Api:
         threshold = float_param(request, "threshold_pct", required=False, default=5.0)
         if not 0 <= threshold <= 1000:
             raise BadParameterError("parameter 'threshold_pct' must be between 0 and 1000 (percent of A's mean step time)")
-        return tables_reply(request, lambda: diff(a, b, threshold), DIFF_TABLES)
+        return tables_reply(request, lambda: diff(a, b, threshold), diff_tables())
 
     @reads(_one_profile)
     def timeline_tracks(self, request, profile):
