@@ -677,7 +677,8 @@ class RunStore:
 
     def prefetch_first(self) -> bool:
         """Load the profile the page opens first (the first run listed, its first worker,
-        span 1) and compute its Overview, indexing its timeline as every load does, so that
+        span 1) and compute what the page asks of it first (its views, its Overview),
+        indexing its timeline as every load does, so that
         the first click only waits for what remains. For a server that just started, in the
         background; blocks until done and returns whether that profile is ready.
 
@@ -716,6 +717,7 @@ class RunStore:
             profile = self._profiles.get(path)
         if profile is None:  # cancelled or failed
             return False
+        profile.available_views()  # what the page asks first: the tabs, then the Overview
         profile.overview()
         self.remeasure([profile])
         try:

@@ -32,7 +32,7 @@ from . import views as views_package
 from .views import compiled as compiled_view
 from .views import cudagraphs as cudagraph_view
 from .views import gpu_idle, launches, memory, overview, recommendations, sequences
-from .views.common import collective_op_mask, is_rocm, step_windows
+from .views.common import cached, collective_op_mask, is_rocm, step_windows
 
 if TYPE_CHECKING:  # the deferred views, for annotations
     from .views import diff as diff_view
@@ -92,8 +92,11 @@ class Profile:
         return overview.gpu_summary(self.model)
 
     def recommendations(self) -> list[dict[str, Any]]:
-        """Structured performance recommendations: [{id, severity, text, numbers}]."""
-        return recommendations.recommendations(self.model, self.steps(), self.gpu_summary())
+        """Structured performance recommendations: [{id, severity, text, numbers}], computed
+        once per model (most of the Overview's time: a reply asked for again, or after the
+        server's prefetch, does not pay it twice)."""
+        return cached(self.model, "recommendations",
+                      lambda: recommendations.recommendations(self.model, self.steps(), self.gpu_summary()))
 
     def environment(self) -> dict[str, Any]:
         return overview.environment(self.model, self.device_type)
