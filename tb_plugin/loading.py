@@ -678,9 +678,9 @@ class RunStore:
     def prefetch_first(self) -> bool:
         """Load the profile the page opens first (the first run listed, its first worker,
         span 1) and compute what the page asks of it first (its views, its Overview),
-        indexing its timeline as every load does, so that
-        the first click only waits for what remains. For a server that just started, in the
-        background; blocks until done and returns whether that profile is ready.
+        indexing its timeline as every load does, so that the first click only waits for what
+        remains. For a server that just started, in the background; blocks until done and
+        returns whether that profile is ready.
 
         Lowest priority: it starts only where its estimated peak fits beside what the store
         holds (it never drops anything to make room), and a user's load of any other file
