@@ -33,7 +33,7 @@ from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
 from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
-from .profile import DIFF_TABLES, declared_routes, diff
+from .profile import declared_routes, diff, diff_tables
 from .runs import (FILE_SUMMARIES, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
                    ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
@@ -536,7 +536,8 @@ class Api:
 
     def runs(self, request):
         return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error,
-                        "scan_errors": [asdict(s) for s in self.store.scan_skipped]})
+                        "scan_errors": [asdict(s) for s in self.store.scan_skipped],
+                        "warming_up": self.store.warming_up})
 
     def workers(self, request):
         run = text_param(request, "run")
@@ -608,7 +609,7 @@ class Api:
     @reads(_two_profiles)
     def diff(self, request, a, b):
         threshold = _threshold_param(request)
-        return tables_reply(request, lambda: diff(a, b, threshold), DIFF_TABLES)
+        return tables_reply(request, lambda: diff(a, b, threshold), diff_tables())
 
     @reads(_two_spans_causes)
     def diff_ranks(self, request, parts_a, parts_b):

@@ -454,6 +454,13 @@ class RunStore:
         self.scan_error = ""
         # What the last scan could not look at (`discovery.Skipped`): shown with the run list.
         self.scan_skipped: list[Skipped] = []
+        # Loads started by `prefetch_first` that no one asked for yet, and those of them a
+        # user's load cancelled (they stop at their next progress report).
+        self._prefetching: set[str] = set()
+        self._cancelled: set[str] = set()
+        # Set by the plugin while its background warm-up (and `prefetch_first`) runs: the run
+        # list says so, so that a client can tell a first click from one after the warm-up.
+        self.warming_up = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -643,8 +650,11 @@ class RunStore:
         return self._profile_of(path)
 
     def _profile_of(self, path):
-        """`profile` of a file whose size and mtime were just checked (`_refresh`)."""
+        """`profile` of a file whose size and mtime were just checked (`_refresh`), for a
+        user: a prefetch of another file gives way to its load, one of this file becomes its."""
         with self._lock:
+            self._prefetching.discard(path)
+            self._cancelled.discard(path)
             if path in self._profiles:
                 self._profiles.move_to_end(path)
                 return self._profiles[path]
@@ -652,8 +662,60 @@ class RunStore:
             if state.status == "error" and not self._retry_due(state):
                 raise TraceError(path, state.error)
             if state.status != "loading":
+                self._cancelled.update(self._prefetching)
                 self._submit(path, state)
             return Loading(path, state.started, state.stage, state.fraction)
+
+    def prefetch_first(self) -> bool:
+        """Load the profile the page opens first (the first run listed, its first worker,
+        span 1) and compute what the page asks of it first (its views, its Overview),
+        indexing its timeline as every load does, so that the first click only waits for what
+        remains. For a server that just started, in the background; blocks until done and
+        returns whether that profile is ready.
+
+        Lowest priority: it starts only where its estimated peak fits beside what the store
+        holds (it never drops anything to make room), and a user's load of any other file
+        cancels it (the loader threads and the memory are theirs)."""
+        self.wait_for_scan(_FIRST_SCAN_WAIT_SECONDS)
+        with self._lock:
+            run = next(iter(self._runs), "")
+            workers = list(self._runs[run].workers) if run else []
+        if not workers or self._storage is None:  # no run, or the first is of memory snapshots alone
+            return False
+        path = self.span_file(run, workers[0], 1).path
+        self._refresh(path)
+        try:
+            json_bytes, head = self._storage.json_sample(path)
+        except TraceError:  # a user's load reports why
+            return False
+        need = estimate_parse_bytes(json_bytes, events_in(json_bytes, head))
+        with self._lock:
+            if path not in self._profiles:
+                if self.held_bytes() + need > self.max_memory_bytes:
+                    logger.info("not prefetching %s: its load needs about %d MB, more than the memory budget has free",
+                                path, need >> 20)
+                    return False
+                state = self._files.setdefault(path, _FileState())
+                if state.status == "error":
+                    return False
+                if state.status != "loading":
+                    self._prefetching.add(path)
+                    self._submit(path, state)
+            future = self._files[path].future
+        if future is not None:
+            futures.wait([future])
+        with self._lock:
+            profile = self._profiles.get(path)
+        if profile is None:  # cancelled or failed
+            return False
+        profile.available_views()  # what the page asks first: the tabs, then the Overview
+        profile.overview()
+        self.remeasure([profile])
+        try:
+            self._indexer.submit(int).result()  # the timeline index `_load` queued is built by then
+        except RuntimeError:  # the store stopped meanwhile
+            return False
+        return True
 
     def span(self, run: str, span: int) -> StoreSpan:
         """One span of every worker of `run` that has it, as the views over many ranks read it
@@ -855,6 +917,8 @@ class RunStore:
     def _check_going(self, path):
         if self._stop.is_set():
             raise _Cancelled(path, "the server is stopping")
+        if path in self._cancelled:
+            raise _Cancelled(path, "a prefetch gave way to a user's load")
 
     def _admit(self, path, display, events, json_bytes):
         """Once the events are counted: the load goes on only if it fits the budget."""
@@ -983,6 +1047,9 @@ class RunStore:
             return
         finally:
             self._unreserve(path)
+            with self._lock:
+                self._prefetching.discard(path)
+                self._cancelled.discard(path)
         size = profile_bytes(profile)
         with self._lock:
             state = self._files.setdefault(path, _FileState())

@@ -28,6 +28,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
+                            /** @description The server's background warm-up runs: the loader's imports and first calls, then the first run's first profile loaded with its Overview, so that opening it is quick. */
+                            warming_up: boolean;
                             /** @description Why the log directory as a whole could not be scanned ("" when it was). */
                             scan_error: string;
                             /** @description What the last scan did not look at, each with why: a directory that cannot be listed (its runs are missing), one nested deeper than the scan descends, a plain .json that cannot be read, a name that collides with another once escaped. The rest is scanned. */
