@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests/ helpers
 import history  # noqa: E402  (benchmarks/ is not a package)
-from tests.conftest import free_port  # noqa: E402  (one copy, shared with the tests)
+from tests.helpers import free_port  # noqa: E402  (one copy, shared with the tests)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = ROOT / "samples" / "gpu_resnet50_v100" / "worker0.1623143089861.pt.trace.json.gz"

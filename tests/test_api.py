@@ -245,9 +245,11 @@ def gpu_served(tmp_path_factory):
 
 def test_views_lists_only_views_with_data(gpu_served, served):
     _, client = gpu_served
-    assert client.get(f"{PREFIX}/views?run=resnet").get_json()["views"] == ["overview", "operator", "kernel", "gpu_idle", "memory", "trace"]
+    # wait_route: run alone, the run is not loaded yet and /views answers 202 first
+    assert wait_route(client, f"{PREFIX}/views?run=resnet").get_json()["views"] == \
+        ["overview", "operator", "kernel", "gpu_idle", "memory", "trace"]
     _, cpu_client = served
-    assert "kernel" not in cpu_client.get(f"{PREFIX}/views?run=cpu_cnn").get_json()["views"]
+    assert "kernel" not in wait_route(cpu_client, f"{PREFIX}/views?run=cpu_cnn").get_json()["views"]
 
 
 def test_available_views_answer_without_building_the_timeline(tmp_path):

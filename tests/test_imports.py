@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from .conftest import REPO, SAMPLES
+from .helpers import REPO, SAMPLES
 
 TRACE = SAMPLES / "gpu_resnet50_v100" / "worker0.1623143089861.pt.trace.json.gz"
 # The table libraries: the Python API's first use imports them, not the package.

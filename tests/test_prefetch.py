@@ -11,7 +11,7 @@ import tb_plugin.storage
 from tb_plugin.loading import Loading, RunStore, estimate_parse_bytes, events_in
 from tb_plugin.plugin import ProfilerPluginLoader
 
-from .conftest import op, write_trace
+from .helpers import op, write_trace
 
 STEP = op("ProfilerStep#3", 0, 5000, cat="user_annotation")
 
