@@ -182,8 +182,8 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
       </Card>
       <Card title="Recommendations">
         {data.recommendations.length === 0 ? <Empty>Nothing stands out.</Empty> : null}
-        {data.recommendations.map((rec) => (
-          <div key={rec.id} class={`recommendation ${rec.severity}`} data-recommendation={rec.id}>
+        {data.recommendations.map((rec, index) => (
+          <div key={`${rec.id}-${index}`} class={`recommendation ${rec.severity}`} data-recommendation={rec.id}>
             {rec.saving_us !== null ? <strong data-field="saving">Could save up to {formatDuration(rec.saving_us)}. </strong> : null}
             <RecommendationText rec={rec} />
             {rec.evidence?.view ? (
