@@ -332,6 +332,29 @@ def test_straggler_names_the_profiler_step_host_range_its_device_work_ran_into(t
     assert steps.loc[(1, 1), ["start_us", "end_us", "host_start_us", "host_end_us"]].tolist() == [0, 1600, 0, 1000]
 
 
+def _unmarked_trace(tmp_path, rank, gemm_us):
+    """A trace without ProfilerStep markers: aten::mm 0..10 launches (2..4) a gemm at 100 of
+    gemm_us µs, so the trace spans 0..100 + gemm_us."""
+    events = [op("aten::mm", 0, 10, **{"External id": 1}),
+              runtime("cudaLaunchKernel", 2, 2, correlation=1, external_id=1),
+              kernel("sm80_gemm", 100, gemm_us, correlation=1)]
+    path = write_trace(tmp_path / f"unmarked{rank}.pt.trace.json", events,
+                       distributedInfo={"backend": "nccl", "rank": rank, "world_size": 2})
+    return tb_plugin.load(str(path)).model
+
+
+def test_straggler_on_a_trace_without_step_markers_names_the_whole_trace(tmp_path):
+    """Two ranks without ProfilerStep markers, each one step over its whole trace: rank 1's
+    gemm takes 900 µs against 300, its trace 0..1000 against 0..400. No ProfilerStep#0 is in
+    the trace, so the straggler's range is the whole trace, not a "ProfilerStep#0"."""
+    models = {f"rank{r}": _unmarked_trace(tmp_path, r, 900 if r == 1 else 300) for r in range(2)}
+    view = job_view.job(models)
+    row = _row(view.stragglers, rank=1)
+    assert len(view.stragglers) == 1 and row["excess_us"] == pytest.approx(600)
+    assert row["host_range"] == "the whole trace (no ProfilerStep markers), 0 µs to 1.0 ms from the trace start"
+    assert row["host_range"] in view.verdict["text"][0] and "ProfilerStep#" not in view.verdict["text"][0]
+
+
 def test_one_rank_has_nothing_to_compare(tmp_path):
     view = job_view.job({"rank0": _rank_trace(tmp_path, 0, {1: 300, 2: 600})})
     assert len(view.stragglers) == 0 and view.verdict["text"][0] == "1 rank: no other rank to compare it with."

@@ -115,7 +115,8 @@ STRAGGLERS = declare(
      NULLABLE),
     ("flagged_by", "str", "", "the test that held: percent, deviations, percent and deviations, or percent (others equal: the joint test at its percent alone)"),
     ("cause", "str", "", "the part that grew most: compute, data loading, host/launch, communication wait, idle"),
-    ("host_range", "str", "", "the ProfilerStep#N host range, and where its device work ran past it"),
+    ("host_range", "str", "", "the ProfilerStep#N host range, and where its device work ran past it (the whole "
+     "trace on a rank without ProfilerStep markers)"),
     ("detail", "str", "", "the numbers behind the cause, in words"),
 )
 # A name's total per rank summarised over the ranks (`_across`).
@@ -181,6 +182,7 @@ class RankPart:
 
     rank: int
     origin_us: float
+    step_markers: bool
     steps: pd.DataFrame
     kernels: pd.DataFrame
     operators: pd.DataFrame
@@ -204,7 +206,9 @@ RANK_PART = Persisted("job", RankPart, {
                       "call's end")),
 }, scalars=declare("job_part_rank", "one rank's trace as the job view keeps it",
                    ("rank", "int64", "", "distributedInfo.rank, -1 when the trace gives none"),
-                   ("origin_us", "float64", "us", "the trace's origin: its times are offsets from it")))
+                   ("origin_us", "float64", "us", "the trace's origin: its times are offsets from it"),
+                   ("step_markers", "bool", "", "the trace has ProfilerStep#N markers (else it is one step, "
+                    "number 0, over the whole trace)")))
 
 
 def rank_part(model: TraceModel) -> RankPart:
@@ -238,8 +242,8 @@ def rank_part(model: TraceModel) -> RankPart:
     calls = calls.assign(
         arrival_us=np.where(on_device, calls["device_start_us"].to_numpy(), calls["start_us"].to_numpy()),
         finish_us=np.where(on_device, calls["device_end_us"].to_numpy(), calls["end_us"].to_numpy()))
-    return RankPart(rank=rank, origin_us=float(model.origin_us), steps=steps, kernels=k, operators=operators,
-                    calls=calls)
+    return RankPart(rank=rank, origin_us=float(model.origin_us), step_markers=bool(len(model.steps)), steps=steps,
+                    kernels=k, operators=operators, calls=calls)
 
 
 def _int_or(value, default):
@@ -298,7 +302,8 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView
     calls = _matched_calls(parts, workers, ranks)
     clocks = _clocks(workers, ranks, calls if align_clocks else None)
     excesses = _excesses(rank_steps) if len(rank_steps) else None
-    stragglers = STRAGGLERS.frame(_stragglers(rank_steps, excesses))
+    unmarked = {int(rank) for rank, w in zip(ranks, workers) if not parts[w].step_markers}
+    stragglers = STRAGGLERS.frame(_stragglers(rank_steps, excesses, unmarked))
     return JobView(
         rank_steps=rank_steps,
         stragglers=stragglers,
@@ -413,12 +418,16 @@ def _excesses(rank_steps):
                    measures)
 
 
-def _host_range(ex, s, r):
+def _host_range(ex, s, r, unmarked):
     """The ProfilerStep#N host range of step row `s` on rank column `r`, and where the step's
-    device work ran past it (into the next step's host range)."""
+    device work ran past it (into the next step's host range); on a rank in `unmarked` (its
+    trace has no ProfilerStep markers, so its one step is the whole trace) it says so instead,
+    as no range of that name is in the trace."""
     step = int(ex.steps[s])
     host_start, host_end = ex.values["host_start_us"][s, r], ex.values["host_end_us"][s, r]
     end = ex.values["end_us"][s, r]
+    if int(ex.ranks[r]) in unmarked:
+        return f"the whole trace (no ProfilerStep markers), {_us(host_start)} to {_us(host_end)} from the trace start"
     text = f"ProfilerStep#{step}, host {_us(host_start)} to {_us(host_end)} from the trace start"
     if end > host_end:
         text += f"; its device work ran on until {_us(end)}"
@@ -428,7 +437,7 @@ def _host_range(ex, s, r):
     return text
 
 
-def _stragglers(rank_steps, ex):
+def _stragglers(rank_steps, ex, unmarked):
     columns = STRAGGLERS.names
     if not len(rank_steps):
         return pd.DataFrame({c: [] for c in columns})
@@ -468,7 +477,7 @@ def _stragglers(rank_steps, ex):
         "deviations": pick["deviations"][si, ri],
         "flagged_by": pick["flagged_by"][si, ri].astype(object),
         "cause": np.array([name for _, name in _PARTS], dtype=object)[cause_at],
-        "host_range": [_host_range(ex, s, r) for s, r in zip(si, ri)],
+        "host_range": [_host_range(ex, s, r, unmarked) for s, r in zip(si, ri)],
         "detail": details,
     })
     return out.sort_values(["excess_us", "step", "rank"], ascending=[False, True, True], kind="stable")

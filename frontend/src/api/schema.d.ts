@@ -4748,11 +4748,13 @@ export interface components {
              */
             columns: [
                 "rank",
-                "origin_us"
+                "origin_us",
+                "step_markers"
             ];
             rows: [
                 number,
-                number
+                number,
+                boolean
             ][];
         };
         /** @description `job_part_steps`: one step of one rank, before its rank and worker are named. */
