@@ -19,7 +19,9 @@ from .regression import DEFAULT_THRESHOLD_PCT, DIFF_CONTRIBUTORS, DIFF_EXPLANATI
 
 OPERATOR_QUANTITIES = ["calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us"]
 KERNEL_QUANTITIES = ["calls", "total_us"]
-_SIDES = (("a", "per step of trace a"), ("b", "per step of trace b"), ("delta", "b - a"))
+_SIDES = (("a", "mean per step over trace a's steps (its total in a / a's step count)"),
+          ("b", "mean per step over trace b's steps (its total in b / b's step count)"),
+          ("delta", "b's mean per step - a's"))
 
 
 def _side_by_side_columns(source, quantities):
@@ -44,8 +46,8 @@ DIFF_STEPS = declare(
     "diff_steps", "one step-time category of the step breakdown (kernel ... other), then total",
     ("category", "str", "", "the step_breakdown column without its _us suffix"),
     ("mean_us_a", "float64", "us", "mean over trace a's steps of the category's time per step"),
-    ("mean_us_b", "float64", "us", "the same in trace b"),
-    ("mean_us_delta", "float64", "us", "mean_us_b - mean_us_a"),
+    ("mean_us_b", "float64", "us", "mean over trace b's steps of the category's time per step"),
+    ("mean_us_delta", "float64", "us", "mean_us_b - mean_us_a: the change of the mean per step"),
 )
 OPERATOR_DIFF_COLUMNS = DIFF_OPERATORS.names
 KERNEL_DIFF_COLUMNS = DIFF_KERNELS.names

@@ -189,7 +189,7 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
             csvColumns={data.steps.columns}
             csvName={`${name}_steps.csv`}
             rowKey={(r) => String(r.category)}
-            columns={[{ key: 'category', label: 'Category', format: categoryLabel }, us('mean_us_a', 'A'), us('mean_us_b', 'B'), us('mean_us_delta', 'B − A', true)]}
+            columns={[{ key: 'category', label: 'Category', format: categoryLabel }, us('mean_us_a', 'A mean'), us('mean_us_b', 'B mean'), us('mean_us_delta', 'B − A', true)]}
           />
         </Card>
       </div>
@@ -213,11 +213,11 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
             us('host_total_us_delta', 'Host total Δ', true),
             us('host_self_us_delta', 'Host self Δ', true),
             count('calls_delta', 'Calls Δ', true),
-            count('calls_a', 'Calls A'),
-            count('calls_b', 'Calls B'),
-            us('host_self_us_a', 'Host self A'),
-            us('host_self_us_b', 'Host self B'),
-            ...(withDevice ? [us('device_self_us_a', 'Device self A'), us('device_self_us_b', 'Device self B')] : []),
+            count('calls_a', 'Calls A mean/step'),
+            count('calls_b', 'Calls B mean/step'),
+            us('host_self_us_a', 'Host self A mean/step'),
+            us('host_self_us_b', 'Host self B mean/step'),
+            ...(withDevice ? [us('device_self_us_a', 'Device self A mean/step'), us('device_self_us_b', 'Device self B mean/step')] : []),
           ]}
         />
       </Card>
@@ -236,10 +236,10 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
               kernelNameColumn('name', 'Kernel', kernels),
               us('total_us_delta', 'Total Δ', true),
               count('calls_delta', 'Calls Δ', true),
-              us('total_us_a', 'Total A'),
-              us('total_us_b', 'Total B'),
-              count('calls_a', 'Calls A'),
-              count('calls_b', 'Calls B'),
+              us('total_us_a', 'Total A mean/step'),
+              us('total_us_b', 'Total B mean/step'),
+              count('calls_a', 'Calls A mean/step'),
+              count('calls_b', 'Calls B mean/step'),
             ]}
           />
         ) : (
