@@ -256,6 +256,42 @@ def test_a_consuming_decode_frees_the_entries_and_makes_the_same_tables(snapshot
         assert getattr(whole, name).equals(getattr(freed, name)), name
 
 
+def _decoded_stacks(model):
+    """Each entry's and then each block's stack as its (filename, line, name) frames,
+    innermost first, from the decoded tables."""
+    frames = list(zip(model.frames["filename"], model.frames["line"], model.frames["name"]))
+    by_stack = defaultdict(list)
+    ordered = model.stack_frames.sort_values(["stack", "depth"])
+    for stack, frame in zip(ordered["stack"], ordered["frame"]):
+        by_stack[stack].append(frames[frame])
+    return [tuple(by_stack[s]) if s >= 0 else () for s in [*model.entries["stack"], *model.blocks["stack"]]]
+
+
+def _dict_stacks(snapshot):
+    """The same, read straight from the snapshot dict's frames."""
+    records = [e for entries in snapshot["device_traces"] for e in entries]
+    records += [b for segment in snapshot["segments"] for b in segment["blocks"]]
+    return [tuple((f["filename"], f["line"], f["name"]) for f in r.get("frames") or ()) for r in records]
+
+
+@pytest.mark.parametrize("hashes", [
+    pytest.param(lambda frame, starts, lengths: np.zeros(len(lengths), np.uint64), id="all-equal"),
+    # stacks of one length share a hash: gradient, optimizer and user are all 3 frames deep
+    pytest.param(lambda frame, starts, lengths: lengths.astype(np.uint64) % np.uint64(2), id="by-length")])
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-lists", "copied-lists"])
+def test_stacks_whose_hashes_collide_are_decoded_as_their_frames(snapshot, monkeypatch, hashes, shared):
+    """Different stacks forced to share a hash are still told apart (by their frames): each
+    entry's and block's decoded stack is its own frames, in the pickle's shared lists and in
+    lists copied per entry (JSON: each list its own object), and stacks of equal frames are one."""
+    from tb_plugin.snapshot import decode
+
+    monkeypatch.setattr(decode, "_stack_hashes", hashes)
+    data = pickle.loads(pickle.dumps(snapshot)) if shared else json.loads(json.dumps(snapshot))
+    model = decode.decode_snapshot(data, "collided")
+    assert _decoded_stacks(model) == _dict_stacks(snapshot)
+    assert len(model.stack_frames["stack"].unique()) == len({s for s in _dict_stacks(snapshot) if s})
+
+
 def test_a_planted_payload_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "ran"
     path = tmp_path / "evil.pickle"

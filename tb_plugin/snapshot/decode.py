@@ -19,7 +19,8 @@ table column is taken from the entry dicts with C-level `map(itemgetter(...))`, 
 loop per entry, a slice of entries at a time (freed as they are read when loading a file).
 Stacks are interned by the identity of the frame objects first (torch's pickle shares each
 distinct frame dict through the pickle memo), each entry's list hashed with numpy from its
-frames' codes and checked against the stack stored under that hash, then by content.
+frames' codes and checked against the stack stored under that hash (the few lists whose hash
+is another stack's are interned by their frames instead), then by content.
 Each allocation's lifetime is worked out here too (`lifetimes.py`), once per decode.
 """
 
@@ -124,9 +125,6 @@ def _check_shape(snapshot, path):
         raise TraceError(path, "not a memory snapshot: 'segments' is not a list of dicts with lists of blocks")
 
 
-# Two different stacks of equal 64-bit hashes (odds about stacks^2 / 2^65): the decode stops
-# rather than merge them.
-_COLLISION = "two different stacks have the same hash; please report this snapshot"
 # Distinct frame lists hashed at a time: their frames' ids are arrays of this many lists' frames.
 _HASH_LISTS = 1 << 16
 # Multipliers of a stack's frames by depth in its hash (odd 64-bit numbers: no depth is lost).
@@ -138,16 +136,44 @@ def _ranges(starts, lengths):
     return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
 
 
+def _stack_hashes(frame, starts, lengths):
+    """A 64-bit hash of each list of frame codes (the `lengths[i]` codes from `starts[i]` in
+    `frame`, laid end to end): its codes times a multiplier per depth, summed, mixed with its
+    length. Equal lists hash equal; different ones rarely (odds about stacks^2 / 2^65)."""
+    if int(lengths.max(initial=0)) > len(_DEPTH_MULTIPLIERS):
+        raise ValueError(f"a stack of {int(lengths.max())} frames: at most {len(_DEPTH_MULTIPLIERS)} are read")
+    total = len(frame)
+    depth = np.arange(total) - np.repeat(starts, lengths)
+    terms = (frame.astype(np.uint64) + np.uint64(1)) * _DEPTH_MULTIPLIERS[depth]
+    nonempty = lengths > 0
+    hashes = np.zeros(len(lengths), dtype=np.uint64)
+    hashes[nonempty] = np.add.reduceat(terms, starts[nonempty]) if total else []
+    return hashes ^ lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+
+
+def _unequal(a, a_starts, a_lengths, b, b_starts, b_lengths):
+    """Per pair i: whether list i of `a` differs from list i of `b` (each list the `lengths[i]`
+    codes from `starts[i]` in its array)."""
+    out = a_lengths != b_lengths
+    compared = np.where(out, 0, a_lengths)
+    owner = np.repeat(np.arange(len(compared)), compared)
+    out[owner[a[_ranges(a_starts, compared)] != b[_ranges(b_starts, compared)]]] = True
+    return out
+
+
 class _Interner:
     """Frames and stacks met while decoding, each stored once (module docstring: by object
-    identity first, by content at the end). A list of frames is hashed with numpy (its
-    frames' codes times a multiplier per depth, summed); lists of equal hash are then checked
-    frame by frame against the one stored, so two stacks are one only when they are equal."""
+    identity first, by content at the end). A list of frames is hashed with numpy
+    (`_stack_hashes`) and checked frame by frame against the one stored under its hash, so
+    two stacks are one only when they are equal; a list whose hash is another stack's is
+    interned by its frames instead (`_by_frames`). A stack may so get two codes (one by hash,
+    one by frames): `tables` merges codes of equal content."""
 
     def __init__(self):
         self.frame_objects = []  # distinct frame dicts, by identity (kept: their ids stay theirs)
         self._frame_by_id = {}
         self._stack_by_hash = {}  # hash -> stack code (-1: the empty list)
+        self._stack_by_frames = {}  # frame codes -> stack code, for lists whose hash is another stack's
         # Each stack's frames (codes into frame_objects, innermost first): stack code -> its
         # start and length in one array of them.
         self._stack_starts = np.empty(0, dtype=np.int64)
@@ -182,44 +208,55 @@ class _Interner:
         ids = np.fromiter(map(id, chain.from_iterable(lists)), dtype=np.int64, count=total)
         frame = self._frame_codes(ids, lists, lengths)
         starts = np.cumsum(lengths) - lengths
-        depth = np.arange(total) - np.repeat(starts, lengths)
-        if int(lengths.max(initial=0)) > len(_DEPTH_MULTIPLIERS):
-            raise ValueError(f"a stack of {int(lengths.max())} frames: at most {len(_DEPTH_MULTIPLIERS)} are read")
-        terms = (frame.astype(np.uint64) + np.uint64(1)) * _DEPTH_MULTIPLIERS[depth]
-        nonempty = lengths > 0
-        hashes = np.zeros(len(lists), dtype=np.uint64)
-        hashes[nonempty] = np.add.reduceat(terms, starts[nonempty]) if total else []
-        hashes ^= lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-        groups, group_hashes = pd.factorize(hashes)
-        # One list per hash is looked up; every other list of that hash must equal it.
+        groups, group_hashes = pd.factorize(_stack_hashes(frame, starts, lengths))
+        # One list per hash is looked up; the others of that hash that differ from it collided.
         representative = np.zeros(len(group_hashes), dtype=np.int64)
         representative[groups[::-1]] = np.arange(len(groups) - 1, -1, -1)
         rep_of = representative[groups]
-        if not (np.array_equal(lengths, lengths[rep_of])
-                and np.array_equal(frame, frame[np.repeat(starts[rep_of], lengths) + depth])):
-            raise ValueError(_COLLISION)
-        # Look the hashes up; the new ones get codes (-1 for the empty list) and are stored.
+        collided = _unequal(frame, starts, lengths, frame, starts[rep_of], lengths[rep_of])
+        # Look the hashes up; a hash stored for another stack collided too (for every list of it).
         keys = group_hashes.tolist()
         codes = np.fromiter(map(self._stack_by_hash.get, keys, repeat(-2)), dtype=np.int64, count=len(keys))
         rep_lengths = lengths[representative]
-        rep_frames = frame[_ranges(starts[representative], rep_lengths)]
-        rep_starts = np.cumsum(rep_lengths) - rep_lengths
+        rep_starts = starts[representative]
         known = codes >= 0
-        stored_lengths = self._stack_lengths[codes[known]]
-        if not (np.array_equal(stored_lengths, rep_lengths[known]) and np.array_equal(
-                self._stack_frame_codes[_ranges(self._stack_starts[codes[known]], stored_lengths)],
-                rep_frames[_ranges(rep_starts[known], stored_lengths)])):
-            raise ValueError(_COLLISION)
+        stale = (codes == -1) & (rep_lengths > 0)
+        stale[known] = _unequal(frame, rep_starts[known], rep_lengths[known], self._stack_frame_codes,
+                                self._stack_starts[codes[known]], self._stack_lengths[codes[known]])
+        # The new hashes get codes (-1 for the empty list) and are stored.
         new = np.flatnonzero((codes == -2) & (rep_lengths > 0))
         codes[(codes == -2) & (rep_lengths == 0)] = -1
-        codes[new] = len(self._stack_lengths) + np.arange(len(new))
+        codes[new] = self._stored(rep_lengths[new], frame[_ranges(rep_starts[new], rep_lengths[new])])
         self._stack_by_hash.update(zip([keys[i] for i in new.tolist()], codes[new].tolist()))
         self._stack_by_hash.update((keys[i], -1) for i in np.flatnonzero(rep_lengths == 0).tolist())
-        new_frames = rep_frames[_ranges(rep_starts[new], rep_lengths[new])]
-        self._stack_starts = np.r_[self._stack_starts, len(self._stack_frame_codes) + np.cumsum(rep_lengths[new]) - rep_lengths[new]]
-        self._stack_lengths = np.r_[self._stack_lengths, rep_lengths[new]]
-        self._stack_frame_codes = np.r_[self._stack_frame_codes, new_frames]
-        return codes[groups]
+        out = codes[groups]
+        collided |= stale[groups]
+        if collided.any():
+            which = np.flatnonzero(collided)
+            out[which] = self._by_frames(frame, starts[which], lengths[which])
+        return out
+
+    def _stored(self, lengths, frames):
+        """Codes of new stacks, `lengths` long, of `frames` (their codes laid end to end)."""
+        first = len(self._stack_lengths)
+        self._stack_starts = np.r_[self._stack_starts, len(self._stack_frame_codes) + np.cumsum(lengths) - lengths]
+        self._stack_lengths = np.r_[self._stack_lengths, lengths]
+        self._stack_frame_codes = np.r_[self._stack_frame_codes, frames]
+        return first + np.arange(len(lengths), dtype=np.int64)
+
+    def _by_frames(self, frame, starts, lengths):
+        """Codes of the lists (`lengths` codes from `starts` in `frame`) whose hash is another
+        stack's, interned by their frames. A loop over those lists only: collisions are rare
+        (see `_stack_hashes`), so it stays correct without costing the common case."""
+        out = np.empty(len(lengths), dtype=np.int64)
+        for i, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist())):
+            key = tuple(frame[start:start + length].tolist())
+            code = self._stack_by_frames.get(key)
+            if code is None:
+                code = int(self._stored(np.array([length]), np.array(key, dtype=np.int64))[0]) if key else -1
+                self._stack_by_frames[key] = code
+            out[i] = code
+        return out
 
     def _frame_codes(self, ids, lists, lengths):
         """Codes of the frames whose ids are `ids` (the frames of `lists`, in order), new ones added."""
