@@ -26,10 +26,9 @@ if not CHROMIUM.exists():
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from ..helpers import SAMPLES  # noqa: E402
+from ..helpers import PREFIX, SAMPLES  # noqa: E402
 from ..helpers import tensorboard as _tensorboard  # noqa: E402
 
-PLUGIN = "/data/plugin/pytorch_profiler"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 READY = "body[data-ready='true']"
@@ -43,7 +42,7 @@ def tensorboard(logdir, log_path):
         deadline = time.monotonic() + 60
         while True:
             try:
-                with urllib.request.urlopen(f"{base}{PLUGIN}/runs", timeout=5) as response:
+                with urllib.request.urlopen(f"{base}{PREFIX}/runs", timeout=5) as response:
                     if json.loads(response.read())["runs"]:
                         break
             except (urllib.error.URLError, ConnectionError, OSError):
@@ -61,7 +60,7 @@ def server(tmp_path_factory):
 
 def api(base, route, raw=False, **params):
     """GET a plugin route, asking again while the profile is parsed (202); JSON or bytes."""
-    url = f"{base}{PLUGIN}/{route}?{urllib.parse.urlencode(params)}"
+    url = f"{base}{PREFIX}/{route}?{urllib.parse.urlencode(params)}"
     deadline = time.monotonic() + 120
     while True:
         with urllib.request.urlopen(url, timeout=60) as response:
@@ -162,7 +161,7 @@ def page(browser):
 
 def open_page(page, server, **query):
     """Open our page directly with a selection and wait until its view has rendered."""
-    page.goto(f"{server}{PLUGIN}/index.html?{urllib.parse.urlencode(query)}")
+    page.goto(f"{server}{PREFIX}/index.html?{urllib.parse.urlencode(query)}")
     page.wait_for_selector(READY, state="attached")
     return page
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import deep_directory, free_port, kernel, op, runtime, write_trace
-from .conftest import PLUGIN, READY, Watch, after, api, open_page, screenshot, tensorboard
+from ..helpers import PREFIX, deep_directory, free_port, kernel, op, runtime, write_trace
+from .conftest import READY, Watch, after, api, open_page, screenshot, tensorboard
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -162,7 +162,7 @@ def test_broken_run_shows_its_reason_and_others_still_work(browser, odd_server):
     reason = None
     while reason is None:  # 202 while the load is tried, then the failure
         try:
-            with urllib.request.urlopen(f"{odd_server}{PLUGIN}/views?run=broken&worker=worker0", timeout=60) as reply:
+            with urllib.request.urlopen(f"{odd_server}{PREFIX}/views?run=broken&worker=worker0", timeout=60) as reply:
                 assert reply.status == 202, "a truncated trace should not load"
         except urllib.error.HTTPError as error:
             assert error.code == 422

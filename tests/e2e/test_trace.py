@@ -16,8 +16,8 @@ import urllib.parse
 
 import pytest
 
-from ..helpers import BOX, canvas_origin, canvas_pixels, wait_url_window, window
-from .conftest import PLUGIN, after, api, format_duration, open_page, row_count, rows, screenshot
+from ..helpers import BOX, PREFIX, canvas_origin, canvas_pixels, wait_url_window, window
+from .conftest import after, api, format_duration, open_page, row_count, rows, screenshot
 
 RUNS = {"gpu_resnet50_v100": "worker0", "cpu_cnn": "worker0"}
 
@@ -136,7 +136,7 @@ def test_keys_and_wheel_zoom_and_pan(page, server, run):
     # Requests are for the window asked, at one pixel's resolution; a link reopens it.
     link_start, link_end = wait_url_window(page)
     page.goto("about:blank")
-    page.goto(f"{server}{PLUGIN}/index.html?" + urllib.parse.urlencode(
+    page.goto(f"{server}{PREFIX}/index.html?" + urllib.parse.urlencode(
         {**q(run), "view": "trace", "trace_start_us": link_start, "trace_end_us": link_end}))
     page.wait_for_selector(f"{BOX}[data-first-paint-ms]", state="attached")
     assert window(page) == pytest.approx((link_start, link_end), abs=0.01)
