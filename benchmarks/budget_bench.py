@@ -20,7 +20,6 @@ benchmarks/README.md states ("Memory budget").
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import time
 import urllib.parse

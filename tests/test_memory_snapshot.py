@@ -19,7 +19,7 @@ from tb_plugin.errors import NotFoundError
 from tb_plugin.__main__ import main
 
 from .helpers import PREFIX, make_client, memory, op, wait_route, write_trace
-from .snapshot_data import STACKS, snapshot_of, standard_snapshot, training
+from .snapshot_data import STACKS, snapshot_of, training
 
 memory_viz = pytest.importorskip("torch.cuda._memory_viz")
 

@@ -4,7 +4,6 @@ paper, and the CPU CNN sample's raw shapes."""
 
 import json
 import math
-from functools import lru_cache
 
 import pandas as pd
 import pytest

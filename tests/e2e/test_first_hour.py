@@ -13,7 +13,7 @@ import urllib.parse
 import pytest
 
 from ..helpers import SAMPLES
-from .conftest import PLUGIN, READY, Watch, after, api, open_page, row_count, rows, screenshot, tensorboard
+from .conftest import READY, Watch, after, api, open_page, row_count, rows, screenshot, tensorboard
 
 CPU = {"run": "cpu_cnn", "worker": "worker0", "span": 1}
 GPU = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}
