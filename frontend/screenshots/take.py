@@ -18,8 +18,8 @@ from playwright.sync_api import sync_playwright
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from tests.helpers import SAMPLES, tensorboard  # noqa: E402
-from tests.e2e.conftest import PLUGIN, READY, api, rows  # noqa: E402
+from tests.helpers import PREFIX, SAMPLES, tensorboard  # noqa: E402
+from tests.e2e.conftest import READY, api, rows  # noqa: E402
 
 GPU = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}
 CPU = {"run": "cpu_cnn", "worker": "worker0", "span": 1}
@@ -60,7 +60,7 @@ def main(names):
                 for name, query in views(server).items():
                     if names and name not in names:
                         continue
-                    page.goto(f"{server}{PLUGIN}/index.html?{urllib.parse.urlencode(query)}")
+                    page.goto(f"{server}{PREFIX}/index.html?{urllib.parse.urlencode(query)}")
                     page.wait_for_selector(READY, state="attached")
                     if name == "trace":
                         page.wait_for_selector("[data-testid=trace-timeline][data-arrows]:not([data-arrows='0'])",
