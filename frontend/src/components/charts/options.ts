@@ -75,6 +75,12 @@ export const STEP_CATEGORIES = [
 /** Fixed colours for the step categories, so a category looks the same in every chart. */
 export const CATEGORY_COLORS = ['#5470c6', '#91cc75', '#73c0de', '#9a60b4', '#ea7ccc', '#fac858', '#ee6666', '#3ba272'];
 
+/** The colour of step category `id` (`kernel`, `dataloader`, ...): by its place in
+ *  STEP_CATEGORIES, never by its row in a table that leaves empty categories out. */
+export function categoryColor(id: string): string {
+  return CATEGORY_COLORS[STEP_CATEGORIES.findIndex(([category]) => category === id)] ?? '#999999';
+}
+
 /** Stacked bars per category (x) with a formatted y axis and a tooltip listing every part. */
 export function stackedBarOption(
   categories: readonly string[],

@@ -10,13 +10,13 @@ import { useApi } from '../../api/useApi';
 import { durationTicks, formatBytes, formatDuration, formatPct, formatTflops } from '../../base/format';
 import { setParams } from '../../base/url';
 import { Chart } from '../../components/charts/Chart';
-import { CATEGORY_COLORS, STEP_CATEGORIES, stackedBarOption } from '../../components/charts/options';
+import { STEP_CATEGORIES, categoryColor, stackedBarOption } from '../../components/charts/options';
 import { Pie } from '../../components/charts/Pie';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
 
 /** Step categories in the order of /steps (columns `<id>_us`). */
-const CATEGORIES = STEP_CATEGORIES.map(([id, label]) => [`${id}_us` as const, label] as const);
+const CATEGORIES = STEP_CATEGORIES.map(([id, label]) => [`${id}_us` as const, label, id] as const);
 
 export function OverviewView({ run, worker, span, runs }: ViewProps) {
   const state = useApi<OverviewReply>('overview', { run, worker, span });
@@ -81,14 +81,14 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
     .map((r) => ({ ...r, id: r.category, category: labels.get(r.category) ?? r.category }));
   // Categories with time, each in its fixed colour (the legend lists exactly these).
   const pie = useMemo(() => {
-    const shown = summary.map((r, i) => ({ name: r.category, value: r.mean_us, color: CATEGORY_COLORS[i] })).filter((s) => s.value > 0);
+    const shown = summary.map((r) => ({ name: r.category, value: r.mean_us, color: categoryColor(r.id) })).filter((s) => s.value > 0);
     return { slices: shown.map(({ name, value }) => ({ name, value })), colors: shown.map((s) => s.color) };
   }, [data]);
   const bars = useMemo(
     () =>
       stackedBarOption(
         steps.map((r) => String(r.step)),
-        CATEGORIES.map(([key, label], i) => ({ name: label, key, color: CATEGORY_COLORS[i], values: steps.map((r) => r[key]) })).filter((s) => steps.some((r) => Number(r[s.key]) > 0)),
+        CATEGORIES.map(([key, label, id]) => ({ name: label, key, color: categoryColor(id), values: steps.map((r) => r[key]) })).filter((s) => steps.some((r) => Number(r[s.key]) > 0)),
         formatDuration,
         { xName: 'Step', ticks: durationTicks },
       ),
