@@ -21,7 +21,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from tb_plugin.preprocess import WORKER_ENV  # noqa: E402
 # The single-process figure is taken as one worker runs: polars on one thread.
 os.environ.update(WORKER_ENV)
 
-from tests.helpers import free_port  # noqa: E402
+from tests.helpers import free_port, stop_by_pid  # noqa: E402
 from tests.job_traces import write_job  # noqa: E402
 
 SHARED = Path(os.environ.get("TB_PLUGIN_SHARED_TRACES", ROOT.parent / "shared" / "traces"))
@@ -129,12 +128,7 @@ def tensorboard_job(logdir, cache_dir, log_path):
             body = _first_200(f"{base}/job?run=job", proc, log_path, started + 300)
             return listed, time.perf_counter() - started, peak_rss_bytes(proc.pid), body
         finally:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_by_pid(proc, 15)
 
 
 def worst_straggler(body):

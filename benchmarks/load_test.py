@@ -33,7 +33,6 @@ import http.client
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests/ helpers
-from tests.helpers import free_port  # noqa: E402  (one copy, shared with the tests)
+from tests.helpers import free_port, stop_by_pid  # noqa: E402  (one copy, shared with the tests)
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -114,13 +113,7 @@ class Server:
         raise TimeoutError(f"tensorboard did not answer within {timeout} s; log: {self.log.name}")
 
     def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        stop_by_pid(self.proc, 10)
         self.log.close()
 
 

@@ -51,7 +51,6 @@ import os
 import platform
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -65,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench  # noqa: E402  (the synthesiser and its defaults)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests/ helpers
-from tests.helpers import free_port  # noqa: E402  (one copy, shared with the tests)
+from tests.helpers import free_port, stop_by_pid  # noqa: E402  (one copy, shared with the tests)
 
 PLUGIN = "/data/plugin/pytorch_profiler"
 CHROMIUM = "/usr/bin/chromium"
@@ -106,12 +105,7 @@ def serve(executable, logdir, log_path, extra_args=(), env=None):
     try:
         yield f"http://127.0.0.1:{port}", proc
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_by_pid(proc, 30)
         out.close()
 
 

@@ -132,13 +132,21 @@ def tensorboard(logdir, log_path, path_prefix="", extra_args=()):
                 time.sleep(0.2)
         yield base
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_by_pid(proc, 15)
         log.close()
+
+
+def stop_by_pid(proc, timeout):
+    """Stop a server started with `subprocess.Popen` by its pid: SIGTERM, then SIGKILL when it
+    has not exited within `timeout` seconds."""
+    if proc.poll() is not None:
+        return
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 @contextlib.contextmanager

@@ -23,6 +23,22 @@ def two_runs(root):
     return root
 
 
+def hold_reads_of_a(monkeypatch):
+    """(gate, a_reading): every read of run "a"'s file sets `a_reading` and waits until `gate`
+    is set; reads after that, and of other runs, go through."""
+    gate, a_reading = threading.Event(), threading.Event()
+    real_read = tb_plugin.storage.Storage.read_trace
+
+    def held_read(self, rel, *args, **kwargs):
+        if rel.startswith("a/") and not gate.is_set():
+            a_reading.set()
+            assert gate.wait(60)
+        return real_read(self, rel, *args, **kwargs)
+
+    monkeypatch.setattr(tb_plugin.storage.Storage, "read_trace", held_read)
+    return gate, a_reading
+
+
 def loaded(store):
     return {run["name"]: run["loaded"] for run in store.runs()}
 
@@ -70,16 +86,7 @@ def test_a_users_load_of_another_run_does_not_wait_behind_the_prefetch(tmp_path,
     """The prefetch of "a" is held at its read until "b", which a user asked for meanwhile,
     has loaded: "b" did not wait for it, and "a" gave way (it loads when asked for)."""
     two_runs(tmp_path)
-    gate, a_reading = threading.Event(), threading.Event()
-    real_read = tb_plugin.storage.Storage.read_trace
-
-    def held_read(self, rel, *args, **kwargs):
-        if rel.startswith("a/"):
-            a_reading.set()
-            assert gate.wait(60)
-        return real_read(self, rel, *args, **kwargs)
-
-    monkeypatch.setattr(tb_plugin.storage.Storage, "read_trace", held_read)
+    gate, a_reading = hold_reads_of_a(monkeypatch)
     store = RunStore(str(tmp_path))
     prefetched = []
     prefetch = threading.Thread(target=lambda: prefetched.append(store.prefetch_first()))
@@ -99,16 +106,7 @@ def test_a_users_load_of_another_run_does_not_wait_behind_the_prefetch(tmp_path,
 
 def test_a_cancelled_prefetch_leaves_the_profile_to_load_when_asked(tmp_path, monkeypatch):
     two_runs(tmp_path)
-    gate, a_reading = threading.Event(), threading.Event()
-    real_read = tb_plugin.storage.Storage.read_trace
-
-    def held_read(self, rel, *args, **kwargs):
-        if rel.startswith("a/") and not gate.is_set():
-            a_reading.set()
-            assert gate.wait(60)
-        return real_read(self, rel, *args, **kwargs)
-
-    monkeypatch.setattr(tb_plugin.storage.Storage, "read_trace", held_read)
+    gate, a_reading = hold_reads_of_a(monkeypatch)
     store = RunStore(str(tmp_path))
     prefetched = []
     prefetch = threading.Thread(target=lambda: prefetched.append(store.prefetch_first()))
