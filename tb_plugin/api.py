@@ -623,11 +623,8 @@ class Api:
         is known yet)."""
         run, worker = text_param(request, "run"), text_param(request, "worker")
         span = int_param(request, "span", required=False, default=1, minimum=1)
-        files = self.store.run_files(run)
-        if worker not in files.workers:
-            raise NotFoundError(f"run {run!r} has no worker {worker!r}")
-        if span > len(files.workers[worker]):
-            raise NotFoundError(f"worker {worker!r} has spans 1..{len(files.workers[worker])}, not {span}")
+        self.store.span_file(run, worker, span)  # 404 for a worker or span the run does not have
+        spans = len(self.store.run_files(run).workers[worker])
         declared, build = FILE_SUMMARIES["operator_names"]
         loads = {}
 
@@ -641,10 +638,10 @@ class Api:
                 return None
             return found
 
-        if len(files.workers[worker]) == 1 and names_of(run, worker) is None:
+        if spans == 1 and names_of(run, worker) is None:
             raise loads[run].error()
         run_workers = {r["name"]: r["workers"] for r in self.store.runs()}
-        proposal = propose_comparison(run, worker, span, len(files.workers[worker]), run_workers, names_of)
+        proposal = propose_comparison(run, worker, span, spans, run_workers, names_of)
         if proposal.run is None and proposal.loading:
             raise loads[proposal.loading[0]].error()
         return respond({"run_b": proposal.run, "worker_b": proposal.worker, "span_b": proposal.span,

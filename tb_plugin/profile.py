@@ -145,7 +145,8 @@ class Profile:
     def _chosen(self, param: Param, value: Any) -> Any:
         """`value` of a parameter whose choices the profile decides (`schema.model_choice`),
         the first of them when None; `NotFoundError` naming them when it is not one."""
-        choices = list(param.choices_of(self.model)) if param.choices_of is not None else []
+        assert param.choices_of is not None  # `answer` asks only for such parameters
+        choices = list(param.choices_of(self.model))
         if value is None and choices:
             return choices[0]
         if value not in choices:
