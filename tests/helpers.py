@@ -202,19 +202,14 @@ def make_client(logdir, **flags):
 
 def wait_ready(client, query, timeout=60):
     """Ask until the profile is parsed (202 while loading)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        response = client.get(f"{PREFIX}/info?{query}")
-        if response.status_code != 202:
-            return response
-        assert time.monotonic() < deadline, "profile did not load in time"
-        time.sleep(0.05)
+    return wait_route(client, f"{PREFIX}/info?{query}", timeout)
 
 
 def wait_route(client, url, timeout=60):
+    """The first answer to `url` that is not a 202 (asked again while the server loads)."""
     deadline = time.monotonic() + timeout
     while (response := client.get(url)).status_code == 202:
-        assert time.monotonic() < deadline
+        assert time.monotonic() < deadline, f"{url} still loading after {timeout} s"
         time.sleep(0.05)
     return response
 

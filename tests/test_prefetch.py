@@ -39,6 +39,15 @@ def hold_reads_of_a(monkeypatch):
     return gate, a_reading
 
 
+def prefetch_in_background(store):
+    """(thread, results): `store.prefetch_first()` started on a thread, its answer appended
+    to results when it returns."""
+    prefetched = []
+    prefetch = threading.Thread(target=lambda: prefetched.append(store.prefetch_first()))
+    prefetch.start()
+    return prefetch, prefetched
+
+
 def loaded(store):
     return {run["name"]: run["loaded"] for run in store.runs()}
 
@@ -88,10 +97,8 @@ def test_a_users_load_of_another_run_does_not_wait_behind_the_prefetch(tmp_path,
     two_runs(tmp_path)
     gate, a_reading = hold_reads_of_a(monkeypatch)
     store = RunStore(str(tmp_path))
-    prefetched = []
-    prefetch = threading.Thread(target=lambda: prefetched.append(store.prefetch_first()))
     try:
-        prefetch.start()
+        prefetch, prefetched = prefetch_in_background(store)
         assert a_reading.wait(60)
         store.profile_blocking("b", "w", 1, timeout=60)
         assert isinstance(store.profile("a", "w", 1), Loading)  # the user's ask makes it theirs: loading on
@@ -108,10 +115,8 @@ def test_a_cancelled_prefetch_leaves_the_profile_to_load_when_asked(tmp_path, mo
     two_runs(tmp_path)
     gate, a_reading = hold_reads_of_a(monkeypatch)
     store = RunStore(str(tmp_path))
-    prefetched = []
-    prefetch = threading.Thread(target=lambda: prefetched.append(store.prefetch_first()))
     try:
-        prefetch.start()
+        prefetch, prefetched = prefetch_in_background(store)
         assert a_reading.wait(60)
         store.profile_blocking("b", "w", 1, timeout=60)
         gate.set()

@@ -6,7 +6,6 @@ their own clocks."""
 
 import csv
 import io
-import time
 from collections import defaultdict
 from decimal import Decimal
 
@@ -16,7 +15,7 @@ import pytest
 import tb_plugin
 from tb_plugin.views.rank_timeline import RANK_TRACK_STRIDE
 
-from .helpers import PREFIX, SAMPLES, kernel, make_client, op, raw_events, runtime, write_trace
+from .helpers import PREFIX, SAMPLES, kernel, make_client, op, raw_events, runtime, wait_route, write_trace
 from .job_traces import write_job
 
 # Rank r's clock reads the true time plus CLOCK[r] (three hosts); its first event is at true
@@ -119,14 +118,8 @@ def test_expanded_rank_tracks_are_its_own_renumbered(job_dir):
     assert set(slices["track"]) == {gemm_track}
 
 
-def _get(client, query, timeout=60):
-    deadline = time.monotonic() + timeout
-    while True:
-        response = client.get(f"{PREFIX}/{query}")
-        if response.status_code != 202:
-            return response
-        assert time.monotonic() < deadline, "ranks did not load in time"
-        time.sleep(0.05)
+def _get(client, query):
+    return wait_route(client, f"{PREFIX}/{query}")
 
 
 def test_routes_answer_with_the_offsets_and_refuse_unknown_ranks(job_dir):
