@@ -6,7 +6,7 @@ import { useMemo } from 'preact/hooks';
 import type { DiffDefaultReply, SpansReply, ViewProps } from '../../api/types';
 import { typedRows, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
-import { axisText, deltaSign, formatDelta, formatDuration, formatNumber } from '../../base/format';
+import { axisText, formatDelta, formatDuration, formatNumber } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { esc } from '../../components/charts/echarts';
 import { STEP_CATEGORIES } from '../../components/charts/options';
@@ -15,7 +15,7 @@ import { kernelNameColumn } from '../../components/KernelName';
 import { DataTable } from '../../components/table/DataTable';
 import { anyNonZero } from '../../components/table/logic';
 import { useUrlParam } from '../../components/useUrlParam';
-import { Explanation, type ExplanationTables } from './Explanation';
+import { Delta, Explanation, type ExplanationTables } from './Explanation';
 import { RankChanges } from './Ranks';
 
 /** "cpu_exec" → "CPU Exec", as the overview names the step categories. */
@@ -163,11 +163,7 @@ function Diff({ data, labelA, labelB, name }: { data: DiffReply; labelA: string;
     key,
     label: text,
     numeric: true,
-    format: (v: number | null) => {
-      if (!delta) return formatDuration(v);
-      const sign = deltaSign(v, formatDuration);
-      return <span class={sign > 0 ? 'pos' : sign < 0 ? 'neg' : ''}>{formatDelta(v, formatDuration)}</span>;
-    },
+    format: (v: number | null) => (delta ? <Delta us={v} /> : formatDuration(v)),
   });
   const count = <K extends string>(key: K, text: string, delta = false) => ({
     key,

@@ -36,12 +36,14 @@ const PART_LABELS: Record<string, string> = {
 };
 export const causeLabel = (c: string) => CAUSE_LABELS[c] ?? c;
 
-function Delta({ us }: { us: number }) {
+/** A change of time (B − A), coloured by its sign as shown (a change that rounds to zero is not). */
+export function Delta({ us }: { us: number | null }) {
   const sign = deltaSign(us, formatDuration);
   return <span class={sign > 0 ? 'pos' : sign < 0 ? 'neg' : ''}>{formatDelta(us, formatDuration)}</span>;
 }
 
-function Verdict({ verdict }: { verdict: string }) {
+/** The noise rule's verdict of a change (regression, improvement, or within noise). */
+export function Verdict({ verdict }: { verdict: string }) {
   const text = verdict === 'noise' ? 'within noise' : verdict;
   return <span class={`diff-verdict ${verdict}`} data-verdict={verdict}>{text}</span>;
 }

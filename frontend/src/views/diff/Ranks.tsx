@@ -4,11 +4,11 @@
 
 import { typedRows, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
-import { deltaSign, formatDelta, formatDuration, formatPct } from '../../base/format';
+import { formatDuration, formatPct } from '../../base/format';
 import { PROFILE_SELECTIONS, setParams } from '../../base/url';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
-import { causeLabel } from './Explanation';
+import { Delta, Verdict, causeLabel } from './Explanation';
 
 export interface RanksPair {
   runA: string;
@@ -18,11 +18,6 @@ export interface RanksPair {
   /** The worker whose diff is shown below. */
   worker: string;
   threshold: string;
-}
-
-function Delta({ us }: { us: number }) {
-  const sign = deltaSign(us, formatDuration);
-  return <span class={sign > 0 ? 'pos' : sign < 0 ? 'neg' : ''}>{formatDelta(us, formatDuration)}</span>;
 }
 
 /** The diff of `worker` in both runs, at the same spans: the other selections were A's. */
@@ -61,7 +56,7 @@ export function RankChanges({ pair }: { pair: RanksPair }) {
                   },
                   { key: 'mean_us_delta', label: 'B − A', numeric: true, format: (v) => <Delta us={v} /> },
                   { key: 'change_pct', label: 'Change', numeric: true, format: (v) => formatPct(v) },
-                  { key: 'verdict', label: 'Verdict', format: (v) => <span class={`diff-verdict ${v}`} data-verdict={v}>{v === 'noise' ? 'within noise' : v}</span> },
+                  { key: 'verdict', label: 'Verdict', format: (v) => <Verdict verdict={v} /> },
                   { key: 'top_cause', label: 'Largest cause', format: (v) => causeLabel(v) },
                   { key: 'top_cause_us', label: 'Its B − A', numeric: true, format: (v) => <Delta us={v} /> },
                   { key: 'mean_us_a', label: 'A mean', numeric: true, format: (v) => formatDuration(v) },
