@@ -132,6 +132,16 @@ def has_regions(model: TraceModel) -> bool:
     return bool(len(_region_ops(model)))
 
 
+def recompilations(model: TraceModel) -> pd.Series:
+    """Per frame that ran a compilation other than its first (``Torch-Compiled Region: 0/1``):
+    the highest compilation number that ran, indexed by frame number, ascending. Read from
+    the region ops alone: the Overview asks this of every trace and needs none of the
+    Compiled view's per-region totals."""
+    regions = _region_ops(model)
+    frames = regions[(regions["kind"].to_numpy() == 0) & (regions["compilation"].to_numpy() > 0)]
+    return frames.groupby("frame")["compilation"].max()
+
+
 def compiled_op_mask(model):
     """Per op: whether it ran inside a compiled region (a Dynamo frame's region, or the
     AOTAutograd backward autograd runs outside it), the region ops themselves included."""

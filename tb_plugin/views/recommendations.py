@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..trace.model import TraceModel
 from .common import is_comm_kernel, is_tc_eligible_name, kernel_flags, name_mask, operator_tree, step_windows
-from .compiled import compiled, has_regions, is_inductor_kernel_name
+from .compiled import has_regions, is_inductor_kernel_name, recompilations
 from .cudagraphs import graph_launch_mask
 from .gpu_idle import idle_time
 from .launches import kernel_launches
@@ -352,11 +352,9 @@ def _fusion(model):
 def _recompilations(model):
     """A frame that ran a compilation other than its first (``Torch-Compiled Region: 0/1``)
     was compiled again: a guard failed (a new shape, dtype, Python value...)."""
-    regions = compiled(model)
-    frames = regions[(regions["kind"] == "frame") & (regions["compilation"] > 0)]
-    if not len(frames):
+    per_frame = recompilations(model)
+    if not len(per_frame):
         return None
-    per_frame = frames.groupby("frame")["compilation"].max()
     listed = ", ".join(f"frame {f} ({c + 1} compilations)" for f, c in per_frame.items())  # a few frames
     return Recommendation(
         "recompilations", "warning",
