@@ -111,14 +111,41 @@ def cached(model, key, build):
         return cache[key]
 
 
+def texts(column, rows=None):
+    """A text column's values (at `rows` when given) as a numpy array of str, "" where a
+    categorical has no value. pandas 3's `astype(str)` copies every value into its Arrow string
+    type and `to_numpy` copies them back; a categorical's categories taken by its codes is one
+    numpy take (the model's text columns are categoricals of object categories)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        if rows is not None:
+            codes = codes[rows]
+        categories = np.append(np.asarray(column.cat.categories, dtype=object), "")  # code -1 -> ""
+        return categories[codes]
+    values = column.to_numpy(dtype=object)
+    return values if rows is None else values[rows]
+
+
+def object_frame(columns):
+    """`pd.DataFrame(columns)` with its text columns kept as numpy object arrays: pandas 3 would
+    copy each into its Arrow string type, which every table's declaration (`schema.frame`)
+    turns back into object. A str value stands for a column of it."""
+    length = next(len(v) for v in columns.values() if not isinstance(v, str))
+    index = pd.RangeIndex(length)
+    return pd.DataFrame({name: pd.Series(np.full(length, values, dtype=object) if isinstance(values, str) else values,
+                                         index=index, dtype=object)
+                         if isinstance(values, str) or getattr(values, "dtype", None) == object else values
+                         for name, values in columns.items()}, index=index)
+
+
 def device_activity(model):
     """Kernels, memcpys and memsets in one table: kind, name, device, stream, ts, dur, op, runtime,
     correlation."""
     def build():
         parts = []
         for kind, table in (("kernel", model.kernels), ("memcpy", model.memcpy), ("memset", model.memset)):
-            parts.append(pd.DataFrame({
-                "kind": kind, "name": table["name"].astype(str).to_numpy(), "device": table["device"].to_numpy(),
+            parts.append(object_frame({
+                "kind": kind, "name": texts(table["name"]), "device": table["device"].to_numpy(),
                 "stream": table["stream"].to_numpy(), "ts": table["ts"].to_numpy(), "dur": table["dur"].to_numpy(),
                 "op": table["op"].to_numpy(), "runtime": table["runtime"].to_numpy(),
                 "correlation": table["correlation"].to_numpy()}))
@@ -383,7 +410,7 @@ def step_breakdown(model):
 def op_names(model, rows):
     """Names of ops at row indices `rows` (-1 gives "")."""
     rows = np.asarray(rows, dtype=np.int64)
-    names = model.ops["name"].astype(str).to_numpy()
-    return np.where(rows >= 0, names[np.clip(rows, 0, None)] if len(names) else "", "")
+    names = texts(model.ops["name"], np.clip(rows, 0, None)) if len(model.ops) else np.zeros(len(rows), dtype=object)
+    return np.where(rows >= 0, names, "").astype(object, copy=False)
 
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare, route, tab
 from ..trace.model import TraceModel
-from .common import cached, device_activity, enclosing_op_where, name_mask, operator_tree, step_windows
+from .common import cached, device_activity, enclosing_op_where, name_mask, operator_tree, step_windows, texts
 from .intervals import union_length
 
 _FRAME_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)")
@@ -97,7 +97,7 @@ def _region_ops(model):
         ops = model.ops
         kind = _region_kind(model)
         rows = np.flatnonzero(kind >= 0)
-        names = np.asarray(ops["name"].astype(str).to_numpy()[rows], dtype=object)
+        names = texts(ops["name"], rows)
         ids = pd.Series(names).str.extract(_FRAME_REGION)
         table = pd.DataFrame({"row": rows, "kind": kind[rows], "name": names,
                               "frame": pd.to_numeric(ids[0]).fillna(-1).astype(np.int64).to_numpy(),

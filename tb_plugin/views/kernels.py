@@ -6,7 +6,7 @@ import pandas as pd
 from ..schema import NULLABLE, choice, declare, documented, route, tab
 from ..errors import BadParameterError
 from ..trace.model import TraceModel
-from .common import kernel_flags, matrix_unit, op_names
+from .common import kernel_flags, matrix_unit, object_frame, op_names, texts
 
 _NAME = ("name", "str", "", "kernel name")
 _STATS = (
@@ -60,8 +60,8 @@ def kernels(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
     occupancy = k["est_achieved_occupancy_pct"].to_numpy()
     has_blocks = np.isfinite(blocks)
     has_occ = np.isfinite(occupancy)
-    frame = pd.DataFrame({
-        "name": k["name"].astype(str).to_numpy(),
+    frame = object_frame({
+        "name": texts(k["name"]),
         "dur": dur,
         "blocks_weighted": np.where(has_blocks, blocks * dur, 0.0),
         "blocks_weight": np.where(has_blocks, dur, 0.0),

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..schema import choice, declare, number, route
 from ..trace.model import TraceModel
-from .common import cached, device_activity, op_names
+from .common import cached, device_activity, object_frame, op_names, texts
 
 # HTA's defaults: a launch call longer than this is a runtime outlier, and GPU work that
 # starts this long after its call ended is a launch-delay outlier.
@@ -114,11 +114,11 @@ def _kernel_launches(model, runtime_cutoff_us, launch_delay_cutoff_us):
     dur = launched["dur"].to_numpy()
     after_call = np.maximum(start - call_start - call_dur, 0.0)
     order = np.argsort(call_start, kind="stable")
-    frame = pd.DataFrame({
+    frame = object_frame({
         "correlation": rt["correlation"].to_numpy()[call],
         "kind": launched["kind"].to_numpy(),
         "name": launched["name"].to_numpy(),
-        "runtime": rt["name"].astype(str).to_numpy()[call],
+        "runtime": texts(rt["name"], call),
         "operator": op_names(model, launched["op"].to_numpy()),
         "device": launched["device"].to_numpy(),
         "stream": launched["stream"].to_numpy(),

@@ -12,7 +12,7 @@ from ..errors import BadParameterError
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
 from .compiled import compiled_op_mask
-from .common import cached, operator_tree
+from .common import cached, object_frame, operator_tree, texts
 
 _FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<function>.*)$")
 
@@ -151,8 +151,8 @@ def operators(model: TraceModel, group_by: str = "name", scope: str = "all") -> 
     keep = tree["is_operator"].to_numpy()
     if scope != "all":
         keep = keep & (compiled_op_mask(model) == (scope == "compiled"))
-    frame = pd.DataFrame({
-        "name": ops["name"].to_numpy()[keep],
+    frame = object_frame({
+        "name": texts(ops["name"], keep),
         "input_shape": input_shapes(model)[keep],
         "host_self_us": tree["host_self_us"].to_numpy()[keep],
         "host_self_less_python_us": tree["host_self_less_python_us"].to_numpy()[keep],
