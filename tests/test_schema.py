@@ -46,6 +46,22 @@ def test_empty_frame_has_declared_dtypes():
     assert len(frame) == 0
 
 
+def test_empty_equals_an_empty_frame_for_every_declared_table():
+    # `empty` builds its columns directly (no conversion); it must be exactly what `frame`
+    # makes of no rows, nullable and int32 columns included, for every table a view answers
+    import tb_plugin.profile  # noqa: F401  (declares the tables of the views a load needs)
+    from tb_plugin.views import (collectives, compiled, copies, critical_path, cudagraphs, diff, distributed, flops,  # noqa: F401
+                                 gpu_annotations, job, lightning, memory, modules, queues, rank_timeline, regression,
+                                 sequences, timeline)
+
+    assert len(schema.TABLES) > 100
+    for table in schema.TABLES.values():
+        empty = table.empty()
+        table.check(empty)
+        pd.testing.assert_frame_equal(empty, table.frame({name: [] for name in table.names}))
+    assert SAMPLE.empty()["name"].dtype == object  # not pandas 3's Arrow strings
+
+
 def test_check_names_a_wrong_dtype():
     frame = pd.DataFrame({"name": ["a"], "calls": [1.0], "total_us": [1.0], "flagged": [True]})
     with pytest.raises(SchemaError, match="calls"):

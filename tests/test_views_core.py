@@ -5,10 +5,11 @@ real traces, and the HTTP routes."""
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import tb_plugin
-from tb_plugin.views.common import cuda_core_markers, is_tensor_core_kernel, tensor_core_markers
+from tb_plugin.views.common import cuda_core_markers, is_tensor_core_kernel, object_frame, tensor_core_markers, texts
 
 from .helpers import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, shared_trace, write_trace
 
@@ -297,3 +298,16 @@ def test_kernel_launched_directly_in_a_step_has_no_operator_and_one_row(tmp_path
     table = tb_plugin.load(write_trace(tmp_path / "w.pt.trace.json", events)).kernels("name_op")
     rows = {(r["name"], r["operator"]): (r["calls"], r["total_us"]) for r in table.to_dict("records")}
     assert rows == {("triton_k", ""): (2, 10.0), ("k_fwd", "## fwd ##"): (2, 8.0)}
+
+
+def test_texts_reads_a_categorical_as_astype_str_does_and_keeps_python_strings():
+    names = pd.Series(pd.Categorical.from_codes([2, 0, -1, 1, 2], categories=pd.Index(["a", "bb", "c"], dtype=object)))
+    assert texts(names).tolist() == ["c", "a", "", "bb", "c"]  # a missing value is "", as the model writes it
+    assert texts(names, np.array([4, 1])).tolist() == ["c", "a"]
+    assert texts(names, np.array([True, False, False, True, False])).tolist() == ["c", "bb"]
+    assert texts(pd.Series(["x", "y"], dtype=object), [1]).tolist() == ["y"]
+    present = names[names.cat.codes >= 0]
+    assert texts(present).tolist() == present.astype(str).tolist()
+    frame = object_frame({"kind": "kernel", "name": texts(names), "dur": np.arange(5.0)})
+    assert [str(t) for t in frame.dtypes] == ["object", "object", "float64"]  # not pandas 3's Arrow strings
+    assert frame["kind"].tolist() == ["kernel"] * 5 and frame["name"].tolist() == ["c", "a", "", "bb", "c"]

@@ -209,6 +209,8 @@ def ancestor_where(mask, parent, depth, outermost=False):
     """Per node: the nearest node among itself and its ancestors where `mask` holds (the
     farthest one with `outermost`); -1 where none does. One numpy step per level, shallowest
     first."""
+    if not mask.any():  # no such node (no compiled region, no module): no walk up the levels
+        return np.full(len(mask), -1, dtype=np.int64)
     out = np.where(mask, np.arange(len(mask)), -1)
     parent = np.asarray(parent)
     for rows in _levels(parent, depth, shallowest_first=True):

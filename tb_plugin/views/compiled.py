@@ -42,6 +42,7 @@ ORIGINS = (
     ("ATen", re.compile(r"\bat::|^(void )?\(anonymous namespace\)::")),
 )
 KINDS = ("frame", "forward", "backward")
+_NO_TEXT = np.zeros(0, dtype=object)
 _KIND_NAMES = {"forward": "CompiledFunction", "backward": "CompiledFunctionBackward"}
 
 REGIONS = declare(
@@ -97,6 +98,9 @@ def _region_ops(model):
         ops = model.ops
         kind = _region_kind(model)
         rows = np.flatnonzero(kind >= 0)
+        if not len(rows):  # an eager trace: the same columns, no rows, nothing computed
+            return pd.DataFrame({"row": rows, "kind": rows, "name": _NO_TEXT, "frame": rows, "compilation": rows,
+                                 "compile_id": _NO_TEXT, "region": _NO_TEXT})
         names = texts(ops["name"], rows)
         ids = pd.Series(names).str.extract(_FRAME_REGION)
         table = pd.DataFrame({"row": rows, "kind": kind[rows], "name": names,

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare, route
 from ..trace.model import TraceModel
-from .common import cached, name_mask, op_names, step_windows
+from .common import cached, name_mask, object_frame, op_names, step_windows, texts
 
 _GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch")
 
@@ -74,7 +74,7 @@ def _in_graph(model):
     launch = graph_launch_mask(model)
     runtime = model.kernels["runtime"].to_numpy()
     linked = runtime >= 0
-    out = (model.kernels["graph_node_id"].astype(str) != "").to_numpy().copy()
+    out = name_mask(model.kernels["graph_node_id"], bool)  # a node id that is not ""
     out[linked] |= launch[runtime[linked]]
     return out
 
@@ -124,7 +124,7 @@ def _build_kernels(model):
     if not in_graph.any():
         return KERNELS.empty()
     dur = k["dur"].to_numpy()
-    frame = pd.DataFrame({"name": k["name"].astype(str).to_numpy(), "dur": dur, "graph": in_graph,
+    frame = object_frame({"name": texts(k["name"]), "dur": dur, "graph": in_graph,
                           "graph_dur": np.where(in_graph, dur, 0.0)})
     table = frame.groupby("name", sort=False).agg(calls=("dur", "size"), graph_calls=("graph", "sum"),
                                                   total_us=("dur", "sum"), graph_us=("graph_dur", "sum")).reset_index()
@@ -141,8 +141,9 @@ def graph_annotations(model: TraceModel) -> pd.DataFrame:
 def _build_annotations(model):
     k = model.kernels
     in_graph = _in_graph(model)
-    frame = pd.DataFrame({"annotation": k["graph_annotation"].astype(str).to_numpy()[in_graph],
-                          "name": k["name"].astype(str).to_numpy()[in_graph],
+    if not in_graph.any():
+        return ANNOTATIONS.empty()
+    frame = object_frame({"annotation": texts(k["graph_annotation"], in_graph), "name": texts(k["name"], in_graph),
                           "dur": k["dur"].to_numpy()[in_graph], "stream": k["stream"].to_numpy()[in_graph]})
     table = frame.groupby("annotation", sort=False).agg(
         kernel_names=("name", "nunique"), calls=("dur", "size"), device_us=("dur", "sum"),

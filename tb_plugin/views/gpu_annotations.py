@@ -7,7 +7,7 @@ import pandas as pd
 from ..schema import declare, route
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
-from .common import cached
+from .common import cached, texts
 
 PATH_SEPARATOR = " / "
 
@@ -50,13 +50,13 @@ def gpu_annotations(model: TraceModel) -> pd.DataFrame:
 def _gpu_annotations(model):
     a = model.gpu_annotations
     if not len(a):
-        return GPU_ANNOTATIONS.frame({c.name: [] for c in GPU_ANNOTATIONS.columns})
+        return GPU_ANNOTATIONS.empty()
     device, stream = a["device"].to_numpy(), a["stream"].to_numpy()
     lane = pd.factorize(pd.MultiIndex.from_arrays([device, stream]))[0]
     ts, dur = a["ts"].to_numpy(), a["dur"].to_numpy()
     nesting = Nesting(lane, ts, dur)
     parent, depth = nesting.parent, nesting.depth.astype(np.int64)
-    names = a["name"].astype(str).to_numpy().astype(object)
+    names = texts(a["name"])
     path = names.copy()
     path_depth = np.zeros(len(names), dtype=np.int64)  # ancestors with a path (overlaps have none)
     # One pass per nesting level (tens at most), outermost first, so a parent's path is known.

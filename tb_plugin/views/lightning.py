@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare, route, tab
 from ..trace.model import TraceModel
-from .common import cached, name_mask
+from .common import cached, name_mask, texts
 
 _PREFIX = "[pl][profile]"
 _RANGE = re.compile(r"^\[pl\]\[profile\](?:\[(?P<component>[^\]]*)\])?(?P<owner>[^.]*?)\.?(?P<hook>[^.]+)$")
@@ -52,7 +52,9 @@ def lightning_hooks(model: TraceModel) -> pd.DataFrame:
 def _build(model):
     ops = model.ops
     rows = np.flatnonzero(name_mask(ops["name"], lambda n: n.startswith(_PREFIX)))
-    names = pd.Series(ops["name"].astype(str).to_numpy()[rows], dtype=object)
+    if not len(rows):
+        return HOOKS.empty()
+    names = pd.Series(texts(ops["name"], rows), dtype=object)
     parts = names.str.extract(_RANGE).fillna("")
     frame = pd.DataFrame({"range": names.str.slice(len(_PREFIX)).to_numpy(), "component": parts["component"],
                           "owner": parts["owner"], "hook": parts["hook"], "dur": ops["dur"].to_numpy()[rows]})

@@ -148,7 +148,7 @@ def queue_length_summary(model: TraceModel) -> pd.DataFrame:
     launches = kernel_launches(model)
     keys = ["device", "stream"]
     if not len(series):
-        return QUEUE_SUMMARY.frame({c.name: [] for c in QUEUE_SUMMARY.columns})
+        return QUEUE_SUMMARY.empty()
     ts = series["ts_us"].to_numpy()
     same_next = np.zeros(len(series), dtype=bool)
     same_next[:-1] = ((series["device"].to_numpy()[1:] == series["device"].to_numpy()[:-1])

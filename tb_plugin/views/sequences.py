@@ -53,7 +53,7 @@ def kernel_sequences(model: TraceModel, length: int = DEFAULT_LENGTH, top: int =
 
 def _kernel_sequences(model, length, top):
     k = model.kernels
-    empty = KERNEL_SEQUENCES.frame({c.name: [] for c in KERNEL_SEQUENCES.columns})
+    empty = KERNEL_SEQUENCES.empty()
     if len(k) < 2 * length:
         return empty
     device, stream, ts = k["device"].to_numpy(), k["stream"].to_numpy(), k["ts"].to_numpy()
