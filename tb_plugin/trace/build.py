@@ -123,14 +123,16 @@ def _read_batch(raws):
     # args that is no object holds no field, so it reads as `{}` (counted).
     is_object = pl.col("args").str.starts_with("{")
     objects = pl.when(is_object).then(pl.col("args")).otherwise(pl.lit("{}"))
-    *texts, not_objects = frame.select(  # one polars call for every kind: each call has a fixed cost
-        *(objects.filter(of_kind[k]).str.join("\n").alias(k) for k in present),
-        pl.col("args").filter(of_kind[KIND_COUNTER]).fill_null("null").str.join(",").alias(KIND_COUNTER),
+    # One polars call for every kind (each call has a fixed cost); the texts come back as bytes,
+    # which the readers take as they are (a Python str would be decoded, then encoded again).
+    *texts, not_objects = frame.select(
+        *(objects.filter(of_kind[k]).str.join("\n").cast(pl.Binary).alias(k) for k in present),
+        pl.col("args").filter(of_kind[KIND_COUNTER]).fill_null("null").str.join(",").cast(pl.Binary).alias(KIND_COUNTER),
         (~is_object & pl.col("kind").is_in([KIND_CODE[k] for k in present])).sum().alias("not_objects"),
     ).row(0)
     if not_objects:
         record(anomalies, MALFORMED_ARGS_REPLACED, not_objects)
-    args = {k: _arg_columns(lines.encode(), ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
+    args = {k: _arg_columns(lines, ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
     flows = flow_columns(list(compress(lines, kind == KIND_CODE[KIND_FLOW]))) if counts[KIND_CODE[KIND_FLOW]] else None
     counter_args = None
     if counts[KIND_CODE[KIND_COUNTER]]:
@@ -145,7 +147,7 @@ def _counter_values(joined, frame, is_counter, count, anomalies):
     string as its bare text, which is not JSON (or is several values): then each is decoded
     alone, and one that is not JSON becomes None (counted)."""
     try:
-        values = msgspec.json.decode(f"[{joined}]")
+        values = msgspec.json.decode(b"[" + joined + b"]")
         if len(values) == count:
             return values
     except msgspec.DecodeError:
@@ -606,29 +608,30 @@ class _Builder:
             return table.assign(process_name="", process_labels="", process_sort_index=np.nan,
                                 thread_name="", thread_sort_index=np.nan)
         a = self.args(KIND_META)
-        meta = pd.DataFrame({
-            "what": np.asarray(self.names(m).astype(str)),
-            "pid": rows[self.thread_all[m], 0],
-            "tid": rows[self.thread_all[m], 1],
-            "name": decoded_texts(a["name"]),
-            "labels": decoded_texts(a["labels"]),
-            "sort_index": a["sort_index"],
-        })
+        what = np.asarray(self.names(m), dtype=object)
+        meta_key = self.thread_all[m]  # row of the thread table
+        meta_pid = rows[meta_key, 0]
+        values = {"name": np.asarray(decoded_texts(a["name"]), dtype=object),
+                  "labels": np.asarray(decoded_texts(a["labels"]), dtype=object), "sort_index": a["sort_index"]}
 
-        def process_value(what, column):
-            chosen = meta[meta["what"] == what].drop_duplicates("pid", keep="last").set_index("pid")[column]
-            return table["pid"].map(chosen).astype(object)
+        # The value of the last metadata event of a kind, per process or per (pid, tid): a dict
+        # keeps the last value given to a key. A few events per thread, read at C speed.
+        def process_value(kind, column, missing):
+            chosen = what == kind
+            last = dict(zip(meta_pid[chosen].tolist(), values[column][chosen].tolist()))
+            return [missing if (v := last.get(pid)) is None else v for pid in rows[:, 0].tolist()]
 
-        def thread_value(what, column):
-            chosen = meta[meta["what"] == what].drop_duplicates(["pid", "tid"], keep="last")
-            return table.merge(chosen[["pid", "tid", column]], on=["pid", "tid"], how="left")[column].to_numpy()
+        def thread_value(kind, column, missing):
+            chosen = what == kind
+            last = dict(zip(meta_key[chosen].tolist(), values[column][chosen].tolist()))
+            return [missing if (v := last.get(row)) is None else v for row in range(len(rows))]
 
         return table.assign(
-            process_name=process_value("process_name", "name").fillna("").to_numpy(),
-            process_labels=process_value("process_labels", "labels").fillna("").to_numpy(),
-            process_sort_index=process_value("process_sort_index", "sort_index").to_numpy(np.float64),
-            thread_name=pd.Series(thread_value("thread_name", "name")).fillna("").to_numpy(),
-            thread_sort_index=thread_value("thread_sort_index", "sort_index").astype(np.float64),
+            process_name=np.asarray(process_value("process_name", "name", ""), dtype=object),
+            process_labels=np.asarray(process_value("process_labels", "labels", ""), dtype=object),
+            process_sort_index=np.asarray(process_value("process_sort_index", "sort_index", np.nan), dtype=np.float64),
+            thread_name=np.asarray(thread_value("thread_name", "name", ""), dtype=object),
+            thread_sort_index=np.asarray(thread_value("thread_sort_index", "sort_index", np.nan), dtype=np.float64),
         )
 
 
