@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare, documented, route, tab
 from ..trace.model import TraceModel
-from .common import kernel_flags, matrix_unit, step_breakdown, step_windows
+from .common import cached, kernel_flags, matrix_unit, step_breakdown, step_windows
 from .intervals import union_length, weighted_level_integral
 
 STEP_BREAKDOWN = declare(
@@ -60,7 +60,8 @@ def steps(model: TraceModel) -> pd.DataFrame:
     `record_param_comms`); Kernel excludes the collective kernels. CPU Exec is every other host
     op or annotation except the ProfilerStep ranges themselves.
     """
-    return STEP_BREAKDOWN.frame(step_breakdown(model))
+    # Computed once per model: the Overview, its recommendations and the steps route all ask
+    return cached(model, "steps", lambda: STEP_BREAKDOWN.frame(step_breakdown(model)))
 
 
 def step_mean(step_table: pd.DataFrame) -> dict[str, float]:
@@ -103,6 +104,10 @@ def gpu_summary(model: TraceModel) -> pd.DataFrame:
     -------
     DataFrame, one row per GPU by device number.
     """
+    return cached(model, "gpu_summary", lambda: _gpu_summary(model))
+
+
+def _gpu_summary(model):
     k = model.kernels
     props = model.devices
     used = sorted(set(k["device"].tolist()))
