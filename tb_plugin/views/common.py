@@ -130,12 +130,15 @@ def object_frame(columns):
     """`pd.DataFrame(columns)` with its text columns kept as numpy object arrays: pandas 3 would
     copy each into its Arrow string type, which every table's declaration (`schema.frame`)
     turns back into object. A str value stands for a column of it."""
-    length = next(len(v) for v in columns.values() if not isinstance(v, str))
+    length = next(len(values) for values in columns.values() if not isinstance(values, str))
     index = pd.RangeIndex(length)
-    return pd.DataFrame({name: pd.Series(np.full(length, values, dtype=object) if isinstance(values, str) else values,
-                                         index=index, dtype=object)
-                         if isinstance(values, str) or getattr(values, "dtype", None) == object else values
-                         for name, values in columns.items()}, index=index)
+
+    def column(values):
+        if isinstance(values, str):
+            values = np.full(length, values, dtype=object)
+        return pd.Series(values, index=index, dtype=object) if getattr(values, "dtype", None) == object else values
+
+    return pd.DataFrame({name: column(values) for name, values in columns.items()}, index=index)
 
 
 def device_activity(model):
