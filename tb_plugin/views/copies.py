@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare, documented, route
 from ..trace.model import TraceModel
+from .common import texts
 
 MEMCPY_SUMMARY = declare(
     "memcpy_summary", "one kind of memory copy (its name: direction and memory kinds) on one device",
@@ -40,7 +41,7 @@ def memcpy_summary(model: TraceModel) -> pd.DataFrame:
     copies = model.memcpy
     sized = copies["bytes"].to_numpy() >= 0
     dur = copies["dur"].to_numpy()
-    frame = pd.DataFrame({"name": copies["name"].astype(str).to_numpy(), "device": copies["device"].to_numpy(),
+    frame = pd.DataFrame({"name": texts(copies["name"]), "device": copies["device"].to_numpy(),
                           "dur": dur, "bytes": np.where(sized, copies["bytes"].to_numpy(), 0),
                           "sized_us": np.where(sized, dur, 0.0)})
     grouped = frame.groupby(["name", "device"], sort=False).agg(

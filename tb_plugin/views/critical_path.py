@@ -96,7 +96,7 @@ from ..errors import BadParameterError
 from ..schema import choice, declare, integer, route
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
-from .common import cached, device_activity, known_step, op_names, step_windows
+from .common import cached, device_activity, known_step, op_names, step_windows, texts
 from .intervals import clip_to_windows
 
 READY_SLACK_US = 1.0
@@ -202,7 +202,7 @@ class _Graph:
         rt = model.runtime
         self.rt_ts, self.rt_end = rt["ts"].to_numpy(), (rt["ts"] + rt["dur"]).to_numpy()
         self.rt_thread = rt["thread"].to_numpy()
-        self.rt_name = rt["name"].astype(str).to_numpy()
+        self.rt_name = texts(rt["name"])
         self.rt_op = op_names(model, rt["op"].to_numpy())
         self.blocking = np.flatnonzero(rt["name"].astype(str).str.contains(_BLOCKING_CALL).to_numpy()) if len(rt) else np.zeros(0, int)
         self.syncs = _LastEnded(self.rt_thread[self.blocking], self.rt_end[self.blocking])
@@ -217,7 +217,7 @@ class _Graph:
         self.op_thread, self.op_ts = ops["thread"].to_numpy(), ops["ts"].to_numpy()
         self.op_end = self.op_ts + ops["dur"].to_numpy()
         self.op_parent = ops["parent"].to_numpy()
-        self.op_name = ops["name"].astype(str).to_numpy()
+        self.op_name = texts(ops["name"])
         self._find_thread_waits(model)
 
     def _read_sync_records(self, syncs, runtime_rows):
@@ -230,7 +230,7 @@ class _Graph:
         self.rt_record = np.full(runtime_rows, -1, dtype=np.int64)
         if not self.recorded:
             return
-        name = syncs["name"].astype(str).to_numpy()
+        name = texts(syncs["name"])
         self.record_name = name
         self.record_device = syncs["device"].to_numpy()
         self.record_stream = syncs["stream"].to_numpy()

@@ -66,7 +66,7 @@ from ..schema import NULLABLE, declare, route
 from ..trace.model import TraceModel
 from ..trace.linking import ancestor_where
 from .collectives import element_bytes, input_bytes
-from .common import cached, device_activity, kernel_flags, name_mask, operator_tree, step_windows
+from .common import cached, device_activity, kernel_flags, name_mask, operator_tree, step_windows, texts
 
 # The operands of each op with a formula, by position in its schema (`Input Dims` lists every
 # argument in schema order, an `out=` tensor last: Inductor calls `aten::addmm` with six, the
@@ -357,14 +357,14 @@ def _conv_hints(model):
     hints = np.full(n, "", dtype=object)
     if not n:
         return hints
-    names = ops["name"].astype(str).to_numpy()
+    names = texts(ops["name"])
     seq = ops["sequence_number"].to_numpy()
     node = name_mask(ops["name"], _CONV_GRAD_NODE.match) & (seq >= 0)
-    grad_nodes = pd.DataFrame({"seq": seq[node], "dims": ops["input_dims"].astype(str).to_numpy()[node]})
+    grad_nodes = pd.DataFrame({"seq": seq[node], "dims": texts(ops["input_dims"])[node]})
     grads = grad_nodes.drop_duplicates("seq", keep=False).set_index("seq")["dims"]
     forward = np.isin(names, list(_CONV_ARGS)) & (seq >= 0)
-    codes, texts = pd.factorize(pd.Series(seq[forward]).map(grads).fillna(""))
-    first = np.array([_first_shape(t) for t in texts], dtype=object)  # per distinct shape text
+    codes, shape_texts = pd.factorize(pd.Series(seq[forward]).map(grads).fillna(""))
+    first = np.array([_first_shape(t) for t in shape_texts], dtype=object)  # per distinct shape text
     hints[np.flatnonzero(forward)] = first[codes] if len(codes) else first[:0]
     parts = name_mask(ops["name"], _CONV_GRAD_PART.match)
     parent = ops["parent"].to_numpy()
@@ -392,9 +392,9 @@ def _build_op_flops(model):
     n = len(ops)
     arg = ops["flops"].to_numpy(dtype=np.float64)
     has_arg = np.isfinite(arg) & (arg > 0)
-    keys = pd.DataFrame({"name": ops["name"].astype(str).to_numpy(), "dims": ops["input_dims"].astype(str).to_numpy(),
-                         "types": ops["input_type"].astype(str).to_numpy(),
-                         "concrete": ops["concrete_inputs"].astype(str).to_numpy(),
+    keys = pd.DataFrame({"name": texts(ops["name"]), "dims": texts(ops["input_dims"]),
+                         "types": texts(ops["input_type"]),
+                         "concrete": texts(ops["concrete_inputs"]),
                          "related": _conv_hints(model)})
     codes, uniques = pd.factorize(pd.MultiIndex.from_frame(keys))
     per_key = np.array([shape_cost(*key) for key in uniques], dtype=np.float64).reshape(-1, 2)
@@ -420,7 +420,7 @@ def _build_op_flops(model):
     flops = np.where(covered, 0.0, flops)
     source = np.where(covered, 0, source)
     moved = np.where(flops > 0, moved, 0.0)
-    type_codes, type_uniques = pd.factorize(ops["input_type"].astype(str).to_numpy())
+    type_codes, type_uniques = pd.factorize(texts(ops["input_type"]))
     first_dtype = np.array([_first_dtype(t) for t in type_uniques], dtype=object)
     dtype = first_dtype[type_codes] if n else np.zeros(0, dtype=object)
     return flops, source, dtype, moved
@@ -492,7 +492,7 @@ def _build_operators(model):
         step = parent[cur] >= 0
         counted_rows, cur = counted_rows[step], parent[cur[step]]
     frame = pd.DataFrame({
-        "name": ops["name"].astype(str).to_numpy()[keep], "flops": total[keep],
+        "name": texts(ops["name"])[keep], "flops": total[keep],
         "dtype": label_dtype[keep], "source_code": label_source[keep], "bytes": total_bytes[keep],
         "host_total_us": tree["host_total_us"].to_numpy()[keep], "device_total_us": tree["device_total_us"].to_numpy()[keep],
     })

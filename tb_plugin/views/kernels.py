@@ -75,9 +75,9 @@ def kernels(model: TraceModel, group_by: str = "name") -> pd.DataFrame:
         operator = pd.Series(op_names(model, k["op"].to_numpy()), dtype=object)
         # Launched in a step but in no operator: "ProfilerStep#N" would split its row per step.
         frame["operator"] = operator.mask(operator.str.match(r"ProfilerStep#\d+$"), "").to_numpy()
-        frame["graph_annotation"] = k["graph_annotation"].astype(str).to_numpy()
-        frame["grid"] = k["grid"].astype(str).to_numpy()
-        frame["block"] = k["block"].astype(str).to_numpy()
+        frame["graph_annotation"] = texts(k["graph_annotation"])
+        frame["grid"] = texts(k["grid"])
+        frame["block"] = texts(k["block"])
         frame["registers_per_thread"] = k["registers_per_thread"].to_numpy()
         frame["shared_memory"] = k["shared_memory"].to_numpy()
     g = frame.groupby(keys, sort=False).agg(

@@ -57,9 +57,9 @@ def input_shapes(model):
     shape list, not per op)."""
     def build():
         dims = model.ops["input_dims"]
-        texts = np.array([_shape_text(str(c)) for c in dims.cat.categories], dtype=object)
+        shape_texts = np.array([_shape_text(str(c)) for c in dims.cat.categories], dtype=object)
         codes = dims.cat.codes.to_numpy()
-        return texts[codes] if len(texts) else np.full(len(codes), "", dtype=object)
+        return shape_texts[codes] if len(shape_texts) else np.full(len(codes), "", dtype=object)
     return cached(model, "operator_input_shapes", build)
 
 
@@ -92,19 +92,19 @@ def frames_of_key(model, key):
     """Frames (innermost first) of one stack id: [{"file", "line", "function", "text"}]."""
     categories = model.ops["call_stack"].cat.categories
     if key < len(categories):
-        texts = [t for t in str(categories[key]).split(";") if t]
+        frame_texts = [t for t in str(categories[key]).split(";") if t]
     else:
         py = model.python
         by_id = pd.Series(np.arange(len(py)), index=py["python_id"].to_numpy())
         by_id = by_id[~by_id.index.duplicated()]
-        texts, row, seen = [], key - len(categories), set()
-        names, parents = py["name"].astype(str).to_numpy(), py["python_parent_id"].to_numpy()
+        frame_texts, row, seen = [], key - len(categories), set()
+        names, parents = texts(py["name"]), py["python_parent_id"].to_numpy()
         while row >= 0 and row not in seen:  # one stack's frames: tens, not per event
             seen.add(row)
-            texts.append(names[row])
+            frame_texts.append(names[row])
             row = int(by_id.get(parents[row], -1))
     frames = []
-    for text in texts:
+    for text in frame_texts:
         m = _FRAME.match(text)
         if m:
             frames.append({"file": m["file"], "line": int(m["line"]), "function": m["function"], "text": text})

@@ -43,7 +43,7 @@ from ..schema import NULLABLE, Persisted, declare
 from ..trace.linking import Nesting, ancestor_where, roll_up, tree_depth
 from ..trace.model import TraceModel
 from .common import (cached, breakdown_categories, is_dataloader_name, kernel_flags, name_mask, operator_tree,
-                     step_windows)
+                     step_windows, texts)
 from .critical_path import _BLOCKING_CALL
 from .intervals import exclusive_time
 from .modules import module_frames
@@ -227,7 +227,7 @@ def _tree_side(model):
         [np.zeros(len(frames)), side["device_total_us"].to_numpy()]))
     return pd.DataFrame({
         "row": ids, "parent_row": np.where(parent >= 0, ids[np.clip(parent, 0, None)], -1),
-        "name": np.concatenate([py["name"].astype(str).to_numpy()[frames], side["name"].to_numpy()]),
+        "name": np.concatenate([texts(py["name"])[frames], side["name"].to_numpy()]),
         "depth": depth, "host_total_us": dur, "device_total_us": device_total})
 
 
@@ -324,9 +324,9 @@ def _compute_kernels(model, op_node, tree):
     node = np.where(node >= 0, matched_at[np.clip(node, 0, None)] if len(matched_at) else -1, -1)
     keep = ~comm & (step >= 0)
     dims = model.ops["input_dims"]
-    shapes = (dims.astype(str).to_numpy()[np.clip(live_op, 0, None)] if len(dims) else np.zeros(len(op), object))
+    shapes = (texts(dims)[np.clip(live_op, 0, None)] if len(dims) else np.zeros(len(op), object))
     shapes = np.where(live_op >= 0, shapes, "")
-    return pd.DataFrame({"node": node[keep], "name": k["name"].astype(str).to_numpy()[keep], "shapes": shapes[keep],
+    return pd.DataFrame({"node": node[keep], "name": texts(k["name"])[keep], "shapes": shapes[keep],
                          "ts": ts[keep], "dur": k["dur"].to_numpy()[keep], "step": step[keep]})
 
 
@@ -425,7 +425,7 @@ def _host_events(model, picked, table="ops"):
     ts = t["ts"].to_numpy()[mask]
     step = _step_of(model, ts)
     inside = step >= 0
-    return pd.DataFrame({"node": -1, "name": t["name"].astype(str).to_numpy()[mask][inside], "ts": ts[inside],
+    return pd.DataFrame({"node": -1, "name": texts(t["name"])[mask][inside], "ts": ts[inside],
                          "dur": t["dur"].to_numpy()[mask][inside], "step": step[inside]})
 
 
@@ -436,7 +436,7 @@ def _operator_self_times(model, op_node, tree):
     ts = ops["ts"].to_numpy()[live]
     node = op_node[live]
     node = np.where(node >= 0, tree["matched_at"].to_numpy()[np.clip(node, 0, None)] if len(tree) else -1, -1)
-    table = pd.DataFrame({"node": node, "name": ops["name"].astype(str).to_numpy()[live], "ts": ts,
+    table = pd.DataFrame({"node": node, "name": texts(ops["name"])[live], "ts": ts,
                           "dur": times["host_self_us"].to_numpy()[live], "step": _step_of(model, ts)})
     return table[table["step"] >= 0]
 
@@ -447,10 +447,10 @@ def _cause_events(model, op_node, tree):
     host and launch has the runtime calls and each operator's host self time."""
     comm, _ = kernel_flags(model)
     k = model.kernels
-    comm_k = pd.DataFrame({"node": -1, "name": k["name"].astype(str).to_numpy()[comm], "ts": k["ts"].to_numpy()[comm],
+    comm_k = pd.DataFrame({"node": -1, "name": texts(k["name"])[comm], "ts": k["ts"].to_numpy()[comm],
                            "dur": k["dur"].to_numpy()[comm]})
     comm_k = comm_k.assign(step=_step_of(model, comm_k["ts"].to_numpy()))
-    transfers = pd.concat([pd.DataFrame({"node": -1, "name": t["name"].astype(str).to_numpy(), "ts": t["ts"].to_numpy(),
+    transfers = pd.concat([pd.DataFrame({"node": -1, "name": texts(t["name"]), "ts": t["ts"].to_numpy(),
                                          "dur": t["dur"].to_numpy()}) for t in (model.memcpy, model.memset)],
                           ignore_index=True)
     transfers = transfers.assign(step=_step_of(model, transfers["ts"].to_numpy()))
