@@ -20,7 +20,7 @@ paths keep the real name, so the file opens.
 import re
 from dataclasses import dataclass, field
 
-from .errors import TraceError
+from .errors import NotFoundError, TraceError
 from .snapshot.sniff import looks_like_json_snapshot
 
 # Any character in a name, newlines included (DOTALL), to the very end (\Z, where `$` would
@@ -85,6 +85,25 @@ class RunFiles:
 
     def span_count(self):
         return max((len(s) for s in self.workers.values()), default=0)
+
+    def trace_file(self, worker, span=1):
+        """The trace file of `worker`'s `span` (1-based); `NotFoundError` saying what the run has."""
+        return _span_file(self.name, "worker", self.workers, worker, span)
+
+    def snapshot_file(self, name, span=1):
+        """The `span`-th file of the memory snapshot `name`; `NotFoundError` saying what the run has."""
+        return _span_file(self.name, "memory snapshot", self.snapshots, name, span)
+
+
+def _span_file(run, kind, files, key, span):
+    """One span of `files` ({worker or snapshot name: [SpanFile, ...]}): the one lookup the
+    server's routes and the Python API share, so both say the same when it is missing."""
+    spans = files.get(key)
+    if spans is None:
+        raise NotFoundError(f"run {run!r} has no {kind} {key!r}; it has {sorted(files)}")
+    if not 1 <= span <= len(spans):
+        raise NotFoundError(f"{kind} {key!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
+    return spans[span - 1]
 
 
 def parse_trace_file_name(name):

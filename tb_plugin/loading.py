@@ -554,13 +554,7 @@ class RunStore:
 
     def snapshot_file(self, run: str, name: str, span: int = 1) -> SpanFile:
         """The memory snapshot file `name` (as listed with the run) of `run`."""
-        files = self.run_files(run)
-        spans = files.snapshots.get(name)
-        if spans is None:
-            raise NotFoundError(f"run {run!r} has no memory snapshot {name!r}; it has {sorted(files.snapshots)}")
-        if not 1 <= span <= len(spans):
-            raise NotFoundError(f"memory snapshot {name!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
-        return spans[span - 1]
+        return self.run_files(run).snapshot_file(name, span)
 
     def snapshot(self, run: str, name: str, span: int = 1) -> "MemorySnapshot | Loading":
         """The `MemorySnapshot`, or a `Loading` while it is read; raises `NotFoundError`/`TraceError`."""
@@ -577,13 +571,7 @@ class RunStore:
             return self._runs[run]
 
     def span_file(self, run: str, worker: str, span: int) -> SpanFile:
-        files = self.run_files(run)
-        spans = files.workers.get(worker)
-        if spans is None:
-            raise NotFoundError(f"run {run!r} has no worker {worker!r}")
-        if not 1 <= span <= len(spans):
-            raise NotFoundError(f"worker {worker!r} of run {run!r} has spans 1..{len(spans)}, not {span}")
-        return spans[span - 1]
+        return self.run_files(run).trace_file(worker, span)
 
     def run_directory(self, run: str, worker: str, span: int) -> str | None:
         """The local directory holding one span's trace file; None for a remote log directory."""

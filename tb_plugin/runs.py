@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import pandas as pd
 
 from .cache import ModelCache
-from .discovery import RunFiles, SpanFile, discover_runs
+from .discovery import RunFiles, discover_runs
 from .errors import NotFoundError, TraceError
 from .memory_snapshot import DEFAULT_MAX_MEMORY_BYTES, MemorySnapshot, read_snapshot
 from .profile import Profile, diff, profile_from_bytes
@@ -219,25 +219,18 @@ class Run:
         return list(self.files.workers)
 
     def spans(self, worker: str) -> list[int]:
-        return [f.span for f in self._worker_files(worker)]
-
-    def _worker_files(self, worker: str) -> list[SpanFile]:
-        try:
-            return self.files.workers[worker]
-        except KeyError:
-            raise NotFoundError(f"no worker {worker!r} in this run; workers: {self.workers}") from None
+        self.files.trace_file(worker)  # NotFoundError for a worker the run does not have
+        return [f.span for f in self.files.workers[worker]]
 
     def profile(self, worker: str, span: int = 1, progress: Callable[[str, float | None], None] = _no_progress,
                 keep: bool = True) -> Profile:
         """The profile of `worker`'s `span`, loaded on first use (`progress` hears how far),
         and held by the run unless ``keep=False``."""
-        files = self._worker_files(worker)
-        if not 1 <= span <= len(files):
-            raise NotFoundError(f"worker {worker!r} has spans 1..{len(files)}, not {span}")
+        path = self.files.trace_file(worker, span).path
         key = (worker, span)
         if key in self._profiles:
             return self._profiles[key]
-        loaded = self._load(files[span - 1].path, progress)
+        loaded = self._load(path, progress)
         if keep:
             self._profiles[key] = loaded
         return loaded
@@ -257,14 +250,10 @@ class Run:
     def snapshot(self, name: str, span: int = 1, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> MemorySnapshot:
         """The memory snapshot `name` (its `span`-th file where one name has several), loaded
         on first use and held by the run: what `tb_plugin.load_snapshot` returns for its file."""
-        spans = self.files.snapshots.get(name)
-        if spans is None:
-            raise NotFoundError(f"no memory snapshot {name!r} in this run; snapshots: {self.snapshots()}")
-        if not 1 <= span <= len(spans):
-            raise NotFoundError(f"memory snapshot {name!r} has spans 1..{len(spans)}, not {span}")
+        path = self.files.snapshot_file(name, span).path
         key = (name, span)
         if key not in self._snapshots:
-            self._snapshots[key] = read_snapshot(self.storage, spans[span - 1].path, max_memory_bytes)
+            self._snapshots[key] = read_snapshot(self.storage, path, max_memory_bytes)
         return self._snapshots[key]
 
     def __getitem__(self, key: str | tuple[str, int]) -> Profile:
@@ -467,7 +456,10 @@ def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[st
     runs = discover_runs(_TopLevelOnly(storage))
     if "." not in runs:
         raise TraceError(storage.display(None), "no trace files (*.pt.trace.json[.gz]) or memory snapshots in this directory")
-    return Run(storage, runs["."], ModelCache(cache_dir) if cache_dir is not None else None)
+    # discovery names the run by its path under the directory it scanned ("."): a message of
+    # the Python API names the directory the user gave
+    files = replace(runs["."], name=storage.display(None))
+    return Run(storage, files, ModelCache(cache_dir) if cache_dir is not None else None)
 
 
 class _TopLevelOnly:

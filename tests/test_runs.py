@@ -46,7 +46,7 @@ def preprocessed(tmp_path_factory):
 def from_the_traces(preprocessed):
     """The job and distributed views of both spans computed by parsing the traces."""
     logdir, _ = preprocessed
-    run = tb_plugin.load_run(logdir / "ddp")
+    run = tb_plugin.load_run(logdir / "ddp")  # named by its directory, where the server names it "ddp"
     return {span: (run.job(span), run.distributed(span)) for span in (1, 2)}
 
 
@@ -154,3 +154,31 @@ def test_summaries_stored_under_other_declarations_are_built_again(preprocessed,
     run = tb_plugin.load_run(logdir / "ddp", cache_dir=copied)
     _same_tables(run.job(1), job, JOB_TABLES)
     assert sorted(built) == sorted(run.storage.display(spans[0].path) for spans in run.files.workers.values())
+
+
+def test_a_missing_worker_span_or_snapshot_reads_the_same_from_the_server_and_the_python_api(preprocessed):
+    # One lookup (`RunFiles.trace_file` / `snapshot_file`) answers both: a 404's reason and
+    # the Python API's NotFoundError name the run and what it has, in the same words
+    from tb_plugin.errors import NotFoundError
+    from tb_plugin.loading import RunStore
+
+    logdir, _ = preprocessed
+    run = tb_plugin.load_run(logdir / "ddp")
+    store = RunStore(str(logdir), rescan_seconds=3600)
+    try:
+        asks = [(lambda: run.profile("worker9"), lambda: store.span_file("ddp", "worker9", 1)),
+                (lambda: run.profile("worker0", span=3), lambda: store.span_file("ddp", "worker0", 3)),
+                (lambda: run.snapshot("rank0"), lambda: store.snapshot_file("ddp", "rank0"))]
+        said = []
+        for python_api, server in asks:
+            with pytest.raises(NotFoundError) as from_python:
+                python_api()
+            with pytest.raises(NotFoundError) as from_server:
+                server()
+            assert str(from_python.value) == str(from_server.value).replace("'ddp'", repr(str(logdir / "ddp")))
+            said.append(str(from_server.value))
+    finally:
+        store.stop()
+    assert said == ["run 'ddp' has no worker 'worker9'; it has ['worker0', 'worker1']",
+                    "worker 'worker0' of run 'ddp' has spans 1..2, not 3",
+                    "run 'ddp' has no memory snapshot 'rank0'; it has []"]
