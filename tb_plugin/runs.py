@@ -24,7 +24,7 @@ import pandas as pd
 from .cache import ModelCache
 from .discovery import RunFiles, discover_runs
 from .errors import NotFoundError, TraceError
-from .memory_snapshot import DEFAULT_MAX_MEMORY_BYTES, MemorySnapshot, read_snapshot
+from .memory_snapshot import DEFAULT_MAX_MEMORY_BYTES, MemorySnapshot, cache_snapshot, cached_snapshot, read_snapshot
 from .profile import Profile, diff, profile_from_bytes
 from .schema import Persisted
 from .storage import Storage
@@ -249,12 +249,26 @@ class Run:
 
     def snapshot(self, name: str, span: int = 1, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> MemorySnapshot:
         """The memory snapshot `name` (its `span`-th file where one name has several), loaded
-        on first use and held by the run: what `tb_plugin.load_snapshot` returns for its file."""
+        on first use and held by the run: what `tb_plugin.load_snapshot` returns for its file.
+        With the run's disk cache, read from it where it holds the file as it is (a server or an
+        earlier session decoded it), and stored in it once decoded, as the server does."""
         path = self.files.snapshot_file(name, span).path
         key = (name, span)
         if key not in self._snapshots:
-            self._snapshots[key] = read_snapshot(self.storage, path, max_memory_bytes)
+            self._snapshots[key] = self._read_snapshot(path, max_memory_bytes)
         return self._snapshots[key]
+
+    def _read_snapshot(self, rel: str, max_memory_bytes: int) -> MemorySnapshot:
+        if self.cache is None:
+            return read_snapshot(self.storage, rel, max_memory_bytes)
+        display, identity = self.storage.display(rel), self.storage.identity(rel)
+        cached = cached_snapshot(self.cache, display, identity)
+        if cached is not None:
+            return cached
+        snapshot = read_snapshot(self.storage, rel, max_memory_bytes)
+        if self.storage.identity(rel) == identity:  # unchanged while it was read
+            cache_snapshot(self.cache, display, identity, snapshot)
+        return snapshot
 
     def __getitem__(self, key: str | tuple[str, int]) -> Profile:
         worker, span = key if isinstance(key, tuple) else (key, 1)
@@ -440,9 +454,10 @@ def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[st
     """The run in one directory (local path or fsspec URL); trace files load lazily.
 
     With `cache_dir` (a disk cache TensorBoard or `python -m tb_plugin preprocess` filled, a
-    local path or fsspec URL), profiles and the summaries of the views over many ranks are
-    read from it where it holds them for the files as they are, so a preprocessed job's
-    `job()` or `distributed()` reads its run index and parses nothing.
+    local path or fsspec URL), profiles, memory snapshots and the summaries of the views over
+    many ranks are read from it where it holds them for the files as they are, so a
+    preprocessed job's `job()` or `distributed()` reads its run index and parses nothing; the
+    summaries and snapshots it computes are stored in it for the next reader.
 
     Raises
     ------

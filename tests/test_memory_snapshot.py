@@ -375,6 +375,23 @@ def test_a_run_names_its_snapshots_and_loads_each_as_load_snapshot_does(tmp_path
         run.snapshot("rank3")
 
 
+def test_a_run_with_a_disk_cache_decodes_a_snapshot_once_for_every_session(tmp_path, snapshot, allocators, monkeypatch):
+    from tb_plugin import memory_snapshot, runs
+
+    run_dir, cache = _logdir(tmp_path, snapshot) / "job", tmp_path / "cache"
+    decoded = []
+    real_read = memory_snapshot.read_snapshot
+    monkeypatch.setattr(runs, "read_snapshot", lambda *args: decoded.append(args[1]) or real_read(*args))
+    first = tb_plugin.load_run(run_dir, cache_dir=cache).snapshot("rank0")
+    assert decoded == ["rank0.pickle"]
+    again = tb_plugin.load_run(run_dir, cache_dir=cache).snapshot("rank0")  # a new session: from the cache
+    assert decoded == ["rank0.pickle"] and again.peak().equals(first.peak()) and again.info() == first.info()
+    assert first.devices() == [0, 1]
+    (run_dir / "rank0.pickle").write_bytes(pickle.dumps(snapshot_of(allocators[:1]), protocol=5))  # one GPU now
+    changed = tb_plugin.load_run(run_dir, cache_dir=cache).snapshot("rank0")
+    assert decoded == ["rank0.pickle", "rank0.pickle"] and changed.devices() == [0]
+
+
 def test_store_serves_snapshots_from_the_disk_cache_when_unchanged(tmp_path, snapshot, snap, monkeypatch):
     from tb_plugin import loading
     from tb_plugin.cache import ModelCache
