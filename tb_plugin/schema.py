@@ -153,8 +153,8 @@ class Table:
     def empty(self):
         """The table with no rows: what an analysis answers when the trace has nothing for it
         (no compiled region, no CUDA graph), without computing anything: made from empty
-        columns of the declared dtypes, not converted as `frame` converts values (a few µs, not
-        a few ms)."""
+        columns of the declared dtypes, not converted as `frame` converts values (about a
+        third of the time)."""
         index = pd.RangeIndex(0)
         columns = {c.name: _empty_column(c) for c in self.columns}
         # the dtype said again: pandas 3 would take an empty object column for its Arrow strings
