@@ -392,19 +392,20 @@ def _build_op_flops(model):
     n = len(ops)
     arg = ops["flops"].to_numpy(dtype=np.float64)
     has_arg = np.isfinite(arg) & (arg > 0)
-    keys = pd.DataFrame({"name": texts(ops["name"]), "dims": texts(ops["input_dims"]),
-                         "types": texts(ops["input_type"]),
-                         "concrete": texts(ops["concrete_inputs"]),
-                         "related": _conv_hints(model)})
-    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(keys))
-    per_key = np.array([shape_cost(*key) for key in uniques], dtype=np.float64).reshape(-1, 2)
+    # One cost per distinct (name, shapes, types, concrete inputs, related shapes): the ops
+    # grouped by their text columns' codes, the texts read only at each group's first op
+    related = _conv_hints(model)
+    text_columns = ("name", "input_dims", "input_type", "concrete_inputs")
+    codes, first = _distinct_rows([ops[c].cat.codes.to_numpy() for c in text_columns] + [pd.factorize(related)[0]])
+    keys = zip(*(texts(ops[c], first) for c in text_columns), related[first])
+    per_key = np.array([shape_cost(*key) for key in keys], dtype=np.float64).reshape(-1, 2)
     from_shapes = per_key[codes, 0] if n else np.zeros(0)
     moved = per_key[codes, 1] if n else np.zeros(0)
     flops = np.where(has_arg, arg, np.where(np.isfinite(from_shapes), from_shapes, 0.0))
     # attention counts as attention (one convention, causal halved) however it ran: the
     # matmuls of its math fallback (CPU) are its implementation, not counted apart
     parent = ops["parent"].to_numpy()
-    attention = np.isin(keys["name"].to_numpy(), list(_ATTENTION))
+    attention = name_mask(ops["name"], lambda name: name in _ATTENTION)
     nearest = ancestor_where(attention, parent, ops["depth"].to_numpy()) if n else np.zeros(0, dtype=np.int64)
     inside_attention = ~attention & (parent >= 0) & (nearest[np.clip(parent, 0, None)] >= 0) if n else attention
     flops = np.where(inside_attention, 0.0, flops)
@@ -424,6 +425,18 @@ def _build_op_flops(model):
     first_dtype = np.array([_first_dtype(t) for t in type_uniques], dtype=object)
     dtype = first_dtype[type_codes] if n else np.zeros(0, dtype=object)
     return flops, source, dtype, moved
+
+
+def _distinct_rows(code_columns):
+    """(per row: the number of its distinct combination of codes, the first row of each
+    combination) for equally long arrays of codes >= -1: one factorize per column, never a
+    tuple per row."""
+    key = np.zeros(len(code_columns[0]), dtype=np.int64)
+    for codes in code_columns:  # key stays below the row count: the product cannot overflow
+        width = int(codes.max()) + 2 if len(codes) else 1
+        key, _ = pd.factorize(key * width + (codes.astype(np.int64) + 1))
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return inverse, first
 
 
 def _first_dtype(input_type):
