@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..schema import NULLABLE, declare
 from ..trace.model import TraceModel
-from .common import BACKEND_OP_NAME, cached, collective_op_mask, enclosing_op_where, kernel_flags, name_mask
+from .common import BACKEND_OP_NAME, cached, collective_op_mask, enclosing_op_where, kernel_flags, name_mask, texts
 
 # Bytes per element, keyed by the normalised spelling of a dtype (lower case, without
 # `c10::` / `at::` / `torch.` prefixes and spaces): `Input type` writes C++ names ("float",
@@ -251,12 +251,6 @@ def collective_calls(model: TraceModel) -> pd.DataFrame:
     return cached(model, "distributed_calls", lambda: _build_calls(model))
 
 
-def _categorical_values(column, rows):
-    """Decoded strings of a categorical column at `rows` (decoding only those rows)."""
-    categories = np.asarray(column.cat.categories, dtype=object)
-    return categories[column.cat.codes.to_numpy()[rows]] if len(rows) else np.zeros(0, dtype=object)
-
-
 def _kinds(names):
     """`requested_collective` of an array of names, once per distinct name."""
     codes, uniques = pd.factorize(np.asarray(names, dtype=object))
@@ -347,9 +341,9 @@ def _build_calls(model):
     has_b, has_r = b >= 0, r >= 0
     kernels = chain["kernels"].to_numpy()
     start = ops["ts"].to_numpy()[root]
-    root_names = _categorical_values(ops["name"], root)
-    rpc_names = np.where(has_r, _categorical_values(ops["collective_name"], np.where(has_r, r, root)), "")
-    backend_names = np.where(has_b, _categorical_values(ops["name"], np.where(has_b, b, root)), "")
+    root_names = texts(ops["name"], root)
+    rpc_names = np.where(has_r, texts(ops["collective_name"], np.where(has_r, r, root)), "")
+    backend_names = np.where(has_b, texts(ops["name"], np.where(has_b, b, root)), "")
     rpc_kind, root_kind, backend_kind = _kinds(rpc_names), _kinds(root_names), _kinds(backend_names)
     own_kind = np.where(rpc_kind != "", rpc_kind, root_kind)
 
@@ -401,8 +395,8 @@ def _build_calls(model):
                                 _pair_bytes(dims[safe_b], types[safe_b], largest_input_bytes)))
 
     groups = process_groups(model)
-    pg_name = np.where(has_rpc, _categorical_values(ops["process_group_name"], safe_rpc), "").astype(str)
-    pg_desc = np.where(has_rpc, _categorical_values(ops["process_group_desc"], safe_rpc), "").astype(str)
+    pg_name = np.where(has_rpc, texts(ops["process_group_name"], safe_rpc), "").astype(str)
+    pg_desc = np.where(has_rpc, texts(ops["process_group_desc"], safe_rpc), "").astype(str)
     by_name = groups.drop_duplicates("pg_name").set_index("pg_name")
     named_desc = by_name["process_group"].reindex(pg_name).fillna("").to_numpy(dtype=object)
     only_group = groups["process_group"].iloc[0] if len(groups) == 1 else ""
