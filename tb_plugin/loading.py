@@ -948,32 +948,28 @@ class RunStore:
     def _snapshot_or_cached(self, path):
         """(the memory snapshot of `path`, from the disk cache or read, and the identity its
         cache entry is of, or None), within the memory budget."""
-        from .memory_snapshot import (PEAK_BYTES_PER_SNAPSHOT_BYTE, cache_snapshot, cached_snapshot,
-                                      snapshot_from_bytes, snapshot_limit)
+        from .memory_snapshot import (PEAK_BYTES_PER_SNAPSHOT_BYTE, snapshot_from_bytes, snapshot_limit,
+                                      snapshot_through_cache)
 
-        assert self._storage is not None  # a load is of a file the scan found
-        display = self._storage.display(path)
+        storage = self._storage
+        assert storage is not None  # a load is of a file the scan found
+        display = storage.display(path)
         self._progress(path, STAGE_READING, None)
-        identity = None
+
+        def decode():
+            limit = snapshot_limit(self.max_parse_bytes)
+            size, _ = storage.json_sample(path, 0)  # the JSON's size; no head wanted
+            if size > limit:
+                raise TraceError(display, f"too large to load: reading its {size >> 20} MB needs about "
+                                          f"{size * PEAK_BYTES_PER_SNAPSHOT_BYTE >> 20} MB, more than the "
+                                          f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
+            self._reserve(path, size * PEAK_BYTES_PER_SNAPSHOT_BYTE)
+            stored = storage.read_trace(path, partial(self._checked_progress, path, STAGE_READING), limit=limit)
+            return snapshot_from_bytes(stored, display)
+
         if self.cache and self.cache.enabled:
-            identity = self._storage.identity(path)
-            cached = cached_snapshot(self.cache, display, identity)
-            if cached is not None:
-                return cached, identity
-        limit = snapshot_limit(self.max_parse_bytes)
-        size, _ = self._storage.json_sample(path, 0)  # the JSON's size; no head wanted
-        if size > limit:
-            raise TraceError(display, f"too large to load: reading its {size >> 20} MB needs about "
-                                      f"{size * PEAK_BYTES_PER_SNAPSHOT_BYTE >> 20} MB, more than the "
-                                      f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
-        self._reserve(path, size * PEAK_BYTES_PER_SNAPSHOT_BYTE)
-        stored = self._storage.read_trace(path, partial(self._checked_progress, path, STAGE_READING), limit=limit)
-        snapshot = snapshot_from_bytes(stored, display)
-        if identity is not None and self._storage.identity(path) == identity:  # unchanged while read
-            assert self.cache is not None  # an identity is only taken for the cache
-            cache_snapshot(self.cache, display, identity, snapshot)
-            return snapshot, identity
-        return snapshot, None
+            return snapshot_through_cache(self.cache, storage, path, decode)
+        return decode(), None
 
     def _parse_or_cached(self, path):
         """(the file's profile, from the disk cache or parsed, and the identity of the file it

@@ -11,6 +11,7 @@ Every view is a function of `tb_plugin.views.memory_snapshot` (definitions there
 
 import gc
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -128,6 +129,23 @@ def cache_snapshot(cache: Any, source: str, identity: dict, snapshot: MemorySnap
     cache `cache`, for `cached_snapshot`; whether it was written."""
     return cache.put_summary(cache.summary_key(source, views.SNAPSHOT_PARTS), identity, to_parts(snapshot.model),
                              views.SNAPSHOT_PARTS, source)
+
+
+def snapshot_through_cache(cache: Any, storage: Storage, name: str,
+                           decode: Callable[[], MemorySnapshot]) -> tuple[MemorySnapshot, dict | None]:
+    """(the snapshot of the file `name` of `storage`, the identity its entry in the disk cache
+    `cache` is of, or None): read from the cache where it holds the file as it is, else
+    `decode()`d and stored there, unless the file changed while it was read. The server's
+    loader and `runs.Run` read snapshots through it."""
+    display, identity = storage.display(name), storage.identity(name)
+    cached = cached_snapshot(cache, display, identity)
+    if cached is not None:
+        return cached, identity
+    snapshot = decode()
+    if storage.identity(name) != identity:  # changed while it was read: not stored
+        return snapshot, None
+    cache_snapshot(cache, display, identity, snapshot)
+    return snapshot, identity
 
 
 def snapshot_from_bytes(stored: TraceBytes, source: str) -> MemorySnapshot:

@@ -24,7 +24,7 @@ import pandas as pd
 from .cache import ModelCache
 from .discovery import RunFiles, discover_runs
 from .errors import NotFoundError, TraceError
-from .memory_snapshot import DEFAULT_MAX_MEMORY_BYTES, MemorySnapshot, cache_snapshot, cached_snapshot, read_snapshot
+from .memory_snapshot import DEFAULT_MAX_MEMORY_BYTES, MemorySnapshot, read_snapshot, snapshot_through_cache
 from .profile import Profile, diff, profile_from_bytes
 from .schema import Persisted
 from .storage import Storage
@@ -259,16 +259,10 @@ class Run:
         return self._snapshots[key]
 
     def _read_snapshot(self, rel: str, max_memory_bytes: int) -> MemorySnapshot:
-        if self.cache is None:
+        def decode():
             return read_snapshot(self.storage, rel, max_memory_bytes)
-        display, identity = self.storage.display(rel), self.storage.identity(rel)
-        cached = cached_snapshot(self.cache, display, identity)
-        if cached is not None:
-            return cached
-        snapshot = read_snapshot(self.storage, rel, max_memory_bytes)
-        if self.storage.identity(rel) == identity:  # unchanged while it was read
-            cache_snapshot(self.cache, display, identity, snapshot)
-        return snapshot
+
+        return decode() if self.cache is None else snapshot_through_cache(self.cache, self.storage, rel, decode)[0]
 
     def __getitem__(self, key: str | tuple[str, int]) -> Profile:
         worker, span = key if isinstance(key, tuple) else (key, 1)
