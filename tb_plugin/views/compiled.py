@@ -202,10 +202,10 @@ def _build_kernels(model):
     keep = op_region >= 0
     host = pd.DataFrame({
         "region": regions.reindex(op_region[keep]).to_numpy(),
-        "kernel": texts(ops["name"])[op_rows[keep]],
+        "kernel": texts(ops["name"], op_rows[keep]),
         "dur": ops["dur"].to_numpy()[op_rows[keep]],
-        "kernel_hash": texts(ops["kernel_hash"])[op_rows[keep]],
-        "kernel_file": texts(ops["kernel_file"])[op_rows[keep]],
+        "kernel_hash": texts(ops["kernel_hash"], op_rows[keep]),
+        "kernel_file": texts(ops["kernel_file"], op_rows[keep]),
     })
     dev = device_activity(model)
     dev = dev[dev["kind"] == "kernel"]
@@ -213,7 +213,7 @@ def _build_kernels(model):
     dev_region = _innermost_region(model, launch_op)
     on = dev_region >= 0
     device = pd.DataFrame({"region": regions.reindex(dev_region[on]).to_numpy(),
-                           "kernel": texts(dev["name"])[on], "dur": dev["dur"].to_numpy()[on]})
+                           "kernel": texts(dev["name"], on), "dur": dev["dur"].to_numpy()[on]})
     per_host = host.groupby(["region", "kernel"], sort=False).agg(
         host_calls=("dur", "size"), host_us=("dur", "sum"), kernel_hash=("kernel_hash", "max"),
         kernel_file=("kernel_file", "max"))

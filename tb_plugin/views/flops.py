@@ -360,7 +360,7 @@ def _conv_hints(model):
     names = texts(ops["name"])
     seq = ops["sequence_number"].to_numpy()
     node = name_mask(ops["name"], _CONV_GRAD_NODE.match) & (seq >= 0)
-    grad_nodes = pd.DataFrame({"seq": seq[node], "dims": texts(ops["input_dims"])[node]})
+    grad_nodes = pd.DataFrame({"seq": seq[node], "dims": texts(ops["input_dims"], node)})
     grads = grad_nodes.drop_duplicates("seq", keep=False).set_index("seq")["dims"]
     forward = np.isin(names, list(_CONV_ARGS)) & (seq >= 0)
     codes, shape_texts = pd.factorize(pd.Series(seq[forward]).map(grads).fillna(""))
@@ -505,7 +505,7 @@ def _build_operators(model):
         step = parent[cur] >= 0
         counted_rows, cur = counted_rows[step], parent[cur[step]]
     frame = pd.DataFrame({
-        "name": texts(ops["name"])[keep], "flops": total[keep],
+        "name": texts(ops["name"], keep), "flops": total[keep],
         "dtype": label_dtype[keep], "source_code": label_source[keep], "bytes": total_bytes[keep],
         "host_total_us": tree["host_total_us"].to_numpy()[keep], "device_total_us": tree["device_total_us"].to_numpy()[keep],
     })

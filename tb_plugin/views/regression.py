@@ -227,7 +227,7 @@ def _tree_side(model):
         [np.zeros(len(frames)), side["device_total_us"].to_numpy()]))
     return pd.DataFrame({
         "row": ids, "parent_row": np.where(parent >= 0, ids[np.clip(parent, 0, None)], -1),
-        "name": np.concatenate([texts(py["name"])[frames], side["name"].to_numpy()]),
+        "name": np.concatenate([texts(py["name"], frames), side["name"].to_numpy()]),
         "depth": depth, "host_total_us": dur, "device_total_us": device_total})
 
 
@@ -324,9 +324,9 @@ def _compute_kernels(model, op_node, tree):
     node = np.where(node >= 0, matched_at[np.clip(node, 0, None)] if len(matched_at) else -1, -1)
     keep = ~comm & (step >= 0)
     dims = model.ops["input_dims"]
-    shapes = (texts(dims)[np.clip(live_op, 0, None)] if len(dims) else np.zeros(len(op), object))
+    shapes = (texts(dims, np.clip(live_op, 0, None)) if len(dims) else np.zeros(len(op), object))
     shapes = np.where(live_op >= 0, shapes, "")
-    return pd.DataFrame({"node": node[keep], "name": texts(k["name"])[keep], "shapes": shapes[keep],
+    return pd.DataFrame({"node": node[keep], "name": texts(k["name"], keep), "shapes": shapes[keep],
                          "ts": ts[keep], "dur": k["dur"].to_numpy()[keep], "step": step[keep]})
 
 
@@ -425,7 +425,7 @@ def _host_events(model, picked, table="ops"):
     ts = t["ts"].to_numpy()[mask]
     step = _step_of(model, ts)
     inside = step >= 0
-    return pd.DataFrame({"node": -1, "name": texts(t["name"])[mask][inside], "ts": ts[inside],
+    return pd.DataFrame({"node": -1, "name": texts(t["name"], mask)[inside], "ts": ts[inside],
                          "dur": t["dur"].to_numpy()[mask][inside], "step": step[inside]})
 
 
@@ -436,7 +436,7 @@ def _operator_self_times(model, op_node, tree):
     ts = ops["ts"].to_numpy()[live]
     node = op_node[live]
     node = np.where(node >= 0, tree["matched_at"].to_numpy()[np.clip(node, 0, None)] if len(tree) else -1, -1)
-    table = pd.DataFrame({"node": node, "name": texts(ops["name"])[live], "ts": ts,
+    table = pd.DataFrame({"node": node, "name": texts(ops["name"], live), "ts": ts,
                           "dur": times["host_self_us"].to_numpy()[live], "step": _step_of(model, ts)})
     return table[table["step"] >= 0]
 
@@ -447,7 +447,7 @@ def _cause_events(model, op_node, tree):
     host and launch has the runtime calls and each operator's host self time."""
     comm, _ = kernel_flags(model)
     k = model.kernels
-    comm_k = pd.DataFrame({"node": -1, "name": texts(k["name"])[comm], "ts": k["ts"].to_numpy()[comm],
+    comm_k = pd.DataFrame({"node": -1, "name": texts(k["name"], comm), "ts": k["ts"].to_numpy()[comm],
                            "dur": k["dur"].to_numpy()[comm]})
     comm_k = comm_k.assign(step=_step_of(model, comm_k["ts"].to_numpy()))
     transfers = pd.concat([pd.DataFrame({"node": -1, "name": texts(t["name"]), "ts": t["ts"].to_numpy(),
