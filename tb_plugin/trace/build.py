@@ -614,24 +614,23 @@ class _Builder:
         values = {"name": np.asarray(decoded_texts(a["name"]), dtype=object),
                   "labels": np.asarray(decoded_texts(a["labels"]), dtype=object), "sort_index": a["sort_index"]}
 
-        # The value of the last metadata event of a kind, per process or per (pid, tid): a dict
-        # keeps the last value given to a key. A few events per thread, read at C speed.
-        def process_value(kind, column, missing):
-            chosen = what == kind
-            last = dict(zip(meta_pid[chosen].tolist(), values[column][chosen].tolist()))
-            return [missing if (v := last.get(pid)) is None else v for pid in rows[:, 0].tolist()]
+        # Per row of the thread table, the value of the last metadata event of a kind for its
+        # process (keyed by pid) or its thread (keyed by row): a dict keeps the last value given
+        # to a key. A few events per thread, read at C speed.
+        by_process, by_thread = (meta_pid, rows[:, 0].tolist()), (meta_key, range(len(rows)))
 
-        def thread_value(kind, column, missing):
+        def last_value(kind, column, keyed_by, dtype, missing):
+            meta_keys, table_keys = keyed_by
             chosen = what == kind
-            last = dict(zip(meta_key[chosen].tolist(), values[column][chosen].tolist()))
-            return [missing if (v := last.get(row)) is None else v for row in range(len(rows))]
+            last = dict(zip(meta_keys[chosen].tolist(), values[column][chosen].tolist()))
+            return np.asarray([missing if (v := last.get(key)) is None else v for key in table_keys], dtype=dtype)
 
         return table.assign(
-            process_name=np.asarray(process_value("process_name", "name", ""), dtype=object),
-            process_labels=np.asarray(process_value("process_labels", "labels", ""), dtype=object),
-            process_sort_index=np.asarray(process_value("process_sort_index", "sort_index", np.nan), dtype=np.float64),
-            thread_name=np.asarray(thread_value("thread_name", "name", ""), dtype=object),
-            thread_sort_index=np.asarray(thread_value("thread_sort_index", "sort_index", np.nan), dtype=np.float64),
+            process_name=last_value("process_name", "name", by_process, object, ""),
+            process_labels=last_value("process_labels", "labels", by_process, object, ""),
+            process_sort_index=last_value("process_sort_index", "sort_index", by_process, np.float64, np.nan),
+            thread_name=last_value("thread_name", "name", by_thread, object, ""),
+            thread_sort_index=last_value("thread_sort_index", "sort_index", by_thread, np.float64, np.nan),
         )
 
 
