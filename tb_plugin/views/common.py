@@ -134,8 +134,9 @@ def object_frame(columns):
     index = pd.RangeIndex(length)
 
     def column(values):
-        if isinstance(values, str):
-            values = np.full(length, values, dtype=object)
+        if isinstance(values, str):  # one string every row points at (np.full would copy it per row)
+            text, values = values, np.empty(length, dtype=object)
+            values.fill(text)
         return pd.Series(values, index=index, dtype=object) if getattr(values, "dtype", None) == object else values
 
     return pd.DataFrame({name: column(values) for name, values in columns.items()}, index=index)
