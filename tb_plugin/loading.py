@@ -139,11 +139,12 @@ def held_bytes(value, seen=None):
                 todo.append(item.dtype.categories)
             elif item.dtype.kind in "biufcmM":  # numbers and times: no per-value objects
                 total += item.nbytes
-            else:  # deep: the text of object and string values too (a C loop, not one in Python)
+            elif item.dtype == object:
+                total += _object_values_bytes(item.to_numpy())
+            else:  # pandas' own strings: their buffers (a C loop, not one in Python)
                 total += item.memory_usage(deep=True) if isinstance(item, pd.Index) else item.memory_usage(index=False, deep=True)
         elif isinstance(item, np.ndarray):
-            total += pd.Series(item.ravel(), copy=False).memory_usage(index=False, deep=True) if item.dtype == object \
-                else item.nbytes
+            total += _object_values_bytes(item) if item.dtype == object else item.nbytes
         elif isinstance(item, dict):
             total += sys.getsizeof(item)
             todo.extend(tuple(item.values()))  # a snapshot: other threads add views' results meanwhile
@@ -156,6 +157,19 @@ def held_bytes(value, seen=None):
         else:
             total += sys.getsizeof(item)
     return int(total)
+
+
+def _object_values_bytes(values):
+    """Memory of an object array: its pointers, and each distinct object it points to once.
+    A view's text column mostly points at the few strings of a category list (the names of
+    the ops, `views.common.texts`): counting a string per row counted the same string
+    thousands of times. Objects are told apart by identity, in C loops (`map`, numpy)."""
+    import numpy as np
+
+    values = values.ravel()
+    ids = np.fromiter(map(id, values), dtype=np.int64, count=len(values))
+    _, first = np.unique(ids, return_index=True)
+    return values.nbytes + sum(map(sys.getsizeof, values[first]))
 
 
 def give_back_memory():

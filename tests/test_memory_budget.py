@@ -357,6 +357,24 @@ print(json.dumps({"growth": settled() - before, "counted": sum(profile_bytes(p) 
 """
 
 
+def test_text_that_many_rows_point_at_is_counted_once():
+    # A view's text column points at the few strings of a category list (`views.common.texts`):
+    # one string per row would count the same string thousands of times
+    import sys
+
+    import numpy as np
+    import pandas as pd
+
+    from tb_plugin.loading import held_bytes
+
+    name = "aten::convolution_backward" * 4
+    shared = np.array([name] * 10_000, dtype=object)  # 10,000 pointers at one string
+    assert held_bytes(shared) == shared.nbytes + sys.getsizeof(name)
+    assert held_bytes(pd.Series(shared, dtype=object)) == shared.nbytes + sys.getsizeof(name)
+    apart = np.array([f"{name}#{i}" for i in range(10_000)], dtype=object)  # as many strings as rows
+    assert held_bytes(apart) == apart.nbytes + sum(sys.getsizeof(text) for text in apart)
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RSS from /proc")
 def test_the_budget_counts_a_profile_within_a_quarter_of_what_it_makes_the_process_grow(tmp_path):
     """Issue 27: the plugin counted 40-46% of a profile's real growth (a 54 MB trace: 46 MB
