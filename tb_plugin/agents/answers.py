@@ -207,7 +207,10 @@ class Answers:
                 raise ToolError(f"argument {key!r} must be a string or a number, not {type(value).__name__}")
             query[key] = str(value)
         if "worker" in taken and "worker" not in query and isinstance(query.get("run"), str):
-            workers = list(self.store.run_files(query["run"]).workers)  # NotFoundError for an unknown run
+            try:
+                workers = list(self.store.run_files(query["run"]).workers)
+            except PublicError as exc:  # an unknown run: refused as the route refuses it
+                return Reply(exc.status, exc.body())
             if workers:
                 query["worker"] = workers[0]
         environ = EnvironBuilder(path=f"/{name}", query_string=urlencode(query)).get_environ()
@@ -216,7 +219,7 @@ class Answers:
 
     def call(self, name: str, arguments: dict[str, Any]) -> Reply:
         """The route's reply to `arguments`, its tables paged (`page`) when it answered; a
-        `ToolError` or the route's refusal as a 400 reply `{"error", "reason"}`."""
+        `ToolError` as a 400 reply `{"error", "reason"}`, as the route's refusals are."""
         try:
             paging = Paging.of(arguments)
             reply = self.get(name, arguments)
@@ -225,8 +228,6 @@ class Answers:
             return reply
         except ToolError as exc:
             return Reply(400, {"error": "bad_argument", "reason": str(exc)})
-        except PublicError as exc:  # raised before the route answered (an unknown run): its reply
-            return Reply(exc.status, exc.body())
 
 
 def encode(body: Any) -> bytes:
