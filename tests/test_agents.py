@@ -88,6 +88,14 @@ def test_mcp_stdio_lists_every_declared_route_with_its_declared_parameters_and_a
     async def run():
         async with stdio() as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
+            progress = []  # the first call finds its trace loading: the load's progress is reported
+
+            async def report(done, total, message):
+                progress.append((done, total, message))
+
+            await client.call_tool("kernels", {"run": RESNET, "limit": 1}, progress_callback=report)
+            assert progress and all(0 <= done <= total == 1 and message.startswith("loading")
+                                    for done, total, message in progress)
             answers = await _session(client, [
                 ("kernels", {"run": RESNET, "limit": 5}),
                 ("kernels", {"run": RESNET, "limit": 5}),
