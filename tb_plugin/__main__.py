@@ -42,8 +42,8 @@ def run_mcp(args):
 
 
 def add_view_arguments(parser):
-    from .agents.view import add_arguments
-    add_arguments(parser)
+    from .agents import add_view_arguments
+    add_view_arguments(parser)
 
 
 def run_view(args):

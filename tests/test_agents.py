@@ -23,6 +23,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 import tb_plugin  # noqa: E402
+from tb_plugin.__main__ import main  # noqa: E402
 from tb_plugin.openapi_gen import declared_routes  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -269,12 +270,25 @@ def test_view_prints_a_route_as_csv_parquet_json_and_markdown_read_back_as_the_p
     assert len(lines) == 2 + len(python_api[CNN].answer("steps"))
 
 
-def test_view_refuses_bad_input_with_exit_2_and_one_reason(tmp_path):
+def test_view_refuses_bad_input_with_exit_2_and_one_reason(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     run = str(SAMPLES / CNN)
     for args, words in [((run, "no_such_route"), "no route"),
                         ((run, "operators", "--group_by", "nothing"), "invalid choice"),
                         ((run, "steps", "--columns", "step,nothing"), "no column 'nothing'"),
                         ((run, "memory_curve", "--format", "csv"), "--format json"),
                         (("no_such_run", "operators", "--logdir", str(SAMPLES)), "no run")]:
-        result = _view(tmp_path, *args)
-        assert result.returncode == 2 and words in result.stderr.decode(), (args, result.stderr)
+        try:
+            status = main(["view", *args])
+        except SystemExit as exc:  # argparse's own refusal of a choice
+            status = exc.code
+        assert status == 2 and words in capsys.readouterr().err, args
+
+
+def test_view_prints_a_text_table_with_the_python_api_rows(tmp_path, monkeypatch, capsysbinary, python_api):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert main(["view", str(SAMPLES / CNN), "steps", "--columns", "step,total_us", "--sort=-total_us"]) == 0
+    lines = capsysbinary.readouterr().out.decode().splitlines()
+    steps = python_api[CNN].answer("steps").sort_values("total_us", ascending=False, kind="stable")
+    assert lines[0].split() == ["step", "total_us"] and len(lines) == 1 + len(steps)
+    assert [int(line.split()[0]) for line in lines[1:]] == steps["step"].tolist()

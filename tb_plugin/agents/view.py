@@ -31,14 +31,6 @@ POLL_SECONDS = 0.1
 _PANDAS_DTYPES = {"int64": "int64", "int32": "int32", "float64": "float64", "bool": "bool", "str": "object"}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", help="a run directory (path or fsspec URL), or a run's name with --logdir")
-    parser.add_argument("route", help="a data route (the MCP server's tools: kernels, operators, steps, job, diff ...)")
-    parser.add_argument("options", nargs=argparse.REMAINDER,
-                        help="the route's parameters (--name value) and --format, --output, --limit, ...: "
-                             "`view RUN ROUTE --help` lists them")
-
-
 def route_parser(tool: Tool) -> argparse.ArgumentParser:
     """The options of `view RUN <tool>`: the route's parameters, then the output's."""
     parser = argparse.ArgumentParser(prog=f"python -m tb_plugin view RUN {tool.name}", description=tool.summary)
@@ -54,7 +46,7 @@ def route_parser(tool: Tool) -> argparse.ArgumentParser:
     output.add_argument("--output", "-o", default=None, metavar="FILE", help="write to FILE instead of stdout")
     output.add_argument("--limit", type=int, default=None, help="at most this many rows (default: all)")
     output.add_argument("--offset", type=int, default=0, help="rows skipped first (0)")
-    output.add_argument("--sort", default=None, metavar="COLUMN", help="order by COLUMN, smallest first; -COLUMN largest first")
+    output.add_argument("--sort", default=None, metavar="COLUMN", help="order by COLUMN, smallest first; --sort=-COLUMN largest first")
     output.add_argument("--columns", default=None, metavar="A,B", help="only these columns")
     source = parser.add_argument_group("source")
     source.add_argument("--logdir", default=None, help="the log directory RUN is a run of (default: RUN is a run directory)")
