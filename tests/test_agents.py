@@ -277,7 +277,9 @@ def test_view_refuses_bad_input_with_exit_2_and_one_reason(tmp_path, monkeypatch
                         ((run, "operators", "--group_by", "nothing"), "invalid choice"),
                         ((run, "steps", "--columns", "step,nothing"), "no column 'nothing'"),
                         ((run, "memory_curve", "--format", "csv"), "--format json"),
-                        (("no_such_run", "operators", "--logdir", str(SAMPLES)), "no run")]:
+                        (("no_such_run", "operators", "--logdir", str(SAMPLES)), "no run"),
+                        ((str(SAMPLES), "steps"), f"give --logdir {SAMPLES} and one of them"),
+                        ((str(_first_file(CNN)), "steps"), "not a run directory")]:
         try:
             status = main(["view", *args])
         except SystemExit as exc:  # argparse's own refusal of a choice

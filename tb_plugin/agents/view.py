@@ -39,14 +39,16 @@ def route_parser(tool: Tool) -> argparse.ArgumentParser:
             continue
         schema = param.get("schema", {})
         default = schema.get("default")
-        parser.add_argument(f"--{param['name']}", choices=schema.get("enum"), default=None, metavar=None if schema.get("enum") else schema.get("type", "string").upper(),
+        kind = None if schema.get("enum") else schema.get("type", "string").upper()
+        parser.add_argument(f"--{param['name']}", choices=schema.get("enum"), default=None, metavar=kind,
                             help=param.get("description", "") + (f" (default: {default})" if default is not None else ""))
     output = parser.add_argument_group("output")
     output.add_argument("--format", choices=FORMATS, default="table", help="how the answer is printed (table)")
     output.add_argument("--output", "-o", default=None, metavar="FILE", help="write to FILE instead of stdout")
     output.add_argument("--limit", type=int, default=None, help="at most this many rows (default: all)")
     output.add_argument("--offset", type=int, default=0, help="rows skipped first (0)")
-    output.add_argument("--sort", default=None, metavar="COLUMN", help="order by COLUMN, smallest first; --sort=-COLUMN largest first")
+    output.add_argument("--sort", default=None, metavar="COLUMN",
+                        help="order by COLUMN, smallest first; --sort=-COLUMN largest first")
     output.add_argument("--columns", default=None, metavar="A,B", help="only these columns")
     source = parser.add_argument_group("source")
     source.add_argument("--logdir", default=None, help="the log directory RUN is a run of (default: RUN is a run directory)")
@@ -75,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
         store.wait_for_scan()
         if store.scan_error:
             raise ToolError(store.scan_error)
+        names = [r["name"] for r in store.runs()]
+        if options.logdir is None and "." not in names:
+            held = f"; it holds the runs {', '.join(names[:10])}: give --logdir {args.run} and one of them" if names else ""
+            raise ToolError(f"{args.run} is not a run directory (no trace file directly in it){held}")
         arguments = {p["name"]: getattr(options, p["name"]) for p in tool.params if p["name"] != "run"}
         answer = _answered(Answers(store), tool.name, {**arguments, "run": run_name},
                            Paging(options.limit, options.offset, options.sort,
