@@ -24,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 import tb_plugin  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
-from tb_plugin.openapi_gen import declared_routes  # noqa: E402
+from tb_plugin.openapi_gen import declared_routes, declared_tables  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
@@ -108,6 +108,8 @@ def test_mcp_stdio_lists_every_declared_route_with_its_declared_parameters_and_a
                 ("kernels", {"run": RESNET, "sort": "no_such_column"}),
                 ("columns", {"route": "kernels"}),
                 ("steps", {"run": CNN}),
+                ("columns", {"route": "job", "table": "verdict"}),
+                ("columns", {"route": "job", "table": "nothing"}),
             ])
             return tools, answers
 
@@ -150,6 +152,12 @@ def test_mcp_stdio_lists_every_declared_route_with_its_declared_parameters_and_a
         for column in table["columns"]:
             assert column["unit"] == declared[column["name"]].unit and column["doc"] == declared[column["name"]].doc
     assert not steps[0] and steps[2]["answer"]["rows"] == _table(python_api[CNN].answer("steps"))["data"][:20]
+    # a table as the route's `table` argument names it: the declared table, and how to ask for it
+    (_, _, verdict), (bad_table, reason, _) = answers[10:12]
+    [described] = verdict["tables"]
+    assert described["argument"] == "table=verdict" and described["table"] == "job_verdict"
+    assert [c["name"] for c in described["columns"]] == declared_tables()["job_verdict"].names
+    assert bad_table and "verdict" in reason and "stragglers" in reason
 
 
 def test_mcp_answers_stay_within_max_bytes_and_say_what_was_cut(stdio, python_api):

@@ -70,12 +70,16 @@ class ToolError(ValueError):
 @dataclass(frozen=True)
 class Tool:
     """A data route as a tool: `params`, its OpenAPI parameter objects (shared ones resolved)
-    but those in `NOT_ARGUMENTS` and `PAGING`; `tables`, the declared tables it may answer."""
+    but those in `NOT_ARGUMENTS` and `PAGING`; `tables`, the declared tables it may answer;
+    `table_keys`, their names as its `table` argument takes them (`job`'s `verdict` is the
+    table `job_verdict`)."""
 
     name: str
     summary: str
     params: tuple[dict[str, Any], ...]
     tables: tuple[Table, ...]
+    # {declared table name: what the route's `table` argument calls it} for a route of several
+    table_keys: dict[str, str] = field(default_factory=dict)
 
     @property
     def description(self) -> str:
@@ -107,9 +111,13 @@ def catalog() -> dict[str, Tool]:
         params = [shared[p["$ref"].rsplit("/", 1)[-1]] if "$ref" in p else p for p in operation.get("parameters", ())]
         answer = json.dumps(operation["responses"]["200"])
         components = dict.fromkeys(re.findall(r"#/components/schemas/(\w+)", answer))
-        tools[name] = Tool(name, operation["summary"],
-                           tuple(p for p in params if p["name"] not in NOT_ARGUMENTS and p["name"] not in PAGING),
-                           tuple(by_component[c] for c in components if c in by_component))
+        # an answer of several tables is an object {key: {"$ref": <the table's component>}}
+        keys = dict(re.findall(r'"(\w+)": \{"\$ref": "#/components/schemas/(\w+Table)"\}', answer))
+        taken = tuple(p for p in params if p["name"] not in NOT_ARGUMENTS and p["name"] not in PAGING)
+        keys = keys if any(p["name"] == "table" for p in taken) else {}  # fields of an object answer are no choice
+        tools[name] = Tool(name, operation["summary"], taken,
+                           tuple(by_component[c] for c in components if c in by_component),
+                           {by_component[c].name: key for key, c in keys.items() if c in by_component})
     return tools
 
 
@@ -119,14 +127,17 @@ def column_definitions(route: str, table: str | None = None) -> dict[str, Any]:
     tools = catalog()
     if route not in tools:
         raise ToolError(f"argument 'route' must be one of {', '.join(tools)}, not {route[:40]!r}")
-    tables = tools[route].tables
+    tool = tools[route]
+    tables = tool.tables
     if table is not None:
-        if table not in [t.name for t in tables]:
-            raise ToolError(f"argument 'table' must be one of {', '.join(t.name for t in tables) or '(none)'} "
+        names = [tool.table_keys.get(t.name, t.name) for t in tables]
+        if table not in names and table not in [t.name for t in tables]:
+            raise ToolError(f"argument 'table' must be one of {', '.join(names) or '(none)'} "
                             f"for route {route!r}, not {table[:40]!r}")
-        tables = tuple(t for t in tables if t.name == table)
+        tables = tuple(t for t in tables if table in (t.name, tool.table_keys.get(t.name)))
     return {"route": route, "tables": [
-        {"table": t.name, "doc": t.doc, "columns": [
+        {"table": t.name, **({"argument": f"table={tool.table_keys[t.name]}"} if t.name in tool.table_keys else {}),
+         "doc": t.doc, "columns": [
             {"name": c.name, "type": c.json_type, "unit": c.unit, "nullable": c.nullable, "doc": c.doc}
             for c in t.columns]} for t in tables]}
 
@@ -135,7 +146,8 @@ def columns_tool_schema() -> dict[str, Any]:
     """The JSON Schema of `column_definitions`' arguments."""
     return {"type": "object", "additionalProperties": False, "required": ["route"], "properties": {
         "route": {"type": "string", "enum": list(catalog()), "description": "A tool (route) name."},
-        "table": {"type": "string", "description": "One of the tables the route answers (default: all of them)."}}}
+        "table": {"type": "string", "description": "One of the tables the route answers, by its name or as the "
+                                                   "route's table argument names it (default: all of them)."}}}
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,10 @@ POLL_SECONDS = 0.25
 def build_server(answers: Answers, wait_seconds: float) -> Server:
     """The MCP server answering `answers`' tools; a loading profile is waited for at most
     `wait_seconds` per call."""
-    tools = [types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+    reads = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+    tools = [types.Tool(name=t.name, description=t.description, input_schema=t.input_schema, annotations=reads)
              for t in answers.tools.values()]
-    tools.append(types.Tool(name=COLUMNS_TOOL, input_schema=columns_tool_schema(),
+    tools.append(types.Tool(name=COLUMNS_TOOL, input_schema=columns_tool_schema(), annotations=reads,
                             description="The declared columns of the tables a route answers: each column's name, "
                                         "type, unit and meaning."))
 
