@@ -190,6 +190,22 @@ def test_mcp_every_declared_route_answers_a_sample_within_the_default_bound(stdi
         assert not error or body["error"] in ("not_found", "bad_parameter"), (name, body)  # a view this trace lacks
 
 
+def test_mcp_applies_the_memory_budget_and_names_no_server_path(tmp_path, python_api):
+    """At 64 MB the ResNet-50 sample (35 MB of JSON) is refused with the budget's reason, its file
+    named relative to the log directory; a small trace is still answered."""
+    params = StdioServerParameters(command=sys.executable, cwd=str(REPO), env=_env(tmp_path), args=[
+        "-m", "tb_plugin", "mcp", str(SAMPLES), "--wait", "120", "--max-memory-mb", "64", "--cache-dir", ""])
+
+    async def run():
+        async with Client(params, read_timeout_seconds=180) as client:
+            return await _session(client, [("kernels", {"run": RESNET}), ("steps", {"run": CNN, "limit": 3})])
+
+    (refused, text, body), (error, _, steps) = anyio.run(run)
+    assert refused and "memory budget" in body["reason"] and str(SAMPLES) not in text
+    assert body["path"].startswith(f"{RESNET}/")
+    assert not error and steps["answer"]["rows"] == _table(python_api[CNN].answer("steps").head(3))["data"]
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
