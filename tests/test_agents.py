@@ -318,3 +318,29 @@ def test_view_prints_a_text_table_with_the_python_api_rows(tmp_path, monkeypatch
     steps = python_api[CNN].answer("steps").sort_values("total_us", ascending=False, kind="stable")
     assert lines[0].split() == ["step", "total_us"] and len(lines) == 1 + len(steps)
     assert [int(line.split()[0]) for line in lines[1:]] == steps["step"].tolist()
+
+
+def test_page_orders_cuts_and_counts_a_hand_made_answer():
+    from tb_plugin.agents.answers import Paging, ToolError, encode, page
+
+    table = {"columns": ["name", "total_us"], "rows": [["a", 3.0], ["b", None], ["c", 5.0], ["d", 3.0]]}
+    # sort: largest first, ties in the route's order, nulls last; offset and limit after it
+    body = page("r", table, Paging(limit=2, offset=1, sort="-total_us"))["answer"]
+    assert body["rows"] == [["a", 3.0], ["d", 3.0]] and body["rows_total"] == 4
+    assert body["rows_left_out"] == 2 and body["next_offset"] == 3
+    assert page("r", table, Paging(limit=9, sort="total_us", columns=("name",)))["answer"]["rows"] == \
+        [["a"], ["d"], ["c"], ["b"]]
+    # two tables: each paged; sort needs one of them
+    both = {"x": table, "y": {"columns": ["n"], "rows": [[1], [2], [3]]}, "note": "kept"}
+    paged = page("r", both, Paging(limit=1))
+    assert paged["answer"]["y"]["rows"] == [[1]] and paged["answer"]["note"] == "kept"
+    with pytest.raises(ToolError, match="one table"):
+        page("r", both, Paging(sort="n"))
+    # max_bytes: as many rows as fit, said so; a list beyond it cut with a count of the rest
+    wide = {"columns": ["text"], "rows": [["x" * 100] for _ in range(50)]}
+    cut = page("r", wide, Paging(limit=50, max_bytes=1024))
+    assert len(encode(cut)) <= 1024 and 0 < len(cut["answer"]["rows"]) < 50 and "cut_to_fit" in cut["paging"]
+    listed = page("r", {"names": ["y" * 50] * 100}, Paging(max_bytes=1024))
+    assert len(encode(listed)) <= 1024 and listed["answer"]["names"][-1].endswith("more items left out")
+    with pytest.raises(ToolError, match="max_bytes"):
+        page("r", {"one": "z" * 5000}, Paging(max_bytes=1024))
