@@ -28,6 +28,9 @@ setup(
         # code), written by many processes at once and read over fsspec; also what
         # `preprocess` writes. >= 14.0.1: no pickled extension types (CVE-2023-47248).
         "pyarrow>=14.0.1",
+        # openapi.yaml, read by `python -m tb_plugin view` and `mcp` for the hand-written
+        # routes' parameters (tb_plugin/agents/answers.py).
+        "pyyaml>=5.1",
     ],
     extras_require={
         "s3": ["s3fs"],
@@ -36,7 +39,10 @@ setup(
         # `python -m tb_plugin preprocess --dask ...`: parses a log directory's traces as
         # dask.distributed tasks into the cache; only those who preprocess need it.
         "dask": ["dask[distributed]>=2023.1"],
-        "test": ["dask[distributed]>=2023.1","pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "pyyaml", "torch==2.13.0",
+        # `python -m tb_plugin mcp`: the data routes as tools of a Model Context Protocol
+        # server, on the official SDK (its 2.x API: tb_plugin/agents/mcp_server.py).
+        "mcp": ["mcp>=2"],
+        "test": ["dask[distributed]>=2023.1", "mcp>=2","pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "pyyaml", "torch==2.13.0",
                  # Drives Debian's Chromium in tests/e2e (its own browsers are never downloaded).
                  "playwright>=1.40",
                  # tests/test_openapi_fuzz.py (parameter dictionaries; checked with 4.32.5).

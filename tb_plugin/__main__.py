@@ -2,7 +2,10 @@
 `python -m tb_plugin compare A B [--threshold PCT]` explains why B's step time differs from A's;
 `python -m tb_plugin memory SNAPSHOT [--top N]` why a CUDA memory snapshot ran out of memory;
 `python -m tb_plugin preprocess LOGDIR --dask ADDRESS|local [--cache-dir DIR_OR_URL]` parses
-every trace of a log directory on a Dask cluster into TensorBoard's cache."""
+every trace of a log directory on a Dask cluster into TensorBoard's cache;
+`python -m tb_plugin mcp [LOGDIR] [--http PORT]` serves the data routes as tools of a Model
+Context Protocol server; `python -m tb_plugin view RUN ROUTE [--param value ...] --format FORMAT`
+prints one route's answer as a table, JSON, CSV, Parquet or Markdown."""
 
 import argparse
 import json
@@ -20,6 +23,31 @@ def add_compare_arguments(parser):
 
 def run_compare(args):
     from .compare import run
+    return run(args)
+
+
+def add_mcp_arguments(parser):
+    from .agents import add_mcp_arguments
+    add_mcp_arguments(parser)
+
+
+def run_mcp(args):
+    try:
+        from .agents.mcp_server import run
+    except ImportError as exc:  # the optional extra is not installed
+        print(f"error: the MCP server needs the mcp extra (pip install 'tb-plugin-pytorch-profiler[mcp]'): {exc}",
+              file=sys.stderr)
+        return 2
+    return run(args)
+
+
+def add_view_arguments(parser):
+    from .agents import add_view_arguments
+    add_view_arguments(parser)
+
+
+def run_view(args):
+    from .agents.view import run
     return run(args)
 
 
@@ -95,7 +123,21 @@ def main(argv=None):
     mem = sub.add_parser("memory", help="print a CUDA memory snapshot's OOM (or peak) and the stacks holding the most")
     mem.add_argument("snapshot", help="a torch.cuda.memory._dump_snapshot file (.pickle[.gz] or JSON), path or fsspec URL")
     mem.add_argument("--top", type=int, default=10, metavar="N", help="how many stacks and allocations to list (10)")
+    agents = sub.add_parser("mcp", help="serve the data routes as tools of a Model Context Protocol server",
+                            description="A Model Context Protocol server over a log directory (pip install "
+                                        "'tb-plugin-pytorch-profiler[mcp]'): every data route is a tool, answering "
+                                        "tables of at most `limit` rows; over stdio, or streamable HTTP with --http.")
+    add_mcp_arguments(agents)
+    view = sub.add_parser("view", help="print one data route's answer (table, JSON, CSV, Parquet or Markdown)",
+                          description="Answer one data route of the server over a run directory, for scripts and CI. "
+                                      "The route's parameters are options (--group_by name_op); "
+                                      "`python -m tb_plugin view RUN ROUTE --help` lists them.")
+    add_view_arguments(view)
     args = parser.parse_args(argv)
+    if args.command == "view":
+        return run_view(args)
+    if args.command == "mcp":
+        return run_mcp(args)
     if args.command == "compare":
         return run_compare(args)
     if args.command == "preprocess":

@@ -67,7 +67,9 @@ ALLOWED = {
                "the TensorBoard plugin reaches the model only through the Python API"),
     "openapi_gen": (("schema", "views/"), "writes the declared tables and routes into openapi.yaml and routes.py"),
     "__init__": (("errors", "memory_snapshot", "profile", "version"), "the package facade"),
-    "__main__": (("compare", "loading", "memory_snapshot", "preprocess", "__init__"), "the command line"),
+    "agents/": (("agents/", "api", "cache", "errors", "loading", "openapi_gen", "routes", "schema", "version", "werkzeug"),
+                "answers for agents and scripts: the HTTP server's own routes, called in-process and paged"),
+    "__main__": (("agents/", "compare", "loading", "memory_snapshot", "preprocess", "__init__"), "the command line"),
 }
 # Libraries that mark a layer: only the modules whose entry lists them may import them.
 THIRD_PARTY = ("werkzeug", "tensorboard", "fsspec", "dask")
