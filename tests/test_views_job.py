@@ -407,6 +407,25 @@ def test_verdict_and_its_rule_agree_between_the_thresholds(tmp_path, gemm_us, fl
         assert pct < 10 and deviations < 7 and deviations < 3.5
 
 
+@pytest.mark.parametrize("run", ["cpu_ddp_gloo", "cpu_mesh_2d_gloo", "cpu_fsdp2_gloo"])
+def test_sample_verdicts_quote_sizes_that_pass_the_rule_they_name(run):
+    """On the bundled multi-rank runs (the DDP one's straggler is +8.6%, between the 5% and the
+    10% cut-offs) the rule beside the verdict is one the sizes it quotes pass, and the sentence
+    quotes the same percent."""
+    verdict = tb_plugin.load_run(str(SAMPLES / run)).job().verdict.iloc[0]
+    pct, deviations = _verdict_sizes(verdict["rule"])
+    assert f"(+{pct:.1f}%)" in verdict["text"] and len(verdict["text"].split()) <= 30
+    rule = re.search(r"by at least 50 µs and at least ([\d.]+)% of the median step(?: and ([\d.]+) robust deviations)?",
+                     verdict["rule"]) or re.search(r"by at least 50 µs and at least ([\d.]+) robust deviations and "
+                                                   r"([\d.]+)% of the median step", verdict["rule"])
+    assert rule is not None, verdict["rule"]
+    if "robust deviations and" in rule[0]:
+        assert deviations >= float(rule[1]) and pct >= float(rule[2])
+    else:
+        assert pct >= float(rule[1])
+        assert rule[2] is None or deviations >= float(rule[2])
+
+
 # --- a job with a bad rank is still a job -------------------------------------------------------
 
 @pytest.fixture(scope="module")
