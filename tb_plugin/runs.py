@@ -65,8 +65,8 @@ class SpanSource(Protocol):
         """{key: {worker: its summary `key` (a `FILE_SUMMARIES` dataclass)}} for every worker;
         all are asked for before any is awaited, so each worker's trace is read once. With
         `failed`, a worker whose trace does not load is left out and its `TraceError`'s
-        reason put there ({worker: reason}), unless no worker loads (the first error is
-        raised); without it, the first such error is raised."""
+        reason put there ({worker: reason}), unless no worker loads (the last worker's error
+        is raised); without it, the first such error is raised."""
 
     def profiles(self, workers: Sequence[str]) -> dict[str, Profile]:
         """{worker: its `Profile`} of these workers (the ranks drawn in full)."""
