@@ -34,7 +34,7 @@ from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingE
 from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
 from .profile import declared_routes, diff, diff_tables
-from .runs import (FILE_SUMMARIES, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
+from .runs import (FILE_SUMMARIES, Failed, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
                    ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
 from .sources import SourceResolver
@@ -410,7 +410,7 @@ def _span_parts(key):
     handler's second argument ({worker: reason}); 422 only when none loads."""
     def inputs(api, request):
         span = api.store.span(text_param(request, "run"), int_param(request, "span", required=False, default=1, minimum=1))
-        failed: dict[str, str] = {}
+        failed: Failed = {}
         parts = span.summaries((key,), failed)[key]
         # the answer changes with the parts: a failed file that loads later adds its part
         return Inputs(list(parts.values()), (parts, failed))

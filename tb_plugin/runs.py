@@ -34,6 +34,7 @@ from .views import distributed as distributed_view
 from .views import job as job_view
 from .views import rank_timeline, timeline
 from .views import regression as regression_view
+from .views.coverage import MissingRank, rank_in_head
 
 # The per-file summaries that the views over many ranks combine, by the name they are kept
 # under: (their declaration, how a profile builds one). `python -m tb_plugin preprocess`
@@ -50,6 +51,8 @@ FILE_SUMMARIES: dict[str, tuple[Persisted, Callable[[Profile], Any]]] = {
 # operator names when proposing a B: a log directory of a thousand runs is not all loaded to
 # open one Diff tab.
 PROPOSAL_CANDIDATES = 16
+# {worker: why its trace did not load}: what a `SpanSource` leaves out of a view over many ranks
+Failed = dict[str, MissingRank]
 
 
 def _no_progress(stage: str, fraction: float | None) -> None:
@@ -61,11 +64,11 @@ class SpanSource(Protocol):
 
     workers: list[str]
 
-    def summaries(self, keys: Sequence[str], failed: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    def summaries(self, keys: Sequence[str], failed: Failed | None = None) -> dict[str, dict[str, Any]]:
         """{key: {worker: its summary `key` (a `FILE_SUMMARIES` dataclass)}} for every worker;
         all are asked for before any is awaited, so each worker's trace is read once. With
         `failed`, a worker whose trace does not load is left out and its `TraceError`'s
-        reason put there ({worker: reason}), unless no worker loads (the last worker's error
+        reason put there ({worker: `MissingRank`}), unless no worker loads (the last worker's error
         is raised); without it, the first such error is raised."""
 
     def profiles(self, workers: Sequence[str]) -> dict[str, Profile]:
@@ -80,28 +83,32 @@ def span_workers(files: RunFiles, span: int) -> list[str]:
     return workers
 
 
-def skip_failed(failed: dict[str, str] | None, worker: str, error: TraceError, loaded: int, left: int) -> None:
-    """What a `SpanSource` does when `worker`'s trace fails to load with `error`: record its
-    reason in `failed`, or raise `error` when there is no `failed` or when no worker of the
-    span has loaded (`loaded`) nor may still (`left`, the workers not asked yet)."""
-    if failed is None:
+def skip_failed(failed: Failed | None, worker: str, error: TraceError, loaded: int, left: int,
+                storage: Storage, rel: str) -> None:
+    """What a `SpanSource` does when `worker`'s trace (`rel` in `storage`) fails to load with
+    `error`: record its reason in `failed`, with its rank where the start of the file gives
+    it, or raise `error` when there is no `failed` or when no worker of the span has loaded
+    (`loaded`) nor may still (`left`, the workers not asked yet)."""
+    if failed is None or (not loaded and not left):
         raise error
-    failed[worker] = error.reason
-    if not loaded and not left:
-        raise error
+    try:
+        rank = rank_in_head(storage.json_sample(rel)[1])
+    except TraceError:  # not even its start reads
+        rank = None
+    failed[worker] = MissingRank(error.reason, rank)
 
 
 def combine_distributed(parts: Mapping[str, distributed_view.WorkerPart],
-                        missing: Mapping[str, str] | None = None) -> distributed_view.DistributedView:
+                        missing: Mapping[str, MissingRank] | None = None) -> distributed_view.DistributedView:
     """The distributed view of {worker name: `Profile.distributed_part()`}, naming `missing`
-    ({worker: reason its trace did not load})."""
+    ({worker: `MissingRank`, why its trace did not load})."""
     return distributed_view.combine(parts, missing)
 
 
 def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = True,
-                missing: Mapping[str, str] | None = None) -> job_view.JobView:
-    """The job view of {worker name: `Profile.job_part()`}, naming `missing` ({worker: reason
-    its trace did not load})."""
+                missing: Mapping[str, MissingRank] | None = None) -> job_view.JobView:
+    """The job view of {worker name: `Profile.job_part()`}, naming `missing` ({worker:
+    `MissingRank`, why its trace did not load})."""
     return job_view.combine(parts, align_clocks=align_clocks, missing=missing)
 
 
@@ -298,7 +305,7 @@ class Run:
         never needs all its profiles in memory at once. A worker whose trace does not load
         (a truncated file) is left out and named with its reason in ``missing`` and
         ``coverage``; `TraceError` only when none loads."""
-        failed: dict[str, str] = {}
+        failed: Failed = {}
         parts = self.span(span).summaries(("distributed",), failed)["distributed"]
         return combine_distributed(parts, failed)
 
@@ -309,7 +316,7 @@ class Run:
         `tb_plugin.views.job`. Loads like `distributed`: one profile at a time, and a rank
         whose trace does not load is left out, named with its reason in ``missing`` and in
         the verdict's coverage; `TraceError` only when none loads."""
-        failed: dict[str, str] = {}
+        failed: Failed = {}
         parts = self.span(span).summaries(("job",), failed)["job"]
         return combine_job(parts, align_clocks=align_clocks, missing=failed)
 
@@ -337,7 +344,7 @@ class RunSpan:
     def _path(self, worker: str) -> str:
         return self.run.files.workers[worker][self.span - 1].path
 
-    def summaries(self, keys: Sequence[str], failed: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    def summaries(self, keys: Sequence[str], failed: Failed | None = None) -> dict[str, dict[str, Any]]:
         run, store = self.run, self.run.summaries
         unloaded = [self._path(w) for w in self.workers if (w, self.span) not in run._profiles]
         for key in keys:
@@ -358,7 +365,7 @@ class RunSpan:
                 except TraceError as exc:
                     for key in keys:
                         found[key].pop(worker, None)
-                    skip_failed(failed, worker, exc, len(found[keys[0]]), len(self.workers) - i - 1)
+                    skip_failed(failed, worker, exc, len(found[keys[0]]), len(self.workers) - i - 1, run.storage, path)
                     continue
                 built = {key: (store.keep(path, key, FILE_SUMMARIES[key][1](profile)), FILE_SUMMARIES[key][0])
                          for key in missing}

@@ -805,6 +805,6 @@ def test_distributed_with_a_truncated_rank_answers_for_the_others(tmp_path):
     assert answer.status_code == 200 and str(tmp_path) not in answer.get_data(as_text=True)
     body = answer.get_json()
     assert body["coverage"]["rows"] == [[3, 4, coverage["text"]]]
-    assert body["missing"]["rows"] == [["worker2", view.missing["reason"][0]]]
+    assert body["missing"]["rows"] == [["worker2", 2, view.missing["reason"][0]]]
     alone = wait_route(client, f"{PREFIX}/distributed?run=without&table=steps&format=csv")
     assert wait_route(client, f"{PREFIX}/distributed?run=bad&table=steps&format=csv").get_data() == alone.get_data()

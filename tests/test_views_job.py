@@ -445,12 +445,12 @@ def test_job_with_a_truncated_rank_answers_for_the_others(bad_rank_job):
     for column in ("ranks", "steps", "stragglers", "text", "rule"):
         assert view.verdict[column][0] == expected.verdict[column][0]
     # the missing rank is named, with the loader's reason and no path of this machine
-    assert view.missing["worker"].tolist() == ["worker2"]
+    assert view.missing["worker"].tolist() == ["worker2"] and view.missing["rank"].tolist() == [2]
     reason = view.missing["reason"][0]
     assert reason.startswith("truncated") and str(bad) not in reason and "/" not in reason
     verdict = view.verdict.iloc[0]
     assert (verdict["ranks"], verdict["ranks_total"]) == (3, 4)
-    assert verdict["coverage"].startswith("Covers 3 of 4 ranks") and f"worker2 — {reason}" in verdict["coverage"]
+    assert verdict["coverage"].startswith("Covers 3 of 4 ranks") and f"worker2 (rank 2) — {reason}" in verdict["coverage"]
     assert expected.verdict["coverage"][0] == "Covers 3 of 3 ranks." and len(expected.missing) == 0
     job_view.MISSING_RANKS.check(view.missing)
     job_view.VERDICT.check(view.verdict)
@@ -469,6 +469,19 @@ def test_job_route_with_a_truncated_rank(bad_rank_job):
     assert (verdict["ranks"], verdict["ranks_total"]) == (3, 4) and "Covers 3 of 4 ranks" in verdict["coverage"]
     alone = wait_route(client, f"{PREFIX}/job?run=without&table=rank_steps&format=csv")
     assert wait_route(client, f"{PREFIX}/job?run=bad&table=rank_steps&format=csv").get_data() == alone.get_data()
+
+
+def test_missing_rank_without_distributed_info_in_what_remains_is_named_by_worker(tmp_path):
+    """A file cut before its distributedInfo (byte 170 of the JSON): no rank to name."""
+    bad, _ = job_with_a_truncated_rank(SAMPLES / "cpu_fsdp2_gloo", tmp_path, "worker1")
+    path = next(bad.glob("worker1.*"))
+    source = next((SAMPLES / "cpu_fsdp2_gloo").glob("worker1.*"))
+    head = gzip.decompress(source.read_bytes())
+    assert head.index(b'"distributedInfo"') > 100
+    path.write_bytes(gzip.compress(head[:100]))
+    view = tb_plugin.load_run(str(bad)).job()
+    assert view.missing["worker"].tolist() == ["worker1"] and view.missing["rank"].isna().all()
+    assert view.verdict["coverage"][0].startswith("Covers 1 of 2 ranks; left out as its trace did not load: worker1 — ")
 
 
 def test_job_route_with_every_rank_bad_is_422(tmp_path):

@@ -16,7 +16,7 @@ from ..trace.model import TraceModel
 from .collectives import FSDP_PHASES, WORKER_CALLS, collective_calls, fsdp_phase, gbps, match_calls, process_groups
 from .common import (cached, collective_op_mask, device_activity, enclosing_op_where, kernel_flags, operator_tree,
                      step_windows)
-from .coverage import COVERAGE, MISSING_RANKS, coverage, missing_ranks
+from .coverage import COVERAGE, MISSING_RANKS, MissingRank, coverage, missing_ranks
 from .intervals import exclusive_time, union_length
 
 
@@ -265,9 +265,9 @@ def worker_part(model: TraceModel) -> WorkerPart:
                       groups=process_groups(model), fsdp=fsdp_breakdown(model))
 
 
-def combine(parts: Mapping[str, WorkerPart], missing: Mapping[str, str] | None = None) -> DistributedView:
+def combine(parts: Mapping[str, WorkerPart], missing: Mapping[str, MissingRank] | None = None) -> DistributedView:
     """The `DistributedView` of {worker name: `WorkerPart`}, `distributed` of their models;
-    `missing` is {worker: reason} of the span's workers whose trace did not load, named in
+    `missing` is {worker: `coverage.MissingRank`} of the span's workers whose trace did not load, named in
     ``coverage`` and ``missing`` and left out of every other table."""
     step_parts, call_parts, device_parts, group_parts, fsdp_parts = [], [], [], [], []
     for worker, part in parts.items():  # one iteration per worker

@@ -78,7 +78,7 @@ from ..schema import NULLABLE, Persisted, declare, documented, tab
 from ..trace.model import TraceModel
 from .collectives import WORKER_CALLS, collective_calls, match_calls
 from .common import collective_op_mask, device_activity, step_breakdown, step_windows
-from .coverage import MISSING_RANKS, coverage_text, missing_ranks
+from .coverage import MISSING_RANKS, MissingRank, coverage_text, missing_ranks
 from .kernels import kernels as kernel_table
 from .operators import operators as operator_table
 
@@ -290,9 +290,9 @@ def job(models: Mapping[str, TraceModel], align_clocks: bool = True) -> JobView:
 @documented(VERDICT, RANK_STEPS, STRAGGLERS, KERNELS_ACROSS, OPERATORS_ACROSS, COLLECTIVES_ACROSS, CLOCKS,
             MISSING_RANKS)
 def combine(parts: Mapping[str, RankPart], align_clocks: bool = True,
-            missing: Mapping[str, str] | None = None) -> JobView:
+            missing: Mapping[str, MissingRank] | None = None) -> JobView:
     """The `JobView` of {worker name: `RankPart`}, the ranks that loaded; `missing` is
-    {worker: reason} of the span's workers whose trace did not load.
+    {worker: `coverage.MissingRank`} of the span's workers whose trace did not load.
 
     Returns
     -------

@@ -31,7 +31,7 @@ def test_job_page_names_the_rank_that_did_not_load(page, bad_job_server, screens
     assert coverage.get_attribute("data-missing") == "1"
     text = coverage.inner_text()
     assert text == verdict["coverage"] and text.startswith("Covers 3 of 4 ranks")
-    assert f"worker2 — {missing[0]['reason']}" in text
+    assert missing[0]["rank"] == 2 and f"worker2 (rank 2) — {missing[0]['reason']}" in text
     # the three ranks that loaded are all there
     assert row_count(page, "job-clocks") == 3
     assert "worker2" not in page.inner_text("[data-table=job-clocks]")

@@ -513,7 +513,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collective_time (worker, transfer_us, synchronizing_us), collectives (worker, process_group, name, backend_name, group_size, calls, size_bytes, mean_size_bytes, message_bytes, total_us, mean_us, transfer_us, synchronizing_us, algbw_gbps, busbw_gbps, wait_us), calls (one row per collective call, same naming, with its matching), groups (worker, process_group, group_size, ranks, calls, total_us, transfer_us, synchronizing_us, share_pct), fsdp (worker, step, phase, annotations, host_us, communication_us, exposed_us; empty without FSDP:: annotations), devices, coverage (one row: ranks loaded, ranks_total, text naming each rank that did not load and why) and missing (worker, reason: each worker whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). A collective's name is what the program asked for (all_reduce, all_gather, reduce_scatter, ...), backend_name the backend's op that ran it (gloo runs FSDP2's reduce_scatter as gloo:all_reduce); process_group is the group's description, '' when the trace does not say (gloo on CPU writes no record_param_comms). algbw/busbw follow nccl-tests' definitions over the data-transfer time. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collective_time (worker, transfer_us, synchronizing_us), collectives (worker, process_group, name, backend_name, group_size, calls, size_bytes, mean_size_bytes, message_bytes, total_us, mean_us, transfer_us, synchronizing_us, algbw_gbps, busbw_gbps, wait_us), calls (one row per collective call, same naming, with its matching), groups (worker, process_group, group_size, ranks, calls, total_us, transfer_us, synchronizing_us, share_pct), fsdp (worker, step, phase, annotations, host_us, communication_us, exposed_us; empty without FSDP:: annotations), devices, coverage (one row: ranks loaded, ranks_total, text naming each rank that did not load and why) and missing (worker, rank where the start of its file gives it, reason: each worker whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). A collective's name is what the program asked for (all_reduce, all_gather, reduce_scatter, ...), backend_name the backend's op that ran it (gloo runs FSDP2's reduce_scatter as gloo:all_reduce); process_group is the group's description, '' when the trace does not say (gloo on CPU writes no record_param_comms). algbw/busbw follow nccl-tests' definitions over the data-transfer time. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
@@ -574,7 +574,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks loaded, ranks_total, steps, stragglers; text: one plain sentence, which rank held the job back most and why; rule: the test that sentence applied, with the rank's sizes; coverage: how many of the span's ranks it covers, naming each that did not load and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) clocks (rank, worker, offset_us, matched_calls, aligned) and missing (worker, reason: each rank whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks loaded, ranks_total, steps, stragglers; text: one plain sentence, which rank held the job back most and why; rule: the test that sentence applied, with the rank's sizes; coverage: how many of the span's ranks it covers, naming each that did not load and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) clocks (rank, worker, offset_us, matched_calls, aligned) and missing (worker, rank where the start of its file gives it, reason: each rank whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
@@ -5371,10 +5371,12 @@ export interface components {
              */
             columns: [
                 "worker",
+                "rank",
                 "reason"
             ];
             rows: [
                 string,
+                number | null,
                 string
             ][];
         };
