@@ -34,7 +34,7 @@ from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingE
 from .loading import Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
 from .profile import declared_routes, diff, diff_tables
-from .runs import (FILE_SUMMARIES, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
+from .runs import (FILE_SUMMARIES, Failed, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
                    ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
 from .sources import SourceResolver
@@ -406,11 +406,14 @@ def _span_parts(key):
     of every worker of one span (the distributed view's `Profile.distributed_part`, the job
     view's `job_part`), read by the store's `runs.SpanSource` (the disk cache's run index
     where `preprocess` wrote one): a run of more ranks than the memory budget holds profiles
-    still gets its view."""
+    still gets its view. A worker whose trace does not load is left out, its reason in the
+    handler's second argument ({worker: reason}); 422 only when none loads."""
     def inputs(api, request):
         span = api.store.span(text_param(request, "run"), int_param(request, "span", required=False, default=1, minimum=1))
-        parts = span.summaries((key,))[key]
-        return Inputs(list(parts.values()), (parts,))
+        failed: Failed = {}
+        parts = span.summaries((key,), failed)[key]
+        # the answer changes with the parts: a failed file that loads later adds its part
+        return Inputs(list(parts.values()), (parts, failed))
     return inputs
 
 
@@ -489,7 +492,7 @@ class DerivedCache:
         return value
 
 
-JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks")
+JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks", "missing")
 
 
 class Api:
@@ -597,14 +600,15 @@ class Api:
         return respond(profile.module_flame())
 
     @reads(_span_parts("distributed"))
-    def distributed(self, request, parts):
-        return tables_reply(request, lambda: combine_distributed(parts),
-                            ("steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices"))
+    def distributed(self, request, parts, missing):
+        return tables_reply(request, lambda: combine_distributed(parts, missing),
+                            ("steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices",
+                             "coverage", "missing"))
 
     @reads(_span_parts("job"))
-    def job(self, request, parts):
+    def job(self, request, parts, missing):
         align = choice_param(request, "align_clocks", ("true", "false")) == "true"
-        return tables_reply(request, lambda: combine_job(parts, align_clocks=align), JOB_TABLES)
+        return tables_reply(request, lambda: combine_job(parts, align_clocks=align, missing=missing), JOB_TABLES)
 
     @reads(_two_profiles)
     def diff(self, request, a, b):

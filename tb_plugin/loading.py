@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and
     from .cache import ModelCache
     from .memory_snapshot import MemorySnapshot
     from .profile import Profile
+    from .runs import Failed
     from .schema import Persisted
 
 logger = logging.getLogger(__name__)
@@ -365,20 +366,27 @@ class StoreSpan:
         self.store, self.run, self.span = store, run, span
         self.workers = span_workers(store.run_files(run), span)
 
-    def summaries(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        from .runs import FILE_SUMMARIES
+    def summaries(self, keys: Sequence[str], failed: "Failed | None" = None) -> dict[str, dict[str, Any]]:
+        from .runs import FILE_SUMMARIES, skip_failed
 
         # Every one is asked for before any is awaited, so they load one after another
         # without waiting for the next request.
         for key in keys:
             self.store.prefetch_summaries(self.run, self.workers, self.span, key, FILE_SUMMARIES[key][0])
-        asked = {w: {key: self.store.summary(self.run, w, self.span, key, FILE_SUMMARIES[key][1],
-                                             FILE_SUMMARIES[key][0]) for key in keys} for w in self.workers}
+        asked: dict[str, dict[str, Any]] = {}
+        for i, w in enumerate(self.workers):
+            try:
+                asked[w] = {key: self.store.summary(self.run, w, self.span, key, FILE_SUMMARIES[key][1],
+                                                    FILE_SUMMARIES[key][0]) for key in keys}
+            except TraceError as exc:  # with `failed`, the rank is named and the others answer
+                assert self.store._storage is not None  # the run was found: the log directory was scanned
+                skip_failed(failed, w, exc, len(asked), len(self.workers) - i - 1, self.store._storage,
+                            self.store.span_file(self.run, w, self.span).path)
         loading = [r for per_key in asked.values() for r in per_key.values() if isinstance(r, Loading)]
         if loading:
             done = sum(not any(isinstance(r, Loading) for r in per_key.values()) for per_key in asked.values())
             raise loading[0].error(done, len(asked))
-        return {key: {w: asked[w][key] for w in self.workers} for key in keys}
+        return {key: {w: asked[w][key] for w in asked} for key in keys}
 
     def profiles(self, workers: Sequence[str]) -> dict[str, "Profile"]:
         return {w: ready(self.store.profile(self.run, w, self.span)) for w in workers}

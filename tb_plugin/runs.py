@@ -34,6 +34,7 @@ from .views import distributed as distributed_view
 from .views import job as job_view
 from .views import rank_timeline, timeline
 from .views import regression as regression_view
+from .views.coverage import MissingRank, rank_in_head
 
 # The per-file summaries that the views over many ranks combine, by the name they are kept
 # under: (their declaration, how a profile builds one). `python -m tb_plugin preprocess`
@@ -50,6 +51,8 @@ FILE_SUMMARIES: dict[str, tuple[Persisted, Callable[[Profile], Any]]] = {
 # operator names when proposing a B: a log directory of a thousand runs is not all loaded to
 # open one Diff tab.
 PROPOSAL_CANDIDATES = 16
+# {worker: why its trace did not load}: what a `SpanSource` leaves out of a view over many ranks
+Failed = dict[str, MissingRank]
 
 
 def _no_progress(stage: str, fraction: float | None) -> None:
@@ -61,9 +64,12 @@ class SpanSource(Protocol):
 
     workers: list[str]
 
-    def summaries(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def summaries(self, keys: Sequence[str], failed: Failed | None = None) -> dict[str, dict[str, Any]]:
         """{key: {worker: its summary `key` (a `FILE_SUMMARIES` dataclass)}} for every worker;
-        all are asked for before any is awaited, so each worker's trace is read once."""
+        all are asked for before any is awaited, so each worker's trace is read once. With
+        `failed`, a worker whose trace does not load is left out and its `TraceError`'s
+        reason put there ({worker: `MissingRank`}), unless no worker loads (the last worker's error
+        is raised); without it, the first such error is raised."""
 
     def profiles(self, workers: Sequence[str]) -> dict[str, Profile]:
         """{worker: its `Profile`} of these workers (the ranks drawn in full)."""
@@ -77,14 +83,33 @@ def span_workers(files: RunFiles, span: int) -> list[str]:
     return workers
 
 
-def combine_distributed(parts: Mapping[str, distributed_view.WorkerPart]) -> distributed_view.DistributedView:
-    """The distributed view of {worker name: `Profile.distributed_part()`}."""
-    return distributed_view.combine(parts)
+def skip_failed(failed: Failed | None, worker: str, error: TraceError, loaded: int, left: int,
+                storage: Storage, rel: str) -> None:
+    """What a `SpanSource` does when `worker`'s trace (`rel` in `storage`) fails to load with
+    `error`: record its reason in `failed`, with its rank where the start of the file gives
+    it, or raise `error` when there is no `failed` or when no worker of the span has loaded
+    (`loaded`) nor may still (`left`, the workers not asked yet)."""
+    if failed is None or (not loaded and not left):
+        raise error
+    try:
+        rank = rank_in_head(storage.json_sample(rel)[1])
+    except TraceError:  # not even its start reads
+        rank = None
+    failed[worker] = MissingRank(error.reason, rank)
 
 
-def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = True) -> job_view.JobView:
-    """The job view of {worker name: `Profile.job_part()`}."""
-    return job_view.combine(parts, align_clocks=align_clocks)
+def combine_distributed(parts: Mapping[str, distributed_view.WorkerPart],
+                        missing: Mapping[str, MissingRank] | None = None) -> distributed_view.DistributedView:
+    """The distributed view of {worker name: `Profile.distributed_part()`}, naming `missing`
+    ({worker: `MissingRank`, why its trace did not load})."""
+    return distributed_view.combine(parts, missing)
+
+
+def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = True,
+                missing: Mapping[str, MissingRank] | None = None) -> job_view.JobView:
+    """The job view of {worker name: `Profile.job_part()`}, naming `missing` ({worker:
+    `MissingRank`, why its trace did not load})."""
+    return job_view.combine(parts, align_clocks=align_clocks, missing=missing)
 
 
 def combine_diff_ranks(parts_a: Mapping[str, regression_view.StepCauses],
@@ -277,15 +302,23 @@ class Run:
         span of every worker that has it; see `tb_plugin.views.distributed.distributed`.
 
         Profiles not loaded yet are loaded one at a time and not kept: a job of many ranks
-        never needs all its profiles in memory at once."""
-        return combine_distributed(self.span(span).summaries(("distributed",))["distributed"])
+        never needs all its profiles in memory at once. A worker whose trace does not load
+        (a truncated file) is left out and named with its reason in ``missing`` and
+        ``coverage``; `TraceError` only when none loads."""
+        failed: Failed = {}
+        parts = self.span(span).summaries(("distributed",), failed)["distributed"]
+        return combine_distributed(parts, failed)
 
     def job(self, span: int = 1, align_clocks: bool = True) -> job_view.JobView:
         """Every rank of one span side by side: per rank and step where the time went,
         stragglers with their cause, kernels and operators across ranks, collectives matched
         across ranks with arrival spread and bandwidth, and each rank's clock offset; see
-        `tb_plugin.views.job`. Loads like `distributed`: one profile at a time."""
-        return combine_job(self.span(span).summaries(("job",))["job"], align_clocks=align_clocks)
+        `tb_plugin.views.job`. Loads like `distributed`: one profile at a time, and a rank
+        whose trace does not load is left out, named with its reason in ``missing`` and in
+        the verdict's coverage; `TraceError` only when none loads."""
+        failed: Failed = {}
+        parts = self.span(span).summaries(("job",), failed)["job"]
+        return combine_job(parts, align_clocks=align_clocks, missing=failed)
 
     def timeline_ranks(self, span: int = 1, ranks: Sequence[int] | None = None, align_clocks: bool = True,
                        expanded: Sequence[int] = ()) -> RanksTimeline:
@@ -311,13 +344,13 @@ class RunSpan:
     def _path(self, worker: str) -> str:
         return self.run.files.workers[worker][self.span - 1].path
 
-    def summaries(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def summaries(self, keys: Sequence[str], failed: Failed | None = None) -> dict[str, dict[str, Any]]:
         run, store = self.run, self.run.summaries
         unloaded = [self._path(w) for w in self.workers if (w, self.span) not in run._profiles]
         for key in keys:
             store.prefetch(run.storage, run.storage.display("."), unloaded, self.span, key, FILE_SUMMARIES[key][0])
         found: dict[str, dict[str, Any]] = {key: {} for key in keys}
-        for worker in self.workers:
+        for i, worker in enumerate(self.workers):
             path, held = self._path(worker), run._profiles.get((worker, self.span))
             for key in keys:
                 summary = store.held(path, key)
@@ -327,7 +360,13 @@ class RunSpan:
                     found[key][worker] = store.keep(path, key, summary)
             missing = [key for key in keys if worker not in found[key]]
             if missing:
-                profile = held or run._load(path)
+                try:
+                    profile = held or run._load(path)
+                except TraceError as exc:
+                    for key in keys:
+                        found[key].pop(worker, None)
+                    skip_failed(failed, worker, exc, len(found[keys[0]]), len(self.workers) - i - 1, run.storage, path)
+                    continue
                 built = {key: (store.keep(path, key, FILE_SUMMARIES[key][1](profile)), FILE_SUMMARIES[key][0])
                          for key in missing}
                 identity, unstored = store.unstored(path, built)

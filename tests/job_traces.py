@@ -92,3 +92,29 @@ def write_job(source, directory, ranks, clock_offsets, straggler=None, delays=()
         path.write_bytes(gzip.compress(orjson.dumps(doc), compresslevel=1))
         paths.append(path)
     return paths
+
+
+def truncate(path):
+    """Cut the trace at `path` in the middle of its JSON, as a crashed job leaves a file (gzip
+    written whole around the cut JSON)."""
+    path = Path(path)
+    data = path.read_bytes()
+    text = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    path.write_bytes(gzip.compress(text[: len(text) // 2]))
+
+
+def job_with_a_truncated_rank(source, directory, bad):
+    """Two copies of the run directory `source` under `directory`: ``bad``, every trace with
+    worker `bad`'s `truncate`d, and ``without``, the same job without that worker. Returns
+    (bad, without) directories."""
+    source, directory = Path(source), Path(directory)
+    with_bad, without = directory / "bad", directory / "without"
+    for target in (with_bad, without):
+        target.mkdir(parents=True)
+    for path in sorted(source.glob("*.pt.trace.json*")):
+        (with_bad / path.name).write_bytes(path.read_bytes())
+        if path.name.split(".")[0] == bad:
+            truncate(with_bad / path.name)
+        else:
+            (without / path.name).write_bytes(path.read_bytes())
+    return with_bad, without

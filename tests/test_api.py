@@ -380,7 +380,9 @@ def ddp_served(tmp_path_factory):
 
 def test_distributed_route(ddp_served):
     body = wait_route(ddp_served, f"{PREFIX}/distributed?run=ddp&span=2").get_json()
-    assert set(body) == {"steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices"}
+    assert set(body) == {"steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices",
+                         "coverage", "missing"}
+    assert body["coverage"]["rows"] == [[2, 2, "Covers 2 of 2 ranks."]] and body["missing"]["rows"] == []
     # per worker, the data-transfer and synchronizing time of its collective calls, summed
     calls, per_worker = body["calls"], body["collective_time"]
     column = {name: calls["columns"].index(name) for name in ("worker", "transfer_us", "synchronizing_us")}

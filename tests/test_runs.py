@@ -20,8 +20,9 @@ from tb_plugin.storage import Storage
 
 from .helpers import PREFIX, SAMPLES, make_client, wait_route
 
-JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks")
-DISTRIBUTED_TABLES = ("steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices")
+JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks", "missing")
+DISTRIBUTED_TABLES = ("steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices",
+                      "coverage", "missing")
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from tb_plugin.views.collectives import (bus_factor, element_bytes, fsdp_phase, 
 from tb_plugin.views.distributed import (ALL_STEPS_COLUMNS, CALL_COLUMNS, COLLECTIVE_COLUMNS, DEVICE_COLUMNS,
                                          FSDP, GROUP_COLUMNS, STEP_COLUMNS, distributed)
 
-from .helpers import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, write_trace
+from .helpers import PREFIX, SAMPLES, SHARED_TRACES, kernel, make_client, op, raw_events, runtime, wait_route, write_trace
+from .job_traces import job_with_a_truncated_rank
 
 STEP = re.compile(r"^ProfilerStep#\d+$")
 
@@ -782,3 +783,28 @@ def test_overlap_share_equals_hta_on_nccl_traces(where, run):
     steps = distributed({"rank": _load(path)}).steps
     assert steps["communication_us"].sum() > 0
     assert 100 * steps["overlap_us"].sum() / steps["communication_us"].sum() == pytest.approx(theirs, abs=0.006)
+
+
+# --- a job with a bad rank is still a job -------------------------------------------------------
+
+def test_distributed_with_a_truncated_rank_answers_for_the_others(tmp_path):
+    """The 4-rank mesh sample with worker2's trace cut in the middle: the view of the three
+    others is the view of the job without worker2, and worker2 is named with its reason."""
+    bad, without = job_with_a_truncated_rank(SAMPLES / "cpu_mesh_2d_gloo", tmp_path, "worker2")
+    view, expected = tb_plugin.load_run(str(bad)).distributed(), tb_plugin.load_run(str(without)).distributed()
+    for table in ("steps", "all_steps", "calls", "collectives", "collective_time", "groups", "fsdp", "devices"):
+        pd.testing.assert_frame_equal(getattr(view, table), getattr(expected, table), obj=table)
+    assert sorted(view.devices["worker"]) == ["worker0", "worker1", "worker3"]
+    assert view.missing["worker"].tolist() == ["worker2"] and view.missing["reason"][0].startswith("truncated")
+    coverage = view.coverage.iloc[0]
+    assert (coverage["ranks"], coverage["ranks_total"]) == (3, 4)
+    assert coverage["text"].startswith("Covers 3 of 4 ranks") and "worker2" in coverage["text"]
+    # the same over HTTP, with no path of this machine in the reply
+    _, client = make_client(tmp_path)
+    answer = wait_route(client, f"{PREFIX}/distributed?run=bad&tables=coverage,missing,devices")
+    assert answer.status_code == 200 and str(tmp_path) not in answer.get_data(as_text=True)
+    body = answer.get_json()
+    assert body["coverage"]["rows"] == [[3, 4, coverage["text"]]]
+    assert body["missing"]["rows"] == [["worker2", 2, view.missing["reason"][0]]]
+    alone = wait_route(client, f"{PREFIX}/distributed?run=without&table=steps&format=csv")
+    assert wait_route(client, f"{PREFIX}/distributed?run=bad&table=steps&format=csv").get_data() == alone.get_data()

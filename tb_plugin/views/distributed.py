@@ -16,6 +16,7 @@ from ..trace.model import TraceModel
 from .collectives import FSDP_PHASES, WORKER_CALLS, collective_calls, fsdp_phase, gbps, match_calls, process_groups
 from .common import (cached, collective_op_mask, device_activity, enclosing_op_where, kernel_flags, operator_tree,
                      step_windows)
+from .coverage import COVERAGE, MISSING_RANKS, MissingRank, coverage, missing_ranks
 from .intervals import exclusive_time, union_length
 
 
@@ -145,10 +146,12 @@ class DistributedView:
     groups: pd.DataFrame
     fsdp: pd.DataFrame
     devices: pd.DataFrame
+    coverage: pd.DataFrame
+    missing: pd.DataFrame
 
 
 @documented(DISTRIBUTED_STEPS, DISTRIBUTED_ALL_STEPS, CALLS, COLLECTIVES, DISTRIBUTED_COLLECTIVE_TIME, GROUPS, FSDP,
-            DISTRIBUTED_DEVICES)
+            DISTRIBUTED_DEVICES, COVERAGE, MISSING_RANKS)
 def distributed(models: Mapping[str, TraceModel]) -> DistributedView:
     """Computation/communication per step, collectives, process groups and devices of several
     workers.
@@ -184,6 +187,10 @@ def distributed(models: Mapping[str, TraceModel]) -> DistributedView:
 
         ``devices`` (`DISTRIBUTED_DEVICES`) -- one row per worker per device it used (one row
         with device_id -1 when it used none), from ``distributedInfo`` and ``deviceProperties``.
+
+        ``coverage`` (`COVERAGE`, one row) -- how many of the span's workers the view covers;
+        ``missing`` (`MISSING_RANKS`) -- each worker whose trace did not load, with its reason
+        (`combine`'s ``missing``; none here, where every model is given).
 
     Notes
     -----
@@ -258,8 +265,10 @@ def worker_part(model: TraceModel) -> WorkerPart:
                       groups=process_groups(model), fsdp=fsdp_breakdown(model))
 
 
-def combine(parts: Mapping[str, WorkerPart]) -> DistributedView:
-    """The `DistributedView` of {worker name: `WorkerPart`}; `distributed` of their models."""
+def combine(parts: Mapping[str, WorkerPart], missing: Mapping[str, MissingRank] | None = None) -> DistributedView:
+    """The `DistributedView` of {worker name: `WorkerPart`}, `distributed` of their models;
+    `missing` is {worker: `coverage.MissingRank`} of the span's workers whose trace did not load, named in
+    ``coverage`` and ``missing`` and left out of every other table."""
     step_parts, call_parts, device_parts, group_parts, fsdp_parts = [], [], [], [], []
     for worker, part in parts.items():  # one iteration per worker
         step_parts.append(part.steps.assign(worker=worker))
@@ -289,7 +298,8 @@ def combine(parts: Mapping[str, WorkerPart]) -> DistributedView:
                            calls=CALLS.frame(calls), collectives=collectives,
                            collective_time=DISTRIBUTED_COLLECTIVE_TIME.frame(collective_time),
                            groups=_groups(calls, configured), fsdp=FSDP.frame(_concat(fsdp_parts, FSDP.names)),
-                           devices=DISTRIBUTED_DEVICES.frame(_concat(device_parts, DEVICE_COLUMNS)))
+                           devices=DISTRIBUTED_DEVICES.frame(_concat(device_parts, DEVICE_COLUMNS)),
+                           coverage=coverage(len(parts), missing or {}), missing=missing_ranks(missing or {}))
 
 
 _TEXT_COLUMNS = {"worker", "phase", "name", "backend_name", "process_group", "pg_name", "ranks", "backend", "device_name",

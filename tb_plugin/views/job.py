@@ -2,6 +2,9 @@
 holds the job back in which step and why, kernels and operators compared across ranks, and
 each collective call matched across ranks with the spread of the ranks' arrival at it.
 
+A rank whose trace does not load (a truncated file of a crashed job) is left out and named
+with its reason (``missing``); the verdict says how many of the span's ranks it covers.
+
 Like the Distributed view it is a small per-rank part (`rank_part`, built from one model and
 kept by the server after the model is dropped) and a `combine` step over the parts, so a job
 of 1,000 ranks never needs more than one model in memory.
@@ -38,8 +41,10 @@ and either far outside on one measure (`STRAGGLER_FAR_PCT` percent; or `STRAGGLE
 deviations and at least `STRAGGLER_FAR_Z_MIN_PCT` percent) or outside on both
 (`STRAGGLER_MIN_PCT` percent and `STRAGGLER_MAD_Z` deviations); a longer step counts only when
 the rank's work is not below the median (else the rank merely waited longer for the others).
-The stragglers table gives both sizes and which test held; the verdict says what was tested
-and, when no rank is flagged, the largest excess found. A step is measured as
+The stragglers table gives both sizes and which test held. The verdict is one plain sentence
+(which rank held the job back most, in which step, by how much, from what) with its rule
+beside it: the very test that flagged that rank with the rank's two sizes, so that the two
+never disagree; when no rank is flagged, every test and the largest excess found. A step is measured as
 torch-tb-profiler 0.4.3 does, from its ``ProfilerStep#N`` host range to the end of the device
 work launched in it; where that work runs past the host range (into the next step's), the
 straggler's ``host_range`` says so, naming the ranges a user finds in the trace. Its cause is
@@ -71,8 +76,9 @@ import pandas as pd
 
 from ..schema import NULLABLE, Persisted, declare, documented, tab
 from ..trace.model import TraceModel
-from .common import collective_op_mask, device_activity, step_breakdown, step_windows
 from .collectives import WORKER_CALLS, collective_calls, match_calls
+from .common import collective_op_mask, device_activity, step_breakdown, step_windows
+from .coverage import MISSING_RANKS, MissingRank, coverage_text, missing_ranks
 from .kernels import kernels as kernel_table
 from .operators import operators as operator_table
 
@@ -158,10 +164,14 @@ COLLECTIVES_ACROSS = declare(
 )
 VERDICT = declare(
     "job_verdict", "the job in one row: how many ranks, steps and straggling rank-steps, and what that means",
-    ("ranks", "int64", "count", "ranks in the job view"),
+    ("ranks", "int64", "count", "ranks in the job view: those whose trace loaded"),
+    ("ranks_total", "int64", "count", "workers of the span, loaded or not (missing names those that did not load)"),
     ("steps", "int64", "count", "distinct steps over the ranks"),
     ("stragglers", "int64", "count", "straggling rank-steps"),
-    ("text", "str", "", "which rank held the job back most, in which step and why; or that none did"),
+    ("text", "str", "", "one plain sentence: which rank held the job back most, in which step and why; or that none did"),
+    ("rule", "str", "", "the rule the sentence applied: for a straggler the test that flagged it and its two sizes, "
+     "else every test and the largest excess's sizes ('' with fewer than two ranks)"),
+    ("coverage", "str", "", "how many of the span's ranks the verdict covers, naming each that did not load and why"),
 )
 CLOCKS = declare(
     "job_clocks", "one rank's clock offset applied to align it with the reference rank",
@@ -269,6 +279,7 @@ class JobView:
     collectives: pd.DataFrame
     clocks: pd.DataFrame
     verdict: pd.DataFrame
+    missing: pd.DataFrame
 
 
 def job(models: Mapping[str, TraceModel], align_clocks: bool = True) -> JobView:
@@ -276,17 +287,22 @@ def job(models: Mapping[str, TraceModel], align_clocks: bool = True) -> JobView:
     return combine({worker: rank_part(model) for worker, model in models.items()}, align_clocks=align_clocks)
 
 
-@documented(VERDICT, RANK_STEPS, STRAGGLERS, KERNELS_ACROSS, OPERATORS_ACROSS, COLLECTIVES_ACROSS, CLOCKS)
-def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView:
-    """The `JobView` of {worker name: `RankPart`}.
+@documented(VERDICT, RANK_STEPS, STRAGGLERS, KERNELS_ACROSS, OPERATORS_ACROSS, COLLECTIVES_ACROSS, CLOCKS,
+            MISSING_RANKS)
+def combine(parts: Mapping[str, RankPart], align_clocks: bool = True,
+            missing: Mapping[str, MissingRank] | None = None) -> JobView:
+    """The `JobView` of {worker name: `RankPart`}, the ranks that loaded; `missing` is
+    {worker: `coverage.MissingRank`} of the span's workers whose trace did not load.
 
     Returns
     -------
     JobView with tables ``rank_steps`` (`RANK_STEPS`), ``stragglers`` (`STRAGGLERS`, largest
     excess first), ``kernels`` (`KERNELS_ACROSS`) and ``operators`` (`OPERATORS_ACROSS`),
     largest spread first, ``collectives`` (`COLLECTIVES_ACROSS`, in order of first arrival),
-    ``clocks`` (`CLOCKS`), and ``verdict`` (`VERDICT`, one row): the text says which rank held
-    the job back most and why, or that no rank did.
+    ``clocks`` (`CLOCKS`), ``verdict`` (`VERDICT`, one row): the text says which rank held
+    the job back most and why, or that no rank did, its rule the test it applied, its coverage
+    how many of the span's ranks it covers; and ``missing`` (`MISSING_RANKS`): each worker left
+    out, with its reason. Every number is the same as that of the job without those workers.
 
     A rank is the trace's distributedInfo rank; when a worker has none, or two claim the same
     one (separate jobs in one run), every worker's position in the run stands for its rank.
@@ -311,7 +327,8 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True) -> JobView
         operators=OPERATORS_ACROSS.frame(_across(parts, workers, ranks, "operators", ["name", "measure"])),
         collectives=COLLECTIVES_ACROSS.frame(_collectives(parts, workers, ranks, clocks, calls)),
         clocks=CLOCKS.frame(clocks),
-        verdict=_verdict(rank_steps, stragglers, excesses),
+        verdict=_verdict(rank_steps, stragglers, excesses, missing or {}),
+        missing=missing_ranks(missing or {}),
     )
 
 
@@ -493,42 +510,63 @@ def _us(value):
     return f"{value:.0f} µs"
 
 
+# Each straggler test in words (a straggler's ``flagged_by`` -> the rule that held); every one
+# also needs the excess to be at least `STRAGGLER_MIN_US`.
+_RULES = {
+    "percent and deviations": f"at least {STRAGGLER_MIN_PCT:g}% of the median step and {STRAGGLER_MAD_Z:g} robust "
+                              f"deviations",
+    "percent": f"at least {STRAGGLER_FAR_PCT:g}% of the median step",
+    "percent (others equal)": f"at least {STRAGGLER_MIN_PCT:g}% of the median step, the other ranks all equal",
+    "deviations": f"at least {STRAGGLER_FAR_MAD_Z:g} robust deviations and {STRAGGLER_FAR_Z_MIN_PCT:g}% of the "
+                  f"median step",
+}
+_MEASURES = {"work": "its work (step time minus exposed communication)", "step": "its step time"}
+
+
 def _sizes(pct, deviations):
     """An excess's two sizes in words."""
-    spread = "the others do not vary" if deviations != deviations else f"{deviations:.1f} robust deviations"
+    spread = "the other ranks do not vary" if deviations != deviations else f"{deviations:.1f} robust deviations"
     return f"+{pct:.1f}% of the median step, {spread}"
 
 
-def _tested(n_steps, n_ranks):
-    return (f"Tested: in each of the {n_steps} steps, each of the {n_ranks} ranks' work (step time minus exposed "
-            f"communication) and step time against the other ranks' median; flagged when at least "
-            f"{STRAGGLER_MIN_US:g} µs longer and either {STRAGGLER_FAR_PCT:g}% of the median step or more, or "
-            f"{STRAGGLER_FAR_MAD_Z:g} robust deviations or more (and {STRAGGLER_FAR_Z_MIN_PCT:g}%), or both "
-            f"{STRAGGLER_MIN_PCT:g}% and {STRAGGLER_MAD_Z:g} robust deviations.")
+def _longer(measure, excess_us, pct):
+    """What took longer than the median rank's, in words."""
+    size = f"{_us(excess_us)} (+{pct:.1f}%)"
+    return f"it worked {size} longer" if measure == "work" else f"its step took {size} longer"
 
 
-def _verdict(rank_steps, stragglers, ex):
+def _verdict(rank_steps, stragglers, ex, missing):
+    """The `VERDICT` row: one plain sentence, the rule it applied beside it (the very test
+    that flagged the rank it names, so that the two cannot disagree), and the ranks covered."""
     n_ranks = int(rank_steps["rank"].nunique())
     n_steps = int(rank_steps["step"].nunique())
-    tested = _tested(n_steps, n_ranks)
+    rule = (f"A rank's step is flagged when {_MEASURES['work']} or {_MEASURES['step']} exceeds the median rank's by at least "
+            f"{STRAGGLER_MIN_US:g} µs and by {_RULES['percent']}, or {_RULES['deviations']}, or "
+            f"{_RULES['percent and deviations']}; tested on {n_steps} steps of {n_ranks} ranks.")
     if n_ranks < 2:
         text = f"{n_ranks} rank: no other rank to compare it with." if n_ranks else "No ranks."
+        rule = ""
     elif len(stragglers):
         worst = stragglers.iloc[0]
-        text = (f"Rank {int(worst['rank'])} held the job back most, in step {int(worst['step'])} "
-                f"({worst['host_range']}): its {worst['measure']} took {_us(worst['excess_us'])} longer than the "
-                f"median rank ({_sizes(worst['excess_pct'], worst['deviations'])}; flagged by {worst['flagged_by']}), "
-                f"from {worst['cause']}. {len(stragglers)} straggling rank-steps in all, on "
-                f"{stragglers['rank'].nunique()} of {n_ranks} ranks. {tested}")
+        text = (f"Rank {int(worst['rank'])} held the job back most: in step {int(worst['step'])} "
+                f"{_longer(worst['measure'], worst['excess_us'], worst['excess_pct'])} than the median rank, "
+                f"mostly in {worst['cause']}.")
+        rule = (f"Flagged because {_MEASURES[worst['measure']]} exceeded the median rank's by at least "
+                f"{STRAGGLER_MIN_US:g} µs and {_RULES[worst['flagged_by']]}: it was {_us(worst['excess_us'])} over, "
+                f"{_sizes(worst['excess_pct'], worst['deviations'])}. In the trace: {worst['host_range']}. "
+                f"{len(stragglers)} straggling rank-steps in all, on {stragglers['rank'].nunique()} of {n_ranks} "
+                f"ranks.")
     else:
-        text = f"No straggler. {tested} {_largest_excess(ex)}"
-    return VERDICT.frame({"ranks": [n_ranks], "steps": [n_steps], "stragglers": [len(stragglers)], "text": [text]})
+        text, sizes = _largest_excess(ex)
+        rule += sizes
+    return VERDICT.frame({"ranks": [n_ranks], "ranks_total": [n_ranks + len(missing)], "steps": [n_steps],
+                          "stragglers": [len(stragglers)], "text": [text], "rule": [rule],
+                          "coverage": [coverage_text(n_ranks, missing)]})
 
 
 def _largest_excess(ex):
-    """The largest excess in percent over every rank and step and both measures, in words."""
-    if ex is None:
-        return ""
+    """The verdict's sentence when no rank is flagged, naming the largest excess in percent over
+    every rank and step and both measures, and that excess's two sizes for its rule."""
     best = None
     for measure, m in ex.measures.items():  # two measures
         pct = np.where(np.isnan(m["pct"]) | (m["excess"] <= 0), -np.inf, m["pct"])
@@ -538,10 +576,11 @@ def _largest_excess(ex):
             s, r = np.unravel_index(np.argmax(pct), pct.shape)
             best = (pct.max(), measure, s, r, m)
     if best is None:
-        return "No rank was longer than the others' median."
+        return "No rank held the job back: none took longer than the median rank.", ""
     _, measure, s, r, m = best
-    return (f"Largest excess: rank {int(ex.ranks[r])} in step {int(ex.steps[s])}, its {measure} "
-            f"{_us(m['excess'][s, r])} over the median ({_sizes(m['pct'][s, r], m['deviations'][s, r])}).")
+    text = (f"No rank held the job back: the largest excess, rank {int(ex.ranks[r])} in step {int(ex.steps[s])}, "
+            f"is under the rule ({_longer(measure, m['excess'][s, r], m['pct'][s, r])} than the median rank).")
+    return text, f" Largest excess: {_sizes(m['pct'][s, r], m['deviations'][s, r])}."
 
 
 def _across(parts, workers, ranks, attr, keys):

@@ -513,14 +513,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collective_time (worker, transfer_us, synchronizing_us), collectives (worker, process_group, name, backend_name, group_size, calls, size_bytes, mean_size_bytes, message_bytes, total_us, mean_us, transfer_us, synchronizing_us, algbw_gbps, busbw_gbps, wait_us), calls (one row per collective call, same naming, with its matching), groups (worker, process_group, group_size, ranks, calls, total_us, transfer_us, synchronizing_us, share_pct), fsdp (worker, step, phase, annotations, host_us, communication_us, exposed_us; empty without FSDP:: annotations) and devices. A collective's name is what the program asked for (all_reduce, all_gather, reduce_scatter, ...), backend_name the backend's op that ran it (gloo runs FSDP2's reduce_scatter as gloo:all_reduce); process_group is the group's description, '' when the trace does not say (gloo on CPU writes no record_param_comms). algbw/busbw follow nccl-tests' definitions over the data-transfer time. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collective_time (worker, transfer_us, synchronizing_us), collectives (worker, process_group, name, backend_name, group_size, calls, size_bytes, mean_size_bytes, message_bytes, total_us, mean_us, transfer_us, synchronizing_us, algbw_gbps, busbw_gbps, wait_us), calls (one row per collective call, same naming, with its matching), groups (worker, process_group, group_size, ranks, calls, total_us, transfer_us, synchronizing_us, share_pct), fsdp (worker, step, phase, annotations, host_us, communication_us, exposed_us; empty without FSDP:: annotations), devices, coverage (one row: ranks loaded, ranks_total, text naming each rank that did not load and why) and missing (worker, rank where the start of its file gives it, reason: each worker whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). A collective's name is what the program asked for (all_reduce, all_gather, reduce_scatter, ...), backend_name the backend's op that ran it (gloo runs FSDP2's reduce_scatter as gloo:all_reduce); process_group is the group's description, '' when the trace does not say (gloo on CPU writes no record_param_comms). algbw/busbw follow nccl-tests' definitions over the data-transfer time. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
                     /** @description Run name as listed by /runs ("." for the log directory itself). */
                     run: components["parameters"]["run"];
                     span?: components["parameters"]["span"];
-                    table?: "steps" | "all_steps" | "collectives" | "collective_time" | "calls" | "groups" | "fsdp" | "devices";
+                    table?: "steps" | "all_steps" | "collectives" | "collective_time" | "calls" | "groups" | "fsdp" | "devices" | "coverage" | "missing";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -537,7 +537,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["DistributedStepsTable"] | components["schemas"]["DistributedAllStepsTable"] | components["schemas"]["DistributedCollectivesTable"] | components["schemas"]["DistributedCollectiveTimeTable"] | components["schemas"]["DistributedCallsTable"] | components["schemas"]["DistributedGroupsTable"] | components["schemas"]["DistributedFsdpTable"] | components["schemas"]["DistributedDevicesTable"] | {
+                        "application/json": components["schemas"]["DistributedStepsTable"] | components["schemas"]["DistributedAllStepsTable"] | components["schemas"]["DistributedCollectivesTable"] | components["schemas"]["DistributedCollectiveTimeTable"] | components["schemas"]["DistributedCallsTable"] | components["schemas"]["DistributedGroupsTable"] | components["schemas"]["DistributedFsdpTable"] | components["schemas"]["DistributedDevicesTable"] | components["schemas"]["RankCoverageTable"] | components["schemas"]["MissingRanksTable"] | {
                             steps?: components["schemas"]["DistributedStepsTable"];
                             all_steps?: components["schemas"]["DistributedAllStepsTable"];
                             collectives?: components["schemas"]["DistributedCollectivesTable"];
@@ -546,6 +546,8 @@ export interface paths {
                             groups?: components["schemas"]["DistributedGroupsTable"];
                             fsdp?: components["schemas"]["DistributedFsdpTable"];
                             devices?: components["schemas"]["DistributedDevicesTable"];
+                            coverage?: components["schemas"]["RankCoverageTable"];
+                            missing?: components["schemas"]["MissingRanksTable"];
                         };
                         "text/csv": string;
                     };
@@ -572,7 +574,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks, steps, stragglers, text: which rank held the job back most and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) and clocks (rank, worker, offset_us, matched_calls, aligned). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks loaded, ranks_total, steps, stragglers; text: one plain sentence, which rank held the job back most and why; rule: the test that sentence applied, with the rank's sizes; coverage: how many of the span's ranks it covers, naming each that did not load and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) clocks (rank, worker, offset_us, matched_calls, aligned) and missing (worker, rank where the start of its file gives it, reason: each rank whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
@@ -581,7 +583,7 @@ export interface paths {
                     span?: components["parameters"]["span"];
                     /** @description Align the ranks' clocks by the ends of matched collectives (default) or compare raw timestamps. */
                     align_clocks?: "true" | "false";
-                    table?: "verdict" | "rank_steps" | "stragglers" | "kernels" | "operators" | "collectives" | "clocks";
+                    table?: "verdict" | "rank_steps" | "stragglers" | "kernels" | "operators" | "collectives" | "clocks" | "missing";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -598,7 +600,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["JobVerdictTable"] | components["schemas"]["JobRankStepsTable"] | components["schemas"]["JobStragglersTable"] | components["schemas"]["JobKernelsTable"] | components["schemas"]["JobOperatorsTable"] | components["schemas"]["JobCollectivesTable"] | components["schemas"]["JobClocksTable"] | {
+                        "application/json": components["schemas"]["JobVerdictTable"] | components["schemas"]["JobRankStepsTable"] | components["schemas"]["JobStragglersTable"] | components["schemas"]["JobKernelsTable"] | components["schemas"]["JobOperatorsTable"] | components["schemas"]["JobCollectivesTable"] | components["schemas"]["JobClocksTable"] | components["schemas"]["MissingRanksTable"] | {
                             verdict?: components["schemas"]["JobVerdictTable"];
                             rank_steps?: components["schemas"]["JobRankStepsTable"];
                             stragglers?: components["schemas"]["JobStragglersTable"];
@@ -606,6 +608,7 @@ export interface paths {
                             operators?: components["schemas"]["JobOperatorsTable"];
                             collectives?: components["schemas"]["JobCollectivesTable"];
                             clocks?: components["schemas"]["JobClocksTable"];
+                            missing?: components["schemas"]["MissingRanksTable"];
                         };
                         "text/csv": string;
                     };
@@ -4868,14 +4871,20 @@ export interface components {
              */
             columns: [
                 "ranks",
+                "ranks_total",
                 "steps",
                 "stragglers",
-                "text"
+                "text",
+                "rule",
+                "coverage"
             ];
             rows: [
                 number,
                 number,
                 number,
+                number,
+                string,
+                string,
                 string
             ][];
         };
@@ -5354,6 +5363,23 @@ export interface components {
                 number
             ][];
         };
+        /** @description `missing_ranks`: one worker of the span whose trace did not load, left out of the view. */
+        MissingRanksTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "worker",
+                "rank",
+                "reason"
+            ];
+            rows: [
+                string,
+                number | null,
+                string
+            ][];
+        };
         /** @description `modules`: one module at one path of the nn.Module hierarchy, in depth-first order (siblings by first start). */
         ModulesTable: {
             /**
@@ -5656,6 +5682,23 @@ export interface components {
                 number,
                 number,
                 number
+            ][];
+        };
+        /** @description `rank_coverage`: how many of the span's ranks the view covers, in one row. */
+        RankCoverageTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "ranks",
+                "ranks_total",
+                "text"
+            ];
+            rows: [
+                number,
+                number,
+                string
             ][];
         };
         /** @description `rank_timeline_part_busy`: one busy block of a collapsed rank's summary track: its busy. */

@@ -3,7 +3,8 @@
 // step); time in collectives split into data transfer and synchronizing (waiting for the
 // other ranks); communication time per process group; FSDP's per-step breakdown (for traces
 // with FSDP:: annotations); the collectives table, each named by what the program asked for
-// with the backend's op beside it.
+// with the backend's op beside it. Above them, when a worker's trace did not load, how many
+// workers the view covers and which did not load, and why.
 
 import { useMemo } from 'preact/hooks';
 import type { ViewProps } from '../../api/types';
@@ -12,6 +13,7 @@ import { useApi } from '../../api/useApi';
 import { durationTicks, formatBandwidth, formatBytes, formatDuration, formatNumber, formatPct } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { stackedBarOption } from '../../components/charts/options';
+import { RankCoverage } from '../../components/RankCoverage';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
@@ -26,6 +28,8 @@ interface DistributedReply {
   groups: WireTableOf<'DistributedGroupsTable'>;
   fsdp: WireTableOf<'DistributedFsdpTable'>;
   devices: WireTableOf<'DistributedDevicesTable'>;
+  coverage: WireTableOf<'RankCoverageTable'>;
+  missing: WireTableOf<'MissingRanksTable'>;
 }
 
 const PARTS: ['computation_us' | 'overlap_us' | 'communication_us' | 'other_us', string, string][] = [
@@ -36,7 +40,7 @@ const PARTS: ['computation_us' | 'overlap_us' | 'communication_us' | 'other_us',
 ];
 
 export function DistributedView(props: ViewProps) {
-  const state = useApi<DistributedReply>('distributed', { run: props.run, span: props.span, tables: 'steps,all_steps,collectives,collective_time,groups,fsdp,devices' });
+  const state = useApi<DistributedReply>('distributed', { run: props.run, span: props.span, tables: 'steps,all_steps,collectives,collective_time,groups,fsdp,devices,coverage,missing' });
   return (
     <div class="stack" data-testid="distributed">
       <Loaded state={state}>{(data) => <Distributed data={data} name={`${props.run}_${props.span}`} />}</Loaded>
@@ -83,8 +87,10 @@ function Distributed({ data, name }: { data: DistributedReply; name: string }) {
     };
   }, [data]);
 
+  const coverage = typedRows(data.coverage)[0];
   return (
     <>
+      {data.missing.rows.length > 0 && coverage ? <RankCoverage text={coverage.text} missing={data.missing} /> : null}
       <Card title="Workers">
         <DataTable
           id="distributed-devices"

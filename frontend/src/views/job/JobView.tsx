@@ -1,5 +1,6 @@
 // Job view: every rank of the run for the selected span, side by side. The verdict (which
-// rank held the job back most, and why), a rank x step heat map of one part of the step,
+// rank held the job back most, and why; the rule it applied; how many ranks it covers, naming
+// each whose trace did not load), a rank x step heat map of one part of the step,
 // the stragglers, kernels and operators across ranks, collectives matched across ranks with
 // their arrival spread, and the clock offset applied to each rank. Every number comes from
 // /job; the page only colours and sorts. A click on a heat-map cell or a straggler opens
@@ -14,6 +15,7 @@ import { setParams } from '../../base/url';
 import { Chart, type ChartInstance } from '../../components/charts/Chart';
 import { heatmapOption } from '../../components/charts/options';
 import { kernelNameColumn } from '../../components/KernelName';
+import { RankCoverage } from '../../components/RankCoverage';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
@@ -26,6 +28,7 @@ interface JobReply {
   operators: WireTableOf<'JobOperatorsTable'>;
   collectives: WireTableOf<'JobCollectivesTable'>;
   clocks: WireTableOf<'JobClocksTable'>;
+  missing: WireTableOf<'MissingRanksTable'>;
 }
 
 /** The parts of a step the heat map can show (columns of rank_steps). */
@@ -102,6 +105,12 @@ function Job({ data, name }: { data: JobReply; name: string }) {
         <p class={verdict && verdict.stragglers > 0 ? 'verdict warn' : 'verdict'} data-testid="job-verdict">
           {verdict ? verdict.text : 'No ranks.'}
         </p>
+        {verdict && verdict.rule ? (
+          <p class="hint verdict-rule" data-testid="job-rule">
+            Rule applied: {verdict.rule}
+          </p>
+        ) : null}
+        {verdict ? <RankCoverage text={verdict.coverage} missing={data.missing} /> : null}
       </Card>
       <Card title="Where each rank's steps went">
         <div class="toolbar">
@@ -151,7 +160,7 @@ function Job({ data, name }: { data: JobReply; name: string }) {
             ]}
           />
         ) : (
-          <Empty>No straggler: the verdict above says what was tested and the largest excess found.</Empty>
+          <Empty>No straggler: the verdict's rule above says what was tested and the largest excess found.</Empty>
         )}
       </Card>
       <div class={data.kernels.rows.length ? 'grid two' : 'stack'}>
