@@ -632,7 +632,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Two profiles side by side, every quantity per step (deltas = b - a): operators, kernels, steps (the step breakdown's means); explanation (the change of the mean step time split into causes that sum to it, with medians, spreads, step counts and the noise rule's verdict), contributors (each cause's top contributors, with a representative call in each trace), tree (the two operator trees matched by path, lowest common ancestor where names differ). With table=NAME, that one table. */
+        /** Two profiles side by side, every quantity per step (deltas = b - a): warnings (sentences: different programs, devices or step counts, too few steps for a sharp verdict), operators, kernels, steps (the step breakdown's means); explanation (the change of the mean step time split into causes that sum to it, with medians, spreads, step counts and the noise rule's verdict), contributors (each cause's top contributors, each summed over the operators and module paths it ran under, with a representative call in each trace), contributor_paths (those operators, for contributors of several), tree (the two operator trees matched by path, lowest common ancestor where names differ). With table=NAME, that one table. */
         get: {
             parameters: {
                 query: {
@@ -645,7 +645,7 @@ export interface paths {
                     span_b?: number;
                     /** @description The noise rule's threshold: a change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread). */
                     threshold_pct?: number;
-                    table?: "operators" | "kernels" | "steps" | "explanation" | "contributors" | "tree";
+                    table?: "warnings" | "operators" | "kernels" | "steps" | "explanation" | "contributors" | "contributor_paths" | "tree";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -662,12 +662,14 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["DiffOperatorsTable"] | components["schemas"]["DiffKernelsTable"] | components["schemas"]["DiffStepsTable"] | components["schemas"]["DiffExplanationTable"] | components["schemas"]["DiffContributorsTable"] | components["schemas"]["DiffTreeTable"] | {
+                        "application/json": components["schemas"]["DiffWarningsTable"] | components["schemas"]["DiffOperatorsTable"] | components["schemas"]["DiffKernelsTable"] | components["schemas"]["DiffStepsTable"] | components["schemas"]["DiffExplanationTable"] | components["schemas"]["DiffContributorsTable"] | components["schemas"]["DiffContributorPathsTable"] | components["schemas"]["DiffTreeTable"] | {
+                            warnings?: components["schemas"]["DiffWarningsTable"];
                             operators?: components["schemas"]["DiffOperatorsTable"];
                             kernels?: components["schemas"]["DiffKernelsTable"];
                             steps?: components["schemas"]["DiffStepsTable"];
                             explanation?: components["schemas"]["DiffExplanationTable"];
                             contributors?: components["schemas"]["DiffContributorsTable"];
+                            contributor_paths?: components["schemas"]["DiffContributorPathsTable"];
                             tree?: components["schemas"]["DiffTreeTable"];
                         };
                         "text/csv": string;
@@ -3731,7 +3733,34 @@ export interface components {
                 number | null
             ][];
         };
-        /** @description `diff_contributors`: one contributor to a cause's change: the 10 largest |delta_us| of each cause and part, then one row of the rest. */
+        /** @description `diff_contributor_paths`: one operator (tree node: module path) a contributor of diff_contributors ran under, for contributors of several; the largest |delta_us| first. */
+        DiffContributorPathsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "cause",
+                "part",
+                "name",
+                "operator",
+                "node",
+                "calls_a",
+                "calls_b",
+                "delta_us"
+            ];
+            rows: [
+                string,
+                string,
+                string,
+                string,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `diff_contributors`: one contributor to a cause's change, summed over the operators and module paths it ran under: the 10 largest |delta_us| of each cause and part, then one row of the rest. */
         DiffContributorsTable: {
             /**
              * @description The column names, in this order.
@@ -3743,6 +3772,8 @@ export interface components {
                 "operator",
                 "node",
                 "name",
+                "label",
+                "paths",
                 "calls_a",
                 "calls_b",
                 "mean_us_a",
@@ -3761,6 +3792,8 @@ export interface components {
                 string,
                 number,
                 string,
+                string,
+                number,
                 number,
                 number,
                 number | null,
@@ -3793,7 +3826,8 @@ export interface components {
                 "spread_us_a",
                 "spread_us_b",
                 "change_pct",
-                "verdict"
+                "verdict",
+                "label"
             ];
             rows: [
                 string,
@@ -3808,6 +3842,7 @@ export interface components {
                 number,
                 number,
                 number,
+                string,
                 string
             ][];
         };
@@ -3895,7 +3930,8 @@ export interface components {
                 "change_pct",
                 "verdict",
                 "top_cause",
-                "top_cause_us"
+                "top_cause_us",
+                "top_cause_label"
             ];
             rows: [
                 string,
@@ -3907,7 +3943,8 @@ export interface components {
                 number,
                 string,
                 string,
-                number
+                number,
+                string
             ][];
         };
         /** @description `diff_steps`: one step-time category of the step breakdown (kernel ... other), then total. */
@@ -3964,6 +4001,21 @@ export interface components {
                 number,
                 number,
                 number
+            ][];
+        };
+        /** @description `diff_warnings`: one reason to read the diff with care, in a sentence (none when A and B compare cleanly). */
+        DiffWarningsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "kind",
+                "warning"
+            ];
+            rows: [
+                string,
+                string
             ][];
         };
         /** @description `distributed_all_steps`: one worker: the mean per step of its distributed_steps rows (the old plugin's "All steps"). */
