@@ -697,7 +697,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The B the Diff tab compares A with when none is chosen, and why: the same worker's other span; else another run of A's device type, one with A's workers before one without, with the most operator names in common with A. Candidates' operator names come from memory or the disk cache; those not there load in the background: 202 while none of the preferred kind is known, else named in the reason and in loading. */
+        /** The B the Diff tab compares A with when none is chosen, and why: the same worker's other span; else another run of A's device type running A's program (at least 60% of the operator names either uses in both), one with A's workers before one without, with the most operator names in common with A; else none, with the reason (never a run of another program). Every run is looked at within the share of the memory budget one reply may hold; runs beyond it are named in the reason. Candidates' operator names come from memory or the disk cache; those not there load in the background: 202 while none of the preferred kind is known, else named in the reason and in loading. */
         get: {
             parameters: {
                 query: {
