@@ -263,3 +263,21 @@ def test_the_bundled_v100_resnet_against_the_h100_transformer_is_flagged():
     h100 = tb_plugin.load(next((SAMPLES / "gpu_h100_eager_nccl").glob("*.pt.trace.json.gz"))).model
     kinds = set(diff(resnet, h100).warnings["kind"])
     assert {"programs", "devices"} <= kinds
+
+
+def test_a_trace_that_does_not_name_its_device_is_not_another_device(tmp_path):
+    """A trace rewritten without deviceProperties (as the tests' plants are) ran on a device
+    it does not name: no warning of other hardware, which nothing shows."""
+    a = _stepped_trace(tmp_path / "a.pt.trace.json", 6, CNN, "NVIDIA A100-SXM4-40GB")
+    events = raw_events(tmp_path / "a.pt.trace.json")
+    b = tb_plugin.load(write_trace(tmp_path / "b.pt.trace.json", list(events))).model
+    assert len(b.devices) == 0 and len(b.kernels) == len(a.kernels)
+    assert diff(a, b).warnings.empty
+
+
+def test_two_short_traces_are_too_few_steps_on_both_sides(tmp_path):
+    a = _stepped_trace(tmp_path / "a.pt.trace.json", 2, CNN)
+    b = _stepped_trace(tmp_path / "b.pt.trace.json", 2, CNN)
+    said = diff(a, b).warnings
+    assert list(said["kind"]) == ["few_steps"]
+    assert said["warning"].iloc[0].startswith("A and B have 2 steps each: too few for a sharp verdict")

@@ -113,10 +113,11 @@ def kernel_totals(model):
     return grouped.astype({"calls": np.int64, "total_us": np.float64})
 
 
-def device_names(model: TraceModel) -> str:
+def device_names(model: TraceModel) -> str | None:
     """The devices a trace ran its kernels, copies and sets on, in words: their names as its
     deviceProperties list them (the one listed when the ids used are not: ROCm traces number
-    devices apart from it), "the CPU alone" without device activity."""
+    devices apart from it), "the CPU alone" without device activity; None when the trace
+    does not name them."""
     used = np.unique(np.concatenate([t["device"].to_numpy() for t in (model.kernels, model.memcpy, model.memset)]))
     if not len(used):
         return "the CPU alone"
@@ -125,7 +126,7 @@ def device_names(model: TraceModel) -> str:
     if not len(names) and len(set(listed)) == 1:
         names = listed
     names = sorted({n for n in names if isinstance(n, str) and n})
-    return ", ".join(names) if names else f"unnamed devices ({', '.join(str(int(d)) for d in used)})"
+    return ", ".join(names) if names else None
 
 
 def _plural(count, word):
@@ -140,7 +141,7 @@ def warnings(a: TraceModel, b: TraceModel, tree: pd.DataFrame, steps_a: int, ste
         rows.append(("programs", f"Only {matched:.0%} of the operator tree's nodes are found in both traces: "
                                  "A and B may be different programs, and their difference says little."))
     device_a, device_b = device_names(a), device_names(b)
-    if device_a != device_b:
+    if device_a is not None and device_b is not None and device_a != device_b:  # unnamed is not other
         rows.append(("devices", f"A ran on {device_a} and B on {device_b}: part of the difference is the "
                                 "hardware's, not the code's."))
     if steps_a != steps_b:
@@ -148,6 +149,8 @@ def warnings(a: TraceModel, b: TraceModel, tree: pd.DataFrame, steps_a: int, ste
                                     "step of each side, so steps that differ in kind (warm-up, evaluation) weigh "
                                     "differently."))
     few = [f"{side} has {_plural(n, 'step')}" for side, n in (("A", steps_a), ("B", steps_b)) if n < FEW_STEPS]
+    if len(few) == 2 and steps_a == steps_b:
+        few = [f"A and B have {_plural(steps_a, 'step')} each"]
     if few:
         rows.append(("few_steps", f"{' and '.join(few)}: too few for a sharp verdict (the noise rule's "
                                   f"step-to-step spread needs {FEW_STEPS} or more); a regression or improvement "
