@@ -125,8 +125,8 @@ def device_names(model: TraceModel) -> str | None:
     names = listed[np.isin(model.devices["id"].to_numpy(), used)]
     if not len(names) and len(set(listed)) == 1:
         names = listed
-    names = sorted({n for n in names if isinstance(n, str) and n})
-    return ", ".join(names) if names else None
+    named = sorted({n for n in names if isinstance(n, str) and n})
+    return ", ".join(named) if named else None
 
 
 def _plural(count, word):
