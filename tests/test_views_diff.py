@@ -281,3 +281,13 @@ def test_two_short_traces_are_too_few_steps_on_both_sides(tmp_path):
     said = diff(a, b).warnings
     assert list(said["kind"]) == ["few_steps"]
     assert said["warning"].iloc[0].startswith("A and B have 2 steps each: too few for a sharp verdict")
+
+
+def test_a_trace_without_step_markers_is_said_to_have_none(tmp_path):
+    a = _stepped_trace(tmp_path / "a.pt.trace.json", 6, CNN)
+    unmarked = [e for e in raw_events(tmp_path / "a.pt.trace.json") if not STEP.match(e.get("name", ""))]
+    b = tb_plugin.load(write_trace(tmp_path / "b.pt.trace.json", unmarked)).model
+    said = dict(zip(*(diff(a, b).warnings[c] for c in ("kind", "warning"))))
+    assert said["few_steps"].startswith("B has no step markers (it counts as one step): too few for a sharp verdict")
+    both = diff(b, b).warnings
+    assert both["warning"].iloc[-1].startswith("A and B have no step markers (each counts as one step)")

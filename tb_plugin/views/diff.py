@@ -148,9 +148,11 @@ def warnings(a: TraceModel, b: TraceModel, tree: pd.DataFrame, steps_a: int, ste
         rows.append(("step_counts", f"A has {_plural(steps_a, 'step')} and B {steps_b}: every quantity is a mean per "
                                     "step of each side, so steps that differ in kind (warm-up, evaluation) weigh "
                                     "differently."))
-    few = [f"{side} has {_plural(n, 'step')}" for side, n in (("A", steps_a), ("B", steps_b)) if n < FEW_STEPS]
-    if len(few) == 2 and steps_a == steps_b:
-        few = [f"A and B have {_plural(steps_a, 'step')} each"]
+    few = [f"{side} has {_plural(n, 'step')}" if len(model.steps) else f"{side} has no step markers (it counts as one step)"
+           for side, model, n in (("A", a, steps_a), ("B", b, steps_b)) if n < FEW_STEPS]
+    if len(few) == 2 and few[0][1:] == few[1][1:]:
+        few = [f"A and B have {_plural(steps_a, 'step')} each" if len(a.steps) else "A and B have no step markers "
+               "(each counts as one step)"]
     if few:
         rows.append(("few_steps", f"{' and '.join(few)}: too few for a sharp verdict (the noise rule's "
                                   f"step-to-step spread needs {FEW_STEPS} or more); a regression or improvement "
