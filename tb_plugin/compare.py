@@ -175,7 +175,8 @@ def _contributor_rows(contributors, limit):
     for cause in CAUSES:
         mine = contributors[(contributors["cause"] == cause) & (contributors["paths"] > 0)]
         for r in mine.sort_values("delta_us", key=abs, ascending=False).head(limit).itertuples():
-            where = f"{r.operator}: " if r.operator and r.operator != r.name else ""
+            # one operator named before it; several counted after it
+            where = f"{r.operator}: " if r.paths == 1 and r.operator and r.operator != r.name else ""
             paths = f" (under {r.paths} operators)" if r.paths > 1 else ""
             calls = f"{r.calls_a:g} -> {r.calls_b:g}"
             rows.append([r.label, where + r.name + paths, calls, f"{r.delta_us:+.1f}"])
@@ -209,7 +210,7 @@ def format_text(comparison: Comparison) -> str:
     header, rows = _contributor_rows(view.contributors, 3)
     if rows:
         lines += ["", "top contributors (per step):",
-                  _text_table(header, [[_short(r[0], 40), _short(r[1]), *r[2:]] for r in rows])]
+                  _text_table(header, [[_short(r[0], 60), _short(r[1]), *r[2:]] for r in rows])]
     lines += ["", "A change is a regression when it exceeds the threshold (share of A's mean step time) and the "
                   "difference of medians exceeds twice the spread (1.4826 x MAD) of each side; else noise."]
     return "\n".join(lines)

@@ -24,12 +24,19 @@ cause                     the part of the step where ...
 ``other``                 none of these: Python between operators, time outside any event
 ========================  ===============================================================
 
+Each cause is also named in words (`cause_words`, the tables' `label`), worded for the
+traces' device: on a CPU-only run ``host_launch`` is "Operators on the CPU", never the device
+waiting for the CPU.
+
 Device compute is split further per matched operator and kernel (see `diff_contributors`),
 again exactly: slower kernels, more or fewer kernels, new or vanished kernels, and the change of
 overlap between kernels (concurrent streams; kernels cut by a step's edges). The other causes'
 contributors are the raw per-step times of the calls behind them (collective kernels, copies,
 synchronising calls, launches and operators' host self time, DataLoader waits), listed when the
-cause moved by at least 0.1% of A's mean step time.
+cause moved by at least 0.1% of A's mean step time. A contributor is one kernel, call or
+operator summed over every operator (module path) it ran under before the largest are picked
+(`diff_contributor_paths` lists those operators), so a kernel slower a little under each of
+many layers is one contributor of its whole change, not many small ones and a lump of the rest.
 """
 
 import re
