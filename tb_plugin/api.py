@@ -31,7 +31,7 @@ from werkzeug import wrappers, wsgi
 
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
-from .loading import Loading, ReplyReservation, ready
+from .loading import REPLY_SHARE, Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
 from .profile import declared_routes, diff, diff_tables
 from .runs import (FILE_SUMMARIES, Failed, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
@@ -622,9 +622,10 @@ class Api:
 
     def diff_default(self, request):
         """The B the Diff tab compares A with when none is chosen (`runs.propose_comparison`),
-        with the reason in words. Candidates' operator names come from memory or the disk
-        cache; those not there load in the background (202 while none of the preferred kind
-        is known yet)."""
+        with the reason in words. Every run's operator names are read, within the share of
+        the memory budget one reply may hold (those beyond it named in the reason). They come
+        from memory or the disk cache; those not there load in the background (202 while none
+        of the preferred kind is known yet)."""
         run, worker = text_param(request, "run"), text_param(request, "worker")
         span = int_param(request, "span", required=False, default=1, minimum=1)
         self.store.span_file(run, worker, span)  # 404 for a worker or span the run does not have
@@ -645,7 +646,8 @@ class Api:
         if spans == 1 and names_of(run, worker) is None:
             raise loads[run].error()
         run_workers = {r["name"]: r["workers"] for r in self.store.runs()}
-        proposal = propose_comparison(run, worker, span, spans, run_workers, names_of)
+        proposal = propose_comparison(run, worker, span, spans, run_workers, names_of,
+                                      self.store.max_memory_bytes // REPLY_SHARE)
         if proposal.run is None and proposal.loading:
             raise loads[proposal.loading[0]].error()
         return respond({"run_b": proposal.run, "worker_b": proposal.worker, "span_b": proposal.span,

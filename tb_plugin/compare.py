@@ -161,7 +161,7 @@ def _cause_rows(explanation):
     rows = []
     for r in explanation.itertuples():  # eight rows
         share = "" if pd.isna(r.share_pct) else f"{r.share_pct + 0.0:.0f}%"  # no "-0%"
-        rows.append([r.cause, _ms(r.mean_us_a), _ms(r.mean_us_b), _signed_ms(r.mean_us_delta), share,
+        rows.append([r.label, _ms(r.mean_us_a), _ms(r.mean_us_b), _signed_ms(r.mean_us_delta), share,
                      f"{_ms(r.median_us_a)} ± {_ms(r.spread_us_a)}", f"{_ms(r.median_us_b)} ± {_ms(r.spread_us_b)}",
                      r.verdict])
     return ["cause", "A ms/step", "B ms/step", "delta ms", "share", "A median ± spread", "B median ± spread",
@@ -169,14 +169,18 @@ def _cause_rows(explanation):
 
 
 def _contributor_rows(contributors, limit):
+    """The `limit` largest contributors of each cause, the row of the rest (paths 0) never
+    among them: a lump of small changes is no contributor to act on."""
     rows = []
     for cause in CAUSES:
-        mine = contributors[contributors["cause"] == cause].sort_values("delta_us", key=abs, ascending=False)
-        for r in mine.head(limit).itertuples():
-            where = f"{r.operator}: " if r.operator and r.operator != r.name else ""
+        mine = contributors[(contributors["cause"] == cause) & (contributors["paths"] > 0)]
+        for r in mine.sort_values("delta_us", key=abs, ascending=False).head(limit).itertuples():
+            # one operator named before it; several counted after it
+            where = f"{r.operator}: " if r.paths == 1 and r.operator and r.operator != r.name else ""
+            paths = f" (under {r.paths} operators)" if r.paths > 1 else ""
             calls = f"{r.calls_a:g} -> {r.calls_b:g}"
-            rows.append([cause, r.part, where + r.name, calls, f"{r.delta_us:+.1f}"])
-    return ["cause", "part", "contributor", "calls/step", "delta us/step"], rows
+            rows.append([r.label, where + r.name + paths, calls, f"{r.delta_us:+.1f}"])
+    return ["cause", "contributor", "calls/step", "delta us/step"], rows
 
 
 def _text_table(header, rows):
@@ -189,39 +193,24 @@ def _short(text, width=90):
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-MATCHED_WARNING = 0.5  # below this share of matched operator nodes, A and B look like other programs
-
-
-def _unrelated_warning(view):
-    """A line saying A and B may be different programs, when most of their operator tree
-    nodes are found on one side only; None otherwise."""
-    matched = float((view.tree["status"] == "matched").mean()) if len(view.tree) else 1.0
-    if matched >= MATCHED_WARNING:
-        return None
-    return (f"warning: only {matched:.0%} of the operator tree's nodes are found in both traces: "
-            "A and B may be different programs, and their difference says little")
-
-
 def format_text(comparison: Comparison) -> str:
     view = comparison.main
     step = view.explanation.iloc[0]
     lines = [f"A: {comparison.label_a} ({step['steps_a']} steps)", f"B: {comparison.label_b} ({step['steps_b']} steps)"]
-    warning = _unrelated_warning(view)
-    if warning:
-        lines.append(warning)
+    lines += [f"warning: {w}" for w in view.warnings["warning"]]
     if comparison.ranks is not None:
         ranks = comparison.ranks
         lines += ["", f"{len(ranks)} ranks compared; the ones that changed most:",
                   _text_table(["worker", "A ms/step", "B ms/step", "delta ms", "change", "verdict", "top cause"],
                               [[r.worker, _ms(r.mean_us_a), _ms(r.mean_us_b), _signed_ms(r.mean_us_delta),
-                                f"{r.change_pct:+.1f}%", r.verdict, f"{r.top_cause} ({_signed_ms(r.top_cause_us)} ms)"]
+                                f"{r.change_pct:+.1f}%", r.verdict, f"{r.top_cause_label} ({_signed_ms(r.top_cause_us)} ms)"]
                                for r in ranks.head(10).itertuples()]),
                   "", f"in detail, {ranks['worker'].iloc[0]}:"]
     lines += ["", _verdict_line(comparison), "", _text_table(*_cause_rows(view.explanation))]
     header, rows = _contributor_rows(view.contributors, 3)
     if rows:
         lines += ["", "top contributors (per step):",
-                  _text_table(header, [[*r[:2], _short(r[2]), *r[3:]] for r in rows])]
+                  _text_table(header, [[_short(r[0], 60), _short(r[1]), *r[2:]] for r in rows])]
     lines += ["", "A change is a regression when it exceeds the threshold (share of A's mean step time) and the "
                   "difference of medians exceeds twice the spread (1.4826 x MAD) of each side; else noise."]
     return "\n".join(lines)
@@ -235,19 +224,19 @@ def _markdown_table(header, rows):
 def format_markdown(comparison: Comparison) -> str:
     view = comparison.main
     mark = ":red_circle:" if comparison.regressed else ":white_check_mark:"
-    warning = _unrelated_warning(view)
     parts = [f"### {mark} {_verdict_line(comparison)}", "",
-             f"A: `{comparison.label_a}` · B: `{comparison.label_b}`", "", *([f"> {warning}", ""] if warning else [])]
+             f"A: `{comparison.label_a}` · B: `{comparison.label_b}`", ""]
+    parts += [f"> :warning: {w}" for w in view.warnings["warning"]] + ([""] if len(view.warnings) else [])
     if comparison.ranks is not None:
         parts += [_markdown_table(["rank", "A ms/step", "B ms/step", "Δ ms", "verdict", "top cause"],
                                   [[r.worker, _ms(r.mean_us_a), _ms(r.mean_us_b), _signed_ms(r.mean_us_delta),
-                                    r.verdict, r.top_cause] for r in comparison.ranks.head(5).itertuples()]),
+                                    r.verdict, r.top_cause_label] for r in comparison.ranks.head(5).itertuples()]),
                   "", f"Rank `{comparison.ranks['worker'].iloc[0]}` in detail:", ""]
     parts += [_markdown_table(*_cause_rows(view.explanation))]
     header, rows = _contributor_rows(view.contributors, 1)
     if rows:
         parts += ["", "<details><summary>Top contributors</summary>", "",
-                  _markdown_table(header, [[*r[:2], f"`{_short(r[2], 120)}`", *r[3:]] for r in rows]
+                  _markdown_table(header, [[r[0], f"`{_short(r[1], 120)}`", *r[2:]] for r in rows]
                                   [:MARKDOWN_CONTRIBUTORS * 2]),
                   "", "</details>"]
     return "\n".join(parts) + "\n"
@@ -260,7 +249,8 @@ def _records(frame):
 def format_json(comparison: Comparison) -> str:
     view = comparison.main
     body = {"a": comparison.label_a, "b": comparison.label_b, "threshold_pct": comparison.threshold_pct,
-            "regressed": comparison.regressed, "explanation": _records(view.explanation),
+            "regressed": comparison.regressed, "warnings": list(view.warnings["warning"]),
+            "explanation": _records(view.explanation),
             "contributors": _records(view.contributors),
             "ranks": None if comparison.ranks is None else _records(comparison.ranks)}
     if comparison.ranks is not None:

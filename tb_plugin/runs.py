@@ -47,12 +47,13 @@ FILE_SUMMARIES: dict[str, tuple[Persisted, Callable[[Profile], Any]]] = {
     "operator_names": (regression_view.OPERATOR_NAMES_PART, Profile.operator_names),
     "step_causes": (regression_view.STEP_CAUSES_PART, Profile.step_causes_part),
 }
-# At most this many runs of each kind (with A's workers, then without) are asked for their
-# operator names when proposing a B: a log directory of a thousand runs is not all loaded to
-# open one Diff tab.
-PROPOSAL_CANDIDATES = 16
 # {worker: why its trace did not load}: what a `SpanSource` leaves out of a view over many ranks
 Failed = dict[str, MissingRank]
+# A candidate B runs A's program when at least this share of the operator names either trace
+# uses are used by both (names in common / names in either). On the bundled and shared traces
+# the same program scores 0.87-1.00 (a CNN alone and under DDP, two copies of one ResNet run),
+# different programs of one device type 0.00-0.50 (they share aten::add, aten::copy_, ...).
+SAME_PROGRAM = 0.6
 
 
 def _no_progress(stage: str, fraction: float | None) -> None:
@@ -425,16 +426,25 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+def _names_bytes(names: regression_view.OperatorNames) -> int:
+    return int(names.names.memory_usage(index=True, deep=True).sum())
+
+
 def propose_comparison(run: str, worker: str, span: int, spans: int, run_workers: Mapping[str, Sequence[str]],
-                       names_of: Callable[[str, str], regression_view.OperatorNames | None]) -> Proposal:
+                       names_of: Callable[[str, str], regression_view.OperatorNames | None],
+                       budget_bytes: int) -> Proposal:
     """The default B for A (`worker`'s `span` in `run`; `spans`, how many spans that worker
     has): the same worker's first other span; else, among the other runs (`run_workers`:
     {run: its workers}, in run order), one with A's workers, else one without, of A's device
-    type, with the most operator names in common with A (at least one; run order breaks
-    ties). `names_of(run, worker)` gives a trace's `OperatorNames` (its first span), None
-    while it loads; A's own are known. A candidate still loading is named in the reason; when
-    none of the preferred kind is known yet but some load, the proposal is empty with those
-    listed in `loading` (the caller waits for them)."""
+    type and running A's program (`SAME_PROGRAM`), with the most operator names in common with
+    A (run order breaks ties); else none, with the reason. Never a run of another program:
+    a proposal is a comparison the page makes without being asked.
+
+    `names_of(run, worker)` gives a trace's `OperatorNames` (its first span), None while it
+    loads; A's own are known. Every run is looked at until the names read pass `budget_bytes`;
+    the runs left are named in the reason, with why. A candidate still loading is named in
+    the reason; when none of the preferred kind is known yet but some load, the proposal is
+    empty with those listed in `loading` (the caller waits for them)."""
     if spans > 1:
         other = 1 if span != 1 else 2
         return Proposal(run, worker, other, f"the same run's span {other}", [])
@@ -446,23 +456,39 @@ def propose_comparison(run: str, worker: str, span: int, spans: int, run_workers
     same = [r for r in others if set(run_workers[r]) == workers_a]
     groups = (same, [r for r in others if r not in same])
     device = own.device_type
-    unasked = sum(max(len(group) - PROPOSAL_CANDIDATES, 0) for group in groups)
-    not_looked_at = f"; {_plural(unasked, 'run')} more not looked at" if unasked else ""
-    same_device = 0
+    held = _names_bytes(own)
+    unread: list[str] = []
+
+    def not_read() -> str:
+        if not unread:
+            return ""
+        return (f"; {_plural(len(unread), 'run')} not looked at ({', '.join(unread[:5])}"
+                f"{', ...' if len(unread) > 5 else ''}): their operator names would pass the "
+                f"{budget_bytes >> 20} MiB of the memory budget a proposal may read")
+
+    same_device, closest = 0, 0.0
     for kind, group in enumerate(groups):
-        asked = group[:PROPOSAL_CANDIDATES]
         found = {}
         loading = []
-        for candidate in asked:
+        for candidate in group:
+            if held > budget_bytes:
+                unread.append(candidate)
+                continue
             chosen = worker if worker in run_workers[candidate] else run_workers[candidate][0]
             names = names_of(candidate, chosen)
             if names is None:
                 loading.append(candidate)
-            elif names.device_type == device:
-                same_device += 1
-                common = len(mine & set(names.names["name"]))
-                if common:
-                    found[candidate] = (common, chosen)
+                continue
+            held += _names_bytes(names)
+            if names.device_type != device:
+                continue
+            same_device += 1
+            theirs = set(names.names["name"])
+            common = len(mine & theirs)
+            share = common / len(mine | theirs) if mine | theirs else 0.0
+            closest = max(closest, share)
+            if share >= SAME_PROGRAM:
+                found[candidate] = (common, chosen)
         if not found:
             if loading:
                 return Proposal(None, None, None, f"{_plural(len(loading), 'run')} still loading", loading)
@@ -477,10 +503,11 @@ def propose_comparison(run: str, worker: str, span: int, spans: int, run_workers
                       f"(worker {chosen}), {in_common}")
         if loading:
             reason += f"; {_plural(len(loading), 'other run')} not loaded yet ({', '.join(loading)})"
-        return Proposal(best, chosen, 1, reason + not_looked_at, loading)
-    unlike = (f"no other {device} run shares an operator name with it" if same_device
+        return Proposal(best, chosen, 1, reason + not_read(), loading)
+    unlike = (f"no other {device} run runs the same program (at most {closest:.0%} of the operator names "
+              f"either uses are in both; {SAME_PROGRAM:.0%} needed)" if same_device
               else f"no other run ran on {device}")
-    return Proposal(None, None, None, f"this run has one span, and {unlike}{not_looked_at}", [])
+    return Proposal(None, None, None, f"this run has one span, and {unlike}{not_read()}", [])
 
 
 def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Run:

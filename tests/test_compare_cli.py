@@ -55,8 +55,10 @@ def test_planted_regression_exits_1_with_threshold(capsys, tmp_path, slower_load
     top = [c for c in body["contributors"] if c["cause"] == "data_loading"][0]
     assert top["name"].startswith("enumerate(DataLoader)")
     markdown = (tmp_path / "d.md").read_text()
-    assert markdown.startswith("### :red_circle:") and "| data_loading |" in markdown and "regression" in markdown
-    assert "data_loading" in out and "regression" in out
+    # causes in words, as the page shows them, not their identifiers
+    assert markdown.startswith("### :red_circle:") and "| Data loading (the DataLoader) |" in markdown
+    assert "regression" in markdown and "data_loading" not in markdown
+    assert "Data loading (the DataLoader)" in out and "regression" in out and "data_loading" not in out
     # without --threshold the verdicts are reported and the status is 0; a higher one passes
     assert _compare(capsys, source, planted)[0] == 0
     assert _compare(capsys, source, planted, "--threshold", 50)[0] == 0
@@ -113,8 +115,11 @@ def test_command_line_entry_point():
 
 def test_unrelated_programs_are_flagged(capsys, tmp_path):
     """The compiled MLP against the Lightning model: hardly an operator path in common."""
-    status, out, _ = _compare(capsys, SAMPLES / "cpu_compile", SAMPLES / "cpu_lightning", "--markdown", tmp_path / "d.md")
+    status, out, _ = _compare(capsys, SAMPLES / "cpu_compile", SAMPLES / "cpu_lightning", "--markdown", tmp_path / "d.md",
+                              "--json", tmp_path / "d.json")
     assert status == 0 and "may be different programs" in out
-    assert "> warning: only" in (tmp_path / "d.md").read_text()
+    assert "> :warning: Only" in (tmp_path / "d.md").read_text()
+    # the answer carries the warnings as sentences
+    assert any("may be different programs" in w for w in json.loads((tmp_path / "d.json").read_text())["warnings"])
     # the same program twice is not flagged
     assert "different programs" not in _compare(capsys, CPU_CNN, CPU_CNN, "--span-b", 2)[1]

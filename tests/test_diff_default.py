@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import pytest
 
-from tb_plugin.runs import PROPOSAL_CANDIDATES, propose_comparison
+from tb_plugin.runs import propose_comparison
 from tb_plugin.views.regression import OperatorNames
 
 from .helpers import PREFIX, SAMPLES, kernel, make_client, op, raw_events, runtime, write_trace
@@ -50,6 +50,9 @@ def logdir(tmp_path_factory):
     cpu_trace(root / "spans" / "worker0.2.pt.trace.json", A_NAMES)
     # a GPU run whose names are A's: another device, never proposed for a CPU run or vice versa
     gpu_trace(root / "gpu" / "node7.pt.trace.json", A_NAMES)
+    # another GPU program of other workers: 1 (aten::linear) of the 7 names either uses in common
+    gpu_trace(root / "transformer" / "node1.pt.trace.json", ["aten::linear", "aten::softmax", "aten::gelu",
+                                                              "aten::layer_norm"])
     return root
 
 
@@ -101,9 +104,23 @@ def test_without_a_run_of_the_same_workers_the_reason_says_so(client):
 
 
 def test_nothing_of_the_same_device_type(client):
+    reply = proposal(client, run="spans", worker="worker0", span=1)
+    assert reply["run_b"] == "spans"  # (a run of two spans compares them)
+    reply = proposal(client, run="few", worker="worker0")
+    # "few" (conv2d, relu, mul) against each other CPU run: 2 of the 5 names either uses, 40%:
+    # none runs its program
+    assert reply["run_b"] is None
+    assert reply["reason"] == ("this run has one span, and no other CPU run runs the same program (at most 40% of the "
+                               "operator names either uses are in both; 60% needed)")
+
+
+def test_another_program_on_the_same_device_is_never_proposed(client):
+    """The GPU run's only other CUDA run is a transformer sharing aten::linear with it (1 of 7):
+    the bundled V100 ResNet's default B was such a run ("improvement -83%")."""
     reply = proposal(client, run="gpu", worker="node7")
     assert reply["run_b"] is None and reply["worker_b"] is None
-    assert reply["reason"] == "this run has one span, and no other run ran on CUDA"
+    assert reply["reason"] == (f"this run has one span, and no other CUDA run runs the same program (at most {1 / 7:.0%} "
+                               "of the operator names either uses are in both; 60% needed)")
 
 
 def test_bad_requests_say_why(client):
@@ -117,33 +134,61 @@ def names(*operators, device="CPU"):
 
 
 def test_candidates_still_loading_are_named_or_waited_for():
-    known = {"a": names("x", "y", "z"), "b": names("x"), "c": None}
+    known = {"a": names("x", "y", "z"), "b": names("x", "y"), "c": None}
     runs = {"a": ["w0"], "b": ["w0"], "c": ["w0"], "d": ["w9"]}
-    found = propose_comparison("a", "w0", 1, 1, runs, lambda run, worker: known.get(run))
+    found = propose_comparison("a", "w0", 1, 1, runs, lambda run, worker: known.get(run), BUDGET)
     assert found.run == "b" and found.loading == ["c"]
     assert found.reason.endswith("; 1 other run not loaded yet (c)")
     # nothing of A's workers known yet, one loading: no proposal until it is (not "d", of other workers)
     known["b"] = names("q")
-    waiting = propose_comparison("a", "w0", 1, 1, runs, lambda run, worker: known.get(run))
+    waiting = propose_comparison("a", "w0", 1, 1, runs, lambda run, worker: known.get(run), BUDGET)
     assert waiting.run is None and waiting.loading == ["c"]
     # loaded, and sharing no name with A: nothing proposed, and the reason says why
     known["c"] = names("q")
     known["d"] = names("r", device="CUDA")
-    none = propose_comparison("a", "w0", 1, 1, runs, lambda run, worker: known.get(run))
-    assert none.run is None and none.reason == "this run has one span, and no other CPU run shares an operator name with it"
+    none = propose_comparison("a", "w0", 1, 1, runs, lambda run, worker: known.get(run), BUDGET)
+    assert none.run is None and none.reason == ("this run has one span, and no other CPU run runs the same program "
+                                                "(at most 0% of the operator names either uses are in both; 60% needed)")
 
 
-def test_candidates_beyond_the_limit_are_not_asked_for():
-    runs = {"a": ["w0"], **{f"r{i:03d}": ["w0"] for i in range(PROPOSAL_CANDIDATES + 5)}}
+BUDGET = 64 << 20
+
+
+def test_every_run_is_looked_at_not_the_first_sixteen():
+    """40 runs of A's workers, 29 of them CUDA ones after 11 CPU ones: every one is asked,
+    and the CUDA one running A's program (the last) is found."""
+    runs = {"a": ["w0"], **{f"r{i:03d}": ["w0"] for i in range(40)}}
     asked = []
 
     def names_of(run, worker):
         asked.append(run)
-        return names("x") if run == "a" else names("x", device="CUDA")
+        if run == "a" or run == "r039":
+            return names("x", "y", device="CUDA")
+        return names("x", "z", device="CUDA" if run >= "r011" else "CPU")
 
-    found = propose_comparison("a", "w0", 1, 1, runs, names_of)
-    assert len(asked) == 1 + PROPOSAL_CANDIDATES
-    assert found.reason == "this run has one span, and no other run ran on CPU; 5 runs more not looked at"
+    found = propose_comparison("a", "w0", 1, 1, runs, names_of, BUDGET)
+    assert len(asked) == 41 and found.run == "r039"
+    assert found.reason == "run r039: another CUDA run with the same 1 worker, 2 of 2 operator names in common"
+
+
+def test_runs_beyond_the_memory_budget_are_named():
+    """Each trace's names take the memory measured here; a budget of three traces' names
+    reads A's and three more (it is checked before each read), and names the rest."""
+    runs = {"a": ["w0"], **{f"r{i}": ["w0"] for i in range(6)}}
+    other = names("x", device="CUDA")
+    size = int(other.names.memory_usage(index=True, deep=True).sum())
+    asked = []
+
+    def names_of(run, worker):
+        asked.append(run)
+        return names("x") if run == "a" else other
+
+    found = propose_comparison("a", "w0", 1, 1, runs, names_of, 3 * size)
+    assert asked == ["a", "r0", "r1", "r2"]
+    assert found.run is None
+    assert found.reason == (f"this run has one span, and no other run ran on CPU; 3 runs not looked at (r3, r4, r5): "
+                            f"their operator names would pass the {(3 * size) >> 20} MiB of the memory budget a "
+                            "proposal may read")
 
 
 FAMILY = "cutlass_80_tensorop_s1688gemm_256x64"
@@ -208,3 +253,26 @@ def test_diff_ranks_bad_requests_say_why(job_client):
     assert client.get(f"{PREFIX}/diff_ranks?run=base&run_b=slower&threshold_pct=-1").status_code == 400
     assert client.get(f"{PREFIX}/diff_ranks?run=base").status_code == 400
     assert client.get(f"{PREFIX}/diff_ranks?run=base&run_b=nope").status_code == 404
+
+
+def test_the_bundled_v100_resnet_is_proposed_no_other_program():
+    """Over the bundled runs, the V100 ResNet (one span) had the H100 transformer as its B.
+    Its operator names against each other CUDA run's, counted here: none reaches 60%, so none
+    is proposed; an exact copy of it is."""
+    import tb_plugin
+    cuda = ("gpu_resnet50_v100", "gpu_a100_nccl", "gpu_h100_compiled", "gpu_h100_eager_nccl")
+    loaded = {r: tb_plugin.load_run(SAMPLES / r) for r in cuda}
+    known = {r: run.profile(run.workers[0]).operator_names() for r, run in loaded.items()}
+    mine = set(known["gpu_resnet50_v100"].names["name"])
+    shares = {r: len(mine & set(n.names["name"])) / len(mine | set(n.names["name"])) for r, n in known.items()}
+    closest = max(v for r, v in shares.items() if r != "gpu_resnet50_v100")
+    assert closest < 0.6
+    runs = {r: run.workers for r, run in loaded.items()}
+    found = propose_comparison("gpu_resnet50_v100", runs["gpu_resnet50_v100"][0], 1, 1, runs,
+                               lambda run, worker: known[run], BUDGET)
+    assert found.run is None and f"at most {closest:.0%} of the operator names" in found.reason
+    # a copy of the same run is proposed
+    runs["copy"], known["copy"] = runs["gpu_resnet50_v100"], known["gpu_resnet50_v100"]
+    found = propose_comparison("gpu_resnet50_v100", runs["gpu_resnet50_v100"][0], 1, 1, runs,
+                               lambda run, worker: known[run], BUDGET)
+    assert found.run == "copy"

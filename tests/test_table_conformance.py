@@ -261,8 +261,8 @@ def test_openapi_check_mode_fails_on_a_stale_file(tmp_path, capsys):
 @pytest.mark.parametrize("view, tables", [
     (operators.operators, (operators.OPERATORS_BY_NAME, operators.OPERATORS_BY_NAME_SHAPE)),
     (kernels.kernels, (kernels.KERNELS_BY_NAME, kernels.KERNELS_BY_NAME_OP)),
-    (diff.diff, (diff.DIFF_OPERATORS, diff.DIFF_KERNELS, diff.DIFF_STEPS, diff.DIFF_EXPLANATION,
-                 diff.DIFF_CONTRIBUTORS, diff.DIFF_TREE)),
+    (diff.diff, (diff.DIFF_WARNINGS, diff.DIFF_OPERATORS, diff.DIFF_KERNELS, diff.DIFF_STEPS, diff.DIFF_EXPLANATION,
+                 diff.DIFF_CONTRIBUTORS, diff.DIFF_CONTRIBUTOR_PATHS, diff.DIFF_TREE)),
 ])
 def test_view_docstrings_list_the_declared_columns(view, tables):
     for table in tables:

@@ -201,3 +201,93 @@ def test_traces_of_different_step_counts_compare_per_step(tmp_path):
     assert per_step_a == per_step_b > 0
     conv = _row(view.operators, "name", "aten::conv2d")
     assert (conv.calls_a, conv.calls_b, conv.calls_delta) == (per_step_a, per_step_b, 0)
+
+
+def _stepped_trace(path, steps, names, device=None):
+    """`steps` steps of 100 us, each running the operators `names` (10 us apart); on `device`
+    (a GPU name, listed in deviceProperties as id 0) each operator launches one 4 us kernel,
+    without one the trace is CPU-only."""
+    events, correlation = [], 0
+    for step in range(steps):
+        start = step * 100
+        events.append(op(f"ProfilerStep#{step}", start, 100))
+        for i, name in enumerate(names):
+            ts = start + 5 + 10 * i
+            events.append(op(name, ts, 8, **{"External id": correlation + 1}))
+            if device:
+                correlation += 1
+                events += [runtime("cudaLaunchKernel", ts + 1, 1, correlation=correlation, external_id=correlation),
+                           kernel(f"{name}_kernel", ts + 3, 4, correlation=correlation)]
+    top = {"deviceProperties": [{"id": 0, "name": device, "totalGlobalMem": 2**34}]} if device else {}
+    return tb_plugin.load(write_trace(path, events, **top)).model
+
+
+CNN = ["aten::conv2d", "aten::relu", "aten::max_pool2d"]
+TRANSFORMER = ["aten::linear", "aten::softmax", "aten::layer_norm", "aten::gelu"]
+
+
+def test_a_clean_comparison_has_no_warnings(tmp_path):
+    """The same program on the same GPU, 6 steps each: nothing to warn about."""
+    a = _stepped_trace(tmp_path / "a.pt.trace.json", 6, CNN, "NVIDIA A100-SXM4-40GB")
+    b = _stepped_trace(tmp_path / "b.pt.trace.json", 6, CNN, "NVIDIA A100-SXM4-40GB")
+    assert diff(a, b).warnings.empty
+
+
+def test_warnings_name_other_programs_devices_and_step_counts(tmp_path):
+    """A CNN of 6 steps on an A100 against a transformer of 3 steps on an H100. The matched
+    tree holds ProfilerStep#* (in both), A's 3 operators under it (removed) and B's 4 (added):
+    1 node of 8 in both, 12%."""
+    a = _stepped_trace(tmp_path / "a.pt.trace.json", 6, CNN, "NVIDIA A100-SXM4-40GB")
+    b = _stepped_trace(tmp_path / "b.pt.trace.json", 3, TRANSFORMER, "NVIDIA H100 80GB HBM3")
+    view = diff(a, b)
+    said = dict(zip(view.warnings["kind"], view.warnings["warning"]))
+    assert list(said) == ["programs", "devices", "step_counts", "few_steps"]
+    assert said["programs"].startswith(f"Only {1 / 8:.0%} of the operator tree's nodes are found in both traces")
+    assert "NVIDIA A100-SXM4-40GB" in said["devices"] and "NVIDIA H100 80GB HBM3" in said["devices"]
+    assert said["step_counts"].startswith("A has 6 steps and B 3")
+    # A's 6 steps are enough for the spread, B's 3 are not
+    assert said["few_steps"].startswith("B has 3 steps: too few for a sharp verdict")
+
+
+def test_a_cpu_only_trace_against_a_gpu_one_is_another_device(tmp_path):
+    a = _stepped_trace(tmp_path / "a.pt.trace.json", 6, CNN)
+    b = _stepped_trace(tmp_path / "b.pt.trace.json", 6, CNN, "Tesla V100-SXM2-16GB")
+    said = dict(zip(*(diff(a, b).warnings[c] for c in ("kind", "warning"))))
+    assert list(said) == ["devices"]
+    assert said["devices"].startswith("A ran on the CPU alone and B on Tesla V100-SXM2-16GB")
+
+
+def test_the_bundled_v100_resnet_against_the_h100_transformer_is_flagged():
+    """The pair the issue met: the V100 ResNet's default B was an H100 transformer run."""
+    resnet = tb_plugin.load(next((SAMPLES / "gpu_resnet50_v100").glob("*.pt.trace.json.gz"))).model
+    h100 = tb_plugin.load(next((SAMPLES / "gpu_h100_eager_nccl").glob("*.pt.trace.json.gz"))).model
+    kinds = set(diff(resnet, h100).warnings["kind"])
+    assert {"programs", "devices"} <= kinds
+
+
+def test_a_trace_that_does_not_name_its_device_is_not_another_device(tmp_path):
+    """A trace rewritten without deviceProperties (as the tests' plants are) ran on a device
+    it does not name: no warning of other hardware, which nothing shows."""
+    a = _stepped_trace(tmp_path / "a.pt.trace.json", 6, CNN, "NVIDIA A100-SXM4-40GB")
+    events = raw_events(tmp_path / "a.pt.trace.json")
+    b = tb_plugin.load(write_trace(tmp_path / "b.pt.trace.json", list(events))).model
+    assert len(b.devices) == 0 and len(b.kernels) == len(a.kernels)
+    assert diff(a, b).warnings.empty
+
+
+def test_two_short_traces_are_too_few_steps_on_both_sides(tmp_path):
+    a = _stepped_trace(tmp_path / "a.pt.trace.json", 2, CNN)
+    b = _stepped_trace(tmp_path / "b.pt.trace.json", 2, CNN)
+    said = diff(a, b).warnings
+    assert list(said["kind"]) == ["few_steps"]
+    assert said["warning"].iloc[0].startswith("A and B have 2 steps each: too few for a sharp verdict")
+
+
+def test_a_trace_without_step_markers_is_said_to_have_none(tmp_path):
+    a = _stepped_trace(tmp_path / "a.pt.trace.json", 6, CNN)
+    unmarked = [e for e in raw_events(tmp_path / "a.pt.trace.json") if not STEP.match(e.get("name", ""))]
+    b = tb_plugin.load(write_trace(tmp_path / "b.pt.trace.json", unmarked)).model
+    said = dict(zip(*(diff(a, b).warnings[c] for c in ("kind", "warning"))))
+    assert said["few_steps"].startswith("B has no step markers (it counts as one step): too few for a sharp verdict")
+    both = diff(b, b).warnings
+    assert both["warning"].iloc[-1].startswith("A and B have no step markers (each counts as one step)")

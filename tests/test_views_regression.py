@@ -279,3 +279,57 @@ def test_tree_nests_operators_in_their_module_frames():
     for node in convolutions:
         path = list(ancestors(node))
         assert path[0].startswith("nn.Module: Conv2d_") and path[-1] == "ProfilerStep#*", path
+
+
+def _layered_trace(path, gemm_us, other_us, layers=12, steps=2):
+    """`steps` steps of `layers` operators layer0 .. layerN, each around an aten::mm launching
+    one `gemm` kernel of `gemm_us`; layer0's aten::mm launches a second kernel, `other`, of
+    `other_us`: one kernel name under `layers` operator paths, another under one."""
+    events, corr = [], 0
+    for step in range(steps):
+        start = step * 1000
+        events.append(op(f"ProfilerStep#{step}", start, 1000))
+        for layer in range(layers):
+            ts = start + 10 + 60 * layer
+            corr += 1
+            events += [op(f"layer{layer}", ts, 50), op("aten::mm", ts + 1, 48, **{"External id": corr}),
+                       runtime("cudaLaunchKernel", ts + 2, 1, correlation=corr, external_id=corr),
+                       kernel("gemm", ts + 4, gemm_us, correlation=corr)]
+            if layer == 0:
+                corr += 1
+                events += [runtime("cudaLaunchKernel", ts + 3, 1, correlation=corr, external_id=corr - 1),
+                           kernel("other", ts + 4 + gemm_us + 1, other_us, correlation=corr)]
+    return _load(write_trace(path, events))
+
+
+def test_a_kernel_under_many_module_paths_is_one_contributor(tmp_path):
+    """B's gemm is 1 us slower under each of 12 layers (12 us per step) and `other` 5 us slower
+    under one: gemm leads with its whole change, not 10 rows of 1 us and a lump of the rest,
+    and its 12 paths, 1 us each, are in contributor_paths."""
+    a = _layered_trace(tmp_path / "a.pt.trace.json", gemm_us=10, other_us=5)
+    b = _layered_trace(tmp_path / "b.pt.trace.json", gemm_us=11, other_us=10)
+    why = explain(a, b)
+    slower = why.contributors[why.contributors["part"] == "slower_kernels"]
+    assert list(slower["name"]) == ["gemm", "other"]
+    gemm = slower.iloc[0]
+    assert (gemm["delta_us"], gemm["paths"], gemm["calls_a"], gemm["calls_b"]) == (pytest.approx(12.0), 12, 12, 12)
+    assert slower.iloc[1]["delta_us"] == pytest.approx(5.0) and slower.iloc[1]["paths"] == 1
+    assert not why.contributors["name"].str.endswith(" others").any()
+    paths = why.contributor_paths
+    assert set(paths["name"]) == {"gemm"} and len(paths) == 12
+    assert paths["delta_us"].to_numpy() == pytest.approx(np.ones(12))
+    # each path is one operator of the matched tree, each under its own layer
+    tree = why.tree.set_index("node")
+    assert set(paths["operator"]) == {"aten::mm"}
+    assert {tree.loc[tree.loc[n, "parent"], "name"] for n in paths["node"]} == {f"layer{i}" for i in range(12)}
+
+
+def test_causes_are_worded_for_the_device():
+    """On the CPU-only CNN no cause says the GPU waits; on the A100 the host's cause does."""
+    cpu = explain(_load(CPU_CNN), _load(CPU_CNN)).explanation.set_index("cause")["label"]
+    gpu = explain(_load(A100), _load(A100)).explanation.set_index("cause")["label"]
+    assert not any("device" in label or "GPU" in label for label in cpu[["host_launch", "synchronisation"]])
+    assert cpu["host_launch"] == "Operators on the CPU"
+    assert "the device waits for the CPU" in gpu["host_launch"]
+    # every cause in words, none an identifier
+    assert not any("_" in label for label in [*cpu, *gpu])

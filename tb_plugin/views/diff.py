@@ -15,7 +15,8 @@ from ..trace.model import TraceModel
 from .common import step_breakdown, step_windows
 from .kernels import KERNELS_BY_NAME
 from .operators import OPERATORS_BY_NAME, operators
-from .regression import DEFAULT_THRESHOLD_PCT, DIFF_CONTRIBUTORS, DIFF_EXPLANATION, DIFF_TREE, explain
+from .regression import (DEFAULT_THRESHOLD_PCT, DIFF_CONTRIBUTOR_PATHS, DIFF_CONTRIBUTORS, DIFF_EXPLANATION, DIFF_TREE,
+                         explain)
 
 OPERATOR_QUANTITIES = ["calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us"]
 KERNEL_QUANTITIES = ["calls", "total_us"]
@@ -49,6 +50,18 @@ DIFF_STEPS = declare(
     ("mean_us_b", "float64", "us", "mean over trace b's steps of the category's time per step"),
     ("mean_us_delta", "float64", "us", "mean_us_b - mean_us_a: the change of the mean per step"),
 )
+DIFF_WARNINGS = declare(
+    "diff_warnings", "one reason to read the diff with care, in a sentence (none when A and B compare cleanly)",
+    ("kind", "str", "", "programs (few operator tree nodes in both), devices (other hardware), step_counts "
+                        "(other numbers of steps) or few_steps (too few steps for the noise rule's spread)"),
+    ("warning", "str", "", "the warning in words, with the numbers it rests on"),
+)
+# Below this share of the matched operator tree's nodes found in both traces, A and B look
+# like different programs.
+MATCHED_WARNING = 0.5
+# The noise rule's spread (a median absolute deviation) over fewer steps than this says
+# little: the verdict then rests on the threshold alone.
+FEW_STEPS = 5
 OPERATOR_DIFF_COLUMNS = DIFF_OPERATORS.names
 KERNEL_DIFF_COLUMNS = DIFF_KERNELS.names
 STEP_DIFF_COLUMNS = DIFF_STEPS.names
@@ -63,10 +76,12 @@ class DiffView:
     steps: pd.DataFrame
     explanation: pd.DataFrame
     contributors: pd.DataFrame
+    contributor_paths: pd.DataFrame
     tree: pd.DataFrame
+    warnings: pd.DataFrame
 
 
-TABLES = ("operators", "kernels", "steps", "explanation", "contributors", "tree")
+TABLES = ("warnings", "operators", "kernels", "steps", "explanation", "contributors", "contributor_paths", "tree")
 
 
 def _side_by_side(a, b, quantities, steps_a, steps_b):
@@ -98,7 +113,55 @@ def kernel_totals(model):
     return grouped.astype({"calls": np.int64, "total_us": np.float64})
 
 
-@documented(DIFF_OPERATORS, DIFF_KERNELS, DIFF_STEPS, DIFF_EXPLANATION, DIFF_CONTRIBUTORS, DIFF_TREE)
+def device_names(model: TraceModel) -> str | None:
+    """The devices a trace ran its kernels, copies and sets on, in words: their names as its
+    deviceProperties list them (the one listed when the ids used are not: ROCm traces number
+    devices apart from it), "the CPU alone" without device activity; None when the trace
+    does not name them."""
+    used = np.unique(np.concatenate([t["device"].to_numpy() for t in (model.kernels, model.memcpy, model.memset)]))
+    if not len(used):
+        return "the CPU alone"
+    listed = model.devices["name"].to_numpy()
+    names = listed[np.isin(model.devices["id"].to_numpy(), used)]
+    if not len(names) and len(set(listed)) == 1:
+        names = listed
+    named = sorted({n for n in names if isinstance(n, str) and n})
+    return ", ".join(named) if named else None
+
+
+def _plural(count, word):
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def warnings(a: TraceModel, b: TraceModel, tree: pd.DataFrame, steps_a: int, steps_b: int) -> pd.DataFrame:
+    """DIFF_WARNINGS of comparing trace `a` with `b` (`tree`: their matched operator tree)."""
+    rows = []
+    matched = float((tree["status"] == "matched").mean()) if len(tree) else 1.0
+    if matched < MATCHED_WARNING:
+        rows.append(("programs", f"Only {matched:.0%} of the operator tree's nodes are found in both traces: "
+                                 "A and B may be different programs, and their difference says little."))
+    device_a, device_b = device_names(a), device_names(b)
+    if device_a is not None and device_b is not None and device_a != device_b:  # unnamed is not other
+        rows.append(("devices", f"A ran on {device_a} and B on {device_b}: part of the difference is the "
+                                "hardware's, not the code's."))
+    if steps_a != steps_b:
+        rows.append(("step_counts", f"A has {_plural(steps_a, 'step')} and B {steps_b}: every quantity is a mean per "
+                                    "step of each side, so steps that differ in kind (warm-up, evaluation) weigh "
+                                    "differently."))
+    few = [f"{side} has {_plural(n, 'step')}" if len(model.steps) else f"{side} has no step markers (it counts as one step)"
+           for side, model, n in (("A", a, steps_a), ("B", b, steps_b)) if n < FEW_STEPS]
+    if len(few) == 2 and few[0][1:] == few[1][1:]:
+        few = [f"A and B have {_plural(steps_a, 'step')} each" if len(a.steps) else "A and B have no step markers "
+               "(each counts as one step)"]
+    if few:
+        rows.append(("few_steps", f"{' and '.join(few)}: too few for a sharp verdict (the noise rule's "
+                                  f"step-to-step spread needs {FEW_STEPS} or more); a regression or improvement "
+                                  "here rests on the threshold alone. Profile more steps to confirm it."))
+    return DIFF_WARNINGS.frame(pd.DataFrame(rows, columns=DIFF_WARNINGS.names))
+
+
+@documented(DIFF_WARNINGS, DIFF_OPERATORS, DIFF_KERNELS, DIFF_STEPS, DIFF_EXPLANATION, DIFF_CONTRIBUTORS,
+            DIFF_CONTRIBUTOR_PATHS, DIFF_TREE)
 def diff(a: TraceModel, b: TraceModel, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> DiffView:
     """Compare two traces: operators, kernels and step breakdown side by side, per step, and
     why the mean step time changed.
@@ -115,11 +178,12 @@ def diff(a: TraceModel, b: TraceModel, threshold_pct: float = DEFAULT_THRESHOLD_
     Returns
     -------
     DiffView
-        Its tables ``operators`` (sorted by absolute device_total_us_delta, then absolute
+        Its tables ``warnings`` (reasons to read the diff with care: different programs,
+        devices or step counts, too few steps for a sharp verdict), ``operators`` (sorted by absolute device_total_us_delta, then absolute
         host_total_us_delta, largest first, then name), ``kernels`` (sorted by absolute
         total_us_delta, largest first, then name) and ``steps`` (a trace without step
-        markers counts as one step), ``explanation``, ``contributors`` and ``tree`` (see
-        `regression.explain`) are the ones declared below, in that order.
+        markers counts as one step), ``explanation``, ``contributors``, ``contributor_paths``
+        and ``tree`` (see `regression.explain`) are the ones declared below, in that order.
 
     Notes
     -----
@@ -133,7 +197,9 @@ def diff(a: TraceModel, b: TraceModel, threshold_pct: float = DEFAULT_THRESHOLD_
                                 ["total_us_delta"])
     why = explain(a, b, threshold_pct)
     return DiffView(operators=DIFF_OPERATORS.frame(ops), kernels=DIFF_KERNELS.frame(kernels), steps=_step_diff(a, b),
-                    explanation=why.explanation, contributors=why.contributors, tree=why.tree)
+                    explanation=why.explanation, contributors=why.contributors,
+                    contributor_paths=why.contributor_paths, tree=why.tree,
+                    warnings=warnings(a, b, why.tree, steps_a, steps_b))
 
 
 def _step_means(model):

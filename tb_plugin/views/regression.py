@@ -24,12 +24,19 @@ cause                     the part of the step where ...
 ``other``                 none of these: Python between operators, time outside any event
 ========================  ===============================================================
 
+Each cause is also named in words (`cause_words`, the tables' `label`), worded for the
+traces' device: on a CPU-only run ``host_launch`` is "Operators on the CPU", never the device
+waiting for the CPU.
+
 Device compute is split further per matched operator and kernel (see `diff_contributors`),
 again exactly: slower kernels, more or fewer kernels, new or vanished kernels, and the change of
 overlap between kernels (concurrent streams; kernels cut by a step's edges). The other causes'
 contributors are the raw per-step times of the calls behind them (collective kernels, copies,
 synchronising calls, launches and operators' host self time, DataLoader waits), listed when the
-cause moved by at least 0.1% of A's mean step time.
+cause moved by at least 0.1% of A's mean step time. A contributor is one kernel, call or
+operator summed over every operator (module path) it ran under before the largest are picked
+(`diff_contributor_paths` lists those operators), so a kernel slower a little under each of
+many layers is one contributor of its whole change, not many small ones and a lump of the rest.
 """
 
 import re
@@ -77,14 +84,17 @@ DIFF_EXPLANATION = declare(
     ("spread_us_b", "float64", "us", "the same for b"),
     ("change_pct", "float64", "pct", "mean_us_delta as a share of a's mean step time"),
     ("verdict", "str", "", "regression or improvement: |change_pct| over the threshold and the medians' difference over twice both spreads; else noise"),
+    ("label", "str", "", "the cause in words, worded for the traces' device (`cause_words`)"),
 )
 DIFF_CONTRIBUTORS = declare(
-    "diff_contributors", "one contributor to a cause's change: the 10 largest |delta_us| of each cause and part, then one row of the rest",
+    "diff_contributors", "one contributor to a cause's change, summed over the operators and module paths it ran under: the 10 largest |delta_us| of each cause and part, then one row of the rest",
     ("cause", "str", "", "the cause (as in diff_explanation) it contributes to"),
     ("part", "str", "", "device_compute: slower_kernels, kernel_count, new_kernels, vanished_kernels, overlap; else the cause"),
     ("operator", "str", "", "the matched operator (the launching operator, or its lowest ancestor found in both traces); empty when none"),
-    ("node", "int64", "", "that operator's row in diff_tree; -1 when none"),
+    ("node", "int64", "", "that operator's row in diff_tree (of several, the one whose change is largest); -1 when none"),
     ("name", "str", "", "the kernel, call or operator; 'a -> b' for kernels matched by their operator and its input shapes where names differ"),
+    ("label", "str", "", "its cause and part in words, worded for the traces' device (`cause_words`)"),
+    ("paths", "int64", "count", "the operators (tree nodes: module paths) its change is summed over, each in diff_contributor_paths when several; 0 for the row of the rest"),
     ("calls_a", "float64", "count", "calls per step in a"),
     ("calls_b", "float64", "count", "calls per step in b"),
     ("mean_us_a", "float64", "us", "mean duration of one call in a; null when none", NULLABLE),
@@ -96,6 +106,17 @@ DIFF_CONTRIBUTORS = declare(
     ("step_b", "int64", "", "step of b's longest call; -1 when none"),
     ("ts_us_b", "float64", "us", "start of b's longest call; null when none", NULLABLE),
     ("dur_us_b", "float64", "us", "its duration; null when none", NULLABLE),
+)
+DIFF_CONTRIBUTOR_PATHS = declare(
+    "diff_contributor_paths", "one operator (tree node: module path) a contributor of diff_contributors ran under, for contributors of several; the largest |delta_us| first",
+    ("cause", "str", "", "the contributor's cause"),
+    ("part", "str", "", "its part"),
+    ("name", "str", "", "its name"),
+    ("operator", "str", "", "the operator it ran under (its name in diff_tree); empty when none"),
+    ("node", "int64", "", "that operator's row in diff_tree; -1 when none"),
+    ("calls_a", "float64", "count", "calls per step in a under this operator"),
+    ("calls_b", "float64", "count", "calls per step in b under this operator"),
+    ("delta_us", "float64", "us", "the change per step under this operator; a contributor's paths sum to its delta_us"),
 )
 DIFF_TREE = declare(
     "diff_tree", "one node of the two operator trees matched by path (names from the root: operators, annotations and, in traces recorded with modules, nn.Module frames; ProfilerStep#N as ProfilerStep#*)",
@@ -121,7 +142,33 @@ class Explanation:
 
     explanation: pd.DataFrame
     contributors: pd.DataFrame
+    contributor_paths: pd.DataFrame
     tree: pd.DataFrame
+
+
+# Each cause in words: (on a run with device activity, on a CPU-only run).
+_CAUSE_WORDS = {
+    STEP_TIME: ("Step time", "Step time"),
+    "device_compute": ("Device compute (kernels)", "Device compute (none: the run used no accelerator)"),
+    "memcpy_memset": ("Memory copies and sets", "Memory copies and sets (none: the run used no accelerator)"),
+    "communication": ("Exposed communication", "Exposed communication (collectives)"),
+    "synchronisation": ("Synchronisation (the CPU waits for the device)", "Synchronisation (the CPU blocked in a waiting call)"),
+    "host_launch": ("Host work and launches (the device waits for the CPU)", "Operators on the CPU"),
+    "data_loading": ("Data loading (the DataLoader)", "Data loading (the DataLoader)"),
+    "other": ("Other (Python between operators, time outside any event)",
+              "Other (Python between operators, time outside any event)"),
+}
+
+
+# The parts of device compute in words.
+_PART_WORDS = {"slower_kernels": "slower kernels", "kernel_count": "more or fewer kernels", "new_kernels": "new kernels",
+               "vanished_kernels": "vanished kernels", "overlap": "overlap of kernels and step edges"}
+
+
+def cause_words(cause: str, on_device: bool) -> str:
+    """`cause` (step_time or one of CAUSES) in words, for traces that used a device
+    (`on_device`) or ran on the CPU alone."""
+    return _CAUSE_WORDS[cause][0 if on_device else 1]
 
 
 def step_causes(model: TraceModel) -> pd.DataFrame:
@@ -179,6 +226,8 @@ def explanation_table(causes_a: pd.DataFrame, causes_b: pd.DataFrame, threshold_
     delta = mean_b - mean_a
     step_delta = delta[0]
     step_mean_a = mean_a[0]
+    # a run that used a device has kernel or copy time in its steps; a CPU-only run has none
+    on_device = bool((a[:, 1:3].sum() + b[:, 1:3].sum()) > 0)
     return DIFF_EXPLANATION.frame({
         "cause": columns, "steps_a": len(a), "steps_b": len(b),
         "mean_us_a": mean_a, "mean_us_b": mean_b, "mean_us_delta": delta,
@@ -186,6 +235,7 @@ def explanation_table(causes_a: pd.DataFrame, causes_b: pd.DataFrame, threshold_
         "median_us_a": median_a, "median_us_b": median_b, "spread_us_a": spread_a, "spread_us_b": spread_b,
         "change_pct": delta / step_mean_a * 100.0 if step_mean_a else np.zeros(len(columns)),
         "verdict": verdicts(delta, median_b - median_a, spread_a, spread_b, step_mean_a, threshold_pct),
+        "label": [cause_words(c, on_device) for c in columns],
     })
 
 
@@ -481,7 +531,8 @@ def _contributors(a, b, tree, nodes_a, nodes_b, explanation):
         frames.append(rows.assign(cause=cause, part=cause, delta=rows["time_b"] - rows["time_a"]))
     rows = pd.concat(frames, ignore_index=True)
     # float residue of sums that are equal (the same trace twice) is no contributor
-    rows = rows[rows["delta"].abs() > 1e-9].copy()
+    rows = rows[rows["delta"].abs() > 1e-9]
+    rows, paths = _summed_over_paths(rows)
     rows["order"] = -rows["delta"].abs()
     rows = rows.sort_values(["order", "name"], kind="stable")
     # changes under the traces' resolution are not listed one by one
@@ -494,33 +545,68 @@ def _contributors(a, b, tree, nodes_a, nodes_b, explanation):
     # beyond the top ones, one row per part holds the rest, so that the parts still add up
     rest = rest.assign(node=-1, name=rest["count"].astype(str) + " others", calls_a=0.0, calls_b=0.0, time_a=0.0,
                        time_b=0.0, step_a=-1, step_b=-1, ts_us_a=np.nan, dur_us_a=np.nan, ts_us_b=np.nan,
-                       dur_us_b=np.nan, order=0.0)
+                       dur_us_b=np.nan, order=0.0, paths=0)
     rows = pd.concat([rows[~beyond], rest.drop(columns="count")], ignore_index=True)
     cause_rank = {c: i for i, c in enumerate(CAUSES)}
     rows = rows.assign(cause_rank=rows["cause"].map(cause_rank)).sort_values(["cause_rank", "order", "name"], kind="stable")
     node = rows["node"].to_numpy(np.int64)
     tree_names = tree["name"].to_numpy()
+
+    def operator_of(node):
+        return np.where(node >= 0, tree_names[np.clip(node, 0, None)] if len(tree_names) else "", "")
+
     calls_a, calls_b = rows["calls_a"].to_numpy(), rows["calls_b"].to_numpy()
+    listed = pd.MultiIndex.from_frame(rows.loc[rows["paths"] > 1, ["cause", "part", "name"]])
+    paths = paths[pd.MultiIndex.from_frame(paths[["cause", "part", "name"]]).isin(listed)]
+    path_nodes = paths["node"].to_numpy(np.int64)
+    contributor_paths = DIFF_CONTRIBUTOR_PATHS.frame({
+        "cause": paths["cause"], "part": paths["part"], "name": paths["name"], "operator": operator_of(path_nodes),
+        "node": path_nodes, "calls_a": paths["calls_a"], "calls_b": paths["calls_b"], "delta_us": paths["delta"]})
+    cause_label = rows["cause"].map(dict(zip(explanation["cause"], explanation["label"])))
+    part_label = rows["part"].map(_PART_WORDS)
     return DIFF_CONTRIBUTORS.frame({
-        "cause": rows["cause"], "part": rows["part"],
-        "operator": np.where(node >= 0, tree_names[np.clip(node, 0, None)] if len(tree_names) else "", ""),
-        "node": node, "name": rows["name"], "calls_a": calls_a, "calls_b": calls_b,
+        "cause": rows["cause"], "part": rows["part"], "operator": operator_of(node),
+        "label": np.where(part_label.notna(), cause_label + ": " + part_label.fillna(""), cause_label),
+        "node": node, "name": rows["name"], "paths": rows["paths"], "calls_a": calls_a, "calls_b": calls_b,
         "mean_us_a": np.where(calls_a > 0, rows["time_a"] / np.where(calls_a > 0, calls_a, 1), np.nan),
         "mean_us_b": np.where(calls_b > 0, rows["time_b"] / np.where(calls_b > 0, calls_b, 1), np.nan),
         "delta_us": rows["delta"],
         "step_a": rows["step_a"].fillna(-1), "ts_us_a": rows["ts_us_a"], "dur_us_a": rows["dur_us_a"],
         "step_b": rows["step_b"].fillna(-1), "ts_us_b": rows["ts_us_b"], "dur_us_b": rows["dur_us_b"],
-    })
+    }), contributor_paths
+
+
+_CONTRIBUTOR = ["cause", "part", "name"]
+
+
+def _summed_over_paths(rows):
+    """One row per contributor (cause, part, name) from rows per operator node: a kernel or
+    call that ran under many module paths is one contributor of its whole change, not one per
+    path (each under the limit of those listed). Calls and times are summed; `node` is the
+    path of the largest |delta|, `paths` counts the nodes, the representative calls are the
+    longest on each side over all paths. Returns (those rows, the per-node rows, the largest
+    |delta| first)."""
+    by_change = rows.assign(_abs=rows["delta"].abs()).sort_values("_abs", ascending=False, kind="stable")
+    sums = rows.groupby(_CONTRIBUTOR, sort=False).agg(
+        delta=("delta", "sum"), calls_a=("calls_a", "sum"), calls_b=("calls_b", "sum"), time_a=("time_a", "sum"),
+        time_b=("time_b", "sum"), paths=("node", "nunique")).reset_index()
+    summed = sums.merge(by_change.drop_duplicates(_CONTRIBUTOR)[[*_CONTRIBUTOR, "node"]], on=_CONTRIBUTOR)
+    for s in ("a", "b"):
+        call = [f"step_{s}", f"ts_us_{s}", f"dur_us_{s}"]
+        longest = rows.sort_values(f"dur_us_{s}", ascending=False, na_position="last", kind="stable")
+        summed = summed.merge(longest.drop_duplicates(_CONTRIBUTOR)[[*_CONTRIBUTOR, *call]], on=_CONTRIBUTOR)
+    return summed, by_change.drop(columns="_abs")
 
 
 def explain(a: TraceModel, b: TraceModel, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Explanation:
     """Why b's mean step time differs from a's: `explanation` (DIFF_EXPLANATION: the step
     time and each cause, per step, with the noise rule's verdict at `threshold_pct`),
-    `contributors` (DIFF_CONTRIBUTORS) and `tree` (DIFF_TREE, the matched operator trees)."""
+    `contributors` (DIFF_CONTRIBUTORS), the operators each of several ran under
+    (`contributor_paths`, DIFF_CONTRIBUTOR_PATHS) and `tree` (DIFF_TREE, the matched operator trees)."""
     explanation = explanation_table(step_causes(a), step_causes(b), threshold_pct)
     tree, nodes_a, nodes_b = matched_tree(a, b)
-    return Explanation(explanation=explanation, contributors=_contributors(a, b, tree, nodes_a, nodes_b, explanation),
-                       tree=tree)
+    contributors, paths = _contributors(a, b, tree, nodes_a, nodes_b, explanation)
+    return Explanation(explanation=explanation, contributors=contributors, contributor_paths=paths, tree=tree)
 
 
 DIFF_RANKS = declare(
@@ -535,6 +621,7 @@ DIFF_RANKS = declare(
     ("verdict", "str", "", "the noise rule's verdict on the rank's step time"),
     ("top_cause", "str", "", "the cause with the largest |mean_us_delta| on this rank"),
     ("top_cause_us", "float64", "us", "that cause's mean_us_delta"),
+    ("top_cause_label", "str", "", "that cause in words (`cause_words`)"),
 )
 
 
@@ -608,7 +695,8 @@ def rank_changes(explanations: dict) -> pd.DataFrame:
         rows.append({"worker": worker, "steps_a": step["steps_a"], "steps_b": step["steps_b"],
                      "mean_us_a": step["mean_us_a"], "mean_us_b": step["mean_us_b"],
                      "mean_us_delta": step["mean_us_delta"], "change_pct": step["change_pct"],
-                     "verdict": step["verdict"], "top_cause": top["cause"], "top_cause_us": top["mean_us_delta"]})
+                     "verdict": step["verdict"], "top_cause": top["cause"], "top_cause_us": top["mean_us_delta"],
+                     "top_cause_label": top["label"]})
     frame = pd.DataFrame(rows, columns=DIFF_RANKS.names)
     frame = frame.assign(_abs=frame["mean_us_delta"].abs()).sort_values(["_abs", "worker"], ascending=[False, True],
                                                                           kind="stable")

@@ -4,6 +4,7 @@ operator tree drilled down, B proposed with its reason, and two runs of a two-ra
 rank by rank, each rank opening its own diff; on a trace recorded with modules, the tree's paths
 run through the nn.Module frames."""
 
+import re
 import shutil
 import urllib.parse
 
@@ -21,7 +22,8 @@ B = {"run_b": "slower", "worker_b": "rank0", "span_b": 1}
 @pytest.fixture(scope="module")
 def planted_server(tmp_path_factory):
     """Two runs of a two-rank job, each rank the A100 sample (`base`); in `slower`, rank0's
-    kernels of one family are 20% longer, rank1 unchanged."""
+    kernels of one family are 20% longer, rank1 unchanged; `spans`, one run of both ranks
+    whose second span is `slower`'s."""
     logdir = tmp_path_factory.mktemp("planted")
     source = next((SAMPLES / "gpu_a100_nccl").glob("*.pt.trace.json.gz"))
     (logdir / "base").mkdir()
@@ -30,6 +32,12 @@ def planted_server(tmp_path_factory):
     edited, _ = stretched_kernels(list(raw_events(source)), FAMILY, 1.2)
     write_gz(logdir / "slower", "rank0", edited)
     shutil.copy(source, logdir / "slower" / "rank1.pt.trace.json.gz")
+    # one run of two spans of both ranks, rank0's second span the slower one
+    (logdir / "spans").mkdir()
+    for rank in ("rank0", "rank1"):
+        shutil.copy(source, logdir / "spans" / f"{rank}.1.pt.trace.json.gz")
+    write_gz(logdir / "spans", "rank0.2", edited)
+    shutil.copy(source, logdir / "spans" / "rank1.2.pt.trace.json.gz")
     with tensorboard(logdir, tmp_path_factory.mktemp("tb") / "tensorboard.log") as base:
         yield base
 
@@ -129,3 +137,47 @@ def test_tree_paths_run_through_module_frames(page, server, screenshot_dir):
     # a search shows each match with its path: the modules around the convolution included
     assert any("nn.Module: Conv2d_0" in row for row in shown) and any("nn.Module: SmallCNN_0" in row for row in shown)
     tree.screenshot(path=str(screenshot_dir / "diff_module_tree.png"))
+    # a contributor that ran under several module paths is one row; its paths one click away
+    several = [r for r in rows(api(server, "diff", run="cpu_cnn", worker="worker0", span=1, run_b="cpu_cnn",
+                                   worker_b="worker0", span_b=2, table="contributors")) if r["paths"] > 1]
+    assert several
+    row = page.locator("[data-table=diff-contributors] tbody tr",
+                       has=page.locator("[data-testid=contributor-operators]")).first
+    more = int(re.search(r"and (\d+) more", row.inner_text()).group(1))
+    row.locator("button.expander").click()
+    paths = page.locator("[data-testid=contributor-paths] li")
+    assert paths.count() == more + 1
+    assert all("nn.Module: SmallCNN_0" in text for text in paths.all_inner_texts())
+    page.locator("[data-table=diff-contributors]").screenshot(path=str(screenshot_dir / "diff_contributor_paths.png"))
+
+
+def test_warnings_show_above_the_verdict(page, planted_server, screenshot_dir):
+    """The A100 sample has 3 steps: too few for a sharp verdict, which the API's warnings say
+    and the page shows, in the API's words, above the verdict."""
+    data = api(planted_server, "diff", **A, **B, table="warnings")
+    said = rows(data)
+    assert [w["kind"] for w in said] == ["few_steps"]
+    open_page(page, planted_server, **A, **B, view="diff")
+    shown = page.locator("[data-testid=diff-warnings] li")
+    assert shown.count() == len(said)
+    assert said[0]["warning"] in shown.first.inner_text()
+    warnings_box = page.locator("[data-testid=diff-warnings]").bounding_box()
+    headline_box = page.locator("[data-testid=diff-headline]").bounding_box()
+    assert warnings_box["y"] + warnings_box["height"] <= headline_box["y"]
+    screenshot(page, screenshot_dir, "diff_warnings")
+    page.locator("section", has=page.locator("[data-testid=diff-warnings]")).first.screenshot(
+        path=str(screenshot_dir / "diff_warnings_card.png"))
+
+
+def test_two_spans_of_one_run_of_two_workers_get_the_rank_card(page, planted_server, screenshot_dir):
+    """A run of two ranks with two spans each: B defaults to the other span, and the ranks of
+    both spans are compared, rank0 (slower in span 2) first."""
+    ranks = rows(api(planted_server, "diff_ranks", run="spans", span=1, run_b="spans", span_b=2, threshold_pct=0.1))
+    assert [r["worker"] for r in ranks] == ["rank0", "rank1"]
+    open_page(page, planted_server, run="spans", worker="rank0", span=1, view="diff", diff_threshold="0.1")
+    assert "the same run's span 2" in page.inner_text("[data-testid=diff-default-reason]")
+    card = page.locator("[data-table=diff-ranks] tbody tr")
+    assert card.count() == 2 and "rank0 (shown)" in card.nth(0).inner_text()
+    assert format_duration(ranks[0]["mean_us_delta"]).lstrip("-") in card.nth(0).inner_text()
+    assert ranks[0]["top_cause_label"] in card.nth(0).inner_text()
+    page.locator("[data-table=diff-ranks]").screenshot(path=str(screenshot_dir / "diff_ranks_two_spans.png"))

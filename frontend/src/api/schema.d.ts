@@ -635,7 +635,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Two profiles side by side, every quantity per step (deltas = b - a): operators, kernels, steps (the step breakdown's means); explanation (the change of the mean step time split into causes that sum to it, with medians, spreads, step counts and the noise rule's verdict), contributors (each cause's top contributors, with a representative call in each trace), tree (the two operator trees matched by path, lowest common ancestor where names differ). With table=NAME, that one table. */
+        /** Two profiles side by side, every quantity per step (deltas = b - a): warnings (sentences: different programs, devices or step counts, too few steps for a sharp verdict), operators, kernels, steps (the step breakdown's means); explanation (the change of the mean step time split into causes that sum to it, with medians, spreads, step counts and the noise rule's verdict), contributors (each cause's top contributors, each summed over the operators and module paths it ran under, with a representative call in each trace), contributor_paths (those operators, for contributors of several), tree (the two operator trees matched by path, lowest common ancestor where names differ). With table=NAME, that one table. */
         get: {
             parameters: {
                 query: {
@@ -648,7 +648,7 @@ export interface paths {
                     span_b?: number;
                     /** @description The noise rule's threshold: a change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread). */
                     threshold_pct?: number;
-                    table?: "operators" | "kernels" | "steps" | "explanation" | "contributors" | "tree";
+                    table?: "warnings" | "operators" | "kernels" | "steps" | "explanation" | "contributors" | "contributor_paths" | "tree";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -665,12 +665,14 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["DiffOperatorsTable"] | components["schemas"]["DiffKernelsTable"] | components["schemas"]["DiffStepsTable"] | components["schemas"]["DiffExplanationTable"] | components["schemas"]["DiffContributorsTable"] | components["schemas"]["DiffTreeTable"] | {
+                        "application/json": components["schemas"]["DiffWarningsTable"] | components["schemas"]["DiffOperatorsTable"] | components["schemas"]["DiffKernelsTable"] | components["schemas"]["DiffStepsTable"] | components["schemas"]["DiffExplanationTable"] | components["schemas"]["DiffContributorsTable"] | components["schemas"]["DiffContributorPathsTable"] | components["schemas"]["DiffTreeTable"] | {
+                            warnings?: components["schemas"]["DiffWarningsTable"];
                             operators?: components["schemas"]["DiffOperatorsTable"];
                             kernels?: components["schemas"]["DiffKernelsTable"];
                             steps?: components["schemas"]["DiffStepsTable"];
                             explanation?: components["schemas"]["DiffExplanationTable"];
                             contributors?: components["schemas"]["DiffContributorsTable"];
+                            contributor_paths?: components["schemas"]["DiffContributorPathsTable"];
                             tree?: components["schemas"]["DiffTreeTable"];
                         };
                         "text/csv": string;
@@ -698,7 +700,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The B the Diff tab compares A with when none is chosen, and why: the same worker's other span; else another run of A's device type, one with A's workers before one without, with the most operator names in common with A. Candidates' operator names come from memory or the disk cache; those not there load in the background: 202 while none of the preferred kind is known, else named in the reason and in loading. */
+        /** The B the Diff tab compares A with when none is chosen, and why: the same worker's other span; else another run of A's device type running A's program (at least 60% of the operator names either uses in both), one with A's workers before one without, with the most operator names in common with A; else none, with the reason (never a run of another program). Every run is looked at within the share of the memory budget one reply may hold; runs beyond it are named in the reason. Candidates' operator names come from memory or the disk cache; those not there load in the background: 202 while none of the preferred kind is known, else named in the reason and in loading. */
         get: {
             parameters: {
                 query: {
@@ -3734,7 +3736,34 @@ export interface components {
                 number | null
             ][];
         };
-        /** @description `diff_contributors`: one contributor to a cause's change: the 10 largest |delta_us| of each cause and part, then one row of the rest. */
+        /** @description `diff_contributor_paths`: one operator (tree node: module path) a contributor of diff_contributors ran under, for contributors of several; the largest |delta_us| first. */
+        DiffContributorPathsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "cause",
+                "part",
+                "name",
+                "operator",
+                "node",
+                "calls_a",
+                "calls_b",
+                "delta_us"
+            ];
+            rows: [
+                string,
+                string,
+                string,
+                string,
+                number,
+                number,
+                number,
+                number
+            ][];
+        };
+        /** @description `diff_contributors`: one contributor to a cause's change, summed over the operators and module paths it ran under: the 10 largest |delta_us| of each cause and part, then one row of the rest. */
         DiffContributorsTable: {
             /**
              * @description The column names, in this order.
@@ -3746,6 +3775,8 @@ export interface components {
                 "operator",
                 "node",
                 "name",
+                "label",
+                "paths",
                 "calls_a",
                 "calls_b",
                 "mean_us_a",
@@ -3764,6 +3795,8 @@ export interface components {
                 string,
                 number,
                 string,
+                string,
+                number,
                 number,
                 number,
                 number | null,
@@ -3796,7 +3829,8 @@ export interface components {
                 "spread_us_a",
                 "spread_us_b",
                 "change_pct",
-                "verdict"
+                "verdict",
+                "label"
             ];
             rows: [
                 string,
@@ -3811,6 +3845,7 @@ export interface components {
                 number,
                 number,
                 number,
+                string,
                 string
             ][];
         };
@@ -3898,7 +3933,8 @@ export interface components {
                 "change_pct",
                 "verdict",
                 "top_cause",
-                "top_cause_us"
+                "top_cause_us",
+                "top_cause_label"
             ];
             rows: [
                 string,
@@ -3910,7 +3946,8 @@ export interface components {
                 number,
                 string,
                 string,
-                number
+                number,
+                string
             ][];
         };
         /** @description `diff_steps`: one step-time category of the step breakdown (kernel ... other), then total. */
@@ -3967,6 +4004,21 @@ export interface components {
                 number,
                 number,
                 number
+            ][];
+        };
+        /** @description `diff_warnings`: one reason to read the diff with care, in a sentence (none when A and B compare cleanly). */
+        DiffWarningsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "kind",
+                "warning"
+            ];
+            rows: [
+                string,
+                string
             ][];
         };
         /** @description `distributed_all_steps`: one worker: the mean per step of its distributed_steps rows (the old plugin's "All steps"). */

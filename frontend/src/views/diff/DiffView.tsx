@@ -110,7 +110,8 @@ export function DiffView(props: ViewProps) {
         </div>
       ) : null}
       {spansB.status === 'error' ? <Empty>{spansB.error}</Empty> : null}
-      {runInfoB && runInfoB.name !== props.run && runInfoB.workers.length > 1 && (props.runs.find((r) => r.name === props.run)?.workers.length ?? 0) > 1 ? (
+      {/* several workers on both sides: two runs, or two spans of one run, rank by rank */}
+      {runInfoB && (runInfoB.name !== props.run || spanB !== props.span) && runInfoB.workers.length > 1 && (props.runs.find((r) => r.name === props.run)?.workers.length ?? 0) > 1 ? (
         <RankChanges pair={{ runA: props.run, spanA: props.span, runB: runInfoB.name, spanB: spanB, worker: props.worker, threshold }} />
       ) : null}
       {runInfoB ? (

@@ -12,29 +12,12 @@ import { DataTable } from '../../components/table/DataTable';
 import { traceHref, type Profile } from './links';
 
 export interface ExplanationTables {
+  warnings: WireTableOf<'DiffWarningsTable'>;
   explanation: WireTableOf<'DiffExplanationTable'>;
   contributors: WireTableOf<'DiffContributorsTable'>;
+  contributor_paths: WireTableOf<'DiffContributorPathsTable'>;
   tree: WireTableOf<'DiffTreeTable'>;
 }
-
-const CAUSE_LABELS: Record<string, string> = {
-  step_time: 'Step time',
-  device_compute: 'Device compute',
-  memcpy_memset: 'Memcpy / memset',
-  communication: 'Exposed communication',
-  synchronisation: 'Synchronisation',
-  host_launch: 'Host & launch (GPU waits for CPU)',
-  data_loading: 'Data loading',
-  other: 'Other',
-};
-const PART_LABELS: Record<string, string> = {
-  slower_kernels: 'slower kernels',
-  kernel_count: 'more / fewer kernels',
-  new_kernels: 'new kernels',
-  vanished_kernels: 'vanished kernels',
-  overlap: 'overlap',
-};
-export const causeLabel = (c: string) => CAUSE_LABELS[c] ?? c;
 
 /** A change of time (B − A), coloured by its sign as shown (a change that rounds to zero is not). */
 export function Delta({ us }: { us: number | null }) {
@@ -49,15 +32,34 @@ export function Verdict({ verdict }: { verdict: string }) {
 }
 
 export function Explanation({ data, a, b, name }: { data: ExplanationTables; a: Profile; b: Profile; name: string }) {
+  const warnings = typedRows(data.warnings);
   const causes = typedRows(data.explanation);
   const contributors = typedRows(data.contributors);
+  const paths = typedRows(data.contributor_paths);
   const tree = typedRows(data.tree);
+  const pathsOf = (r: { cause: string; part: string; name: string }) => paths.filter((p) => p.cause === r.cause && p.part === r.part && p.name === r.name);
   const step = causes.find((r) => r.cause === 'step_time');
   const nameOf = new Map(tree.map((t) => [t.node, t.name]));
+  const parentOf = new Map(tree.map((t) => [t.node, t.parent]));
+  /** A node's path from the root, as the matched tree names it (module > submodule > operator). */
+  const pathOf = (node: number) => {
+    const names: string[] = [];
+    for (let n: number | undefined = node; n !== undefined && n >= 0; n = parentOf.get(n)) names.unshift(nameOf.get(n) ?? String(n));
+    return names.join(' › ');
+  };
   const href = (profile: Profile, ts: number | null, dur: number | null) => traceHref(window.location.href, profile, ts, dur);
   return (
     <>
       <Card title="Why the step time changed (per step, B − A)">
+        {warnings.length ? (
+          <ul class="diff-warnings" data-testid="diff-warnings">
+            {warnings.map((w) => (
+              <li key={w.kind} class="recommendation warning" data-kind={w.kind}>
+                <strong>Read with care:</strong> {w.warning}
+              </li>
+            ))}
+          </ul>
+        ) : null}
         {step ? (
           <p class="diff-headline" data-testid="diff-headline">
             Mean step time <strong>{formatDuration(step.mean_us_a)}</strong> over {step.steps_a} steps of A →{' '}
@@ -72,7 +74,7 @@ export function Explanation({ data, a, b, name }: { data: ExplanationTables; a: 
           csvName={`${name}_explanation.csv`}
           rowKey={(r) => r.cause}
           columns={[
-            { key: 'cause', label: 'Cause', format: (v) => causeLabel(v) },
+            { key: 'label', label: 'Cause' },
             { key: 'mean_us_delta', label: 'B − A', numeric: true, format: (v) => <Delta us={v} /> },
             { key: 'share_pct', label: 'Share of change', numeric: true, format: (v) => (v === null ? '' : formatPct(v)) },
             { key: 'mean_us_a', label: 'A mean', numeric: true, format: (v) => formatDuration(v) },
@@ -96,9 +98,22 @@ export function Explanation({ data, a, b, name }: { data: ExplanationTables; a: 
             csvName={`${name}_contributors.csv`}
             searches={[{ label: 'Search contributors', keys: ['name', 'operator', 'cause'] }]}
             rowKey={(r) => `${r.cause}/${r.part}/${r.node}/${r.name}`}
+            details={{
+              label: 'The operators (module paths) it ran under',
+              has: (r) => r.paths > 1,
+              render: (r) => (
+                <ul class="contributor-paths" data-testid="contributor-paths">
+                  {pathsOf(r).map((p) => (
+                    <li key={p.node}>
+                      <Delta us={p.delta_us} /> under {p.node >= 0 ? pathOf(p.node) : '(no operator)'} ({formatNumber(p.calls_a)} → {formatNumber(p.calls_b)} calls per step)
+                    </li>
+                  ))}
+                </ul>
+              ),
+            }}
             columns={[
-              { key: 'cause', label: 'Cause', format: (v, r) => (r.part === v ? causeLabel(v) : `${causeLabel(v)}: ${PART_LABELS[r.part] ?? r.part}`) },
-              { key: 'operator', label: 'Operator' },
+              { key: 'label', label: 'Cause' },
+              { key: 'operator', label: 'Operator', format: (v, r) => (r.paths > 1 ? <span data-testid="contributor-operators">{v} and {r.paths - 1} more</span> : v) },
               { ...kernelNameColumn('name', 'Kernel / call / operator', contributors), wide: true },
               { key: 'delta_us', label: 'B − A', numeric: true, format: (v) => <Delta us={v} /> },
               { key: 'calls_a', label: 'Calls A', numeric: true, format: (v) => formatNumber(v) },

@@ -8,7 +8,7 @@ import { formatDuration, formatPct } from '../../base/format';
 import { PROFILE_SELECTIONS, setParams } from '../../base/url';
 import { Card, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
-import { Delta, Verdict, causeLabel } from './Explanation';
+import { Delta, Verdict } from './Explanation';
 
 export interface RanksPair {
   runA: string;
@@ -57,7 +57,7 @@ export function RankChanges({ pair }: { pair: RanksPair }) {
                   { key: 'mean_us_delta', label: 'B − A', numeric: true, format: (v) => <Delta us={v} /> },
                   { key: 'change_pct', label: 'Change', numeric: true, format: (v) => formatPct(v) },
                   { key: 'verdict', label: 'Verdict', format: (v) => <Verdict verdict={v} /> },
-                  { key: 'top_cause', label: 'Largest cause', format: (v) => causeLabel(v) },
+                  { key: 'top_cause_label', label: 'Largest cause' },
                   { key: 'top_cause_us', label: 'Its B − A', numeric: true, format: (v) => <Delta us={v} /> },
                   { key: 'mean_us_a', label: 'A mean', numeric: true, format: (v) => formatDuration(v) },
                   { key: 'mean_us_b', label: 'B mean', numeric: true, format: (v) => formatDuration(v) },
