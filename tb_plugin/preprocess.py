@@ -119,11 +119,18 @@ def preprocess_file(logdir, rel, cache_dir, force=False, max_memory_mb=DEFAULT_M
             result.json_bytes = len(trace.data)
             profile = profile_from_bytes(trace, source)
             del trace
-            written = cache.put(keys["model"][0], identity, profile.model, source)
-            for name, (declared, build) in FILE_SUMMARIES.items():
-                written = cache.put_summary(keys[name][0], identity, build(profile), declared, source) and written
-            if not written:
-                raise TraceError(source, "its cache entries could not be written (see the worker's log)")
+            summaries = {name: build(profile) for name, (_, build) in FILE_SUMMARIES.items()}
+
+            def write():
+                written = cache.put(keys["model"][0], identity, profile.model, source)
+                for name, (declared, _) in FILE_SUMMARIES.items():
+                    written = cache.put_summary(keys[name][0], identity, summaries[name], declared, source) and written
+                return written
+
+            # Once more before the file is reported: another process sharing the cache (its
+            # housekeeping, its write of the same entry) can make one write fail.
+            if not (write() or write()):
+                raise TraceError(source, "its cache entries could not be written, twice (see the worker's log)")
             if storage.identity(rel) != identity:  # the entries carry the old identity: never served
                 raise TraceError(source, "the file changed while it was parsed")
     except TraceError as exc:
