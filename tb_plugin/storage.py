@@ -14,6 +14,7 @@ import stat
 import zlib
 from dataclasses import dataclass
 
+from .budget import RAISE_IT
 from .errors import FileAccessError, PathOutsideLogdirError, TraceError, os_reason
 from .snapshot.sniff import looks_like_pickle
 
@@ -56,8 +57,8 @@ def _budget_exceeded(path, limit, head):
     """The error of a gzip inflating past `limit`; `head`, its first inflated bytes, tells
     what it holds (a memory snapshot's pickle, else a trace's JSON)."""
     what = "pickle" if looks_like_pickle(bytes(head[:2])) else "JSON"
-    return TraceError(path, f"too large to load: its {what} inflates to more than {limit >> 20} MB, the memory "
-                            "budget (--profiler_max_memory_mb; preprocess's --max-memory-mb)")
+    return TraceError(path, f"too large to load: its {what} inflates to more than {limit >> 20} MB, what the memory "
+                            f"budget lets it take ({RAISE_IT})")
 
 
 def refuse_corrupt_gzip_start(raw, path):
