@@ -470,9 +470,12 @@ def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[st
     if not storage.remote and not os.path.isdir(storage.root):  # not "no trace files in this directory"
         raise TraceError(storage.display(None), "not a directory (a run is the directory holding trace files)"
                          if os.path.exists(storage.root) else "no such directory")
-    runs = discover_runs(_TopLevelOnly(storage))
+    skipped: list = []
+    runs = discover_runs(_TopLevelOnly(storage), skipped=skipped)
     if "." not in runs:
-        raise TraceError(storage.display(None), "no trace files (*.pt.trace.json[.gz]) or memory snapshots in this directory")
+        unlisted = next((s.reason for s in skipped if s.path == "."), None)  # unreachable, no credentials
+        raise TraceError(storage.display(None), unlisted or "no trace files (*.pt.trace.json[.gz]) or memory "
+                                                            "snapshots in this directory")
     # discovery names the run by its path under the directory it scanned ("."): a message of
     # the Python API names the directory the user gave
     files = replace(runs["."], name=storage.display(None))
