@@ -110,8 +110,7 @@ def _loader(side, run, worker, name, max_memory_bytes):
 
 def _steps(profile: Profile, name: str, whole_trace: bool) -> int:
     """The number of steps of `profile` (side `name`), refusing a trace that holds no events,
-    and one without steps unless `whole_trace`: each is compared as one step spanning the
-    whole trace then, which means something only when neither side has steps."""
+    and one without steps unless `whole_trace`."""
     model = profile.model
     if not any(len(getattr(model, table)) for table in model.TABLES):
         raise TraceError(profile.source, f"{name} holds no events: nothing to compare (was the profiler stopped "
@@ -121,6 +120,20 @@ def _steps(profile: Profile, name: str, whole_trace: bool) -> int:
                                          "prof.step()), so no per-step time to compare; --whole-trace compares two "
                                          "such traces as wholes")
     return len(model.steps)
+
+
+def _comparable(whole_trace: bool):
+    """A check of a pair of profiles (A, B) that refuses what `compare` cannot compare: a
+    trace without events, without steps (unless `whole_trace`: each is then one step spanning
+    the whole trace, which means something only when neither side has steps)."""
+    def check(profile_a: Profile, profile_b: Profile) -> None:
+        steps_a, steps_b = _steps(profile_a, "A", whole_trace), _steps(profile_b, "B", whole_trace)
+        if (steps_a == 0) != (steps_b == 0):
+            stepped, whole = ("A", profile_b) if steps_a else ("B", profile_a)
+            raise TraceError(whole.source, f"{'B' if stepped == 'A' else 'A'} has no steps and {stepped} has "
+                                           f"{max(steps_a, steps_b)}: a whole trace against a mean step compares "
+                                           "different things")
+    return check
 
 
 def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT, whole_trace: bool = False,
@@ -148,7 +161,7 @@ def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT, whol
             printers[key](stage, fraction)
         run_a, run_b = runs["A"], runs["B"]
         assert run_a is not None and run_b is not None  # several workers: both sides are runs
-        ranks, views = diff_ranks(run_a, run_b, a.span, b.span, threshold_pct, progress)
+        ranks, views = diff_ranks(run_a, run_b, a.span, b.span, threshold_pct, progress, _comparable(whole_trace))
         return Comparison(f"{a.path} [every worker, span {a.span}]", f"{b.path} [every worker, span {b.span}]",
                           threshold_pct, views, ranks)
     if len(workers["A"]) > 1 or len(workers["B"]) > 1:
@@ -159,14 +172,8 @@ def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT, whol
                                 f"name one worker with --worker{'-b' if many == 'B' else ''}")
     worker_a, worker_b = workers["A"][0], workers["B"][0]
     profile_a = _loader(a, runs["A"], worker_a, "A", max_memory_bytes)()
-    steps_a = _steps(profile_a, "A", whole_trace)
     profile_b = _loader(b, runs["B"], worker_b, "B", max_memory_bytes)()
-    steps_b = _steps(profile_b, "B", whole_trace)
-    if (steps_a == 0) != (steps_b == 0):
-        stepped, whole = ("A", "B") if steps_a else ("B", "A")
-        raise TraceError(profile_a.source if whole == "A" else profile_b.source,
-                         f"{whole} has no steps and {stepped} has {max(steps_a, steps_b)}: a whole trace against a "
-                         "mean step compares different things")
+    _comparable(whole_trace)(profile_a, profile_b)
     view = diff(profile_a, profile_b, threshold_pct)
 
     def label(side, run, worker):

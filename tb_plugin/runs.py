@@ -356,14 +356,16 @@ def _side_progress(progress: Callable[[str, str, str, float | None], None] | Non
 
 def diff_ranks(run_a: Run, run_b: Run, span_a: int = 1, span_b: int = 1,
                threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT,
-               progress: Callable[[str, str, str, float | None], None] | None = None
+               progress: Callable[[str, str, str, float | None], None] | None = None,
+               check: Callable[[Profile, Profile], None] | None = None
                ) -> tuple[pd.DataFrame, dict[str, diff_view.DiffView]]:
     """Two runs of a job compared rank by rank: every worker found in both, its `span_a` in
     `run_a` against its `span_b` in `run_b`. Returns the ranks table (`DIFF_RANKS`: each rank's
     mean step time in both and its largest cause, the rank that changed most first) and each
     rank's `diff`. One pair of profiles is loaded at a time and not kept, so a job of many
     ranks never needs them all in memory; `progress(side, worker, stage, fraction)` hears how
-    far each load is."""
+    far each load is; `check(profile_a, profile_b)` may refuse a rank's pair (raising) before
+    it is compared."""
     common = [w for w in run_a.workers if w in run_b.workers]
     if not common:
         raise NotFoundError(f"the runs share no worker: {', '.join(run_a.workers)} against {', '.join(run_b.workers)}")
@@ -371,6 +373,8 @@ def diff_ranks(run_a: Run, run_b: Run, span_a: int = 1, span_b: int = 1,
     for worker in common:
         profile_a, profile_b = (run.profile(worker, span, keep=False, progress=_side_progress(progress, side, worker))
                                 for side, run, span in (("A", run_a, span_a), ("B", run_b, span_b)))
+        if check is not None:
+            check(profile_a, profile_b)
         views[worker] = diff(profile_a, profile_b, threshold_pct)
         del profile_a, profile_b
     return regression_view.rank_changes({w: v.explanation for w, v in views.items()}), views

@@ -208,3 +208,17 @@ def test_every_command_takes_the_budget_with_tensorboards_default(tmp_path, caps
     snapshot_bomb.write_bytes(gzip.compress(b"\x80\x04" + b"\x00" * (64 << 20), compresslevel=1))
     assert main(["memory", str(snapshot_bomb), "--max-memory-mb", "64"]) == 2
     assert "too large to load" in capsys.readouterr().err
+
+
+def test_a_rank_that_cannot_be_compared_stops_a_many_rank_comparison(capsys, tmp_path):
+    """Runs of several workers are compared rank by rank: an empty rank file there is
+    refused as it is between two traces, naming the rank's file."""
+    import shutil
+
+    ddp = SAMPLES / "cpu_ddp_gloo"
+    run_b = tmp_path / "b"
+    shutil.copytree(ddp, run_b)
+    broken = sorted(run_b.glob("worker1*"))[0]
+    broken.unlink()
+    write_trace(broken.with_suffix(""), [])  # the same name, without .gz: an empty trace
+    _refused(*_compare(capsys, ddp, run_b), f"{broken.with_suffix('')}: B holds no events")
