@@ -15,7 +15,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -122,7 +122,7 @@ def _steps(profile: Profile, name: str, whole_trace: bool) -> int:
     return len(model.steps)
 
 
-def _comparable(whole_trace: bool):
+def _comparable(whole_trace: bool) -> Callable[[Profile, Profile], None]:
     """A check of a pair of profiles (A, B) that refuses what `compare` cannot compare: a
     trace without events, without steps (unless `whole_trace`: each is then one step spanning
     the whole trace, which means something only when neither side has steps)."""
