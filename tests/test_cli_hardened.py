@@ -122,6 +122,8 @@ def test_an_unwritable_output_names_itself_and_leaves_the_other_unwritten(capsys
              "cannot write /proc/x.json")
     _refused(*_compare(capsys, CPU_CNN, CPU_CNN, "--json", tmp_path / "d.json", "--markdown", tmp_path / "no" / "d.md"),
              "no directory")
+    _refused(*_compare(capsys, CPU_CNN, CPU_CNN, "--json", tmp_path / "d", "--markdown", tmp_path / "." / "d"),
+             "--json and --markdown name the same file")
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # neither output, nor a temporary file
 
 
