@@ -27,10 +27,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
+from .budget import DEFAULT_MAX_MEMORY_MB
 from .cache import ModelCache, default_cache_dir
 from .discovery import Skipped, discover_runs, printable
 from .errors import TraceError
-from .budget import DEFAULT_MAX_MEMORY_MB
 from .storage import Storage, is_url
 
 # The polars reader a parse uses is multi-threaded: one thread per worker process, so that N
