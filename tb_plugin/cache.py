@@ -539,25 +539,35 @@ class ModelCache:
                                  summary_format(declared))
 
     def _write_entry(self, key, identity, source, section, fields, parts, entry_format=CACHE_FORMAT):
-        """Write the parts, then the manifest naming them (`section`: `fields`) last."""
+        """Write the parts, then the manifest naming them (`section`: `fields`) last.
+
+        Another process may act on the same entry meanwhile: its housekeeping, or its own
+        write of the same key, can remove the directory or a part between the writes here.
+        An entry found incomplete once written (`_complete`), or a directory gone under a
+        rename, is written once more; a second failure is a failed write."""
+        names = {}
+        for name, data in parts.items():
+            digest = _sha256(data)
+            names[name] = [f"{name}-{digest[:24]}.arrow", digest]
+        manifest = {"format": entry_format, "version": __version__, "source": source, "identity": identity,
+                    "written": time.time(), section: fields, "parts": names}
+        # Sealed as it will be read back (tuples as lists, numpy floats as floats).
+        manifest = json.loads(json.dumps(manifest, allow_nan=True))
+        manifest["seal"] = _seal(key, manifest)
+        listed = {file_name for file_name, _ in names.values()} | {MANIFEST}
         try:
-            names = {}
-            self._entry_directory(key)
-            for name, data in parts.items():
-                digest = _sha256(data)
-                names[name] = [f"{name}-{digest[:24]}.arrow", digest]
-            if _is_local(self.fs):
-                for name, data in parts.items():
-                    self._write(self._path(key, names[name][0]), data)
-            elif parts:  # one call: an object store's filesystem uploads the parts concurrently
-                self.fs.pipe({self._path(key, names[name][0]): data for name, data in parts.items()})
-            manifest = {"format": entry_format, "version": __version__, "source": source, "identity": identity,
-                        "written": time.time(), section: fields, "parts": names}
-            # Sealed as it will be read back (tuples as lists, numpy floats as floats).
-            manifest = json.loads(json.dumps(manifest, allow_nan=True))
-            manifest["seal"] = _seal(key, manifest)
-            self._write(self._path(key, MANIFEST), json.dumps(manifest, allow_nan=True).encode())
-            self._remove_unlisted(key, {file_name for file_name, _ in names.values()} | {MANIFEST})
+            for attempt in (1, 2):
+                try:
+                    self._write_parts(key, names, parts, manifest)
+                except FileNotFoundError:  # the directory went under a rename
+                    if attempt == 2:
+                        raise
+                    continue
+                if self._complete(key, listed):
+                    break
+                if attempt == 2:
+                    raise FileNotFoundError(f"parts of the entry {key} were removed while it was written")
+            self._remove_unlisted(key, listed)
         except OSError as exc:
             logger.warning("could not write cache entry for %s: %s", source, exc)
             # A full disk fails the write part way: no manifest names the parts written, so
@@ -567,6 +577,25 @@ class ModelCache:
         if self.max_bytes is not None:
             self._trim()
         return True
+
+    def _write_parts(self, key, names, parts, manifest):
+        self._entry_directory(key)
+        if _is_local(self.fs):
+            for name, data in parts.items():
+                self._write(self._path(key, names[name][0]), data)
+        elif parts:  # one call: an object store's filesystem uploads the parts concurrently
+            self.fs.pipe({self._path(key, names[name][0]): data for name, data in parts.items()})
+        self._write(self._path(key, MANIFEST), json.dumps(manifest, allow_nan=True).encode())
+
+    def _complete(self, key, listed):
+        """Whether the entry `key` holds every file of `listed` (its manifest and parts), as
+        just written. Only checked locally, where housekeeping of other processes runs."""
+        if not _is_local(self.fs):
+            return True
+        try:
+            return listed <= set(os.listdir(self._path(key)))
+        except FileNotFoundError:
+            return False
 
     def _write(self, path, data):
         """Write `data` so that a reader sees all of it or nothing: locally a temporary file
@@ -605,7 +634,9 @@ class ModelCache:
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:
-            pass
+            # Written now: another process's housekeeping judges by this time that the
+            # directory (maybe a killed write's, hours old) is in use.
+            os.utime(path, follow_symlinks=False)
 
     def _remove_unlisted(self, key, keep):
         """Parts of an older version of this entry (another process may still be reading one:
@@ -634,7 +665,7 @@ class ModelCache:
                 # Locally a listing per entry costs little; on an object store it is a request
                 # per entry at every start, and a trim removes such entries first anyway.
                 if _is_local(self.fs):
-                    self._remove_orphaned(name, older_than=now - _STALE_TEMP_SECONDS)
+                    self._remove_orphaned(name, older_than=now - _STALE_TEMP_SECONDS, directory=info)
             elif _killed_write(name, _mtime(info), now) or name.endswith(_OLD_SUFFIX):
                 try:
                     self.fs.rm_file(info["name"])
@@ -660,13 +691,15 @@ class ModelCache:
             except OSError:  # not empty: holds files this cache did not write
                 pass
 
-    def _remove_orphaned(self, key, older_than=None):
-        """Remove the entry `key` when it has no manifest and (with `older_than`) none of its
-        files changed since then: its parts are named by nothing and never read."""
+    def _remove_orphaned(self, key, older_than=None, directory=None):
+        """Remove the entry `key` when it has no manifest and (with `older_than`) neither the
+        entry's `directory` (its listing info) nor any of its files changed since then: its
+        parts are named by nothing and never read. A directory just made by another process's
+        write holds no file yet: its own time says it is in use (`_in_progress`)."""
         try:
             files = self.fs.ls(self._path(key), detail=True)
             names = [posixpath.basename(f["name"].rstrip("/")) for f in files]
-            if MANIFEST in names or older_than is not None and any(_mtime(f) > older_than for f in files):
+            if MANIFEST in names or older_than is not None and _in_progress(directory, files, older_than):
                 return
             self._remove_entry(key, names)
         except (OSError, ValueError):
@@ -682,9 +715,12 @@ class ModelCache:
                 except (OSError, ValueError):
                     continue
                 size = sum(f.get("size") or 0 for f in files)
-                used = max((_mtime(f) for f in files if f["name"].endswith(MANIFEST)), default=0.0)
-                entries.append((used, size, info["name"]))
                 total += size
+                manifests = [_mtime(f) for f in files if f["name"].endswith(MANIFEST)]
+                # Another process's write in progress counts toward the size, but is its own.
+                if not manifests and _in_progress(info, files, time.time() - _STALE_TEMP_SECONDS):
+                    continue
+                entries.append((max(manifests, default=0.0), size, info["name"]))
             else:
                 total += info.get("size") or 0
         for _, size, path in sorted(entries):
@@ -713,6 +749,12 @@ def _killed_write(name, mtime, now):
     except (PermissionError, OverflowError):  # another user's live process, or no pid at all
         pass
     return False
+
+
+def _in_progress(directory, files, since):
+    """Whether an entry without a manifest may be a write in progress: its directory (fsspec
+    listing info, None when unknown) or one of its files (listing infos) changed after `since`."""
+    return any(_mtime(info) > since for info in [*([directory] if directory else []), *files])
 
 
 def _foreign(info):

@@ -11,13 +11,17 @@ import argparse
 import json
 import math
 import os
+import stat
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import pandas as pd
 
-from .errors import BadParameterError, PublicError
+from .budget import DEFAULT_MAX_MEMORY_BYTES
+from .errors import BadParameterError, PublicError, TraceError
 from .profile import Profile, diff, load
 from .runs import Run, diff_ranks, load_run
 from .storage import is_url
@@ -84,6 +88,9 @@ def _progress_printer(label):
 
 
 def _workers(side: Side, run: Run) -> list[str]:
+    if not run.workers:  # a run of memory snapshots alone
+        raise BadParameterError(f"{side.path}: holds memory snapshots only ({', '.join(run.snapshots())}), no trace to "
+                                "compare; `python -m tb_plugin memory SNAPSHOT` reads a snapshot")
     if side.worker is not None:
         if side.worker not in run.workers:
             raise BadParameterError(f"{side.path}: no worker {side.worker!r}; workers: {', '.join(run.workers)}")
@@ -91,21 +98,53 @@ def _workers(side: Side, run: Run) -> list[str]:
     return run.workers
 
 
-def _loader(side, run, worker, name):
+def _loader(side, run, worker, name, max_memory_bytes):
     label = f"{name} {side.path}" + (f" [{worker}, span {side.span}]" if run is not None else "")
 
     def load_it() -> Profile:
         if run is None:
-            return load(side.path, _progress_printer(label))
+            return load(side.path, _progress_printer(label), max_memory_bytes)
         return run.profile(worker, side.span, _progress_printer(label), keep=False)
     return load_it
 
 
-def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Comparison:
-    """Load and diff what `a` and `b` name; raises `PublicError` (with its reason) on bad input."""
+def _steps(profile: Profile, name: str, whole_trace: bool) -> int:
+    """The number of steps of `profile` (side `name`), refusing a trace that holds no events,
+    and one without steps unless `whole_trace`."""
+    model = profile.model
+    if not any(len(getattr(model, table)) for table in model.TABLES):
+        raise TraceError(profile.source, f"{name} holds no events: nothing to compare (was the profiler stopped "
+                                         "before anything ran?)")
+    if len(model.steps) == 0 and not whole_trace:
+        raise TraceError(profile.source, f"{name} has no steps (no ProfilerStep#N: the profiler was not stepped with "
+                                         "prof.step()), so no per-step time to compare; --whole-trace compares two "
+                                         "such traces as wholes")
+    return len(model.steps)
+
+
+def _comparable(whole_trace: bool) -> Callable[[Profile, Profile], None]:
+    """A check of a pair of profiles (A, B) that refuses what `compare` cannot compare: a
+    trace without events, without steps (unless `whole_trace`: each is then one step spanning
+    the whole trace, which means something only when neither side has steps)."""
+    def check(profile_a: Profile, profile_b: Profile) -> None:
+        steps_a, steps_b = _steps(profile_a, "A", whole_trace), _steps(profile_b, "B", whole_trace)
+        if (steps_a == 0) != (steps_b == 0):
+            stepped, whole = ("A", profile_b) if steps_a else ("B", profile_a)
+            raise TraceError(whole.source, f"{'B' if stepped == 'A' else 'A'} has no steps and {stepped} has "
+                                           f"{max(steps_a, steps_b)}: a whole trace against a mean step compares "
+                                           "different things")
+    return check
+
+
+def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT, whole_trace: bool = False,
+            max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> Comparison:
+    """Load and diff what `a` and `b` name, each trace within `max_memory_bytes`; raises
+    `PublicError` (with its reason) on bad input: a run of memory snapshots alone, a trace
+    without events, one without steps (unless `whole_trace`, and then both are step-less)."""
     if not (threshold_pct >= 0 and math.isfinite(threshold_pct)):
         raise BadParameterError(f"--threshold takes a percentage >= 0, not {threshold_pct}")
-    runs = {n: (None if _is_trace_file(s.path) else load_run(s.path)) for n, s in (("A", a), ("B", b))}
+    runs = {n: (None if _is_trace_file(s.path) else load_run(s.path, max_memory_bytes=max_memory_bytes))
+            for n, s in (("A", a), ("B", b))}
     # a trace file's one "worker" is None
     workers: dict[str, list[str] | list[None]] = {
         n: ([None] if (side_run := runs[n]) is None else _workers(s, side_run)) for n, s in (("A", a), ("B", b))}
@@ -122,7 +161,7 @@ def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> C
             printers[key](stage, fraction)
         run_a, run_b = runs["A"], runs["B"]
         assert run_a is not None and run_b is not None  # several workers: both sides are runs
-        ranks, views = diff_ranks(run_a, run_b, a.span, b.span, threshold_pct, progress)
+        ranks, views = diff_ranks(run_a, run_b, a.span, b.span, threshold_pct, progress, _comparable(whole_trace))
         return Comparison(f"{a.path} [every worker, span {a.span}]", f"{b.path} [every worker, span {b.span}]",
                           threshold_pct, views, ranks)
     if len(workers["A"]) > 1 or len(workers["B"]) > 1:
@@ -132,7 +171,10 @@ def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> C
                                 f"{', ...' if len(workers[many]) > 8 else ''}) and the other side one trace: "
                                 f"name one worker with --worker{'-b' if many == 'B' else ''}")
     worker_a, worker_b = workers["A"][0], workers["B"][0]
-    view = diff(_loader(a, runs["A"], worker_a, "A")(), _loader(b, runs["B"], worker_b, "B")(), threshold_pct)
+    profile_a = _loader(a, runs["A"], worker_a, "A", max_memory_bytes)()
+    profile_b = _loader(b, runs["B"], worker_b, "B", max_memory_bytes)()
+    _comparable(whole_trace)(profile_a, profile_b)
+    view = diff(profile_a, profile_b, threshold_pct)
 
     def label(side, run, worker):
         return side.path if run is None else f"{side.path} [{worker}, span {side.span}]"
@@ -269,27 +311,94 @@ def add_arguments(parser):
     parser.add_argument("--threshold", type=float, default=None, metavar="PCT",
                         help="exit 1 when the step time or a cause regressed by more than PCT%% of A's mean step "
                              f"time, beyond the step-to-step noise (default: report at {DEFAULT_THRESHOLD_PCT:g}%%, exit 0)")
+    parser.add_argument("--whole-trace", action="store_true",
+                        help="compare traces without steps (no ProfilerStep#N) as wholes, each as one step; "
+                             "without it such a trace is refused (exit 2), as is a step-less trace against a stepped one")
     parser.add_argument("--json", metavar="FILE", help="write the explanation as JSON to FILE")
     parser.add_argument("--markdown", metavar="FILE", help="write a summary for a pull request comment to FILE")
+
+
+class OutputError(PublicError):
+    """An output file that cannot be written: nothing was written."""
+
+    error = "cannot_write"
+
+
+def _file_mode(path: str) -> int:
+    """The mode a new output gets (that of the file it replaces, else 0666 less the umask)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def check_outputs(paths: Iterable[str]) -> None:
+    """Raise `OutputError` for the first of `paths` that `write_outputs` would refuse or could
+    not write (checked before a long load, and again when written)."""
+    for path in paths:
+        directory = os.path.dirname(os.path.abspath(path))
+        if os.path.islink(path):
+            raise OutputError(f"cannot write {path}: it is a symbolic link (not written through; name the file itself)")
+        if os.path.exists(path) and not os.path.isfile(path):
+            raise OutputError(f"cannot write {path}: it exists and is not a regular file")
+        if not os.path.isdir(directory):
+            raise OutputError(f"cannot write {path}: no directory {directory}")
+
+
+def write_outputs(outputs: dict[str, str]) -> None:
+    """Write each {path: text} atomically (a temporary file in the same directory, then
+    `os.replace`), all or none: every path is checked, then every text written to its
+    temporary file, and only once all are written are they renamed into place. A path that
+    is a symbolic link is refused (never written through), and so is one that is not a
+    regular file. Raises `OutputError` naming the path and the reason; nothing is then written."""
+    check_outputs(outputs)
+    written: dict[str, str] = {}
+    try:
+        for path, text in outputs.items():
+            directory = os.path.dirname(os.path.abspath(path))
+            try:
+                fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+            except OSError as exc:
+                raise OutputError(f"cannot write {path}: cannot create a file in {directory} "
+                                  f"({exc.strerror or type(exc).__name__})") from None
+            written[path] = temporary
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    os.fchmod(out.fileno(), _file_mode(path))
+                    out.write(text)
+            except OSError as exc:
+                raise OutputError(f"cannot write {path}: {exc.strerror or type(exc).__name__}") from None
+        for path, temporary in written.items():
+            os.replace(temporary, path)
+        written.clear()
+    except OSError as exc:
+        raise OutputError(f"cannot write {exc.filename or 'an output'}: {exc.strerror or type(exc).__name__}") from None
+    finally:
+        for temporary in written.values():
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
 
 
 def run(args: argparse.Namespace) -> int:
     """The `compare` command: 0 no regression (or no --threshold), 1 regression, 2 bad input."""
     threshold = DEFAULT_THRESHOLD_PCT if args.threshold is None else args.threshold
-    try:
-        comparison = compare(Side(args.a, args.worker, args.span),
-                             Side(args.b, args.worker_b or args.worker, args.span if args.span_b is None else args.span_b),
-                             threshold)
-    except PublicError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    paths = [p for p in (args.json, args.markdown) if p]
+    if len(set(map(os.path.abspath, paths))) != len(paths):
+        print("error: --json and --markdown name the same file", file=sys.stderr)
         return 2
     try:
-        for path, text in ((args.json, format_json), (args.markdown, format_markdown)):
-            if path:
-                with open(path, "w", encoding="utf-8") as out:
-                    out.write(text(comparison))
-    except OSError as exc:
-        print(f"error: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        check_outputs(paths)
+        comparison = compare(Side(args.a, args.worker, args.span),
+                             Side(args.b, args.worker_b or args.worker, args.span if args.span_b is None else args.span_b),
+                             threshold, args.whole_trace, args.max_memory_mb << 20)
+        write_outputs({path: text(comparison) for path, text in ((args.json, format_json),
+                                                                  (args.markdown, format_markdown)) if path})
+    except PublicError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     regressed = args.threshold is not None and comparison.regressed
     try:

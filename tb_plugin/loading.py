@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
+from .budget import DEFAULT_MAX_MEMORY_MB, estimate_parse_bytes, events_in, json_limit  # noqa: F401 (re-exported)
 from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
 from .errors import FileAccessError, NotFoundError, ReplyTooLargeError, StillLoadingError, TraceError, os_reason
@@ -59,17 +60,6 @@ if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and
 logger = logging.getLogger(__name__)
 Summary = TypeVar("Summary")
 
-# Peak memory a parse adds to the process, per JSON byte and per event, plus a fixed part
-# (batches in flight, polars' buffers). benchmarks/memory_per_event.py measured, per event:
-# 2.1 KB for the 2021 ResNet-50 traces (464 JSON bytes per event, peak 4.5x the JSON), 0.8 KB
-# for the 54 MB V100 DDP trace (249 bytes per event, 3.2x), 1.6 KB for the A100 collectives
-# trace (241 bytes, 6.8x), and 433 bytes for a trace of 1 M args-less events (90 bytes per
-# event, 4.8x): per JSON byte alone the many-tiny-events trace was underestimated (the old
-# 3x-the-JSON estimate), per event alone the large-event ones. 3.5 bytes per JSON byte plus
-# 250 per event plus 32 MB covers every one of them.
-PEAK_BYTES_PER_JSON_BYTE = 3.5
-PEAK_BYTES_PER_EVENT = 250
-PEAK_FIXED_BYTES = 32 << 20
 # glibc malloc arenas the server's threads share (`cap_malloc_arenas`); mallopt's code for it.
 MALLOC_ARENAS = 2
 _M_ARENA_MAX = -8
@@ -85,30 +75,6 @@ _FIRST_SCAN_WAIT_SECONDS = 30.0
 # A file modified this recently when it failed to parse may still have been being written:
 # that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
-
-
-# TensorBoard's --profiler_max_memory_mb and preprocess's --max-memory-mb default.
-DEFAULT_MAX_MEMORY_MB = 4096
-
-
-def json_limit(max_parse_bytes):
-    """The most JSON a trace may inflate to in a parse within `max_parse_bytes`: the budget
-    left once a parse's other needs are met. Every process that parses (TensorBoard, the
-    `preprocess` workers) stops reading there, so a gzip bomb is never inflated whole."""
-    return int((max_parse_bytes - PEAK_FIXED_BYTES) / PEAK_BYTES_PER_JSON_BYTE)
-
-
-def estimate_parse_bytes(json_bytes, events):
-    """Peak memory a parse of `events` events in `json_bytes` of JSON adds (see above)."""
-    return int(PEAK_BYTES_PER_JSON_BYTE * json_bytes + PEAK_BYTES_PER_EVENT * events + PEAK_FIXED_BYTES)
-
-
-def events_in(json_bytes, head):
-    """The number of events a trace of `json_bytes` probably holds, from the density of
-    events (`"ph"` keys) in its first bytes `head`."""
-    if not head:
-        return 0
-    return int(head.count(b'"ph"') * json_bytes / len(head))
 
 
 def held_bytes(value, seen=None):
@@ -930,13 +896,9 @@ class RunStore:
         if path in self._cancelled:
             raise _Cancelled(path, "a prefetch gave way to a user's load")
 
-    def _admit(self, path, display, events, json_bytes):
-        """Once the events are counted: the load goes on only if it fits the budget."""
-        need = estimate_parse_bytes(json_bytes, events)
-        if need > self.max_parse_bytes:
-            raise TraceError(display, f"too large to load: its {events:,} events need about {need >> 20} MB, "
-                                      f"more than the {self.max_parse_bytes >> 20} MB memory budget "
-                                      "(--profiler_max_memory_mb); the load was cancelled")
+    def _admit(self, path, need, json_bytes):
+        """Once the events are counted (and the load fits the budget): its reservation is
+        their estimate `need` (for its `json_bytes` of JSON)."""
         with self._lock:
             self._check_going(path)
             if path in self._reserved:
@@ -947,21 +909,16 @@ class RunStore:
         self._check_going(path)
         self._progress(path, stage, fraction)
 
-    def _from_cache(self, path, display):
-        """(the cached model or None, the file's identity for a new entry or None)."""
+    def _from_cache(self, path):
+        """(the cached profile or None, the file's identity for a new entry or None)."""
+        from .profile import cached_profile
+
         if not self.cache or not self.cache.enabled:
             return None, None
         assert self._storage is not None  # a load is of a file the scan found
-        cache = self.cache
         identity = self._storage.identity(path)
-
-        def admit(memory_bytes):
-            if memory_bytes > self.max_parse_bytes:
-                raise TraceError(display, f"too large to load: its tables take {memory_bytes >> 20} MB, more than "
-                                          f"the {self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
-            self._reserve(path, memory_bytes)
-
-        return cache.get(cache.key(display), identity, admit=admit), identity
+        return cached_profile(self.cache, self._storage, path, identity, self.max_parse_bytes,
+                              partial(self._reserve, path)), identity
 
     def _is_snapshot(self, path):
         with self._lock:
@@ -1001,24 +958,16 @@ class RunStore:
             return self._snapshot_or_cached(path)
         # Imported here, on the loader thread: numpy, pandas, polars and the views cost
         # TensorBoard ~0.5 s and ~60 MB at start-up, also where the plugin is never opened.
-        from .profile import Profile, profile_from_bytes
+        from .profile import read_profile
 
         assert self._storage is not None  # a load is of a file the scan found
         display = self._storage.display(path)
         self._progress(path, STAGE_READING, None)
-        model, identity = self._from_cache(path, display)
-        if model is not None:
-            return Profile(display, model), identity
-        json_bytes, head = self._storage.json_sample(path)
-        need = estimate_parse_bytes(json_bytes, events_in(json_bytes, head))
-        if need > self.max_parse_bytes:
-            raise TraceError(display, f"too large to load: parsing it needs about {need >> 20} MB, more than the "
-                                      f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
-        self._reserve(path, need)
-        stored = self._storage.read_trace(path, partial(self._checked_progress, path, STAGE_READING),
-                                          limit=self._json_limit())
-        profile = profile_from_bytes(stored, display, partial(self._checked_progress, path),
-                                     admit=partial(self._admit, path, display))
+        cached, identity = self._from_cache(path)
+        if cached is not None:
+            return cached, identity
+        profile = read_profile(self._storage, path, self.max_parse_bytes, partial(self._checked_progress, path),
+                               reserve=partial(self._reserve, path), admit=partial(self._admit, path))
         # The file was unchanged while parsed (an identity is known only with a cache).
         if identity is not None and self.cache is not None and self._storage.identity(path) == identity:
             self.cache.put(self.cache.key(display), identity, profile.model, display)

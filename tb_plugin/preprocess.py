@@ -27,10 +27,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
+from .budget import DEFAULT_MAX_MEMORY_MB
 from .cache import ModelCache, default_cache_dir
 from .discovery import Skipped, discover_runs, printable
 from .errors import TraceError
-from .loading import DEFAULT_MAX_MEMORY_MB, json_limit
 from .storage import Storage, is_url
 
 # The polars reader a parse uses is multi-threaded: one thread per worker process, so that N
@@ -97,7 +97,7 @@ def preprocess_file(logdir, rel, cache_dir, force=False, max_memory_mb=DEFAULT_M
     inflates past what a parse may take within `max_memory_mb` (as TensorBoard's
     --profiler_max_memory_mb) fails as it would in TensorBoard, once that much is inflated.
     Returns a `FileResult` as a dict; failures are reported in it, never raised."""
-    from .profile import profile_from_bytes
+    from .profile import read_profile
     from .runs import FILE_SUMMARIES
 
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -115,15 +115,20 @@ def preprocess_file(logdir, rel, cache_dir, force=False, max_memory_mb=DEFAULT_M
                              for key, entry_format in keys.values()):
             result.up_to_date = True
         else:
-            trace = storage.read_trace(rel, limit=json_limit(max_memory_mb << 20))
-            result.json_bytes = len(trace.data)
-            profile = profile_from_bytes(trace, source)
-            del trace
-            written = cache.put(keys["model"][0], identity, profile.model, source)
-            for name, (declared, build) in FILE_SUMMARIES.items():
-                written = cache.put_summary(keys[name][0], identity, build(profile), declared, source) and written
-            if not written:
-                raise TraceError(source, "its cache entries could not be written (see the worker's log)")
+            profile = read_profile(storage, rel, max_memory_mb << 20,
+                                   admit=lambda need, json_bytes: setattr(result, "json_bytes", json_bytes))
+            summaries = {name: build(profile) for name, (_, build) in FILE_SUMMARIES.items()}
+
+            def write():
+                written = cache.put(keys["model"][0], identity, profile.model, source)
+                for name, (declared, _) in FILE_SUMMARIES.items():
+                    written = cache.put_summary(keys[name][0], identity, summaries[name], declared, source) and written
+                return written
+
+            # Once more before the file is reported: another process sharing the cache (its
+            # housekeeping, its write of the same entry) can make one write fail.
+            if not (write() or write()):
+                raise TraceError(source, "its cache entries could not be written, twice (see the worker's log)")
             if storage.identity(rel) != identity:  # the entries carry the old identity: never served
                 raise TraceError(source, "the file changed while it was parsed")
     except TraceError as exc:

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, TraceError
 from .schema import ROUTES, Offer, Param, Route, Tab, ordered_tabs
-from .stages import STAGE_BUILDING, STAGE_PARSING
-from .storage import TraceBytes, open_single
+from .stages import STAGE_BUILDING, STAGE_PARSING, STAGE_READING
+from .storage import Storage, TraceBytes, open_single
 from .trace.anomalies import describe as describe_anomalies
 from .trace.build import build_model
 from .trace.kinds import RUNTIME_CATEGORIES
@@ -549,19 +550,83 @@ def check_trace(data: bytes, display_path: str) -> None:
     parse_trace(data, display_path)
 
 
+def _over_budget(display: str, need: str, max_memory_bytes: int, then: str = "") -> TraceError:
+    return TraceError(display, f"too large to load: {need}, more than the {max_memory_bytes >> 20} MB memory budget "
+                               f"({RAISE_IT}){then}")
+
+
+def read_profile(storage: Storage, name: str, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+                 progress: Callable[[str, float | None], None] = _no_progress, *,
+                 reserve: Callable[[int], None] | None = None, admit: Callable[[int, int], None] | None = None) -> Profile:
+    """Parse the trace file `name` of `storage` within the memory budget `max_memory_bytes`:
+    how every door parses a trace (TensorBoard's loader, `preprocess`, `load`, `load_run`,
+    the command line), so each refuses what the others refuse, at the same cost.
+
+    1. Before reading: the peak a parse adds is estimated (`budget.estimate_parse_bytes`) from
+       the JSON's size (a gzip's trailer's claim) and the density of events in its first MB;
+       beyond the budget the file is refused unread. `reserve(need)` then hears the estimate.
+    2. The read inflates at most `budget.json_limit` bytes: a gzip bomb stops there (a 5 MB
+       file of 5 GiB of whitespace is refused in about a second).
+    3. Once the events are counted, the estimate is made again with their number: beyond the
+       budget the load stops before the tables are built; else `admit(need)` hears it.
+
+    `progress(stage, fraction)` hears how far the load is (`STAGE_READING`, then as
+    `profile_from_bytes` says); `reserve` and `admit` may raise to stop the load."""
+    display = storage.display(name)
+    json_bytes, head = storage.json_sample(name)
+    need = estimate_parse_bytes(json_bytes, events_in(json_bytes, head))
+    if need > max_memory_bytes:
+        raise _over_budget(display, f"parsing it needs about {need >> 20} MB", max_memory_bytes)
+    if reserve is not None:
+        reserve(need)
+    stored = storage.read_trace(name, lambda fraction: progress(STAGE_READING, fraction),
+                                limit=json_limit(max_memory_bytes))
+
+    def counted(events: int, json_bytes: int) -> None:
+        need = estimate_parse_bytes(json_bytes, events)
+        if need > max_memory_bytes:
+            raise _over_budget(display, f"its {events:,} events need about {need >> 20} MB", max_memory_bytes,
+                               "; the load was cancelled")
+        if admit is not None:
+            admit(need, json_bytes)
+
+    return profile_from_bytes(stored, display, progress, admit=counted)
+
+
+def cached_profile(cache: Any, storage: Storage, name: str, identity: dict, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+                   reserve: Callable[[int], None] | None = None) -> Profile | None:
+    """The profile of the file `name` of `storage` whose identity is `identity`, from the disk
+    cache `cache` (a `cache.ModelCache`), or None where it holds none; tables that would take
+    more than `max_memory_bytes` are refused before they are read (a `TraceError`), else
+    `reserve(their bytes)` hears their size first."""
+    display = storage.display(name)
+
+    def admit(memory_bytes: int) -> None:
+        if memory_bytes > max_memory_bytes:
+            raise _over_budget(display, f"its tables take {memory_bytes >> 20} MB", max_memory_bytes)
+        if reserve is not None:
+            reserve(memory_bytes)
+
+    model = cache.get(cache.key(display), identity, admit=admit)
+    return None if model is None else Profile(display, model)
+
+
 def load(path_or_url: str | os.PathLike[str],
-         progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
+         progress: Callable[[str, float | None], None] = _no_progress,
+         max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> Profile:
     """Load one trace file (`.json` or `.json.gz`, local path or fsspec URL) into a `Profile`;
-    `progress(stage, fraction)` hears how far the load is (see `profile_from_bytes`).
+    `progress(stage, fraction)` hears how far the load is (see `profile_from_bytes`). The
+    parse stays within `max_memory_bytes`, as TensorBoard's does within
+    --profiler_max_memory_mb (same default; see `read_profile`).
 
     Raises
     ------
     TraceError
-        When the file cannot be read or is not a usable Kineto trace; the message names the
-        file and the reason.
+        When the file cannot be read, is not a usable Kineto trace or would take more than
+        `max_memory_bytes` to load; the message names the file and the reason.
     """
     storage, name = open_single(path_or_url)
-    return profile_from_bytes(storage.read_trace(name), storage.display(name), progress)
+    return read_profile(storage, name, max_memory_bytes, progress)
 
 
 def diff_tables() -> tuple[str, ...]:

@@ -21,11 +21,12 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from .budget import DEFAULT_MAX_MEMORY_BYTES
 from .cache import ModelCache
 from .discovery import RunFiles, discover_runs
 from .errors import NotFoundError, TraceError
-from .memory_snapshot import DEFAULT_MAX_MEMORY_BYTES, MemorySnapshot, read_snapshot, snapshot_through_cache
-from .profile import Profile, diff, profile_from_bytes
+from .memory_snapshot import MemorySnapshot, read_snapshot, snapshot_through_cache
+from .profile import Profile, cached_profile, diff, read_profile
 from .schema import Persisted
 from .storage import Storage
 from .summaries import SummaryStore
@@ -227,11 +228,15 @@ class Run:
     file's model, and the views over many ranks from the summaries `preprocess` (or the
     server) stored (the run index first), parsing only the files the cache holds nothing for
     and storing the summaries built from them. The run holds each file's summaries once read.
+    Each file is loaded within `max_memory_bytes`, as TensorBoard loads it within
+    --profiler_max_memory_mb (`profile.read_profile`).
     """
 
-    def __init__(self, storage: Storage, files: RunFiles, cache: ModelCache | None = None) -> None:
+    def __init__(self, storage: Storage, files: RunFiles, cache: ModelCache | None = None,
+                 max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> None:
         self.storage = storage
         self.files = files
+        self.max_memory_bytes = max_memory_bytes
         self.cache = cache if cache is not None and cache.enabled else None
         self._profiles: dict[tuple[str, int], Profile] = {}
         self.summaries = SummaryStore(self.cache)
@@ -262,26 +267,27 @@ class Run:
         return loaded
 
     def _load(self, rel: str, progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
-        display = self.storage.display(rel)
         if self.cache is not None:
-            model = self.cache.get(self.cache.key(display), self.storage.identity(rel))
-            if model is not None:
-                return Profile(display, model)
-        return profile_from_bytes(self.storage.read_trace(rel), display, progress)
+            cached = cached_profile(self.cache, self.storage, rel, self.storage.identity(rel), self.max_memory_bytes)
+            if cached is not None:
+                return cached
+        return read_profile(self.storage, rel, self.max_memory_bytes, progress)
 
     def snapshots(self) -> list[str]:
         """Names of the run's CUDA memory snapshots (`rank0`, ...), as the server lists them."""
         return list(self.files.snapshots)
 
-    def snapshot(self, name: str, span: int = 1, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> MemorySnapshot:
+    def snapshot(self, name: str, span: int = 1, max_memory_bytes: int | None = None) -> MemorySnapshot:
         """The memory snapshot `name` (its `span`-th file where one name has several), loaded
-        on first use and held by the run: what `tb_plugin.load_snapshot` returns for its file.
+        on first use (within `max_memory_bytes`, by default the run's) and held by the run:
+        what `tb_plugin.load_snapshot` returns for its file.
         With the run's disk cache, read from it where it holds the file as it is (a server or an
         earlier session decoded it), and stored in it once decoded, as the server does."""
         path = self.files.snapshot_file(name, span).path
         key = (name, span)
         if key not in self._snapshots:
-            self._snapshots[key] = self._read_snapshot(path, max_memory_bytes)
+            self._snapshots[key] = self._read_snapshot(path, self.max_memory_bytes if max_memory_bytes is None
+                                                       else max_memory_bytes)
         return self._snapshots[key]
 
     def _read_snapshot(self, rel: str, max_memory_bytes: int) -> MemorySnapshot:
@@ -390,14 +396,16 @@ def _side_progress(progress: Callable[[str, str, str, float | None], None] | Non
 
 def diff_ranks(run_a: Run, run_b: Run, span_a: int = 1, span_b: int = 1,
                threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT,
-               progress: Callable[[str, str, str, float | None], None] | None = None
+               progress: Callable[[str, str, str, float | None], None] | None = None,
+               check: Callable[[Profile, Profile], None] | None = None
                ) -> tuple[pd.DataFrame, dict[str, diff_view.DiffView]]:
     """Two runs of a job compared rank by rank: every worker found in both, its `span_a` in
     `run_a` against its `span_b` in `run_b`. Returns the ranks table (`DIFF_RANKS`: each rank's
     mean step time in both and its largest cause, the rank that changed most first) and each
     rank's `diff`. One pair of profiles is loaded at a time and not kept, so a job of many
     ranks never needs them all in memory; `progress(side, worker, stage, fraction)` hears how
-    far each load is."""
+    far each load is; `check(profile_a, profile_b)` may refuse a rank's pair (raising) before
+    it is compared."""
     common = [w for w in run_a.workers if w in run_b.workers]
     if not common:
         raise NotFoundError(f"the runs share no worker: {', '.join(run_a.workers)} against {', '.join(run_b.workers)}")
@@ -405,6 +413,8 @@ def diff_ranks(run_a: Run, run_b: Run, span_a: int = 1, span_b: int = 1,
     for worker in common:
         profile_a, profile_b = (run.profile(worker, span, keep=False, progress=_side_progress(progress, side, worker))
                                 for side, run, span in (("A", run_a, span_a), ("B", run_b, span_b)))
+        if check is not None:
+            check(profile_a, profile_b)
         views[worker] = diff(profile_a, profile_b, threshold_pct)
         del profile_a, profile_b
     return regression_view.rank_changes({w: v.explanation for w, v in views.items()}), views
@@ -510,8 +520,10 @@ def propose_comparison(run: str, worker: str, span: int, spans: int, run_workers
     return Proposal(None, None, None, f"this run has one span, and {unlike}{not_read()}", [])
 
 
-def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Run:
-    """The run in one directory (local path or fsspec URL); trace files load lazily.
+def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None,
+             max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> Run:
+    """The run in one directory (local path or fsspec URL); trace files load lazily, each
+    within `max_memory_bytes` (TensorBoard's default budget; see `profile.read_profile`).
 
     With `cache_dir` (a disk cache TensorBoard or `python -m tb_plugin preprocess` filled, a
     local path or fsspec URL), profiles, memory snapshots and the summaries of the views over
@@ -528,13 +540,16 @@ def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[st
     if not storage.remote and not os.path.isdir(storage.root):  # not "no trace files in this directory"
         raise TraceError(storage.display(None), "not a directory (a run is the directory holding trace files)"
                          if os.path.exists(storage.root) else "no such directory")
-    runs = discover_runs(_TopLevelOnly(storage))
+    skipped: list = []
+    runs = discover_runs(_TopLevelOnly(storage), skipped=skipped)
     if "." not in runs:
-        raise TraceError(storage.display(None), "no trace files (*.pt.trace.json[.gz]) or memory snapshots in this directory")
+        unlisted = next((s.reason for s in skipped if s.path == "."), None)  # unreachable, no credentials
+        raise TraceError(storage.display(None), unlisted or "no trace files (*.pt.trace.json[.gz]) or memory "
+                                                            "snapshots in this directory")
     # discovery names the run by its path under the directory it scanned ("."): a message of
     # the Python API names the directory the user gave
     files = replace(runs["."], name=storage.display(None))
-    return Run(storage, files, ModelCache(cache_dir) if cache_dir is not None else None)
+    return Run(storage, files, ModelCache(cache_dir) if cache_dir is not None else None, max_memory_bytes)
 
 
 class _TopLevelOnly:

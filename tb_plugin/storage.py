@@ -14,6 +14,7 @@ import stat
 import zlib
 from dataclasses import dataclass
 
+from .budget import RAISE_IT
 from .errors import FileAccessError, PathOutsideLogdirError, TraceError, os_reason
 from .snapshot.sniff import looks_like_pickle
 
@@ -56,8 +57,8 @@ def _budget_exceeded(path, limit, head):
     """The error of a gzip inflating past `limit`; `head`, its first inflated bytes, tells
     what it holds (a memory snapshot's pickle, else a trace's JSON)."""
     what = "pickle" if looks_like_pickle(bytes(head[:2])) else "JSON"
-    return TraceError(path, f"too large to load: its {what} inflates to more than {limit >> 20} MB, the memory "
-                            "budget (--profiler_max_memory_mb; preprocess's --max-memory-mb)")
+    return TraceError(path, f"too large to load: its {what} inflates to more than {limit >> 20} MB, what the memory "
+                            f"budget lets it take ({RAISE_IT})")
 
 
 def refuse_corrupt_gzip_start(raw, path):
@@ -230,12 +231,19 @@ class Storage:
     def __init__(self, root):
         root = str(root)
         self.remote = is_url(root)
+        # What a failed read raises: locally an OSError (or ValueError); an object store's
+        # back-end raises its own types too (botocore's NoCredentialsError, a connection
+        # error), each a reason to report, never a crash.
+        self._failures = (Exception,) if self.remote else (OSError, ValueError)
         if self.remote:
             import fsspec  # optional back-ends (s3fs, gcsfs, adlfs) load on first use
 
-            self.fs, self.root = fsspec.core.url_to_fs(root)
-            self.root = self.root.rstrip("/")
             self.protocol = root.split("://", 1)[0]
+            try:
+                self.fs, self.root = fsspec.core.url_to_fs(root)
+            except (ValueError, ImportError) as exc:  # "Protocol not known", "Please install gcsfs"
+                raise FileAccessError(root, f"cannot open the {self.protocol}:// location ({exc})") from None
+            self.root = self.root.rstrip("/")
         else:
             self.fs = None
             self.root = os.path.abspath(_strip_file_scheme(root))
@@ -246,7 +254,8 @@ class Storage:
 
     def display(self, rel):
         """The path a user recognises, for messages."""
-        base = f"{self.protocol}://{self.root}" if self.remote else self.root
+        # http(s)'s file system keeps the scheme in its paths
+        base = self.root if not self.remote or "://" in self.root else f"{self.protocol}://{self.root}"
         return base if not rel or rel == "." else f"{base}/{rel}"
 
     def resolve(self, rel):
@@ -279,7 +288,7 @@ class Storage:
                 return FileStat(int(info.get("size") or 0), float(mtime or 0), str(version))
             st = os.stat(full)
             return FileStat(st.st_size, st.st_mtime, f"{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}")
-        except (OSError, ValueError) as exc:
+        except self._failures as exc:
             raise FileAccessError(self.display(rel), f"cannot stat the file ({os_reason(exc)})") from None
 
     def identity(self, rel):
@@ -292,7 +301,9 @@ class Storage:
                 head = fh.read(_IDENTITY_HASH_BYTES)
                 fh.seek(max(stat.size - _IDENTITY_HASH_BYTES, 0))
                 tail = fh.read(_IDENTITY_HASH_BYTES)
-        except (OSError, ValueError) as exc:
+        except TraceError:  # open_stored's, with its reason
+            raise
+        except self._failures as exc:
             raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
         digest = hashlib.sha256(head + b"|" + tail).hexdigest()
         return {"size": stat.size, "mtime": stat.mtime, "version": stat.version, "head_tail_sha256": digest}
@@ -305,7 +316,7 @@ class Storage:
             if self.remote:
                 return self.fs.open(full, "rb", **({"block_size": block_size} if block_size else {}))
             return _open_regular(full)
-        except (OSError, ValueError) as exc:
+        except self._failures as exc:
             raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
     def read_bytes(self, rel, limit=None):
@@ -314,7 +325,7 @@ class Storage:
         with self.open_stored(rel, block_size=max(limit, 1 << 16) if limit else None) as fh:
             try:
                 return fh.read(limit) if limit else fh.read()
-            except (OSError, ValueError) as exc:
+            except self._failures as exc:
                 raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
     def read_trace(self, rel, progress=_no_report, limit=None):
@@ -367,7 +378,7 @@ class Storage:
                 return inflated
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise TraceError(self.display(rel), f"the gzip stream is corrupt or truncated ({exc})") from None
-        except (OSError, ValueError) as exc:
+        except self._failures as exc:
             raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
     def _read_remote(self, rel, progress):
@@ -381,7 +392,7 @@ class Storage:
                 filled = _read_pieces(fh, memoryview(data), lambda: progress(fh.tell() / size if size else 1.0))
                 del data[filled:]  # a file that shrank since it was listed
                 return data
-            except (OSError, ValueError) as exc:
+            except self._failures as exc:
                 raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
     def json_sample(self, rel, head_bytes=_SAMPLE_BYTES):
@@ -402,7 +413,7 @@ class Storage:
                 if not head_bytes or size < _GZIP_MIN_SIZE:  # a stub: `read_trace` says what it is
                     return claimed, b""
                 raw = fh.read(max(head_bytes // 4, 1 << 16))
-        except (OSError, ValueError) as exc:
+        except self._failures as exc:
             raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
         refuse_corrupt_gzip_start(raw, self.display(rel))
         return claimed, inflate_head(raw, head_bytes)
@@ -476,7 +487,7 @@ class Storage:
     def _walk_remote(self, report):
         try:
             entries = self.fs.find(self.root, withdirs=False, detail=False)
-        except (OSError, ValueError) as exc:
+        except self._failures as exc:
             report(".", f"cannot list the directory ({os_reason(exc)})")
             return
         by_dir: dict[str, list[str]] = {}

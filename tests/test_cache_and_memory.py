@@ -785,7 +785,7 @@ def test_a_write_that_fails_on_a_full_disk_leaves_no_entry_and_the_next_one_succ
     for orphan in (old, fresh):
         shutil.copytree(entry, orphan)
         (orphan / MANIFEST).unlink()
-    for path in old.iterdir():
+    for path in (*old.iterdir(), old):
         os.utime(path, (time.time() - 7200,) * 2)
     assert ModelCache(cache_dir).enabled
     assert not old.exists() and fresh.exists() and (entry / MANIFEST).is_file()
