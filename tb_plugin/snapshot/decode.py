@@ -28,6 +28,7 @@ import gc
 import io
 import math
 import pickle
+import sys
 from collections.abc import Collection
 from itertools import chain, repeat
 from operator import itemgetter
@@ -335,7 +336,7 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 def _fits(value, dtype):
     """Whether the number `value` is one of `dtype`'s (finite, within 64 bits)."""
     if dtype is np.float64:
-        return abs(value) <= np.finfo(np.float64).max
+        return abs(value) <= sys.float_info.max  # Python's own comparison: exact for any int
     return value == value and _INT64[0] <= value <= _INT64[1]
 
 
@@ -393,7 +394,7 @@ ANOMALIES = {
     "entry_out_of_range": "trace entries left out: an address, size, stream or free byte count beyond 64 bits, "
                           "or a negative size",
     "time_out_of_range": "trace entries whose time is infinite or beyond 64 bits, read as not recorded",
-    "time_backward": "trace entries recorded earlier than the entry before them on their device (kept in "
+    "time_backward": "trace entries recorded earlier than an entry before them on their device (kept in "
                      "recorded order)",
     "segment_out_of_range": "segments left out with their blocks: a device, address or size beyond 64 bits, a "
                             "negative device or size",
@@ -501,9 +502,18 @@ def _trace_columns(traces, path, consume, interner, pools, action_codes, anomali
             flat[lo:hi] = [None] * (hi - lo)
     columns = {c: np.concatenate([part[c] for part in slices]) if slices else np.empty(0, np.float64 if c == "time_us" else np.int64)
                for c in _ENTRY_COLUMNS}
-    time_us, device = columns["time_us"], columns["device"]
-    _count(anomalies, "time_backward", int(np.count_nonzero((time_us[1:] < time_us[:-1]) & (device[1:] == device[:-1]))))
+    _count(anomalies, "time_backward", _backward(columns["time_us"], columns["device"]))
     return columns
+
+
+def _backward(time_us, device):
+    """How many entries are recorded earlier than an entry before them on their device
+    (entries without a time left out)."""
+    count = 0
+    timed = ~np.isnan(time_us)
+    for part in np.split(time_us[timed], np.flatnonzero(np.diff(device[timed])) + 1):  # per device: MAX_DEVICES at most
+        count += int(np.count_nonzero(part[1:] < np.maximum.accumulate(part)[:-1]))
+    return count
 
 
 def _decode(snapshot, path, consume, max_memory_bytes, admit):
