@@ -185,8 +185,11 @@ def load_snapshot(path_or_url: str | os.PathLike[str], max_memory_bytes: int = D
     ------
     TraceError
         When the file cannot be read, is not a memory snapshot, holds anything but plain data
-        (a pickle naming any class or function is refused before it runs), or would take more
-        than `max_memory_bytes` to read; the message names the file and the reason.
+        (a pickle naming any class, function or extension code is refused before it runs), or
+        would take more than `max_memory_bytes` (the server's default budget) to read or to
+        build its tables (its opcodes and entries are counted first, shared references at each
+        place); the message names the file and the reason. Values out of range are read as
+        anomalies instead (`MemorySnapshot.anomalies`).
     """
     storage, name = open_single(path_or_url)
     return read_snapshot(storage, name, max_memory_bytes)

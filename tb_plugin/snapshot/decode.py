@@ -10,8 +10,11 @@ Safety: a pickle is a program. The unpickler here refuses every global (`find_cl
 every persistent id, so no class, function or module is ever looked up: a snapshot holds
 only dicts, lists, tuples, strings and numbers, which need none, and a planted payload
 (`os.system` by REDUCE, any `__reduce__`) stops at its first global with a `TraceError`,
-having run nothing. What comes out is then checked to be the documented shape before it is
-used.
+having run nothing. Before it runs, `scan.check_pickle` walks the opcodes within the memory
+budget (memo slots, declared lengths, extension codes). What comes out is then checked to be
+the documented shape, and its entries and blocks counted against the budget (a shared
+reference at each place), before any table is made; numbers out of range are anomalies
+(`ANOMALIES`), not failures.
 
 Speed: the pickle is decoded by CPython's C unpickler (with the garbage collector paused: the
 millions of dicts it makes are all live), reading a memory-mapped file in place, and each
@@ -517,7 +520,8 @@ def _backward(time_us, device):
 
 
 def _decode(snapshot, path, consume, max_memory_bytes, admit):
-    interner, pools, anomalies = _Interner(), {"0,0": 0}, {}
+    interner, pools = _Interner(), {"0,0": 0}
+    anomalies: dict[str, int] = {}
     action_codes = {c: i for i, c in enumerate(ACTIONS)}
     traces = snapshot.get("device_traces", [])
     segments_in = snapshot.get("segments", [])

@@ -72,7 +72,9 @@ def check_pickle(data, path, max_memory_bytes):
     pos = 0
     skip = _SKIP.match
     while pos < n:
-        pos = skip(data, pos).end()
+        skipped = skip(data, pos)
+        assert skipped is not None  # a repetition matches, if only nothing
+        pos = skipped.end()
         if pos >= n:
             break
         op = data[pos]
