@@ -899,6 +899,11 @@ class RunStore:
     def _admit(self, path, need, json_bytes):
         """Once the events are counted (and the load fits the budget): its reservation is
         their estimate `need` (for its `json_bytes` of JSON)."""
+        self._hold(path, need)
+
+    def _hold(self, path, need):
+        """Hold `need` bytes for the load of `path` from now on (what it turned out to need,
+        within the per-file limit already checked), making room among the loaded files."""
         with self._lock:
             self._check_going(path)
             if path in self._reserved:
@@ -942,9 +947,12 @@ class RunStore:
                 raise TraceError(display, f"too large to load: reading its {size >> 20} MB needs about "
                                           f"{size * PEAK_BYTES_PER_SNAPSHOT_BYTE >> 20} MB, more than the "
                                           f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
-            self._reserve(path, size * PEAK_BYTES_PER_SNAPSHOT_BYTE)
+            reading = size * PEAK_BYTES_PER_SNAPSHOT_BYTE
+            self._reserve(path, reading)
             stored = storage.read_trace(path, partial(self._checked_progress, path, STAGE_READING), limit=limit)
-            return snapshot_from_bytes(stored, display)
+            # Once its entries are counted (shared references included), what its tables take.
+            return snapshot_from_bytes(stored, display, self.max_parse_bytes,
+                                       admit=lambda tables: self._hold(path, max(reading, tables)))
 
         if self.cache and self.cache.enabled:
             return snapshot_through_cache(self.cache, storage, path, decode)

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from .errors import NotFoundError, TraceError
-from .snapshot.decode import decode_snapshot, read_snapshot_dict
+from .snapshot.decode import ANOMALIES, decode_snapshot, read_snapshot_dict
 from .snapshot.model import SnapshotModel, from_parts, to_parts
 from .storage import Storage, TraceBytes, open_single
 from .views import memory_snapshot as views
@@ -54,17 +54,23 @@ class MemorySnapshot:
         if device is not None:
             return device
         devices = self.devices()
-        if not devices:
-            raise NotFoundError(f"{self.source} holds no device's trace or segments")
+        if not devices:  # no path in the reason: the server replies with it
+            raise NotFoundError("the snapshot holds no device's trace or segments")
         return devices[0]
 
     def info(self) -> dict[str, Any]:
-        """Devices, entry / segment / stack counts and the allocator's settings."""
+        """Devices, entry / segment / stack counts, the allocator's settings and the anomalies."""
         m = self.model
         return {"source": self.source, "devices": self.devices(), "entries": len(m.entries),
                 "segments": len(m.segments), "blocks": len(m.blocks), "stacks": int(m.stack_frames["stack"].nunique()),
                 "frames": len(m.frames), "private_pools": [p for p in m.pools["pool_id"] if p != "0,0"],
-                "allocator_settings": m.allocator_settings}
+                "allocator_settings": m.allocator_settings, "anomalies": self.anomalies()}
+
+    def anomalies(self) -> list[dict[str, Any]]:
+        """What the file held out of range and how it was read: [{anomaly, meaning, count}]
+        (`snapshot.decode.ANOMALIES`); empty for a clean snapshot."""
+        return [{"anomaly": name, "meaning": ANOMALIES[name], "count": count}
+                for name, count in self.model.anomalies.items()]
 
     def peak(self) -> pd.DataFrame:
         return views.peak(self.model)
@@ -148,18 +154,22 @@ def snapshot_through_cache(cache: Any, storage: Storage, name: str,
     return snapshot, identity
 
 
-def snapshot_from_bytes(stored: TraceBytes, source: str) -> MemorySnapshot:
+def snapshot_from_bytes(stored: TraceBytes, source: str, max_memory_bytes: int,
+                        admit: Callable[[int], None] | None = None) -> MemorySnapshot:
     """A `MemorySnapshot` of a snapshot file's (inflated) bytes `stored`; `source` names it in
-    errors. The bytes are handed back (`TraceBytes.release`) once unpickled, and the entry
-    dicts freed as they become columns: the decode's peak stays below the unpickling's."""
+    errors. What the pickle's opcodes and the tables would take is checked against
+    `max_memory_bytes` before either is made (`snapshot.scan`, `snapshot.decode`), the
+    tables' share told to `admit`. The bytes are handed back (`TraceBytes.release`) once
+    unpickled, and the entry dicts freed as they become columns: the decode's peak stays
+    below the unpickling's."""
     # The collector is paused while the millions of dicts are made and read: they all stay
     # alive until the tables are built, so each pass over them would find nothing to free.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        snapshot = read_snapshot_dict(stored.data, source)
+        snapshot = read_snapshot_dict(stored.data, source, max_memory_bytes)
         stored.release()
-        model = decode_snapshot(snapshot, source, consume=True)
+        model = decode_snapshot(snapshot, source, consume=True, max_memory_bytes=max_memory_bytes, admit=admit)
         del snapshot
     finally:
         if collecting:
@@ -175,8 +185,11 @@ def load_snapshot(path_or_url: str | os.PathLike[str], max_memory_bytes: int = D
     ------
     TraceError
         When the file cannot be read, is not a memory snapshot, holds anything but plain data
-        (a pickle naming any class or function is refused before it runs), or would take more
-        than `max_memory_bytes` to read; the message names the file and the reason.
+        (a pickle naming any class, function or extension code is refused before it runs), or
+        would take more than `max_memory_bytes` (the server's default budget) to read or to
+        build its tables (its opcodes and entries are counted first, shared references at each
+        place); the message names the file and the reason. Values out of range are read as
+        anomalies instead (`MemorySnapshot.anomalies`).
     """
     storage, name = open_single(path_or_url)
     return read_snapshot(storage, name, max_memory_bytes)
@@ -190,4 +203,4 @@ def read_snapshot(storage: Storage, name: str, max_memory_bytes: int = DEFAULT_M
     if len(stored.data) > limit:
         raise TraceError(display, f"too large to load: {len(stored.data) >> 20} MB would take more than the memory budget "
                                   f"({max_memory_bytes >> 20} MB) to read")
-    return snapshot_from_bytes(stored, display)
+    return snapshot_from_bytes(stored, display, max_memory_bytes)

@@ -10,8 +10,11 @@ Safety: a pickle is a program. The unpickler here refuses every global (`find_cl
 every persistent id, so no class, function or module is ever looked up: a snapshot holds
 only dicts, lists, tuples, strings and numbers, which need none, and a planted payload
 (`os.system` by REDUCE, any `__reduce__`) stops at its first global with a `TraceError`,
-having run nothing. What comes out is then checked to be the documented shape before it is
-used.
+having run nothing. Before it runs, `scan.check_pickle` walks the opcodes within the memory
+budget (memo slots, declared lengths, extension codes). What comes out is then checked to be
+the documented shape, and its entries and blocks counted against the budget (a shared
+reference at each place), before any table is made; numbers out of range are anomalies
+(`ANOMALIES`), not failures.
 
 Speed: the pickle is decoded by CPython's C unpickler (with the garbage collector paused: the
 millions of dicts it makes are all live), reading a memory-mapped file in place, and each
@@ -26,8 +29,9 @@ Each allocation's lifetime is worked out here too (`lifetimes.py`), once per dec
 
 import gc
 import io
-import json
+import math
 import pickle
+import sys
 from collections.abc import Collection
 from itertools import chain, repeat
 from operator import itemgetter
@@ -39,6 +43,7 @@ import pandas as pd
 from ..errors import TraceError
 from .lifetimes import allocations_table, running_bytes
 from .model import ACTIONS, BLOCK_STATES, SnapshotModel
+from .scan import check_pickle
 from .sniff import PROTO_OPCODE, PICKLE_PROTOCOLS, looks_like_json_snapshot
 
 
@@ -77,14 +82,16 @@ class _ViewReader(io.RawIOBase):
         return n
 
 
-def read_snapshot_dict(data, path):
+def read_snapshot_dict(data, path, max_memory_bytes):
     """The snapshot dict of the (inflated) bytes `data` of the file `path`: a pickle of
-    protocol 2-5 read by `_NoGlobalsUnpickler`, or a JSON snapshot. Anything else, or a
-    payload, is a `TraceError` naming the file."""
+    protocol 2-5 read by `_NoGlobalsUnpickler` once `scan.check_pickle` has walked its
+    opcodes within `max_memory_bytes`, or a JSON snapshot. Anything else, or a payload, is a
+    `TraceError` naming the file."""
     head = bytes(data[:2])
     if head[:1] == bytes([PROTO_OPCODE]):
         if head[1:2] and head[1] not in PICKLE_PROTOCOLS:
             raise TraceError(path, f"a pickle of protocol {head[1]}: memory snapshots are read in protocols 2-5")
+        check_pickle(data, path, max_memory_bytes)
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -92,7 +99,7 @@ def read_snapshot_dict(data, path):
         except _Refused as exc:
             raise TraceError(path, f"not a memory snapshot: {exc}") from None
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, MemoryError,
-                RecursionError) as exc:
+                RecursionError, OverflowError) as exc:
             raise TraceError(path, f"the pickle is truncated or corrupt ({type(exc).__name__}: {exc})") from None
         finally:
             if collecting:
@@ -102,7 +109,7 @@ def read_snapshot_dict(data, path):
             import orjson
 
             snapshot = orjson.loads(data)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             raise TraceError(path, f"the JSON snapshot is truncated or corrupt ({exc})") from None
     else:
         raise TraceError(path, "not a memory snapshot: neither a pickle (protocol 2-5) nor a JSON snapshot")
@@ -303,17 +310,43 @@ class _Interner:
 
 
 def _column(records, key, default, dtype):
-    """`records[i][key]` for every record as a numpy array, `default` where a record lacks it
-    (or holds None)."""
-    try:  # the common case, at C speed: every record has the key, with a number
-        return np.fromiter(map(itemgetter(key), records), dtype=dtype, count=len(records))
-    except (KeyError, TypeError):
-        pass
-    values = [r.get(key, default) for r in records]
-    try:
-        return np.array([default if v is None else v for v in values], dtype=dtype)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(f"'{key}' holds a value that is not a {np.dtype(dtype).name} ({exc})") from None
+    """(`records[i][key]` for every record as a numpy array, `default` where a record lacks it
+    or holds None; the mask of the records whose number lies beyond the dtype (beyond 64
+    bits, an infinite time), which hold `default` instead, or None where none does). A value
+    that is no number at all is a `ValueError`."""
+    try:  # the common case, at C speed: every record has the key, with a number in range
+        values = np.fromiter(map(itemgetter(key), records), dtype=dtype, count=len(records))
+    except (KeyError, TypeError, ValueError, OverflowError):
+        raw = [default if v is None else v for v in map(dict.get, records, repeat(key))]
+        beyond = [type(v) in (int, float) and not _fits(v, dtype) for v in raw]
+        try:
+            values = np.array([default if out else v for v, out in zip(raw, beyond)], dtype=dtype)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"'{key}' holds a value that is not a {np.dtype(dtype).name} ({exc})") from None
+        if any(beyond):
+            return values, np.array(beyond, dtype=bool)
+    if values.dtype.kind == "f":
+        infinite = np.isinf(values)
+        if infinite.any():
+            values[infinite] = default
+            return values, infinite
+    return values, None
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _fits(value, dtype):
+    """Whether the number `value` is one of `dtype`'s (finite, within 64 bits)."""
+    if dtype is np.float64:
+        return abs(value) <= sys.float_info.max  # Python's own comparison: exact for any int
+    return value == value and _INT64[0] <= value <= _INT64[1]
+
+
+def _beyond(*masks):
+    """The union of `_column`'s masks of values out of range (None for none)."""
+    present = [m for m in masks if m is not None]
+    return np.logical_or.reduce(present) if present else None
 
 
 def _optional_list(records, key):
@@ -346,25 +379,59 @@ def _categorical(values, categories):
                                      categories=cast(pd.Index, list(codes)))  # pandas-stubs want an Index; pandas takes a list
 
 
-def decode_snapshot(snapshot, path, consume=False):
-    """The `SnapshotModel` of a snapshot dict (`read_snapshot_dict`). With `consume`, each
-    device's list of entries is emptied as it is read (a slice at a time), so the entry dicts
-    already turned into columns are freed while the rest are read: the peak holds the dicts
-    or the columns, not both. The snapshot is then no longer whole."""
+# What a snapshot's tables take per entry of its trace and per segment or block, with room
+# (the entries' columns, the allocations made of them, the Active Memory Timeline's index
+# built right after a load): measured by `model_bytes` on `benchmarks/snapshot_bench.py`'s
+# snapshots, 150-170 bytes per entry. The count is made before any table is: an entry
+# the pickle shares between places (2.5 M references to one dict) counts at each.
+TABLE_BYTES_PER_ENTRY = 256
+TABLE_BYTES_PER_BLOCK = 160
+# Devices with a trace or a segment a snapshot may have: a snapshot is of one process, which
+# sees the GPUs of one machine; each device costs the views a pass of its own.
+MAX_DEVICES = 256
+# What of the allocator's settings is kept (they are shown, never interpreted).
+_SETTINGS_DEPTH, _SETTINGS_ITEMS, _SETTINGS_TEXT = 16, 10_000, 4096
+
+# The anomalies a snapshot is read with: {name: meaning}. Each is counted, never fatal.
+ANOMALIES = {
+    "entry_out_of_range": "trace entries left out: an address, size, stream or free byte count beyond 64 bits, "
+                          "or a negative size",
+    "time_out_of_range": "trace entries whose time is infinite or beyond 64 bits, read as not recorded",
+    "time_backward": "trace entries recorded earlier than an entry before them on their device (kept in "
+                     "recorded order)",
+    "segment_out_of_range": "segments left out with their blocks: a device, address or size beyond 64 bits, a "
+                            "negative device or size",
+    "block_out_of_range": "blocks left out: an address or size beyond 64 bits, or a negative size",
+    "settings_cut": "allocator settings nested deeper than 16 levels, longer than 10,000 items or 4,096 "
+                    "characters, shown cut",
+}
+
+
+def decode_snapshot(snapshot, path, consume=False, max_memory_bytes=None, admit=None):
+    """The `SnapshotModel` of a snapshot dict (`read_snapshot_dict`), refused with a
+    `TraceError` when its tables would take more than `max_memory_bytes` (None: no limit) or
+    it has more than `MAX_DEVICES` devices; `admit(bytes)`, when given, is told what the
+    tables will take before they are made. With `consume`, the device lists are emptied
+    and each entry dict dropped once read (a slice at a time), so the entry dicts already
+    turned into columns are freed while the rest are read: the peak holds the dicts or the
+    columns, not both. The snapshot is then no longer whole."""
     try:
-        return _decode(snapshot, path, consume)
-    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        return _decode(snapshot, path, consume, max_memory_bytes, admit)
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError, OverflowError) as exc:
         raise TraceError(path, f"not a memory snapshot in the documented format ({type(exc).__name__}: {exc})") from None
+    except RecursionError:
+        raise TraceError(path, "not a memory snapshot in the documented format (nested too deep)") from None
 
 
-# Entries of a device's trace turned into columns at a time (and, consuming, then freed).
+# Entries turned into columns at a time (and, consuming, then freed).
 _DECODE_SLICE = 1 << 17
 _ENTRY_COLUMNS = ("device", "action", "addr", "size", "stream", "time_us", "stack", "pool", "device_free")
 
 
-def _entry_columns(entries, device, interner, pools, action_codes):
-    """{column: numpy array} of a slice of one device's entries; `action` as codes into
-    `action_codes` ({action: code}, which gains the actions not met before)."""
+def _entry_columns(entries, device, interner, pools, action_codes, anomalies):
+    """{column: numpy array} of a slice of entries (of the devices `device`, one per entry);
+    `action` as codes into `action_codes` ({action: code}, which gains the actions not met
+    before). Entries with a number out of range are left out, counted in `anomalies`."""
     n = len(entries)
     actions = list(map(itemgetter("action"), entries))
     for value in dict.fromkeys(actions):
@@ -373,35 +440,99 @@ def _entry_columns(entries, device, interner, pools, action_codes):
     # Only `oom` entries say how much the device had free: read from those alone.
     device_free = np.full(n, -1, dtype=np.int64)
     ooms = np.flatnonzero(action == action_codes["oom"])
-    device_free[ooms] = _column([entries[i] for i in ooms], "device_free", -1, np.int64)
-    return {
-        "device": np.full(n, device, dtype=np.int64),
-        "action": action,
-        "addr": _column(entries, "addr", -1, np.int64),
-        "size": _column(entries, "size", 0, np.int64),
-        "stream": _column(entries, "stream", 0, np.int64),
-        "time_us": _column(entries, "time_us", np.nan, np.float64),
+    device_free[ooms], free_beyond = _column([entries[i] for i in ooms], "device_free", -1, np.int64)
+    addr, addr_beyond = _column(entries, "addr", -1, np.int64)
+    size, size_beyond = _column(entries, "size", 0, np.int64)
+    stream, stream_beyond = _column(entries, "stream", 0, np.int64)
+    time_us, time_beyond = _column(entries, "time_us", np.nan, np.float64)
+    columns = {
+        "device": device, "action": action, "addr": addr, "size": size, "stream": stream, "time_us": time_us,
         "stack": interner.stack_codes(_optional_list(entries, "frames")),
         "pool": _pool_codes(_optional_list(entries, "pool_id"), pools),
         "device_free": device_free,
     }
+    if time_beyond is not None:
+        _count(anomalies, "time_out_of_range", int(time_beyond.sum()))
+    dropped = size < 0
+    for mask in (addr_beyond, size_beyond, stream_beyond):
+        if mask is not None:
+            dropped |= mask
+    if free_beyond is not None:
+        dropped[ooms[free_beyond]] = True
+    if dropped.any():
+        _count(anomalies, "entry_out_of_range", int(dropped.sum()))
+        columns = {c: v[~dropped] for c, v in columns.items()}
+    return columns
 
 
-def _decode(snapshot, path, consume):
-    interner, pools = _Interner(), {"0,0": 0}
-    action_codes = {c: i for i, c in enumerate(ACTIONS)}
-    # --- the trace: one row per allocator action, devices one after another ---
+def _count(anomalies, name, count):
+    if count:
+        anomalies[name] = anomalies.get(name, 0) + count
+
+
+def _table_bytes(path, entries, blocks, max_memory_bytes):
+    """What the tables of `entries` trace entries and `blocks` segments and blocks take,
+    refused beyond `max_memory_bytes`."""
+    need = entries * TABLE_BYTES_PER_ENTRY + blocks * TABLE_BYTES_PER_BLOCK
+    if max_memory_bytes is not None and need > max_memory_bytes:
+        raise TraceError(path, f"too large to load: its {entries:,} trace entries and {blocks:,} segments and blocks "
+                               f"(a shared reference counted at each place) would take about {need >> 20} MB of "
+                               f"tables, more than the memory budget ({max_memory_bytes >> 20} MB)")
+    return need
+
+
+def _check_devices(path, count):
+    if count > MAX_DEVICES:
+        raise TraceError(path, f"not read: {count:,} devices have a trace or segments, more than the {MAX_DEVICES} a "
+                               "snapshot is read with (a snapshot is of one process, on one machine's GPUs)")
+
+
+def _trace_columns(traces, path, consume, interner, pools, action_codes, anomalies):
+    """The entries' columns, devices one after another, read a slice at a time across
+    devices: a device costs nothing beyond its entries."""
+    lengths = np.fromiter(map(len, traces), dtype=np.int64, count=len(traces))
+    _check_devices(path, int(np.count_nonzero(lengths)))
+    device = np.repeat(np.arange(len(traces), dtype=np.int64), lengths)
+    flat = list(chain.from_iterable(traces))
+    if consume:
+        for entries in traces:
+            entries.clear()
     slices = []
-    for device, entries in enumerate(snapshot.get("device_traces", [])):
-        for start in range(0, len(entries), _DECODE_SLICE):
-            if consume:
-                slices.append(_entry_columns(entries[:_DECODE_SLICE], device, interner, pools, action_codes))
-                del entries[:_DECODE_SLICE]
-            else:
-                slices.append(_entry_columns(entries[start:start + _DECODE_SLICE], device, interner, pools, action_codes))
+    for lo in range(0, len(flat), _DECODE_SLICE):
+        hi = min(lo + _DECODE_SLICE, len(flat))
+        slices.append(_entry_columns(flat[lo:hi], device[lo:hi], interner, pools, action_codes, anomalies))
+        if consume:
+            flat[lo:hi] = [None] * (hi - lo)
     columns = {c: np.concatenate([part[c] for part in slices]) if slices else np.empty(0, np.float64 if c == "time_us" else np.int64)
                for c in _ENTRY_COLUMNS}
-    del slices
+    _count(anomalies, "time_backward", _backward(columns["time_us"], columns["device"]))
+    return columns
+
+
+def _backward(time_us, device):
+    """How many entries are recorded earlier than an entry before them on their device
+    (entries without a time left out)."""
+    count = 0
+    timed = ~np.isnan(time_us)
+    for part in np.split(time_us[timed], np.flatnonzero(np.diff(device[timed])) + 1):  # per device: MAX_DEVICES at most
+        count += int(np.count_nonzero(part[1:] < np.maximum.accumulate(part)[:-1]))
+    return count
+
+
+def _decode(snapshot, path, consume, max_memory_bytes, admit):
+    interner, pools = _Interner(), {"0,0": 0}
+    anomalies: dict[str, int] = {}
+    action_codes = {c: i for i, c in enumerate(ACTIONS)}
+    traces = snapshot.get("device_traces", [])
+    segments_in = snapshot.get("segments", [])
+    block_lists = [s.get("blocks") or [] for s in segments_in]
+    counts = np.fromiter(map(len, block_lists), dtype=np.int64, count=len(block_lists))
+    need = _table_bytes(path, sum(map(len, traces)), len(segments_in) + int(counts.sum()), max_memory_bytes)
+    if admit is not None:
+        admit(need)
+    device_count = len(traces)
+    # --- the trace: one row per allocator action, devices one after another ---
+    columns = _trace_columns(traces, path, consume, interner, pools, action_codes, anomalies)
     if not all(isinstance(c, str) for c in action_codes):
         raise ValueError(f"an action that is not text among {list(action_codes)[:10]}")
     action = pd.Categorical.from_codes(columns.pop("action").astype(np.int32), categories=cast(pd.Index, list(action_codes)))
@@ -411,30 +542,29 @@ def _decode(snapshot, path, consume):
     entries.insert(0, "entry", np.arange(len(entries), dtype=np.int64))
 
     # --- the state when the snapshot was taken: segments and their blocks ---
-    segments_in = snapshot.get("segments", [])
+    numbers = {key: _column(segments_in, key, 0, np.int64)
+               for key in ("device", "address", "total_size", "stream", "allocated_size", "active_size", "requested_size")}
+    kept = (numbers["device"][0] >= 0) & (numbers["total_size"][0] >= 0)
+    beyond = _beyond(*(mask for _, mask in numbers.values()))
+    if beyond is not None:
+        kept &= ~beyond
     segments = pd.DataFrame({
-        "device": _column(segments_in, "device", 0, np.int64),
-        "address": _column(segments_in, "address", 0, np.int64),
-        "total_size": _column(segments_in, "total_size", 0, np.int64),
-        "stream": _column(segments_in, "stream", 0, np.int64),
+        **{key: values for key, (values, _) in numbers.items() if key in ("device", "address", "total_size", "stream")},
         "segment_type": pd.Categorical(_optional_list(segments_in, "segment_type")),
         "pool": _pool_codes([p if p is not None else (0, 0) for p in _optional_list(segments_in, "segment_pool_id")], pools),
-        "allocated_size": _column(segments_in, "allocated_size", 0, np.int64),
-        "active_size": _column(segments_in, "active_size", 0, np.int64),
-        "requested_size": _column(segments_in, "requested_size", 0, np.int64),
+        **{key: values for key, (values, _) in numbers.items() if key.endswith("_size") and key != "total_size"},
     })
-    block_lists = [s.get("blocks", []) for s in segments_in]
-    counts = np.array([len(b) for b in block_lists], dtype=np.int64)
     blocks_in = [b for blocks in block_lists for b in blocks]
     if not all(type(b) is dict for b in blocks_in):
         raise ValueError("a segment's block is not a dict")
-    sizes = _column(blocks_in, "size", 0, np.int64)
+    sizes, size_beyond = _column(blocks_in, "size", 0, np.int64)
     segment_of = np.repeat(np.arange(len(segments_in), dtype=np.int64), counts)
     # Blocks lie in their segment in address order; older snapshots give no block address.
-    in_segment = np.bincount(segment_of, sizes, len(counts)).astype(np.int64)
+    in_segment = np.zeros(len(counts), dtype=np.int64)
+    np.add.at(in_segment, segment_of, sizes)
     offsets = np.cumsum(sizes) - sizes - np.repeat(np.cumsum(in_segment) - in_segment, counts)
     fallback = segments["address"].to_numpy()[segment_of] + offsets
-    address = _column(blocks_in, "address", -1, np.int64)
+    address, address_beyond = _column(blocks_in, "address", -1, np.int64)
     address = np.where(address < 0, fallback, address)
     states = _optional_list(blocks_in, "state")
     blocks = pd.DataFrame({
@@ -448,29 +578,40 @@ def _decode(snapshot, path, consume):
         "state": _categorical(["inactive" if s is None else s for s in states], BLOCK_STATES),
         "stack": interner.stack_codes(_block_frames(blocks_in)),
     })
+    blocks_kept = kept[segment_of] & (sizes >= 0)
+    for mask in (size_beyond, address_beyond):
+        if mask is not None:
+            blocks_kept &= ~mask
+    _count(anomalies, "segment_out_of_range", int(np.count_nonzero(~kept)))
+    _count(anomalies, "block_out_of_range", int(np.count_nonzero(~blocks_kept & kept[segment_of])))
+    if not (kept.all() and blocks_kept.all()):
+        segments = segments[kept].reset_index(drop=True)
+        blocks = blocks[blocks_kept].reset_index(drop=True)
+        blocks["segment"] = (np.cumsum(kept) - 1)[blocks["segment"].to_numpy()]
     frames, stack_frames, remap = interner.tables(path)
     entries["stack"] = remap[entries["stack"].to_numpy()]
     blocks["stack"] = remap[blocks["stack"].to_numpy()]
     pool_table = pd.DataFrame({"pool": np.arange(len(pools), dtype=np.int64),
                                "pool_id": pd.Series(list(pools), dtype=object)})
-    device_count = len(snapshot.get("device_traces", []))
-    # Every device index a table names has a place (a device with segments but no trace too).
-    device_span = 1 + max(device_count - 1, int(entries["device"].max()) if len(entries) else 0,
-                          int(segments["device"].max()) if len(segments) else 0)
-    allocations = allocations_table(entries, segments, blocks, device_span)
-    entries["allocated"], entries["reserved"] = running_bytes(entries, segments, allocations, device_span)
+    # Every device a table names, by index; arrays per device are sized by their number.
+    devices = np.union1d(entries["device"].to_numpy(), segments["device"].to_numpy())
+    _check_devices(path, len(devices))
+    allocations = allocations_table(entries, segments, blocks, devices)
+    entries["allocated"], entries["reserved"] = running_bytes(entries, segments, allocations, devices)
     settings = snapshot.get("allocator_settings")
     return SnapshotModel(entries=entries, segments=segments, blocks=blocks, frames=frames, stack_frames=stack_frames,
                          pools=pool_table, allocations=allocations, device_count=device_count,
-                         allocator_settings=_plain(settings) if isinstance(settings, dict) else {})
+                         allocator_settings=_plain(settings, anomalies) if isinstance(settings, dict) else {},
+                         anomalies=anomalies)
 
 
 def _requested_sizes(blocks, sizes):
-    requested = _column(blocks, "requested_size", -1, np.int64)
+    requested, _ = _column(blocks, "requested_size", -1, np.int64)
     missing = np.flatnonzero(requested < 0)
     for i in missing:  # only in snapshots from before PyTorch 2.1
         history = blocks[i].get("history") or [{}]
-        requested[i] = int(history[0].get("real_size", sizes[i]))
+        real = history[0].get("real_size", sizes[i])
+        requested[i] = real if type(real) in (int, float) and _fits(real, np.int64) and real >= 0 else sizes[i]
     return requested
 
 
@@ -482,6 +623,35 @@ def _block_frames(blocks):
     return frames
 
 
-def _plain(value):
-    """`value` as JSON can hold it (settings are shown, never interpreted)."""
-    return json.loads(json.dumps(value, default=str))
+def _plain(settings, anomalies):
+    """The allocator's `settings` as JSON holds them (they are shown, never interpreted):
+    keys as text; numbers JSON cannot hold (beyond 64 bits, infinite) and anything else as
+    text; cut below `_SETTINGS_DEPTH` levels, after `_SETTINGS_ITEMS` items and
+    `_SETTINGS_TEXT` characters (counted in `anomalies`), so settings nested a million deep
+    or shared a million times cost no more than that."""
+    left = [_SETTINGS_ITEMS]
+
+    def plain(value, depth):
+        left[0] -= 1
+        if left[0] < 0 or depth > _SETTINGS_DEPTH:
+            anomalies["settings_cut"] = 1
+            return "..."
+        if isinstance(value, dict):
+            return {_text(k): plain(v, depth + 1) for k, v in value.items() if left[0] >= 0}
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return [plain(v, depth + 1) for v in value if left[0] >= 0]
+        if value is None or isinstance(value, bool) or (type(value) is int and _fits(value, np.int64)) or (
+                type(value) is float and math.isfinite(value)):
+            return value
+        return _text(value)
+
+    def _text(value):
+        if isinstance(value, int) and not _fits(value, np.int64):
+            return f"(an integer of {value.bit_length()} bits)"
+        text = value if isinstance(value, str) else repr(value[:_SETTINGS_TEXT] if isinstance(value, (bytes, bytearray)) else value)
+        if len(text) > _SETTINGS_TEXT:
+            anomalies["settings_cut"] = 1
+            return text[:_SETTINGS_TEXT] + "..."
+        return text
+
+    return plain(settings, 0)

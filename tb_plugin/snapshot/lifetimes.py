@@ -14,13 +14,20 @@ import pandas as pd
 from .model import actions_in, held_blocks
 
 
-def device_bounds(entries, device_span):
-    """(first row, one past the last row) of each device's entries, indexed by device."""
-    ends = np.cumsum(np.bincount(entries["device"].to_numpy(), minlength=device_span))
-    return np.concatenate([[0], ends[:-1]]), ends
+def dense(devices, device):
+    """Each of `device` (device indexes, as the file names them) as its place in `devices`
+    (the sorted distinct indexes of a snapshot): arrays per device are sized by how many
+    devices there are, never by an index read from the file."""
+    return np.searchsorted(devices, device)
 
 
-def allocations_table(entries, segments, blocks, device_span):
+def device_bounds(entries, devices):
+    """(first row, one past the last row) of each device's entries, by place in `devices`."""
+    ends = np.cumsum(np.bincount(dense(devices, entries["device"].to_numpy()), minlength=len(devices)))
+    return np.concatenate([[0], ends[:-1]]).astype(np.int64), ends
+
+
+def allocations_table(entries, segments, blocks, devices):
     """One row per allocation: device, addr, size, stream, pool, stack, alloc_entry /
     free_entry (rows of `entries`; -1: before the trace / alive at the snapshot), alloc_us,
     free_us, alloc_pos / free_pos (positions in the device's trace; -1 / one past the end
@@ -73,10 +80,10 @@ def allocations_table(entries, segments, blocks, device_span):
     alive_at_snapshot = (free_entry < 0) & found.notna().to_numpy()
     requested = np.where(alive_at_snapshot, found.fillna(0).to_numpy(np.int64), columns["size"])
     time = e["time_us"].to_numpy()
-    starts, ends = device_bounds(e, device_span)
-    pos_of = np.arange(len(e)) - starts[device_of]
+    starts, ends = device_bounds(e, devices)
+    pos_of = np.arange(len(e)) - starts[dense(devices, device_of)]
     has_entries = len(e) > 0
-    dev = columns["device"]
+    dev = dense(devices, columns["device"])
     out = pd.DataFrame({
         **columns, "alloc_entry": alloc_entry, "free_entry": free_entry, "requested": requested,
         "alloc_us": np.where(alloc_entry >= 0, time[np.maximum(alloc_entry, 0)], np.nan) if has_entries else np.nan,
@@ -91,24 +98,26 @@ def allocations_table(entries, segments, blocks, device_span):
 
 
 def _segment_pool(segments, device, addr):
+    """The pool of the segment holding each (device, addr); the default pool (0) outside any
+    (older torch names no pool in its entries, and after `empty_cache()` a device may have
+    no segment left)."""
     seg = segments.sort_values(["device", "address"], ignore_index=True)
     pools = np.full(len(addr), 0, dtype=np.int64)
-    for d in np.unique(device):  # per device: a handful
+    for d in np.intersect1d(device, seg["device"].to_numpy()):  # per device with segments: a handful
         s = seg[seg["device"] == d]
         pick = device == d
         i = np.searchsorted(s["address"].to_numpy(), addr[pick], side="right") - 1
         inside = (i >= 0) & (addr[pick] < s["address"].to_numpy()[np.maximum(i, 0)] + s["total_size"].to_numpy()[np.maximum(i, 0)])
-        pools[pick] = np.where(inside, s["pool"].to_numpy()[np.maximum(i, 0)] if len(s) else 0, 0)
+        pools[pick] = np.where(inside, s["pool"].to_numpy()[np.maximum(i, 0)], 0)
     return pools
 
 
-def running_bytes(entries, segments, allocations, device_span):
+def running_bytes(entries, segments, allocations, devices):
     """(allocated, reserved): the bytes allocated and reserved on each entry's device after
     the entry. Reserved bytes are counted back from the segments held at the snapshot."""
-    device_of = entries["device"].to_numpy()
-    counts = np.bincount(device_of, minlength=device_span)
-    starts = np.cumsum(counts) - counts
-    a_dev, size = allocations["device"].to_numpy(), allocations["size"].to_numpy()
+    starts, ends = device_bounds(entries, devices)
+    counts = ends - starts
+    a_dev, size = dense(devices, allocations["device"].to_numpy()), allocations["size"].to_numpy()
     alloc_pos, free_pos = allocations["alloc_pos"].to_numpy(), allocations["free_pos"].to_numpy()
     # Each allocation adds its size at its alloc entry (one from before the trace: at its
     # device's first entry, as it is there already) and takes it back at its free entry.
@@ -120,7 +129,8 @@ def running_bytes(entries, segments, allocations, device_span):
     sign = np.select([actions_in(entries["action"], "segment_alloc", "segment_map"),
                       actions_in(entries["action"], "segment_free", "segment_unmap")], [1, -1], 0)
     change = sign * entries["size"].to_numpy()
-    held = np.bincount(segments["device"].to_numpy(), segments["total_size"].to_numpy(), minlength=device_span)
+    held = np.zeros(len(devices), dtype=np.int64)
+    np.add.at(held, dense(devices, segments["device"].to_numpy()), segments["total_size"].to_numpy())
     allocated = np.empty(len(entries), dtype=np.int64)
     reserved = np.empty(len(entries), dtype=np.int64)
     for device in np.flatnonzero(counts):  # per device: a handful

@@ -68,6 +68,7 @@ class SnapshotModel:
     allocations: pd.DataFrame
     device_count: int
     allocator_settings: dict = field(default_factory=dict)
+    anomalies: dict[str, int] = field(default_factory=dict)  # {name: count} (`decode.ANOMALIES`)
 
     def devices(self) -> list[int]:
         """Devices with a trace or a segment, in order (tables never change: found once)."""
@@ -83,7 +84,8 @@ class SnapshotModel:
 @dataclass
 class SnapshotParts:
     """A `SnapshotModel` in the form the disk cache stores (`cache.ModelCache.put_summary`):
-    tables without categorical columns (their text as plain strings), settings as JSON text."""
+    tables without categorical columns (their text as plain strings), settings and anomalies as
+    JSON text."""
 
     entries: pd.DataFrame
     segments: pd.DataFrame
@@ -94,6 +96,7 @@ class SnapshotParts:
     allocations: pd.DataFrame
     device_count: int
     allocator_settings: str
+    anomalies: str
 
 
 _CATEGORIES = {("entries", "action"): ACTIONS, ("segments", "segment_type"): ("small", "large"),
@@ -111,7 +114,7 @@ def to_parts(model: SnapshotModel) -> SnapshotParts:
                 frame[column] = frame[column].astype(object)
         tables[name] = frame
     return SnapshotParts(**tables, device_count=model.device_count,
-                         allocator_settings=json.dumps(model.allocator_settings))
+                         allocator_settings=json.dumps(model.allocator_settings), anomalies=json.dumps(model.anomalies))
 
 
 def from_parts(parts: SnapshotParts) -> SnapshotModel:
@@ -125,7 +128,7 @@ def from_parts(parts: SnapshotParts) -> SnapshotModel:
         categories = list(known) + [v for v in pd.unique(values) if v not in known and isinstance(v, str)]
         tables[table][column] = pd.Categorical(values, categories=categories)
     return SnapshotModel(**tables, device_count=int(parts.device_count),
-                         allocator_settings=json.loads(parts.allocator_settings))
+                         allocator_settings=json.loads(parts.allocator_settings), anomalies=json.loads(parts.anomalies))
 
 
 def model_bytes(model: SnapshotModel) -> int:

@@ -105,7 +105,8 @@ SNAPSHOT_PARTS = Persisted("memory_snapshot", SnapshotParts, {
         ("largest_first", "int64", "", "the row of its device's allocations at this row's rank by size, largest first")),
 }, scalars=declare("snapshot_part", "one snapshot's settings",
                    ("device_count", "int64", "count", "devices the snapshot covers"),
-                   ("allocator_settings", "str", "", "the allocator's settings as JSON text")))
+                   ("allocator_settings", "str", "", "the allocator's settings as JSON text"),
+                   ("anomalies", "str", "", "what the file held out of range, as JSON text {anomaly: count}")))
 
 SNAPSHOT_PEAK = declare(
     "snapshot_peak", "one device of the snapshot: its peak allocated bytes in the recorded trace",
