@@ -29,7 +29,7 @@ import tb_plugin
 from tb_plugin.trace import accelerators
 from tb_plugin.views import critical_path, regression
 
-from .helpers import kernel, op, raw_events, runtime, shared_trace, write_trace
+from .helpers import covered_length, kernel, op, raw_events, runtime, shared_trace, write_trace
 
 MTIA_TRACE = Path(__file__).parent / "data" / "mtia" / "worker0.pt.trace.json"
 COMPUTE, TRANSFER, SYNC = ("pe_exe", "merge", "remote"), ("dma_request",), ("event_record", "event_wait")
@@ -273,17 +273,6 @@ def test_blocking_runtime_calls_of_every_backend(name, blocking):
     assert accelerators.is_blocking_call(name) is blocking
 
 
-def _overlap(start, end, intervals):
-    """Length of [start, end] covered by the union of `intervals` (sorted by start)."""
-    covered, reach = 0.0, start
-    for s, e in intervals:
-        s, e = max(s, reach), min(e, end)
-        if e > s:
-            covered += e - s
-            reach = e
-    return covered
-
-
 def test_blocking_hip_memcpy_is_synchronisation_not_host_work():
     """The real MI250 trace copies its inputs with hipMemcpyWithStream, a blocking call. The
     host is then waiting for the device: on the critical path no instant of such a call is
@@ -297,7 +286,7 @@ def test_blocking_hip_memcpy_is_synchronisation_not_host_work():
     calls = [e for e in inside if e.get("cat") == "cuda_runtime" and e["name"] == "hipMemcpyWithStream"]
     assert len(calls) == 2 and not any("Synchronize" in e["name"] for e in inside)  # the case
     device = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in ("kernel", "gpu_memcpy"))
-    blocked = sum(c["dur"] - _overlap(c["ts"], c["ts"] + c["dur"], device) for c in calls)
+    blocked = sum(c["dur"] - covered_length(c["ts"], c["ts"] + c["dur"], device) for c in calls)
     profile = tb_plugin.load(path)
     causes = regression.step_causes(profile.model).iloc[0]
     assert causes["synchronisation_us"] == pytest.approx(blocked, abs=1e-3) and blocked > 50
