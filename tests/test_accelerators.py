@@ -27,7 +27,7 @@ import pytest
 
 import tb_plugin
 from tb_plugin.trace import accelerators
-from tb_plugin.views import critical_path, regression
+from tb_plugin.views import common, critical_path, regression
 
 from .helpers import covered_length, kernel, op, raw_events, runtime, shared_trace, write_trace
 
@@ -270,7 +270,7 @@ def test_mi250_trace_tensile_gemms_are_matrix_core_kernels():
     ("cuMemcpyDtoD_v2", False), ("cudaLaunchKernel", False), ("hipLaunchKernel", False),
     ("cudaStreamWaitEvent", False), ("cudaEventRecord", False), ("hipExtModuleLaunchKernel", False)])
 def test_blocking_runtime_calls_of_every_backend(name, blocking):
-    assert accelerators.is_blocking_call(name) is blocking
+    assert common.is_blocking_call(name) is blocking
 
 
 def test_blocking_hip_memcpy_is_synchronisation_not_host_work():

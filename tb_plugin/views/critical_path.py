@@ -30,7 +30,7 @@ dependency that was satisfied last (the "last-arriving predecessor"). Dependenci
 - a point on a CPU thread is preceded by CPU work on that thread back to the latest of:
 
   * a blocking call (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize,
-    synchronous cudaMemcpy, hipMemcpyWithStream, ...: `accelerators.is_blocking_call`),
+    synchronous cudaMemcpy, hipMemcpyWithStream, ...: `common.is_blocking_call`),
     which waited for device work: with a `cuda_sync` record of the call, the one the record names (Stream Sync: the last activity of that stream
     to end while it blocked; Event Sync: the recorded event's activity, as above; Context
     Sync: the last of its device); for a call that itself launched device work (a
@@ -92,10 +92,10 @@ import pandas as pd
 
 from ..errors import BadParameterError
 from ..schema import choice, declare, integer, route
-from ..trace.accelerators import is_blocking_call
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
-from .common import cached, device_activity, known_step, name_mask, op_names, step_windows, texts
+from .common import (cached, device_activity, is_blocking_call, known_step, name_mask, op_names, step_windows,
+                     texts)
 from .intervals import clip_to_windows
 
 READY_SLACK_US = 1.0

@@ -7,9 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..trace.accelerators import is_blocking_call
 from ..trace.model import TraceModel
-from .common import is_rocm, is_tc_eligible_name, kernel_flags, name_mask, operator_tree
+from .common import is_blocking_call, is_rocm, is_tc_eligible_name, kernel_flags, name_mask, operator_tree
 from .compiled import has_regions, recompilations
 from .cudagraphs import graph_launch_mask
 from .gpu_idle import idle_time
@@ -393,7 +392,7 @@ def _host_bound(model, facts):
     work: `_host_synchronisation`). The saving is the time per step the GPU idles while the
     CPU runs launches or operators (the diff's `host_launch`): less CPU work saves at most
     that. The remedy names only what the run does not use yet."""
-    idle = idle_time(model, by_step=True)
+    idle = idle_time(model)
     span = float((idle["end_us"] - idle["start_us"]).sum())
     idle_us = float(idle["idle_us"].sum())
     host_wait = float(idle["idle_host_wait_us"].sum())
@@ -408,10 +407,10 @@ def _host_bound(model, facts):
         remedy = "Reduce the eager CPU work between launches (the code outside the compiled, graph-replayed regions)"
     return Recommendation(
         "host_bound", "warning",
-        f"Host-bound: {host_wait / idle_us:.0%} of the GPU streams' idle time in the steps is host wait: the GPU ran out "
+        f"Host-bound: {host_wait / idle_us:.0%} of the GPU streams' idle time is host wait: the GPU ran out "
         f"of work because the CPU had not launched the next kernel yet; it idles {_ms(facts.host_work_us)} per step "
         f"while the CPU works. {remedy}.",
-        f"stream idle time / stream span in the steps = {idle_us / span:.0%} >= {IDLE_SHARE:.0%}, host wait / idle time = "
+        f"stream idle time / stream span = {idle_us / span:.0%} >= {IDLE_SHARE:.0%}, host wait / idle time = "
         f"{host_wait / idle_us:.0%} >= {HOST_WAIT_SHARE:.0%}, the DataLoader ({_ms(facts.dataloader_us)} per step) "
         f"less than the other host work ({_ms(facts.host_work_us)}), and blocking calls ({_ms(facts.sync_us)}) less "
         "than it too; less CPU work saves at most the time the GPU idles while the CPU works",
@@ -424,7 +423,7 @@ def _host_bound(model, facts):
 
 def _host_synchronisation(model, facts):
     """The GPU idles while the CPU is blocked in synchronising calls (cudaDeviceSynchronize,
-    a synchronous cudaMemcpy, hipMemcpyWithStream, ...: `accelerators.is_blocking_call`) for
+    a synchronous cudaMemcpy, hipMemcpyWithStream, ...: `common.is_blocking_call`) for
     more than `SYNC_SHARE` of the step. Removing the synchronisation saves at most that idle
     time."""
     if facts.step_mean_us <= 0 or facts.sync_us / facts.step_mean_us <= SYNC_SHARE:
@@ -466,9 +465,9 @@ def _fusion(model, facts):
     saving = per_step * (FUSION_LENGTH - 1) / FUSION_LENGTH
     return Recommendation(
         "fusion_candidate", "info",
-        f"Fusion candidate: the element-wise/reduction kernel sequence {seq['sequence']}{launched_by} repeats "
-        f"{seq['occurrences']} times on stream {seq['stream']}, {_ms(per_step)} per step ({seq['share_pct']:.0f}% of "
-        "kernel time). Fusing it (torch.compile, a fused kernel) saves launches and memory traffic.",
+        f"Fusion candidate: the kernel sequence {seq['sequence']}{launched_by} repeats {seq['occurrences']} times on "
+        f"stream {seq['stream']}, {_ms(per_step)} per step ({seq['share_pct']:.0f}% of kernel time), all element-wise "
+        "or reduction kernels. Fusing them (torch.compile, a fused kernel) saves launches and memory traffic.",
         f"the largest repeating sequence of {FUSION_LENGTH} element-wise or reduction kernels (no library, collective "
         f"or Inductor-generated kernel) takes {seq['share_pct']:.0f}% >= {FUSION_SHARE_PCT:.0f}% of kernel time; fused "
         f"into one kernel as long as its average member, {FUSION_LENGTH - 1} of its {FUSION_LENGTH} kernels' time is "

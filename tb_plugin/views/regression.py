@@ -17,7 +17,7 @@ cause                     the part of the step where ...
 ``synchronisation``       the device is idle and the CPU is blocked in a synchronising call
                           (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``, a synchronous
                           ``cudaMemcpy``, HIP's ``hipMemcpyWithStream``, ...: the blocking
-                          calls of `accelerators.is_blocking_call`, as the critical path's)
+                          calls of `common.is_blocking_call`, as the critical path's)
 ``host_launch``           the device is idle while the CPU runs other runtime calls (launches)
                           or operators: the GPU waits for the CPU (the host-wait share of the
                           GPU-idle view, cut along the same step windows)
@@ -41,11 +41,10 @@ import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, Persisted, declare
-from ..trace.accelerators import is_blocking_call
 from ..trace.linking import Nesting, ancestor_where, roll_up, tree_depth
 from ..trace.model import TraceModel
-from .common import (cached, breakdown_categories, is_dataloader_name, kernel_flags, name_mask, operator_tree,
-                     step_windows, texts)
+from .common import (cached, breakdown_categories, is_blocking_call, is_dataloader_name, kernel_flags, name_mask,
+                     operator_tree, step_windows, texts)
 from .intervals import exclusive_time
 from .modules import module_frames
 
