@@ -84,6 +84,18 @@ def raw_events(path):
     return doc if isinstance(doc, list) else doc["traceEvents"]
 
 
+def covered_length(start, end, intervals):
+    """Length of [start, end] covered by the union of `intervals` ((start, end) pairs sorted by
+    start): a plain loop, independent of the package's sweeps."""
+    covered, reach = 0.0, start
+    for s, e in intervals:
+        s, e = max(s, reach), min(e, end)
+        if e > s:
+            covered += e - s
+            reach = e
+    return covered
+
+
 TENSORBOARD = Path(sys.executable).with_name("tensorboard")
 
 

@@ -27,8 +27,9 @@ import pytest
 
 import tb_plugin
 from tb_plugin.trace import accelerators
+from tb_plugin.views import common, critical_path, regression
 
-from .helpers import kernel, op, raw_events, runtime, shared_trace, write_trace
+from .helpers import covered_length, kernel, op, raw_events, runtime, shared_trace, write_trace
 
 MTIA_TRACE = Path(__file__).parent / "data" / "mtia" / "worker0.pt.trace.json"
 COMPUTE, TRANSFER, SYNC = ("pe_exe", "merge", "remote"), ("dma_request",), ("event_record", "event_wait")
@@ -252,3 +253,84 @@ def test_mi250_trace_tensile_gemms_are_matrix_core_kernels():
     assert share["unit"] == "Matrix cores"
     assert share["tensor_cores_us"] == pytest.approx(sum(k["dur"] for k in mfma))
     assert share["other_us"] == pytest.approx(sum(k["dur"] for k in kernels) - sum(k["dur"] for k in mfma))
+
+
+# Blocking runtime calls, as the backends' documentation lists them: CUDA's "API
+# synchronization behavior" (memcpys without Async that involve host memory are synchronous;
+# device-to-device and peer copies do not block the host), HIP's API reference
+# (hipMemcpyWithStream: "akin to hipMemcpyAsync + hipStreamSynchronize ... a sync API"), and
+# the synchronize calls of each.
+@pytest.mark.parametrize("name, blocking", [
+    ("cudaDeviceSynchronize", True), ("cudaStreamSynchronize", True), ("cudaEventSynchronize", True),
+    ("cuCtxSynchronize", True), ("cudaMemcpy", True), ("cudaMemcpy2D", True), ("cudaMemcpyToSymbol", True),
+    ("cudaMemcpyFromSymbol", True), ("cuMemcpyDtoH_v2", True), ("cuMemcpyHtoD_v2", True),
+    ("hipDeviceSynchronize", True), ("hipStreamSynchronize", True), ("hipMemcpy", True),
+    ("hipMemcpyWithStream", True), ("hipMemcpyDtoH", True), ("hipMemcpyToSymbol", True), ("urQueueFinish", True),
+    ("cudaMemcpyAsync", False), ("hipMemcpyAsync", False), ("hipMemcpyDtoHAsync", False), ("cudaMemcpyPeer", False),
+    ("cuMemcpyDtoD_v2", False), ("cudaLaunchKernel", False), ("hipLaunchKernel", False),
+    ("cudaStreamWaitEvent", False), ("cudaEventRecord", False), ("hipExtModuleLaunchKernel", False)])
+def test_blocking_runtime_calls_of_every_backend(name, blocking):
+    assert common.is_blocking_call(name) is blocking
+
+
+def test_blocking_hip_memcpy_is_synchronisation_not_host_work():
+    """The real MI250 trace copies its inputs with hipMemcpyWithStream, a blocking call. The
+    host is then waiting for the device: on the critical path no instant of such a call is
+    CPU work, and in the diff's causes the step's synchronisation is exactly the time of those
+    calls (the only blocking calls inside the step) when no device activity ran, summed from
+    the raw events."""
+    path = shared_trace("rocm_mi250")
+    events = [e for e in raw_events(path) if e.get("ph") == "X"]
+    step = next(e for e in events if e["name"].startswith("ProfilerStep#"))
+    inside = [e for e in events if step["ts"] <= e["ts"] <= step["ts"] + step["dur"]]
+    calls = [e for e in inside if e.get("cat") == "cuda_runtime" and e["name"] == "hipMemcpyWithStream"]
+    assert len(calls) == 2 and not any("Synchronize" in e["name"] for e in inside)  # the case
+    device = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in ("kernel", "gpu_memcpy"))
+    blocked = sum(c["dur"] - covered_length(c["ts"], c["ts"] + c["dur"], device) for c in calls)
+    profile = tb_plugin.load(path)
+    causes = regression.step_causes(profile.model).iloc[0]
+    assert causes["synchronisation_us"] == pytest.approx(blocked, abs=1e-3) and blocked > 50
+    path_table = critical_path.critical_path(profile.model, int(causes["step"]))
+    origin = step["ts"]
+    for c in calls:
+        start, end = c["ts"] - origin, c["ts"] + c["dur"] - origin
+        during = path_table[(path_table["end_us"] > start + 1e-3) & (path_table["start_us"] < end - 1e-3)]
+        assert set(during["category"]) <= {"launch", "memcpy", "sync"}, during
+        assert "sync" in set(during["category"])
+
+
+def _single_gpu_rocm_trace(tmp_path, name):
+    """The MI250 trace (kernels on device 2) with deviceProperties cut to one entry, id 0,
+    named `name`: what single-GPU MI300 traces hold (kernels on device 2 or 9, one entry 0)."""
+    doc = json.loads(gzip.decompress(shared_trace("rocm_mi250").read_bytes()))
+    doc["deviceProperties"] = [{**doc["deviceProperties"][0], "id": 0, "name": name}]
+    used = {e["args"]["device"] for e in doc["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy")}
+    assert used == {2}  # the case: the one device in use is not the listed id
+    path = tmp_path / "worker0.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    return path, doc["deviceProperties"][0]
+
+
+def test_one_device_in_use_maps_to_the_one_device_properties_entry(tmp_path):
+    """The one device the trace ran on (2) takes the one deviceProperties entry (id 0): its
+    name, memory and compute capability fill the GPU summary, info and the FLOPs view's peak
+    (MI300X's datasheet fp32 peak, 163.4 TFLOP/s), and the anomalies say the mapping was made."""
+    path, entry = _single_gpu_rocm_trace(tmp_path, "AMD Instinct MI300X")
+    profile = tb_plugin.load(path)
+    gpu = profile.gpu_summary().iloc[0]
+    assert (gpu["device"], gpu["name"], gpu["memory_bytes"]) == (2, "AMD Instinct MI300X", entry["totalGlobalMem"])
+    assert gpu["compute_capability"] == f"{entry['computeMajor']}.{entry['computeMinor']}"
+    assert [d["name"] for d in profile.info()["devices"]] == ["AMD Instinct MI300X"]
+    steps = profile.flops_tables().steps
+    assert set(steps["device_name"]) == {"AMD Instinct MI300X"}
+    assert set(steps.loc[steps["dtype"] == "fp32", "peak_tflops_per_s"]) == {163.4}
+    mapped = [a for a in profile.overview()["anomalies"] if a["key"] == "device_properties_mapped"]
+    assert mapped and mapped[0]["value"] == "deviceProperties id 0 taken as device 2"
+
+
+def test_several_device_properties_entries_are_not_mapped():
+    """The unmodified MI250 trace lists four GPUs (ids 0-3) and ran on device 2: the entry of
+    id 2 describes it, and no mapping is made or reported."""
+    profile = tb_plugin.load(shared_trace("rocm_mi250"))
+    assert profile.info()["devices"][0]["id"] == 2
+    assert "device_properties_mapped" not in profile.model.anomalies

@@ -12,7 +12,7 @@ import pytest
 import tb_plugin
 from tb_plugin.views.gpu_idle import IDLE_TIME, IDLE_TIME_BY_STEP
 
-from .helpers import PREFIX, SAMPLES, kernel, op, runtime, write_trace
+from .helpers import PREFIX, SAMPLES, kernel, op, raw_events, runtime, write_trace
 from .hta_reference import gpu_trace_files, hta
 
 CATEGORIES = {"host_wait": "idle_host_wait_us", "kernel_wait": "idle_kernel_wait_us", "other": "idle_other_us"}
@@ -205,14 +205,17 @@ def test_idle_time_route_rejects_bad_parameters(a100_client, params, fragment):
 def test_host_bound_recommendation_uses_htas_idle_breakdown():
     """The A100 sample idles mostly waiting on the host (and has no DataLoader, which would
     get the advice instead): the recommendation's numbers are HTA's host-wait and idle totals
-    over the streams, and it points at this view."""
+    over the streams, per step (over the raw ProfilerSteps), and it points at this view."""
     path = _sample("gpu_a100_nccl")
     expected = hta_idle(path)
     host_wait = sum(s["idle_host_wait_us"] for s in expected.values())
     idle = sum(sum(s.values()) for s in expected.values())
+    steps = sum(1 for e in raw_events(path) if e.get("cat") == "user_annotation"
+                and str(e.get("name", "")).startswith("ProfilerStep#"))
     items = {r["id"]: r for r in tb_plugin.load(path).recommendations()}
     rec = items["host_bound"]
-    assert rec["numbers"]["idle_host_wait_us"] == pytest.approx(host_wait, abs=TOLERANCE_US)
+    assert rec["steps"] == steps
+    assert rec["numbers"]["idle_host_wait_us"] == pytest.approx(host_wait / steps, abs=TOLERANCE_US)
     assert rec["numbers"]["host_wait_share"] == pytest.approx(host_wait / idle)
     assert f"{host_wait / idle:.0%}" in rec["text"] and rec["evidence"]["view"] == "gpu_idle"
 

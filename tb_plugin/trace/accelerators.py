@@ -35,6 +35,9 @@ Unlinked events of such categories stay in `other`. Sources: Kineto's
 plugin, Holistic Trace Analysis 0.5.0 (`hta/common/types.py`: `mtia_ccp_events`, `^dma`
 transfers, `runFunction` launches) and the Gaudi PyTorch bridge's trace parser (TPC/MME engines
 as kernels, `memcpy*` / `memset*` names, `enqueue` flows).
+
+Blocking runtime calls, by backend, are listed where the views read them
+(`views/common.is_blocking_call`).
 """
 
 from typing import NamedTuple

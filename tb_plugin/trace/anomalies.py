@@ -62,6 +62,9 @@ METADATA_VALUES_NULLED = _declare(
     "top-level metadata numbers beyond 64 bits, or nested over 32 levels deep, were read as null")
 UNSUPPORTED_EVENTS_SKIPPED = _declare(
     "unsupported_events_skipped", INFO, "events of a phase no table holds (async, object, sample, ...) were skipped")
+DEVICE_PROPERTIES_MAPPED = _declare(
+    "device_properties_mapped", INFO,
+    "the one device in use is not deviceProperties' one id: that entry was taken as the device's (the value says which)")
 
 
 def record(anomalies: dict[str, int], key: str, n: int = 1) -> None:
@@ -74,7 +77,7 @@ def record(anomalies: dict[str, int], key: str, n: int = 1) -> None:
 def describe(anomalies: dict[str, object]) -> list[dict[str, object]]:
     """The anomalies of one trace as rows {key, severity, meaning, value}, those that lose data
     first, each group in declaration order; `value` is the count (for `TOLERANT_PARSE`, the
-    reason)."""
+    reason; for `DEVICE_PROPERTIES_MAPPED`, which id was taken for which device)."""
     order = {key: i for i, key in enumerate(ANOMALIES)}
     keys = sorted(anomalies, key=lambda k: (ANOMALIES[k].severity != DATA_LOSS, order[k]))
     return [{"key": k, "severity": ANOMALIES[k].severity, "meaning": ANOMALIES[k].meaning, "value": anomalies[k]}

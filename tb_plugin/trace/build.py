@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from .anomalies import (EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DROPPED, INVALID_DURATIONS_ZEROED,
+from .anomalies import (DEVICE_PROPERTIES_MAPPED, EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DROPPED, INVALID_DURATIONS_ZEROED,
                         MALFORMED_ARGS_REPLACED, UNSUPPORTED_EVENTS_SKIPPED, record)
 from .coding import (Interner, as_floats, categorical_of, coded_series, decoded_texts, first_valid, float_field,
                      frame_codes, id_codes, int_field, json_categorical, recode, text_field, whole_ints)
@@ -659,6 +659,22 @@ def _devices(metadata):
     return table[DEVICES.names]  # the declared properties; others a file has are not kept
 
 
+def _devices_used(devices, device_tables, anomalies):
+    """`devices`, with the one entry of deviceProperties given the id of the one device the
+    trace's device work ran on when the two differ (recorded as `DEVICE_PROPERTIES_MAPPED`):
+    single-GPU ROCm traces run their kernels on device 2 or 9 (the node's numbering) while
+    deviceProperties lists the one visible GPU as id 0. Several devices, or several
+    entries, are left as written: which entry is which device is then unknown."""
+    used = pd.unique(np.concatenate([t["device"].to_numpy() for t in device_tables]))
+    used = used[used >= 0]
+    if len(used) != 1 or len(devices) != 1 or devices["id"].iloc[0] == used[0]:
+        return devices
+    listed = devices["id"].iloc[0]
+    anomalies[DEVICE_PROPERTIES_MAPPED] = \
+        f"deviceProperties id {int(listed) if listed == listed else 'none'} taken as device {int(used[0])}"
+    return devices.assign(id=float(used[0]))
+
+
 def _link(ops, runtime, device_tables, memory, flows):
     """Resolve op nesting, runtime -> op, device activity -> runtime/op, memory -> op, flow
     endpoint -> op and -> the other end of its arrow."""
@@ -744,7 +760,7 @@ def build_model(parsed):
         counters=b.counters(),
         other=b.other(),
         steps=_steps(ops),
-        devices=_devices(parsed.metadata),
+        devices=_devices_used(_devices(parsed.metadata), (kernels, memcpy, memset), b.anomalies),
         metadata=parsed.metadata,
     )
     model.anomalies = b.anomalies

@@ -80,6 +80,36 @@ def matrix_unit(model):
     return "Matrix cores" if is_rocm(model) else "Tensor Cores"
 
 
+# Blocking runtime calls are the host calls that return only when device
+# work has finished: the host is synchronising with the device, not doing work of its own, so
+# the diff counts them as `synchronisation`, the critical path as `sync`, and the advice never
+# tells the user to "reduce CPU work" for them. By backend, as each runtime documents them:
+#
+# - CUDA (runtime `cuda*`, driver `cu*`): the `*Synchronize` calls (device, stream, event,
+#   context; the old `cudaThreadSynchronize`) and the memcpys the runtime's "API
+#   synchronization behavior" section calls synchronous, those without the `Async` suffix that
+#   involve host memory (`cudaMemcpy`, `cudaMemcpy2D`/`3D`, `cudaMemcpy[2D]To/FromArray`,
+#   `cudaMemcpyTo/FromSymbol`; the driver's `cuMemcpy`, `cuMemcpy2D[Unaligned]`/`3D`,
+#   `cuMemcpyDtoH`, `cuMemcpyHtoD`, `cuMemcpyAtoH`, `cuMemcpyHtoA`, with their `_v2` names).
+#   Device-to-device and peer copies (`cuMemcpyDtoD`, `cudaMemcpyPeer`) do not block the host.
+# - HIP: the same `*Synchronize` calls, HIP's synchronous memcpys under the same names
+#   (`hipMemcpy`, `hipMemcpyDtoH`, `hipMemcpyHtoD`, `hipMemcpy2D`/`3D`, `hipMemcpyParam2D`,
+#   `hipMemcpyTo/FromSymbol`, ...) and `hipMemcpyWithStream`, which HIP documents as
+#   `hipMemcpyAsync` followed by `hipStreamSynchronize` ("a sync API").
+# - XPU (Unified Runtime): `urQueueFinish` and `urEventWait`, which block until the queue's
+#   or the events' work is done.
+_SYNCHRONIZE = r"(?:Device|Stream|Event|Ctx|Thread)Synchronize(?:_v2)?"
+_SYNC_MEMCPY = (r"(?:cuda|hip)Memcpy(?:2D|3D)?(?:(?:To|From)(?:Array|Symbol))?"
+                r"|(?:cu|hip)Memcpy(?:2DUnaligned|DtoH|HtoD|AtoH|HtoA|Param2D)?|hipMemcpyWithStream")
+_BLOCKING = re.compile(rf"^(?:(?:cuda|cu|hip){_SYNCHRONIZE}|(?:{_SYNC_MEMCPY})(?:_v2)?|urQueueFinish|urEventWait)$")
+
+
+def is_blocking_call(name):
+    """Whether a runtime call of this name blocks the host until device work is done (the
+    list, backend by backend, is in the comment above)."""
+    return bool(_BLOCKING.match(name or ""))
+
+
 def is_comm_kernel(name):
     return bool(_COMM_KERNEL.search(name))
 

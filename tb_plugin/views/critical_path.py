@@ -30,8 +30,8 @@ dependency that was satisfied last (the "last-arriving predecessor"). Dependenci
 - a point on a CPU thread is preceded by CPU work on that thread back to the latest of:
 
   * a blocking call (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize,
-    synchronous cudaMemcpy, ...), which waited for device work: with a `cuda_sync` record
-    of the call, the one the record names (Stream Sync: the last activity of that stream
+    synchronous cudaMemcpy, hipMemcpyWithStream, ...: `common.is_blocking_call`),
+    which waited for device work: with a `cuda_sync` record of the call, the one the record names (Stream Sync: the last activity of that stream
     to end while it blocked; Event Sync: the recorded event's activity, as above; Context
     Sync: the last of its device); for a call that itself launched device work (a
     synchronous memcpy), that work; otherwise (inferred) the device activity, on any
@@ -87,8 +87,6 @@ fixes in `tests/hta_reference.py`):
 Not followed: collectives' waits on other ranks (their kernels are device time).
 """
 
-import re
-
 import numpy as np
 import pandas as pd
 
@@ -96,14 +94,14 @@ from ..errors import BadParameterError
 from ..schema import choice, declare, integer, route
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
-from .common import cached, device_activity, known_step, op_names, step_windows, texts
+from .common import (cached, device_activity, is_blocking_call, known_step, name_mask, op_names, step_windows,
+                     texts)
 from .intervals import clip_to_windows
 
 READY_SLACK_US = 1.0
 # Shorter stretches without events on a thread are taken as its own work: Python between
 # operators, the autograd engine picking the next node.
 THREAD_WAIT_MIN_US = 50.0
-_BLOCKING_CALL = re.compile(r"(?:Device|Stream|Event|Ctx)Synchronize|^(?:cuda|hip|cu)Memcpy(?:2D|3D)?(?:_v2)?$|^cuMemcpyDtoH|^cuMemcpyHtoD")
 CATEGORIES = ("cpu", "launch", "kernel", "memcpy", "memset", "sync", "stream_wait", "thread_wait", "gpu_idle")
 RECORDED, INFERRED = "recorded", "inferred"
 # Kineto's names of CUPTI's synchronisation records (`syncTypeString`).
@@ -204,7 +202,7 @@ class _Graph:
         self.rt_thread = rt["thread"].to_numpy()
         self.rt_name = texts(rt["name"])
         self.rt_op = op_names(model, rt["op"].to_numpy())
-        self.blocking = np.flatnonzero(rt["name"].astype(str).str.contains(_BLOCKING_CALL).to_numpy()) if len(rt) else np.zeros(0, int)
+        self.blocking = np.flatnonzero(name_mask(rt["name"], is_blocking_call))
         self.syncs = _LastEnded(self.rt_thread[self.blocking], self.rt_end[self.blocking])
         # A blocking call's own device work (a synchronous memcpy): the last of it to end.
         launched = np.flatnonzero(self.runtime >= 0)

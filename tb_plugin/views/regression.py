@@ -16,7 +16,8 @@ cause                     the part of the step where ...
                           operator does (exposed communication)
 ``synchronisation``       the device is idle and the CPU is blocked in a synchronising call
                           (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``, a synchronous
-                          ``cudaMemcpy``, ...: the critical path's blocking calls)
+                          ``cudaMemcpy``, HIP's ``hipMemcpyWithStream``, ...: the blocking
+                          calls of `common.is_blocking_call`, as the critical path's)
 ``host_launch``           the device is idle while the CPU runs other runtime calls (launches)
                           or operators: the GPU waits for the CPU (the host-wait share of the
                           GPU-idle view, cut along the same step windows)
@@ -49,9 +50,8 @@ import pandas as pd
 from ..schema import NULLABLE, Persisted, declare
 from ..trace.linking import Nesting, ancestor_where, roll_up, tree_depth
 from ..trace.model import TraceModel
-from .common import (cached, breakdown_categories, is_dataloader_name, kernel_flags, name_mask, operator_tree,
-                     step_windows, texts)
-from .critical_path import _BLOCKING_CALL
+from .common import (cached, breakdown_categories, is_blocking_call, is_dataloader_name, kernel_flags, name_mask,
+                     operator_tree, step_windows, texts)
 from .intervals import exclusive_time
 from .modules import module_frames
 
@@ -178,7 +178,7 @@ def step_causes(model: TraceModel) -> pd.DataFrame:
         windows = step_windows(model)
         named = {name: (start, end) for name, start, end in breakdown_categories(model)}
         rt = model.runtime
-        blocking = name_mask(rt["name"], _BLOCKING_CALL.search)
+        blocking = name_mask(rt["name"], is_blocking_call)
         rt_start, rt_end = rt["ts"].to_numpy(), (rt["ts"] + rt["dur"]).to_numpy()
         order = [("device_compute", *named["kernel"]),
                  ("memcpy", *named["memcpy"]), ("memset", *named["memset"]),
@@ -504,8 +504,8 @@ def _cause_events(model, op_node, tree):
                                          "dur": t["dur"].to_numpy()}) for t in (model.memcpy, model.memset)],
                           ignore_index=True)
     transfers = transfers.assign(step=_step_of(model, transfers["ts"].to_numpy()))
-    blocking = _host_events(model, lambda n: bool(_BLOCKING_CALL.search(n)), "runtime")
-    launches = _host_events(model, lambda n: not _BLOCKING_CALL.search(n), "runtime")
+    blocking = _host_events(model, is_blocking_call, "runtime")
+    launches = _host_events(model, lambda n: not is_blocking_call(n), "runtime")
     loader = _host_events(model, is_dataloader_name)
     return {"communication": comm_k[comm_k["step"] >= 0], "memcpy_memset": transfers[transfers["step"] >= 0],
             "synchronisation": blocking, "data_loading": loader,

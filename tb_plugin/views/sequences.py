@@ -1,17 +1,30 @@
 """Frequent kernel sequences: runs of kernels that repeat back to back on a stream, the
 candidates for fusion (torch.compile, a fused or custom kernel)."""
 
+import re
+
 import numpy as np
 import pandas as pd
 
 from ..schema import declare, integer, route
 from ..trace.model import TraceModel
-from .common import cached, op_names, step_windows
+from .common import cached, is_comm_kernel, op_names, step_windows
+from .compiled import is_inductor_kernel_name
 
 SEPARATOR = " | "  # between kernel names of a sequence, as HTA writes its patterns
 DEFAULT_LENGTH = 3
 MAX_LENGTH = 32
 DEFAULT_TOP = 50
+# Kernels fusion can remove: element-wise and reduction kernels (ATen's, which ROCm names
+# alike). Library kernels never are, whatever else their name says: cuDNN / MIOpen,
+# cuBLAS / cuBLASLt / rocBLAS / hipBLASLt (Tensile's Cijk_), CUTLASS / CK, GEMMs,
+# convolutions, attention, collectives, and Inductor's Triton or C++ kernels (fused already).
+_LIBRARY_KERNEL = re.compile(
+    r"cudnn|miopen|cublas|rocblas|hipblas|^Cijk_|cutlass|ck::|gemm|gemv|convol|conv[_\d]|fprop|dgrad|wgrad|winograd|implicit|xmma|"
+    r"fmha|flash|attention|attn|^triton", re.I)
+_ELEMENTWISE_OR_REDUCTION = re.compile(
+    r"elementwise|reduce_kernel|reduction|multi_tensor_apply|batch_norm|layer_norm|group_norm|softmax|"
+    r"CatArrayBatchedCopy|fill|index|scatter|gather|copy", re.I)
 MAX_TOP = 10_000  # a reply of more sequences is no list to read
 
 KERNEL_SEQUENCES = declare(
@@ -49,6 +62,14 @@ def kernel_sequences(model: TraceModel, length: int = DEFAULT_LENGTH, top: int =
     if top < 1:
         raise ValueError(f"top must be >= 1, not {top}")
     return cached(model, ("kernel_sequences", int(length), int(top)), lambda: _kernel_sequences(model, length, top))
+
+
+def is_fusible_kernel(name):
+    """Whether fusion could remove a kernel of this name: an element-wise or reduction kernel,
+    never a library one (cuDNN, cuBLAS, CUTLASS, GEMM, convolution, attention, collectives,
+    Inductor's)."""
+    return not (_LIBRARY_KERNEL.search(name) or is_comm_kernel(name) or is_inductor_kernel_name(name)) \
+        and bool(_ELEMENTWISE_OR_REDUCTION.search(name))
 
 
 def _kernel_sequences(model, length, top):

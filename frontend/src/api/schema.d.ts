@@ -376,10 +376,15 @@ export interface paths {
                                 /** @enum {string} */
                                 severity: "warning" | "info";
                                 text: string;
-                                /** @description What was tested: the measured value against its threshold, in words. */
+                                /** @description What was tested: the measured value against its threshold, in words, and for an item with a saving the model that bounds it. */
                                 condition: string;
-                                /** @description Upper bound of the step time (µs, over the profiled steps) following the advice could save; null where none can be measured. Items come largest first, those without one last. */
+                                /** @description Upper bound of the time per step (µs, the mean over `steps` steps, never above the mean step) following the advice could save, by the model the condition states; null where no bound can be defended. Items come largest first, those without one last. */
                                 saving_us: number | null;
+                                /** @description Where saving_us is null: the measured time per step (µs, mean over `steps`) of what the item is about; null when it measures no time. */
+                                measured_us: number | null;
+                                /** @description How many steps the per-step figures are means over (1 for a trace without steps). */
+                                steps: number;
+                                /** @description The figures the text is based on: fractions in [0, 1], times in µs per step, sizes in bytes. */
                                 numbers: Record<string, never>;
                                 /** @description The view (its URL parameters, and the panel of it) showing the events behind the numbers: {view, params, panel}, with kernels (the kernel names the text quotes) where it quotes some; empty when none. */
                                 evidence?: Record<string, never>;

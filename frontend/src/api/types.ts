@@ -85,8 +85,13 @@ export interface Recommendation {
   text: string;
   /** What was tested: the measured value against its threshold, in words. */
   condition: string;
-  /** Upper bound of the step time the advice could save (µs); null where none is measured. */
+  /** Upper bound of the time per step the advice could save (µs, mean over `steps`, never
+   *  above the mean step); null where no bound can be defended. */
   saving_us: number | null;
+  /** Where there is no saving: the measured time per step of what the item is about (µs). */
+  measured_us: number | null;
+  /** How many steps the per-step figures are means over. */
+  steps: number;
   numbers: Record<string, number | boolean>;
   /** The view (its page-URL parameters and the panel of it) showing the events behind the
    *  numbers, and the kernel names the text quotes. */

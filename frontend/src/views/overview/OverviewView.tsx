@@ -184,7 +184,15 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
         {data.recommendations.length === 0 ? <Empty>Nothing stands out.</Empty> : null}
         {data.recommendations.map((rec, index) => (
           <div key={`${rec.id}-${index}`} class={`recommendation ${rec.severity}`} data-recommendation={rec.id}>
-            {rec.saving_us !== null ? <strong data-field="saving">Could save up to {formatDuration(rec.saving_us)}. </strong> : null}
+            {rec.saving_us !== null ? (
+              <strong data-field="saving">
+                Could save up to {formatDuration(rec.saving_us)} per step ({stepsLabel(rec.steps)}).{' '}
+              </strong>
+            ) : rec.measured_us !== null ? (
+              <strong data-field="measured">
+                Measured: {formatDuration(rec.measured_us)} per step ({stepsLabel(rec.steps)}); no saving can be bounded.{' '}
+              </strong>
+            ) : null}
             <RecommendationText rec={rec} />
             {rec.evidence?.view ? (
               <>
@@ -223,6 +231,11 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
       ) : null}
     </div>
   );
+}
+
+/** "mean of N steps" (or "1 step"), for the per-step figures of a recommendation. */
+function stepsLabel(steps: number): string {
+  return steps === 1 ? '1 step' : `mean of ${steps} steps`;
 }
 
 /** Whether the trace says it was one of more ranks than the run holds traces of. */
