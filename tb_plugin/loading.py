@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
-from .budget import DEFAULT_MAX_MEMORY_MB, estimate_parse_bytes, events_in, json_limit  # noqa: F401 (re-exported)
+from .budget import estimate_parse_bytes, events_in, json_limit
 from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
 from .errors import FileAccessError, NotFoundError, ReplyTooLargeError, StillLoadingError, TraceError, os_reason

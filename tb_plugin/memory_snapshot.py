@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from .budget import DEFAULT_MAX_MEMORY_BYTES
 from .errors import NotFoundError, TraceError
 from .snapshot.decode import ANOMALIES, decode_snapshot, read_snapshot_dict
 from .snapshot.model import SnapshotModel, from_parts, to_parts
@@ -28,7 +29,6 @@ from .views import memory_snapshot as views
 # on 5 M entries (6.5x while the dicts and the tables were held together), with room for
 # snapshots whose entries carry more of their own objects.
 PEAK_BYTES_PER_SNAPSHOT_BYTE = 6
-DEFAULT_MAX_MEMORY_BYTES = 4 << 30
 
 
 def snapshot_limit(max_memory_bytes: int) -> int:

@@ -9,7 +9,8 @@ import threading
 from tensorboard.plugins import base_plugin
 
 from .cache import ModelCache, default_cache_dir
-from .loading import DEFAULT_MAX_MEMORY_MB, RunStore
+from .budget import DEFAULT_MAX_MEMORY_MB
+from .loading import RunStore
 from .routes import API_ROUTES
 
 logger = logging.getLogger(__name__)

@@ -256,7 +256,7 @@ class Storage:
         """The path a user recognises, for messages."""
         # http(s)'s file system keeps the scheme in its paths
         base = self.root if not self.remote or "://" in self.root else f"{self.protocol}://{self.root}"
-        return base if not rel or rel == "." else f"{base}/{rel}"
+        return base if not rel or rel == "." else f"{base.rstrip('/')}/{rel}"  # the root "/" is no "//"
 
     def resolve(self, rel):
         """Absolute path (or bucket key) of `rel`, refusing anything that leaves the root."""

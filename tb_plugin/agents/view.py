@@ -22,7 +22,8 @@ import pandas as pd
 
 from ..api import table_csv
 from ..cache import ModelCache, default_cache_dir
-from ..loading import DEFAULT_MAX_MEMORY_MB, RunStore
+from ..budget import DEFAULT_MAX_MEMORY_MB
+from ..loading import RunStore
 from ..schema import Table
 from .answers import Answers, Paging, Tool, ToolError, catalog, encode, page
 
