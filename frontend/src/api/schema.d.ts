@@ -5874,7 +5874,8 @@ export interface components {
                 "allocated_bytes",
                 "reserved_bytes",
                 "fragmentation_bytes",
-                "fragmentation_pct"
+                "fragmentation_pct",
+                "anomaly"
             ];
             rows: [
                 number,
@@ -5885,8 +5886,9 @@ export interface components {
                 number,
                 number,
                 number,
-                number,
-                number | null
+                number | null,
+                number | null,
+                string
             ][];
         };
         /** @description `snapshot_part_allocations`: one allocation with its lifetime (snapshot/lifetimes.py), by device then by when it was made. */

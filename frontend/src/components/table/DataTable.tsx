@@ -47,8 +47,10 @@ export interface DataTableProps<R extends Row = Row> {
   columns: Column<R>[];
   rows: R[];
   /** The declared table the rows are (its OpenAPI component): each header's tooltip is then
-   *  the declaration's meaning of its column, the one the API documents. */
-  schema?: TableName;
+   *  the declaration's meaning of its column, the one the API documents. Required, so no
+   *  table forgets it; null only for rows no declared table holds (each column's `title`
+   *  then says what it means). */
+  schema: TableName | null;
   /** Columns of the CSV download, in order (default: the wire columns of the first row). */
   csvColumns?: string[];
   csvName: string;
@@ -169,7 +171,7 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
                 <th
                   key={column.key}
                   class={`${column.numeric ? 'num ' : ''}${column.wide ? 'wide ' : ''}sortable${definition ? ' defined' : ''}`}
-                  title={definition ?? (sort?.key === column.key && sort.magnitude ? 'Sorted by size of change; click to sort by value' : 'Sort')}
+                  title={definition ?? (sort?.key === column.key && sort.magnitude ? 'Sorted by size of change; click to sort by value' : 'Click to sort')}
                   data-definition={definition}
                   aria-sort={sort?.key === column.key ? (sort.dir === 'asc' ? 'ascending' : 'descending') : 'none'}
                   onClick={() => onSort(column)}
