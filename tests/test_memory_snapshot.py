@@ -84,9 +84,9 @@ def test_oom_card_state_is_the_allocators_at_that_entry(snap, allocators):
     assert card["fragmentation_bytes"] == reserved[-1] - allocated[-1]
 
 
-def test_allocated_above_reserved_is_an_anomaly_not_a_negative_fragmentation(tmp_path):
+def test_allocated_above_reserved_is_an_anomaly_not_a_negative_fragmentation(tmp_path, capsys):
     """The hand-made inconsistent snapshot: fragmentation would be 2 - 8 = -6 MiB (-300%); it
-    is null, with the reason, in Python and over HTTP."""
+    is null, with the reason, in Python and over HTTP, and "not known" in the CLI."""
     mib = 1 << 20
     snapshot = inconsistent_snapshot()
     (tmp_path / "run").mkdir()
@@ -99,6 +99,8 @@ def test_allocated_above_reserved_is_an_anomaly_not_a_negative_fragmentation(tmp
     reply = wait_route(client, f"{PREFIX}/snapshot_oom?run=run&snapshot=rank0")
     (row,) = [dict(zip(reply.json["columns"], r)) for r in reply.json["rows"]]
     assert row["fragmentation_bytes"] is None and row["fragmentation_pct"] is None and row["anomaly"] == card["anomaly"]
+    assert main(["memory", str(tmp_path / "run" / "rank0.pickle")]) == 0
+    assert "allocated 8.0 MiB, reserved 2.0 MiB, fragmentation not known" in capsys.readouterr().out
 
 
 def test_a_consistent_snapshot_has_no_anomaly(snap):
