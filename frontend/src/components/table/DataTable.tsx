@@ -34,8 +34,8 @@ export type Column<R extends Row = Row> = {
     /** A list that can run to hundreds of names (a region's kernels): three lines at most,
      *  the whole text in the cell's tooltip, so one row never fills the page. */
     clamp?: boolean;
-    /** A detail most readers skip: the first column hidden when the table is wider than its
-     *  card (`fitColumns`), before any other. */
+    /** A detail most readers skip: hidden first when the table is wider than its card
+     *  (`logic.hidingOrder`), behind the table's "more columns" toggle. */
     secondary?: boolean;
   };
 }[keyof R & string];

@@ -155,11 +155,12 @@ export function treeRows<T extends Row>(
 }
 
 /** The keys of the columns a table too wide for its card hides, first to last: its secondary
- *  columns from the right, then the others from the right; never its first column (what a row
- *  is) nor its second (what the row measures first). */
-export function hidingOrder(columns: readonly { key: string; secondary?: boolean }[]): string[] {
+ *  columns, then its text columns, then its numbers (what tables are read for), each from the
+ *  right; never its first column (what a row is) nor its second. */
+export function hidingOrder(columns: readonly { key: string; secondary?: boolean; numeric?: boolean }[]): string[] {
   const rest = columns.slice(2).reverse();
-  return [...rest.filter((c) => c.secondary), ...rest.filter((c) => !c.secondary)].map((c) => c.key);
+  const text = rest.filter((c) => !c.secondary && !c.numeric);
+  return [...rest.filter((c) => c.secondary), ...text, ...rest.filter((c) => !c.secondary && c.numeric)].map((c) => c.key);
 }
 
 /** `text` cut to `limit` characters: its start and its end (where a path's file and a
