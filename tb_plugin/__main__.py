@@ -176,6 +176,10 @@ def _info(args):
 
 
 def _bytes(count):
+    from pandas import isna  # loaded already by whatever produced the count
+
+    if isna(count):  # not known (a snapshot's fragmentation when it is inconsistent)
+        return "not known"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(count) < 1024 or unit == "TiB":
             return f"{count:.1f} {unit}" if unit != "B" else f"{count} B"

@@ -93,14 +93,16 @@ def respond(body, status=200, content_type="application/json"):
     return wrappers.Response(payload, status=status, content_type=content_type, headers=_COMMON_HEADERS)
 
 
-def gzipped(request, response):
-    """`response` gzipped when it is JSON or CSV held in memory and the request accepts gzip
+def gzipped(request, response, packed=None):
+    """`response` gzipped when it is JSON or CSV held in memory, or comes with `packed` (its
+    body gzipped beforehand: a static file, compressed once), and the request accepts gzip
     (`Vary: Accept-Encoding` either way, so no cache hands one client's encoding to another)."""
-    if response.direct_passthrough or response.mimetype not in _COMPRESSED_TYPES or response.content_encoding:
+    if (response.direct_passthrough or response.content_encoding
+            or (packed is None and response.mimetype not in _COMPRESSED_TYPES)):
         return response
     response.vary.add("Accept-Encoding")
     if _ACCEPTS_GZIP.search(request.headers.get("Accept-Encoding", "")):
-        response.set_data(gzip.compress(response.get_data(), compresslevel=3, mtime=0))
+        response.set_data(packed if packed is not None else gzip.compress(response.get_data(), compresslevel=3, mtime=0))
         response.content_encoding = "gzip"
     return response
 

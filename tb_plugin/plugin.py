@@ -1,5 +1,6 @@
 """The TensorBoard plugin: name, activity check, frontend entry and route table."""
 
+import gzip
 import importlib.resources
 import json
 import logging
@@ -163,17 +164,21 @@ class ProfilerPlugin(base_plugin.TBPlugin):
     def _answering_apps(self):
         with self._apps_lock:
             if self._apps is None:
-                from .api import Api, respond, route
+                from .api import Api, gzipped, respond, route
 
                 def static_app(name, body):
                     suffix = "." + name.rsplit(".", 1)[-1]
                     content_type = _STATIC_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
                     headers = {"Content-Security-Policy": PAGE_CSP} if content_type == "text/html" else {}
+                    # text (the bundle, its styles, openapi.yaml, svg) compressed once, at the
+                    # highest level; images are compressed already
+                    textual = content_type.startswith("text/") or content_type.endswith("+xml")
+                    packed = gzip.compress(body, compresslevel=9, mtime=0) if textual else None
 
                     def reply(request):
                         response = respond(body, content_type=content_type)
                         response.headers.update(headers)
-                        return response
+                        return gzipped(request, response, packed)
                     return route(reply)
 
                 self._api = Api(self.store)

@@ -141,3 +141,19 @@ def standard_snapshot():
     """Two devices (device 1 with a private pool and an OOM at the end), the first 10 actions
     of device 0 before its trace."""
     return snapshot_of([training(0, seed=1, drop_first=10), training(1, seed=2, oom=True, graph_pool=True)])
+
+
+def inconsistent_snapshot():
+    """One 2 MiB segment held, and a trace whose only allocation (8 MiB, in no segment: its
+    segment_alloc was never recorded) is alive at its OOM: 8 MiB allocated, 2 MiB reserved."""
+    mib = 1 << 20
+    frames = STACKS["user"]
+    return {"segments": [{"device": 0, "address": 1 << 28, "total_size": 2 * mib, "stream": 0, "segment_type": "large",
+                          "segment_pool_id": (0, 0), "allocated_size": 0, "active_size": 0, "requested_size": 0,
+                          "blocks": [{"address": 1 << 28, "size": 2 * mib, "requested_size": 0, "state": "inactive",
+                                      "frames": []}]}],
+            "device_traces": [[{"action": "alloc", "addr": 9 << 28, "size": 8 * mib, "stream": 0, "time_us": 10,
+                                "frames": frames},
+                               {"action": "oom", "size": mib, "device_free": 0, "stream": 0, "time_us": 20,
+                                "frames": frames}]],
+            "allocator_settings": {}}

@@ -11,6 +11,7 @@ import re
 from collections import defaultdict
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import tb_plugin
@@ -19,7 +20,7 @@ from tb_plugin.errors import NotFoundError
 from tb_plugin.__main__ import main
 
 from .helpers import PREFIX, make_client, memory, op, wait_route, write_trace
-from .snapshot_data import STACKS, snapshot_of, training
+from .snapshot_data import STACKS, inconsistent_snapshot, snapshot_of, training
 
 memory_viz = pytest.importorskip("torch.cuda._memory_viz")
 
@@ -81,6 +82,29 @@ def test_oom_card_state_is_the_allocators_at_that_entry(snap, allocators):
     allocated, reserved = _truth(allocators[1])
     assert card["allocated_bytes"] == allocated[-1] and card["reserved_bytes"] == reserved[-1]
     assert card["fragmentation_bytes"] == reserved[-1] - allocated[-1]
+
+
+def test_allocated_above_reserved_is_an_anomaly_not_a_negative_fragmentation(tmp_path, capsys):
+    """The hand-made inconsistent snapshot: fragmentation would be 2 - 8 = -6 MiB (-300%); it
+    is null, with the reason, in Python and over HTTP, and "not known" in the CLI."""
+    mib = 1 << 20
+    snapshot = inconsistent_snapshot()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "rank0.pickle").write_bytes(pickle.dumps(snapshot))
+    card = tb_plugin.load_snapshot(tmp_path / "run" / "rank0.pickle").oom().iloc[0]
+    assert (card["kind"], card["allocated_bytes"], card["reserved_bytes"]) == ("oom", 8 * mib, 2 * mib)
+    assert card["fragmentation_bytes"] is pd.NA and np.isnan(card["fragmentation_pct"])
+    assert "more is allocated than reserved" in card["anomaly"]
+    _, client = make_client(tmp_path)
+    reply = wait_route(client, f"{PREFIX}/snapshot_oom?run=run&snapshot=rank0")
+    (row,) = [dict(zip(reply.json["columns"], r)) for r in reply.json["rows"]]
+    assert row["fragmentation_bytes"] is None and row["fragmentation_pct"] is None and row["anomaly"] == card["anomaly"]
+    assert main(["memory", str(tmp_path / "run" / "rank0.pickle")]) == 0
+    assert "allocated 8.0 MiB, reserved 2.0 MiB, fragmentation not known" in capsys.readouterr().out
+
+
+def test_a_consistent_snapshot_has_no_anomaly(snap):
+    assert (snap.oom()["anomaly"] == "").all() and (snap.oom()["fragmentation_bytes"] >= 0).all()
 
 
 def test_segment_totals_agree_with_memory_viz_segsum(snap, snapshot):

@@ -14,7 +14,10 @@ import urllib.request
 
 import pytest
 
-from .helpers import PREFIX, SAMPLES, deep_directory, op, shared_trace, tensorboard, write_trace
+from .helpers import PREFIX, REPO, SAMPLES, deep_directory, op, shared_trace, tensorboard, write_trace
+
+PACKAGE = REPO / "tb_plugin"
+
 
 def get_json(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -44,6 +47,20 @@ def test_plugin_listed_active_and_serves_sample_runs(server):
     assert [r["name"] for r in runs["runs"]] == expected
     with urllib.request.urlopen(f"{server}/data/plugin/pytorch_profiler/index.js", timeout=5) as response:
         assert b"render" in response.read()
+
+
+@pytest.mark.parametrize("name", ["index.html", "index.js", "app.js", "index.css", "openapi.yaml"])
+def test_static_files_are_gzipped_over_http_when_accepted(server, name):
+    """Every text file the page loads (the 900 KB bundle, its styles, the OpenAPI contract) is
+    sent gzipped to a client that accepts it, and as it is stored to one that does not."""
+    url = f"{server}/data/plugin/pytorch_profiler/{name}"
+    stored = (PACKAGE / "openapi.yaml" if name == "openapi.yaml" else PACKAGE / "static" / name).read_bytes()
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept-Encoding": "gzip, br"}), timeout=5) as r:
+        packed, headers = r.read(), r.headers
+    assert headers["Content-Encoding"] == "gzip" and "Accept-Encoding" in headers["Vary"]
+    assert gzip.decompress(packed) == stored and len(packed) < len(stored)
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept-Encoding": "identity"}), timeout=5) as r:
+        assert "Content-Encoding" not in r.headers and r.read() == stored
 
 
 def test_info_of_gpu_sample_over_http(server):

@@ -384,8 +384,8 @@ def _single_worker_view(path):
 
 
 def test_devices_a100_from_raw_device_properties():
+    view = _single_worker_view(A100)  # skips without ../shared, before the file is read
     doc = _raw_document(A100)
-    view = _single_worker_view(A100)
     used = sorted({e["args"]["device"] for e in doc["traceEvents"] if e.get("cat") == "kernel"})
     assert list(view.devices["device_id"]) == used
     for _, row in view.devices.iterrows():

@@ -13,7 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import tb_plugin
 from tb_plugin.views.flops import OPERATORS, STEPS, peak_bandwidth, peak_tflops, shape_flops
 
-from .helpers import SAMPLES, kernel, low_coverage_trace, make_client, op, raw_events, runtime, wait_route, write_trace
+from .helpers import PREFIX, SAMPLES, kernel, low_coverage_trace, make_client, op, raw_events, runtime, wait_route, write_trace
 
 
 def _torch_flops(fn, *args):
@@ -314,3 +314,42 @@ def test_attention_backward_is_torchs_five_products_halved_when_causal(name, cau
     concrete[causal_at] = "True" if causal else "False"
     full = sdpa_backward_flop_count(grad, q, k, v)
     assert shape_flops(name, json.dumps(dims), json.dumps(concrete)) == (full / 2 if causal else full) > 0
+
+
+def _uncounted_trace(tmp_path, events):
+    events = [op("ProfilerStep#1", 0, 1000, cat="user_annotation"), *events]
+    return tb_plugin.load(write_trace(tmp_path / "w.pt.trace.json", events)).model
+
+
+def test_missing_flops_reason_fits_the_run(tmp_path):
+    """Why no operator has a FLOP count, by what the trace holds: a counted trace has no
+    reason; a matmul recorded without shapes asks for record_shapes; a run with shapes whose
+    matrix work ran inside a CUDA-graph replay (one cudaGraphLaunch, two kernels, no operator
+    below it) says so and does not ask for record_shapes, which it has."""
+    from tb_plugin.views.flops import flops_missing
+
+    assert flops_missing(_gpu_trace(tmp_path / "counted").model).empty
+    bare = _uncounted_trace(tmp_path / "bare", [op("aten::mm", 10, 20)])
+    (reason,) = flops_missing(bare)["reason"]
+    assert "records no input shapes" in reason and "record_shapes=True" in reason and "its 1 call of" in reason
+    graphs = _uncounted_trace(tmp_path / "graphs", [
+        op("aten::add_", 10, 20, **{"Input Dims": [[1024, 1000], [1024, 1000]], "Input type": ["float", "float"]}),
+        op("CUDAGraph::replay", 100, 50, **{"External id": 7}),
+        runtime("cudaGraphLaunch", 110, 20, correlation=9, external_id=7),
+        kernel("sm90_xmma_gemm_bf16", 200, 100, correlation=9), kernel("triton_poi_fused_add", 300, 10, correlation=9)])
+    (reason,) = flops_missing(graphs)["reason"]
+    assert "inside 1 CUDA-graph replay (cudaGraphLaunch)" in reason and "do have shapes" in reason
+    assert "record_shapes" not in reason
+
+
+def test_missing_flops_reason_of_the_compiled_graph_sample_over_http():
+    """samples/gpu_h100_compiled records shapes, but its matmuls ran in graph replays: the
+    reason names as many replays as the raw trace has cudaGraphLaunch calls."""
+    run = SAMPLES / "gpu_h100_compiled"
+    path = next(run.glob("*.pt.trace.json*"))
+    launches = sum(e.get("name") == "cudaGraphLaunch" for e in raw_events(path))
+    _, client = make_client(SAMPLES)
+    reply = wait_route(client, f"{PREFIX}/flops?run=gpu_h100_compiled&worker={path.name.split('.')[0]}&span=1&table=missing")
+    assert reply.status_code == 200
+    (row,) = reply.json["rows"]
+    assert f"inside {launches} CUDA-graph replays" in row[0] and "record_shapes" not in row[0]

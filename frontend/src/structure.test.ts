@@ -71,3 +71,15 @@ describe('source layering', () => {
     expect(offenders.map((f) => relative(SRC, f))).toEqual([]);
   });
 });
+
+describe('one unit system', () => {
+  it('names memory sizes in binary units only (KiB, MiB, GiB: the sizes are powers of 1024, as the CLI writes them)', () => {
+    // "KB", "MB", "GB", "TB" as a word, not a rate ("GB/s" is decimal bandwidth, on purpose)
+    const decimal = /(?<![A-Za-z])[KMGT]B(?![A-Za-z/])/;
+    const offenders = sources(SRC)
+      .filter((file) => !file.endsWith('schema.d.ts'))
+      .flatMap((file) => readFileSync(file, 'utf8').split('\n').map((line, i) => [relative(SRC, file), i + 1, line] as const))
+      .filter(([, , line]) => decimal.test(line));
+    expect(offenders).toEqual([]);
+  });
+});

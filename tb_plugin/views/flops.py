@@ -62,10 +62,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NULLABLE, declare, route
+from ..schema import NULLABLE, declare, documented, route
 from ..trace.model import TraceModel
 from ..trace.linking import ancestor_where
 from .collectives import element_bytes, input_bytes
+from .cudagraphs import graph_launch_mask
 from .common import cached, device_activity, kernel_flags, name_mask, operator_tree, step_windows, texts
 
 # The operands of each op with a formula, by position in its schema (`Input Dims` lists every
@@ -607,16 +608,59 @@ def _kernel_coverage(model, flops, start, end):
     return device_us, counted_us
 
 
+MISSING = declare(
+    "flops_missing", "why no operator has a FLOP count: one row when none has one, no row otherwise",
+    ("reason", "str", "", "what the trace lacks for a count, in the run's own terms, and what to record instead"),
+)
+
+
+@documented(MISSING)
+def flops_missing(model: TraceModel) -> pd.DataFrame:
+    """Why `flops_operators` is empty, by what the trace holds: calls the formulas count whose
+    shapes are missing; else matrix work that ran only inside CUDA-graph replays (a replay is
+    one runtime call whose kernels record no operator or shapes, so record_shapes cannot
+    help); else no shapes recorded at all; else no operator the formulas count."""
+    flops, *_ = op_flops(model)
+    if (flops > 0).any():
+        return MISSING.empty()
+    return MISSING.frame({"reason": [_missing_reason(model)]})
+
+
+def _missing_reason(model):
+    ops = model.ops
+    counted_kind = name_mask(ops["name"], lambda name: name in _FORMULA_NAMES)
+    shaped = name_mask(ops["input_dims"], lambda dims: any(c.isdigit() for c in dims)).any()
+    replays = int(graph_launch_mask(model).sum())
+    if counted_kind.any():
+        n = int(counted_kind.sum())
+        calls = f"{n:,} call{'s' if n != 1 else ''} of matrix products, convolutions or attention"
+        if not shaped:
+            return (f"the trace records no input shapes, so its {calls} cannot be counted: record with "
+                    "record_shapes=True, or with_flops=True")
+        return f"none of the {calls} has input shapes that fit its formula (record_shapes=True records them; or with_flops=True)"
+    if replays:
+        return (f"the matrix work ran inside {replays:,} CUDA-graph replay{'s' if replays != 1 else ''} (cudaGraphLaunch), which the trace "
+                f"records as kernels only, with no operators or shapes to count FLOPs from"
+                f"{' (its other operators do have shapes)' if shaped else ''}: profile a step run without CUDA graphs "
+                "(torch.compile without mode=\"reduce-overhead\") to count them")
+    if not shaped:
+        return ("the trace records no input shapes: record with record_shapes=True (matrix products, convolutions and "
+                "attention are counted from their shapes), or with_flops=True")
+    return ("no matrix product, convolution or attention ran (shapes are recorded): only these are counted, "
+            "element-wise and fused kernels are not")
+
+
 @dataclass
 class FlopsView:
-    """The FLOPs view's tables: `flops_operators` and `flops_steps`."""
+    """The FLOPs view's tables: `flops_operators`, `flops_steps` and `flops_missing`."""
 
     operators: pd.DataFrame
     steps: pd.DataFrame
+    missing: pd.DataFrame
 
 
 def flops_view(model: TraceModel) -> FlopsView:
-    return FlopsView(operators=flops_operators(model), steps=flops_steps(model))
+    return FlopsView(operators=flops_operators(model), steps=flops_steps(model), missing=flops_missing(model))
 
 
 # The routes answering with these tables (see `schema.route`).
@@ -626,7 +670,8 @@ FLOPS_ROUTE = route(
     "host_tflops_per_s, device_tflops_per_s, peak_tflops_per_s, pct_of_peak; FLOPs from the "
     "with_flops arg, else from Input Dims for matrix products, convolutions and attention) and steps "
     "(step, flops, step_us, tflops_per_s, device_name, dtype, peak_tflops_per_s, mfu_pct). Peaks are "
-    "dense TFLOP/s per GPU model and dtype from vendor datasheets; null (peak unknown) otherwise. "
+    "dense TFLOP/s per GPU model and dtype from vendor datasheets; null (peak unknown) otherwise. missing (reason): "
+    "why no operator has a count, one row when none has. "
     "With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON).",
     flops_view,
-    tables={"operators": OPERATORS, "steps": STEPS})
+    tables={"operators": OPERATORS, "steps": STEPS, "missing": MISSING})

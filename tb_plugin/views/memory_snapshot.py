@@ -131,8 +131,12 @@ SNAPSHOT_OOM = declare(
     ("device_free_bytes", "int64", "bytes", "bytes CUDA reported free on the device at the OOM; -1 for a peak"),
     ("allocated_bytes", "int64", "bytes", "bytes allocated at that moment"),
     ("reserved_bytes", "int64", "bytes", "bytes reserved in segments at that moment"),
-    ("fragmentation_bytes", "int64", "bytes", "reserved but not allocated: cached free space the request did not fit"),
-    ("fragmentation_pct", "float64", "pct", "fragmentation_bytes / reserved_bytes; null with nothing reserved", NULLABLE),
+    ("fragmentation_bytes", "int64", "bytes", "reserved but not allocated: cached free space the request did not fit; "
+     "null when the snapshot is inconsistent (anomaly)", NULLABLE),
+    ("fragmentation_pct", "float64", "pct", "fragmentation_bytes / reserved_bytes; null with nothing reserved or an anomaly",
+     NULLABLE),
+    ("anomaly", "str", "", "why that moment's numbers do not add up (allocated above reserved: actions missing from "
+     "the snapshot's trace); empty when they do"),
 )
 SNAPSHOT_LIVE = declare(
     "snapshot_live", "one allocation alive at the chosen moment, largest first",
@@ -407,12 +411,21 @@ def oom(model: SnapshotModel) -> pd.DataFrame:
             entry, kind, requested, free = int(peaks["peak_entry"].to_numpy()[peaks.index.get_loc(device)]), "peak", 0, -1
             pos = entry - s.start if entry >= 0 else -1
         allocated, reserved = _state_at(s, pos)
+        consistent = allocated <= reserved
         rows.append({"device": device, "kind": kind, "entry": entry,
                      "time_us": s.time_us[pos] if pos >= 0 else np.nan, "requested_bytes": requested,
                      "device_free_bytes": free, "allocated_bytes": allocated, "reserved_bytes": reserved,
-                     "fragmentation_bytes": reserved - allocated,
-                     "fragmentation_pct": 100.0 * (reserved - allocated) / reserved if reserved else np.nan})
+                     "fragmentation_bytes": reserved - allocated if consistent else None,
+                     "fragmentation_pct": 100.0 * (reserved - allocated) / reserved if consistent and reserved else np.nan,
+                     "anomaly": "" if consistent else _ALLOCATED_ABOVE_RESERVED})
     return SNAPSHOT_OOM.frame(pd.DataFrame(rows, columns=SNAPSHOT_OOM.names))
+
+
+# Blocks live inside segments, so allocated bytes above reserved ones mean the trace lacks
+# actions: segment_alloc/segment_map entries dropped (a trace recorded from mid-run, whose
+# ring buffer of `max_entries` wrapped) or frees of blocks it never saw allocated.
+_ALLOCATED_ABOVE_RESERVED = ("more is allocated than reserved, which the allocator cannot reach: the snapshot's trace "
+                             "lacks some of its segment or free actions, so fragmentation is not given")
 
 
 def _alive(model, device, entry):

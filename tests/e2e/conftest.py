@@ -103,7 +103,7 @@ def format_bytes(n):
     if a < 1024:
         return f"{_signed(n, str(round(a)))} B"
     value, unit = a / 1024, 0
-    units = ["KB", "MB", "GB", "TB"]
+    units = ["KiB", "MiB", "GiB", "TiB"]
     while value >= 1024 and unit < len(units) - 1:
         value /= 1024
         unit += 1

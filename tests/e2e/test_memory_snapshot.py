@@ -103,3 +103,45 @@ def test_beside_the_trace_draws_its_memory_curve(page, tmp_path, screenshot_dir)
         }""")
         assert blue > 300, "the trace's memory curve is not drawn"
         screenshot(page, screenshot_dir, "memory_snapshot_beside_trace")
+
+
+def test_an_unreadable_snapshot_is_named_once_and_an_inconsistent_one_has_no_negative_fragmentation(page, tmp_path, screenshot_dir):
+    """Run `snaps`: rank0 readable, rank1 cut short; run `odd`: one snapshot whose trace has
+    8 MiB allocated against the 2 MiB its one segment reserves (tests/test_memory_snapshot.py).
+    The page names the unreadable snapshot once, by its name and never by a server path; it
+    gives the inconsistent one's reason instead of a fragmentation (-300% otherwise); its
+    tables carry their columns' declared meanings; the worker and span selectors say why they
+    are empty."""
+    import pickle
+
+    from ..snapshot_data import inconsistent_snapshot, snapshot_of, training
+    from .conftest import tensorboard
+
+    logs = tmp_path / "logs"
+    (logs / "snaps").mkdir(parents=True)
+    (logs / "odd").mkdir()
+    good = pickle.dumps(snapshot_of([training(0, seed=3)]))
+    (logs / "snaps" / "rank0.pickle").write_bytes(good)
+    (logs / "snaps" / "rank1.pickle").write_bytes(good[: len(good) // 2])
+    (logs / "odd" / "rank0.pickle").write_bytes(pickle.dumps(inconsistent_snapshot()))
+    with tensorboard(logs, tmp_path / "tb.log") as base:
+        open_page(page, base, run="snaps", snapshot="rank1")
+        errors = page.query_selector_all("[data-current-view] [role=alert]")
+        assert len(errors) == 1
+        text = errors[0].inner_text()
+        assert "memory snapshot “rank1” of snaps" in text and "truncated" in text
+        assert str(tmp_path) not in page.inner_text("body") and ".pickle" not in text
+        for select in ("worker", "span"):
+            assert page.inner_text(f"[data-select={select}]") == "none: memory snapshots only"
+        screenshot(page, screenshot_dir, "memory_snapshot_unreadable")
+
+        open_page(page, base, run="odd", view="memory_snapshot")
+        card = rows(api(base, "snapshot_oom", run="odd", snapshot="rank0"))[0]
+        assert card["fragmentation_pct"] is None and card["anomaly"]
+        facts = page.inner_text("[data-testid=snapshot-oom]")
+        assert card["anomaly"] in page.inner_text("[data-testid=snapshot-anomaly]") and "%" not in facts
+        headers = page.query_selector_all("[data-current-view] th")
+        assert headers and all(h.get_attribute("data-definition") for h in headers)
+        screenshot(page, screenshot_dir, "memory_snapshot_inconsistent")
+    # the browser logs each 422 of the unreadable snapshot (run snaps): expected here
+    page.watch.errors = [e for e in page.watch.errors if not ("status of 422" in e and "run=snaps" in e)]

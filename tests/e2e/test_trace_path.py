@@ -119,3 +119,29 @@ def test_trace_view_control_picks_a_steps_path_or_turns_it_off(page, server, scr
     page.wait_for_function("() => document.querySelector('[data-testid=trace-timeline]').dataset.pathStep === ''")
     assert drawn(page) == ("", 0, 0) and page.query_selector("[data-testid=trace-path]") is None
     assert "trace_path=" not in page.url
+
+
+def test_stepping_along_the_path_brings_each_segments_track_into_view(page, server):
+    """Stepping to a segment on another track scrolls that track into view: in a window 500 px
+    high the timeline shows part of the sample's tracks; they are scrolled away from the
+    target's track first (to the other end of the list), then ▶ lands on it and the segment is
+    on screen."""
+    step = rows(api(server, "steps", **Q))[0]["step"]
+    path = rows(api(server, "timeline_critical_path", **Q, step=step))
+    j = next(i for i in range(1, len(path)) if path[i]["track"] != path[i - 1]["track"] and path[i]["track"] >= 0)
+    page.set_viewport_size({"width": 1400, "height": 500})
+    open_page(page, server, **Q, view="trace", trace_path=step, trace_path_segment=j - 1)
+    wait_drawn(page, step)
+    target = path[j]["track"]
+    rows_now = page.evaluate("() => document.querySelector('.trace-canvas').traceDebug.rows()")
+    y = next(r["y"] for r in rows_now if r.get("track") == target)
+    # away from the target's track: to the bottom when it is in the upper half, else the top
+    page.evaluate("""(down) => { const el = document.querySelector('.trace-scroll');
+        el.scrollTop = down ? el.scrollHeight : 0; el.dispatchEvent(new Event('scroll')); }""",
+                  y < page.evaluate("() => document.querySelector('.trace-scroll').scrollHeight") / 2)
+    page.wait_for_function("(t) => !document.querySelector('.trace-canvas').traceDebug.path().some((s) => s.track === t)",
+                           arg=target)
+    page.click("[data-control=trace-path-next]")
+    page.wait_for_selector(f"[data-testid=trace-path-segment][data-segment='{j}']")
+    page.wait_for_function("(j) => document.querySelector('.trace-canvas').traceDebug.path().some((s) => s.segment === j)",
+                           arg=j)

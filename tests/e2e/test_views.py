@@ -361,6 +361,16 @@ def test_flops_in_operator_view_and_mfu_in_overview(page, server, run, known_pea
         assert "peak unknown" in text and "no GPU" in text
 
 
+def test_no_flops_message_fits_a_run_whose_matmuls_ran_in_graph_replays(page, server):
+    """The compiled H100 sample records shapes, but its matmuls ran in CUDA-graph replays: the
+    Operator view gives the server's reason for no FLOPs, and does not ask for record_shapes."""
+    q = {"run": "gpu_h100_compiled", "worker": "worker0", "span": 1}
+    (reason,) = [r["reason"] for r in rows(api(server, "flops", **q, table="missing"))]
+    open_page(page, server, **q, view="operator")
+    text = page.inner_text("[data-testid=no-flops]")
+    assert reason in text and "CUDA-graph replays" in text and "record_shapes" not in text
+
+
 @pytest.fixture(scope="module")
 def hand_made_server(tmp_path_factory):
     """tensorboard over two hand-made runs: CUDA-graph kernels annotated by torch's own

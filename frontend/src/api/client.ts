@@ -12,6 +12,8 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     readonly reason: string,
+    /** The file the error is about, relative to the log directory (as the run lists it). */
+    readonly path: string | null = null,
   ) {
     super(reason);
   }
@@ -50,7 +52,7 @@ async function errorOf(response: Response): Promise<ApiError> {
   } catch {
     // not JSON: keep the status line
   }
-  return new ApiError(response.status, body.error ?? 'http_error', body.reason ?? `HTTP ${response.status} ${response.statusText}`);
+  return new ApiError(response.status, body.error ?? 'http_error', body.reason ?? `HTTP ${response.status} ${response.statusText}`, body.path ?? null);
 }
 
 /** GET a JSON route, waiting while the profile is being parsed. */

@@ -2262,7 +2262,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** FLOPs: operators (name, calls, flops, source, dtype, host_total_us, device_total_us, host_tflops_per_s, device_tflops_per_s, peak_tflops_per_s, pct_of_peak; FLOPs from the with_flops arg, else from Input Dims for matrix products, convolutions and attention) and steps (step, flops, step_us, tflops_per_s, device_name, dtype, peak_tflops_per_s, mfu_pct). Peaks are dense TFLOP/s per GPU model and dtype from vendor datasheets; null (peak unknown) otherwise. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        /** FLOPs: operators (name, calls, flops, source, dtype, host_total_us, device_total_us, host_tflops_per_s, device_tflops_per_s, peak_tflops_per_s, pct_of_peak; FLOPs from the with_flops arg, else from Input Dims for matrix products, convolutions and attention) and steps (step, flops, step_us, tflops_per_s, device_name, dtype, peak_tflops_per_s, mfu_pct). Peaks are dense TFLOP/s per GPU model and dtype from vendor datasheets; null (peak unknown) otherwise. missing (reason): why no operator has a count, one row when none has. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
@@ -2271,7 +2271,7 @@ export interface paths {
                     worker: components["parameters"]["worker"];
                     span?: components["parameters"]["span"];
                     /** @description One table (JSON or CSV). */
-                    table?: "operators" | "steps";
+                    table?: "operators" | "steps" | "missing";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -2288,9 +2288,10 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["FlopsOperatorsTable"] | components["schemas"]["FlopsStepsTable"] | {
+                        "application/json": components["schemas"]["FlopsOperatorsTable"] | components["schemas"]["FlopsStepsTable"] | components["schemas"]["FlopsMissingTable"] | {
                             operators?: components["schemas"]["FlopsOperatorsTable"];
                             steps?: components["schemas"]["FlopsStepsTable"];
+                            missing?: components["schemas"]["FlopsMissingTable"];
                         };
                         "text/csv": string;
                     };
@@ -4343,6 +4344,19 @@ export interface components {
                 number
             ][];
         };
+        /** @description `flops_missing`: why no operator has a FLOP count: one row when none has one, no row otherwise. */
+        FlopsMissingTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "reason"
+            ];
+            rows: [
+                string
+            ][];
+        };
         /** @description `flops_operators`: one operator name with FLOPs: how many and at what rate they ran. */
         FlopsOperatorsTable: {
             /**
@@ -5974,7 +5988,8 @@ export interface components {
                 "allocated_bytes",
                 "reserved_bytes",
                 "fragmentation_bytes",
-                "fragmentation_pct"
+                "fragmentation_pct",
+                "anomaly"
             ];
             rows: [
                 number,
@@ -5985,8 +6000,9 @@ export interface components {
                 number,
                 number,
                 number,
-                number,
-                number | null
+                number | null,
+                number | null,
+                string
             ][];
         };
         /** @description `snapshot_part_allocations`: one allocation with its lifetime (snapshot/lifetimes.py), by device then by when it was made. */

@@ -4,13 +4,13 @@
 
 import { useLayoutEffect, useState } from 'preact/hooks';
 import { beginWork } from '../base/ready';
-import { describeError, fetchJson, isAbort, type Params } from './client';
+import { ApiError, describeError, fetchJson, isAbort, type Params } from './client';
 import type { LoadingReply } from './types';
 
 export type ApiState<T> =
   | { status: 'loading'; data: null; error: null; progress: LoadingReply | null }
   | { status: 'ok'; data: T; error: null; progress: null }
-  | { status: 'error'; data: null; error: string; progress: null };
+  | { status: 'error'; data: null; error: string; progress: null; /** the file it is about (ApiError.path) */ path: string | null };
 
 const LOADING = { status: 'loading', data: null, error: null, progress: null } as const;
 
@@ -31,7 +31,10 @@ export function useApi<T>(route: string | null, params: Params = {}): ApiState<T
     })
       .then((data) => setState({ key, value: { status: 'ok', data, error: null, progress: null } }))
       .catch((error) => {
-        if (!isAbort(error)) setState({ key, value: { status: 'error', data: null, error: describeError(error), progress: null } });
+        if (!isAbort(error)) {
+          const path = error instanceof ApiError ? error.path : null;
+          setState({ key, value: { status: 'error', data: null, error: describeError(error), progress: null, path } });
+        }
       })
       .finally(done);
     return () => {

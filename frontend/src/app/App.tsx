@@ -110,7 +110,8 @@ export function App() {
           </label>
           <label>
             Worker
-            <select data-select="worker" value={worker} onChange={(e) => select({ worker: (e.target as HTMLSelectElement).value, span: null })}>
+            <select data-select="worker" value={worker} disabled={snapshotsOnly} onChange={(e) => select({ worker: (e.target as HTMLSelectElement).value, span: null })}>
+              {snapshotsOnly ? <option value="">none: memory snapshots only</option> : null}
               {(run?.workers ?? []).map((w) => (
                 <option key={w} value={w}>{w}</option>
               ))}
@@ -118,7 +119,8 @@ export function App() {
           </label>
           <label>
             Span
-            <select data-select="span" value={String(span)} onChange={(e) => select({ span: (e.target as HTMLSelectElement).value })}>
+            <select data-select="span" value={spanList.length ? String(span) : ''} disabled={!spanList.length} onChange={(e) => select({ span: (e.target as HTMLSelectElement).value })}>
+              {spanList.length ? null : <option value="">{snapshotsOnly ? 'none: memory snapshots only' : spans.status === 'error' ? 'none' : '…'}</option>}
               {spanList.map((s) => (
                 <option key={s.span} value={String(s.span)} title={s.file}>{s.span}{s.stamp !== null ? ` · ${s.file}` : ''}</option>
               ))}

@@ -36,15 +36,15 @@ describe('formatBytes', () => {
   it('uses binary units', () => {
     expect(formatBytes(0)).toBe('0 B');
     expect(formatBytes(1023)).toBe('1023 B');
-    expect(formatBytes(1024)).toBe('1.00 KB');
-    expect(formatBytes(1536)).toBe('1.50 KB');
-    expect(formatBytes(1363568)).toBe('1.30 MB');
-    expect(formatBytes(34084028416)).toBe('31.74 GB');
-    expect(formatBytes(5 * 1024 ** 4)).toBe('5.00 TB');
-    expect(formatBytes(1024 ** 5)).toBe('1024.00 TB');
+    expect(formatBytes(1024)).toBe('1.00 KiB');
+    expect(formatBytes(1536)).toBe('1.50 KiB');
+    expect(formatBytes(1363568)).toBe('1.30 MiB');
+    expect(formatBytes(34084028416)).toBe('31.74 GiB');
+    expect(formatBytes(5 * 1024 ** 4)).toBe('5.00 TiB');
+    expect(formatBytes(1024 ** 5)).toBe('1024.00 TiB');
   });
   it('signs negatives (memory released) and marks missing values', () => {
-    expect(formatBytes(-356452064)).toBe('-339.94 MB');
+    expect(formatBytes(-356452064)).toBe('-339.94 MiB');
     expect(formatBytes(null)).toBe('—');
     expect(formatBytes(-0.4)).toBe('0 B');
   });
@@ -83,8 +83,8 @@ describe('numbers and percentages', () => {
 describe('axes', () => {
   it('drops trailing decimal zeros of tick labels', () => {
     expect(axisText('210.00 ms')).toBe('210 ms');
-    expect(axisText('1.50 MB')).toBe('1.5 MB');
-    expect(axisText('1.25 MB')).toBe('1.25 MB');
+    expect(axisText('1.50 MiB')).toBe('1.5 MiB');
+    expect(axisText('1.25 MiB')).toBe('1.25 MiB');
     expect(axisText('0 µs')).toBe('0 µs');
     expect(axisText('500 µs')).toBe('500 µs');
     expect(axisText('-2.00 s')).toBe('-2 s');
@@ -97,11 +97,11 @@ describe('axes', () => {
       for (let v = 0; v <= Math.ceil(max / step) * step; v += step) out.push(axisText(formatBytes(v)));
       return out;
     };
-    expect(labels(1.43 * 1024 ** 2)).toEqual(['0 B', '512 KB', '1 MB', '1.5 MB']);
-    expect(labels(55.13 * 1024 ** 2)).toEqual(['0 B', '16 MB', '32 MB', '48 MB', '64 MB']);
-    expect(labels(2.6 * 1024 ** 3)).toEqual(['0 B', '1 GB', '2 GB', '3 GB']);
+    expect(labels(1.43 * 1024 ** 2)).toEqual(['0 B', '512 KiB', '1 MiB', '1.5 MiB']);
+    expect(labels(55.13 * 1024 ** 2)).toEqual(['0 B', '16 MiB', '32 MiB', '48 MiB', '64 MiB']);
+    expect(labels(2.6 * 1024 ** 3)).toEqual(['0 B', '1 GiB', '2 GiB', '3 GiB']);
     expect(labels(700)).toEqual(['0 B', '256 B', '512 B', '768 B']);
-    expect(labels(900 * 1024)).toEqual(['0 B', '256 KB', '512 KB', '768 KB', '1 MB']);
+    expect(labels(900 * 1024)).toEqual(['0 B', '256 KiB', '512 KiB', '768 KiB', '1 MiB']);
     expect(byteTickInterval(0)).toBe(1);
   });
   it('spaces time ticks by 1, 2 or 5 times a power of ten, from a round start', () => {
@@ -128,10 +128,13 @@ describe('plural', () => {
 });
 
 describe('formatBandwidth', () => {
-  it('picks the decimal unit that fits', () => {
+  it('is always in GB/s, three significant digits when small', () => {
     expect(formatBandwidth(9.375535)).toBe('9.38 GB/s');
-    expect(formatBandwidth(0.000186)).toBe('186 KB/s');
-    expect(formatBandwidth(0.04)).toBe('40.0 MB/s');
+    expect(formatBandwidth(0.000186)).toBe('0.000186 GB/s');
+    expect(formatBandwidth(0.04)).toBe('0.04 GB/s');
+    expect(formatBandwidth(40.04)).toBe('40.0 GB/s');
+    expect(formatBandwidth(350.4)).toBe('350 GB/s');
+    expect(formatBandwidth(0)).toBe('0.00 GB/s');
     expect(formatBandwidth(null)).toBe('—');
   });
 });
@@ -139,8 +142,8 @@ describe('formatBandwidth', () => {
 describe('formatBandwidth (collectives)', () => {
   it('shows what NCCL-sized and gloo-sized calls reach, a dash when unknown', () => {
     expect(formatBandwidth(6.558388)).toBe('6.56 GB/s');
-    expect(formatBandwidth(0.00908)).toBe('9.08 MB/s');
-    expect(formatBandwidth(0.99999)).toBe('1000 MB/s');
+    expect(formatBandwidth(0.00908)).toBe('0.00908 GB/s');
+    expect(formatBandwidth(0.99999)).toBe('1.00 GB/s');
     expect(formatBandwidth(Number.NaN)).toBe('—');
   });
 });

@@ -28,12 +28,13 @@ export function durationTicks(maxUs: number): (us: number) => string {
   return (us) => `${axisText((us / scale).toFixed(2))} ${unit}`;
 }
 
-/** Bytes in binary units: "512 B", "1.50 KB", "3.20 MB", "31.74 GB". */
+/** Bytes in binary units, named as such (IEC, as the CLI and torch's memory_viz write them):
+ *  "512 B", "1.50 KiB", "3.20 MiB", "31.74 GiB". */
 export function formatBytes(bytes: number | null | undefined): string {
   if (bytes === null || bytes === undefined || !Number.isFinite(bytes)) return '—';
   const a = Math.abs(bytes);
   if (a < 1024) return `${signed(bytes, String(Math.round(a)))} B`;
-  const units = ['KB', 'MB', 'GB', 'TB'];
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
   let value = a / 1024;
   let unit = 0;
   while (value >= 1024 && unit < units.length - 1) {
@@ -43,21 +44,18 @@ export function formatBytes(bytes: number | null | undefined): string {
   return `${signed(bytes, value.toFixed(2))} ${units[unit]}`;
 }
 
-/** A percentage already in 0..100: "12.3 %". */
-/** A bandwidth given in GB/s, in the decimal unit that fits (as NCCL's tests count:
- * 1 GB/s = 10^9 bytes per second): "186 KB/s", "9.38 GB/s". */
+/** A bandwidth, always in GB/s (decimal, as NCCL's tests and the API's `_gbps` columns count:
+ * 1 GB/s = 10^9 bytes per second), so bandwidths compare at a glance and never read as
+ * memory's binary units: "9.38 GB/s", "40.0 GB/s", "0.04 GB/s", "0.000186 GB/s" (three
+ * significant digits below 0.01). */
 export function formatBandwidth(gbps: number | null | undefined): string {
   if (gbps === null || gbps === undefined || !Number.isFinite(gbps)) return '—';
-  const units = ['B/s', 'KB/s', 'MB/s', 'GB/s', 'TB/s'];
-  let value = Math.abs(gbps) * 1e9;
-  let unit = 0;
-  while (value >= 1000 && unit < units.length - 1) {
-    value /= 1000;
-    unit += 1;
-  }
-  return `${value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0)} ${units[unit]}`;
+  const a = Math.abs(gbps);
+  const digits = a >= 99.95 ? 0 : a >= 9.995 ? 1 : a >= 0.00995 || a === 0 ? 2 : Math.min(12, 2 - Math.floor(Math.log10(a)));
+  return `${signed(gbps, a.toFixed(digits))} GB/s`;
 }
 
+/** A percentage already in 0..100: "12.3 %". */
 export function formatPct(pct: number | null | undefined, digits = 1): string {
   if (pct === null || pct === undefined || !Number.isFinite(pct)) return '—';
   return `${signed(pct, Math.abs(pct).toFixed(digits))} %`;
@@ -123,17 +121,17 @@ export function deltaSign(delta: number | null | undefined, format: (v: number) 
 }
 
 /** An axis tick label: `text` of a formatter above without trailing decimal zeros, since the
- * ticks are round values ("210 ms", "1.5 MB", not "210.00 ms", "1.50 MB"). */
+ * ticks are round values ("210 ms", "1.5 MiB", not "210.00 ms", "1.50 MiB"). */
 export function axisText(text: string): string {
   return text.replace(/^([^.]*\d)\.(\d*?)0+(?=\D|$)/, (_, whole: string, fraction: string) => (fraction ? `${whole}.${fraction}` : whole));
 }
 
-// Above 128, only divisors of 1024: ticks never reach "1000 KB" before the next unit.
+// Above 128, only divisors of 1024: ticks never reach "1000 KiB" before the next unit.
 const BYTE_STEPS = [1, 2, 4, 5, 8, 10, 16, 20, 32, 50, 64, 100, 128, 256, 512];
 
 /** Tick spacing for a bytes axis from 0 to `maxBytes` with about `ticks` intervals: a round
- * number of B, KB, MB, GB or TB (1, 2, 5, ... or a power of two), so the labels that
- * formatBytes writes read 256 KB, 512 KB, 768 KB, 1 MB, not 292.97 KB, 585.94 KB. */
+ * number of B, KiB, MiB, GiB or TiB (1, 2, 5, ... or a power of two), so the labels that
+ * formatBytes writes read 256 KiB, 512 KiB, 768 KiB, 1 MiB, not 292.97 KiB, 585.94 KiB. */
 export function byteTickInterval(maxBytes: number, ticks = 5): number {
   const target = Number.isFinite(maxBytes) && maxBytes > 0 ? maxBytes / ticks : 1;
   for (let unit = 1; unit <= 1024 ** 4; unit *= 1024) {

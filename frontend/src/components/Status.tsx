@@ -41,9 +41,10 @@ export function Empty({ children }: { children: ComponentChildren }) {
   return <div class="status empty">{children}</div>;
 }
 
-/** Render `children(data)` once `state` is ok; loading and error states otherwise. */
-export function Loaded<T>({ state, label, children }: { state: ApiState<T>; label?: string; children: (data: T) => ComponentChildren }) {
-  if (state.status === 'error') return <ErrorBox reason={state.error} />;
+/** Render `children(data)` once `state` is ok; loading and error states otherwise (the error
+ *  under `errorTitle`, which says what could not be loaded). */
+export function Loaded<T>({ state, label, errorTitle, children }: { state: ApiState<T>; label?: string; errorTitle?: string; children: (data: T) => ComponentChildren }) {
+  if (state.status === 'error') return <ErrorBox title={errorTitle} reason={state.error} />;
   if (state.status === 'loading') {
     return <Loading label={label} progress={state.progress} />;
   }

@@ -9,10 +9,10 @@
 // at the bottom of the window while the table is on screen.
 
 import type { ComponentChildren, VNode } from 'preact';
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { columnDoc, type TableName } from '../../api/tables';
 import { plural } from '../../base/format';
-import { filterRows, pageOf, sortRows, toCsv, treeRows, type Cell, type Row, type SortState, type TreeSpec } from './logic';
+import { filterRows, hidingOrder, pageOf, shorten, sortRows, toCsv, treeRows, type Cell, type Row, type SortState, type TreeSpec } from './logic';
 
 export const PAGE_SIZE = 50;
 
@@ -34,6 +34,9 @@ export type Column<R extends Row = Row> = {
     /** A list that can run to hundreds of names (a region's kernels): three lines at most,
      *  the whole text in the cell's tooltip, so one row never fills the page. */
     clamp?: boolean;
+    /** A detail most readers skip: hidden first when the table is wider than its card
+     *  (`logic.hidingOrder`), behind the table's "more columns" toggle. */
+    secondary?: boolean;
   };
 }[keyof R & string];
 
@@ -47,8 +50,10 @@ export interface DataTableProps<R extends Row = Row> {
   columns: Column<R>[];
   rows: R[];
   /** The declared table the rows are (its OpenAPI component): each header's tooltip is then
-   *  the declaration's meaning of its column, the one the API documents. */
-  schema?: TableName;
+   *  the declaration's meaning of its column, the one the API documents. Required, so no
+   *  table forgets it; null only for rows no declared table holds (each column's `title`
+   *  then says what it means). */
+  schema: TableName | null;
   /** Columns of the CSV download, in order (default: the wire columns of the first row). */
   csvColumns?: string[];
   csvName: string;
@@ -86,6 +91,18 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
   const [open, setOpen] = useState<Set<string>>(new Set());
   const [page, setPage] = useState(0);
   const rowKey = props.rowKey ?? ((row: R) => JSON.stringify(row));
+  // Columns hidden so that the table fits its card, and whether the reader asked for all.
+  const [fit, setFit] = useState({ hidden: 0, all: false });
+  const order = useMemo(() => hidingOrder(columns), [columns]);
+  const hidden = fit.all ? new Set<string>() : new Set(order.slice(0, fit.hidden));
+  const shownColumns = columns.filter((c) => !hidden.has(c.key));
+  const onOverflow = useCallback((overflow: boolean, widened: boolean) => {
+    setFit((f) => {
+      if (f.all) return f;
+      if (widened && f.hidden) return { ...f, hidden: 0 }; // room again: measure from all columns
+      return overflow && f.hidden < order.length ? { ...f, hidden: f.hidden + 1 } : f;
+    });
+  }, [order.length]);
 
   const shown = useMemo(() => {
     if (tree) {
@@ -148,6 +165,18 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
         >
           Download CSV
         </button>
+        {fit.hidden > 0 ? (
+          <button
+            type="button"
+            class="more-columns"
+            data-control="more-columns"
+            data-hidden={fit.all ? 0 : fit.hidden}
+            title={fit.all ? 'Hide the columns that do not fit the card' : `Also show: ${columns.filter((c) => hidden.has(c.key)).map((c) => c.label).join(', ')}`}
+            onClick={() => setFit((f) => ({ ...f, all: !f.all }))}
+          >
+            {fit.all ? 'Fewer columns' : `${plural(fit.hidden, 'more column')}`}
+          </button>
+        ) : null}
         {props.caption}
         {pager}
       </div>
@@ -156,12 +185,12 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
           Sorted by the size of “{sortedBy.label}”, the largest change of either sign first; click a header to sort by another column.
         </div>
       ) : null}
-      <SideScroll>
+      <SideScroll onOverflow={onOverflow}>
         <table>
           <thead>
             <tr>
               {details ? <th class="expander-col" aria-label={details.label ?? 'Details'} /> : null}
-              {columns.map((column) => {
+              {shownColumns.map((column) => {
                 // the declared meaning of the column; a page note (what a click on the cell does) after it
                 const declared = props.schema && columnDoc(props.schema, column.key);
                 const definition = declared && column.title ? `${declared}\n${column.title}` : declared ?? column.title;
@@ -169,7 +198,7 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
                 <th
                   key={column.key}
                   class={`${column.numeric ? 'num ' : ''}${column.wide ? 'wide ' : ''}sortable${definition ? ' defined' : ''}`}
-                  title={definition ?? (sort?.key === column.key && sort.magnitude ? 'Sorted by size of change; click to sort by value' : 'Sort')}
+                  title={definition ?? (sort?.key === column.key && sort.magnitude ? 'Sorted by size of change; click to sort by value' : 'Click to sort')}
                   data-definition={definition}
                   aria-sort={sort?.key === column.key ? (sort.dir === 'asc' ? 'ascending' : 'descending') : 'none'}
                   onClick={() => onSort(column)}
@@ -201,7 +230,7 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
                       ) : null}
                     </td>
                   ) : null}
-                  {columns.map((column, ci) => (
+                  {shownColumns.map((column, ci) => (
                     <td key={column.key} class={`${column.numeric ? 'num' : ''}${column.wide ? ' wide' : ''}${ci === 0 ? ' first' : ''}`}>
                       {ci === 0 && tree ? (
                         <span class="tree-cell" style={{ paddingLeft: `${entry.level * 16}px` }}>
@@ -227,7 +256,7 @@ export function DataTable<R extends Row = Row>(props: DataTableProps<R>) {
                 </tr>,
                 isOpen && details ? (
                   <tr key={`${key}-details`} class="details-row">
-                    <td colSpan={columns.length + 1}>{details.render(entry.row)}</td>
+                    <td colSpan={shownColumns.length + 1}>{details.render(entry.row)}</td>
                   </tr>
                 ) : null,
               ];
@@ -264,14 +293,22 @@ function Pager({ page, pages, total, onPage }: { page: number; pages: number; to
  * how much is off to the right and scrolls there (drag the thumb, click the rail; wheel and
  * trackpad scroll the table itself). `data-overflow` says whether there is anything to scroll.
  */
-function SideScroll({ children }: { children: ComponentChildren }) {
+function SideScroll({ children, onOverflow }: { children: ComponentChildren; onOverflow?: (overflow: boolean, widened: boolean) => void }) {
   const box = useRef<HTMLDivElement>(null);
   const rail = useRef<HTMLDivElement>(null);
   const [size, setSize] = useState({ content: 0, view: 0, left: 0 });
+  const lastView = useRef(0);
   const measure = () => {
     const el = box.current;
-    if (el) setSize({ content: el.scrollWidth, view: el.clientWidth, left: el.scrollLeft });
+    if (!el || !el.clientWidth) return; // not laid out (a closed panel): nothing to measure
+    setSize((old) => (old.content === el.scrollWidth && old.view === el.clientWidth && old.left === el.scrollLeft
+      ? old : { content: el.scrollWidth, view: el.clientWidth, left: el.scrollLeft }));
+    const widened = lastView.current > 0 && el.clientWidth > lastView.current + 1;
+    lastView.current = el.clientWidth;
+    onOverflow?.(el.scrollWidth > el.clientWidth + 1, widened);
   };
+  // after every render: hiding a column changes the width without resizing the box
+  useLayoutEffect(measure);
   useEffect(() => {
     const el = box.current;
     if (!el) return undefined;
@@ -343,5 +380,28 @@ function cellText<R extends Row>(column: Column<R>, row: R): ComponentChildren {
       </span>
     );
   }
+  if (!column.numeric && typeof text === 'string' && text.length > LONG_TEXT) return <LongText text={text} />;
   return text;
 }
+
+/** Text cells longer than this show their start and end, the whole text a click away. */
+export const LONG_TEXT = 72;
+
+/** A long name (a module path, a stack frame, an operator's shapes) cut in the middle, where
+ *  names differ least ("torch/nn/modules/…/conv.py:456:forward"); a click shows it whole. */
+function LongText({ text }: { text: string }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <button
+      type="button"
+      class={`long-text${open ? ' open' : ''}`}
+      data-long-text={text}
+      aria-expanded={open}
+      title={open ? 'Click to shorten' : text}
+      onClick={(e) => { e.stopPropagation(); setOpen(!open); }}
+    >
+      {open ? text : shorten(text, LONG_TEXT)}
+    </button>
+  );
+}
+

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { anyNonZero, compareCells, filterRows, pageOf, rowsOf, sortRows, toCsv, treeRows, type Row } from './logic';
+import { anyNonZero, compareCells, filterRows, hidingOrder, pageOf, rowsOf, shorten, sortRows, toCsv, treeRows, type Row } from './logic';
 
 const table = {
   columns: ['name', 'calls', 'host_self_us', 'flag'],
@@ -143,5 +143,20 @@ describe('treeRows', () => {
   it('survives a cycle', () => {
     const cyclic = rowsOf({ columns: ['id', 'parent', 'name'], rows: [[1, 2, 'a'], [2, 1, 'b'], [3, -1, 'root']] });
     expect(names(treeRows(cyclic, spec, null, '', ['name'], new Set()))).toEqual(['root']);
+  });
+});
+
+describe('hidingOrder / shorten', () => {
+  it('hides secondary columns first, then text, then numbers, each from the right, keeping the first two', () => {
+    const cols = [{ key: 'name' }, { key: 'calls' }, { key: 'a', secondary: true }, { key: 'b', numeric: true }, { key: 'c', secondary: true }, { key: 'd' }, { key: 'e', numeric: true }];
+    expect(hidingOrder(cols)).toEqual(['c', 'a', 'd', 'e', 'b']);
+    expect(hidingOrder([{ key: 'name' }, { key: 'x' }])).toEqual([]);
+  });
+  it('keeps the start and the end of a long name, within the limit', () => {
+    const path = 'torch/nn/modules/container.py(250): forward > torch/nn/modules/conv.py(456): _conv_forward';
+    const short = shorten(path, 40);
+    expect(short.length).toBe(40);
+    expect(short.startsWith(path.slice(0, 24)) && short.endsWith('_conv_forward') && short.includes('…')).toBe(true);
+    expect(shorten('short', 40)).toBe('short');
   });
 });

@@ -153,3 +153,20 @@ export function treeRows<T extends Row>(
   walk(0, roots, new Set());
   return out;
 }
+
+/** The keys of the columns a table too wide for its card hides, first to last: its secondary
+ *  columns, then its text columns, then its numbers (what tables are read for), each from the
+ *  right; never its first column (what a row is) nor its second. */
+export function hidingOrder(columns: readonly { key: string; secondary?: boolean; numeric?: boolean }[]): string[] {
+  const rest = columns.slice(2).reverse();
+  const text = rest.filter((c) => !c.secondary && !c.numeric);
+  return [...rest.filter((c) => c.secondary), ...text, ...rest.filter((c) => !c.secondary && c.numeric)].map((c) => c.key);
+}
+
+/** `text` cut to `limit` characters: its start and its end (where a path's file and a
+ *  frame's function are), "…" between. */
+export function shorten(text: string, limit: number): string {
+  if (text.length <= limit) return text;
+  const head = Math.ceil((limit - 1) * 0.6);
+  return `${text.slice(0, head)}…${text.slice(text.length - (limit - 1 - head))}`;
+}

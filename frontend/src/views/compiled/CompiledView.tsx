@@ -70,12 +70,12 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
           columns={[
             { key: 'region', label: 'Region' },
             { key: 'kind', label: 'Kind' },
-            { key: 'compile_id', label: 'Compile id', format: (v) => (v ? String(v) : '—') },
+            { key: 'compile_id', label: 'Compile id', format: (v) => (v ? String(v) : '—'), secondary: true },
             count('calls', 'Calls'),
             us('host_total_us', 'Host total'),
             us('device_total_us', 'Device total'),
             count('kernel_count', 'Device kernels'),
-            count('inductor_kernel_calls', 'Inductor kernel calls', 'Calls of generated kernels (triton_*, cpp_fused_*) recorded as ops'),
+            { ...count('inductor_kernel_calls', 'Inductor kernel calls', 'Calls of generated kernels (triton_*, cpp_fused_*) recorded as ops'), secondary: true },
             { key: 'kernels', label: 'Kernels', format: (v) => (v ? String(v) : '—'), clamp: true },
           ]}
         />
@@ -100,12 +100,12 @@ function Compiled({ data, name }: { data: CompiledReply; name: string }) {
             { key: 'region', label: 'Region' },
             kernelNameColumn('kernel', 'Kernel', kernels),
             { key: 'origin', label: 'Origin' },
-            { key: 'fused', label: 'Fused ops', format: (v) => (v ? String(v) : '—') },
+            { key: 'fused', label: 'Fused ops', format: (v) => (v ? String(v) : '—'), secondary: true },
             count('calls', 'Calls'),
             us('host_us', 'Host'),
             us('device_us', 'Device'),
-            { key: 'kernel_hash', label: 'Kernel hash', format: (v) => (v ? String(v) : '—') },
-            { key: 'kernel_file', label: 'Kernel file', format: (v) => (v ? String(v) : '—') },
+            { key: 'kernel_hash', label: 'Kernel hash', format: (v) => (v ? String(v) : '—'), secondary: true },
+            { key: 'kernel_file', label: 'Kernel file', format: (v) => (v ? String(v) : '—'), secondary: true },
           ]}
         />
       </Card>

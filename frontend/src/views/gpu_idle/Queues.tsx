@@ -8,7 +8,7 @@ import { useCallback, useMemo } from 'preact/hooks';
 import type { ViewProps } from '../../api/types';
 import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
-import { axisText, formatBytes, formatDuration, formatNumber } from '../../base/format';
+import { axisText, formatBandwidth, formatBytes, formatDuration, formatNumber } from '../../base/format';
 import { Chart } from '../../components/charts/Chart';
 import { esc, type echarts } from '../../components/charts/echarts';
 import { Card, Empty, Loaded } from '../../components/Status';
@@ -54,7 +54,6 @@ function useBrushToTrace() {
   }, []);
 }
 
-const gbps = (v: number) => `${formatNumber(v)} GB/s`;
 
 export function Queues(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
@@ -64,7 +63,7 @@ export function Queues(props: ViewProps) {
   const onChart = useBrushToTrace();
   const queueOption = useMemo(() => (queue.status === 'ok' ? stepOption(typedRows(queue.data), (r) => r.queue_length, formatNumber) : null), [queue]);
   const bandwidthRows = useMemo(() => (bandwidth.status === 'ok' ? typedRows(bandwidth.data) : []), [bandwidth]);
-  const bandwidthOption = useMemo(() => stepOption(bandwidthRows, (r) => r.memory_bw_gbps, gbps), [bandwidthRows]);
+  const bandwidthOption = useMemo(() => stepOption(bandwidthRows, (r) => r.memory_bw_gbps, formatBandwidth), [bandwidthRows]);
   const columns: Column<RowOf<'QueueLengthSummaryTable'>>[] = [
     streamColumn,
     { key: 'launches', label: 'Launches', numeric: true, format: (v) => formatNumber(v) },
@@ -73,7 +72,7 @@ export function Queues(props: ViewProps) {
     { key: 'time_at_zero_us', label: 'Queue empty', numeric: true, format: (v) => formatDuration(v) },
     { key: 'max_outstanding', label: 'Max in flight', numeric: true, format: (v) => formatNumber(v) },
     { key: 'memory_bytes', label: 'Copied', numeric: true, format: (v) => formatBytes(v) },
-    { key: 'peak_memory_bw_gbps', label: 'Peak copy BW', numeric: true, format: (v) => gbps(v) },
+    { key: 'peak_memory_bw_gbps', label: 'Peak copy BW', numeric: true, format: (v) => formatBandwidth(v) },
     {
       key: 'start_us',
       label: 'Trace',

@@ -65,6 +65,7 @@ function MemoryCopies({ table, name }: { table: WireTableOf<'MemcpySummaryTable'
     <Card title="Memory copies">
       <DataTable
         id="memory-copies"
+        schema="MemcpySummaryTable"
         rows={rows}
         csvColumns={table.columns}
         csvName={`${name}_memcpy_summary.csv`}
@@ -190,6 +191,7 @@ function Kernels(props: ViewProps & { table: ByName | ByNameOp; groupBy: string;
         <Card title="CUDA-graph annotations">
           <DataTable
             id="kernel-cuda-graph-annotations"
+            schema="CudaGraphAnnotationsTable"
             rows={annotationRows}
             csvColumns={graphAnnotations!.columns}
             csvName={`${props.run}_${props.worker}_${props.span}_cuda_graph_annotations.csv`}

@@ -78,11 +78,11 @@ function Memory(props: ViewProps & { devices: string[] }) {
       <Card title="Allocation events">
         <div class="toolbar">
           <label>
-            Min size (KB)
+            Min size (KiB)
             <input type="number" min="0" data-control="min-size" value={minKb} onInput={(e) => setMinKb((e.target as HTMLInputElement).value)} style={{ width: '90px' }} />
           </label>
           <label>
-            Max size (KB)
+            Max size (KiB)
             <input type="number" min="0" data-control="max-size" value={maxKb} onInput={(e) => setMaxKb((e.target as HTMLInputElement).value)} style={{ width: '90px' }} />
           </label>
         </div>
@@ -164,7 +164,7 @@ function Curve({ data, onRange }: { data: MemoryCurveReply; onRange: (from: numb
   const hasReserved = rows.some((r) => r[2] !== null && r[2] !== 0);
   const option = useMemo(() => {
     const peak = data.peaks;
-    // Ticks at round binary sizes (ECharts would space bytes decimally: 292.97 KB, 585.94 KB).
+    // Ticks at round binary sizes (ECharts would space bytes decimally: 292.97 KiB, 585.94 KiB).
     let top = peak.peak_allocated_bytes ?? 0;
     for (const r of rows) top = Math.max(top, r[1] ?? 0, r[2] ?? 0);
     const interval = byteTickInterval(top);

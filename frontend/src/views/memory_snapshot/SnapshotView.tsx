@@ -32,14 +32,21 @@ export function SnapshotView(props: ViewProps) {
   const [snapshotParam, setSnapshot] = useUrlParam('snapshot', '');
   const snapshot = names.includes(snapshotParam) ? snapshotParam : names[0];
   const ranks = useApi<WireTableOf<'SnapshotRanksTable'>>(names.length ? 'snapshot_ranks' : null, { run: props.run });
+  // A snapshot that cannot be read fails every route that reads it: the error is shown once,
+  // naming the snapshot by the name the run lists it under (the reply's path is the file's
+  // place under the log directory, as the run lists it).
+  const unreadable = (state: { status: string; path?: string | null }) =>
+    state.status === 'error' ? listed.find((s) => s.path === state.path)?.name ?? null : null;
+  const failed = unreadable(ranks);
   if (!snapshot) return <Empty>No memory snapshots in this run (torch.cuda.memory._dump_snapshot writes *.pickle).</Empty>;
   return (
     <div class="stack" data-testid="memory-snapshot">
       <Card title="Every snapshot of the run: peak and OOM per device">
-        <Loaded state={ranks}>
+        <Loaded state={ranks} errorTitle={failed ? cannotRead(props.run, failed) : 'Cannot compare the snapshots'}>
           {(table) => (
             <DataTable
               id="snapshot-ranks"
+              schema="SnapshotRanksTable"
               rows={typedRows(table)}
               csvColumns={table.columns}
               csvName={`${props.run}_memory_snapshots.csv`}
@@ -57,16 +64,20 @@ export function SnapshotView(props: ViewProps) {
           )}
         </Loaded>
       </Card>
-      <Snapshot key={snapshot} run={props.run} snapshot={snapshot} names={names} onSnapshot={setSnapshot} />
+      <Snapshot key={snapshot} run={props.run} snapshot={snapshot} names={names} onSnapshot={setSnapshot} failed={failed === snapshot} />
     </div>
   );
 }
 
-function Snapshot({ run, snapshot, names, onSnapshot }: { run: string; snapshot: string; names: string[]; onSnapshot: (name: string) => void }) {
+const cannotRead = (run: string, snapshot: string) => `Cannot read the memory snapshot “${snapshot}” of ${run}`;
+
+/** The chosen snapshot; `failed`: it could not be read, as the error above says already. */
+function Snapshot({ run, snapshot, names, onSnapshot, failed }: { run: string; snapshot: string; names: string[]; onSnapshot: (name: string) => void; failed: boolean }) {
   const base = { run, snapshot };
-  const peak = useApi<WireTableOf<'SnapshotPeakTable'>>('snapshot_peak', base);
+  const peak = useApi<WireTableOf<'SnapshotPeakTable'>>(failed ? null : 'snapshot_peak', base);
+  if (failed) return null;
   return (
-    <Loaded state={peak}>
+    <Loaded state={peak} errorTitle={cannotRead(run, snapshot)}>
       {(table) => {
         const devices = typedRows(table).map((r) => r.device);
         return devices.length ? <Device {...base} devices={devices} names={names} onSnapshot={onSnapshot} /> : <Empty>This snapshot holds no device's trace or segments.</Empty>;
@@ -155,7 +166,12 @@ function OomCard({ card }: { card: RowOf<'SnapshotOomTable'> }) {
         ) : null}
         <dt>Allocated</dt><dd>{formatBytes(card.allocated_bytes)}</dd>
         <dt>Reserved</dt><dd>{formatBytes(card.reserved_bytes)}</dd>
-        <dt>Reserved but free (fragmentation)</dt><dd>{formatBytes(card.fragmentation_bytes)} ({formatPct(card.fragmentation_pct)})</dd>
+        <dt>Reserved but free (fragmentation)</dt>
+        {card.anomaly ? (
+          <dd class="anomaly" data-testid="snapshot-anomaly">not given: {card.anomaly}</dd>
+        ) : (
+          <dd>{formatBytes(card.fragmentation_bytes)} ({formatPct(card.fragmentation_pct)})</dd>
+        )}
         <dt>Entry</dt><dd>{card.entry}</dd>
       </dl>
     </Card>
@@ -310,6 +326,7 @@ function Moment({ query, name }: { query: { run: string; snapshot: string; devic
           {(table) => (
             <DataTable
               id="snapshot-blame"
+              schema="SnapshotBlameTable"
               rows={typedRows(table)}
               csvColumns={table.columns}
               csvName={`${name}_blame.csv`}
@@ -330,6 +347,7 @@ function Moment({ query, name }: { query: { run: string; snapshot: string; devic
           {(table) => (
             <DataTable
               id="snapshot-categories"
+              schema="SnapshotCategoriesTable"
               rows={typedRows(table)}
               csvColumns={table.columns}
               csvName={`${name}_categories.csv`}
@@ -356,6 +374,7 @@ function Moment({ query, name }: { query: { run: string; snapshot: string; devic
           {(table) => (
             <DataTable
               id="snapshot-state"
+              schema="SnapshotStateTable"
               rows={typedRows(table)}
               csvColumns={table.columns}
               csvName={`${name}_state.csv`}

@@ -154,19 +154,20 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
 }
 
 /** FLOPs per operator (from the profiler's flops arg or from shapes) with their rates and the
- * share of the GPU's peak; says what to record when the trace has no FLOPs. */
+ * share of the GPU's peak; without any, the server's reason, which fits the run (what it
+ * lacks: shapes, or operators at all where the matrix work ran in CUDA-graph replays). */
 function Flops({ run, worker, span }: ViewProps) {
-  const state = useApi<WireTableOf<'FlopsOperatorsTable'>>('flops', { run, worker, span, table: 'operators' });
+  const state = useApi<{ operators: WireTableOf<'FlopsOperatorsTable'>; missing: WireTableOf<'FlopsMissingTable'> }>(
+    'flops', { run, worker, span, tables: 'operators,missing' });
   return (
     <Card title="FLOPs">
       <Loaded state={state}>
-        {(table) => {
+        {({ operators: table, missing }) => {
           const rows = typedRows(table);
           if (!rows.length) {
             return (
               <p class="hint" data-testid="no-flops">
-                No operator with a FLOP count. Record with <code>record_shapes=True</code> (matrix products, convolutions and
-                attention are counted from their input shapes) or <code>with_flops=True</code>.
+                No operator with a FLOP count: {typedRows(missing).map((r) => r.reason).join('; ')}.
               </p>
             );
           }

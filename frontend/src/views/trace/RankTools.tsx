@@ -145,6 +145,7 @@ export function useRankSearch({ query, open, onExpand, onFound }: RankSearchProp
     <Card title={`Matches of “${q}”`}>
       <DataTable
         id="trace-rank-matches"
+        schema={null}
         rows={reply.results.map((r, i) => ({ ...r, at: i }))}
         csvName={`${String(query.run)}_${String(query.span)}_search.csv`}
         rowKey={(r) => `${r.rank}:${r.event}`}

@@ -242,10 +242,18 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
     const [track] = tops.reduce((a, b) => (b[1] < a[1] ? b : a));
     setFocusTrack((old) => (old && old.track === track && old.n === path.step ? old : { track, n: path.step }));
   }, [path, shape]);
+  // Stepping along the path (centre): the segment centred in time, and its track opened and
+  // scrolled into view, as a selection's is (a path that moves to a stream far below its CPU
+  // thread left the segment chosen off screen).
   const selectSegment = (index: number, centre: boolean) => {
     setSegmentParam(String(index));
     const seg = path?.segments[index];
-    if (seg && centre) setView((v) => centreOn(v, seg.start, seg.end, limit));
+    if (!seg || !centre) return;
+    setView((v) => centreOn(v, seg.start, seg.end, limit));
+    if (seg.track >= 0) {
+      expandFor(seg.track);
+      setFocusTrack({ track: seg.track, n: index });
+    }
   };
 
   const onSelect = useCallback((hit: SliceHit | null) => {
