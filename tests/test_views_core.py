@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 import tb_plugin
-from tb_plugin.views.common import cuda_core_markers, is_tensor_core_kernel, object_frame, tensor_core_markers, texts
+from tb_plugin.views.common import (cuda_core_markers, is_tensor_core_kernel, name_mask, object_frame, tensor_core_markers,
+                                    texts)
 
 from .helpers import SAMPLES, SHARED_TRACES, kernel, op, raw_events, runtime, shared_trace, write_trace
 
@@ -311,3 +312,11 @@ def test_texts_reads_a_categorical_as_astype_str_does_and_keeps_python_strings()
     frame = object_frame({"kind": "kernel", "name": texts(names), "dur": np.arange(5.0)})
     assert [str(t) for t in frame.dtypes] == ["object", "object", "float64"]  # not pandas 3's Arrow strings
     assert frame["kind"].tolist() == ["kernel"] * 5 and frame["name"].tolist() == ["c", "a", "", "bb", "c"]
+
+
+def test_name_mask_is_false_for_rows_without_a_name():
+    # A null name is categorical code -1: it must not take the verdict of the last category.
+    names = pd.Series(["a", None, "b", None], dtype="category")
+    assert name_mask(names, lambda name: name == "b").tolist() == [False, False, True, False]
+    assert name_mask(pd.Series([None, None], dtype="category"), lambda name: True).tolist() == [False, False]
+    assert name_mask(pd.Series([], dtype="category"), lambda name: True).tolist() == []

@@ -57,11 +57,11 @@ def cuda_core_markers():
 
 def name_mask(column, predicate):
     """Boolean array: `predicate(name)` for each row of a categorical name column,
-    evaluated once per distinct name."""
+    evaluated once per distinct name; False for a row without a name."""
     categories = column.cat.categories
     per_category = np.fromiter((bool(predicate(str(c))) for c in categories), dtype=bool, count=len(categories))
-    codes = column.cat.codes.to_numpy()
-    return per_category[codes] if len(codes) else np.zeros(0, dtype=bool)
+    # a missing name's code is -1: it indexes the False appended last, not the last name's verdict
+    return np.append(per_category, False)[column.cat.codes.to_numpy()]
 
 
 def is_tensor_core_kernel(name):
