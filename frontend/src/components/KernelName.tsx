@@ -5,17 +5,29 @@
 
 import { useState } from 'preact/hooks';
 import { sequenceKernels, shortKernelName, shortKernelNames } from '../base/names';
-import type { Column } from './table/DataTable';
-import type { Cell, Row } from './table/logic';
+import { LONG_TEXT, type Column } from './table/DataTable';
+import { shorten, type Cell, type Row } from './table/logic';
+
+/** Short forms longer than this are cut in the middle. A short form keeps the part that tells
+ *  kernels apart, so only names far beyond a line are cut: those that do not demangle (cuDNN's
+ *  `_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemm...`, 2,000 characters) would
+ *  otherwise fill a table's cell with twenty lines. */
+export const KERNEL_NAME_LIMIT = 2 * LONG_TEXT;
+
+/** What a kernel's cell shows of its short form: the start and end of one beyond the limit. */
+export function shownKernelName(short: string): string {
+  return shorten(short, KERNEL_NAME_LIMIT);
+}
 
 function Expandable({ full, short }: { full: string; short: string }) {
   const [open, setOpen] = useState(false);
-  if (short === full) return <span class="kernel-name">{full}</span>;
+  const shown = shownKernelName(short);
+  if (shown === full) return <span class="kernel-name">{full}</span>;
   return (
     <span class="kernel-name">
       <button type="button" class="kernel-name-toggle" aria-expanded={open} title={open ? 'Show the short name' : full} data-kernel-name={full} onClick={() => setOpen(!open)}>
         {open ? '▾ ' : '▸ '}
-        {short}
+        {shown}
       </button>
       {open ? <code class="kernel-name-full">{full}</code> : null}
     </span>
