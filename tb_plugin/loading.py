@@ -613,7 +613,7 @@ class RunStore:
         data = source.read(limit + 1)
         if len(data) > limit:
             raise TraceError(path, f"not served: the file is outside the log directory and larger than the "
-                                   f"{limit >> 20} MB it can be checked within (--profiler_max_memory_mb)")
+                                   f"{limit >> 20} MiB it can be checked within (--profiler_max_memory_mb)")
         try:
             check_trace(data, path)
         except TraceError as exc:
@@ -668,7 +668,7 @@ class RunStore:
         with self._lock:
             if path not in self._profiles:
                 if self.held_bytes() + need > self.max_memory_bytes:
-                    logger.info("not prefetching %s: its load needs about %d MB, more than the memory budget has free",
+                    logger.info("not prefetching %s: its load needs about %d MiB, more than the memory budget has free",
                                 path, need >> 20)
                     return False
                 state = self._files.setdefault(path, _FileState())
@@ -944,9 +944,9 @@ class RunStore:
             limit = snapshot_limit(self.max_parse_bytes)
             size, _ = storage.json_sample(path, 0)  # the JSON's size; no head wanted
             if size > limit:
-                raise TraceError(display, f"too large to load: reading its {size >> 20} MB needs about "
-                                          f"{size * PEAK_BYTES_PER_SNAPSHOT_BYTE >> 20} MB, more than the "
-                                          f"{self.max_parse_bytes >> 20} MB memory budget (--profiler_max_memory_mb)")
+                raise TraceError(display, f"too large to load: reading its {size >> 20} MiB needs about "
+                                          f"{size * PEAK_BYTES_PER_SNAPSHOT_BYTE >> 20} MiB, more than the "
+                                          f"{self.max_parse_bytes >> 20} MiB memory budget (--profiler_max_memory_mb)")
             reading = size * PEAK_BYTES_PER_SNAPSHOT_BYTE
             self._reserve(path, reading)
             stored = storage.read_trace(path, partial(self._checked_progress, path, STAGE_READING), limit=limit)

@@ -201,6 +201,6 @@ def read_snapshot(storage: Storage, name: str, max_memory_bytes: int = DEFAULT_M
     limit = snapshot_limit(max_memory_bytes)
     stored = storage.read_trace(name, limit=limit)
     if len(stored.data) > limit:
-        raise TraceError(display, f"too large to load: {len(stored.data) >> 20} MB would take more than the memory budget "
-                                  f"({max_memory_bytes >> 20} MB) to read")
+        raise TraceError(display, f"too large to load: {len(stored.data) >> 20} MiB would take more than the memory budget "
+                                  f"({max_memory_bytes >> 20} MiB) to read")
     return snapshot_from_bytes(stored, display, max_memory_bytes)

@@ -551,7 +551,7 @@ def check_trace(data: bytes, display_path: str) -> None:
 
 
 def _over_budget(display: str, need: str, max_memory_bytes: int, then: str = "") -> TraceError:
-    return TraceError(display, f"too large to load: {need}, more than the {max_memory_bytes >> 20} MB memory budget "
+    return TraceError(display, f"too large to load: {need}, more than the {max_memory_bytes >> 20} MiB memory budget "
                                f"({RAISE_IT}){then}")
 
 
@@ -576,7 +576,7 @@ def read_profile(storage: Storage, name: str, max_memory_bytes: int = DEFAULT_MA
     json_bytes, head = storage.json_sample(name)
     need = estimate_parse_bytes(json_bytes, events_in(json_bytes, head))
     if need > max_memory_bytes:
-        raise _over_budget(display, f"parsing it needs about {need >> 20} MB", max_memory_bytes)
+        raise _over_budget(display, f"parsing it needs about {need >> 20} MiB", max_memory_bytes)
     if reserve is not None:
         reserve(need)
     stored = storage.read_trace(name, lambda fraction: progress(STAGE_READING, fraction),
@@ -585,7 +585,7 @@ def read_profile(storage: Storage, name: str, max_memory_bytes: int = DEFAULT_MA
     def counted(events: int, json_bytes: int) -> None:
         need = estimate_parse_bytes(json_bytes, events)
         if need > max_memory_bytes:
-            raise _over_budget(display, f"its {events:,} events need about {need >> 20} MB", max_memory_bytes,
+            raise _over_budget(display, f"its {events:,} events need about {need >> 20} MiB", max_memory_bytes,
                                "; the load was cancelled")
         if admit is not None:
             admit(need, json_bytes)
@@ -603,7 +603,7 @@ def cached_profile(cache: Any, storage: Storage, name: str, identity: dict, max_
 
     def admit(memory_bytes: int) -> None:
         if memory_bytes > max_memory_bytes:
-            raise _over_budget(display, f"its tables take {memory_bytes >> 20} MB", max_memory_bytes)
+            raise _over_budget(display, f"its tables take {memory_bytes >> 20} MiB", max_memory_bytes)
         if reserve is not None:
             reserve(memory_bytes)
 

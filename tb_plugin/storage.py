@@ -57,7 +57,7 @@ def _budget_exceeded(path, limit, head):
     """The error of a gzip inflating past `limit`; `head`, its first inflated bytes, tells
     what it holds (a memory snapshot's pickle, else a trace's JSON)."""
     what = "pickle" if looks_like_pickle(bytes(head[:2])) else "JSON"
-    return TraceError(path, f"too large to load: its {what} inflates to more than {limit >> 20} MB, what the memory "
+    return TraceError(path, f"too large to load: its {what} inflates to more than {limit >> 20} MiB, what the memory "
                             f"budget lets it take ({RAISE_IT})")
 
 

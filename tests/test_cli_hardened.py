@@ -174,24 +174,24 @@ def test_a_gzip_bomb_is_refused_within_the_budget_as_tensorboard_refuses_it(bomb
                           capture_output=True, text=True, timeout=120)
     seconds = time.monotonic() - started
     *progress, error = done.stderr.splitlines()  # compare reports a load's progress after a second
-    assert done.returncode == 2 and "too large to load: its JSON inflates to more than 137 MB" in error
+    assert done.returncode == 2 and "too large to load: its JSON inflates to more than 137 MiB" in error
     assert error.startswith("error: ") and "--max-memory-mb" in error and "Traceback" not in done.stderr
     assert int(done.stdout.split()[-1]) < 512, "MB of RSS"
     assert seconds < 30
 
 
 def test_the_python_api_takes_the_same_budget_and_limit(bomb, tmp_path):
-    with pytest.raises(tb_plugin.TraceError, match="inflates to more than 137 MB"):
+    with pytest.raises(tb_plugin.TraceError, match="inflates to more than 137 MiB"):
         tb_plugin.load(bomb, max_memory_bytes=512 << 20)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "worker0.pt.trace.json.gz").symlink_to(bomb)
-    with pytest.raises(tb_plugin.TraceError, match="inflates to more than 137 MB"):
+    with pytest.raises(tb_plugin.TraceError, match="inflates to more than 137 MiB"):
         tb_plugin.load_run(run_dir, max_memory_bytes=512 << 20).profile("worker0")
     # what a parse needs is estimated before anything is read: a trace that cannot fit is
     # refused unread, with the budget and how to raise it
     trace = sorted(CPU_CNN.glob("*.gz"))[0]
-    with pytest.raises(tb_plugin.TraceError, match="more than the 1 MB memory budget .*--max-memory-mb"):
+    with pytest.raises(tb_plugin.TraceError, match="more than the 1 MiB memory budget .*--max-memory-mb"):
         tb_plugin.load(trace, max_memory_bytes=1 << 20)
 
 

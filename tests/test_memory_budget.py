@@ -165,7 +165,7 @@ def test_a_cached_model_larger_than_the_budget_is_refused_before_it_is_read(tmp_
         reason = failure(store, "cnn", "worker0")
     finally:
         store.stop()
-    assert f"its tables take {held >> 20} MB" in reason and "memory budget" in reason
+    assert f"its tables take {held >> 20} MiB" in reason and "memory budget" in reason
 
 
 # --- replies are bounded in bytes and counted in the budget ------------------------------------

@@ -189,7 +189,7 @@ def test_references_to_one_entry_count_at_each_place_against_the_budget(tmp_path
     data = pickle.dumps({"segments": [], "device_traces": [[entry] * 2_500_000]}, protocol=4)
     assert len(data) < 6 * MB
     outcome, grew = _load_measured(tmp_path, data, budget_mb=512)
-    assert "2,500,000 trace entries" in outcome["error"] and "memory budget (512 MB)" in outcome["error"]
+    assert "2,500,000 trace entries" in outcome["error"] and "memory budget (512 MiB)" in outcome["error"]
     assert grew < 160 * MB  # the list of references and the walk; no table was made
     # Within a budget that holds them, the same file loads: 2.5 M allocations of one address.
     small = pickle.dumps({"segments": [], "device_traces": [[entry] * 1000]}, protocol=4)

@@ -476,8 +476,8 @@ def _table_bytes(path, entries, blocks, max_memory_bytes):
     need = entries * TABLE_BYTES_PER_ENTRY + blocks * TABLE_BYTES_PER_BLOCK
     if max_memory_bytes is not None and need > max_memory_bytes:
         raise TraceError(path, f"too large to load: its {entries:,} trace entries and {blocks:,} segments and blocks "
-                               f"(a shared reference counted at each place) would take about {need >> 20} MB of "
-                               f"tables, more than the memory budget ({max_memory_bytes >> 20} MB)")
+                               f"(a shared reference counted at each place) would take about {need >> 20} MiB of "
+                               f"tables, more than the memory budget ({max_memory_bytes >> 20} MiB)")
     return need
 
 
