@@ -13,7 +13,7 @@ from .compiled import has_regions, recompilations
 from .cudagraphs import graph_launch_mask
 from .gpu_idle import idle_time
 from .launches import kernel_launches
-from .regression import step_causes
+from .step_causes import step_causes
 from .sequences import SEPARATOR, is_fusible_kernel, kernel_sequences
 
 # Thresholds (the old plugin's where it had one; see METRICS.md).

@@ -50,12 +50,10 @@ import pandas as pd
 from ..schema import NULLABLE, Persisted, declare
 from ..trace.linking import Nesting, ancestor_where, roll_up, tree_depth
 from ..trace.model import TraceModel
-from .common import (cached, breakdown_categories, is_blocking_call, is_dataloader_name, kernel_flags, name_mask,
-                     operator_tree, step_windows, texts)
-from .intervals import exclusive_time
+from .common import is_blocking_call, is_dataloader_name, kernel_flags, name_mask, operator_tree, step_windows, texts
 from .modules import module_frames
+from .step_causes import CAUSES, step_causes
 
-CAUSES = ("device_compute", "memcpy_memset", "communication", "synchronisation", "host_launch", "data_loading", "other")
 STEP_TIME = "step_time"
 # A difference of medians counts as outside a side's step-to-step spread when it exceeds this
 # many robust standard deviations of that side (1.4826 x the median absolute deviation, which
@@ -169,33 +167,6 @@ def cause_words(cause: str, on_device: bool) -> str:
     """`cause` (step_time or one of CAUSES) in words, for traces that used a device
     (`on_device`) or ran on the CPU alone."""
     return _CAUSE_WORDS[cause][0 if on_device else 1]
-
-
-def step_causes(model: TraceModel) -> pd.DataFrame:
-    """Per step: step, then each cause's exclusive time (`<cause>_us`) and total_us; the
-    causes sum to total_us, the step's length (the step windows of `Profile.steps`)."""
-    def build():
-        windows = step_windows(model)
-        named = {name: (start, end) for name, start, end in breakdown_categories(model)}
-        rt = model.runtime
-        blocking = name_mask(rt["name"], is_blocking_call)
-        rt_start, rt_end = rt["ts"].to_numpy(), (rt["ts"] + rt["dur"]).to_numpy()
-        order = [("device_compute", *named["kernel"]),
-                 ("memcpy", *named["memcpy"]), ("memset", *named["memset"]),
-                 ("communication", *named["communication"]),
-                 ("synchronisation", rt_start[blocking], rt_end[blocking]),
-                 ("launch", rt_start[~blocking], rt_end[~blocking]),
-                 ("data_loading", *named["dataloader"]),
-                 ("cpu_exec", *named["cpu_exec"])]
-        times = exclusive_time((windows["start_us"], windows["end_us"]), [(s, e) for _, s, e in order])
-        by = dict(zip([name for name, _, _ in order] + ["other"], times.T))
-        return pd.DataFrame({
-            "step": windows["step"].to_numpy(),
-            "device_compute_us": by["device_compute"], "memcpy_memset_us": by["memcpy"] + by["memset"],
-            "communication_us": by["communication"], "synchronisation_us": by["synchronisation"],
-            "host_launch_us": by["launch"] + by["cpu_exec"], "data_loading_us": by["data_loading"],
-            "other_us": by["other"], "total_us": (windows["end_us"] - windows["start_us"]).to_numpy()})
-    return cached(model, "step_causes", build)
 
 
 def _spread(values):
