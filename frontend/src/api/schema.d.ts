@@ -6190,10 +6190,12 @@ export interface components {
              */
             columns: [
                 "device_count",
-                "allocator_settings"
+                "allocator_settings",
+                "anomalies"
             ];
             rows: [
                 number,
+                string,
                 string
             ][];
         };
