@@ -44,7 +44,7 @@ import time
 import uuid
 from typing import Any
 
-from .trace.anomalies import ANOMALIES, TOLERANT_PARSE
+from .trace.anomalies import ANOMALIES, TEXT_VALUED
 from .trace.metadata import clean_metadata
 from .trace.model import TraceModel
 from .version import __version__
@@ -110,7 +110,7 @@ def checked_manifest(key, data):
         repairs: dict[str, int] = {}
         if clean_metadata(model.metadata, repairs) != model.metadata or repairs:
             raise ValueError("its metadata holds values no parse keeps")
-        if any(k not in ANOMALIES or isinstance(v, str) != (k == TOLERANT_PARSE) for k, v in model.anomalies.items()):
+        if any(k not in ANOMALIES or isinstance(v, str) != (k in TEXT_VALUED) for k, v in model.anomalies.items()):
             raise ValueError("its anomalies are not the declared ones")
     return manifest
 

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 import tb_plugin
+from tb_plugin.cache import ModelCache
 from tb_plugin.trace import accelerators
 from tb_plugin.views import common, critical_path, regression
 
@@ -326,6 +327,18 @@ def test_one_device_in_use_maps_to_the_one_device_properties_entry(tmp_path):
     assert set(steps.loc[steps["dtype"] == "fp32", "peak_tflops_per_s"]) == {163.4}
     mapped = [a for a in profile.overview()["anomalies"] if a["key"] == "device_properties_mapped"]
     assert mapped and mapped[0]["value"] == "deviceProperties id 0 taken as device 2"
+
+
+def test_a_mapped_device_reads_back_from_the_disk_cache(tmp_path):
+    """The mapping's anomaly is a sentence, not a count: the cache's check of a stored model's
+    anomalies took it for tampering, so every such trace was parsed again on each start."""
+    path, _ = _single_gpu_rocm_trace(tmp_path, "AMD Instinct MI300X")
+    model = tb_plugin.load(path).model
+    cache = ModelCache(tmp_path / "cache")
+    cache.put(ModelCache.key(str(path)), {"size": 1}, model)
+    back = cache.get(ModelCache.key(str(path)), {"size": 1})
+    assert back is not None and back.anomalies == model.anomalies
+    assert back.anomalies["device_properties_mapped"] == "deviceProperties id 0 taken as device 2"
 
 
 def test_several_device_properties_entries_are_not_mapped():

@@ -65,6 +65,8 @@ UNSUPPORTED_EVENTS_SKIPPED = _declare(
 DEVICE_PROPERTIES_MAPPED = _declare(
     "device_properties_mapped", INFO,
     "the one device in use is not deviceProperties' one id: that entry was taken as the device's (the value says which)")
+# The anomalies whose value is a sentence (why, which), not a count.
+TEXT_VALUED = frozenset({TOLERANT_PARSE, DEVICE_PROPERTIES_MAPPED})
 
 
 def record(anomalies: dict[str, int], key: str, n: int = 1) -> None:
