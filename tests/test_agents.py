@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +29,14 @@ from tb_plugin.openapi_gen import declared_routes, declared_tables  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
+
+
+def _run_async(function):
+    """`anyio.run(function)` on a thread of its own: Playwright's sync API (the e2e tests, in
+    the same pytest process) leaves an event loop running on the main thread, where a second
+    one refuses to start ("Already running asyncio in this thread")."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, function).result()
 RESNET = "gpu_resnet50_v100"
 CNN = "cpu_cnn"
 
@@ -72,7 +81,7 @@ def _until_answered(client_factory, name, arguments, seconds=120):
                 if not body.get("loading") or time.monotonic() > deadline:
                     return error, text, body
                 await anyio.sleep(0.2)
-    return anyio.run(ask)
+    return _run_async(ask)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +122,7 @@ def test_mcp_stdio_lists_every_declared_route_with_its_declared_parameters_and_a
             ])
             return tools, answers
 
-    tools, answers = anyio.run(run)
+    tools, answers = _run_async(run)
     # Every declared route is a tool with the declaration's parameters, choices and defaults.
     routes = declared_routes()
     assert set(routes) <= set(tools) and {"runs", "columns", "job", "diff", "snapshot_oom"} <= set(tools)
@@ -169,7 +178,7 @@ def test_mcp_answers_stay_within_max_bytes_and_say_what_was_cut(stdio, python_ap
                 ("kernel_launches", {"run": RESNET, "limit": 1000, "max_bytes": 4_000_000}),
             ])
 
-    (_, default_text, default), (_, small_text, small), (_, whole_text, whole) = anyio.run(run)
+    (_, default_text, default), (_, small_text, small), (_, whole_text, whole) = _run_async(run)
     rows = len(python_api[RESNET].answer("kernel_launches"))
     assert len(whole_text.encode()) > 16 * 1024  # else this test shows nothing
     assert len(default_text.encode()) <= 16 * 1024 and "cut_to_fit" in default["paging"]
@@ -185,7 +194,7 @@ def test_mcp_every_declared_route_answers_a_sample_within_the_default_bound(stdi
         async with stdio() as client:
             return await _session(client, [(name, {"run": RESNET}) for name in routes])
 
-    for name, (error, text, body) in zip(routes, anyio.run(run)):
+    for name, (error, text, body) in zip(routes, _run_async(run)):
         assert len(text.encode()) <= 16 * 1024, name
         assert not error or body["error"] in ("not_found", "bad_parameter"), (name, body)  # a view this trace lacks
 
@@ -200,7 +209,7 @@ def test_mcp_applies_the_memory_budget_and_names_no_server_path(tmp_path, python
         async with Client(params, read_timeout_seconds=180) as client:
             return await _session(client, [("kernels", {"run": RESNET}), ("steps", {"run": CNN, "limit": 3})])
 
-    (refused, text, body), (error, _, steps) = anyio.run(run)
+    (refused, text, body), (error, _, steps) = _run_async(run)
     assert refused and "memory budget" in body["reason"] and str(SAMPLES) not in text
     assert body["path"].startswith(f"{RESNET}/")
     assert not error and steps["answer"]["rows"] == _table(python_api[CNN].answer("steps").head(3))["data"]
@@ -243,7 +252,7 @@ def test_mcp_http_reports_a_load_in_progress_without_blocking_other_calls(http_s
             tools = (await c.list_tools()).tools
             return tools, await _session(c, [("operators", {"run": CNN, "limit": 5}), ("runs", {})])
 
-    tools, [(error, _, loading), (runs_error, _, runs)] = anyio.run(first_calls)
+    tools, [(error, _, loading), (runs_error, _, runs)] = _run_async(first_calls)
     assert "operators" in {t.name for t in tools}
     assert not error and loading["loading"] is True and loading["stage"] and "call again" in loading["retry"]
     assert not runs_error and CNN in [r["name"] for r in runs["answer"]["runs"]]  # answered while it loads

@@ -166,7 +166,8 @@ def test_flops_route_tables_and_csv(tmp_path):
         plugin.store.wait_for_scan(30)
         prefix = "/data/plugin/pytorch_profiler/flops?run=cnn&worker=worker0"
         body = wait_route(client, prefix).get_json()
-        assert set(body) == {"operators", "steps"}
+        assert set(body) == {"missing", "operators", "steps"}
+        assert body["missing"]["rows"] == []  # the CNN run recorded shapes: its matmuls and convolutions are counted
         assert body["operators"]["columns"] == OPERATORS.names and body["steps"]["columns"] == STEPS.names
         text = client.get(prefix + "&table=steps&format=csv").get_data(as_text=True)
         assert len(list(csv.DictReader(io.StringIO(text)))) == len(body["steps"]["rows"]) == 2
