@@ -93,7 +93,7 @@ def check_pickle(data, path, max_memory_bytes):
                 break
             if length > n - after:
                 name = _LENGTH4.get(op) or _LENGTH8[op]
-                raise TraceError(path, f"the pickle is corrupt: {name} at byte {pos} declares {length:,} bytes, more "
+                raise TraceError(path, f"the pickle is truncated or corrupt: {name} at byte {pos} declares {length:,} bytes, more "
                                        f"than the {n - after:,} that follow it")
             pos = after if op == 0x95 else after + length  # a frame's opcodes are walked too
         elif op in _LINES:
