@@ -147,9 +147,9 @@ describe('treeRows', () => {
 });
 
 describe('hidingOrder / shorten', () => {
-  it('hides secondary columns first, then text, then numbers, each from the right, keeping the first two', () => {
+  it('hides secondary columns first, then numbers, then text, each from the right, keeping the first two', () => {
     const cols = [{ key: 'name' }, { key: 'calls' }, { key: 'a', secondary: true }, { key: 'b', numeric: true }, { key: 'c', secondary: true }, { key: 'd' }, { key: 'e', numeric: true }];
-    expect(hidingOrder(cols)).toEqual(['c', 'a', 'd', 'e', 'b']);
+    expect(hidingOrder(cols)).toEqual(['c', 'a', 'e', 'b', 'd']);
     expect(hidingOrder([{ key: 'name' }, { key: 'x' }])).toEqual([]);
   });
   it('keeps the start and the end of a long name, within the limit', () => {

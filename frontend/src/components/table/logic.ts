@@ -155,12 +155,14 @@ export function treeRows<T extends Row>(
 }
 
 /** The keys of the columns a table too wide for its card hides, first to last: its secondary
- *  columns, then its text columns, then its numbers (what tables are read for), each from the
- *  right; never its first column (what a row is) nor its second. */
+ *  columns, then its numbers, then its text columns, each from the right; never its first
+ *  column (what a row is) nor its second. Text goes last because text columns say what a row
+ *  is (a collective's name, a CUDA-graph annotation, an operator): a row of numbers without
+ *  them cannot be read, while one number less still leaves the row readable. */
 export function hidingOrder(columns: readonly { key: string; secondary?: boolean; numeric?: boolean }[]): string[] {
   const rest = columns.slice(2).reverse();
   const text = rest.filter((c) => !c.secondary && !c.numeric);
-  return [...rest.filter((c) => c.secondary), ...text, ...rest.filter((c) => !c.secondary && c.numeric)].map((c) => c.key);
+  return [...rest.filter((c) => c.secondary), ...rest.filter((c) => !c.secondary && c.numeric), ...text].map((c) => c.key);
 }
 
 /** `text` cut to `limit` characters: its start and its end (where a path's file and a
