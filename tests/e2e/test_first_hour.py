@@ -18,9 +18,6 @@ from .conftest import READY, Watch, after, api, open_page, row_count, rows, scre
 CPU = {"run": "cpu_cnn", "worker": "worker0", "span": 1}
 GPU = {"run": "gpu_resnet50_v100", "worker": "worker0", "span": 1}
 A100 = {"run": "gpu_a100_nccl", "worker": "rank0", "span": 1}
-# Diff's default B for the A100 run (worker rank0, which no other run has): a CUDA run, the one
-# with most operator names in common among those loaded when asked.
-CUDA_RUNS = ("gpu_h100_compiled", "gpu_h100_eager_nccl", "gpu_resnet50_v100")
 TIMELINE = "[data-testid=trace-timeline]"
 SELECTIONS = ("trace_start_us", "trace_end_us", "trace_event", "start_us", "end_us", "run_b", "worker_b", "span_b")
 
@@ -79,11 +76,11 @@ def test_diff_comparison_is_chosen_again_for_the_next_run(page, server):
     open_page(page, server, **CPU, view="diff", run_b="cpu_ddp_gloo", worker_b="worker1", span_b=2)
     assert page.input_value("[data-control=run_b]") == "cpu_ddp_gloo"
     switch(page, "run", A100["run"])
-    # A single-span GPU run: not a CPU run (the old B, or the first run listed), another GPU run.
-    proposed = page.input_value("[data-control=run_b]")
-    reason = page.inner_text("[data-testid=diff-default-reason]")
-    assert proposed in CUDA_RUNS and f"run {proposed}, another CUDA run" in reason
-    assert "no run shares A's 1 worker" in reason
+    # A single-span GPU run whose program no other sample runs: the old B (a CPU run) is not
+    # kept, and no unrelated program is proposed in its place; the page says why.
+    nothing = page.inner_text("[data-testid=diff-nothing-comparable]")
+    assert "no other CUDA run runs the same program" in nothing and "Choose B above" in nothing
+    assert page.input_value("[data-control=run_b]") != "cpu_ddp_gloo"
     assert not any(k in query(page) for k in ("run_b", "worker_b", "span_b"))
 
 
@@ -154,10 +151,10 @@ def test_diff_says_when_nothing_is_comparable(browser, lone_gpu_server, screensh
 
 def test_diff_rows_are_sorted_by_a_shown_column_with_its_arrow(page, server):
     page.set_viewport_size({"width": 1280, "height": 900})
-    open_page(page, server, **A100, view="diff")
+    open_page(page, server, **CPU, view="diff")
     b = {c: page.input_value(f"[data-control={c}]") for c in ("run_b", "worker_b", "span_b")}
-    assert b["run_b"] in CUDA_RUNS
-    ops = rows(api(server, "diff", **A100, **b)["operators"])
+    assert b == {"run_b": CPU["run"], "worker_b": CPU["worker"], "span_b": "2"}  # the run's other span
+    ops = rows(api(server, "diff", **CPU, **b)["operators"])
     th = page.locator("[data-table=diff-operators] th[data-sort-key=device_total_us_delta]")
     assert th.get_attribute("aria-sort") == "descending" and "▼" in th.inner_text()
     box = page.locator("[data-table=diff-operators] .table-scroll").bounding_box()
@@ -185,9 +182,11 @@ def test_tables_page_and_scroll_sideways_with_a_visible_rail(page, server, scree
     assert page.get_attribute(f"{table} tbody tr >> nth=0", "data-row-index") == "50"
     page.click(f"{table} .table-tools:not(.bottom) [data-page=last]")
     assert page.locator(f"{table} tbody tr").count() == total - 50 * ((total - 1) // 50)
-    # Too wide for 1,280 px: the rail is on screen (stuck to the window's bottom edge) while
-    # the table is, and scrolling with it brings the last column into view.
-    assert page.get_attribute(f"{table} .side-scroll", "data-overflow") == "true"
+    # Too wide for 1,280 px with every column shown (the toggle brings back those hidden to
+    # fit): the rail is on screen (stuck to the window's bottom edge) while the table is, and
+    # scrolling with it brings the last column into view.
+    page.click(f"{table} [data-control=more-columns]")
+    page.wait_for_function(f"() => document.querySelector('{table} .side-scroll').dataset.overflow === 'true'")
     page.locator(f"{table} thead").scroll_into_view_if_needed()
     rail = page.locator(f"{table} .scroll-rail")
     rail_box = rail.bounding_box()

@@ -189,6 +189,11 @@ def check_job(page, server, q):
 def check_diff(page, server, q):
     b = {"run_b": page.input_value("[data-control=run_b]"), "worker_b": page.input_value("[data-control=worker_b]"),
          "span_b": page.input_value("[data-control=span_b]")}
+    if not b["run_b"]:  # no comparable run proposed: the page says why, as the server does
+        reason = api(server, "diff_default", **q)["reason"]
+        assert reason in page.inner_text("[data-testid=diff-nothing-comparable]")
+        assert not page.query_selector("[data-table=diff-operators]")
+        return 1
     data = api(server, "diff", **q, **b)
     assert row_count(page, "diff-operators") == len(data["operators"]["rows"])
     total = [r for r in rows(data["steps"]) if r["category"] == "total"]
