@@ -21,13 +21,12 @@ export function shownKernelName(short: string): string {
 
 function Expandable({ full, short }: { full: string; short: string }) {
   const [open, setOpen] = useState(false);
-  const shown = shownKernelName(short);
-  if (shown === full) return <span class="kernel-name">{full}</span>;
+  if (short === full) return <span class="kernel-name">{full}</span>;
   return (
     <span class="kernel-name">
       <button type="button" class="kernel-name-toggle" aria-expanded={open} title={open ? 'Show the short name' : full} data-kernel-name={full} onClick={() => setOpen(!open)}>
         {open ? '▾ ' : '▸ '}
-        {shown}
+        {short}
       </button>
       {open ? <code class="kernel-name-full">{full}</code> : null}
     </span>
@@ -38,7 +37,7 @@ function Expandable({ full, short }: { full: string; short: string }) {
  *  with), the full name a click away. */
 export function KernelName({ name, names }: { name: string; names: readonly string[] }) {
   const short = shortKernelNames(names);
-  return <Expandable full={name} short={short.get(name) ?? shortKernelName(name)} />;
+  return <Expandable full={name} short={shownKernelName(short.get(name) ?? shortKernelName(name))} />;
 }
 
 /** A table column of kernel names, shortened so that the kernels of `rows` stay apart. */
@@ -47,7 +46,7 @@ export function kernelNameColumn<R extends Row = Row>(key: keyof R & string, lab
   return {
     key,
     label,
-    format: (v: Cell) => (v === null ? '—' : <Expandable full={String(v)} short={short.get(String(v)) ?? shortKernelName(String(v))} />),
+    format: (v: Cell) => (v === null ? '—' : <Expandable full={String(v)} short={shownKernelName(short.get(String(v)) ?? shortKernelName(String(v)))} />),
   } as Column<R>;
 }
 
