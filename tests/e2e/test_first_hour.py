@@ -151,10 +151,11 @@ def test_diff_says_when_nothing_is_comparable(browser, lone_gpu_server, screensh
 
 def test_diff_rows_are_sorted_by_a_shown_column_with_its_arrow(page, server):
     page.set_viewport_size({"width": 1280, "height": 900})
-    open_page(page, server, **CPU, view="diff")
+    # Two GPU runs (device columns to sort by); no sample runs A100's program again, so B is chosen.
+    open_page(page, server, **A100, view="diff", run_b=GPU["run"], worker_b=GPU["worker"], span_b=GPU["span"])
     b = {c: page.input_value(f"[data-control={c}]") for c in ("run_b", "worker_b", "span_b")}
-    assert b == {"run_b": CPU["run"], "worker_b": CPU["worker"], "span_b": "2"}  # the run's other span
-    ops = rows(api(server, "diff", **CPU, **b)["operators"])
+    assert b == {"run_b": GPU["run"], "worker_b": GPU["worker"], "span_b": str(GPU["span"])}
+    ops = rows(api(server, "diff", **A100, **b)["operators"])
     th = page.locator("[data-table=diff-operators] th[data-sort-key=device_total_us_delta]")
     assert th.get_attribute("aria-sort") == "descending" and "▼" in th.inner_text()
     box = page.locator("[data-table=diff-operators] .table-scroll").bounding_box()
