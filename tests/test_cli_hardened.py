@@ -10,7 +10,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -170,18 +169,15 @@ _MEASURED = ("import re, sys\nfrom tb_plugin.__main__ import main\nstatus = main
 @pytest.mark.parametrize("command", ["info", "compare"])
 def test_a_gzip_bomb_is_refused_within_the_budget_as_tensorboard_refuses_it(bomb, command):
     """`compare` and `info` inflated it whole: 10.6 GB of RSS. TensorBoard at
-    --profiler_max_memory_mb 512 refuses it in about a second at 229 MB; so do they at
-    --max-memory-mb 512."""
+    --profiler_max_memory_mb 512 refuses it at 229 MB; so do they at --max-memory-mb 512,
+    having inflated no more than the limit (how long it takes: `benchmarks/hostile_bench.py`)."""
     args = [str(bomb)] if command == "info" else [str(bomb), str(CPU_CNN)]
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", _MEASURED, command, *args, "--max-memory-mb", "512"],
                           capture_output=True, text=True, timeout=120)
-    seconds = time.monotonic() - started
     *progress, error = done.stderr.splitlines()  # compare reports a load's progress after a second
     assert done.returncode == 2 and "too large to load: its JSON inflates to more than 137 MiB" in error
     assert error.startswith("error: ") and "--max-memory-mb" in error and "Traceback" not in done.stderr
     assert int(done.stdout.split()[-1]) < 512, "MB of RSS"
-    assert seconds < 30
 
 
 def test_the_python_api_takes_the_same_budget_and_limit(bomb, tmp_path):
