@@ -58,6 +58,7 @@ MAX_PATH_STEPS = 20
 # answers them from the embedded window that covers the request at a fine enough level.
 WINDOW_ROUTES = ("timeline_slices", "timeline_counters")
 WINDOW_PARAMS = ("start_us", "end_us", "resolution_us", "points", "tracks")
+PAGE_THRESHOLDS = ("0.1", "0.5", "1", "2", "5", "10", "20")
 POLL_SECONDS = 0.02
 _DATA_ID = "tb-report-data"
 
@@ -115,6 +116,15 @@ class Answers:
         key = answer_key(route, _query({**params, "start_us": start_us, "end_us": end_us, **extra}))
         self.windows.append({"route": route, "scope": scope, "start_us": start_us, "end_us": end_us,
                              "resolution_us": resolution_us, "key": key})
+
+    def relist(self, keep: Callable[[str], bool], workers: list[str] | None = None) -> None:
+        """The runs listed as they are once their profiles are loaded, with only what the
+        report holds: the runs `keep` keeps, their `workers` (default: all), no snapshots."""
+        del self.replies[answer_key("runs", {})]
+        listing = self.ask("runs")
+        listing["runs"] = [{**r, "workers": workers or r["workers"], "snapshots": []}
+                           for r in listing["runs"] if keep(r["name"])]
+        self.replies[answer_key("runs", {})] = (200, orjson.dumps(listing))
 
     def say(self, what: str) -> None:
         if self.progress is not None:
@@ -310,11 +320,7 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
                     {"run": run, "worker": name, "spans": [s for s in spans[name] if s["span"] == span]}))
             for number in chosen_spans:
                 _profile_requests(answers, run, name, number, step, len(workers))
-        # the run as listed once its profiles are loaded, with only what the report holds
-        del answers.replies[answer_key("runs", {})]
-        listing = answers.ask("runs")
-        listing["runs"] = [{**r, "workers": workers, "snapshots": []} for r in listing["runs"] if r["name"] == run]
-        answers.replies[answer_key("runs", {})] = (200, orjson.dumps(listing))
+        answers.relist(lambda name: name == run, workers)
         answers.location = {"run": run, "worker": workers[0], "span": str(span or 1)}
         return _html(answers.payload(), f"PyTorch Profiler report: {_shown(source)}")
     finally:
@@ -324,6 +330,69 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
 def _shown(source: str) -> str:
     """The name a report gives its source: the last part of the path, never the whole of it."""
     return source.rstrip("/").rsplit("/", 1)[-1] or source
+
+
+def _link_run(logdir: str, name: str, source: str) -> None:
+    """`logdir/name` a run of `source`'s trace files, as links (local paths: a report of a
+    pair reads both through one store; links to files, since a store walks each real
+    directory once, and A and B may be spans of one run)."""
+    from .storage import is_url
+
+    if is_url(source):
+        raise BadParameterError(f"--html compares local files and directories; {_shown(source)} is a URL "
+                                "(copy it here first)")
+    target = os.path.abspath(source)
+    if not os.path.exists(target):
+        raise BadParameterError(f"{source}: no such file or directory")
+    files = ([os.path.join(target, f) for f in os.listdir(target) if os.path.isfile(os.path.join(target, f))]
+             if os.path.isdir(target) else [target])
+    os.mkdir(os.path.join(logdir, name))
+    for path in files:
+        os.symlink(path, os.path.join(logdir, name, os.path.basename(path)))
+
+
+def diff_report(a: Any, b: Any, threshold_pct: float, *, max_memory_bytes: int,
+                progress: Callable[[str], None] | None = None) -> str:
+    """The HTML report of the Diff page of `a` against `b` (`compare.Side`s: a trace file or
+    run directory, a worker or None for the first, a span), opening on the Diff tab."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tb_plugin_diff_") as logdir:
+        names = {"A": f"A-{_shown(a.path)}", "B": f"B-{_shown(b.path)}"}
+        for side, key in ((a, "A"), (b, "B")):
+            _link_run(logdir, names[key], side.path)
+        store = _store(logdir, max_memory_bytes)
+        try:
+            answers = Answers(store, progress)
+            listed = {r["name"]: r for r in answers.ask("runs")["runs"]}
+            chosen = {}
+            for side, key in ((a, "A"), (b, "B")):
+                workers = listed.get(names[key], {}).get("workers", [])
+                if not workers:
+                    raise BadParameterError(f"{_shown(side.path)} holds no trace file")
+                if side.worker is not None and side.worker not in workers:
+                    raise BadParameterError(f"{_shown(side.path)}: no worker {side.worker!r}; workers: {', '.join(workers)}")
+                chosen[key] = (names[key], side.worker or workers[0], side.span)
+                spans = answers.ask("spans", run=names[key], worker=chosen[key][1]) or {"spans": []}
+                if side.span not in [s["span"] for s in spans["spans"]]:
+                    raise BadParameterError(f"{_shown(side.path)} has no span {side.span}")
+            (run_a, worker_a, span_a), (run_b, worker_b, span_b) = chosen["A"], chosen["B"]
+            answers.say("diff")
+            # the page offers these thresholds (DiffView.tsx); another is shown at the nearest
+            threshold = min(PAGE_THRESHOLDS, key=lambda t: abs(float(t) - threshold_pct))
+            answers.ask("diff", run=run_a, worker=worker_a, span=span_a, run_b=run_b, worker_b=worker_b, span_b=span_b,
+                        threshold_pct=threshold)
+            if len(listed[run_a]["workers"]) > 1 and len(listed[run_b]["workers"]) > 1:
+                answers.ask("diff_ranks", run=run_a, span=span_a, run_b=run_b, span_b=span_b, threshold_pct=threshold)
+            # the report is the Diff page: its one tab
+            answers.replies[answer_key("views", _query({"run": run_a, "worker": worker_a, "span": span_a}))] = (
+                200, orjson.dumps({"run": run_a, "views": ["diff"]}))
+            answers.relist(lambda run: run in (run_a, run_b))
+            answers.location = {"run": run_a, "worker": worker_a, "span": str(span_a), "view": "diff",
+                                "run_b": run_b, "worker_b": worker_b, "span_b": str(span_b), "diff_threshold": threshold}
+            return _html(answers.payload(), f"PyTorch Profiler diff: {_shown(a.path)} vs {_shown(b.path)}")
+        finally:
+            store.stop()
 
 
 def add_arguments(parser: Any) -> None:
