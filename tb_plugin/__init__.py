@@ -11,6 +11,8 @@ Python API::
     tb_plugin.diff(profile_a, profile_b)                   # two profiles side by side, and why
     tb_plugin.diff_ranks(run_a, run_b)                     # two runs of a job, rank by rank
     tb_plugin.load_snapshot("rank0.pickle")                # a CUDA memory snapshot -> MemorySnapshot
+    tb_plugin.show(run, view="kernel")                     # the page in a notebook, offline
+    tb_plugin.show(profile_a, profile_b)                   # the Diff page in a notebook
 
 Every loading problem raises `tb_plugin.TraceError`.
 """
@@ -21,9 +23,10 @@ from .errors import TraceError
 from .version import __version__
 
 __all__ = ["MemorySnapshot", "Profile", "Run", "TraceError", "diff", "diff_ranks", "load", "load_run", "load_snapshot",
-           "__version__"]
+           "show", "__version__"]
 _FROM_MODULE = {"Profile": "profile", "diff": "profile", "load": "profile", "Run": "runs", "diff_ranks": "runs",
-                "load_run": "runs", "MemorySnapshot": "memory_snapshot", "load_snapshot": "memory_snapshot"}
+                "load_run": "runs", "MemorySnapshot": "memory_snapshot", "load_snapshot": "memory_snapshot",
+                "show": "report"}
 
 
 def __getattr__(name):

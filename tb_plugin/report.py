@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import html
 import importlib.resources
 import os
 import re
@@ -257,7 +258,7 @@ def _html(payload: bytes, title: str) -> str:
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
     policy = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
               "img-src data: blob:; font-src data:; connect-src data: blob:; base-uri 'none'; form-action 'none'")
-    escaped_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    escaped_title = html.escape(title)
     return ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -289,7 +290,7 @@ def _resolve(source: str) -> tuple[str, str | None]:
 
 
 def run_report(source: str, *, worker: str | None = None, span: int | None = None, step: int | None = None,
-               max_memory_bytes: int, progress: Callable[[str], None] | None = None) -> str:
+               view: str | None = None, max_memory_bytes: int, progress: Callable[[str], None] | None = None) -> str:
     """The HTML report of a run directory or trace file (`source`, a path or fsspec URL):
     every worker (or `worker`), every span (or `span`), each tab the page offers."""
     logdir, file_name = _resolve(source)
@@ -321,7 +322,7 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
             for number in chosen_spans:
                 _profile_requests(answers, run, name, number, step, len(workers))
         answers.relist(lambda name: name == run, workers)
-        answers.location = {"run": run, "worker": workers[0], "span": str(span or 1)}
+        answers.location = {"run": run, "worker": workers[0], "span": str(span or 1), **({"view": view} if view else {})}
         return _html(answers.payload(), f"PyTorch Profiler report: {_shown(source)}")
     finally:
         store.stop()
@@ -434,3 +435,64 @@ def write(path: str, html: str) -> int:
         return 2
     return 0
 
+
+
+# --- notebooks ----------------------------------------------------------------------------
+
+NOTEBOOK_HEIGHT_PX = 900
+
+
+class Shown:
+    """The page of a report as a notebook shows it: an isolated frame (`srcdoc`) holding the
+    report file, scripts allowed, nothing else (no access to the notebook, no request)."""
+
+    def __init__(self, page: str, height_px: int = NOTEBOOK_HEIGHT_PX) -> None:
+        self.page = page
+        self.height_px = height_px
+
+    def _repr_html_(self) -> str:
+        # characters beyond ASCII as references: the frame's page reads the same in a notebook
+        # of any encoding (its script's hash, which its policy checks, included)
+        page = html.escape(self.page, quote=True).encode("ascii", "xmlcharrefreplace").decode("ascii")
+        return (f'<iframe srcdoc="{page}" sandbox="allow-scripts allow-downloads" '
+                f'title="PyTorch Profiler" style="width:100%;height:{self.height_px}px;border:1px solid #ccc">'
+                "</iframe>")
+
+
+def _source_of(x: Any) -> str:
+    """The file or directory a `Profile`, `Run` or path names."""
+    from .profile import Profile
+    from .runs import Run
+
+    if isinstance(x, Profile):
+        return str(x.source)
+    if isinstance(x, Run):
+        return x.storage.display(None)  # the run directory load_run was given
+    if isinstance(x, (str, os.PathLike)):
+        return os.fspath(x)
+    raise TypeError(f"show takes a Profile, a Run or a path, not {type(x).__name__}")
+
+
+def show(x: Any, b: Any = None, *, view: str | None = None, step: int | None = None,
+         max_memory_bytes: int | None = None) -> Shown:
+    """The page of `x` (a `Profile`, a `Run`, or a trace file or run directory) in a notebook,
+    offline and with no server; with `b`, the Diff page of `x` against `b`. `view` opens a
+    tab ("operator", "kernel", "trace", ...); `step` is the step the Trace view holds in full
+    detail (the median one by default). Its `_repr_html_` is the page in a frame.
+
+    Examples
+    --------
+    >>> import tb_plugin
+    >>> tb_plugin.show("log/resnet50", view="kernel")  # doctest: +SKIP
+    >>> tb_plugin.show(profile_a, profile_b)            # the Diff page  # doctest: +SKIP
+    """
+    from .budget import DEFAULT_MAX_MEMORY_BYTES
+    from .compare import Side
+
+    budget = max_memory_bytes or DEFAULT_MAX_MEMORY_BYTES
+    if b is not None:
+        from .views.regression import DEFAULT_THRESHOLD_PCT
+
+        return Shown(diff_report(Side(_source_of(x), None, 1), Side(_source_of(b), None, 1), DEFAULT_THRESHOLD_PCT,
+                                 max_memory_bytes=budget))
+    return Shown(run_report(_source_of(x), step=step, view=view, max_memory_bytes=budget))

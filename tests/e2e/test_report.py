@@ -22,7 +22,7 @@ class Offline:
     """A page in its own context where every request but `path` is refused, and console
     errors, dialogs and refused requests are recorded."""
 
-    def __init__(self, browser, path, color_scheme="light"):
+    def __init__(self, browser, path, color_scheme="light", ready=True):
         self.context = browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme=color_scheme)
         self.refused, self.errors, self.dialogs = [], [], []
         url = path.as_uri()
@@ -39,7 +39,8 @@ class Offline:
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
         self.page.goto(url)
-        self.page.wait_for_selector(READY, state="attached")
+        if ready:
+            self.page.wait_for_selector(READY, state="attached")
 
     def open(self, view):
         page = self.page
@@ -138,4 +139,22 @@ def test_names_from_the_trace_are_text(browser, tmp_path, screenshot_dir):
     assert sorted(names) == sorted([SCRIPT_NAME, QUOTED_NAME])
     assert not page.query_selector("img[src=x]")
     screenshot(page, screenshot_dir, "report_planted_kernels")
+    offline.close()
+
+
+def test_notebook_frame_renders_and_switches_tabs(browser, tmp_path):
+    # what a notebook cell shows (`tb_plugin.show`): the page in a srcdoc frame, whose
+    # about:srcdoc URL takes no query (the selection is kept in the page instead)
+    import tb_plugin
+
+    host = tmp_path / "notebook.html"
+    host.write_text(f"<!doctype html><html><body>{tb_plugin.show(SAMPLES / 'cpu_cnn', view='operator')._repr_html_()}"
+                    "</body></html>", "utf-8")
+    offline = Offline(browser, host, ready=False)
+    frame = offline.page.frame_locator("iframe")
+    frame.locator(READY).wait_for(state="attached")
+    assert frame.locator("[data-table=operators] tbody tr").count() > 0
+    frame.locator("[data-view='memory']").click()
+    frame.locator("[data-testid=memory]").wait_for()
+    assert frame.locator("[data-view='memory']").get_attribute("aria-selected") == "true"
     offline.close()

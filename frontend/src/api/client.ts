@@ -155,12 +155,7 @@ function openReport(): Promise<Embedded> | null {
   const data = inflate(element.textContent ?? '');
   // the report opens on the selection it was written for (a diff: its A and B)
   void data.then((d) => {
-    if (window.location.search) return;
-    try {
-      setParams(d.location);
-    } catch {
-      // a browser refusing history changes on file:// pages: the page opens on its defaults
-    }
+    if (!window.location.search) setParams(d.location);
   });
   return data;
 }
