@@ -78,12 +78,6 @@ class Profile:
     def __repr__(self) -> str:
         return f"Profile({self.source!r})"
 
-    def _repr_html_(self) -> str:
-        """The page of this profile's trace file in a notebook (`tb_plugin.show`)."""
-        from .report import show
-
-        return show(self)._repr_html_()
-
     # --- overview ---------------------------------------------------------------------------
 
     def steps(self) -> pd.DataFrame:

@@ -245,12 +245,6 @@ class Run:
     def __repr__(self) -> str:
         return f"Run({self.storage.display(None)!r}, workers={self.workers})"
 
-    def _repr_html_(self) -> str:
-        """The page of this run in a notebook (`tb_plugin.show`)."""
-        from .report import show
-
-        return show(self)._repr_html_()
-
     @property
     def workers(self) -> list[str]:
         return list(self.files.workers)

@@ -12,8 +12,7 @@ nbformat = pytest.importorskip("nbformat", reason="the notebook test needs nbfor
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-from .helpers import SAMPLES  # noqa: E402
-from .test_report import answer, embedded  # noqa: E402
+from .helpers import SAMPLES, embedded_answer as answer, report_data as embedded  # noqa: E402
 
 CNN = SAMPLES / "cpu_cnn"
 

@@ -2,7 +2,6 @@
 answers it asks for, gzipped and base64-encoded, that names no path of this machine and asks
 for nothing outside itself. What the page does with it is tests/e2e/test_report.py's."""
 
-import base64
 import collections
 import gzip
 import json
@@ -14,24 +13,10 @@ import pytest
 from tb_plugin.__main__ import main
 from tb_plugin.report import answer_key, median_step
 
-from .helpers import SAMPLES
+from .helpers import SAMPLES, embedded_answer as answer, report_data as embedded
 
 CNN = SAMPLES / "cpu_cnn"  # one worker, two spans, CPU only
 GPU = SAMPLES / "gpu_h100_compiled"  # one GPU trace file
-
-
-def embedded(path):
-    """The report's embedded data: {answers: {key: [status, body]}, windows, location, notes}."""
-    html = path.read_text("utf-8")
-    block = re.search(r'<script type="application/octet-stream" id="tb-report-data">([^<]*)</script>', html)
-    assert block, "no embedded data block"
-    return json.loads(gzip.decompress(base64.b64decode(block.group(1))))
-
-
-def answer(data, route, **params):
-    status, body = data["answers"][answer_key(route, {k: str(v) for k, v in params.items()})]
-    assert status == 200, body
-    return body
 
 
 def rows(table):
