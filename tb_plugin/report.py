@@ -9,7 +9,7 @@ notebook cell.
 How: the answers are asked of the HTTP layer itself (`api.Api`'s WSGI apps, in-process, as
 the `view` command and the MCP server ask it), over a `loading.RunStore` of the run, for every
 request the page makes on opening each tab `/views` offers (`_profile_requests` lists them,
-with the choices the tabs offer: group-bys, steps, devices, flags), keyed by route and
+with the choices the tabs offer: group-bys, devices, flags), keyed by route and
 canonical query (`answer_key`, the same string `frontend/src/api/client.ts` builds). The
 Trace view is embedded at two levels of detail, bounded in size: the whole trace at
 `OVERVIEW_PX` slices across, and one step (the median one by default) in full detail; the
@@ -53,8 +53,6 @@ OVERVIEW_PX = 3000
 DETAIL_RESOLUTION_US = 1e-3
 # Counter series points per window (the most /timeline_counters gives).
 COUNTER_POINTS = 5000
-# Critical paths embedded per run: one per step, at most this many.
-MAX_PATH_STEPS = 20
 # Routes the page asks for a time window of (start_us, end_us) at some resolution: a report
 # answers them from the embedded window that covers the request at a fine enough level.
 WINDOW_ROUTES = ("timeline_slices", "timeline_counters")
@@ -137,7 +135,7 @@ class Answers:
                  for key, (code, body) in self.replies.items()]
         head = orjson.dumps({"windows": self.windows, "location": self.location, "notes": self.notes})
         data = head[:-1] + b',"answers":{' + b",".join(parts) + b"}}"
-        return gzip.compress(data, compresslevel=6, mtime=0)
+        return gzip.compress(data, compresslevel=3, mtime=0)  # as the server's replies (api.gzipped)
 
 
 def _rows(table: Any) -> list[dict[str, Any]]:
@@ -155,6 +153,16 @@ def median_step(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     return ordered[(len(ordered) - 1) // 2]
 
 
+def _detail_steps(steps: list[dict[str, Any]], step: int | None) -> list[dict[str, Any]]:
+    """The step shown in full detail (`step`, else the median one), as a list of none or one;
+    `BadParameterError` when the trace has no step `step`."""
+    chosen = median_step(steps) if step is None else next((s for s in steps if s["step"] == step), None)
+    if step is not None and chosen is None:
+        raise BadParameterError(f"--step {step}: the trace has no step {step}; steps: "
+                                f"{', '.join(str(s['step']) for s in steps) or 'none'}")
+    return [chosen] if chosen is not None else []
+
+
 def _trace_requests(answers: Answers, base: dict[str, Any], step: int | None) -> None:
     tracks = answers.ask("timeline_tracks", **base)
     if not tracks:
@@ -164,23 +172,18 @@ def _trace_requests(answers: Answers, base: dict[str, Any], step: int | None) ->
     # the page asks for its window widened by a quarter on each side
     answers.window("timeline_slices", start - width / 4, end + width / 4, width * 1.5 / OVERVIEW_PX, **base)
     answers.window("timeline_counters", start - width / 4, end + width / 4, width * 1.5 / OVERVIEW_PX, **base)
-    steps = _rows(tracks["steps"])
-    chosen = median_step(steps) if step is None else next((s for s in steps if s["step"] == step), None)
-    if step is not None and chosen is None:
-        raise BadParameterError(f"--step {step}: the trace has no step {step}; steps: "
-                                f"{', '.join(str(s['step']) for s in steps) or 'none'}")
     label = "the whole trace"
-    if chosen is not None:
+    for chosen in _detail_steps(_rows(tracks["steps"]), step):
         lo, hi = float(chosen["start_us"]), float(chosen["end_us"])
-        pad = (hi - lo) / 4
+        # the page asks for the step's window (3% wider) widened by a quarter on each side
+        pad = (hi - lo) / 2
         answers.window("timeline_slices", lo - pad, hi + pad, DETAIL_RESOLUTION_US, **base)
         answers.window("timeline_counters", lo - pad, hi + pad, DETAIL_RESOLUTION_US, **base)
         label = f"step {chosen['step']}"
     answers.notes[answer_key("timeline", _query(base))] = label
 
 
-def _profile_requests(answers: Answers, run: str, worker: str, span: int, step: int | None,
-                      workers: int) -> list[str]:
+def _profile_requests(answers: Answers, run: str, worker: str, span: int, step: int | None) -> list[str]:
     """Ask every answer the page asks for on opening each tab of this profile; the tabs."""
     base = {"run": run, "worker": worker, "span": span}
     views = answers.ask("views", **base)
@@ -221,9 +224,12 @@ def _profile_requests(answers: Answers, run: str, worker: str, span: int, step: 
                 answers.ask("kernel_sequences", **base, length=length, top=50)
             for flag in ("launch_bound", "runtime_outlier", "launch_delay_outlier"):
                 answers.ask("kernel_launches", **base, flag=flag)
-            for row in steps[:MAX_PATH_STEPS]:
+            # the critical path the tab opens on (the first step's) and the step the Trace view
+            # holds in full detail: a path costs about as much as a view
+            windows = _rows((answers.ask("timeline_tracks", **base) or {}).get("steps"))
+            for number in dict.fromkeys(row["step"] for row in steps[:1] + _detail_steps(windows, step)):
                 for table in ("categories", "operators", "segments"):
-                    answers.ask("critical_path", **base, step=row["step"], table=table)
+                    answers.ask("critical_path", **base, step=number, table=table)
         elif view == "memory":
             for device in (answers.ask("memory_devices", **base) or {}).get("devices", []):
                 query = {**base, "device": device}
@@ -320,7 +326,7 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
                 answers.replies[answer_key("spans", {"run": run, "worker": name})] = (200, orjson.dumps(
                     {"run": run, "worker": name, "spans": [s for s in spans[name] if s["span"] == span]}))
             for number in chosen_spans:
-                _profile_requests(answers, run, name, number, step, len(workers))
+                _profile_requests(answers, run, name, number, step)
         answers.relist(lambda name: name == run, workers)
         answers.location = {"run": run, "worker": workers[0], "span": str(span or 1), **({"view": view} if view else {})}
         return _html(answers.payload(), f"PyTorch Profiler report: {_shown(source)}")

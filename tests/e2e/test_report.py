@@ -91,9 +91,20 @@ def test_report_tabs_show_the_apis_numbers_offline(browser, report, profile, scr
     first = page.locator("[data-table=kernels] tbody tr").first
     assert full_kernel_name(first) == top_kernel["name"]
     assert format_duration(top_kernel["total_us"]) in first.inner_text()
-    # the Trace view: drawn whole, and a window the report does not hold says how to see it
+    # the Trace view: drawn whole; the median step in full detail; another step at that zoom
+    # says what the report holds and how to see the rest
     offline.open("trace")
     assert page.query_selector("[data-testid=trace] canvas")
+    steps = sorted(profile.timeline_tracks()["steps"].itertuples(), key=lambda s: (s.end_us - s.start_us, s.step))
+    median, other = steps[(len(steps) - 1) // 2], steps[-1]
+    for step, held in ((median, True), (other, False)):
+        seq = page.evaluate("() => document.body.dataset.readySeq || '0'")
+        page.select_option("[data-control=trace-step]", str(step.step))
+        page.wait_for_selector(f"body[data-ready='true']:not([data-ready-seq='{seq}'])", state="attached")
+        text = page.inner_text("[data-testid=trace]")
+        assert ("Cannot load this part of the timeline" in text) != held, (step.step, text[:500])
+        if not held:
+            assert f"step {median.step} in full detail" in text and "TensorBoard" in text
     offline.close()
 
 
