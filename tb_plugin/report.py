@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from .errors import BadParameterError
 
@@ -93,6 +92,8 @@ class Answers:
     def ask(self, route: str, **params: Any) -> Any:
         """The route's answer to `params` (None when it refused), embedded under its key;
         asked again while the profile loads (202)."""
+        from werkzeug.test import EnvironBuilder, run_wsgi_app
+
         query = _query(params)
         key = answer_key(route, query)
         if key not in self.replies:
