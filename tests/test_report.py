@@ -13,7 +13,7 @@ import pytest
 from tb_plugin.__main__ import main
 from tb_plugin.report import answer_key, median_step
 
-from .helpers import SAMPLES, embedded_answer as answer, report_data as embedded
+from .helpers import SAMPLES, shared_trace, embedded_answer as answer, report_data as embedded
 
 CNN = SAMPLES / "cpu_cnn"  # one worker, two spans, CPU only
 GPU = SAMPLES / "gpu_h100_compiled"  # one GPU trace file
@@ -155,3 +155,13 @@ def test_compare_html_is_the_diff_page(tmp_path, capsys):
     assert reply["explanation"]["rows"]
     assert answer(data, "views", run=location["run"], worker="worker0", span=1)["views"] == ["diff"]
     assert str(tmp_path) not in out.read_text("utf-8")
+
+
+def test_report_of_the_35_mb_resnet50_trace_fits_10_mb(tmp_path):
+    trace = shared_trace("resnet50_v100_2021")
+    out = tmp_path / "resnet50.html"
+    assert main(["report", str(trace), "-o", str(out)]) == 0
+    assert out.stat().st_size <= 10_000_000
+    data = embedded(out)
+    assert {"kernel", "gpu_idle", "trace", "memory"} <= set(
+        answer(data, "views", run=".", worker="worker0", span=1)["views"])
