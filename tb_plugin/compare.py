@@ -389,10 +389,14 @@ def write_outputs(outputs: dict[str, str]) -> None:
 def run(args: argparse.Namespace) -> int:
     """The `compare` command: 0 no regression (or no --threshold), 1 regression, 2 bad input."""
     threshold = DEFAULT_THRESHOLD_PCT if args.threshold is None else args.threshold
+    named: dict[str, str] = {}  # output path -> the option naming it
+    for option, path in (("--json", args.json), ("--markdown", args.markdown), ("--html", args.html)):
+        if path and os.path.abspath(path) in named:
+            print(f"error: {named[os.path.abspath(path)]} and {option} name the same file", file=sys.stderr)
+            return 2
+        if path:
+            named[os.path.abspath(path)] = option
     paths = [p for p in (args.json, args.markdown, args.html) if p]
-    if len(set(map(os.path.abspath, paths))) != len(paths):
-        print("error: --json, --markdown and --html name the same file", file=sys.stderr)
-        return 2
     try:
         check_outputs(paths)
         comparison = compare(Side(args.a, args.worker, args.span),

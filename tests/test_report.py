@@ -165,3 +165,10 @@ def test_report_of_the_35_mb_resnet50_trace_fits_10_mb(tmp_path):
     data = embedded(out)
     assert {"kernel", "gpu_idle", "trace", "memory"} <= set(
         answer(data, "views", run=".", worker="worker0", span=1)["views"])
+
+
+def test_compare_html_refuses_a_path_another_output_names(tmp_path, capsys):
+    out = tmp_path / "same"
+    assert main(["compare", str(CNN), str(CNN), "--markdown", str(out), "--html", str(tmp_path / "." / "same")]) == 2
+    assert capsys.readouterr().err == "error: --markdown and --html name the same file\n"
+    assert not out.exists()
