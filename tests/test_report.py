@@ -172,3 +172,18 @@ def test_compare_html_refuses_a_path_another_output_names(tmp_path, capsys):
     assert main(["compare", str(CNN), str(CNN), "--markdown", str(out), "--html", str(tmp_path / "." / "same")]) == 2
     assert capsys.readouterr().err == "error: --markdown and --html name the same file\n"
     assert not out.exists()
+
+
+def test_report_of_several_workers_holds_each_and_the_run_wide_tabs(tmp_path):
+    out = tmp_path / "ddp.html"
+    assert main(["report", str(SAMPLES / "cpu_ddp_gloo"), "--span", "1", "-o", str(out)]) == 0
+    data = embedded(out)
+    workers = answer(data, "runs")["runs"][0]["workers"]
+    assert workers == ["worker0", "worker1"]  # the files' workers, as the page lists them
+    for worker in workers:
+        views = answer(data, "views", run=".", worker=worker, span=1)["views"]
+        assert {"distributed", "job"} <= set(views)
+        assert answer(data, "overview", run=".", worker=worker, span=1)
+    assert answer(data, "job", run=".", span=1, align_clocks="true")
+    assert answer(data, "distributed", run=".", span=1,
+                  tables="steps,all_steps,collectives,collective_time,groups,fsdp,devices,coverage,missing")
