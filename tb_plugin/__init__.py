@@ -11,19 +11,24 @@ Python API::
     tb_plugin.diff(profile_a, profile_b)                   # two profiles side by side, and why
     tb_plugin.diff_ranks(run_a, run_b)                     # two runs of a job, rank by rank
     tb_plugin.load_snapshot("rank0.pickle")                # a CUDA memory snapshot -> MemorySnapshot
+    tb_plugin.show(run, view="kernel")                     # the page in a notebook, offline
+                                                           # (a Profile or Run shows as it too)
+    tb_plugin.show(profile_a, profile_b)                   # the Diff page in a notebook
 
 Every loading problem raises `tb_plugin.TraceError`.
 """
 
 import importlib
+import sys
 
 from .errors import TraceError
 from .version import __version__
 
 __all__ = ["MemorySnapshot", "Profile", "Run", "TraceError", "diff", "diff_ranks", "load", "load_run", "load_snapshot",
-           "__version__"]
+           "show", "__version__"]
 _FROM_MODULE = {"Profile": "profile", "diff": "profile", "load": "profile", "Run": "runs", "diff_ranks": "runs",
-                "load_run": "runs", "MemorySnapshot": "memory_snapshot", "load_snapshot": "memory_snapshot"}
+                "load_run": "runs", "MemorySnapshot": "memory_snapshot", "load_snapshot": "memory_snapshot",
+                "show": "report"}
 
 
 def __getattr__(name):
@@ -37,3 +42,21 @@ def __getattr__(name):
 
 def __dir__():
     return sorted({*globals(), *__all__})
+
+
+def _notebook_html(x):
+    return importlib.import_module(".report", __name__).show(x)._repr_html_()
+
+
+def _show_in_notebooks():
+    """In IPython (Jupyter), a `Profile` or `Run` displays as the page (`show`): registered by
+    the types' names, so nothing is imported until one is displayed."""
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is None:
+        return
+    html = shell.display_formatter.formatters["text/html"]
+    for module, name in (("tb_plugin.profile", "Profile"), ("tb_plugin.runs", "Run")):
+        html.for_type_by_name(module, name, _notebook_html)
+
+
+_show_in_notebooks()

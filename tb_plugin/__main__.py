@@ -5,7 +5,9 @@
 every trace of a log directory on a Dask cluster into TensorBoard's cache;
 `python -m tb_plugin mcp [LOGDIR] [--http PORT]` serves the data routes as tools of a Model
 Context Protocol server; `python -m tb_plugin view RUN ROUTE [--param value ...] --format FORMAT`
-prints one route's answer as a table, JSON, CSV, Parquet or Markdown.
+prints one route's answer as a table, JSON, CSV, Parquet or Markdown;
+`python -m tb_plugin report RUN_OR_FILE -o report.html` writes the page of a run as one
+self-contained HTML file that opens offline.
 
 Each reads within TensorBoard's memory budget (--max-memory-mb, as --profiler_max_memory_mb,
 same default) and exits 2 with one line on stderr on input it cannot use."""
@@ -147,12 +149,20 @@ def main(argv=None):
                                       "The route's parameters are options (--group_by name_op); "
                                       "`python -m tb_plugin view RUN ROUTE --help` lists them.")
     add_view_arguments(view)
+    rep = sub.add_parser("report", help="write the page of a run or trace file as one self-contained HTML file",
+                         description="One HTML file that is the page, with the run's answers embedded: every tab, "
+                                     "its charts, tables and CSV downloads; the Trace view whole at a coarse level "
+                                     "and one step (--step, the median by default) in full detail. It opens from "
+                                     "disk in any browser, with no server and no network.")
+    from .report import add_arguments as add_report_arguments
+    add_report_arguments(rep)
+    _add_budget_argument(rep, "a trace whose parse")
     args = parser.parse_args(argv)
     if getattr(args, "max_memory_mb", MIN_MAX_MEMORY_MB) < MIN_MAX_MEMORY_MB:  # view takes no budget option
         print(f"error: --max-memory-mb takes megabytes, at least {MIN_MAX_MEMORY_MB}", file=sys.stderr)
         return 2
     command = {"compare": run_compare, "preprocess": _preprocess, "memory": _memory, "info": _info,
-               "mcp": run_mcp, "view": run_view}[args.command]
+               "mcp": run_mcp, "view": run_view, "report": _report}[args.command]
     try:
         return command(args)
     except Exception as exc:  # noqa: BLE001 (a bug, or a library's error no check foresaw: still exit 2, not 1)
@@ -173,6 +183,11 @@ def _info(args):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 0
+
+
+def _report(args):
+    from .report import run
+    return run(args)
 
 
 def _bytes(count):

@@ -316,6 +316,9 @@ def add_arguments(parser):
                              "without it such a trace is refused (exit 2), as is a step-less trace against a stepped one")
     parser.add_argument("--json", metavar="FILE", help="write the explanation as JSON to FILE")
     parser.add_argument("--markdown", metavar="FILE", help="write a summary for a pull request comment to FILE")
+    parser.add_argument("--html", metavar="FILE",
+                        help="write the Diff page of the pair as one self-contained HTML file (opens offline; "
+                             "a CI artifact), warnings and verdict first")
 
 
 class OutputError(PublicError):
@@ -386,17 +389,28 @@ def write_outputs(outputs: dict[str, str]) -> None:
 def run(args: argparse.Namespace) -> int:
     """The `compare` command: 0 no regression (or no --threshold), 1 regression, 2 bad input."""
     threshold = DEFAULT_THRESHOLD_PCT if args.threshold is None else args.threshold
-    paths = [p for p in (args.json, args.markdown) if p]
-    if len(set(map(os.path.abspath, paths))) != len(paths):
-        print("error: --json and --markdown name the same file", file=sys.stderr)
-        return 2
+    named: dict[str, str] = {}  # output path -> the option naming it
+    for option, path in (("--json", args.json), ("--markdown", args.markdown), ("--html", args.html)):
+        if path and os.path.abspath(path) in named:
+            print(f"error: {named[os.path.abspath(path)]} and {option} name the same file", file=sys.stderr)
+            return 2
+        if path:
+            named[os.path.abspath(path)] = option
+    paths = [p for p in (args.json, args.markdown, args.html) if p]
     try:
         check_outputs(paths)
         comparison = compare(Side(args.a, args.worker, args.span),
                              Side(args.b, args.worker_b or args.worker, args.span if args.span_b is None else args.span_b),
                              threshold, args.whole_trace, args.max_memory_mb << 20)
-        write_outputs({path: text(comparison) for path, text in ((args.json, format_json),
-                                                                  (args.markdown, format_markdown)) if path})
+        outputs = {path: text(comparison) for path, text in ((args.json, format_json),
+                                                             (args.markdown, format_markdown)) if path}
+        if args.html:
+            from .report import diff_report
+            outputs[args.html] = diff_report(
+                Side(args.a, args.worker, args.span),
+                Side(args.b, args.worker_b or args.worker, args.span if args.span_b is None else args.span_b),
+                threshold, max_memory_bytes=args.max_memory_mb << 20)
+        write_outputs(outputs)
     except PublicError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -447,3 +447,24 @@ def canvas_pixels(page):
         }
         return [painted, colours.size, c.width * c.height];
     }""")
+
+
+def report_data(path):
+    """A report file's embedded data (`python -m tb_plugin report`): {answers: {key: [status,
+    body]}, windows, location, notes}, read as a browser would: base64, then gzip."""
+    import base64
+    import re
+
+    text = Path(path).read_text("utf-8")
+    block = re.search(r'<script type="application/octet-stream" id="tb-report-data">([^<]*)</script>', text)
+    assert block, "no embedded data block"
+    return json.loads(gzip.decompress(base64.b64decode(block.group(1))))
+
+
+def embedded_answer(data, route, **params):
+    """The answer a report holds for `route` and `params` (asserting it answered 200)."""
+    from tb_plugin.report import answer_key
+
+    status, body = data["answers"][answer_key(route, {k: str(v) for k, v in params.items()})]
+    assert status == 200, body
+    return body

@@ -47,7 +47,7 @@ ALLOWED = {
                 "the Python API works without a server"),
     "memory_snapshot": (("budget", "snapshot/", "views/", "errors", "storage"),
                         "the Python API over memory snapshots works without a server"),
-    "compare": (("budget", "errors", "profile", "runs", "storage", "views/"),
+    "compare": (("budget", "errors", "profile", "report", "runs", "storage", "views/"),
                 "`python -m tb_plugin compare`: the Python API's diff, printed"),
     "cache_schema": ((), "the declared shape of a cache manifest"),
     "cache": (("cache_schema", "storage", "trace/model", "trace/anomalies", "trace/metadata", "version", "fsspec"),
@@ -71,7 +71,10 @@ ALLOWED = {
     "__init__": (("errors", "memory_snapshot", "profile", "version"), "the package facade"),
     "agents/": (("agents/", "api", "budget", "cache", "errors", "loading", "openapi_gen", "routes", "schema", "version", "werkzeug"),
                 "answers for agents and scripts: the HTTP server's own routes, called in-process and paged"),
-    "__main__": (("agents/", "budget", "compare", "loading", "memory_snapshot", "preprocess", "__init__"), "the command line"),
+    "report": (("api", "budget", "compare", "errors", "loading", "profile", "runs", "storage", "views/", "werkzeug"),
+               "the page as one file: the HTTP layer's own answers, asked in-process over a store, embedded"),
+    "__main__": (("agents/", "budget", "compare", "loading", "memory_snapshot", "preprocess", "report", "__init__"),
+                 "the command line"),
 }
 # Libraries that mark a layer: only the modules whose entry lists them may import them.
 THIRD_PARTY = ("werkzeug", "tensorboard", "fsspec", "dask")

@@ -3,6 +3,7 @@
 // A 202 reply means the trace is still being parsed: `fetchJson` asks again until it is ready,
 // reporting progress; a 4xx/5xx reply becomes an ApiError carrying the server's reason.
 
+import { setParams } from '../base/url';
 import type { ErrorReply, LoadingReply } from './types';
 
 export type Params = Record<string, string | number | null | undefined>;
@@ -55,8 +56,10 @@ async function errorOf(response: Response): Promise<ApiError> {
   return new ApiError(response.status, body.error ?? 'http_error', body.reason ?? `HTTP ${response.status} ${response.statusText}`, body.path ?? null);
 }
 
-/** GET a JSON route, waiting while the profile is being parsed. */
+/** GET a JSON route, waiting while the profile is being parsed (in a report file: its
+ *  embedded answer, `embeddedAnswer`). */
 export async function fetchJson<T>(route: string, params: Params = {}, options: FetchOptions = {}): Promise<T> {
+  if (report) return (await embeddedAnswer(await report, route, params)) as T;
   const url = routeUrl(route, params);
   let delay = options.pollMs ?? 500;
   for (;;) {
@@ -82,3 +85,82 @@ export function describeError(error: unknown): string {
   if (error instanceof TypeError) return `Cannot reach the TensorBoard server (${error.message}).`;
   return error instanceof Error ? error.message : String(error);
 }
+
+// A report file (`python -m tb_plugin report`, tb_plugin/report.py) carries the server's
+// answers in a <script id="tb-report-data"> block: gzipped JSON in base64, inflated here by the
+// browser's DecompressionStream. Each answer is keyed by its route and query (`answerKey`, as
+// report.py `answer_key` writes it); the Trace view's windows are answered by the embedded
+// window that covers them finely enough. What the report does not hold is refused with a
+// reason saying how to see it.
+
+interface Embedded {
+  answers: Record<string, [number, unknown]>;
+  windows: { route: string; scope: string; start_us: number; end_us: number; resolution_us: number; key: string }[];
+  location: Record<string, string>;
+  notes: Record<string, string>;
+}
+
+const WINDOW_PARAMS = ['start_us', 'end_us', 'resolution_us', 'points', 'tracks'];
+
+/** `[route, [[name, value], ...]]` as JSON, names sorted, empty values left out. */
+export function answerKey(route: string, params: Params): string {
+  const pairs = Object.entries(params)
+    .filter(([, value]) => value !== null && value !== undefined && value !== '')
+    .map(([name, value]) => [name, String(value)])
+    .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  return JSON.stringify([route, pairs]);
+}
+
+const NOT_HELD = 'This report does not hold this answer (it holds what each tab shows on opening, with its choices). '
+  + 'To see it, open the run in TensorBoard: tensorboard --logdir DIR, then the PyTorch Profiler tab.';
+
+/** The embedded answer of `route` to `params`: its reply, or its refusal as an ApiError. */
+export function embeddedAnswer(data: Embedded, route: string, params: Params): unknown {
+  let held = data.answers[answerKey(route, params)];
+  if (!held && data.windows.some((w) => w.route === route)) {
+    const scope = answerKey(route, Object.fromEntries(Object.entries(params).filter(([name]) => !WINDOW_PARAMS.includes(name))));
+    const start = Number(params.start_us);
+    const end = Number(params.end_us);
+    const wanted = Number(params.resolution_us ?? 0) || (end - start) / Math.max(1, Number(params.points ?? 500));
+    const windows = data.windows.filter((w) => w.route === route && w.scope === scope);
+    // the widest window is the whole trace: a request reaching past it needs only what it holds
+    const whole = windows.reduce((a, b) => (b.end_us - b.start_us > a.end_us - a.start_us ? b : a), windows[0]);
+    const lo = whole ? Math.max(start, whole.start_us) : start;
+    const hi = whole ? Math.min(end, whole.end_us) : end;
+    const fits = windows.filter((w) => w.start_us <= lo && w.end_us >= hi && w.resolution_us <= wanted * 2);
+    const best = fits.sort((a, b) => b.resolution_us - a.resolution_us)[0];
+    if (best) held = data.answers[best.key];
+    else if (whole) {
+      const detail = data.notes[answerKey('timeline', Object.fromEntries(['run', 'worker', 'span'].map((k) => [k, params[k]])))] ?? 'no step';
+      throw new ApiError(404, 'not_in_report', `This report holds the whole trace zoomed out and ${detail} in full detail; `
+        + 'zoom out, or open that step, or see this window in TensorBoard (tensorboard --logdir DIR).');
+    }
+  }
+  if (!held) throw new ApiError(404, 'not_in_report', NOT_HELD);
+  const [status, body] = held;
+  if (status === 200) return body;
+  const reply = (body ?? {}) as Partial<ErrorReply>;
+  throw new ApiError(status, reply.error ?? 'http_error', reply.reason ?? `HTTP ${status}`, reply.path ?? null);
+}
+
+async function inflate(text: string): Promise<Embedded> {
+  const bytes = Uint8Array.from(atob(text.trim()), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+  return JSON.parse(await new Response(stream).text()) as Embedded;
+}
+
+function openReport(): Promise<Embedded> | null {
+  const element = typeof document === 'undefined' ? null : document.getElementById('tb-report-data');
+  if (!element) return null;
+  const data = inflate(element.textContent ?? '');
+  // the report opens on the selection it was written for (a diff: its A and B)
+  void data.then((d) => {
+    if (!window.location.search) setParams(d.location);
+  });
+  return data;
+}
+
+const report = openReport();
+
+/** True in a report file: answers come from the file, not a server. */
+export const inReport = report !== null;

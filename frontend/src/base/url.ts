@@ -18,13 +18,21 @@ export const PROFILE_SELECTIONS = ['trace_start_us', 'trace_end_us', 'trace_even
 const PROFILE_KEYS = ['run', 'worker', 'span'];
 const listeners = new Set<Listener>();
 
+// Where the history refuses a changed query (a report shown in a notebook's `srcdoc` frame,
+// whose about:srcdoc URL takes none), the selection is kept here instead.
+let kept: URL | null = null;
+
+function pageUrl(): URL {
+  return new URL(kept?.href ?? window.location.href);
+}
+
 export function getParam(name: string): string | null {
-  return new URLSearchParams(window.location.search).get(name);
+  return pageUrl().searchParams.get(name);
 }
 
 /** Set (or with null/'' remove) several parameters at once. */
 export function setParams(values: Record<string, string | number | null | undefined>): void {
-  const url = new URL(window.location.href);
+  const url = pageUrl();
   let changed = false;
   for (const [name, value] of Object.entries(values)) {
     const text = value === null || value === undefined ? '' : String(value);
@@ -34,7 +42,12 @@ export function setParams(values: Record<string, string | number | null | undefi
     else url.searchParams.set(name, text);
   }
   if (!changed) return;
-  window.history.replaceState(window.history.state, '', url.href);
+  try {
+    window.history.replaceState(window.history.state, '', url.href);
+    kept = null;
+  } catch {
+    kept = url;
+  }
   listeners.forEach((listener) => listener());
 }
 

@@ -1,0 +1,171 @@
+"""The report file in Chromium, opened from disk with every request but the file itself
+refused: each tab renders with no console error and the numbers the API gives for the same
+run; names planted in a trace as markup and script show as text and run nothing."""
+
+import json
+import re
+
+import pytest
+
+from tb_plugin import load_run
+from tb_plugin.__main__ import main
+
+from ..helpers import SAMPLES, kernel, op, runtime, write_trace
+from .conftest import CHROMIUM_ARGS, READY, format_duration, full_kernel_name, screenshot  # noqa: F401
+
+RUN = SAMPLES / "gpu_resnet50_v100"
+SCRIPT_NAME = "</script><script>alert(1)</script>"
+QUOTED_NAME = "k\"ernel' <img src=x onerror=alert(2)> &amp;"
+
+
+class Offline:
+    """A page in its own context where every request but `path` is refused, and console
+    errors, dialogs and refused requests are recorded."""
+
+    def __init__(self, browser, path, color_scheme="light", ready=True):
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme=color_scheme)
+        self.refused, self.errors, self.dialogs = [], [], []
+        url = path.as_uri()
+
+        def only_the_file(route):
+            if route.request.url.split("?")[0] == url:
+                return route.continue_()
+            self.refused.append(route.request.url)
+            return route.abort()
+        self.context.route("**/*", only_the_file)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(60_000)
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.goto(url)
+        if ready:
+            self.page.wait_for_selector(READY, state="attached")
+
+    def open(self, view):
+        page = self.page
+        if page.get_attribute(f"[data-view='{view}']", "aria-selected") != "true":
+            seq = page.evaluate("() => document.body.dataset.readySeq || '0'")
+            page.click(f"[data-view='{view}']")
+            page.wait_for_selector(f"body[data-ready='true']:not([data-ready-seq='{seq}'])", state="attached")
+        return page
+
+    def close(self):
+        self.context.close()
+        assert not self.errors, self.errors
+        assert not self.refused, f"requests leaving the file: {self.refused}"
+        assert not self.dialogs, f"script from the trace ran: {self.dialogs}"
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "resnet50.html"
+    assert main(["report", str(RUN), "-o", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return load_run(str(RUN)).profile("worker0", 1)
+
+
+def test_report_tabs_show_the_apis_numbers_offline(browser, report, profile, screenshot_dir):
+    offline = Offline(browser, report)
+    page = offline.page
+    tabs = page.eval_on_selector_all("[data-view]", "els => els.map((e) => e.dataset.view)")
+    assert sorted(tabs) == sorted(v for v in profile.available_views(1, 1) if v != "diff")
+    for view in tabs:
+        offline.open(view)
+        text = page.inner_text("main") if page.query_selector("main") else page.inner_text("body")
+        assert "does not hold this answer" not in text, view
+        screenshot(page, screenshot_dir, f"report_{view}")
+    operators = profile.operators()
+    key = "device_self_us" if (operators["device_self_us"] > 0).any() else "host_self_us"
+    top = operators.loc[operators[key].idxmax()]
+    offline.open("operator")
+    first = page.locator("[data-table=operators] tbody tr").first
+    assert top["name"] in first.inner_text() and format_duration(top[key]) in first.inner_text()
+    kernels = profile.kernels()
+    top_kernel = kernels.loc[kernels["total_us"].idxmax()]
+    offline.open("kernel")
+    first = page.locator("[data-table=kernels] tbody tr").first
+    assert full_kernel_name(first) == top_kernel["name"]
+    assert format_duration(top_kernel["total_us"]) in first.inner_text()
+    # the Trace view: drawn whole; the median step in full detail; another step at that zoom
+    # says what the report holds and how to see the rest
+    offline.open("trace")
+    assert page.query_selector("[data-testid=trace] canvas")
+    steps = sorted(profile.timeline_tracks()["steps"].itertuples(), key=lambda s: (s.end_us - s.start_us, s.step))
+    median, other = steps[(len(steps) - 1) // 2], steps[-1]
+    for step, held in ((median, True), (other, False)):
+        seq = page.evaluate("() => document.body.dataset.readySeq || '0'")
+        page.select_option("[data-control=trace-step]", str(step.step))
+        page.wait_for_selector(f"body[data-ready='true']:not([data-ready-seq='{seq}'])", state="attached")
+        text = page.inner_text("[data-testid=trace]")
+        assert ("Cannot load this part of the timeline" in text) != held, (step.step, text[:500])
+        if not held:
+            assert f"step {median.step} in full detail" in text and "TensorBoard" in text
+    offline.close()
+
+
+def test_report_follows_a_dark_theme(browser, report):
+    offline = Offline(browser, report, color_scheme="dark")
+    light = Offline(browser, report, color_scheme="light")
+    background = "() => getComputedStyle(document.body).backgroundColor"
+    assert offline.page.evaluate(background) != light.page.evaluate(background)
+    offline.close()
+    light.close()
+
+
+def planted_trace(path):
+    """A step of two operators and two kernels named as markup, script, quotes and a byte
+    that is not UTF-8."""
+    events = [op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+              op(SCRIPT_NAME, 5, 40), runtime("cudaLaunchKernel", 10, 5, 1, 1),
+              op("bad \udcff name", 50, 40), runtime("cudaLaunchKernel", 55, 5, 2, 2),
+              kernel(SCRIPT_NAME, 20, 30, 1), kernel(QUOTED_NAME, 62, 25, 2)]
+    events[1]["args"]["External id"] = 1
+    events[3]["args"]["External id"] = 2
+    doc = json.dumps({"schemaVersion": 1, "traceEvents": events}, ensure_ascii=False)
+    # "\udcff" (surrogateescape) becomes the lone byte 0xff: a name that is not UTF-8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(doc.encode("utf-8", "surrogateescape"))
+    return path
+
+
+def test_names_from_the_trace_are_text(browser, tmp_path, screenshot_dir):
+    trace = planted_trace(tmp_path / "run" / "worker0.pt.trace.json")
+    out = tmp_path / "planted.html"
+    assert main(["report", str(trace), "-o", str(out)]) == 0
+    html = out.read_text("utf-8")
+    assert SCRIPT_NAME not in html and "onerror=alert" not in html  # only base64 of them
+    assert str(tmp_path) not in html
+    assert len(re.findall(r"<script\b", html)) == 2  # the data block and the page's bundle
+    offline = Offline(browser, out)
+    page = offline.open("operator")
+    assert SCRIPT_NAME in page.inner_text("[data-table=operators]")
+    assert "bad \ufffd name" in page.inner_text("[data-table=operators]")
+    page = offline.open("kernel")
+    names = [full_kernel_name(row) for row in page.locator("[data-table=kernels] tbody tr").all()]
+    assert sorted(names) == sorted([SCRIPT_NAME, QUOTED_NAME])
+    assert not page.query_selector("img[src=x]")
+    screenshot(page, screenshot_dir, "report_planted_kernels")
+    offline.close()
+
+
+def test_notebook_frame_renders_and_switches_tabs(browser, tmp_path):
+    # what a notebook cell shows (`tb_plugin.show`): the page in a srcdoc frame, whose
+    # about:srcdoc URL takes no query (the selection is kept in the page instead)
+    import tb_plugin
+
+    host = tmp_path / "notebook.html"
+    host.write_text(f"<!doctype html><html><body>{tb_plugin.show(SAMPLES / 'cpu_cnn', view='operator')._repr_html_()}"
+                    "</body></html>", "utf-8")
+    offline = Offline(browser, host, ready=False)
+    frame = offline.page.frame_locator("iframe")
+    frame.locator(READY).wait_for(state="attached")
+    assert frame.locator("[data-table=operators] tbody tr").count() > 0
+    frame.locator("[data-view='memory']").click()
+    frame.locator("[data-testid=memory]").wait_for()
+    assert frame.locator("[data-view='memory']").get_attribute("aria-selected") == "true"
+    offline.close()

@@ -1,0 +1,189 @@
+"""`python -m tb_plugin report` and `compare --html`: one HTML file holding the page and the
+answers it asks for, gzipped and base64-encoded, that names no path of this machine and asks
+for nothing outside itself. What the page does with it is tests/e2e/test_report.py's."""
+
+import collections
+import gzip
+import json
+import re
+import shutil
+
+import pytest
+
+from tb_plugin.__main__ import main
+from tb_plugin.report import answer_key, median_step
+
+from .helpers import SAMPLES, shared_trace, embedded_answer as answer, report_data as embedded
+
+CNN = SAMPLES / "cpu_cnn"  # one worker, two spans, CPU only
+GPU = SAMPLES / "gpu_h100_compiled"  # one GPU trace file
+
+
+def rows(table):
+    return [dict(zip(table["columns"], row)) for row in table["rows"]]
+
+
+@pytest.fixture(scope="module")
+def cnn_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "cnn.html"
+    assert main(["report", str(CNN), "-o", str(out)]) == 0
+    return out
+
+
+def test_answer_key_is_the_pages(tmp_path):
+    # the same string frontend/src/api/report.test.ts expects of answerKey
+    assert answer_key("kernels", {"worker": "w0", "run": ".", "span": "1", "top": ""}) == \
+        '["kernels",[["run","."],["span","1"],["worker","w0"]]]'
+
+
+def test_report_holds_every_tab_of_every_span(cnn_report):
+    data = embedded(cnn_report)
+    listing = answer(data, "runs")
+    assert [r["name"] for r in listing["runs"]] == ["."]
+    spans = answer(data, "spans", run=".", worker="worker0")["spans"]
+    assert [s["span"] for s in spans] == [1, 2]  # both files of the run
+    for span in (1, 2):
+        views = answer(data, "views", run=".", worker="worker0", span=span)["views"]
+        assert {"overview", "operator", "trace"} <= set(views)
+        base = {"run": ".", "worker": "worker0", "span": span}
+        assert answer(data, "overview", **base)["environment"]["device_type"] == "CPU"
+        for group_by in ("name", "name_shape"):
+            assert rows(answer(data, "operators", **base, group_by=group_by, scope="all"))
+        assert answer(data, "timeline_tracks", **base)["tracks"]
+
+
+def test_report_operators_are_the_traces(cnn_report):
+    # the embedded operator table against the raw trace: calls per name of cpu_op events
+    data = embedded(cnn_report)
+    trace_file = sorted(CNN.glob("*.pt.trace.json.gz"))[0]
+    events = json.loads(gzip.decompress(trace_file.read_bytes()))["traceEvents"]
+    calls = collections.Counter(e["name"] for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+    table = {r["name"]: r for r in rows(answer(data, "operators", run=".", worker="worker0", span=1,
+                                                group_by="name", scope="all"))}
+    for name, count in calls.most_common(5):
+        assert table[name]["calls"] == count
+
+
+def test_report_trace_is_whole_and_its_median_step_in_detail(cnn_report):
+    data = embedded(cnn_report)
+    base = {"run": ".", "worker": "worker0", "span": 1}
+    tracks = answer(data, "timeline_tracks", **base)
+    steps = rows(tracks["steps"])
+    slices = [w for w in data["windows"] if w["route"] == "timeline_slices" and w["scope"] == answer_key(
+        "timeline_slices", {k: str(v) for k, v in base.items()})]
+    whole, detail = sorted(slices, key=lambda w: -w["resolution_us"])
+    assert whole["start_us"] <= tracks["start_us"] and whole["end_us"] >= tracks["end_us"]
+    # the median of the steps' durations, worked out here
+    durations = sorted((s["end_us"] - s["start_us"], s["step"]) for s in steps)
+    step = durations[(len(durations) - 1) // 2][1]
+    chosen = next(s for s in steps if s["step"] == step)
+    assert detail["start_us"] <= chosen["start_us"] and detail["end_us"] >= chosen["end_us"]
+    assert detail["resolution_us"] < 0.01
+    assert data["notes"][answer_key("timeline", {k: str(v) for k, v in base.items()})] == f"step {step}"
+    assert data["answers"][detail["key"]][0] == 200
+
+
+def test_median_step_is_a_step():
+    steps = [{"step": n, "start_us": 0, "end_us": d} for n, d in ((1, 30), (2, 10), (3, 20), (4, 40))]
+    assert median_step(steps)["step"] == 3  # durations 10, 20, 30, 40: the lower median
+    assert median_step([]) is None
+
+
+def test_report_holds_no_path_and_loads_nothing(cnn_report, tmp_path):
+    html = cnn_report.read_text("utf-8")
+    assert str(CNN.resolve()) not in html and str(SAMPLES.resolve()) not in html
+    assert not re.search(r'<(?:script|link|img|iframe)[^>]*\b(?:src|href)="(?!data:)', html)
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', html).group(1)
+    assert "default-src 'none'" in policy and "connect-src data: blob:" in policy
+
+
+def test_report_of_a_gpu_trace_file_holds_its_gpu_tabs(tmp_path):
+    trace = next(GPU.glob("*.pt.trace.json.gz"))
+    out = tmp_path / "one.html"
+    assert main(["report", str(trace), "-o", str(out)]) == 0
+    data = embedded(out)
+    worker = answer(data, "runs")["runs"][0]["workers"][0]
+    base = {"run": ".", "worker": worker, "span": 1}
+    assert {"kernel", "gpu_idle"} <= set(answer(data, "views", **base)["views"])
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    sums = collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "kernel":
+            sums[e["name"]] += e["dur"]
+    top, total = sums.most_common(1)[0]
+    kernels = {r["name"]: r for r in rows(answer(data, "kernels", **base, group_by="name"))}
+    assert kernels[top]["total_us"] == pytest.approx(total)
+
+
+def test_report_of_one_file_holds_its_worker_and_span(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(CNN, run)
+    second = sorted(run.glob("*.pt.trace.json.gz"))[1]
+    out = tmp_path / "second.html"
+    assert main(["report", str(second), "-o", str(out)]) == 0
+    data = embedded(out)
+    assert [s["span"] for s in answer(data, "spans", run=".", worker="worker0")["spans"]] == [2]
+    assert data["location"] == {"run": ".", "worker": "worker0", "span": "2"}
+    assert answer_key("overview", {"run": ".", "worker": "worker0", "span": "1"}) not in data["answers"]
+
+
+@pytest.mark.parametrize("argv, reason", [
+    (["--step", "999"], "no step 999"),
+    (["--worker", "nobody"], "no worker 'nobody'"),
+    (["--span", "7"], "no span 7"),
+])
+def test_report_refuses_what_the_run_lacks(tmp_path, capsys, argv, reason):
+    assert main(["report", str(CNN), "-o", str(tmp_path / "r.html"), *argv]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("report: ")]  # progress
+    assert len(errors) == 1 and errors[0].startswith("error: ") and reason in errors[0], errors
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_of_nothing(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_compare_html_is_the_diff_page(tmp_path, capsys):
+    out = tmp_path / "diff.html"
+    assert main(["compare", str(CNN), str(CNN), "--span-b", "2", "--html", str(out)]) == 0
+    data = embedded(out)
+    location = data["location"]
+    assert location["view"] == "diff" and location["span_b"] == "2"
+    reply = answer(data, "diff", run=location["run"], worker="worker0", span=1, run_b=location["run_b"],
+                   worker_b="worker0", span_b=2, threshold_pct="5")
+    assert reply["explanation"]["rows"]
+    assert answer(data, "views", run=location["run"], worker="worker0", span=1)["views"] == ["diff"]
+    assert str(tmp_path) not in out.read_text("utf-8")
+
+
+def test_report_of_the_35_mb_resnet50_trace_fits_10_mb(tmp_path):
+    trace = shared_trace("resnet50_v100_2021")
+    out = tmp_path / "resnet50.html"
+    assert main(["report", str(trace), "-o", str(out)]) == 0
+    assert out.stat().st_size <= 10_000_000
+    data = embedded(out)
+    assert {"kernel", "gpu_idle", "trace", "memory"} <= set(
+        answer(data, "views", run=".", worker="worker0", span=1)["views"])
+
+
+def test_compare_html_refuses_a_path_another_output_names(tmp_path, capsys):
+    out = tmp_path / "same"
+    assert main(["compare", str(CNN), str(CNN), "--markdown", str(out), "--html", str(tmp_path / "." / "same")]) == 2
+    assert capsys.readouterr().err == "error: --markdown and --html name the same file\n"
+    assert not out.exists()
+
+
+def test_report_of_several_workers_holds_each_and_the_run_wide_tabs(tmp_path):
+    out = tmp_path / "ddp.html"
+    assert main(["report", str(SAMPLES / "cpu_ddp_gloo"), "--span", "1", "-o", str(out)]) == 0
+    data = embedded(out)
+    workers = answer(data, "runs")["runs"][0]["workers"]
+    assert workers == ["worker0", "worker1"]  # the files' workers, as the page lists them
+    for worker in workers:
+        views = answer(data, "views", run=".", worker=worker, span=1)["views"]
+        assert {"distributed", "job"} <= set(views)
+        assert answer(data, "overview", run=".", worker=worker, span=1)
+    assert answer(data, "job", run=".", span=1, align_clocks="true")
+    assert answer(data, "distributed", run=".", span=1,
+                  tables="steps,all_steps,collectives,collective_time,groups,fsdp,devices,coverage,missing")
