@@ -223,3 +223,17 @@ def test_health_route_and_info_state_the_findings(tmp_path):
     assert info["health_clean"] is False and [h["finding"] for h in info["health"]] == [row["finding"]]
     csv = client.get(f"{PREFIX}/health?{query}&format=csv")
     assert csv.status_code == 200 and csv.get_data(as_text=True).splitlines()[0] == ",".join(reply["columns"])
+
+
+def test_job_view_states_each_ranks_health(tmp_path):
+    events, expected = RULE_TRACES["_check_stream_wait_corr_id_populated"]
+    write_trace(tmp_path / "job" / "rank0.pt.trace.json", [op("aten::add", 10, 5)], distributedInfo={"rank": 0})
+    write_trace(tmp_path / "job" / "rank1.pt.trace.json", events, distributedInfo={"rank": 1})
+    _, client = make_client(tmp_path)
+    reply = wait_route(client, f"{PREFIX}/job?run=job&span=1&table=health").get_json()
+    rows = [dict(zip(reply["columns"], row)) for row in reply["rows"]]
+    assert [(r["rank"], r["worker"], r["finding"], r["count"]) for r in rows] == [
+        (1, "rank1", "_check_stream_wait_corr_id_populated", expected)]
+    # the same rows as that rank's own health route
+    own = wait_route(client, f"{PREFIX}/health?run=job&worker=rank1&span=1").get_json()
+    assert [row[2:] for row in reply["rows"]] == own["rows"]
