@@ -237,3 +237,17 @@ def test_job_view_states_each_ranks_health(tmp_path):
     # the same rows as that rank's own health route
     own = wait_route(client, f"{PREFIX}/health?run=job&worker=rank1&span=1").get_json()
     assert [row[2:] for row in reply["rows"]] == own["rows"]
+
+
+def test_kernels_written_at_ts_zero_are_a_data_loss_finding(tmp_path):
+    """Kernels Kineto wrote at `ts: 0` (pytorch/kineto#109, pytorch/pytorch#188481) in a trace
+    recorded at epoch µs: dropped by the import, stated as a loss with the views it affects."""
+    base = 1_700_000_000_000_000
+    path = write_trace(tmp_path / "t.pt.trace.json", [
+        op("aten::mm", base + 10, 5), runtime("cudaLaunchKernel", base + 11, 2, 1, 1),
+        kernel("gemm", 0, 3, 1), kernel("gemm", 0, 3, 2), kernel("gemm", base + 14, 3, 1)])
+    rows = {r["finding"]: r for r in tb_plugin.load(path).health().to_dict("records")}
+    assert rows["events_far_from_the_trace_dropped"]["count"] == 2
+    assert rows["events_far_from_the_trace_dropped"]["severity"] == "data_loss"
+    assert "Kernel" in rows["events_far_from_the_trace_dropped"]["affects"]
+    assert run_cli("check", str(path)).returncode == 1
