@@ -1,4 +1,5 @@
 """Command line: `python -m tb_plugin info TRACE [--json]` prints what a trace holds;
+`python -m tb_plugin check TRACE... [--json]` states each trace's health (exit 1 when one is not clean);
 `python -m tb_plugin compare A B [--threshold PCT]` explains why B's step time differs from A's;
 `python -m tb_plugin memory SNAPSHOT [--top N]` why a CUDA memory snapshot ran out of memory;
 `python -m tb_plugin preprocess LOGDIR --dask ADDRESS|local [--cache-dir DIR_OR_URL]` parses
@@ -139,6 +140,18 @@ def main(argv=None):
     mem.add_argument("--top", type=int, default=10, metavar="N", help="how many stacks and allocations to list (10)")
     _add_budget_argument(mem, "a snapshot whose read")
     _add_budget_argument(info, "a trace whose parse")
+    check = sub.add_parser("check", help="state each trace's health (exit 1 when one breaks a rule)",
+                           description="Check trace files: torch's six trace-validator rules "
+                                       "(torch.profiler._trace_validator, same names and counts), what the import "
+                                       "repaired or dropped, events outside the profiled window, device activity "
+                                       "before its launch, overlapping kernels on a stream, unpaired flows; each "
+                                       "finding with its count, meaning and the views it can affect. Exit status: 0 "
+                                       "every file clean (info findings only), 1 some file is not, 2 some file could "
+                                       "not be read (one line on stderr each; the others are still checked).")
+    check.add_argument("traces", nargs="+", metavar="TRACE", help="a .pt.trace.json[.gz] file, local path or fsspec URL")
+    check.add_argument("--json", action="store_true",
+                       help="print a JSON list of {source, clean, findings} instead of text")
+    _add_budget_argument(check, "a trace whose parse")
     agents = sub.add_parser("mcp", help="serve the data routes as tools of a Model Context Protocol server",
                             description="A Model Context Protocol server over a log directory (pip install "
                                         "'tb-plugin-pytorch-profiler[mcp]'): every data route is a tool, answering "
@@ -161,7 +174,7 @@ def main(argv=None):
     if getattr(args, "max_memory_mb", MIN_MAX_MEMORY_MB) < MIN_MAX_MEMORY_MB:  # view takes no budget option
         print(f"error: --max-memory-mb takes megabytes, at least {MIN_MAX_MEMORY_MB}", file=sys.stderr)
         return 2
-    command = {"compare": run_compare, "preprocess": _preprocess, "memory": _memory, "info": _info,
+    command = {"compare": run_compare, "preprocess": _preprocess, "memory": _memory, "info": _info, "check": _check,
                "mcp": run_mcp, "view": run_view, "report": _report}[args.command]
     try:
         return command(args)
@@ -188,6 +201,45 @@ def _info(args):
 def _report(args):
     from .report import run
     return run(args)
+
+
+def _format_health(source, clean, findings):
+    """One file's findings: a headline, then per finding its count, severity, meaning, the
+    views it can affect and one instance."""
+    if not findings:
+        return f"{source}: clean"
+    verdict = "clean (info only)" if clean else "NOT clean"
+    lines = [f"{source}: {verdict}, {len(findings)} finding{'s' if len(findings) != 1 else ''}"]
+    for row in findings:
+        lines += [f"  {row['finding']}: {row['count']:,} ({row['severity'].replace('_', ' ')}, {row['source']})",
+                  f"    {row['meaning']}", f"    affects: {row['affects']}"]
+        if row["detail"]:
+            lines.append(f"    e.g. {row['detail']}")
+    return "\n".join(lines)
+
+
+def _check(args):
+    """Exit status 0 when every file is clean, 1 when some is not, 2 when some cannot be read."""
+    status, reports = 0, []
+    for path in args.traces:
+        try:
+            profile = load(path, max_memory_bytes=args.max_memory_mb << 20)
+        except TraceError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = 2
+            continue
+        info = profile.info()
+        status = max(status, 0 if info["health_clean"] else 1)
+        reports.append({"source": info["source"], "clean": info["health_clean"], "findings": info["health"]})
+    try:
+        if args.json:
+            print(json.dumps(reports, indent=2), flush=True)
+        else:
+            print("\n".join(_format_health(**r) for r in reports), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return max(status, 1)
+    return status
 
 
 def _bytes(count):

@@ -494,7 +494,7 @@ class DerivedCache:
         return value
 
 
-JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks", "missing")
+JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks", "missing", "health")
 
 
 class Api:

@@ -450,9 +450,21 @@ class Profile:
         then "info"), meaning, value (the count)}; see `tb_plugin.trace.anomalies`."""
         return describe_anomalies(self.model.anomalies)
 
+    def health(self) -> pd.DataFrame:
+        """Trace health: torch's trace-validator rules it breaks (same names and counts as
+        `torch.profiler._trace_validator.validate_trace`), the import's repairs and losses, and
+        events outside the session, skewed, overlapping or unpaired; see `views.health.health`."""
+        from .views import health
+
+        return health.health(self.model)
+
     def info(self) -> dict[str, Any]:
         """What the trace holds: device, the GPUs it used (`devices`; `devices_on_host` counts
-        every GPU the trace describes), steps, event counts per kind, time span, anomalies."""
+        every GPU the trace describes), steps, event counts per kind, time span, anomalies,
+        health findings (`health`) and whether none but info ones occur (`health_clean`)."""
+        from .views import health
+
+        findings = self.health()
         m = self.model
         start, end = m.span_us()
         used_devices = sorted(set(np.concatenate([t["device"].to_numpy() for t in (m.kernels, m.memcpy, m.memset)]).tolist()))
@@ -476,6 +488,8 @@ class Profile:
             "duration_us": end - start,
             "anomalies": m.anomalies,
             "anomaly_details": self.anomalies(),
+            "health": findings.to_dict("records"),
+            "health_clean": health.is_clean(findings),
             "load_seconds": round(self.load_seconds, 4),
         }
 

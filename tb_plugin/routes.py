@@ -45,6 +45,7 @@ DECLARED_ROUTES = {
     "flops": "tb_plugin.views.flops",
     "gpu_annotations": "tb_plugin.views.gpu_annotations",
     "gpu_summary": "tb_plugin.views.overview",
+    "health": "tb_plugin.views.health",
     "idle_time": "tb_plugin.views.gpu_idle",
     "kernel_launch_summary": "tb_plugin.views.launches",
     "kernel_launches": "tb_plugin.views.launches",

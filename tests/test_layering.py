@@ -41,7 +41,7 @@ ALLOWED = {
     "discovery": (("errors", "snapshot/sniff"), "runs and spans (and memory snapshots) from file names"),
     "trace/": (("trace/", "errors", "schema"), "the trace model knows nothing of the layers above it"),
     "snapshot/": (("snapshot/", "errors"), "the memory snapshot model knows nothing of the layers above it"),
-    "views/": (("views/", "trace/model", "trace/linking", "snapshot/model", "schema", "errors"),
+    "views/": (("views/", "trace/model", "trace/linking", "trace/anomalies", "snapshot/model", "schema", "errors"),
                "a view is a pure function of a model: no HTTP, no loading, no parsing"),
     "profile": (("budget", "trace/", "views/", "errors", "schema", "stages", "storage", "discovery"),
                 "the Python API works without a server"),

@@ -20,7 +20,7 @@ from tb_plugin.storage import Storage
 
 from .helpers import PREFIX, SAMPLES, make_client, wait_route
 
-JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks", "missing")
+JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks", "missing", "health")
 DISTRIBUTED_TABLES = ("steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices",
                       "coverage", "missing")
 

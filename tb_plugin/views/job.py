@@ -79,6 +79,7 @@ from ..trace.model import TraceModel
 from .collectives import WORKER_CALLS, collective_calls, match_calls
 from .common import collective_op_mask, device_activity, step_breakdown, step_windows
 from .coverage import MISSING_RANKS, MissingRank, coverage_text, missing_ranks
+from .health import HEALTH, health
 from .kernels import kernels as kernel_table
 from .operators import operators as operator_table
 
@@ -173,6 +174,9 @@ VERDICT = declare(
      "else every test and the largest excess's sizes ('' with fewer than two ranks)"),
     ("coverage", "str", "", "how many of the span's ranks the verdict covers, naming each that did not load and why"),
 )
+JOB_HEALTH = declare(
+    "job_health", "one trace health finding of one rank (the Overview's Trace health card, per rank; `views.health`)",
+    ("rank", "int64", "", "the rank"), ("worker", "str", "", "its worker"), *HEALTH.columns)
 CLOCKS = declare(
     "job_clocks", "one rank's clock offset applied to align it with the reference rank",
     ("rank", "int64", "", "the rank"),
@@ -197,6 +201,7 @@ class RankPart:
     kernels: pd.DataFrame
     operators: pd.DataFrame
     calls: pd.DataFrame
+    health: pd.DataFrame
 
 
 # A `RankPart` as the disk cache stores it.
@@ -214,6 +219,7 @@ RANK_PART = Persisted("job", RankPart, {
                       "else the host call's start"),
                      ("finish_us", "float64", "us", "when the call ended for it: its last kernel's end, else the host "
                       "call's end")),
+    "health": HEALTH,
 }, scalars=declare("job_part_rank", "one rank's trace as the job view keeps it",
                    ("rank", "int64", "", "distributedInfo.rank, -1 when the trace gives none"),
                    ("origin_us", "float64", "us", "the trace's origin: its times are offsets from it"),
@@ -253,7 +259,7 @@ def rank_part(model: TraceModel) -> RankPart:
         arrival_us=np.where(on_device, calls["device_start_us"].to_numpy(), calls["start_us"].to_numpy()),
         finish_us=np.where(on_device, calls["device_end_us"].to_numpy(), calls["end_us"].to_numpy()))
     return RankPart(rank=rank, origin_us=float(model.origin_us), step_markers=bool(len(model.steps)), steps=steps,
-                    kernels=k, operators=operators, calls=calls)
+                    kernels=k, operators=operators, calls=calls, health=health(model))
 
 
 def _int_or(value, default):
@@ -280,6 +286,7 @@ class JobView:
     clocks: pd.DataFrame
     verdict: pd.DataFrame
     missing: pd.DataFrame
+    health: pd.DataFrame
 
 
 def job(models: Mapping[str, TraceModel], align_clocks: bool = True) -> JobView:
@@ -288,7 +295,7 @@ def job(models: Mapping[str, TraceModel], align_clocks: bool = True) -> JobView:
 
 
 @documented(VERDICT, RANK_STEPS, STRAGGLERS, KERNELS_ACROSS, OPERATORS_ACROSS, COLLECTIVES_ACROSS, CLOCKS,
-            MISSING_RANKS)
+            MISSING_RANKS, JOB_HEALTH)
 def combine(parts: Mapping[str, RankPart], align_clocks: bool = True,
             missing: Mapping[str, MissingRank] | None = None) -> JobView:
     """The `JobView` of {worker name: `RankPart`}, the ranks that loaded; `missing` is
@@ -301,8 +308,9 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True,
     largest spread first, ``collectives`` (`COLLECTIVES_ACROSS`, in order of first arrival),
     ``clocks`` (`CLOCKS`), ``verdict`` (`VERDICT`, one row): the text says which rank held
     the job back most and why, or that no rank did, its rule the test it applied, its coverage
-    how many of the span's ranks it covers; and ``missing`` (`MISSING_RANKS`): each worker left
-    out, with its reason. Every number is the same as that of the job without those workers.
+    how many of the span's ranks it covers; ``missing`` (`MISSING_RANKS`): each worker left
+    out, with its reason; and ``health`` (`JOB_HEALTH`): each rank's trace health findings
+    (`views.health.health`), by rank. Every number is the same as that of the job without those workers.
 
     A rank is the trace's distributedInfo rank; when a worker has none, or two claim the same
     one (separate jobs in one run), every worker's position in the run stands for its rank.
@@ -329,6 +337,8 @@ def combine(parts: Mapping[str, RankPart], align_clocks: bool = True,
         clocks=CLOCKS.frame(clocks),
         verdict=_verdict(rank_steps, stragglers, excesses, missing or {}),
         missing=missing_ranks(missing or {}),
+        health=JOB_HEALTH.frame(_stack([parts[w].health for w in workers], JOB_HEALTH.names, rank=ranks, worker=workers)
+                                ).sort_values("rank", kind="stable").reset_index(drop=True),
     )
 
 

@@ -178,7 +178,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** What one trace holds (device, steps, event counts, time span, import anomalies). */
+        /** What one trace holds (device, steps, event counts, time span, import anomalies, trace health). */
         get: {
             parameters: {
                 query: {
@@ -218,6 +218,20 @@ export interface paths {
                             /** @description {key: count}; for tolerant_parse, the reason */
                             anomalies?: Record<string, never>;
                             anomaly_details?: components["schemas"]["Anomalies"];
+                            /** @description The rows of the health route (HealthTable's columns) as objects: validator rules broken, import repairs and losses, event oddities. */
+                            health?: {
+                                finding: string;
+                                /** @enum {string} */
+                                source: "torch_validator" | "import" | "model";
+                                /** @enum {string} */
+                                severity: "violation" | "data_loss" | "warning" | "info";
+                                count: number;
+                                meaning: string;
+                                affects: string;
+                                detail: string;
+                            }[];
+                            /** @description No health finding but info ones: python -m tb_plugin check exits 0. */
+                            health_clean?: boolean;
                             load_seconds?: number;
                         };
                     };
@@ -579,7 +593,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks loaded, ranks_total, steps, stragglers; text: one plain sentence, which rank held the job back most and why; rule: the test that sentence applied, with the rank's sizes; coverage: how many of the span's ranks it covers, naming each that did not load and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) clocks (rank, worker, offset_us, matched_calls, aligned) and missing (worker, rank where the start of its file gives it, reason: each rank whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks loaded, ranks_total, steps, stragglers; text: one plain sentence, which rank held the job back most and why; rule: the test that sentence applied, with the rank's sizes; coverage: how many of the span's ranks it covers, naming each that did not load and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) clocks (rank, worker, offset_us, matched_calls, aligned), missing (worker, rank where the start of its file gives it, reason: each rank whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads) and health (rank, worker and the health route's columns: each rank's trace health findings). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
@@ -588,7 +602,7 @@ export interface paths {
                     span?: components["parameters"]["span"];
                     /** @description Align the ranks' clocks by the ends of matched collectives (default) or compare raw timestamps. */
                     align_clocks?: "true" | "false";
-                    table?: "verdict" | "rank_steps" | "stragglers" | "kernels" | "operators" | "collectives" | "clocks" | "missing";
+                    table?: "verdict" | "rank_steps" | "stragglers" | "kernels" | "operators" | "collectives" | "clocks" | "missing" | "health";
                     /** @description Several tables, comma-separated (JSON only); not with table. */
                     tables?: string;
                     format?: components["parameters"]["format"];
@@ -605,7 +619,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["JobVerdictTable"] | components["schemas"]["JobRankStepsTable"] | components["schemas"]["JobStragglersTable"] | components["schemas"]["JobKernelsTable"] | components["schemas"]["JobOperatorsTable"] | components["schemas"]["JobCollectivesTable"] | components["schemas"]["JobClocksTable"] | components["schemas"]["MissingRanksTable"] | {
+                        "application/json": components["schemas"]["JobVerdictTable"] | components["schemas"]["JobRankStepsTable"] | components["schemas"]["JobStragglersTable"] | components["schemas"]["JobKernelsTable"] | components["schemas"]["JobOperatorsTable"] | components["schemas"]["JobCollectivesTable"] | components["schemas"]["JobClocksTable"] | components["schemas"]["MissingRanksTable"] | components["schemas"]["JobHealthTable"] | {
                             verdict?: components["schemas"]["JobVerdictTable"];
                             rank_steps?: components["schemas"]["JobRankStepsTable"];
                             stragglers?: components["schemas"]["JobStragglersTable"];
@@ -614,6 +628,7 @@ export interface paths {
                             collectives?: components["schemas"]["JobCollectivesTable"];
                             clocks?: components["schemas"]["JobClocksTable"];
                             missing?: components["schemas"]["MissingRanksTable"];
+                            health?: components["schemas"]["JobHealthTable"];
                         };
                         "text/csv": string;
                     };
@@ -2389,6 +2404,54 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["GpuSummaryTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Trace health: torch's trace-validator rules the trace breaks (same names and counts as torch.profiler._trace_validator.validate_trace), what the import repaired or dropped, and events outside the session, skewed, overlapping or unpaired; each with its count, meaning and the views it can affect. Empty for a clean trace. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["HealthTable"];
                         "text/csv": string;
                     };
                 };
@@ -4551,6 +4614,31 @@ export interface components {
                 number | null
             ][];
         };
+        /** @description `health`: one flaw found in the trace: a validator rule it breaks, a repair or loss of the import, or an oddity of its events. */
+        HealthTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "finding",
+                "source",
+                "severity",
+                "count",
+                "meaning",
+                "affects",
+                "detail"
+            ];
+            rows: [
+                string,
+                string,
+                string,
+                number,
+                string,
+                string,
+                string
+            ][];
+        };
         /** @description `idle_time_by_step`: one device stream in one step. */
         IdleTimeByStepTable: {
             /**
@@ -4670,6 +4758,35 @@ export interface components {
                 number | null,
                 number | null,
                 number | null,
+                string
+            ][];
+        };
+        /** @description `job_health`: one trace health finding of one rank (the Overview's Trace health card, per rank; `views.health`). */
+        JobHealthTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "rank",
+                "worker",
+                "finding",
+                "source",
+                "severity",
+                "count",
+                "meaning",
+                "affects",
+                "detail"
+            ];
+            rows: [
+                number,
+                string,
+                string,
+                string,
+                string,
+                number,
+                string,
+                string,
                 string
             ][];
         };

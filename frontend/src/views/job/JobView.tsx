@@ -2,7 +2,7 @@
 // rank held the job back most, and why; the rule it applied; how many ranks it covers, naming
 // each whose trace did not load), a rank x step heat map of one part of the step,
 // the stragglers, kernels and operators across ranks, collectives matched across ranks with
-// their arrival spread, and the clock offset applied to each rank. Every number comes from
+// their arrival spread, the clock offset applied to each rank and each rank's trace health. Every number comes from
 // /job; the page only colours and sorts. A click on a heat-map cell or a straggler opens
 // that rank's Overview.
 
@@ -17,6 +17,7 @@ import { heatmapOption } from '../../components/charts/options';
 import { kernelNameColumn } from '../../components/KernelName';
 import { RankCoverage } from '../../components/RankCoverage';
 import { Card, Empty, Loaded } from '../../components/Status';
+import { TraceHealth } from '../../components/TraceHealth';
 import { DataTable, type Column } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
 
@@ -29,6 +30,7 @@ interface JobReply {
   collectives: WireTableOf<'JobCollectivesTable'>;
   clocks: WireTableOf<'JobClocksTable'>;
   missing: WireTableOf<'MissingRanksTable'>;
+  health: WireTableOf<'JobHealthTable'>;
 }
 
 /** The parts of a step the heat map can show (columns of rank_steps). */
@@ -112,6 +114,7 @@ function Job({ data, name }: { data: JobReply; name: string }) {
         ) : null}
         {verdict ? <RankCoverage text={verdict.coverage} missing={data.missing} /> : null}
       </Card>
+      <TraceHealth rows={typedRows(data.health)} name={name} perRank ranks={verdict?.ranks} />
       <Card title="Where each rank's steps went">
         <div class="toolbar">
           <label>

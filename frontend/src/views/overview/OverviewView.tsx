@@ -13,6 +13,7 @@ import { Chart } from '../../components/charts/Chart';
 import { STEP_CATEGORIES, categoryColor, stackedBarOption } from '../../components/charts/options';
 import { Pie } from '../../components/charts/Pie';
 import { Card, Empty, Loaded } from '../../components/Status';
+import { TraceHealth } from '../../components/TraceHealth';
 import { DataTable } from '../../components/table/DataTable';
 
 /** Step categories in the order of /steps (columns `<id>_us`). */
@@ -26,10 +27,17 @@ export function OverviewView({ run, worker, span, runs }: ViewProps) {
   // model FLOPs utilisation per step
   const flops = useApi<WireTableOf<'FlopsStepsTable'>>('flops', { run, worker, span, table: 'steps' });
   const mfu = flops.status === 'ok' ? typedRows(flops.data) : [];
+  // trace health: validator rules, import repairs and losses, odd events (collapsed when clean)
+  const health = useApi<WireTableOf<'HealthTable'>>('health', { run, worker, span });
   const workers = runs.find((r) => r.name === run)?.workers.length ?? 1;
   return (
     <Loaded state={state}>
-      {(data) => <Overview data={data} name={`${run}_${worker}_${span}`} workers={workers} compiled={compiledShare} mfu={mfu} />}
+      {(data) => (
+        <>
+          {health.status === 'ok' ? <TraceHealth rows={typedRows(health.data)} name={`${run}_${worker}_${span}`} /> : null}
+          <Overview data={data} name={`${run}_${worker}_${span}`} workers={workers} compiled={compiledShare} mfu={mfu} />
+        </>
+      )}
     </Loaded>
   );
 }
@@ -219,16 +227,6 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
           </div>
         ))}
       </Card>
-      {data.anomalies.length ? (
-        <Card title="Import anomalies">
-          {/* What the reader repaired or had to drop in this file, as the server words it. */}
-          {data.anomalies.map((a) => (
-            <div key={a.key} class={`recommendation ${a.severity === 'data_loss' ? 'warning' : 'info'}`} data-anomaly={a.key}>
-              <strong>{a.key}</strong>: {typeof a.value === 'number' ? a.value.toLocaleString() : a.value} ({a.severity.replace('_', ' ')}): {a.meaning}
-            </div>
-          ))}
-        </Card>
-      ) : null}
     </div>
   );
 }
