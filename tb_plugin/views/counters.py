@@ -33,7 +33,9 @@ _COUNTERS_PID = re.compile(r"^GPU (\d+) Counters$")
 # Counters whose mean per step the Overview shows beside the step breakdown: the metric
 # families Nsight Compute and CUPTI name SM throughput and occupancy (achieved: warps active),
 # in percent of the peak.
-STEP_COUNTER_PREFIXES = ("sm__throughput.avg.pct_of_peak_sustained", "sm__warps_active.avg.pct_of_peak_sustained")
+# {metric name prefix: what it measures, as the page names it}
+STEP_COUNTER_PREFIXES = {"sm__throughput.avg.pct_of_peak_sustained": "SM throughput",
+                         "sm__warps_active.avg.pct_of_peak_sustained": "achieved occupancy"}
 
 COUNTER_SAMPLES = declare(
     "counter_samples", "one value of one counter series at one sample (a `C` event's args key)",
@@ -52,6 +54,7 @@ STEP_COUNTERS = declare(
     ("device", "int64", "", "device sampled, as in counter_samples"),
     ("counter", "str", "", "the counter (a `sm__throughput.avg.pct_of_peak_sustained*` or "
                            "`sm__warps_active.avg.pct_of_peak_sustained*` metric)"),
+    ("quantity", "str", "", "what the counter measures: `SM throughput` or `achieved occupancy` (warps active)"),
     ("mean_pct", "float64", "pct", "mean of the samples taken in the step; null when none was", NULLABLE),
     ("samples", "int64", "count", "samples taken in [step start, step end)"),
 )
@@ -133,7 +136,7 @@ def step_counters(model: TraceModel) -> pd.DataFrame:
 def _step_counters(model):
     samples = counter_samples(model)
     counter = samples["counter"].to_numpy(dtype=object)
-    chosen = np.array([name.startswith(STEP_COUNTER_PREFIXES) for name in counter], dtype=bool)
+    chosen = np.array([name.startswith(tuple(STEP_COUNTER_PREFIXES)) for name in counter], dtype=bool)
     samples = samples[chosen & samples["value"].notna().to_numpy()]
     if not len(samples):
         return STEP_COUNTERS.empty()
@@ -149,6 +152,9 @@ def _step_counters(model):
     series = samples[["device", "counter"]].drop_duplicates()
     every = pd.MultiIndex.from_frame(series.merge(pd.DataFrame({"step": steps}), how="cross")[["step", "device", "counter"]])
     table = means.reindex(every).reset_index()
+    quantity = {name: what for name in pd.unique(table["counter"])
+                for prefix, what in STEP_COUNTER_PREFIXES.items() if name.startswith(prefix)}  # per counter
+    table["quantity"] = table["counter"].map(quantity)
     table["samples"] = table["samples"].fillna(0).astype(np.int64)
     order = pd.Series(np.arange(len(steps)), index=steps)
     table = table.assign(_order=order.reindex(table["step"]).to_numpy())
@@ -167,7 +173,7 @@ COUNTERS_ROUTE = route(
 STEP_COUNTERS_ROUTE = route(
     "step_counters",
     "Mean per step of the SM throughput (`sm__throughput...pct_of_peak...`) and occupancy "
-    "(`sm__warps_active...pct_of_peak...`) counters: step, device, counter, mean_pct, samples. Empty when the "
+    "(`sm__warps_active...pct_of_peak...`) counters: step, device, counter, quantity, mean_pct, samples. Empty when the "
     "trace has none.",
     step_counters,
     table=STEP_COUNTERS)

@@ -3337,7 +3337,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Mean per step of the SM throughput (`sm__throughput...pct_of_peak...`) and occupancy (`sm__warps_active...pct_of_peak...`) counters: step, device, counter, mean_pct, samples. Empty when the trace has none. */
+        /** Mean per step of the SM throughput (`sm__throughput...pct_of_peak...`) and occupancy (`sm__warps_active...pct_of_peak...`) counters: step, device, counter, quantity, mean_pct, samples. Empty when the trace has none. */
         get: {
             parameters: {
                 query: {
@@ -6577,12 +6577,14 @@ export interface components {
                 "step",
                 "device",
                 "counter",
+                "quantity",
                 "mean_pct",
                 "samples"
             ];
             rows: [
                 number,
                 number,
+                string,
                 string,
                 number | null,
                 number

@@ -253,13 +253,13 @@ function StepCounters({ rows, name }: { rows: RowOf<'StepCountersTable'>[]; name
         id="step-counters"
         schema="StepCountersTable"
         csvName={`${name}_step_counters.csv`}
-        csvColumns={['step', 'device', 'counter', 'mean_pct', 'samples']}
+        csvColumns={['step', 'device', 'counter', 'quantity', 'mean_pct', 'samples']}
         rows={rows}
         rowKey={(r) => `${r.step}/${r.device}/${r.counter}`}
         columns={[
           { key: 'step', label: 'Step', numeric: true, format: (v) => String(v) },
           { key: 'device', label: 'Device', format: (v) => `GPU ${String(v)}` },
-          { key: 'counter', label: 'Counter' },
+          { key: 'quantity', label: 'Counter', format: (v, r) => <span class="defined" title={String(r.counter)} data-counter={String(r.counter)}>{String(v)}</span> },
           { key: 'mean_pct', label: 'Mean', numeric: true, format: (v) => formatPct(v) },
           { key: 'samples', label: 'Samples', numeric: true, format: (v) => String(v) },
         ]}
