@@ -88,6 +88,21 @@ class Profile:
         """Per-GPU utilization, SM efficiency, occupancy, Tensor Core share."""
         return overview.gpu_summary(self.model)
 
+    def counters(self) -> pd.DataFrame:
+        """Every value of the trace's hardware counter events (CUPTI PM sampling's `GPU N
+        Counters`, MTIA's `mtia_counters`), on the device sampled; see
+        `views.counters.counter_samples`."""
+        from .views import counters
+
+        return counters.counter_samples(self.model)
+
+    def step_counters(self) -> pd.DataFrame:
+        """Mean per step of the SM throughput and occupancy counters (empty when the trace has
+        none); see `views.counters.step_counters`."""
+        from .views import counters
+
+        return counters.step_counters(self.model)
+
     def recommendations(self) -> list[dict[str, Any]]:
         """Structured performance recommendations: [{id, severity, text, numbers}], computed
         once per model (most of the Overview's time: a reply asked for again, or after the

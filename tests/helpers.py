@@ -75,6 +75,45 @@ def memory(ts, nbytes, addr, total_allocated, total_reserved, device_type=1, dev
                      "Total Allocated": total_allocated, "Total Reserved": total_reserved}}
 
 
+# Hardware counters as CUPTI PM sampling writes them (`helpers.counter_trace`; the sources and
+# commits are named in tests/test_views_counters.py): one `C` event per sample under the pid
+# "GPU N Counters", its args every metric's value.
+PM_THROUGHPUT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+PM_OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
+PM_DRAM = "dram__bytes_read.sum"
+# GPU 0 sampled every 25 µs from ts 1000 to 1300 (13 samples; the one at 1300 is after the
+# last step); four samples in each step of `counter_workload`:
+PM_THROUGHPUT_VALUES = (10, 20, 30, 40, 50, 50, 60, 60, 0, 0, 0, 100, 77)  # step means 25, 55, 25
+PM_OCCUPANCY_VALUES = (5, 5, 5, 5, 10, 20, 10, 20, 1, 2, 3, 4, 9)  # step means 5, 15, 2.5
+
+
+def counter_workload():
+    """Three steps of 100 µs from ts 1000, each launching one 50 µs kernel on GPU 0 stream 7
+    (pid 0): step windows [1000, 1100), [1100, 1200), [1200, 1300)."""
+    events = []
+    for i, start in enumerate((1000, 1100, 1200)):
+        events += [op(f"ProfilerStep#{i + 1}", start, 100, pid=100, tid=100),
+                   runtime("cudaLaunchKernel", start + 10, 5, i + 1, i + 1, pid=100, tid=100),
+                   kernel("gemm", start + 20, 50, i + 1)]
+    return events
+
+
+def pm_sample(ts, device, **metrics):
+    return {"ph": "C", "cat": "hardware_counters", "name": "CUPTI PM Sampling", "pid": f"GPU {device} Counters",
+            "tid": 0, "ts": ts, "args": metrics}
+
+
+def counter_trace(path):
+    """`counter_workload` with GPU 0's PM samples, and one throughput sample (99) of GPU 1,
+    which ran nothing, in step 1."""
+    events = counter_workload()
+    for i, (throughput, occupancy) in enumerate(zip(PM_THROUGHPUT_VALUES, PM_OCCUPANCY_VALUES)):
+        events.append(pm_sample(1000 + 25 * i, 0, **{PM_THROUGHPUT: throughput, PM_OCCUPANCY: occupancy,
+                                                      PM_DRAM: 1000 * i}))
+    events.append(pm_sample(1010, 1, **{PM_THROUGHPUT: 99.0}))
+    return write_trace(path, events)
+
+
 def raw_events(path):
     """The trace's events decoded by the standard library: an independent view of the file."""
     data = Path(path).read_bytes()

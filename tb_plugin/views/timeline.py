@@ -26,6 +26,7 @@ from ..trace.linking import Nesting
 from ..trace.model import TraceModel, first_int
 from ..errors import NotFoundError
 from .common import cached, known_step, step_windows
+from .counters import counter_samples, device_pids
 from .critical_path import CRITICAL_PATH, critical_path
 from .intervals import union_length, weighted_level_integral
 from .memory import full_curve, memory_devices
@@ -371,7 +372,9 @@ def counters(model: TraceModel, start_us: float, end_us: float, points: int = 50
     bucket average), the launch queue (HTA's queue length) and memcpy/memset bandwidth of each
     device stream (`queues.queue_length`, `queues.memory_bandwidth`), allocated/reserved
     memory per device (bytes, bucket maximum so peaks survive), and the trace's own counter
-    events (bucket maximum).
+    events (bucket maximum; `views.counters.counter_samples`). Each series also has "pid": the
+    pid of the device's streams for a device's hardware counter (`GPU N <counter>`, drawn in
+    that device's process group), "" for every other series (drawn in the Counters group).
     """
     points = max(int(points), 1)
     edges = np.linspace(start_us, end_us, points + 1)
@@ -411,10 +414,15 @@ def counters(model: TraceModel, start_us: float, end_us: float, points: int = 50
             values = curve[f"{what}_bytes"].to_numpy()
             if np.isfinite(values).any():  # decided over the whole trace, like every series
                 series.append(_step_series(f"{device} memory {what}", "B", edges, times[first:last], values[first:last]))
-    c = model.counters
-    for (name, key), part in c.groupby(["name", "series"], observed=True, sort=True):
-        series.append(_step_series(f"{name} {key}", "", edges, part["ts"].to_numpy(), part["value"].to_numpy()))
-    return series
+    # the trace's own counters; a device's (hardware counters) is drawn in that device's
+    # process group, under its streams' header: `pid` names the group ("" the Counters group)
+    pids = device_pids(model)
+    for (device, name, key), part in counter_samples(model).groupby(["device", "name", "counter"], sort=True):
+        on_device = device >= 0
+        drawn = _step_series(f"GPU {device} {key}" if on_device else f"{name} {key}", "", edges,
+                             part["time_us"].to_numpy(), part["value"].to_numpy())
+        series.append({**drawn, "pid": pids.get(device, "") if on_device else ""})
+    return [{"pid": "", **one} for one in series]
 
 
 def _series(name, unit, edges, values):

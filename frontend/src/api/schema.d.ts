@@ -1289,7 +1289,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Counter series in a window: GPU utilization and est. SM efficiency per GPU (%), allocated/reserved memory per device (bytes; bucket max keeps peaks), and the trace's own counters. */
+        /** Counter series in a window: GPU utilization and est. SM efficiency per GPU (%), allocated/reserved memory per device (bytes; bucket max keeps peaks), and the trace's own counters (a device's hardware counters named `GPU N <counter>`, with the pid of that device's streams). */
         get: {
             parameters: {
                 query: {
@@ -1320,6 +1320,8 @@ export interface paths {
                                 time_us?: number[];
                                 value?: (number | null)[];
                                 max?: (number | null)[];
+                                /** @description A device's hardware counter: the pid of that device's streams (the page draws it in their process group); "" for every other series. */
+                                pid?: string;
                             }[];
                         };
                     };
@@ -2144,6 +2146,54 @@ export interface paths {
                             kernels?: components["schemas"]["CompiledKernelsTable"];
                             share?: components["schemas"]["CompiledShareTable"];
                         };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/counters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Hardware counters: one row per value of the trace's counter events (`ph: "C"`; CUPTI PM sampling's `GPU N Counters`, MTIA's `mtia_counters`): device, pid, name, counter, time_us, value. Empty for a trace without counter events. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CounterSamplesTable"];
                         "text/csv": string;
                     };
                 };
@@ -3343,6 +3393,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/step_counters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Mean per step of the SM throughput (`sm__throughput...pct_of_peak...`) and occupancy (`sm__warps_active...pct_of_peak...`) counters: step, device, counter, quantity, mean_pct, samples. Empty when the trace has none. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["StepCountersTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/steps": {
         parameters: {
             query?: never;
@@ -3613,6 +3711,29 @@ export interface components {
                 number | null,
                 number,
                 number
+            ][];
+        };
+        /** @description `counter_samples`: one value of one counter series at one sample (a `C` event's args key). */
+        CounterSamplesTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "device",
+                "pid",
+                "name",
+                "counter",
+                "time_us",
+                "value"
+            ];
+            rows: [
+                number,
+                string,
+                string,
+                string,
+                number,
+                number | null
             ][];
         };
         /** @description `counters`: one value of one series of a counter event (`C`). */
@@ -6560,6 +6681,29 @@ export interface components {
                 number,
                 number,
                 number,
+                number
+            ][];
+        };
+        /** @description `step_counters`: one SM throughput or occupancy counter on one device in one step: the mean of its samples. */
+        StepCountersTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "step",
+                "device",
+                "counter",
+                "quantity",
+                "mean_pct",
+                "samples"
+            ];
+            rows: [
+                number,
+                number,
+                string,
+                string,
+                number | null,
                 number
             ][];
         };

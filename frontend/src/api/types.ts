@@ -220,6 +220,8 @@ export interface CounterSeries {
   time_us: number[];
   value: (number | null)[];
   max: (number | null)[];
+  /** a device's hardware counter: the pid of that device's streams; '' (or absent) otherwise */
+  pid?: string;
 }
 
 export interface TimelineCountersReply {

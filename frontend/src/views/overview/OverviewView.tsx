@@ -29,13 +29,16 @@ export function OverviewView({ run, worker, span, runs }: ViewProps) {
   const mfu = flops.status === 'ok' ? typedRows(flops.data) : [];
   // trace health: validator rules, import repairs and losses, odd events (collapsed when clean)
   const health = useApi<WireTableOf<'HealthTable'>>('health', { run, worker, span });
+  // SM throughput and occupancy counters' mean per step (no rows: the trace has none)
+  const counters = useApi<WireTableOf<'StepCountersTable'>>('step_counters', { run, worker, span });
+  const stepCounters = counters.status === 'ok' ? typedRows(counters.data) : [];
   const workers = runs.find((r) => r.name === run)?.workers.length ?? 1;
   return (
     <Loaded state={state}>
       {(data) => (
         <>
           {health.status === 'ok' ? <TraceHealth rows={typedRows(health.data)} name={`${run}_${worker}_${span}`} /> : null}
-          <Overview data={data} name={`${run}_${worker}_${span}`} workers={workers} compiled={compiledShare} mfu={mfu} />
+          <Overview data={data} name={`${run}_${worker}_${span}`} workers={workers} compiled={compiledShare} mfu={mfu} stepCounters={stepCounters} />
         </>
       )}
     </Loaded>
@@ -76,7 +79,7 @@ function compiledText(share: RowOf<'CompiledShareTable'> | null): string {
     (recompiled > 0 ? `; ${recompiled} frame${recompiled > 1 ? 's' : ''} recompiled` : '');
 }
 
-function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply; name: string; workers: number; compiled: RowOf<'CompiledShareTable'> | null; mfu: RowOf<'FlopsStepsTable'>[] }) {
+function Overview({ data, name, workers, compiled, mfu, stepCounters }: { data: OverviewReply; name: string; workers: number; compiled: RowOf<'CompiledShareTable'> | null; mfu: RowOf<'FlopsStepsTable'>[]; stepCounters: RowOf<'StepCountersTable'>[] }) {
   const gpus = typedRows(data.gpu_summary);
   const steps = typedRows(data.steps);
   const total = data.step_mean.total_us ?? 0;
@@ -103,6 +106,11 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
     [data],
   );
   const env = data.environment;
+  const breakdown = (
+    <Card title="Step time breakdown">
+      {steps.length ? <Chart option={bars} height={320} label="Step time breakdown" /> : <Empty>No ProfilerStep annotations in this trace.</Empty>}
+    </Card>
+  );
   return (
     <div class="stack" data-testid="overview">
       <div class="grid two">
@@ -185,9 +193,12 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
           {total > 0 ? <Pie title="Mean step time by category" slices={pie.slices} colors={pie.colors} format={formatDuration} height={240} label="Execution summary pie" /> : <Empty>No step time recorded.</Empty>}
         </Card>
       </div>
-      <Card title="Step time breakdown">
-        {steps.length ? <Chart option={bars} height={320} label="Step time breakdown" /> : <Empty>No ProfilerStep annotations in this trace.</Empty>}
-      </Card>
+      {stepCounters.length ? (
+        <div class="grid two">
+          {breakdown}
+          <StepCounters rows={stepCounters} name={name} />
+        </div>
+      ) : breakdown}
       <Card title="Recommendations">
         {data.recommendations.length === 0 ? <Empty>Nothing stands out.</Empty> : null}
         {data.recommendations.map((rec, index) => (
@@ -228,6 +239,30 @@ function Overview({ data, name, workers, compiled, mfu }: { data: OverviewReply;
         ))}
       </Card>
     </div>
+  );
+}
+
+/** The hardware counters' mean per step, beside the step breakdown: SM throughput and
+ *  occupancy (% of peak) as CUPTI PM sampling measured them. */
+function StepCounters({ rows, name }: { rows: RowOf<'StepCountersTable'>[]; name: string }) {
+  return (
+    <Card title="SM counters per step (hardware counters)">
+      <DataTable
+        id="step-counters"
+        schema="StepCountersTable"
+        csvName={`${name}_step_counters.csv`}
+        csvColumns={['step', 'device', 'counter', 'quantity', 'mean_pct', 'samples']}
+        rows={rows}
+        rowKey={(r) => `${r.step}/${r.device}/${r.counter}`}
+        columns={[
+          { key: 'step', label: 'Step', numeric: true, format: (v) => String(v) },
+          { key: 'device', label: 'Device', format: (v) => `GPU ${String(v)}` },
+          { key: 'quantity', label: 'Counter', format: (v, r) => <span class="defined" title={String(r.counter)} data-counter={String(r.counter)}>{String(v)}</span> },
+          { key: 'mean_pct', label: 'Mean', numeric: true, format: (v) => formatPct(v) },
+          { key: 'samples', label: 'Samples', numeric: true, format: (v) => String(v) },
+        ]}
+      />
+    </Card>
   );
 }
 

@@ -13,6 +13,7 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { describeError, fetchJson, routeUrl } from '../../api/client';
 import type {
+  CounterSeries,
   TimelineEndpoint,
   TimelineEventReply,
   TimelineFlowsReply,
@@ -32,7 +33,7 @@ import { useUrlParam } from '../../components/useUrlParam';
 import { Details } from './Details';
 import { useTimelineData } from './data';
 import type { Range, Step } from './draw';
-import { bounds, centreOn, groupKey, groupTracks, idlePythonTracks, layout, pathArrows, stepWindow, trackKey, windowLabel, type PathSegment, type TrackInfo } from './logic';
+import { bounds, centreOn, groupKey, groupTracks, idlePythonTracks, layout, pathArrows, placeCounters, stepWindow, trackKey, windowLabel, type PathSegment, type TrackInfo } from './logic';
 import { RanksTrace } from './RanksTrace';
 import { numberParam, useUrlRange, useUrlWindow } from './urlWindow';
 import { Timeline, type SliceHit } from './Timeline';
@@ -179,13 +180,16 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   }, []);
 
   const [plotWidth, setPlotWidth] = useState(0);
-  const [counterNames, setCounterNames] = useState<string[]>([]);
-  const shape = useMemo(() => layout(groups, counterNames, collapsed), [groups, counterNames, collapsed]);
+  // the counter series (name and pid) shown: they change only when the series do (not on
+  // every pan), so the layout stays put
+  const [counterSeries, setCounterSeries] = useState<CounterSeries[]>([]);
+  const placed = useMemo(() => placeCounters(counterSeries, groups), [counterSeries, groups]);
+  const shape = useMemo(() => layout(groups, placed.top, collapsed, placed.byGroup), [groups, placed, collapsed]);
   const tracksParam = shape.visibleTracks.length === trackList.length ? '' : shape.visibleTracks.join(',') || '-1';
   const data = useTimelineData(base, view, plotWidth, tracksParam);
   useEffect(() => {
-    const names = data.counters?.map((c) => c.name) ?? [];
-    if (names.join('\u0000') !== counterNames.join('\u0000')) setCounterNames(names);
+    const key = (series: readonly CounterSeries[]) => series.map((c) => `${c.pid ?? ''}\u0001${c.name}`).join('\u0000');
+    if (data.counters && key(data.counters) !== key(counterSeries)) setCounterSeries(data.counters);
   }, [data.counters]);
 
   // Selection: the event id (in the URL) and where it is, once known.

@@ -18,6 +18,7 @@ import {
   MIN_WIDTH_US,
   nameColour,
   panBy,
+  placeCounters,
   rowAt,
   seriesOf,
   tickLabel,
@@ -141,6 +142,16 @@ describe('layout', () => {
     expect(open.trackTop.get(2)).toBe(counter.y + counter.h);
     const closed = layout(groups, [], new Set([groups[1].key]), own);
     expect(closed.rows.filter((r) => r.type === 'counter')).toEqual([]);
+  });
+  it('draws a device’s hardware counters in that device’s group, the others on top', () => {
+    const groups = groupTracks(tracks);
+    const series = (name: string, pid?: string) => ({ name, unit: '', time_us: [0], value: [1], max: [1], pid });
+    const placed = placeCounters([series('GPU 0 utilization', ''), series('GPU 0 sm__throughput', '0'), series('GPU 3 sm__throughput', '3'), series('memory')], groups);
+    expect(placed.top).toEqual(['GPU 0 utilization', 'GPU 3 sm__throughput', 'memory']); // GPU 3 has no group
+    expect([...placed.byGroup]).toEqual([[groups[1].key, [{ name: 'GPU 0 sm__throughput', label: 'GPU 0 sm__throughput' }]]]);
+    const rows = layout(groups, placed.top, new Set(), placed.byGroup).rows;
+    const gpu = rows.findIndex((r) => r.type === 'header' && r.key === groups[1].key);
+    expect(rows[gpu + 1]).toMatchObject({ type: 'counter', name: 'GPU 0 sm__throughput' });
   });
   it('finds a counter row its series by name, whatever order the reply lists them in', () => {
     const rows = layout([], ['util', 'memory'], new Set()).rows.filter((r) => r.type === 'counter');

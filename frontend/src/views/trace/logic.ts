@@ -237,6 +237,21 @@ export function layout(groups: ProcessGroup[], counters: string[], collapsed: Re
   return { rows, height: y, trackTop, visibleTracks };
 }
 
+/** Where each counter series is drawn: a device's hardware counter (its `pid` that of the
+ *  device's streams) in that device's process group, under the group's header; every other
+ *  series (and one whose device has no group shown) in the Counters group at the top. */
+export function placeCounters(series: readonly CounterSeries[], groups: readonly ProcessGroup[]): { top: string[]; byGroup: Map<string, GroupCounter[]> } {
+  const keyOf = new Map(groups.map((g) => [g.tracks[0]?.pid, g.key]));
+  const top: string[] = [];
+  const byGroup = new Map<string, GroupCounter[]>();
+  for (const one of series) {
+    const key = one.pid ? keyOf.get(one.pid) : undefined;
+    if (key === undefined) top.push(one.name);
+    else byGroup.set(key, [...(byGroup.get(key) ?? []), { name: one.name, label: one.name }]);
+  }
+  return { top, byGroup };
+}
+
 /** The series a counter row draws, matched by name: counter replies and the layout are
  * updated one after the other, so positions may disagree for a frame; undefined then. */
 export function seriesOf(counters: readonly CounterSeries[] | null, row: { name: string }): CounterSeries | undefined {
