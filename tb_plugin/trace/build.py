@@ -17,17 +17,17 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from .anomalies import (DEVICE_PROPERTIES_MAPPED, EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DROPPED, INVALID_DURATIONS_ZEROED,
+from .anomalies import (ARG_VALUES_UNREADABLE, DEVICE_PROPERTIES_MAPPED, EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DROPPED, INVALID_DURATIONS_ZEROED,
                         MALFORMED_ARGS_REPLACED, UNSUPPORTED_EVENTS_SKIPPED, record)
-from .coding import (Interner, as_floats, categorical_of, coded_series, decoded_texts, first_valid, float_field,
-                     frame_codes, id_codes, int_field, json_categorical, recode, text_field, whole_ints)
+from .coding import (Interner, as_floats, categorical_of, coded_series, decoded_texts, first_valid,
+                     frame_codes, id_codes, json_categorical, recode, whole_ints)
 from . import accelerators
 from .kinds import (KIND_CANDIDATE, KIND_COUNTER, KIND_FLOW, KIND_GPU_ANNOTATION, KIND_KERNEL, KIND_MEMCPY,
                     KIND_MEMORY, KIND_MEMSET, KIND_META, KIND_OP, KIND_OTHER, KIND_PYTHON, KIND_RUNTIME, KIND_SKIPPED,
                     KIND_SYNC, ARGS_TYPES, KIND_CODE, KIND_OF_CANDIDATE_ROLE, KIND_OF_CODE, NAN, classify, kind_code)
 from .linking import Nesting, flow_peers, lookup
 from .model import TraceModel, first_int
-from .parse import FLOW_SCHEMA, POLARS_REFUSED, anchored_times, decode_args, events_frame, flow_columns
+from .parse import FLOW_SCHEMA, POLARS_REFUSED, anchored_times, events_frame, flow_columns
 from .tables import DEVICES
 
 
@@ -211,28 +211,66 @@ def _arg_columns(lines, args_type, anomalies):
     """{field name: column} of the `args_type` fields of args JSON objects, one per line (as
     polars writes them: compact, `{}` where an event has none): int fields as int64 (-1 where
     absent), float fields as float64 (NaN), the others coded (`frame_codes`; -1 where
-    absent; numbers, lists and objects as their JSON)."""
+    absent; numbers, lists and objects as their JSON).
+
+    Each value is read on its own: a number written as text (`"bytes": "1024"`, as older ROCm
+    writers do) is that number, and a value that is no number where one goes is absent on its
+    own (counted), never costing its event, or any other event, the rest of its args."""
     fields = msgspec.structs.fields(args_type)
     schema = {f.encode_name: pl.String if _is_text(f) else _NUMBER_FIELDS[f.type].polars for f in fields}
     try:
         decoded = pl.read_ndjson(lines, schema=schema)
-    except POLARS_REFUSED:
-        decoded = _arg_columns_repaired(lines.split(b"\n"), args_type, anomalies)
+    except POLARS_REFUSED:  # some value is not of its field's type: every field read as text, then converted
+        decoded = _numbers_of_texts(_args_as_texts(lines, list(schema), anomalies), fields, anomalies)
     numbers = [pl.col(f.encode_name).fill_null(_NUMBER_FIELDS[f.type].absent) for f in fields if not _is_text(f)]
     columns = frame_codes(decoded, [f.encode_name for f in fields if _is_text(f)], also=numbers)
     return {f.name: columns[f.encode_name] for f in fields}
 
 
-def _arg_columns_repaired(texts, args_type, anomalies):
-    """The args as `_arg_columns` reads them (a DataFrame, a column per JSON key), through msgspec,
-    event by event where needed: a value that does not fit its field's type makes that
-    event's args the Struct's defaults (counted)."""
-    structs, bad = decode_args(texts, args_type)
-    if bad:
-        record(anomalies, MALFORMED_ARGS_REPLACED, bad)
-    read = {int: int_field, float: float_field}
-    return pl.DataFrame({f.encode_name: pl.Series(read.get(f.type, text_field)(structs, f.name))
-                         for f in msgspec.structs.fields(args_type)})
+def _args_as_texts(lines, keys, anomalies):
+    """The args (a JSON object per line) as a DataFrame of String columns named `keys`: polars
+    writes a number, list or object read into a String column as its JSON text. A line polars
+    cannot read at all (nested beyond its depth limit) holds no field (counted); the others
+    keep theirs."""
+    schema = dict.fromkeys(keys, pl.String)
+    try:
+        return pl.read_ndjson(lines, schema=schema)
+    except POLARS_REFUSED:
+        pass
+    empty = pl.DataFrame({key: [None] for key in keys}, schema=schema)
+    rows = []
+    for line in lines.split(b"\n"):  # only for such odd batches: line by line
+        try:
+            rows.append(pl.read_ndjson(line, schema=schema))
+        except POLARS_REFUSED:
+            rows.append(empty)
+            record(anomalies, MALFORMED_ARGS_REPLACED)
+    return pl.concat(rows)
+
+
+def _numbers_of_texts(texts, fields, anomalies):
+    """`texts` (`_args_as_texts`) with each number field's texts read as its numbers, value by
+    value: a value that is no number (`"N/A"`, `true`, a list) becomes null, counted as
+    `ARG_VALUES_UNREADABLE`; text fields stay as they are."""
+    converted, unreadable = [], []
+    for f in fields:
+        if _is_text(f):
+            continue
+        text = pl.col(f.encode_name).str.strip_chars()
+        as_float = text.cast(pl.Float64, strict=False)
+        if f.type is int:  # an integer's text, else a whole float's (`"12.0"`, `1e3`) within int64
+            whole = (as_float == as_float.floor()) & (as_float.abs() < 2.0**63)
+            number = pl.coalesce(text.cast(pl.Int64, strict=False), pl.when(whole).then(as_float.cast(pl.Int64)))
+        else:
+            number = as_float
+        converted.append(number.alias(f.encode_name))
+        unreadable.append((pl.col(f.encode_name).is_not_null() & number.is_null()).sum())
+    if not converted:
+        return texts
+    lost = sum(texts.select(*unreadable).row(0))
+    if lost:
+        record(anomalies, ARG_VALUES_UNREADABLE, lost)
+    return texts.with_columns(converted)
 
 
 def _concat_columns(parts, args_type, interners):

@@ -515,32 +515,3 @@ def parse_trace(data, path):
         raise TraceError(path, f"{where}: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except (RecursionError, MemoryError, ValueError, TypeError) as exc:
         raise TraceError(path, f"cannot be decoded: {type(exc).__name__}: {exc}") from None
-
-
-def decode_args(raws, args_type):
-    """Decode the `args` of many events into `args_type` Structs, one per event.
-
-    One decoder call for the whole batch; if a value has the wrong type somewhere, falls back
-    to decoding event by event and substitutes defaults for the args that do not fit.
-    Returns `(structs, number_of_args_replaced_by_defaults)`.
-    """
-    if not raws:
-        return [], 0
-    decoder = msgspec.json.Decoder(list[args_type])  # type: ignore[valid-type]  # a Struct chosen at run time
-    try:
-        return decoder.decode(b"[" + b",".join(raws) + b"]"), 0
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-        pass
-    single = msgspec.json.Decoder(args_type)
-    out, bad = [], 0
-    default = args_type()
-    for raw in raws:
-        try:
-            out.append(single.decode(raw))
-        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-            try:
-                out.append(msgspec.convert(msgspec.json.decode(raw), args_type, strict=False))
-            except (msgspec.ValidationError, msgspec.DecodeError, TypeError, RecursionError):
-                out.append(default)
-                bad += 1
-    return out, bad
