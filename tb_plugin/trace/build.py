@@ -248,10 +248,15 @@ def _args_as_texts(lines, keys, anomalies):
     return pl.concat(rows)
 
 
+# What CUPTI-era Kineto writes for a copy's bandwidth at zero duration (`"N/A"`; newer Kineto
+# omits the field, pytorch/kineto#1455): absent by design, not lost.
+_NOT_APPLICABLE = "N/A"
+
+
 def _numbers_of_texts(texts, fields, anomalies):
     """`texts` (`_args_as_texts`) with each number field's texts read as its numbers, value by
-    value: a value that is no number (`"N/A"`, `true`, a list) becomes null, counted as
-    `ARG_VALUES_UNREADABLE`; text fields stay as they are."""
+    value: a value that is no number (`true`, a list, a word) becomes null, counted as
+    `ARG_VALUES_UNREADABLE` unless it is Kineto's `"N/A"`; text fields stay as they are."""
     converted, unreadable = [], []
     for f in fields:
         if _is_text(f):
@@ -264,7 +269,7 @@ def _numbers_of_texts(texts, fields, anomalies):
         else:
             number = as_float
         converted.append(number.alias(f.encode_name))
-        unreadable.append((pl.col(f.encode_name).is_not_null() & number.is_null()).sum())
+        unreadable.append((pl.col(f.encode_name).is_not_null() & number.is_null() & (text != _NOT_APPLICABLE)).sum())
     if not converted:
         return texts
     lost = sum(texts.select(*unreadable).row(0))
