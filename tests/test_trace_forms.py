@@ -251,3 +251,42 @@ def test_display_time_unit_ns_changes_no_time(tmp_path):
     is how Chrome's viewer labels the axis; `ts` and `dur` stay µs with ns fractions."""
     assert_same_views(_load(tmp_path, "ns", older_step(), displayTimeUnit="ns"),
                       _load(tmp_path, "ms", older_step(), displayTimeUnit="ms"))
+
+
+def test_the_python_exporter_reads_as_kinetos_writer(tmp_path):
+    """torch 2.13's `export_chrome_trace(..., use_python_export=True)`
+    (torch/profiler/_chrome_trace_export.py) writes the same profile without `host_name` or
+    `trace_id`, with its own thread names: recorded here for real, both ways."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    model = torch.nn.Linear(8, 8)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for step in range(2):
+            with record_function(f"ProfilerStep#{step}"):
+                model(torch.randn(4, 8)).sum().backward()
+    kineto, python = tmp_path / "kineto.pt.trace.json", tmp_path / "python.pt.trace.json"
+    prof.export_chrome_trace(str(kineto))
+    prof.export_chrome_trace(str(python), use_python_export=True)
+    assert "host_name" in json.loads(kineto.read_text()) and "host_name" not in json.loads(python.read_text())
+    a, b = tb_plugin.load(python), tb_plugin.load(kineto)
+    for name in ("steps", "operators", "critical_path"):
+        pd.testing.assert_frame_equal(_views(a, ())[name], _views(b, ())[name], obj=name)
+    pd.testing.assert_frame_equal(a.model.ops.drop(columns=["thread"]), b.model.ops.drop(columns=["thread"]))
+    assert len(a.model.ops) == sum(1 for e in raw_events(python) if e.get("cat") in ("cpu_op", "user_annotation"))
+
+
+def test_the_python_exporters_device_entry_reads_as_kinetos(tmp_path):
+    """The Python exporter's deviceProperties entry (torch 2.13, _chrome_trace_export.py) has
+    no `numSms` / `regsPerBlock` and writes the SM count (`multi_processor_count`) under
+    `maxThreadsPerMultiprocessor`; Kineto's (libkineto/src/CudaDeviceProperties.cpp) has both."""
+    common = {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85_000_000_000, "computeMajor": 8,
+              "computeMinor": 0, "maxThreadsPerBlock": 1024, "regsPerMultiprocessor": 65536, "warpSize": 32}
+    python = common | {"maxThreadsPerMultiprocessor": 108}
+    kineto = common | {"maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "numSms": 108,
+                       "sharedMemPerBlock": 49152}
+    a = _load(tmp_path, "python", older_step(), deviceProperties=[python])
+    b = _load(tmp_path, "kineto", older_step(), deviceProperties=[kineto])
+    assert a.model.devices["numSms"].tolist() == [108] and a.model.devices["maxThreadsPerMultiprocessor"].isna().all()
+    assert_same_views(a, b)
+    assert a.distributed_part().devices["sm_count"].tolist() == b.distributed_part().devices["sm_count"].tolist() == [108]

@@ -687,9 +687,25 @@ def _concat_tables(first, second):
     return joined
 
 
+# The keys only Kineto's own writer gives a device (libkineto/src/CudaDeviceProperties.cpp):
+# torch's Python exporter (`export_chrome_trace(..., use_python_export=True)`,
+# torch/profiler/_chrome_trace_export.py in torch 2.13) writes neither, and puts the SM count
+# (`multi_processor_count`) under `maxThreadsPerMultiprocessor`.
+_KINETO_ONLY_DEVICE_KEYS = ("numSms", "regsPerBlock")
+
+
+def _as_written_by_kineto(entry):
+    """A deviceProperties entry with the Python exporter's SM count where Kineto puts it."""
+    if "maxThreadsPerMultiprocessor" in entry and not any(k in entry for k in _KINETO_ONLY_DEVICE_KEYS) \
+            and "regsPerMultiprocessor" in entry:
+        entry = {**entry, "numSms": entry["maxThreadsPerMultiprocessor"]}
+        del entry["maxThreadsPerMultiprocessor"]
+    return entry
+
+
 def _devices(metadata):
     props = metadata.get("deviceProperties") or metadata.get("computeProperties") or []
-    rows = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    rows = [_as_written_by_kineto(p) for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     table = pd.DataFrame(rows)
     for column in DEVICES.names:
         if column not in table:
