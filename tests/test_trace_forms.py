@@ -290,3 +290,14 @@ def test_the_python_exporters_device_entry_reads_as_kinetos(tmp_path):
     assert a.model.devices["numSms"].tolist() == [108] and a.model.devices["maxThreadsPerMultiprocessor"].isna().all()
     assert_same_views(a, b)
     assert a.distributed_part().devices["sm_count"].tolist() == b.distributed_part().devices["sm_count"].tolist() == [108]
+
+
+def test_host_and_job_settings_are_shown_with_the_run(tmp_path):
+    """libkineto's `getEnvMetadata` (2026) writes the host's name and the `PT_PROFILER_JOB_*`
+    environment variables set when profiling as top-level text, each quoted."""
+    settings = {"host_name": "node-17", "PT_PROFILER_JOB_NAME": "llama-pretrain", "PT_PROFILER_JOB_VERSION": "3",
+                "PT_PROFILER_JOB_ATTEMPT_INDEX": "1"}
+    profile = _load(tmp_path, "job", older_step(), **settings)
+    assert profile.info()["run_settings"] == settings
+    assert {k: profile.overview()["environment"][k] for k in settings} == settings
+    assert _load(tmp_path, "plain", older_step()).info()["run_settings"] == {}

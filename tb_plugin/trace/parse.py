@@ -68,6 +68,9 @@ class _Document(msgspec.Struct):
     Framework: Any = None
     trace_id: Any = None
     host_name: Any = None
+    PT_PROFILER_JOB_NAME: Any = None
+    PT_PROFILER_JOB_VERSION: Any = None
+    PT_PROFILER_JOB_ATTEMPT_INDEX: Any = None
     with_stack: Any = None
     with_modules: Any = None
     profile_memory: Any = None
