@@ -301,3 +301,23 @@ def test_host_and_job_settings_are_shown_with_the_run(tmp_path):
     assert profile.info()["run_settings"] == settings
     assert {k: profile.overview()["environment"][k] for k in settings} == settings
     assert _load(tmp_path, "plain", older_step()).info()["run_settings"] == {}
+
+
+def test_hip_graph_launch_flows_change_no_view(tmp_path):
+    """kineto#1310 (RoctracerLogger / RocmActivity): a hipGraphLaunch now starts an `ac2g` flow
+    that ends on each kernel of the graph, as cudaGraphLaunch's; the kernels were already
+    linked to it by their shared `correlation`, so the views are those without the flows."""
+    def replay(with_flows):
+        events = [op("ProfilerStep#1", 0, 100, cat="user_annotation", **{"External id": 1}),
+                  op("graph replay", 5, 60, **{"External id": 2}),
+                  runtime("hipGraphLaunch", 10, 5, correlation=300, external_id=2)]
+        for i, ts in enumerate((20, 40, 55)):
+            events.append(_device("kernel", f"k{i}", ts, 10, 300))
+            if with_flows:
+                events += [_flow("s", 300, 1, 1, 10), _flow("f", 300, 0, 7, ts)]
+        return events
+
+    newer, older = _load(tmp_path, "flows", replay(True)), _load(tmp_path, "plain", replay(False))
+    assert_same_views(newer, older, tables=("kernels",))
+    pd.testing.assert_frame_equal(newer.cuda_graph_launches(), older.cuda_graph_launches())
+    assert newer.cuda_graph_launches()["kernels"].tolist() == [3]
