@@ -221,31 +221,26 @@ def _arg_columns(lines, args_type, anomalies):
     try:
         decoded = pl.read_ndjson(lines, schema=schema)
     except POLARS_REFUSED:  # some value is not of its field's type: every field read as text, then converted
-        decoded = _numbers_of_texts(_args_as_texts(lines, list(schema), anomalies), fields, anomalies)
+        decoded = _numbers_of_texts(_args_as_texts(lines, list(schema)), fields, anomalies)
     numbers = [pl.col(f.encode_name).fill_null(_NUMBER_FIELDS[f.type].absent) for f in fields if not _is_text(f)]
     columns = frame_codes(decoded, [f.encode_name for f in fields if _is_text(f)], also=numbers)
     return {f.name: columns[f.encode_name] for f in fields}
 
 
-def _args_as_texts(lines, keys, anomalies):
-    """The args (a JSON object per line) as a DataFrame of String columns named `keys`: polars
-    writes a number, list or object read into a String column as its JSON text. A line polars
-    cannot read at all (nested beyond its depth limit) holds no field (counted); the others
-    keep theirs."""
+def _args_as_texts(lines, keys):
+    """The args (a JSON object per line) as a DataFrame of String columns named `keys`, null
+    where absent: polars writes a number, list or object read into a String column as its JSON.
+    Where polars' reader cannot parse a number (`1e300`), msgspec reads the batch's objects."""
     schema = dict.fromkeys(keys, pl.String)
     try:
         return pl.read_ndjson(lines, schema=schema)
     except POLARS_REFUSED:
         pass
-    empty = pl.DataFrame({key: [None] for key in keys}, schema=schema)
-    rows = []
-    for line in lines.split(b"\n"):  # only for such odd batches: line by line
-        try:
-            rows.append(pl.read_ndjson(line, schema=schema))
-        except POLARS_REFUSED:
-            rows.append(empty)
-            record(anomalies, MALFORMED_ARGS_REPLACED)
-    return pl.concat(rows)
+    objects = [msgspec.json.decode(line) for line in lines.split(b"\n")]  # only for such odd batches
+
+    def text(value):
+        return value if value is None or isinstance(value, str) else msgspec.json.encode(value).decode()
+    return pl.DataFrame({key: [text(o.get(key)) for o in objects] for key in keys}, schema=schema)
 
 
 # What CUPTI-era Kineto writes for a copy's bandwidth at zero duration (`"N/A"`; newer Kineto
@@ -270,8 +265,6 @@ def _numbers_of_texts(texts, fields, anomalies):
             number = as_float
         converted.append(number.alias(f.encode_name))
         unreadable.append((pl.col(f.encode_name).is_not_null() & number.is_null() & (text != _NOT_APPLICABLE)).sum())
-    if not converted:
-        return texts
     lost = sum(texts.select(*unreadable).row(0))
     if lost:
         record(anomalies, ARG_VALUES_UNREADABLE, lost)
