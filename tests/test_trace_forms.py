@@ -321,3 +321,37 @@ def test_hip_graph_launch_flows_change_no_view(tmp_path):
     assert_same_views(newer, older, tables=("kernels",))
     pd.testing.assert_frame_equal(newer.cuda_graph_launches(), older.cuda_graph_launches())
     assert newer.cuda_graph_launches()["kernels"].tolist() == [3]
+
+
+def _flow_pairs(profile):
+    """Each paired flow as (category, start's thread and ts, end's thread and ts)."""
+    f = profile.model.flows
+    return sorted((f["cat"][i], f["thread"][i], f["ts"][i], f["thread"][p], f["ts"][p])
+                  for i, p in enumerate(f["peer"]) if f["phase"][i] == "s" and p >= 0)
+
+
+def test_flows_bound_on_slices_pair_as_flow_events(tmp_path):
+    """kineto#1547: instead of `s` / `f` flow events, the slices carry Perfetto's flow form
+    (`bind_id` with `flow_out: true` on the start slice, `flow_in: true` on the end slice; see
+    Perfetto's JSON importer, src/trace_processor/importers/json/). The flows pair as the
+    older events did: `ac2g` from the launch to the kernel, `fwdbwd` from a forward op to its
+    backward op."""
+    backward = [op("aten::mm", 70, 10, tid=2, **{"External id": 5}),
+                {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 5, "cat": "fwdbwd", "name": "fwdbwd"},
+                {"ph": "f", "id": 7, "pid": 1, "tid": 2, "ts": 70, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"}]
+    older_events = older_step() + backward
+    newer_events = []
+    for e in json.loads(json.dumps(older_events)):
+        if e["ph"] in ("s", "f"):
+            continue
+        if e.get("name") == "cudaLaunchKernel":
+            e.update(bind_id=100, flow_out=True)
+        if e.get("name") == "gemm":
+            e.update(bind_id=100, flow_in=True)
+        if e.get("name") == "aten::mm":
+            e.update(bind_id=7, **({"flow_out": True} if e["tid"] == 1 else {"flow_in": True}))
+        newer_events.append(e)
+    older, newer = _load(tmp_path, "older", older_events), _load(tmp_path, "newer", newer_events)
+    assert _flow_pairs(newer) == _flow_pairs(older)
+    assert [(c, start, end) for c, _, start, _, end in _flow_pairs(newer)] == [("ac2g", 10, 20), ("fwdbwd", 5, 70)]
+    assert_same_views(newer, older)

@@ -27,7 +27,7 @@ from .kinds import (KIND_CANDIDATE, KIND_COUNTER, KIND_FLOW, KIND_GPU_ANNOTATION
                     KIND_SYNC, ARGS_TYPES, KIND_CODE, KIND_OF_CANDIDATE_ROLE, KIND_OF_CODE, NAN, classify, kind_code)
 from .linking import Nesting, flow_peers, lookup
 from .model import TraceModel, first_int
-from .parse import FLOW_SCHEMA, POLARS_REFUSED, anchored_times, events_frame, flow_columns
+from .parse import FLOW_SCHEMA, POLARS_REFUSED, SLICE_FLOW_SCHEMA, anchored_times, events_frame, flow_columns
 from .tables import DEVICES
 
 
@@ -99,6 +99,7 @@ class _Batch:
     args: dict  # kind -> {field: number column, or coded text}
     flows: object  # polars DataFrame (id, bp) of the flow events, or None
     counter_args: object  # the counters' args, decoded (a list, one value per counter event), or None
+    slice_flows: object  # polars DataFrame (row in the batch, bind_id, flow_in, flow_out) of slices with a bind_id, or None
     anomalies: dict
 
 
@@ -138,7 +139,11 @@ def _read_batch(raws):
     if counts[KIND_CODE[KIND_COUNTER]]:
         counter_args = _counter_values(texts[-1], frame, of_kind[KIND_COUNTER], counts[KIND_CODE[KIND_COUNTER]],
                                        anomalies)
-    return _Batch(coded, ts_anchor, ts, dur, kind, args, flows, counter_args, anomalies)
+    slice_flows = None
+    if "bind_id" in frame.columns:
+        slice_flows = frame.with_row_index("row").filter(pl.col("bind_id").is_not_null()).select(
+            pl.col("row").cast(pl.Int64), *SLICE_FLOW_SCHEMA)
+    return _Batch(coded, ts_anchor, ts, dur, kind, args, flows, counter_args, slice_flows, anomalies)
 
 
 def _counter_values(joined, frame, is_counter, count, anomalies):
@@ -314,7 +319,8 @@ class _Builder:
         parts: dict[str, list] = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
         self._arg_parts: dict[str, list] = {kind: [] for kind in ARGS_TYPES}
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in ARGS_TYPES.items()}
-        self._flow_parts, self._counter_args = [], []
+        self._flow_parts, self._counter_args, self._slice_flow_parts = [], [], []
+        read = 0  # events of the batches before
         self._kept_of_kind = {}  # kind -> which of its events (as read) are kept
         self._candidate_kinds = None  # see `candidate_kinds`
         # Times are held relative to the first batch's anchor (a whole µs): differences of
@@ -336,6 +342,9 @@ class _Builder:
                 self._flow_parts.append(batch.flows)
             if batch.counter_args is not None:
                 self._counter_args.append(batch.counter_args)
+            if batch.slice_flows is not None:
+                self._slice_flow_parts.append(batch.slice_flows.with_columns(pl.col("row") + read))
+            read += len(batch.kind)
             for key, n in batch.anomalies.items():
                 record(self.anomalies, key, n)
         del raws  # lets the input buffer go
@@ -596,16 +605,33 @@ class _Builder:
     def flows(self):
         m = self.mask(KIND_FLOW)
         flows = self._kept(KIND_FLOW, pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema=FLOW_SCHEMA))
-        flow_ids = id_codes(flows["id"])
+        rows, phase, cat = np.flatnonzero(m), np.asarray(self.phases(m), dtype=object), np.asarray(self.cat_lower(m), dtype=object)
+        if self._slice_flow_parts:
+            ends, end_rows, end_phase, end_cat = self._slice_flow_ends()
+            flows, rows = pl.concat([flows, ends]), np.concatenate([rows, end_rows])
+            phase, cat = np.concatenate([phase, end_phase]), np.concatenate([cat, end_cat])
         coded = frame_codes(flows, ("bp",))
         return pd.DataFrame({
-            "flow_id": flow_ids,
-            "phase": self.phases(m),
-            "cat": self.cat_lower(m),
-            "thread": self.thread_all[m],
-            "ts": self.ts(m),
+            "flow_id": id_codes(flows["id"]),
+            "phase": pd.Categorical(phase),
+            "cat": pd.Categorical(cat),
+            "thread": self.thread_all[rows],
+            "ts": self.ts_all[rows] - self._origin_offset,
             "binding": categorical_of(coded["bp"]),
         })
+
+    def _slice_flow_ends(self):
+        """The flow ends that slices carry (`SLICE_FLOW_SCHEMA`) as `s` / `f` flow events would
+        be: ({id, bp} frame, event rows, phases, categories). A flow is Kineto's `ac2g` when it
+        starts at a runtime call, else `fwdbwd` (Kineto's two flow types, output_json.cpp)."""
+        slices = pl.concat(self._slice_flow_parts)
+        slices = slices.filter(pl.Series(self.kind[slices["row"].to_numpy()] != KIND_CODE[KIND_SKIPPED]))
+        starts, ends = slices.filter(pl.col("flow_out").fill_null(False)), slices.filter(pl.col("flow_in").fill_null(False))
+        runtime_ids = starts.filter(pl.Series(self.kind[starts["row"].to_numpy()] == KIND_CODE[KIND_RUNTIME]))["bind_id"]
+        both = pl.concat([starts.with_columns(bp=pl.lit(None, pl.String)), ends.with_columns(bp=pl.lit("e"))])
+        phase = np.array(["s"] * len(starts) + ["f"] * len(ends), dtype=object)
+        cat = np.where(both["bind_id"].is_in(runtime_ids.implode()).to_numpy(), "ac2g", "fwdbwd").astype(object)
+        return both.select(pl.col("bind_id").alias("id"), "bp"), both["row"].to_numpy(), phase, cat
 
     def counters(self):
         m = self.mask(KIND_COUNTER)

@@ -305,8 +305,16 @@ class _ArgsOnly(msgspec.Struct):
 _ARGS_ONLY_DECODER = msgspec.json.Decoder(_ArgsOnly)
 
 
+# Perfetto's flow form, which Kineto writes on slices (kineto#1547): a slice with `bind_id` and
+# `flow_out: true` starts the flow of that id, one with `flow_in: true` ends it. Read only from
+# batches that hold the key (a search of the batch's text), so other traces pay nothing.
+SLICE_FLOW_SCHEMA = {"bind_id": pl.String, "flow_in": pl.Boolean, "flow_out": pl.Boolean}
+
+
 def _read_lines(events, schema=EVENT_SCHEMA):
     text = b"\x1e".join(events).translate(_ONE_EVENT_PER_LINE)
+    if schema is EVENT_SCHEMA and b'"bind_id"' in text:
+        schema = {**EVENT_SCHEMA, **SLICE_FLOW_SCHEMA}
     frame = pl.read_ndjson(text, schema=schema)
     if "args" in schema and b"\\" in text:  # no backslash in the batch, no escape to lose
         frame = _with_exact_args(frame, events)
@@ -354,7 +362,7 @@ def events_frame(raws, anomalies):
             kept.append(line)
         except POLARS_REFUSED:
             record(anomalies, MALFORMED_EVENTS_DROPPED)
-    return (pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)), kept
+    return (pl.concat(frames, how="diagonal") if frames else pl.DataFrame(schema=EVENT_SCHEMA)), kept
 
 
 def flow_columns(events):
