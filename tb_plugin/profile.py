@@ -475,8 +475,9 @@ class Profile:
 
     def info(self) -> dict[str, Any]:
         """What the trace holds: device, the GPUs it used (`devices`; `devices_on_host` counts
-        every GPU the trace describes), steps, event counts per kind, time span, anomalies,
-        health findings (`health`) and whether none but info ones occur (`health_clean`)."""
+        every GPU the trace describes), `run_settings` (the host and `PT_PROFILER_JOB_*` settings
+        it was recorded with), steps, event counts per kind, time span, anomalies, health
+        findings (`health`) and whether none but info ones occur (`health_clean`)."""
         from .views import health
 
         findings = self.health()
@@ -496,6 +497,7 @@ class Profile:
             "devices_used": [int(d) for d in used_devices],
             "devices_on_host": int(len(m.devices)),
             "distributed": m.distributed,
+            "run_settings": overview.run_settings(m),
             "steps": [int(s) for s in m.steps["step"]],
             "event_counts": {name: int(len(getattr(m, name))) for name in m.TABLES if name != "steps"},
             "threads": int(len(m.threads)),

@@ -134,9 +134,9 @@ def test_generic_device_categories_of_other_backends(tmp_path, backend_runtime, 
 
 def test_every_backend_of_the_table_is_recognised():
     """The table's names, read back through the classifier."""
-    from tb_plugin.trace.kinds import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_RUNTIME, KIND_SYNC, classify
+    from tb_plugin.trace.kinds import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OTHER, KIND_RUNTIME, KIND_SYNC, classify
     of_role = {accelerators.COMPUTE: KIND_KERNEL, accelerators.TRANSFER: KIND_MEMCPY,
-               accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_SYNC}
+               accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_SYNC, accelerators.MARKER: KIND_OTHER}
     for backend in accelerators.BACKENDS:
         for category in backend.runtime_categories:
             assert classify("X", category, "x") == KIND_RUNTIME, (backend.name, category)

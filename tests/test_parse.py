@@ -284,9 +284,9 @@ def test_counters_and_metadata(tmp_path):
     assert info["devices"] == [] and info["devices_on_host"] == 1
 
 
-def test_wrong_typed_args_keep_the_event_with_defaults(tmp_path):
-    # One op's "External id" is text: polars refuses that kind's args in the batch, msgspec
-    # decodes them event by event and only that event's args fall back to the defaults.
+def test_a_wrong_typed_arg_is_absent_alone(tmp_path):
+    # One op's "External id" is text that is no number: that value alone is absent (counted);
+    # the op keeps its other args and the other ops all of theirs.
     path = write_trace(tmp_path / "args.pt.trace.json", [
         op("a", 0, 10, **{"External id": 1, "Input Dims": [[2, 3], []], "Process Group Name": 0}),
         op("b", 1, 2, **{"External id": "not a number", "Input Dims": [[4]]}),
@@ -294,9 +294,9 @@ def test_wrong_typed_args_keep_the_event_with_defaults(tmp_path):
     ])
     m = tb_plugin.load(path).model
     assert m.ops["external_id"].tolist() == [1, -1, 3]
-    assert m.ops["input_dims"].tolist() == ["[[2, 3], []]", "", "[[[1, 2], [3]]]"]
+    assert m.ops["input_dims"].tolist() == ["[[2, 3], []]", "[[4]]", "[[[1, 2], [3]]]"]
     assert m.ops["process_group_name"].tolist() == ["0", "", "pg"]
-    assert m.anomalies["malformed_args_replaced"] == 1
+    assert m.anomalies == {"arg_values_unreadable": 1}
 
 
 def test_flow_ids_written_as_numbers_or_text(tmp_path):

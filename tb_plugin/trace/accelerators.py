@@ -18,12 +18,15 @@ sources show them, and the model files each activity by its role:
 
 | backend | runtime calls (host) | device categories | compute | transfer | sync | links by | real trace here |
 |---|---|---|---|---|---|---|---|
-| CUDA | `cuda_runtime`, `cuda_driver` (2021: `Runtime`) | `kernel`, `gpu_memcpy`, `gpu_memset`, `cuda_sync` (2021: `Kernel`, `Memcpy`, `Memset`) | `kernel` | `gpu_memcpy` | `cuda_sync` | `correlation` | yes |
+| CUDA | `cuda_runtime`, `cuda_driver` (2021: `Runtime`) | `kernel`, `gpu_memcpy`, `gpu_memset`, `cuda_sync`, `cuda_event` (2021: `Kernel`, `Memcpy`, `Memset`) | `kernel` | `gpu_memcpy` | `cuda_sync`, `cuda_event` (event records, kineto#1164) | `correlation` | yes |
 | ROCm | `cuda_runtime` with HIP names (`hipLaunchKernel`, ...) | as CUDA | `kernel` | `gpu_memcpy` | — | `correlation` | yes (MI250) |
 | MTIA | `mtia_runtime` | `mtia_ccp_events` | `pe_exe`, `merge`, `remote`, any other name | `dma_request`, any `dma*` name as HTA (args `direction`, `size`) | `event_record`, `event_wait` | `correlation` | no: hand-written test trace |
-| XPU | `xpu_runtime`, `xpu_driver` (`urEnqueueKernelLaunch`, ...) | `kernel`, `gpu_memcpy`, `gpu_memset` | `kernel` | `gpu_memcpy` | — | `correlation` | no |
+| XPU | `xpu_runtime`, `xpu_driver` (`urEnqueueKernelLaunch`, ...) | `kernel`, `gpu_memcpy`, `gpu_memset`, `xpu_sync`, `xpu_scope_profiler` | `kernel` | `gpu_memcpy` | `xpu_sync` | `correlation` | no |
 | HPU (Gaudi) | `hpu_op`, and host lanes written as runtime | `kernel` (TPC, MME engines), `gpu_memcpy`, `gpu_memset` | `kernel` | `gpu_memcpy` | — | `enqueue` flows, not `correlation`: device work stays unlinked to operators | no |
 | PrivateUse1 | `privateuse1_runtime`, `privateuse1_driver` | `kernel`, `gpu_memcpy`, `gpu_memset` | `kernel` | `gpu_memcpy` | — | `correlation` | no |
+
+A backend's marker category (XPU's `xpu_scope_profiler`: the scope profiler's metric ranges
+over kernels) is no activity of its own: it stays in `other`.
 
 Any other category ending in `_runtime` or `_driver` is a runtime call too. An `X` event of a
 category no backend lists is device activity when it runs where a device does (a pid with no
@@ -46,6 +49,9 @@ COMPUTE = "compute"
 TRANSFER = "transfer"
 FILL = "fill"
 SYNC = "sync"
+# Device rows that record no activity of the device's own (a profiler's metric ranges): kept
+# in `other`, never work, whatever their name or correlation.
+MARKER = "marker"
 
 
 class Backend(NamedTuple):
@@ -61,12 +67,12 @@ class Backend(NamedTuple):
 # CUDA's names (2021 files: the generic `Runtime`, `Kernel`, ...), which ROCm writes too.
 CUDA = Backend("CUDA / ROCm", ("cuda_runtime", "cuda_driver", "runtime", "driver"),
                {"kernel": COMPUTE, "gpu_memcpy": TRANSFER, "memcpy": TRANSFER, "gpu_memset": FILL, "memset": FILL,
-                "cuda_sync": SYNC})
+                "cuda_sync": SYNC, "cuda_event": SYNC})
 BACKENDS = (
     CUDA,
     Backend("MTIA", ("mtia_runtime",), {"mtia_ccp_events": None},
             transfer_prefixes=("dma",), sync_names=("event_record", "event_wait")),
-    Backend("XPU", ("xpu_runtime", "xpu_driver"), {}),
+    Backend("XPU", ("xpu_runtime", "xpu_driver"), {"xpu_sync": SYNC, "xpu_scope_profiler": MARKER}),
     Backend("HPU", ("hpu_op",), {}),
     Backend("PrivateUse1", ("privateuse1_runtime", "privateuse1_driver"), {}),
 )

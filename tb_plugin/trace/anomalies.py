@@ -49,7 +49,10 @@ MALFORMED_EVENTS_DROPPED = _declare(
     "malformed_events_dropped", DATA_LOSS,
     "events that are no JSON object, or whose fields have the wrong type, were dropped")
 MALFORMED_ARGS_REPLACED = _declare(
-    "malformed_args_replaced", DATA_LOSS, "events whose args are no object or do not fit their kind kept default args")
+    "malformed_args_replaced", DATA_LOSS, "events whose args are no object (or cannot be read at all) kept default args")
+ARG_VALUES_UNREADABLE = _declare(
+    "arg_values_unreadable", DATA_LOSS,
+    "args values that are no number where one goes (N/A, true, a list) were read as absent, their events kept")
 EVENTS_WITHOUT_TS_DROPPED = _declare(
     "events_without_ts_dropped", DATA_LOSS, "timed events without a usable timestamp were dropped")
 EVENTS_FAR_FROM_THE_TRACE_DROPPED = _declare(

@@ -17,17 +17,17 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from .anomalies import (DEVICE_PROPERTIES_MAPPED, EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DROPPED, INVALID_DURATIONS_ZEROED,
+from .anomalies import (ARG_VALUES_UNREADABLE, DEVICE_PROPERTIES_MAPPED, EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DROPPED, INVALID_DURATIONS_ZEROED,
                         MALFORMED_ARGS_REPLACED, UNSUPPORTED_EVENTS_SKIPPED, record)
-from .coding import (Interner, as_floats, categorical_of, coded_series, decoded_texts, first_valid, float_field,
-                     frame_codes, id_codes, int_field, json_categorical, recode, text_field, whole_ints)
+from .coding import (Interner, as_floats, categorical_of, coded_series, decoded_texts, first_valid,
+                     frame_codes, id_codes, json_categorical, recode, whole_ints)
 from . import accelerators
 from .kinds import (KIND_CANDIDATE, KIND_COUNTER, KIND_FLOW, KIND_GPU_ANNOTATION, KIND_KERNEL, KIND_MEMCPY,
                     KIND_MEMORY, KIND_MEMSET, KIND_META, KIND_OP, KIND_OTHER, KIND_PYTHON, KIND_RUNTIME, KIND_SKIPPED,
                     KIND_SYNC, ARGS_TYPES, KIND_CODE, KIND_OF_CANDIDATE_ROLE, KIND_OF_CODE, NAN, classify, kind_code)
 from .linking import Nesting, flow_peers, lookup
 from .model import TraceModel, first_int
-from .parse import FLOW_SCHEMA, POLARS_REFUSED, anchored_times, decode_args, events_frame, flow_columns
+from .parse import FLOW_SCHEMA, POLARS_REFUSED, SLICE_FLOW_SCHEMA, anchored_times, events_frame, flow_columns
 from .tables import DEVICES
 
 
@@ -99,6 +99,7 @@ class _Batch:
     args: dict  # kind -> {field: number column, or coded text}
     flows: object  # polars DataFrame (id, bp) of the flow events, or None
     counter_args: object  # the counters' args, decoded (a list, one value per counter event), or None
+    slice_flows: object  # polars DataFrame (row in the batch, bind_id, flow_in, flow_out) of slices with a bind_id, or None
     anomalies: dict
 
 
@@ -138,7 +139,11 @@ def _read_batch(raws):
     if counts[KIND_CODE[KIND_COUNTER]]:
         counter_args = _counter_values(texts[-1], frame, of_kind[KIND_COUNTER], counts[KIND_CODE[KIND_COUNTER]],
                                        anomalies)
-    return _Batch(coded, ts_anchor, ts, dur, kind, args, flows, counter_args, anomalies)
+    slice_flows = None
+    if "bind_id" in frame.columns:
+        slice_flows = frame.with_row_index("row").filter(pl.col("bind_id").is_not_null()).select(
+            pl.col("row").cast(pl.Int64), *SLICE_FLOW_SCHEMA)
+    return _Batch(coded, ts_anchor, ts, dur, kind, args, flows, counter_args, slice_flows, anomalies)
 
 
 def _counter_values(joined, frame, is_counter, count, anomalies):
@@ -211,28 +216,64 @@ def _arg_columns(lines, args_type, anomalies):
     """{field name: column} of the `args_type` fields of args JSON objects, one per line (as
     polars writes them: compact, `{}` where an event has none): int fields as int64 (-1 where
     absent), float fields as float64 (NaN), the others coded (`frame_codes`; -1 where
-    absent; numbers, lists and objects as their JSON)."""
+    absent; numbers, lists and objects as their JSON).
+
+    Each value is read on its own: a number written as text (`"bytes": "1024"`, as older ROCm
+    writers do) is that number, and a value that is no number where one goes is absent on its
+    own (counted), never costing its event, or any other event, the rest of its args."""
     fields = msgspec.structs.fields(args_type)
     schema = {f.encode_name: pl.String if _is_text(f) else _NUMBER_FIELDS[f.type].polars for f in fields}
     try:
         decoded = pl.read_ndjson(lines, schema=schema)
-    except POLARS_REFUSED:
-        decoded = _arg_columns_repaired(lines.split(b"\n"), args_type, anomalies)
+    except POLARS_REFUSED:  # some value is not of its field's type: every field read as text, then converted
+        decoded = _numbers_of_texts(_args_as_texts(lines, list(schema)), fields, anomalies)
     numbers = [pl.col(f.encode_name).fill_null(_NUMBER_FIELDS[f.type].absent) for f in fields if not _is_text(f)]
     columns = frame_codes(decoded, [f.encode_name for f in fields if _is_text(f)], also=numbers)
     return {f.name: columns[f.encode_name] for f in fields}
 
 
-def _arg_columns_repaired(texts, args_type, anomalies):
-    """The args as `_arg_columns` reads them (a DataFrame, a column per JSON key), through msgspec,
-    event by event where needed: a value that does not fit its field's type makes that
-    event's args the Struct's defaults (counted)."""
-    structs, bad = decode_args(texts, args_type)
-    if bad:
-        record(anomalies, MALFORMED_ARGS_REPLACED, bad)
-    read = {int: int_field, float: float_field}
-    return pl.DataFrame({f.encode_name: pl.Series(read.get(f.type, text_field)(structs, f.name))
-                         for f in msgspec.structs.fields(args_type)})
+def _args_as_texts(lines, keys):
+    """The args (a JSON object per line) as a DataFrame of String columns named `keys`, null
+    where absent: polars writes a number, list or object read into a String column as its JSON.
+    Where polars' reader cannot parse a number (`1e300`), msgspec reads the batch's objects."""
+    schema = dict.fromkeys(keys, pl.String)
+    try:
+        return pl.read_ndjson(lines, schema=schema)
+    except POLARS_REFUSED:
+        pass
+    objects = [msgspec.json.decode(line) for line in lines.split(b"\n")]  # only for such odd batches
+
+    def text(value):
+        return value if value is None or isinstance(value, str) else msgspec.json.encode(value).decode()
+    return pl.DataFrame({key: [text(o.get(key)) for o in objects] for key in keys}, schema=schema)
+
+
+# What CUPTI-era Kineto writes for a copy's bandwidth at zero duration (`"N/A"`; newer Kineto
+# omits the field, pytorch/kineto#1455): absent by design, not lost.
+_NOT_APPLICABLE = "N/A"
+
+
+def _numbers_of_texts(texts, fields, anomalies):
+    """`texts` (`_args_as_texts`) with each number field's texts read as its numbers, value by
+    value: a value that is no number (`true`, a list, a word) becomes null, counted as
+    `ARG_VALUES_UNREADABLE` unless it is Kineto's `"N/A"`; text fields stay as they are."""
+    converted, unreadable = [], []
+    for f in fields:
+        if _is_text(f):
+            continue
+        text = pl.col(f.encode_name).str.strip_chars()
+        as_float = text.cast(pl.Float64, strict=False)
+        if f.type is int:  # an integer's text, else a whole float's (`"12.0"`, `1e3`) within int64
+            whole = (as_float == as_float.floor()) & (as_float.abs() < 2.0**63)
+            number = pl.coalesce(text.cast(pl.Int64, strict=False), pl.when(whole).then(as_float.cast(pl.Int64)))
+        else:
+            number = as_float
+        converted.append(number.alias(f.encode_name))
+        unreadable.append((pl.col(f.encode_name).is_not_null() & number.is_null() & (text != _NOT_APPLICABLE)).sum())
+    lost = sum(texts.select(*unreadable).row(0))
+    if lost:
+        record(anomalies, ARG_VALUES_UNREADABLE, lost)
+    return texts.with_columns(converted)
 
 
 def _concat_columns(parts, args_type, interners):
@@ -278,7 +319,8 @@ class _Builder:
         parts: dict[str, list] = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
         self._arg_parts: dict[str, list] = {kind: [] for kind in ARGS_TYPES}
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in ARGS_TYPES.items()}
-        self._flow_parts, self._counter_args = [], []
+        self._flow_parts, self._counter_args, self._slice_flow_parts = [], [], []
+        read = 0  # events of the batches before
         self._kept_of_kind = {}  # kind -> which of its events (as read) are kept
         self._candidate_kinds = None  # see `candidate_kinds`
         # Times are held relative to the first batch's anchor (a whole µs): differences of
@@ -300,6 +342,9 @@ class _Builder:
                 self._flow_parts.append(batch.flows)
             if batch.counter_args is not None:
                 self._counter_args.append(batch.counter_args)
+            if batch.slice_flows is not None:
+                self._slice_flow_parts.append(batch.slice_flows.with_columns(pl.col("row") + read))
+            read += len(batch.kind)
             for key, n in batch.anomalies.items():
                 record(self.anomalies, key, n)
         del raws  # lets the input buffer go
@@ -560,16 +605,33 @@ class _Builder:
     def flows(self):
         m = self.mask(KIND_FLOW)
         flows = self._kept(KIND_FLOW, pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema=FLOW_SCHEMA))
-        flow_ids = id_codes(flows["id"])
+        rows, phase, cat = np.flatnonzero(m), np.asarray(self.phases(m), dtype=object), np.asarray(self.cat_lower(m), dtype=object)
+        if self._slice_flow_parts:
+            ends, end_rows, end_phase, end_cat = self._slice_flow_ends()
+            flows, rows = pl.concat([flows, ends]), np.concatenate([rows, end_rows])
+            phase, cat = np.concatenate([phase, end_phase]), np.concatenate([cat, end_cat])
         coded = frame_codes(flows, ("bp",))
         return pd.DataFrame({
-            "flow_id": flow_ids,
-            "phase": self.phases(m),
-            "cat": self.cat_lower(m),
-            "thread": self.thread_all[m],
-            "ts": self.ts(m),
+            "flow_id": id_codes(flows["id"]),
+            "phase": pd.Categorical(phase),
+            "cat": pd.Categorical(cat),
+            "thread": self.thread_all[rows],
+            "ts": self.ts_all[rows] - self._origin_offset,
             "binding": categorical_of(coded["bp"]),
         })
+
+    def _slice_flow_ends(self):
+        """The flow ends that slices carry (`SLICE_FLOW_SCHEMA`) as `s` / `f` flow events would
+        be: ({id, bp} frame, event rows, phases, categories). A flow is Kineto's `ac2g` when it
+        starts at a runtime call, else `fwdbwd` (Kineto's two flow types, output_json.cpp)."""
+        slices = pl.concat(self._slice_flow_parts)
+        slices = slices.filter(pl.Series(self.kind[slices["row"].to_numpy()] != KIND_CODE[KIND_SKIPPED]))
+        starts, ends = slices.filter(pl.col("flow_out").fill_null(False)), slices.filter(pl.col("flow_in").fill_null(False))
+        runtime_ids = starts.filter(pl.Series(self.kind[starts["row"].to_numpy()] == KIND_CODE[KIND_RUNTIME]))["bind_id"]
+        both = pl.concat([starts.with_columns(bp=pl.lit(None, pl.String)), ends.with_columns(bp=pl.lit("e"))])
+        phase = np.array(["s"] * len(starts) + ["f"] * len(ends), dtype=object)
+        cat = np.where(both["bind_id"].is_in(runtime_ids.implode()).to_numpy(), "ac2g", "fwdbwd").astype(object)
+        return both.select(pl.col("bind_id").alias("id"), "bp"), both["row"].to_numpy(), phase, cat
 
     def counters(self):
         m = self.mask(KIND_COUNTER)
@@ -644,9 +706,25 @@ def _concat_tables(first, second):
     return joined
 
 
+# The keys only Kineto's own writer gives a device (libkineto/src/CudaDeviceProperties.cpp):
+# torch's Python exporter (`export_chrome_trace(..., use_python_export=True)`,
+# torch/profiler/_chrome_trace_export.py in torch 2.13) writes neither, and puts the SM count
+# (`multi_processor_count`) under `maxThreadsPerMultiprocessor`.
+_KINETO_ONLY_DEVICE_KEYS = ("numSms", "regsPerBlock")
+
+
+def _as_written_by_kineto(entry):
+    """A deviceProperties entry with the Python exporter's SM count where Kineto puts it."""
+    if "maxThreadsPerMultiprocessor" in entry and not any(k in entry for k in _KINETO_ONLY_DEVICE_KEYS) \
+            and "regsPerMultiprocessor" in entry:
+        entry = {**entry, "numSms": entry["maxThreadsPerMultiprocessor"]}
+        del entry["maxThreadsPerMultiprocessor"]
+    return entry
+
+
 def _devices(metadata):
     props = metadata.get("deviceProperties") or metadata.get("computeProperties") or []
-    rows = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    rows = [_as_written_by_kineto(p) for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     table = pd.DataFrame(rows)
     for column in DEVICES.names:
         if column not in table:

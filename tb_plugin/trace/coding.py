@@ -3,50 +3,17 @@ conversions between JSON values, numbers and pandas columns the builder (`build`
 """
 
 import json
-from operator import attrgetter
 
 import msgspec
 import numpy as np
 import pandas as pd
 import polars as pl
-from msgspec import Raw
-
-
-def _column(structs, attr):
-    return list(map(attrgetter(attr), structs))
 
 
 def _objects(values):
     """Object array of a list without numpy probing each item (bytes and msgspec.Raw expose
     the buffer protocol, which makes `np.array(..., dtype=object)` 50x slower)."""
     return np.fromiter(values, dtype=object, count=len(values))
-
-
-def int_field(structs, attr):
-    """int64 column of one Struct field; -1 where absent or outside int64."""
-    try:
-        return np.fromiter(map(attrgetter(attr), structs), dtype=np.int64, count=len(structs))
-    except (TypeError, ValueError, OverflowError):  # big or odd values: the careful path
-        return _ints(_column(structs, attr))
-
-
-def float_field(structs, attr):
-    """float64 column of one Struct field; NaN where absent."""
-    try:
-        return np.fromiter(map(attrgetter(attr), structs), dtype=np.float64, count=len(structs))
-    except (TypeError, ValueError, OverflowError):
-        return as_floats(_column(structs, attr))
-
-
-def text_field(structs, attr):
-    """String Series of one Struct field: text as is, JSON (`Raw`) as its text, numbers as
-    text; null where absent."""
-    def text(value):
-        if isinstance(value, Raw):
-            value = bytes(value)
-            return None if value == b"null" else value.decode("utf-8", "replace")
-        return value if value is None or isinstance(value, str) else str(value)
-    return pl.Series([text(v) for v in _column(structs, attr)], dtype=pl.String)
 
 
 def whole_ints(values, missing=-1):

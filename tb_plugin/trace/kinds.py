@@ -173,7 +173,7 @@ _X_CATEGORIES = {
 # their own table (the critical path reads their waits), a sync-like event of an unlisted
 # category (`KIND_CANDIDATE`, whose args nobody documents) stays in `other`.
 _KIND_OF_ROLE = {accelerators.COMPUTE: KIND_KERNEL, accelerators.TRANSFER: KIND_MEMCPY,
-                 accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_SYNC}
+                 accelerators.FILL: KIND_MEMSET, accelerators.SYNC: KIND_SYNC, accelerators.MARKER: KIND_OTHER}
 KIND_OF_CANDIDATE_ROLE = {**_KIND_OF_ROLE, accelerators.SYNC: KIND_OTHER}
 
 

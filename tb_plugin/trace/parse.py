@@ -68,6 +68,9 @@ class _Document(msgspec.Struct):
     Framework: Any = None
     trace_id: Any = None
     host_name: Any = None
+    PT_PROFILER_JOB_NAME: Any = None
+    PT_PROFILER_JOB_VERSION: Any = None
+    PT_PROFILER_JOB_ATTEMPT_INDEX: Any = None
     with_stack: Any = None
     with_modules: Any = None
     profile_memory: Any = None
@@ -302,8 +305,16 @@ class _ArgsOnly(msgspec.Struct):
 _ARGS_ONLY_DECODER = msgspec.json.Decoder(_ArgsOnly)
 
 
+# Perfetto's flow form, which Kineto writes on slices (kineto#1547): a slice with `bind_id` and
+# `flow_out: true` starts the flow of that id, one with `flow_in: true` ends it. Read only from
+# batches that hold the key (a search of the batch's text), so other traces pay nothing.
+SLICE_FLOW_SCHEMA = {"bind_id": pl.String, "flow_in": pl.Boolean, "flow_out": pl.Boolean}
+
+
 def _read_lines(events, schema=EVENT_SCHEMA):
     text = b"\x1e".join(events).translate(_ONE_EVENT_PER_LINE)
+    if schema is EVENT_SCHEMA and b'"bind_id"' in text:
+        schema = {**EVENT_SCHEMA, **SLICE_FLOW_SCHEMA}
     frame = pl.read_ndjson(text, schema=schema)
     if "args" in schema and b"\\" in text:  # no backslash in the batch, no escape to lose
         frame = _with_exact_args(frame, events)
@@ -351,7 +362,7 @@ def events_frame(raws, anomalies):
             kept.append(line)
         except POLARS_REFUSED:
             record(anomalies, MALFORMED_EVENTS_DROPPED)
-    return (pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)), kept
+    return (pl.concat(frames, how="diagonal") if frames else pl.DataFrame(schema=EVENT_SCHEMA)), kept
 
 
 def flow_columns(events):
@@ -515,32 +526,3 @@ def parse_trace(data, path):
         raise TraceError(path, f"{where}: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except (RecursionError, MemoryError, ValueError, TypeError) as exc:
         raise TraceError(path, f"cannot be decoded: {type(exc).__name__}: {exc}") from None
-
-
-def decode_args(raws, args_type):
-    """Decode the `args` of many events into `args_type` Structs, one per event.
-
-    One decoder call for the whole batch; if a value has the wrong type somewhere, falls back
-    to decoding event by event and substitutes defaults for the args that do not fit.
-    Returns `(structs, number_of_args_replaced_by_defaults)`.
-    """
-    if not raws:
-        return [], 0
-    decoder = msgspec.json.Decoder(list[args_type])  # type: ignore[valid-type]  # a Struct chosen at run time
-    try:
-        return decoder.decode(b"[" + b",".join(raws) + b"]"), 0
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-        pass
-    single = msgspec.json.Decoder(args_type)
-    out, bad = [], 0
-    default = args_type()
-    for raw in raws:
-        try:
-            out.append(single.decode(raw))
-        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-            try:
-                out.append(msgspec.convert(msgspec.json.decode(raw), args_type, strict=False))
-            except (msgspec.ValidationError, msgspec.DecodeError, TypeError, RecursionError):
-                out.append(default)
-                bad += 1
-    return out, bad

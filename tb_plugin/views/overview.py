@@ -148,13 +148,24 @@ def _gpu_summary(model):
     return GPU_SUMMARY.frame(pd.DataFrame(rows, columns=GPU_SUMMARY.names))
 
 
+# Where and as which job the run was recorded: Kineto writes the host's name and the
+# `PT_PROFILER_JOB_*` environment variables set when profiling, as top-level text
+# (libkineto's `getEnvMetadata`, 2026).
+RUN_SETTINGS = ("host_name", "PT_PROFILER_JOB_NAME", "PT_PROFILER_JOB_VERSION", "PT_PROFILER_JOB_ATTEMPT_INDEX")
+
+
+def run_settings(model: TraceModel) -> dict[str, Any]:
+    """The `RUN_SETTINGS` the trace records, by name."""
+    return {k: model.metadata[k] for k in RUN_SETTINGS if k in model.metadata}
+
+
 def environment(model: TraceModel, device_type: str) -> dict[str, Any]:
-    """What ran: device type, GPUs, distributed setup, versions the trace records."""
+    """What ran: device type, GPUs, distributed setup, versions and run settings the trace records."""
     meta = model.metadata
-    keys = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "Framework", "host_name", "schemaVersion")
+    keys = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "Framework", "schemaVersion")
     env = {"device_type": device_type, "distributed": model.distributed, "matrix_unit": matrix_unit(model)}
     env.update({k: meta[k] for k in keys if k in meta})
-    return env
+    return env | run_settings(model)
 
 
 # The routes answering with these tables (see `schema.route`).

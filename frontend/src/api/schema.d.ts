@@ -208,6 +208,8 @@ export interface paths {
                             /** @description GPUs the trace's deviceProperties describe, used or not. */
                             devices_on_host?: number;
                             distributed?: Record<string, never>;
+                            /** @description What the run was recorded with, as the trace writes it: host_name and Kineto's PT_PROFILER_JOB_NAME, PT_PROFILER_JOB_VERSION, PT_PROFILER_JOB_ATTEMPT_INDEX, those present. */
+                            run_settings?: Record<string, never>;
                             steps: number[];
                             event_counts: {
                                 [key: string]: number;

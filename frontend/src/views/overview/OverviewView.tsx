@@ -119,6 +119,7 @@ function Overview({ data, name, workers, compiled, mfu, stepCounters }: { data: 
             <dt>Device type</dt>
             <dd data-field="device_type">{String(env.device_type ?? '—')}</dd>
             {env.host_name ? (<><dt>Host</dt><dd>{String(env.host_name)}</dd></>) : null}
+            {env.PT_PROFILER_JOB_NAME ? (<><dt>Job</dt><dd data-field="job">{jobText(env)}</dd></>) : null}
             <dt>Steps</dt>
             <dd>{steps.length}</dd>
             <dt>Mean step time</dt>
@@ -282,6 +283,14 @@ function distributedText(info: unknown): string {
   const d = info as Record<string, unknown>;
   const parts = [d.backend, d.rank !== undefined ? `rank ${d.rank}` : '', d.world_size !== undefined ? `of ${d.world_size}` : ''].filter(Boolean);
   return parts.join(' ');
+}
+
+/** The job the run was recorded as (Kineto's PT_PROFILER_JOB_* settings): "name, version V, attempt A". */
+function jobText(env: Record<string, unknown>): string {
+  const parts = [String(env.PT_PROFILER_JOB_NAME)];
+  if (env.PT_PROFILER_JOB_VERSION !== undefined) parts.push(`version ${String(env.PT_PROFILER_JOB_VERSION)}`);
+  if (env.PT_PROFILER_JOB_ATTEMPT_INDEX !== undefined) parts.push(`attempt ${String(env.PT_PROFILER_JOB_ATTEMPT_INDEX)}`);
+  return parts.join(', ');
 }
 
 /** A recommendation's sentence, the kernel names it quotes in their short form (the full

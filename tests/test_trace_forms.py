@@ -1,0 +1,357 @@
+"""Newer Kineto trace forms read as what they mean, with the views equal to the older form's
+(issue 39, item 1). Each test writes a trace as its writer writes it; the writer's source is
+named (repository, path, commit) beside each."""
+
+import gzip
+import json
+
+import pandas as pd
+import pytest
+
+import tb_plugin
+
+from .helpers import kernel, op, raw_events, runtime, shared_trace, write_trace
+
+
+def _rewritten(tmp_path, name, source, change):
+    """The real trace `source` written again to `tmp_path / name` after `change(events)`."""
+    data = gzip.decompress(source.read_bytes())
+    doc = json.loads(data)
+    change(doc["traceEvents"])
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_text_number_in_one_event_costs_no_event_its_args(tmp_path):
+    """On a real A100 trace, copies' `bytes` written as text (older ROCm writers) while kernels,
+    copies and sets carry integer `graph id` / `graph node id` (pytorch/kineto#1276/#1277,
+    libkineto/src/output_json.cpp / GenericTraceActivity at pytorch/kineto@002d991) marked
+    every copy's args malformed and replaced them all with defaults (bytes, correlation,
+    stream). Each value is read on its own: nothing is lost and the views are unchanged."""
+    source = shared_trace("a100_nccl_collectives")
+    events = raw_events(source)
+    copies = [e for e in events if e.get("cat") == "gpu_memcpy"]
+    assert copies and any(e.get("cat") == "kernel" for e in events)
+
+    def newer_and_older_forms(trace_events):
+        for e in trace_events:
+            args = e.get("args")
+            if e.get("cat") == "gpu_memcpy":
+                args["bytes"] = str(args["bytes"])
+            if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+                args.update({"graph id": 0, "graph node id": 0})
+
+    mutated = tb_plugin.load(_rewritten(tmp_path, "mutated.pt.trace.json", source, newer_and_older_forms))
+    original = tb_plugin.load(source)
+    assert mutated.info()["anomalies"] == original.info()["anomalies"] == {}
+    pd.testing.assert_frame_equal(mutated.steps(), original.steps())
+    memcpy = mutated.model.memcpy
+    # against the raw JSON, summed independently
+    assert memcpy["bytes"].sum() == sum(int(e["args"]["bytes"]) for e in copies)
+    assert memcpy["dur"].sum() == pytest.approx(sum(e["dur"] for e in copies))
+    assert sorted(memcpy["correlation"]) == sorted(e["args"]["correlation"] for e in copies)
+    assert (memcpy["op"] >= 0).sum() == (original.model.memcpy["op"] >= 0).sum() > 0
+
+
+def test_a_value_that_is_no_number_is_absent_alone(tmp_path):
+    """A value that is no number where one goes (`"N/A"`) is absent on its own, counted; its
+    event keeps every other value and the other events of the batch keep theirs."""
+    copy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "dur": 2}
+    path = write_trace(tmp_path / "w.pt.trace.json", [
+        op("aten::to", 0, 20, **{"External id": 1}),
+        runtime("cudaMemcpyAsync", 1, 1, correlation=10, external_id=1),
+        runtime("cudaMemcpyAsync", 3, 1, correlation=11, external_id=1),
+        copy | {"ts": 5, "args": {"correlation": 10, "device": 0, "stream": 7, "bytes": "unknown", "graph node id": 3}},
+        copy | {"ts": 8, "args": {"correlation": 11, "device": 0, "stream": 7, "bytes": " 4096 ", "graph id": 2}},
+        kernel("k", 12, 3, correlation=12, **{"graph node id": 4, "registers per thread": "32"}),
+    ])
+    m = tb_plugin.load(path).model
+    assert m.memcpy[["correlation", "stream", "bytes", "op"]].values.tolist() == [[10, 7, -1, 0], [11, 7, 4096, 0]]
+    assert m.kernels[["registers_per_thread", "graph_node_id"]].values.tolist() == [[32, "4"]]
+    assert m.anomalies == {"arg_values_unreadable": 1}
+
+
+# --- one small CUDA step, written as Kineto writes it, and its newer forms --------------------
+# The older form: libkineto/src/output_json.cpp and CuptiActivity.cpp at pytorch/kineto@e398229
+# (kernels, copies and sets on pid = device, tid = stream; syncs with `cuda_sync_kind`).
+
+def _flow(phase, flow_id, pid, tid, ts):
+    event = {"ph": phase, "id": flow_id, "pid": pid, "tid": tid, "ts": ts, "cat": "ac2g", "name": "ac2g"}
+    return event | ({"bp": "e"} if phase == "f" else {})
+
+
+def _device(cat, name, ts, dur, correlation, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"device": 0, "context": 1, "stream": 7, "correlation": correlation, **args}}
+
+
+def _meta(what, pid, tid, **args):
+    return {"name": what, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args}
+
+
+def older_step():
+    """One profiler step: an op launching a kernel, a copy, a set, a stream wait and a stream
+    sync on stream 7 of GPU 0; times in µs."""
+    return [
+        _meta("process_name", 1, 0, name="python"), _meta("process_name", 0, 0, name="python"),
+        _meta("process_labels", 0, 0, labels="GPU 0"), _meta("thread_name", 0, 7, name="stream 7 "),
+        op("ProfilerStep#1", 0, 100, cat="user_annotation", **{"External id": 1}),
+        op("aten::mm", 5, 60, **{"External id": 2}),
+        runtime("cudaLaunchKernel", 10, 5, correlation=100, external_id=2) | {"args": {"cbid": 211, "correlation": 100, "External id": 2}},
+        _flow("s", 100, 1, 1, 10),
+        _device("kernel", "gemm", 20, 30, 100, **{"registers per thread": 32, "shared memory": 0, "blocks per SM": 0.5,
+                                                 "warps per SM": 2.0, "grid": [40, 1, 1], "block": [128, 1, 1],
+                                                 "est. achieved occupancy %": 6}),
+        _flow("f", 100, 0, 7, 20),
+        runtime("cudaMemcpyAsync", 16, 4, correlation=101, external_id=2),
+        _device("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 52, 8, 101, bytes=4096, **{"memory bandwidth (GB/s)": 0.512}),
+        runtime("cudaMemsetAsync", 21, 2, correlation=102, external_id=2),
+        _device("gpu_memset", "Memset (Device)", 61, 1, 102, bytes=128, **{"memory bandwidth (GB/s)": 0.128}),
+        runtime("cudaStreamWaitEvent", 24, 1, correlation=103, external_id=2),
+        _device("cuda_sync", "Stream Wait Event", 63, 1, 103, cuda_sync_kind="Stream Wait Event", wait_on_stream=9,
+                wait_on_cuda_event_record_corr_id=99, wait_on_cuda_event_id=3),
+        runtime("cudaStreamSynchronize", 66, 20, correlation=104, external_id=2),
+        _device("cuda_sync", "Stream Synchronize", 66, 19, 104, cuda_sync_kind="Stream Synchronize"),
+    ]
+
+
+def _views(profile, tables):
+    """The answers a user reads, and the model's `tables` (text as text), as comparable frames."""
+    views = {"steps": profile.steps(), "gpu_summary": profile.gpu_summary(), "operators": profile.operators(),
+             "kernels": profile.kernels(), "idle": profile.idle_time(), "memcpy": profile.answer("memcpy_summary"),
+             "critical_path": profile.critical_path()}
+    m = profile.model
+    for name in tables:
+        table = getattr(m, name).drop(columns=["thread"])
+        views[f"table {name}"] = table.astype({c: str for c in table if isinstance(table[c].dtype, pd.CategoricalDtype)})
+    return views
+
+
+def assert_same_views(newer, older, tables=("kernels", "memcpy", "memset", "syncs")):
+    a, b = _views(newer, tables), _views(older, tables)
+    for name in b:
+        pd.testing.assert_frame_equal(a[name].reset_index(drop=True), b[name].reset_index(drop=True), obj=name)
+
+
+def _load(tmp_path, name, events, **top_level):
+    return tb_plugin.load(write_trace(tmp_path / f"{name}.pt.trace.json", events, **top_level))
+
+
+def test_sync_on_the_virtual_sync_thread_is_its_streams_sync(tmp_path):
+    """kineto#1356 (CuptiActivityProfiler.cpp at pytorch/pytorch third_party/kineto): a sync is
+    written on the virtual thread `stream + 1,000,000`, named "stream N (sync)"; it is stream
+    N's sync, not a new stream."""
+    newer = older_step()
+    for e in newer:
+        if e.get("cat") == "cuda_sync":
+            e["tid"] = 7 + 1_000_000
+    newer.append(_meta("thread_name", 0, 1_000_007, name="stream 7 (sync)"))
+    older = _load(tmp_path, "older", older_step())
+    profile = _load(tmp_path, "newer", newer)
+    assert_same_views(profile, older)
+    assert profile.model.syncs["stream"].tolist() == [7, 7]
+
+
+def _with_args(events, cats, **args):
+    """`events` (copied) with `args` added to those of the categories `cats`."""
+    events = json.loads(json.dumps(events))
+    for e in events:
+        if e.get("cat") in cats:
+            e["args"].update(args)
+    return events
+
+
+def test_graph_ids_on_kernels_copies_and_sets(tmp_path):
+    """kineto#1276/#1277 (pytorch/kineto libkineto/src/CuptiActivity.cpp after 2025): kernels,
+    copies and sets carry `graph id` and `graph node id`, integers, 0 outside a CUDA graph."""
+    newer = _with_args(older_step(), ("kernel", "gpu_memcpy", "gpu_memset"), **{"graph id": 0, "graph node id": 0})
+    assert_same_views(_load(tmp_path, "newer", newer), _load(tmp_path, "older", older_step()))
+
+
+def test_cuda_event_records_are_no_work(tmp_path):
+    """kineto#1164: CUPTI's CUDA event activity has the category `cuda_event`
+    (libkineto/include/ActivityType.h, pytorch/kineto 2025), written on the stream's row with
+    the `correlation` of the cudaEventRecord that made it; a record is a marker, not device
+    work (a sync, as MTIA's `event_record`): the views equal those of the trace without it."""
+    older = older_step() + [runtime("cudaEventRecord", 26, 1, correlation=105, external_id=2)]
+    profile = _load(tmp_path, "newer", older + [_device("cuda_event", "Event Record", 62, 0, 105, event=3)])
+    assert_same_views(profile, _load(tmp_path, "older", older), tables=("kernels", "memcpy", "memset"))
+    assert sorted(profile.model.syncs["name"]) == ["Event Record", "Stream Synchronize", "Stream Wait Event"]
+
+
+def _xpu(events):
+    """`events` as Kineto's XPU plugin writes them: `xpu_runtime` calls (urEnqueue...)."""
+    names = {"cudaLaunchKernel": "urEnqueueKernelLaunch", "cudaMemcpyAsync": "urEnqueueUSMMemcpy",
+             "cudaMemsetAsync": "urEnqueueUSMFill", "cudaStreamWaitEvent": "urEnqueueEventsWaitWithBarrier",
+             "cudaStreamSynchronize": "urQueueFinish"}
+    out = []
+    for e in json.loads(json.dumps(events)):
+        if e.get("cat") == "cuda_runtime":
+            e.update(cat="xpu_runtime", name=names[e["name"]])
+        if e.get("cat") != "cuda_sync":
+            out.append(e)
+    return out
+
+
+def test_xpu_sync_and_scope_profiler_events_are_no_work(tmp_path):
+    """XPU: Kineto's category names `xpu_sync` (barrier waits) and `xpu_scope_profiler` (the
+    scope profiler's metric ranges over kernels) are in libkineto/include/ActivityType.h
+    (pytorch/kineto, 2025); their args here are the common device args. Neither is work."""
+    older = _xpu(older_step())
+    newer = older + [
+        _device("xpu_sync", "Barrier", 63, 1, 103),
+        _device("xpu_scope_profiler", "gemm", 20, 30, 100, **{"EU_ACTIVE": 80.0}),
+    ]
+    profile = _load(tmp_path, "newer", newer)
+    assert_same_views(profile, _load(tmp_path, "older", older), tables=("kernels", "memcpy", "memset"))
+    assert profile.model.syncs["name"].tolist() == ["Barrier"]
+    assert profile.model.other["cat"].tolist() == ["xpu_scope_profiler"]
+
+
+def test_copy_metadata_typed_and_as_text(tmp_path):
+    """kineto#1455 (RocmActivity / RoctracerLogger): ROCm copies' `bytes` became a number (older
+    writers wrote it as text) and the bandwidth is omitted at zero duration (CUPTI-era Kineto
+    wrote `"N/A"`): all three forms mean the same copy."""
+    def zero_duration_copy(events, bandwidth):
+        extra = _device("gpu_memcpy", "Memcpy HtoD", 90, 0, 106, bytes=64)
+        if bandwidth is not None:
+            extra["args"]["memory bandwidth (GB/s)"] = bandwidth
+        return events + [runtime("cudaMemcpyAsync", 27, 1, correlation=106, external_id=2), extra]
+
+    typed = _load(tmp_path, "typed", zero_duration_copy(older_step(), None))
+    text = zero_duration_copy(older_step(), "N/A")
+    for e in text:
+        if e.get("cat") in ("gpu_memcpy", "gpu_memset"):
+            e["args"]["bytes"] = str(e["args"]["bytes"])
+    older = _load(tmp_path, "text", text)
+    assert_same_views(typed, older)
+    assert older.info()["anomalies"] == {}
+    assert typed.model.memcpy["bytes"].tolist() == [4096, 64]
+
+
+def test_nccl_fields_quoted_or_not(tmp_path):
+    """kineto#1482/#1499 (output_json.cpp): the collective fields copied from
+    `record_param_comms` to its kernel are unsigned and written quoted or bare by version."""
+    def comms(quoted):
+        value = (lambda v: f"{v}") if quoted else (lambda v: v)
+        return older_step() + [op("record_param_comms", 30, 5, **{
+            "External id": 3, "Collective name": "allreduce", "In msg nelems": value(1 << 40),
+            "Out msg nelems": value(1 << 40), "Group size": value(8), "dtype": "Float",
+            "Process Group Name": value(0), "Seq": value(12)})]
+    bare, quoted = _load(tmp_path, "bare", comms(False)), _load(tmp_path, "quoted", comms(True))
+    assert_same_views(quoted, bare)
+    row = quoted.model.ops.query("name == 'record_param_comms'")
+    assert row[["in_msg_nelems", "group_size", "collective_seq"]].values.tolist() == [[1 << 40, 8, 12]]
+    assert row["process_group_name"].tolist() == ["0"] and quoted.info()["anomalies"] == {}
+
+
+def test_display_time_unit_ns_changes_no_time(tmp_path):
+    """kineto#1074 (output_json.cpp `handleTraceStart`, DISPLAY_TRACE_IN_NS): `displayTimeUnit`
+    is how Chrome's viewer labels the axis; `ts` and `dur` stay µs with ns fractions."""
+    assert_same_views(_load(tmp_path, "ns", older_step(), displayTimeUnit="ns"),
+                      _load(tmp_path, "ms", older_step(), displayTimeUnit="ms"))
+
+
+def test_the_python_exporter_reads_as_kinetos_writer(tmp_path):
+    """torch 2.13's `export_chrome_trace(..., use_python_export=True)`
+    (torch/profiler/_chrome_trace_export.py) writes the same profile without `host_name` or
+    `trace_id`, with its own thread names: recorded here for real, both ways."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    model = torch.nn.Linear(8, 8)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for step in range(2):
+            with record_function(f"ProfilerStep#{step}"):
+                model(torch.randn(4, 8)).sum().backward()
+    kineto, python = tmp_path / "kineto.pt.trace.json", tmp_path / "python.pt.trace.json"
+    prof.export_chrome_trace(str(kineto))
+    prof.export_chrome_trace(str(python), use_python_export=True)
+    assert "host_name" in json.loads(kineto.read_text()) and "host_name" not in json.loads(python.read_text())
+    a, b = tb_plugin.load(python), tb_plugin.load(kineto)
+    for name in ("steps", "operators", "critical_path"):
+        pd.testing.assert_frame_equal(_views(a, ())[name], _views(b, ())[name], obj=name)
+    pd.testing.assert_frame_equal(a.model.ops.drop(columns=["thread"]), b.model.ops.drop(columns=["thread"]))
+    assert len(a.model.ops) == sum(1 for e in raw_events(python) if e.get("cat") in ("cpu_op", "user_annotation"))
+
+
+def test_the_python_exporters_device_entry_reads_as_kinetos(tmp_path):
+    """The Python exporter's deviceProperties entry (torch 2.13, _chrome_trace_export.py) has
+    no `numSms` / `regsPerBlock` and writes the SM count (`multi_processor_count`) under
+    `maxThreadsPerMultiprocessor`; Kineto's (libkineto/src/CudaDeviceProperties.cpp) has both."""
+    common = {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85_000_000_000, "computeMajor": 8,
+              "computeMinor": 0, "maxThreadsPerBlock": 1024, "regsPerMultiprocessor": 65536, "warpSize": 32}
+    python = common | {"maxThreadsPerMultiprocessor": 108}
+    kineto = common | {"maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "numSms": 108,
+                       "sharedMemPerBlock": 49152}
+    a = _load(tmp_path, "python", older_step(), deviceProperties=[python])
+    b = _load(tmp_path, "kineto", older_step(), deviceProperties=[kineto])
+    assert a.model.devices["numSms"].tolist() == [108] and a.model.devices["maxThreadsPerMultiprocessor"].isna().all()
+    assert_same_views(a, b)
+    assert a.distributed_part().devices["sm_count"].tolist() == b.distributed_part().devices["sm_count"].tolist() == [108]
+
+
+def test_host_and_job_settings_are_shown_with_the_run(tmp_path):
+    """libkineto's `getEnvMetadata` (2026) writes the host's name and the `PT_PROFILER_JOB_*`
+    environment variables set when profiling as top-level text, each quoted."""
+    settings = {"host_name": "node-17", "PT_PROFILER_JOB_NAME": "llama-pretrain", "PT_PROFILER_JOB_VERSION": "3",
+                "PT_PROFILER_JOB_ATTEMPT_INDEX": "1"}
+    profile = _load(tmp_path, "job", older_step(), **settings)
+    assert profile.info()["run_settings"] == settings
+    assert {k: profile.overview()["environment"][k] for k in settings} == settings
+    assert _load(tmp_path, "plain", older_step()).info()["run_settings"] == {}
+
+
+def test_hip_graph_launch_flows_change_no_view(tmp_path):
+    """kineto#1310 (RoctracerLogger / RocmActivity): a hipGraphLaunch now starts an `ac2g` flow
+    that ends on each kernel of the graph, as cudaGraphLaunch's; the kernels were already
+    linked to it by their shared `correlation`, so the views are those without the flows."""
+    def replay(with_flows):
+        events = [op("ProfilerStep#1", 0, 100, cat="user_annotation", **{"External id": 1}),
+                  op("graph replay", 5, 60, **{"External id": 2}),
+                  runtime("hipGraphLaunch", 10, 5, correlation=300, external_id=2)]
+        for i, ts in enumerate((20, 40, 55)):
+            events.append(_device("kernel", f"k{i}", ts, 10, 300))
+            if with_flows:
+                events += [_flow("s", 300, 1, 1, 10), _flow("f", 300, 0, 7, ts)]
+        return events
+
+    newer, older = _load(tmp_path, "flows", replay(True)), _load(tmp_path, "plain", replay(False))
+    assert_same_views(newer, older, tables=("kernels",))
+    pd.testing.assert_frame_equal(newer.cuda_graph_launches(), older.cuda_graph_launches())
+    assert newer.cuda_graph_launches()["kernels"].tolist() == [3]
+
+
+def _flow_pairs(profile):
+    """Each paired flow as (category, start's thread and ts, end's thread and ts)."""
+    f = profile.model.flows
+    return sorted((f["cat"][i], f["thread"][i], f["ts"][i], f["thread"][p], f["ts"][p])
+                  for i, p in enumerate(f["peer"]) if f["phase"][i] == "s" and p >= 0)
+
+
+def test_flows_bound_on_slices_pair_as_flow_events(tmp_path):
+    """kineto#1547: instead of `s` / `f` flow events, the slices carry Perfetto's flow form
+    (`bind_id` with `flow_out: true` on the start slice, `flow_in: true` on the end slice; see
+    Perfetto's JSON importer, src/trace_processor/importers/json/). The flows pair as the
+    older events did: `ac2g` from the launch to the kernel, `fwdbwd` from a forward op to its
+    backward op."""
+    backward = [op("aten::mm", 70, 10, tid=2, **{"External id": 5}),
+                {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 5, "cat": "fwdbwd", "name": "fwdbwd"},
+                {"ph": "f", "id": 7, "pid": 1, "tid": 2, "ts": 70, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"}]
+    older_events = older_step() + backward
+    newer_events = []
+    for e in json.loads(json.dumps(older_events)):
+        if e["ph"] in ("s", "f"):
+            continue
+        if e.get("name") == "cudaLaunchKernel":
+            e.update(bind_id=100, flow_out=True)
+        if e.get("name") == "gemm":
+            e.update(bind_id=100, flow_in=True)
+        if e.get("name") == "aten::mm":
+            e.update(bind_id=7, **({"flow_out": True} if e["tid"] == 1 else {"flow_in": True}))
+        newer_events.append(e)
+    older, newer = _load(tmp_path, "older", older_events), _load(tmp_path, "newer", newer_events)
+    assert _flow_pairs(newer) == _flow_pairs(older)
+    assert [(c, start, end) for c, _, start, _, end in _flow_pairs(newer)] == [("ac2g", 10, 20), ("fwdbwd", 5, 70)]
+    assert_same_views(newer, older)
