@@ -38,7 +38,6 @@ from .views.common import cached, is_rocm
 if TYPE_CHECKING:  # the deferred views, for annotations
     from .views import diff as diff_view
     from .views import distributed as distributed_view
-    from .views import flops as flops_view
     from .views import job as job_view
     from .views import rank_timeline, timeline
     from .views import regression as regression_view
@@ -287,10 +286,6 @@ class Profile:
         `views.compiled.compiled_share`."""
         return compiled_view.compiled_share(self.model)
 
-    def compiled_tables(self) -> compiled_view.CompiledView:
-        """`compiled`, `compiled_kernels` and `compiled_share` together (the Compiled view)."""
-        return compiled_view.compiled_view(self.model)
-
     def flops(self) -> pd.DataFrame:
         """Operators with FLOPs (from with_flops or shapes) and their TFLOP/s and share of the
         GPU's peak; see `views.flops.flops_operators`."""
@@ -303,12 +298,6 @@ class Profile:
         from .views import flops as flops_view
 
         return flops_view.flops_steps(self.model)
-
-    def flops_tables(self) -> flops_view.FlopsView:
-        """`flops` and `mfu` together (the FLOPs panels)."""
-        from .views import flops as flops_view
-
-        return flops_view.flops_view(self.model)
 
     def cuda_graph_launches(self) -> pd.DataFrame:
         """One row per CUDA graph replay with the kernels it ran; see
@@ -324,11 +313,6 @@ class Profile:
         """Graph kernels per torch.cuda._graph_annotations label; see
         `views.cudagraphs.graph_annotations`."""
         return cudagraph_view.graph_annotations(self.model)
-
-    def cuda_graph_tables(self) -> cudagraph_view.CudaGraphView:
-        """`cuda_graph_launches`, `cuda_graph_kernels` and `cuda_graph_annotations` together
-        (the Kernel view's cards)."""
-        return cudagraph_view.cuda_graph_view(self.model)
 
     def lightning(self) -> pd.DataFrame:
         """Time per PyTorch Lightning hook ([pl][profile] ranges); see
