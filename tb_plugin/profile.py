@@ -17,8 +17,8 @@ import pandas as pd
 
 from .budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
 from .discovery import printable
-from .errors import BadParameterError, NotFoundError, TraceError
-from .schema import ROUTES, Offer, Param, Route, Tab, ordered_tabs
+from .errors import NotFoundError, TraceError
+from .schema import PROFILE, ROUTES, Offer, Route, Tab, ordered_tabs
 from .stages import STAGE_BUILDING, STAGE_PARSING, STAGE_READING
 from .storage import Storage, TraceBytes, open_single
 from .trace.anomalies import describe as describe_anomalies
@@ -33,7 +33,7 @@ from . import views as views_package
 from .views import compiled as compiled_view
 from .views import cudagraphs as cudagraph_view
 from .views import gpu_idle, launches, memory, overview, recommendations, sequences
-from .views.common import cached, is_rocm
+from .views.common import answer_route, cached, is_rocm
 
 if TYPE_CHECKING:  # the deferred views, for annotations
     from .views import diff as diff_view
@@ -122,37 +122,10 @@ class Profile:
 
     def answer(self, route: str, **params: Any) -> Any:
         """The answer of the declared route `route` (`schema.route`, e.g. "lightning") with its
-        `params`: the table, or the object of tables, the HTTP API serves for it."""
-        routes = declared_routes()
-        declared = routes.get(route)
-        if declared is None:
-            raise NotFoundError(f"no route {route!r}; routes: {', '.join(sorted(routes))}")
-        # Looked up by name in its module when called: the function the module holds now runs
-        # (one a test or a profiler wrapped, as for the methods above).
-        call = getattr(importlib.import_module(declared.call.__module__), declared.call.__name__)
-        unknown = set(params) - {p.name for p in declared.params}
-        if unknown:
-            raise BadParameterError(f"route {route!r} takes no {', '.join(sorted(unknown))}")
-        for param in declared.params:
-            if param.choices_of is not None:
-                params[param.name] = self._chosen(param, params.get(param.name))
-        # In declaration order, which is the view function's; positionally up to the first
-        # one not given (the view's own default holds for it), by name after it.
-        names = [p.name for p in declared.params]
-        given = next((i for i, name in enumerate(names) if name not in params), len(names))
-        return call(self.model, *(params[n] for n in names[:given]), **{n: params[n] for n in names[given:] if n in params})
-
-    def _chosen(self, param: Param, value: Any) -> Any:
-        """`value` of a parameter whose choices the profile decides (`schema.model_choice`),
-        the first of them when None; `NotFoundError` naming them when it is not one."""
-        assert param.choices_of is not None  # `answer` asks only for such parameters
-        choices = list(param.choices_of(self.model))
-        if value is None and choices:
-            return choices[0]
-        if value not in choices:
-            asked = f"{param.name} {str(value)[:40]!r}" if value is not None else f"{param.name} to choose"
-            raise NotFoundError(f"this profile has no {asked}; {param.name} choices: {', '.join(choices) or 'none'}")
-        return value
+        `params`: the table, or the object of tables, the HTTP API serves for it
+        (`views.common.answer_route`)."""
+        declared_routes()  # the views imported, their routes declared
+        return answer_route(route, PROFILE, self.model, params)
 
     def operator_stacks(self, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
         """Call stacks of one operator, with frames (file, line, function)."""
