@@ -457,7 +457,7 @@ def answer_route(name: str, reads: str, model: Any, params: dict[str, Any]) -> A
     """The answer of the declared route `name` (`schema.ROUTES`: the caller has imported the
     modules declaring it) over `model`, the model of an input of the kind `reads` (a
     profile's, a snapshot's), with the route's `params` by their query names (each as the
-    view takes it; the declared default where not given): the table, or the object of
+    view takes it, or as its query text; the declared default where not given): the table, or the object of
     tables, the HTTP API serves for it. What `Profile.answer` and `MemorySnapshot.answer`
     are. `NotFoundError` for a route that reads no such input, or a choice the input does
     not hold; `BadParameterError` for a parameter the route does not take."""
@@ -473,13 +473,15 @@ def answer_route(name: str, reads: str, model: Any, params: dict[str, Any]) -> A
     if unknown:
         raise BadParameterError(f"route {name!r} takes no {', '.join(sorted(unknown))}")
     # the declared defaults, stated once: the same answer as the HTTP API's with no value given
-    params = {**{p.name: p.value(p.default) for p in declared.params if p.default is not None}, **params}
+    # a choice given as its query text ("expanded") is what it means to the view (False), as over HTTP
+    given = {p.name: p.value(params[p.name]) for p in declared.params if p.name in params}
+    params = {**{p.name: p.value(p.default) for p in declared.params if p.default is not None}, **given}
     params.update({p.name: _chosen(p, params.get(p.name), model, reads) for p in declared.params if p.choices_of is not None})
     # In declaration order, which is the view function's; positionally up to the first
     # one not given (the view's own default holds for it), by name after it.
-    given = next((i for i, p in enumerate(declared.params) if p.name not in params), len(declared.params))
-    return call(model, *(params[p.name] for p in declared.params[:given]),
-                **{p.argument: params[p.name] for p in declared.params[given:] if p.name in params})
+    first_missing = next((i for i, p in enumerate(declared.params) if p.name not in params), len(declared.params))
+    return call(model, *(params[p.name] for p in declared.params[:first_missing]),
+                **{p.argument: params[p.name] for p in declared.params[first_missing:] if p.name in params})
 
 
 def _chosen(param: Param, value: Any, model: Any, reads: str) -> Any:
