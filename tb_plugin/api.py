@@ -33,11 +33,11 @@ from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
 from .loading import REPLY_SHARE, Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
-from .profile import declared_routes, diff, diff_tables
+from .profile import answer_of, declared_routes
 from .runs import (FILE_SUMMARIES, Failed, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
                    ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
-from .schema import PROFILE, SNAPSHOT
+from .schema import PROFILE, SNAPSHOT, TWO_PROFILES
 from .sources import SourceResolver
 from .stages import STAGE_COMPUTING
 
@@ -346,17 +346,20 @@ def read_param(request, param):
 
 def declared_route(declared):
     """The handler of a route declared with `schema.route`: the input it reads found from
-    the request (`READ_INPUTS`), its parameters read and checked, its call made through the
-    input's `answer` (`Profile.answer`, `MemorySnapshot.answer`), the answer served as its
-    table or tables."""
+    the request (`READ_INPUTS`), its parameters read and checked, its call made as the Python
+    API makes it (`profile.answer_of`: `Profile.answer`, `MemorySnapshot.answer`,
+    `profile.diff`), the answer served as its table or tables."""
     @reads(READ_INPUTS[declared.reads])
-    def answer(request, subject):
+    def answer(request, *inputs):
         params = {p.name: value for p in declared.params if (value := read_param(request, p)) is not None}
+
+        def build():
+            return answer_of(declared.reads, declared.name, inputs, params)
         if declared.tables is not None:
-            return tables_reply(request, lambda: subject.answer(declared.name, **params), tuple(declared.tables))
+            return tables_reply(request, build, tuple(declared.tables))
         if declared.fields is not None:
-            return object_reply(request, subject.answer(declared.name, **params))
-        return table_reply(request, subject.answer(declared.name, **params))
+            return object_reply(request, build())
+        return table_reply(request, build())
     answer.__name__ = declared.name
     return answer
 
@@ -390,7 +393,7 @@ def _run_snapshots(api, request):
 
 
 # The input of each kind a declared route reads (`schema.READS`), found from the request.
-READ_INPUTS = {PROFILE: _one_profile, SNAPSHOT: _one_snapshot}
+READ_INPUTS = {PROFILE: _one_profile, SNAPSHOT: _one_snapshot, TWO_PROFILES: _two_profiles}
 
 
 def _snapshot_and_traces(api, request):
@@ -613,11 +616,6 @@ class Api:
     def job(self, request, parts, missing):
         align = choice_param(request, "align_clocks", ("true", "false")) == "true"
         return tables_reply(request, lambda: combine_job(parts, align_clocks=align, missing=missing), JOB_TABLES)
-
-    @reads(_two_profiles)
-    def diff(self, request, a, b):
-        threshold = _threshold_param(request)
-        return tables_reply(request, lambda: diff(a, b, threshold), diff_tables())
 
     @reads(_two_spans_causes)
     def diff_ranks(self, request, parts_a, parts_b):

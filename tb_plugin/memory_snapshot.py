@@ -77,7 +77,7 @@ class MemorySnapshot:
         """The answer of the declared snapshot route `route` (e.g. "snapshot_blame") with its
         `params`: the table, or the object of tables, the HTTP API serves for it
         (`views.common.answer_route`)."""
-        return answer_route(route, views.SNAPSHOT, self.model, params)
+        return answer_route(route, views.SNAPSHOT, (self.model,), params)
 
     def peak(self) -> pd.DataFrame:
         return views.peak(self.model)

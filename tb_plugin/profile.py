@@ -18,7 +18,7 @@ import pandas as pd
 from .budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
 from .discovery import printable
 from .errors import NotFoundError, TraceError
-from .schema import PROFILE, ROUTES, Offer, Route, Tab, ordered_tabs
+from .schema import PROFILE, ROUTES, TWO_PROFILES, Offer, Route, Tab, ordered_tabs
 from .stages import STAGE_BUILDING, STAGE_PARSING, STAGE_READING
 from .storage import Storage, TraceBytes, open_single
 from .trace.anomalies import describe as describe_anomalies
@@ -124,8 +124,7 @@ class Profile:
         """The answer of the declared route `route` (`schema.route`, e.g. "lightning") with its
         `params`: the table, or the object of tables, the HTTP API serves for it
         (`views.common.answer_route`)."""
-        declared_routes()  # the views imported, their routes declared
-        return answer_route(route, PROFILE, self.model, params)
+        return answer_of(PROFILE, route, (self,), params)
 
     def operator_stacks(self, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
         """Call stacks of one operator, with frames (file, line, function)."""
@@ -586,20 +585,18 @@ def load(path_or_url: str | os.PathLike[str],
     return read_profile(storage, name, max_memory_bytes, progress)
 
 
-def diff_tables() -> tuple[str, ...]:
-    """The names of the tables `diff` answers with."""
-    from .views import diff as diff_view
-
-    return diff_view.TABLES
+def answer_of(reads: str, route: str, inputs: tuple[Any, ...], params: dict[str, Any]) -> Any:
+    """The answer of the declared route `route` over `inputs` of the kind `reads` (one
+    `Profile`; A and B; one `MemorySnapshot`): what the HTTP API serves for it, its
+    parameters read (`views.common.answer_route`)."""
+    declared_routes()  # the views imported, their routes declared
+    return answer_route(route, reads, tuple(i.model for i in inputs), params)
 
 
 def diff(a: Profile, b: Profile, threshold_pct: float | None = None) -> diff_view.DiffView:
     """Compare two profiles (runs, workers or spans): operators, kernels and the step
     breakdown side by side, per step, deltas = b - a; why the mean step time changed
     (`explanation`, `contributors`) and the matched operator trees (`tree`), with changes
-    under `threshold_pct` of a's mean step time (default 5) called noise; see `tb_plugin.views.diff.diff`."""
-    from .views import diff as diff_view
-
-    if threshold_pct is None:  # the view's own default
-        return diff_view.diff(a.model, b.model)
-    return diff_view.diff(a.model, b.model, threshold_pct)
+    under `threshold_pct` of a's mean step time (default 5, the route's) called noise; the
+    route "diff" (`views.diff.DIFF_ROUTE`); see `tb_plugin.views.diff.diff`."""
+    return answer_of(TWO_PROFILES, "diff", (a, b), {} if threshold_pct is None else {"threshold_pct": threshold_pct})

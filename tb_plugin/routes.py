@@ -5,7 +5,7 @@ without importing what answers them (see `plugin.ProfilerPlugin.get_plugin_apps`
 (route -> the module declaring it), answered by `api.declared_route`; this block and their
 `paths:` entries are written by `python -m tb_plugin.openapi_gen`. A route answering a table,
 a few, or an object of tables and values (`fields`) of one input of a kind `schema.READS`
-names (a profile, a memory snapshot) is declared.
+names (a profile, a memory snapshot, two profiles) is declared.
 
 `HANDWRITTEN_ROUTES`: each answered by the `Api` method of its name, its entry under `paths:`
 of `openapi.yaml` written by hand. They stay so because they are not a table of one profile:
@@ -18,7 +18,7 @@ of `openapi.yaml` written by hand. They stay so because they are not a table of 
 - module_flame: a tree of nested nodes, not a table nor an object of tables;
 - operator_stacks, timeline_event: stack frames resolved to files on this server
   (`sources.SourceResolver`), not a function of the profile alone;
-- distributed, job, diff: several profiles (a span's ranks; two runs);
+- distributed, job, diff_ranks, diff_default: a span's ranks, summarised; a B proposed among runs;
 - timeline_* (but timeline_critical_path): a window of the Trace view, from the timeline
   index, with a required time range, tracks or event;
 - snapshot_ranks, snapshot_trace: every snapshot of a run; a snapshot and the traces of its rank.
@@ -29,7 +29,7 @@ HANDWRITTEN_ROUTES = (
     "overview",
     "operator_stacks",
     "module_flame",
-    "distributed", "job", "diff", "diff_default", "diff_ranks",
+    "distributed", "job", "diff_default", "diff_ranks",
     "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
     "timeline_search", "timeline_summary", "timeline_ranks", "timeline_rank_slices",
     "timeline_rank_search", "timeline_rank_summary", "timeline_rank_counters",
@@ -42,6 +42,7 @@ DECLARED_ROUTES = {
     "compiled": "tb_plugin.views.compiled",
     "critical_path": "tb_plugin.views.critical_path",
     "cuda_graphs": "tb_plugin.views.cudagraphs",
+    "diff": "tb_plugin.views.diff",
     "flops": "tb_plugin.views.flops",
     "gpu_annotations": "tb_plugin.views.gpu_annotations",
     "gpu_summary": "tb_plugin.views.overview",

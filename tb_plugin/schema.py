@@ -350,7 +350,7 @@ def _with_columns(doc, tables):
 # summary: one line for its OpenAPI entry; call: the view function the route answers with,
 # called as `call(model, **parameters)`; reads: the kind of input whose model it is called
 # with (`READS`: one profile, named by run / worker / span, by default; one memory snapshot,
-# named by run / snapshot / span); params: its query parameters beside those naming the
+# named by run / snapshot / span; two profiles, A and B, `call(model_a, model_b, ...)`); params: its query parameters beside those naming the
 # input (`choice`, `model_choice`, `flag`, `integer`, `number`), in the order of the view's arguments; table:
 # the one table it answers (or a tuple of tables when a parameter picks which, e.g.
 # group_by), served as JSON or, with format=csv, CSV;
@@ -368,7 +368,9 @@ def _with_columns(doc, tables):
 # Python entrance is the input's own `answer` (`Profile.answer`, `MemorySnapshot.answer`).
 PROFILE = "profile"
 SNAPSHOT = "snapshot"
-READS: dict[str, tuple[str, ...]] = {PROFILE: ("run", "worker", "span"), SNAPSHOT: ("run", "snapshot", "span")}
+TWO_PROFILES = "two profiles"  # A and B of a comparison: `call(model_a, model_b, ...)`
+READS: dict[str, tuple[str, ...]] = {PROFILE: ("run", "worker", "span"), SNAPSHOT: ("run", "snapshot", "span"),
+                                     TWO_PROFILES: ("run", "worker", "span", "run_b", "worker_b", "span_b")}
 
 
 @dataclass(frozen=True)
@@ -438,8 +440,9 @@ def integer(name: str, doc: str, default: int | None = None, minimum: int | None
     return Param(name, "integer", doc, default, minimum=minimum, maximum=maximum)
 
 
-def number(name: str, doc: str, default: float | None = None, minimum: float | None = None) -> Param:
-    return Param(name, "number", doc, default, minimum=minimum)
+def number(name: str, doc: str, default: float | None = None, minimum: float | None = None,
+           maximum: float | None = None) -> Param:
+    return Param(name, "number", doc, default, minimum=minimum, maximum=maximum)
 
 
 @dataclass(frozen=True)

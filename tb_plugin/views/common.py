@@ -453,13 +453,13 @@ def op_names(model, rows):
 
 
 
-def answer_route(name: str, reads: str, model: Any, params: dict[str, Any]) -> Any:
+def answer_route(name: str, reads: str, models: tuple[Any, ...], params: dict[str, Any]) -> Any:
     """The answer of the declared route `name` (`schema.ROUTES`: the caller has imported the
-    modules declaring it) over `model`, the model of an input of the kind `reads` (a
-    profile's, a snapshot's), with the route's `params` by their query names (each as the
+    modules declaring it) over `models`, the model(s) of an input of the kind `reads` (a
+    profile's, a snapshot's, A's and B's), with the route's `params` by their query names (each as the
     view takes it, or as its query text; the declared default where not given): the table, or the object of
     tables, the HTTP API serves for it. What `Profile.answer` and `MemorySnapshot.answer`
-    are. `NotFoundError` for a route that reads no such input, or a choice the input does
+    are (and `profile.diff`). `NotFoundError` for a route that reads no such input, or a choice the input does
     not hold; `BadParameterError` for a parameter the route does not take."""
     routes = ROUTES
     declared = routes.get(name)
@@ -476,11 +476,12 @@ def answer_route(name: str, reads: str, model: Any, params: dict[str, Any]) -> A
     # a choice given as its query text ("expanded") is what it means to the view (False), as over HTTP
     given = {p.name: p.value(params[p.name]) for p in declared.params if p.name in params}
     params = {**{p.name: p.value(p.default) for p in declared.params if p.default is not None}, **given}
-    params.update({p.name: _chosen(p, params.get(p.name), model, reads) for p in declared.params if p.choices_of is not None})
+    params.update({p.name: _chosen(p, params.get(p.name), models[0], reads)
+                   for p in declared.params if p.choices_of is not None})
     # In declaration order, which is the view function's; positionally up to the first
     # one not given (the view's own default holds for it), by name after it.
     first_missing = next((i for i, p in enumerate(declared.params) if p.name not in params), len(declared.params))
-    return call(model, *(params[p.name] for p in declared.params[:first_missing]),
+    return call(*models, *(params[p.name] for p in declared.params[:first_missing]),
                 **{p.argument: params[p.name] for p in declared.params[first_missing:] if p.name in params})
 
 
