@@ -3,6 +3,7 @@
 // A 202 reply means the trace is still being parsed: `fetchJson` asks again until it is ready,
 // reporting progress; a 4xx/5xx reply becomes an ApiError carrying the server's reason.
 
+import type { ReplyOf, Route } from './tables';
 import type { ErrorReply, LoadingReply } from './types';
 
 export type Params = Record<string, string | number | null | undefined>;
@@ -55,8 +56,11 @@ async function errorOf(response: Response): Promise<ApiError> {
   return new ApiError(response.status, body.error ?? 'http_error', body.reason ?? `HTTP ${response.status} ${response.statusText}`, body.path ?? null);
 }
 
-/** GET a JSON route, waiting while the profile is being parsed. */
-export async function fetchJson<T>(route: string, params: Params = {}, options: FetchOptions = {}): Promise<T> {
+/** GET a JSON route, waiting while the profile is being parsed; its reply typed by the route
+ * (`ReplyOf`), or narrowed to one member of it (`T`). Every call to the API goes through it. */
+export async function fetchJson<R extends Route, T extends ReplyOf<R> = ReplyOf<R>>(
+  route: R, params: Params = {}, options: FetchOptions = {},
+): Promise<T> {
   const url = routeUrl(route, params);
   let delay = options.pollMs ?? 500;
   for (;;) {

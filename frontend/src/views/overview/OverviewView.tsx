@@ -19,12 +19,12 @@ import { DataTable } from '../../components/table/DataTable';
 const CATEGORIES = STEP_CATEGORIES.map(([id, label]) => [`${id}_us` as const, label, id] as const);
 
 export function OverviewView({ run, worker, span, runs }: ViewProps) {
-  const state = useApi<OverviewReply>('overview', { run, worker, span });
+  const state = useApi<'overview', OverviewReply>('overview', { run, worker, span });
   // torch.compile: share of the step inside compiled regions (one row; regions 0 when none)
-  const compiled = useApi<WireTableOf<'CompiledShareTable'>>('compiled', { run, worker, span, table: 'share' });
+  const compiled = useApi<'compiled', WireTableOf<'CompiledShareTable'>>('compiled', { run, worker, span, table: 'share' });
   const compiledShare = compiled.status === 'ok' ? typedRows(compiled.data)[0] ?? null : null;
   // model FLOPs utilisation per step
-  const flops = useApi<WireTableOf<'FlopsStepsTable'>>('flops', { run, worker, span, table: 'steps' });
+  const flops = useApi<'flops', WireTableOf<'FlopsStepsTable'>>('flops', { run, worker, span, table: 'steps' });
   const mfu = flops.status === 'ok' ? typedRows(flops.data) : [];
   const workers = runs.find((r) => r.name === run)?.workers.length ?? 1;
   return (
