@@ -33,10 +33,11 @@ from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
 from .loading import REPLY_SHARE, Loading, ReplyReservation, ready
 from .memory_snapshot import beside_traces, side_by_side
-from .profile import declared_routes, diff, diff_tables
+from .profile import answer_of, declared_routes
 from .runs import (FILE_SUMMARIES, Failed, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
                    ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
+from .schema import PROFILE, SNAPSHOT, TWO_PROFILES
 from .sources import SourceResolver
 from .stages import STAGE_COMPUTING
 
@@ -344,16 +345,21 @@ def read_param(request, param):
 
 
 def declared_route(declared):
-    """The handler of a route declared with `schema.route`: its parameters read and checked,
-    its call made through `Profile.answer`, the answer served as its table or tables."""
-    @reads(_one_profile)
-    def answer(request, profile):
+    """The handler of a route declared with `schema.route`: the input it reads found from
+    the request (`READ_INPUTS`), its parameters read and checked, its call made as the Python
+    API makes it (`profile.answer_of`: `Profile.answer`, `MemorySnapshot.answer`,
+    `profile.diff`), the answer served as its table or tables."""
+    @reads(READ_INPUTS[declared.reads])
+    def answer(request, *inputs):
         params = {p.name: value for p in declared.params if (value := read_param(request, p)) is not None}
+
+        def build():
+            return answer_of(declared.reads, declared.name, inputs, params)
         if declared.tables is not None:
-            return tables_reply(request, lambda: profile.answer(declared.name, **params), tuple(declared.tables))
+            return tables_reply(request, build, tuple(declared.tables))
         if declared.fields is not None:
-            return object_reply(request, profile.answer(declared.name, **params))
-        return table_reply(request, profile.answer(declared.name, **params))
+            return object_reply(request, build())
+        return table_reply(request, build())
     answer.__name__ = declared.name
     return answer
 
@@ -386,6 +392,10 @@ def _run_snapshots(api, request):
     return Inputs(list(results.values()), (results,))
 
 
+# The input of each kind a declared route reads (`schema.READS`), found from the request.
+READ_INPUTS = {PROFILE: _one_profile, SNAPSHOT: _one_snapshot, TWO_PROFILES: _two_profiles}
+
+
 def _snapshot_and_traces(api, request):
     """The snapshot and every span of the run's trace of the same name (rank0.pickle beside
     rank0's traces), or of its only worker."""
@@ -396,11 +406,6 @@ def _snapshot_and_traces(api, request):
     profiles = {(worker, f.span): ready(api.store.profile(run, worker, f.span)) for worker in chosen for f in workers[worker]}
     return Inputs([snapshot, *profiles.values()], (snapshot, profiles))
 
-
-def _snapshot_moment(request):
-    """(device, entry) of a snapshot route: None for the first device / the snapshot's moment."""
-    return (int_param(request, "device", required=False, minimum=0),
-            int_param(request, "entry", required=False, minimum=-1))
 
 
 def _span_parts(key):
@@ -612,11 +617,6 @@ class Api:
         align = choice_param(request, "align_clocks", ("true", "false")) == "true"
         return tables_reply(request, lambda: combine_job(parts, align_clocks=align, missing=missing), JOB_TABLES)
 
-    @reads(_two_profiles)
-    def diff(self, request, a, b):
-        threshold = _threshold_param(request)
-        return tables_reply(request, lambda: diff(a, b, threshold), diff_tables())
-
     @reads(_two_spans_causes)
     def diff_ranks(self, request, parts_a, parts_b):
         threshold = _threshold_param(request)
@@ -771,45 +771,6 @@ class Api:
         if name not in allowed:
             raise BadParameterError(f"parameter 'table' must be one of {', '.join(allowed)}")
         return table_reply(request, profile.table(name).head(limit))
-
-    @reads(_one_snapshot)
-    def snapshot_peak(self, request, snapshot):
-        return table_reply(request, snapshot.peak())
-
-    @reads(_one_snapshot)
-    def snapshot_oom(self, request, snapshot):
-        return table_reply(request, snapshot.oom())
-
-    @reads(_one_snapshot)
-    def snapshot_timeline(self, request, snapshot):
-        device = int_param(request, "device", required=False, minimum=0)
-        window = (float_param(request, "start_us", required=False), float_param(request, "end_us", required=False))
-        bins = int_param(request, "bins", required=False, default=1000, minimum=1)
-        bands = int_param(request, "bands", required=False, default=100, minimum=0)
-        return tables_reply(request, lambda: snapshot.timeline(device, *window, bins, bands), ("bands", "points", "totals"))
-
-    @reads(_one_snapshot)
-    def snapshot_live(self, request, snapshot):
-        top = int_param(request, "top", required=False, default=100, minimum=1)
-        return table_reply(request, snapshot.live(*_snapshot_moment(request), top))
-
-    @reads(_one_snapshot)
-    def snapshot_blame(self, request, snapshot):
-        by = choice_param(request, "by", ("user_frame", "stack"))
-        return table_reply(request, snapshot.blame(*_snapshot_moment(request), by))
-
-    @reads(_one_snapshot)
-    def snapshot_categories(self, request, snapshot):
-        return table_reply(request, snapshot.categories(*_snapshot_moment(request)))
-
-    @reads(_one_snapshot)
-    def snapshot_flame(self, request, snapshot):
-        collapse = choice_param(request, "library", ("collapsed", "expanded")) == "collapsed"
-        return table_reply(request, snapshot.flame(*_snapshot_moment(request), collapse))
-
-    @reads(_one_snapshot)
-    def snapshot_state(self, request, snapshot):
-        return table_reply(request, snapshot.state(*_snapshot_moment(request)))
 
     @reads(_run_snapshots)
     def snapshot_ranks(self, request, snapshots):

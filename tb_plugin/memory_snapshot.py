@@ -22,6 +22,7 @@ from .snapshot.decode import ANOMALIES, decode_snapshot, read_snapshot_dict
 from .snapshot.model import SnapshotModel, from_parts, to_parts
 from .storage import Storage, TraceBytes, open_single
 from .views import memory_snapshot as views
+from .views.common import answer_route
 
 # What reading a snapshot may take at its peak per byte of (inflated) file: the file and the
 # unpickled dicts (`pickle.loads` alone peaks at 5.4x the file); the tables are built while the
@@ -71,6 +72,12 @@ class MemorySnapshot:
         (`snapshot.decode.ANOMALIES`); empty for a clean snapshot."""
         return [{"anomaly": name, "meaning": ANOMALIES[name], "count": count}
                 for name, count in self.model.anomalies.items()]
+
+    def answer(self, route: str, **params: Any) -> Any:
+        """The answer of the declared snapshot route `route` (e.g. "snapshot_blame") with its
+        `params`: the table, or the object of tables, the HTTP API serves for it
+        (`views.common.answer_route`)."""
+        return answer_route(route, views.SNAPSHOT, (self.model,), params)
 
     def peak(self) -> pd.DataFrame:
         return views.peak(self.model)

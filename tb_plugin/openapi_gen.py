@@ -126,10 +126,9 @@ def _param(param):
 
 
 def path_entry(route):
-    """The `paths:` entry of a declared route over one profile (`schema.route`), answered as
-    `api.declared_route` answers it."""
-    params = [_ref("parameters", "run"), _ref("parameters", "worker"), _ref("parameters", "span"),
-              *map(_param, route.params)]
+    """The `paths:` entry of a declared route (`schema.route`), its input named by the shared
+    parameters of its kind (`schema.READS`), answered as `api.declared_route` answers it."""
+    params = [*(_ref("parameters", name) for name in schema.READS[route.reads]), *map(_param, route.params)]
     tables = [_ref("schemas", component_name(t.name)) for t in route.answer_tables]
     if route.fields is not None:
         answer = {"type": "object", "required": list(route.fields), "additionalProperties": False, "properties": {

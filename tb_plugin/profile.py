@@ -17,8 +17,8 @@ import pandas as pd
 
 from .budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
 from .discovery import printable
-from .errors import BadParameterError, NotFoundError, TraceError
-from .schema import ROUTES, Offer, Param, Route, Tab, ordered_tabs
+from .errors import NotFoundError, TraceError
+from .schema import PROFILE, ROUTES, TWO_PROFILES, Offer, Route, Tab, ordered_tabs
 from .stages import STAGE_BUILDING, STAGE_PARSING, STAGE_READING
 from .storage import Storage, TraceBytes, open_single
 from .trace.anomalies import describe as describe_anomalies
@@ -33,12 +33,11 @@ from . import views as views_package
 from .views import compiled as compiled_view
 from .views import cudagraphs as cudagraph_view
 from .views import gpu_idle, launches, memory, overview, recommendations, sequences
-from .views.common import cached, is_rocm
+from .views.common import answer_route, cached, is_rocm
 
 if TYPE_CHECKING:  # the deferred views, for annotations
     from .views import diff as diff_view
     from .views import distributed as distributed_view
-    from .views import flops as flops_view
     from .views import job as job_view
     from .views import rank_timeline, timeline
     from .views import regression as regression_view
@@ -138,37 +137,9 @@ class Profile:
 
     def answer(self, route: str, **params: Any) -> Any:
         """The answer of the declared route `route` (`schema.route`, e.g. "lightning") with its
-        `params`: the table, or the object of tables, the HTTP API serves for it."""
-        routes = declared_routes()
-        declared = routes.get(route)
-        if declared is None:
-            raise NotFoundError(f"no route {route!r}; routes: {', '.join(sorted(routes))}")
-        # Looked up by name in its module when called: the function the module holds now runs
-        # (one a test or a profiler wrapped, as for the methods above).
-        call = getattr(importlib.import_module(declared.call.__module__), declared.call.__name__)
-        unknown = set(params) - {p.name for p in declared.params}
-        if unknown:
-            raise BadParameterError(f"route {route!r} takes no {', '.join(sorted(unknown))}")
-        for param in declared.params:
-            if param.choices_of is not None:
-                params[param.name] = self._chosen(param, params.get(param.name))
-        # In declaration order, which is the view function's; positionally up to the first
-        # one not given (the view's own default holds for it), by name after it.
-        names = [p.name for p in declared.params]
-        given = next((i for i, name in enumerate(names) if name not in params), len(names))
-        return call(self.model, *(params[n] for n in names[:given]), **{n: params[n] for n in names[given:] if n in params})
-
-    def _chosen(self, param: Param, value: Any) -> Any:
-        """`value` of a parameter whose choices the profile decides (`schema.model_choice`),
-        the first of them when None; `NotFoundError` naming them when it is not one."""
-        assert param.choices_of is not None  # `answer` asks only for such parameters
-        choices = list(param.choices_of(self.model))
-        if value is None and choices:
-            return choices[0]
-        if value not in choices:
-            asked = f"{param.name} {str(value)[:40]!r}" if value is not None else f"{param.name} to choose"
-            raise NotFoundError(f"this profile has no {asked}; {param.name} choices: {', '.join(choices) or 'none'}")
-        return value
+        `params`: the table, or the object of tables, the HTTP API serves for it
+        (`views.common.answer_route`)."""
+        return answer_of(PROFILE, route, (self,), params)
 
     def operator_stacks(self, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
         """Call stacks of one operator, with frames (file, line, function)."""
@@ -302,10 +273,6 @@ class Profile:
         `views.compiled.compiled_share`."""
         return compiled_view.compiled_share(self.model)
 
-    def compiled_tables(self) -> compiled_view.CompiledView:
-        """`compiled`, `compiled_kernels` and `compiled_share` together (the Compiled view)."""
-        return compiled_view.compiled_view(self.model)
-
     def flops(self) -> pd.DataFrame:
         """Operators with FLOPs (from with_flops or shapes) and their TFLOP/s and share of the
         GPU's peak; see `views.flops.flops_operators`."""
@@ -318,12 +285,6 @@ class Profile:
         from .views import flops as flops_view
 
         return flops_view.flops_steps(self.model)
-
-    def flops_tables(self) -> flops_view.FlopsView:
-        """`flops` and `mfu` together (the FLOPs panels)."""
-        from .views import flops as flops_view
-
-        return flops_view.flops_view(self.model)
 
     def cuda_graph_launches(self) -> pd.DataFrame:
         """One row per CUDA graph replay with the kernels it ran; see
@@ -339,11 +300,6 @@ class Profile:
         """Graph kernels per torch.cuda._graph_annotations label; see
         `views.cudagraphs.graph_annotations`."""
         return cudagraph_view.graph_annotations(self.model)
-
-    def cuda_graph_tables(self) -> cudagraph_view.CudaGraphView:
-        """`cuda_graph_launches`, `cuda_graph_kernels` and `cuda_graph_annotations` together
-        (the Kernel view's cards)."""
-        return cudagraph_view.cuda_graph_view(self.model)
 
     def lightning(self) -> pd.DataFrame:
         """Time per PyTorch Lightning hook ([pl][profile] ranges); see
@@ -660,20 +616,18 @@ def load(path_or_url: str | os.PathLike[str],
     return read_profile(storage, name, max_memory_bytes, progress)
 
 
-def diff_tables() -> tuple[str, ...]:
-    """The names of the tables `diff` answers with."""
-    from .views import diff as diff_view
-
-    return diff_view.TABLES
+def answer_of(reads: str, route: str, inputs: tuple[Any, ...], params: dict[str, Any]) -> Any:
+    """The answer of the declared route `route` over `inputs` of the kind `reads` (one
+    `Profile`; A and B; one `MemorySnapshot`): what the HTTP API serves for it, its
+    parameters read (`views.common.answer_route`)."""
+    declared_routes()  # the views imported, their routes declared
+    return answer_route(route, reads, tuple(i.model for i in inputs), params)
 
 
 def diff(a: Profile, b: Profile, threshold_pct: float | None = None) -> diff_view.DiffView:
     """Compare two profiles (runs, workers or spans): operators, kernels and the step
     breakdown side by side, per step, deltas = b - a; why the mean step time changed
     (`explanation`, `contributors`) and the matched operator trees (`tree`), with changes
-    under `threshold_pct` of a's mean step time (default 5) called noise; see `tb_plugin.views.diff.diff`."""
-    from .views import diff as diff_view
-
-    if threshold_pct is None:  # the view's own default
-        return diff_view.diff(a.model, b.model)
-    return diff_view.diff(a.model, b.model, threshold_pct)
+    under `threshold_pct` of a's mean step time (default 5, the route's) called noise; the
+    route "diff" (`views.diff.DIFF_ROUTE`); see `tb_plugin.views.diff.diff`."""
+    return answer_of(TWO_PROFILES, "diff", (a, b), {} if threshold_pct is None else {"threshold_pct": threshold_pct})

@@ -341,15 +341,17 @@ def _with_columns(doc, tables):
 
 
 # --- routes --------------------------------------------------------------------------------
-# A route over one profile is declared once, beside the table(s) it answers with:
+# A data route is declared once, beside the table(s) it answers with:
 #
 #     LIGHTNING_ROUTE = route("lightning", "Time per PyTorch Lightning hook.", lightning_hooks,
 #                             table=LIGHTNING_HOOKS)
 #
 # name: the route (`/data/plugin/pytorch_profiler/<name>`) and `Profile.answer`'s name for it;
 # summary: one line for its OpenAPI entry; call: the view function the route answers with,
-# called as `call(model, **parameters)`; params: its query parameters beside run / worker /
-# span (`choice`, `model_choice`, `flag`, `integer`, `number`), in the order of the view's arguments; table:
+# called as `call(model, **parameters)`; reads: the kind of input whose model it is called
+# with (`READS`: one profile, named by run / worker / span, by default; one memory snapshot,
+# named by run / snapshot / span; two profiles, A and B, `call(model_a, model_b, ...)`); params: its query parameters beside those naming the
+# input (`choice`, `model_choice`, `flag`, `integer`, `number`), in the order of the view's arguments; table:
 # the one table it answers (or a tuple of tables when a parameter picks which, e.g.
 # group_by), served as JSON or, with format=csv, CSV;
 # tables: instead, {name: Table} of a view made of several tables (`call` returns an object
@@ -361,6 +363,16 @@ def _with_columns(doc, tables):
 # parameter types and the fuzz test's valid values follow from the OpenAPI entry.
 
 
+# The kinds of input a declared route reads, each with the query parameters that name it
+# (shared parameters of openapi.yaml): the HTTP layer finds the input from them, the
+# Python entrance is the input's own `answer` (`Profile.answer`, `MemorySnapshot.answer`).
+PROFILE = "profile"
+SNAPSHOT = "snapshot"
+TWO_PROFILES = "two profiles"  # A and B of a comparison: `call(model_a, model_b, ...)`
+READS: dict[str, tuple[str, ...]] = {PROFILE: ("run", "worker", "span"), SNAPSHOT: ("run", "snapshot", "span"),
+                                     TWO_PROFILES: ("run", "worker", "span", "run_b", "worker_b", "span_b")}
+
+
 @dataclass(frozen=True)
 class Param:
     """One query parameter of a declared route: `name`, its JSON Schema `type` ("string",
@@ -369,7 +381,9 @@ class Param:
     first the default), `means` (what some choices are to the view, where that is not the
     text itself: "true" -> True, "all" -> None), `choices_of` (instead of `choices`, where
     the profile decides them: `choices_of(model)`, the first the default), `minimum` and
-    `maximum` (numbers, both allowed) and one line of meaning."""
+    `maximum` (numbers, both allowed), one line of meaning and `arg`, the view's argument it
+    is given as where that is not `name` (a snapshot's `library` is `flame`'s
+    `collapse_library`)."""
 
     name: str
     type: str
@@ -379,7 +393,13 @@ class Param:
     minimum: float | None = None
     maximum: float | None = None
     means: tuple[tuple[str, object], ...] = ()
-    choices_of: Callable[[Any], Sequence[str]] | None = None
+    choices_of: Callable[[Any], Sequence[Any]] | None = None
+    arg: str = ""
+
+    @property
+    def argument(self) -> str:
+        """The name of the view's argument it is given as."""
+        return self.arg or self.name
 
     def valid_value(self) -> str | None:
         """A value a request may give (the fuzz test's and the load test's valid value); None
@@ -396,16 +416,18 @@ class Param:
         return dict(self.means).get(given, given) if isinstance(given, str) else given
 
 
-def choice(name: str, choices: tuple[str, ...], doc: str, means: dict[str, object] | None = None) -> Param:
+def choice(name: str, choices: tuple[str, ...], doc: str, means: dict[str, object] | None = None, arg: str = "") -> Param:
     """A string parameter taking one of `choices`, the first by default; `means`: what some
     of them are to the view where that is not the text (None for the view's default)."""
-    return Param(name, "string", doc, choices[0], tuple(choices), means=tuple((means or {}).items()))
+    return Param(name, "string", doc, choices[0], tuple(choices), means=tuple((means or {}).items()), arg=arg)
 
 
-def model_choice(name: str, choices_of: Callable[[Any], Sequence[str]], doc: str) -> Param:
-    """A string parameter taking one of what `choices_of(model)` lists for the profile asked
-    (the memory devices of its trace), the first by default."""
-    return Param(name, "string", doc, choices_of=choices_of)
+def model_choice(name: str, choices_of: Callable[[Any], Sequence[Any]], doc: str, type: str = "string",
+                 minimum: int | None = None) -> Param:
+    """A parameter (a string, or with `type` "integer" a whole number of at least `minimum`)
+    taking one of what `choices_of(model)` lists for the input asked (the memory devices of
+    a trace, the devices of a snapshot), the first by default."""
+    return Param(name, type, doc, minimum=minimum, choices_of=choices_of)
 
 
 def flag(name: str, doc: str) -> Param:
@@ -418,18 +440,20 @@ def integer(name: str, doc: str, default: int | None = None, minimum: int | None
     return Param(name, "integer", doc, default, minimum=minimum, maximum=maximum)
 
 
-def number(name: str, doc: str, default: float | None = None, minimum: float | None = None) -> Param:
-    return Param(name, "number", doc, default, minimum=minimum)
+def number(name: str, doc: str, default: float | None = None, minimum: float | None = None,
+           maximum: float | None = None) -> Param:
+    return Param(name, "number", doc, default, minimum=minimum, maximum=maximum)
 
 
 @dataclass(frozen=True)
 class Route:
-    """A route over one profile, declared once (see `route`)."""
+    """A data route, declared once (see `route`)."""
 
     name: str
     summary: str
     call: Callable[..., Any]
     params: tuple[Param, ...] = ()
+    reads: str = PROFILE  # the kind of input (`READS`)
     table: Table | tuple[Table, ...] | None = None  # one table, or several one of which a parameter picks
     tables: dict[str, Table] | None = None  # {name: table} of a view made of several tables
     fields: dict[str, Any] | None = None  # {name: table or JSON Schema} of an object answer
@@ -447,13 +471,15 @@ class Route:
 ROUTES: dict[str, Route] = {}
 
 
-def route(name, summary, call, *, params=(), table=None, tables=None, fields=None):
-    """Declare (and register) a route over one profile; see the comment above `Param`."""
+def route(name, summary, call, *, params=(), table=None, tables=None, fields=None, reads=PROFILE):
+    """Declare (and register) a data route; see the comment above `READS`."""
     if sum(answer is not None for answer in (table, tables, fields)) != 1:
         raise ValueError(f"route {name!r}: give one of `table` (one table), `tables` (several) or `fields` (an object)")
     if name in ROUTES:
         raise ValueError(f"route {name!r} declared twice")
-    declared = Route(name, summary, call, tuple(params), table, None if tables is None else dict(tables),
+    if reads not in READS:
+        raise ValueError(f"route {name!r}: reads {reads!r} is not one of {', '.join(READS)}")
+    declared = Route(name, summary, call, tuple(params), reads, table, None if tables is None else dict(tables),
                      None if fields is None else dict(fields))
     for table_ in declared.answer_tables:
         if not isinstance(table_, Table):

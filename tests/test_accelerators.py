@@ -322,7 +322,7 @@ def test_one_device_in_use_maps_to_the_one_device_properties_entry(tmp_path):
     assert (gpu["device"], gpu["name"], gpu["memory_bytes"]) == (2, "AMD Instinct MI300X", entry["totalGlobalMem"])
     assert gpu["compute_capability"] == f"{entry['computeMajor']}.{entry['computeMinor']}"
     assert [d["name"] for d in profile.info()["devices"]] == ["AMD Instinct MI300X"]
-    steps = profile.flops_tables().steps
+    steps = profile.mfu()
     assert set(steps["device_name"]) == {"AMD Instinct MI300X"}
     assert set(steps.loc[steps["dtype"] == "fp32", "peak_tflops_per_s"]) == {163.4}
     mapped = [a for a in profile.overview()["anomalies"] if a["key"] == "device_properties_mapped"]

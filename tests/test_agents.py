@@ -26,6 +26,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 import tb_plugin  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
 from tb_plugin.openapi_gen import declared_routes, declared_tables  # noqa: E402
+from tb_plugin.schema import READS  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
@@ -128,7 +129,8 @@ def test_mcp_stdio_lists_every_declared_route_with_its_declared_parameters_and_a
     assert set(routes) <= set(tools) and {"runs", "columns", "job", "diff", "snapshot_oom"} <= set(tools)
     for name, route in routes.items():
         schema = tools[name].input_schema
-        assert schema["required"] == ["run"], name
+        # the parameters naming its input (`schema.READS`) that are required, but worker (the tool's first)
+        assert schema["required"] == [p for p in ("run", "snapshot", "run_b", "worker_b") if p in READS[route.reads]], name
         for param in route.params:
             spec = schema["properties"][param.name]
             assert spec["type"] == param.type, (name, param.name)

@@ -513,3 +513,20 @@ def test_beside_the_trace_of_the_same_rank(tmp_path, allocators, snapshot):
         assert row["snapshot_peak_bytes"] == max(inside)
     finally:
         plugin.store.stop()
+
+
+def test_answer_is_the_python_entrance_of_every_declared_snapshot_route(snap, snapshot):
+    """`MemorySnapshot.answer(route, ...)` answers a declared snapshot route as HTTP does: the
+    declared defaults (the first device, library frames folded)
+    and parameters by their query names (`library`, the view's `collapse_library`)."""
+    alive = [b for seg in snapshot["segments"] if seg["device"] == 0 for b in seg["blocks"] if b["state"] == "active_allocated"]
+    live = snap.answer("snapshot_live")
+    assert len(live) == min(100, len(alive)) and list(live["size_bytes"]) == sorted(live["size_bytes"], reverse=True)
+    assert len(snap.answer("snapshot_live", top=3)) == min(3, len(alive))
+    expanded = snap.answer("snapshot_flame", device=1, library="expanded")
+    assert expanded.equals(snap.flame(1, None, False)) and not expanded.equals(snap.answer("snapshot_flame", device=1))
+    assert len(snap.answer("snapshot_timeline", device=0, bins=7).totals) == 7
+    with pytest.raises(NotFoundError, match="has no device 7"):
+        snap.answer("snapshot_state", device=7)
+    with pytest.raises(NotFoundError, match="no route 'kernels' over a snapshot"):
+        snap.answer("kernels")

@@ -1,15 +1,18 @@
 """Facts every view shares: what is a collective, a Tensor Core kernel, a step; the operator
 tree with self and total times. All computed once per model and cached on it."""
 
+import importlib
 import re
 import threading
+from typing import Any
 from functools import lru_cache
 from importlib import resources
 
 import numpy as np
 import pandas as pd
 
-from ..errors import NotFoundError
+from ..errors import BadParameterError, NotFoundError
+from ..schema import ROUTES, Param
 from ..trace.linking import ancestor_where, innermost_container, roll_up
 from .intervals import exclusive_time
 
@@ -448,3 +451,51 @@ def op_names(model, rows):
     return np.where(rows >= 0, names, "").astype(object, copy=False)
 
 
+
+
+def answer_route(name: str, reads: str, models: tuple[Any, ...], params: dict[str, Any]) -> Any:
+    """The answer of the declared route `name` (`schema.ROUTES`: the caller has imported the
+    modules declaring it) over `models`, the model(s) of an input of the kind `reads` (a
+    profile's, a snapshot's, A's and B's), with the route's `params` by their query names (each as the
+    view takes it, or as its query text; the declared default where not given): the table, or the object of
+    tables, the HTTP API serves for it. What `Profile.answer` and `MemorySnapshot.answer`
+    are (and `profile.diff`). `NotFoundError` for a route that reads no such input, or a choice the input does
+    not hold; `BadParameterError` for a parameter the route does not take."""
+    routes = ROUTES
+    declared = routes.get(name)
+    if declared is None or declared.reads != reads:
+        names = sorted(n for n, r in routes.items() if r.reads == reads)
+        raise NotFoundError(f"no route {name!r} over a {reads}; routes: {', '.join(names)}")
+    # Looked up by name in its module when called: the function the module holds now runs
+    # (one a test or a profiler wrapped).
+    call = getattr(importlib.import_module(declared.call.__module__), declared.call.__name__)
+    unknown = set(params) - {p.name for p in declared.params}
+    if unknown:
+        raise BadParameterError(f"route {name!r} takes no {', '.join(sorted(unknown))}")
+    # the declared defaults, stated once: the same answer as the HTTP API's with no value given
+    # a choice given as its query text ("expanded") is what it means to the view (False), as over HTTP
+    given = {p.name: p.value(params[p.name]) for p in declared.params if p.name in params}
+    params = {**{p.name: p.value(p.default) for p in declared.params if p.default is not None}, **given}
+    params.update({p.name: _chosen(p, params.get(p.name), models[0], reads)
+                   for p in declared.params if p.choices_of is not None})
+    # In declaration order, which is the view function's; positionally up to the first
+    # one not given (the view's own default holds for it), by name after it.
+    first_missing = next((i for i, p in enumerate(declared.params) if p.name not in params), len(declared.params))
+    return call(*models, *(params[p.name] for p in declared.params[:first_missing]),
+                **{p.argument: params[p.name] for p in declared.params[first_missing:] if p.name in params})
+
+
+def _chosen(param: Param, value: Any, model: Any, reads: str) -> Any:
+    """`value` of a parameter whose choices the input decides (`schema.model_choice`), the
+    first of them when None; `NotFoundError` naming them when it is not one."""
+    assert param.choices_of is not None  # `answer_route` asks only for such parameters
+    choices = list(param.choices_of(model))
+    if value is None and choices:
+        return choices[0]
+    if value is None:
+        raise NotFoundError(f"this {reads} holds no {param.name} to choose")
+    if value not in choices:
+        shown = repr(value[:40]) if isinstance(value, str) else value
+        raise NotFoundError(f"this {reads} has no {param.name} {shown}; {param.name} choices: "
+                            f"{', '.join(map(str, choices)) or 'none'}")
+    return value

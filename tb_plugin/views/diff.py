@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import Column, declare, documented, tab
+from ..schema import TWO_PROFILES, Column, declare, documented, number, route, tab
 from ..trace.model import TraceModel
 from .common import step_breakdown, step_windows
 from .kernels import KERNELS_BY_NAME
@@ -219,3 +219,18 @@ def _step_diff(a, b):
 
 # This view's tab of the page (see `schema.tab`): it needs a second trace file to compare with.
 DIFF_TAB = tab("diff", 110, lambda offer: offer.trace_file_count > 1)
+
+
+# The route answering with these tables (see `schema.route`).
+DIFF_ROUTE = route(
+    "diff", "Two profiles side by side, every quantity per step (deltas = b - a): warnings (sentences: different programs, "
+    "devices or step counts, too few steps for a sharp verdict), operators, kernels, steps (the step breakdown's means); "
+    "explanation (the change of the mean step time split into causes that sum to it, with medians, spreads, step counts "
+    "and the noise rule's verdict), contributors (each cause's top contributors, each summed over the operators and "
+    "module paths it ran under, with a representative call in each trace), contributor_paths (those operators, for "
+    "contributors of several), tree (the two operator trees matched by path, lowest common ancestor where names "
+    "differ). With table=NAME, that one table.", diff,
+    params=(number("threshold_pct", "The noise rule's threshold: a change is a regression only above this share of A's "
+                   "mean step time (and outside both sides' step-to-step spread).", DEFAULT_THRESHOLD_PCT, 0, 1000),),
+    tables=dict(zip(TABLES, (DIFF_WARNINGS, DIFF_OPERATORS, DIFF_KERNELS, DIFF_STEPS, DIFF_EXPLANATION, DIFF_CONTRIBUTORS,
+                             DIFF_CONTRIBUTOR_PATHS, DIFF_TREE))), reads=TWO_PROFILES)

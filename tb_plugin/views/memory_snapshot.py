@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import BadParameterError, NotFoundError
-from ..schema import NULLABLE, Persisted, declare, documented, tab
+from ..schema import (NULLABLE, SNAPSHOT, Persisted, choice, declare, documented, integer, model_choice, number, route,
+                      tab)
 from ..snapshot.model import DEFAULT_POOL_ID, SnapshotModel, SnapshotParts, actions_in, held_blocks
 from .common import cached
 
@@ -875,3 +876,52 @@ def beside_traces(model: SnapshotModel, traces: dict) -> pd.DataFrame:
 # This view's tab of the page (see `schema.tab`): offered by the page for a run listed with
 # memory snapshots (/runs), not by a profile.
 MEMORY_SNAPSHOT_TAB = tab("memory_snapshot", 120, None)
+
+
+# The routes answering with these tables over one memory snapshot (see `schema.route`).
+def _devices(model: SnapshotModel) -> list[int]:
+    return model.devices()
+
+
+_DEVICE_PARAM = model_choice("device", _devices, "CUDA device index of the snapshot (default its first device).", "integer", 0)
+_ENTRY = integer("entry", "The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's "
+                 "entry); -1 before the trace; default the snapshot's own moment (the device's last entry).", minimum=-1)
+SNAPSHOT_PEAK_ROUTE = route(
+    "snapshot_peak", "A CUDA memory snapshot of the run (torch.cuda.memory._dump_snapshot): per device, the peak allocated "
+    "bytes with its time and entry, reserved bytes then, at most and at the snapshot.", peak, table=SNAPSHOT_PEAK, reads=SNAPSHOT)
+SNAPSHOT_OOM_ROUTE = route(
+    "snapshot_oom", "Per device of a memory snapshot, the moment memory ran out (its last oom entry; its peak without one): "
+    "bytes asked, free on the device, allocated, reserved, fragmentation.", oom, table=SNAPSHOT_OOM, reads=SNAPSHOT)
+SNAPSHOT_TIMELINE_ROUTE = route(
+    "snapshot_timeline", "The Active Memory Timeline of one device of a memory snapshot, drawn by the server at the zoom "
+    "asked for: bands (the largest allocations alive in the window, one each, and the others merged into band 0), points "
+    "(each band's bottom and top at each drawn instant, only where alive) and totals (per pixel column, the most allocated "
+    "and reserved). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON).", timeline,
+    params=(_DEVICE_PARAM,
+            number("start_us", "Window start on the allocator's clock (epoch µs); default the trace's first entry."),
+            number("end_us", "Window end (epoch µs); default the trace's last entry."),
+            integer("bins", "Pixel columns to draw.", 1000, 1, MAX_TIMELINE_BINS),
+            integer("bands", "Largest allocations drawn on their own.", DEFAULT_TIMELINE_BANDS, 0, 1000)),
+    tables={"bands": TIMELINE_BANDS, "points": TIMELINE_POINTS, "totals": TIMELINE_TOTALS}, reads=SNAPSHOT)
+SNAPSHOT_LIVE_ROUTE = route(
+    "snapshot_live", "The allocations of one device alive at the chosen moment (entry; default the snapshot), largest first, "
+    "with pool, category and innermost user frame.", live,
+    params=(_DEVICE_PARAM, _ENTRY, integer("top", "The largest allocations answered.", 100, 1)), table=SNAPSHOT_LIVE, reads=SNAPSHOT)
+SNAPSHOT_BLAME_ROUTE = route(
+    "snapshot_blame", "Bytes of one device alive at the chosen moment by the innermost frame of the user's own code "
+    "(by=user_frame; library frames folded into their caller) or by whole stack (by=stack), most first.", blame,
+    params=(_DEVICE_PARAM, _ENTRY, choice("by", ("user_frame", "stack"), "What the bytes are summed by.")),
+    table=SNAPSHOT_BLAME, reads=SNAPSHOT)
+SNAPSHOT_CATEGORIES_ROUTE = route(
+    "snapshot_categories", "Bytes of one device alive at the chosen moment by category (optimizer_state, backward, "
+    "parameter, activation, unknown), each with the rule that decides it from the stack.", categories,
+    params=(_DEVICE_PARAM, _ENTRY), table=SNAPSHOT_CATEGORIES, reads=SNAPSHOT)
+SNAPSHOT_FLAME_ROUTE = route(
+    "snapshot_flame", "Flame graph of the bytes of one device alive at the chosen moment: call paths from the outermost "
+    "frame, each run of library frames one node unless library=expanded.", flame,
+    params=(_DEVICE_PARAM, _ENTRY, choice("library", ("collapsed", "expanded"), "Library frames folded into one node or not.",
+                                    {"collapsed": True, "expanded": False}, arg="collapse_library")),
+    table=SNAPSHOT_FLAME, reads=SNAPSHOT)
+SNAPSHOT_STATE_ROUTE = route(
+    "snapshot_state", "The allocator's segments of one device at the chosen moment, each as its allocations and the free "
+    "space between them, in address order.", state, params=(_DEVICE_PARAM, _ENTRY), table=SNAPSHOT_STATE, reads=SNAPSHOT)

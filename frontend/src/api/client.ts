@@ -4,6 +4,7 @@
 // reporting progress; a 4xx/5xx reply becomes an ApiError carrying the server's reason.
 
 import { setParams } from '../base/url';
+import type { ReplyOf, Route } from './tables';
 import type { ErrorReply, LoadingReply } from './types';
 
 export type Params = Record<string, string | number | null | undefined>;
@@ -57,8 +58,11 @@ async function errorOf(response: Response): Promise<ApiError> {
 }
 
 /** GET a JSON route, waiting while the profile is being parsed (in a report file: its
- *  embedded answer, `embeddedAnswer`). */
-export async function fetchJson<T>(route: string, params: Params = {}, options: FetchOptions = {}): Promise<T> {
+ * embedded answer, `embeddedAnswer`); its reply typed by the route (`ReplyOf`), or narrowed to
+ * one member of it (`T`). Every call to the API goes through it. */
+export async function fetchJson<R extends Route, T extends ReplyOf<R> = ReplyOf<R>>(
+  route: R, params: Params = {}, options: FetchOptions = {},
+): Promise<T> {
   if (report) return (await embeddedAnswer(await report, route, params)) as T;
   const url = routeUrl(route, params);
   let delay = options.pollMs ?? 500;

@@ -149,12 +149,12 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
-                            run?: string;
-                            worker?: string;
-                            spans?: {
-                                span?: number;
-                                stamp?: number | null;
-                                file?: string;
+                            run: string;
+                            worker: string;
+                            spans: {
+                                span: number;
+                                stamp: number | null;
+                                file: string;
                             }[];
                         };
                     };
@@ -331,8 +331,8 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
-                            run?: string;
-                            views?: components["schemas"]["ViewName"][];
+                            run: string;
+                            views: components["schemas"]["ViewName"][];
                         };
                     };
                 };
@@ -379,7 +379,9 @@ export interface paths {
                     };
                     content: {
                         "application/json": {
-                            environment: Record<string, never>;
+                            environment: {
+                                [key: string]: unknown;
+                            };
                             steps: components["schemas"]["StepBreakdownTable"];
                             step_mean: {
                                 [key: string]: number;
@@ -401,9 +403,13 @@ export interface paths {
                                 /** @description How many steps the per-step figures are means over (1 for a trace without steps). */
                                 steps: number;
                                 /** @description The figures the text is based on: fractions in [0, 1], times in µs per step, sizes in bytes. */
-                                numbers: Record<string, never>;
+                                numbers: {
+                                    [key: string]: unknown;
+                                };
                                 /** @description The view (its URL parameters, and the panel of it) showing the events behind the numbers: {view, params, panel}, with kernels (the kernel names the text quotes) where it quotes some; empty when none. */
-                                evidence?: Record<string, never>;
+                                evidence?: {
+                                    [key: string]: unknown;
+                                };
                                 /** @description The PyTorch documentation of the fix (a URL); empty when none. */
                                 docs: string;
                             }[];
@@ -631,71 +637,6 @@ export interface paths {
                             clocks?: components["schemas"]["JobClocksTable"];
                             missing?: components["schemas"]["MissingRanksTable"];
                             health?: components["schemas"]["JobHealthTable"];
-                        };
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/diff": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Two profiles side by side, every quantity per step (deltas = b - a): warnings (sentences: different programs, devices or step counts, too few steps for a sharp verdict), operators, kernels, steps (the step breakdown's means); explanation (the change of the mean step time split into causes that sum to it, with medians, spreads, step counts and the noise rule's verdict), contributors (each cause's top contributors, each summed over the operators and module paths it ran under, with a representative call in each trace), contributor_paths (those operators, for contributors of several), tree (the two operator trees matched by path, lowest common ancestor where names differ). With table=NAME, that one table. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    run_b: string;
-                    worker_b: string;
-                    span_b?: number;
-                    /** @description The noise rule's threshold: a change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread). */
-                    threshold_pct?: number;
-                    table?: "warnings" | "operators" | "kernels" | "steps" | "explanation" | "contributors" | "contributor_paths" | "tree";
-                    /** @description Several tables, comma-separated (JSON only); not with table. */
-                    tables?: string;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All tables (JSON object of tables), or the one asked for. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DiffWarningsTable"] | components["schemas"]["DiffOperatorsTable"] | components["schemas"]["DiffKernelsTable"] | components["schemas"]["DiffStepsTable"] | components["schemas"]["DiffExplanationTable"] | components["schemas"]["DiffContributorsTable"] | components["schemas"]["DiffContributorPathsTable"] | components["schemas"]["DiffTreeTable"] | {
-                            warnings?: components["schemas"]["DiffWarningsTable"];
-                            operators?: components["schemas"]["DiffOperatorsTable"];
-                            kernels?: components["schemas"]["DiffKernelsTable"];
-                            steps?: components["schemas"]["DiffStepsTable"];
-                            explanation?: components["schemas"]["DiffExplanationTable"];
-                            contributors?: components["schemas"]["DiffContributorsTable"];
-                            contributor_paths?: components["schemas"]["DiffContributorPathsTable"];
-                            tree?: components["schemas"]["DiffTreeTable"];
                         };
                         "text/csv": string;
                     };
@@ -1115,7 +1056,9 @@ export interface paths {
                         "application/json": {
                             total: number;
                             position: number;
-                            match: Record<string, never> | null;
+                            match: {
+                                [key: string]: unknown;
+                            } | null;
                             results: {
                                 /** @description slice id in its rank's own trace */
                                 event: number;
@@ -1421,7 +1364,9 @@ export interface paths {
                     content: {
                         "application/json": {
                             event?: number;
-                            flows?: Record<string, never>[];
+                            flows?: {
+                                [key: string]: unknown;
+                            }[];
                         };
                     };
                 };
@@ -1477,8 +1422,12 @@ export interface paths {
                         "application/json": {
                             total?: number;
                             position?: number;
-                            match?: Record<string, never> | null;
-                            results?: Record<string, never>[];
+                            match?: {
+                                [key: string]: unknown;
+                            } | null;
+                            results?: {
+                                [key: string]: unknown;
+                            }[];
                         };
                     };
                 };
@@ -1580,430 +1529,6 @@ export interface paths {
                         "application/gzip": string;
                     };
                 };
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_peak": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** A CUDA memory snapshot of the run (torch.cuda.memory._dump_snapshot): per device, the peak allocated bytes with its time and entry, reserved bytes then, at most and at the snapshot. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
-                    snapshot: components["parameters"]["snapshot"];
-                    span?: components["parameters"]["span"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotPeakTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_oom": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Per device of a memory snapshot, the moment memory ran out (its last oom entry; its peak without one): bytes asked, free on the device, allocated, reserved, fragmentation. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
-                    snapshot: components["parameters"]["snapshot"];
-                    span?: components["parameters"]["span"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotOomTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_timeline": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The Active Memory Timeline of one device of a memory snapshot, drawn by the server at the zoom asked for: bands (the largest allocations alive in the window, one each, and the others merged into band 0), points (each band's bottom and top at each drawn instant, only where alive) and totals (per pixel column, the most allocated and reserved). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
-                    snapshot: components["parameters"]["snapshot"];
-                    span?: components["parameters"]["span"];
-                    /** @description CUDA device index of the snapshot (default its first device). */
-                    device?: components["parameters"]["snapshot_device"];
-                    /** @description Window start on the allocator's clock (epoch µs); default the trace's first entry. */
-                    start_us?: number;
-                    /** @description Window end (epoch µs); default the trace's last entry. */
-                    end_us?: number;
-                    /** @description Pixel columns to draw. */
-                    bins?: number;
-                    /** @description Largest allocations drawn on their own. */
-                    bands?: number;
-                    table?: "bands" | "points" | "totals";
-                    /** @description Several tables, comma-separated (JSON only); not with table. */
-                    tables?: string;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All tables (JSON object of tables), or the one asked for. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotTimelineBandsTable"] | components["schemas"]["SnapshotTimelinePointsTable"] | components["schemas"]["SnapshotTimelineTotalsTable"] | {
-                            bands?: components["schemas"]["SnapshotTimelineBandsTable"];
-                            points?: components["schemas"]["SnapshotTimelinePointsTable"];
-                            totals?: components["schemas"]["SnapshotTimelineTotalsTable"];
-                        };
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_live": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The allocations of one device alive at the chosen moment (entry; default the snapshot), largest first, with pool, category and innermost user frame. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
-                    snapshot: components["parameters"]["snapshot"];
-                    span?: components["parameters"]["span"];
-                    /** @description CUDA device index of the snapshot (default its first device). */
-                    device?: components["parameters"]["snapshot_device"];
-                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
-                    entry?: components["parameters"]["entry"];
-                    top?: number;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotLiveTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_blame": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Bytes of one device alive at the chosen moment by the innermost frame of the user's own code (by=user_frame; library frames folded into their caller) or by whole stack (by=stack), most first. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
-                    snapshot: components["parameters"]["snapshot"];
-                    span?: components["parameters"]["span"];
-                    /** @description CUDA device index of the snapshot (default its first device). */
-                    device?: components["parameters"]["snapshot_device"];
-                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
-                    entry?: components["parameters"]["entry"];
-                    by?: "user_frame" | "stack";
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotBlameTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_categories": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Bytes of one device alive at the chosen moment by category (optimizer_state, backward, parameter, activation, unknown), each with the rule that decides it from the stack. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
-                    snapshot: components["parameters"]["snapshot"];
-                    span?: components["parameters"]["span"];
-                    /** @description CUDA device index of the snapshot (default its first device). */
-                    device?: components["parameters"]["snapshot_device"];
-                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
-                    entry?: components["parameters"]["entry"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotCategoriesTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_flame": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Flame graph of the bytes of one device alive at the chosen moment: call paths from the outermost frame, each run of library frames one node unless library=expanded. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
-                    snapshot: components["parameters"]["snapshot"];
-                    span?: components["parameters"]["span"];
-                    /** @description CUDA device index of the snapshot (default its first device). */
-                    device?: components["parameters"]["snapshot_device"];
-                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
-                    entry?: components["parameters"]["entry"];
-                    library?: "collapsed" | "expanded";
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotFlameTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_state": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The allocator's segments of one device at the chosen moment, each as its allocations and the free space between them, in address order. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
-                    snapshot: components["parameters"]["snapshot"];
-                    span?: components["parameters"]["span"];
-                    /** @description CUDA device index of the snapshot (default its first device). */
-                    device?: components["parameters"]["snapshot_device"];
-                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
-                    entry?: components["parameters"]["entry"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotStateTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
                 422: components["responses"]["Error"];
@@ -2303,6 +1828,75 @@ export interface paths {
                             launches?: components["schemas"]["CudaGraphLaunchesTable"];
                             kernels?: components["schemas"]["CudaGraphKernelsTable"];
                             annotations?: components["schemas"]["CudaGraphAnnotationsTable"];
+                        };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Two profiles side by side, every quantity per step (deltas = b - a): warnings (sentences: different programs, devices or step counts, too few steps for a sharp verdict), operators, kernels, steps (the step breakdown's means); explanation (the change of the mean step time split into causes that sum to it, with medians, spreads, step counts and the noise rule's verdict), contributors (each cause's top contributors, each summed over the operators and module paths it ran under, with a representative call in each trace), contributor_paths (those operators, for contributors of several), tree (the two operator trees matched by path, lowest common ancestor where names differ). With table=NAME, that one table. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description Run B of a comparison. */
+                    run_b: components["parameters"]["run_b"];
+                    /** @description The worker of run B. */
+                    worker_b: components["parameters"]["worker_b"];
+                    /** @description The span of run B's worker. */
+                    span_b?: components["parameters"]["span_b"];
+                    /** @description The noise rule's threshold: a change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread). */
+                    threshold_pct?: number;
+                    /** @description One table (JSON or CSV). */
+                    table?: "warnings" | "operators" | "kernels" | "steps" | "explanation" | "contributors" | "contributor_paths" | "tree";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["DiffWarningsTable"] | components["schemas"]["DiffOperatorsTable"] | components["schemas"]["DiffKernelsTable"] | components["schemas"]["DiffStepsTable"] | components["schemas"]["DiffExplanationTable"] | components["schemas"]["DiffContributorsTable"] | components["schemas"]["DiffContributorPathsTable"] | components["schemas"]["DiffTreeTable"] | {
+                            warnings?: components["schemas"]["DiffWarningsTable"];
+                            operators?: components["schemas"]["DiffOperatorsTable"];
+                            kernels?: components["schemas"]["DiffKernelsTable"];
+                            steps?: components["schemas"]["DiffStepsTable"];
+                            explanation?: components["schemas"]["DiffExplanationTable"];
+                            contributors?: components["schemas"]["DiffContributorsTable"];
+                            contributor_paths?: components["schemas"]["DiffContributorPathsTable"];
+                            tree?: components["schemas"]["DiffTreeTable"];
                         };
                         "text/csv": string;
                     };
@@ -3377,6 +2971,442 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["QueueLengthSummaryTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_blame": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Bytes of one device alive at the chosen moment by the innermost frame of the user's own code (by=user_frame; library frames folded into their caller) or by whole stack (by=stack), most first. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: number;
+                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+                    entry?: number;
+                    /** @description What the bytes are summed by. */
+                    by?: "user_frame" | "stack";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotBlameTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_categories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Bytes of one device alive at the chosen moment by category (optimizer_state, backward, parameter, activation, unknown), each with the rule that decides it from the stack. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: number;
+                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+                    entry?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotCategoriesTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_flame": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Flame graph of the bytes of one device alive at the chosen moment: call paths from the outermost frame, each run of library frames one node unless library=expanded. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: number;
+                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+                    entry?: number;
+                    /** @description Library frames folded into one node or not. */
+                    library?: "collapsed" | "expanded";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotFlameTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The allocations of one device alive at the chosen moment (entry; default the snapshot), largest first, with pool, category and innermost user frame. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: number;
+                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+                    entry?: number;
+                    /** @description The largest allocations answered. */
+                    top?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotLiveTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_oom": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per device of a memory snapshot, the moment memory ran out (its last oom entry; its peak without one): bytes asked, free on the device, allocated, reserved, fragmentation. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotOomTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_peak": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A CUDA memory snapshot of the run (torch.cuda.memory._dump_snapshot): per device, the peak allocated bytes with its time and entry, reserved bytes then, at most and at the snapshot. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotPeakTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_state": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The allocator's segments of one device at the chosen moment, each as its allocations and the free space between them, in address order. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: number;
+                    /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
+                    entry?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotStateTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_timeline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The Active Memory Timeline of one device of a memory snapshot, drawn by the server at the zoom asked for: bands (the largest allocations alive in the window, one each, and the others merged into band 0), points (each band's bottom and top at each drawn instant, only where alive) and totals (per pixel column, the most allocated and reserved). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    /** @description CUDA device index of the snapshot (default its first device). */
+                    device?: number;
+                    /** @description Window start on the allocator's clock (epoch µs); default the trace's first entry. */
+                    start_us?: number;
+                    /** @description Window end (epoch µs); default the trace's last entry. */
+                    end_us?: number;
+                    /** @description Pixel columns to draw. */
+                    bins?: number;
+                    /** @description Largest allocations drawn on their own. */
+                    bands?: number;
+                    /** @description One table (JSON or CSV). */
+                    table?: "bands" | "points" | "totals";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotTimelineBandsTable"] | components["schemas"]["SnapshotTimelinePointsTable"] | components["schemas"]["SnapshotTimelineTotalsTable"] | {
+                            bands?: components["schemas"]["SnapshotTimelineBandsTable"];
+                            points?: components["schemas"]["SnapshotTimelinePointsTable"];
+                            totals?: components["schemas"]["SnapshotTimelineTotalsTable"];
+                        };
                         "text/csv": string;
                     };
                 };
@@ -7038,12 +7068,14 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Run B of a comparison. */
+        run_b: string;
+        /** @description The worker of run B. */
+        worker_b: string;
+        /** @description The span of run B's worker. */
+        span_b: number;
         /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
         snapshot: string;
-        /** @description CUDA device index of the snapshot (default its first device). */
-        snapshot_device: number;
-        /** @description The moment, as a row of the snapshot's entries (snapshot_peak's peak_entry, snapshot_oom's entry); -1 before the trace; default the snapshot's own moment (the device's last entry). */
-        entry: number;
         /** @description Comma-separated track ids (default all tracks). */
         tracks: string;
         /** @description Run name as listed by /runs ("." for the log directory itself). */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { columnDoc, typedRows, type QueryOf, type RowOf, type WireTableOf } from './tables';
+import type { fetchJson } from './client';
+import { columnDoc, typedRows, type QueryOf, type ReplyOf, type RowOf, type WireTableOf } from './tables';
 
 describe('typed tables', () => {
   it('turns a generated table into row objects typed by its columns', () => {
@@ -40,3 +41,21 @@ describe('column definitions', () => {
     expect(columnDoc('GpuSummaryTable', 'total_us')).toBeUndefined();
   });
 });
+
+describe('the client typed by route', () => {
+  it("types a reply by its route's OpenAPI entry", () => {
+    const spans: ReplyOf<'spans'> = { run: 'r', worker: 'w', spans: [{ span: 1, stamp: null, file: 'a.json' }] };
+    expect(spans.spans[0].span).toBe(1);
+    // @ts-expect-error a reply without the fields its route declares required
+    const partial: ReplyOf<'spans'> = { run: 'r' };
+    expect(partial.run).toBe('r');
+  });
+});
+
+// A page narrows a route's reply only to one of that route's replies (`useApi<R, T>`,
+// `fetchJson<R, T>`): checked by tsc (npm run build), so a table another route answers is an error.
+export type OneOfItsReplies = Parameters<typeof fetchJson<'steps', WireTableOf<'StepBreakdownTable'>>>;
+// @ts-expect-error the step breakdown is not one of the kernels route's replies
+export type NotOneOfItsReplies = Parameters<typeof fetchJson<'kernels', WireTableOf<'StepBreakdownTable'>>>;
+// @ts-expect-error not a route
+export type NoSuchRoute = ReplyOf<'no_such_route'>;

@@ -64,3 +64,13 @@ export function columnDoc(table: TableName, column: string): string | undefined 
 export type QueryOf<R extends string> = `/${R}` extends keyof paths
   ? NonNullable<paths[`/${R}`]['get']['parameters']['query']>
   : never;
+
+/** A data route of the plugin (`'kernels'`), from openapi.yaml's paths. */
+export type Route = keyof paths extends infer P ? (P extends `/${infer R}` ? R : never) : never;
+
+/** What a route answers (JSON), from its OpenAPI entry: `ReplyOf<'kernels'>` is the union of
+ * the kernels tables it may answer with. A page narrows a union to the member its query asks
+ * for (`useApi<'compiled', WireTableOf<'CompiledShareTable'>>`), checked to be one of them. */
+export type ReplyOf<R extends Route> = paths[`/${R}`]['get']['responses'] extends { 200: { content: { 'application/json': infer J } } }
+  ? J
+  : never;

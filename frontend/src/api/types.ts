@@ -1,70 +1,30 @@
-// Wire types: the JSON the routes answer, as tb_plugin/openapi.yaml describes it.
+// Wire types: the JSON the routes answer, as tb_plugin/openapi.yaml describes it. A reply is
+// `ReplyOf<route>` (generated); the aliases below name parts of generated replies, and the
+// interfaces left narrow a loosely described reply to what the page reads (`useApi<R, T>`
+// checks each is one of the route's replies).
 // Durations are microseconds (`_us`), sizes bytes (`_bytes`). Tables arrive as
 // {columns, rows} and are turned into row objects once, by tables.rowsOf
 // (or `tables.typedRows`, typed by the table's generated declaration).
 
 import type { components } from './schema';
-import type { Cell, WireTableOf } from './tables';
+import type { Cell, ReplyOf, WireTableOf } from './tables';
 
 export interface WireTable {
   columns: string[];
   rows: Cell[][];
 }
 
-export interface RunError {
-  worker: string;
-  span: number;
-  path: string;
-  reason: string;
-}
+export type RunError = RunInfo['errors'][number];
 
-/** A CUDA memory snapshot listed with its run (the snapshot_* routes' `snapshot`). */
-export interface SnapshotFile {
-  name: string;
-  span: number;
-  path: string;
-  status: 'new' | 'loading' | 'ready' | 'error';
-  reason: string;
-}
+export type SnapshotFile = RunInfo['snapshots'][number];
 
-export interface RunInfo {
-  name: string;
-  workers: string[];
-  spans: number;
-  files: number;
-  loaded: number;
-  loading: boolean;
-  errors: RunError[];
-  snapshots: SnapshotFile[];
-}
+export type RunInfo = RunsReply['runs'][number];
 
-/** A directory or file under the log directory that the scan could not look at, and why. */
-export interface ScanSkip {
-  path: string;
-  reason: string;
-}
+export type ScanSkip = RunsReply['scan_errors'][number];
 
-export interface RunsReply {
-  runs: RunInfo[];
-  scan_error: string;
-  scan_errors: ScanSkip[];
-}
+export type RunsReply = ReplyOf<'runs'>;
 
-export interface SpansReply {
-  run: string;
-  worker: string;
-  spans: { span: number; stamp: number | null; file: string }[];
-}
-
-/** /diff_default: the B the Diff tab compares A with when none is chosen, and why (run_b
- *  null when nothing is comparable); `loading`, candidate runs not loaded yet. */
-export interface DiffDefaultReply {
-  run_b: string | null;
-  worker_b: string | null;
-  span_b: number | null;
-  reason: string;
-  loading: string[];
-}
+export type SpansReply = ReplyOf<'spans'>;
 
 /** The part of /info the page reads. */
 export interface InfoReply {
@@ -73,11 +33,6 @@ export interface InfoReply {
 
 /** A tab of the page: generated from the tabs declared beside the views (`schema.tab`). */
 export type ViewName = components['schemas']['ViewName'];
-
-export interface ViewsReply {
-  run: string;
-  views: ViewName[];
-}
 
 export interface Recommendation {
   id: string;
@@ -229,13 +184,13 @@ export interface TimelineCountersReply {
 }
 
 /** A slice as the timeline routes name it: id, place and time. */
-export interface TimelineEndpoint {
+export type TimelineEndpoint = {
   event: number;
   track: number;
   lane: number;
   ts_us: number;
   dur_us: number;
-}
+};
 
 export interface TimelineEventReply extends TimelineEndpoint {
   name: string;
@@ -248,11 +203,11 @@ export interface TimelineEventReply extends TimelineEndpoint {
   call_stack?: StackFrame[];
 }
 
-export interface TimelineFlow {
+export type TimelineFlow = {
   kind: string;
   from: TimelineEndpoint;
   to: TimelineEndpoint;
-}
+};
 
 export interface TimelineFlowsReply {
   event: number;
@@ -269,12 +224,12 @@ export interface TimelineSearchReply {
 
 /** A match of /timeline_rank_search: one rank's own event (`event` its id in that rank's
  * trace) placed on the shared axis (`track`, `ts_us`), with its start on its own clock. */
-export interface RankSearchHit extends TimelineEndpoint {
+export type RankSearchHit = TimelineEndpoint & {
   name: string;
   own_ts_us: number;
   rank: number;
   worker: string;
-}
+};
 
 /** /timeline_rank_search: as /timeline_search over the expanded ranks, plus the ranks searched
  * (with their matches) and those not searched (collapsed: their events are not loaded). */

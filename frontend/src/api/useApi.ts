@@ -5,6 +5,7 @@
 import { useLayoutEffect, useState } from 'preact/hooks';
 import { beginWork } from '../base/ready';
 import { ApiError, describeError, fetchJson, isAbort, type Params } from './client';
+import type { ReplyOf, Route } from './tables';
 import type { LoadingReply } from './types';
 
 export type ApiState<T> =
@@ -14,8 +15,10 @@ export type ApiState<T> =
 
 const LOADING = { status: 'loading', data: null, error: null, progress: null } as const;
 
-/** Fetch `route` with `params` (null route: wait); refetches when either changes. */
-export function useApi<T>(route: string | null, params: Params = {}): ApiState<T> {
+/** Fetch `route` with `params` (null route: wait); refetches when either changes. The reply is
+ * typed by the route (`useApi<'kernels'>(...)` holds `ReplyOf<'kernels'>`), or narrowed to one
+ * member of it (`T`, e.g. the one table a `table=` query asks for). */
+export function useApi<R extends Route, T extends ReplyOf<R> = ReplyOf<R>>(route: R | null, params: Params = {}): ApiState<T> {
   const key = route === null ? '' : `${route}?${JSON.stringify(params)}`;
   const [state, setState] = useState<{ key: string; value: ApiState<T> }>({ key, value: LOADING });
   // Layout effect: the request is counted before the browser paints, so the ready signal
@@ -25,7 +28,7 @@ export function useApi<T>(route: string | null, params: Params = {}): ApiState<T
     const controller = new AbortController();
     const done = beginWork();
     setState({ key, value: LOADING });
-    fetchJson<T>(route, params, {
+    fetchJson<R, T>(route, params, {
       signal: controller.signal,
       onLoading: (progress) => setState({ key, value: { status: 'loading', data: null, error: null, progress } }),
     })

@@ -3,7 +3,7 @@
 
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { describeError, fetchJson } from '../api/client';
-import type { RunInfo, RunsReply, SpansReply, ViewName, ViewsReply } from '../api/types';
+import type { RunInfo, RunsReply, SpansReply, ViewName } from '../api/types';
 import { useApi } from '../api/useApi';
 import { beginWork } from '../base/ready';
 import { selectProfile, setParams } from '../base/url';
@@ -25,7 +25,7 @@ function useRuns(): { reply: RunsReply | null; error: string; refresh: () => voi
     const poll = async () => {
       let delay = 5000;
       try {
-        const next = await fetchJson<RunsReply>('runs');
+        const next = await fetchJson('runs');
         if (stopped) return;
         setReply(next);
         setError('');
@@ -63,10 +63,10 @@ export function App() {
 
   const run: RunInfo | undefined = runParam ? runs.find((r) => r.name === runParam) : runs[0];
   const worker = run ? (run.workers.includes(workerParam) ? workerParam : run.workers[0]) : '';
-  const spans = useApi<SpansReply>(run && worker ? 'spans' : null, { run: run?.name, worker });
+  const spans = useApi<'spans', SpansReply>(run && worker ? 'spans' : null, { run: run?.name, worker });
   const spanList = spans.status === 'ok' ? spans.data.spans : [];
   const span = spanList.some((s) => String(s.span) === spanParam) ? Number(spanParam) : 1;
-  const views = useApi<ViewsReply>(run && worker && spans.status === 'ok' ? 'views' : null, { run: run?.name, worker, span });
+  const views = useApi<'views'>(run && worker && spans.status === 'ok' ? 'views' : null, { run: run?.name, worker, span });
   // Exactly the views the server lists as having data for this profile, and the memory
   // snapshots listed with the run (a run may hold only snapshots: no profile to open then).
   const hasSnapshots = (run?.snapshots.length ?? 0) > 0;

@@ -19,7 +19,7 @@ interface CompiledReply {
 }
 
 export function CompiledView(props: ViewProps) {
-  const state = useApi<CompiledReply>('compiled', { run: props.run, worker: props.worker, span: props.span });
+  const state = useApi<'compiled', CompiledReply>('compiled', { run: props.run, worker: props.worker, span: props.span });
   return (
     <div class="stack" data-testid="compiled">
       <Loaded state={state}>{(data) => <Compiled data={data} name={`${props.run}_${props.worker}_${props.span}`} />}</Loaded>

@@ -3,7 +3,7 @@
 // kernel deltas (B − A), all per step.
 
 import { useMemo } from 'preact/hooks';
-import type { DiffDefaultReply, SpansReply, ViewProps } from '../../api/types';
+import type { SpansReply, ViewProps } from '../../api/types';
 import { typedRows, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
 import { axisText, formatDelta, formatDuration, formatNumber } from '../../base/format';
@@ -34,13 +34,13 @@ export function DiffView(props: ViewProps) {
   const [runParam, setRunB] = useUrlParam('run_b', '');
   const explicit = props.runs.find((r) => r.name === runParam);
   // Without a B in the URL, the server proposes one, with the reason (/diff_default).
-  const proposal = useApi<DiffDefaultReply>(explicit ? null : 'diff_default', { run: props.run, worker: props.worker, span: props.span });
+  const proposal = useApi<'diff_default'>(explicit ? null : 'diff_default', { run: props.run, worker: props.worker, span: props.span });
   const proposed = !explicit && proposal.status === 'ok' ? proposal.data : null;
   const auto = proposed?.run_b ? { run: proposed.run_b, worker: proposed.worker_b ?? '', span: proposed.span_b ?? 1 } : null;
   const runInfoB = explicit ?? props.runs.find((r) => r.name === auto?.run);
   const [workerParam, setWorkerB] = useUrlParam('worker_b', '');
   const workerB = runInfoB?.workers.includes(workerParam) ? workerParam : auto?.worker ?? (runInfoB?.workers.includes(props.worker) ? props.worker : runInfoB?.workers[0] ?? '');
-  const spansB = useApi<SpansReply>(runInfoB ? 'spans' : null, { run: runInfoB?.name, worker: workerB });
+  const spansB = useApi<'spans', SpansReply>(runInfoB ? 'spans' : null, { run: runInfoB?.name, worker: workerB });
   const spanListB = spansB.status === 'ok' ? spansB.data.spans.map((s) => s.span) : [];
   // The same worker: its next span; the same run: A's span where that worker has it.
   const sameRun = runInfoB?.name === props.run;
@@ -49,7 +49,7 @@ export function DiffView(props: ViewProps) {
   const spanB = spanListB.includes(Number(spanParam)) ? Number(spanParam) : fallbackSpan;
   const [thresholdParam, setThreshold] = useUrlParam('diff_threshold', '');
   const threshold = THRESHOLDS.includes(thresholdParam) ? thresholdParam : '5';
-  const diff = useApi<DiffReply>(spansB.status === 'ok' && runInfoB ? 'diff' : null, {
+  const diff = useApi<'diff', DiffReply>(spansB.status === 'ok' && runInfoB ? 'diff' : null, {
     run: props.run,
     worker: props.worker,
     span: props.span,

@@ -25,7 +25,7 @@ const openRank = (pair: RanksPair, worker: string) =>
   setParams({ ...Object.fromEntries(PROFILE_SELECTIONS.map((n) => [n, null])), worker, run_b: pair.runB, worker_b: worker, span_b: pair.spanB });
 
 export function RankChanges({ pair }: { pair: RanksPair }) {
-  const ranks = useApi<WireTableOf<'DiffRanksTable'>>('diff_ranks', { run: pair.runA, span: pair.spanA, run_b: pair.runB, span_b: pair.spanB, threshold_pct: pair.threshold });
+  const ranks = useApi<'diff_ranks', WireTableOf<'DiffRanksTable'>>('diff_ranks', { run: pair.runA, span: pair.spanA, run_b: pair.runB, span_b: pair.spanB, threshold_pct: pair.threshold });
   return (
     <Card title="Ranks, the one that changed most first (mean step time, B − A)">
       <Loaded state={ranks} label="Comparing every rank of both runs…">

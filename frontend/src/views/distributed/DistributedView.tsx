@@ -40,7 +40,7 @@ const PARTS: ['computation_us' | 'overlap_us' | 'communication_us' | 'other_us',
 ];
 
 export function DistributedView(props: ViewProps) {
-  const state = useApi<DistributedReply>('distributed', { run: props.run, span: props.span, tables: 'steps,all_steps,collectives,collective_time,groups,fsdp,devices,coverage,missing' });
+  const state = useApi<'distributed', DistributedReply>('distributed', { run: props.run, span: props.span, tables: 'steps,all_steps,collectives,collective_time,groups,fsdp,devices,coverage,missing' });
   return (
     <div class="stack" data-testid="distributed">
       <Loaded state={state}>{(data) => <Distributed data={data} name={`${props.run}_${props.span}`} />}</Loaded>

@@ -16,7 +16,7 @@ type AnnotationRow = RowOf<'GpuAnnotationBreakdownTable'>;
 const us = (key: 'total_us' | 'mean_us' | 'min_us' | 'max_us', label: string): Column<AnnotationRow> => ({ key, label, numeric: true, format: (v) => formatDuration(v) });
 
 export function Annotations(props: ViewProps) {
-  const state = useApi<WireTableOf<'GpuAnnotationBreakdownTable'>>('gpu_annotations', { run: props.run, worker: props.worker, span: props.span });
+  const state = useApi<'gpu_annotations', WireTableOf<'GpuAnnotationBreakdownTable'>>('gpu_annotations', { run: props.run, worker: props.worker, span: props.span });
   const rows = useMemo(() => (state.status === 'ok' ? typedRows(state.data) : []), [state]);
   if (state.status !== 'ok' || !rows.length) return null;
   const columns: Column<AnnotationRow>[] = [

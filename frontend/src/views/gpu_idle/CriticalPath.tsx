@@ -19,14 +19,14 @@ import { showInTrace, showPathInTrace } from './link';
 
 export function CriticalPath(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const steps = useApi<WireTableOf<'StepBreakdownTable'>>('steps', base);
+  const steps = useApi<'steps', WireTableOf<'StepBreakdownTable'>>('steps', base);
   const numbers = useMemo(() => (steps.status === 'ok' ? typedRows(steps.data).map((r) => String(r.step)) : []), [steps]);
   const [stepParam, setStep] = useUrlParam('path_step', '');
   const step = numbers.includes(stepParam) ? stepParam : numbers[0];
   const query = step !== undefined ? { ...base, step } : null;
-  const categories = useApi<WireTableOf<'CriticalPathCategoriesTable'>>(query ? 'critical_path' : null, { ...query, table: 'categories' });
-  const operators = useApi<WireTableOf<'CriticalPathOperatorsTable'>>(query ? 'critical_path' : null, { ...query, table: 'operators' });
-  const segments = useApi<WireTableOf<'CriticalPathTable'>>(query ? 'critical_path' : null, { ...query, table: 'segments' });
+  const categories = useApi<'critical_path', WireTableOf<'CriticalPathCategoriesTable'>>(query ? 'critical_path' : null, { ...query, table: 'categories' });
+  const operators = useApi<'critical_path', WireTableOf<'CriticalPathOperatorsTable'>>(query ? 'critical_path' : null, { ...query, table: 'operators' });
+  const segments = useApi<'critical_path', WireTableOf<'CriticalPathTable'>>(query ? 'critical_path' : null, { ...query, table: 'segments' });
   const operatorRows = useMemo(() => (operators.status === 'ok' ? typedRows(operators.data) : []), [operators]);
   const segmentRows = useMemo(() => (segments.status === 'ok' ? typedRows(segments.data) : []), [segments]);
   const pie = useMemo(() => {

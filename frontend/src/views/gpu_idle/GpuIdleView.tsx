@@ -45,7 +45,7 @@ const PARTS: [TimeColumn, string, string][] = [
 export function GpuIdleView(props: ViewProps) {
   const [byStep, setByStep] = useUrlParam('idle_by_step', '0');
   const perStep = byStep === '1';
-  const idle = useApi<Whole | ByStep>('idle_time', { run: props.run, worker: props.worker, span: props.span, by_step: perStep ? 'true' : 'false' });
+  const idle = useApi<'idle_time', Whole | ByStep>('idle_time', { run: props.run, worker: props.worker, span: props.span, by_step: perStep ? 'true' : 'false' });
   return (
     <div class="stack" data-testid="gpu_idle">
       <div class="toolbar">

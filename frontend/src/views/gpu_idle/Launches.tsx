@@ -40,10 +40,10 @@ function traceLink<S extends string, E extends string>(start: S, end: E) {
 
 export function Launches(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const summary = useApi<WireTableOf<'KernelLaunchSummaryTable'>>('kernel_launch_summary', base);
+  const summary = useApi<'kernel_launch_summary', WireTableOf<'KernelLaunchSummaryTable'>>('kernel_launch_summary', base);
   const [flag, setFlag] = useUrlParam('launch_flag', 'launch_bound');
   const chosen = FLAGS.some(([f]) => f === flag) ? flag : 'launch_bound';
-  const flagged = useApi<WireTableOf<'KernelLaunchesTable'>>('kernel_launches', { ...base, flag: chosen });
+  const flagged = useApi<'kernel_launches', WireTableOf<'KernelLaunchesTable'>>('kernel_launches', { ...base, flag: chosen });
   // the kernel name comes first in both tables, shortened over the rows each shows
   const summaryColumns: Column<RowOf<'KernelLaunchSummaryTable'>>[] = [
     count('launches', 'Launches'),

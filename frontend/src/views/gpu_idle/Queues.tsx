@@ -57,9 +57,9 @@ function useBrushToTrace() {
 
 export function Queues(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const summary = useApi<WireTableOf<'QueueLengthSummaryTable'>>('queue_length_summary', base);
-  const queue = useApi<WireTableOf<'QueueLengthTable'>>('queue_length', base);
-  const bandwidth = useApi<WireTableOf<'MemoryBandwidthTable'>>('memory_bandwidth', base);
+  const summary = useApi<'queue_length_summary', WireTableOf<'QueueLengthSummaryTable'>>('queue_length_summary', base);
+  const queue = useApi<'queue_length', WireTableOf<'QueueLengthTable'>>('queue_length', base);
+  const bandwidth = useApi<'memory_bandwidth', WireTableOf<'MemoryBandwidthTable'>>('memory_bandwidth', base);
   const onChart = useBrushToTrace();
   const queueOption = useMemo(() => (queue.status === 'ok' ? stepOption(typedRows(queue.data), (r) => r.queue_length, formatNumber) : null), [queue]);
   const bandwidthRows = useMemo(() => (bandwidth.status === 'ok' ? typedRows(bandwidth.data) : []), [bandwidth]);

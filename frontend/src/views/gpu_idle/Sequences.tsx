@@ -18,7 +18,7 @@ const LENGTHS = ['2', '3', '4', '5', '6', '8'];
 export function Sequences(props: ViewProps) {
   const [length, setLength] = useUrlParam('sequence_length', '3');
   const chosen = LENGTHS.includes(length) ? length : '3';
-  const state = useApi<WireTableOf<'KernelSequencesTable'>>('kernel_sequences', { run: props.run, worker: props.worker, span: props.span, length: chosen, top: 50 });
+  const state = useApi<'kernel_sequences', WireTableOf<'KernelSequencesTable'>>('kernel_sequences', { run: props.run, worker: props.worker, span: props.span, length: chosen, top: 50 });
   const columns: Column<RowOf<'KernelSequencesTable'>>[] = [
     { key: 'operators', label: 'Launched by' },
     { key: 'occurrences', label: 'Times', numeric: true, format: (v) => formatNumber(v) },

@@ -46,7 +46,7 @@ type Metric = (typeof METRICS)[number][0];
 
 export function JobView(props: ViewProps) {
   const [align] = useUrlParam('align_clocks', 'true');
-  const state = useApi<JobReply>('job', { run: props.run, span: props.span, align_clocks: align === 'false' ? 'false' : 'true' });
+  const state = useApi<'job', JobReply>('job', { run: props.run, span: props.span, align_clocks: align === 'false' ? 'false' : 'true' });
   return (
     <div class="stack" data-testid="job">
       <Loaded state={state}>{(data) => <Job data={data} name={`${props.run}_${props.span}`} />}</Loaded>

@@ -28,13 +28,13 @@ export function KernelView(props: ViewProps) {
   const [groupBy, setGroupBy] = useUrlParam('group_by', 'name');
   const [topN, setTopN] = useTopN();
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const kernels = useApi<ByName | ByNameOp>('kernels', { ...base, group_by: groupBy === 'name_op' ? 'name_op' : 'name' } satisfies QueryOf<'kernels'>);
-  const share = useApi<TensorCoreShare>('kernel_tensor_cores', base);
+  const kernels = useApi<'kernels', ByName | ByNameOp>('kernels', { ...base, group_by: groupBy === 'name_op' ? 'name_op' : 'name' } satisfies QueryOf<'kernels'>);
+  const share = useApi<'kernel_tensor_cores', TensorCoreShare>('kernel_tensor_cores', base);
   // torch.compile: the kernels Inductor generated, with the region and the ops they fused
-  const generated = useApi<WireTableOf<'CompiledKernelsTable'>>('compiled', { ...base, table: 'kernels' });
+  const generated = useApi<'compiled', WireTableOf<'CompiledKernelsTable'>>('compiled', { ...base, table: 'kernels' });
   // CUDA graphs: which kernels ran inside graph replays, and under which annotation
-  const graphs = useApi<{ kernels: WireTableOf<'CudaGraphKernelsTable'>; annotations: WireTableOf<'CudaGraphAnnotationsTable'> }>('cuda_graphs', { ...base, tables: 'kernels,annotations' });
-  const copies = useApi<WireTableOf<'MemcpySummaryTable'>>('memcpy_summary', base satisfies QueryOf<'memcpy_summary'>);
+  const graphs = useApi<'cuda_graphs', { kernels: WireTableOf<'CudaGraphKernelsTable'>; annotations: WireTableOf<'CudaGraphAnnotationsTable'> }>('cuda_graphs', { ...base, tables: 'kernels,annotations' });
+  const copies = useApi<'memcpy_summary', WireTableOf<'MemcpySummaryTable'>>('memcpy_summary', base satisfies QueryOf<'memcpy_summary'>);
   return (
     <div class="stack" data-testid="kernel">
       <div class="toolbar">

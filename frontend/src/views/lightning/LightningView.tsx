@@ -16,7 +16,7 @@ import { DataTable } from '../../components/table/DataTable';
 const CHART_HOOKS = 15;
 
 export function LightningView(props: ViewProps) {
-  const state = useApi<WireTableOf<'LightningHooksTable'>>('lightning', { run: props.run, worker: props.worker, span: props.span });
+  const state = useApi<'lightning', WireTableOf<'LightningHooksTable'>>('lightning', { run: props.run, worker: props.worker, span: props.span });
   return (
     <div class="stack" data-testid="lightning">
       <Loaded state={state}>{(table) => <Lightning table={table} name={`${props.run}_${props.worker}_${props.span}`} />}</Loaded>

@@ -18,7 +18,7 @@ type ECharts = ReturnType<typeof echarts.init>;
 
 export function MemoryView(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const devices = useApi<MemoryDevicesReply>('memory_devices', base);
+  const devices = useApi<'memory_devices', MemoryDevicesReply>('memory_devices', base);
   return (
     <div class="stack" data-testid="memory">
       <Loaded state={devices}>
@@ -38,9 +38,9 @@ function Memory(props: ViewProps & { devices: string[] }) {
   const end = endParam === '' ? null : Number(endParam);
   const hasRange = start !== null && end !== null && Number.isFinite(start) && Number.isFinite(end) && end >= start;
   const query = { run: props.run, worker: props.worker, span: props.span, device, start_us: hasRange ? start : null, end_us: hasRange ? end : null };
-  const curve = useApi<MemoryCurveReply>('memory_curve', { ...query, max_points: 2000 });
-  const events = useApi<WireTableOf<'MemoryEventsTable'>>('memory_events', query);
-  const stats = useApi<WireTableOf<'MemoryStatsTable'>>('memory_stats', query);
+  const curve = useApi<'memory_curve', MemoryCurveReply>('memory_curve', { ...query, max_points: 2000 });
+  const events = useApi<'memory_events', WireTableOf<'MemoryEventsTable'>>('memory_events', query);
+  const stats = useApi<'memory_stats', WireTableOf<'MemoryStatsTable'>>('memory_stats', query);
   const [minKb, setMinKb] = useState('');
   const [maxKb, setMaxKb] = useState('');
 

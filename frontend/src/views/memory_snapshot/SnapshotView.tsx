@@ -31,7 +31,7 @@ export function SnapshotView(props: ViewProps) {
   const names = [...new Set(listed.map((s) => s.name))];
   const [snapshotParam, setSnapshot] = useUrlParam('snapshot', '');
   const snapshot = names.includes(snapshotParam) ? snapshotParam : names[0];
-  const ranks = useApi<WireTableOf<'SnapshotRanksTable'>>(names.length ? 'snapshot_ranks' : null, { run: props.run });
+  const ranks = useApi<'snapshot_ranks', WireTableOf<'SnapshotRanksTable'>>(names.length ? 'snapshot_ranks' : null, { run: props.run });
   // A snapshot that cannot be read fails every route that reads it: the error is shown once,
   // naming the snapshot by the name the run lists it under (the reply's path is the file's
   // place under the log directory, as the run lists it).
@@ -74,7 +74,7 @@ const cannotRead = (run: string, snapshot: string) => `Cannot read the memory sn
 /** The chosen snapshot; `failed`: it could not be read, as the error above says already. */
 function Snapshot({ run, snapshot, names, onSnapshot, failed }: { run: string; snapshot: string; names: string[]; onSnapshot: (name: string) => void; failed: boolean }) {
   const base = { run, snapshot };
-  const peak = useApi<WireTableOf<'SnapshotPeakTable'>>(failed ? null : 'snapshot_peak', base);
+  const peak = useApi<'snapshot_peak'>(failed ? null : 'snapshot_peak', base);
   if (failed) return null;
   return (
     <Loaded state={peak} errorTitle={cannotRead(run, snapshot)}>
@@ -94,17 +94,17 @@ function Device(props: { run: string; snapshot: string; devices: number[]; names
   const [entryParam, setEntry] = useUrlParam('entry', '');
   const zoomed = startParam !== '' && endParam !== '';
   const base = { run: props.run, snapshot: props.snapshot, device };
-  const oom = useApi<WireTableOf<'SnapshotOomTable'>>('snapshot_oom', { run: props.run, snapshot: props.snapshot });
+  const oom = useApi<'snapshot_oom', WireTableOf<'SnapshotOomTable'>>('snapshot_oom', { run: props.run, snapshot: props.snapshot });
   const card = oom.status === 'ok' ? typedRows(oom.data).find((r) => r.device === device) : undefined;
   // The moment examined: the one clicked, else the OOM (or peak) of the card.
   const entry = entryParam !== '' ? Number(entryParam) : card?.entry;
   const moment = entry === undefined ? null : { ...base, entry };
-  const timeline = useApi<Timeline>('snapshot_timeline', { ...base, start_us: zoomed ? startParam : null, end_us: zoomed ? endParam : null, bins: WIDTH, bands: 60 });
+  const timeline = useApi<'snapshot_timeline', Timeline>('snapshot_timeline', { ...base, start_us: zoomed ? startParam : null, end_us: zoomed ? endParam : null, bins: WIDTH, bands: 60 });
   const name = `${props.run}_${props.snapshot}_${device}`;
   // The Kineto trace of the same rank, where it records the same time: its memory curve on this axis.
-  const beside = useApi<WireTableOf<'SnapshotTraceTable'>>('snapshot_trace', { run: props.run, snapshot: props.snapshot });
+  const beside = useApi<'snapshot_trace', WireTableOf<'SnapshotTraceTable'>>('snapshot_trace', { run: props.run, snapshot: props.snapshot });
   const trace = beside.status === 'ok' ? typedRows(beside.data).find((r) => r.device === device && r.overlap_start_us !== null) : undefined;
-  const curve = useApi<MemoryCurveReply>(trace ? 'memory_curve' : null, { run: props.run, worker: trace?.worker, span: trace?.span, device: `GPU${device}` });
+  const curve = useApi<'memory_curve', MemoryCurveReply>(trace ? 'memory_curve' : null, { run: props.run, worker: trace?.worker, span: trace?.span, device: `GPU${device}` });
   const traceCurve = trace && curve.status === 'ok' ? { origin: trace.trace_origin_us, rows: typedRows(curve.data.curve) } : null;
   return (
     <>
@@ -314,11 +314,11 @@ function TimelineChart({ data, traceCurve, entry, onZoom, onMoment }: {
 }
 
 function Moment({ query, name }: { query: { run: string; snapshot: string; device: number; entry: number }; name: string }) {
-  const blame = useApi<WireTableOf<'SnapshotBlameTable'>>('snapshot_blame', query);
-  const categories = useApi<WireTableOf<'SnapshotCategoriesTable'>>('snapshot_categories', query);
+  const blame = useApi<'snapshot_blame', WireTableOf<'SnapshotBlameTable'>>('snapshot_blame', query);
+  const categories = useApi<'snapshot_categories', WireTableOf<'SnapshotCategoriesTable'>>('snapshot_categories', query);
   const [library, setLibrary] = useState<'collapsed' | 'expanded'>('collapsed');
-  const flame = useApi<WireTableOf<'SnapshotFlameTable'>>('snapshot_flame', { ...query, library });
-  const state = useApi<WireTableOf<'SnapshotStateTable'>>('snapshot_state', query);
+  const flame = useApi<'snapshot_flame', WireTableOf<'SnapshotFlameTable'>>('snapshot_flame', { ...query, library });
+  const state = useApi<'snapshot_state', WireTableOf<'SnapshotStateTable'>>('snapshot_state', query);
   return (
     <>
       <Card title={`Who holds the memory at entry ${query.entry}: by the innermost frame of your code`}>

@@ -18,8 +18,8 @@ type TimeColumn = { [K in keyof ModuleRow]: K extends `${string}_us` ? K : never
 
 export function ModuleView(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const modules = useApi<ModulesTable>('modules', base);
-  const flame = useApi<FlameNode>('module_flame', base);
+  const modules = useApi<'modules', ModulesTable>('modules', base);
+  const flame = useApi<'module_flame', FlameNode>('module_flame', base);
   const name = `${props.run}_${props.worker}_${props.span}`;
   return (
     <div class="stack" data-testid="module">

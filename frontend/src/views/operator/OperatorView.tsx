@@ -41,10 +41,10 @@ export function OperatorView(props: ViewProps) {
   // torch.compile: the table can be cut to the ops inside compiled regions or outside them,
   // offered only when the trace has compiled regions
   const [scopeParam, setScope] = useUrlParam('scope', 'all');
-  const share = useApi<WireTableOf<'CompiledShareTable'>>('compiled', { run: props.run, worker: props.worker, span: props.span, table: 'share' });
+  const share = useApi<'compiled', WireTableOf<'CompiledShareTable'>>('compiled', { run: props.run, worker: props.worker, span: props.span, table: 'share' });
   const hasCompiled = share.status === 'ok' && Number(typedRows(share.data)[0]?.regions) > 0;
   const scope = hasCompiled && ['compiled', 'eager'].includes(scopeParam) ? scopeParam : 'all';
-  const state = useApi<ByName | ByNameShape>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy, scope });
+  const state = useApi<'operators', ByName | ByNameShape>('operators', { run: props.run, worker: props.worker, span: props.span, group_by: groupBy, scope });
   return (
     <div class="stack" data-testid="operator">
       <div class="toolbar">
@@ -90,7 +90,7 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
   const pythonInside = rows.some((r) => r.host_self_less_python_us !== r.host_self_us);
   const us = (key: TimeColumn, text: string): Column<OperatorRow> => ({ key, label: text, numeric: true, format: (v) => formatDuration(v) });
   // the vendor's name for the units: Tensor Cores (NVIDIA) or Matrix cores (AMD)
-  const share = useApi<TensorCoreShare>('kernel_tensor_cores', { run, worker, span });
+  const share = useApi<'kernel_tensor_cores', TensorCoreShare>('kernel_tensor_cores', { run, worker, span });
   const unit = share.status === 'ok' ? share.data.unit : 'Tensor Cores';
   const tensorCores: Column<OperatorRow>[] = [
     { key: 'tc_eligible', label: `${unit}: eligible`, format: (v) => (v ? 'Yes' : 'No') },
@@ -157,7 +157,7 @@ function Operators({ table, groupBy, topN, run, worker, span, search }: ViewProp
  * share of the GPU's peak; without any, the server's reason, which fits the run (what it
  * lacks: shapes, or operators at all where the matrix work ran in CUDA-graph replays). */
 function Flops({ run, worker, span }: ViewProps) {
-  const state = useApi<{ operators: WireTableOf<'FlopsOperatorsTable'>; missing: WireTableOf<'FlopsMissingTable'> }>(
+  const state = useApi<'flops', { operators: WireTableOf<'FlopsOperatorsTable'>; missing: WireTableOf<'FlopsMissingTable'> }>(
     'flops', { run, worker, span, tables: 'operators,missing' });
   return (
     <Card title="FLOPs">

@@ -7,7 +7,7 @@ import { SourceFrame } from '../../components/SourceFrame';
 import { Empty, Loaded } from '../../components/Status';
 
 export function Stacks(props: { run: string; worker: string; span: number; name: string; inputShape: string | null }) {
-  const state = useApi<OperatorStacksReply>('operator_stacks', {
+  const state = useApi<'operator_stacks', OperatorStacksReply>('operator_stacks', {
     run: props.run,
     worker: props.worker,
     span: props.span,

@@ -20,17 +20,17 @@ import { DataTable } from '../../components/table/DataTable';
 const CATEGORIES = STEP_CATEGORIES.map(([id, label]) => [`${id}_us` as const, label, id] as const);
 
 export function OverviewView({ run, worker, span, runs }: ViewProps) {
-  const state = useApi<OverviewReply>('overview', { run, worker, span });
+  const state = useApi<'overview', OverviewReply>('overview', { run, worker, span });
   // torch.compile: share of the step inside compiled regions (one row; regions 0 when none)
-  const compiled = useApi<WireTableOf<'CompiledShareTable'>>('compiled', { run, worker, span, table: 'share' });
+  const compiled = useApi<'compiled', WireTableOf<'CompiledShareTable'>>('compiled', { run, worker, span, table: 'share' });
   const compiledShare = compiled.status === 'ok' ? typedRows(compiled.data)[0] ?? null : null;
   // model FLOPs utilisation per step
-  const flops = useApi<WireTableOf<'FlopsStepsTable'>>('flops', { run, worker, span, table: 'steps' });
+  const flops = useApi<'flops', WireTableOf<'FlopsStepsTable'>>('flops', { run, worker, span, table: 'steps' });
   const mfu = flops.status === 'ok' ? typedRows(flops.data) : [];
   // trace health: validator rules, import repairs and losses, odd events (collapsed when clean)
-  const health = useApi<WireTableOf<'HealthTable'>>('health', { run, worker, span });
+  const health = useApi<'health'>('health', { run, worker, span });
   // SM throughput and occupancy counters' mean per step (no rows: the trace has none)
-  const counters = useApi<WireTableOf<'StepCountersTable'>>('step_counters', { run, worker, span });
+  const counters = useApi<'step_counters'>('step_counters', { run, worker, span });
   const stepCounters = counters.status === 'ok' ? typedRows(counters.data) : [];
   const workers = runs.find((r) => r.name === run)?.workers.length ?? 1;
   return (

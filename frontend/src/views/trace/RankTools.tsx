@@ -66,7 +66,7 @@ export function useRankSearch({ query, open, onExpand, onFound }: RankSearchProp
   const [from, setFrom] = useState<{ after_rank: number; after_event: number; direction: 'next' | 'prev' } | null>(null);
   const [at, setAt] = useState(0);
   const goPending = useRef(false);
-  const state = useApi<TimelineRankSearchReply>(q ? 'timeline_rank_search' : null, { ...query, q, ...(from ?? {}) });
+  const state = useApi<'timeline_rank_search', TimelineRankSearchReply>(q ? 'timeline_rank_search' : null, { ...query, q, ...(from ?? {}) });
   const reply = state.status === 'ok' ? state.data : null;
   // a new list (another query, step past its ends, or other ranks expanded) starts at its first match
   useEffect(() => {
@@ -185,7 +185,7 @@ export function RankSummary({ query, range, total, open, onExpand, onClear }: {
   query: Params; range: Range; total: number; open: number; onExpand: (ranks: number[]) => void; onClear: () => void;
 }) {
   const tracks = range.tracks.length && range.tracks.length < total ? range.tracks.join(',') : null;
-  const state = useApi<TimelineRankSummaryReply>('timeline_rank_summary', { ...query, start_us: range.start, end_us: range.end, tracks });
+  const state = useApi<'timeline_rank_summary', TimelineRankSummaryReply>('timeline_rank_summary', { ...query, start_us: range.start, end_us: range.end, tracks });
   const csv = `${String(query.run)}_${String(query.span)}_ranks_range`;
   return (
     <Card title={`Range ${formatDuration(range.start)} – ${formatDuration(range.end)} (${formatDuration(range.end - range.start)}) on the shared axis`}>

@@ -70,7 +70,7 @@ export function RanksTrace(props: ViewProps & { ranks: string }) {
   const [align, setAlign] = useUrlParam('align_clocks', 'true');
   const [openParam, setOpenParam] = useUrlParam('trace_rank_open', '');
   const query = { run: props.run, span: props.span, ranks: props.ranks, expanded: openParam || null, align_clocks: align };
-  const state = useApi<TimelineRanksReply>('timeline_ranks', query);
+  const state = useApi<'timeline_ranks', TimelineRanksReply>('timeline_ranks', query);
   const open = useMemo(() => new Set(openParam.split(',').filter((r) => r !== '')), [openParam]);
   const toggle = useCallback((rank: string) => {
     const next = new Set(open);
@@ -162,8 +162,8 @@ function RanksTimeline(props: ViewProps & {
     setPicked(hit && rank ? { rank, event: hit.event, where: { event: hit.event, track: hit.track, lane: hit.lane, ts_us: hit.start, dur_us: hit.dur } } : null);
   }, [rankAt]);
   const rankBase = picked ? { run: props.run, worker: picked.rank.worker, span: props.span, event: picked.event } : null;
-  const details = useApi<TimelineEventReply>(rankBase ? 'timeline_event' : null, rankBase ?? {});
-  const flows = useApi<TimelineFlowsReply>(rankBase ? 'timeline_flows' : null, rankBase ?? {});
+  const details = useApi<'timeline_event', TimelineEventReply>(rankBase ? 'timeline_event' : null, rankBase ?? {});
+  const flows = useApi<'timeline_flows', TimelineFlowsReply>(rankBase ? 'timeline_flows' : null, rankBase ?? {});
   const known = details.status === 'ok' && picked && details.data.event === picked.event ? details.data : null;
   const selected = picked ? picked.where ?? (known ? onAxis(picked.rank, known) : null) : null;
   const arrows: TimelineFlow[] = picked && flows.status === 'ok' && flows.data.event === picked.event

@@ -60,7 +60,7 @@ export function TraceView(props: ViewProps) {
 
 function OneTrace(props: ViewProps) {
   const base = { run: props.run, worker: props.worker, span: props.span };
-  const tracks = useApi<TimelineTracksReply>('timeline_tracks', base);
+  const tracks = useApi<'timeline_tracks', TimelineTracksReply>('timeline_tracks', base);
   return (
     <Loaded state={tracks} label="Building the timeline…">
       {(data) => (data.tracks.rows.length ? <Trace {...props} info={data} /> : <Empty>This trace has no events to show on a timeline.</Empty>)}
@@ -146,7 +146,7 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   const [pathParam, setPathParam] = useUrlParam('trace_path', '');
   const pathStep = steps.find((s) => String(s.step) === pathParam) ?? null;
   const [view, setView] = useUrlWindow(limit, pathStep ? stepWindow(pathStep) : limit);
-  const pathTable = useApi<WireTableOf<'TimelineCriticalPathTable'>>(pathStep ? 'timeline_critical_path' : null, { ...base, step: pathStep?.step ?? null });
+  const pathTable = useApi<'timeline_critical_path', WireTableOf<'TimelineCriticalPathTable'>>(pathStep ? 'timeline_critical_path' : null, { ...base, step: pathStep?.step ?? null });
   const path = useMemo(() => {
     if (!pathStep || pathTable.status !== 'ok') return null;
     const segments: PathSegment[] = typedRows(pathTable.data).map((r) => ({
@@ -198,8 +198,8 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
   const [where, setWhere] = useState<TimelineEndpoint | null>(null);
   const [reveal, setReveal] = useState(0);
   const centreWhenKnown = useRef(false);
-  const details = useApi<TimelineEventReply>(selectedId !== null ? 'timeline_event' : null, { ...base, event: selectedId });
-  const flows = useApi<TimelineFlowsReply>(selectedId !== null ? 'timeline_flows' : null, { ...base, event: selectedId });
+  const details = useApi<'timeline_event', TimelineEventReply>(selectedId !== null ? 'timeline_event' : null, { ...base, event: selectedId });
+  const flows = useApi<'timeline_flows', TimelineFlowsReply>(selectedId !== null ? 'timeline_flows' : null, { ...base, event: selectedId });
   const known = details.status === 'ok' && details.data.event === selectedId ? details.data : null;
   const selected: TimelineEndpoint | null = where && where.event === selectedId ? where : known;
 
@@ -400,7 +400,7 @@ function PathCard(props: {
   onOff: () => void;
 }) {
   const { step, path, selected, tracks } = props;
-  const categories = useApi<WireTableOf<'CriticalPathCategoriesTable'>>('critical_path', { ...props.base, step: step.step, table: 'categories' });
+  const categories = useApi<'critical_path', WireTableOf<'CriticalPathCategoriesTable'>>('critical_path', { ...props.base, step: step.step, table: 'categories' });
   const seg = path && selected >= 0 ? path.segments[selected] : null;
   const where = seg ? tracks.get(seg.track) : undefined;
   return (
@@ -456,7 +456,7 @@ function PathCard(props: {
 
 function Summary({ base, range, total, onClear }: { base: Record<string, string | number>; range: Range; total: number; onClear: () => void }) {
   const tracks = range.tracks.length && range.tracks.length < total ? range.tracks.join(',') : null;
-  const state = useApi<WireTableOf<'TimelineSummaryTable'>>('timeline_summary', { ...base, start_us: range.start, end_us: range.end, tracks });
+  const state = useApi<'timeline_summary', WireTableOf<'TimelineSummaryTable'>>('timeline_summary', { ...base, start_us: range.start, end_us: range.end, tracks });
   return (
     <Card title={`Range ${formatDuration(range.start)} – ${formatDuration(range.end)} (${formatDuration(range.end - range.start)})`}>
       <div
@@ -519,7 +519,7 @@ function Search({ base, selected, onFound }: { base: Record<string, string | num
     try {
       // stepping from the current match by its id visits matches that start together one by one
       const from = current ? { after_event: current.event } : { after_us: null };
-      const data = await fetchJson<TimelineSearchReply>('timeline_search', { ...base, q, direction, ...from });
+      const data = await fetchJson<'timeline_search', TimelineSearchReply>('timeline_search', { ...base, q, direction, ...from });
       setError('');
       if (!data.match) {
         setReply({ q, data, at: 0 });

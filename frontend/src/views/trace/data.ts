@@ -48,8 +48,8 @@ function scopeOf(tracks: string, base: Params): string {
 /** The routes a timeline reads: slices (shaped as /timeline_slices answers) and counters
  *  (shaped as /timeline_counters answers; null: none). */
 export interface TimelineRoutes {
-  slices: string;
-  counters: string | null;
+  slices: 'timeline_slices' | 'timeline_rank_slices';
+  counters: 'timeline_counters' | 'timeline_rank_counters' | null;
 }
 
 const ONE_TRACE: TimelineRoutes = { slices: 'timeline_slices', counters: 'timeline_counters' };
@@ -105,13 +105,13 @@ export function useTimelineData(base: Params, view: Window, plotWidth: number, t
       if (isAbort(error) && seq !== s.seq) return;
       settle();
     };
-    fetchJson<TimelineSlicesReply>(rt.slices, { ...b, ...window, resolution_us: resolution, tracks: tr || null }, { signal: controller.signal })
+    fetchJson<typeof rt.slices, TimelineSlicesReply>(rt.slices, { ...b, ...window, resolution_us: resolution, tracks: tr || null }, { signal: controller.signal })
       .then((reply) => {
         if (seq === s.seq) setData((old) => ({ ...old, slices: indexSlices(reply), requests: s.requests }));
         settle();
       }, fail);
     if (rt.counters) {
-      fetchJson<TimelineCountersReply>(rt.counters, { ...b, ...window, points: Math.min(5000, Math.max(10, Math.round((px * (1 + 2 * PAD)) / 2))) }, { signal: controller.signal })
+      fetchJson<typeof rt.counters, TimelineCountersReply>(rt.counters, { ...b, ...window, points: Math.min(5000, Math.max(10, Math.round((px * (1 + 2 * PAD)) / 2))) }, { signal: controller.signal })
         .then((reply) => {
           if (seq === s.seq) setData((old) => ({ ...old, counters: reply.counters }));
           settle();
