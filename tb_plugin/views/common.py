@@ -147,7 +147,7 @@ def cached(model: TraceModel | SnapshotModel, key: Hashable, build: Callable[[],
         return cache[key]
 
 
-def texts(column: pd.Series, rows: npt.NDArray[np.int64] | npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.str_]:
+def texts(column: pd.Series, rows: npt.NDArray[np.int64] | npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.object_]:
     """A text column's values (at `rows` when given) as a numpy array of str, "" where a
     categorical has no value. pandas 3's `astype(str)` copies every value into its Arrow string
     type and `to_numpy` copies them back; a categorical's categories taken by its codes is one
