@@ -29,19 +29,19 @@ RAISE_IT = ("TensorBoard's --profiler_max_memory_mb, the command line's --max-me
             "the Python API's max_memory_bytes")
 
 
-def json_limit(max_parse_bytes):
+def json_limit(max_parse_bytes: int) -> int:
     """The most JSON a trace may inflate to in a parse within `max_parse_bytes`: the budget
     left once a parse's other needs are met. Every process that parses stops reading there,
     so a gzip bomb is never inflated whole."""
     return int((max_parse_bytes - PEAK_FIXED_BYTES) / PEAK_BYTES_PER_JSON_BYTE)
 
 
-def estimate_parse_bytes(json_bytes, events):
+def estimate_parse_bytes(json_bytes: int, events: int) -> int:
     """Peak memory a parse of `events` events in `json_bytes` of JSON adds (see above)."""
     return int(PEAK_BYTES_PER_JSON_BYTE * json_bytes + PEAK_BYTES_PER_EVENT * events + PEAK_FIXED_BYTES)
 
 
-def events_in(json_bytes, head):
+def events_in(json_bytes: int, head: bytes) -> int:
     """The number of events a trace of `json_bytes` probably holds, from the density of
     events (`"ph"` keys) in its first bytes `head`."""
     if not head:

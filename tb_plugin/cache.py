@@ -32,6 +32,8 @@ index entry holding every worker's summary of a kind with each file's identity
 checks each member against its file as it would a file's own entry.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import logging
@@ -42,13 +44,22 @@ import socket
 import stat
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .trace.anomalies import ANOMALIES, TEXT_VALUED
 from .trace.metadata import clean_metadata
 from .trace.model import TraceModel
 from .version import __version__
 from .storage import is_url
+
+if TYPE_CHECKING:  # types only: the cache imports pandas and pyarrow when it reads or writes an entry
+    import pandas as pd
+    import pyarrow as pa
+
+    from .schema import Column, Persisted
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -83,14 +94,14 @@ _TABLES = ("threads", "ops", "python", "runtime", "kernels", "memcpy", "memset",
            "memory", "flows", "counters", "other", "steps", "devices")
 
 
-def _seal(key, manifest):
+def _seal(key: str, manifest: dict[str, Any]) -> str:
     """SHA-256 of the entry's key and its manifest (without its seal) in one canonical form:
     an edit of any value, the identity or a part's digest included, changes it."""
     canonical = json.dumps(manifest, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return _sha256(f"{key}\n{canonical}".encode("utf-8", "surrogatepass"))
 
 
-def checked_manifest(key, data):
+def checked_manifest(key: str, data: bytes) -> dict[str, Any]:
     """The manifest of the entry `key` from its bytes, once it fits `cache_schema.Manifest` and its seal;
     raises ValueError (or RecursionError, for nesting deeper than the parser goes) otherwise."""
     import msgspec
@@ -115,12 +126,12 @@ def checked_manifest(key, data):
     return manifest
 
 
-def default_cache_dir():
+def default_cache_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "tb_plugin_pytorch_profiler")
 
 
-def model_bytes(model):
+def model_bytes(model: TraceModel) -> int:
     """Memory a `TraceModel`'s tables take: their columns, and once each the text of the
     category lists the categorical columns share (`nbytes` counts only their pointers).
     Tables never change once built: counted once per model."""
@@ -137,11 +148,11 @@ def model_bytes(model):
     return model.__dict__["_tables_bytes"]
 
 
-def _sha256(data):
+def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _arrow_bytes(table):
+def _arrow_bytes(table: pa.Table) -> bytes:
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
@@ -150,13 +161,13 @@ def _arrow_bytes(table):
     return sink.getvalue().to_pybytes()
 
 
-def _arrow_table(data):
+def _arrow_table(data: bytes) -> pa.Table:
     import pyarrow as pa
 
     return pa.ipc.open_file(pa.py_buffer(data)).read_all()
 
 
-def encode_model(model):
+def encode_model(model: TraceModel) -> tuple[dict[str, Any], dict[str, bytes]]:
     """(manifest fields, {part name: bytes}) of a `TraceModel`; raises TypeError or ValueError
     for a model that does not fit the format (it is then not cached)."""
     import pandas as pd
@@ -191,7 +202,7 @@ def encode_model(model):
     return fields, parts
 
 
-def decode_model(fields, parts):
+def decode_model(fields: dict[str, Any], parts: dict[str, bytes]) -> TraceModel:
     """The `TraceModel` of `encode_model`'s output (parts already checked)."""
     import pandas as pd
 
@@ -209,7 +220,7 @@ def decode_model(fields, parts):
                       **tables)
 
 
-def _scalar(value, column):
+def _scalar(value: object, column: Column) -> object:
     """A summary's scalar field as its declared column (`schema.Column`) holds it, as a JSON
     value; TypeError for a value of another kind."""
     if value is None and column.nullable:
@@ -225,12 +236,12 @@ def _scalar(value, column):
     raise TypeError(f"field {column.name!r} holds a {type(value).__name__}, not a {column.dtype}")
 
 
-def _numbers(value):
+def _numbers(value: Any) -> Any:
     """Numpy scalars as Python's: a summary built from tables may hold either."""
     return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
 
 
-def _declared_frame(declared, field, value):
+def _declared_frame(declared: Persisted, field: str, value: Any) -> pd.DataFrame:
     """The table field `field` of a summary as its declaration (`declared.tables`) holds it:
     its columns exactly the declared ones, in order, of the declared dtypes (an array field
     as a table of one column, `value`); TypeError or ValueError (`schema.SchemaError`) else."""
@@ -247,7 +258,8 @@ def _declared_frame(declared, field, value):
     return table.conform(value)
 
 
-def encode_summaries(declared, members):
+def encode_summaries(declared: Persisted, members: Sequence[tuple[str, dict[str, Any], Any]]) \
+        -> tuple[dict[str, Any], dict[str, bytes]]:
     """(manifest fields, {part name: bytes}) of per-file summaries of the kind `declared` (a
     `schema.Persisted`) describes, `members` = [(source, identity, summary)]: each table
     field (declared tables, arrays as tables of one column) becomes one Arrow part for all
@@ -281,7 +293,8 @@ def encode_summaries(declared, members):
     return fields, parts
 
 
-def decode_summaries(declared, fields, parts):
+def decode_summaries(declared: Persisted, fields: dict[str, Any], parts: dict[str, bytes]) \
+        -> list[tuple[str, dict[str, Any], Any]]:
     """[(source, identity, summary)] of `encode_summaries`' output (parts already checked),
     each table given back its declared columns and dtypes; ValueError when the entry holds
     another kind, other columns or other fields than `declared` declares."""
@@ -311,7 +324,7 @@ def decode_summaries(declared, fields, parts):
     return [(member["source"], member["identity"], declared.kind(**value)) for member, value in zip(members, values)]
 
 
-def summary_format(declared):
+def summary_format(declared: Persisted) -> str:
     """The format of a summary entry of the kind `declared` (a `schema.Persisted`): the cache's
     and the digest of the summary's declarations, so that a column of one of its tables
     renamed or retyped makes its entries another format (missed, built again), never read
@@ -331,20 +344,20 @@ class ModelCache:
     written through a link, nor read from a file another user owns.
     """
 
-    def __init__(self, directory, max_bytes=10 << 30):
+    def __init__(self, directory: str | os.PathLike[str], max_bytes: int | None = 10 << 30) -> None:
         self.directory = str(directory)
         self.max_bytes = max_bytes
-        self._enabled = None
+        self._enabled: bool | None = None
         self.fs: Any = None  # the fsspec file system and the directory in it, set by `enabled`
         self.root = ""
 
     @property
-    def enabled(self):
+    def enabled(self) -> bool:
         if self._enabled is None:
             self._enabled = self._prepare()
         return self._enabled
 
-    def _prepare(self):
+    def _prepare(self) -> bool:
         try:
             if is_url(self.directory):
                 import fsspec
@@ -369,35 +382,36 @@ class ModelCache:
             return False
         return True
 
-    def _path(self, *names):
+    def _path(self, *names: str) -> str:
         return (os.path.join if _is_local(self.fs) else posixpath.join)(self.root, *names)
 
     @staticmethod
-    def key(source):
+    def key(source: str) -> str:
         """The entry name of a source file (path or URL) in this format and release."""
         text = f"{CACHE_FORMAT}|{__version__}|{source}"
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     @staticmethod
-    def summary_key(source, declared):
+    def summary_key(source: str, declared: Persisted) -> str:
         """The entry name of the summary `declared` (a `schema.Persisted`, e.g. the job view's
         `RANK_PART`) of a source file, in its format."""
         return ModelCache.key(f"summary:{summary_format(declared)}:{declared.name}|{source}")
 
     @staticmethod
-    def summary_index_key(run_source, span, declared):
+    def summary_index_key(run_source: str, span: int, declared: Persisted) -> str:
         """The entry name of the index of the summaries `declared` of one span of every worker
         of the run directory `run_source` (path or URL), in their format."""
         return ModelCache.key(f"summary-index:{summary_format(declared)}:{declared.name}|{span}|{run_source}")
 
     @staticmethod
-    def index_identity(run_source, span):
+    def index_identity(run_source: str, span: int) -> dict[str, Any]:
         """What a run's summary index is checked against (its members carry their files')."""
         return {"run": run_source, "span": int(span)}
 
     # --- reading ------------------------------------------------------------------------
 
-    def manifest(self, key, identity, entry_format=CACHE_FORMAT):
+    def manifest(self, key: str, identity: dict[str, Any], entry_format: int | str = CACHE_FORMAT) \
+            -> dict[str, Any] | None:
         """The entry's manifest when it is of `entry_format` (a model's: `CACHE_FORMAT`; a
         summary's: `summary_format`) and of exactly the file `identity` describes, else None."""
         if not self.enabled:
@@ -413,20 +427,21 @@ class ModelCache:
             return None
         return manifest
 
-    def get(self, key, identity, admit=None):
+    def get(self, key: str, identity: dict[str, Any], admit: Callable[[int], object] | None = None) \
+            -> TraceModel | None:
         """The cached model of the file `identity` describes, or None (missing, stale, damaged,
         another format). `admit(memory_bytes)` is called before the tables are read, with the
         memory they take once loaded; it may raise to refuse them."""
-        def admit_model(fields):
+        def admit_model(fields: dict[str, Any]) -> None:
             if admit is not None:
                 admit(int(fields["memory_bytes"]))
 
         return self._read_entry(key, identity, "model", decode_model, admit_model)
 
-    def get_summary(self, key, identity, declared):
+    def get_summary(self, key: str, identity: dict[str, Any], declared: Persisted) -> Any:
         """The summary `declared` (a `schema.Persisted`, see `encode_summaries`) stored for the
         file `identity` describes, or None (missing, stale, damaged, another format)."""
-        def decode(fields, parts):
+        def decode(fields: dict[str, Any], parts: dict[str, bytes]) -> Any:
             members = decode_summaries(declared, fields, parts)
             if len(members) != 1 or members[0][1] != identity:
                 raise ValueError("the entry holds the summary of another file")
@@ -434,7 +449,8 @@ class ModelCache:
 
         return self._read_entry(key, identity, "summary", decode, entry_format=summary_format(declared))
 
-    def get_summary_index(self, run_source, span, declared):
+    def get_summary_index(self, run_source: str, span: int, declared: Persisted) \
+            -> dict[str, tuple[dict[str, Any], Any]] | None:
         """{source: (identity, summary)} of the run's index of the summaries `declared` (a
         `schema.Persisted`) (`put_summary_index`), or None (missing, damaged, another format);
         whether each member is still its file's is for the reader to check against the file's
@@ -445,7 +461,10 @@ class ModelCache:
                                    entry_format=summary_format(declared))
         return None if members is None else {source: (identity, summary) for source, identity, summary in members}
 
-    def _read_entry(self, key, identity, section, decode, admit=None, entry_format=CACHE_FORMAT):
+    def _read_entry(self, key: str, identity: dict[str, Any], section: str,
+                    decode: Callable[[dict[str, Any], dict[str, bytes]], T],
+                    admit: Callable[[dict[str, Any]], object] | None = None, entry_format: int | str = CACHE_FORMAT) \
+            -> T | None:
         """`decode(manifest[section], {part name: checked bytes})` of an entry of `entry_format`
         of the file `identity` describes; None when it is missing, stale or damaged in any way."""
         manifest = self.manifest(key, identity, entry_format)
@@ -473,7 +492,7 @@ class ModelCache:
         self._touch(key)
         return value
 
-    def _fetch(self, key, file_names):
+    def _fetch(self, key: str, file_names: Sequence[str]) -> dict[str, bytes]:
         """{file name: bytes} of files of the entry `key`. Locally nothing is read through a
         link (the entry directory and each file opened with O_NOFOLLOW) nor from a file or
         directory the server's user does not own: `ValueError` or `OSError` then."""
@@ -489,7 +508,7 @@ class ModelCache:
         finally:
             os.close(directory)
 
-    def _touch(self, key):
+    def _touch(self, key: str) -> None:
         if _is_local(self.fs):  # recently used: kept longest when the cache is trimmed
             try:
                 os.utime(self._path(key, MANIFEST), follow_symlinks=False)
@@ -498,7 +517,7 @@ class ModelCache:
 
     # --- writing ------------------------------------------------------------------------
 
-    def put(self, key, identity, model, source=""):
+    def put(self, key: str, identity: dict[str, Any], model: TraceModel, source: str = "") -> bool:
         """Store `model`, parsed from the file `identity` describes (`source` names it);
         whether it was written."""
         if not self.enabled:
@@ -510,7 +529,8 @@ class ModelCache:
             return False
         return self._write_entry(key, identity, source, "model", fields, parts)
 
-    def put_summary(self, key, identity, summary, declared, source=""):
+    def put_summary(self, key: str, identity: dict[str, Any], summary: Any, declared: Persisted, source: str = "") \
+            -> bool:
         """Store `summary` (of the kind `declared`, a `schema.Persisted`, see `encode_summaries`)
         of the file `identity` describes, under `key` (`summary_key`); whether it was written."""
         if not self.enabled:
@@ -522,7 +542,8 @@ class ModelCache:
             return False
         return self._write_entry(key, identity, source, "summary", fields, parts, summary_format(declared))
 
-    def put_summary_index(self, run_source, span, declared, members):
+    def put_summary_index(self, run_source: str, span: int, declared: Persisted,
+                          members: Sequence[tuple[str, dict[str, Any], Any]]) -> bool:
         """Store one entry holding the summaries `declared` (a `schema.Persisted`) of every
         worker of one span of the run directory `run_source`, `members` = [(file's source, its
         identity, summary)]: a view over 1,024 ranks then reads one entry, not 1,024. Whether
@@ -538,7 +559,8 @@ class ModelCache:
         return self._write_entry(key, self.index_identity(run_source, span), run_source, "summary", fields, parts,
                                  summary_format(declared))
 
-    def _write_entry(self, key, identity, source, section, fields, parts, entry_format=CACHE_FORMAT):
+    def _write_entry(self, key: str, identity: dict[str, Any], source: str, section: str, fields: dict[str, Any],
+                     parts: dict[str, bytes], entry_format: int | str = CACHE_FORMAT) -> bool:
         """Write the parts, then the manifest naming them (`section`: `fields`) last.
 
         Another process may act on the same entry meanwhile: its housekeeping, or its own
@@ -578,7 +600,8 @@ class ModelCache:
             self._trim()
         return True
 
-    def _write_parts(self, key, names, parts, manifest):
+    def _write_parts(self, key: str, names: Mapping[str, Sequence[str]], parts: dict[str, bytes],
+                     manifest: dict[str, Any]) -> None:
         self._entry_directory(key)
         if _is_local(self.fs):
             for name, data in parts.items():
@@ -587,7 +610,7 @@ class ModelCache:
             self.fs.pipe({self._path(key, names[name][0]): data for name, data in parts.items()})
         self._write(self._path(key, MANIFEST), json.dumps(manifest, allow_nan=True).encode())
 
-    def _complete(self, key, listed):
+    def _complete(self, key: str, listed: set[str]) -> bool:
         """Whether the entry `key` holds every file of `listed` (its manifest and parts), as
         just written. Only checked locally, where housekeeping of other processes runs."""
         if not _is_local(self.fs):
@@ -597,7 +620,7 @@ class ModelCache:
         except FileNotFoundError:
             return False
 
-    def _write(self, path, data):
+    def _write(self, path: str, data: bytes) -> None:
         """Write `data` so that a reader sees all of it or nothing: locally a temporary file
         renamed into place; an object store's objects appear whole."""
         if not _is_local(self.fs):
@@ -615,7 +638,7 @@ class ModelCache:
                 pass
             raise
 
-    def _entry_directory(self, key):
+    def _entry_directory(self, key: str) -> None:
         """Make the entry's directory. Locally one that is a link is removed as a link (not
         written through: the files of whatever it points to are never touched) and made anew."""
         path = self._path(key)
@@ -638,7 +661,7 @@ class ModelCache:
             # directory (maybe a killed write's, hours old) is in use.
             os.utime(path, follow_symlinks=False)
 
-    def _remove_unlisted(self, key, keep):
+    def _remove_unlisted(self, key: str, keep: set[str]) -> None:
         """Parts of an older version of this entry (another process may still be reading one:
         it then finds it missing and parses the trace). Only files named as this cache names
         its parts are removed: whatever else lies there was not written by it."""
@@ -649,13 +672,13 @@ class ModelCache:
 
     # --- housekeeping -------------------------------------------------------------------
 
-    def _listing(self):
+    def _listing(self) -> list[dict[str, Any]]:
         try:
             return self.fs.ls(self.root, detail=True)
         except (OSError, ValueError):
             return []
 
-    def _clean(self):
+    def _clean(self) -> None:
         """Remove temporary files of killed writes, entries without a manifest (a write that
         failed or was killed) and entries of the old pickle format."""
         now = time.time()
@@ -672,7 +695,7 @@ class ModelCache:
                 except OSError:
                     pass
 
-    def _remove_entry(self, key, names=None):
+    def _remove_entry(self, key: str, names: list[str] | None = None) -> None:
         """Remove the files of the entry `key` this cache writes (its manifest, then its parts;
         `names`: the fsspec listing of the entry when known), and the directory once empty.
         Files it does not write stay; an entry that is a link is removed as a link."""
@@ -691,7 +714,8 @@ class ModelCache:
             except OSError:  # not empty: holds files this cache did not write
                 pass
 
-    def _remove_orphaned(self, key, older_than=None, directory=None):
+    def _remove_orphaned(self, key: str, older_than: float | None = None, directory: dict[str, Any] | None = None) \
+            -> None:
         """Remove the entry `key` when it has no manifest and (with `older_than`) neither the
         entry's `directory` (its listing info) nor any of its files changed since then: its
         parts are named by nothing and never read. A directory just made by another process's
@@ -705,7 +729,7 @@ class ModelCache:
         except (OSError, ValueError):
             pass
 
-    def _trim(self):
+    def _trim(self) -> None:
         """Drop least recently used entries until entries and temporary files fit `max_bytes`."""
         entries, total = [], 0
         for info in self._listing():
@@ -724,7 +748,7 @@ class ModelCache:
             else:
                 total += info.get("size") or 0
         for _, size, path in sorted(entries):
-            if total <= self.max_bytes:
+            if total <= self.max_bytes:  # type: ignore[operator]  # (a cache without a bound is never trimmed)
                 break
             try:
                 self._remove_entry(posixpath.basename(path.rstrip("/")))
@@ -733,7 +757,7 @@ class ModelCache:
             total -= size
 
 
-def _killed_write(name, mtime, now):
+def _killed_write(name: str, mtime: float, now: float) -> bool:
     """Whether `name` in the cache directory is the temporary file of a write that was killed."""
     if not name.startswith(_TEMP_PREFIX):
         return False
@@ -751,13 +775,13 @@ def _killed_write(name, mtime, now):
     return False
 
 
-def _in_progress(directory, files, since):
+def _in_progress(directory: dict[str, Any] | None, files: Iterable[dict[str, Any]], since: float) -> bool:
     """Whether an entry without a manifest may be a write in progress: its directory (fsspec
     listing info, None when unknown) or one of its files (listing infos) changed after `since`."""
     return any(_mtime(info) > since for info in [*([directory] if directory else []), *files])
 
 
-def _foreign(info):
+def _foreign(info: os.stat_result) -> str:
     """"belongs to another user (uid N)" when the server's user does not own what `info` (an
     `os.stat_result`) describes, else "": whoever writes an entry decides the numbers shown."""
     if hasattr(os, "getuid") and info.st_uid != os.getuid():
@@ -765,7 +789,7 @@ def _foreign(info):
     return ""
 
 
-def _unsafe_directory(info):
+def _unsafe_directory(info: os.stat_result) -> str:
     """Why the cache directory `info` (an `os.stat_result`) describes may not be used, or "":
     it belongs to another user, or others may write into it and so plant or replace entries
     (a sticky directory, as /tmp, lets them add entries only, and those are refused as not
@@ -782,13 +806,13 @@ def _unsafe_directory(info):
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def _check_owned(info, name):
+def _check_owned(info: os.stat_result, name: str) -> None:
     """Raise ValueError when another user owns `name`, which `info` describes."""
     if _foreign(info):
         raise ValueError(f"{name} {_foreign(info)}")
 
 
-def _read_own_file(name, directory):
+def _read_own_file(name: str, directory: int) -> bytes:
     """The bytes of the regular file `name` in the directory open as `directory`, not read
     through a link, and only when the server's user owns it (OSError or ValueError)."""
     # O_NONBLOCK: a pipe planted under a part's name fails the check below instead of blocking.
@@ -801,17 +825,17 @@ def _read_own_file(name, directory):
         return fh.read()
 
 
-def _fetched_key(fs, path):
+def _fetched_key(fs: Any, path: str) -> str:
     """The key under which `fs.cat([path, ...])` returns `path`'s bytes (its own form of it)."""
     return fs._strip_protocol(path)
 
 
-def _is_local(fs):
+def _is_local(fs: Any) -> bool:
     from fsspec.implementations.local import LocalFileSystem
 
     return isinstance(fs, LocalFileSystem)
 
 
-def _mtime(info):
+def _mtime(info: dict[str, Any]) -> float:
     value = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or 0
     return value.timestamp() if hasattr(value, "timestamp") else float(value)

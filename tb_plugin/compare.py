@@ -15,8 +15,9 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -64,19 +65,19 @@ class Comparison:
         return any((view.explanation["verdict"] == REGRESSION).any() for view in self.pairs.values())
 
 
-def _is_trace_file(path):
+def _is_trace_file(path: str) -> bool:
     if is_url(path):
         return path.endswith((".json", ".json.gz"))
     return os.path.isfile(path)
 
 
-def _progress_printer(label):
+def _progress_printer(label: str) -> Callable[[str, float | None], None]:
     """A `progress(stage, fraction)` printing to stderr, at most every 10%, once the load has
     run PROGRESS_AFTER_S."""
     started = time.monotonic()
-    shown = {"stage": None, "tenth": -1}
+    shown: dict[str, object] = {"stage": None, "tenth": -1}
 
-    def progress(stage, fraction):
+    def progress(stage: str, fraction: float | None) -> None:
         if time.monotonic() - started < PROGRESS_AFTER_S:
             return
         tenth = -1 if fraction is None else int(fraction * 10)
@@ -98,13 +99,13 @@ def _workers(side: Side, run: Run) -> list[str]:
     return run.workers
 
 
-def _loader(side, run, worker, name, max_memory_bytes):
+def _loader(side: Side, run: Run | None, worker: str | None, name: str, max_memory_bytes: int) -> Callable[[], Profile]:
     label = f"{name} {side.path}" + (f" [{worker}, span {side.span}]" if run is not None else "")
 
     def load_it() -> Profile:
         if run is None:
             return load(side.path, _progress_printer(label), max_memory_bytes)
-        return run.profile(worker, side.span, _progress_printer(label), keep=False)
+        return run.profile(worker, side.span, _progress_printer(label), keep=False)  # type: ignore[arg-type]  # (a run's side names its worker)
     return load_it
 
 
@@ -154,7 +155,7 @@ def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT, whol
     if len(workers["A"]) > 1 and len(workers["B"]) > 1:
         printers = {}
 
-        def progress(side, worker, stage, fraction):
+        def progress(side: str, worker: str, stage: str, fraction: float | None) -> None:
             key = (side, worker)
             if key not in printers:
                 printers[key] = _progress_printer(f"{side} {(a if side == 'A' else b).path} [{worker}]")
@@ -176,7 +177,7 @@ def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT, whol
     _comparable(whole_trace)(profile_a, profile_b)
     view = diff(profile_a, profile_b, threshold_pct)
 
-    def label(side, run, worker):
+    def label(side: Side, run: Run | None, worker: str | None) -> str:
         return side.path if run is None else f"{side.path} [{worker}, span {side.span}]"
     return Comparison(label(a, runs["A"], worker_a), label(b, runs["B"], worker_b), threshold_pct,
                       {worker_a or "": view}, None)
@@ -184,23 +185,24 @@ def compare(a: Side, b: Side, threshold_pct: float = DEFAULT_THRESHOLD_PCT, whol
 
 # --- formatting ---------------------------------------------------------------------------
 
-def _ms(us):
+def _ms(us: Any) -> str:  # a number, or a table's cell holding one
     return f"{us / 1000:.3f}"
 
 
-def _signed_ms(us):
+def _signed_ms(us: Any) -> str:
     return f"{us / 1000:+.3f}"
 
 
-def _verdict_line(comparison):
+def _verdict_line(comparison: Comparison) -> str:
     step = comparison.main.explanation.iloc[0]
     words = {"regression": "REGRESSION", "improvement": "improvement", "noise": "within noise"}
     return (f"step time {_ms(step['mean_us_a'])} -> {_ms(step['mean_us_b'])} ms ({_signed_ms(step['mean_us_delta'])} ms, "
             f"{step['change_pct']:+.1f}%): {words[step['verdict']]} at a {comparison.threshold_pct:g}% threshold")
 
 
-def _cause_rows(explanation):
+def _cause_rows(explanation: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     rows = []
+    r: Any  # a row (pandas-stubs type its cells as any scalar)
     for r in explanation.itertuples():  # eight rows
         share = "" if pd.isna(r.share_pct) else f"{r.share_pct + 0.0:.0f}%"  # no "-0%"
         rows.append([r.label, _ms(r.mean_us_a), _ms(r.mean_us_b), _signed_ms(r.mean_us_delta), share,
@@ -210,10 +212,11 @@ def _cause_rows(explanation):
             "verdict"], rows
 
 
-def _contributor_rows(contributors, limit):
+def _contributor_rows(contributors: pd.DataFrame, limit: int) -> tuple[list[str], list[list[str]]]:
     """The `limit` largest contributors of each cause, the row of the rest (paths 0) never
     among them: a lump of small changes is no contributor to act on."""
     rows = []
+    r: Any  # a row (pandas-stubs type its cells as any scalar)
     for cause in CAUSES:
         mine = contributors[(contributors["cause"] == cause) & (contributors["paths"] > 0)]
         for r in mine.sort_values("delta_us", key=abs, ascending=False).head(limit).itertuples():
@@ -225,13 +228,13 @@ def _contributor_rows(contributors, limit):
     return ["cause", "contributor", "calls/step", "delta us/step"], rows
 
 
-def _text_table(header, rows):
+def _text_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
     line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
-def _short(text, width=90):
+def _short(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -258,7 +261,7 @@ def format_text(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def _markdown_table(header, rows):
+def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = lambda row: "| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"  # noqa: E731
     return "\n".join([cells(header), "|" + "---|" * len(header), *(cells(r) for r in rows)])
 
@@ -284,7 +287,7 @@ def format_markdown(comparison: Comparison) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _records(frame):
+def _records(frame: pd.DataFrame) -> list[dict[Hashable, Any]]:
     return frame.astype(object).where(frame.notna(), None).to_dict("records")
 
 
@@ -300,7 +303,7 @@ def format_json(comparison: Comparison) -> str:
     return json.dumps(body, indent=2, default=lambda v: v.item() if hasattr(v, "item") else str(v))
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", help="the baseline: a trace file, a run directory or an fsspec URL")
     parser.add_argument("b", help="the trace compared with it, named the same ways")
     parser.add_argument("--worker", help="A's worker when A is a run directory (default: its only worker; "

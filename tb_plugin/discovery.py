@@ -17,11 +17,18 @@ with such bytes escaped (`\\xff`, see `printable`) and requests use that escaped
 paths keep the real name, so the file opens.
 """
 
+from __future__ import annotations
+
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import NotFoundError, TraceError
 from .snapshot.sniff import looks_like_json_snapshot
+
+if TYPE_CHECKING:
+    from .storage import FileStat
 
 # Any character in a name, newlines included (DOTALL), to the very end (\Z, where `$` would
 # also accept a name that ends in a newline after ".json").
@@ -42,7 +49,7 @@ SNIFF_BYTES = 64 << 10
 _OTHER_PROFILER_DIR = re.compile(r"(^|/)plugins/profile(/|$)")
 
 
-def printable(name):
+def printable(name: str) -> str:
     """`name` as shown and as requests name it: bytes that are not UTF-8 (decoded with
     `surrogateescape`, e.g. `\\udcff`) become `\\xff`; valid names are unchanged."""
     try:
@@ -59,6 +66,17 @@ class Skipped:
     reason: str
 
 
+
+class Tree(Protocol):
+    """What discovery reads of a `storage.Storage` (a run's loader hands it a view of one
+    that walks the run's own directory only)."""
+
+    def walk(self, on_skip: Callable[[str, str], object] | None = None) -> Iterator[tuple[str, list[str]]]: ...
+
+    def stat(self, rel: str) -> FileStat: ...
+
+    def read_head(self, rel: str, size: int = 4096) -> bytes: ...
+
 @dataclass(frozen=True)
 class SpanFile:
     """One trace file: the `span` (1-based) of `worker` in a run."""
@@ -74,28 +92,28 @@ class RunFiles:
     """The trace files of one run, by worker, spans in order."""
 
     name: str  # printable
-    workers: dict = field(default_factory=dict)  # worker -> [SpanFile, ...]
-    snapshots: dict = field(default_factory=dict)  # memory snapshots: name -> [SpanFile, ...]
+    workers: dict[str, list[SpanFile]] = field(default_factory=dict)  # worker -> [SpanFile, ...]
+    snapshots: dict[str, list[SpanFile]] = field(default_factory=dict)  # memory snapshots: name -> [SpanFile, ...]
 
-    def files(self):
+    def files(self) -> list[SpanFile]:
         return [f for spans in self.workers.values() for f in spans]
 
-    def snapshot_files(self):
+    def snapshot_files(self) -> list[SpanFile]:
         return [f for spans in self.snapshots.values() for f in spans]
 
-    def span_count(self):
+    def span_count(self) -> int:
         return max((len(s) for s in self.workers.values()), default=0)
 
-    def trace_file(self, worker, span=1):
+    def trace_file(self, worker: str, span: int = 1) -> SpanFile:
         """The trace file of `worker`'s `span` (1-based); `NotFoundError` saying what the run has."""
         return _span_file(self.name, "worker", self.workers, worker, span)
 
-    def snapshot_file(self, name, span=1):
+    def snapshot_file(self, name: str, span: int = 1) -> SpanFile:
         """The `span`-th file of the memory snapshot `name`; `NotFoundError` saying what the run has."""
         return _span_file(self.name, "memory snapshot", self.snapshots, name, span)
 
 
-def _span_file(run, kind, files, key, span):
+def _span_file(run: str, kind: str, files: dict[str, list[SpanFile]], key: str, span: int) -> SpanFile:
     """One span of `files` ({worker or snapshot name: [SpanFile, ...]}): the one lookup the
     server's routes and the Python API share, so both say the same when it is missing."""
     spans = files.get(key)
@@ -106,7 +124,7 @@ def _span_file(run, kind, files, key, span):
     return spans[span - 1]
 
 
-def parse_trace_file_name(name):
+def parse_trace_file_name(name: str) -> tuple[str, int | None] | None:
     """(worker, stamp or None) for a `tensorboard_trace_handler` file name, else None."""
     m = _TRACE_FILE.match(name)
     if not m:
@@ -115,12 +133,12 @@ def parse_trace_file_name(name):
     return m.group("worker"), int(stamp) if stamp is not None else None
 
 
-def looks_like_trace(head):
+def looks_like_trace(head: bytes) -> bool:
     """True when the first bytes of a JSON file look like a Kineto trace."""
     return bool(_TRACE_SIGNATURE.search(head) or _KINETO_HEADER.match(head))
 
 
-def _by_worker(rel_dir, candidates):
+def _by_worker(rel_dir: str, candidates: Iterable[tuple[str, int | None, str]]) -> dict[str, list[SpanFile]]:
     """{worker: [SpanFile, ...] in span order} of the (worker, stamp, file name) `candidates` in `rel_dir`."""
     stamps: dict[str, list[tuple[int | None, str]]] = {}
     for worker, stamp, file_name in candidates:
@@ -135,20 +153,22 @@ def _by_worker(rel_dir, candidates):
     return out
 
 
-def _group(run_name, rel_dir, candidates, snapshots=()):
+def _group(run_name: str, rel_dir: str, candidates: Iterable[tuple[str, int | None, str]],
+           snapshots: Iterable[tuple[str, int | None, str]] = ()) -> RunFiles:
     """A RunFiles named `run_name` of the trace and snapshot (worker, stamp, file name)
     `candidates` in `rel_dir`."""
     return RunFiles(run_name, _by_worker(rel_dir, candidates), _by_worker(rel_dir, snapshots))
 
 
-def _plain_json_kind(head):
+def _plain_json_kind(head: bytes) -> str | None:
     """"trace", "snapshot" or None for the first bytes of a plain `.json` file."""
     if looks_like_trace(head):
         return "trace"
     return "snapshot" if looks_like_json_snapshot(head) else None
 
 
-def discover_runs(storage, sniff_cache=None, skipped=None):
+def discover_runs(storage: Tree, sniff_cache: dict[tuple[str, int], str | None] | None = None,
+                  skipped: list[Skipped] | None = None) -> dict[str, RunFiles]:
     """Every run under the storage root: {run name: RunFiles}, run names sorted.
 
     The run at the root itself is named "."; others by their relative directory (`printable`).
@@ -162,7 +182,7 @@ def discover_runs(storage, sniff_cache=None, skipped=None):
     skipped = [] if skipped is None else skipped
     runs = {}
 
-    def skip(rel, reason):
+    def skip(rel: str, reason: str) -> None:
         skipped.append(Skipped(printable(rel), reason))
 
     for rel_dir, names in storage.walk(on_skip=skip):

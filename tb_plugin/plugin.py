@@ -1,11 +1,15 @@
 """The TensorBoard plugin: name, activity check, frontend entry and route table."""
 
+import argparse
 import gzip
 import importlib.resources
 import json
 import logging
 import mimetypes
 import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from tensorboard.plugins import base_plugin
 
@@ -13,6 +17,11 @@ from .cache import ModelCache, default_cache_dir
 from .budget import DEFAULT_MAX_MEMORY_MB
 from .loading import RunStore
 from .routes import API_ROUTES
+
+if TYPE_CHECKING:  # the HTTP layer is imported on the first request, not at start-up
+    from werkzeug.wrappers import Request, Response
+
+    from .api import Api
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +39,7 @@ PAGE_CSP = ("default-src 'self'; script-src 'self'; img-src 'self' data: blob:; 
             "style-src 'self' 'unsafe-inline'; connect-src 'self'")
 
 
-def _static_files():
+def _static_files() -> dict[str, bytes]:
     """{file name: bytes} of the bundled frontend, read once: requests never build paths."""
     root = importlib.resources.files(__package__)
     files = {}
@@ -42,7 +51,7 @@ def _static_files():
     return files
 
 
-def _warm_up_trace():
+def _warm_up_trace() -> bytes:
     """A small trace with every kind of event the loader handles (operators with shapes and
     stacks, a step, runtime calls launching kernels and copies, flows, memory records), so
     that a warm-up load runs every code path a real first load does."""
@@ -69,7 +78,7 @@ def _warm_up_trace():
                        "traceEvents": events}).encode()
 
 
-def warm_up():
+def warm_up() -> None:
     """Import the libraries a load needs and run the load and the first views once on a small
     trace: the first trace a user opens then costs what later ones do (benchmarks/warm_up.py
     measures the difference). Goes through `profile`, the Python API, as a user's load does:
@@ -91,7 +100,7 @@ def warm_up():
 WARM_UP_DELAY_SECONDS = 10.0
 
 
-def _warm_up_quietly(plugin):
+def _warm_up_quietly(plugin: "ProfilerPlugin") -> None:
     plugin.serving.wait(WARM_UP_DELAY_SECONDS)
     try:
         warm_up()
@@ -111,7 +120,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):
 
     plugin_name = PLUGIN_NAME
 
-    def __init__(self, context):
+    def __init__(self, context: base_plugin.TBContext) -> None:
         flags = getattr(context, "flags", None)
         rescan = getattr(flags, "reload_interval", 30) or 30
         cache_dir = getattr(flags, "profiler_cache_dir", None)
@@ -121,19 +130,19 @@ class ProfilerPlugin(base_plugin.TBPlugin):
         self.store = RunStore(context.logdir or "", rescan_seconds=max(float(rescan), 1.0),
                               max_memory_bytes=int(max_memory_mb) << 20,
                               cache=ModelCache(cache_dir) if cache_dir else None)
-        self._api = None
-        self._apps = None
+        self._api: "Api | None" = None
+        self._apps: dict[str, WSGIApplication] | None = None
         self._apps_lock = threading.Lock()
         self.serving = threading.Event()  # set by the first plugins listing
         self.warmed_up = threading.Event()  # set once the background warm-up has loaded its trace
 
     @property
-    def api(self):
+    def api(self) -> "Api":
         """The `Api` answering the data routes, made on first use."""
         self._answering_apps()
-        return self._api
+        return self._api  # type: ignore[return-value]  # (made by `_answering_apps`)
 
-    def is_active(self):
+    def is_active(self) -> bool:
         # Called on every plugins listing: answers from memory and starts the scanner. The
         # first listing comes as the page opens, right after start-up: it waits (a moment for
         # a local logdir, at most a few seconds) for the first scan, which otherwise had not
@@ -145,28 +154,28 @@ class ProfilerPlugin(base_plugin.TBPlugin):
         self.serving.set()
         return active
 
-    def frontend_metadata(self):
+    def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="PyTorch Profiler",
                                             disable_reload=True)
 
-    def get_plugin_apps(self):
+    def get_plugin_apps(self) -> dict[str, WSGIApplication]:
         # TensorBoard asks for the routes at start-up: each is a stand-in that makes the real
         # apps on the first request, so numpy, pandas, polars and the views are imported only
         # once the plugin is used (~0.5 s and ~60 MB of every TensorBoard start otherwise).
         paths = [f"/{name}" for name in (*_static_files(), *API_ROUTES)]
         return {path: self._deferred_app(path) for path in paths}
 
-    def _deferred_app(self, path):
-        def app(environ, start_response):
+    def _deferred_app(self, path: str) -> WSGIApplication:
+        def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
             return self._answering_apps()[path](environ, start_response)
         return app
 
-    def _answering_apps(self):
+    def _answering_apps(self) -> dict[str, WSGIApplication]:
         with self._apps_lock:
             if self._apps is None:
                 from .api import Api, gzipped, respond, route
 
-                def static_app(name, body):
+                def static_app(name: str, body: bytes) -> WSGIApplication:
                     suffix = "." + name.rsplit(".", 1)[-1]
                     content_type = _STATIC_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
                     headers = {"Content-Security-Policy": PAGE_CSP} if content_type == "text/html" else {}
@@ -175,7 +184,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):
                     textual = content_type.startswith("text/") or content_type.endswith("+xml")
                     packed = gzip.compress(body, compresslevel=9, mtime=0) if textual else None
 
-                    def reply(request):
+                    def reply(request: "Request") -> "Response":
                         response = respond(body, content_type=content_type)
                         response.headers.update(headers)
                         return gzipped(request, response, packed)
@@ -190,7 +199,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):
 class ProfilerPluginLoader(base_plugin.TBLoader):
     """Adds the plugin's command-line flags to `tensorboard` and builds the plugin."""
 
-    def define_flags(self, parser):
+    def define_flags(self, parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("pytorch_profiler")
         group.add_argument(
             "--profiler_cache_dir", metavar="DIR", default=None,
@@ -202,7 +211,7 @@ class ProfilerPluginLoader(base_plugin.TBLoader):
                  "cached replies): least recently used traces are dropped beyond it, and a trace too large to "
                  f"load within it is refused (default: {DEFAULT_MAX_MEMORY_MB}).")
 
-    def load(self, context):
+    def load(self, context: base_plugin.TBContext) -> ProfilerPlugin:
         plugin = ProfilerPlugin(context)
         if plugin.store.logdir:
             plugin.store.warming_up = True

@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass
+from typing import Any, TextIO
 
 from .budget import DEFAULT_MAX_MEMORY_MB
 from .cache import ModelCache, default_cache_dir
@@ -72,7 +73,7 @@ class FileResult:
     error: str = ""
 
 
-def _cache(cache_dir):
+def _cache(cache_dir: str) -> ModelCache:
     if cache_dir not in _CACHES:
         # Never trimmed here: a trim lists the whole cache after each write, and a job's cache
         # is as large as the job. TensorBoard's own cache bound applies to what it writes.
@@ -80,7 +81,7 @@ def _cache(cache_dir):
     return _CACHES[cache_dir]
 
 
-def entry_keys(cache, source):
+def entry_keys(cache: ModelCache, source: str) -> dict[str, tuple[str, int | str]]:
     """{"model" or a `FILE_SUMMARIES` name: (cache key, the entry's format)} of the trace file
     `source`."""
     from .cache import CACHE_FORMAT, summary_format
@@ -91,7 +92,8 @@ def entry_keys(cache, source):
                for name, (declared, _) in FILE_SUMMARIES.items()}}
 
 
-def preprocess_file(logdir, rel, cache_dir, force=False, max_memory_mb=DEFAULT_MAX_MEMORY_MB):
+def preprocess_file(logdir: str, rel: str, cache_dir: str, force: bool = False,
+                    max_memory_mb: int = DEFAULT_MAX_MEMORY_MB) -> dict[str, Any]:
     """Parse the trace file `rel` of `logdir` and store its model and summaries in the cache
     `cache_dir` (the body of one Dask task; also callable in-process). A trace whose JSON
     inflates past what a parse may take within `max_memory_mb` (as TensorBoard's
@@ -119,7 +121,7 @@ def preprocess_file(logdir, rel, cache_dir, force=False, max_memory_mb=DEFAULT_M
                                    admit=lambda need, json_bytes: setattr(result, "json_bytes", json_bytes))
             summaries = {name: build(profile) for name, (_, build) in FILE_SUMMARIES.items()}
 
-            def write():
+            def write() -> bool:
                 written = cache.put(keys["model"][0], identity, profile.model, source)
                 for name, (declared, _) in FILE_SUMMARIES.items():
                     written = cache.put_summary(keys[name][0], identity, summaries[name], declared, source) and written
@@ -140,7 +142,7 @@ def preprocess_file(logdir, rel, cache_dir, force=False, max_memory_mb=DEFAULT_M
     return asdict(result)
 
 
-def write_run_index(logdir, run, span, rels, name, cache_dir):
+def write_run_index(logdir: str, run: str, span: int, rels: list[str], name: str, cache_dir: str) -> tuple[int, str]:
     """Gather the stored summaries `name` (a `FILE_SUMMARIES` name) of the trace files `rels`
     (one span of every worker of `run`) into the run's index entry (`put_summary_index`), so
     that TensorBoard reads one entry for the whole job (the body of one Dask task, run once
@@ -177,12 +179,12 @@ class TraceFiles:
     span that several workers have, and what was skipped."""
 
     root: str
-    files: list
-    spans: list
-    skipped: list
+    files: list[tuple[str, int]]
+    spans: list[tuple[str, int, list[str]]]
+    skipped: list[Skipped]
 
 
-def trace_files(logdir):
+def trace_files(logdir: str) -> TraceFiles:
     """The `TraceFiles` of `logdir`. Raises PreprocessError when there is none."""
     storage = Storage(logdir)
     skipped: list[Skipped] = []
@@ -205,13 +207,13 @@ def trace_files(logdir):
     return TraceFiles(storage.display(None), files, [s for s in spans if len(s[2]) >= 2], skipped)
 
 
-def _import_parser():
+def _import_parser() -> None:
     """Run on every worker before the clock starts: the parser's imports (numpy, pandas,
     polars, the views) cost each new worker process about a second, once."""
     import tb_plugin.profile  # noqa: F401
 
 
-def _client(address, workers):
+def _client(address: str, workers: int | None) -> tuple[Any, Any]:
     """A dask.distributed Client: of a new LocalCluster of `workers` processes on 127.0.0.1
     for "local", else of the scheduler at `address`. Returns (client, cluster or None)."""
     try:
@@ -235,11 +237,11 @@ def _client(address, workers):
         raise PreprocessError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
 
 
-def _mb(n):
+def _mb(n: float) -> float:
     return n / 1e6
 
 
-def _write_run_indexes(client, found, cache_dir, out):
+def _write_run_indexes(client: Any, found: TraceFiles, cache_dir: str, out: TextIO) -> int:
     """One task per span of a run of several workers and per summary: its index entry.
     Returns how many indexes were written."""
     from dask.distributed import as_completed
@@ -270,31 +272,31 @@ class Report:
     """What a preprocess run did: per-file results, wall time of the files' tasks (first
     submitted to last done), worker count, run indexes written and the wall time that took."""
 
-    results: list
+    results: list[dict[str, Any]]
     seconds: float
     workers: int
     indexes: int = 0
     index_seconds: float = 0.0
 
     @property
-    def failed(self):
+    def failed(self) -> list[dict[str, Any]]:
         return [r for r in self.results if r["error"]]
 
     @property
-    def json_bytes(self):
+    def json_bytes(self) -> int:
         return sum(r["json_bytes"] for r in self.results)
 
     @property
-    def cpu_seconds(self):
+    def cpu_seconds(self) -> float:
         return sum(r["cpu_seconds"] for r in self.results)
 
-    def throughput(self):
+    def throughput(self) -> float:
         """MB of JSON parsed per second of wall time."""
         return _mb(self.json_bytes) / self.seconds if self.seconds > 0 else 0.0
 
 
-def preprocess(logdir, address, cache_dir=None, workers=None, force=False, out=None,
-               max_memory_mb=DEFAULT_MAX_MEMORY_MB):
+def preprocess(logdir: str, address: str, cache_dir: str | None = None, workers: int | None = None, force: bool = False,
+               out: TextIO | None = None, max_memory_mb: int = DEFAULT_MAX_MEMORY_MB) -> Report:
     """Preprocess every trace file of `logdir` on the Dask cluster `address` ("local" for a
     LocalCluster of `workers` processes) into the cache `cache_dir` (default: TensorBoard's
     default cache directory), each parse within `max_memory_mb` as TensorBoard's; progress

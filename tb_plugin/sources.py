@@ -14,12 +14,14 @@ import functools
 import os
 import site
 import sys
+from collections.abc import Iterable
+from typing import Any
 
 # A frame's file is text from a trace: one longer than this, or with a NUL, is no path.
 _MAX_PATH_CHARS = 4096
 
 
-def _search_dirs():
+def _search_dirs() -> tuple[str, ...]:
     """TensorBoard's `sys.path` (its "" is the working directory), the site-packages
     directories and the working directory, each once, in that order."""
     candidates = [p or os.getcwd() for p in sys.path]
@@ -40,11 +42,11 @@ class SourceResolver:
     """Absolute paths of stack-frame files (see the module docstring); answers are cached,
     a frame's file being looked up once per run directory."""
 
-    def __init__(self, search_dirs=None):
+    def __init__(self, search_dirs: Iterable[str] | None = None) -> None:
         self._search_dirs = _search_dirs() if search_dirs is None else tuple(search_dirs)
         self.resolve = functools.lru_cache(maxsize=4096)(self._resolve)
 
-    def _resolve(self, file, run_dir=None):
+    def _resolve(self, file: str, run_dir: str | None = None) -> str | None:
         """`resolve(file, run_dir)`: the one existing file `file` names, as an absolute path, or None.
 
         An absolute `file` is answered when it exists. A relative one is joined to the run's
@@ -65,7 +67,7 @@ class SourceResolver:
                 found.setdefault(os.path.realpath(path), os.path.normpath(path))
         return next(iter(found.values())) if len(found) == 1 else None
 
-    def with_paths(self, frames, run_dir=None):
+    def with_paths(self, frames: Iterable[dict[str, Any]], run_dir: str | None = None) -> list[dict[str, Any]]:
         """Copies of `frames` ({"file", "line", ...}) with `path`: the absolute path of the
         frame's file when exactly one exists, else None."""
         return [{**frame, "path": self.resolve(frame["file"], run_dir) if frame.get("file") else None}

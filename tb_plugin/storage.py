@@ -7,12 +7,15 @@ are joined and that nothing outside the root is read.
 import errno
 import gzip
 import hashlib
+import io
 import mmap
 import os
 import posixpath
 import stat
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from .budget import RAISE_IT
 from .errors import FileAccessError, PathOutsideLogdirError, TraceError, os_reason
@@ -27,12 +30,12 @@ _WINDOWS_PATHS = os.name == "nt"
 _GZIP_MIN_SIZE = 20
 
 
-def is_url(path):
+def is_url(path: str | os.PathLike[str]) -> bool:
     """True for `scheme://...` paths other than plain local ones."""
     return "://" in str(path) and not str(path).startswith("file://")
 
 
-def _strip_file_scheme(path):
+def _strip_file_scheme(path: str) -> str:
     path = str(path)
     return path[len("file://"):] if path.startswith("file://") else path
 
@@ -53,7 +56,7 @@ class FileStat:
 _IDENTITY_HASH_BYTES = 64 << 10
 
 
-def _budget_exceeded(path, limit, head):
+def _budget_exceeded(path: str, limit: int, head: bytes | bytearray | memoryview) -> TraceError:
     """The error of a gzip inflating past `limit`; `head`, its first inflated bytes, tells
     what it holds (a memory snapshot's pickle, else a trace's JSON)."""
     what = "pickle" if looks_like_pickle(bytes(head[:2])) else "JSON"
@@ -61,7 +64,7 @@ def _budget_exceeded(path, limit, head):
                             f"budget lets it take ({RAISE_IT})")
 
 
-def refuse_corrupt_gzip_start(raw, path):
+def refuse_corrupt_gzip_start(raw: bytes | bytearray, path: str) -> None:
     """Raise a TraceError saying so when the first bytes `raw` of a gzip file do not inflate
     (random bytes after the magic): such a file is no gzip of JSON, whatever size its last
     four bytes "claim" (200 KB of random bytes were refused as too large to load)."""
@@ -71,7 +74,7 @@ def refuse_corrupt_gzip_start(raw, path):
         raise TraceError(path, f"not a gzip of JSON: the gzip stream is corrupt from its start ({exc})") from None
 
 
-def decompress_if_gzip(data, path, limit=None):
+def decompress_if_gzip(data: bytes | bytearray, path: str, limit: int | None = None) -> bytes | bytearray:
     """Return `data` inflated when it is gzip, unchanged otherwise; truncation is a TraceError,
     and so is a stream inflating to more than `limit` bytes (counted as it inflates: the
     size a gzip trailer records is a claim, modulo 4 GiB)."""
@@ -91,24 +94,24 @@ def decompress_if_gzip(data, path, limit=None):
 class _BytesReader:
     """A read-only file over bytes-like `data` without copying it (io.BytesIO copies a memoryview)."""
 
-    def __init__(self, data):
+    def __init__(self, data: bytes | bytearray | memoryview | mmap.mmap) -> None:
         self._view, self._pos = memoryview(data), 0
 
-    def read(self, size=-1):
+    def read(self, size: int = -1) -> bytes:
         end = len(self._view) if size is None or size < 0 else self._pos + size
         chunk = bytes(self._view[self._pos:end])
         self._pos += len(chunk)
         return chunk
 
-    def seek(self, pos, whence=0):
+    def seek(self, pos: int, whence: int = 0) -> int:
         self._pos = pos if whence == 0 else (self._pos + pos if whence == 1 else len(self._view) + pos)
         return self._pos
 
-    def tell(self):
+    def tell(self) -> int:
         return self._pos
 
 
-def inflate_head(raw, size):
+def inflate_head(raw: bytes, size: int) -> bytes:
     """At most `size` bytes of what the first bytes `raw` of a file hold: inflated when they
     are gzip (b"" when that stream is corrupt), as they are otherwise."""
     if raw.startswith(GZIP_MAGIC):
@@ -130,12 +133,12 @@ class TraceBytes:
     `bytes`; `release` leaves them alone.
     """
 
-    def __init__(self, data, mapping=None):
+    def __init__(self, data: bytes | bytearray | memoryview, mapping: mmap.mmap | None = None) -> None:
         self.data = data
         self._mapping = mapping if hasattr(mmap, "MADV_DONTNEED") else None
         self._released = 0
 
-    def release(self, upto=None):
+    def release(self, upto: int | None = None) -> None:
         """The first `upto` bytes (all when None) will not be read again."""
         if self._mapping is None:
             return
@@ -146,7 +149,7 @@ class TraceBytes:
             self._released = end
 
 
-def _no_report(fraction):
+def _no_report(fraction: float) -> None:
     pass
 
 
@@ -159,7 +162,7 @@ _SAMPLE_BYTES = 1 << 20
 _READ_PIECE = 32 << 20
 
 
-def _read_pieces(stream, view, progress):
+def _read_pieces(stream: io.BufferedIOBase, view: memoryview, progress: Callable[..., object]) -> int:
     """Fill `view` from `stream` piece by piece, calling `progress()` after each piece; the
     number of bytes read (fewer than `len(view)` when the stream ends first)."""
     filled = 0
@@ -172,7 +175,8 @@ def _read_pieces(stream, view, progress):
     return filled
 
 
-def _read_into_mapping(stream, size, populate=True, progress=_no_report):
+def _read_into_mapping(stream: io.BufferedIOBase, size: int, populate: bool = True,
+                       progress: Callable[..., object] = _no_report) -> TraceBytes:
     """Up to `size` bytes of a stream (a file, or a `gzip.GzipFile` inflating one) in an
     anonymous mapping, as a `TraceBytes`. `populate` faults the pages in up front
     (MAP_POPULATE), which costs less than one fault per page while reading, but only suits a
@@ -186,7 +190,7 @@ def _read_into_mapping(stream, size, populate=True, progress=_no_report):
     return TraceBytes(view[:filled], mapping)
 
 
-def _gzip_size(fh, size):
+def _gzip_size(fh: io.BufferedIOBase, size: int) -> int:
     """The inflated size a gzip file's trailer records (modulo 4 GiB, so at least the
     compressed size), capped at deflate's maximum ratio (1032:1) against a damaged trailer."""
     if size < 18:
@@ -199,7 +203,7 @@ def _gzip_size(fh, size):
     return min(isize, size * 1032)
 
 
-def _open_regular(full):
+def _open_regular(full: str) -> io.BufferedReader:
     """A local file opened for binary reading, refusing what is not a regular file.
 
     Opened without blocking, then checked: a FIFO named like a trace (or a link to one, or to
@@ -228,7 +232,7 @@ class Storage:
     below the root: `..` components and absolute paths raise `PathOutsideLogdirError`.
     """
 
-    def __init__(self, root):
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         root = str(root)
         self.remote = is_url(root)
         # What a failed read raises: locally an OSError (or ValueError); an object store's
@@ -249,16 +253,16 @@ class Storage:
             self.root = os.path.abspath(_strip_file_scheme(root))
             self.protocol = "file"
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Storage({self.display(None)!r})"
 
-    def display(self, rel):
+    def display(self, rel: str | None) -> str:
         """The path a user recognises, for messages."""
         # http(s)'s file system keeps the scheme in its paths
         base = self.root if not self.remote or "://" in self.root else f"{self.protocol}://{self.root}"
         return base if not rel or rel == "." else f"{base.rstrip('/')}/{rel}"  # the root "/" is no "//"
 
-    def resolve(self, rel):
+    def resolve(self, rel: str) -> str:
         """Absolute path (or bucket key) of `rel`, refusing anything that leaves the root."""
         rel = str(rel)
         # Only Windows reads "\\" as a separator and "C:" as a drive; elsewhere both are plain
@@ -276,7 +280,7 @@ class Storage:
             return self.root if normalised == "." else f"{self.root}/{normalised}"
         return os.path.join(self.root, *normalised.split("/")) if normalised != "." else self.root
 
-    def stat(self, rel):
+    def stat(self, rel: str) -> FileStat:
         full = self.resolve(rel)
         try:
             if self.remote:
@@ -291,7 +295,7 @@ class Storage:
         except self._failures as exc:
             raise FileAccessError(self.display(rel), f"cannot stat the file ({os_reason(exc)})") from None
 
-    def identity(self, rel):
+    def identity(self, rel: str) -> dict[str, Any]:
         """What the disk cache checks an entry against: the file's `stat` and a SHA-256 of its
         first and last 64 KB, so that content replaced under the same size and mtime (and, on a
         file system whose ctime cannot be trusted, the same inode) is not taken for the old."""
@@ -308,7 +312,8 @@ class Storage:
         digest = hashlib.sha256(head + b"|" + tail).hexdigest()
         return {"size": stat.size, "mtime": stat.mtime, "version": stat.version, "head_tail_sha256": digest}
 
-    def open_stored(self, rel, block_size=None):
+    def open_stored(self, rel: str, block_size: int | None = None) \
+            -> Any:  # a local io.BufferedReader, or fsspec's file
         """The file opened for binary reading, as stored (no decompression); `block_size` is
         how much a remote read fetches at a time (fsspec's default when None)."""
         full = self.resolve(rel)
@@ -319,7 +324,7 @@ class Storage:
         except self._failures as exc:
             raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
-    def read_bytes(self, rel, limit=None):
+    def read_bytes(self, rel: str, limit: int | None = None) -> bytes:
         """The file's bytes (at most `limit` of them), as stored (no decompression)."""
         # A small block size for head reads: fsspec's default would fetch ~50 MB to sniff 4 KB.
         with self.open_stored(rel, block_size=max(limit, 1 << 16) if limit else None) as fh:
@@ -328,7 +333,8 @@ class Storage:
             except self._failures as exc:
                 raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
-    def read_trace(self, rel, progress=_no_report, limit=None):
+    def read_trace(self, rel: str, progress: Callable[[float], object] = _no_report, limit: int | None = None) \
+            -> TraceBytes:
         """The file's JSON bytes (inflated when the file is gzip) as a `TraceBytes`;
         `progress(fraction)` hears which fraction of the stored file is read so far. A gzip
         inflating to more than `limit` bytes is a TraceError, found as it inflates."""
@@ -339,7 +345,7 @@ class Storage:
             with _open_regular(full) as fh:
                 size = os.fstat(fh.fileno()).st_size
 
-                def report():  # a gzip stream reads ahead: its file position is what is read
+                def report() -> None:  # a gzip stream reads ahead: its file position is what is read
                     progress(min(fh.tell() / size, 1.0))
 
                 if fh.read(2) != GZIP_MAGIC:
@@ -381,7 +387,7 @@ class Storage:
         except self._failures as exc:
             raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
-    def _read_remote(self, rel, progress):
+    def _read_remote(self, rel: str, progress: Callable[[float], object]) -> bytes | bytearray:
         """A remote file's stored bytes, read piece by piece to report progress."""
         with self.open_stored(rel) as fh:
             try:
@@ -395,7 +401,7 @@ class Storage:
             except self._failures as exc:
                 raise FileAccessError(self.display(rel), f"cannot read the file ({os_reason(exc)})") from None
 
-    def json_sample(self, rel, head_bytes=_SAMPLE_BYTES):
+    def json_sample(self, rel: str, head_bytes: int = _SAMPLE_BYTES) -> tuple[int, bytes]:
         """(size of the trace's JSON in bytes: the file size, or for gzip the size the trailer
         records, modulo 4 GiB, so at least the compressed size; the first `head_bytes` of the JSON).
 
@@ -418,7 +424,7 @@ class Storage:
         refuse_corrupt_gzip_start(raw, self.display(rel))
         return claimed, inflate_head(raw, head_bytes)
 
-    def leaves_root(self, rel, stored):
+    def leaves_root(self, rel: str, stored: io.BufferedIOBase) -> bool:
         """True when `stored`, the local file `rel` opened by `open_stored`, lies outside the
         root's real path: it was reached through a symbolic link leading out. Judged on the
         open handle where the system tells its path (a link swapped after the open changes
@@ -429,11 +435,11 @@ class Storage:
         real = os.readlink(handle_path) if os.path.islink(handle_path) else os.path.realpath(self.resolve(rel))
         return not _inside(real, os.path.realpath(self.root))
 
-    def read_head(self, rel, size=4096):
+    def read_head(self, rel: str, size: int = 4096) -> bytes:
         """The first `size` bytes of the (decompressed) file, to sniff its type."""
         return inflate_head(self.read_bytes(rel, limit=size), size)
 
-    def walk(self, on_skip=None):
+    def walk(self, on_skip: Callable[[str, str], object] | None = None) -> Iterator[tuple[str, list[str]]]:
         """Yield `(relative_dir, [file names])` for every directory below the root, the root first.
 
         Local symlinks are followed, each real directory visited once, so link loops end. A
@@ -484,7 +490,7 @@ class Storage:
                     continue
                 pending.append((child_rel, child))
 
-    def _walk_remote(self, report):
+    def _walk_remote(self, report: Callable[[str, str], object]) -> Iterator[tuple[str, list[str]]]:
         try:
             entries = self.fs.find(self.root, withdirs=False, detail=False)
         except self._failures as exc:
@@ -510,23 +516,23 @@ class Storage:
         yield from sorted(by_dir.items(), key=lambda item: (item[0] != ".", item[0]))
 
 
-def _no_skip_report(rel, reason):
+def _no_skip_report(rel: str, reason: str) -> None:
     pass
 
 
-def _links_into(path, real_root):
+def _links_into(path: str, real_root: str) -> bool:
     """True when `path` is a symbolic link to somewhere inside `real_root` (or to it)."""
     return os.path.islink(path) and _inside(os.path.realpath(path), real_root)
 
 
-def _inside(real_path, real_root):
+def _inside(real_path: str, real_root: str) -> bool:
     try:
         return os.path.commonpath([real_path, real_root]) == real_root
     except ValueError:  # different drives
         return False
 
 
-def open_single(path):
+def open_single(path: str | os.PathLike[str]) -> tuple[Storage, str]:
     """Split a file path or URL into a `Storage` for its directory and the file's name."""
     path = str(path)
     if is_url(path):

@@ -191,7 +191,7 @@ class SummaryStore:
             return
         index = span_index(cache, run_source, span, declared)
 
-        def fetch(path):
+        def fetch(path: str) -> None:
             if refresh is not None:
                 refresh(path)
             found = self.stored(storage, path, key, declared, index.get(storage.display(path)))

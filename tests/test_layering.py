@@ -38,20 +38,23 @@ ALLOWED = {
     "budget": ((), "the memory budget's arithmetic, read by TensorBoard at start-up"),
     "storage": (("budget", "errors", "fsspec", "snapshot/sniff"),
                 "bytes from local files or fsspec (and what they are, in errors)"),
-    "discovery": (("errors", "snapshot/sniff"), "runs and spans (and memory snapshots) from file names"),
-    "trace/": (("trace/", "errors", "schema"), "the trace model knows nothing of the layers above it"),
+    "discovery": (("errors", "snapshot/sniff", "storage"),
+                  "runs and spans (and memory snapshots) from file names, walked in a Storage"),
+    "trace/": (("trace/", "errors", "schema", "polars", "msgspec"),
+               "the trace model knows nothing of the layers above it; the builder parses with msgspec and polars"),
     "snapshot/": (("snapshot/", "errors"), "the memory snapshot model knows nothing of the layers above it"),
     "views/": (("views/", "trace/model", "trace/linking", "trace/anomalies", "snapshot/model", "schema", "errors"),
                "a view is a pure function of a model: no HTTP, no loading, no parsing"),
-    "profile": (("budget", "trace/", "views/", "errors", "schema", "stages", "storage", "discovery"),
-                "the Python API works without a server"),
+    "profile": (("budget", "trace/", "views/", "errors", "schema", "stages", "storage", "discovery", "importlib"),
+                "the Python API works without a server; `answer` looks a route's view up in its declaration"),
     "memory_snapshot": (("budget", "snapshot/", "views/", "errors", "storage"),
                         "the Python API over memory snapshots works without a server"),
     "compare": (("budget", "errors", "profile", "report", "runs", "storage", "views/"),
                 "`python -m tb_plugin compare`: the Python API's diff, printed"),
-    "cache_schema": ((), "the declared shape of a cache manifest"),
-    "cache": (("cache_schema", "storage", "trace/model", "trace/anomalies", "trace/metadata", "version", "fsspec"),
-              "the disk cache stores models and declared summaries, never parses"),
+    "cache_schema": (("msgspec",), "the declared shape of a cache manifest, checked by msgspec"),
+    "cache": (("cache_schema", "schema", "storage", "trace/model", "trace/anomalies", "trace/metadata", "version", "fsspec",
+               "msgspec", "pyarrow"),
+              "the disk cache stores models and declared summaries (Arrow parts, msgspec manifests), never parses"),
     "summaries": (("cache", "errors", "schema", "storage"),
                   "per-file summaries held, read from the disk cache, built and written back, for the server and "
                   "the Python API alike"),
@@ -65,10 +68,12 @@ ALLOWED = {
     "api": (("discovery", "errors", "loading", "memory_snapshot", "profile", "routes", "runs", "schema", "sources",
              "stages", "werkzeug"),
             "routes reach the data through Profile and runs only; the HTTP layer never parses"),
-    "plugin": (("api", "budget", "cache", "loading", "profile", "routes", "tensorboard"),
+    "plugin": (("api", "budget", "cache", "loading", "profile", "routes", "tensorboard", "werkzeug"),
                "the TensorBoard plugin reaches the model only through the Python API"),
-    "openapi_gen": (("schema", "views/"), "writes the declared tables and routes into openapi.yaml and routes.py"),
-    "__init__": (("errors", "memory_snapshot", "profile", "version"), "the package facade"),
+    "openapi_gen": (("schema", "views/", "importlib"),
+                    "writes the declared tables and routes (every views module imported) into openapi.yaml and routes.py"),
+    "__init__": (("errors", "memory_snapshot", "profile", "version", "importlib"),
+                 "the package facade (its names imported from their modules when first used)"),
     "agents/": (("agents/", "api", "budget", "cache", "errors", "loading", "openapi_gen", "routes", "schema", "version", "werkzeug"),
                 "answers for agents and scripts: the HTTP server's own routes, called in-process and paged"),
     "report": (("api", "budget", "compare", "errors", "loading", "profile", "runs", "storage", "views/", "werkzeug"),
@@ -76,8 +81,11 @@ ALLOWED = {
     "__main__": (("agents/", "budget", "compare", "loading", "memory_snapshot", "preprocess", "report", "__init__"),
                  "the command line"),
 }
-# Libraries that mark a layer: only the modules whose entry lists them may import them.
-THIRD_PARTY = ("werkzeug", "tensorboard", "fsspec", "dask")
+# Libraries that mark a layer: only the modules whose entry lists them may import them. The
+# builder's libraries (polars, msgspec, pyarrow) belong to the layers that build the model and
+# the cache; `importlib` (a module imported by its name, which no reader or tool can follow)
+# to the registries that look declarations up. `importlib.resources` reads package data, not code.
+THIRD_PARTY = ("werkzeug", "tensorboard", "fsspec", "dask", "polars", "msgspec", "pyarrow", "importlib")
 
 def module_name(rel):
     """'views/memory' of 'views/memory.py'; '__init__' of the package's own __init__.py, and
@@ -106,7 +114,8 @@ def imported_modules(source, rel):
             else:
                 base = node.module or ""
             for alias in node.names:
-                names.add(_ours(f"{base}.{alias.name}") if _is_module(f"{base}.{alias.name}") else _ours(base))
+                dotted = f"{base}.{alias.name}"
+                names.add(_ours(dotted) if _is_module(dotted) or not base.startswith("tb_plugin") else _ours(base))
     return {n for n in names if n is not None}
 
 
@@ -122,6 +131,8 @@ def _ours(dotted):
     if dotted.startswith("tb_plugin."):
         rel = dotted[len("tb_plugin."):].replace(".", "/")
         return rel + "/" if (PACKAGE / rel).is_dir() else rel
+    if dotted == "importlib.resources" or dotted.startswith("importlib.resources."):
+        return None  # package data (the page's files, the kernel markers), no module by name
     top = dotted.split(".")[0]
     return top if top in THIRD_PARTY else None
 
@@ -179,6 +190,13 @@ def test_every_allowlist_entry_covers_a_module():
     ("cache.py", "from .profile import Profile\n"),
     ("cache.py", "from . import __version__\n"),  # the facade loads the Python API
     ("new_module.py", "import os\n"),  # a module no entry covers
+    ("views/memory.py", "import polars as pl\n"),  # the builder's libraries stay in the builder
+    ("api.py", "from msgspec import Raw\n"),
+    ("loading.py", "def f():\n    import pyarrow as pa\n"),
+    ("trace/model.py", "import pyarrow\n"),
+    ("views/common.py", "import importlib\n"),  # a module by name only in the registries
+    ("runs.py", "from importlib import import_module\n"),
+    ("api.py", "import importlib.util\n"),
 ])
 def test_the_rules_catch_a_forbidden_import(rel, source):
     assert violations(rel, source)
@@ -191,6 +209,9 @@ def test_the_rules_read_imports_as_python_does():
         {"trace/linking", "views/common"}
     assert imported_modules("from . import __version__\nimport werkzeug.wrappers, numpy\n", "cache.py") == \
         {"__init__", "werkzeug"}
+    assert imported_modules("import importlib\nfrom msgspec import Raw\nimport polars as pl\n", "trace/parse.py") == \
+        {"importlib", "msgspec", "polars"}
+    assert imported_modules("from importlib import resources\nimport importlib.resources\n", "plugin.py") == set()
 
 
 TESTS = REPO / "tests"

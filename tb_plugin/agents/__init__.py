@@ -12,7 +12,7 @@ from ..budget import DEFAULT_MAX_MEMORY_MB
 # the MCP SDK (an optional extra) or the routes.
 
 
-def add_mcp_arguments(parser):
+def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `python -m tb_plugin mcp`."""
     parser.add_argument("logdir", nargs="?", default=".",
                         help="the log directory (local path or fsspec URL), as TensorBoard's --logdir (default: .)")
@@ -29,7 +29,7 @@ def add_mcp_arguments(parser):
                         help="how long a call waits for a trace still loading before it answers its progress (10)")
 
 
-def add_view_arguments(parser):
+def add_view_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `python -m tb_plugin view` (the route's own are parsed by `view.route_parser`)."""
     parser.add_argument("run", help="a run directory (path or fsspec URL), or a run's name with --logdir")
     parser.add_argument("route", help="a data route (the MCP server's tools: kernels, operators, steps, job, diff ...)")

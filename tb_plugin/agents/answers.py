@@ -17,6 +17,7 @@ the same data gives the same bytes.
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -164,7 +165,7 @@ class Paging:
     @classmethod
     def of(cls, arguments: dict[str, Any]) -> "Paging":
         """The paging arguments among a call's `arguments`, checked (defaults where absent)."""
-        def whole(name, default, low, high):
+        def whole(name: str, default: int, low: int, high: int) -> int:
             value = arguments.get(name, default)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ToolError(f"argument {name!r} must be a whole number from {low} to {high}, not {str(value)[:40]!r}")
@@ -259,7 +260,7 @@ def page(route: str, body: Any, paging: Paging) -> dict[str, Any]:
     longest = max((len(t["rows"]) for t in ordered.values()), default=0)
     limit = longest if paging.limit is None else paging.limit
 
-    def answer(rows, items=None):
+    def answer(rows: int, items: int | None = None) -> dict[str, Any]:
         shown = _cut(body, ordered, paging.offset, rows, items)
         if not found:
             return {"route": route, "answer": shown}
@@ -276,16 +277,16 @@ def page(route: str, body: Any, paging: Paging) -> dict[str, Any]:
     whole = answer(limit)
     if paging.max_bytes is None or len(encode(whole)) <= paging.max_bytes:
         return whole
-    fits = _largest(limit, lambda rows: len(encode(answer(rows))) <= paging.max_bytes)
+    fits = _largest(limit, lambda rows: len(encode(answer(rows))) <= paging.max_bytes)  # type: ignore[operator]  # (not None: returned above)
     if fits is not None:
         return answer(fits)
-    items = _largest(_longest_list(body), lambda n: len(encode(answer(0, n))) <= paging.max_bytes)
+    items = _largest(_longest_list(body), lambda n: len(encode(answer(0, n))) <= paging.max_bytes)  # type: ignore[operator]  # (not None: returned above)
     if items is None:
         raise ToolError(f"the answer is larger than max_bytes={paging.max_bytes} even without rows; raise max_bytes")
     return answer(0, items)
 
 
-def _largest(high, fits):
+def _largest(high: int, fits: Callable[[int], bool]) -> int | None:
     """The largest n in 0..high for which `fits(n)` holds (it holds for every smaller n
     where it holds for n), or None."""
     if not fits(0):
@@ -297,7 +298,7 @@ def _largest(high, fits):
     return low
 
 
-def _tables_in(value):
+def _tables_in(value: Any) -> Iterator[dict[str, Any]]:
     """Every table (`{"columns": [...], "rows": [...]}`, `api.table_json`) in a JSON answer."""
     if isinstance(value, dict):
         if set(value) == {"columns", "rows"} and isinstance(value["rows"], list):
@@ -309,7 +310,7 @@ def _tables_in(value):
             yield from _tables_in(item)
 
 
-def _longest_list(value):
+def _longest_list(value: Any) -> int:
     if isinstance(value, dict):
         return max((_longest_list(v) for v in value.values()), default=0)
     if isinstance(value, list):
@@ -317,7 +318,7 @@ def _longest_list(value):
     return 0
 
 
-def _ordered(table, paging):
+def _ordered(table: dict[str, Any], paging: Paging) -> dict[str, Any]:
     """The table's rows in `paging.sort`'s order (stable: ties keep the route's order; nulls
     last), of `paging.columns` only."""
     columns, rows = table["columns"], table["rows"]
@@ -334,7 +335,7 @@ def _ordered(table, paging):
     return {"columns": columns, "rows": rows}
 
 
-def _cut(value, ordered, offset, rows, items):
+def _cut(value: Any, ordered: dict[int, dict[str, Any]], offset: int, rows: int, items: int | None) -> Any:
     """`value` with each table replaced by its page (at most `rows` rows from `offset`, with
     its counts) and, with `items`, every other list cut to its first `items` items."""
     if isinstance(value, dict):

@@ -156,7 +156,7 @@ def typed_frame(columns: list[str], rows: list[list[Any]], tables: tuple[Table, 
 
 def markdown(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table of `frame` (a `|` in a cell escaped, nulls empty)."""
-    def cell(value):
+    def cell(value: object) -> str:
         return "" if value is None or value is pd.NA or (isinstance(value, float) and value != value) else \
             str(value).replace("|", "\\|").replace("\n", " ")
 

@@ -32,12 +32,13 @@ import io
 import math
 import pickle
 import sys
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from itertools import chain, repeat
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..errors import TraceError
@@ -54,12 +55,12 @@ class _Refused(pickle.UnpicklingError):
 class _NoGlobalsUnpickler(pickle.Unpickler):
     """The C unpickler with every global and persistent id refused (module docstring)."""
 
-    def find_class(self, module, name):
+    def find_class(self, module: str, name: str) -> NoReturn:
         raise _Refused(
             f"the pickle asks for the global {module}.{name}: refused, since a memory snapshot holds only "
             "dicts, lists, strings and numbers (nothing in it was run)")
 
-    def persistent_load(self, pid):
+    def persistent_load(self, pid: object) -> NoReturn:
         raise _Refused("the pickle holds a persistent id: refused (nothing in it was run)")
 
 
@@ -67,22 +68,22 @@ class _ViewReader(io.RawIOBase):
     """Bytes-like `data` as a file read in place: `io.BytesIO` would copy a memory mapping's
     view whole (the file once more at the unpickling's peak)."""
 
-    def __init__(self, data):
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
         super().__init__()
         self._view = memoryview(data).cast("B")
         self._at = 0
 
-    def readable(self):
+    def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer):
+    def readinto(self, buffer: Any) -> int:
         n = min(len(buffer), len(self._view) - self._at)
         buffer[:n] = self._view[self._at:self._at + n]
         self._at += n
         return n
 
 
-def read_snapshot_dict(data, path, max_memory_bytes):
+def read_snapshot_dict(data: bytes | bytearray | memoryview, path: str, max_memory_bytes: int) -> dict[str, Any]:
     """The snapshot dict of the (inflated) bytes `data` of the file `path`: a pickle of
     protocol 2-5 read by `_NoGlobalsUnpickler` once `scan.check_pickle` has walked its
     opcodes within `max_memory_bytes`, or a JSON snapshot. Anything else, or a payload, is a
@@ -117,7 +118,7 @@ def read_snapshot_dict(data, path, max_memory_bytes):
     return snapshot
 
 
-def _check_shape(snapshot, path):
+def _check_shape(snapshot: object, path: str) -> None:
     if not isinstance(snapshot, dict):
         raise TraceError(path, f"not a memory snapshot: it holds a {type(snapshot).__name__}, not a dict")
     if "segments" not in snapshot and "device_traces" not in snapshot:
@@ -138,12 +139,13 @@ _HASH_LISTS = 1 << 16
 _DEPTH_MULTIPLIERS = np.random.default_rng(29).integers(1, 1 << 62, size=256, dtype=np.int64).astype(np.uint64) * 2 + 1
 
 
-def _ranges(starts, lengths):
+def _ranges(starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """The positions start, start + 1, ... start + length - 1 of each (start, length), concatenated."""
     return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
 
 
-def _stack_hashes(frame, starts, lengths):
+def _stack_hashes(frame: npt.NDArray[np.int64], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) \
+        -> npt.NDArray[np.uint64]:
     """A 64-bit hash of each list of frame codes (the `lengths[i]` codes from `starts[i]` in
     `frame`, laid end to end): its codes times a multiplier per depth, summed, mixed with its
     length. Equal lists hash equal; different ones rarely (odds about stacks^2 / 2^65)."""
@@ -158,7 +160,9 @@ def _stack_hashes(frame, starts, lengths):
     return hashes ^ lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
 
 
-def _unequal(a, a_starts, a_lengths, b, b_starts, b_lengths):
+def _unequal(a: npt.NDArray[np.int64], a_starts: npt.NDArray[np.int64], a_lengths: npt.NDArray[np.int64],
+             b: npt.NDArray[np.int64], b_starts: npt.NDArray[np.int64], b_lengths: npt.NDArray[np.int64]) \
+        -> npt.NDArray[np.bool_]:
     """Per pair i: whether list i of `a` differs from list i of `b` (each list the `lengths[i]`
     codes from `starts[i]` in its array)."""
     out = a_lengths != b_lengths
@@ -176,11 +180,11 @@ class _Interner:
     interned by its frames instead (`_by_frames`). A stack may so get two codes (one by hash,
     one by frames): `tables` merges codes of equal content."""
 
-    def __init__(self):
-        self.frame_objects = []  # distinct frame dicts, by identity (kept: their ids stay theirs)
-        self._frame_by_id = {}
-        self._stack_by_hash = {}  # hash -> stack code (-1: the empty list)
-        self._stack_by_frames = {}  # frame codes -> stack code, for lists whose hash is another stack's
+    def __init__(self) -> None:
+        self.frame_objects: list[dict[str, Any]] = []  # distinct frame dicts, by identity (kept: their ids stay theirs)
+        self._frame_by_id: dict[int, int] = {}
+        self._stack_by_hash: dict[int, int] = {}  # hash -> stack code (-1: the empty list)
+        self._stack_by_frames: dict[tuple[int, ...], int] = {}  # frame codes -> stack code, for lists whose hash is another stack's
         # Each stack's frames (codes into frame_objects, innermost first): stack code -> its
         # start and length in one array of them.
         self._stack_starts = np.empty(0, dtype=np.int64)
@@ -188,11 +192,11 @@ class _Interner:
         self._stack_frame_codes = np.empty(0, dtype=np.int64)
 
     @property
-    def stacks(self):
+    def stacks(self) -> list[tuple[int, ...]]:
         frames = self._stack_frame_codes.tolist()
         return [tuple(frames[start:start + length]) for start, length in zip(self._stack_starts.tolist(), self._stack_lengths.tolist())]
 
-    def stack_codes(self, frame_lists):
+    def stack_codes(self, frame_lists: Sequence[Any]) -> npt.NDArray[np.int64]:
         """One stack code per list of frame dicts (-1 for an empty or missing one). Lists
         shared between entries (through the pickle memo) are looked at once."""
         if not frame_lists:
@@ -204,7 +208,7 @@ class _Interner:
         codes = np.concatenate([self._hashed(distinct[lo:lo + _HASH_LISTS]) for lo in range(0, len(distinct), _HASH_LISTS)])
         return codes[labels]
 
-    def _hashed(self, lists):
+    def _hashed(self, lists: Sequence[Sequence[dict[str, Any]]]) -> npt.NDArray[np.int64]:
         """Stack codes of `lists` (distinct list objects), interning the new ones."""
         try:
             lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
@@ -243,7 +247,7 @@ class _Interner:
             out[which] = self._by_frames(frame, starts[which], lengths[which])
         return out
 
-    def _stored(self, lengths, frames):
+    def _stored(self, lengths: npt.NDArray[np.int64], frames: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Codes of new stacks, `lengths` long, of `frames` (their codes laid end to end)."""
         first = len(self._stack_lengths)
         self._stack_starts = np.r_[self._stack_starts, len(self._stack_frame_codes) + np.cumsum(lengths) - lengths]
@@ -251,7 +255,8 @@ class _Interner:
         self._stack_frame_codes = np.r_[self._stack_frame_codes, frames]
         return first + np.arange(len(lengths), dtype=np.int64)
 
-    def _by_frames(self, frame, starts, lengths):
+    def _by_frames(self, frame: npt.NDArray[np.int64], starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) \
+            -> npt.NDArray[np.int64]:
         """Codes of the lists (`lengths` codes from `starts` in `frame`) whose hash is another
         stack's, interned by their frames. A loop over those lists only: collisions are rare
         (see `_stack_hashes`), so it stays correct without costing the common case."""
@@ -265,7 +270,8 @@ class _Interner:
             out[i] = code
         return out
 
-    def _frame_codes(self, ids, lists, lengths):
+    def _frame_codes(self, ids: npt.NDArray[np.int64], lists: Sequence[Sequence[dict[str, Any]]],
+                     lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Codes of the frames whose ids are `ids` (the frames of `lists`, in order), new ones added."""
         local, unique = pd.factorize(ids)
         known = self._frame_by_id
@@ -281,7 +287,7 @@ class _Interner:
             self.frame_objects.append(lists[row][at - (int(ends[row]) - int(lengths[row]))])
         return codes[local]
 
-    def tables(self, path):
+    def tables(self, path: str) -> tuple[pd.DataFrame, pd.DataFrame, npt.NDArray[np.int64]]:
         """(frames, stack_frames, remap of stack codes to content-unique ones)."""
         try:
             triples = [(str(f.get("filename", "")), int(f.get("line", 0)), str(f.get("name", "")))
@@ -309,7 +315,8 @@ class _Interner:
         return frames, stack_frames, remap
 
 
-def _column(records, key, default, dtype):
+def _column(records: Sequence[dict[str, Any]], key: str, default: float, dtype: type[np.generic]) \
+        -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_] | None]:
     """(`records[i][key]` for every record as a numpy array, `default` where a record lacks it
     or holds None; the mask of the records whose number lies beyond the dtype (beyond 64
     bits, an infinite time), which hold `default` instead, or None where none does). A value
@@ -336,27 +343,27 @@ def _column(records, key, default, dtype):
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def _fits(value, dtype):
+def _fits(value: float, dtype: type[np.generic]) -> bool:
     """Whether the number `value` is one of `dtype`'s (finite, within 64 bits)."""
     if dtype is np.float64:
         return abs(value) <= sys.float_info.max  # Python's own comparison: exact for any int
     return value == value and _INT64[0] <= value <= _INT64[1]
 
 
-def _beyond(*masks):
+def _beyond(*masks: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.bool_] | None:
     """The union of `_column`'s masks of values out of range (None for none)."""
     present = [m for m in masks if m is not None]
     return np.logical_or.reduce(present) if present else None
 
 
-def _optional_list(records, key):
+def _optional_list(records: Sequence[dict[str, Any]], key: str) -> list[Any]:
     try:
         return list(map(itemgetter(key), records))
     except KeyError:
         return list(map(dict.get, records, repeat(key)))
 
 
-def _pool_codes(values, pools):
+def _pool_codes(values: Sequence[Any], pools: dict[str, int]) -> npt.NDArray[np.int64]:
     """Codes into `pools` (a dict {pool id as text: code}) of each entry's pool id, -1 without one."""
     out = np.full(len(values), -1, dtype=np.int64)
     if values.count(None) == len(values):  # entries of versions that name no pool
@@ -368,7 +375,7 @@ def _pool_codes(values, pools):
     return out
 
 
-def _categorical(values, categories):
+def _categorical(values: Sequence[str], categories: Sequence[str]) -> pd.Categorical:
     """Strings as a categorical over `categories`, followed by any others met (in order)."""
     codes = {c: i for i, c in enumerate(categories)}
     for value in dict.fromkeys(values):
@@ -407,7 +414,8 @@ ANOMALIES = {
 }
 
 
-def decode_snapshot(snapshot, path, consume=False, max_memory_bytes=None, admit=None):
+def decode_snapshot(snapshot: dict[str, Any], path: str, consume: bool = False, max_memory_bytes: int | None = None,
+                    admit: Callable[[int], object] | None = None) -> SnapshotModel:
     """The `SnapshotModel` of a snapshot dict (`read_snapshot_dict`), refused with a
     `TraceError` when its tables would take more than `max_memory_bytes` (None: no limit) or
     it has more than `MAX_DEVICES` devices; `admit(bytes)`, when given, is told what the
@@ -428,7 +436,9 @@ _DECODE_SLICE = 1 << 17
 _ENTRY_COLUMNS = ("device", "action", "addr", "size", "stream", "time_us", "stack", "pool", "device_free")
 
 
-def _entry_columns(entries, device, interner, pools, action_codes, anomalies):
+def _entry_columns(entries: list[dict[str, Any]], device: npt.NDArray[np.int64], interner: _Interner,
+                   pools: dict[str, int], action_codes: dict[str, int], anomalies: dict[str, int]) \
+        -> dict[str, npt.NDArray[Any]]:
     """{column: numpy array} of a slice of entries (of the devices `device`, one per entry);
     `action` as codes into `action_codes` ({action: code}, which gains the actions not met
     before). Entries with a number out of range are left out, counted in `anomalies`."""
@@ -445,7 +455,7 @@ def _entry_columns(entries, device, interner, pools, action_codes, anomalies):
     size, size_beyond = _column(entries, "size", 0, np.int64)
     stream, stream_beyond = _column(entries, "stream", 0, np.int64)
     time_us, time_beyond = _column(entries, "time_us", np.nan, np.float64)
-    columns = {
+    columns: dict[str, npt.NDArray[Any]] = {
         "device": device, "action": action, "addr": addr, "size": size, "stream": stream, "time_us": time_us,
         "stack": interner.stack_codes(_optional_list(entries, "frames")),
         "pool": _pool_codes(_optional_list(entries, "pool_id"), pools),
@@ -465,12 +475,12 @@ def _entry_columns(entries, device, interner, pools, action_codes, anomalies):
     return columns
 
 
-def _count(anomalies, name, count):
+def _count(anomalies: dict[str, int], name: str, count: int) -> None:
     if count:
         anomalies[name] = anomalies.get(name, 0) + count
 
 
-def _table_bytes(path, entries, blocks, max_memory_bytes):
+def _table_bytes(path: str, entries: int, blocks: int, max_memory_bytes: int | None) -> int:
     """What the tables of `entries` trace entries and `blocks` segments and blocks take,
     refused beyond `max_memory_bytes`."""
     need = entries * TABLE_BYTES_PER_ENTRY + blocks * TABLE_BYTES_PER_BLOCK
@@ -481,13 +491,14 @@ def _table_bytes(path, entries, blocks, max_memory_bytes):
     return need
 
 
-def _check_devices(path, count):
+def _check_devices(path: str, count: int) -> None:
     if count > MAX_DEVICES:
         raise TraceError(path, f"not read: {count:,} devices have a trace or segments, more than the {MAX_DEVICES} a "
                                "snapshot is read with (a snapshot is of one process, on one machine's GPUs)")
 
 
-def _trace_columns(traces, path, consume, interner, pools, action_codes, anomalies):
+def _trace_columns(traces: list[list[Any]], path: str, consume: bool, interner: _Interner, pools: dict[str, int],
+                   action_codes: dict[str, int], anomalies: dict[str, int]) -> dict[str, npt.NDArray[Any]]:
     """The entries' columns, devices one after another, read a slice at a time across
     devices: a device costs nothing beyond its entries."""
     lengths = np.fromiter(map(len, traces), dtype=np.int64, count=len(traces))
@@ -509,7 +520,7 @@ def _trace_columns(traces, path, consume, interner, pools, action_codes, anomali
     return columns
 
 
-def _backward(time_us, device):
+def _backward(time_us: npt.NDArray[Any], device: npt.NDArray[Any]) -> int:
     """How many entries are recorded earlier than an entry before them on their device
     (entries without a time left out)."""
     count = 0
@@ -519,7 +530,8 @@ def _backward(time_us, device):
     return count
 
 
-def _decode(snapshot, path, consume, max_memory_bytes, admit):
+def _decode(snapshot: dict[str, Any], path: str, consume: bool, max_memory_bytes: int | None,
+            admit: Callable[[int], object] | None) -> SnapshotModel:
     interner, pools = _Interner(), {"0,0": 0}
     anomalies: dict[str, int] = {}
     action_codes = {c: i for i, c in enumerate(ACTIONS)}
@@ -605,7 +617,7 @@ def _decode(snapshot, path, consume, max_memory_bytes, admit):
                          anomalies=anomalies)
 
 
-def _requested_sizes(blocks, sizes):
+def _requested_sizes(blocks: list[dict[str, Any]], sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     requested, _ = _column(blocks, "requested_size", -1, np.int64)
     missing = np.flatnonzero(requested < 0)
     for i in missing:  # only in snapshots from before PyTorch 2.1
@@ -615,7 +627,7 @@ def _requested_sizes(blocks, sizes):
     return requested
 
 
-def _block_frames(blocks):
+def _block_frames(blocks: list[dict[str, Any]]) -> list[Any]:
     frames = _optional_list(blocks, "frames")
     for i, value in enumerate(frames):
         if value is None and blocks[i].get("history"):  # before PyTorch 2.1
@@ -623,7 +635,7 @@ def _block_frames(blocks):
     return frames
 
 
-def _plain(settings, anomalies):
+def _plain(settings: object, anomalies: dict[str, int]) -> Any:
     """The allocator's `settings` as JSON holds them (they are shown, never interpreted):
     keys as text; numbers JSON cannot hold (beyond 64 bits, infinite) and anything else as
     text; cut below `_SETTINGS_DEPTH` levels, after `_SETTINGS_ITEMS` items and
@@ -631,7 +643,7 @@ def _plain(settings, anomalies):
     or shared a million times cost no more than that."""
     left = [_SETTINGS_ITEMS]
 
-    def plain(value, depth):
+    def plain(value: object, depth: int) -> Any:
         left[0] -= 1
         if left[0] < 0 or depth > _SETTINGS_DEPTH:
             anomalies["settings_cut"] = 1
@@ -645,7 +657,7 @@ def _plain(settings, anomalies):
             return value
         return _text(value)
 
-    def _text(value):
+    def _text(value: object) -> str:
         if isinstance(value, int) and not _fits(value, np.int64):
             return f"(an integer of {value.bit_length()} bits)"
         text = value if isinstance(value, str) else repr(value[:_SETTINGS_TEXT] if isinstance(value, (bytes, bytearray)) else value)

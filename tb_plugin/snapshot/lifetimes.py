@@ -9,25 +9,28 @@ Definitions (an allocation, allocated and reserved bytes): the module docstring 
 """
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from .model import actions_in, held_blocks
 
 
-def dense(devices, device):
+def dense(devices: npt.NDArray[np.int64], device: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Each of `device` (device indexes, as the file names them) as its place in `devices`
     (the sorted distinct indexes of a snapshot): arrays per device are sized by how many
     devices there are, never by an index read from the file."""
     return np.searchsorted(devices, device)
 
 
-def device_bounds(entries, devices):
+def device_bounds(entries: pd.DataFrame, devices: npt.NDArray[np.int64]) \
+        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(first row, one past the last row) of each device's entries, by place in `devices`."""
     ends = np.cumsum(np.bincount(dense(devices, entries["device"].to_numpy()), minlength=len(devices)))
     return np.concatenate([[0], ends[:-1]]).astype(np.int64), ends
 
 
-def allocations_table(entries, segments, blocks, devices):
+def allocations_table(entries: pd.DataFrame, segments: pd.DataFrame, blocks: pd.DataFrame,
+                      devices: npt.NDArray[np.int64]) -> pd.DataFrame:
     """One row per allocation: device, addr, size, stream, pool, stack, alloc_entry /
     free_entry (rows of `entries`; -1: before the trace / alive at the snapshot), alloc_us,
     free_us, alloc_pos / free_pos (positions in the device's trace; -1 / one past the end
@@ -97,7 +100,8 @@ def allocations_table(entries, segments, blocks, devices):
     return out
 
 
-def _segment_pool(segments, device, addr):
+def _segment_pool(segments: pd.DataFrame, device: npt.NDArray[np.int64], addr: npt.NDArray[np.int64]) \
+        -> npt.NDArray[np.int64]:
     """The pool of the segment holding each (device, addr); the default pool (0) outside any
     (older torch names no pool in its entries, and after `empty_cache()` a device may have
     no segment left)."""
@@ -112,7 +116,8 @@ def _segment_pool(segments, device, addr):
     return pools
 
 
-def running_bytes(entries, segments, allocations, devices):
+def running_bytes(entries: pd.DataFrame, segments: pd.DataFrame, allocations: pd.DataFrame,
+                  devices: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(allocated, reserved): the bytes allocated and reserved on each entry's device after
     the entry. Reserved bytes are counted back from the segments held at the snapshot."""
     starts, ends = device_bounds(entries, devices)

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the tables' type only: importing the model loads no pandas
     import pandas as pd
+    import numpy as np
+    import numpy.typing as npt
 
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
            "segment_unmap", "oom", "snapshot")
@@ -37,7 +39,7 @@ TABLES = ("entries", "segments", "blocks", "frames", "stack_frames", "pools", "a
 DEFAULT_POOL_ID = "0,0"
 
 
-def actions_in(action, *names):
+def actions_in(action: pd.Series, *names: str) -> npt.NDArray[np.bool_]:
     """Boolean mask of the rows of the categorical `action` that are one of `names` (on the
     codes: no text per entry)."""
     import numpy as np
@@ -46,7 +48,7 @@ def actions_in(action, *names):
     return np.isin(action.cat.codes.to_numpy(), wanted)
 
 
-def held_blocks(blocks):
+def held_blocks(blocks: pd.DataFrame) -> npt.NDArray[np.bool_]:
     """Mask of the blocks in use when the snapshot was taken (allocated, or freed but awaiting a stream)."""
     import numpy as np
 

@@ -17,6 +17,7 @@ as `pickle.loads` on a torch snapshot.
 """
 
 import re
+from collections.abc import Iterable
 
 from ..errors import TraceError
 
@@ -24,11 +25,11 @@ from ..errors import TraceError
 MEMO_BYTES_PER_SLOT = 16
 
 
-def _any_of(codes):
+def _any_of(codes: Iterable[int]) -> bytes:
     return b"[" + b"".join(re.escape(bytes([c])) for c in codes) + b"]"
 
 
-def _counted(opcode, width=1):
+def _counted(opcode: int, width: int = 1) -> bytes:
     """The opcode followed by a length below 256 (`width` bytes, little-endian) and that many bytes."""
     return re.escape(bytes([opcode])) + b"(?:" + b"|".join(
         re.escape(n.to_bytes(width, "little")) + (b".{%d}" % n if n else b"") for n in range(256)) + b")"
@@ -61,7 +62,7 @@ _NEWLINE = re.compile(b"\n")
 _STOP, _PROTO, _LONG_BINPUT = ord("."), 0x80, ord("r")
 
 
-def check_pickle(data, path, max_memory_bytes):
+def check_pickle(data: bytes | bytearray | memoryview, path: str, max_memory_bytes: int) -> None:
     """Walk the opcodes of the pickle `data` (bytes-like) up to its STOP; raise `TraceError`
     (naming `path` and the limit) where one would make the unpickler allocate beyond the
     bytes that follow or the budget `max_memory_bytes`, or consult the extension registry.
@@ -114,13 +115,13 @@ def check_pickle(data, path, max_memory_bytes):
     raise TraceError(path, "the pickle is truncated or corrupt (it ends before its STOP opcode)")
 
 
-def _memo_index(index, memo_slots, path):
+def _memo_index(index: int, memo_slots: int, path: str) -> None:
     if index >= memo_slots:
         raise TraceError(path, f"the pickle is corrupt: it writes memo slot {index:,}, beyond the {memo_slots:,} its "
                                f"size and the memory budget allow (each slot costs the unpickler {MEMO_BYTES_PER_SLOT} bytes)")
 
 
-def _decimal(text, path):
+def _decimal(text: bytes | bytearray | memoryview, path: str) -> int:
     try:
         return int(bytes(text))
     except ValueError:

@@ -10,8 +10,11 @@ views built on it do.
 
 import json
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import NULLABLE, declare
@@ -62,21 +65,21 @@ _NOT_MEASURED = "no communication kernel ran it: its host interval is when it wa
 
 
 
-def element_bytes(dtype):
+def element_bytes(dtype: str) -> float:
     """Bytes per element of a dtype spelled as in traces ("float", "c10::Half", "BFloat16",
     "long int", ...); NaN when unknown (e.g. "TensorList", "Scalar", "")."""
     key = _DTYPE_PREFIX.sub("", str(dtype)).lower()
     return float(_ELEMENT_BYTES.get(key, np.nan))
 
 
-def _shape_elements(shape):
+def _shape_elements(shape: object) -> float:
     """Elements of one input: a shape [d0, d1, ...] (0-d tensor: []) -> product."""
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
         return np.nan
     return float(np.prod(shape, dtype=np.float64)) if shape else 1.0
 
 
-def _tensor_inputs(input_dims, input_type):
+def _tensor_inputs(input_dims: str, input_type: str) -> list[float] | None:
     """Bytes of each tensor input from `Input Dims` / `Input type` JSON texts; None when the op
     recorded no shapes or any tensor input has an unknown element type or shape (NaN kept)."""
     try:
@@ -91,7 +94,7 @@ def _tensor_inputs(input_dims, input_type):
             if dtype not in ("", "Scalar", None)]
 
 
-def input_bytes(input_dims, input_type):
+def input_bytes(input_dims: str, input_type: str) -> float:
     """Bytes of an op's tensor inputs from its `Input Dims` / `Input type` JSON texts.
 
     Inputs typed "" or "Scalar" (non-tensors) count 0; the result is NaN when any tensor
@@ -102,7 +105,7 @@ def input_bytes(input_dims, input_type):
     return float(sum(sizes)) if sizes else np.nan
 
 
-def largest_input_bytes(input_dims, input_type):
+def largest_input_bytes(input_dims: str, input_type: str) -> float:
     """Bytes of an op's largest tensor input (NaN as for `input_bytes`). For c10d's ops whose
     output tensor is an argument (``_allgather_base_(out, in)``,
     ``_reduce_scatter_base_(out, in)``) this is NCCL's message size S, the larger of the
@@ -111,7 +114,8 @@ def largest_input_bytes(input_dims, input_type):
     return float(max(sizes)) if sizes else np.nan
 
 
-def _pair_bytes(dims, types, measure=input_bytes):
+def _pair_bytes(dims: pd.Series, types: pd.Series, measure: Callable[[str, str], float] = input_bytes) \
+        -> npt.NDArray[np.float64]:
     """`measure` of categorical dims/types columns, evaluated once per distinct pair."""
     if not len(dims):
         return np.zeros(0)
@@ -121,7 +125,7 @@ def _pair_bytes(dims, types, measure=input_bytes):
     return per_pair[codes]
 
 
-def requested_collective(name):
+def requested_collective(name: str) -> str:
     """The collective a name stands for, in one spelling for every way traces write it:
     ``c10d::_reduce_scatter_base_``, ``reduce_scatter_tensor_coalesced`` (a
     ``Collective name``), ``_c10d_functional::reduce_scatter_tensor`` and
@@ -130,7 +134,7 @@ def requested_collective(name):
     return next((kind for word, kind in _KINDS if word in text), "")
 
 
-def bus_factor(kind, group_size):
+def bus_factor(kind: str, group_size: float) -> float:
     """NCCL's bus-bandwidth factor (nccl-tests, doc/PERFORMANCE.md): busbw = algbw x factor,
     with n ranks: all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
     broadcast, reduce, send, recv 1; NaN for other collectives or an unknown group size."""
@@ -141,7 +145,7 @@ def bus_factor(kind, group_size):
             "all_to_all": (n - 1) / n, "broadcast": 1.0, "reduce": 1.0, "send": 1.0, "recv": 1.0}.get(kind, np.nan)
 
 
-def process_groups(model):
+def process_groups(model: TraceModel) -> pd.DataFrame:
     """The process groups a worker's trace lists in ``distributedInfo.pg_config``: columns
     pg_name, process_group (``pg_desc``), group_size (``pg_size``, -1 unknown), ranks (text
     like "0,2"); empty when the trace has no pg_config."""
@@ -159,7 +163,7 @@ def process_groups(model):
         {"pg_name": str, "process_group": str, "group_size": np.int64, "ranks": str})
 
 
-def _outermost_collective(model, rows):
+def _outermost_collective(model: TraceModel, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """For op rows (-1 allowed): the outermost collective op among the row and its ancestors
     (-1 when there is none)."""
     return enclosing_op_where(model, rows, collective_op_mask(model), outermost=True)
@@ -251,14 +255,14 @@ def collective_calls(model: TraceModel) -> pd.DataFrame:
     return cached(model, "distributed_calls", lambda: _build_calls(model))
 
 
-def _kinds(names):
+def _kinds(names: npt.NDArray[Any]) -> npt.NDArray[np.object_]:
     """`requested_collective` of an array of names, once per distinct name."""
     codes, uniques = pd.factorize(np.asarray(names, dtype=object))
     per_name = np.array([requested_collective(u) for u in uniques], dtype=object)
     return per_name[codes] if len(codes) else np.zeros(0, dtype=object)
 
 
-def _pair_front_ends(front, backend):
+def _pair_front_ends(front: pd.DataFrame, backend: pd.DataFrame) -> dict[int, int]:
     """Pair front-end nests with backend-only nests (see `collective_calls`, Notes).
 
     `front` and `backend` are DataFrames with columns row (position in the nest table),
@@ -278,7 +282,7 @@ def _pair_front_ends(front, backend):
 _WAIT = "_c10d_functional::wait_tensor"
 
 
-def _functional_waits(model, request):
+def _functional_waits(model: TraceModel, request: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     """Per call (its front-end op row in `request`, -1 none): the host time of the
     ``_c10d_functional::wait_tensor`` that waited for its result. A functional collective
     returns at once and the program waits for the result later, on the same thread, in issue
@@ -306,7 +310,7 @@ def _functional_waits(model, request):
     return out
 
 
-def _build_calls(model):
+def _build_calls(model: TraceModel) -> pd.DataFrame:
     ops = model.ops
     coll_rows = np.flatnonzero(collective_op_mask(model))
     roots = _outermost_collective(model, coll_rows)
@@ -439,7 +443,7 @@ def _build_calls(model):
     return calls.sort_values(["start_us", "end_us"], kind="stable").reset_index(drop=True)
 
 
-def fsdp_phase(name):
+def fsdp_phase(name: str) -> str:
     """The phase of an FSDP annotation (FSDP2 writes ``FSDP::<hook>[ (<module>)]``, FSDP1
     ``FullyShardedDataParallel.<hook>``), "" for any other name: ``unshard`` (all-gathers,
     their copy-out, prefetches), ``reduce_scatter`` (gradient reduction and its wait),
@@ -458,7 +462,7 @@ def fsdp_phase(name):
     return "other"
 
 
-def same_size_on_every_rank(name):
+def same_size_on_every_rank(name: str) -> bool:
     """Whether a collective's input has the same size on every rank (all_reduce, broadcast,
     reduce, all_gather, reduce_scatter, barrier ...), so the size identifies it; not for
     all_to_all, gather, scatter, send/recv or coalesced groups."""
@@ -470,7 +474,7 @@ def same_size_on_every_rank(name):
     return not ("scatter" in kind and "reducescatter" not in kind)
 
 
-def match_calls(calls):
+def match_calls(calls: pd.DataFrame) -> pd.DataFrame:
     """Add match keys, matched_workers, transfer_us, synchronizing_us and bandwidths (see
     `distributed`) to the collective calls of several workers (a `worker` column tells whose)."""
     calls = calls.sort_values(["worker", "start_us", "end_us"], kind="stable").reset_index(drop=True)
@@ -502,6 +506,6 @@ def match_calls(calls):
     return calls
 
 
-def gbps(size_bytes, time_us):
+def gbps(size_bytes: pd.Series, time_us: pd.Series) -> pd.Series:
     """Bytes over microseconds in GB/s (10^9 bytes/s = 10^3 bytes/µs); NaN for a zero time."""
     return (size_bytes / time_us.where(time_us > 0)) / 1e3

@@ -4,16 +4,20 @@ tree with self and total times. All computed once per model and cached on it."""
 import importlib
 import re
 import threading
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
 from functools import lru_cache
 from importlib import resources
+from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..errors import BadParameterError, NotFoundError
 from ..schema import ROUTES, Param
+from ..snapshot.model import SnapshotModel
 from ..trace.linking import ancestor_where, innermost_container, roll_up
+from ..trace.model import TraceModel
 from .intervals import exclusive_time
 
 # Communication back-ends, as the prefix of the host ops that stand for a collective's work
@@ -38,27 +42,28 @@ _TC_ELIGIBLE = re.compile(
     r"_cudnn_rnn\w*|miopen_rnn\w*|_scaled_mm|_scaled_dot_product\w*|scaled_dot_product_attention)$")
 NO_STEP = 0  # step number used when the trace has no ProfilerStep markers
 _CACHE_LOCK = threading.Lock()  # guards the creation of the per-key locks of `cached`
+T = TypeVar("T")
 
 
-def _marker_lines():
+def _marker_lines() -> tuple[str, ...]:
     text = resources.files(__package__).joinpath("tensor_core_markers.txt").read_text()
     return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 
 @lru_cache(maxsize=1)
-def tensor_core_markers():
+def tensor_core_markers() -> tuple[str, ...]:
     """Substrings of kernel names that mark Tensor Core kernels."""
     return tuple(line for line in _marker_lines() if not line.startswith("!"))
 
 
 @lru_cache(maxsize=1)
-def cuda_core_markers():
+def cuda_core_markers() -> tuple[str, ...]:
     """Substrings that mark a kernel as running on the CUDA cores even when a Tensor Core
     marker matches (the lines starting with "!")."""
     return tuple(line[1:] for line in _marker_lines() if line.startswith("!"))
 
 
-def name_mask(column, predicate):
+def name_mask(column: pd.Series, predicate: Callable[[str], object]) -> npt.NDArray[np.bool_]:
     """Boolean array: `predicate(name)` for each row of a categorical name column,
     evaluated once per distinct name; False for a row without a name."""
     categories = column.cat.categories
@@ -67,17 +72,17 @@ def name_mask(column, predicate):
     return np.append(per_category, False)[column.cat.codes.to_numpy()]
 
 
-def is_tensor_core_kernel(name):
+def is_tensor_core_kernel(name: str) -> bool:
     return any(marker in name for marker in tensor_core_markers()) and \
         not any(marker in name for marker in cuda_core_markers())
 
 
-def is_rocm(model):
+def is_rocm(model: TraceModel) -> bool:
     """Whether the trace's runtime calls are HIP's (an AMD GPU; Kineto files them as cuda_runtime)."""
     return any(str(n).startswith("hip") for n in model.runtime["name"].unique())
 
 
-def matrix_unit(model):
+def matrix_unit(model: TraceModel) -> str:
     """What the GPU's vendor calls the units `is_tensor_core_kernel` finds: Tensor Cores on
     NVIDIA, Matrix cores on AMD."""
     return "Matrix cores" if is_rocm(model) else "Tensor Cores"
@@ -107,29 +112,29 @@ _SYNC_MEMCPY = (r"(?:cuda|hip)Memcpy(?:2D|3D)?(?:(?:To|From)(?:Array|Symbol))?"
 _BLOCKING = re.compile(rf"^(?:(?:cuda|cu|hip){_SYNCHRONIZE}|(?:{_SYNC_MEMCPY})(?:_v2)?|urQueueFinish|urEventWait)$")
 
 
-def is_blocking_call(name):
+def is_blocking_call(name: str | None) -> bool:
     """Whether a runtime call of this name blocks the host until device work is done (the
     list, backend by backend, is in the comment above)."""
     return bool(_BLOCKING.match(name or ""))
 
 
-def is_comm_kernel(name):
+def is_comm_kernel(name: str) -> bool:
     return bool(_COMM_KERNEL.search(name))
 
 
-def is_collective_op_name(name):
+def is_collective_op_name(name: str) -> bool:
     return bool(_COLLECTIVE_NAME.match(name)) or name == "record_param_comms"
 
 
-def is_dataloader_name(name):
+def is_dataloader_name(name: str) -> bool:
     return bool(_DATALOADER.match(name))
 
 
-def is_tc_eligible_name(name):
+def is_tc_eligible_name(name: str) -> bool:
     return bool(_TC_ELIGIBLE.match(name))
 
 
-def cached(model, key, build):
+def cached(model: TraceModel | SnapshotModel, key: Hashable, build: Callable[[], T]) -> T:
     """`build()` computed once per model and key, however many request threads ask at once:
     the first computes while the others wait for its result (a lock per key, kept in the
     cache dict, which the disk cache never stores and a pickled model leaves out)."""
@@ -144,7 +149,7 @@ def cached(model, key, build):
         return cache[key]
 
 
-def texts(column, rows=None):
+def texts(column: pd.Series, rows: npt.NDArray[np.int64] | npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.object_]:
     """A text column's values (at `rows` when given) as a numpy array of str, "" where a
     categorical has no value. pandas 3's `astype(str)` copies every value into its Arrow string
     type and `to_numpy` copies them back; a categorical's categories taken by its codes is one
@@ -159,14 +164,14 @@ def texts(column, rows=None):
     return values if rows is None else values[rows]
 
 
-def object_frame(columns):
+def object_frame(columns: Mapping[str, Any]) -> pd.DataFrame:
     """`pd.DataFrame(columns)` with its text columns kept as numpy object arrays: pandas 3 would
     copy each into its Arrow string type, which every table's declaration (`schema.frame`)
     turns back into object. A str value stands for a column of it."""
     length = next(len(values) for values in columns.values() if not isinstance(values, str))
     index = pd.RangeIndex(length)
 
-    def column(values):
+    def column(values: Any) -> Any:
         if isinstance(values, str):  # one string every row points at (np.full would copy it per row)
             text, values = values, np.empty(length, dtype=object)
             values.fill(text)
@@ -175,10 +180,10 @@ def object_frame(columns):
     return pd.DataFrame({name: column(values) for name, values in columns.items()}, index=index)
 
 
-def device_activity(model):
+def device_activity(model: TraceModel) -> pd.DataFrame:
     """Kernels, memcpys and memsets in one table: kind, name, device, stream, ts, dur, op, runtime,
     correlation."""
-    def build():
+    def build() -> pd.DataFrame:
         parts = []
         for kind, table in (("kernel", model.kernels), ("memcpy", model.memcpy), ("memset", model.memset)):
             parts.append(object_frame({
@@ -190,14 +195,14 @@ def device_activity(model):
     return cached(model, "device_activity", build)
 
 
-def kernel_flags(model):
+def kernel_flags(model: TraceModel) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Per kernel: (is communication kernel, is Tensor Core kernel)."""
     return cached(model, "kernel_flags", lambda: (
         name_mask(model.kernels["name"], is_comm_kernel), name_mask(model.kernels["name"], is_tensor_core_kernel)))
 
 
-def collective_op_mask(model):
-    def build():
+def collective_op_mask(model: TraceModel) -> npt.NDArray[np.bool_]:
+    def build() -> npt.NDArray[np.bool_]:
         named = name_mask(model.ops["name"], is_collective_op_name)
         # record_param_comms without a collective name, or for a "wait" on earlier work, is
         # bookkeeping, not a collective (the distributed view counts it the same way)
@@ -207,7 +212,8 @@ def collective_op_mask(model):
     return cached(model, "collective_ops", build)
 
 
-def enclosing_op_where(model, rows, mask, outermost=False):
+def enclosing_op_where(model: TraceModel, rows: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_],
+                       outermost: bool = False) -> npt.NDArray[np.int64]:
     """For op `rows` (-1 allowed): the nearest op among each row and its ancestors where the
     per-op `mask` holds (the farthest with `outermost`); -1 where none does (and for row -1).
     The op tree's one ancestor walk (`trace.linking.ancestor_where`), read at the rows asked for."""
@@ -219,7 +225,7 @@ def enclosing_op_where(model, rows, mask, outermost=False):
     return np.where(rows >= 0, nearest[np.clip(rows, 0, None)], -1)
 
 
-def step_windows(model):
+def step_windows(model: TraceModel) -> pd.DataFrame:
     """Steps with their time windows, as `Profile.steps()` and every per-step view use them.
 
     A step is a host-side `ProfilerStep#N` range, extended to the end of the device work its
@@ -239,7 +245,7 @@ def step_windows(model):
     Columns: step (int), start_us, end_us (float, relative to the trace origin),
     host_start_us, host_end_us.
     """
-    def build():
+    def build() -> pd.DataFrame:
         steps = model.steps
         if not len(steps):
             start, end = model.span_us()
@@ -276,7 +282,7 @@ def step_windows(model):
     return cached(model, "step_windows", build)
 
 
-def known_step(model, step):
+def known_step(model: TraceModel, step: int | None) -> int:
     """`step` (the first step when None), or `NotFoundError` naming the trace's steps: the
     step a per-step view (the critical path) is asked for."""
     steps = step_windows(model)["step"].tolist()
@@ -287,7 +293,8 @@ def known_step(model, step):
     return step
 
 
-def _end_of_work_before_the_first_step(dev, first_step_rows, in_step_rows):
+def _end_of_work_before_the_first_step(dev: pd.DataFrame, first_step_rows: npt.NDArray[np.int64],
+                                       in_step_rows: npt.NDArray[np.int64]) -> float:
     """End of the device work (rows of `device_activity`) that no step launched and that ended
     before the first device activity the first step launched (rows `first_step_rows`); -inf
     when there is none. Such work was launched before the profiler started or outside every
@@ -300,7 +307,7 @@ def _end_of_work_before_the_first_step(dev, first_step_rows, in_step_rows):
     return float(before.max()) if len(before) else -np.inf
 
 
-def operator_tree(model):
+def operator_tree(model: TraceModel) -> pd.DataFrame:
     """Operators with self and total times, after the duplicate-node rule.
 
     Like torch's `key_averages()`, a child with its parent's name that is the parent's only
@@ -316,7 +323,7 @@ def operator_tree(model):
     return cached(model, "operator_tree", lambda: _build_operator_tree(model))
 
 
-def _build_operator_tree(model):
+def _build_operator_tree(model: TraceModel) -> pd.DataFrame:
     ops = model.ops
     n = len(ops)
     parent = ops["parent"].to_numpy()
@@ -369,7 +376,8 @@ def _build_operator_tree(model):
     }, index=ops.index)
 
 
-def _python_frame_correction(model, node, node_parent, merged):
+def _python_frame_correction(model: TraceModel, node: npt.NDArray[np.int64], node_parent: npt.NDArray[np.int64],
+                             merged: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
     """Per op row (its surviving node): what torch 2.13's self time subtracts beyond the op's
     child ops and runtime calls when with_stack recorded Python frames (`model.python`).
 
@@ -408,9 +416,9 @@ def _python_frame_correction(model, node, node_parent, merged):
     return correction
 
 
-def breakdown_categories(model):
+def breakdown_categories(model: TraceModel) -> list[tuple[str, npt.NDArray[np.float64], npt.NDArray[np.float64]]]:
     """Interval sets of the step-time categories, in priority order (see `Profile.steps`)."""
-    def build():
+    def build() -> list[tuple[str, npt.NDArray[np.float64], npt.NDArray[np.float64]]]:
         ops = model.ops
         comm_k, _ = kernel_flags(model)
         k = model.kernels
@@ -433,7 +441,7 @@ def breakdown_categories(model):
     return cached(model, "breakdown_categories", build)
 
 
-def step_breakdown(model):
+def step_breakdown(model: TraceModel) -> pd.DataFrame:
     """Per step, exclusive time per category (priority order) plus `other`; see Profile.steps."""
     windows = step_windows(model)
     cats = breakdown_categories(model)
@@ -444,7 +452,7 @@ def step_breakdown(model):
     return out
 
 
-def op_names(model, rows):
+def op_names(model: TraceModel, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.object_]:
     """Names of ops at row indices `rows` (-1 gives "")."""
     rows = np.asarray(rows, dtype=np.int64)
     names = texts(model.ops["name"], np.clip(rows, 0, None)) if len(model.ops) else np.zeros(len(rows), dtype=object)

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import NULLABLE, declare, route, tab
@@ -82,7 +83,7 @@ SHARE = declare(
 )
 
 
-def _region_kind(model):
+def _region_kind(model: TraceModel) -> npt.NDArray[np.int64]:
     """Per op: index into KINDS of the compiled-region op it is, -1 for any other op."""
     names = model.ops["name"]
     frame = name_mask(names, _FRAME_REGION.match)
@@ -91,10 +92,10 @@ def _region_kind(model):
     return np.select([frame, forward, backward], [0, 1, 2], default=-1).astype(np.int64)
 
 
-def _region_ops(model):
+def _region_ops(model: TraceModel) -> pd.DataFrame:
     """The compiled-region ops: row, kind (index into KINDS), compile id, frame, compilation
     and their region label (see `compiled`)."""
-    def build():
+    def build() -> pd.DataFrame:
         ops = model.ops
         kind = _region_kind(model)
         rows = np.flatnonzero(kind >= 0)
@@ -146,21 +147,21 @@ def recompilations(model: TraceModel) -> pd.Series:
     return frames.groupby("frame")["compilation"].max()
 
 
-def compiled_op_mask(model):
+def compiled_op_mask(model: TraceModel) -> npt.NDArray[np.bool_]:
     """Per op: whether it ran inside a compiled region (a Dynamo frame's region, or the
     AOTAutograd backward autograd runs outside it), the region ops themselves included."""
-    def build():
+    def build() -> npt.NDArray[np.bool_]:
         kind = _region_kind(model)
         return enclosing_op_where(model, np.arange(len(model.ops)), (kind == 0) | (kind == 2)) >= 0
     return cached(model, "compiled_op_mask", build)
 
 
-def is_inductor_kernel_name(name):
+def is_inductor_kernel_name(name: str) -> bool:
     """Whether a kernel or op name is one Inductor generated (triton_*, cpp_fused_*, ...)."""
     return bool(_INDUCTOR_KERNEL.match(name))
 
 
-def _inductor_kernel_ops(model):
+def _inductor_kernel_ops(model: TraceModel) -> npt.NDArray[np.int64]:
     """Rows of ops that are Inductor-generated kernels (by name, or carrying kernel_hash)."""
     ops = model.ops
     named = name_mask(ops["name"], _INDUCTOR_KERNEL.match)
@@ -168,7 +169,7 @@ def _inductor_kernel_ops(model):
     return np.flatnonzero(named | hashed)
 
 
-def _innermost_region(model, rows):
+def _innermost_region(model: TraceModel, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """For op rows: the row of the innermost compiled-region op around them (-1 when none)."""
     return enclosing_op_where(model, rows, _region_kind(model) >= 0)
 
@@ -187,12 +188,12 @@ def compiled_kernels(model: TraceModel) -> pd.DataFrame:
     return cached(model, "compiled_kernels", lambda: _build_kernels(model))
 
 
-def kernel_origin(name):
+def kernel_origin(name: str) -> str:
     """Who wrote a kernel (`ORIGINS`): "Inductor (Triton)", ..., "ATen", else "other"."""
     return next((origin for origin, pattern in ORIGINS if pattern.search(name)), "other")
 
 
-def _build_kernels(model):
+def _build_kernels(model: TraceModel) -> pd.DataFrame:
     if not len(_region_ops(model)):
         return KERNELS.empty()
     ops = model.ops
@@ -248,7 +249,7 @@ def compiled(model: TraceModel) -> pd.DataFrame:
     return cached(model, "compiled_regions", lambda: _build_regions(model))
 
 
-def _build_regions(model):
+def _build_regions(model: TraceModel) -> pd.DataFrame:
     table = _region_ops(model)
     if not len(table):
         return REGIONS.empty()

@@ -63,7 +63,7 @@ STEP_COUNTERS = declare(
 def device_pids(model: TraceModel) -> dict[int, str]:
     """{device: the pid (as written) its streams' activity is written under}, for each device
     with activity."""
-    def build():
+    def build() -> dict[int, str]:
         threads = model.threads["pid"].to_numpy(dtype=object)
         found: dict[int, str] = {}
         for table in (model.kernels, model.memcpy, model.memset, model.syncs):
@@ -92,7 +92,7 @@ def counter_samples(model: TraceModel) -> pd.DataFrame:
     return cached(model, "counter_samples", lambda: _samples(model))
 
 
-def _samples(model):
+def _samples(model: TraceModel) -> pd.DataFrame:
     c = model.counters
     if not len(c):
         return COUNTER_SAMPLES.empty()
@@ -133,7 +133,7 @@ def step_counters(model: TraceModel) -> pd.DataFrame:
     return cached(model, "step_counters", lambda: _step_counters(model))
 
 
-def _step_counters(model):
+def _step_counters(model: TraceModel) -> pd.DataFrame:
     samples = counter_samples(model)
     counter = samples["counter"].to_numpy(dtype=object)
     chosen = np.array([name.startswith(tuple(STEP_COUNTER_PREFIXES)) for name in counter], dtype=bool)

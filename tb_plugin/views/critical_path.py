@@ -87,7 +87,10 @@ fixes in `tests/hta_reference.py`):
 Not followed: collectives' waits on other ranks (their kernels are device time).
 """
 
+from typing import Literal
+
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..errors import BadParameterError
@@ -140,11 +143,11 @@ class _LastEnded:
     """Rows grouped by an integer key, by end time: "which row of this key ended last at or
     before t (and after `after`)", by two binary searches."""
 
-    def __init__(self, key, end):
+    def __init__(self, key: npt.NDArray[np.int64], end: npt.NDArray[np.float64]) -> None:
         self.order = np.lexsort((end, key))
         self.key, self.end = key[self.order], end[self.order]
 
-    def last(self, key, t, after):
+    def last(self, key: int, t: float, after: float) -> int:
         lo = np.searchsorted(self.key, key, side="left")
         hi = np.searchsorted(self.key, key, side="right")
         k = lo + np.searchsorted(self.end[lo:hi], t, side="right") - 1
@@ -153,7 +156,9 @@ class _LastEnded:
         return int(self.order[k])
 
 
-def _nearest_by_correlation(activity, device, stream, correlation, direction):
+def _nearest_by_correlation(activity: pd.DataFrame, device: npt.NDArray[np.int64], stream: npt.NDArray[np.int64],
+                            correlation: npt.NDArray[np.int64], direction: Literal["backward", "forward"]) \
+        -> npt.NDArray[np.int64]:
     """Per query (device, stream, correlation): the row of `activity` on that stream with
     the largest correlation below it (`direction` "backward": the last work the stream was
     given before that call) or the smallest above it ("forward": the next work it was given);
@@ -176,7 +181,7 @@ def _nearest_by_correlation(activity, device, stream, correlation, direction):
 class _Graph:
     """The arrays the walk reads, built once per model."""
 
-    def __init__(self, model):
+    def __init__(self, model: TraceModel) -> None:
         dev = device_activity(model)
         order = np.lexsort((dev["ts"].to_numpy(), dev["stream"].to_numpy(), dev["device"].to_numpy()))
         self.kind = dev["kind"].to_numpy()[order]
@@ -218,7 +223,7 @@ class _Graph:
         self.op_name = texts(ops["name"])
         self._find_thread_waits(model)
 
-    def _read_sync_records(self, syncs, runtime_rows):
+    def _read_sync_records(self, syncs: pd.DataFrame, runtime_rows: int) -> None:
         """From the `cuda_sync` records: per device activity, the activity a recorded stream
         wait made it wait for (`wait_src`); per runtime call, its record (`rt_record`)."""
         self.recorded = bool(len(syncs) and (syncs["runtime"].to_numpy() >= 0).any())
@@ -258,7 +263,7 @@ class _Graph:
         # A call with several records (a Context Sync per device) keeps one: they name one wait.
         self.rt_record[linked[linked >= 0]] = np.flatnonzero(linked >= 0)
 
-    def _find_thread_waits(self, model):
+    def _find_thread_waits(self, model: TraceModel) -> None:
         """The stretches in which a CPU thread waited for another (see the module docstring),
         as arrays sorted for `last_thread_wait`: the thread, when it resumed, and the end on
         the other thread it waited for (time, thread, name)."""
@@ -303,21 +308,22 @@ class _Graph:
         self.wait_on_name = np.concatenate([self.op_name, self.rt_name])[found["what"].to_numpy().astype(np.int64)]
         self.thread_waits = _LastEnded(self.wait_thread, self.wait_end)
 
-    def last_on_device(self, device, t, after):
+    def last_on_device(self, device: int, t: float, after: float) -> int:
         """The activity on `device` that ended last at or before t (and after `after`), or -1."""
         return self.on_device.last(device, t, after)
 
-    def last_sync(self, thread, t, after):
+    def last_sync(self, thread: int, t: float, after: float) -> int:
         """The blocking call on `thread` that returned last at or before t (after `after`), or -1."""
         k = self.syncs.last(thread, t, after)
         return int(self.blocking[k]) if k >= 0 else -1
 
-    def last_thread_wait(self, thread, t, after):
+    def last_thread_wait(self, thread: int, t: float, after: float) -> int:
         """The wait on another thread that `thread` resumed from last at or before t (after
         `after`), or -1."""
         return self.thread_waits.last(thread, t, after)
 
-    def cpu_self_time(self, threads, starts, ends):
+    def cpu_self_time(self, threads: npt.NDArray[np.int64], starts: npt.NDArray[np.float64],
+                      ends: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.float64]]:
         """Per operator name, its self time (own time minus its children's) inside the given
         CPU segments, each on its thread: (names, µs)."""
         win, src, a, b = clip_to_windows(self.op_ts, self.op_end, starts, ends)
@@ -331,7 +337,7 @@ class _Graph:
         return self.op_name[rows], np.maximum(own[rows], 0.0)
 
 
-def _graph(model):
+def _graph(model: TraceModel) -> _Graph:
     return cached(model, "critical_path_graph", lambda: _Graph(model))
 
 
@@ -342,7 +348,7 @@ def critical_path(model: TraceModel, step: int) -> pd.DataFrame:
     return cached(model, ("critical_path", int(step)), lambda: _critical_path(model, int(step)))
 
 
-def _critical_path(model, step):
+def _critical_path(model: TraceModel, step: int) -> pd.DataFrame:
     windows = step_windows(model)
     match = np.flatnonzero(windows["step"].to_numpy() == step)
     if not len(match):
@@ -358,7 +364,8 @@ def _critical_path(model, step):
     # path would run longer than its step.
     frontier = end
 
-    def add(category, a, b, name="", operator="", device=-1, stream=-1, thread=-1, evidence=RECORDED):
+    def add(category: str, a: float, b: float, name: str = "", operator: str = "", device: int = -1, stream: int = -1,
+            thread: int = -1, evidence: str = RECORDED) -> None:
         nonlocal frontier
         a, b = max(a, start), min(b, end, frontier)
         if b > a:
@@ -422,7 +429,7 @@ def _critical_path(model, step):
     return CRITICAL_PATH.frame(frame)
 
 
-def _device_dependency(g, i, start):
+def _device_dependency(g: _Graph, i: int, start: float) -> tuple[str, int | None]:
     """(which dependency of device activity i was satisfied last, the activity it leads
     to): ("stream", previous on the stream), ("launch", None), ("event", the recorded event's
     activity), ("other", the inferred other stream's activity), or ("none", None)."""
@@ -450,7 +457,7 @@ def _device_dependency(g, i, start):
     return ("launch", None) if r >= 0 else ("none", None)
 
 
-def _waited_for(g, s):
+def _waited_for(g: _Graph, s: int) -> tuple[int, str]:
     """(the device activity blocking call s waited for, or -1; its evidence). From the
     call's `cuda_sync` record where it has one: Stream Sync, the last activity of that
     stream to end while it blocked; Event Sync, the recorded event's activity; Context
@@ -480,7 +487,7 @@ def _waited_for(g, s):
     return best, INFERRED
 
 
-def _step_thread(model, step):
+def _step_thread(model: TraceModel, step: int) -> int:
     """The thread of the step's ProfilerStep range (the main training thread)."""
     steps = model.steps
     if len(steps):
@@ -495,7 +502,7 @@ def critical_path_categories(model: TraceModel, step: int) -> pd.DataFrame:
     """Time per category on the step's critical path (declared as `CRITICAL_PATH_CATEGORIES`)."""
     path = critical_path(model, step)
     windows = step_windows(model).set_index("step")
-    length = float(windows.loc[step, "end_us"] - windows.loc[step, "start_us"])
+    length = float(windows.loc[step, "end_us"] - windows.loc[step, "start_us"])  # type: ignore[operator, arg-type]  # (pandas-stubs: a cell is any scalar)
     time = path.groupby("category")["dur_us"].sum().reindex(list(CATEGORIES), fill_value=0.0)
     return CRITICAL_PATH_CATEGORIES.frame({"category": time.index.astype(object), "time_us": time.to_numpy(),
                                            "share_pct": 100 * time.to_numpy() / length if length else 0 * time.to_numpy()})
@@ -508,7 +515,7 @@ def critical_path_operators(model: TraceModel, step: int, top: int = 20) -> pd.D
     latter (and 1 for CPU time)."""
     path = critical_path(model, step)
     windows = step_windows(model).set_index("step")
-    length = float(windows.loc[step, "end_us"] - windows.loc[step, "start_us"])
+    length = float(windows.loc[step, "end_us"] - windows.loc[step, "start_us"])  # type: ignore[operator, arg-type]  # (pandas-stubs: a cell is any scalar)
     cpu = path[path["category"] == "cpu"]
     names, self_us = _graph(model).cpu_self_time(cpu["thread"].to_numpy(), cpu["start_us"].to_numpy(), cpu["end_us"].to_numpy())
     named = path[path["operator"] != ""]

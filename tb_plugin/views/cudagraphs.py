@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import NULLABLE, declare, route
@@ -63,12 +64,12 @@ KERNELS = declare(
 )
 
 
-def graph_launch_mask(model):
+def graph_launch_mask(model: TraceModel) -> npt.NDArray[np.bool_]:
     """Per runtime call: whether it launches a CUDA (or HIP) graph."""
     return cached(model, "graph_launch_mask", lambda: name_mask(model.runtime["name"], _GRAPH_LAUNCH.match))
 
 
-def _in_graph(model):
+def _in_graph(model: TraceModel) -> npt.NDArray[np.bool_]:
     """Per kernel: whether a graph ran it (launched by a graph launch, or carrying a graph
     node id when its launch was not linked)."""
     launch = graph_launch_mask(model)
@@ -84,7 +85,7 @@ def graph_launches(model: TraceModel) -> pd.DataFrame:
     return cached(model, "cuda_graph_launches", lambda: _build_launches(model))
 
 
-def _build_launches(model):
+def _build_launches(model: TraceModel) -> pd.DataFrame:
     rt = model.runtime
     rows = np.flatnonzero(graph_launch_mask(model))
     if not len(rows):
@@ -118,7 +119,7 @@ def graph_kernels(model: TraceModel) -> pd.DataFrame:
     return cached(model, "cuda_graph_kernels", lambda: _build_kernels(model))
 
 
-def _build_kernels(model):
+def _build_kernels(model: TraceModel) -> pd.DataFrame:
     k = model.kernels
     in_graph = _in_graph(model)
     if not in_graph.any():
@@ -138,7 +139,7 @@ def graph_annotations(model: TraceModel) -> pd.DataFrame:
     return cached(model, "cuda_graph_annotations", lambda: _build_annotations(model))
 
 
-def _build_annotations(model):
+def _build_annotations(model: TraceModel) -> pd.DataFrame:
     k = model.kernels
     in_graph = _in_graph(model)
     if not in_graph.any():

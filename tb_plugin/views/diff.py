@@ -5,12 +5,15 @@ time changed (`regression.explain`: causes, contributors, the matched operator t
 Every quantity is per step, so that a trace of 6 steps compares with one of 3: an operator's
 calls and times are its totals over the trace divided by the trace's step count."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
-from ..schema import TWO_PROFILES, Column, declare, documented, number, route, tab
+from ..schema import TWO_PROFILES, Column, Table, declare, documented, number, route, tab
 from ..trace.model import TraceModel
 from .common import step_breakdown, step_windows
 from .kernels import KERNELS_BY_NAME
@@ -25,7 +28,7 @@ _SIDES = (("a", "mean per step over trace a's steps (its total in a / a's step c
           ("delta", "b's mean per step - a's"))
 
 
-def _side_by_side_columns(source, quantities):
+def _side_by_side_columns(source: Table, quantities: Sequence[str]) -> list[Column]:
     """The declared columns of a side-by-side table: name, then each quantity of `source`
     (a declared table) for a, b and their difference."""
     name = source.column("name")
@@ -84,11 +87,11 @@ class DiffView:
 TABLES = ("warnings", "operators", "kernels", "steps", "explanation", "contributors", "contributor_paths", "tree")
 
 
-def _side_by_side(a, b, quantities, steps_a, steps_b):
+def _side_by_side(a: pd.DataFrame, b: pd.DataFrame, quantities: list[str], steps_a: int, steps_b: int) -> pd.DataFrame:
     """Outer join of two per-name tables of totals, as per-step values; a name missing on one
     side counts 0 there."""
     merged = a[["name"] + quantities].merge(b[["name"] + quantities], on="name", how="outer", suffixes=("_a", "_b"))
-    columns = {"name": merged["name"].astype(str).to_numpy()}
+    columns: dict[str, npt.NDArray[Any]] = {"name": merged["name"].astype(str).to_numpy()}
     for q in quantities:
         side_a = merged[f"{q}_a"].fillna(0).to_numpy(np.float64) / steps_a
         side_b = merged[f"{q}_b"].fillna(0).to_numpy(np.float64) / steps_b
@@ -96,7 +99,7 @@ def _side_by_side(a, b, quantities, steps_a, steps_b):
     return pd.DataFrame(columns)
 
 
-def _sorted_by_change(table, keys):
+def _sorted_by_change(table: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """Largest absolute change first (by each key in turn), then by name."""
     order = table.assign(**{f"_abs_{k}": table[k].abs() for k in keys})
     order = order.sort_values([f"_abs_{k}" for k in keys] + ["name"], ascending=[False] * len(keys) + [True],
@@ -104,7 +107,7 @@ def _sorted_by_change(table, keys):
     return order[table.columns].reset_index(drop=True)
 
 
-def kernel_totals(model):
+def kernel_totals(model: TraceModel) -> pd.DataFrame:
     """Per kernel name: calls (int64) and total_us (float64 µs), straight from `model.kernels`."""
     k = model.kernels
     grouped = k.groupby("name", observed=True, sort=False).agg(calls=("dur", "size"), total_us=("dur", "sum"))
@@ -129,7 +132,7 @@ def device_names(model: TraceModel) -> str | None:
     return ", ".join(named) if named else None
 
 
-def _plural(count, word):
+def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
@@ -202,13 +205,13 @@ def diff(a: TraceModel, b: TraceModel, threshold_pct: float = DEFAULT_THRESHOLD_
                     warnings=warnings(a, b, why.tree, steps_a, steps_b))
 
 
-def _step_means(model):
+def _step_means(model: TraceModel) -> pd.Series:
     table = step_breakdown(model)
     columns = [c for c in table.columns if c.endswith("_us")]
     return pd.Series(table[columns].mean(axis=0).to_numpy(np.float64), index=[c[: -len("_us")] for c in columns])
 
 
-def _step_diff(a, b):
+def _step_diff(a: TraceModel, b: TraceModel) -> pd.DataFrame:
     mean_a, mean_b = _step_means(a), _step_means(b)
     categories = list(mean_a.index) + [c for c in mean_b.index if c not in mean_a.index]
     side_a = mean_a.reindex(categories).fillna(0.0).to_numpy(np.float64)

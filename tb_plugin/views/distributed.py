@@ -5,10 +5,12 @@ The collective calls it counts, their sizes and their matching across workers co
 `collectives` (shared with the Job and FLOPs views).
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import NULLABLE, Persisted, declare, documented, tab
@@ -307,7 +309,7 @@ _TEXT_COLUMNS = {"worker", "phase", "name", "backend_name", "process_group", "pg
 _INT_COLUMNS = {"step", "root", "request", "annotations", "kernels", "seq", "rank", "world_size", "device_id", "group_size"}
 
 
-def _concat(parts, columns):
+def _concat(parts: Sequence[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     """Per-worker tables stacked; with no workers, an empty table of the same columns and dtypes."""
     if not parts:
         dtype = lambda c: str if c in _TEXT_COLUMNS else np.int64 if c in _INT_COLUMNS else bool if c == "on_device" \
@@ -316,7 +318,8 @@ def _concat(parts, columns):
     return pd.concat(parts, ignore_index=True)[columns]
 
 
-def _communication_intervals(model, calls):
+def _communication_intervals(model: TraceModel, calls: pd.DataFrame) \
+        -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(start, end) of communication: communication kernels, and the host intervals of the
     calls a host back-end (gloo, mpi) ran; a call that launched no kernel on a device
     back-end (a one-rank NCCL group) was only issued, and is no communication time."""
@@ -328,7 +331,7 @@ def _communication_intervals(model, calls):
             np.concatenate([k_end[comm], host["end_us"].to_numpy()]))
 
 
-def _computation_intervals(model):
+def _computation_intervals(model: TraceModel) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(start, end) of computation: non-communication kernels; for a worker without kernels,
     its operators (the rows the operator view lists) that are not collectives."""
     k = model.kernels
@@ -342,7 +345,7 @@ def _computation_intervals(model):
     return start, start + ops["dur"].to_numpy()[compute]
 
 
-def _worker_steps(model, calls):
+def _worker_steps(model: TraceModel, calls: pd.DataFrame) -> pd.DataFrame:
     windows = step_windows(model)
     bounds = (windows["start_us"].to_numpy(), windows["end_us"].to_numpy())
     comm_start, comm_end = _communication_intervals(model, calls)
@@ -361,14 +364,15 @@ def _worker_steps(model, calls):
     })
 
 
-def _innermost_phase(model, rows, phase):
+def _innermost_phase(model: TraceModel, rows: npt.NDArray[np.int64], phase: npt.NDArray[np.int64]) \
+        -> npt.NDArray[np.int64]:
     """For op rows (-1 allowed): the phase index of the innermost ancestor-or-self with an FSDP
     phase (index into FSDP_PHASES, -1 when none)."""
     around = enclosing_op_where(model, rows, phase >= 0)
     return np.where(around >= 0, phase[np.clip(around, 0, None)], -1) if len(phase) else around
 
 
-def fsdp_breakdown(model):
+def fsdp_breakdown(model: TraceModel) -> pd.DataFrame:
     """Per step and FSDP phase (`fsdp_phase`): the host time in FSDP's annotations, the
     communication of the collectives issued inside them, and how much of it was exposed.
 
@@ -390,7 +394,7 @@ def fsdp_breakdown(model):
     return cached(model, "distributed_fsdp", lambda: _build_fsdp(model))
 
 
-def _build_fsdp(model):
+def _build_fsdp(model: TraceModel) -> pd.DataFrame:
     ops = model.ops
     codes, uniques = pd.factorize(np.asarray(ops["name"].cat.categories, dtype=object))
     per_category = np.array([FSDP_PHASES.index(p) if p else -1 for p in map(fsdp_phase, uniques)], dtype=np.int64)
@@ -435,13 +439,13 @@ def _build_fsdp(model):
                                         if c.name == "phase" else c, kind="stable"))
 
 
-def _sum_or_nan(calls, column, keys):
+def _sum_or_nan(calls: pd.DataFrame, column: str, keys: list[str]) -> pd.Series:
     """Per group of `keys`: the sum of `column`, NaN when any value is NaN."""
     grouped = calls.assign(_unknown=calls[column].isna()).groupby(keys, sort=False)
     return grouped[column].sum().where(~grouped["_unknown"].any())
 
 
-def _collectives(calls):
+def _collectives(calls: pd.DataFrame) -> pd.DataFrame:
     keys = ["worker", "process_group", "name", "backend_name"]
     grouped = calls.groupby(keys, sort=False).agg(
         group_size=("group_size", "max"),
@@ -470,7 +474,7 @@ def _collectives(calls):
     return out.sort_values(["worker", "total_us"], ascending=[True, False], kind="stable").reset_index(drop=True)
 
 
-def _groups(calls, configured):
+def _groups(calls: pd.DataFrame, configured: pd.DataFrame) -> pd.DataFrame:
     """Communication time per worker per process group, over the groups pg_config lists and
     the groups the calls name ("" when unknown)."""
     per_group = calls.groupby(["worker", "process_group"], sort=False).agg(
@@ -493,10 +497,10 @@ def _groups(calls, configured):
     return out.sort_values(["worker", "total_us"], ascending=[True, False], kind="stable").reset_index(drop=True)
 
 
-def _worker_devices(model):
+def _worker_devices(model: TraceModel) -> pd.DataFrame:
     info = model.distributed
 
-    def int_or_missing(value):
+    def int_or_missing(value: Any) -> int:
         try:
             return int(value)
         except (TypeError, ValueError):
@@ -511,7 +515,7 @@ def _worker_devices(model):
     if len(props):
         table = props.assign(id=prop_ids).dropna(subset=["id"]).drop_duplicates("id").set_index("id")
 
-    def prop(column, default):
+    def prop(column: str, default: object) -> npt.NDArray[np.object_]:
         if table is None or column not in table:
             return np.full(len(ids), default, dtype=object)
         return table[column].reindex(ids.astype(np.float64)).to_numpy(dtype=object)

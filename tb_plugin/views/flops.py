@@ -57,9 +57,12 @@ below `MFU_MIN_COVERAGE_PCT`.
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import NULLABLE, declare, documented, route
@@ -181,7 +184,7 @@ STEPS = declare(
 MFU_MIN_COVERAGE_PCT = 25.0
 
 
-def peak_tflops(device_name, dtype):
+def peak_tflops(device_name: str, dtype: str) -> float:
     """Dense peak TFLOP/s of a GPU (deviceProperties' name) for a dtype ("fp32", "bf16", ...);
     NaN when the model or the dtype is not in `PEAKS` ("peak unknown")."""
     for marker, peaks in PEAKS:
@@ -190,16 +193,16 @@ def peak_tflops(device_name, dtype):
     return np.nan
 
 
-def peak_bandwidth(device_name):
+def peak_bandwidth(device_name: str) -> float:
     """Peak memory bandwidth (GB/s) of a GPU from `BANDWIDTH`; NaN when unknown."""
     return next((float(gbps) for marker, gbps in BANDWIDTH if marker.lower() in str(device_name).lower()), np.nan)
 
 
-def _prod(values):
+def _prod(values: Sequence[float]) -> float:
     return float(math.prod(values)) if values else 1.0
 
 
-def _int_list(value, spatial):
+def _int_list(value: Any, spatial: int) -> list[int] | None:
     """A stride / padding / dilation argument as `spatial` ints (a single int repeats); None
     when it is not one."""
     value = json.loads(value) if isinstance(value, str) else value
@@ -207,7 +210,7 @@ def _int_list(value, spatial):
     return value if len(value) == spatial and all(isinstance(v, int) for v in value) else None
 
 
-def _conv_output(name, x, w, concrete, output):
+def _conv_output(name: str, x: list[int], w: list[int], concrete: list[Any], output: Any) -> list[int] | None:
     """Spatial sizes of a forward convolution's output: from its stride, padding and dilation
     (`Concrete Inputs`, torch 2.x), else from `output` (the shape its autograd node gives the
     output's gradient, see `_conv_hints`); None when neither is at hand."""
@@ -224,7 +227,7 @@ def _conv_output(name, x, w, concrete, output):
     return None
 
 
-def _conv_forward(name, dims, concrete, output):
+def _conv_forward(name: str, dims: list[Any], concrete: list[Any], output: Any) -> tuple[float, float]:
     """(FLOPs, output elements) of a forward convolution: 2·n·c_out·(c_in/g)·prod(k)·prod(o)."""
     x, w = dims[0], dims[1]
     transposed_at = _CONV_ARGS[name][3]
@@ -238,7 +241,7 @@ def _conv_forward(name, dims, concrete, output):
     return 2.0 * x[0] * _prod(w) * _prod(out), float(x[0] * w[0]) * _prod(out)
 
 
-def _conv_backward(name, dims, concrete, mask):
+def _conv_backward(name: str, dims: list[Any], concrete: list[Any], mask: Any) -> tuple[float, float]:
     """(FLOPs, gradient elements written) of a convolution's backward: each of the input's and
     the weight's gradients costs what the forward did (`mask`, from the children when the op
     records no output_mask)."""
@@ -258,7 +261,7 @@ def _conv_backward(name, dims, concrete, mask):
         else (np.nan, np.nan)
 
 
-def _sdpa(name, dims, concrete):
+def _sdpa(name: str, dims: list[Any], concrete: list[Any]) -> tuple[float, float]:
     """(FLOPs, output elements) of attention q[...,L,E], k[...,S,E], v[...,S,Ev]: the two
     products, 2·prod(batch)·L·S·(E + Ev); its backward the five products of
     `torch.utils.flop_counter.sdpa_backward_flop_count`, 2·prod(batch)·L·S·(3E + 2Ev) (its
@@ -276,7 +279,7 @@ def _sdpa(name, dims, concrete):
     return full / 2 if causal else full, written
 
 
-def _matrix(name, dims):
+def _matrix(name: str, dims: list[Any]) -> tuple[float, float]:
     """(FLOPs, output elements) of a matrix product a[..., M, K] @ b[..., K, N] (a 1-d a is a
     row, a 1-d b a column; batch dimensions broadcast): 2·prod(batch)·M·K·N."""
     first, second = _MATRIX_OPERANDS[name]
@@ -294,7 +297,7 @@ def _matrix(name, dims):
     return 2.0 * batch * m * k * n, batch * m * n
 
 
-def _formula(name, dims, concrete, related=None):
+def _formula(name: str, dims: Any, concrete: list[Any], related: Any = None) -> tuple[float, float]:
     """(FLOPs, output elements) of one call (see the module docstring); NaNs when the op has
     no formula or the shapes do not fit it. `related` is what other events say about the call:
     a forward convolution's output shape, an old convolution backward's gradient mask."""
@@ -312,21 +315,22 @@ def _formula(name, dims, concrete, related=None):
         return np.nan, np.nan
 
 
-def _parse(text, default):
+def _parse(text: str, default: Any) -> Any:
     try:
         return json.loads(text) if text else default
     except ValueError:
         return None
 
 
-def shape_flops(name, input_dims, concrete_inputs="", related=""):
+def shape_flops(name: str, input_dims: str, concrete_inputs: str = "", related: str = "") -> float:
     """FLOPs of one call from its name, `Input Dims` and `Concrete Inputs` JSON texts (and
     `related`, see `_formula`, as JSON); NaN when the op has no formula or the shapes do not
     fit it."""
     return _formula(name, _parse(input_dims, None), _parse(concrete_inputs, []) or [], _parse(related, None))[0]
 
 
-def shape_cost(name, input_dims, input_type, concrete_inputs="", related=""):
+def shape_cost(name: str, input_dims: str, input_type: str, concrete_inputs: str = "", related: str = "") \
+        -> tuple[float, float]:
     """(FLOPs, bytes) of one call: bytes are its tensor inputs (`Input Dims` x `Input type`)
     plus its output (elements from the formula, in the first input's dtype) -- what it reads
     and writes at least once, the denominator of arithmetic intensity; NaNs when unknown. An
@@ -341,13 +345,13 @@ def shape_cost(name, input_dims, input_type, concrete_inputs="", related=""):
     return flops, read + out_elements * element_bytes(first)
 
 
-def _first_shape(input_dims):
+def _first_shape(input_dims: str) -> str:
     """JSON text of the first shape of an `Input Dims` text ("" when there is none)."""
     dims = _parse(input_dims, None)
     return json.dumps(dims[0]) if isinstance(dims, list) and dims and isinstance(dims[0], list) else ""
 
 
-def _conv_hints(model):
+def _conv_hints(model: TraceModel) -> npt.NDArray[np.object_]:
     """Per op row, JSON text of what other events say about a convolution ("" otherwise):
     a forward convolution's output shape, from the autograd node of the same sequence number
     (its input is the output's gradient; a sequence number that more than one such node has is
@@ -381,14 +385,16 @@ def _conv_hints(model):
     return hints
 
 
-def op_flops(model):
+def op_flops(model: TraceModel) \
+        -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.object_], npt.NDArray[np.float64]]:
     """Per op row: (flops counted at this op, float64, 0 when none; source code 0 none, 1 arg,
     2 shapes; dtype text; bytes it reads and writes per `shape_cost`, 0 when not counted, NaN
     when counted but unknown). An op counts only when no descendant counts (innermost wins)."""
     return cached(model, "op_flops", lambda: _build_op_flops(model))
 
 
-def _build_op_flops(model):
+def _build_op_flops(model: TraceModel) \
+        -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.object_], npt.NDArray[np.float64]]:
     ops = model.ops
     n = len(ops)
     arg = ops["flops"].to_numpy(dtype=np.float64)
@@ -428,7 +434,7 @@ def _build_op_flops(model):
     return flops, source, dtype, moved
 
 
-def _distinct_rows(code_columns):
+def _distinct_rows(code_columns: Sequence[npt.NDArray[Any]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(per row: the number of its distinct combination of codes, the first row of each
     combination) for equally long arrays of codes >= -1: one factorize per column, never a
     tuple per row."""
@@ -440,7 +446,7 @@ def _distinct_rows(code_columns):
     return inverse, first
 
 
-def _first_dtype(input_type):
+def _first_dtype(input_type: str) -> str:
     try:
         types = json.loads(input_type) if input_type else []
     except ValueError:
@@ -448,7 +454,7 @@ def _first_dtype(input_type):
     return next((_DTYPES[t] for t in types if t in _DTYPES), "") if isinstance(types, list) else ""
 
 
-def _subtree_flops(model, flops):
+def _subtree_flops(model: TraceModel, flops: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Per op: the FLOPs counted at it and at its descendants (bottom-up, one step per level)."""
     ops = model.ops
     total = flops.copy()
@@ -460,7 +466,7 @@ def _subtree_flops(model, flops):
     return total
 
 
-def _gpu_name(model):
+def _gpu_name(model: TraceModel) -> str:
     """deviceProperties' name of the first GPU the trace used ("" when none)."""
     dev = device_activity(model)
     used = np.unique(dev["device"].to_numpy()[dev["device"].to_numpy() >= 0]) if len(dev) else np.zeros(0, np.int64)
@@ -487,7 +493,7 @@ def flops_operators(model: TraceModel) -> pd.DataFrame:
     return cached(model, "flops_operators", lambda: _build_operators(model))
 
 
-def _build_operators(model):
+def _build_operators(model: TraceModel) -> pd.DataFrame:
     ops = model.ops
     flops, source, dtype, moved = op_flops(model)
     tree = operator_tree(model)
@@ -544,7 +550,7 @@ def flops_steps(model: TraceModel) -> pd.DataFrame:
     return cached(model, "flops_steps", lambda: _build_steps(model))
 
 
-def _build_steps(model):
+def _build_steps(model: TraceModel) -> pd.DataFrame:
     ops = model.ops
     flops, _, dtype, _ = op_flops(model)
     windows = step_windows(model)
@@ -588,7 +594,8 @@ def _build_steps(model):
                         "counted_device_us": counted_us, "coverage_pct": coverage, "mfu_withheld": withheld})
 
 
-def _kernel_coverage(model, flops, start, end):
+def _kernel_coverage(model: TraceModel, flops: npt.NDArray[np.float64], start: npt.NDArray[np.float64],
+                     end: npt.NDArray[np.float64]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """Per step window: (summed duration of the compute kernels that started in it, the part
     of it launched by an op whose FLOPs are counted or by one of that op's sub-operators)."""
     ops = model.ops
@@ -626,7 +633,7 @@ def flops_missing(model: TraceModel) -> pd.DataFrame:
     return MISSING.frame({"reason": [_missing_reason(model)]})
 
 
-def _missing_reason(model):
+def _missing_reason(model: TraceModel) -> str:
     ops = model.ops
     counted_kind = name_mask(ops["name"], lambda name: name in _FORMULA_NAMES)
     shaped = name_mask(ops["input_dims"], lambda dims: any(c.isdigit() for c in dims)).any()

@@ -47,7 +47,7 @@ def gpu_annotations(model: TraceModel) -> pd.DataFrame:
     return cached(model, "gpu_annotations", lambda: _gpu_annotations(model))
 
 
-def _gpu_annotations(model):
+def _gpu_annotations(model: TraceModel) -> pd.DataFrame:
     a = model.gpu_annotations
     if not len(a):
         return GPU_ANNOTATIONS.empty()
@@ -77,7 +77,7 @@ def _gpu_annotations(model):
     return GPU_ANNOTATIONS.frame(_tree_order(g))
 
 
-def _tree_order(g):
+def _tree_order(g: pd.DataFrame) -> pd.DataFrame:
     """Rows in depth-first order: each parent, then its children by total time. One pass per
     depth over the (few) distinct paths."""
     g = g.sort_values(["total_us", "path"], ascending=[False, True], kind="stable").reset_index(drop=True)

@@ -6,6 +6,7 @@ tests/test_views_gpu_idle.py.
 """
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import declare, flag, number, route, tab
@@ -43,7 +44,8 @@ IDLE_TIME_BY_STEP = declare(
     *_IDLE_COLUMNS)
 
 
-def stream_gaps(model, kernel_wait_us=KERNEL_WAIT_THRESHOLD_US):
+def stream_gaps(model: TraceModel, kernel_wait_us: float = KERNEL_WAIT_THRESHOLD_US) \
+        -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every device stream's span and idle gaps, computed once per model and threshold.
 
     Returns (spans, gaps): spans, one row per device stream sorted by device and stream,
@@ -54,7 +56,7 @@ def stream_gaps(model, kernel_wait_us=KERNEL_WAIT_THRESHOLD_US):
     return cached(model, ("stream_gaps", float(kernel_wait_us)), lambda: _stream_gaps(model, kernel_wait_us))
 
 
-def _stream_gaps(model, kernel_wait_us):
+def _stream_gaps(model: TraceModel, kernel_wait_us: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     dev = device_activity(model)
     device = dev["device"].to_numpy()
     stream = dev["stream"].to_numpy()
@@ -162,7 +164,7 @@ def idle_time(model: TraceModel, by_step: bool = False,
     return IDLE_TIME_BY_STEP.frame(out)
 
 
-def _finish(out, idle):
+def _finish(out: pd.DataFrame, idle: npt.NDArray[np.float64]) -> pd.DataFrame:
     span = (out["end_us"] - out["start_us"]).to_numpy()
     for i, name in enumerate(_IDLE_CATEGORIES):
         out[name] = idle[:, i]

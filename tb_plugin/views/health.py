@@ -24,6 +24,9 @@ the samples, the shared real traces and hand-made traces that break each rule):
 - an args field absent, or written as the model's "absent" value (-1, ""), is absent.
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -55,7 +58,7 @@ _TRACE = "Trace"
 _ALL = "every view"
 
 
-def _finding(key, source, severity, meaning, affects):
+def _finding(key: str, source: str, severity: str, meaning: str, affects: Sequence[str]) -> dict[str, str]:
     return {"finding": key, "source": source, "severity": severity, "meaning": meaning, "affects": ", ".join(affects)}
 
 
@@ -148,7 +151,7 @@ def is_clean(findings: pd.DataFrame) -> bool:
     return not (findings["severity"] != INFO).any()
 
 
-def _build(model):
+def _build(model: TraceModel) -> pd.DataFrame:
     rows = []
     for key, (count, detail) in _validator_counts(model).items():
         if count:
@@ -175,10 +178,12 @@ def _build(model):
 
 _EVENT_RECORD_NAMES = ("cudaEventRecord", "cudaEventRecord_ptsz", "cudaEventRecordWithFlags",
                        "cudaEventRecordWithFlags_ptsz")
+# (violations or findings, one of them as a sentence; empty when none)
+Count = tuple[int, str]
 _BACKWARD = "autograd::engine::evaluate_function:"
 
 
-def _validator_counts(model):
+def _validator_counts(model: TraceModel) -> dict[str, Count]:
     """{rule: (violations, one of them as a sentence)} of torch's six rules."""
     return {
         "_check_gpu_kernel_causality": _kernel_causality(model),
@@ -190,12 +195,12 @@ def _validator_counts(model):
     }
 
 
-def _earliest(keys, ts):
+def _earliest(keys: Any, ts: Any) -> pd.Series:
     """Per distinct key, its earliest ts, as a Series indexed by key."""
     return pd.Series(ts).groupby(keys).min()
 
 
-def _kernel_causality(model):
+def _kernel_causality(model: TraceModel) -> Count:
     rt, kernels = model.runtime, model.kernels
     launch = name_mask(rt["cat"], lambda c: c == "cuda_runtime") \
         & name_mask(rt["name"], lambda n: n == "cudaLaunchKernel") & (rt["external_id"].to_numpy() != -1)
@@ -211,12 +216,12 @@ def _kernel_causality(model):
                               f"before its cudaLaunchKernel")
 
 
-def _syncs_of(model, *kinds):
+def _syncs_of(model: TraceModel, *kinds: str) -> pd.DataFrame:
     syncs = model.syncs
     return syncs[name_mask(syncs["name"], lambda n: n in kinds)]
 
 
-def _wait_corr_id_populated(model):
+def _wait_corr_id_populated(model: TraceModel) -> Count:
     waits = _syncs_of(model, "Stream Wait Event", "Event Sync")
     bad = waits[waits["wait_on_event_record_correlation"].to_numpy() < 0]
     if not len(bad):
@@ -225,7 +230,7 @@ def _wait_corr_id_populated(model):
     return len(bad), f"'{first['name']}' at {first['ts']:.1f} us names no cudaEventRecord"
 
 
-def _stream_sync_overlap(model):
+def _stream_sync_overlap(model: TraceModel) -> Count:
     syncs = _syncs_of(model, "Stream Sync")
     if not len(syncs):
         return 0, ""
@@ -246,7 +251,7 @@ def _stream_sync_overlap(model):
     return count, detail
 
 
-def _wait_corr_id_in_past(model):
+def _wait_corr_id_in_past(model: TraceModel) -> Count:
     rt = model.runtime
     records = rt[name_mask(rt["cat"], lambda c: c in ("cuda_runtime", "cuda_driver"))
                  & name_mask(rt["name"], lambda n: n in _EVENT_RECORD_NAMES)]
@@ -268,7 +273,7 @@ def _wait_corr_id_in_past(model):
     return int(bad.sum()), f"the Stream Wait Event at {waits['ts'].iloc[i]:.1f} us refers to correlation {ref[i]}: {what}"
 
 
-def _nccl_metadata(model):
+def _nccl_metadata(model: TraceModel) -> Count:
     ops = model.ops
     comms = ops[name_mask(ops["name"], lambda n: n == "record_param_comms")]
     absent = {"Collective name": texts(comms["collective_name"]) == "", "dtype": texts(comms["dtype"]) == "",
@@ -283,7 +288,7 @@ def _nccl_metadata(model):
     return int(missing.sum()), f"the record_param_comms at {comms['ts'].iloc[i]:.1f} us lacks {', '.join(fields)}"
 
 
-def _backward_seq_ids(model):
+def _backward_seq_ids(model: TraceModel) -> Count:
     ops = model.ops
     seq = ops["sequence_number"].to_numpy()
     backward = name_mask(ops["name"], lambda n: _BACKWARD in n) & (seq != -1) & (seq != 0)  # torch's `or` skips 0
@@ -304,7 +309,7 @@ _SESSION_CATEGORY = "trace"
 _SLACK_US = 1e-3
 
 
-def _model_counts(model):
+def _model_counts(model: TraceModel) -> dict[str, Count]:
     return {
         "events_outside_profiled_window": _outside_window(model),
         "device_before_launch": _device_before_launch(model),
@@ -313,7 +318,7 @@ def _model_counts(model):
     }
 
 
-def _outside_window(model):
+def _outside_window(model: TraceModel) -> Count:
     other = model.other
     session = other[name_mask(other["cat"], lambda c: c.lower() == _SESSION_CATEGORY) & (other["dur"].to_numpy() > 0)]
     if not len(session):
@@ -332,7 +337,7 @@ def _outside_window(model):
     return count, detail
 
 
-def _device_before_launch(model):
+def _device_before_launch(model: TraceModel) -> Count:
     launched_at = model.runtime["ts"].to_numpy()
     count, worst, detail = 0, 0.0, ""
     for name in ("kernels", "memcpy", "memset"):
@@ -349,7 +354,7 @@ def _device_before_launch(model):
     return count, detail
 
 
-def _overlapping_kernels(model):
+def _overlapping_kernels(model: TraceModel) -> Count:
     kernels = model.kernels.sort_values(["device", "stream", "ts"], kind="stable")
     if not len(kernels):
         return 0, ""
@@ -360,16 +365,16 @@ def _overlapping_kernels(model):
     if not overlap.any():
         return 0, ""
     streams = kernels[overlap].groupby(["device", "stream"]).size()
-    return int(overlap.sum()), ", ".join(f"device {d} stream {s}: {n}" for (d, s), n in streams.items())
+    return int(overlap.sum()), ", ".join(f"device {d} stream {s}: {n}" for (d, s), n in zip(streams.index.tolist(), streams.tolist()))
 
 
-def _unpaired_flows(model):
+def _unpaired_flows(model: TraceModel) -> Count:
     flows = model.flows
     unpaired = flows[(flows["peer"].to_numpy() < 0) & (flows["flow_id"].to_numpy() >= 0)]
     if not len(unpaired):
         return 0, ""
     by_kind = unpaired.groupby([unpaired["cat"].astype(str), unpaired["phase"].astype(str)]).size()
-    return len(unpaired), ", ".join(f"{n} {cat} {'starts' if ph == 's' else 'ends'}" for (cat, ph), n in by_kind.items())
+    return len(unpaired), ", ".join(f"{n} {cat} {'starts' if ph == 's' else 'ends'}" for (cat, ph), n in zip(by_kind.index.tolist(), by_kind.tolist()))
 
 
 HEALTH_ROUTE = route(

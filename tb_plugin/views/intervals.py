@@ -4,10 +4,14 @@ All functions take plain numpy arrays of starts and ends (microseconds) and neve
 Python per interval.
 """
 
+from collections.abc import Sequence
+
 import numpy as np
+import numpy.typing as npt
 
 
-def clip_to_windows(starts, ends, win_start, win_end):
+def clip_to_windows(starts: npt.ArrayLike, ends: npt.ArrayLike, win_start: npt.ArrayLike, win_end: npt.ArrayLike) \
+        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Pieces of the intervals inside each window: (window, source interval, start, end).
 
     Windows must not overlap each other; an interval crossing window edges is cut.
@@ -33,7 +37,8 @@ def clip_to_windows(starts, ends, win_start, win_end):
     return order[win[keep]], idx[keep], s[keep], e[keep]
 
 
-def exclusive_time(windows, categories):
+def exclusive_time(windows: tuple[npt.ArrayLike, npt.ArrayLike],
+                   categories: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]]) -> npt.NDArray[np.float64]:
     """Time of each window claimed by each category, higher priority first.
 
     Parameters
@@ -87,12 +92,15 @@ def exclusive_time(windows, categories):
     return result
 
 
-def union_length(starts, ends, windows):
+def union_length(starts: npt.ArrayLike, ends: npt.ArrayLike,
+                 windows: tuple[npt.ArrayLike, npt.ArrayLike]) -> npt.NDArray[np.float64]:
     """Per window, the length of the union of the intervals inside it."""
     return exclusive_time(windows, [(starts, ends)])[:, 0]
 
 
-def weighted_level_integral(starts, ends, weights, windows, cap=None):
+def weighted_level_integral(starts: npt.ArrayLike, ends: npt.ArrayLike, weights: npt.ArrayLike,
+                            windows: tuple[npt.ArrayLike, npt.ArrayLike], cap: float | None = None) \
+        -> npt.NDArray[np.float64]:
     """Per window, the integral over time of the summed weights of active intervals.
 
     With `cap`, the summed level is capped at each instant (e.g. SM efficiency at 1).

@@ -68,10 +68,12 @@ where nothing that ran the transfer was recorded or the group has one rank (as t
 """
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import NULLABLE, Persisted, declare, documented, tab
@@ -262,14 +264,14 @@ def rank_part(model: TraceModel) -> RankPart:
                     kernels=k, operators=operators, calls=calls, health=health(model))
 
 
-def _int_or(value, default):
+def _int_or(value: Any, default: int) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
         return default
 
 
-def _collective_names(model):
+def _collective_names(model: TraceModel) -> set[str]:
     """Names of the collective ops: they are compared in the collectives table, not here."""
     return set(model.ops["name"].to_numpy()[collective_op_mask(model)].astype(str))
 
@@ -361,7 +363,8 @@ def clocks(parts: Mapping[str, RankPart], align_clocks: bool = True) -> pd.DataF
     return CLOCKS.frame(_clocks(workers, ranks, _matched_calls(parts, workers, ranks) if align_clocks else None))
 
 
-def _stack(frames, columns, **per_frame):
+def _stack(frames: Sequence[pd.DataFrame], columns: list[str], **per_frame: Sequence[object] | npt.NDArray[Any]) \
+        -> pd.DataFrame:
     """The frames one under another (`columns` when all are empty), with a column per
     `per_frame` keyword holding that frame's value on each of its rows: one concat and one
     repeat, not a copy of every rank's frame to tag it (1,024 ranks' parts are combined)."""
@@ -376,7 +379,7 @@ def _stack(frames, columns, **per_frame):
     return stacked
 
 
-def _baselines(matrix):
+def _baselines(matrix: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Per cell of a steps x ranks matrix (NaN: the rank lacks the step): the median of the
     step's values and 1.4826 x their median absolute deviation, over the other ranks when
     there are fewer than `LEAVE_ONE_OUT_BELOW` ranks, else over all of them."""
@@ -410,7 +413,7 @@ class _Excess:
     measures: dict  # "work" / "step" -> {"excess", "pct", "deviations", "flagged", "flagged_by"}
 
 
-def _excesses(rank_steps):
+def _excesses(rank_steps: pd.DataFrame) -> _Excess:
     """Each rank's work and step time against the other ranks' per step (the module's
     docstring): excess, percent of the median step, robust deviations and the flags."""
     table = rank_steps.assign(work_us=rank_steps["step_us"] - rank_steps["exposed_comm_us"])
@@ -445,7 +448,7 @@ def _excesses(rank_steps):
                    measures)
 
 
-def _host_range(ex, s, r, unmarked):
+def _host_range(ex: _Excess, s: int | np.integer[Any], r: int | np.integer[Any], unmarked: Collection[int]) -> str:
     """The ProfilerStep#N host range of step row `s` on rank column `r`, and where the step's
     device work ran past it (into the next step's host range); on a rank in `unmarked` (its
     trace has no ProfilerStep markers, so its one step is the whole trace) it says so instead,
@@ -464,10 +467,11 @@ def _host_range(ex, s, r, unmarked):
     return text
 
 
-def _stragglers(rank_steps, ex, unmarked):
+def _stragglers(rank_steps: pd.DataFrame, ex: _Excess | None, unmarked: Collection[int]) -> pd.DataFrame:
     columns = STRAGGLERS.names
     if not len(rank_steps):
         return pd.DataFrame({c: [] for c in columns})
+    assert ex is not None  # made whenever there are rank steps
     work, step = ex.measures["work"], ex.measures["step"]
     flagged = work["flagged"] | step["flagged"]
     # flagged on both: the larger excess is the one reported
@@ -510,7 +514,7 @@ def _stragglers(rank_steps, ex, unmarked):
     return out.sort_values(["excess_us", "step", "rank"], ascending=[False, True, True], kind="stable")
 
 
-def _us(value):
+def _us(value: float) -> str:
     """A duration in words: 950 µs, 12.3 ms, 1.20 s."""
     value = float(value)
     if abs(value) >= 1e6:
@@ -533,19 +537,20 @@ _RULES = {
 _MEASURES = {"work": "its work (step time minus exposed communication)", "step": "its step time"}
 
 
-def _sizes(pct, deviations):
+def _sizes(pct: float, deviations: float) -> str:
     """An excess's two sizes in words."""
     spread = "the other ranks do not vary" if deviations != deviations else f"{deviations:.1f} robust deviations"
     return f"+{pct:.1f}% of the median step, {spread}"
 
 
-def _longer(measure, excess_us, pct):
+def _longer(measure: str, excess_us: float, pct: float) -> str:
     """What took longer than the median rank's, in words."""
     size = f"{_us(excess_us)} (+{pct:.1f}%)"
     return f"it worked {size} longer" if measure == "work" else f"its step took {size} longer"
 
 
-def _verdict(rank_steps, stragglers, ex, missing):
+def _verdict(rank_steps: pd.DataFrame, stragglers: pd.DataFrame, ex: _Excess | None,
+             missing: Mapping[str, MissingRank]) -> pd.DataFrame:
     """The `VERDICT` row: one plain sentence, the rule it applied beside it (the very test
     that flagged the rank it names, so that the two cannot disagree), and the ranks covered."""
     n_ranks = int(rank_steps["rank"].nunique())
@@ -567,6 +572,7 @@ def _verdict(rank_steps, stragglers, ex, missing):
                 f"{len(stragglers)} straggling rank-steps in all, on {stragglers['rank'].nunique()} of {n_ranks} "
                 f"ranks.")
     else:
+        assert ex is not None  # made whenever there are rank steps
         text, sizes = _largest_excess(ex)
         rule += sizes
     return VERDICT.frame({"ranks": [n_ranks], "ranks_total": [n_ranks + len(missing)], "steps": [n_steps],
@@ -574,7 +580,7 @@ def _verdict(rank_steps, stragglers, ex, missing):
                           "coverage": [coverage_text(n_ranks, missing)]})
 
 
-def _largest_excess(ex):
+def _largest_excess(ex: _Excess) -> tuple[str, str]:
     """The verdict's sentence when no rank is flagged, naming the largest excess in percent over
     every rank and step and both measures, and that excess's two sizes for its rule."""
     best = None
@@ -593,7 +599,8 @@ def _largest_excess(ex):
     return text, f" Largest excess: {_sizes(m['pct'][s, r], m['deviations'][s, r])}."
 
 
-def _across(parts, workers, ranks, attr, keys):
+def _across(parts: Mapping[str, RankPart], workers: list[str], ranks: npt.NDArray[np.int64], attr: str, keys: list[str]) \
+        -> pd.DataFrame:
     """Per key, the ranks' totals summarised (min, median, max, spread, slowest rank)."""
     stacked = _stack([getattr(parts[w], attr) for w in workers], keys + ["total_us", "rank"], rank=ranks)
     if not len(stacked):
@@ -611,7 +618,8 @@ def _across(parts, workers, ranks, attr, keys):
     return out.sort_values(["spread_pct", "max_us"], ascending=False, kind="stable", na_position="last")
 
 
-def _matched_calls(parts, workers, ranks):
+def _matched_calls(parts: Mapping[str, RankPart], workers: list[str], ranks: npt.NDArray[np.int64]) \
+        -> pd.DataFrame | None:
     """Every rank's collective calls with the Distributed view's match keys; None when no
     rank has any."""
     if not any(len(parts[w].calls) for w in workers):
@@ -620,7 +628,7 @@ def _matched_calls(parts, workers, ranks):
                               origin_us=[parts[w].origin_us for w in workers]))
 
 
-def _clocks(workers, ranks, calls):
+def _clocks(workers: list[str], ranks: npt.NDArray[np.int64], calls: pd.DataFrame | None) -> pd.DataFrame:
     """The `CLOCKS` rows of the workers from their `_matched_calls` (None: not aligned)."""
     offsets = np.zeros(len(workers))
     matched = np.zeros(len(workers), dtype=np.int64)
@@ -645,7 +653,8 @@ def _clocks(workers, ranks, calls):
                          "aligned": aligned}).sort_values("rank", kind="stable")
 
 
-def _collectives(parts, workers, ranks, clocks, calls):
+def _collectives(parts: Mapping[str, RankPart], workers: list[str], ranks: npt.NDArray[np.int64], clocks: pd.DataFrame,
+                 calls: pd.DataFrame | None) -> pd.DataFrame:
     columns = COLLECTIVES_ACROSS.names
     if calls is None:
         return pd.DataFrame({c: [] for c in columns})

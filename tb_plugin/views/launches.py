@@ -103,7 +103,7 @@ def kernel_launches(model: TraceModel, runtime_cutoff_us: float = RUNTIME_CUTOFF
     return table[table[flag].to_numpy()].reset_index(drop=True)
 
 
-def _kernel_launches(model, runtime_cutoff_us, launch_delay_cutoff_us):
+def _kernel_launches(model: TraceModel, runtime_cutoff_us: float, launch_delay_cutoff_us: float) -> pd.DataFrame:
     dev = device_activity(model)
     launched = dev[dev["runtime"].to_numpy() >= 0]
     rt = model.runtime

@@ -49,7 +49,7 @@ def lightning_hooks(model: TraceModel) -> pd.DataFrame:
     return cached(model, "lightning_hooks", lambda: _build(model))
 
 
-def _build(model):
+def _build(model: TraceModel) -> pd.DataFrame:
     ops = model.ops
     rows = np.flatnonzero(name_mask(ops["name"], lambda n: n.startswith(_PREFIX)))
     if not len(rows):

@@ -14,8 +14,10 @@ records with no owner (outside every operator) belong to the row ``""``.
 """
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import NULLABLE, declare, documented, integer, model_choice, number, route, tab
@@ -69,7 +71,7 @@ EVENT_COLUMNS = MEMORY_EVENTS.names
 STATS_COLUMNS = MEMORY_STATS.names
 
 
-def device_name(device_type, device_id):
+def device_name(device_type: int, device_id: int) -> str:
     """Display name of an allocator device: "CPU", "GPU<id>" (CUDA) or "Device<type>:<id>"."""
     if device_type == CPU_DEVICE_TYPE:
         return "CPU"
@@ -78,9 +80,9 @@ def device_name(device_type, device_id):
     return f"Device{device_type}:{device_id}"
 
 
-def _device_table(model):
+def _device_table(model: TraceModel) -> pd.DataFrame:
     """Distinct (device_type, device_id) pairs with records, display order, with their names."""
-    def build():
+    def build() -> pd.DataFrame:
         mem = model.memory
         pairs = mem[["device_type", "device_id"]].drop_duplicates()
         # CPU records all count as one "CPU" device whatever their id.
@@ -106,7 +108,7 @@ def memory_devices(model: TraceModel) -> list[str]:
     return _device_table(model)["name"].tolist()
 
 
-def _device_key(model, device):
+def _device_key(model: TraceModel, device: str) -> tuple[int, int]:
     """(device_type, device_id) of a device name from `memory_devices`; NotFoundError if unknown."""
     table = _device_table(model)
     match = np.flatnonzero(table["name"].to_numpy() == device)
@@ -115,11 +117,11 @@ def _device_key(model, device):
     return int(table["device_type"].iloc[match[0]]), int(table["device_id"].iloc[match[0]])
 
 
-def _device_records(model, device):
+def _device_records(model: TraceModel, device: str) -> pd.DataFrame:
     """Records of one device in time order (stable), with their row in `model.memory` as `row`."""
     device_type, device_id = _device_key(model, device)
 
-    def build():
+    def build() -> pd.DataFrame:
         mem = model.memory
         mask = (mem["device_type"] == device_type).to_numpy()
         if device_type != CPU_DEVICE_TYPE:
@@ -130,13 +132,13 @@ def _device_records(model, device):
     return cached(model, ("memory_records", device), build)
 
 
-def _check_range(start_us, end_us):
+def _check_range(start_us: float | None, end_us: float | None) -> None:
     """A time range given the wrong way round is a mistake to report, not an empty answer."""
     if start_us is not None and end_us is not None and end_us < start_us:
         raise BadParameterError(f"end_us ({end_us}) is before start_us ({start_us})")
 
 
-def _in_range(ts, start_us, end_us):
+def _in_range(ts: npt.NDArray[np.float64], start_us: float | None, end_us: float | None) -> npt.NDArray[np.bool_]:
     keep = np.ones(len(ts), dtype=bool)
     if start_us is not None:
         keep &= ts >= start_us
@@ -145,10 +147,10 @@ def _in_range(ts, start_us, end_us):
     return keep
 
 
-def full_curve(model, device):
+def full_curve(model: TraceModel, device: str) -> pd.DataFrame:
     """The undownsampled curve of one device (`memory_curve`'s columns), cached: what the
     memory view and the Trace view's memory counters both draw."""
-    def build():
+    def build() -> pd.DataFrame:
         rec = _device_records(model, device)
         total = rec["total_allocated"].to_numpy(np.float64)
         reserved = rec["total_reserved"].to_numpy(np.float64)
@@ -168,7 +170,8 @@ def full_curve(model, device):
     return cached(model, ("memory_curve", device), build)
 
 
-def downsample_indices(time, allocated, reserved, max_points):
+def downsample_indices(time: npt.NDArray[np.float64], allocated: npt.NDArray[Any], reserved: npt.NDArray[Any],
+                       max_points: int) -> npt.NDArray[np.int64]:
     """Rows to keep so a step curve of at most ~`max_points` points keeps every extreme.
 
     The time span is cut into `max_points // 5` equal buckets; each bucket keeps its first
@@ -281,10 +284,10 @@ def memory_peaks(model: TraceModel, device: str, start_us: float | None = None,
     return MemoryPeaks(device, peak, peak_us, peak_reserved, total)
 
 
-def _op_owner(model):
+def _op_owner(model: TraceModel) -> npt.NDArray[np.int64]:
     """Per op row: the row of the operator its records belong to (see the module docstring),
     -1 when neither it nor any ancestor is an operator."""
-    def build():
+    def build() -> npt.NDArray[np.int64]:
         tree = operator_tree(model)
         n = len(model.ops)
         node = tree["node"].to_numpy()
@@ -296,7 +299,7 @@ def _op_owner(model):
     return cached(model, "memory_op_owner", build)
 
 
-def _record_owner(model, op_rows):
+def _record_owner(model: TraceModel, op_rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     owner = _op_owner(model)
     op_rows = np.asarray(op_rows, dtype=np.int64)
     if not len(owner):
@@ -304,7 +307,7 @@ def _record_owner(model, op_rows):
     return np.where(op_rows >= 0, owner[np.clip(op_rows, 0, None)], -1)
 
 
-def _event_operator_names(model, owner):
+def _event_operator_names(model: TraceModel, owner: npt.NDArray[np.int64]) -> npt.NDArray[np.object_]:
     """Operator label per allocation: the owner's name, or "<parent> (aten::empty...)" when the
     owner is an `aten::empty*` op (PyTorch's malloc) with a parent in the operator tree."""
     ops = model.ops
@@ -473,7 +476,8 @@ def memory_stats(model: TraceModel, device: str, start_us: float | None = None,
     return MEMORY_STATS.frame(grouped.astype({"operator": str}))
 
 
-def _overlaps(start, end, start_us, end_us):
+def _overlaps(start: npt.NDArray[np.float64], end: npt.NDArray[np.float64], start_us: float | None, end_us: float | None) \
+        -> npt.NDArray[np.bool_]:
     keep = np.ones(len(start), dtype=bool)
     if start_us is not None:
         keep &= end >= start_us

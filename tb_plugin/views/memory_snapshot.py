@@ -21,9 +21,12 @@ Definitions shared by every function here:
 """
 
 import re
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..errors import BadParameterError, NotFoundError
@@ -230,11 +233,11 @@ def allocations(model: SnapshotModel) -> pd.DataFrame:
     return model.allocations
 
 
-def _held_blocks(model):
+def _held_blocks(model: SnapshotModel) -> npt.NDArray[np.bool_]:
     return held_blocks(model.blocks)
 
 
-def _action_is(model, *names):
+def _action_is(model: SnapshotModel, *names: str) -> npt.NDArray[np.bool_]:
     return actions_in(model.entries["action"], *names)
 
 
@@ -267,7 +270,8 @@ class _BlockMaxima:
     positions: np.ndarray
 
 
-def _block_maxima(values, step, positions):
+def _block_maxima(values: npt.NDArray[np.int64], step: int, positions: npt.NDArray[np.int64]) \
+        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(largest, first position holding it) of `values` (found at `positions`) per run of `step` of them."""
     whole = len(values) // step * step
     blocks = values[:whole].reshape(-1, step)
@@ -277,7 +281,7 @@ def _block_maxima(values, step, positions):
     return values[first], positions[first]
 
 
-def _levels(values):
+def _levels(values: npt.NDArray[np.int64]) -> list[_BlockMaxima]:
     """The entries themselves (block size 1), then the coarser block maxima, each built from the one below."""
     levels = [_BlockMaxima(1, values, np.arange(len(values)))]
     for size in _BLOCK_SIZES:
@@ -286,7 +290,8 @@ def _levels(values):
     return levels
 
 
-def _range_max(levels, lo, hi):
+def _range_max(levels: list[_BlockMaxima], lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64]) \
+        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(largest value, first position holding it) over entries [lo, hi) of each column, from
     the coarsest whole blocks inward; columns with lo >= hi get (-1, -1)."""
     best = np.full(len(lo), np.iinfo(np.int64).min, dtype=np.int64)
@@ -316,11 +321,11 @@ def _range_max(levels, lo, hi):
     return best, where
 
 
-def _series(model, device):
+def _series(model: SnapshotModel, device: int) -> _Series:
     return cached(model, ("series", device), lambda: _build_series(model, device))
 
 
-def _build_series(model, device):
+def _build_series(model: SnapshotModel, device: int) -> _Series:
     """Read from the entries' allocated and reserved columns (made when the snapshot was
     decoded); only the block maxima are built here, a few passes over the device's entries."""
     e = model.entries
@@ -342,13 +347,13 @@ def _build_series(model, device):
                    _levels(allocated), _levels(reserved))
 
 
-def _check_device(model, device):
+def _check_device(model: SnapshotModel, device: int) -> None:
     devices = model.devices()
     if device not in devices:
         raise NotFoundError(f"the snapshot has no device {device}; it has {devices}")
 
 
-def _moment(model, device, entry):
+def _moment(model: SnapshotModel, device: int, entry: int | None) -> int:
     """The position in the device's trace of `entry` (a row of `entries`; None: the last one)."""
     series = _series(model, device)
     n = len(series.allocated)
@@ -361,7 +366,7 @@ def _moment(model, device, entry):
     return -1 if entry == -1 else pos
 
 
-def _state_at(series, pos):
+def _state_at(series: _Series, pos: int) -> tuple[int, int]:
     if pos < 0:
         return series.before_allocated, series.before_reserved
     return int(series.allocated[pos]), int(series.reserved[pos])
@@ -389,7 +394,7 @@ def peak(model: SnapshotModel) -> pd.DataFrame:
     return SNAPSHOT_PEAK.frame(pd.DataFrame(rows, columns=SNAPSHOT_PEAK.names))
 
 
-def _allocated_at_snapshot(model, device):
+def _allocated_at_snapshot(model: SnapshotModel, device: int) -> int:
     b = model.blocks
     return int(b["size"][_held_blocks(model) & (b["device"].to_numpy() == device)].sum())
 
@@ -429,7 +434,7 @@ _ALLOCATED_ABOVE_RESERVED = ("more is allocated than reserved, which the allocat
                              "lacks some of its segment or free actions, so fragmentation is not given")
 
 
-def _alive(model, device, entry):
+def _alive(model: SnapshotModel, device: int, entry: int | None) -> pd.DataFrame:
     """The allocations alive after `entry` (module docstring) on `device`."""
     _check_device(model, device)
     pos = _moment(model, device, entry)
@@ -438,20 +443,20 @@ def _alive(model, device, entry):
     return a[(a["alloc_pos"].to_numpy() <= pos) & (a["free_pos"].to_numpy() > pos)]
 
 
-def _frame_text(model):
+def _frame_text(model: SnapshotModel) -> npt.NDArray[np.object_]:
     """file:line:name of each frame (as `_memory_viz` writes them, with the full path)."""
     return cached(model, "frame_text", lambda: (model.frames["filename"] + ":" + model.frames["line"].astype(str)
                                                    + ":" + model.frames["name"]).to_numpy(dtype=object))
 
 
-def _library_frames(model):
+def _library_frames(model: SnapshotModel) -> npt.NDArray[np.bool_]:
     return cached(model, "library_frames", lambda: (
         model.frames["filename"].str.contains(_LIBRARY_FILE) | ~model.frames["filename"].str.endswith(".py")).to_numpy())
 
 
-def _top_user_frame(model):
+def _top_user_frame(model: SnapshotModel) -> npt.NDArray[np.int64]:
     """Per stack: the frame row of its innermost user frame, else of its innermost frame."""
-    def build():
+    def build() -> npt.NDArray[np.int64]:
         sf = model.stack_frames
         n_stacks = int(sf["stack"].max()) + 1 if len(sf) else 0
         library = _library_frames(model)[sf["frame"].to_numpy()] if len(sf) else np.empty(0, bool)
@@ -465,7 +470,7 @@ def _top_user_frame(model):
 
 def stack_categories(model: SnapshotModel) -> np.ndarray:
     """Per stack (index -1: none) the index into `CATEGORY_RULES` (len = unknown) of its category."""
-    def build():
+    def build() -> npt.NDArray[np.int64]:
         sf = model.stack_frames
         n_stacks = int(sf["stack"].max()) + 1 if len(sf) else 0
         category = np.full(n_stacks + 1, len(CATEGORY_RULES), dtype=np.int64)
@@ -477,11 +482,11 @@ def stack_categories(model: SnapshotModel) -> np.ndarray:
     return cached(model, "stack_categories", build)
 
 
-def _category_names():
+def _category_names() -> npt.NDArray[np.object_]:
     return np.array([rule[0] for rule in CATEGORY_RULES] + [UNKNOWN_CATEGORY[0]], dtype=object)
 
 
-def _described(model, a):
+def _described(model: SnapshotModel, a: pd.DataFrame | Mapping[Hashable, npt.NDArray[Any]]) -> dict[str, Any]:
     """Columns shared by tables of allocations: pool_id, private_pool, category, top_frame."""
     pools = model.pools["pool_id"].to_numpy(dtype=object)
     pool_id = pools[np.asarray(a["pool"])] if len(pools) else np.array([], dtype=object)
@@ -491,7 +496,7 @@ def _described(model, a):
             "category": _category_names()[stack_categories(model)[stack]], "top_frame": text}
 
 
-def _allocation_columns(model):
+def _allocation_columns(model: SnapshotModel) -> dict[Hashable, npt.NDArray[Any]]:
     """`allocations` as {column: numpy array}: a window's bands take a few rows of it, which
     costs a gather per column instead of a DataFrame's row selection."""
     return cached(model, "allocation_columns", lambda: {c: v.to_numpy() for c, v in allocations(model).items()})
@@ -546,8 +551,8 @@ def blame(model: SnapshotModel, device: int, entry: int | None = None, by: str =
     return out.sort_values(["live_bytes", "frame"], ascending=[False, True], kind="stable", ignore_index=True)
 
 
-def _stack_texts(model):
-    def build():
+def _stack_texts(model: SnapshotModel) -> dict[Hashable, str]:
+    def build() -> dict[Hashable, str]:
         sf = model.stack_frames
         text = _frame_text(model)[sf["frame"].to_numpy()]
         return pd.Series(text).groupby(sf["stack"].to_numpy()).agg(" <- ".join).to_dict()
@@ -681,10 +686,11 @@ class SnapshotTimeline:
     totals: pd.DataFrame
 
 
-def _by_size(model, device):
+def _by_size(model: SnapshotModel, device: int) \
+        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The device's allocations, largest first (searched for the bands of a window): the
     decoded `largest_first` column's slice of the device."""
-    def build():
+    def build() -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         a = allocations(model)
         devices = a["device"].to_numpy()
         rows = slice(np.searchsorted(devices, device, side="left"), np.searchsorted(devices, device, side="right"))
@@ -771,7 +777,7 @@ def timeline(model: SnapshotModel, device: int, start_us: float | None = None, e
     return SnapshotTimeline(band_table, points, totals)
 
 
-def _after_blank(texts):
+def _after_blank(texts: Sequence[str] | npt.NDArray[np.object_]) -> npt.NDArray[np.object_]:
     """The merged band's empty text, then the bands' `texts`, as an object array (as tables hold text)."""
     return np.concatenate([np.array([""], dtype=object), np.asarray(texts, dtype=object)])
 
@@ -785,7 +791,8 @@ def prepare_timeline(model: SnapshotModel, device: int) -> None:
     stack_categories(model)
 
 
-def _largest_alive(model, device, first_pos, last_pos, count):
+def _largest_alive(model: SnapshotModel, device: int, first_pos: int, last_pos: int, count: int) \
+        -> npt.NDArray[np.int64]:
     """Rows of `allocations` of the `count` largest alive at some position in [first_pos, last_pos]."""
     order, alloc_pos, free_pos = _by_size(model, device)
     found = []

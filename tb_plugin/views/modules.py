@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import declare, documented, route, tab
@@ -135,11 +136,11 @@ def module_flame(model: TraceModel, max_depth: int = FLAME_MAX_DEPTH) -> dict[st
     return root
 
 
-def _empty():
+def _empty() -> pd.DataFrame:
     return MODULES.frame({column: [] for column in MODULES.names})
 
 
-def module_frames(model):
+def module_frames(model: TraceModel) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Module frames (rows of model.python) and, per frame, the index of its parent module
     frame in the same arrays (-1 for a root)."""
     py = model.python
@@ -170,7 +171,8 @@ def module_frames(model):
     return rows, parent_frame
 
 
-def _assign_nodes(name_code, parent_frame):
+def _assign_nodes(name_code: npt.NDArray[np.int64], parent_frame: npt.NDArray[np.int64]) \
+        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Node of each frame, built level by level; returns (node_of_frame, node_parent, node_name_code)."""
     n = len(name_code)
     node_of = np.full(n, -1, dtype=np.int64)
@@ -190,7 +192,8 @@ def _assign_nodes(name_code, parent_frame):
     return node_of, np.asarray(node_parent, dtype=np.int64), np.asarray(node_name, dtype=np.int64)
 
 
-def _recompute_roots(model, rows, parent_frame):
+def _recompute_roots(model: TraceModel, rows: npt.NDArray[np.int64], parent_frame: npt.NDArray[np.int64]) \
+        -> npt.NDArray[np.bool_]:
     """Per module frame: whether it is a recomputed forward's outermost frame (Notes 5): no
     module frame around it, and its start inside an outermost backward op on its thread."""
     ops = model.ops
@@ -207,7 +210,9 @@ def _recompute_roots(model, rows, parent_frame):
     return root & inside
 
 
-def _attach_recomputes(name_code, ts, parent_frame, recompute_root):
+def _attach_recomputes(name_code: npt.NDArray[np.int64], ts: npt.NDArray[np.float64],
+                       parent_frame: npt.NDArray[np.int64], recompute_root: npt.NDArray[np.bool_]) \
+        -> npt.NDArray[np.int64]:
     """Parent frames with each recomputed root given the parent of the first forward frame
     of the same module instance, so that node building puts it (and its children) on the
     forward's nodes."""
@@ -225,7 +230,7 @@ def _attach_recomputes(name_code, ts, parent_frame, recompute_root):
     return out
 
 
-def _backward_roots(model):
+def _backward_roots(model: TraceModel) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """Outermost backward ops and where their forward op starts.
 
     Returns (rows into model.ops, forward thread, forward start ts); rows whose forward op
@@ -277,7 +282,7 @@ def _backward_roots(model):
     return (want["row"].to_numpy(np.int64), want["fwd_thread"].to_numpy(np.int64), want["fwd_ts"].to_numpy(np.float64))
 
 
-def _build(model):
+def _build(model: TraceModel) -> pd.DataFrame:
     py = model.python
     if not len(py):
         return _empty()
@@ -313,7 +318,8 @@ def _build(model):
     # Self values: each op / launch / backward op to the innermost module frame around it.
     frames = Nesting(f_thread, f_ts, f_dur)
 
-    def node_at(thread, t, recompute=None):
+    def node_at(thread: npt.NDArray[np.int64], t: npt.NDArray[np.float64], recompute: bool | None = None) \
+            -> npt.NDArray[np.int64]:
         """Node of the innermost frame around each point; -1 outside every frame, and -1
         unless that frame is (recompute=True) or is not (False) a recomputed one."""
         frame = frames.enclosing(thread, t)
@@ -321,7 +327,7 @@ def _build(model):
             frame = np.where((frame >= 0) & (recomputed[np.clip(frame, 0, None)] == recompute), frame, -1)
         return np.where(frame >= 0, node_of[np.clip(frame, 0, None)], -1)
 
-    def per_node(node, weights=None):
+    def per_node(node: npt.NDArray[np.int64], weights: npt.NDArray[np.float64] | None = None) -> npt.NDArray[Any]:
         ok = node >= 0
         return np.bincount(node[ok], weights=None if weights is None else weights[ok], minlength=n).astype(
             np.int64 if weights is None else np.float64)

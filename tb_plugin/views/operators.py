@@ -5,6 +5,7 @@ import re
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import NULLABLE, choice, declare, documented, route, tab
@@ -40,7 +41,7 @@ OPERATORS_BY_NAME_SHAPE = declare(
 OPERATOR_COLUMNS = OPERATORS_BY_NAME.names
 
 
-def _shape_text(input_dims):
+def _shape_text(input_dims: str) -> str:
     """`Input Dims` as torch's `key_averages()` prints `input_shapes`: a tensor list's
     element (the trace lists each tensor's shape) is `[]` there, as for any non-tensor input."""
     try:
@@ -52,10 +53,10 @@ def _shape_text(input_dims):
     return json.dumps([[] if isinstance(d, list) and any(isinstance(x, list) for x in d) else d for d in dims])
 
 
-def input_shapes(model):
+def input_shapes(model: TraceModel) -> npt.NDArray[np.object_]:
     """Per op row: its input shapes as `_shape_text` writes them (one parse per distinct
     shape list, not per op)."""
-    def build():
+    def build() -> npt.NDArray[np.object_]:
         dims = model.ops["input_dims"]
         shape_texts = np.array([_shape_text(str(c)) for c in dims.cat.categories], dtype=object)
         codes = dims.cat.codes.to_numpy()
@@ -63,9 +64,9 @@ def input_shapes(model):
     return cached(model, "operator_input_shapes", build)
 
 
-def _python_stack_leaf(model):
+def _python_stack_leaf(model: TraceModel) -> npt.NDArray[np.int64]:
     """Per op row: the innermost python_function enclosing it on its thread (-1 if none)."""
-    def build():
+    def build() -> npt.NDArray[np.int64]:
         py = model.python
         if not len(py):
             return np.full(len(model.ops), -1, dtype=np.int64)
@@ -74,10 +75,10 @@ def _python_stack_leaf(model):
     return cached(model, "python_stack_leaf", build)
 
 
-def stack_key_of_ops(model):
+def stack_key_of_ops(model: TraceModel) -> npt.NDArray[np.int64]:
     """Per op row: an id of its call stack (-1 when it has none), from `Call stack` args
     (old traces) or the enclosing python_function frames (PyTorch 2.x with_stack)."""
-    def build():
+    def build() -> npt.NDArray[np.int64]:
         ops = model.ops
         arg_codes = ops["call_stack"].cat.codes.to_numpy().astype(np.int64)
         empty_code = list(ops["call_stack"].cat.categories).index("") if "" in ops["call_stack"].cat.categories else -2
@@ -88,7 +89,7 @@ def stack_key_of_ops(model):
     return cached(model, "stack_keys", build)
 
 
-def frames_of_key(model, key):
+def frames_of_key(model: TraceModel, key: int) -> list[dict[str, Any]]:
     """Frames (innermost first) of one stack id: [{"file", "line", "function", "text"}]."""
     categories = model.ops["call_stack"].cat.categories
     if key < len(categories):

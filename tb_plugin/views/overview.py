@@ -90,7 +90,7 @@ def step_summary(step_table: pd.DataFrame) -> pd.DataFrame:
                                "share_pct": 100 * mean_us / total if total > 0 else np.full(len(columns), np.nan)})
 
 
-def _steps_span(model):
+def _steps_span(model: TraceModel) -> tuple[float, float]:
     windows = step_windows(model)
     return float(windows["start_us"].min()), float(windows["end_us"].max())
 
@@ -107,7 +107,7 @@ def gpu_summary(model: TraceModel) -> pd.DataFrame:
     return cached(model, "gpu_summary", lambda: _gpu_summary(model))
 
 
-def _gpu_summary(model):
+def _gpu_summary(model: TraceModel) -> pd.DataFrame:
     k = model.kernels
     props = model.devices
     used = sorted(set(k["device"].tolist()))

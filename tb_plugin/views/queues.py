@@ -5,7 +5,10 @@ Definitions follow Holistic Trace Analysis 0.5.0 (`TraceCounters.get_queue_lengt
 Notes, and each difference is a test in tests/test_views_queues.py.
 """
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import declare, route
@@ -45,7 +48,9 @@ QUEUE_SUMMARY = declare(
 )
 
 
-def _stream_steps(device, stream, times, deltas):
+def _stream_steps(device: npt.NDArray[np.int64], stream: npt.NDArray[np.int64], times: npt.NDArray[np.float64],
+                  deltas: npt.NDArray[np.int64] | npt.NDArray[np.float64]) \
+        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[Any]]:
     """Step functions per (device, stream) from +/- changes: one row per distinct time, the
     value after every change at that time; at equal times decrements come first (a kernel
     that starts as another is launched never counts both). `deltas` is a 2-D array, one column
@@ -85,7 +90,7 @@ def queue_length(model: TraceModel) -> pd.DataFrame:
     return cached(model, "queue_length", lambda: _queue_length(model))
 
 
-def _queue_length(model):
+def _queue_length(model: TraceModel) -> pd.DataFrame:
     launches = kernel_launches(model)
     n = len(launches)
     device = np.tile(launches["device"].to_numpy(), 3)
@@ -113,7 +118,7 @@ def memory_bandwidth(model: TraceModel) -> pd.DataFrame:
     return cached(model, "memory_bandwidth", lambda: _memory_bandwidth(model))
 
 
-def _copies(model):
+def _copies(model: TraceModel) -> pd.DataFrame:
     parts = [model.memcpy, model.memset]
     frame = pd.concat([p[["device", "stream", "ts", "dur", "bytes", "memory_bandwidth_gbps"]] for p in parts],
                       ignore_index=True)
@@ -126,7 +131,7 @@ def _copies(model):
     return frame[dur > 0]
 
 
-def _memory_bandwidth(model):
+def _memory_bandwidth(model: TraceModel) -> pd.DataFrame:
     copies = _copies(model)
     start = copies["ts"].to_numpy()
     gbps = copies["gbps"].to_numpy()

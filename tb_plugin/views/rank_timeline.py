@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..errors import BadParameterError, NotFoundError
-from ..schema import Persisted, declare, documented
+from ..schema import Persisted, Table, declare, documented
 from ..trace.model import TraceModel
 from .common import device_activity
 from .job import RankPart, clocks
@@ -97,7 +98,7 @@ class RankTimelinePart:
     block_busy: np.ndarray  # µs when at least one of them ran
 
 
-def _blocks(name, dtype, unit, doc):
+def _blocks(name: str, dtype: str, unit: str, doc: str) -> Table:
     return declare(f"rank_timeline_part_{name}", f"one busy block of a collapsed rank's summary track: its {name}",
                    ("value", dtype, unit, doc))
 
@@ -131,7 +132,8 @@ def rank_timeline_part(model: TraceModel) -> RankTimelinePart:
     return RankTimelinePart(float(start), float(end), summary, b_start, b_end, b_count, b_busy)
 
 
-def _union(starts, ends):
+def _union(starts: npt.NDArray[np.float64], ends: npt.NDArray[np.float64]) \
+        -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """Disjoint intervals covering the union of [starts, ends), and the events in each."""
     if not len(starts):
         return starts, ends, np.zeros(0, dtype=np.int64)
@@ -162,7 +164,7 @@ def rank_workers(job_parts: Mapping[str, RankPart], ranks: Sequence[int] | None,
     return [known[r] for r in wanted]
 
 
-def _ranges(values):
+def _ranges(values: list[int]) -> str:
     return f"{values[0]}..{values[-1]}" if values and values == list(range(values[0], values[-1] + 1)) else \
         ", ".join(map(str, values))
 
@@ -207,7 +209,7 @@ class _Shown(NamedTuple):
         """A time of the shared axis on this rank's own clock (µs from its origin)."""
         return shared_us - self.shift_us
 
-    def shared_time(self, own_us):
+    def shared_time(self, own_us: Any) -> Any:
         """Times of this rank's trace (a number or an array) on the shared axis."""
         return own_us + self.shift_us
 
@@ -217,7 +219,7 @@ class _Shown(NamedTuple):
             return None
         return wanted[(wanted > self.track) & (wanted < self.track + RANK_TRACK_STRIDE)] - self.track - 1
 
-    def shared_tracks(self, own):
+    def shared_tracks(self, own: Any) -> Any:
         """Track ids of the shared axis of this rank's own track ids (a number or an array)."""
         return own + self.track + 1
 
@@ -302,7 +304,8 @@ def rank_slices(frame: pd.DataFrame, parts: Mapping[str, RankTimelinePart], inde
     return out
 
 
-def _summary_slices(rows, parts, start_us, end_us, resolution_us):
+def _summary_slices(rows: Sequence[_Shown], parts: Mapping[str, RankTimelinePart], start_us: float, end_us: float,
+                    resolution_us: float) -> dict[str, Any]:
     """The summary blocks of the ranks `rows` overlapping the window, on the shared axis, each
     on its rank's summary track, merged at the resolution (one merge for all the ranks, each
     rank a group of its own); in `TimelineIndex.query`'s shape plus `rank`."""
@@ -370,7 +373,7 @@ def rank_search(frame: pd.DataFrame, indexes: Mapping[str, TimelineIndex], text:
             after = (float(rows[i].shared_time(slices["ts"].iat[after_event])), (i << _EVENT_BITS) + after_event)
     pos = search_position(ts, key, after, after_us, direction)
 
-    def endpoint(k):
+    def endpoint(k: int) -> dict[str, Any]:
         row = rows[int(k >> _EVENT_BITS)]
         return row.on_axis(slice_endpoint(indexes[row.worker], int(k & ((1 << _EVENT_BITS) - 1))))
 

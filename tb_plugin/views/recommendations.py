@@ -126,7 +126,7 @@ def recommendations(model: TraceModel, step_table: pd.DataFrame, gpus: pd.DataFr
     collectives, Inductor's).
     """
     facts = _run_facts(model, step_table)
-    items = [
+    items: list[Any] = [  # a rule's item, or None where it does not apply (left out below)
         _input_pipeline(facts), _communication(model, step_table, facts), *_low_utilization(gpus),
         _data_parallel(model, gpus), _gloo_on_gpus(model), _tensor_cores(model, gpus, facts), *_memory(model),
         _launch_bound(model, facts), _host_bound(model, facts), _host_synchronisation(model, facts),
@@ -141,7 +141,7 @@ def recommendations(model: TraceModel, step_table: pd.DataFrame, gpus: pd.DataFr
     return [{**asdict(r), "steps": facts.steps, "docs": r.docs or DOCS.get(r.id, "")} for r in items]
 
 
-def _run_facts(model, step_table):
+def _run_facts(model: TraceModel, step_table: pd.DataFrame) -> RunFacts:
     steps = max(len(step_table), 1)
     means = step_table.sum(numeric_only=True) / steps
     causes = step_causes(model).sum(numeric_only=True) / steps
@@ -156,17 +156,17 @@ def _run_facts(model, step_table):
     )
 
 
-def _loader_dominates(facts):
+def _loader_dominates(facts: RunFacts) -> bool:
     """Whether the DataLoader takes more of the time the device waits on the host than all
     other host work together: then the host-bound advice is the input pipeline's."""
     return facts.dataloader_us > 0 and facts.dataloader_us >= facts.host_work_us
 
 
-def _ms(us):
+def _ms(us: float) -> str:
     return f"{us / 1e3:.2f} ms"
 
 
-def _input_pipeline(facts):
+def _input_pipeline(facts: RunFacts) -> Recommendation | None:
     if facts.step_mean_us <= 0:
         return None
     share = facts.dataloader_us / facts.step_mean_us
@@ -214,7 +214,7 @@ _OVERLAP_ADVICE = {
 }
 
 
-def _communication(model, step_table, facts):
+def _communication(model: TraceModel, step_table: pd.DataFrame, facts: RunFacts) -> Recommendation | None:
     exposed = float(step_table["communication_us"].sum()) / facts.steps
     if facts.step_mean_us <= 0 or exposed / facts.step_mean_us <= COMMUNICATION_SHARE:
         return None
@@ -233,7 +233,7 @@ def _communication(model, step_table, facts):
         docs=docs)
 
 
-def _low_utilization(gpus):
+def _low_utilization(gpus: pd.DataFrame) -> list[Recommendation]:
     out = []
     for gpu in gpus.to_dict("records"):
         util = gpu["utilization_pct"]
@@ -247,7 +247,7 @@ def _low_utilization(gpus):
     return out
 
 
-def _data_parallel(model, gpus):
+def _data_parallel(model: TraceModel, gpus: pd.DataFrame) -> Recommendation | None:
     dp = name_mask(model.ops["name"], lambda n: n.startswith("DataParallel.forward"))
     if not dp.any() or len(gpus) <= 1:
         return None
@@ -258,7 +258,7 @@ def _data_parallel(model, gpus):
         f"DataParallel.forward ranges present and {len(gpus)} GPUs > 1", None, {"gpus": int(len(gpus))})
 
 
-def _gloo_on_gpus(model):
+def _gloo_on_gpus(model: TraceModel) -> Recommendation | None:
     backend = str(model.distributed.get("backend", "")).lower()
     if backend != "gloo" or not len(model.kernels):
         return None
@@ -268,7 +268,7 @@ def _gloo_on_gpus(model):
         f"distributed backend = gloo and {len(model.kernels)} GPU kernels ran", None, {"backend": backend})
 
 
-def _tensor_cores(model, gpus, facts):
+def _tensor_cores(model: TraceModel, gpus: pd.DataFrame, facts: RunFacts) -> Recommendation | None:
     """Matmul/convolution time in a run that used no Tensor Core: the advice is what the GPU
     supports (TF32 and bf16 from compute capability 8.0; fp16 autocast on 7.x, where a V100
     has no TF32; on ROCm autocast, its compute capability being the gfx architecture). No
@@ -309,7 +309,7 @@ def _tensor_cores(model, gpus, facts):
         measured_us=per_step)
 
 
-def _memory(model):
+def _memory(model: TraceModel) -> list[Recommendation]:
     mem = model.memory
     gpu = mem[(mem["device_type"] == 1) & np.isfinite(mem["total_allocated"].to_numpy())]
     if not len(gpu) or not len(model.devices):
@@ -329,7 +329,7 @@ def _memory(model):
     return out
 
 
-def _launch_overhead_advice(facts, operators):
+def _launch_overhead_advice(facts: RunFacts, operators: str) -> str:
     """What to do about launch overhead, given what the run already uses; `operators` names
     the operators launching most of the launch-bound kernels ('' when none is known)."""
     mostly = f"mostly by {operators}" if operators else ""
@@ -347,7 +347,7 @@ def _launch_overhead_advice(facts, operators):
             f"{' (these kernels are launched ' + mostly + ')' if mostly else ''}.")
 
 
-def _launch_bound(model, facts):
+def _launch_bound(model: TraceModel, facts: RunFacts) -> Recommendation | None:
     """Launch-bound (HTA's flag: a kernel shorter on the device than its launch call), or
     failing that, many tiny kernels per step. One item either way: both say the same thing.
     Kernels a CUDA graph replay ran are left out: their launch is one call for the graph."""
@@ -384,7 +384,7 @@ def _launch_bound(model, facts):
         {"view": "gpu_idle", "params": {"launch_flag": "launch_bound"}, "panel": "launches"})
 
 
-def _host_bound(model, facts):
+def _host_bound(model: TraceModel, facts: RunFacts) -> Recommendation | None:
     """Host-bound, from HTA's idle time breakdown (views/gpu_idle.py). When the DataLoader
     is most of the host time the GPU waits through, the input pipeline item says so and this
     one is not given: "reduce CPU work" would send the user to the wrong place; nor when the
@@ -421,7 +421,7 @@ def _host_bound(model, facts):
         {"view": "gpu_idle", "params": {}, "panel": "idle"})
 
 
-def _host_synchronisation(model, facts):
+def _host_synchronisation(model: TraceModel, facts: RunFacts) -> Recommendation | None:
     """The GPU idles while the CPU is blocked in synchronising calls (cudaDeviceSynchronize,
     a synchronous cudaMemcpy, hipMemcpyWithStream, ...: `common.is_blocking_call`) for
     more than `SYNC_SHARE` of the step. Removing the synchronisation saves at most that idle
@@ -443,7 +443,7 @@ def _host_synchronisation(model, facts):
         facts.sync_us, {"sync_share": share, "sync_us": facts.sync_us})
 
 
-def _fusion(model, facts):
+def _fusion(model: TraceModel, facts: RunFacts) -> Recommendation | None:
     """The most time-consuming repeating kernel sequence (among the `FUSION_SEARCH_TOP`
     most time-consuming of `kernel_sequences`) that fusion could remove: every kernel an
     element-wise or reduction one (`sequences.is_fusible_kernel`), never a library kernel
@@ -478,7 +478,7 @@ def _fusion(model, facts):
          "kernels": seq["sequence"].split(SEPARATOR)})
 
 
-def _recompilations(model):
+def _recompilations(model: TraceModel) -> Recommendation | None:
     """A frame that ran a compilation other than its first (``Torch-Compiled Region: 0/1``)
     was compiled again: a guard failed (a new shape, dtype, Python value...)."""
     per_frame = recompilations(model)

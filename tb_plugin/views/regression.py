@@ -41,10 +41,12 @@ many layers is one contributor of its whole change, not many small ones and a lu
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import NULLABLE, Persisted, declare
@@ -169,11 +171,13 @@ def cause_words(cause: str, on_device: bool) -> str:
     return _CAUSE_WORDS[cause][0 if on_device else 1]
 
 
-def _spread(values):
+def _spread(values: npt.NDArray[np.float64]) -> float:
     return MAD_TO_SIGMA * float(np.median(np.abs(values - np.median(values)))) if len(values) else 0.0
 
 
-def verdicts(delta_us, median_delta_us, spread_a, spread_b, step_mean_a, threshold_pct):
+def verdicts(delta_us: npt.NDArray[np.float64], median_delta_us: npt.NDArray[np.float64],
+             spread_a: npt.NDArray[np.float64], spread_b: npt.NDArray[np.float64], step_mean_a: float,
+             threshold_pct: float) -> npt.NDArray[Any]:
     """The noise rule, over arrays: a change is a regression (improvement) when it raises
     (lowers) the mean by more than `threshold_pct` of a's mean step time and the medians differ
     by more than NOISE_SIGMAS robust standard deviations of each side, in the same direction."""
@@ -212,7 +216,7 @@ def explanation_table(causes_a: pd.DataFrame, causes_b: pd.DataFrame, threshold_
 
 # --- the matched operator tree ------------------------------------------------------------
 
-def _tree_side(model):
+def _tree_side(model: TraceModel) -> pd.DataFrame:
     """The nodes of one trace's tree: its live operators (after the duplicate-node rule) and,
     in a trace recorded with modules, its nn.Module frames (`nn.Module: X`, as the Module view
     finds them), nested by time on their thread so that a path reads module > submodule >
@@ -252,7 +256,8 @@ def _tree_side(model):
         "depth": depth, "host_total_us": dur, "device_total_us": device_total})
 
 
-def _match_trees(side_a, side_b):
+def _match_trees(side_a: pd.DataFrame, side_b: pd.DataFrame) \
+        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], pd.DataFrame]:
     """Node ids of the union of both trees, keyed by (parent node, name), level by level
     (one vectorised lookup per nesting level): returns (node per row of side_a, node per row
     of side_b, the nodes' parent and name)."""
@@ -289,7 +294,8 @@ def matched_tree(a: TraceModel, b: TraceModel) -> tuple[pd.DataFrame, np.ndarray
     n = len(nodes)
     steps_a, steps_b = len(step_windows(a)), len(step_windows(b))
 
-    def per_node(side, node, column, steps):
+    def per_node(side: pd.DataFrame, node: npt.NDArray[np.int64], column: str | None, steps: int) \
+            -> npt.NDArray[np.float64]:
         weights = side[column].to_numpy(np.float64) if column else np.ones(len(side))
         return np.bincount(node, weights=weights, minlength=n) / steps
 
@@ -309,7 +315,7 @@ def matched_tree(a: TraceModel, b: TraceModel) -> tuple[pd.DataFrame, np.ndarray
     return DIFF_TREE.frame(table), rows_a, rows_b
 
 
-def _op_nodes(model, side, node):
+def _op_nodes(model: TraceModel, side: pd.DataFrame, node: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """The node of each row of model.ops (-1 for merged rows), from a side's rows (module
     frames, numbered after the ops, left out)."""
     rows = side["row"].to_numpy()
@@ -321,7 +327,7 @@ def _op_nodes(model, side, node):
 
 # --- contributors -------------------------------------------------------------------------
 
-def _step_of(model, ts):
+def _step_of(model: TraceModel, ts: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     """The step number each time falls in (its window), -1 outside every step."""
     windows = step_windows(model)
     start, end = windows["start_us"].to_numpy(), windows["end_us"].to_numpy()
@@ -330,7 +336,7 @@ def _step_of(model, ts):
     return np.where(inside, windows["step"].to_numpy()[np.clip(k, 0, None)], -1)
 
 
-def _compute_kernels(model, op_node, tree):
+def _compute_kernels(model: TraceModel, op_node: npt.NDArray[np.int64], tree: pd.DataFrame) -> pd.DataFrame:
     """The compute kernels inside steps: operator node (the launching operator's matched
     ancestor-or-self in the tree), name, shapes (the launching operator's input shapes), ts,
     dur, step."""
@@ -351,7 +357,7 @@ def _compute_kernels(model, op_node, tree):
                          "ts": ts[keep], "dur": k["dur"].to_numpy()[keep], "step": step[keep]})
 
 
-def _longest(events, keys):
+def _longest(events: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per group of `keys`: step, ts and dur of its longest event."""
     if not len(events):
         return events.loc[[], [*keys, "step", "ts", "dur"]]
@@ -359,12 +365,13 @@ def _longest(events, keys):
     return events.loc[rows.to_numpy(), [*keys, "step", "ts", "dur"]]
 
 
-def _per_step(events, keys, steps):
+def _per_step(events: pd.DataFrame, keys: list[str], steps: int) -> pd.DataFrame:
     grouped = events.groupby(keys, sort=False, observed=True)["dur"].agg(["size", "sum"]).reset_index()
     return grouped.assign(calls=grouped["size"] / steps, time=grouped["sum"] / steps).drop(columns=["size", "sum"])
 
 
-def _side_by_side(events_a, events_b, keys, steps_a, steps_b):
+def _side_by_side(events_a: pd.DataFrame, events_b: pd.DataFrame, keys: list[str], steps_a: int, steps_b: int) \
+        -> pd.DataFrame:
     """Per key: calls and time per step on each side, with each side's longest event."""
     a, b = _per_step(events_a, keys, steps_a), _per_step(events_b, keys, steps_b)
     both = a.merge(b, on=keys, how="outer", suffixes=("_a", "_b"))
@@ -380,7 +387,8 @@ def _side_by_side(events_a, events_b, keys, steps_a, steps_b):
     return both
 
 
-def _device_compute_parts(kernels_a, kernels_b, steps_a, steps_b, compute_delta):
+def _device_compute_parts(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame, steps_a: int, steps_b: int,
+                          compute_delta: float) -> pd.DataFrame:
     """Device compute's change per (operator node, kernel), split exactly into its parts.
     Kernels are matched by name under the same operator node; the calls of kernels found on
     one side only are matched by their operator node and its input shapes where both sides
@@ -389,7 +397,7 @@ def _device_compute_parts(kernels_a, kernels_b, steps_a, steps_b, compute_delta)
     keys, match = ["node", "name"], ["node", "shapes"]
     both = _side_by_side(kernels_a, kernels_b, keys, steps_a, steps_b)
 
-    def one_sided(events, absent_on_other):
+    def one_sided(events: pd.DataFrame, absent_on_other: str) -> npt.NDArray[np.bool_]:
         pairs = pd.MultiIndex.from_frame(both.loc[both[absent_on_other] == 0, keys])
         return pd.MultiIndex.from_frame(events[keys]).isin(pairs) & (events["node"].to_numpy() >= 0)
 
@@ -401,12 +409,12 @@ def _device_compute_parts(kernels_a, kernels_b, steps_a, steps_b, compute_delta)
     pooled_a = lone_a & pd.MultiIndex.from_frame(kernels_a[match]).isin(shared)
     pooled_b = lone_b & pd.MultiIndex.from_frame(kernels_b[match]).isin(shared)
 
-    def names(events):  # one string per operator and shapes, not per event
+    def names(events: pd.DataFrame) -> pd.Series:  # one string per operator and shapes, not per event
         return events.groupby(match, sort=False)["name"].agg(lambda n: ", ".join(sorted(set(n))))
 
     label = (names(kernels_a[pooled_a]) + " -> " + names(kernels_b[pooled_b])).rename("label").reset_index()
 
-    def relabelled(events):
+    def relabelled(events: pd.DataFrame) -> pd.DataFrame:
         return events.merge(label, on=match).drop(columns="name").rename(columns={"label": "name"})
 
     both = pd.concat([_side_by_side(kernels_a[~pooled_a], kernels_b[~pooled_b], keys, steps_a, steps_b),
@@ -415,7 +423,7 @@ def _device_compute_parts(kernels_a, kernels_b, steps_a, steps_b, compute_delta)
     return _parts(both, compute_delta)
 
 
-def _parts(both, compute_delta):
+def _parts(both: pd.DataFrame, compute_delta: float) -> pd.DataFrame:
     """The rows of `both` (per key: calls and time per step on each side) split into the
     parts of device compute, plus the overlap that makes them add up to `compute_delta`."""
     calls_a, calls_b = both["calls_a"].to_numpy(), both["calls_b"].to_numpy()
@@ -438,7 +446,7 @@ def _parts(both, compute_delta):
     return rows
 
 
-def _host_events(model, picked, table="ops"):
+def _host_events(model: TraceModel, picked: Callable[[str], bool], table: str = "ops") -> pd.DataFrame:
     """Events of `model.<table>` whose name `picked(name)` holds (asked once per distinct
     name), inside steps: name, ts, dur, step."""
     t = getattr(model, table)
@@ -450,7 +458,7 @@ def _host_events(model, picked, table="ops"):
                          "dur": t["dur"].to_numpy()[mask][inside], "step": step[inside]})
 
 
-def _operator_self_times(model, op_node, tree):
+def _operator_self_times(model: TraceModel, op_node: npt.NDArray[np.int64], tree: pd.DataFrame) -> pd.DataFrame:
     """Operators inside steps with their host self time as `dur`, keyed by tree node."""
     ops, times = model.ops, operator_tree(model)
     live = np.flatnonzero(~times["merged"].to_numpy() & times["is_operator"].to_numpy())
@@ -462,7 +470,7 @@ def _operator_self_times(model, op_node, tree):
     return table[table["step"] >= 0]
 
 
-def _cause_events(model, op_node, tree):
+def _cause_events(model: TraceModel, op_node: npt.NDArray[np.int64], tree: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """For each cause besides device compute and other, the events whose time per step
     stands for it (raw durations by name; the cause's own delta is the exclusive time):
     host and launch has the runtime calls and each operator's host self time."""
@@ -483,7 +491,8 @@ def _cause_events(model, op_node, tree):
             "host_launch": pd.concat([launches, _operator_self_times(model, op_node, tree)], ignore_index=True)}
 
 
-def _contributors(a, b, tree, nodes_a, nodes_b, explanation):
+def _contributors(a: TraceModel, b: TraceModel, tree: pd.DataFrame, nodes_a: npt.NDArray[np.int64],
+                  nodes_b: npt.NDArray[np.int64], explanation: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     steps_a, steps_b = int(explanation["steps_a"].iloc[0]), int(explanation["steps_b"].iloc[0])
     compute_delta = float(explanation.loc[explanation["cause"] == "device_compute", "mean_us_delta"].iloc[0])
     compute = _device_compute_parts(_compute_kernels(a, nodes_a, tree), _compute_kernels(b, nodes_b, tree),
@@ -523,7 +532,7 @@ def _contributors(a, b, tree, nodes_a, nodes_b, explanation):
     node = rows["node"].to_numpy(np.int64)
     tree_names = tree["name"].to_numpy()
 
-    def operator_of(node):
+    def operator_of(node: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
         return np.where(node >= 0, tree_names[np.clip(node, 0, None)] if len(tree_names) else "", "")
 
     calls_a, calls_b = rows["calls_a"].to_numpy(), rows["calls_b"].to_numpy()
@@ -550,7 +559,7 @@ def _contributors(a, b, tree, nodes_a, nodes_b, explanation):
 _CONTRIBUTOR = ["cause", "part", "name"]
 
 
-def _summed_over_paths(rows):
+def _summed_over_paths(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per contributor (cause, part, name) from rows per operator node: a kernel or
     call that ran under many module paths is one contributor of its whole change, not one per
     path (each under the limit of those listed). Calls and times are summed; `node` is the

@@ -4,6 +4,7 @@ candidates for fusion (torch.compile, a fused or custom kernel)."""
 import re
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import declare, integer, route
@@ -64,7 +65,7 @@ def kernel_sequences(model: TraceModel, length: int = DEFAULT_LENGTH, top: int =
     return cached(model, ("kernel_sequences", int(length), int(top)), lambda: _kernel_sequences(model, length, top))
 
 
-def is_fusible_kernel(name):
+def is_fusible_kernel(name: str) -> bool:
     """Whether fusion could remove a kernel of this name: an element-wise or reduction kernel,
     never a library one (cuDNN, cuBLAS, CUTLASS, GEMM, convolution, attention, collectives,
     Inductor's)."""
@@ -72,7 +73,7 @@ def is_fusible_kernel(name):
         and bool(_ELEMENTWISE_OR_REDUCTION.search(name))
 
 
-def _kernel_sequences(model, length, top):
+def _kernel_sequences(model: TraceModel, length: int, top: int) -> pd.DataFrame:
     k = model.kernels
     empty = KERNEL_SEQUENCES.empty()
     if len(k) < 2 * length:
@@ -120,7 +121,7 @@ def _kernel_sequences(model, length, top):
     })
 
 
-def _identical_rows(rows):
+def _identical_rows(rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(row -> class id, size of each class) for rows of small non-negative integers. Rows
     are packed into one int64 each when their bits fit (a 1-D unique is several times faster
     than np.unique(axis=0)), else compared as rows."""

@@ -15,7 +15,7 @@ CAUSES = ("device_compute", "memcpy_memset", "communication", "synchronisation",
 def step_causes(model: TraceModel) -> pd.DataFrame:
     """Per step: step, then each cause's exclusive time (`<cause>_us`) and total_us; the
     causes sum to total_us, the step's length (the step windows of `Profile.steps`)."""
-    def build():
+    def build() -> pd.DataFrame:
         windows = step_windows(model)
         named = {name: (start, end) for name, start, end in breakdown_categories(model)}
         rt = model.runtime

@@ -14,11 +14,12 @@ Slices live in "groups", one per (track, lane); lanes are nesting depths (overla
 get their own lane). Within a group, rows are sorted by start time.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..schema import declare, documented, integer, route, tab
@@ -97,7 +98,9 @@ class Level:
     cummax_end: np.ndarray  # running max of `end` within each group
 
     @classmethod
-    def build(cls, resolution_us, n_groups, group, start, end, count, busy, name, event):
+    def build(cls, resolution_us: float, n_groups: int, group: npt.NDArray[np.int64], start: npt.NDArray[np.float64],
+              end: npt.NDArray[np.float64], count: npt.NDArray[np.int64], busy: npt.NDArray[np.float64],
+              name: npt.NDArray[np.int64], event: npt.NDArray[np.int64]) -> "Level":
         offsets = np.searchsorted(group, np.arange(n_groups + 1), side="left")
         # running max of end, restarted at each group: shift groups apart, accumulate, shift back
         shift = (np.nanmax(end) - np.nanmin(start) + 1.0) if len(end) else 1.0
@@ -105,7 +108,8 @@ class Level:
         cummax = np.maximum.accumulate(shifted) - group * shift + np.nanmin(start) if len(end) else end
         return cls(resolution_us, group, start, end, count, busy, name, event, offsets, cummax)
 
-    def window(self, groups, t0, t1):
+    def window(self, groups: npt.NDArray[np.int64], t0: float, t1: float) \
+            -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Row ranges [lo, hi) of each of `groups` that may overlap [t0, t1]."""
         lo_rows, hi_rows = self.group_offsets[groups], self.group_offsets[groups + 1]
         lo = np.empty(len(groups), dtype=np.int64)
@@ -116,7 +120,10 @@ class Level:
         return lo, np.maximum(hi, lo)
 
 
-def merge_blocks(group, start, end, count, busy, name, event, resolution_us):
+def merge_blocks(group: npt.NDArray[np.int64], start: npt.NDArray[np.float64], end: npt.NDArray[np.float64],
+                 count: npt.NDArray[np.int64], busy: npt.NDArray[np.float64], name: npt.NDArray[np.int64],
+                 event: npt.NDArray[np.int64], resolution_us: float) \
+        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[Any], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Merge runs of blocks shorter than `resolution_us` in the same group whose gaps are
     shorter than `resolution_us`; longer blocks stay as they are. Inputs sorted by (group,
     start). Counts and busy time add up; the name is the longest member's."""
@@ -167,7 +174,7 @@ class TimelineIndex:
     names : pandas Index of all names (slice `name` codes index it).
     """
 
-    def __init__(self, model):
+    def __init__(self, model: TraceModel) -> None:
         self.model = model
         slices = []
         ops = model.ops
@@ -204,7 +211,7 @@ class TimelineIndex:
         self.slices = frame.drop(columns=["thread", "track_kind"])
         self.levels = self._levels()
 
-    def _tracks(self, frame):
+    def _tracks(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, npt.NDArray[np.int64], pd.DataFrame]:
         """One track per (thread, kind of track); named from the trace's metadata. Returns the
         tracks, each slice's track, and the key of each track: thread (row of model.threads),
         kind, track."""
@@ -252,7 +259,7 @@ class TimelineIndex:
                                       "kind": keys["track_kind"].to_numpy(), "track": track_of_key})
         return tracks, track_of_key[slice_key] if len(frame) else np.zeros(0, np.int64), thread_tracks
 
-    def _levels(self):
+    def _levels(self) -> list[Level]:
         s = self.slices
         group = (s["track"].to_numpy() * self.max_lanes + s["lane"].to_numpy()).astype(np.int64)
         order = np.lexsort((s["ts"].to_numpy(), group))
@@ -268,7 +275,7 @@ class TimelineIndex:
             resolution *= LEVEL_FACTOR
         return levels
 
-    def track_ids(self, tracks=None):
+    def track_ids(self, tracks: npt.ArrayLike | None = None) -> npt.NDArray[np.int64]:
         """The existing tracks among `tracks` (None: all), each once and in order: a track
         named twice would be answered twice (2,000 repeats of one track made a 469 MB reply)."""
         if tracks is None:
@@ -276,7 +283,8 @@ class TimelineIndex:
         tracks = np.unique(np.asarray(tracks, dtype=np.int64))
         return tracks[(tracks >= 0) & (tracks < len(self.tracks))]
 
-    def query(self, start_us, end_us, resolution_us, tracks=None, admit=None):
+    def query(self, start_us: float, end_us: float, resolution_us: float, tracks: npt.NDArray[np.int64] | None = None,
+              admit: Callable[[int, str], object] | None = None) -> dict[str, Any]:
         """Slices and merged blocks of `tracks` overlapping [start_us, end_us].
 
         Returns a dict of equal-length lists: track, lane, start_us, dur_us, name (index into
@@ -355,10 +363,10 @@ def critical_path_tracks(model: TraceModel, step: int | None = None) -> pd.DataF
     return TIMELINE_CRITICAL_PATH.frame(path.assign(track=np.where(found >= 0, keys["track"].to_numpy()[found], -1)))
 
 
-def _stream_threads(model):
+def _stream_threads(model: TraceModel) -> pd.DataFrame:
     """Per device stream with activity (the tables the critical path reads, as
     `common.device_activity`): the row of model.threads its events are written on."""
-    def build():
+    def build() -> pd.DataFrame:
         parts = [getattr(model, source)[["device", "stream", "thread"]] for source in ("kernels", "memcpy", "memset")]
         return pd.concat(parts, ignore_index=True).drop_duplicates(["device", "stream"]).astype(np.int64)
     return cached(model, "timeline_stream_threads", build)
@@ -425,12 +433,13 @@ def counters(model: TraceModel, start_us: float, end_us: float, points: int = 50
     return [{"pid": "", **one} for one in series]
 
 
-def _series(name, unit, edges, values):
+def _series(name: str, unit: str, edges: npt.NDArray[np.float64], values: npt.NDArray[np.float64]) -> dict[str, Any]:
     return {"name": name, "unit": unit, "time_us": edges[:-1].tolist(), "value": np.round(values, 3).tolist(),
             "max": np.round(values, 3).tolist()}
 
 
-def _step_series(name, unit, edges, times, values):
+def _step_series(name: str, unit: str, edges: npt.NDArray[np.float64], times: npt.NDArray[np.float64],
+                 values: npt.NDArray[Any]) -> dict[str, Any]:
     """A step function sampled per bucket: the value at the bucket start and the bucket max."""
     order = np.argsort(times, kind="stable")
     times, values = times[order], values[order]
@@ -449,11 +458,11 @@ def _step_series(name, unit, edges, times, values):
             "value": at_start[keep].tolist(), "max": peak[keep].tolist()}
 
 
-def _slice_ids(index):
+def _slice_ids(index: TimelineIndex) -> dict[Hashable, npt.NDArray[np.int64]]:
     """{source table: array mapping its rows to slice ids}."""
-    def build():
+    def build() -> dict[Hashable, npt.NDArray[np.int64]]:
         s = index.slices
-        out = {}
+        out: dict[Hashable, npt.NDArray[np.int64]] = {}
         for source, part in s.groupby("source", sort=False):
             ids = np.full(int(part["row"].max()) + 1, -1, dtype=np.int64)
             ids[part["row"].to_numpy()] = part.index.to_numpy()
@@ -462,7 +471,7 @@ def _slice_ids(index):
     return cached(index.model, "timeline_slice_ids", build)
 
 
-def _slice_of(index, source, rows):
+def _slice_of(index: TimelineIndex, source: str, rows: npt.ArrayLike) -> npt.NDArray[np.int64]:
     ids = _slice_ids(index).get(source)
     rows = np.asarray(rows, dtype=np.int64)
     if ids is None:
@@ -485,7 +494,7 @@ def slice_endpoint(index: TimelineIndex, slice_id: int) -> dict[str, Any]:
             "name": str(index.names[_cell(s, "name", slice_id)])}
 
 
-def _plain(value):
+def _plain(value: object) -> Any:
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating, float)):
@@ -493,7 +502,7 @@ def _plain(value):
     return value if isinstance(value, (int, str, bool)) or value is None else str(value)
 
 
-def _check_event(slices, event):
+def _check_event(slices: pd.DataFrame, event: int) -> None:
     """`NotFoundError` naming the valid event ids unless `event` is one."""
     if not 0 <= event < len(slices):
         valid = f"events are 0..{len(slices) - 1}" if len(slices) else "this trace has no events on its timeline"
@@ -561,7 +570,7 @@ def event_flows(index: TimelineIndex, event: int) -> list[dict[str, Any]]:
             for kind, f, t in pairs if f >= 0 and t >= 0]
 
 
-def _fwdbwd_pairs(index, op_row):
+def _fwdbwd_pairs(index: TimelineIndex, op_row: int) -> list[tuple[str, int, int]]:
     """Forward/backward links of one op: flow start at the forward op, end at the backward op
     (paired when the model was built: the flows' `op` and `peer`)."""
     fl = index.model.flows
