@@ -914,17 +914,6 @@ class RunStore:
         self._check_going(path)
         self._progress(path, stage, fraction)
 
-    def _from_cache(self, path):
-        """(the cached profile or None, the file's identity for a new entry or None)."""
-        from .profile import cached_profile
-
-        if not self.cache or not self.cache.enabled:
-            return None, None
-        assert self._storage is not None  # a load is of a file the scan found
-        identity = self._storage.identity(path)
-        return cached_profile(self.cache, self._storage, path, identity, self.max_parse_bytes,
-                              partial(self._reserve, path)), identity
-
     def _is_snapshot(self, path):
         with self._lock:
             return any(path == f.path for run in self._runs.values() for f in run.snapshot_files())
@@ -966,21 +955,13 @@ class RunStore:
             return self._snapshot_or_cached(path)
         # Imported here, on the loader thread: numpy, pandas, polars and the views cost
         # TensorBoard ~0.5 s and ~60 MB at start-up, also where the plugin is never opened.
-        from .profile import read_profile
+        from .profile import load_through_cache
 
         assert self._storage is not None  # a load is of a file the scan found
-        display = self._storage.display(path)
         self._progress(path, STAGE_READING, None)
-        cached, identity = self._from_cache(path)
-        if cached is not None:
-            return cached, identity
-        profile = read_profile(self._storage, path, self.max_parse_bytes, partial(self._checked_progress, path),
-                               reserve=partial(self._reserve, path), admit=partial(self._admit, path))
-        # The file was unchanged while parsed (an identity is known only with a cache).
-        if identity is not None and self.cache is not None and self._storage.identity(path) == identity:
-            self.cache.put(self.cache.key(display), identity, profile.model, display)
-            return profile, identity
-        return profile, None
+        return load_through_cache(self._storage, path, self.cache, self.max_parse_bytes,
+                                  partial(self._checked_progress, path), reserve=partial(self._reserve, path),
+                                  admit=partial(self._admit, path))
 
     def _failed(self, path, reason, transient=False):
         with self._lock:

@@ -43,7 +43,7 @@ ALLOWED = {
     "snapshot/": (("snapshot/", "errors"), "the memory snapshot model knows nothing of the layers above it"),
     "views/": (("views/", "trace/model", "trace/linking", "snapshot/model", "schema", "errors"),
                "a view is a pure function of a model: no HTTP, no loading, no parsing"),
-    "profile": (("budget", "trace/", "views/", "errors", "schema", "stages", "storage", "discovery"),
+    "profile": (("budget", "cache", "trace/", "views/", "errors", "schema", "stages", "storage", "discovery"),
                 "the Python API works without a server"),
     "memory_snapshot": (("budget", "snapshot/", "views/", "errors", "storage"),
                         "the Python API over memory snapshots works without a server"),
