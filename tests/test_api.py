@@ -499,7 +499,7 @@ def test_distributed_view_of_more_ranks_than_profiles_kept_in_memory(tmp_path):
     assert progress["total"] == 6 and 0 <= progress["ready"] < 6 and progress["stage"]
     body = wait_route(client, url, timeout=120)
     assert body.status_code == 200, body.get_json()
-    assert len(plugin.store._profiles) <= 2  # never more than the store may keep
+    assert len(plugin.store.budget.loaded) <= 2  # never more than the store may keep
     got = body.get_json()
     models = {f"rank{r}": tb_plugin.load(tmp_path / "run" / f"rank{r}.pt.trace.json.gz").model for r in range(6)}
     expected = distributed_view.distributed(models).all_steps

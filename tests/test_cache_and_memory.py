@@ -407,8 +407,8 @@ def test_least_recently_used_profiles_are_dropped_beyond_the_budget(tmp_path):
     order = [("cnn", "worker0", 1), ("cnn", "worker0", 2), ("ddp", "worker0", 1), ("ddp", "worker1", 1)]
     for run, worker, span in order:
         store.profile_blocking(run, worker, span, timeout=60)
-        assert sum(store._sizes.values()) <= store.max_memory_bytes
-    kept = set(store._profiles)
+        assert sum(store.budget.sizes.values()) <= store.max_memory_bytes
+    kept = set(store.budget.loaded)
     last = store.span_file(*order[-1]).path
     first = store.span_file(*order[0]).path
     assert last in kept and first not in kept and len(kept) < len(order)
