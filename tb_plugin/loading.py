@@ -610,6 +610,10 @@ class RunStore:
     def max_profiles(self) -> int:
         return self.budget.max_profiles
 
+    @max_profiles.setter
+    def max_profiles(self, value: int) -> None:
+        self.budget.max_profiles = value
+
     def held_bytes(self) -> int:
         """Memory the store accounts for (`MemoryBudget.held_bytes`)."""
         return self.budget.held_bytes()

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from .budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
-from .cache import ModelCache
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, TraceError
 from .schema import ROUTES, Offer, Param, Route, Tab, ordered_tabs
@@ -36,7 +35,8 @@ from .views import cudagraphs as cudagraph_view
 from .views import gpu_idle, launches, memory, overview, recommendations, sequences
 from .views.common import cached, is_rocm
 
-if TYPE_CHECKING:  # the deferred views, for annotations
+if TYPE_CHECKING:  # the deferred views, and the disk cache a load may not use, for annotations
+    from .cache import ModelCache
     from .views import diff as diff_view
     from .views import distributed as distributed_view
     from .views import flops as flops_view
@@ -651,7 +651,11 @@ def load(path_or_url: str | os.PathLike[str],
         `max_memory_bytes` to load; the message names the file and the reason.
     """
     storage, name = open_single(path_or_url)
-    cache = ModelCache(cache_dir) if cache_dir is not None else None
+    cache = None
+    if cache_dir is not None:  # imported only then: a load without a cache does not pay for it
+        from .cache import ModelCache
+
+        cache = ModelCache(cache_dir)
     return load_through_cache(storage, name, cache, max_memory_bytes, progress)[0]
 
 
