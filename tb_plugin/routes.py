@@ -63,7 +63,6 @@ DECLARED_ROUTES = {
     "queue_length": "tb_plugin.views.queues",
     "queue_length_summary": "tb_plugin.views.queues",
     "steps": "tb_plugin.views.overview",
-    "streams": "tb_plugin.views.streams",
     "timeline_critical_path": "tb_plugin.views.timeline",
 }
 # END declared routes

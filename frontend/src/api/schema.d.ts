@@ -3328,54 +3328,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/streams": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Kernels and kernel time per device and stream. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["StreamSummaryTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/timeline_critical_path": {
         parameters: {
             query?: never;
@@ -3434,7 +3386,7 @@ export interface components {
          * @description A tab of the page (`?view=`), each declared with `schema.tab` beside its view.
          * @enum {string}
          */
-        ViewName: "overview" | "operator" | "kernel" | "streams" | "gpu_idle" | "memory" | "module" | "trace" | "compiled" | "lightning" | "job" | "distributed" | "diff" | "memory_snapshot";
+        ViewName: "overview" | "operator" | "kernel" | "gpu_idle" | "memory" | "module" | "trace" | "compiled" | "lightning" | "job" | "distributed" | "diff" | "memory_snapshot";
         /** @description One call-stack frame, innermost first, as the trace wrote it (`text`, parsed into file, line and function where it has that form). */
         StackFrame: {
             /** @description As written: often relative to the sys.path entry of the module. */
@@ -6522,25 +6474,6 @@ export interface components {
                 "ts",
                 "dur",
                 "op"
-            ];
-            rows: [
-                number,
-                number,
-                number,
-                number
-            ][];
-        };
-        /** @description `stream_summary`: one CUDA stream of one device. */
-        StreamSummaryTable: {
-            /**
-             * @description The column names, in this order.
-             * @constant
-             */
-            columns: [
-                "device",
-                "stream",
-                "kernels",
-                "total_us"
             ];
             rows: [
                 number,

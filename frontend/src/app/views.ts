@@ -15,7 +15,6 @@ import { KernelView } from '../views/kernel/KernelView';
 import { LightningView } from '../views/lightning/LightningView';
 import { MemoryView } from '../views/memory/MemoryView';
 import { SnapshotView } from '../views/memory_snapshot/SnapshotView';
-import { StreamsView } from '../views/streams/StreamsView';
 import { ModuleView } from '../views/module/ModuleView';
 import { OperatorView } from '../views/operator/OperatorView';
 import { OverviewView } from '../views/overview/OverviewView';
@@ -25,7 +24,6 @@ export const VIEWS: Record<ViewName, { label: string; component: FunctionCompone
   overview: { label: 'Overview', component: OverviewView },
   operator: { label: 'Operator', component: OperatorView },
   kernel: { label: 'Kernel', component: KernelView },
-  streams: { label: 'Streams', component: StreamsView },
   gpu_idle: { label: 'GPU idle', component: GpuIdleView },
   memory: { label: 'Memory', component: MemoryView },
   module: { label: 'Module', component: ModuleView },
