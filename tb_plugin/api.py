@@ -29,9 +29,10 @@ import orjson
 import pandas as pd
 from werkzeug import wrappers, wsgi
 
+from .accounting import REPLY_SHARE, ReplyReservation
 from .discovery import printable
 from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
-from .loading import REPLY_SHARE, Loading, ReplyReservation, ready
+from .loading import Loading, ready
 from .memory_snapshot import beside_traces, side_by_side
 from .profile import answer_of, declared_routes
 from .runs import (FILE_SUMMARIES, Failed, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,

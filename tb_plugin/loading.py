@@ -8,11 +8,11 @@ trace never waits behind a large one). Failures are remembered with the file's i
 file, a `chmod`) is tried again and a broken one is not reparsed on every request; a file that
 could not be read at all is tried again after `retry_seconds`.
 
-One memory budget covers what the process holds: parsed profiles with what their views
-cached (the timeline index included), the loads in flight (reserved by their estimate before
-they start, re-estimated per event once the events are counted, cancelled when that no
-longer fits), the reply cache (`ReplyCache`, bounded in bytes) and the replies being built
-(`ReplyReservation`: counted while built, refused beyond a share of the budget).
+One memory budget covers what the process holds (`accounting.MemoryBudget`, the store's
+`budget`): parsed profiles and memory snapshots with what their views cached, the loads in
+flight (reserved by their estimate before they start, re-estimated per event once the events
+are counted, cancelled when that no longer fits), the summaries, the reply cache and the
+replies being built. The store decides what to load and when; the budget counts and drops.
 
 Memory snapshots listed with a run (`snapshot`) go through the same machinery, keyed by
 their path: loaded in the background, failures remembered, counted in the budget (reserved
@@ -20,19 +20,12 @@ before the read by `memory_snapshot.PEAK_BYTES_PER_SNAPSHOT_BYTE` per inflated b
 their decoded tables kept in the disk cache like a trace's (`_snapshot_or_cached`).
 """
 
-import ctypes
-import functools
-import gc
 import gzip
 import logging
 import os
-import sys
 import threading
 import time
-import types
-import weakref
 import zlib
-from collections import OrderedDict
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
@@ -40,12 +33,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
+from .accounting import MemoryBudget, ReplyReservation, cap_malloc_arenas, give_back_memory, held_bytes, profile_bytes
 from .budget import estimate_parse_bytes, events_in, json_limit
-from .cache import model_bytes
 from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
-from .errors import FileAccessError, NotFoundError, ReplyTooLargeError, StillLoadingError, TraceError, os_reason
-from .snapshot.model import SnapshotModel
-from .snapshot.model import model_bytes as snapshot_model_bytes
+from .errors import FileAccessError, NotFoundError, StillLoadingError, TraceError, os_reason
 from .stages import STAGE_QUEUED, STAGE_READING
 from .summaries import SummaryStore
 from .storage import GZIP_MAGIC, Storage, inflate_head
@@ -60,231 +51,11 @@ if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and
 logger = logging.getLogger(__name__)
 Summary = TypeVar("Summary")
 
-# glibc malloc arenas the server's threads share (`cap_malloc_arenas`); mallopt's code for it.
-MALLOC_ARENAS = 2
-_M_ARENA_MAX = -8
-# Replies kept for reuse take at most this share of the memory budget, and so does one reply
-# while it is built.
-REPLY_SHARE = 8
-# Memory building a reply holds at its peak per value sent: the value as a Python object in
-# the row lists, its slot there and its JSON text (86 bytes measured on a table of floats,
-# integers and categorical strings; benchmarks/README.md, "Reply bounds").
-REPLY_BYTES_PER_VALUE = 96
 # How long a request may wait for the first scan of the log directory after start-up.
 _FIRST_SCAN_WAIT_SECONDS = 30.0
 # A file modified this recently when it failed to parse may still have been being written:
 # that failure is not final, the file is parsed again after `retry_seconds`.
 _SETTLING_SECONDS = 10.0
-
-
-def held_bytes(value, seen=None):
-    """Memory held by `value` and what it refers to: a table's columns (with the text of
-    object and string columns, and each category list once), arrays, dicts, lists, tuples and
-    objects' attributes, however deep, each object once (`seen`: ids counted already).
-
-    Counting only a few levels down and columns' `nbytes` missed most of a profile's views: a
-    timeline index's levels sit five levels deep, an object column's `nbytes` is its pointers,
-    and the index's reference to its model counted the model twice; the plugin counted 40-46%
-    of what a profile made the process grow by (issue 27)."""
-    import numpy as np  # a profile (or a summary) exists, so numpy and pandas are loaded already
-    import pandas as pd
-
-    seen = set() if seen is None else seen
-    total, todo = 0, [value]
-    while todo:
-        item = todo.pop()
-        if id(item) in seen or isinstance(item, (type, types.ModuleType, types.FunctionType, types.MethodType)):
-            continue
-        seen.add(id(item))
-        if isinstance(item, pd.DataFrame):
-            todo.append(item.index)
-            todo.extend(column for _, column in item.items())
-        elif isinstance(item, (pd.Series, pd.Index)):
-            if isinstance(item.dtype, pd.CategoricalDtype):  # codes here; the shared category list once
-                # a categorical dtype's array is a Categorical; pandas-stubs type it ExtensionArray
-                total += cast(pd.Categorical, item.array).codes.nbytes
-                todo.append(item.dtype.categories)
-            elif item.dtype.kind in "biufcmM":  # numbers and times: no per-value objects
-                total += item.nbytes
-            elif item.dtype == object:
-                total += _object_values_bytes(item.to_numpy())
-            else:  # pandas' own strings: their buffers (a C loop, not one in Python)
-                total += item.memory_usage(deep=True) if isinstance(item, pd.Index) else item.memory_usage(index=False, deep=True)
-        elif isinstance(item, np.ndarray):
-            total += _object_values_bytes(item) if item.dtype == object else item.nbytes
-        elif isinstance(item, dict):
-            total += sys.getsizeof(item)
-            todo.extend(tuple(item.values()))  # a snapshot: other threads add views' results meanwhile
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            total += sys.getsizeof(item)
-            todo.extend(item)
-        elif hasattr(item, "__dict__"):
-            total += sys.getsizeof(item)
-            todo.extend(tuple(vars(item).values()))
-        else:
-            total += sys.getsizeof(item)
-    return int(total)
-
-
-def _object_values_bytes(values):
-    """Memory of an object array: its pointers, and each distinct object it points to once.
-    A view's text column mostly points at the few strings of a category list (the names of
-    the ops, `views.common.texts`): counting a string per row counted the same string
-    thousands of times. Objects are told apart by identity, in C loops (`map`, numpy)."""
-    import numpy as np
-
-    values = values.ravel()
-    ids = np.fromiter(map(id, values), dtype=np.int64, count=len(values))
-    _, first = np.unique(ids, return_index=True)
-    return values.nbytes + sum(map(sys.getsizeof, values[first]))
-
-
-def give_back_memory():
-    """Hand memory freed by dropped profiles (and a parse's peak) back to the system: a
-    collection first (tables on a reference cycle outlive their profile until one runs), then
-    glibc's `malloc_trim`, without which freed pages stay in the allocator's arenas and the
-    process keeps its peak (elsewhere than glibc, the collection alone)."""
-    gc.collect()
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim():
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to call
-        return None
-
-
-def cap_malloc_arenas():
-    """Let glibc's malloc make at most `MALLOC_ARENAS` arenas from now on (unless the
-    environment sets `MALLOC_ARENA_MAX`). By default each thread that allocates while another
-    does gets an arena of its own, up to 8 per core: loader threads and dozens of request
-    threads each kept pages freed tables had left half used, and 40 runs clicked through at
-    a 512 MB budget settled ~290 MB higher than with two arenas (benchmarks/README.md,
-    "Memory budget")."""
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return
-    try:
-        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
-    except (OSError, AttributeError):  # not glibc
-        pass
-
-
-def profile_bytes(profile):
-    """A profile's (or a memory snapshot's) tables and what its views cached on the model,
-    each cached result counted once (results never change once built) and apart from the
-    model it refers to."""
-    model = profile.model
-    cache = model.__dict__.get("_view_cache", {})
-    counted = model.__dict__.setdefault("_view_bytes", {})
-    new = [key for key in tuple(cache) if key not in counted]
-    if new:
-        counted_with_model = _model_objects(model)
-        for key in new:
-            counted[key] = held_bytes(cache[key], set(counted_with_model))
-    tables = snapshot_model_bytes(model) if isinstance(model, SnapshotModel) else model_bytes(model)
-    return tables + sum(size for key, size in tuple(counted.items()) if key in cache)
-
-
-def _model_objects(model):
-    """Ids of what `model_bytes` counts: the model, its tables and their category lists (a
-    view's table often shares a column's categories)."""
-    ids = {id(model)}
-    for table in vars(model).values():
-        if hasattr(table, "columns"):
-            ids.add(id(table))
-            ids.update(id(column.cat.categories) for _, column in table.items() if column.dtype == "category")
-    return ids
-
-
-class ReplyCache:
-    """Serialised answers per request path (query string included) and the Profiles it used.
-
-    Every view is a pure function of its profiles and the parameters, so an answer can be
-    reused until a profile is replaced (a changed file loads as a new Profile). Entries go
-    when their first profile does (weakly referenced); an answer that used more profiles
-    (diff, distributed) holds weak references to the others and is reused only while each is
-    still the profile served. Bounded in bytes (least recently used go first): the reply
-    bytes count in the store's memory budget.
-    """
-
-    def __init__(self, max_bytes):
-        self.max_bytes = max_bytes
-        self.nbytes = 0
-        self._entries = OrderedDict()  # (id(first profile), path) -> (ref, reply, other refs, size)
-        self._dead = []  # ids of first profiles gone: their entries are dropped on the next call
-        self._lock = threading.Lock()
-
-    def _drop_dead(self):
-        while self._dead:
-            gone = self._dead.pop()
-            for key in [key for key in self._entries if key[0] == gone]:
-                self.nbytes -= self._entries.pop(key)[3]
-
-    def get(self, profiles, path):
-        """The reply stored for `path` over exactly `profiles` (in order), or None."""
-        first, others = profiles[0], profiles[1:]
-        with self._lock:
-            self._drop_dead()
-            key = (id(first), path)
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            ref, reply, used_others, _ = entry
-            if ref() is not first or len(used_others) != len(others) \
-                    or any(r() is not p for r, p in zip(used_others, others)):
-                return None
-            self._entries.move_to_end(key)
-            return reply
-
-    def put(self, profiles, path, reply):
-        size = len(reply[0]) + len(path) + 256  # body, key and the entry's own objects
-        if size > self.max_bytes:
-            return
-        first = profiles[0]
-        # The callback only records the id: it may run during any allocation, lock held or not.
-        gone = id(first)
-        ref = weakref.ref(first, lambda _: self._dead.append(gone))
-        with self._lock:
-            self._drop_dead()
-            key = (id(first), path)
-            if key in self._entries:
-                self.nbytes -= self._entries.pop(key)[3]
-            self._entries[key] = (ref, reply, tuple(weakref.ref(p) for p in profiles[1:]), size)
-            self.nbytes += size
-            while self.nbytes > self.max_bytes:
-                self.nbytes -= self._entries.popitem(last=False)[1][3]
-
-
-class ReplyReservation:
-    """What one request builds, counted in its store's memory budget while it is built:
-    `admit(values, what)` before building `values` more values (table cells, timeline slice
-    fields) refuses with `ReplyTooLargeError` once the reply would hold more than `max_bytes`,
-    else counts them (profiles beyond the budget make room); `release()` when the reply is sent."""
-
-    def __init__(self, store=None, max_bytes=None):
-        self.store = store
-        self.max_bytes = max_bytes
-        self.nbytes = 0
-
-    def admit(self, values: int, what: str) -> None:
-        need = int(values) * REPLY_BYTES_PER_VALUE
-        if self.max_bytes is not None and self.nbytes + need > self.max_bytes:
-            most = self.max_bytes // REPLY_BYTES_PER_VALUE
-            raise ReplyTooLargeError(f"{what} would send {int(values):,} values, more than the {most:,} one reply may "
-                                     f"hold within the memory budget (--profiler_max_memory_mb); ask for less "
-                                     f"(a shorter time range, a coarser resolution, fewer tracks or rows)")
-        self.nbytes += need
-        if self.store is not None:
-            self.store._count_reply(need)
-
-    def release(self) -> None:
-        if self.store is not None and self.nbytes:
-            self.store._count_reply(-self.nbytes)
-        self.nbytes = 0
 
 
 def loader_count(max_memory_bytes, cores=None):
@@ -407,16 +178,12 @@ class RunStore:
         self.logdir = logdir
         self.rescan_seconds = rescan_seconds
         self.retry_seconds = retry_seconds
-        self.max_profiles = max_profiles
-        self.max_memory_bytes = max_memory_bytes
         self.max_parse_bytes = max_memory_bytes if max_parse_bytes is None else max_parse_bytes
         cap_malloc_arenas()  # before the loader and request threads allocate: the budget bounds the process
         self.cache = cache
-        self._sizes: dict[str, int] = {}
         self._storage: Storage | None = None
         self._runs: dict[str, RunFiles] = {}
         self._files: dict[str, _FileState] = {}
-        self._profiles: OrderedDict[str, Profile] = OrderedDict()
         self._sniff_cache: dict[Any, Any] = {}
         self._lock = threading.RLock()
         # Small results derived from one file's profile (`summary`), kept while the file is
@@ -434,11 +201,11 @@ class RunStore:
         # Timeline indexes are built after a load on a thread of their own: loads never queue
         # behind them.
         self._indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb_plugin_index")
-        # Loads in flight: the memory each may take at its peak, reserved before it starts.
-        self._reserved: dict[str, int] = {}
-        self._budget_changed = threading.Condition(self._lock)
-        self.replies = ReplyCache(max_memory_bytes // REPLY_SHARE)
-        self._building_bytes = 0  # replies being built (`ReplyReservation`)
+        # What the store holds, counted against the memory budget; a profile or snapshot it
+        # drops is loaded again when asked for.
+        self.budget = MemoryBudget(max_memory_bytes, max_profiles, self._lock, self.summaries, self._evicted,
+                                   self._indexer.submit, self._stop)
+        self.replies = self.budget.replies
         self.scan_error = ""
         # What the last scan could not look at (`discovery.Skipped`): shown with the run list.
         self.scan_skipped: list[Skipped] = []
@@ -463,7 +230,7 @@ class RunStore:
     def stop(self) -> None:
         self._stop.set()
         with self._lock:
-            self._budget_changed.notify_all()
+            self.budget.changed.notify_all()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._indexer.shutdown(wait=False, cancel_futures=True)
 
@@ -537,7 +304,7 @@ class RunStore:
     def _snapshot_listing(self, snapshot_file):
         state = self._files.get(snapshot_file.path) or _FileState()
         return {"name": snapshot_file.worker, "span": snapshot_file.span, "path": printable(snapshot_file.path),
-                "status": "ready" if snapshot_file.path in self._profiles else state.status,
+                "status": "ready" if snapshot_file.path in self.budget.loaded else state.status,
                 "reason": state.error if state.status == "error" else ""}
 
     def snapshot_file(self, run: str, name: str, span: int = 1) -> SpanFile:
@@ -548,7 +315,7 @@ class RunStore:
         """The `MemorySnapshot`, or a `Loading` while it is read; raises `NotFoundError`/`TraceError`."""
         path = self.snapshot_file(run, name, span).path
         self._refresh(path)
-        return self._profile_of(path)
+        return cast("MemorySnapshot | Loading", self._profile_of(path))  # a snapshot's path holds its snapshot
 
     def run_files(self, run: str) -> RunFiles:
         # Right after start-up the first scan may still run: "no such run" must mean it.
@@ -623,17 +390,21 @@ class RunStore:
         """The `Profile`, or a `Loading` while it is parsed; raises `NotFoundError`/`TraceError`."""
         path = self.span_file(run, worker, span).path
         self._refresh(path)
-        return self._profile_of(path)
+        return self._trace_profile_of(path)
 
-    def _profile_of(self, path):
+    def _trace_profile_of(self, path: str) -> "Profile | Loading":
+        """`_profile_of` a trace file: the budget holds its `Profile` under its path."""
+        return cast("Profile | Loading", self._profile_of(path))
+
+    def _profile_of(self, path: str) -> "Profile | MemorySnapshot | Loading":
         """`profile` of a file whose size and mtime were just checked (`_refresh`), for a
         user: a prefetch of another file gives way to its load, one of this file becomes its."""
         with self._lock:
             self._prefetching.discard(path)
             self._cancelled.discard(path)
-            if path in self._profiles:
-                self._profiles.move_to_end(path)
-                return self._profiles[path]
+            if path in self.budget.loaded:
+                self.budget.loaded.move_to_end(path)
+                return self.budget.loaded[path]
             state = self._files.setdefault(path, _FileState())
             if state.status == "error" and not self._retry_due(state):
                 raise TraceError(path, state.error)
@@ -666,7 +437,7 @@ class RunStore:
             return False
         need = estimate_parse_bytes(json_bytes, events_in(json_bytes, head))
         with self._lock:
-            if path not in self._profiles:
+            if path not in self.budget.loaded:
                 if self.held_bytes() + need > self.max_memory_bytes:
                     logger.info("not prefetching %s: its load needs about %d MiB, more than the memory budget has free",
                                 path, need >> 20)
@@ -681,7 +452,7 @@ class RunStore:
         if future is not None:
             futures.wait([future])
         with self._lock:
-            profile = self._profiles.get(path)
+            profile = cast("Profile | None", self.budget.loaded.get(path))  # of a trace file
         if profile is None:  # cancelled or failed
             return False
         profile.available_views()  # what the page asks first: the tabs, then the Overview
@@ -725,7 +496,7 @@ class RunStore:
             with self._lock:
                 self._wanted.get(path, {}).pop(key, None)
             return self.summaries.keep(path, key, stored)
-        result = self._profile_of(path)
+        result = self._trace_profile_of(path)
         if isinstance(result, Loading):
             return result
         built = self._build_summaries(path, result)
@@ -745,7 +516,7 @@ class RunStore:
         paths = [self.span_file(run, worker, span).path for worker in workers]
         self.summaries.prefetch(self._storage, self._storage.display(run), paths, span, key, declared, self._refresh)
         with self._lock:
-            self._enforce_budget(keep=0)
+            self.budget.enforce(keep=0)
 
     def profile_blocking(self, run: str, worker: str, span: int, timeout: float | None = None) -> "Profile":
         """Wait for the profile (the CLI, tests and notebooks); raises like `profile`."""
@@ -766,8 +537,7 @@ class RunStore:
 
     def _forget(self, path):
         self._files.pop(path, None)
-        self._profiles.pop(path, None)
-        self._sizes.pop(path, None)
+        self.budget.forget(path)
         self.summaries.forget(path)
         self._wanted.pop(path, None)
 
@@ -780,7 +550,7 @@ class RunStore:
             wanted = self._wanted.pop(path, {})
         built = {key: build(profile) for key, (build, _) in wanted.items()}
         with self._lock:
-            if not built or self._profiles.get(path) is not profile:
+            if not built or self.budget.loaded.get(path) is not profile:
                 return built
             built = {key: self.summaries.keep(path, key, value) for key, value in built.items()}
             identity, missing = self.summaries.unstored(
@@ -802,8 +572,7 @@ class RunStore:
             if state is None:
                 self._files[path] = _FileState(stat=stat)
             elif state.stat != stat and state.status != "loading":
-                self._profiles.pop(path, None)
-                self._sizes.pop(path, None)
+                self.budget.forget(path)
                 self.summaries.forget(path)
                 self._files[path] = _FileState(stat=stat)
 
@@ -827,68 +596,46 @@ class RunStore:
             if state is not None and state.status == "loading":
                 state.stage, state.fraction = stage, fraction
 
-    # --- memory budget ----------------------------------------------------------------------
+    # --- memory budget (`accounting.MemoryBudget` counts; the store says which load) -------
+
+    @property
+    def max_memory_bytes(self) -> int:
+        return self.budget.max_memory_bytes
+
+    @max_memory_bytes.setter
+    def max_memory_bytes(self, value: int) -> None:
+        self.budget.max_memory_bytes = value
+
+    @property
+    def max_profiles(self) -> int:
+        return self.budget.max_profiles
+
+    @max_profiles.setter
+    def max_profiles(self, value: int) -> None:
+        self.budget.max_profiles = value
 
     def held_bytes(self) -> int:
-        """Memory the store accounts for: profiles, loads in flight, summaries, cached replies
-        and replies being built."""
-        with self._lock:
-            return (sum(self._sizes.values()) + sum(self._reserved.values()) + self.replies.nbytes
-                    + self.summaries.nbytes + self._building_bytes)
+        """Memory the store accounts for (`MemoryBudget.held_bytes`)."""
+        return self.budget.held_bytes()
 
     def reply_reservation(self) -> ReplyReservation:
-        """A `ReplyReservation` for one request's reply, at most 1/`REPLY_SHARE` of the budget."""
-        return ReplyReservation(self, self.max_memory_bytes // REPLY_SHARE)
-
-    def _count_reply(self, nbytes):
-        with self._lock:
-            self._building_bytes += nbytes
-            if nbytes > 0:
-                self._enforce_budget(keep=1)
+        """A `ReplyReservation` for one request's reply (`MemoryBudget.reply_reservation`)."""
+        return self.budget.reply_reservation()
 
     def remeasure(self, profiles: Sequence[object]) -> None:
-        """Count again what `profiles` hold (their views cache results on the model as they are
-        asked for) and drop least recently used profiles beyond the budget."""
-        sizes = {id(p): profile_bytes(p) for p in profiles if hasattr(p, "model")}  # not summaries
-        with self._lock:
-            for path, held in self._profiles.items():
-                if id(held) in sizes:
-                    self._sizes[path] = sizes[id(held)]
-            self._enforce_budget(keep=1)
+        """Count again what `profiles` hold (`MemoryBudget.remeasure`)."""
+        self.budget.remeasure(profiles)
 
-    def _enforce_budget(self, keep):
-        """Drop least recently used profiles (keeping the `keep` most recent), then summaries
-        not used for `summaries.SUMMARY_PIN_SECONDS`, while the held memory is beyond the budget; the
-        caller holds the lock. A dropped summary is read again from the disk cache (or built
-        again) when asked for. What was dropped is given back to the system off the request
-        path (`give_back_memory`)."""
-        dropped = len(self._profiles) + len(self.summaries)
-        while len(self._profiles) > keep and (len(self._profiles) > self.max_profiles
-                                              or self.held_bytes() > self.max_memory_bytes):
-            evicted, _ = self._profiles.popitem(last=False)
-            self._sizes.pop(evicted, None)
-            if evicted in self._files:
-                self._files[evicted].status = "new"
-        self.summaries.drop_unused(self.held_bytes() - self.max_memory_bytes)
-        if len(self._profiles) + len(self.summaries) < dropped and not self._stop.is_set():
-            self._indexer.submit(give_back_memory)
+    def _evicted(self, path):
+        """The budget dropped what was loaded of `path`: it is loaded again when asked for."""
+        if path in self._files:
+            self._files[path].status = "new"
 
     def _reserve(self, path, need):
-        """Wait until `need` bytes fit beside the other loads in flight, then hold them (a load
-        alone always starts: the per-trace limit was checked before)."""
-        with self._lock:
-            while (sum(v for k, v in self._reserved.items() if k != path) + need > self.max_memory_bytes
-                   and any(k != path for k in self._reserved) and not self._stop.is_set()):
-                self._progress(path, STAGE_QUEUED, None)
-                self._budget_changed.wait(1.0)
-            self._check_going(path)
-            self._reserved[path] = need
-            self._enforce_budget(keep=0)
-
-    def _unreserve(self, path):
-        with self._lock:
-            self._reserved.pop(path, None)
-            self._budget_changed.notify_all()
+        """Wait until `need` bytes fit beside the other loads in flight, then hold them for the
+        load of `path`, unless it is to stop (`MemoryBudget.reserve`)."""
+        self.budget.reserve(path, need, partial(self._progress, path, STAGE_QUEUED, None),
+                            partial(self._check_going, path))
 
     def _check_going(self, path):
         if self._stop.is_set():
@@ -902,28 +649,13 @@ class RunStore:
         self._hold(path, need)
 
     def _hold(self, path, need):
-        """Hold `need` bytes for the load of `path` from now on (what it turned out to need,
-        within the per-file limit already checked), making room among the loaded files."""
-        with self._lock:
-            self._check_going(path)
-            if path in self._reserved:
-                self._reserved[path] = need
-            self._enforce_budget(keep=0)
+        """Hold `need` bytes for the load of `path` from now on, unless it is to stop
+        (`MemoryBudget.hold`)."""
+        self.budget.hold(path, need, partial(self._check_going, path))
 
     def _checked_progress(self, path, stage, fraction):
         self._check_going(path)
         self._progress(path, stage, fraction)
-
-    def _from_cache(self, path):
-        """(the cached profile or None, the file's identity for a new entry or None)."""
-        from .profile import cached_profile
-
-        if not self.cache or not self.cache.enabled:
-            return None, None
-        assert self._storage is not None  # a load is of a file the scan found
-        identity = self._storage.identity(path)
-        return cached_profile(self.cache, self._storage, path, identity, self.max_parse_bytes,
-                              partial(self._reserve, path)), identity
 
     def _is_snapshot(self, path):
         with self._lock:
@@ -966,21 +698,13 @@ class RunStore:
             return self._snapshot_or_cached(path)
         # Imported here, on the loader thread: numpy, pandas, polars and the views cost
         # TensorBoard ~0.5 s and ~60 MB at start-up, also where the plugin is never opened.
-        from .profile import read_profile
+        from .profile import load_through_cache
 
         assert self._storage is not None  # a load is of a file the scan found
-        display = self._storage.display(path)
         self._progress(path, STAGE_READING, None)
-        cached, identity = self._from_cache(path)
-        if cached is not None:
-            return cached, identity
-        profile = read_profile(self._storage, path, self.max_parse_bytes, partial(self._checked_progress, path),
-                               reserve=partial(self._reserve, path), admit=partial(self._admit, path))
-        # The file was unchanged while parsed (an identity is known only with a cache).
-        if identity is not None and self.cache is not None and self._storage.identity(path) == identity:
-            self.cache.put(self.cache.key(display), identity, profile.model, display)
-            return profile, identity
-        return profile, None
+        return load_through_cache(self._storage, path, self.cache, self.max_parse_bytes,
+                                  partial(self._checked_progress, path), reserve=partial(self._reserve, path),
+                                  admit=partial(self._admit, path))
 
     def _failed(self, path, reason, transient=False):
         with self._lock:
@@ -1009,7 +733,7 @@ class RunStore:
             self._failed(path, f"internal error: {type(exc).__name__}: {exc}")
             return
         finally:
-            self._unreserve(path)
+            self.budget.unreserve(path)
             with self._lock:
                 self._prefetching.discard(path)
                 self._cancelled.discard(path)
@@ -1020,11 +744,8 @@ class RunStore:
             # Summaries built from this profile are written to the disk cache under it.
             self.summaries.loaded(path, identity)
             state.load_seconds = time.perf_counter() - started
-            self._profiles[path] = profile
-            self._sizes[path] = size
-            self._profiles.move_to_end(path)
             # Least recently used go first; the profile just loaded always stays.
-            self._enforce_budget(keep=1)
+            self.budget.keep(path, profile, size)
             # The timeline index is built next, off the request path, so the trace view's
             # first paint does not wait for it; what it holds is then counted.
             self._indexer.submit(self._build_timeline, profile)

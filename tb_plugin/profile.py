@@ -35,7 +35,8 @@ from .views import cudagraphs as cudagraph_view
 from .views import gpu_idle, launches, memory, overview, recommendations, sequences
 from .views.common import answer_route, cached, is_rocm
 
-if TYPE_CHECKING:  # the deferred views, for annotations
+if TYPE_CHECKING:  # the deferred views, and the disk cache a load may not use, for annotations
+    from .cache import ModelCache
     from .views import diff as diff_view
     from .views import distributed as distributed_view
     from .views import job as job_view
@@ -580,31 +581,55 @@ def read_profile(storage: Storage, name: str, max_memory_bytes: int = DEFAULT_MA
     return profile_from_bytes(stored, display, progress, admit=counted)
 
 
-def cached_profile(cache: Any, storage: Storage, name: str, identity: dict, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
-                   reserve: Callable[[int], None] | None = None) -> Profile | None:
-    """The profile of the file `name` of `storage` whose identity is `identity`, from the disk
-    cache `cache` (a `cache.ModelCache`), or None where it holds none; tables that would take
-    more than `max_memory_bytes` are refused before they are read (a `TraceError`), else
-    `reserve(their bytes)` hears their size first."""
-    display = storage.display(name)
+def load_through_cache(storage: Storage, name: str, cache: ModelCache | None,
+                       max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+                       progress: Callable[[str, float | None], None] = _no_progress, *,
+                       reserve: Callable[[int], None] | None = None,
+                       admit: Callable[[int, int], None] | None = None) -> tuple[Profile, dict | None]:
+    """(the profile of the trace file `name` of `storage`, the identity of the file its entry
+    in the disk cache `cache` is of, or None: no cache, or the file changed while it was
+    parsed): the one cache-or-parse function of every door, `load(..., cache_dir=...)`,
+    `runs.Run` and TensorBoard's loader (`loading.RunStore`).
 
-    def admit(memory_bytes: int) -> None:
+    With `cache` (a `cache.ModelCache`), the model is read from it where it holds the file as
+    it is (the file's identity: size, mtime, inode, ctime); tables that would take more than
+    `max_memory_bytes` are refused before they are read (a `TraceError`), else `reserve(their
+    bytes)` hears their size first. Otherwise the file is parsed (`read_profile`, which hears
+    `progress`, `reserve` and `admit`, any of which may raise to stop the load) and its model
+    stored in the cache, unless the file changed meanwhile. Without a cache, a parse."""
+    if cache is None or not cache.enabled:
+        return read_profile(storage, name, max_memory_bytes, progress, reserve=reserve, admit=admit), None
+    display, identity = storage.display(name), storage.identity(name)
+    key = cache.key(display)
+
+    def admit_tables(memory_bytes: int) -> None:
         if memory_bytes > max_memory_bytes:
             raise _over_budget(display, f"its tables take {memory_bytes >> 20} MiB", max_memory_bytes)
         if reserve is not None:
             reserve(memory_bytes)
 
-    model = cache.get(cache.key(display), identity, admit=admit)
-    return None if model is None else Profile(display, model)
+    model = cache.get(key, identity, admit=admit_tables)
+    if model is not None:
+        return Profile(display, model), identity
+    profile = read_profile(storage, name, max_memory_bytes, progress, reserve=reserve, admit=admit)
+    if storage.identity(name) != identity:  # changed while it was parsed: not stored
+        return profile, None
+    cache.put(key, identity, profile.model, display)
+    return profile, identity
 
 
 def load(path_or_url: str | os.PathLike[str],
          progress: Callable[[str, float | None], None] = _no_progress,
-         max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> Profile:
+         max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+         cache_dir: str | os.PathLike[str] | None = None) -> Profile:
     """Load one trace file (`.json` or `.json.gz`, local path or fsspec URL) into a `Profile`;
     `progress(stage, fraction)` hears how far the load is (see `profile_from_bytes`). The
     parse stays within `max_memory_bytes`, as TensorBoard's does within
     --profiler_max_memory_mb (same default; see `read_profile`).
+
+    With `cache_dir` (a local path or fsspec URL of a disk cache), the model is read from it
+    where it holds the file as it is, else parsed and stored there: the second load of an
+    unchanged file reads the cache, as TensorBoard does (`load_through_cache`).
 
     Raises
     ------
@@ -613,7 +638,12 @@ def load(path_or_url: str | os.PathLike[str],
         `max_memory_bytes` to load; the message names the file and the reason.
     """
     storage, name = open_single(path_or_url)
-    return read_profile(storage, name, max_memory_bytes, progress)
+    cache = None
+    if cache_dir is not None:  # imported only then: a load without a cache does not pay for it
+        from .cache import ModelCache
+
+        cache = ModelCache(cache_dir)
+    return load_through_cache(storage, name, cache, max_memory_bytes, progress)[0]
 
 
 def answer_of(reads: str, route: str, inputs: tuple[Any, ...], params: dict[str, Any]) -> Any:

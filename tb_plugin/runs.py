@@ -26,7 +26,7 @@ from .cache import ModelCache
 from .discovery import RunFiles, discover_runs
 from .errors import NotFoundError, TraceError
 from .memory_snapshot import MemorySnapshot, read_snapshot, snapshot_through_cache
-from .profile import Profile, cached_profile, diff, read_profile
+from .profile import Profile, diff, load_through_cache
 from .schema import Persisted
 from .storage import Storage
 from .summaries import SummaryStore
@@ -267,11 +267,7 @@ class Run:
         return loaded
 
     def _load(self, rel: str, progress: Callable[[str, float | None], None] = _no_progress) -> Profile:
-        if self.cache is not None:
-            cached = cached_profile(self.cache, self.storage, rel, self.storage.identity(rel), self.max_memory_bytes)
-            if cached is not None:
-                return cached
-        return read_profile(self.storage, rel, self.max_memory_bytes, progress)
+        return load_through_cache(self.storage, rel, self.cache, self.max_memory_bytes, progress)[0]
 
     def snapshots(self) -> list[str]:
         """Names of the run's CUDA memory snapshots (`rank0`, ...), as the server lists them."""

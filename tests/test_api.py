@@ -499,7 +499,7 @@ def test_distributed_view_of_more_ranks_than_profiles_kept_in_memory(tmp_path):
     assert progress["total"] == 6 and 0 <= progress["ready"] < 6 and progress["stage"]
     body = wait_route(client, url, timeout=120)
     assert body.status_code == 200, body.get_json()
-    assert len(plugin.store._profiles) <= 2  # never more than the store may keep
+    assert len(plugin.store.budget.loaded) <= 2  # never more than the store may keep
     got = body.get_json()
     models = {f"rank{r}": tb_plugin.load(tmp_path / "run" / f"rank{r}.pt.trace.json.gz").model for r in range(6)}
     expected = distributed_view.distributed(models).all_steps
@@ -582,11 +582,11 @@ def test_a_reply_beyond_its_share_of_the_budget_is_refused_with_its_reason(serve
     """One reply may hold 1/8 of --profiler_max_memory_mb while it is built (here made to hold
     about 50 values); a table or timeline window beyond it answers 413 with the reason, before
     it is built, and smaller answers are unchanged."""
-    from tb_plugin import loading
+    from tb_plugin import accounting
 
     _, client = served
     wait_ready(client, "run=cpu_cnn&worker=worker0")
-    monkeypatch.setattr(loading, "REPLY_BYTES_PER_VALUE", (4096 << 20) // 8 // 50)
+    monkeypatch.setattr(accounting, "REPLY_BYTES_PER_VALUE", (4096 << 20) // 8 // 50)
     query = "run=cpu_cnn&worker=worker0"
     for url in (f"tables?{query}&table=ops&limit=1000000000", f"operators?{query}&format=csv",
                 f"timeline_slices?{query}&start_us=-1e9&end_us=1e12&resolution_us=0.001"):

@@ -57,6 +57,43 @@ def test_second_store_loads_from_cache_without_parsing(tmp_path, monkeypatch):
     assert cached.steps().equals(original.steps())
 
 
+def counted_parses(monkeypatch):
+    """The traces parsed from now on (`profile_from_bytes`, what every door's parse calls)."""
+    parsed = []
+    real = tb_plugin.profile.profile_from_bytes
+    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
+                        lambda stored, display, *a, **k: parsed.append(display) or real(stored, display, *a, **k))
+    return parsed
+
+
+def test_load_with_a_cache_dir_reads_the_cache_the_second_time(tmp_path, monkeypatch):
+    trace = next(iter(sorted(cnn_logdir(tmp_path).glob("cnn/*.json.gz"))))
+    parsed = counted_parses(monkeypatch)
+    first = tb_plugin.load(trace, cache_dir=tmp_path / "cache")
+    assert len(parsed) == 1 and len(entries(tmp_path / "cache")) == 1
+    second = tb_plugin.load(trace, cache_dir=tmp_path / "cache")
+    assert len(parsed) == 1  # read from the cache, not parsed
+    uncached = tb_plugin.load(trace)
+    assert len(parsed) == 2
+    for answer in (second, first):
+        assert answer.operators().equals(uncached.operators())
+        assert answer.kernels().equals(uncached.kernels())
+        assert answer.steps().equals(uncached.steps())
+
+
+def test_load_run_with_a_cache_dir_stores_the_profiles_it_parses_for_the_next_reader(tmp_path, monkeypatch):
+    run_dir = cnn_logdir(tmp_path) / "cnn"
+    parsed = counted_parses(monkeypatch)
+    first = tb_plugin.load_run(run_dir, cache_dir=tmp_path / "cache")
+    original = first.profile(first.workers[0], 1)
+    assert len(parsed) == 1 and len(entries(tmp_path / "cache")) == 1
+    again = tb_plugin.load_run(run_dir, cache_dir=tmp_path / "cache")
+    cached = again.profile(again.workers[0], 1)
+    assert len(parsed) == 1  # read from the cache, not parsed
+    assert cached.operators().equals(original.operators())
+    assert cached.steps().equals(original.steps())
+
+
 @pytest.mark.parametrize("trace", [*sorted(SAMPLES.glob("*/*.json.gz")), *REAL_TRACES], ids=lambda p: p.parent.name)
 def test_cached_model_is_the_parsed_model(tmp_path, trace):
     """Every table (values, dtypes, shared category lists), the origin, metadata and anomalies
@@ -370,8 +407,8 @@ def test_least_recently_used_profiles_are_dropped_beyond_the_budget(tmp_path):
     order = [("cnn", "worker0", 1), ("cnn", "worker0", 2), ("ddp", "worker0", 1), ("ddp", "worker1", 1)]
     for run, worker, span in order:
         store.profile_blocking(run, worker, span, timeout=60)
-        assert sum(store._sizes.values()) <= store.max_memory_bytes
-    kept = set(store._profiles)
+        assert sum(store.budget.sizes.values()) <= store.max_memory_bytes
+    kept = set(store.budget.loaded)
     last = store.span_file(*order[-1]).path
     first = store.span_file(*order[0]).path
     assert last in kept and first not in kept and len(kept) < len(order)

@@ -15,9 +15,10 @@ import pytest
 import tb_plugin.cache
 import tb_plugin.profile
 import tb_plugin.storage
+from tb_plugin.accounting import REPLY_BYTES_PER_VALUE, ReplyCache, ReplyReservation
 from tb_plugin.cache import ModelCache
 from tb_plugin.errors import ReplyTooLargeError, TraceError
-from tb_plugin.loading import REPLY_BYTES_PER_VALUE, Loading, ReplyCache, ReplyReservation, RunStore, estimate_parse_bytes, loader_count
+from tb_plugin.loading import Loading, RunStore, estimate_parse_bytes, loader_count
 
 from .helpers import SAMPLES, make_client, op, wait_ready, write_trace
 
@@ -218,17 +219,17 @@ def test_a_reply_being_built_counts_in_the_budget_and_makes_room(tmp_path):
         store.profile_blocking("b", "w", 1, timeout=30)
         held = store.held_bytes()
         store.max_memory_bytes = held + 1000 * REPLY_BYTES_PER_VALUE
-        reservation = ReplyReservation(store)  # counted, without the share's limit
+        reservation = ReplyReservation(store.budget)  # counted, without the share's limit
         reservation.admit(900, "a table")
         assert store.held_bytes() == held + 900 * REPLY_BYTES_PER_VALUE
-        assert len(store._profiles) == 2  # both still fit
+        assert len(store.budget.loaded) == 2  # both still fit
         reservation.admit(200, "more rows")  # beyond the budget: "a" (least recently used) goes
-        assert list(store._profiles) == ["b/w.pt.trace.json"]
+        assert list(store.budget.loaded) == ["b/w.pt.trace.json"]
         reservation.release()
         assert store.held_bytes() < held
         with pytest.raises(ReplyTooLargeError, match="more than the"):
             store.reply_reservation().admit(store.max_memory_bytes // REPLY_BYTES_PER_VALUE, "a huge table")
-        assert store._building_bytes == 0
+        assert store.budget.building_bytes == 0
     finally:
         store.stop()
 
@@ -327,7 +328,7 @@ def test_a_trace_error_is_still_remembered(tmp_path, old_trace, monkeypatch):
 _GROWTH_SCRIPT = r"""
 import ctypes, gc, json, sys
 import tb_plugin
-from tb_plugin.loading import cap_malloc_arenas, profile_bytes
+from tb_plugin.accounting import cap_malloc_arenas, profile_bytes
 
 def rss():
     with open("/proc/self/status") as fh:
@@ -365,7 +366,7 @@ def test_text_that_many_rows_point_at_is_counted_once():
     import numpy as np
     import pandas as pd
 
-    from tb_plugin.loading import held_bytes
+    from tb_plugin.accounting import held_bytes
 
     name = "aten::convolution_backward" * 4
     shared = np.array([name] * 10_000, dtype=object)  # 10,000 pointers at one string

@@ -27,8 +27,9 @@ import tb_plugin.loading  # noqa: E402
 import tb_plugin.preprocess  # noqa: E402
 import tb_plugin.profile  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
+from tb_plugin.accounting import profile_bytes  # noqa: E402
 from tb_plugin.cache import MANIFEST, ModelCache  # noqa: E402
-from tb_plugin.loading import RunStore, profile_bytes  # noqa: E402
+from tb_plugin.loading import RunStore  # noqa: E402
 from tb_plugin.preprocess import WORKER_ENV, entry_keys  # noqa: E402
 from tb_plugin.runs import FILE_SUMMARIES  # noqa: E402
 from tb_plugin.storage import Storage  # noqa: E402
@@ -371,7 +372,7 @@ def test_summaries_beyond_the_budget_are_dropped_once_not_in_use(preprocessed, l
         assert all(isinstance(p, RankPart) for p in parts)
         store.max_memory_bytes = store.held_bytes() // 2  # now less than the job's summaries
         with store._lock:
-            store._enforce_budget(keep=0)
+            store.budget.enforce(keep=0)
         assert store.held_bytes() > store.max_memory_bytes  # pinned: all of them stay while in use
         monkeypatch.setattr(tb_plugin.summaries, "SUMMARY_PIN_SECONDS", 0.0)
         ddp_workers = list(store.run_files("ddp").workers)

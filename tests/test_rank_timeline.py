@@ -170,7 +170,7 @@ def test_more_ranks_than_profiles_kept_in_memory(job_dir):
         plugin.store.max_profiles = 1
         plugin.store.wait_for_scan(30)
         body = _get(client, "timeline_rank_slices?run=job&start_us=-1000&end_us=2000&resolution_us=1000").get_json()
-        assert len(plugin.store._profiles) <= 1
+        assert len(plugin.store.budget.loaded) <= 1
         starts = {}
         for rank, start in zip(body["rank"], body["start_us"]):
             starts[rank] = min(start, starts.get(rank, np.inf))

@@ -291,7 +291,7 @@ class TimelineIndex:
         the returned `names`), count (events inside; 1 for a single event), busy_us, event (the
         slice id of a single event, -1 for a merged block), kind (index into KINDS, -1 for a
         merged block), plus `names` and `kinds`. `admit(values, what)` (a
-        `loading.ReplyReservation`'s) is told how many values the rows the window touches
+        `accounting.ReplyReservation`'s) is told how many values the rows the window touches
         could send before any is read, and may refuse them.
         """
         level = self.levels[0]

@@ -67,12 +67,13 @@ export function App() {
   const spanList = spans.status === 'ok' ? spans.data.spans : [];
   const span = spanList.some((s) => String(s.span) === spanParam) ? Number(spanParam) : 1;
   const views = useApi<'views'>(run && worker && spans.status === 'ok' ? 'views' : null, { run: run?.name, worker, span });
-  // Exactly the views the server lists as having data for this profile, and the memory
-  // snapshots listed with the run (a run may hold only snapshots: no profile to open then).
+  // Exactly the views the server lists as having data for this profile, in its order (the
+  // declared one), and the memory snapshots listed with the run (declared last; /views never
+  // lists them: a run may hold only snapshots, with no profile to open then).
   const hasSnapshots = (run?.snapshots.length ?? 0) > 0;
   const snapshotsOnly = hasSnapshots && run?.workers.length === 0;
   const available: ViewName[] = [
-    ...(views.status === 'ok' ? views.data.views.filter((v) => VIEWS.some((d) => d.name === v)) : []),
+    ...(views.status === 'ok' ? views.data.views.filter((v) => v in VIEWS) : []),
     ...(hasSnapshots ? ['memory_snapshot' as ViewName] : []),
   ];
   const view = (available.includes(viewParam as ViewName) ? viewParam : snapshotsOnly ? 'memory_snapshot' : 'overview') as ViewName;
@@ -93,7 +94,7 @@ export function App() {
   }, [run?.name, worker, span, view, spans.status, views.status, snapshotsOnly]);
 
   const select = (values: Record<string, string | number | null>) => selectProfile(values);
-  const View = VIEWS.find((v) => v.name === view)?.component;
+  const View = VIEWS[view]?.component;
 
   return (
     <ThemeContext.Provider value={theme}>
@@ -142,17 +143,17 @@ export function App() {
           {ready && run ? (
             <>
               <nav class="tabs" role="tablist" aria-label="Views">
-                {VIEWS.filter((v) => available.includes(v.name)).map((v) => (
+                {available.map((name) => (
                   <button
                     type="button"
                     role="tab"
-                    key={v.name}
-                    data-view={v.name}
-                    aria-selected={v.name === view}
-                    class={v.name === view ? 'tab active' : 'tab'}
-                    onClick={() => select({ view: v.name })}
+                    key={name}
+                    data-view={name}
+                    aria-selected={name === view}
+                    class={name === view ? 'tab active' : 'tab'}
+                    onClick={() => select({ view: name })}
                   >
-                    {v.label}
+                    {VIEWS[name].label}
                   </button>
                 ))}
               </nav>

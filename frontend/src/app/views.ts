@@ -1,4 +1,8 @@
-// The views the shell can show, in tab order. Views never import each other.
+// The page of each declared tab (`schema.tab`), and what its tab says. Which tabs a profile
+// offers, and in which order, is the server's answer (/views, in the declared order); the
+// Record's type makes the compiler refuse a declared tab (`ViewName`) without its page.
+// Listed in the declared order, for a reader (tests/test_table_conformance.py checks it).
+// Views never import each other.
 
 import type { FunctionComponent } from 'preact';
 import type { ViewName, ViewProps } from '../api/types';
@@ -16,18 +20,18 @@ import { OperatorView } from '../views/operator/OperatorView';
 import { OverviewView } from '../views/overview/OverviewView';
 import { TraceView } from '../views/trace/TraceView';
 
-export const VIEWS: { name: ViewName; label: string; component: FunctionComponent<ViewProps> }[] = [
-  { name: 'overview', label: 'Overview', component: OverviewView },
-  { name: 'operator', label: 'Operator', component: OperatorView },
-  { name: 'kernel', label: 'Kernel', component: KernelView },
-  { name: 'gpu_idle', label: 'GPU idle', component: GpuIdleView },
-  { name: 'compiled', label: 'Compiled', component: CompiledView },
-  { name: 'trace', label: 'Trace', component: TraceView },
-  { name: 'memory', label: 'Memory', component: MemoryView },
-  { name: 'memory_snapshot', label: 'Memory snapshot', component: SnapshotView },
-  { name: 'module', label: 'Module', component: ModuleView },
-  { name: 'lightning', label: 'Lightning', component: LightningView },
-  { name: 'job', label: 'Job', component: JobView },
-  { name: 'distributed', label: 'Distributed', component: DistributedView },
-  { name: 'diff', label: 'Diff', component: DiffView },
-];
+export const VIEWS: Record<ViewName, { label: string; component: FunctionComponent<ViewProps> }> = {
+  overview: { label: 'Overview', component: OverviewView },
+  operator: { label: 'Operator', component: OperatorView },
+  kernel: { label: 'Kernel', component: KernelView },
+  gpu_idle: { label: 'GPU idle', component: GpuIdleView },
+  memory: { label: 'Memory', component: MemoryView },
+  module: { label: 'Module', component: ModuleView },
+  trace: { label: 'Trace', component: TraceView },
+  compiled: { label: 'Compiled', component: CompiledView },
+  lightning: { label: 'Lightning', component: LightningView },
+  job: { label: 'Job', component: JobView },
+  distributed: { label: 'Distributed', component: DistributedView },
+  diff: { label: 'Diff', component: DiffView },
+  memory_snapshot: { label: 'Memory snapshot', component: SnapshotView },
+};
