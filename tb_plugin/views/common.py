@@ -1,8 +1,8 @@
 """Facts every view shares: what is a collective, a Tensor Core kernel, a step; the operator
 tree with self and total times. All computed once per model and cached on it."""
 
-import importlib
 import re
+import sys
 import threading
 from collections.abc import Callable, Hashable, Mapping
 from functools import lru_cache
@@ -474,9 +474,9 @@ def answer_route(name: str, reads: str, models: tuple[Any, ...], params: dict[st
     if declared is None or declared.reads != reads:
         names = sorted(n for n, r in routes.items() if r.reads == reads)
         raise NotFoundError(f"no route {name!r} over a {reads}; routes: {', '.join(names)}")
-    # Looked up by name in its module when called: the function the module holds now runs
-    # (one a test or a profiler wrapped).
-    call = getattr(importlib.import_module(declared.call.__module__), declared.call.__name__)
+    # Looked up by name in its module (imported: it declared the route) when called: the
+    # function the module holds now runs (one a test or a profiler wrapped).
+    call = getattr(sys.modules[declared.call.__module__], declared.call.__name__)
     unknown = set(params) - {p.name for p in declared.params}
     if unknown:
         raise BadParameterError(f"route {name!r} takes no {', '.join(sorted(unknown))}")
