@@ -57,7 +57,7 @@ setup(
                  "HolisticTraceAnalysis==0.5.0"],
     },
     entry_points={
-        "tensorboard_plugins": ["pytorch_profiler = tb_plugin.plugin:ProfilerPluginLoader"],
+        "tensorboard_plugins": ["pytorch_profiler = tb_plugin.server.plugin:ProfilerPluginLoader"],
         "console_scripts": ["tb-plugin = tb_plugin.__main__:main"],
     },
 )

@@ -398,7 +398,7 @@ def child_load(path, repeat, views):
 
     sys.path.insert(0, str(REPO_ROOT))
     import tb_plugin
-    import tb_plugin.profile  # noqa: F401  (the package imports it lazily: the base must include it)
+    import tb_plugin.python_api.profile  # noqa: F401  (the package imports it lazily: the base must include it)
 
     base = _peak_rss_bytes()
     present, missing = _view_callables(tb_plugin.Profile, views)

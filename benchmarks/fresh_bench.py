@@ -6,7 +6,7 @@ children interleaved round after round (a busy moment hits all of them), best of
 `--rounds`:
 
 - "ours": the command above on the inflated trace `F`;
-- "imports": `python -c "import tb_plugin.profile"`, what ours imports before it reads a byte;
+- "imports": `python -c "import tb_plugin.python_api.profile"`, what ours imports before it reads a byte;
 - "orjson": `python -c "import orjson; orjson.loads(open(F, 'rb').read())"`.
 
 `orjson.loads` of the same bytes is also timed in this process (best of the rounds), the
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = ROOT / "samples" / "gpu_resnet50_v100" / "worker0.1623143089861.pt.trace.json.gz"
 COMMANDS = {
     "ours": "import tb_plugin; tb_plugin.load({path!r}).overview()",
-    "imports": "import tb_plugin.profile",
+    "imports": "import tb_plugin.python_api.profile",
     "orjson": "import orjson; orjson.loads(open({path!r}, 'rb').read())",
 }
 

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tb_plugin.preprocess import WORKER_ENV  # noqa: E402
+from tb_plugin.python_api.preprocess import WORKER_ENV  # noqa: E402
 
 # The single-process figure is taken as one worker runs: polars on one thread.
 os.environ.update(WORKER_ENV)
@@ -57,9 +57,9 @@ def build_job(source, logdir, ranks, straggler):
 def single_process(logdir, paths, count, cache_dir):
     """(preprocess MB/s, its CPU seconds per MB, parse-only MB/s) over `count` files after one
     warm-up file."""
-    from tb_plugin.preprocess import preprocess_file
-    from tb_plugin.profile import profile_from_bytes
-    from tb_plugin.storage import Storage
+    from tb_plugin.python_api.preprocess import preprocess_file
+    from tb_plugin.python_api.profile import profile_from_bytes
+    from tb_plugin.store.storage import Storage
 
     rels = [p.relative_to(logdir).as_posix() for p in paths[:count + 1]]
     preprocess_file(str(logdir), rels[0], cache_dir, force=True)  # imports, first-call costs
@@ -81,7 +81,7 @@ def single_process(logdir, paths, count, cache_dir):
 
 
 def dask_preprocess(logdir, cache_dir, workers):
-    from tb_plugin.preprocess import preprocess
+    from tb_plugin.python_api.preprocess import preprocess
 
     started = time.perf_counter()
     with open(os.devnull, "w") as quiet:

@@ -1,5 +1,5 @@
 """Memory a load needs per event and per JSON byte: the figures behind the loader's
-pre-parse estimate (`tb_plugin.budget.estimate_parse_bytes`).
+pre-parse estimate (`tb_plugin.store.budget.estimate_parse_bytes`).
 
 For each trace, one fresh child process: imports and a tiny warm-up load first, then RSS is
 read, the trace loaded, and the peak (`VmHWM`) and the model's table bytes reported against
@@ -47,7 +47,7 @@ def child(path):
     import msgspec
 
     import tb_plugin
-    from tb_plugin.plugin import warm_up
+    from tb_plugin.server.plugin import warm_up
 
     warm_up()
     before = _status("VmRSS")

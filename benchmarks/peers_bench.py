@@ -64,7 +64,7 @@ print('{"import_s": %r, "load_s": %r, "views_s": 0.0}' % (t1 - t0, t3 - t2))
 """,
     "ours": """
 import json, sys, time
-t0 = time.perf_counter(); import tb_plugin, tb_plugin.profile; t1 = time.perf_counter()
+t0 = time.perf_counter(); import tb_plugin, tb_plugin.python_api.profile; t1 = time.perf_counter()
 profile = tb_plugin.load(sys.argv[1]); t2 = time.perf_counter()
 for name in json.loads(sys.argv[2]):
     getattr(profile, name)()

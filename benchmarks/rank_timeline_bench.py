@@ -40,7 +40,7 @@ from werkzeug.test import Client
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from tb_plugin.plugin import ProfilerPlugin  # noqa: E402
+from tb_plugin.server.plugin import ProfilerPlugin  # noqa: E402
 from tests.job_traces import write_job  # noqa: E402  (the job replicator the job view's tests use)
 
 PREFIX = "/data/plugin/pytorch_profiler"

@@ -103,7 +103,7 @@ def child(kind, path, entries, queries, seed):
     import tb_plugin
 
     tb_plugin.load_snapshot  # noqa: B018  (imports outside the timing)
-    from tb_plugin.memory_snapshot import load_snapshot
+    from tb_plugin.python_api.snapshots import load_snapshot
 
     base = vm_hwm()
     start = time.perf_counter()

@@ -41,7 +41,7 @@ def child(trace, loads, warmed):
 
         from tensorboard.plugins import base_plugin
 
-        from tb_plugin.plugin import ProfilerPluginLoader
+        from tb_plugin.server.plugin import ProfilerPluginLoader
 
         with tempfile.TemporaryDirectory() as logdir:
             context = base_plugin.TBContext(logdir=logdir, flags=ap.Namespace(
@@ -65,7 +65,7 @@ def child(trace, loads, warmed):
     print(json.dumps({"times": times, **({"plugin_load_s": plugin_load_s, "warm_up_s": warm_up_s} if warmed else {})}))
 
 
-_NO_WARM_UP = "import tb_plugin.plugin as p; p._warm_up_quietly = lambda plugin: None; "
+_NO_WARM_UP = "import tb_plugin.server.plugin as p; p._warm_up_quietly = lambda plugin: None; "
 _RUN_TENSORBOARD = "import sys; from tensorboard.main import run_main; sys.argv[0] = 'tensorboard'; run_main()"
 
 

@@ -26,8 +26,8 @@ from .version import __version__
 
 __all__ = ["MemorySnapshot", "Profile", "Run", "TraceError", "diff", "diff_ranks", "load", "load_run", "load_snapshot",
            "show", "__version__"]
-_FROM_MODULE = {"Profile": "profile", "diff": "profile", "load": "profile", "Run": "runs", "diff_ranks": "runs",
-                "load_run": "runs", "MemorySnapshot": "memory_snapshot", "load_snapshot": "memory_snapshot",
+_FROM_MODULE = {"Profile": "python_api.profile", "diff": "python_api.profile", "load": "python_api.profile", "Run": "python_api.runs", "diff_ranks": "python_api.runs",
+                "load_run": "python_api.runs", "MemorySnapshot": "python_api.snapshots", "load_snapshot": "python_api.snapshots",
                 "show": "report"}
 
 
@@ -55,7 +55,7 @@ def _show_in_notebooks():
     if shell is None:
         return
     html = shell.display_formatter.formatters["text/html"]
-    for module, name in (("tb_plugin.profile", "Profile"), ("tb_plugin.runs", "Run")):
+    for module, name in (("tb_plugin.python_api.profile", "Profile"), ("tb_plugin.python_api.runs", "Run")):
         html.for_type_by_name(module, name, _notebook_html)
 
 

@@ -19,16 +19,16 @@ import os
 import sys
 
 from . import TraceError, load
-from .budget import DEFAULT_MAX_MEMORY_MB, MIN_MAX_MEMORY_MB
+from .store.budget import DEFAULT_MAX_MEMORY_MB, MIN_MAX_MEMORY_MB
 
 
 def add_compare_arguments(parser):
-    from .compare import add_arguments
+    from .python_api.compare import add_arguments
     add_arguments(parser)
 
 
 def run_compare(args):
-    from .compare import run
+    from .python_api.compare import run
     return run(args)
 
 
@@ -276,7 +276,7 @@ def _format_memory(snap, top):
 
 
 def _memory(args):
-    from .memory_snapshot import load_snapshot
+    from .python_api.snapshots import load_snapshot
 
     try:
         snap = load_snapshot(args.snapshot, max_memory_bytes=args.max_memory_mb << 20)
@@ -293,7 +293,7 @@ def _memory(args):
 
 def _preprocess(args):
     """Exit status 0 when every file is in the cache, 1 when some failed, 2 when nothing could be done."""
-    from .preprocess import PreprocessError, preprocess
+    from .python_api.preprocess import PreprocessError, preprocess
 
     if args.workers is not None and args.workers < 1:
         print("error: --workers takes a number of processes, at least 1", file=sys.stderr)

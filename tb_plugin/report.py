@@ -43,7 +43,7 @@ import orjson
 from .errors import BadParameterError
 
 if TYPE_CHECKING:
-    from .loading import RunStore
+    from .server.loading import RunStore
 
 # The whole trace at this many slices across: the Trace view asks for one slice per pixel of
 # its plot (about 1,000-2,000), and takes an answer up to twice as coarse.
@@ -85,7 +85,7 @@ class Answers:
     notes: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from .api import Api
+        from .server.api import Api
 
         self._apps = Api(self.store).routes()
 
@@ -276,7 +276,7 @@ def _html(payload: bytes, title: str) -> str:
 
 
 def _store(logdir: str, max_memory_bytes: int) -> RunStore:
-    from .loading import RunStore
+    from .server.loading import RunStore
 
     store = RunStore(logdir, max_memory_bytes=max_memory_bytes, cache=None)
     store.wait_for_scan()
@@ -287,8 +287,8 @@ def _store(logdir: str, max_memory_bytes: int) -> RunStore:
 
 def _resolve(source: str) -> tuple[str, str | None]:
     """(log directory, trace file name or None) of a run directory or a trace file."""
-    from .compare import _is_trace_file
-    from .storage import is_url
+    from .python_api.compare import _is_trace_file
+    from .store.storage import is_url
 
     if _is_trace_file(source):
         parent, name = (source.rsplit("/", 1) if is_url(source) else os.path.split(os.path.abspath(source)))
@@ -344,7 +344,7 @@ def _link_run(logdir: str, name: str, source: str) -> None:
     """`logdir/name` a run of `source`'s trace files, as links (local paths: a report of a
     pair reads both through one store; links to files, since a store walks each real
     directory once, and A and B may be spans of one run)."""
-    from .storage import is_url
+    from .store.storage import is_url
 
     if is_url(source):
         raise BadParameterError(f"--html compares local files and directories; {_shown(source)} is a URL "
@@ -468,8 +468,8 @@ class Shown:
 
 def _source_of(x: Any) -> str:
     """The file or directory a `Profile`, `Run` or path names."""
-    from .profile import Profile
-    from .runs import Run
+    from .python_api.profile import Profile
+    from .python_api.runs import Run
 
     if isinstance(x, Profile):
         return str(x.source)
@@ -493,8 +493,8 @@ def show(x: Any, b: Any = None, *, view: str | None = None, step: int | None = N
     >>> tb_plugin.show("log/resnet50", view="kernel")  # doctest: +SKIP
     >>> tb_plugin.show(profile_a, profile_b)            # the Diff page  # doctest: +SKIP
     """
-    from .budget import DEFAULT_MAX_MEMORY_BYTES
-    from .compare import Side
+    from .store.budget import DEFAULT_MAX_MEMORY_BYTES
+    from .python_api.compare import Side
 
     budget = max_memory_bytes or DEFAULT_MAX_MEMORY_BYTES
     if b is not None:

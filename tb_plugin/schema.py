@@ -359,7 +359,7 @@ def _with_columns(doc, tables):
 # fields: instead, {name: Table or JSON Schema} of an answer that is an object of tables and
 # plain values (`call` returns that dict: a device's memory curve with its peaks), JSON only.
 # From these, `python -m tb_plugin.openapi_gen` writes the route's `paths:` entry and its line
-# in tb_plugin/routes.py, the API answers it without a handler of its own, the page's
+# in tb_plugin/server/routes.py, the API answers it without a handler of its own, the page's
 # parameter types and the fuzz test's valid values follow from the OpenAPI entry.
 
 

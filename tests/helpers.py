@@ -27,10 +27,10 @@ from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
-import tb_plugin.profile
+import tb_plugin.python_api.profile
 from tb_plugin import openapi_gen
-from tb_plugin.cache import ModelCache
-from tb_plugin.plugin import ProfilerPlugin
+from tb_plugin.store.cache import ModelCache
+from tb_plugin.server.plugin import ProfilerPlugin
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
@@ -333,7 +333,7 @@ def run_preprocess(*args):
 
 
 def forbid_parsing(monkeypatch):
-    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
+    monkeypatch.setattr(tb_plugin.python_api.profile, "profile_from_bytes",
                         lambda *a, **k: pytest.fail("a trace was parsed although its summaries are cached"))
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import tb_plugin
-from tb_plugin.cache import ModelCache
+from tb_plugin.store.cache import ModelCache
 from tb_plugin.trace import accelerators
 from tb_plugin.views import common, critical_path, regression
 

@@ -11,8 +11,9 @@ import time
 import pytest
 import yaml
 
-from tb_plugin import api, profile
-from tb_plugin.storage import Storage
+from tb_plugin.server import api
+from tb_plugin.python_api import profile
+from tb_plugin.store.storage import Storage
 from tb_plugin.views import overview
 
 from .helpers import PREFIX, SAMPLES, make_client, nested_modules_trace, op, wait_ready, wait_route, write_trace
@@ -530,7 +531,7 @@ def test_first_plugins_listing_after_start_up_sees_the_runs(monkeypatch):
     """The page asks for the plugins listing as it opens, right after TensorBoard starts: the
     answer came before the first scan ended, so the tab showed as inactive over a logdir
     full of runs. A scan that takes a moment (a large or remote logdir) is waited for."""
-    import tb_plugin.loading as loading_module
+    import tb_plugin.server.loading as loading_module
 
     real = loading_module.discover_runs
 
@@ -582,7 +583,7 @@ def test_a_reply_beyond_its_share_of_the_budget_is_refused_with_its_reason(serve
     """One reply may hold 1/8 of --profiler_max_memory_mb while it is built (here made to hold
     about 50 values); a table or timeline window beyond it answers 413 with the reason, before
     it is built, and smaller answers are unchanged."""
-    from tb_plugin import accounting
+    from tb_plugin.server import accounting
 
     _, client = served
     wait_ready(client, "run=cpu_cnn&worker=worker0")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tb_plugin
-from tb_plugin.loading import Loading, RunStore
+from tb_plugin.server.loading import Loading, RunStore
 
 from .helpers import PREFIX, SAMPLES, make_client, op, wait_ready, write_trace
 

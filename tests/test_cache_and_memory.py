@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 import tb_plugin
-import tb_plugin.profile
-from tb_plugin.cache import CACHE_FORMAT, MANIFEST, ModelCache, summary_format
-from tb_plugin.loading import RunStore
+import tb_plugin.python_api.profile
+from tb_plugin.store.cache import CACHE_FORMAT, MANIFEST, ModelCache, summary_format
+from tb_plugin.server.loading import RunStore
 from tb_plugin.schema import NULLABLE, Column, Persisted, Table
-from tb_plugin.storage import FileStat, Storage
+from tb_plugin.store.storage import FileStat, Storage
 
 from .helpers import PREFIX, SAMPLES, SHARED_TRACES, make_client, op, raw_events, wait_ready, wait_route, write_trace
 
@@ -48,7 +48,7 @@ def test_second_store_loads_from_cache_without_parsing(tmp_path, monkeypatch):
     original = first.profile_blocking("cnn", "worker0", 2, timeout=60)
     first.stop()
     assert len(entries(tmp_path / "cache")) == 1
-    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: pytest.fail("parsed although cached"))
+    monkeypatch.setattr(tb_plugin.python_api.profile, "profile_from_bytes", lambda *a, **k: pytest.fail("parsed although cached"))
     second = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))
     second.wait_for_scan(30)
     cached = second.profile_blocking("cnn", "worker0", 2, timeout=60)
@@ -60,8 +60,8 @@ def test_second_store_loads_from_cache_without_parsing(tmp_path, monkeypatch):
 def counted_parses(monkeypatch):
     """The traces parsed from now on (`profile_from_bytes`, what every door's parse calls)."""
     parsed = []
-    real = tb_plugin.profile.profile_from_bytes
-    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
+    real = tb_plugin.python_api.profile.profile_from_bytes
+    monkeypatch.setattr(tb_plugin.python_api.profile, "profile_from_bytes",
                         lambda stored, display, *a, **k: parsed.append(display) or real(stored, display, *a, **k))
     return parsed
 
@@ -187,11 +187,11 @@ def test_flipped_bytes_in_an_entry_mean_a_reparse_and_right_numbers(tmp_path):
     data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
     part.write_bytes(bytes(data))
     parsed = []
-    real = tb_plugin.profile.profile_from_bytes
+    real = tb_plugin.python_api.profile.profile_from_bytes
     again = RunStore(str(logdir), cache=ModelCache(tmp_path / "cache"))
     again.wait_for_scan(30)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: parsed.append(1) or real(*a, **k))
+        patch.setattr(tb_plugin.python_api.profile, "profile_from_bytes", lambda *a, **k: parsed.append(1) or real(*a, **k))
         got = again.profile_blocking("cnn", "worker0", 1, timeout=60).steps()
     again.stop()
     assert parsed == [1]
@@ -310,11 +310,11 @@ def test_entries_another_user_planted_in_a_sticky_shared_cache_are_refused(tmp_p
     for path in (entry, *entry.iterdir()):
         os.chown(path, 4242, 4242)
     parsed = []
-    real = tb_plugin.profile.profile_from_bytes
+    real = tb_plugin.python_api.profile.profile_from_bytes
     again = RunStore(str(logdir), cache=ModelCache(cache_dir))
     again.wait_for_scan(30)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: parsed.append(1) or real(*a, **k))
+        patch.setattr(tb_plugin.python_api.profile, "profile_from_bytes", lambda *a, **k: parsed.append(1) or real(*a, **k))
         assert again.profile_blocking("cnn", "worker0", 1, timeout=60).model.steps["step"].tolist() == [2, 3]
     again.stop()
     assert again.cache.enabled and parsed == [1]
@@ -353,7 +353,7 @@ def test_two_processes_writing_the_same_entry_at_once(tmp_path):
     """Two real processes (as two TensorBoards, or `preprocess` workers) write one entry at
     the same time: the entry that remains reads back whole."""
     model_source = sorted((SAMPLES / "cpu_cnn").glob("*.gz"))[0]
-    script = (f"import tb_plugin; from tb_plugin.cache import ModelCache; m = tb_plugin.load({str(model_source)!r}).model\n"
+    script = (f"import tb_plugin; from tb_plugin.store.cache import ModelCache; m = tb_plugin.load({str(model_source)!r}).model\n"
               f"for _ in range(5): ModelCache({str(tmp_path / 'cache')!r}).put(ModelCache.key('x'), {{'size': 1}}, m)")
     procs = [subprocess.Popen([sys.executable, "-c", script]) for _ in range(2)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
@@ -516,7 +516,7 @@ def _changed(declared, field, column, **change):
 
 
 def _persisted_parts():
-    from tb_plugin.runs import FILE_SUMMARIES
+    from tb_plugin.python_api.runs import FILE_SUMMARIES
     from tb_plugin.views.memory_snapshot import SNAPSHOT_PARTS
 
     return [declared for declared, _ in FILE_SUMMARIES.values()] + [SNAPSHOT_PARTS]
@@ -616,7 +616,7 @@ def _answers(logdir, cache_dir, entries_expected=0):
 def _reseal(entry, manifest):
     """Write `manifest` into `entry` sealed as the cache seals it: a damaged manifest that
     only its schema can catch (as a writer with a bug would leave)."""
-    from tb_plugin.cache import _seal
+    from tb_plugin.store.cache import _seal
 
     manifest = {k: v for k, v in manifest.items() if k != "seal"}
     manifest["seal"] = _seal(entry.name, json.loads(json.dumps(manifest)))
@@ -727,11 +727,11 @@ def test_an_edited_manifest_is_detected_and_the_entry_rebuilt(fsdp_cached, tmp_p
 def _load_counting_parses(logdir, cache_dir):
     """Load the cnn run's first span from a new store on `cache_dir`: how many parses it took."""
     parsed = []
-    real = tb_plugin.profile.profile_from_bytes
+    real = tb_plugin.python_api.profile.profile_from_bytes
     store = RunStore(str(logdir), cache=ModelCache(cache_dir))
     store.wait_for_scan(30)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: parsed.append(1) or real(*a, **k))
+        patch.setattr(tb_plugin.python_api.profile, "profile_from_bytes", lambda *a, **k: parsed.append(1) or real(*a, **k))
         assert store.profile_blocking("cnn", "worker0", 1, timeout=60).model.steps["step"].tolist() == [2, 3]
     store.stop()
     return len(parsed)
@@ -779,7 +779,7 @@ def test_temporary_files_of_killed_writes_on_this_host_are_removed_on_start(tmp_
     """The README says so; they stayed until an hour old. A temporary file names its writer's
     host and process: one of a process here that is gone is removed on start, one of a live
     process (a write in progress) or of another host only once an hour old."""
-    from tb_plugin.cache import _HOST
+    from tb_plugin.store.cache import _HOST
 
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir(mode=0o700)

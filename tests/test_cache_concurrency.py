@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import tb_plugin
-from tb_plugin.cache import MANIFEST, ModelCache
+from tb_plugin.store.cache import MANIFEST, ModelCache
 
 from .helpers import SAMPLES
 
@@ -89,7 +89,7 @@ def test_a_part_removed_before_the_manifest_is_written_again(tmp_path, monkeypat
 # while it writes entries of its own, then reads every one back.
 _WRITER = """
 import sys, tb_plugin
-from tb_plugin.cache import ModelCache
+from tb_plugin.store.cache import ModelCache
 cache_dir, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 model = tb_plugin.load(sys.argv[4]).model
 failed = [i for i in range(count)
@@ -102,8 +102,8 @@ sys.exit(1 if failed or lost else 0)
 # the trace (and writing its entry) while the others write.
 _READER = """
 import sys
-from tb_plugin.cache import ModelCache
-from tb_plugin.loading import RunStore
+from tb_plugin.store.cache import ModelCache
+from tb_plugin.server.loading import RunStore
 for _ in range(int(sys.argv[3])):
     store = RunStore(sys.argv[1], cache=ModelCache(sys.argv[2]), rescan_seconds=3600)
     store.start()
@@ -123,14 +123,14 @@ def test_many_processes_writing_and_starting_against_one_cache_lose_nothing(tmp_
     """Writers, `preprocess` workers, a TensorBoard-like store and a notebook's `load_run`
     start and write against one cache at once: every write succeeds and reads back whole,
     and the trace files' entries are all there at the end."""
-    from tb_plugin.preprocess import entry_keys, preprocess_file
-    from tb_plugin.storage import Storage
+    from tb_plugin.python_api.preprocess import entry_keys, preprocess_file
+    from tb_plugin.store.storage import Storage
 
     logdir = tmp_path / "logs"
     shutil.copytree(SAMPLES / "cpu_cnn", logdir / "cnn")
     cache_dir = str(tmp_path / "cache")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
-    preprocessing = ("import sys; from tb_plugin.preprocess import preprocess_file\n"
+    preprocessing = ("import sys; from tb_plugin.python_api.preprocess import preprocess_file\n"
                      "r = preprocess_file(sys.argv[1], sys.argv[2], sys.argv[3], force=True)\n"
                      "print(r); sys.exit(1 if r['error'] else 0)")
     rels = sorted(f"cnn/{p.name}" for p in (logdir / "cnn").iterdir())

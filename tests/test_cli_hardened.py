@@ -92,12 +92,12 @@ def test_unusable_urls_exit_2_with_the_reason(capsys, monkeypatch, url, reason):
 
 def test_an_unforeseen_failure_still_exits_2_in_one_line(capsys, monkeypatch):
     """Python exits 1 on an uncaught exception, which CI reads as a regression."""
-    import tb_plugin.compare
+    import tb_plugin.python_api.compare
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(tb_plugin.compare, "diff", broken)
+    monkeypatch.setattr(tb_plugin.python_api.compare, "diff", broken)
     _refused(*_compare(capsys, CPU_CNN, CPU_CNN), "internal error (RuntimeError: boom)")
 
 
@@ -198,7 +198,7 @@ def test_the_python_api_takes_the_same_budget_and_limit(bomb, tmp_path):
 def test_every_command_takes_the_budget_with_tensorboards_default(tmp_path, capsys):
     import argparse
 
-    from tb_plugin.plugin import ProfilerPluginLoader
+    from tb_plugin.server.plugin import ProfilerPluginLoader
 
     parser = argparse.ArgumentParser()
     ProfilerPluginLoader().define_flags(parser)

@@ -97,7 +97,7 @@ def test_bad_input_exits_2_with_the_reason(capsys, args, reason):
 
 
 def test_progress_on_stderr_for_slow_loads(capsys, monkeypatch):
-    import tb_plugin.compare as compare
+    import tb_plugin.python_api.compare as compare
     monkeypatch.setattr(compare, "PROGRESS_AFTER_S", 0.0)  # every load counts as slow
     status, _, err = _compare(capsys, CPU_CNN, CPU_CNN, "--span-b", 2)
     assert status == 0

@@ -7,7 +7,7 @@ repeating its round until every answer is final. What must hold:
 - no 5xx, and each URL answers 202 (loading) until its first final answer, never 202 again
   afterwards; every later answer to that URL, from any thread, is byte-identical;
 - no deadlock: every thread finishes within a bounded time (joined with a timeout);
-- the file is parsed exactly once (`tb_plugin.profile.profile_from_bytes` counted), and
+- the file is parsed exactly once (`tb_plugin.python_api.profile.profile_from_bytes` counted), and
   each expensive derived result (the timeline index, the operator tree) is built once even
   when all threads ask for it at the same instant.
 """
@@ -18,7 +18,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 
-import tb_plugin.profile
+import tb_plugin.python_api.profile
 from tb_plugin.views import common, timeline
 
 from .helpers import PREFIX, SPEC, make_client, shared_trace, valid_query
@@ -44,7 +44,7 @@ def test_many_clients_while_loading_get_consistent_answers_and_one_parse(tmp_pat
     shutil.copy(source, tmp_path / "big" / "rank1.pt.trace.json.gz")
 
     parses, builds = Counter(), Counter()
-    real_parse = tb_plugin.profile.profile_from_bytes
+    real_parse = tb_plugin.python_api.profile.profile_from_bytes
     real_index, real_tree = timeline.TimelineIndex, common._build_operator_tree
 
     def counting_parse(data, display_path, progress, **kwargs):
@@ -60,7 +60,7 @@ def test_many_clients_while_loading_get_consistent_answers_and_one_parse(tmp_pat
         builds["operator_tree"] += 1
         return real_tree(model)
 
-    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes", counting_parse)
+    monkeypatch.setattr(tb_plugin.python_api.profile, "profile_from_bytes", counting_parse)
     monkeypatch.setattr(timeline, "TimelineIndex", CountingIndex)
     monkeypatch.setattr(common, "_build_operator_tree", counting_tree)
 

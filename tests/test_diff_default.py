@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import pytest
 
-from tb_plugin.runs import propose_comparison
+from tb_plugin.python_api.runs import propose_comparison
 from tb_plugin.views.regression import OperatorNames
 
 from .helpers import PREFIX, SAMPLES, kernel, make_client, op, raw_events, runtime, write_trace

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from tb_plugin.discovery import SNIFF_BYTES, Skipped, discover_runs, parse_trace_file_name
-from tb_plugin.storage import MAX_SCAN_DEPTH, Storage
+from tb_plugin.store.discovery import SNIFF_BYTES, Skipped, discover_runs, parse_trace_file_name
+from tb_plugin.store.storage import MAX_SCAN_DEPTH, Storage
 
 from .helpers import PREFIX, deep_directory, make_client, op, write_trace
 

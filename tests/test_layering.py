@@ -6,9 +6,11 @@ After Perfetto's tools/check_imports.py, the rules are an allowlist over every m
 module no entry covers fails (a new module says where it sits), and so does an import its
 entry does not list. No import is excused: the last two the design did not want (the cache
 reading __version__ through the package facade, the server checking a linked file with the
-parser itself) were paid off rather than listed as debt. Layers, bottom up: errors / schema / storage / discovery -> trace/
-(parsing and the columnar model) -> views/ (pure functions of a model) -> profile.py (the
-Python API) -> loading.py (the server's store) -> api.py (HTTP) -> plugin.py (TensorBoard).
+parser itself) were paid off rather than listed as debt. Layers, bottom up, each a folder:
+errors / schema / stages -> store/ (storage, discovery, budget, cache, summaries) -> trace/
+and snapshot/ (parsing and the columnar models) -> views/ (pure functions of a model) ->
+python_api/ (Profile, Run, MemorySnapshot) -> server/ (the store that loads off the request
+path, the HTTP routes, the TensorBoard plugin) -> agents/, report, __main__.
 """
 
 import ast
@@ -20,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tb_plugin import loading, profile, runs
+from tb_plugin.server import loading
+from tb_plugin.python_api import profile, runs
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "tb_plugin"
@@ -31,57 +34,60 @@ PACKAGE = REPO / "tb_plugin"
 ALLOWED = {
     "errors": ((), "the error types every layer raises"),
     "stages": ((), "the names of a load's stages"),
-    "routes": ((), "route names TensorBoard lists without importing what answers them"),
-    "sources": ((), "a stack frame's file -> a path that exists here"),
+    "server/routes": ((), "route names TensorBoard lists without importing what answers them"),
+    "server/sources": ((), "a stack frame's file -> a path that exists here"),
     "schema": ((), "table declarations, below everything that declares a table"),
     "version": ((), "the package's version, read by the cache without the package facade"),
-    "budget": ((), "the memory budget's arithmetic, read by TensorBoard at start-up"),
-    "storage": (("budget", "errors", "fsspec", "snapshot/sniff"),
+    "store/budget": ((), "the memory budget's arithmetic, read by TensorBoard at start-up"),
+    "store/storage": (("store/budget", "errors", "fsspec", "snapshot/sniff"),
                 "bytes from local files or fsspec (and what they are, in errors)"),
-    "discovery": (("errors", "snapshot/sniff", "storage"),
+    "store/discovery": (("errors", "snapshot/sniff", "store/storage"),
                   "runs and spans (and memory snapshots) from file names, walked in a Storage"),
     "trace/": (("trace/", "errors", "schema", "polars", "msgspec"),
                "the trace model knows nothing of the layers above it; the builder parses with msgspec and polars"),
     "snapshot/": (("snapshot/", "errors"), "the memory snapshot model knows nothing of the layers above it"),
     "views/": (("views/", "trace/model", "trace/linking", "trace/anomalies", "snapshot/model", "schema", "errors"),
                "a view is a pure function of a model: no HTTP, no loading, no parsing"),
-    "profile": (("budget", "cache", "trace/", "views/", "errors", "schema", "stages", "storage", "discovery", "importlib"),
+    "python_api/profile": (("store/budget", "store/cache", "trace/", "views/", "errors", "schema", "stages", "store/storage", "store/discovery", "importlib"),
                 "the Python API works without a server; `answer` looks a route's view up in its declaration"),
-    "memory_snapshot": (("budget", "snapshot/", "views/", "errors", "storage"),
+    "python_api/snapshots": (("store/budget", "snapshot/", "views/", "errors", "store/storage"),
                         "the Python API over memory snapshots works without a server"),
-    "compare": (("budget", "errors", "profile", "report", "runs", "storage", "views/"),
+    "python_api/compare": (("store/budget", "errors", "python_api/profile", "report", "python_api/runs", "store/storage", "views/"),
                 "`python -m tb_plugin compare`: the Python API's diff, printed"),
-    "cache_schema": (("msgspec",), "the declared shape of a cache manifest, checked by msgspec"),
-    "cache": (("cache_schema", "schema", "storage", "trace/model", "trace/anomalies", "trace/metadata", "version", "fsspec",
+    "store/cache_schema": (("msgspec",), "the declared shape of a cache manifest, checked by msgspec"),
+    "store/cache": (("store/cache_schema", "schema", "store/storage", "trace/model", "trace/anomalies", "trace/metadata", "version", "fsspec",
                "msgspec", "pyarrow"),
               "the disk cache stores models and declared summaries (Arrow parts, msgspec manifests), never parses"),
-    "summaries": (("cache", "errors", "schema", "storage"),
+    "store/summaries": (("store/cache", "errors", "schema", "store/storage"),
                   "per-file summaries held, read from the disk cache, built and written back, for the server and "
                   "the Python API alike"),
-    "runs": (("budget", "cache", "discovery", "errors", "memory_snapshot", "profile", "schema", "storage", "summaries", "views/"),
+    "python_api/runs": (("store/budget", "store/cache", "store/discovery", "errors", "python_api/snapshots", "python_api/profile", "schema", "store/storage", "store/summaries", "views/"),
              "a run and a span of many ranks read, summarised and combined, for the server and the Python API"),
-    "preprocess": (("budget", "cache", "discovery", "errors", "loading", "profile", "runs", "storage", "dask"),
+    "python_api/preprocess": (("store/budget", "store/cache", "store/discovery", "errors", "python_api/profile", "python_api/runs", "store/storage", "dask"),
                    "a Dask task per trace through the Python API into the cache"),
-    "accounting": (("cache", "errors", "memory_snapshot", "profile", "snapshot/model", "summaries"),
+    "server/accounting": (("store/cache", "errors", "python_api/snapshots", "python_api/profile", "snapshot/model", "store/summaries"),
                    "the server's memory budget counts what the store holds; it loads nothing"),
-    "loading": (("accounting", "budget", "cache", "discovery", "errors", "memory_snapshot", "profile", "runs", "schema",
-                 "stages", "storage", "summaries"),
+    "server/loading": (("server/accounting", "store/budget", "store/cache", "store/discovery", "errors", "python_api/snapshots", "python_api/profile", "python_api/runs", "schema",
+                 "stages", "store/storage", "store/summaries"),
                 "the server's store loads through the Python API"),
-    "api": (("accounting", "discovery", "errors", "loading", "memory_snapshot", "profile", "routes", "runs", "schema", "sources",
+    "server/api": (("server/accounting", "store/discovery", "errors", "server/loading", "python_api/snapshots", "python_api/profile", "server/routes", "python_api/runs", "schema", "server/sources",
              "stages", "werkzeug"),
             "routes reach the data through Profile and runs only; the HTTP layer never parses"),
-    "plugin": (("api", "budget", "cache", "loading", "profile", "routes", "tensorboard", "werkzeug"),
+    "server/plugin": (("server/api", "store/budget", "store/cache", "server/loading", "python_api/profile", "server/routes", "tensorboard", "werkzeug"),
                "the TensorBoard plugin reaches the model only through the Python API"),
     "openapi_gen": (("schema", "views/", "importlib"),
                     "writes the declared tables and routes (every views module imported) into openapi.yaml and routes.py"),
-    "__init__": (("errors", "memory_snapshot", "profile", "version", "importlib"),
+    "__init__": (("errors", "python_api/snapshots", "python_api/profile", "version", "importlib"),
                  "the package facade (its names imported from their modules when first used)"),
-    "agents/": (("agents/", "api", "budget", "cache", "errors", "loading", "openapi_gen", "routes", "schema", "version", "werkzeug"),
+    "agents/": (("agents/", "server/api", "store/budget", "store/cache", "errors", "server/loading", "openapi_gen", "server/routes", "schema", "version", "werkzeug"),
                 "answers for agents and scripts: the HTTP server's own routes, called in-process and paged"),
-    "report": (("api", "budget", "compare", "errors", "loading", "profile", "runs", "storage", "views/", "werkzeug"),
+    "report": (("server/api", "store/budget", "python_api/compare", "errors", "server/loading", "python_api/profile", "python_api/runs", "store/storage", "views/", "werkzeug"),
                "the page as one file: the HTTP layer's own answers, asked in-process over a store, embedded"),
-    "__main__": (("agents/", "budget", "compare", "loading", "memory_snapshot", "preprocess", "report", "__init__"),
+    "__main__": (("agents/", "store/budget", "python_api/compare", "server/loading", "python_api/snapshots", "python_api/preprocess", "report", "__init__"),
                  "the command line"),
+    "server/": ((), "the package of the TensorBoard side"),
+    "store/": ((), "the package of storage, discovery, budget, cache and summaries"),
+    "python_api/": ((), "the package of the Python API"),
 }
 # Libraries that mark a layer: only the modules whose entry lists them may import them. The
 # builder's libraries (polars, msgspec, pyarrow) belong to the layers that build the model and
@@ -179,41 +185,43 @@ def test_every_allowlist_entry_covers_a_module():
 
 
 @pytest.mark.parametrize("rel, source", [
-    ("plugin.py", "from .trace.model import build_model\n"),  # the warm-up's broken import
-    ("plugin.py", "from .trace import build\n"),
+    ("server/plugin.py", "from ..trace.model import build_model\n"),  # the warm-up's broken import
+    ("server/plugin.py", "from ..trace import build\n"),
     ("trace/model.py", "from ..views import common\n"),
     ("trace/model.py", "from .. import views\n"),
     ("views/memory.py", "def f():\n    from werkzeug import wrappers\n"),  # a lazy import counts too
-    ("views/memory.py", "from ..api import respond\n"),
+    ("views/memory.py", "from ..server.api import respond\n"),
     ("views/memory.py", "from ..trace.parse import parse_trace\n"),
-    ("api.py", "from .trace.parse import parse_trace\n"),
-    ("api.py", "from .trace import parse\n"),
-    ("api.py", "import tb_plugin.views.memory\n"),
-    ("cache.py", "from .profile import Profile\n"),
-    ("cache.py", "from . import __version__\n"),  # the facade loads the Python API
+    ("server/api.py", "from ..trace.parse import parse_trace\n"),
+    ("server/api.py", "from ..trace import parse\n"),
+    ("server/api.py", "import tb_plugin.views.memory\n"),
+    ("store/cache.py", "from ..python_api.profile import Profile\n"),
+    ("store/cache.py", "from .. import __version__\n"),  # the facade loads the Python API
     ("new_module.py", "import os\n"),  # a module no entry covers
+    ("store/cache.py", "from ..server import loading\n"),  # no arrow points up a folder
+    ("python_api/profile.py", "from ..server.api import respond\n"),
     ("views/memory.py", "import polars as pl\n"),  # the builder's libraries stay in the builder
-    ("api.py", "from msgspec import Raw\n"),
-    ("loading.py", "def f():\n    import pyarrow as pa\n"),
+    ("server/api.py", "from msgspec import Raw\n"),
+    ("server/loading.py", "def f():\n    import pyarrow as pa\n"),
     ("trace/model.py", "import pyarrow\n"),
     ("views/common.py", "import importlib\n"),  # a module by name only in the registries
-    ("runs.py", "from importlib import import_module\n"),
-    ("api.py", "import importlib.util\n"),
+    ("python_api/runs.py", "from importlib import import_module\n"),
+    ("server/api.py", "import importlib.util\n"),
 ])
 def test_the_rules_catch_a_forbidden_import(rel, source):
     assert violations(rel, source)
 
 
 def test_the_rules_read_imports_as_python_does():
-    assert imported_modules("from .trace.model import TraceModel\nfrom . import errors\n", "cache.py") == \
+    assert imported_modules("from ..trace.model import TraceModel\nfrom .. import errors\n", "store/cache.py") == \
         {"trace/model", "errors"}
     assert imported_modules("from ..trace import linking\nfrom .common import x\n", "views/memory.py") == \
         {"trace/linking", "views/common"}
-    assert imported_modules("from . import __version__\nimport werkzeug.wrappers, numpy\n", "cache.py") == \
+    assert imported_modules("from .. import __version__\nimport werkzeug.wrappers, numpy\n", "store/cache.py") == \
         {"__init__", "werkzeug"}
     assert imported_modules("import importlib\nfrom msgspec import Raw\nimport polars as pl\n", "trace/parse.py") == \
         {"importlib", "msgspec", "polars"}
-    assert imported_modules("from importlib import resources\nimport importlib.resources\n", "plugin.py") == set()
+    assert imported_modules("from importlib import resources\nimport importlib.resources\n", "server/plugin.py") == set()
 
 
 TESTS = REPO / "tests"
@@ -255,7 +263,7 @@ def test_the_test_module_rule_lets_helpers_through():
 
 
 def test_no_route_reaches_into_the_model():
-    tree = ast.parse((PACKAGE / "api.py").read_text())
+    tree = ast.parse((PACKAGE / "server" / "api.py").read_text())
     reached = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "model"]
     assert not reached, f"api.py uses `.model` on lines {reached}: add a Profile method instead"
 
@@ -263,10 +271,10 @@ def test_no_route_reaches_into_the_model():
 def _view_functions():
     """The view functions the Python API calls: `<views module>.<function>` in profile.py."""
     imported = {alias.asname or alias.name: alias.name
-                for node in ast.walk(ast.parse((PACKAGE / "profile.py").read_text()))
+                for node in ast.walk(ast.parse((PACKAGE / "python_api" / "profile.py").read_text()))
                 if isinstance(node, ast.ImportFrom) and node.module == "views" for alias in node.names}
     called = set()
-    for node in ast.walk(ast.parse((PACKAGE / "profile.py").read_text())):
+    for node in ast.walk(ast.parse((PACKAGE / "python_api" / "profile.py").read_text())):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in imported:
             called.add((imported[node.value.id], node.attr))
     functions = []
@@ -333,7 +341,7 @@ def test_mypy_checks_every_module_and_every_body():
 def test_the_trace_model_is_light_to_import():
     """The views and the disk cache import `TraceModel` directly: that loads neither the
     builder's libraries (polars, msgspec), nor pandas, nor starts a thread."""
-    code = ("import sys, threading, tb_plugin.cache, tb_plugin.trace.model\n"
+    code = ("import sys, threading, tb_plugin.store.cache, tb_plugin.trace.model\n"
             "heavy = ('pandas', 'polars', 'msgspec', 'tb_plugin.trace.build', 'tb_plugin.trace.parse',"
             " 'tb_plugin.trace.coding', 'tb_plugin.trace.kinds')\n"
             "print(sorted(m for m in heavy if m in sys.modules), threading.active_count())")

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-import tb_plugin.cache
-import tb_plugin.profile
-import tb_plugin.storage
-from tb_plugin.accounting import REPLY_BYTES_PER_VALUE, ReplyCache, ReplyReservation
-from tb_plugin.cache import ModelCache
+import tb_plugin.store.cache
+import tb_plugin.python_api.profile
+import tb_plugin.store.storage
+from tb_plugin.server.accounting import REPLY_BYTES_PER_VALUE, ReplyCache, ReplyReservation
+from tb_plugin.store.cache import ModelCache
 from tb_plugin.errors import ReplyTooLargeError, TraceError
-from tb_plugin.loading import Loading, RunStore, estimate_parse_bytes, loader_count
+from tb_plugin.server.loading import Loading, RunStore, estimate_parse_bytes, loader_count
 
 from .helpers import SAMPLES, make_client, op, wait_ready, write_trace
 
@@ -50,7 +50,7 @@ def test_a_small_trace_loads_while_a_large_one_is_still_loading(tmp_path, monkey
     write_trace(tmp_path / "big" / "w.pt.trace.json", [op(f"aten::op{i}", i * 10, 5) for i in range(2000)])
     write_trace(tmp_path / "small" / "w.pt.trace.json", [op("ProfilerStep#4", 0, 50, cat="user_annotation")])
     gate, big_reading = threading.Event(), threading.Event()
-    real_read = tb_plugin.storage.Storage.read_trace
+    real_read = tb_plugin.store.storage.Storage.read_trace
 
     def held_read(self, rel, *args, **kwargs):
         if rel.startswith("big/"):
@@ -58,7 +58,7 @@ def test_a_small_trace_loads_while_a_large_one_is_still_loading(tmp_path, monkey
             assert gate.wait(60)
         return real_read(self, rel, *args, **kwargs)
 
-    monkeypatch.setattr(tb_plugin.storage.Storage, "read_trace", held_read)
+    monkeypatch.setattr(tb_plugin.store.storage.Storage, "read_trace", held_read)
     store = store_of(tmp_path)
     try:
         assert isinstance(store.profile("big", "w", 1), Loading)
@@ -87,7 +87,7 @@ def test_a_load_whose_counted_events_exceed_the_budget_is_cancelled_before_its_t
     before_counting = estimate_parse_bytes(json_bytes, 0)
     counted = estimate_parse_bytes(json_bytes, len(events))
     assert counted > before_counting
-    monkeypatch.setattr(tb_plugin.profile, "build_model", lambda parsed: pytest.fail("built although over budget"))
+    monkeypatch.setattr(tb_plugin.python_api.profile, "build_model", lambda parsed: pytest.fail("built although over budget"))
     store = store_of(tmp_path, max_memory_bytes=(before_counting + counted) // 2)
     try:
         reason = failure(store, "run")
@@ -120,14 +120,14 @@ def test_gzip_inflating_past_its_claim_is_stopped_at_the_budget(tmp_path, monkey
     path = gzip_claiming_less_than_it_holds(tmp_path / "run" / "w.pt.trace.json.gz", 64)
     assert int.from_bytes(path.read_bytes()[-4:], "little") == 1 << 20  # what the trailer claims
     inflated = []
-    real_pieces = tb_plugin.storage._read_pieces
+    real_pieces = tb_plugin.store.storage._read_pieces
 
     def counted(stream, view, progress):
         filled = real_pieces(stream, view, progress)
         inflated.append(filled)
         return filled
 
-    monkeypatch.setattr(tb_plugin.storage, "_read_pieces", counted)
+    monkeypatch.setattr(tb_plugin.store.storage, "_read_pieces", counted)
     budget = 64 << 20
     store = store_of(tmp_path, max_memory_bytes=budget)
     try:
@@ -160,7 +160,7 @@ def test_a_cached_model_larger_than_the_budget_is_refused_before_it_is_read(tmp_
     writer = store_of(tmp_path / "logs", cache=ModelCache(tmp_path / "cache"))
     held = writer.profile_blocking("cnn", "worker0", 1, timeout=60).model.nbytes()
     writer.stop()
-    monkeypatch.setattr(tb_plugin.cache, "decode_model", lambda *a: pytest.fail("read although too large"))
+    monkeypatch.setattr(tb_plugin.store.cache, "decode_model", lambda *a: pytest.fail("read although too large"))
     store = store_of(tmp_path / "logs", cache=ModelCache(tmp_path / "cache"), max_memory_bytes=held // 2)
     try:
         reason = failure(store, "cnn", "worker0")
@@ -250,14 +250,14 @@ def deny_reading(monkeypatch, path):
     so mode bits alone cannot make it fail)."""
     denied = threading.Event()
     denied.set()
-    real_open = tb_plugin.storage._open_regular
+    real_open = tb_plugin.store.storage._open_regular
 
     def guarded(full):
         if denied.is_set() and os.path.samefile(full, path):
             raise PermissionError(13, "Permission denied", full)
         return real_open(full)
 
-    monkeypatch.setattr(tb_plugin.storage, "_open_regular", guarded)
+    monkeypatch.setattr(tb_plugin.store.storage, "_open_regular", guarded)
     return denied
 
 
@@ -316,7 +316,7 @@ def test_a_trace_error_is_still_remembered(tmp_path, old_trace, monkeypatch):
     store = store_of(tmp_path, retry_seconds=0)
     try:
         failure(store, "run")
-        monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: pytest.fail("parsed again"))
+        monkeypatch.setattr(tb_plugin.python_api.profile, "profile_from_bytes", lambda *a, **k: pytest.fail("parsed again"))
         with pytest.raises(TraceError):
             store.profile("run", "w", 1)
     finally:
@@ -328,7 +328,7 @@ def test_a_trace_error_is_still_remembered(tmp_path, old_trace, monkeypatch):
 _GROWTH_SCRIPT = r"""
 import ctypes, gc, json, sys
 import tb_plugin
-from tb_plugin.accounting import cap_malloc_arenas, profile_bytes
+from tb_plugin.server.accounting import cap_malloc_arenas, profile_bytes
 
 def rss():
     with open("/proc/self/status") as fh:
@@ -366,7 +366,7 @@ def test_text_that_many_rows_point_at_is_counted_once():
     import numpy as np
     import pandas as pd
 
-    from tb_plugin.accounting import held_bytes
+    from tb_plugin.server.accounting import held_bytes
 
     name = "aten::convolution_backward" * 4
     shared = np.array([name] * 10_000, dtype=object)  # 10,000 pointers at one string
@@ -402,7 +402,7 @@ def test_the_budget_counts_a_profile_within_a_quarter_of_what_it_makes_the_proce
 _DROP_SCRIPT = r"""
 import json, shutil, sys, tempfile
 from pathlib import Path
-from tb_plugin.loading import RunStore
+from tb_plugin.server.loading import RunStore
 
 def rss():
     with open("/proc/self/status") as fh:

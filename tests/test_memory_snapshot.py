@@ -375,8 +375,8 @@ def _logdir(tmp_path, snapshot):
 
 
 def test_snapshots_are_found_by_name_and_json_by_content(tmp_path, snapshot):
-    from tb_plugin.discovery import discover_runs
-    from tb_plugin.storage import Storage
+    from tb_plugin.store.discovery import discover_runs
+    from tb_plugin.store.storage import Storage
 
     runs = discover_runs(Storage(_logdir(tmp_path, snapshot)))
     assert list(runs) == ["job"] and runs["job"].workers == {}  # a run of snapshots only
@@ -400,7 +400,7 @@ def test_a_run_names_its_snapshots_and_loads_each_as_load_snapshot_does(tmp_path
 
 
 def test_a_run_with_a_disk_cache_decodes_a_snapshot_once_for_every_session(tmp_path, snapshot, allocators, monkeypatch):
-    from tb_plugin import memory_snapshot, runs
+    from tb_plugin.python_api import snapshots, runs
 
     run_dir, cache = _logdir(tmp_path, snapshot) / "job", tmp_path / "cache"
     decoded = []
@@ -417,8 +417,8 @@ def test_a_run_with_a_disk_cache_decodes_a_snapshot_once_for_every_session(tmp_p
 
 
 def test_store_serves_snapshots_from_the_disk_cache_when_unchanged(tmp_path, snapshot, snap, monkeypatch):
-    from tb_plugin import loading
-    from tb_plugin.cache import ModelCache
+    from tb_plugin.server import loading
+    from tb_plugin.store.cache import ModelCache
 
     logdir, cache_dir = _logdir(tmp_path, snapshot), tmp_path / "cache"
 
@@ -427,7 +427,7 @@ def test_store_serves_snapshots_from_the_disk_cache_when_unchanged(tmp_path, sna
     assert loaded(first, "rank0").peak().equals(snap.peak())
     first.stop()
     reads = []
-    monkeypatch.setattr("tb_plugin.memory_snapshot.read_snapshot_dict", lambda *a: reads.append(a) or 1 / 0)
+    monkeypatch.setattr("tb_plugin.python_api.snapshots.read_snapshot_dict", lambda *a: reads.append(a) or 1 / 0)
     second = loading.RunStore(str(logdir), cache=ModelCache(cache_dir))
     cached = loaded(second, "rank0")
     assert reads == [] and cached.peak().equals(snap.peak()) and cached.blame(1).equals(snap.blame(1))
@@ -446,7 +446,7 @@ def test_store_serves_snapshots_from_the_disk_cache_when_unchanged(tmp_path, sna
 def _wait(store, name, timeout=60):
     import time
 
-    from tb_plugin.loading import Loading
+    from tb_plugin.server.loading import Loading
 
     store.wait_for_scan(30)
     deadline = time.monotonic() + timeout

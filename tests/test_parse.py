@@ -318,10 +318,10 @@ def test_batches_and_released_input_give_the_same_model(monkeypatch, tmp_path):
     plain bytes in one batch."""
     import pandas.testing
 
-    from tb_plugin.storage import Storage, TraceBytes
+    from tb_plugin.store.storage import Storage, TraceBytes
     from tb_plugin.trace import build as build_module
     text = gzip.decompress(shared_trace("v100_ddp_nccl_memory", "rank1.pt.trace.json.gz").read_bytes())
-    whole = tb_plugin.profile.profile_from_bytes(text, "whole").model
+    whole = tb_plugin.python_api.profile.profile_from_bytes(text, "whole").model
     (tmp_path / "rank1.pt.trace.json").write_bytes(text)
     monkeypatch.setattr(build_module, "_BATCH_BYTES", 1 << 18)
     released = []
@@ -330,7 +330,7 @@ def test_batches_and_released_input_give_the_same_model(monkeypatch, tmp_path):
     trace = Storage(tmp_path).read_trace("rank1.pt.trace.json")
     assert trace._mapping is not None  # an uncompressed local file takes the mapping path
     heard = []
-    batched = tb_plugin.profile.profile_from_bytes(trace, "batched", lambda *report: heard.append(report)).model
+    batched = tb_plugin.python_api.profile.profile_from_bytes(trace, "batched", lambda *report: heard.append(report)).model
     assert len(released) > 100  # one release per batch
     # Progress: the fraction of the JSON read at each release, then the table building.
     fractions = [fraction for stage, fraction in heard if stage == "parsing"]
@@ -347,7 +347,7 @@ def test_reading_reports_the_fraction_of_the_stored_file_read(tmp_path, monkeypa
     """Pieces of `_READ_PIECE` bytes, each followed by a report; the last report is 1."""
     import fsspec
 
-    from tb_plugin import storage
+    from tb_plugin.store import storage
     monkeypatch.setattr(storage, "_READ_PIECE", 4096)
     content = json.dumps({"traceEvents": [{"name": f"op{i}", "ts": i} for i in range(3000)]}).encode()
     stored = gzip.compress(content) if stored_as == "gzip" else content
@@ -367,7 +367,7 @@ def test_reading_reports_the_fraction_of_the_stored_file_read(tmp_path, monkeypa
 
 
 def test_released_pages_are_given_back_and_the_rest_kept(tmp_path):
-    from tb_plugin.storage import Storage, TraceBytes
+    from tb_plugin.store.storage import Storage, TraceBytes
     page = mmap.PAGESIZE
     content = bytes(range(256)) * (3 * page // 256) + b"tail"
     (tmp_path / "t.json").write_bytes(content)

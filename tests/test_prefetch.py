@@ -7,9 +7,9 @@ import threading
 
 from tensorboard.plugins import base_plugin
 
-import tb_plugin.storage
-from tb_plugin.loading import Loading, RunStore, estimate_parse_bytes, events_in
-from tb_plugin.plugin import ProfilerPluginLoader
+import tb_plugin.store.storage
+from tb_plugin.server.loading import Loading, RunStore, estimate_parse_bytes, events_in
+from tb_plugin.server.plugin import ProfilerPluginLoader
 
 from .helpers import op, write_trace
 
@@ -27,7 +27,7 @@ def hold_reads_of_a(monkeypatch):
     """(gate, a_reading): every read of run "a"'s file sets `a_reading` and waits until `gate`
     is set; reads after that, and of other runs, go through."""
     gate, a_reading = threading.Event(), threading.Event()
-    real_read = tb_plugin.storage.Storage.read_trace
+    real_read = tb_plugin.store.storage.Storage.read_trace
 
     def held_read(self, rel, *args, **kwargs):
         if rel.startswith("a/") and not gate.is_set():
@@ -35,7 +35,7 @@ def hold_reads_of_a(monkeypatch):
             assert gate.wait(60)
         return real_read(self, rel, *args, **kwargs)
 
-    monkeypatch.setattr(tb_plugin.storage.Storage, "read_trace", held_read)
+    monkeypatch.setattr(tb_plugin.store.storage.Storage, "read_trace", held_read)
     return gate, a_reading
 
 

@@ -23,16 +23,16 @@ import pytest
 distributed = pytest.importorskip("dask.distributed", reason="preprocess runs on dask.distributed (the [dask] extra)")
 
 import tb_plugin  # noqa: E402
-import tb_plugin.loading  # noqa: E402
-import tb_plugin.preprocess  # noqa: E402
-import tb_plugin.profile  # noqa: E402
+import tb_plugin.server.loading  # noqa: E402
+import tb_plugin.python_api.preprocess  # noqa: E402
+import tb_plugin.python_api.profile  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
-from tb_plugin.accounting import profile_bytes  # noqa: E402
-from tb_plugin.cache import MANIFEST, ModelCache  # noqa: E402
-from tb_plugin.loading import RunStore  # noqa: E402
-from tb_plugin.preprocess import WORKER_ENV, entry_keys  # noqa: E402
-from tb_plugin.runs import FILE_SUMMARIES  # noqa: E402
-from tb_plugin.storage import Storage  # noqa: E402
+from tb_plugin.server.accounting import profile_bytes  # noqa: E402
+from tb_plugin.store.cache import MANIFEST, ModelCache  # noqa: E402
+from tb_plugin.server.loading import RunStore  # noqa: E402
+from tb_plugin.python_api.preprocess import WORKER_ENV, entry_keys  # noqa: E402
+from tb_plugin.python_api.runs import FILE_SUMMARIES  # noqa: E402
+from tb_plugin.store.storage import Storage  # noqa: E402
 from tb_plugin.views.job import RANK_PART, RankPart  # noqa: E402
 
 from .helpers import (PREFIX, SAMPLES, count_model_loads, count_summary_reads, forbid_parsing, make_client, op,  # noqa: E402
@@ -162,8 +162,8 @@ def test_a_damaged_summary_means_a_rebuild_never_wrong_numbers(preprocessed, log
     if damaged == "summary and model":
         _flip_a_byte(cache / keys["model"][0])
     parses = []
-    real_parse = tb_plugin.profile.profile_from_bytes
-    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
+    real_parse = tb_plugin.python_api.profile.profile_from_bytes
+    monkeypatch.setattr(tb_plugin.python_api.profile, "profile_from_bytes",
                         lambda data, path, *a, **k: parses.append(path) or real_parse(data, path, *a, **k))
     plugin, client = make_client(logdir, profiler_cache_dir=str(cache))
     try:
@@ -203,7 +203,7 @@ def test_without_dask_the_error_says_how_to_install_it(tmp_path, monkeypatch):
 
 
 def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(tb_plugin.preprocess, "CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr(tb_plugin.python_api.preprocess, "CONNECT_TIMEOUT", "1s")
     write_trace(tmp_path / "logs" / "worker0.pt.trace.json", [op("x", 0, 1)])
     status, err = run_preprocess(tmp_path / "logs", "--dask", "tcp://127.0.0.1:9", "--cache-dir", tmp_path / "cache")
     assert status == 2 and "cannot connect to the Dask scheduler at tcp://127.0.0.1:9" in err
@@ -253,7 +253,7 @@ def test_local_cluster_workers_wake_rarely():
                 dask.utils.parse_timedelta(dask.config.get("distributed.admin.tick.interval")),
                 dask.utils.parse_timedelta(dask.config.get("distributed.worker.memory.monitor-interval")))
 
-    client, cluster = tb_plugin.preprocess._client("local", 1)
+    client, cluster = tb_plugin.python_api.preprocess._client("local", 1)
     try:
         (profiling, tick, monitor), = client.run(worker_settings).values()
     finally:
@@ -275,8 +275,8 @@ def test_a_trace_changed_since_preprocessing_is_parsed_again(logdir, scheduler, 
     shutil.copyfile(fixed[4], job / "rank4.pt.trace.json.gz")
     expected = _job_view(job)
     parses = []
-    real_parse = tb_plugin.profile.profile_from_bytes
-    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes",
+    real_parse = tb_plugin.python_api.profile.profile_from_bytes
+    monkeypatch.setattr(tb_plugin.python_api.profile, "profile_from_bytes",
                         lambda data, path, *a, **k: parses.append(path) or real_parse(data, path, *a, **k))
     plugin, client = make_client(tmp_path / "logs", profiler_cache_dir=str(tmp_path / "cache"))
     try:
@@ -374,7 +374,7 @@ def test_summaries_beyond_the_budget_are_dropped_once_not_in_use(preprocessed, l
         with store._lock:
             store.budget.enforce(keep=0)
         assert store.held_bytes() > store.max_memory_bytes  # pinned: all of them stay while in use
-        monkeypatch.setattr(tb_plugin.summaries, "SUMMARY_PIN_SECONDS", 0.0)
+        monkeypatch.setattr(tb_plugin.store.summaries, "SUMMARY_PIN_SECONDS", 0.0)
         ddp_workers = list(store.run_files("ddp").workers)
         store.prefetch_summaries("ddp", ddp_workers, 1, "job", declared)
         job_paths = [store.span_file("job", w, 1).path for w in job_workers]
@@ -396,7 +396,7 @@ def test_a_gzip_bomb_is_refused_as_tensorboard_refuses_it_and_never_cached(tmp_p
     bomb.parent.mkdir(parents=True)
     bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (64 << 20) + b"]}", compresslevel=1))
     cache_dir = tmp_path / "cache"
-    result = tb_plugin.preprocess.preprocess_file(str(tmp_path / "logs"), "run/w0.pt.trace.json.gz",
+    result = tb_plugin.python_api.preprocess.preprocess_file(str(tmp_path / "logs"), "run/w0.pt.trace.json.gz",
                                                   str(cache_dir), max_memory_mb=64)
     assert result["error"].startswith("too large to load: parsing it needs about")
     assert result["json_bytes"] == 0 and not list(cache_dir.glob(f"*/{MANIFEST}"))
@@ -414,12 +414,12 @@ def test_preprocess_parses_within_tensorboards_default_budget(tmp_path, capsys):
     import argparse
     import inspect
 
-    from tb_plugin.plugin import ProfilerPluginLoader
+    from tb_plugin.server.plugin import ProfilerPluginLoader
 
     parser = argparse.ArgumentParser()
     ProfilerPluginLoader().define_flags(parser)
     tensorboard_default = parser.parse_args([]).profiler_max_memory_mb
-    for function in (tb_plugin.preprocess.preprocess_file, tb_plugin.preprocess.preprocess):
+    for function in (tb_plugin.python_api.preprocess.preprocess_file, tb_plugin.python_api.preprocess.preprocess):
         assert inspect.signature(function).parameters["max_memory_mb"].default == tensorboard_default
     assert main(["preprocess", str(tmp_path), "--dask", "local", "--max-memory-mb", "10"]) == 2
     assert "--max-memory-mb takes megabytes, at least 64" in capsys.readouterr().err
@@ -429,7 +429,7 @@ def test_metadata_numbers_beyond_64_bits_are_preprocessed_with_the_repair_counte
     """The issue's case: preprocess reported 'internal error' for a rank above 2^64."""
     write_trace(tmp_path / "logs" / "run" / "w0.pt.trace.json", [op("ProfilerStep#1", 0, 50)],
                 distributedInfo={"rank": 2 ** 70, "world_size": 1})
-    result = tb_plugin.preprocess.preprocess_file(str(tmp_path / "logs"), "run/w0.pt.trace.json", str(tmp_path / "cache"))
+    result = tb_plugin.python_api.preprocess.preprocess_file(str(tmp_path / "logs"), "run/w0.pt.trace.json", str(tmp_path / "cache"))
     assert result["error"] == ""
     storage = Storage(str(tmp_path / "logs"))
     model = ModelCache(tmp_path / "cache").get(ModelCache.key(storage.display("run/w0.pt.trace.json")),
@@ -449,13 +449,13 @@ def test_a_failed_cache_write_is_tried_once_more_before_the_file_is_reported(tmp
 
     monkeypatch.setattr(ModelCache, "put", fails_first)
     failures = 1
-    result = tb_plugin.preprocess.preprocess_file(str(tmp_path / "logs"), "run/w0.pt.trace.json", str(tmp_path / "cache"))
+    result = tb_plugin.python_api.preprocess.preprocess_file(str(tmp_path / "logs"), "run/w0.pt.trace.json", str(tmp_path / "cache"))
     assert result["error"] == "" and len(calls) == 2
     storage = Storage(str(tmp_path / "logs"))
     for key, entry_format in entry_keys(ModelCache(tmp_path / "cache"), storage.display("run/w0.pt.trace.json")).values():
         assert ModelCache(tmp_path / "cache").manifest(key, storage.identity("run/w0.pt.trace.json"), entry_format)
     calls.clear()
     failures = 2
-    result = tb_plugin.preprocess.preprocess_file(str(tmp_path / "logs"), "run/w0.pt.trace.json",
+    result = tb_plugin.python_api.preprocess.preprocess_file(str(tmp_path / "logs"), "run/w0.pt.trace.json",
                                                   str(tmp_path / "cache2"), force=True)
     assert result["error"].startswith("its cache entries could not be written, twice") and len(calls) == 2

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("dask.distributed", reason="preprocess runs on dask.distributed (the [dask] extra)")
 
 import tb_plugin  # noqa: E402
-from tb_plugin.runs import FILE_SUMMARIES  # noqa: E402
+from tb_plugin.python_api.runs import FILE_SUMMARIES  # noqa: E402
 
 from .helpers import (BUCKET, PREFIX, SAMPLES, count_model_loads, count_summary_reads, forbid_parsing,  # noqa: E402
                       make_client, run_preprocess, table_frame, wait_route)

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tb_plugin
-from tb_plugin.cache import ModelCache
+from tb_plugin.store.cache import ModelCache
 from tb_plugin.views.distributed import distributed
 
 from .helpers import PREFIX, kernel, make_client, memory, op, runtime, wait_route

@@ -1,4 +1,4 @@
-"""`tb_plugin.runs`: a span of many ranks read, summarised and combined by the same functions
+"""`tb_plugin.python_api.runs`: a span of many ranks read, summarised and combined by the same functions
 for the server and the Python API; over a preprocessed job the Python API reads the run
 index from the disk cache and reads no trace at all.
 
@@ -13,10 +13,11 @@ import pandas as pd
 import pytest
 
 import tb_plugin
-from tb_plugin import runs, summaries
-from tb_plugin.cache import ModelCache
-from tb_plugin.preprocess import preprocess_file, write_run_index
-from tb_plugin.storage import Storage
+from tb_plugin.python_api import runs
+from tb_plugin.store import summaries
+from tb_plugin.store.cache import ModelCache
+from tb_plugin.python_api.preprocess import preprocess_file, write_run_index
+from tb_plugin.store.storage import Storage
 
 from .helpers import PREFIX, SAMPLES, make_client, wait_route
 
@@ -161,7 +162,7 @@ def test_a_missing_worker_span_or_snapshot_reads_the_same_from_the_server_and_th
     # One lookup (`RunFiles.trace_file` / `snapshot_file`) answers both: a 404's reason and
     # the Python API's NotFoundError name the run and what it has, in the same words
     from tb_plugin.errors import NotFoundError
-    from tb_plugin.loading import RunStore
+    from tb_plugin.server.loading import RunStore
 
     logdir, _ = preprocessed
     run = tb_plugin.load_run(logdir / "ddp")

@@ -21,11 +21,11 @@ pytest.importorskip("boto3", reason=S3_NEEDS)
 s3fs = pytest.importorskip("s3fs", reason=S3_NEEDS)
 
 import tb_plugin  # noqa: E402
-import tb_plugin.profile  # noqa: E402
-from tb_plugin.discovery import discover_runs  # noqa: E402
+import tb_plugin.python_api.profile  # noqa: E402
+from tb_plugin.store.discovery import discover_runs  # noqa: E402
 from tb_plugin.errors import PathOutsideLogdirError  # noqa: E402
-from tb_plugin.loading import RunStore  # noqa: E402
-from tb_plugin.storage import Storage  # noqa: E402
+from tb_plugin.server.loading import RunStore  # noqa: E402
+from tb_plugin.store.storage import Storage  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_s3fs")
 
@@ -245,7 +245,7 @@ def test_load_run_with_subdir_sorting_before_root_on_s3(s3):
 def test_model_cache_on_s3_is_written_read_back_and_checked(s3, tmp_path):
     """`--profiler_cache_dir s3://...`: entries are written as objects (each appears whole),
     read back over fsspec into the same tables, and a damaged part means a parse again."""
-    from tb_plugin.cache import ModelCache
+    from tb_plugin.store.cache import ModelCache
 
     rel = next(r for r in s3.local if r.startswith("cnn/"))
     model = tb_plugin.load(s3.local[rel]).model
@@ -271,13 +271,13 @@ def test_model_cache_on_s3_is_written_read_back_and_checked(s3, tmp_path):
 
 
 def test_run_store_over_s3_with_an_s3_cache_loads_from_it(s3, monkeypatch):
-    from tb_plugin.cache import ModelCache
+    from tb_plugin.store.cache import ModelCache
 
     first = RunStore(f"s3://{BUCKET}/logs", cache=ModelCache(f"s3://{BUCKET}/store-cache"))
     first.wait_for_scan(30)
     steps = first.profile_blocking("cnn", next(iter(first.run_files("cnn").workers)), 1, timeout=60).steps()
     first.stop()
-    monkeypatch.setattr(tb_plugin.profile, "profile_from_bytes", lambda *a, **k: pytest.fail("parsed although cached"))
+    monkeypatch.setattr(tb_plugin.python_api.profile, "profile_from_bytes", lambda *a, **k: pytest.fail("parsed although cached"))
     s3fs.S3FileSystem.clear_instance_cache()
     second = RunStore(f"s3://{BUCKET}/logs", cache=ModelCache(f"s3://{BUCKET}/store-cache"))
     second.wait_for_scan(30)

@@ -49,7 +49,7 @@ def test_empty_frame_has_declared_dtypes():
 def test_empty_equals_an_empty_frame_for_every_declared_table():
     # `empty` builds its columns directly (no conversion); it must be exactly what `frame`
     # makes of no rows, nullable and int32 columns included, for every table a view answers
-    import tb_plugin.profile  # noqa: F401  (declares the tables of the views a load needs)
+    import tb_plugin.python_api.profile  # noqa: F401  (declares the tables of the views a load needs)
     from tb_plugin.views import (collectives, compiled, copies, critical_path, cudagraphs, diff, distributed, flops,  # noqa: F401
                                  gpu_annotations, job, lightning, memory, modules, queues, rank_timeline, regression,
                                  sequences, timeline)

@@ -48,7 +48,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tb_plugin.storage import Storage
+from tb_plugin.store.storage import Storage
 
 from .helpers import (PREFIX, SAMPLES, SPEC, csv_table, kernel, make_client, memory, op, route_parameters, runtime, valid_query,
                       wait_route, write_trace)

@@ -57,7 +57,7 @@ def _load(tmp_path, data, budget_mb=512, name="x.pickle"):
 _CHILD = textwrap.dedent("""
     import json, resource, sys
     from tb_plugin import TraceError
-    from tb_plugin.memory_snapshot import load_snapshot
+    from tb_plugin.python_api.snapshots import load_snapshot
 
     def hwm():
         for line in open("/proc/self/status"):

@@ -1,4 +1,4 @@
-"""Stack-frame files resolved to absolute paths on the TensorBoard machine (tb_plugin/sources.py)."""
+"""Stack-frame files resolved to absolute paths on the TensorBoard machine (tb_plugin/server/sources.py)."""
 
 import builtins
 import importlib.util
@@ -6,7 +6,7 @@ import io
 import os
 from pathlib import Path
 
-from tb_plugin.sources import SourceResolver
+from tb_plugin.server.sources import SourceResolver
 
 from .helpers import PREFIX, make_client, op, wait_route, write_trace
 

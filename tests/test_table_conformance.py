@@ -26,11 +26,11 @@ import pytest
 
 import tb_plugin
 from tb_plugin import openapi_gen, schema
-from tb_plugin.api import Api
-from tb_plugin.memory_snapshot import load_snapshot
-from tb_plugin.runs import FILE_SUMMARIES
+from tb_plugin.server.api import Api
+from tb_plugin.python_api.snapshots import load_snapshot
+from tb_plugin.python_api.runs import FILE_SUMMARIES
 from tb_plugin.snapshot.model import to_parts
-from tb_plugin.routes import DECLARED_ROUTES, HANDWRITTEN_ROUTES
+from tb_plugin.server.routes import DECLARED_ROUTES, HANDWRITTEN_ROUTES
 from tb_plugin.trace.tables import MODEL_TABLES
 from tb_plugin.views import diff, kernels, operators
 from tb_plugin.views.memory_snapshot import SNAPSHOT_PARTS

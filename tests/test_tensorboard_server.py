@@ -82,9 +82,9 @@ _START_UP = """
 import argparse, sys, threading
 from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
-from tb_plugin.plugin import ProfilerPlugin, ProfilerPluginLoader
+from tb_plugin.server.plugin import ProfilerPlugin, ProfilerPluginLoader
 
-HEAVY = ("pandas", "polars", "msgspec", "tb_plugin.profile", "tb_plugin.api", "tb_plugin.trace.build")
+HEAVY = ("pandas", "polars", "msgspec", "tb_plugin.python_api.profile", "tb_plugin.server.api", "tb_plugin.trace.build")
 flags = argparse.Namespace(reload_interval=5, profiler_cache_dir="", profiler_max_memory_mb=4096)
 context = base_plugin.TBContext(logdir=sys.argv[1], flags=flags)
 plugin = ProfilerPlugin(context)
@@ -99,9 +99,9 @@ plugin.store.stop()
 _WARM_UP = """
 import argparse, sys, threading
 from tensorboard.plugins import base_plugin
-from tb_plugin.plugin import ProfilerPluginLoader
+from tb_plugin.server.plugin import ProfilerPluginLoader
 
-HEAVY = ("pandas", "polars", "msgspec", "tb_plugin.profile", "tb_plugin.api", "tb_plugin.trace.build")
+HEAVY = ("pandas", "polars", "msgspec", "tb_plugin.python_api.profile", "tb_plugin.server.api", "tb_plugin.trace.build")
 flags = argparse.Namespace(reload_interval=5, profiler_cache_dir="", profiler_max_memory_mb=4096)
 plugin = ProfilerPluginLoader().load(base_plugin.TBContext(logdir=sys.argv[1], flags=flags))
 (warm_up,) = [t for t in threading.enumerate() if t.name == "tb_plugin_warm_up"]
@@ -122,7 +122,7 @@ def test_tensorboard_start_up_imports_no_model_library_until_a_request(tmp_path)
     assert done.returncode == 0, done.stderr
     before, after = done.stdout.splitlines()
     assert before == "True []"
-    assert after.startswith("200 ") and "pandas" in after and "tb_plugin.api" in after
+    assert after.startswith("200 ") and "pandas" in after and "tb_plugin.server.api" in after
 
 
 def _request(url, method="GET", timeout=30):
@@ -242,7 +242,7 @@ def test_loading_the_plugin_warms_the_loader_up_in_the_background(tmp_path):
     assert done.returncode == 0, done.stderr
     waiting, finished, loaded = done.stdout.splitlines()
     assert waiting == "True []"
-    assert finished == "False " + str(sorted(("pandas", "polars", "msgspec", "tb_plugin.profile", "tb_plugin.api",
+    assert finished == "False " + str(sorted(("pandas", "polars", "msgspec", "tb_plugin.python_api.profile", "tb_plugin.server.api",
                                                "tb_plugin.trace.build")))
     # The load and its views ran to the end: importing the modules is not enough (a warm-up
     # that imported them and then failed, logged and swallowed, went unnoticed here).

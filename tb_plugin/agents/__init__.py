@@ -5,7 +5,7 @@ routes as the HTTP server answers them and cuts their tables to what a reader ca
 
 import argparse
 
-from ..budget import DEFAULT_MAX_MEMORY_MB
+from ..store.budget import DEFAULT_MAX_MEMORY_MB
 
 
 # The subcommands' arguments are here, light: `python -m tb_plugin` lists them without importing

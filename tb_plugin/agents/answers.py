@@ -27,11 +27,11 @@ import orjson
 import yaml  # type: ignore[import-untyped]  # (no stubs in the test extra)
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
-from ..api import Api
+from ..server.api import Api
 from ..errors import PublicError
-from ..loading import RunStore
+from ..server.loading import RunStore
 from ..openapi_gen import SPEC_PATH, component_name, declared_routes, declared_tables, path_entry
-from ..routes import API_ROUTES
+from ..server.routes import API_ROUTES
 from ..schema import Table
 
 DEFAULT_LIMIT = 20

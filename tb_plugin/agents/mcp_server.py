@@ -23,8 +23,8 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
-from ..cache import ModelCache, default_cache_dir
-from ..loading import RunStore
+from ..store.cache import ModelCache, default_cache_dir
+from ..server.loading import RunStore
 from ..version import __version__
 from .answers import Answers, Reply, ToolError, column_definitions, columns_tool_schema, encode
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..api import table_csv
-from ..cache import ModelCache, default_cache_dir
-from ..budget import DEFAULT_MAX_MEMORY_MB
-from ..loading import RunStore
+from ..server.api import table_csv
+from ..store.cache import ModelCache, default_cache_dir
+from ..store.budget import DEFAULT_MAX_MEMORY_MB
+from ..server.loading import RunStore
 from ..schema import Table
 from .answers import Answers, Paging, Tool, ToolError, catalog, encode, page
 

@@ -1,4 +1,4 @@
-"""The declared schema of a disk cache entry's manifest (`tb_plugin.cache`), checked before
+"""The declared schema of a disk cache entry's manifest (`tb_plugin.store.cache`), checked before
 any of it is used. Imported on the first manifest read: msgspec stays out of TensorBoard's
 start-up.
 """

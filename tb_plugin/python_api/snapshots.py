@@ -16,13 +16,13 @@ from typing import Any
 
 import pandas as pd
 
-from .budget import DEFAULT_MAX_MEMORY_BYTES
-from .errors import NotFoundError, TraceError
-from .snapshot.decode import ANOMALIES, decode_snapshot, read_snapshot_dict
-from .snapshot.model import SnapshotModel, from_parts, to_parts
-from .storage import Storage, TraceBytes, open_single
-from .views import memory_snapshot as views
-from .views.common import answer_route
+from ..store.budget import DEFAULT_MAX_MEMORY_BYTES
+from ..errors import NotFoundError, TraceError
+from ..snapshot.decode import ANOMALIES, decode_snapshot, read_snapshot_dict
+from ..snapshot.model import SnapshotModel, from_parts, to_parts
+from ..store.storage import Storage, TraceBytes, open_single
+from ..views import memory_snapshot as views
+from ..views.common import answer_route
 
 # What reading a snapshot may take at its peak per byte of (inflated) file: the file and the
 # unpickled dicts (`pickle.loads` alone peaks at 5.4x the file); the tables are built while the

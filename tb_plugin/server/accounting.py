@@ -23,15 +23,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
-from .cache import model_bytes
-from .errors import ReplyTooLargeError
-from .snapshot.model import SnapshotModel
-from .snapshot.model import model_bytes as snapshot_model_bytes
+from ..store.cache import model_bytes
+from ..errors import ReplyTooLargeError
+from ..snapshot.model import SnapshotModel
+from ..snapshot.model import model_bytes as snapshot_model_bytes
 
 if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and polars
-    from .memory_snapshot import MemorySnapshot
-    from .profile import Profile
-    from .summaries import SummaryStore
+    from ..python_api.snapshots import MemorySnapshot
+    from ..python_api.profile import Profile
+    from ..store.summaries import SummaryStore
 
 # glibc malloc arenas the server's threads share (`cap_malloc_arenas`); mallopt's code for it.
 MALLOC_ARENAS = 2

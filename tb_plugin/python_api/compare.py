@@ -21,13 +21,13 @@ from typing import Any
 
 import pandas as pd
 
-from .budget import DEFAULT_MAX_MEMORY_BYTES
-from .errors import BadParameterError, PublicError, TraceError
+from ..store.budget import DEFAULT_MAX_MEMORY_BYTES
+from ..errors import BadParameterError, PublicError, TraceError
 from .profile import Profile, diff, load
 from .runs import Run, diff_ranks, load_run
-from .storage import is_url
-from .views.diff import DiffView
-from .views.regression import CAUSES, DEFAULT_THRESHOLD_PCT, REGRESSION
+from ..store.storage import is_url
+from ..views.diff import DiffView
+from ..views.regression import CAUSES, DEFAULT_THRESHOLD_PCT, REGRESSION
 
 PROGRESS_AFTER_S = 1.0  # a load quicker than this prints nothing: progress is for large traces
 MARKDOWN_CONTRIBUTORS = 5
@@ -408,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
         outputs = {path: text(comparison) for path, text in ((args.json, format_json),
                                                              (args.markdown, format_markdown)) if path}
         if args.html:
-            from .report import diff_report
+            from ..report import diff_report
             outputs[args.html] = diff_report(
                 Side(args.a, args.worker, args.span),
                 Side(args.b, args.worker_b or args.worker, args.span if args.span_b is None else args.span_b),

@@ -34,19 +34,19 @@ from functools import partial
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 from .accounting import MemoryBudget, ReplyReservation, cap_malloc_arenas, give_back_memory, held_bytes, profile_bytes
-from .budget import estimate_parse_bytes, events_in, json_limit
-from .discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
-from .errors import FileAccessError, NotFoundError, StillLoadingError, TraceError, os_reason
-from .stages import STAGE_QUEUED, STAGE_READING
-from .summaries import SummaryStore
-from .storage import GZIP_MAGIC, Storage, inflate_head
+from ..store.budget import estimate_parse_bytes, events_in, json_limit
+from ..store.discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
+from ..errors import FileAccessError, NotFoundError, StillLoadingError, TraceError, os_reason
+from ..stages import STAGE_QUEUED, STAGE_READING
+from ..store.summaries import SummaryStore
+from ..store.storage import GZIP_MAGIC, Storage, inflate_head
 
 if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and polars
-    from .cache import ModelCache
-    from .memory_snapshot import MemorySnapshot
-    from .profile import Profile
-    from .runs import Failed
-    from .schema import Persisted
+    from ..store.cache import ModelCache
+    from ..python_api.snapshots import MemorySnapshot
+    from ..python_api.profile import Profile
+    from ..python_api.runs import Failed
+    from ..schema import Persisted
 
 logger = logging.getLogger(__name__)
 Summary = TypeVar("Summary")
@@ -98,13 +98,13 @@ class StoreSpan:
     background load; while any is still loading, `StillLoadingError` says how many are ready."""
 
     def __init__(self, store: "RunStore", run: str, span: int) -> None:
-        from .runs import span_workers
+        from ..python_api.runs import span_workers
 
         self.store, self.run, self.span = store, run, span
         self.workers = span_workers(store.run_files(run), span)
 
     def summaries(self, keys: Sequence[str], failed: "Failed | None" = None) -> dict[str, dict[str, Any]]:
-        from .runs import FILE_SUMMARIES, skip_failed
+        from ..python_api.runs import FILE_SUMMARIES, skip_failed
 
         # Every one is asked for before any is awaited, so they load one after another
         # without waiting for the next request.
@@ -371,7 +371,7 @@ class RunStore:
     def _check_parses(self, path, stored, is_gzip):
         """Raise `TraceError` unless the whole of `stored` (from its start) parses as a trace
         within the memory budget."""
-        from .profile import check_trace
+        from ..python_api.profile import check_trace
 
         limit = self._json_limit()
         stored.seek(0)
@@ -664,8 +664,8 @@ class RunStore:
     def _snapshot_or_cached(self, path):
         """(the memory snapshot of `path`, from the disk cache or read, and the identity its
         cache entry is of, or None), within the memory budget."""
-        from .memory_snapshot import (PEAK_BYTES_PER_SNAPSHOT_BYTE, snapshot_from_bytes, snapshot_limit,
-                                      snapshot_through_cache)
+        from ..python_api.snapshots import (PEAK_BYTES_PER_SNAPSHOT_BYTE, snapshot_from_bytes, snapshot_limit,
+                                            snapshot_through_cache)
 
         storage = self._storage
         assert storage is not None  # a load is of a file the scan found
@@ -698,7 +698,7 @@ class RunStore:
             return self._snapshot_or_cached(path)
         # Imported here, on the loader thread: numpy, pandas, polars and the views cost
         # TensorBoard ~0.5 s and ~60 MB at start-up, also where the plugin is never opened.
-        from .profile import load_through_cache
+        from ..python_api.profile import load_through_cache
 
         assert self._storage is not None  # a load is of a file the scan found
         self._progress(path, STAGE_READING, None)
@@ -755,7 +755,7 @@ class RunStore:
             logger.exception("summarising %s failed", path)
 
     def _build_timeline(self, profile):
-        from .memory_snapshot import MemorySnapshot
+        from ..python_api.snapshots import MemorySnapshot
 
         try:
             if isinstance(profile, MemorySnapshot):  # its Active Memory Timeline's indexes

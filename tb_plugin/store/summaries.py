@@ -20,11 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import TraceError
+from ..errors import TraceError
 
 if TYPE_CHECKING:
     from .cache import ModelCache
-    from .schema import Persisted
+    from ..schema import Persisted
     from .storage import Storage
 
 # Stored summaries read at once by `SummaryStore.prefetch`: small reads, mostly waiting on I/O

@@ -21,21 +21,21 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from .budget import DEFAULT_MAX_MEMORY_BYTES
-from .cache import ModelCache
-from .discovery import RunFiles, discover_runs
-from .errors import NotFoundError, TraceError
-from .memory_snapshot import MemorySnapshot, read_snapshot, snapshot_through_cache
+from ..store.budget import DEFAULT_MAX_MEMORY_BYTES
+from ..store.cache import ModelCache
+from ..store.discovery import RunFiles, discover_runs
+from ..errors import NotFoundError, TraceError
+from .snapshots import MemorySnapshot, read_snapshot, snapshot_through_cache
 from .profile import Profile, diff, load_through_cache
-from .schema import Persisted
-from .storage import Storage
-from .summaries import SummaryStore
-from .views import diff as diff_view
-from .views import distributed as distributed_view
-from .views import job as job_view
-from .views import rank_timeline, timeline
-from .views import regression as regression_view
-from .views.coverage import MissingRank, rank_in_head
+from ..schema import Persisted
+from ..store.storage import Storage
+from ..store.summaries import SummaryStore
+from ..views import diff as diff_view
+from ..views import distributed as distributed_view
+from ..views import job as job_view
+from ..views import rank_timeline, timeline
+from ..views import regression as regression_view
+from ..views.coverage import MissingRank, rank_in_head
 
 # The per-file summaries that the views over many ranks combine, by the name they are kept
 # under: (their declaration, how a profile builds one). `python -m tb_plugin preprocess`

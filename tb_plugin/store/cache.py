@@ -47,17 +47,17 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .trace.anomalies import ANOMALIES, TEXT_VALUED
-from .trace.metadata import clean_metadata
-from .trace.model import TraceModel
-from .version import __version__
+from ..trace.anomalies import ANOMALIES, TEXT_VALUED
+from ..trace.metadata import clean_metadata
+from ..trace.model import TraceModel
+from ..version import __version__
 from .storage import is_url
 
 if TYPE_CHECKING:  # types only: the cache imports pandas and pyarrow when it reads or writes an entry
     import pandas as pd
     import pyarrow as pa
 
-    from .schema import Column, Persisted
+    from ..schema import Column, Persisted
 
 T = TypeVar("T")
 

@@ -15,33 +15,33 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
-from .discovery import printable
-from .errors import NotFoundError, TraceError
-from .schema import PROFILE, ROUTES, TWO_PROFILES, Offer, Route, Tab, ordered_tabs
-from .stages import STAGE_BUILDING, STAGE_PARSING, STAGE_READING
-from .storage import Storage, TraceBytes, open_single
-from .trace.anomalies import describe as describe_anomalies
-from .trace.build import build_model
-from .trace.kinds import RUNTIME_CATEGORIES
-from .trace.model import TraceModel
-from .trace.parse import POLARS_REFUSED, parse_trace
-from . import views as views_package
+from ..store.budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
+from ..store.discovery import printable
+from ..errors import NotFoundError, TraceError
+from ..schema import PROFILE, ROUTES, TWO_PROFILES, Offer, Route, Tab, ordered_tabs
+from ..stages import STAGE_BUILDING, STAGE_PARSING, STAGE_READING
+from ..store.storage import Storage, TraceBytes, open_single
+from ..trace.anomalies import describe as describe_anomalies
+from ..trace.build import build_model
+from ..trace.kinds import RUNTIME_CATEGORIES
+from ..trace.model import TraceModel
+from ..trace.parse import POLARS_REFUSED, parse_trace
+from .. import views as views_package
 # The views a load and its Overview need; the others are imported by the methods that use
 # them: `tb_plugin.load(f).overview()` in a fresh process does not pay for them
 # (benchmarks/fresh_bench.py, tests/test_imports.py).
-from .views import compiled as compiled_view
-from .views import cudagraphs as cudagraph_view
-from .views import gpu_idle, launches, memory, overview, recommendations, sequences
-from .views.common import answer_route, cached, is_rocm
+from ..views import compiled as compiled_view
+from ..views import cudagraphs as cudagraph_view
+from ..views import gpu_idle, launches, memory, overview, recommendations, sequences
+from ..views.common import answer_route, cached, is_rocm
 
 if TYPE_CHECKING:  # the deferred views, and the disk cache a load may not use, for annotations
-    from .cache import ModelCache
-    from .views import diff as diff_view
-    from .views import distributed as distributed_view
-    from .views import job as job_view
-    from .views import rank_timeline, timeline
-    from .views import regression as regression_view
+    from ..store.cache import ModelCache
+    from ..views import diff as diff_view
+    from ..views import distributed as distributed_view
+    from ..views import job as job_view
+    from ..views import rank_timeline, timeline
+    from ..views import regression as regression_view
 
 logger = logging.getLogger(__name__)
 
@@ -92,14 +92,14 @@ class Profile:
         """Every value of the trace's hardware counter events (CUPTI PM sampling's `GPU N
         Counters`, MTIA's `mtia_counters`), on the device sampled; see
         `views.counters.counter_samples`."""
-        from .views import counters
+        from ..views import counters
 
         return counters.counter_samples(self.model)
 
     def step_counters(self) -> pd.DataFrame:
         """Mean per step of the SM throughput and occupancy counters (empty when the trace has
         none); see `views.counters.step_counters`."""
-        from .views import counters
+        from ..views import counters
 
         return counters.step_counters(self.model)
 
@@ -132,7 +132,7 @@ class Profile:
         """Operator table grouped by "name" or "name_shape", of all ops or only those that ran
         inside torch.compile regions ("compiled") or outside ("eager"); see
         `views.operators.operators`."""
-        from .views import operators
+        from ..views import operators
 
         return operators.operators(self.model, group_by, scope)
 
@@ -144,19 +144,19 @@ class Profile:
 
     def operator_stacks(self, name: str, input_shape: str | None = None) -> list[dict[str, Any]]:
         """Call stacks of one operator, with frames (file, line, function)."""
-        from .views import operators
+        from ..views import operators
 
         return operators.operator_stacks(self.model, name, input_shape)
 
     def kernels(self, group_by: str = "name") -> pd.DataFrame:
         """Kernel table grouped by "name" or "name_op"; see `views.kernels.kernels`."""
-        from .views import kernels
+        from ..views import kernels
 
         return kernels.kernels(self.model, group_by)
 
     def tensor_core_share(self) -> dict[str, float | str | None]:
         """Kernel time on / off Tensor Cores (matrix cores on AMD), with the vendor's name for them."""
-        from .views import kernels
+        from ..views import kernels
 
         return kernels.tensor_core_share(self.model)
 
@@ -185,13 +185,13 @@ class Profile:
     def queue_length(self) -> pd.DataFrame:
         """Launch queue per device stream over time (HTA's queue length, plus launched and
         not finished); see `views.queues.queue_length`."""
-        from .views import queues
+        from ..views import queues
 
         return queues.queue_length(self.model)
 
     def memory_bandwidth(self) -> pd.DataFrame:
         """Memcpy/memset bandwidth per device stream over time; see `views.queues`."""
-        from .views import queues
+        from ..views import queues
 
         return queues.memory_bandwidth(self.model)
 
@@ -204,7 +204,7 @@ class Profile:
     def gpu_annotations(self) -> pd.DataFrame:
         """Device time per GPU user annotation range, nested by path; see
         `views.gpu_annotations.gpu_annotations`."""
-        from .views import gpu_annotations
+        from ..views import gpu_annotations
 
         return gpu_annotations.gpu_annotations(self.model)
 
@@ -212,13 +212,13 @@ class Profile:
         """The chain of CPU work, launches, device activity and waits that decides `step`'s
         length (the first step when None): "segments" (in time order), "categories" (time per
         category) or "operators" (top operators on it); see `views.critical_path`."""
-        from .views import critical_path
+        from ..views import critical_path
 
         return critical_path.critical_path_table(self.model, step, table)
 
     def queue_length_summary(self) -> pd.DataFrame:
         """Per device stream: queue maximum, mean, time at zero, copy bytes and peak bandwidth."""
-        from .views import queues
+        from ..views import queues
 
         return queues.queue_length_summary(self.model)
 
@@ -248,13 +248,13 @@ class Profile:
 
     def modules(self) -> pd.DataFrame:
         """The nn.Module tree with forward and backward times (needs with_stack + with_modules)."""
-        from .views import modules
+        from ..views import modules
 
         return modules.modules(self.model)
 
     def module_flame(self) -> dict[str, Any]:
         """The module tree as nested {name, value, children} for a flame graph."""
-        from .views import modules
+        from ..views import modules
 
         return modules.module_flame(self.model)
 
@@ -277,13 +277,13 @@ class Profile:
     def flops(self) -> pd.DataFrame:
         """Operators with FLOPs (from with_flops or shapes) and their TFLOP/s and share of the
         GPU's peak; see `views.flops.flops_operators`."""
-        from .views import flops as flops_view
+        from ..views import flops as flops_view
 
         return flops_view.flops_operators(self.model)
 
     def mfu(self) -> pd.DataFrame:
         """FLOPs and model FLOPs utilisation per step; see `views.flops.flops_steps`."""
-        from .views import flops as flops_view
+        from ..views import flops as flops_view
 
         return flops_view.flops_steps(self.model)
 
@@ -305,7 +305,7 @@ class Profile:
     def lightning(self) -> pd.DataFrame:
         """Time per PyTorch Lightning hook ([pl][profile] ranges); see
         `views.lightning.lightning_hooks`."""
-        from .views import lightning as lightning_view
+        from ..views import lightning as lightning_view
 
         return lightning_view.lightning_hooks(self.model)
 
@@ -313,51 +313,51 @@ class Profile:
 
     def timeline(self) -> timeline.TimelineIndex:
         """The level-of-detail timeline index (tracks, slices, queries); see views.timeline."""
-        from .views import timeline
+        from ..views import timeline
 
         return timeline.timeline_index(self.model)
 
     def timeline_tracks(self) -> dict[str, Any]:
         """The Trace view's frame: tracks, time span, origin, steps and slice kinds."""
-        from .views import timeline
+        from ..views import timeline
 
         return timeline.tracks_view(self.model)
 
     def timeline_critical_path(self, step: int | None = None) -> pd.DataFrame:
         """The critical path of `step` (the first step when None) as `critical_path` gives its
         segments, each with the Trace view track it lies on (`views.timeline.critical_path_tracks`)."""
-        from .views import timeline
+        from ..views import timeline
 
         return timeline.critical_path_tracks(self.model, step)
 
     def timeline_counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
         """Counter series (memory, ...) sampled at `points` times over [start_us, end_us]."""
-        from .views import timeline
+        from ..views import timeline
 
         return timeline.counters(self.model, start_us, end_us, points)
 
     def timeline_event(self, event: int) -> dict[str, Any]:
         """Everything known about one slice (`views.timeline.event_details`)."""
-        from .views import timeline
+        from ..views import timeline
 
         return timeline.event_details(self.timeline(), event)
 
     def timeline_flows(self, event: int) -> list[dict[str, Any]]:
         """Launch and forward -> backward arrows touching one slice."""
-        from .views import timeline
+        from ..views import timeline
 
         return timeline.event_flows(self.timeline(), event)
 
     def timeline_search(self, text: str, after_us: float | None = None, direction: str = "next",
                         tracks: Sequence[int] | None = None, after_event: int | None = None) -> dict[str, Any]:
         """Slices whose name contains `text`, from a position on (`views.timeline.search`)."""
-        from .views import timeline
+        from ..views import timeline
 
         return timeline.search(self.timeline(), text, after_us, direction, tracks, after_event=after_event)
 
     def timeline_summary(self, start_us: float, end_us: float, tracks: Sequence[int] | None = None) -> pd.DataFrame:
         """Per name: count and time inside [start_us, end_us] (`views.timeline.range_summary`)."""
-        from .views import timeline
+        from ..views import timeline
 
         return timeline.range_summary(self.timeline(), start_us, end_us, tracks)
 
@@ -382,34 +382,34 @@ class Profile:
 
     def distributed_part(self) -> distributed_view.WorkerPart:
         """What the distributed view needs of this worker (`views.distributed.worker_part`)."""
-        from .views import distributed as distributed_view
+        from ..views import distributed as distributed_view
 
         return distributed_view.worker_part(self.model)
 
     def job_part(self) -> job_view.RankPart:
         """What the job view needs of this rank (`views.job.rank_part`)."""
-        from .views import job as job_view
+        from ..views import job as job_view
 
         return job_view.rank_part(self.model)
 
     def step_causes_part(self) -> regression_view.StepCauses:
         """What a rank-by-rank comparison of two runs needs of this trace: each step's causes
         (`views.regression.step_causes`)."""
-        from .views import regression as regression_view
+        from ..views import regression as regression_view
 
         return regression_view.step_causes_part(self.model)
 
     def operator_names(self) -> regression_view.OperatorNames:
         """Its operator names and device type: what proposing a B for a diff compares
         (`views.regression.operator_names`)."""
-        from .views import regression as regression_view
+        from ..views import regression as regression_view
 
         return regression_view.operator_names(self.model, self.device_type)
 
     def rank_timeline_part(self) -> rank_timeline.RankTimelinePart:
         """What the Trace view's ranks mode draws of this rank while it is collapsed
         (`views.rank_timeline.rank_timeline_part`)."""
-        from .views import rank_timeline
+        from ..views import rank_timeline
 
         return rank_timeline.rank_timeline_part(self.model)
 
@@ -426,7 +426,7 @@ class Profile:
         """Trace health: torch's trace-validator rules it breaks (same names and counts as
         `torch.profiler._trace_validator.validate_trace`), the import's repairs and losses, and
         events outside the session, skewed, overlapping or unpaired; see `views.health.health`."""
-        from .views import health
+        from ..views import health
 
         return health.health(self.model)
 
@@ -435,7 +435,7 @@ class Profile:
         every GPU the trace describes), `run_settings` (the host and `PT_PROFILER_JOB_*` settings
         it was recorded with), steps, event counts per kind, time span, anomalies, health
         findings (`health`) and whether none but info ones occur (`health_clean`)."""
-        from .views import health
+        from ..views import health
 
         findings = self.health()
         m = self.model
@@ -640,7 +640,7 @@ def load(path_or_url: str | os.PathLike[str],
     storage, name = open_single(path_or_url)
     cache = None
     if cache_dir is not None:  # imported only then: a load without a cache does not pay for it
-        from .cache import ModelCache
+        from ..store.cache import ModelCache
 
         cache = ModelCache(cache_dir)
     return load_through_cache(storage, name, cache, max_memory_bytes, progress)[0]

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .budget import RAISE_IT
-from .errors import FileAccessError, PathOutsideLogdirError, TraceError, os_reason
-from .snapshot.sniff import looks_like_pickle
+from ..errors import FileAccessError, PathOutsideLogdirError, TraceError, os_reason
+from ..snapshot.sniff import looks_like_pickle
 
 GZIP_MAGIC = b"\x1f\x8b"
 # How many directory levels below the root a walk descends: deeper trees (a directory nested

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import NotFoundError, TraceError
-from .snapshot.sniff import looks_like_json_snapshot
+from ..errors import NotFoundError, TraceError
+from ..snapshot.sniff import looks_like_json_snapshot
 
 if TYPE_CHECKING:
     from .storage import FileStat

@@ -3,7 +3,7 @@ log directory as Dask tasks, ahead of TensorBoard.
 
 Parsing is the cost that grows with a job: one task per trace file (largest first, so the
 last task to finish is a small one) parses it on a `dask.distributed` worker and writes into
-the disk cache, in the format TensorBoard reads (`tb_plugin.cache`), the parsed model and
+the disk cache, in the format TensorBoard reads (`tb_plugin.store.cache`), the parsed model and
 the per-file summaries of `FILE_SUMMARIES` (what the job and distributed views combine).
 Once every file is done, one task per span of a run of several workers and per summary
 gathers that span's summaries into one index entry: TensorBoard reads one entry per view of
@@ -28,11 +28,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
-from .budget import DEFAULT_MAX_MEMORY_MB
-from .cache import ModelCache, default_cache_dir
-from .discovery import Skipped, discover_runs, printable
-from .errors import TraceError
-from .storage import Storage, is_url
+from ..store.budget import DEFAULT_MAX_MEMORY_MB
+from ..store.cache import ModelCache, default_cache_dir
+from ..store.discovery import Skipped, discover_runs, printable
+from ..errors import TraceError
+from ..store.storage import Storage, is_url
 
 # The polars reader a parse uses is multi-threaded: one thread per worker process, so that N
 # single-threaded Dask workers use N cores, not N x cores.
@@ -84,7 +84,7 @@ def _cache(cache_dir: str) -> ModelCache:
 def entry_keys(cache: ModelCache, source: str) -> dict[str, tuple[str, int | str]]:
     """{"model" or a `FILE_SUMMARIES` name: (cache key, the entry's format)} of the trace file
     `source`."""
-    from .cache import CACHE_FORMAT, summary_format
+    from ..store.cache import CACHE_FORMAT, summary_format
     from .runs import FILE_SUMMARIES
 
     return {"model": (cache.key(source), CACHE_FORMAT),
@@ -210,7 +210,7 @@ def trace_files(logdir: str) -> TraceFiles:
 def _import_parser() -> None:
     """Run on every worker before the clock starts: the parser's imports (numpy, pandas,
     polars, the views) cost each new worker process about a second, once."""
-    import tb_plugin.profile  # noqa: F401
+    import tb_plugin.python_api.profile  # noqa: F401
 
 
 def _client(address: str, workers: int | None) -> tuple[Any, Any]:

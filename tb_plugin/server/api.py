@@ -30,17 +30,17 @@ import pandas as pd
 from werkzeug import wrappers, wsgi
 
 from .accounting import REPLY_SHARE, ReplyReservation
-from .discovery import printable
-from .errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
+from ..store.discovery import printable
+from ..errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
 from .loading import Loading, ready
-from .memory_snapshot import beside_traces, side_by_side
-from .profile import answer_of, declared_routes
-from .runs import (FILE_SUMMARIES, Failed, combine_diff_ranks, combine_distributed, combine_job, propose_comparison,
-                   ranks_frame, ranks_inputs, ranks_timeline)
+from ..python_api.snapshots import beside_traces, side_by_side
+from ..python_api.profile import answer_of, declared_routes
+from ..python_api.runs import (FILE_SUMMARIES, Failed, combine_diff_ranks, combine_distributed, combine_job,
+                               propose_comparison, ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
-from .schema import PROFILE, SNAPSHOT, TWO_PROFILES
+from ..schema import PROFILE, SNAPSHOT, TWO_PROFILES
 from .sources import SourceResolver
-from .stages import STAGE_COMPUTING
+from ..stages import STAGE_COMPUTING
 
 logger = logging.getLogger(__name__)
 

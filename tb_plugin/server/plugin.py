@@ -13,8 +13,8 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from tensorboard.plugins import base_plugin
 
-from .cache import ModelCache, default_cache_dir
-from .budget import DEFAULT_MAX_MEMORY_MB
+from ..store.cache import ModelCache, default_cache_dir
+from ..store.budget import DEFAULT_MAX_MEMORY_MB
 from .loading import RunStore
 from .routes import API_ROUTES
 
@@ -41,7 +41,7 @@ PAGE_CSP = ("default-src 'self'; script-src 'self'; img-src 'self' data: blob:; 
 
 def _static_files() -> dict[str, bytes]:
     """{file name: bytes} of the bundled frontend, read once: requests never build paths."""
-    root = importlib.resources.files(__package__)
+    root = importlib.resources.files("tb_plugin")
     files = {}
     static = root / "static"
     for entry in static.iterdir():
@@ -84,7 +84,7 @@ def warm_up() -> None:
     measures the difference). Goes through `profile`, the Python API, as a user's load does:
     the plugin reaches the trace model only through it."""
     from .api import Api  # noqa: F401  (numpy, pandas, orjson, werkzeug; the views)
-    from .profile import profile_from_bytes
+    from ..python_api.profile import profile_from_bytes
 
     profile = profile_from_bytes(_warm_up_trace(), "<warm-up>")
     profile.overview()
