@@ -79,6 +79,8 @@ def test_report_tabs_show_the_apis_numbers_offline(browser, report, profile, scr
         text = page.inner_text("main") if page.query_selector("main") else page.inner_text("body")
         assert "does not hold this answer" not in text, view
         screenshot(page, screenshot_dir, f"report_{view}")
+    offline.open("overview")
+    assert page.get_attribute("[data-control=definitions-link]", "href") is None
     operators = profile.operators()
     key = "device_self_us" if (operators["device_self_us"] > 0).any() else "host_self_us"
     top = operators.loc[operators[key].idxmax()]
@@ -95,6 +97,9 @@ def test_report_tabs_show_the_apis_numbers_offline(browser, report, profile, scr
     # says what the report holds and how to see the rest
     offline.open("trace")
     assert page.query_selector("[data-testid=trace] canvas")
+    # no link leads to a route the file does not hold
+    assert page.get_attribute("[data-link=trace-file]", "href") is None
+    assert "not in this report" in page.inner_text("[data-link=trace-file]")
     steps = sorted(profile.timeline_tracks()["steps"].itertuples(), key=lambda s: (s.end_us - s.start_us, s.step))
     median, other = steps[(len(steps) - 1) // 2], steps[-1]
     for step, held in ((median, True), (other, False)):

@@ -7,6 +7,7 @@ import { splitByNames } from '../../base/names';
 import { KernelName } from '../../components/KernelName';
 import { columnDoc, typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import { useApi } from '../../api/useApi';
+import { inReport } from '../../api/client';
 import { durationTicks, formatBytes, formatDuration, formatPct, formatTflops } from '../../base/format';
 import { setParams } from '../../base/url';
 import { Chart } from '../../components/charts/Chart';
@@ -165,7 +166,11 @@ function Overview({ data, name, workers, compiled, mfu, stepCounters }: { data: 
           )}
           <p class="hint" data-testid="definitions-note">
             A dotted name or column header shows its definition on hover. How every number of every view is computed, column by column:{' '}
-            <a href="openapi.yaml" target="_blank" rel="noopener" data-control="definitions-link">the API description</a> (each table's columns
+            {inReport ? (
+              <span data-control="definitions-link">the API description, <code>openapi.yaml</code> beside the plugin</span>
+            ) : (
+              <a href="openapi.yaml" target="_blank" rel="noopener" data-control="definitions-link">the API description</a>
+            )}{' '}(each table's columns
             with their units and meaning; the views' docstrings in <code>tb_plugin/views/</code> give the details).
           </p>
         </Card>

@@ -11,7 +11,7 @@
 // and its selected segment (trace_path, trace_path_segment), which the GPU idle view sets.
 
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { describeError, fetchJson, routeUrl } from '../../api/client';
+import { describeError, fetchJson, inReport, routeUrl } from '../../api/client';
 import type {
   CounterSeries,
   TimelineEndpoint,
@@ -332,7 +332,11 @@ function Trace(props: ViewProps & { info: TimelineTracksReply }) {
         ) : null}
         <span class="hint" data-testid="trace-window">{windowLabel(view)}</span>
         <span class="spacer" />
-        <a href={routeUrl('trace_file', base)} download data-link="trace-file">Download trace</a>
+        {inReport ? (
+          <span class="hint" data-link="trace-file">the trace file is not in this report: TensorBoard serves it</span>
+        ) : (
+          <a href={routeUrl('trace_file', base)} download data-link="trace-file">Download trace</a>
+        )}
       </div>
       <div class="hint trace-help">
         Wheel or <kbd>W</kbd>/<kbd>S</kbd>: zoom · drag or <kbd>A</kbd>/<kbd>D</kbd>: pan · shift+wheel: scroll the tracks · shift+drag: totals of a range ·
