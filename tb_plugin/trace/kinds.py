@@ -207,7 +207,7 @@ def kind_code(ph: str | None, cat: str | None) -> int:
 
 
 # The args fields each kind's table needs (counters keep their args whole: any series name).
-ARGS_TYPES = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
+ARGS_TYPES: dict[str, type[msgspec.Struct]] = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
                KIND_MEMCPY: _DeviceArgs, KIND_MEMSET: _DeviceArgs, KIND_SYNC: _SyncArgs, KIND_GPU_ANNOTATION: _DeviceArgs,
                KIND_CANDIDATE: _DeviceArgs,
                KIND_MEMORY: _MemoryArgs, KIND_META: _MetaArgs}
