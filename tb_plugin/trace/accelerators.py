@@ -58,10 +58,10 @@ class Backend(NamedTuple):
     """One accelerator backend's names (lower-cased categories)."""
 
     name: str
-    runtime_categories: tuple
-    device_categories: dict  # category -> role, or None when the role depends on the name
-    transfer_prefixes: tuple = ()  # for categories whose role depends on the name
-    sync_names: tuple = ()
+    runtime_categories: tuple[str, ...]
+    device_categories: dict[str, str | None]  # category -> role, or None when the role depends on the name
+    transfer_prefixes: tuple[str, ...] = ()  # for categories whose role depends on the name
+    sync_names: tuple[str, ...] = ()
 
 
 # CUDA's names (2021 files: the generic `Runtime`, `Kernel`, ...), which ROCm writes too.

@@ -217,9 +217,9 @@ def _classify(coded: dict[str, Coded], ts: npt.NDArray[np.float64], anomalies: d
 class _NumberField(NamedTuple):
     """How an args field of one number type is read (polars), held (numpy) and marked absent."""
 
-    polars: Any
-    numpy: Any
-    absent: Any
+    polars: type[pl.DataType]
+    numpy: type[np.number[Any]]
+    absent: float  # -1 for an int field, NaN for a float one
 
 
 # Every args field of another type is text (`_is_text`).
@@ -338,8 +338,8 @@ class _Builder:
         # `ParsedTrace.events`, a list to every other reader, does not say
         raws, parsed.events = parsed.events, None  # type: ignore[assignment]
         self._interners = {key: Interner() for key in _TOP_LEVEL_TEXT}
-        parts: dict[str, list] = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
-        self._arg_parts: dict[str, list] = {kind: [] for kind in ARGS_TYPES}
+        parts: dict[str, list[npt.NDArray[Any]]] = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
+        self._arg_parts: dict[str, list[dict[str, npt.NDArray[Any]]]] = {kind: [] for kind in ARGS_TYPES}
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in ARGS_TYPES.items()}
         self._flow_parts: list[pl.DataFrame] = []
         self._counter_args: list[list[Any]] = []

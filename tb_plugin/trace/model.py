@@ -52,8 +52,8 @@ class TraceModel:
     other: pd.DataFrame
     steps: pd.DataFrame
     devices: pd.DataFrame
-    metadata: dict
-    anomalies: dict = field(default_factory=dict)
+    metadata: dict[str, Any]
+    anomalies: dict[str, Any] = field(default_factory=dict)
 
     TABLES = ("ops", "python", "runtime", "kernels", "memcpy", "memset", "syncs", "gpu_annotations",
               "memory", "flows", "counters", "other", "steps")

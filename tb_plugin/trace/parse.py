@@ -16,7 +16,7 @@ do not fit are dropped and counted in `ParsedTrace.anomalies`, never silently.
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,10 +98,10 @@ class ParsedTrace:
     be read again; the loader calls it as it consumes events in order (the sum of the
     lengths of the slices consumed is at most their end in the input)."""
 
-    events: list
-    metadata: dict
-    anomalies: dict = field(default_factory=dict)
-    release: Any = _keep_all
+    events: list[Raw]
+    metadata: dict[str, Any]
+    anomalies: dict[str, Any] = field(default_factory=dict)
+    release: Callable[..., None] = _keep_all
 
 
 def _first_significant_byte(data: bytes | bytearray | memoryview) -> bytes:
