@@ -58,10 +58,10 @@ class Backend(NamedTuple):
     """One accelerator backend's names (lower-cased categories)."""
 
     name: str
-    runtime_categories: tuple
-    device_categories: dict  # category -> role, or None when the role depends on the name
-    transfer_prefixes: tuple = ()  # for categories whose role depends on the name
-    sync_names: tuple = ()
+    runtime_categories: tuple[str, ...]
+    device_categories: dict[str, str | None]  # category -> role, or None when the role depends on the name
+    transfer_prefixes: tuple[str, ...] = ()  # for categories whose role depends on the name
+    sync_names: tuple[str, ...] = ()
 
 
 # CUDA's names (2021 files: the generic `Runtime`, `Kernel`, ...), which ROCm writes too.
@@ -86,12 +86,12 @@ ROLE_BY_NAME = {category: (b.transfer_prefixes, b.sync_names)
                 for b in BACKENDS for category, role in b.device_categories.items() if role is None}
 
 
-def is_runtime_category(category):
+def is_runtime_category(category: str) -> bool:
     """Whether a lower-cased `X` category holds host-side runtime calls."""
     return category in RUNTIME_CATEGORIES or category.endswith(RUNTIME_SUFFIXES)
 
 
-def device_role(category, name):
+def device_role(category: str, name: str | None) -> str | None:
     """Role (`COMPUTE`, `TRANSFER`, `FILL`, `SYNC`) of an `X` event of a lower-cased device
     category, None when the category is no device activity. For a category whose role depends
     on the name, a name not listed (or None) is compute."""
@@ -105,7 +105,7 @@ def device_role(category, name):
 _GENERIC_ROLES = ((TRANSFER, ("memcpy", "dma", "copy")), (FILL, ("memset",)), (SYNC, ("sync", "wait")))
 
 
-def generic_role(name):
+def generic_role(name: str | None) -> str:
     """Role of device activity of a category no backend lists, from its name."""
     lowered = (name or "").lower()
     return next((role for role, words in _GENERIC_ROLES if any(w in lowered for w in words)), COMPUTE)

@@ -5,12 +5,15 @@ columns (strings coded, see `coding`; args decoded per kind, see `kinds`), then 
 table per event kind out of them and resolves the links between the tables (`linking`).
 """
 
+from __future__ import annotations
+
 import re
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import compress
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import msgspec
 import numpy as np
@@ -30,6 +33,20 @@ from .model import TraceModel, first_int
 from .parse import FLOW_SCHEMA, POLARS_REFUSED, SLICE_FLOW_SCHEMA, anchored_times, events_frame, flow_columns
 from .tables import DEVICES
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from msgspec import Raw
+    from msgspec.structs import FieldInfo
+
+    from .coding import Coded
+    from .parse import ParsedTrace
+
+    # An args field's column by name: coded text (`Coded`) for a text field, an int64 or
+    # float64 array for a number field (`_NUMBER_FIELDS`), as the field's type says.
+    ArgColumns = dict[str, Any]
+    # What `_Builder._kept` filters: a row per event of one kind, as an array, frame or list.
+    _Rows = TypeVar("_Rows", npt.NDArray[Any], pl.DataFrame, list[Any])
+
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -46,7 +63,7 @@ _BATCH_BYTES = 6 << 20
 _FAR_FROM_TRACE_US = 1e11
 
 
-def _batches(raws):
+def _batches(raws: list[Raw]) -> Iterator[tuple[list[Raw], int]]:
     """Take `raws` (a list of event slices) apart into batches of about `_BATCH_BYTES` of JSON
     each, emptying the list as it goes (an event slice is freed once its batch is done).
     Yields (batch, total length of the slices up to the batch's end)."""
@@ -65,11 +82,11 @@ def _batches(raws):
 _READERS = 3
 
 
-def _read_batches(raws, release):
+def _read_batches(raws: list[Raw], release: Callable[..., None]) -> Iterator[_Batch]:
     """`_read_batch` of each batch of `raws`, in order, on `_READERS` helper threads;
     `release` (see `ParsedTrace`) is called as batches are done, and once at the end."""
     with ThreadPoolExecutor(_READERS, thread_name_prefix="tb_plugin-read") as pool:
-        pending: deque[tuple[Future, int]] = deque()  # (reading a batch, JSON bytes it consumed)
+        pending: deque[tuple[Future[_Batch], int]] = deque()  # (reading a batch, JSON bytes it consumed)
         for batch, consumed in _batches(raws):
             pending.append((pool.submit(_read_batch, batch), consumed))
             del batch
@@ -80,7 +97,7 @@ def _read_batches(raws, release):
     release()
 
 
-def _finished(future, consumed, release):
+def _finished(future: Future[_Batch], consumed: int, release: Callable[..., None]) -> _Batch:
     batch = future.result()
     release(consumed)
     return batch
@@ -91,22 +108,22 @@ class _Batch:
     """What one batch of events leaves behind: compact columns, strings coded per batch
     (`frame_codes`) until the builder maps them to codes for the whole trace."""
 
-    coded: dict  # "ph", "cat", "name", "pid", "tid" -> (codes, values)
+    coded: dict[str, Coded]  # "ph", "cat", "name", "pid", "tid" -> (codes, values)
     ts_anchor: int  # whole µs that `ts` is relative to (`parse.anchored_times`)
-    ts: np.ndarray
-    dur: np.ndarray
-    kind: np.ndarray
-    args: dict  # kind -> {field: number column, or coded text}
-    flows: object  # polars DataFrame (id, bp) of the flow events, or None
-    counter_args: object  # the counters' args, decoded (a list, one value per counter event), or None
-    slice_flows: object  # polars DataFrame (row in the batch, bind_id, flow_in, flow_out) of slices with a bind_id, or None
-    anomalies: dict
+    ts: npt.NDArray[np.float64]
+    dur: npt.NDArray[np.float64]
+    kind: npt.NDArray[np.int8]
+    args: dict[str, ArgColumns]  # kind -> {field: number column, or coded text}
+    flows: pl.DataFrame | None  # (id, bp) of the flow events
+    counter_args: list[Any] | None  # the counters' args, decoded (one value per counter event)
+    slice_flows: pl.DataFrame | None  # (row in the batch, bind_id, flow_in, flow_out) of slices with a bind_id
+    anomalies: dict[str, int]
 
 
 _TOP_LEVEL_TEXT = ("ph", "cat", "name", "pid", "tid")
 
 
-def _read_batch(raws):
+def _read_batch(raws: list[Raw]) -> _Batch:
     """One batch of event slices -> `_Batch` (runs on a helper thread)."""
     anomalies: dict[str, int] = {}
     frame, lines = events_frame(raws, anomalies)
@@ -135,7 +152,7 @@ def _read_batch(raws):
         record(anomalies, MALFORMED_ARGS_REPLACED, not_objects)
     args = {k: _arg_columns(lines, ARGS_TYPES[k], anomalies) for k, lines in zip(present, texts)}
     flows = flow_columns(list(compress(lines, kind == KIND_CODE[KIND_FLOW]))) if counts[KIND_CODE[KIND_FLOW]] else None
-    counter_args = None
+    counter_args: list[Any] | None = None
     if counts[KIND_CODE[KIND_COUNTER]]:
         counter_args = _counter_values(texts[-1], frame, of_kind[KIND_COUNTER], counts[KIND_CODE[KIND_COUNTER]],
                                        anomalies)
@@ -146,7 +163,8 @@ def _read_batch(raws):
     return _Batch(coded, ts_anchor, ts, dur, kind, args, flows, counter_args, slice_flows, anomalies)
 
 
-def _counter_values(joined, frame, is_counter, count, anomalies):
+def _counter_values(joined: bytes, frame: pl.DataFrame, is_counter: pl.Expr, count: int,
+                    anomalies: dict[str, int]) -> list[Any]:
     """The args of a batch's `count` counter events, decoded, one value each in order, from
     their texts as polars writes them joined by ",". polars writes an args that is a JSON
     string as its bare text, which is not JSON (or is several values): then each is decoded
@@ -167,7 +185,7 @@ def _counter_values(joined, frame, is_counter, count, anomalies):
     return values
 
 
-def _classify(coded, ts, anomalies):
+def _classify(coded: dict[str, Coded], ts: npt.NDArray[np.float64], anomalies: dict[str, int]) -> npt.NDArray[np.int8]:
     """Kind code (`KIND_CODE`) of each event of a batch: each distinct (ph, cat) classified
     once."""
     (ph_codes, ph_values), (cat_codes, cat_values), (name_codes, name_values) = (
@@ -199,20 +217,20 @@ def _classify(coded, ts, anomalies):
 class _NumberField(NamedTuple):
     """How an args field of one number type is read (polars), held (numpy) and marked absent."""
 
-    polars: Any
-    numpy: Any
-    absent: Any
+    polars: type[pl.DataType]
+    numpy: type[np.number[Any]]
+    absent: float  # -1 for an int field, NaN for a float one
 
 
 # Every args field of another type is text (`_is_text`).
 _NUMBER_FIELDS = {int: _NumberField(pl.Int64, np.int64, -1), float: _NumberField(pl.Float64, np.float64, NAN)}
 
 
-def _is_text(field):
+def _is_text(field: FieldInfo) -> bool:
     return field.type not in _NUMBER_FIELDS
 
 
-def _arg_columns(lines, args_type, anomalies):
+def _arg_columns(lines: bytes, args_type: type[msgspec.Struct], anomalies: dict[str, int]) -> ArgColumns:
     """{field name: column} of the `args_type` fields of args JSON objects, one per line (as
     polars writes them: compact, `{}` where an event has none): int fields as int64 (-1 where
     absent), float fields as float64 (NaN), the others coded (`frame_codes`; -1 where
@@ -232,7 +250,7 @@ def _arg_columns(lines, args_type, anomalies):
     return {f.name: columns[f.encode_name] for f in fields}
 
 
-def _args_as_texts(lines, keys):
+def _args_as_texts(lines: bytes, keys: list[str]) -> pl.DataFrame:
     """The args (a JSON object per line) as a DataFrame of String columns named `keys`, null
     where absent: polars writes a number, list or object read into a String column as its JSON.
     Where polars' reader cannot parse a number (`1e300`), msgspec reads the batch's objects."""
@@ -243,7 +261,7 @@ def _args_as_texts(lines, keys):
         pass
     objects = [msgspec.json.decode(line) for line in lines.split(b"\n")]  # only for such odd batches
 
-    def text(value):
+    def text(value: Any) -> str | None:
         return value if value is None or isinstance(value, str) else msgspec.json.encode(value).decode()
     return pl.DataFrame({key: [text(o.get(key)) for o in objects] for key in keys}, schema=schema)
 
@@ -253,7 +271,7 @@ def _args_as_texts(lines, keys):
 _NOT_APPLICABLE = "N/A"
 
 
-def _numbers_of_texts(texts, fields, anomalies):
+def _numbers_of_texts(texts: pl.DataFrame, fields: Iterable[FieldInfo], anomalies: dict[str, int]) -> pl.DataFrame:
     """`texts` (`_args_as_texts`) with each number field's texts read as its numbers, value by
     value: a value that is no number (`true`, a list, a word) becomes null, counted as
     `ARG_VALUES_UNREADABLE` unless it is Kineto's `"N/A"`; text fields stay as they are."""
@@ -276,7 +294,8 @@ def _numbers_of_texts(texts, fields, anomalies):
     return texts.with_columns(converted)
 
 
-def _concat_columns(parts, args_type, interners):
+def _concat_columns(parts: list[dict[str, npt.NDArray[Any]]], args_type: type[msgspec.Struct],
+                    interners: dict[str, Interner]) -> ArgColumns:
     """{field: column} of `_arg_columns` results, batch after batch; text fields as coded
     strings (`coded_series`)."""
     columns = {}
@@ -287,14 +306,15 @@ def _concat_columns(parts, args_type, interners):
     return columns
 
 
-def _text_interners(args_type):
+def _text_interners(args_type: type[msgspec.Struct]) -> dict[str, Interner]:
     return {f.name: Interner() for f in msgspec.structs.fields(args_type) if _is_text(f)}
 
 
-def _graph_annotation(args):
+def _graph_annotation(args: ArgColumns) -> pd.Categorical:
     """Per kernel: its CUDA-graph annotation text, the first of the `annotation`, `str` and
     `name` args that it has ("" none; see `kinds._DeviceArgs`)."""
-    texts = [categorical_of(args[key]).astype(str).to_numpy() for key in
+    # (astype(str) gives a pandas string array, which pandas-stubs types as "or an ndarray")
+    texts = [categorical_of(args[key]).astype(str).to_numpy() for key in  # type: ignore[union-attr]
              ("graph_annotation", "graph_annotation_str", "graph_annotation_name")]
     chosen = np.where(texts[0] != "", texts[0], np.where(texts[1] != "", texts[1], texts[2])).astype(object)
     categories, codes = np.unique(chosen, return_inverse=True) if len(chosen) else (np.array([""], dtype=object), [])
@@ -312,20 +332,24 @@ class _Builder:
     while the batch is read, and tables then take their rows by boolean masks.
     """
 
-    def __init__(self, parsed):
+    def __init__(self, parsed: ParsedTrace) -> None:
         self.anomalies = dict(parsed.anomalies)
-        raws, parsed.events = parsed.events, None
+        # the builder takes the slices and drops the list (so the input buffer can go), which
+        # `ParsedTrace.events`, a list to every other reader, does not say
+        raws, parsed.events = parsed.events, None  # type: ignore[assignment]
         self._interners = {key: Interner() for key in _TOP_LEVEL_TEXT}
-        parts: dict[str, list] = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
-        self._arg_parts: dict[str, list] = {kind: [] for kind in ARGS_TYPES}
+        parts: dict[str, list[npt.NDArray[Any]]] = {key: [] for key in (*_TOP_LEVEL_TEXT, "ts", "dur", "kind")}
+        self._arg_parts: dict[str, list[dict[str, npt.NDArray[Any]]]] = {kind: [] for kind in ARGS_TYPES}
         self._arg_interners = {kind: _text_interners(args_type) for kind, args_type in ARGS_TYPES.items()}
-        self._flow_parts, self._counter_args, self._slice_flow_parts = [], [], []
+        self._flow_parts: list[pl.DataFrame] = []
+        self._counter_args: list[list[Any]] = []
+        self._slice_flow_parts: list[pl.DataFrame] = []
         read = 0  # events of the batches before
-        self._kept_of_kind = {}  # kind -> which of its events (as read) are kept
-        self._candidate_kinds = None  # see `candidate_kinds`
+        self._kept_of_kind: dict[str, npt.NDArray[np.bool_]] = {}  # kind -> which of its events (as read) are kept
+        self._candidate_kinds: npt.NDArray[np.int8] | None = None  # see `candidate_kinds`
         # Times are held relative to the first batch's anchor (a whole µs): differences of
         # whole numbers and small fractions, exact where absolute floats would not be.
-        self.anchor_us = None
+        self.anchor_us: int | None = None
         for batch in _read_batches(raws, parsed.release):
             for key, interner in self._interners.items():
                 parts[key].append(interner.remap(batch.coded[key]))
@@ -378,7 +402,7 @@ class _Builder:
         self.origin = (self.anchor_us or 0) + self._origin_offset
         self.thread_all, self.thread_keys = self._threads()
 
-    def _drop_far_from_the_trace(self):
+    def _drop_far_from_the_trace(self) -> None:
         """Skip (and count) the timed events whose ts is more than `_FAR_FROM_TRACE_US` from
         the median: Kineto has written kernels at ts 0 in epoch-µs traces (pytorch/kineto#109),
         which would stretch the trace over decades and round every other time (float64 holds
@@ -398,7 +422,7 @@ class _Builder:
             self.kind[far] = KIND_CODE[KIND_SKIPPED]
             record(self.anomalies, EVENTS_FAR_FROM_THE_TRACE_DROPPED, int(far.sum()))
 
-    def _kept(self, kind, rows):
+    def _kept(self, kind: str, rows: _Rows) -> _Rows:
         """`rows` (a row per event of `kind` as read: an array, a polars frame or a list) less
         the events `_drop_far_from_the_trace` skipped."""
         keep = self._kept_of_kind.get(kind)
@@ -408,7 +432,7 @@ class _Builder:
             return [row for row, kept in zip(rows, keep) if kept]
         return rows.filter(pl.Series(keep)) if isinstance(rows, pl.DataFrame) else rows[keep]
 
-    def _threads(self):
+    def _threads(self) -> tuple[npt.NDArray[np.int64], list[tuple[str, str]]]:
         """Thread table row of every event's (pid, tid), both normalised to stripped strings."""
         (pid_codes, pid_values), (tid_codes, tid_values) = self.pid_coded, self.tid_coded
         width = len(tid_values) + 1
@@ -421,36 +445,36 @@ class _Builder:
             rows[i] = keys.setdefault((pid_text[pair // width], tid_text[pair % width]), len(keys))
         return (rows[pair_codes] if len(pair_codes) else np.zeros(0, np.int64)), list(keys)
 
-    def numbers(self, coded, mask):
+    def numbers(self, coded: Coded, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
         """Device / stream numbers from pid or tid values like 0, "1" or "stream 7"."""
         codes, values = coded
         parsed = np.array([first_int(v) for v in values] + [-1], dtype=np.int64)  # code -1 -> last
         return parsed[codes[mask]]
 
-    def mask(self, *kinds):
+    def mask(self, *kinds: str) -> npt.NDArray[np.bool_]:
         """Which events are of one of `kinds`."""
         if len(kinds) == 1:
             return self.kind == KIND_CODE[kinds[0]]
         return np.isin(self.kind, [KIND_CODE[k] for k in kinds])
 
-    def names(self, mask):
+    def names(self, mask: npt.NDArray[np.bool_]) -> pd.Categorical:
         return pd.Categorical.from_codes(self.name_codes[mask], categories=self.name_categories, validate=False)
 
-    def ts(self, mask):
+    def ts(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
         return self.ts_all[mask] - self._origin_offset
 
-    def intervals(self, mask, instants_allowed=False):
+    def intervals(self, mask: npt.NDArray[np.bool_], instants_allowed: bool = False) -> dict[str, pd.Categorical | npt.NDArray[Any]]:
         """The columns every interval table starts with: name, thread, ts, dur."""
         return {"name": self.names(mask), "thread": self.thread_all[mask], "ts": self.ts(mask),
                 "dur": self.durations(mask, instants_allowed)}
 
-    def cat_lower(self, mask):
+    def cat_lower(self, mask: npt.NDArray[np.bool_]) -> pd.Categorical:
         return recode(self.cat_coded, mask, lambda c: c.lower() if c else "")
 
-    def phases(self, mask):
+    def phases(self, mask: npt.NDArray[np.bool_]) -> pd.Categorical:
         return recode(self.ph_coded, mask, lambda p: p or "")
 
-    def durations(self, mask, instants_allowed=False):
+    def durations(self, mask: npt.NDArray[np.bool_], instants_allowed: bool = False) -> npt.NDArray[np.float64]:
         dur = self.dur_all[mask]
         if instants_allowed:  # instant events have no duration by design
             dur = np.where(np.isnan(dur), 0.0, dur)
@@ -462,7 +486,7 @@ class _Builder:
             dur = np.where(bad, 0.0, dur)
         return dur
 
-    def args(self, kind):
+    def args(self, kind: str) -> ArgColumns:
         """The args of the events of `kind` (in event order) as {field: column}."""
         columns = _concat_columns(self._arg_parts[kind], ARGS_TYPES[kind], self._arg_interners[kind])
         return {name: (self._kept(kind, c[0]), c[1]) if isinstance(c, tuple) else self._kept(kind, c)
@@ -470,7 +494,7 @@ class _Builder:
 
     # --- tables -------------------------------------------------------------------------
 
-    def ops(self):
+    def ops(self) -> pd.DataFrame:
         m = self.mask(KIND_OP)
         a = self.args(KIND_OP)
         (dims, dims_values), (old, old_values) = a["input_dims"], a["input_dims_old"]  # "Input dims" before 2.x
@@ -499,7 +523,7 @@ class _Builder:
             "concrete_inputs": json_categorical(a["concrete_inputs"]),
         })
 
-    def python(self):
+    def python(self) -> pd.DataFrame:
         m = self.mask(KIND_PYTHON)
         a = self.args(KIND_PYTHON)
         return pd.DataFrame({
@@ -509,7 +533,7 @@ class _Builder:
             "python_module_id": a["python_module_id"],
         })
 
-    def runtime(self):
+    def runtime(self) -> pd.DataFrame:
         m = self.mask(KIND_RUNTIME)
         a = self.args(KIND_RUNTIME)
         return pd.DataFrame({
@@ -520,7 +544,7 @@ class _Builder:
             "cbid": a["cbid"],
         })
 
-    def candidate_kinds(self):
+    def candidate_kinds(self) -> npt.NDArray[np.int8]:
         """Kind code of each `KIND_CANDIDATE` event (in event order): its role's kind
         (`accelerators.generic_role` of its name) where it runs on a device, i.e. on a pid
         with no host event (operator, Python, runtime call, allocation), and a runtime call
@@ -539,7 +563,7 @@ class _Builder:
                                              KIND_CODE[KIND_OTHER]).astype(np.int8)
         return self._candidate_kinds
 
-    def device_table(self, kind):
+    def device_table(self, kind: str) -> pd.DataFrame:
         """The table of device activity of `kind`: the events of that kind, then the
         candidates recognised as such (`candidate_kinds`)."""
         table = self._device_columns(kind, self.mask(kind), self.args(kind))
@@ -552,7 +576,7 @@ class _Builder:
                 for name, c in self.args(KIND_CANDIDATE).items()}
         return _concat_tables(table, self._device_columns(kind, rows, args))
 
-    def _device_columns(self, kind, m, a):
+    def _device_columns(self, kind: str, m: npt.NDArray[np.bool_], a: ArgColumns) -> pd.DataFrame:
         device = a["device"]
         stream = a["stream"]
         if m.any() and ((device < 0).any() or (stream < 0).any()):
@@ -578,7 +602,8 @@ class _Builder:
                 "graph_annotation": _graph_annotation(a),
             })
         elif kind in (KIND_MEMCPY, KIND_MEMSET):
-            columns["bytes"] = whole_ints(np.where(np.isnan(a["bytes"]), a["size"], a["bytes"]))
+            # (numpy's stub takes np.where of `Any` columns for its one-argument form)
+            columns["bytes"] = whole_ints(np.where(np.isnan(a["bytes"]), a["size"], a["bytes"]))  # type: ignore[arg-type]
             columns["memory_bandwidth_gbps"] = a["memory_bandwidth_gbps"]
         elif kind == KIND_SYNC:
             # Context and device syncs name no stream: CUPTI's invalid value, -1 as uint32
@@ -588,7 +613,7 @@ class _Builder:
             columns["wait_on_event_id"] = a["wait_on_event_id"]
         return pd.DataFrame(columns)
 
-    def memory(self):
+    def memory(self) -> pd.DataFrame:
         m = self.mask(KIND_MEMORY)
         a = self.args(KIND_MEMORY)
         return pd.DataFrame({
@@ -602,7 +627,7 @@ class _Builder:
             "total_reserved": a["total_reserved"],
         })
 
-    def flows(self):
+    def flows(self) -> pd.DataFrame:
         m = self.mask(KIND_FLOW)
         flows = self._kept(KIND_FLOW, pl.concat(self._flow_parts) if self._flow_parts else pl.DataFrame(schema=FLOW_SCHEMA))
         rows, phase, cat = np.flatnonzero(m), np.asarray(self.phases(m), dtype=object), np.asarray(self.cat_lower(m), dtype=object)
@@ -620,7 +645,7 @@ class _Builder:
             "binding": categorical_of(coded["bp"]),
         })
 
-    def _slice_flow_ends(self):
+    def _slice_flow_ends(self) -> tuple[pl.DataFrame, npt.NDArray[np.int64], npt.NDArray[np.object_], npt.NDArray[np.object_]]:
         """The flow ends that slices carry (`SLICE_FLOW_SCHEMA`) as `s` / `f` flow events would
         be: ({id, bp} frame, event rows, phases, categories). A flow is Kineto's `ac2g` when it
         starts at a runtime call, else `fwdbwd` (Kineto's two flow types, output_json.cpp)."""
@@ -633,7 +658,7 @@ class _Builder:
         cat = np.where(both["bind_id"].is_in(runtime_ids.implode()).to_numpy(), "ac2g", "fwdbwd").astype(object)
         return both.select(pl.col("bind_id").alias("id"), "bp"), both["row"].to_numpy(), phase, cat
 
-    def counters(self):
+    def counters(self) -> pd.DataFrame:
         m = self.mask(KIND_COUNTER)
         if not m.any():
             no_text: tuple[np.ndarray, list[str]] = (np.zeros(0, np.int32), [])
@@ -651,7 +676,7 @@ class _Builder:
             "value": as_floats([r[2] if isinstance(r[2], (int, float)) else None for r in rows]),
         })
 
-    def other(self):
+    def other(self) -> pd.DataFrame:
         m = self.mask(KIND_OTHER)
         candidates = self.mask(KIND_CANDIDATE)
         m[candidates] = self.candidate_kinds() == KIND_CODE[KIND_OTHER]
@@ -661,7 +686,7 @@ class _Builder:
             "phase": self.phases(m),
         })
 
-    def threads(self):
+    def threads(self) -> pd.DataFrame:
         """Thread table with names and sort order from the `M` metadata events."""
         m = self.mask(KIND_META)
         rows = np.array(self.thread_keys, dtype=object).reshape(-1, 2)
@@ -681,7 +706,8 @@ class _Builder:
         # to a key. A few events per thread, read at C speed.
         by_process, by_thread = (meta_pid, rows[:, 0].tolist()), (meta_key, range(len(rows)))
 
-        def last_value(kind, column, keyed_by, dtype, missing):
+        def last_value(kind: str, column: str, keyed_by: tuple[npt.NDArray[Any], Iterable[Any]],
+                       dtype: npt.DTypeLike, missing: object) -> npt.NDArray[Any]:
             meta_keys, table_keys = keyed_by
             chosen = what == kind
             last = dict(zip(meta_keys[chosen].tolist(), values[column][chosen].tolist()))
@@ -696,7 +722,7 @@ class _Builder:
         )
 
 
-def _concat_tables(first, second):
+def _concat_tables(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
     """Rows of `first`, then of `second` (same columns); categorical columns stay categorical."""
     joined = pd.concat([first, second], ignore_index=True)
     for column in first.columns:
@@ -713,7 +739,7 @@ def _concat_tables(first, second):
 _KINETO_ONLY_DEVICE_KEYS = ("numSms", "regsPerBlock")
 
 
-def _as_written_by_kineto(entry):
+def _as_written_by_kineto(entry: dict[str, Any]) -> dict[str, Any]:
     """A deviceProperties entry with the Python exporter's SM count where Kineto puts it."""
     if "maxThreadsPerMultiprocessor" in entry and not any(k in entry for k in _KINETO_ONLY_DEVICE_KEYS) \
             and "regsPerMultiprocessor" in entry:
@@ -722,7 +748,7 @@ def _as_written_by_kineto(entry):
     return entry
 
 
-def _devices(metadata):
+def _devices(metadata: dict[str, Any]) -> pd.DataFrame:
     props = metadata.get("deviceProperties") or metadata.get("computeProperties") or []
     rows = [_as_written_by_kineto(p) for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     table = pd.DataFrame(rows)
@@ -737,7 +763,7 @@ def _devices(metadata):
     return table[DEVICES.names]  # the declared properties; others a file has are not kept
 
 
-def _devices_used(devices, device_tables, anomalies):
+def _devices_used(devices: pd.DataFrame, device_tables: Sequence[pd.DataFrame], anomalies: dict[str, Any]) -> pd.DataFrame:
     """`devices`, with the one entry of deviceProperties given the id of the one device the
     trace's device work ran on when the two differ (recorded as `DEVICE_PROPERTIES_MAPPED`):
     single-GPU ROCm traces run their kernels on device 2 or 9 (the node's numbering) while
@@ -753,7 +779,7 @@ def _devices_used(devices, device_tables, anomalies):
     return devices.assign(id=float(used[0]))
 
 
-def _link(ops, runtime, device_tables, memory, flows):
+def _link(ops: pd.DataFrame, runtime: pd.DataFrame, device_tables: Sequence[pd.DataFrame], memory: pd.DataFrame, flows: pd.DataFrame) -> Nesting:
     """Resolve op nesting, runtime -> op, device activity -> runtime/op, memory -> op, flow
     endpoint -> op and -> the other end of its arrow."""
     nesting = Nesting(ops["thread"].to_numpy(), ops["ts"].to_numpy(), ops["dur"].to_numpy())
@@ -766,7 +792,7 @@ def _link(ops, runtime, device_tables, memory, flows):
     ext_index = by_depth[lookup(op_ext[by_depth], distinct_ext)] if len(ops) else np.zeros(0, np.int64)
     ext_keys = op_ext[ext_index] if len(ops) else np.zeros(0, np.int64)
 
-    def op_of_external(ext):
+    def op_of_external(ext: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         pos = lookup(ext_keys, np.where(ext > 0, ext, -1))
         return np.where(pos >= 0, ext_index[np.clip(pos, 0, None)] if len(ext_index) else -1, -1)
 
@@ -790,7 +816,7 @@ def _link(ops, runtime, device_tables, memory, flows):
     return nesting
 
 
-def _steps(ops):
+def _steps(ops: pd.DataFrame) -> pd.DataFrame:
     """Host-side `ProfilerStep#N` ranges (never the GPU copies), one row per step number."""
     names = pd.Series(ops["name"].cat.categories, dtype=object)
     step_numbers = names.str.extract(STEP_NAME, expand=False)
@@ -810,7 +836,7 @@ def _steps(ops):
     return steps.sort_values("ts").reset_index(drop=True)
 
 
-def build_model(parsed):
+def build_model(parsed: ParsedTrace) -> TraceModel:
     """Build the `TraceModel` of one parsed trace."""
     b = _Builder(parsed)
     ops = b.ops()

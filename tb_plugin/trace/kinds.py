@@ -23,19 +23,19 @@ _NO_RAW = Raw(b"null")
 NAN = float("nan")
 
 
-def _i(name):
+def _i(name: str) -> int:
     return msgspec.field(name=name, default=-1)
 
 
-def _x(name):
+def _x(name: str) -> float:
     return msgspec.field(name=name, default=NAN)
 
 
-def _s(name):
+def _s(name: str) -> str:
     return msgspec.field(name=name, default="")
 
 
-def _r(name):
+def _r(name: str) -> Raw:
     return msgspec.field(name=name, default=_NO_RAW)
 
 
@@ -177,7 +177,7 @@ _KIND_OF_ROLE = {accelerators.COMPUTE: KIND_KERNEL, accelerators.TRANSFER: KIND_
 KIND_OF_CANDIDATE_ROLE = {**_KIND_OF_ROLE, accelerators.SYNC: KIND_OTHER}
 
 
-def classify(ph, cat, name):
+def classify(ph: str | None, cat: str | None, name: str | None) -> str:
     """Kind of one event from its `ph`, `cat` and `name` (applied to unique triples only)."""
     cat_l = (cat or "").lower()
     if ph == "X":
@@ -202,12 +202,12 @@ def classify(ph, cat, name):
 
 
 @lru_cache(maxsize=4096)
-def kind_code(ph, cat):
+def kind_code(ph: str | None, cat: str | None) -> int:
     return KIND_CODE[classify(ph, cat, None)]
 
 
 # The args fields each kind's table needs (counters keep their args whole: any series name).
-ARGS_TYPES = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
+ARGS_TYPES: dict[str, type[msgspec.Struct]] = {KIND_OP: _OpArgs, KIND_PYTHON: _PythonArgs, KIND_RUNTIME: _RuntimeArgs, KIND_KERNEL: _DeviceArgs,
                KIND_MEMCPY: _DeviceArgs, KIND_MEMSET: _DeviceArgs, KIND_SYNC: _SyncArgs, KIND_GPU_ANNOTATION: _DeviceArgs,
                KIND_CANDIDATE: _DeviceArgs,
                KIND_MEMORY: _MemoryArgs, KIND_META: _MetaArgs}

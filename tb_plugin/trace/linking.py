@@ -11,10 +11,14 @@ a root or a node left out) and `depth` (any level number larger for a child than
 parent, such as a nesting depth).
 """
 
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 
-def _stride(ts, end):
+def _stride(ts: npt.NDArray[np.float64], end: npt.NDArray[np.float64]) -> float:
     span = float(np.nanmax(end)) if len(end) else 0.0
     low = float(np.nanmin(ts)) if len(ts) else 0.0
     return 2.0 * (abs(span) + abs(low)) + 10.0
@@ -33,7 +37,7 @@ class Nesting:
     Attributes (all indexed like the input): `depth` (int32), `parent` (int64, -1 for roots).
     """
 
-    def __init__(self, thread, ts, dur):
+    def __init__(self, thread: npt.ArrayLike, ts: npt.ArrayLike, dur: npt.ArrayLike) -> None:
         thread = np.asarray(thread, dtype=np.int64)
         ts = np.asarray(ts, dtype=np.float64)
         dur = np.nan_to_num(np.asarray(dur, dtype=np.float64), nan=0.0).clip(min=0.0)
@@ -78,7 +82,7 @@ class Nesting:
         has_parent = parent_sorted >= 0
         self.parent[self.order[has_parent]] = self.order[parent_sorted[has_parent]]
 
-    def enclosing(self, thread, t):
+    def enclosing(self, thread: npt.ArrayLike, t: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Index of the innermost interval on `thread` that contains time `t` (-1 if none).
 
         Vectorised over query points; an interval contains `t` when start <= t <= end.
@@ -102,7 +106,7 @@ class Nesting:
         return cand
 
 
-def innermost_container(thread, ts, dur):
+def innermost_container(thread: npt.ArrayLike, ts: npt.ArrayLike, dur: npt.ArrayLike) -> npt.NDArray[np.int64]:
     """Per interval: the interval on its thread that most tightly contains it (the latest to
     start among those starting no later and ending no earlier, the longer first on a tie,
     ending after its start); -1 if none.
@@ -148,7 +152,7 @@ def innermost_container(thread, ts, dur):
     return result
 
 
-def lookup(keys, values):
+def lookup(keys: npt.ArrayLike, values: npt.ArrayLike) -> npt.NDArray[np.int64]:
     """Position in `keys` of each of `values` (-1 where absent or the value is negative).
 
     Where a key repeats, its first position wins.
@@ -165,14 +169,14 @@ def lookup(keys, values):
     return np.where(found, order[pos_clipped], -1)
 
 
-def flow_peers(key, is_start, is_end):
+def flow_peers(key: npt.NDArray[np.int64], is_start: npt.NDArray[np.bool_], is_end: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
     """Row of the other end of each flow arrow: the first start of each `key` and the first
     end of the same key point at each other; every other row gets -1. `key` tells flows
     apart (flow ids are only unique within a flow category)."""
     peer = np.full(len(key), -1, dtype=np.int64)
     key = np.asarray(key, dtype=np.int64)
 
-    def first_of_key(mask):
+    def first_of_key(mask: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         rows = np.flatnonzero(mask)
         keys, first = np.unique(key[rows], return_index=True)
         return keys, rows[first]
@@ -185,7 +189,7 @@ def flow_peers(key, is_start, is_end):
     return peer
 
 
-def _levels(parent, depth, shallowest_first):
+def _levels(parent: npt.ArrayLike, depth: npt.ArrayLike, shallowest_first: bool) -> Iterator[npt.NDArray[np.int64]]:
     """(level, rows of that level that have a parent) for each level, in the order asked."""
     linked = np.asarray(parent) >= 0
     levels = np.unique(np.asarray(depth)[linked])
@@ -193,7 +197,8 @@ def _levels(parent, depth, shallowest_first):
         yield np.flatnonzero(linked & (depth == level))
 
 
-def roll_up(values, parent, depth, combine=np.add):
+def roll_up(values: npt.ArrayLike, parent: npt.ArrayLike, depth: npt.ArrayLike,
+            combine: np.ufunc = np.add) -> npt.NDArray[Any]:
     """Bottom-up totals over a tree: each node's `values` combined with those of every
     descendant, by `combine` (a numpy ufunc: `np.add` for sums, `np.logical_or` for "any
     below"). `values` has one row per node (shape (n,) or (n, k)); a new array is returned.
@@ -205,7 +210,8 @@ def roll_up(values, parent, depth, combine=np.add):
     return out
 
 
-def ancestor_where(mask, parent, depth, outermost=False):
+def ancestor_where(mask: npt.NDArray[np.bool_], parent: npt.ArrayLike, depth: npt.ArrayLike,
+                   outermost: bool = False) -> npt.NDArray[np.int64]:
     """Per node: the nearest node among itself and its ancestors where `mask` holds (the
     farthest one with `outermost`); -1 where none does. One numpy step per level, shallowest
     first."""
@@ -219,7 +225,7 @@ def ancestor_where(mask, parent, depth, outermost=False):
     return out
 
 
-def tree_depth(parent):
+def tree_depth(parent: npt.ArrayLike) -> npt.NDArray[np.int64]:
     """Depth of each node of a tree given by `parent` alone (0 for roots); one numpy step per
     level. Nodes on a cycle of parents stop growing after as many steps as there are nodes."""
     parent = np.asarray(parent, dtype=np.int64)

@@ -7,6 +7,7 @@ when a trace is parsed, and the disk cache serves only metadata that is already 
 """
 
 import math
+from typing import Any
 
 from .anomalies import METADATA_VALUES_NULLED, record
 
@@ -14,13 +15,13 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 METADATA_MAX_DEPTH = 32
 
 
-def clean_metadata(metadata, anomalies):
+def clean_metadata(metadata: dict[str, Any], anomalies: dict[str, int]) -> dict[str, Any]:
     """`metadata` (the trace's top-level values) with every integer beyond int64, non-finite
     float and value nested deeper than `METADATA_MAX_DEPTH` replaced by None, each counted in
     `anomalies` as `METADATA_VALUES_NULLED`. The disk cache holds only metadata it leaves as is."""
     nulled = 0
 
-    def clean(value, depth):
+    def clean(value: Any, depth: int) -> Any:
         nonlocal nulled
         if value is None or isinstance(value, (bool, str)):
             return value

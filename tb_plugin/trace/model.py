@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the tables' type only: importing the model loads no pandas (nor the builder)
     import pandas as pd
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the tables' type only: importing the model loads no pandas 
 _DIGITS = re.compile(r"(-?\d+)")
 
 
-def first_int(value):
+def first_int(value: object) -> int:
     """The first integer in a pid/tid value (0, "1", "stream 7"); -1 when there is none, or
     when it does not fit an int64 column (a pid of 20 digits)."""
     m = _DIGITS.search("" if value is None else str(value))
@@ -52,28 +52,28 @@ class TraceModel:
     other: pd.DataFrame
     steps: pd.DataFrame
     devices: pd.DataFrame
-    metadata: dict
-    anomalies: dict = field(default_factory=dict)
+    metadata: dict[str, Any]
+    anomalies: dict[str, Any] = field(default_factory=dict)
 
     TABLES = ("ops", "python", "runtime", "kernels", "memcpy", "memset", "syncs", "gpu_annotations",
               "memory", "flows", "counters", "other", "steps")
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         # Views cache their results (and locks) on the model; a model pickled to another
         # process (a worker of a parallel job) holds only data.
         return {k: v for k, v in self.__dict__.items() if k != "_view_cache"}
 
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Approximate memory held by the tables, in bytes."""
         return int(sum(getattr(self, name).memory_usage(index=True, deep=False).sum()
                        for name in self.TABLES + ("threads", "devices")))
 
     @property
-    def distributed(self):
+    def distributed(self) -> dict[str, Any]:
         info = self.metadata.get("distributedInfo")
         return info if isinstance(info, dict) else {}
 
-    def span_us(self):
+    def span_us(self) -> tuple[float, float]:
         """(start, end) of all timed events, relative to the origin; (0, 0) when empty."""
         starts, ends = [], []
         for name in ("ops", "python", "runtime", "kernels", "memcpy", "memset", "gpu_annotations"):

@@ -16,11 +16,13 @@ do not fit are dropped and counted in `ParsedTrace.anomalies`, never silently.
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 from msgspec import Raw
 
@@ -84,7 +86,7 @@ _EVENT_DECODER = msgspec.json.Decoder(Event)
 _METADATA_KEYS = tuple(f for f in _Document.__struct_fields__ if f != "traceEvents")
 
 
-def _keep_all(upto=None):
+def _keep_all(upto: int | None = None) -> None:
     pass
 
 
@@ -96,18 +98,18 @@ class ParsedTrace:
     be read again; the loader calls it as it consumes events in order (the sum of the
     lengths of the slices consumed is at most their end in the input)."""
 
-    events: list
-    metadata: dict
-    anomalies: dict = field(default_factory=dict)
-    release: Any = _keep_all
+    events: list[Raw]
+    metadata: dict[str, Any]
+    anomalies: dict[str, Any] = field(default_factory=dict)
+    release: Callable[..., None] = _keep_all
 
 
-def _first_significant_byte(data):
+def _first_significant_byte(data: bytes | bytearray | memoryview) -> bytes:
     stripped = bytes(data[:64]).lstrip(b" \t\r\n\xef\xbb\xbf")
     return stripped[:1]
 
 
-def _trace_of(events, metadata, anomalies=None):
+def _trace_of(events: list[Raw], metadata: dict[str, Any], anomalies: dict[str, Any] | None = None) -> ParsedTrace:
     """The `ParsedTrace` of decoded event slices; `_NotATrace` when the list has entries but
     no JSON object among them (`[1, 2, 3]`, a list of names): no trace, not an empty one."""
     if events and not any(bytes(memoryview(raw)[:1]) == b"{" for raw in events):  # slices start at their value
@@ -117,7 +119,7 @@ def _trace_of(events, metadata, anomalies=None):
     return ParsedTrace(events, clean_metadata(metadata, anomalies), anomalies)
 
 
-def _decode_fast(data):
+def _decode_fast(data: bytes | bytearray | memoryview) -> ParsedTrace:
     if _first_significant_byte(data) == b"[":
         return _trace_of(_RAW_LIST_DECODER.decode(data), {})
     doc = _DOCUMENT_DECODER.decode(data)
@@ -152,7 +154,7 @@ _LINE_LOOKBACK = 4096
 _EVENT_FIELDS = set(Event.__struct_fields__)
 
 
-def _repaired_text(data, anomalies):
+def _repaired_text(data: bytes | bytearray | memoryview, anomalies: dict[str, Any]) -> str:
     """JSON bytes as text the standard library parses, each repair counted in `anomalies`:
     invalid UTF-8 and lone surrogate escapes become U+FFFD, invalid escapes literal
     backslashes, bare `N/A` / `nan` / `inf` values null."""
@@ -168,7 +170,7 @@ def _repaired_text(data, anomalies):
     if _BARE_WORD.search(text):  # a quick scan first: the string-aware pass calls back per string
         nulled = 0
 
-        def null_bare_word(match):
+        def null_bare_word(match: re.Match[str]) -> str:
             nonlocal nulled
             if match.group(1) is not None or match.group(0) in _JSON_NON_NUMBERS:
                 return match.group(0)
@@ -180,7 +182,7 @@ def _repaired_text(data, anomalies):
     return text
 
 
-def _bare_words_outside_strings(data):
+def _bare_words_outside_strings(data: bytes) -> list[tuple[int, int]] | None:
     """(start, end) of each bare NaN-like word of `data` (bytes) outside strings, in order;
     None when one cannot be told apart from text cheaply.
 
@@ -209,7 +211,7 @@ def _bare_words_outside_strings(data):
     return spans
 
 
-def _null_bare_words(data, anomalies):
+def _null_bare_words(data: bytes | bytearray | memoryview, anomalies: dict[str, Any]) -> bytes | None:
     """`data` with each bare `NaN` / `N/A` / `nan` / `inf` value replaced by `null` (counted
     in `anomalies`), so that the fast path can read it; None when there is none, or when
     `_bare_words_outside_strings` cannot tell (the tolerant path then repairs the text)."""
@@ -223,7 +225,7 @@ def _null_bare_words(data, anomalies):
     return b"null".join(data[end:start] for end, start in zip(ends, starts))
 
 
-def _decode_tolerant(data, anomalies):
+def _decode_tolerant(data: bytes | bytearray | memoryview, anomalies: dict[str, Any]) -> ParsedTrace:
     doc = json.loads(_repaired_text(data, anomalies), strict=False)
     if isinstance(doc, dict):
         raw_events = doc.get("traceEvents")
@@ -239,7 +241,7 @@ def _decode_tolerant(data, anomalies):
     return _trace_of([Raw(msgspec.json.encode(item)) for item in raw_events], metadata, anomalies)
 
 
-def _decode_one(raw, anomalies):
+def _decode_one(raw: bytes, anomalies: dict[str, Any]) -> Event | None:
     """One event on its own: repaired text if need be, wrongly typed fields coerced where
     possible; None (counted as dropped) when it is not a usable event."""
     try:
@@ -261,7 +263,7 @@ def _decode_one(raw, anomalies):
         return None
 
 
-def decode_events(raws, anomalies):
+def decode_events(raws: Sequence[bytes], anomalies: dict[str, Any]) -> list[Event]:
     """Decode a batch of event slices into `Event` Structs, in one decoder call; when some
     event does not fit, event by event, dropping (and counting in `anomalies`) the unusable."""
     try:
@@ -311,7 +313,7 @@ _ARGS_ONLY_DECODER = msgspec.json.Decoder(_ArgsOnly)
 SLICE_FLOW_SCHEMA = {"bind_id": pl.String, "flow_in": pl.Boolean, "flow_out": pl.Boolean}
 
 
-def _read_lines(events, schema=EVENT_SCHEMA):
+def _read_lines(events: Sequence[bytes], schema: dict[str, Any] = EVENT_SCHEMA) -> pl.DataFrame:
     text = b"\x1e".join(events).translate(_ONE_EVENT_PER_LINE)
     if schema is EVENT_SCHEMA and b'"bind_id"' in text:
         schema = {**EVENT_SCHEMA, **SLICE_FLOW_SCHEMA}
@@ -321,7 +323,7 @@ def _read_lines(events, schema=EVENT_SCHEMA):
     return frame
 
 
-def _with_exact_args(frame, events):
+def _with_exact_args(frame: pl.DataFrame, events: Sequence[bytes]) -> pl.DataFrame:
     """`frame` (read from `events`, a row each) with the args text of the rows polars did
     not write faithfully (`_NOT_ESCAPED_BY_POLARS`) cut from the events' own JSON."""
     rows = frame["args"].str.contains(_NOT_ESCAPED_BY_POLARS).fill_null(False).arg_true().to_list()
@@ -337,7 +339,7 @@ def _with_exact_args(frame, events):
     return frame.with_columns(frame["args"].scatter(rows, exact))
 
 
-def events_frame(raws, anomalies):
+def events_frame(raws: Sequence[bytes], anomalies: dict[str, Any]) -> tuple[pl.DataFrame, Sequence[bytes]]:
     """A batch of event slices as a polars DataFrame with `EVENT_SCHEMA` columns, one row per
     event in order, and the events' JSON texts (one per row: `raws` itself, unless repaired).
 
@@ -365,7 +367,7 @@ def events_frame(raws, anomalies):
     return (pl.concat(frames, how="diagonal") if frames else pl.DataFrame(schema=EVENT_SCHEMA)), kept
 
 
-def flow_columns(events):
+def flow_columns(events: Sequence[bytes]) -> pl.DataFrame:
     """`id` and `bp` of flow events (their JSON texts) as a DataFrame with `FLOW_SCHEMA`
     columns, one row per event; null where a value cannot be read as text."""
     try:
@@ -399,7 +401,7 @@ _FRACTION_DIGITS = 12  # read after the point: ns are 3, none writes more than p
 _POWERS_OF_TEN = 10.0 ** -np.arange(_FRACTION_DIGITS + 1)  # weight of the k-th digit after the point: 10**-k
 
 
-def _ts_fractions(events):
+def _ts_fractions(events: Sequence[bytes]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """Per event, the fraction of its `ts` as written, with the number's sign (-0.5 for
     `-12.5`, 0 for a whole number), and the number's last `_LOW_DIGITS` whole digits; NaN and
     -1 where the text holds no plain decimal `ts` (exponent form, a string, none).
@@ -448,7 +450,7 @@ def _ts_fractions(events):
     return fractions, low
 
 
-def anchored_times(events, ts):
+def anchored_times(events: Sequence[bytes], ts: npt.NDArray[np.float64]) -> tuple[int, npt.NDArray[np.float64]]:
     """The timestamps of a batch of events as `(anchor, offsets)`: an integer µs `anchor`
     (the batch's median, floored) and float64 µs offsets from it, one per event (NaN where
     `ts` is). `ts` are the floats polars read from `events` (their JSON texts, one per row).
@@ -482,7 +484,7 @@ _MSGSPEC_TRUNCATED = "Input data was truncated"
 _TRUNCATED = "truncated (ends before the JSON does)"
 
 
-def _try_fast(data, path):
+def _try_fast(data: bytes | bytearray | memoryview, path: str) -> ParsedTrace | Exception:
     """`_decode_fast(data)`, or the decode error the tolerant path may get past."""
     try:
         return _decode_fast(data)
@@ -497,7 +499,7 @@ def _try_fast(data, path):
 _BOM = b"\xef\xbb\xbf"
 
 
-def parse_trace(data, path):
+def parse_trace(data: bytes | bytearray | memoryview, path: str) -> ParsedTrace:
     """Decode a trace's JSON bytes; any failure becomes a `TraceError` naming `path`."""
     anomalies: dict[str, Any] = {}  # counts, and the reason the fast reader refused the JSON
     if bytes(data[:3]) == _BOM:  # UTF-8 written with a byte-order mark (Windows tools): skipped, not copied

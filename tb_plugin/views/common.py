@@ -248,9 +248,9 @@ def step_windows(model: TraceModel) -> pd.DataFrame:
     def build() -> pd.DataFrame:
         steps = model.steps
         if not len(steps):
-            start, end = model.span_us()
-            return pd.DataFrame({"step": [NO_STEP], "start_us": [start], "end_us": [end],
-                                 "host_start_us": [start], "host_end_us": [end]})
+            first_us, last_us = model.span_us()  # floats; `start` and `end` below are arrays
+            return pd.DataFrame({"step": [NO_STEP], "start_us": [first_us], "end_us": [last_us],
+                                 "host_start_us": [first_us], "host_end_us": [last_us]})
         host_start = steps["ts"].to_numpy()
         host_end = host_start + steps["dur"].to_numpy()
         end = host_end.copy()
