@@ -40,20 +40,6 @@ def as_floats(values: Sequence[Any]) -> npt.NDArray[np.float64]:
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(np.float64)
 
 
-def _ints(values: Sequence[Any], missing: int = -1) -> npt.NDArray[np.int64]:
-    """int64 array; None, NaN and values outside int64 become `missing`."""
-    as_float = as_floats(values)
-    ok = np.isfinite(as_float) & (np.abs(as_float) < 2.0**63)
-    out = np.full(len(as_float), missing, dtype=np.int64)
-    if ok.all():
-        try:  # exact for every int64 (floats lose precision above 2**53)
-            return np.array(values, dtype=np.int64)
-        except (TypeError, ValueError, OverflowError):
-            pass
-    out[ok] = as_float[ok].astype(np.int64)
-    return out
-
-
 def frame_codes(frame: pl.DataFrame, names: Sequence[str], also: Iterable[pl.Expr] = ()) -> dict[str, Any]:
     """{name: (codes, values)} for String columns of a polars DataFrame: `values` the column's
     distinct strings in order of first appearance, `codes` an int32 row -> index into
