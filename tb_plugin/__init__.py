@@ -26,9 +26,9 @@ from .version import __version__
 
 __all__ = ["MemorySnapshot", "Profile", "Run", "TraceError", "diff", "diff_ranks", "load", "load_run", "load_snapshot",
            "show", "__version__"]
-_FROM_MODULE = {"Profile": "python_api.profile", "diff": "python_api.profile", "load": "python_api.profile", "Run": "python_api.runs", "diff_ranks": "python_api.runs",
-                "load_run": "python_api.runs", "MemorySnapshot": "python_api.snapshots", "load_snapshot": "python_api.snapshots",
-                "show": "report"}
+_FROM_MODULE = {"Profile": "python_api.profile", "diff": "python_api.profile", "load": "python_api.profile",
+                "Run": "python_api.runs", "diff_ranks": "python_api.runs", "load_run": "python_api.runs",
+                "MemorySnapshot": "python_api.snapshots", "load_snapshot": "python_api.snapshots", "show": "report"}
 
 
 def __getattr__(name):
