@@ -246,6 +246,27 @@ def test_nccl_fields_quoted_or_not(tmp_path):
     assert row["process_group_name"].tolist() == ["0"] and quoted.info()["anomalies"] == {}
 
 
+def test_nccl_fields_above_int64_are_absent_alone_and_counted(tmp_path):
+    """kineto#1482/#1499 write the collective fields as unsigned 64-bit numbers, bare or
+    quoted; the model keeps them as int64 (-1 absent). A value above the int64 range (no
+    message or sequence number reaches it: it is a sentinel) is absent on its own and counted
+    (`arg_values_unreadable`), the op keeping its other fields and every view its answers:
+    those of the same trace without the field."""
+    def comms(seq, quoted):
+        text = str if quoted else (lambda v: v)
+        fields = {"External id": 3, "Collective name": "allreduce", "In msg nelems": text(1024),
+                  "Out msg nelems": text(1024), "Group size": text(8), "dtype": "Float"}
+        return older_step() + [op("record_param_comms", 30, 5, **fields, **({} if seq is None else {"Seq": text(seq)}))]
+    without = _load(tmp_path, "without", comms(None, False))
+    for quoted in (False, True):
+        profile = _load(tmp_path, f"above_{quoted}", comms(2**64 - 1, quoted))
+        assert_same_views(profile, without)
+        row = profile.model.ops.query("name == 'record_param_comms'")
+        assert row[["in_msg_nelems", "out_msg_nelems", "group_size", "collective_seq"]].values.tolist() == [[1024, 1024, 8, -1]]
+        assert profile.info()["anomalies"] == {"arg_values_unreadable": 1}
+    assert without.info()["anomalies"] == {}
+
+
 def test_display_time_unit_ns_changes_no_time(tmp_path):
     """kineto#1074 (output_json.cpp `handleTraceStart`, DISPLAY_TRACE_IN_NS): `displayTimeUnit`
     is how Chrome's viewer labels the axis; `ts` and `dur` stay µs with ns fractions."""
