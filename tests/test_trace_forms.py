@@ -10,7 +10,7 @@ import pytest
 
 import tb_plugin
 
-from .helpers import kernel, op, raw_events, runtime, shared_trace, write_trace
+from .helpers import ANNOTATED_NODES, kernel, op, raw_events, runtime, shared_trace, write_trace
 
 
 def _rewritten(tmp_path, name, source, change):
@@ -376,3 +376,101 @@ def test_flows_bound_on_slices_pair_as_flow_events(tmp_path):
     assert _flow_pairs(newer) == _flow_pairs(older)
     assert [(c, start, end) for c, _, start, _, end in _flow_pairs(newer)] == [("ac2g", 10, 20), ("fwdbwd", 5, 70)]
     assert_same_views(newer, older)
+
+
+# --- CUDA-graph annotations baked into the export (pytorch#194854) ----------------------------
+# The writer: pytorch/pytorch torch/profiler/_chrome_trace_export.py, `export_chrome_trace(...,
+# annotations=get_kernel_annotations())` (the version with `_INLINE_ANNOTATED_KEY`; the search
+# index holds its text but names no commit for it). The older form: the same trace written
+# plain, then annotated by torch 2.13's post-processor
+# (torch/cuda/_annotate_cuda_graph_trace.py `annotate_trace`, installed torch 2.13.0).
+
+def _graph_replay():
+    """A step replaying four graph nodes on hardware streams 3 and 4 (ac2g flows from the
+    launch), and an eager gemm on stream 3."""
+    node = ANNOTATED_NODES
+    events = [_meta("process_name", 0, 0, name="python"), _meta("thread_name", 0, 3, name="stream 3 "),
+              _meta("thread_name", 0, 4, name="stream 4 "),
+              op("ProfilerStep#1", 0, 1000, cat="user_annotation", **{"External id": 1}),
+              op("Torch-Compiled Region: 0/0", 10, 50, **{"External id": 2}),
+              runtime("cudaGraphLaunch", 20, 20, correlation=7, external_id=2), _flow("s", 7, 1, 1, 20),
+              runtime("cudaLaunchKernel", 590, 5, correlation=9, external_id=2), _flow("s", 9, 1, 1, 590)]
+    for name, ts, dur, stream, graph_node, correlation in (
+            ("triton_qk", 100, 100, 3, node[0], 7), ("triton_softmax_pv", 200, 200, 3, node[1], 7),
+            ("triton_mlp", 150, 300, 4, node[2], 7), ("triton_norm", 500, 50, 3, node[3], 7), ("gemm", 600, 40, 3, 0, 9)):
+        events += [kernel(name, ts, dur, correlation, stream=stream, **{"graph node id": graph_node}),
+                   _flow("f", correlation, 0, stream, ts)]
+    return events
+
+
+_GRAPH_ANNOTATIONS = {ANNOTATED_NODES[0]: [{"str": "attention"}], ANNOTATED_NODES[1]: [{"str": "attention"}],
+                      ANNOTATED_NODES[2]: [{"str": "mlp", "stream": 61, "Process Group Description": "tp"}],
+                      ANNOTATED_NODES[3]: ["norm-object"]}
+
+
+def _exported_with_annotations(path, events, annotations, default_stream=7):
+    """`events` written as the exporter bakes `annotations` in: graph work gets each
+    annotation's fields as text (`stream` a number) appended to its args and moves to the lane
+    it names (else `default_stream`); when the lane is not the hardware stream, `"stream":
+    lane` is appended after the hardware one (a repeated key: the last wins) unless the
+    annotation named it, and `"original_stream"` keeps the hardware stream. The kernel's `f`
+    flow follows it; each new lane gets a thread_name (the annotation's "Process Group
+    Description", else "stream N "); `cudaGraphInlineAnnotated: true` heads the envelope."""
+    lines, moved, lanes = [], {}, {}
+    for e in events:
+        e = dict(e)
+        if e.get("ph") == "f" and (e["tid"], e["ts"]) in moved:
+            e["tid"] = moved[e["tid"], e["ts"]]
+        graph_node = e.get("args", {}).get("graph node id", 0)
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset") or not graph_node:
+            lines.append(json.dumps(e))
+            continue
+        args, chunks, stream, lane_name = e.pop("args"), [], None, None
+        for ann in annotations.get(graph_node, []):
+            if not isinstance(ann, dict):
+                chunks.append(f'"annotation": {json.dumps(str(ann))}')
+                continue
+            lane_name = lane_name or ann.get("Process Group Description")
+            stream = int(ann["stream"]) if "stream" in ann else stream
+            chunks.append(json.dumps({k: v if k == "stream" else str(v) for k, v in ann.items()})[1:-1])
+        lane = default_stream if stream is None else stream
+        if lane != e["tid"]:
+            chunks += ([] if stream is not None else [f'"stream": {lane}']) + [f'"original_stream": {e["tid"]}']
+            moved[e["tid"], e["ts"]] = lane
+            lanes[lane] = lane_name or lanes.get(lane) or f"stream {lane} "
+        e["tid"] = lane
+        lines.append(json.dumps(e)[:-1] + ', "args": {' + ", ".join([json.dumps(args)[1:-1]] + chunks) + "}}")
+    lines += [json.dumps(_meta("thread_name", 0, lane, name=name)) for lane, name in sorted(lanes.items())]
+    path.write_text('{"schemaVersion": 1, "cudaGraphInlineAnnotated": true, "traceEvents": [\n' + ",\n".join(lines) + "]}")
+    return path
+
+
+def test_cuda_graph_annotations_baked_into_the_export(tmp_path):
+    """The exporter writes what torch's post-processor writes (work on the annotated lanes,
+    the annotation fields in args) plus the hardware stream as `original_stream`, with the
+    lane's `stream` repeated after the hardware one: the views and tables equal the
+    post-processed trace's, the kernels on their lanes with their labels."""
+    annotate = pytest.importorskip("torch.cuda._annotate_cuda_graph_trace", reason="needs torch >= 2.13")
+    trace = {"schemaVersion": 1, "traceEvents": _graph_replay()}
+    assert annotate.annotate_trace(trace, _GRAPH_ANNOTATIONS) == 4
+    older = _load(tmp_path, "post_processed", trace["traceEvents"])
+    newer = tb_plugin.load(_exported_with_annotations(tmp_path / "baked.pt.trace.json", _graph_replay(), _GRAPH_ANNOTATIONS))
+    # the critical path names its host thread by its row in the threads table, whose order
+    # follows the file's layout (the exporter names the hardware streams first): compare
+    # (pid, tid)
+    def pid_tid(profile, thread):
+        return tuple(profile.model.threads.loc[thread, ["pid", "tid"]])
+
+    a, b = _views(newer, ("kernels",)), _views(older, ("kernels",))
+    for profile, views in ((newer, a), (older, b)):
+        views["critical_path"]["thread"] = [pid_tid(profile, t) for t in views["critical_path"]["thread"]]
+    for name in b:
+        pd.testing.assert_frame_equal(a[name], b[name], obj=name)
+    pd.testing.assert_frame_equal(newer.cuda_graph_annotations(), older.cuda_graph_annotations())
+    flows = [[(c, pid_tid(p, s), s_ts, pid_tid(p, e), e_ts) for c, s, s_ts, e, e_ts in _flow_pairs(p)] for p in (newer, older)]
+    assert flows[0] == flows[1] and len(flows[0]) == 2  # a flow id pairs its start with its first end
+    kernels = newer.model.kernels.set_index("name")
+    assert kernels["stream"].to_dict() == {"triton_qk": 7, "triton_softmax_pv": 7, "triton_mlp": 61, "triton_norm": 7, "gemm": 3}
+    assert kernels["graph_annotation"].astype(str).to_dict() == {
+        "triton_qk": "attention", "triton_softmax_pv": "attention", "triton_mlp": "mlp", "triton_norm": "norm-object", "gemm": ""}
+    assert newer.info()["anomalies"] == older.info()["anomalies"] == {}

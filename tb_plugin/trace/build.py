@@ -558,6 +558,12 @@ class _Builder:
         if m.any() and ((device < 0).any() or (stream < 0).any()):
             device = np.where(device >= 0, device, self.numbers(self.pid_coded, m))
             stream = np.where(stream >= 0, stream, self.numbers(self.tid_coded, m))
+        moved = a["original_stream"] >= 0 if "original_stream" in a else np.zeros(0, bool)  # syncs have none
+        if moved.any():
+            # CUDA-graph work the exporter moved to an annotation's lane (pytorch#194854): its
+            # args repeat `stream`, the lane last (the last of a repeated key wins, as in JSON
+            # viewers), which is also its tid; the hardware stream is `original_stream`
+            stream = np.where(moved, self.numbers(self.tid_coded, m), stream)
         columns = {
             **self.intervals(m),
             "device": device,
