@@ -209,6 +209,38 @@ def test_xpu_sync_and_scope_profiler_events_are_no_work(tmp_path):
     assert profile.model.other["cat"].tolist() == ["xpu_scope_profiler"]
 
 
+def test_xpu_flows_keyed_by_activity_type(tmp_path):
+    """kineto#1467 (pytorch/kineto libkineto/src/plugin/xpupti/XpuptiActivityHandlers.cpp,
+    2026-07): the XPU plugin starts the `ac2g` flow at the host record of activity type
+    `xpu_runtime`, whatever the call's name (the SYCL 2025.3+ launch
+    `urEnqueueKernelLaunchWithArgsExp`, which the former name list missed), never at the
+    `xpu_driver` record (ze*) the runtime call makes: nested in it on its thread, with its
+    correlation. The older form: `urEnqueueKernelLaunch`, no driver records. The driver calls'
+    time is the runtime call's, counted once in the op's host self time."""
+    older = _xpu(older_step())
+    drivers = {"urEnqueueKernelLaunch": "zeCommandListAppendLaunchKernel", "urEnqueueUSMMemcpy": "zeCommandListAppendMemoryCopy"}
+    newer = []
+    for e in json.loads(json.dumps(older)):
+        if e.get("name") in drivers:  # the driver record written first: a buffer's order, not time's
+            newer.append(runtime(drivers[e["name"]], e["ts"] + 1, e["dur"] - 2, correlation=e["args"]["correlation"],
+                                 external_id=2, cat="xpu_driver"))
+        if e.get("name") == "urEnqueueKernelLaunch":
+            e["name"] = "urEnqueueKernelLaunchWithArgsExp"
+        newer.append(e)
+    profile, before = _load(tmp_path, "newer", newer), _load(tmp_path, "older", older)
+    assert_same_views(profile, before, tables=())
+    assert _flow_pairs(profile) == _flow_pairs(before) == [("ac2g", 3, 10, 2, 20)]
+    # the tables equal but for `runtime`, a row of the runtime table, which holds the driver
+    # calls too: each device event's is the runtime call's
+    tables = ("kernels", "memcpy", "memset")
+    a, b = _views(profile, tables), _views(before, tables)
+    for name in tables:
+        table = a[f"table {name}"]
+        pd.testing.assert_frame_equal(table.drop(columns=["runtime"]), b[f"table {name}"].drop(columns=["runtime"]))
+        assert [profile.model.runtime["name"][r][:9] for r in table["runtime"]] == ["urEnqueue"]
+    assert profile.operators().set_index("name")["host_self_us"]["aten::mm"] == 60 - 5 - 4 - 2 - 1 - 20
+
+
 def test_copy_metadata_typed_and_as_text(tmp_path):
     """kineto#1455 (RocmActivity / RoctracerLogger): ROCm copies' `bytes` became a number (older
     writers wrote it as text) and the bandwidth is omitted at zero duration (CUPTI-era Kineto

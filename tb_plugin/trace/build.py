@@ -782,8 +782,14 @@ def _link(ops, runtime, device_tables, memory, flows):
     if missing.any():
         rt_op[missing] = nesting.enclosing(runtime["thread"].to_numpy()[missing], runtime["ts"].to_numpy()[missing])
     runtime["op"] = rt_op
+    # Where a correlation repeats (XPU's driver call inside the runtime call that made it,
+    # pytorch/kineto#1467), the outermost call is the launch.
+    rt_nesting = Nesting(runtime["thread"].to_numpy(), runtime["ts"].to_numpy(), runtime["dur"].to_numpy())
+    rt_by_depth = np.lexsort((rt_nesting.depth,))
+    rt_correlation = runtime["correlation"].to_numpy()[rt_by_depth]
     for table in device_tables:
-        rt = lookup(runtime["correlation"].to_numpy(), table["correlation"].to_numpy())
+        rt = lookup(rt_correlation, table["correlation"].to_numpy())
+        rt = np.where(rt >= 0, rt_by_depth[np.clip(rt, 0, None)] if len(rt_by_depth) else -1, -1)
         table["runtime"] = rt
         from_runtime = np.where(rt >= 0, rt_op[np.clip(rt, 0, None)] if len(rt_op) else -1, -1)
         table["op"] = np.where(from_runtime >= 0, from_runtime, op_of_external(table["external_id"].to_numpy()))
