@@ -241,6 +241,50 @@ def test_xpu_flows_keyed_by_activity_type(tmp_path):
     assert profile.operators().set_index("name")["host_self_us"]["aten::mm"] == 60 - 5 - 4 - 2 - 1 - 20
 
 
+def _rocm_streams(queues, logical):
+    """One step of ROCm work: an op launching a kernel (`hipLaunchKernel`) on each of
+    `len(queues)` HIP streams and a copy (`hipMemcpyAsync`) on the first, each written on
+    `logical[i]` (tid and `stream`) with its HSA queue `queues[i]`; `logical` None writes the
+    queue there instead (the older form)."""
+    events = [op("ProfilerStep#1", 0, 400, cat="user_annotation", **{"External id": 1}),
+              op("aten::add", 5, 300, **{"External id": 2})]
+    work = [("kernel", f"k{i}", i) for i in range(len(queues))] + [("gpu_memcpy", "Memcpy HtoD (Host -> Device)", 0)]
+    for n, (cat, name, i) in enumerate(work):
+        correlation, ts = 200 + n, 10 + 20 * n
+        stream = queues[i] if logical is None else logical[i]
+        call = "hipLaunchKernel" if cat == "kernel" else "hipMemcpyAsync"
+        events.append(runtime(call, ts, 5, correlation=correlation, external_id=2) | {"args": {"cid": 1, "correlation": correlation}})
+        args = {"device": 0, "stream": stream, **({} if logical is None else {"hsa_queue": queues[i]}),
+                "correlation": correlation, "kind": "Dispatch Kernel" if cat == "kernel" else "HtoD",
+                **({"grid": [64, 1, 1], "block": [256, 1, 1]} if cat == "kernel" else {"bytes": 4096, "memory bandwidth (GB/s)": 0.4})}
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": 100 + 30 * n, "dur": 25, "args": args})
+    return events
+
+
+def test_rocm_logical_stream_ids(tmp_path):
+    """kineto#1424 (pytorch/kineto libkineto/src/RocmStreamQueue.h `backfillAsyncStreams` and
+    RocprofActivity_inl.h `GpuActivity::metadataJson`, 2026-06): ROCm kernels and copies are
+    written on their HIP stream, numbered 1, 2, ... per device (tid and `stream`: the
+    activity's `resourceId()`), the HSA queue as `hsa_queue`; older writers put the HSA queue
+    there, so with more HIP streams than hardware queues (`GPU_MAX_HW_QUEUES=4`) two streams
+    shared a track. With one queue per stream the views equal the older form's, stream N read
+    as queue N's; with five streams on four queues each keeps its own stream."""
+    queues = [0x7F3A10, 0x7F3A20, 0x7F3A30]
+    older = _load(tmp_path, "queues", _rocm_streams(queues, None))
+    newer = _load(tmp_path, "logical", _rocm_streams(queues, [1, 2, 3]))
+    as_logical = {q: i + 1 for i, q in enumerate(queues)}
+    a, b = _views(newer, ("kernels", "memcpy")), _views(older, ("kernels", "memcpy"))
+    for name, frame in b.items():
+        if "stream" in frame:
+            frame = frame.assign(stream=[as_logical.get(s, s) for s in frame["stream"]])
+        pd.testing.assert_frame_equal(a[name].reset_index(drop=True), frame.reset_index(drop=True), obj=name)
+    assert newer.info()["anomalies"] == {}
+
+    shared = _load(tmp_path, "shared", _rocm_streams([0x7F3A10, 0x7F3A20, 0x7F3A30, 0x7F3A40, 0x7F3A10], [1, 2, 3, 4, 5]))
+    assert shared.model.kernels["stream"].tolist() == [1, 2, 3, 4, 5]
+    assert shared.idle_time()["stream"].tolist() == [1, 2, 3, 4, 5]
+
+
 def test_copy_metadata_typed_and_as_text(tmp_path):
     """kineto#1455 (RocmActivity / RoctracerLogger): ROCm copies' `bytes` became a number (older
     writers wrote it as text) and the bandwidth is omitted at zero duration (CUPTI-era Kineto
