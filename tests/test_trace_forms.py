@@ -262,7 +262,7 @@ def _rocm_streams(queues, logical):
 
 
 def test_rocm_logical_stream_ids(tmp_path):
-    """kineto#1424 (pytorch/kineto libkineto/src/RocmStreamQueue.h `backfillAsyncStreams` and
+    """kineto#1424 (pytorch/kineto libkineto/src/RocmStreamQueue.h `backfillAsyncStreams` at 25856f7 and
     RocprofActivity_inl.h `GpuActivity::metadataJson`, 2026-06): ROCm kernels and copies are
     written on their HIP stream, numbered 1, 2, ... per device (tid and `stream`: the
     activity's `resourceId()`), the HSA queue as `hsa_queue`; older writers put the HSA queue
