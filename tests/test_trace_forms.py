@@ -10,7 +10,7 @@ import pytest
 
 import tb_plugin
 
-from .helpers import kernel, op, raw_events, runtime, shared_trace, write_trace
+from .helpers import ANNOTATED_NODES, kernel, op, raw_events, runtime, shared_trace, write_trace
 
 
 def _rewritten(tmp_path, name, source, change):
@@ -209,6 +209,82 @@ def test_xpu_sync_and_scope_profiler_events_are_no_work(tmp_path):
     assert profile.model.other["cat"].tolist() == ["xpu_scope_profiler"]
 
 
+def test_xpu_flows_keyed_by_activity_type(tmp_path):
+    """kineto#1467 (pytorch/kineto libkineto/src/plugin/xpupti/XpuptiActivityHandlers.cpp,
+    2026-07): the XPU plugin starts the `ac2g` flow at the host record of activity type
+    `xpu_runtime`, whatever the call's name (the SYCL 2025.3+ launch
+    `urEnqueueKernelLaunchWithArgsExp`, which the former name list missed), never at the
+    `xpu_driver` record (ze*) the runtime call makes: nested in it on its thread, with its
+    correlation. The older form: `urEnqueueKernelLaunch`, no driver records. The driver calls'
+    time is the runtime call's, counted once in the op's host self time."""
+    older = _xpu(older_step())
+    drivers = {"urEnqueueKernelLaunch": "zeCommandListAppendLaunchKernel", "urEnqueueUSMMemcpy": "zeCommandListAppendMemoryCopy"}
+    newer = []
+    for e in json.loads(json.dumps(older)):
+        if e.get("name") in drivers:  # the driver record written first: a buffer's order, not time's
+            newer.append(runtime(drivers[e["name"]], e["ts"] + 1, e["dur"] - 2, correlation=e["args"]["correlation"],
+                                 external_id=2, cat="xpu_driver"))
+        if e.get("name") == "urEnqueueKernelLaunch":
+            e["name"] = "urEnqueueKernelLaunchWithArgsExp"
+        newer.append(e)
+    profile, before = _load(tmp_path, "newer", newer), _load(tmp_path, "older", older)
+    assert_same_views(profile, before, tables=())
+    assert _flow_pairs(profile) == _flow_pairs(before) == [("ac2g", 3, 10, 2, 20)]
+    # the tables equal but for `runtime`, a row of the runtime table, which holds the driver
+    # calls too: each device event's is the runtime call's
+    tables = ("kernels", "memcpy", "memset")
+    a, b = _views(profile, tables), _views(before, tables)
+    for name in tables:
+        table = a[f"table {name}"]
+        pd.testing.assert_frame_equal(table.drop(columns=["runtime"]), b[f"table {name}"].drop(columns=["runtime"]))
+        assert [profile.model.runtime["name"][r][:9] for r in table["runtime"]] == ["urEnqueue"]
+    assert profile.operators().set_index("name")["host_self_us"]["aten::mm"] == 60 - 5 - 4 - 2 - 1 - 20
+
+
+def _rocm_streams(queues, logical):
+    """One step of ROCm work: an op launching a kernel (`hipLaunchKernel`) on each of
+    `len(queues)` HIP streams and a copy (`hipMemcpyAsync`) on the first, each written on
+    `logical[i]` (tid and `stream`) with its HSA queue `queues[i]`; `logical` None writes the
+    queue there instead (the older form)."""
+    events = [op("ProfilerStep#1", 0, 400, cat="user_annotation", **{"External id": 1}),
+              op("aten::add", 5, 300, **{"External id": 2})]
+    work = [("kernel", f"k{i}", i) for i in range(len(queues))] + [("gpu_memcpy", "Memcpy HtoD (Host -> Device)", 0)]
+    for n, (cat, name, i) in enumerate(work):
+        correlation, ts = 200 + n, 10 + 20 * n
+        stream = queues[i] if logical is None else logical[i]
+        call = "hipLaunchKernel" if cat == "kernel" else "hipMemcpyAsync"
+        events.append(runtime(call, ts, 5, correlation=correlation, external_id=2) | {"args": {"cid": 1, "correlation": correlation}})
+        args = {"device": 0, "stream": stream, **({} if logical is None else {"hsa_queue": queues[i]}),
+                "correlation": correlation, "kind": "Dispatch Kernel" if cat == "kernel" else "HtoD",
+                **({"grid": [64, 1, 1], "block": [256, 1, 1]} if cat == "kernel" else {"bytes": 4096, "memory bandwidth (GB/s)": 0.4})}
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": 100 + 30 * n, "dur": 25, "args": args})
+    return events
+
+
+def test_rocm_logical_stream_ids(tmp_path):
+    """kineto#1424 (pytorch/kineto libkineto/src/RocmStreamQueue.h `backfillAsyncStreams` at 25856f7 and
+    RocprofActivity_inl.h `GpuActivity::metadataJson`, 2026-06): ROCm kernels and copies are
+    written on their HIP stream, numbered 1, 2, ... per device (tid and `stream`: the
+    activity's `resourceId()`), the HSA queue as `hsa_queue`; older writers put the HSA queue
+    there, so with more HIP streams than hardware queues (`GPU_MAX_HW_QUEUES=4`) two streams
+    shared a track. With one queue per stream the views equal the older form's, stream N read
+    as queue N's; with five streams on four queues each keeps its own stream."""
+    queues = [0x7F3A10, 0x7F3A20, 0x7F3A30]
+    older = _load(tmp_path, "queues", _rocm_streams(queues, None))
+    newer = _load(tmp_path, "logical", _rocm_streams(queues, [1, 2, 3]))
+    as_logical = {q: i + 1 for i, q in enumerate(queues)}
+    a, b = _views(newer, ("kernels", "memcpy")), _views(older, ("kernels", "memcpy"))
+    for name, frame in b.items():
+        if "stream" in frame:
+            frame = frame.assign(stream=[as_logical.get(s, s) for s in frame["stream"]])
+        pd.testing.assert_frame_equal(a[name].reset_index(drop=True), frame.reset_index(drop=True), obj=name)
+    assert newer.info()["anomalies"] == {}
+
+    shared = _load(tmp_path, "shared", _rocm_streams([0x7F3A10, 0x7F3A20, 0x7F3A30, 0x7F3A40, 0x7F3A10], [1, 2, 3, 4, 5]))
+    assert shared.model.kernels["stream"].tolist() == [1, 2, 3, 4, 5]
+    assert shared.idle_time()["stream"].tolist() == [1, 2, 3, 4, 5]
+
+
 def test_copy_metadata_typed_and_as_text(tmp_path):
     """kineto#1455 (RocmActivity / RoctracerLogger): ROCm copies' `bytes` became a number (older
     writers wrote it as text) and the bandwidth is omitted at zero duration (CUPTI-era Kineto
@@ -244,6 +320,27 @@ def test_nccl_fields_quoted_or_not(tmp_path):
     row = quoted.model.ops.query("name == 'record_param_comms'")
     assert row[["in_msg_nelems", "group_size", "collective_seq"]].values.tolist() == [[1 << 40, 8, 12]]
     assert row["process_group_name"].tolist() == ["0"] and quoted.info()["anomalies"] == {}
+
+
+def test_nccl_fields_above_int64_are_absent_alone_and_counted(tmp_path):
+    """kineto#1482/#1499 write the collective fields as unsigned 64-bit numbers, bare or
+    quoted; the model keeps them as int64 (-1 absent). A value above the int64 range (no
+    message or sequence number reaches it: it is a sentinel) is absent on its own and counted
+    (`arg_values_unreadable`), the op keeping its other fields and every view its answers:
+    those of the same trace without the field."""
+    def comms(seq, quoted):
+        text = str if quoted else (lambda v: v)
+        fields = {"External id": 3, "Collective name": "allreduce", "In msg nelems": text(1024),
+                  "Out msg nelems": text(1024), "Group size": text(8), "dtype": "Float"}
+        return older_step() + [op("record_param_comms", 30, 5, **fields, **({} if seq is None else {"Seq": text(seq)}))]
+    without = _load(tmp_path, "without", comms(None, False))
+    for quoted in (False, True):
+        profile = _load(tmp_path, f"above_{quoted}", comms(2**64 - 1, quoted))
+        assert_same_views(profile, without)
+        row = profile.model.ops.query("name == 'record_param_comms'")
+        assert row[["in_msg_nelems", "out_msg_nelems", "group_size", "collective_seq"]].values.tolist() == [[1024, 1024, 8, -1]]
+        assert profile.info()["anomalies"] == {"arg_values_unreadable": 1}
+    assert without.info()["anomalies"] == {}
 
 
 def test_display_time_unit_ns_changes_no_time(tmp_path):
@@ -355,3 +452,101 @@ def test_flows_bound_on_slices_pair_as_flow_events(tmp_path):
     assert _flow_pairs(newer) == _flow_pairs(older)
     assert [(c, start, end) for c, _, start, _, end in _flow_pairs(newer)] == [("ac2g", 10, 20), ("fwdbwd", 5, 70)]
     assert_same_views(newer, older)
+
+
+# --- CUDA-graph annotations baked into the export (pytorch#194854) ----------------------------
+# The writer: pytorch/pytorch torch/profiler/_chrome_trace_export.py, `export_chrome_trace(...,
+# annotations=get_kernel_annotations())` (the version with `_INLINE_ANNOTATED_KEY`; the search
+# index holds its text but names no commit for it). The older form: the same trace written
+# plain, then annotated by torch 2.13's post-processor
+# (torch/cuda/_annotate_cuda_graph_trace.py `annotate_trace`, installed torch 2.13.0).
+
+def _graph_replay():
+    """A step replaying four graph nodes on hardware streams 3 and 4 (ac2g flows from the
+    launch), and an eager gemm on stream 3."""
+    node = ANNOTATED_NODES
+    events = [_meta("process_name", 0, 0, name="python"), _meta("thread_name", 0, 3, name="stream 3 "),
+              _meta("thread_name", 0, 4, name="stream 4 "),
+              op("ProfilerStep#1", 0, 1000, cat="user_annotation", **{"External id": 1}),
+              op("Torch-Compiled Region: 0/0", 10, 50, **{"External id": 2}),
+              runtime("cudaGraphLaunch", 20, 20, correlation=7, external_id=2), _flow("s", 7, 1, 1, 20),
+              runtime("cudaLaunchKernel", 590, 5, correlation=9, external_id=2), _flow("s", 9, 1, 1, 590)]
+    for name, ts, dur, stream, graph_node, correlation in (
+            ("triton_qk", 100, 100, 3, node[0], 7), ("triton_softmax_pv", 200, 200, 3, node[1], 7),
+            ("triton_mlp", 150, 300, 4, node[2], 7), ("triton_norm", 500, 50, 3, node[3], 7), ("gemm", 600, 40, 3, 0, 9)):
+        events += [kernel(name, ts, dur, correlation, stream=stream, **{"graph node id": graph_node}),
+                   _flow("f", correlation, 0, stream, ts)]
+    return events
+
+
+_GRAPH_ANNOTATIONS = {ANNOTATED_NODES[0]: [{"str": "attention"}], ANNOTATED_NODES[1]: [{"str": "attention"}],
+                      ANNOTATED_NODES[2]: [{"str": "mlp", "stream": 61, "Process Group Description": "tp"}],
+                      ANNOTATED_NODES[3]: ["norm-object"]}
+
+
+def _exported_with_annotations(path, events, annotations, default_stream=7):
+    """`events` written as the exporter bakes `annotations` in: graph work gets each
+    annotation's fields as text (`stream` a number) appended to its args and moves to the lane
+    it names (else `default_stream`); when the lane is not the hardware stream, `"stream":
+    lane` is appended after the hardware one (a repeated key: the last wins) unless the
+    annotation named it, and `"original_stream"` keeps the hardware stream. The kernel's `f`
+    flow follows it; each new lane gets a thread_name (the annotation's "Process Group
+    Description", else "stream N "); `cudaGraphInlineAnnotated: true` heads the envelope."""
+    lines, moved, lanes = [], {}, {}
+    for e in events:
+        e = dict(e)
+        if e.get("ph") == "f" and (e["tid"], e["ts"]) in moved:
+            e["tid"] = moved[e["tid"], e["ts"]]
+        graph_node = e.get("args", {}).get("graph node id", 0)
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset") or not graph_node:
+            lines.append(json.dumps(e))
+            continue
+        args, chunks, stream, lane_name = e.pop("args"), [], None, None
+        for ann in annotations.get(graph_node, []):
+            if not isinstance(ann, dict):
+                chunks.append(f'"annotation": {json.dumps(str(ann))}')
+                continue
+            lane_name = lane_name or ann.get("Process Group Description")
+            stream = int(ann["stream"]) if "stream" in ann else stream
+            chunks.append(json.dumps({k: v if k == "stream" else str(v) for k, v in ann.items()})[1:-1])
+        lane = default_stream if stream is None else stream
+        if lane != e["tid"]:
+            chunks += ([] if stream is not None else [f'"stream": {lane}']) + [f'"original_stream": {e["tid"]}']
+            moved[e["tid"], e["ts"]] = lane
+            lanes[lane] = lane_name or lanes.get(lane) or f"stream {lane} "
+        e["tid"] = lane
+        lines.append(json.dumps(e)[:-1] + ', "args": {' + ", ".join([json.dumps(args)[1:-1]] + chunks) + "}}")
+    lines += [json.dumps(_meta("thread_name", 0, lane, name=name)) for lane, name in sorted(lanes.items())]
+    path.write_text('{"schemaVersion": 1, "cudaGraphInlineAnnotated": true, "traceEvents": [\n' + ",\n".join(lines) + "]}")
+    return path
+
+
+def test_cuda_graph_annotations_baked_into_the_export(tmp_path):
+    """The exporter writes what torch's post-processor writes (work on the annotated lanes,
+    the annotation fields in args) plus the hardware stream as `original_stream`, with the
+    lane's `stream` repeated after the hardware one: the views and tables equal the
+    post-processed trace's, the kernels on their lanes with their labels."""
+    annotate = pytest.importorskip("torch.cuda._annotate_cuda_graph_trace", reason="needs torch >= 2.13")
+    trace = {"schemaVersion": 1, "traceEvents": _graph_replay()}
+    assert annotate.annotate_trace(trace, _GRAPH_ANNOTATIONS) == 4
+    older = _load(tmp_path, "post_processed", trace["traceEvents"])
+    newer = tb_plugin.load(_exported_with_annotations(tmp_path / "baked.pt.trace.json", _graph_replay(), _GRAPH_ANNOTATIONS))
+    # the critical path names its host thread by its row in the threads table, whose order
+    # follows the file's layout (the exporter names the hardware streams first): compare
+    # (pid, tid)
+    def pid_tid(profile, thread):
+        return tuple(profile.model.threads.loc[thread, ["pid", "tid"]])
+
+    a, b = _views(newer, ("kernels",)), _views(older, ("kernels",))
+    for profile, views in ((newer, a), (older, b)):
+        views["critical_path"]["thread"] = [pid_tid(profile, t) for t in views["critical_path"]["thread"]]
+    for name in b:
+        pd.testing.assert_frame_equal(a[name], b[name], obj=name)
+    pd.testing.assert_frame_equal(newer.cuda_graph_annotations(), older.cuda_graph_annotations())
+    flows = [[(c, pid_tid(p, s), s_ts, pid_tid(p, e), e_ts) for c, s, s_ts, e, e_ts in _flow_pairs(p)] for p in (newer, older)]
+    assert flows[0] == flows[1] and len(flows[0]) == 2  # a flow id pairs its start with its first end
+    kernels = newer.model.kernels.set_index("name")
+    assert kernels["stream"].to_dict() == {"triton_qk": 7, "triton_softmax_pv": 7, "triton_mlp": 61, "triton_norm": 7, "gemm": 3}
+    assert kernels["graph_annotation"].astype(str).to_dict() == {
+        "triton_qk": "attention", "triton_softmax_pv": "attention", "triton_mlp": "mlp", "triton_norm": "norm-object", "gemm": ""}
+    assert newer.info()["anomalies"] == older.info()["anomalies"] == {}

@@ -582,6 +582,12 @@ class _Builder:
         if m.any() and ((device < 0).any() or (stream < 0).any()):
             device = np.where(device >= 0, device, self.numbers(self.pid_coded, m))
             stream = np.where(stream >= 0, stream, self.numbers(self.tid_coded, m))
+        moved = a["original_stream"] >= 0 if "original_stream" in a else np.zeros(0, bool)  # syncs have none
+        if moved.any():
+            # CUDA-graph work the exporter moved to an annotation's lane (pytorch#194854): its
+            # args repeat `stream`, the lane last (the last of a repeated key wins, as in JSON
+            # viewers), which is also its tid; the hardware stream is `original_stream`
+            stream = np.where(moved, self.numbers(self.tid_coded, m), stream)
         columns = {
             **self.intervals(m),
             "device": device,
@@ -802,8 +808,14 @@ def _link(ops: pd.DataFrame, runtime: pd.DataFrame, device_tables: Sequence[pd.D
     if missing.any():
         rt_op[missing] = nesting.enclosing(runtime["thread"].to_numpy()[missing], runtime["ts"].to_numpy()[missing])
     runtime["op"] = rt_op
+    # Where a correlation repeats (XPU's driver call inside the runtime call that made it,
+    # pytorch/kineto#1467), the outermost call is the launch.
+    rt_nesting = Nesting(runtime["thread"].to_numpy(), runtime["ts"].to_numpy(), runtime["dur"].to_numpy())
+    rt_by_depth = np.lexsort((rt_nesting.depth,))
+    rt_correlation = runtime["correlation"].to_numpy()[rt_by_depth]
     for table in device_tables:
-        rt = lookup(runtime["correlation"].to_numpy(), table["correlation"].to_numpy())
+        rt = lookup(rt_correlation, table["correlation"].to_numpy())
+        rt = np.where(rt >= 0, rt_by_depth[np.clip(rt, 0, None)] if len(rt_by_depth) else -1, -1)
         table["runtime"] = rt
         from_runtime = np.where(rt >= 0, rt_op[np.clip(rt, 0, None)] if len(rt_op) else -1, -1)
         table["op"] = np.where(from_runtime >= 0, from_runtime, op_of_external(table["external_id"].to_numpy()))

@@ -103,6 +103,8 @@ class _DeviceArgs(msgspec.Struct, gc=False):
     graph_annotation: str = _s("annotation")
     graph_annotation_str: str = _s("str")
     graph_annotation_name: str = _s("name")
+    # the hardware stream of graph work the Python exporter moved to an annotation's lane
+    original_stream: int = _i("original_stream")
 
 
 class _SyncArgs(msgspec.Struct, gc=False):

@@ -16,7 +16,7 @@ import pandas as pd
 from ..errors import BadParameterError, NotFoundError
 from ..schema import ROUTES, Param
 from ..snapshot.model import SnapshotModel
-from ..trace.linking import ancestor_where, innermost_container, roll_up
+from ..trace.linking import Nesting, ancestor_where, innermost_container, roll_up
 from ..trace.model import TraceModel
 from .intervals import exclusive_time
 
@@ -343,9 +343,13 @@ def _build_operator_tree(model: TraceModel) -> pd.DataFrame:
     live = ~merged & (node_parent >= 0)
     np.add.at(children_time, node_parent[live], dur[live])
     runtime_time = np.zeros(n)
-    rt_op = model.runtime["op"].to_numpy()
-    ok = rt_op >= 0
-    np.add.at(runtime_time, node[rt_op[ok]], model.runtime["dur"].to_numpy()[ok])
+    runtime = model.runtime
+    rt_op = runtime["op"].to_numpy()
+    # a runtime call inside another is time counted with it: XPU's driver calls (ze*), inside
+    # the runtime call (ur*) that made them and sharing its correlation (pytorch/kineto#1467)
+    outermost = Nesting(runtime["thread"].to_numpy(), runtime["ts"].to_numpy(), runtime["dur"].to_numpy()).depth == 0
+    ok = (rt_op >= 0) & outermost
+    np.add.at(runtime_time, node[rt_op[ok]], runtime["dur"].to_numpy()[ok])
     host_self = np.where(merged, 0.0, np.maximum(dur - children_time - runtime_time, 0.0))
     python_children = _python_frame_correction(model, node, node_parent, merged)
     host_self_less_python = np.where(merged, 0.0, np.maximum(dur - children_time - python_children - runtime_time, 0.0))
