@@ -23,7 +23,7 @@ import polars as pl
 from .anomalies import (ARG_VALUES_UNREADABLE, DEVICE_PROPERTIES_MAPPED, EVENTS_FAR_FROM_THE_TRACE_DROPPED, EVENTS_WITHOUT_TS_DROPPED, INVALID_DURATIONS_ZEROED,
                         MALFORMED_ARGS_REPLACED, UNSUPPORTED_EVENTS_SKIPPED, record)
 from .coding import (Interner, as_floats, categorical_of, coded_series, decoded_texts, first_valid,
-                     frame_codes, id_codes, json_categorical, recode, whole_ints)
+                     frame_codes, id_codes, json_categorical, recode, text_categorical, whole_ints)
 from . import accelerators
 from .kinds import (KIND_CANDIDATE, KIND_COUNTER, KIND_FLOW, KIND_GPU_ANNOTATION, KIND_KERNEL, KIND_MEMCPY,
                     KIND_MEMORY, KIND_MEMSET, KIND_META, KIND_OP, KIND_OTHER, KIND_PYTHON, KIND_RUNTIME, KIND_SKIPPED,
@@ -644,8 +644,8 @@ class _Builder:
         coded = frame_codes(flows, ("bp",))
         return pd.DataFrame({
             "flow_id": id_codes(flows["id"]),
-            "phase": pd.Categorical(phase),
-            "cat": pd.Categorical(cat),
+            "phase": text_categorical(phase),
+            "cat": text_categorical(cat),
             "thread": self.thread_all[rows],
             "ts": self.ts_all[rows] - self._origin_offset,
             "binding": categorical_of(coded["bp"]),

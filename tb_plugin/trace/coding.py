@@ -99,6 +99,12 @@ def recode(coded: Coded, mask: npt.NDArray[np.bool_] | slice,
 _ALL = slice(None)
 
 
+def text_categorical(values: npt.NDArray[np.object_]) -> pd.Categorical:
+    """Python strings as a Categorical whose categories stay Python strings (object): pandas 3
+    infers its `str` dtype for them, which the disk cache does not store."""
+    return pd.Categorical(values, categories=pd.Index(np.unique(values), dtype=object))
+
+
 def categorical_of(coded: Coded) -> pd.Categorical:
     """Coded strings (`coded_series`) as a pandas Categorical; null becomes the empty string."""
     return recode(coded, _ALL, lambda v: v or "")
