@@ -29,6 +29,8 @@ from ..snapshot.model import SnapshotModel
 from ..snapshot.model import model_bytes as snapshot_model_bytes
 
 if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and polars
+    import numpy as np
+
     from ..python_api.snapshots import MemorySnapshot
     from ..python_api.profile import Profile
     from ..store.summaries import SummaryStore
@@ -45,7 +47,7 @@ REPLY_SHARE = 8
 REPLY_BYTES_PER_VALUE = 96
 
 
-def held_bytes(value, seen=None):
+def held_bytes(value: object, seen: set[int] | None = None) -> int:
     """Memory held by `value` and what it refers to: a table's columns (with the text of
     object and string columns, and each category list once), arrays, dicts, lists, tuples and
     objects' attributes, however deep, each object once (`seen`: ids counted already).
@@ -94,7 +96,7 @@ def held_bytes(value, seen=None):
     return int(total)
 
 
-def _object_values_bytes(values):
+def _object_values_bytes(values: "np.ndarray") -> int:
     """Memory of an object array: its pointers, and each distinct object it points to once.
     A view's text column mostly points at the few strings of a category list (the names of
     the ops, `views.common.texts`): counting a string per row counted the same string
@@ -107,7 +109,7 @@ def _object_values_bytes(values):
     return values.nbytes + sum(map(sys.getsizeof, values[first]))
 
 
-def give_back_memory():
+def give_back_memory() -> None:
     """Hand memory freed by dropped profiles (and a parse's peak) back to the system: a
     collection first (tables on a reference cycle outlive their profile until one runs), then
     glibc's `malloc_trim`, without which freed pages stay in the allocator's arenas and the
@@ -119,14 +121,14 @@ def give_back_memory():
 
 
 @functools.cache
-def _malloc_trim():
+def _malloc_trim() -> Callable[[int], int] | None:
     try:
         return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to call
         return None
 
 
-def cap_malloc_arenas():
+def cap_malloc_arenas() -> None:
     """Let glibc's malloc make at most `MALLOC_ARENAS` arenas from now on (unless the
     environment sets `MALLOC_ARENA_MAX`). By default each thread that allocates while another
     does gets an arena of its own, up to 8 per core: loader threads and dozens of request
@@ -141,7 +143,7 @@ def cap_malloc_arenas():
         pass
 
 
-def profile_bytes(profile):
+def profile_bytes(profile: "Profile | MemorySnapshot") -> int:
     """A profile's (or a memory snapshot's) tables and what its views cached on the model,
     each cached result counted once (results never change once built) and apart from the
     model it refers to."""
@@ -157,7 +159,7 @@ def profile_bytes(profile):
     return tables + sum(size for key, size in tuple(counted.items()) if key in cache)
 
 
-def _model_objects(model):
+def _model_objects(model: object) -> set[int]:
     """Ids of what `model_bytes` counts: the model, its tables and their category lists (a
     view's table often shares a column's categories)."""
     ids = {id(model)}
@@ -179,20 +181,22 @@ class ReplyCache:
     bytes count in the store's memory budget.
     """
 
-    def __init__(self, max_bytes):
+    def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.nbytes = 0
-        self._entries = OrderedDict()  # (id(first profile), path) -> (ref, reply, other refs, size)
-        self._dead = []  # ids of first profiles gone: their entries are dropped on the next call
+        # (id(first profile), path) -> (ref, reply, other refs, size)
+        self._entries: OrderedDict[tuple[int, str], tuple[weakref.ref[object], tuple[bytes, str | None],
+                                                          tuple[weakref.ref[object], ...], int]] = OrderedDict()
+        self._dead: list[int] = []  # ids of first profiles gone: their entries are dropped on the next call
         self._lock = threading.Lock()
 
-    def _drop_dead(self):
+    def _drop_dead(self) -> None:
         while self._dead:
             gone = self._dead.pop()
             for key in [key for key in self._entries if key[0] == gone]:
                 self.nbytes -= self._entries.pop(key)[3]
 
-    def get(self, profiles, path):
+    def get(self, profiles: Sequence[object], path: str) -> tuple[bytes, str | None] | None:
         """The reply stored for `path` over exactly `profiles` (in order), or None."""
         first, others = profiles[0], profiles[1:]
         with self._lock:
@@ -208,7 +212,7 @@ class ReplyCache:
             self._entries.move_to_end(key)
             return reply
 
-    def put(self, profiles, path, reply):
+    def put(self, profiles: Sequence[object], path: str, reply: tuple[bytes, str | None]) -> None:
         size = len(reply[0]) + len(path) + 256  # body, key and the entry's own objects
         if size > self.max_bytes:
             return
@@ -317,7 +321,8 @@ class MemoryBudget:
     def remeasure(self, profiles: Sequence[object]) -> None:
         """Count again what `profiles` hold (their views cache results on the model as they are
         asked for) and drop least recently used profiles beyond the budget."""
-        sizes = {id(p): profile_bytes(p) for p in profiles if hasattr(p, "model")}  # not summaries
+        # what has a model is a Profile or a MemorySnapshot (not a summary)
+        sizes = {id(p): profile_bytes(cast("Profile | MemorySnapshot", p)) for p in profiles if hasattr(p, "model")}
         with self.lock:
             for path, held in self.loaded.items():
                 if id(held) in sizes:

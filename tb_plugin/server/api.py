@@ -19,26 +19,28 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict
 from functools import partial, wraps
-from typing import NamedTuple
+from typing import Any, IO, Literal, NamedTuple, TypeVar, cast, overload
 from urllib.parse import quote
+from wsgiref.types import WSGIApplication
 
 import numpy as np
 import orjson
 import pandas as pd
 from werkzeug import wrappers, wsgi
 
-from .accounting import REPLY_SHARE, ReplyReservation
+from .accounting import REPLY_SHARE, ReplyCache, ReplyReservation
 from ..store.discovery import printable
 from ..errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
-from .loading import Loading, ready
-from ..python_api.snapshots import beside_traces, side_by_side
-from ..python_api.profile import answer_of, declared_routes
+from .loading import Loading, RunStore, ready
+from ..python_api.snapshots import MemorySnapshot, beside_traces, side_by_side
+from ..python_api.profile import Profile, answer_of, declared_routes
 from ..python_api.runs import (FILE_SUMMARIES, Failed, combine_diff_ranks, combine_distributed, combine_job,
-                               propose_comparison, ranks_frame, ranks_inputs, ranks_timeline)
+                               RanksTimeline, propose_comparison, ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
-from ..schema import PROFILE, SNAPSHOT, TWO_PROFILES
+from ..schema import PROFILE, SNAPSHOT, TWO_PROFILES, Param, Route
 from .sources import SourceResolver
 from ..stages import STAGE_COMPUTING
 
@@ -64,10 +66,13 @@ COMPUTE_WAIT_SECONDS = 0.25
 _COMPRESSED_TYPES = ("application/json", "text/csv")
 _ACCEPTS_GZIP = re.compile(r"(?:^|,|\s)(?:(?:x-)?gzip|\*)(?!;q=0)(?:\s|,|$)")
 
+# A route handler (`reads` marks it, `route` wraps it), a parameter's default, a number's type.
+_Handler = TypeVar("_Handler", bound=Callable[..., wrappers.Response])
+_Default = TypeVar("_Default")
+_Number = TypeVar("_Number", int, float)
 
 
-
-def _json_default(value):
+def _json_default(value: object) -> object:
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating,)):
@@ -79,7 +84,7 @@ def _json_default(value):
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
-def respond(body, status=200, content_type="application/json"):
+def respond(body: object, status: int = 200, content_type: str = "application/json") -> wrappers.Response:
     """The one place replies are built: serialisation, charset and safety headers.
 
     `bytes` are sent as they are (a stored trace file is already JSON); anything else is
@@ -95,7 +100,7 @@ def respond(body, status=200, content_type="application/json"):
     return wrappers.Response(payload, status=status, content_type=content_type, headers=_COMMON_HEADERS)
 
 
-def gzipped(request, response, packed=None):
+def gzipped(request: wrappers.Request, response: wrappers.Response, packed: bytes | None = None) -> wrappers.Response:
     """`response` gzipped when it is JSON or CSV held in memory, or comes with `packed` (its
     body gzipped beforehand: a static file, compressed once), and the request accepts gzip
     (`Vary: Accept-Encoding` either way, so no cache hands one client's encoding to another)."""
@@ -109,20 +114,20 @@ def gzipped(request, response, packed=None):
     return response
 
 
-def respond_file(request, stored, content_type):
+def respond_file(request: wrappers.Request, stored: IO[bytes], content_type: str) -> wrappers.Response:
     """A reply streaming an open binary file (closed when the reply is done), so a download
     of a large trace never holds the whole file in the server's memory."""
     body = wsgi.wrap_file(request.environ, stored, buffer_size=_STREAM_CHUNK)
     return wrappers.Response(body, content_type=content_type, headers=_COMMON_HEADERS, direct_passthrough=True)
 
 
-def table_json(frame):
+def table_json(frame: pd.DataFrame) -> dict[str, list[Any]]:
     """A DataFrame as {"columns": [...], "rows": [[...], ...]}; NaN becomes null."""
     clean = frame.astype(object).where(frame.notna(), None)
     return {"columns": [str(c) for c in frame.columns], "rows": clean.to_numpy().tolist()}
 
 
-def table_csv(frame):
+def table_csv(frame: pd.DataFrame) -> str:
     buffer = io.StringIO()
     frame.to_csv(buffer, index=False, quoting=csv.QUOTE_MINIMAL)
     return buffer.getvalue()
@@ -133,22 +138,26 @@ class Inputs(NamedTuple):
     profiles (or per-profile summaries) it reads, held weakly to reuse the answer while each
     is still the one served, and `args`, what its handler is given after the request."""
 
-    used: list
-    args: tuple
+    used: list[object]
+    args: tuple[object, ...]
 
 
-def reads(inputs):
+def reads(inputs: Callable[["Api", wrappers.Request], Inputs]) -> Callable[[_Handler], _Handler]:
     """Mark an `Api` route as a pure function of `inputs(api, request) -> Inputs`: the route
     wrapper looks its answer up before calling `handler(request, *inputs.args)`."""
 
-    def mark(handler):
-        handler.inputs = inputs
+    def mark(handler: _Handler) -> _Handler:
+        handler.inputs = inputs  # type: ignore[attr-defined]  # read back with getattr (`Api.routes`)
         return handler
 
     return mark
 
 
-def route(handler, replies=None, inputs=None, remember=None, reservation=None, turns=None):
+def route(handler: Callable[..., wrappers.Response], replies: ReplyCache | None = None,
+          inputs: Callable[[wrappers.Request], Inputs] | None = None,
+          remember: Callable[[list[object], str, tuple[bytes, str | None]], None] | None = None,
+          reservation: Callable[[], ReplyReservation] | None = None,
+          turns: threading.Semaphore | None = None) -> WSGIApplication:
     """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies: every
     `PublicError` becomes its own reply (`PublicError.body`, with its status), anything else
     a logged 500. Every reply is gzipped where the client accepts it (`gzipped`).
@@ -166,10 +175,10 @@ def route(handler, replies=None, inputs=None, remember=None, reservation=None, t
 
     @wrappers.Request.application
     @wraps(handler)
-    def app(request):
+    def app(request: wrappers.Request) -> wrappers.Response:
         return gzipped(request, answer(request))
 
-    def answer(request):
+    def answer(request: wrappers.Request) -> wrappers.Response:
         held = request.environ[_RESERVATION] = reservation() if reservation is not None else ReplyReservation()
         try:
             if request.method not in ALLOWED_METHODS:
@@ -210,7 +219,14 @@ def route(handler, replies=None, inputs=None, remember=None, reservation=None, t
     return app
 
 
-def text_param(request, name, required=True, default=None):
+@overload
+def text_param(request: wrappers.Request, name: str, required: Literal[True] = True) -> str: ...
+@overload
+def text_param(request: wrappers.Request, name: str, required: bool, default: _Default) -> str | _Default: ...
+@overload
+def text_param(request: wrappers.Request, name: str, required: bool = True, default: None = None) -> str | None: ...
+def text_param(request: wrappers.Request, name: str, required: bool = True,
+               default: _Default | None = None) -> str | _Default | None:
     values = request.args.getlist(name)
     if len(values) > 1:
         raise BadParameterError(f"parameter {name!r} given {len(values)} times")
@@ -223,7 +239,8 @@ def text_param(request, name, required=True, default=None):
     return values[0]
 
 
-def _number_param(request, name, convert, what, required, default):
+def _number_param(request: wrappers.Request, name: str, convert: Callable[[str], _Number], what: str, required: bool,
+                  default: _Number | None) -> _Number | None:
     raw = text_param(request, name, required=required)
     if raw is None:
         return default
@@ -236,23 +253,41 @@ def _number_param(request, name, convert, what, required, default):
     return value
 
 
-def int_param(request, name, required=True, default=None, minimum=None):
+@overload
+def int_param(request: wrappers.Request, name: str, required: Literal[True] = True, default: int | None = None,
+              minimum: float | None = None) -> int: ...
+@overload
+def int_param(request: wrappers.Request, name: str, required: bool, default: int,
+              minimum: float | None = None) -> int: ...
+@overload
+def int_param(request: wrappers.Request, name: str, required: bool = True, default: int | None = None,
+              minimum: float | None = None) -> int | None: ...
+def int_param(request: wrappers.Request, name: str, required: bool = True, default: int | None = None,
+              minimum: float | None = None) -> int | None:
     value = _number_param(request, name, int, "an integer", required, default)
     if value is not None and minimum is not None and value < minimum:
         raise BadParameterError(f"parameter {name!r} must be >= {minimum}, not {value}")
     return value
 
 
-def float_param(request, name, required=True, default=None):
+@overload
+def float_param(request: wrappers.Request, name: str, required: Literal[True] = True,
+                default: float | None = None) -> float: ...
+@overload
+def float_param(request: wrappers.Request, name: str, required: bool, default: float) -> float: ...
+@overload
+def float_param(request: wrappers.Request, name: str, required: bool = True,
+                default: float | None = None) -> float | None: ...
+def float_param(request: wrappers.Request, name: str, required: bool = True, default: float | None = None) -> float | None:
     return _number_param(request, name, float, "a number", required, default)
 
 
-def reply_reservation(request):
+def reply_reservation(request: wrappers.Request) -> ReplyReservation:
     """The request's `ReplyReservation` (`route`): `admit(values, what)` before building them."""
     return request.environ.get(_RESERVATION) or ReplyReservation()
 
 
-def ids_param(request, name, what):
+def ids_param(request: wrappers.Request, name: str, what: str) -> list[int] | None:
     """Optional comma-separated ids (`what`: "track ids", "ranks"), each once, in the order
     first given; None when absent. A repeated id would be answered once per repeat: 2,000
     repeats of one track in a 4 KB query built a 469 MB reply."""
@@ -268,12 +303,12 @@ def ids_param(request, name, what):
     return list(dict.fromkeys(ids))
 
 
-def tracks_param(request):
+def tracks_param(request: wrappers.Request) -> list[int] | None:
     """Optional comma-separated track ids; None means every track."""
     return ids_param(request, "tracks", "track ids")
 
 
-def choice_param(request, name, choices):
+def choice_param(request: wrappers.Request, name: str, choices: Sequence[str]) -> str:
     """One of `choices` (the first is the default)."""
     value = text_param(request, name, required=False, default=choices[0])
     if value not in choices:
@@ -281,7 +316,7 @@ def choice_param(request, name, choices):
     return value
 
 
-def table_reply(request, frame):
+def table_reply(request: wrappers.Request, frame: pd.DataFrame) -> wrappers.Response:
     """A DataFrame as JSON, or as CSV with `format=csv` (same columns, same rows); refused
     (413) when more than one reply may hold."""
     as_csv = choice_param(request, "format", ("json", "csv")) == "csv"
@@ -291,7 +326,7 @@ def table_reply(request, frame):
     return respond(table_json(frame))
 
 
-def tables_reply(request, build, names):
+def tables_reply(request: wrappers.Request, build: Callable[[], object], names: Sequence[str]) -> wrappers.Response:
     """A view made of several tables: all as JSON, some (`tables=a,b`) as JSON, or one
     (`table=`) as JSON or CSV.
 
@@ -319,7 +354,7 @@ def tables_reply(request, build, names):
     return table_reply(request, getattr(view, name))
 
 
-def object_reply(request, answer):
+def object_reply(request: wrappers.Request, answer: Mapping[str, object]) -> wrappers.Response:
     """An object of tables and plain values as JSON; refused (413) when its tables are more
     than one reply may hold."""
     frames = [value for value in answer.values() if isinstance(value, pd.DataFrame)]
@@ -327,15 +362,17 @@ def object_reply(request, answer):
     return respond(answer)
 
 
-def read_param(request, param):
+def read_param(request: wrappers.Request, param: Param) -> object:
     """The value of a declared route's parameter (`schema.Param`), checked; None where the
     request gives none and the declaration no default (the view's own default holds)."""
     if param.choices:
         return param.value(choice_param(request, param.name, param.choices))
-    if param.type == "integer":
-        value = int_param(request, param.name, required=False, default=param.default, minimum=param.minimum)
+    value: float | None
+    if param.type == "integer":  # a number's declared default is a number (`schema.integer`, `schema.number`)
+        value = int_param(request, param.name, required=False, default=cast("int | None", param.default),
+                          minimum=param.minimum)
     elif param.type == "number":
-        value = float_param(request, param.name, required=False, default=param.default)
+        value = float_param(request, param.name, required=False, default=cast("float | None", param.default))
         if value is not None and param.minimum is not None and value < param.minimum:
             raise BadParameterError(f"parameter {param.name!r} must be >= {param.minimum}, not {value}")
     else:
@@ -345,16 +382,16 @@ def read_param(request, param):
     return value
 
 
-def declared_route(declared):
+def declared_route(declared: Route) -> Callable[..., wrappers.Response]:
     """The handler of a route declared with `schema.route`: the input it reads found from
     the request (`READ_INPUTS`), its parameters read and checked, its call made as the Python
     API makes it (`profile.answer_of`: `Profile.answer`, `MemorySnapshot.answer`,
     `profile.diff`), the answer served as its table or tables."""
     @reads(READ_INPUTS[declared.reads])
-    def answer(request, *inputs):
+    def answer(request: wrappers.Request, *inputs: Profile | MemorySnapshot) -> wrappers.Response:
         params = {p.name: value for p in declared.params if (value := read_param(request, p)) is not None}
 
-        def build():
+        def build() -> Any:  # a table, a view of tables or an object, as the declaration says
             return answer_of(declared.reads, declared.name, inputs, params)
         if declared.tables is not None:
             return tables_reply(request, build, tuple(declared.tables))
@@ -365,22 +402,22 @@ def declared_route(declared):
     return answer
 
 
-def _one_profile(api, request):
+def _one_profile(api: "Api", request: wrappers.Request) -> Inputs:
     profile = api.profile(request)
     return Inputs([profile], (profile,))
 
 
-def _two_profiles(api, request):
+def _two_profiles(api: "Api", request: wrappers.Request) -> Inputs:
     a, b = api.profile(request), api.profile(request, "_b")
     return Inputs([a, b], (a, b))
 
 
-def _one_snapshot(api, request):
+def _one_snapshot(api: "Api", request: wrappers.Request) -> Inputs:
     snapshot = api.snapshot(request)
     return Inputs([snapshot], (snapshot,))
 
 
-def _run_snapshots(api, request):
+def _run_snapshots(api: "Api", request: wrappers.Request) -> Inputs:
     """Every memory snapshot of the run, once all are read (202 with how many are, before)."""
     run = text_param(request, "run")
     names = list(api.store.run_files(run).snapshots)
@@ -397,7 +434,7 @@ def _run_snapshots(api, request):
 READ_INPUTS = {PROFILE: _one_profile, SNAPSHOT: _one_snapshot, TWO_PROFILES: _two_profiles}
 
 
-def _snapshot_and_traces(api, request):
+def _snapshot_and_traces(api: "Api", request: wrappers.Request) -> Inputs:
     """The snapshot and every span of the run's trace of the same name (rank0.pickle beside
     rank0's traces), or of its only worker."""
     snapshot = api.snapshot(request)
@@ -409,14 +446,14 @@ def _snapshot_and_traces(api, request):
 
 
 
-def _span_parts(key):
+def _span_parts(key: str) -> Callable[["Api", wrappers.Request], Inputs]:
     """A `reads` input: the summary `key` of `runs.FILE_SUMMARIES`, a small part of the profile,
     of every worker of one span (the distributed view's `Profile.distributed_part`, the job
     view's `job_part`), read by the store's `runs.SpanSource` (the disk cache's run index
     where `preprocess` wrote one): a run of more ranks than the memory budget holds profiles
     still gets its view. A worker whose trace does not load is left out, its reason in the
     handler's second argument ({worker: reason}); 422 only when none loads."""
-    def inputs(api, request):
+    def inputs(api: "Api", request: wrappers.Request) -> Inputs:
         span = api.store.span(text_param(request, "run"), int_param(request, "span", required=False, default=1, minimum=1))
         failed: Failed = {}
         parts = span.summaries((key,), failed)[key]
@@ -425,7 +462,7 @@ def _span_parts(key):
     return inputs
 
 
-def _two_spans_causes(api, request):
+def _two_spans_causes(api: "Api", request: wrappers.Request) -> Inputs:
     """A `reads` input: each rank's step causes (`runs.FILE_SUMMARIES`' "step_causes") of
     one span of run A and one of run B; both spans' loads are started before either is
     waited for."""
@@ -443,7 +480,7 @@ def _two_spans_causes(api, request):
     return Inputs([*parts[0].values(), *parts[1].values()], tuple(parts))
 
 
-def _threshold_param(request):
+def _threshold_param(request: wrappers.Request) -> float:
     """The noise rule's threshold of the diff routes (% of A's mean step time)."""
     threshold = float_param(request, "threshold_pct", required=False, default=5.0)
     if not 0 <= threshold <= 1000:
@@ -451,7 +488,7 @@ def _threshold_param(request):
     return threshold
 
 
-def ranks_param(request, name, default=None):
+def ranks_param(request: wrappers.Request, name: str, default: list[int] | None = None) -> list[int] | None:
     """Comma-separated rank numbers, or "all" (None)."""
     raw = text_param(request, name, required=False)
     if raw is None:
@@ -459,7 +496,7 @@ def ranks_param(request, name, default=None):
     return None if raw == "all" else ids_param(request, name, "ranks (or 'all')")
 
 
-def _ranks_timeline(api, request):
+def _ranks_timeline(api: "Api", request: wrappers.Request) -> Inputs:
     """A `reads` input: the ranks of one span on one axis (`runs.ranks_timeline`); the ranks'
     frame (clock offsets matched over every rank's collectives) is kept per job."""
     run = text_param(request, "run")
@@ -467,7 +504,8 @@ def _ranks_timeline(api, request):
     ranks = ranks_param(request, "ranks")
     expanded = ranks_param(request, "expanded", default=[])
     align = choice_param(request, "align_clocks", ("true", "false")) == "true"
-    read = ranks_inputs(api.store.span(run, span), ranks, expanded)
+    # expanded=all is None, which `ranks_inputs` takes as every rank (up to its most) though typed Sequence[int]
+    read = ranks_inputs(api.store.span(run, span), ranks, expanded)  # type: ignore[arg-type]
     summaries = [*read.job_parts.values(), *read.parts.values()]
     frame = api.rank_frames.get((run, span, align, tuple(read.parts)), summaries,
                                 lambda: ranks_frame(read.job_parts, read.parts, align))
@@ -480,12 +518,12 @@ class DerivedCache:
     frame (clock offsets matched over every rank's collectives) is computed once per job,
     not once per pan of the timeline."""
 
-    def __init__(self, size=16):
+    def __init__(self, size: int = 16) -> None:
         self.size = size
-        self._entries = OrderedDict()
+        self._entries: OrderedDict[Hashable, tuple[tuple[weakref.ref[object], ...], pd.DataFrame]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key, used, build):
+    def get(self, key: Hashable, used: Sequence[object], build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and len(entry[0]) == len(used) and all(r() is u for r, u in zip(entry[0], used)):
@@ -506,20 +544,20 @@ JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "co
 class Api:
     """The plugin's data routes over a `RunStore`."""
 
-    def __init__(self, store):
+    def __init__(self, store: RunStore) -> None:
         self.store = store
         self.replies = store.replies
         self.rank_frames = DerivedCache()
         self.sources = SourceResolver()
         self.computing_turns = threading.BoundedSemaphore(COMPUTING_AT_ONCE)
 
-    def _remember(self, profiles, path, reply):
+    def _remember(self, profiles: list[object], path: str, reply: tuple[bytes, str | None]) -> None:
         """Keep a reply for reuse and count, within the memory budget, what computing it left
         cached on its profiles (a timeline index, a view's tables)."""
         self.replies.put(profiles, path, reply)
         self.store.remeasure(profiles)
 
-    def routes(self):
+    def routes(self) -> dict[str, WSGIApplication]:
         """{"/<name>": WSGI app} of every data route (`routes.API_ROUTES`): a hand-written one is
         the method of its name, a declared one (`schema.route`) answered by `declared_route`."""
         apps = {}
@@ -531,30 +569,31 @@ class Api:
                                      self.store.reply_reservation, self.computing_turns)
         return apps
 
-    def profile(self, request, suffix=""):
+    def profile(self, request: wrappers.Request, suffix: str = "") -> Profile:
         """The Profile named by run/worker/span (or run_b/worker_b/span_b with suffix "_b")."""
         run = text_param(request, "run" + suffix)
         worker = text_param(request, "worker" + suffix)
         span = int_param(request, "span" + suffix, required=False, default=1, minimum=1)
         return ready(self.store.profile(run, worker, span))
 
-    def snapshot(self, request):
+    def snapshot(self, request: wrappers.Request) -> MemorySnapshot:
         """The MemorySnapshot named by run/snapshot/span."""
         run = text_param(request, "run")
         name = text_param(request, "snapshot")
         span = int_param(request, "span", required=False, default=1, minimum=1)
-        return ready(self.store.snapshot(run, name, span))
+        # `loading.ready` is typed for profiles only, though it passes a snapshot through the same way
+        return ready(self.store.snapshot(run, name, span))  # type: ignore[arg-type,return-value]
 
-    def runs(self, request):
+    def runs(self, request: wrappers.Request) -> wrappers.Response:
         return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error,
                         "scan_errors": [asdict(s) for s in self.store.scan_skipped],
                         "warming_up": self.store.warming_up})
 
-    def workers(self, request):
+    def workers(self, request: wrappers.Request) -> wrappers.Response:
         run = text_param(request, "run")
         return respond({"run": run, "workers": list(self.store.run_files(run).workers)})
 
-    def spans(self, request):
+    def spans(self, request: wrappers.Request) -> wrappers.Response:
         run = text_param(request, "run")
         worker = text_param(request, "worker")
         spans = self.store.run_files(run).workers.get(worker)
@@ -565,13 +604,13 @@ class Api:
                                   for f in spans]})
 
     @reads(_one_profile)
-    def info(self, request, profile):
+    def info(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         # The file as the log directory names it, as every reply does: not the server's path.
         source = self.store.span_file(text_param(request, "run"), text_param(request, "worker"),
                                       int_param(request, "span", required=False, default=1, minimum=1)).path
         return respond({**profile.info(), "source": printable(source)})
 
-    def views(self, request):
+    def views(self, request: wrappers.Request) -> wrappers.Response:
         run = text_param(request, "run")
         files = self.store.run_files(run)
         worker = text_param(request, "worker", required=False)
@@ -585,17 +624,17 @@ class Api:
         return respond({"run": run, "views": profile.available_views(len(files.workers), trace_files)})
 
     @reads(_one_profile)
-    def overview(self, request, profile):
+    def overview(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         return respond(profile.overview())
 
-    def _run_directory(self, request):
+    def _run_directory(self, request: wrappers.Request) -> str | None:
         """The local directory of the requested span's trace file (None when remote): where a
         stack frame's file is looked for besides TensorBoard's `sys.path` (`SourceResolver`)."""
         return self.store.run_directory(text_param(request, "run"), text_param(request, "worker"),
                                         int_param(request, "span", required=False, default=1, minimum=1))
 
     @reads(_one_profile)
-    def operator_stacks(self, request, profile):
+    def operator_stacks(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         name = text_param(request, "name")
         input_shape = text_param(request, "input_shape", required=False)
         stacks = profile.operator_stacks(name, input_shape)
@@ -604,26 +643,26 @@ class Api:
                         "stacks": [{**s, "frames": self.sources.with_paths(s["frames"], run_dir)} for s in stacks]})
 
     @reads(_one_profile)
-    def module_flame(self, request, profile):
+    def module_flame(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         return respond(profile.module_flame())
 
     @reads(_span_parts("distributed"))
-    def distributed(self, request, parts, missing):
+    def distributed(self, request: wrappers.Request, parts: dict[str, Any], missing: Failed) -> wrappers.Response:
         return tables_reply(request, lambda: combine_distributed(parts, missing),
                             ("steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices",
                              "coverage", "missing"))
 
     @reads(_span_parts("job"))
-    def job(self, request, parts, missing):
+    def job(self, request: wrappers.Request, parts: dict[str, Any], missing: Failed) -> wrappers.Response:
         align = choice_param(request, "align_clocks", ("true", "false")) == "true"
         return tables_reply(request, lambda: combine_job(parts, align_clocks=align, missing=missing), JOB_TABLES)
 
     @reads(_two_spans_causes)
-    def diff_ranks(self, request, parts_a, parts_b):
+    def diff_ranks(self, request: wrappers.Request, parts_a: dict[str, Any], parts_b: dict[str, Any]) -> wrappers.Response:
         threshold = _threshold_param(request)
         return table_reply(request, combine_diff_ranks(parts_a, parts_b, threshold))
 
-    def diff_default(self, request):
+    def diff_default(self, request: wrappers.Request) -> wrappers.Response:
         """The B the Diff tab compares A with when none is chosen (`runs.propose_comparison`),
         with the reason in words. Every run's operator names are read, within the share of
         the memory budget one reply may hold (those beyond it named in the reason). They come
@@ -636,7 +675,8 @@ class Api:
         declared, build = FILE_SUMMARIES["operator_names"]
         loads = {}
 
-        def names_of(name, chosen):
+        # an `OperatorNames` (a views' type, which the HTTP layer does not import), None while it loads
+        def names_of(name: str, chosen: str) -> Any:
             try:
                 found = self.store.summary(name, chosen, span if name == run else 1, "operator_names", build, declared)
             except (NotFoundError, TraceError):  # a trace that cannot be read shares nothing with A
@@ -657,11 +697,11 @@ class Api:
                         "reason": proposal.reason, "loading": proposal.loading})
 
     @reads(_one_profile)
-    def timeline_tracks(self, request, profile):
+    def timeline_tracks(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         return respond(profile.timeline_tracks())
 
     @staticmethod
-    def _window(request):
+    def _window(request: wrappers.Request) -> tuple[float, float]:
         start_us = float_param(request, "start_us")
         end_us = float_param(request, "end_us")
         if end_us < start_us:
@@ -671,16 +711,17 @@ class Api:
         return start_us, end_us
 
     @reads(_one_profile)
-    def timeline_slices(self, request, profile):
+    def timeline_slices(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         start_us, end_us = self._window(request)
         resolution = float_param(request, "resolution_us")
         if resolution <= 0:
             raise BadParameterError("parameter 'resolution_us' must be > 0")
-        return respond(profile.timeline().query(start_us, end_us, resolution, tracks_param(request),
+        # `TimelineIndex.query` is typed for an array of track ids; it takes any (`track_ids`), a list too
+        return respond(profile.timeline().query(start_us, end_us, resolution, tracks_param(request),  # type: ignore[arg-type]
                                                 reply_reservation(request).admit))
 
     @reads(_ranks_timeline)
-    def timeline_ranks(self, request, ranks):
+    def timeline_ranks(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
         if choice_param(request, "format", ("json", "csv")) == "csv":  # the ranks table alone
             return table_reply(request, ranks.ranks)
         return respond({"ranks": ranks.ranks, "tracks": ranks.tracks,
@@ -688,7 +729,7 @@ class Api:
                         "end_us": float(ranks.ranks["end_us"].max()) if len(ranks.ranks) else 0.0})
 
     @reads(_ranks_timeline)
-    def timeline_rank_slices(self, request, ranks):
+    def timeline_rank_slices(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
         start_us, end_us = self._window(request)
         resolution = float_param(request, "resolution_us")
         if resolution <= 0:
@@ -696,7 +737,7 @@ class Api:
         return respond(ranks.slices(start_us, end_us, resolution, tracks_param(request), reply_reservation(request).admit))
 
     @reads(_ranks_timeline)
-    def timeline_rank_search(self, request, ranks):
+    def timeline_rank_search(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
         text = text_param(request, "q")
         after_us = float_param(request, "after_us", required=False)
         after_rank = int_param(request, "after_rank", required=False, minimum=0)
@@ -705,7 +746,7 @@ class Api:
         return respond(ranks.search(text, after_us, direction, after_rank, after_event))
 
     @reads(_ranks_timeline)
-    def timeline_rank_summary(self, request, ranks):
+    def timeline_rank_summary(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
         start_us, end_us = self._window(request)
         table = choice_param(request, "table", ("combined", "by_rank"))
         summary = ranks.summary(start_us, end_us, tracks_param(request))
@@ -715,31 +756,31 @@ class Api:
                         "not_summed": summary.not_summed})
 
     @reads(_ranks_timeline)
-    def timeline_rank_counters(self, request, ranks):
+    def timeline_rank_counters(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
         start_us, end_us = self._window(request)
         points = int_param(request, "points", required=False, default=500, minimum=1)
         return respond({"counters": ranks.counters(start_us, end_us, min(points, 5000))})
 
     @reads(_one_profile)
-    def timeline_counters(self, request, profile):
+    def timeline_counters(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         start_us, end_us = self._window(request)
         points = int_param(request, "points", required=False, default=500, minimum=1)
         return respond({"counters": profile.timeline_counters(start_us, end_us, min(points, 5000))})
 
     @reads(_one_profile)
-    def timeline_event(self, request, profile):
+    def timeline_event(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         details = profile.timeline_event(int_param(request, "event", minimum=0))
         if "call_stack" in details:
             details = {**details, "call_stack": self.sources.with_paths(details["call_stack"], self._run_directory(request))}
         return respond(details)
 
     @reads(_one_profile)
-    def timeline_flows(self, request, profile):
+    def timeline_flows(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         event = int_param(request, "event", minimum=0)
         return respond({"event": event, "flows": profile.timeline_flows(event)})
 
     @reads(_one_profile)
-    def timeline_search(self, request, profile):
+    def timeline_search(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         text = text_param(request, "q")
         after_us = float_param(request, "after_us", required=False)
         after_event = int_param(request, "after_event", required=False, minimum=0)
@@ -747,11 +788,11 @@ class Api:
         return respond(profile.timeline_search(text, after_us, direction, tracks_param(request), after_event=after_event))
 
     @reads(_one_profile)
-    def timeline_summary(self, request, profile):
+    def timeline_summary(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         start_us, end_us = self._window(request)
         return table_reply(request, profile.timeline_summary(start_us, end_us, tracks_param(request)))
 
-    def trace_file(self, request):
+    def trace_file(self, request: wrappers.Request) -> wrappers.Response:
         """The original trace file, as stored (gzip stays gzip), for other viewers."""
         run = text_param(request, "run")
         worker = text_param(request, "worker")
@@ -764,7 +805,7 @@ class Api:
         return response
 
     @reads(_one_profile)
-    def tables(self, request, profile):
+    def tables(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         """One raw event table of a profile (`table=kernels` ...), JSON or CSV."""
         name = text_param(request, "table")
         limit = int_param(request, "limit", required=False, default=10000, minimum=0)
@@ -774,9 +815,10 @@ class Api:
         return table_reply(request, profile.table(name).head(limit))
 
     @reads(_run_snapshots)
-    def snapshot_ranks(self, request, snapshots):
+    def snapshot_ranks(self, request: wrappers.Request, snapshots: dict[str, MemorySnapshot]) -> wrappers.Response:
         return table_reply(request, side_by_side(snapshots))
 
     @reads(_snapshot_and_traces)
-    def snapshot_trace(self, request, snapshot, profiles):
+    def snapshot_trace(self, request: wrappers.Request, snapshot: MemorySnapshot,
+                       profiles: dict[tuple[str, int], Profile]) -> wrappers.Response:
         return table_reply(request, beside_traces(snapshot, profiles))
