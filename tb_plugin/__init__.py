@@ -20,6 +20,7 @@ Every loading problem raises `tb_plugin.TraceError`.
 
 import importlib
 import sys
+from typing import Any
 
 from .errors import TraceError
 from .version import __version__
@@ -31,7 +32,7 @@ _FROM_MODULE = {"Profile": "python_api.profile", "diff": "python_api.profile", "
                 "MemorySnapshot": "python_api.snapshots", "load_snapshot": "python_api.snapshots", "show": "report"}
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # The Python API's names come from `profile` and `runs` on first use (PEP 562), so that TensorBoard,
     # which imports this package at start-up for the plugin, does not load numpy, pandas,
     # polars and the views unless the plugin is used.
@@ -40,15 +41,15 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-def _notebook_html(x):
+def _notebook_html(x: object) -> str:
     return importlib.import_module(".report", __name__).show(x)._repr_html_()
 
 
-def _show_in_notebooks():
+def _show_in_notebooks() -> None:
     """In IPython (Jupyter), a `Profile` or `Run` displays as the page (`show`): registered by
     the types' names, so nothing is imported until one is displayed."""
     shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None

@@ -17,27 +17,32 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import TraceError, load
 from .store.budget import DEFAULT_MAX_MEMORY_MB, MIN_MAX_MEMORY_MB
 
+if TYPE_CHECKING:  # imported where used, for the commands that need it
+    from .python_api.snapshots import MemorySnapshot
 
-def add_compare_arguments(parser):
+
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     from .python_api.compare import add_arguments
     add_arguments(parser)
 
 
-def run_compare(args):
+def run_compare(args: argparse.Namespace) -> int:
     from .python_api.compare import run
     return run(args)
 
 
-def add_mcp_arguments(parser):
+def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
     from .agents import add_mcp_arguments
     add_mcp_arguments(parser)
 
 
-def run_mcp(args):
+def run_mcp(args: argparse.Namespace) -> int:
     try:
         from .agents.mcp_server import run
     except ImportError as exc:  # the optional extra is not installed
@@ -47,17 +52,17 @@ def run_mcp(args):
     return run(args)
 
 
-def add_view_arguments(parser):
+def add_view_arguments(parser: argparse.ArgumentParser) -> None:
     from .agents import add_view_arguments
     add_view_arguments(parser)
 
 
-def run_view(args):
+def run_view(args: argparse.Namespace) -> int:
     from .agents.view import run
     return run(args)
 
 
-def _format_distributed(dist):
+def _format_distributed(dist: dict[str, Any] | None) -> str:
     """One line for distributedInfo: its process groups can list every rank of a job (17 KB
     for a rank of a 300-rank gloo job), which `--json` keeps and the text leaves out."""
     if not dist:
@@ -73,7 +78,7 @@ def _format_distributed(dist):
     return ", ".join(parts) or "yes"
 
 
-def _format_info(info):
+def _format_info(info: dict[str, Any]) -> str:
     lines = [
         f"source:      {info['source']}",
         f"device:      {info['device_type']}" + "".join(f"\n  GPU {d['id']}: {d['name']}" for d in info["devices"]),
@@ -92,14 +97,14 @@ def _format_info(info):
     return "\n".join(lines)
 
 
-def _add_budget_argument(parser, what):
+def _add_budget_argument(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--max-memory-mb", type=int, default=DEFAULT_MAX_MEMORY_MB, metavar="MB",
                         help=f"the memory budget, as TensorBoard's --profiler_max_memory_mb (give it the same value): "
                              f"{what} that would take more is refused, as TensorBoard refuses it, a gzip once that "
                              f"much is inflated (default: {DEFAULT_MAX_MEMORY_MB})")
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Exit status: 0 done, 1 a regression (`compare --threshold`) or some files failed
     (`preprocess`), 2 input that cannot be used, one line on stderr, never a traceback: exit 1
     would read as a regression to a CI gate."""
@@ -183,7 +188,7 @@ def main(argv=None):
         return 2
 
 
-def _info(args):
+def _info(args: argparse.Namespace) -> int:
     try:
         profile = load(args.trace, max_memory_bytes=args.max_memory_mb << 20)
     except TraceError as exc:
@@ -198,12 +203,12 @@ def _info(args):
     return 0
 
 
-def _report(args):
+def _report(args: argparse.Namespace) -> int:
     from .report import run
     return run(args)
 
 
-def _format_health(source, clean, findings):
+def _format_health(source: str, clean: bool, findings: list[dict[str, Any]]) -> str:
     """One file's findings: a headline, then per finding its count, severity, meaning, the
     views it can affect and one instance."""
     if not findings:
@@ -218,7 +223,7 @@ def _format_health(source, clean, findings):
     return "\n".join(lines)
 
 
-def _check(args):
+def _check(args: argparse.Namespace) -> int:
     """Exit status 0 when every file is clean, 1 when some is not, 2 when some cannot be read."""
     status, reports = 0, []
     for path in args.traces:
@@ -242,7 +247,7 @@ def _check(args):
     return status
 
 
-def _bytes(count):
+def _bytes(count: float) -> str:  # type: ignore[return]  # the loop returns, at TiB at the latest
     from pandas import isna  # loaded already by whatever produced the count
 
     if isna(count):  # not known (a snapshot's fragmentation when it is inconsistent)
@@ -253,7 +258,7 @@ def _bytes(count):
         count /= 1024
 
 
-def _format_memory(snap, top):
+def _format_memory(snap: "MemorySnapshot", top: int) -> str:
     """The OOM card of each device (its peak without one), the allocations and the user frames
     holding the most at that moment."""
     lines = [f"snapshot: {snap.source}"]
@@ -275,7 +280,7 @@ def _format_memory(snap, top):
     return "\n".join(lines)
 
 
-def _memory(args):
+def _memory(args: argparse.Namespace) -> int:
     from .python_api.snapshots import load_snapshot
 
     try:
@@ -291,7 +296,7 @@ def _memory(args):
     return 0
 
 
-def _preprocess(args):
+def _preprocess(args: argparse.Namespace) -> int:
     """Exit status 0 when every file is in the cache, 1 when some failed, 2 when nothing could be done."""
     from .python_api.preprocess import PreprocessError, preprocess
 

@@ -24,7 +24,9 @@ import importlib
 import json
 import pkgutil
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import schema, views
 
@@ -41,7 +43,7 @@ ROUTES_END = "# END declared routes"
 _UNIT_TEXT = {"us": "µs", "pct": "%"}
 
 
-def declared_tables():
+def declared_tables() -> dict[str, schema.Table]:
     """Every declared table, after importing the modules that declare them."""
     importlib.import_module("tb_plugin.trace.tables")
     for module in pkgutil.iter_modules(views.__path__):
@@ -49,31 +51,31 @@ def declared_tables():
     return dict(schema.TABLES)
 
 
-def declared_routes():
+def declared_routes() -> dict[str, schema.Route]:
     """Every declared route, after importing the modules that declare them."""
     declared_tables()
     return dict(schema.ROUTES)
 
 
-def declared_tabs():
+def declared_tabs() -> list[schema.Tab]:
     """Every declared tab (`schema.tab`) in its order, after importing the modules that declare them."""
     declared_tables()
     return schema.ordered_tabs()
 
 
-def generated_view_names(tabs):
+def generated_view_names(tabs: Sequence[schema.Tab]) -> str:
     """The `ViewName` component: the page's tabs, in their order (the page's `ViewName` type)."""
     return "\n".join(_yaml_lines({"ViewName": {
         "type": "string", "enum": [t.name for t in tabs],
         "description": "A tab of the page (`?view=`), each declared with `schema.tab` beside its view."}}, 4))
 
 
-def component_name(table_name):
+def component_name(table_name: str) -> str:
     """The OpenAPI component of a declared table: `step_breakdown` -> `StepBreakdownTable`."""
     return "".join(part.capitalize() for part in table_name.split("_")) + "Table"
 
 
-def _cell(column):
+def _cell(column: schema.Column) -> dict[str, Any]:
     json_type = column.json_type
     unit = f" ({_UNIT_TEXT.get(column.unit, column.unit)})" if column.unit else ""
     cell = {"title": column.name, "type": [json_type, "null"] if column.nullable else json_type,
@@ -83,7 +85,7 @@ def _cell(column):
     return cell
 
 
-def component(table):
+def component(table: schema.Table) -> dict[str, Any]:
     """The OpenAPI schema of one declared table as a route answers it (`api.table_json`)."""
     n = len(table.columns)
     return {
@@ -99,7 +101,7 @@ def component(table):
     }
 
 
-def generated_block(tables):
+def generated_block(tables: Mapping[str, schema.Table]) -> str:
     """The text between the markers: one component per table, by name (whatever order the
     modules were imported in); each column's entries on one line (JSON is YAML), so a
     changed column is a one-line diff."""
@@ -107,13 +109,13 @@ def generated_block(tables):
     return "\n".join(_yaml_lines(dict(sorted(components.items())), 4))
 
 
-def _ref(kind, name):
+def _ref(kind: str, name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/{kind}/{name}"}
 
 
-def _param(param):
+def _param(param: schema.Param) -> dict[str, Any]:
     """The OpenAPI entry of a declared `schema.Param`."""
-    spec = {"type": param.type}
+    spec: dict[str, Any] = {"type": param.type}
     if param.choices:
         spec["enum"] = list(param.choices)
     if param.default is not None:
@@ -125,7 +127,7 @@ def _param(param):
     return {"name": param.name, "in": "query", "description": param.doc, "schema": spec}
 
 
-def path_entry(route):
+def path_entry(route: schema.Route) -> dict[str, Any]:
     """The `paths:` entry of a declared route (`schema.route`), its input named by the shared
     parameters of its kind (`schema.READS`), answered as `api.declared_route` answers it."""
     params = [*(_ref("parameters", name) for name in schema.READS[route.reads]), *map(_param, route.params)]
@@ -152,26 +154,27 @@ def path_entry(route):
     return _entry(route, params, answer, what, {"text/csv": {"schema": {"type": "string"}}})
 
 
-def _entry(route, params, answer, what, other_content):
+def _entry(route: schema.Route, params: list[dict[str, Any]], answer: dict[str, Any], what: str,
+           other_content: dict[str, Any]) -> dict[str, Any]:
     error = _ref("responses", "Error")
     return {"get": {"summary": route.summary, "parameters": params, "responses": {
         "200": {"description": what, "content": {"application/json": {"schema": answer}, **other_content}},
         "202": _ref("responses", "Loading"), "400": error, "413": error, "404": error, "422": error}}}
 
 
-def generated_paths(routes):
+def generated_paths(routes: Mapping[str, schema.Route]) -> str:
     """The `paths:` entries of the declared routes, by name."""
     return "\n".join(_yaml_lines({f"/{name}": path_entry(route) for name, route in sorted(routes.items())}, 2))
 
 
-def generated_route_table(routes):
+def generated_route_table(routes: Mapping[str, schema.Route]) -> str:
     """routes.py's block: {route: the module declaring it}, one line each (easy to grep)."""
     lines = ["DECLARED_ROUTES = {"]
     lines += [f'    "{name}": "{route.call.__module__}",' for name, route in sorted(routes.items())]
     return "\n".join([*lines, "}"])
 
 
-def _yaml_lines(value, indent):
+def _yaml_lines(value: Mapping[str | int, Any], indent: int) -> list[str]:
     """Block YAML of nested dicts; lists of dicts one item a line; scalars as JSON; keys that
     YAML would read as numbers (status codes) quoted."""
     pad = " " * indent
@@ -187,11 +190,11 @@ def _yaml_lines(value, indent):
     return lines
 
 
-def _flow(value):
+def _flow(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _between(text, begin, end, block, file_name):
+def _between(text: str, begin: str, end: str, block: str, file_name: str) -> str:
     if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
         raise ValueError(f"{file_name} must hold the two marker lines once each:\n{begin}\n{end}")
     head, rest = text.split(begin, 1)
@@ -199,7 +202,8 @@ def _between(text, begin, end, block, file_name):
     return f"{head}{begin}\n{block}\n{end}{tail}"
 
 
-def render(text, tables, routes=None, tabs=None):
+def render(text: str, tables: Mapping[str, schema.Table], routes: Mapping[str, schema.Route] | None = None,
+           tabs: Sequence[schema.Tab] | None = None) -> str:
     """`text` (the OpenAPI file) with its generated blocks replaced: the table components,
     with `routes` the declared routes' paths and with `tabs` the view names."""
     text = _between(text, BEGIN, END, generated_block(tables), SPEC_PATH.name)
@@ -210,12 +214,12 @@ def render(text, tables, routes=None, tabs=None):
     return text
 
 
-def render_routes(text, routes):
+def render_routes(text: str, routes: Mapping[str, schema.Route]) -> str:
     """`text` (routes.py) with its declared routes' block replaced."""
     return _between(text, ROUTES_BEGIN, ROUTES_END, generated_route_table(routes), ROUTES_PATH.name)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tb_plugin.openapi_gen", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="only check that openapi.yaml is up to date")
     parser.add_argument("--spec", type=Path, default=SPEC_PATH, help="the OpenAPI file (default: the package's)")

@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,7 @@ class Column:
     doc: str
     nullable: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"column {self.name!r}: dtype {self.dtype!r} is not one of {DTYPES}")
         if self.unit not in UNITS:
@@ -69,7 +69,7 @@ class Column:
             raise ValueError(f"column {self.name!r}: {self.dtype} columns cannot hold null")
 
     @property
-    def json_type(self):
+    def json_type(self) -> str:
         """The JSON Schema type of its values: "integer", "number", "boolean" or "string"."""
         return JSON_TYPES[self.dtype]
 
@@ -81,29 +81,29 @@ class Table:
 
     name: str
     doc: str
-    columns: tuple
+    columns: tuple[Column, ...]
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         names = [c.name for c in self.columns]
         if len(set(names)) != len(names):
             raise ValueError(f"table {self.name!r} declares a column twice")
 
     @property
-    def names(self):
+    def names(self) -> list[str]:
         return [c.name for c in self.columns]
 
-    def column(self, name):
+    def column(self, name: str) -> Column:
         for c in self.columns:
             if c.name == name:
                 return c
         raise KeyError(f"table {self.name!r} has no column {name!r}")
 
-    def columns_named(self, *names):
+    def columns_named(self, *names: str) -> tuple[Column, ...]:
         """These columns of the table, in the order named: a table made of some of another's
         columns (one worker's rows before they are combined) declares them once."""
         return tuple(self.column(name) for name in names)
 
-    def frame(self, data):
+    def frame(self, data: pd.DataFrame | Mapping[str, Any]) -> pd.DataFrame:
         """A DataFrame with exactly the declared columns, in order, of the declared dtypes.
 
         `data` is a DataFrame or a mapping of column name to values holding every declared
@@ -132,7 +132,7 @@ class Table:
                 raise SchemaError(f"table {self.name!r}, column {col.name!r}: {exc}") from exc
         return pd.DataFrame(out, index=pd.RangeIndex(len(source)))
 
-    def conform(self, frame):
+    def conform(self, frame: pd.DataFrame) -> pd.DataFrame:
         """`frame` (holding exactly the declared columns, in order) with each column kept as it
         is where `check` accepts its dtype (text as Python strings or pandas' own) and
         converted as `frame` converts it where not: a table written to or read back from
@@ -150,7 +150,7 @@ class Table:
                 raise SchemaError(f"table {self.name!r}, column {col.name!r}: {exc}") from exc
         return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
 
-    def empty(self):
+    def empty(self) -> pd.DataFrame:
         """The table with no rows: what an analysis answers when the trace has nothing for it
         (no compiled region, no CUDA graph), without computing anything: made from empty
         columns of the declared dtypes, not converted as `frame` converts values (about a
@@ -161,7 +161,7 @@ class Table:
         return pd.DataFrame({name: pd.Series(values, index=index, dtype=values.dtype) for name, values in columns.items()},
                             index=index)
 
-    def check(self, frame):
+    def check(self, frame: pd.DataFrame) -> None:
         """Raise `SchemaError` unless `frame` has exactly the declared columns and dtypes."""
         if list(frame.columns) != self.names:
             raise SchemaError(f"table {self.name!r}: columns {list(frame.columns)} != declared {self.names}")
@@ -170,7 +170,7 @@ class Table:
                 raise SchemaError(f"table {self.name!r}, column {col.name!r}: dtype "
                                   f"{frame[col.name].dtype} is not {col.dtype}")
 
-    def doc_lines(self):
+    def doc_lines(self) -> list[str]:
         """The column list as it reads in a numpydoc Returns section, one column a line."""
         lines = []
         for c in self.columns:
@@ -179,7 +179,7 @@ class Table:
             lines.append(f"{c.name} ({c.dtype}{unit}{null}): {c.doc}")
         return lines
 
-    def doc_block(self):
+    def doc_block(self) -> list[str]:
         """This table's part of a docstring: its name, what a row is, its columns."""
         return [f"``{self.name}`` -- {self.doc}", "", *(f"- {line}" for line in self.doc_lines())]
 
@@ -188,7 +188,7 @@ class SchemaError(ValueError):
     """A table does not match its declaration (a bug in the view that made it)."""
 
 
-def _as_dtype(values, dtype, nullable=False):
+def _as_dtype(values: pd.Series, dtype: str, nullable: bool = False) -> pd.Series:
     series = values if isinstance(values, pd.Series) else pd.Series(values)
     series = series.reset_index(drop=True)
     if dtype == "int64" and nullable:
@@ -223,14 +223,14 @@ def _as_dtype(values, dtype, nullable=False):
     raise TypeError(f"holds {series.dtype}, not numbers")
 
 
-def _empty_column(column):
+def _empty_column(column: Column) -> np.ndarray | pd.api.extensions.ExtensionArray:
     """A column of no values of `column`'s dtype as `frame` makes it."""
     if column.dtype == "int64" and column.nullable:
         return pd.array([], dtype="Int64")
     return np.zeros(0, dtype=object if column.dtype == "str" else np.dtype(column.dtype))
 
 
-def _is_declared_array(values, column):
+def _is_declared_array(values: np.ndarray, column: Column) -> bool:
     """Whether the numpy array `values` is 1-D and of `column`'s dtype as `frame` makes it
     (text: an object array, as `_as_dtype` leaves it)."""
     if values.ndim != 1 or (column.dtype == "int64" and column.nullable):
@@ -238,11 +238,11 @@ def _is_declared_array(values, column):
     return values.dtype == (object if column.dtype == "str" else np.dtype(column.dtype))
 
 
-def _categories_are_str(series):
+def _categories_are_str(series: pd.Series) -> bool:
     return series.cat.categories.dtype == object or pd.api.types.is_string_dtype(series.cat.categories.dtype)
 
 
-def _has_dtype(series, dtype, nullable=False):
+def _has_dtype(series: pd.Series, dtype: str, nullable: bool = False) -> bool:
     if dtype == "int64" and nullable:
         return series.dtype == "Int64"
     if dtype == "str":
@@ -260,7 +260,7 @@ def _has_dtype(series, dtype, nullable=False):
 TABLES: dict[str, Table] = {}
 
 
-def declare(name, doc, *columns):
+def declare(name: str, doc: str, *columns: Column | tuple[str, str, str, str] | tuple[str, str, str, str, bool]) -> Table:
     """Declare and register a table; `columns` are `Column`s or (name, dtype, unit, doc)
     tuples, with `NULLABLE` as a fifth element for a column that may hold null."""
     if name in TABLES:
@@ -286,7 +286,7 @@ class Persisted:
     scalars: Table | None = None
     arrays: tuple[str, ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         declared = [*self.tables, *(self.scalars.names if self.scalars is not None else ())]
         fields = [f.name for f in dataclasses.fields(self.kind)]
         if sorted(declared) != sorted(fields):
@@ -300,7 +300,7 @@ class Persisted:
     def digest(self) -> str:
         """12 hex digits of a SHA-256 over every declared name and dtype (what a stored entry's
         layout depends on; units and meanings do not change the bytes)."""
-        def layout(table):
+        def layout(table: Table | None) -> list[object] | None:
             return None if table is None else [table.name, [[c.name, c.dtype, c.nullable] for c in table.columns]]
 
         shape = [self.name, self.kind.__name__, layout(self.scalars), sorted(self.arrays),
@@ -308,7 +308,7 @@ class Persisted:
         return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:12]
 
 
-def documented(*tables):
+def documented(*tables: Table) -> Callable[[Callable[..., Any]], Any]:
     """Decorator: write the column lists of `tables` into the function's docstring, so that
     `help(view)` shows the declared columns and no copy is kept by hand.
 
@@ -316,14 +316,17 @@ def documented(*tables):
     "Notes", when there is none), after what the docstring says there itself (which table
     is returned when, and the row order).
     """
-    def decorate(function):
+    # The decorated view is Any to mypy, as it was while this was unannotated: typed as the view
+    # itself, its callers are checked against its signature, which four calls in views/ do not
+    # yet pass (issue 36 item 6 finishes there).
+    def decorate(function: Any) -> Any:
         function.__doc__ = _with_columns(function.__doc__ or "", tables)
         function.tables = tables
         return function
     return decorate
 
 
-def _with_columns(doc, tables):
+def _with_columns(doc: str, tables: Sequence[Table]) -> str:
     lines = inspect.cleandoc(doc).splitlines()
     block = []
     for table in tables:
@@ -471,7 +474,9 @@ class Route:
 ROUTES: dict[str, Route] = {}
 
 
-def route(name, summary, call, *, params=(), table=None, tables=None, fields=None, reads=PROFILE):
+def route(name: str, summary: str, call: Callable[..., Any], *, params: Sequence[Param] = (),
+          table: Table | tuple[Table, ...] | None = None, tables: Mapping[str, Table] | None = None,
+          fields: Mapping[str, Any] | None = None, reads: str = PROFILE) -> Route:
     """Declare (and register) a data route; see the comment above `READS`."""
     if sum(answer is not None for answer in (table, tables, fields)) != 1:
         raise ValueError(f"route {name!r}: give one of `table` (one table), `tables` (several) or `fields` (an object)")

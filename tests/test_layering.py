@@ -339,15 +339,17 @@ def test_mypy_passes_on_the_public_boundary():
 
 
 def test_mypy_checks_every_module_and_every_body():
-    """mypy reads the whole package and the bodies of unannotated functions too: checking only
-    the boundary left three quarters of the functions unchecked, and an import of a name that
-    had moved away passed."""
+    """mypy reads the whole package, every function is annotated, and no section of the
+    configuration excuses a module from either: checking only the boundary left three quarters
+    of the functions unchecked, and an import of a name that had moved away passed."""
     import configparser
     config = configparser.ConfigParser()
     config.read(REPO / "mypy.ini")
     assert config.get("mypy", "files").strip() == "tb_plugin"
     assert config.get("mypy", "check_untyped_defs").strip() == "True"
-
+    assert config.get("mypy", "disallow_untyped_defs").strip() == "True"
+    ours = [section for section in config.sections() if "tb_plugin" in section]
+    assert not ours, f"sections that could relax the checks for our modules: {ours}"
 
 
 def test_the_trace_model_is_light_to_import():

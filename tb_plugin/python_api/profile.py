@@ -511,7 +511,7 @@ def profile_from_bytes(data: bytes | TraceBytes, display_path: str,
     if admit is not None:
         admit(len(parsed.events), total)
 
-    def release(upto=None, give_back=trace.release):
+    def release(upto: int | None = None, give_back: Callable[[int | None], None] = trace.release) -> None:
         # The loader releases the input in order as batches finish, and once more at the end.
         give_back(upto)
         if upto is None:

@@ -15,7 +15,7 @@ them for a notebook.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -287,7 +287,7 @@ class Run:
         return self._snapshots[key]
 
     def _read_snapshot(self, rel: str, max_memory_bytes: int) -> MemorySnapshot:
-        def decode():
+        def decode() -> MemorySnapshot:
             return read_snapshot(self.storage, rel, max_memory_bytes)
 
         return decode() if self.cache is None else snapshot_through_cache(self.cache, self.storage, rel, decode)[0]
@@ -551,13 +551,13 @@ def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[st
 class _TopLevelOnly:
     """A storage view whose walk stops at the root: a run is one directory, not a tree."""
 
-    def __init__(self, storage):
+    def __init__(self, storage: Storage) -> None:
         self._storage = storage
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._storage, name)
 
-    def walk(self, on_skip=None):
+    def walk(self, on_skip: Callable[[str, str], object] | None = None) -> Iterator[tuple[str, list[str]]]:
         for rel_dir, names in self._storage.walk(on_skip):
             if rel_dir == ".":
                 yield rel_dir, names

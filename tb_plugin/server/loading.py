@@ -39,7 +39,7 @@ from ..store.discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover
 from ..errors import FileAccessError, NotFoundError, StillLoadingError, TraceError, os_reason
 from ..stages import STAGE_QUEUED, STAGE_READING
 from ..store.summaries import SummaryStore
-from ..store.storage import GZIP_MAGIC, Storage, inflate_head
+from ..store.storage import GZIP_MAGIC, FileStat, Storage, inflate_head
 
 if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and polars
     from ..store.cache import ModelCache
@@ -58,7 +58,7 @@ _FIRST_SCAN_WAIT_SECONDS = 30.0
 _SETTLING_SECONDS = 10.0
 
 
-def loader_count(max_memory_bytes, cores=None):
+def loader_count(max_memory_bytes: int, cores: int | None = None) -> int:
     """Loader threads: at least two (a small trace never waits behind a large one), at most
     one per core, four, or one per 256 MB of budget."""
     cores = cores or os.cpu_count() or 2
@@ -131,7 +131,7 @@ class StoreSpan:
 
 @dataclass
 class _FileState:
-    stat: object = None
+    stat: FileStat | None = None
     status: str = "new"  # new | loading | ready | error
     error: str = ""
     failed_at: float = 0.0
@@ -239,7 +239,7 @@ class RunStore:
         self.start()
         return self._scanned.wait(timeout)
 
-    def _rescan_forever(self):
+    def _rescan_forever(self) -> None:
         while not self._stop.is_set():
             self.rescan()
             self._stop.wait(self.rescan_seconds)
@@ -301,7 +301,7 @@ class RunStore:
                 })
             return out
 
-    def _snapshot_listing(self, snapshot_file):
+    def _snapshot_listing(self, snapshot_file: SpanFile) -> dict[str, Any]:
         state = self._files.get(snapshot_file.path) or _FileState()
         return {"name": snapshot_file.worker, "span": snapshot_file.span, "path": printable(snapshot_file.path),
                 "status": "ready" if snapshot_file.path in self.budget.loaded else state.status,
@@ -365,10 +365,10 @@ class RunStore:
             raise
         return path, stored, is_gzip
 
-    def _json_limit(self):
+    def _json_limit(self) -> int:
         return json_limit(self.max_parse_bytes)
 
-    def _check_parses(self, path, stored, is_gzip):
+    def _check_parses(self, path: str, stored: IO[bytes], is_gzip: bool) -> None:
         """Raise `TraceError` unless the whole of `stored` (from its start) parses as a trace
         within the memory budget."""
         from ..python_api.profile import check_trace
@@ -535,20 +535,22 @@ class RunStore:
 
     # --- internals ------------------------------------------------------------------------
 
-    def _forget(self, path):
+    def _forget(self, path: str) -> None:
         self._files.pop(path, None)
         self.budget.forget(path)
         self.summaries.forget(path)
         self._wanted.pop(path, None)
 
-    def _build_summaries(self, path, profile):
+    def _build_summaries(self, path: str, profile: "Profile | MemorySnapshot") -> dict[str, Any]:
         """Build the summaries asked of `path` (`summary`) from its `profile`; kept while
         `profile` is still the one of the file as it is, and written to the disk cache (off the
         request path) where it was looked for there and missing, so that the next start serves
         them without loading the model. Returns {key: summary} built."""
         with self._lock:
             wanted = self._wanted.pop(path, {})
-        built = {key: build(profile) for key, (build, _) in wanted.items()}
+        # only a trace file is asked for summaries, so a snapshot has none wanted (the store holds
+        # snapshots beside profiles: issue 36 item 6, their own types in the store)
+        built = {key: build(profile) for key, (build, _) in wanted.items()}  # type: ignore[arg-type]
         with self._lock:
             if not built or self.budget.loaded.get(path) is not profile:
                 return built
@@ -559,7 +561,7 @@ class RunStore:
             self._indexer.submit(self.summaries.persist, self._storage, path, identity, missing)
         return built
 
-    def _refresh(self, path):
+    def _refresh(self, path: str) -> None:
         """Drop what is known about `path` when its size or mtime changed."""
         if self._storage is None:
             return
@@ -576,20 +578,20 @@ class RunStore:
                 self.summaries.forget(path)
                 self._files[path] = _FileState(stat=stat)
 
-    def _retry_due(self, state):
+    def _retry_due(self, state: _FileState) -> bool:
         """A failure seen while the file was fresh (maybe half-written), or one of the file
         system (no permission, a network error), is retried later."""
         settling = state.stat is not None and state.failed_at - state.stat.mtime < _SETTLING_SECONDS
         return (settling or state.transient) and time.time() - state.failed_at >= self.retry_seconds
 
-    def _submit(self, path, state):
+    def _submit(self, path: str, state: _FileState) -> None:
         state.status = "loading"
         state.started = time.time()
         state.stage, state.fraction = STAGE_QUEUED, None
         state.error = ""
         state.future = self._executor.submit(self._load, path)
 
-    def _progress(self, path, stage, fraction):
+    def _progress(self, path: str, stage: str, fraction: float | None) -> None:
         """Called from the loader thread as a load moves on; read by `profile`."""
         with self._lock:
             state = self._files.get(path)
@@ -626,42 +628,42 @@ class RunStore:
         """Count again what `profiles` hold (`MemoryBudget.remeasure`)."""
         self.budget.remeasure(profiles)
 
-    def _evicted(self, path):
+    def _evicted(self, path: str) -> None:
         """The budget dropped what was loaded of `path`: it is loaded again when asked for."""
         if path in self._files:
             self._files[path].status = "new"
 
-    def _reserve(self, path, need):
+    def _reserve(self, path: str, need: int) -> None:
         """Wait until `need` bytes fit beside the other loads in flight, then hold them for the
         load of `path`, unless it is to stop (`MemoryBudget.reserve`)."""
         self.budget.reserve(path, need, partial(self._progress, path, STAGE_QUEUED, None),
                             partial(self._check_going, path))
 
-    def _check_going(self, path):
+    def _check_going(self, path: str) -> None:
         if self._stop.is_set():
             raise _Cancelled(path, "the server is stopping")
         if path in self._cancelled:
             raise _Cancelled(path, "a prefetch gave way to a user's load")
 
-    def _admit(self, path, need, json_bytes):
+    def _admit(self, path: str, need: int, json_bytes: int) -> None:
         """Once the events are counted (and the load fits the budget): its reservation is
         their estimate `need` (for its `json_bytes` of JSON)."""
         self._hold(path, need)
 
-    def _hold(self, path, need):
+    def _hold(self, path: str, need: int) -> None:
         """Hold `need` bytes for the load of `path` from now on, unless it is to stop
         (`MemoryBudget.hold`)."""
         self.budget.hold(path, need, partial(self._check_going, path))
 
-    def _checked_progress(self, path, stage, fraction):
+    def _checked_progress(self, path: str, stage: str, fraction: float | None) -> None:
         self._check_going(path)
         self._progress(path, stage, fraction)
 
-    def _is_snapshot(self, path):
+    def _is_snapshot(self, path: str) -> bool:
         with self._lock:
             return any(path == f.path for run in self._runs.values() for f in run.snapshot_files())
 
-    def _snapshot_or_cached(self, path):
+    def _snapshot_or_cached(self, path: str) -> "tuple[MemorySnapshot, dict | None]":
         """(the memory snapshot of `path`, from the disk cache or read, and the identity its
         cache entry is of, or None), within the memory budget."""
         from ..python_api.snapshots import (PEAK_BYTES_PER_SNAPSHOT_BYTE, snapshot_from_bytes, snapshot_limit,
@@ -672,7 +674,7 @@ class RunStore:
         display = storage.display(path)
         self._progress(path, STAGE_READING, None)
 
-        def decode():
+        def decode() -> "MemorySnapshot":
             limit = snapshot_limit(self.max_parse_bytes)
             size, _ = storage.json_sample(path, 0)  # the JSON's size; no head wanted
             if size > limit:
@@ -690,7 +692,7 @@ class RunStore:
             return snapshot_through_cache(self.cache, storage, path, decode)
         return decode(), None
 
-    def _parse_or_cached(self, path):
+    def _parse_or_cached(self, path: str) -> "tuple[Profile | MemorySnapshot, dict | None]":
         """(the file's profile, from the disk cache or parsed, and the identity of the file it
         is of, or None where unknown: no cache, or the file changed while it was parsed); for
         a memory snapshot, its `MemorySnapshot` (`_snapshot_or_cached`)."""
@@ -706,13 +708,13 @@ class RunStore:
                                   partial(self._checked_progress, path), reserve=partial(self._reserve, path),
                                   admit=partial(self._admit, path))
 
-    def _failed(self, path, reason, transient=False):
+    def _failed(self, path: str, reason: str, transient: bool = False) -> None:
         with self._lock:
             state = self._files.setdefault(path, _FileState())
             state.status, state.error, state.failed_at = "error", reason, time.time()
             state.transient = transient
 
-    def _load(self, path):
+    def _load(self, path: str) -> None:
         started = time.perf_counter()
         assert self._storage is not None  # a load is of a file the scan found
         try:
@@ -754,7 +756,7 @@ class RunStore:
         except Exception:  # the request that asked builds it again and reports the failure
             logger.exception("summarising %s failed", path)
 
-    def _build_timeline(self, profile):
+    def _build_timeline(self, profile: "Profile | MemorySnapshot") -> None:
         from ..python_api.snapshots import MemorySnapshot
 
         try:
