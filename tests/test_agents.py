@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 import tb_plugin  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
 from tb_plugin.openapi_gen import declared_routes, declared_tables  # noqa: E402
-from tb_plugin.schema import READS  # noqa: E402
+from tb_plugin.schema import PROFILE, READS, SNAPSHOT, TWO_PROFILES  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
@@ -190,11 +190,16 @@ def test_mcp_answers_stay_within_max_bytes_and_say_what_was_cut(stdio, python_ap
 
 
 def test_mcp_every_declared_route_answers_a_sample_within_the_default_bound(stdio):
-    routes = sorted(declared_routes())
+    """Each route given the input it reads: a profile, the profile against itself (a diff), or a
+    snapshot the run lacks (refused as not found)."""
+    declared = declared_routes()
+    routes = sorted(declared)
+    inputs = {PROFILE: {"run": RESNET}, TWO_PROFILES: {"run": RESNET, "run_b": RESNET, "worker_b": "worker0"},
+              SNAPSHOT: {"run": RESNET, "snapshot": "none.pickle"}}
 
     async def run():
         async with stdio() as client:
-            return await _session(client, [(name, {"run": RESNET}) for name in routes])
+            return await _session(client, [(name, inputs[declared[name].reads]) for name in routes])
 
     for name, (error, text, body) in zip(routes, _run_async(run)):
         assert len(text.encode()) <= 16 * 1024, name
