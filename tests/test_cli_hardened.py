@@ -5,6 +5,7 @@ anything it cannot compare (never exit 1, which CI reads as a regression), and o
 written atomically, never through a link, all or none."""
 
 import gzip
+import inspect
 import json
 import os
 import stat
@@ -202,7 +203,8 @@ def test_every_command_takes_the_budget_with_tensorboards_default(tmp_path, caps
 
     parser = argparse.ArgumentParser()
     ProfilerPluginLoader().define_flags(parser)
-    assert parser.parse_args([]).profiler_max_memory_mb << 20 == tb_plugin.load.__defaults__[-1]
+    load_default = inspect.signature(tb_plugin.load).parameters["max_memory_bytes"].default
+    assert parser.parse_args([]).profiler_max_memory_mb << 20 == load_default
     for command in (["info", "x"], ["compare", "x", "y"], ["memory", "x"]):
         assert main([*command, "--max-memory-mb", "10"]) == 2
         assert "--max-memory-mb takes megabytes, at least 64" in capsys.readouterr().err
