@@ -103,6 +103,7 @@ def test_beside_the_trace_draws_its_memory_curve(page, tmp_path, screenshot_dir)
         }""")
         assert blue > 300, "the trace's memory curve is not drawn"
         screenshot(page, screenshot_dir, "memory_snapshot_beside_trace")
+        page.goto("about:blank")  # before the server stops: the page's rescan poll would find it gone
 
 
 def test_an_unreadable_snapshot_is_named_once_and_an_inconsistent_one_has_no_negative_fragmentation(page, tmp_path, screenshot_dir):
@@ -143,5 +144,6 @@ def test_an_unreadable_snapshot_is_named_once_and_an_inconsistent_one_has_no_neg
         headers = page.query_selector_all("[data-current-view] th")
         assert headers and all(h.get_attribute("data-definition") for h in headers)
         screenshot(page, screenshot_dir, "memory_snapshot_inconsistent")
+        page.goto("about:blank")  # before the server stops: the page's rescan poll would find it gone
     # the browser logs each 422 of the unreadable snapshot (run snaps): expected here
     page.watch.errors = [e for e in page.watch.errors if not ("status of 422" in e and "run=snaps" in e)]
