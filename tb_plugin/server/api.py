@@ -303,6 +303,14 @@ def ids_param(request: wrappers.Request, name: str, what: str) -> list[int] | No
     return list(dict.fromkeys(ids))
 
 
+def _resolution(request: wrappers.Request) -> float:
+    """The Trace view's `resolution_us`: the time one pixel spans, above zero."""
+    resolution = float_param(request, "resolution_us")
+    if resolution <= 0:
+        raise BadParameterError("parameter 'resolution_us' must be > 0")
+    return resolution
+
+
 def tracks_param(request: wrappers.Request) -> list[int] | None:
     """Optional comma-separated track ids; None means every track."""
     return ids_param(request, "tracks", "track ids")
@@ -713,11 +721,7 @@ class Api:
     @reads(_one_profile)
     def timeline_slices(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         start_us, end_us = self._window(request)
-        resolution = float_param(request, "resolution_us")
-        if resolution <= 0:
-            raise BadParameterError("parameter 'resolution_us' must be > 0")
-        # `TimelineIndex.query` is typed for an array of track ids; it takes any (`track_ids`), a list too
-        return respond(profile.timeline().query(start_us, end_us, resolution, tracks_param(request),  # type: ignore[arg-type]
+        return respond(profile.timeline().query(start_us, end_us, _resolution(request), tracks_param(request),
                                                 reply_reservation(request).admit))
 
     @reads(_ranks_timeline)
@@ -731,10 +735,8 @@ class Api:
     @reads(_ranks_timeline)
     def timeline_rank_slices(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
         start_us, end_us = self._window(request)
-        resolution = float_param(request, "resolution_us")
-        if resolution <= 0:
-            raise BadParameterError("parameter 'resolution_us' must be > 0")
-        return respond(ranks.slices(start_us, end_us, resolution, tracks_param(request), reply_reservation(request).admit))
+        return respond(ranks.slices(start_us, end_us, _resolution(request), tracks_param(request),
+                                    reply_reservation(request).admit))
 
     @reads(_ranks_timeline)
     def timeline_rank_search(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:

@@ -283,7 +283,7 @@ class TimelineIndex:
         tracks = np.unique(np.asarray(tracks, dtype=np.int64))
         return tracks[(tracks >= 0) & (tracks < len(self.tracks))]
 
-    def query(self, start_us: float, end_us: float, resolution_us: float, tracks: npt.NDArray[np.int64] | None = None,
+    def query(self, start_us: float, end_us: float, resolution_us: float, tracks: npt.ArrayLike | None = None,
               admit: Callable[[int, str], object] | None = None) -> dict[str, Any]:
         """Slices and merged blocks of `tracks` overlapping [start_us, end_us].
 
