@@ -404,7 +404,7 @@ def test_a_run_with_a_disk_cache_decodes_a_snapshot_once_for_every_session(tmp_p
 
     run_dir, cache = _logdir(tmp_path, snapshot) / "job", tmp_path / "cache"
     decoded = []
-    real_read = memory_snapshot.read_snapshot
+    real_read = snapshots.read_snapshot
     monkeypatch.setattr(runs, "read_snapshot", lambda *args: decoded.append(args[1]) or real_read(*args))
     first = tb_plugin.load_run(run_dir, cache_dir=cache).snapshot("rank0")
     assert decoded == ["rank0.pickle"]

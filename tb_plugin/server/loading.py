@@ -16,7 +16,7 @@ replies being built. The store decides what to load and when; the budget counts 
 
 Memory snapshots listed with a run (`snapshot`) go through the same machinery, keyed by
 their path: loaded in the background, failures remembered, counted in the budget (reserved
-before the read by `memory_snapshot.PEAK_BYTES_PER_SNAPSHOT_BYTE` per inflated byte), and
+before the read by `snapshots.PEAK_BYTES_PER_SNAPSHOT_BYTE` per inflated byte), and
 their decoded tables kept in the disk cache like a trace's (`_snapshot_or_cached`).
 """
 
