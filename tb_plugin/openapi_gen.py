@@ -24,7 +24,7 @@ import importlib
 import json
 import pkgutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 

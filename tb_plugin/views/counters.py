@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, declare, documented, route
-from ..trace.model import TraceModel, first_int
+from ..trace.model import TraceModel
 from .common import cached, object_frame, step_windows, texts
 
 # The pid Kineto writes hardware counters under (kineto#1530), as written.
