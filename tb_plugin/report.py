@@ -422,26 +422,20 @@ def _progress_printer() -> Callable[[str], None]:
 
 
 def run(args: Any) -> int:
+    """The `report` command: 0 written, 2 bad input or an output that cannot be written (checked
+    before the report is made, then written atomically as `compare`'s outputs are)."""
     from .errors import PublicError
+    from .python_api.compare import check_outputs, write_outputs
 
     try:
+        check_outputs([args.output])
         html = run_report(args.source, worker=args.worker, span=args.span, step=args.step,
                           max_memory_bytes=args.max_memory_mb << 20, progress=_progress_printer())
+        write_outputs({args.output: html})
     except PublicError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return write(args.output, html)
-
-
-def write(path: str, html: str) -> int:
-    try:
-        with open(path, "w", encoding="utf-8") as out:
-            out.write(html)
-    except OSError as exc:
-        print(f"error: cannot write {path}: {exc.strerror}", file=sys.stderr)
-        return 2
     return 0
-
 
 
 # --- notebooks ----------------------------------------------------------------------------

@@ -139,6 +139,19 @@ def test_report_refuses_what_the_run_lacks(tmp_path, capsys, argv, reason):
     assert not (tmp_path / "r.html").exists()
 
 
+def test_report_is_not_written_through_a_link_nor_made_for_nowhere(tmp_path, capsys):
+    """Its output is checked before the report is made, as compare's are: a link to another
+    file is refused (that file untouched), and so is a directory that does not exist."""
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep")
+    (tmp_path / "r.html").symlink_to(target)
+    assert main(["report", str(CNN), "-o", str(tmp_path / "r.html")]) == 2
+    assert "symbolic link" in capsys.readouterr().err and target.read_text() == "keep"
+    assert main(["report", str(CNN), "-o", str(tmp_path / "no" / "r.html")]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors == [f"error: cannot write {tmp_path / 'no' / 'r.html'}: no directory {tmp_path / 'no'}"]
+
+
 def test_report_of_nothing(tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html")]) == 2
     assert capsys.readouterr().err.startswith("error: ")

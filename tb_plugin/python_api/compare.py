@@ -402,17 +402,14 @@ def run(args: argparse.Namespace) -> int:
     paths = [p for p in (args.json, args.markdown, args.html) if p]
     try:
         check_outputs(paths)
-        comparison = compare(Side(args.a, args.worker, args.span),
-                             Side(args.b, args.worker_b or args.worker, args.span if args.span_b is None else args.span_b),
-                             threshold, args.whole_trace, args.max_memory_mb << 20)
+        a = Side(args.a, args.worker, args.span)
+        b = Side(args.b, args.worker_b or args.worker, args.span if args.span_b is None else args.span_b)
+        comparison = compare(a, b, threshold, args.whole_trace, args.max_memory_mb << 20)
         outputs = {path: text(comparison) for path, text in ((args.json, format_json),
                                                              (args.markdown, format_markdown)) if path}
         if args.html:
             from ..report import diff_report
-            outputs[args.html] = diff_report(
-                Side(args.a, args.worker, args.span),
-                Side(args.b, args.worker_b or args.worker, args.span if args.span_b is None else args.span_b),
-                threshold, max_memory_bytes=args.max_memory_mb << 20)
+            outputs[args.html] = diff_report(a, b, threshold, max_memory_bytes=args.max_memory_mb << 20)
         write_outputs(outputs)
     except PublicError as exc:
         print(f"error: {exc}", file=sys.stderr)
