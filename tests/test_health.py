@@ -251,3 +251,15 @@ def test_kernels_written_at_ts_zero_are_a_data_loss_finding(tmp_path):
     assert rows["events_far_from_the_trace_dropped"]["severity"] == "data_loss"
     assert "Kernel" in rows["events_far_from_the_trace_dropped"]["affects"]
     assert run_cli("check", str(path)).returncode == 1
+
+
+def test_an_anomaly_this_reader_does_not_declare_is_shown_as_info(tmp_path):
+    """A disk cache written by a newer reader may hold an anomaly this one does not know: the
+    health table and `Profile.anomalies()` both show it, as info, with its value."""
+    profile = tb_plugin.load(write_trace(tmp_path / "t.pt.trace.json", [op("aten::add", 10, 5)]))
+    profile.model.anomalies["events_from_the_future_kept"] = 3
+    described = profile.anomalies()
+    assert described[-1] == {"key": "events_from_the_future_kept", "severity": "info",
+                             "meaning": "events from the future kept", "value": 3}
+    row = profile.health().set_index("finding").loc["events_from_the_future_kept"]
+    assert (row["severity"], row["count"], row["detail"], row["source"]) == ("info", 1, "3", "import")

@@ -82,8 +82,14 @@ def record(anomalies: dict[str, int], key: str, n: int = 1) -> None:
 def describe(anomalies: dict[str, object]) -> list[dict[str, object]]:
     """The anomalies of one trace as rows {key, severity, meaning, value}, those that lose data
     first, each group in declaration order; `value` is the count (for `TOLERANT_PARSE`, the
-    reason; for `DEVICE_PROPERTIES_MAPPED`, which id was taken for which device)."""
+    reason; for `DEVICE_PROPERTIES_MAPPED`, which id was taken for which device). A key this
+    reader does not declare (a disk cache written by a newer one) comes last, as info: shown,
+    not lost."""
     order = {key: i for i, key in enumerate(ANOMALIES)}
-    keys = sorted(anomalies, key=lambda k: (ANOMALIES[k].severity != DATA_LOSS, order[k]))
-    return [{"key": k, "severity": ANOMALIES[k].severity, "meaning": ANOMALIES[k].meaning, "value": anomalies[k]}
+
+    def declared(key: str) -> Anomaly:
+        return ANOMALIES.get(key) or Anomaly(key, INFO, key.replace("_", " "))
+
+    keys = sorted(anomalies, key=lambda k: (declared(k).severity != DATA_LOSS, order.get(k, len(order))))
+    return [{"key": k, "severity": declared(k).severity, "meaning": declared(k).meaning, "value": anomalies[k]}
             for k in keys]

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import declare, documented, route
-from ..trace.anomalies import ANOMALIES, DATA_LOSS, TEXT_VALUED
+from ..trace.anomalies import ANOMALIES, DATA_LOSS, TEXT_VALUED, describe
 from ..trace.model import TraceModel
 from .common import cached, name_mask, texts
 
@@ -156,14 +156,12 @@ def _build(model: TraceModel) -> pd.DataFrame:
     for key, (count, detail) in _validator_counts(model).items():
         if count:
             rows.append({**_RULES[key], "count": count, "detail": detail})
-    for key, value in model.anomalies.items():
-        declared = ANOMALIES.get(key)
-        if declared is None:  # a cache written by a newer reader: shown, not lost
-            rows.append(_finding(key, "import", INFO, key.replace("_", " "), (_ALL,)) | {"count": 1, "detail": str(value)})
-            continue
-        text = key in TEXT_VALUED
-        rows.append({**_finding(key, "import", declared.severity, declared.meaning, _IMPORT_AFFECTS.get(key, (_ALL,))),
-                     "count": 1 if text else int(value), "detail": str(value) if text else ""})
+    for row in describe(model.anomalies):  # those this reader does not declare too, as info
+        key, value = str(row["key"]), row["value"]
+        counted = key in ANOMALIES and key not in TEXT_VALUED
+        count = int(value) if counted else 1  # type: ignore[call-overload]  # (`describe` rows hold objects)
+        rows.append({**_finding(key, "import", str(row["severity"]), str(row["meaning"]), _IMPORT_AFFECTS.get(key, (_ALL,))),
+                     "count": count, "detail": "" if counted else str(value)})
     for key, (count, detail) in _model_counts(model).items():
         if count:
             rows.append({**_MODEL[key], "count": count, "detail": detail})
