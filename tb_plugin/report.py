@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .errors import BadParameterError
+from .errors import BadParameterError, TraceError
 
 if TYPE_CHECKING:
     from .server.loading import RunStore
@@ -328,11 +328,28 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
                     {"run": run, "worker": name, "spans": [s for s in spans[name] if s["span"] == span]}))
             for number in chosen_spans:
                 _profile_requests(answers, run, name, number, step)
+        _refuse_when_nothing_loaded(answers, run, {name: spans[name] for name in workers}, span)
         answers.relist(lambda name: name == run, workers)
         answers.location = {"run": run, "worker": workers[0], "span": str(span or 1), **({"view": view} if view else {})}
         return _html(answers.payload(), f"PyTorch Profiler report: {_shown(source)}")
     finally:
         store.stop()
+
+
+def _refuse_when_nothing_loaded(answers: Answers, run: str, spans: dict[str, list[dict[str, Any]]],
+                                span: int | None) -> None:
+    """A `TraceError` with the server's reason when no trace the report holds could be loaded
+    (an empty or broken file): a report of nothing is no report. Where some load, the others'
+    reasons are embedded and shown in their place, as the page shows them."""
+    refusals = []
+    for worker, listed in spans.items():
+        for number in (s["span"] for s in listed if span is None or s["span"] == span):
+            code, body = answers.replies[answer_key("views", _query({"run": run, "worker": worker, "span": number}))]
+            if code == 200:
+                return
+            refusals.append(orjson.loads(body))
+    if refusals:
+        raise TraceError(refusals[0].get("path") or worker, refusals[0].get("reason", "not loaded"))
 
 
 def _shown(source: str) -> str:

@@ -13,7 +13,7 @@ import pytest
 from tb_plugin.__main__ import main
 from tb_plugin.report import answer_key, median_step
 
-from .helpers import SAMPLES, shared_trace, embedded_answer as answer, report_data as embedded
+from .helpers import SAMPLES, embedded_answer as answer, op, report_data as embedded, shared_trace, write_trace
 
 CNN = SAMPLES / "cpu_cnn"  # one worker, two spans, CPU only
 GPU = SAMPLES / "gpu_h100_compiled"  # one GPU trace file
@@ -150,6 +150,23 @@ def test_report_is_not_written_through_a_link_nor_made_for_nowhere(tmp_path, cap
     assert main(["report", str(CNN), "-o", str(tmp_path / "no" / "r.html")]) == 2
     errors = capsys.readouterr().err.splitlines()
     assert errors == [f"error: cannot write {tmp_path / 'no' / 'r.html'}: no directory {tmp_path / 'no'}"]
+
+
+def test_a_report_of_traces_that_cannot_load_is_refused_with_the_reason(tmp_path, capsys):
+    """An empty trace is no report (exit 2, the loader's reason, no file); a run where one
+    worker loads is reported, the other's reason shown in its place."""
+    empty = tmp_path / "run" / "worker1.pt.trace.json"
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    assert main(["report", str(empty), "-o", str(tmp_path / "r.html")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("report: ")]
+    assert errors == ["error: worker1.pt.trace.json: the file is empty"] and not (tmp_path / "r.html").exists()
+    write_trace(tmp_path / "run" / "worker0.pt.trace.json", [op("aten::add", 10, 5)])
+    assert main(["report", str(tmp_path / "run"), "-o", str(tmp_path / "r.html")]) == 0
+    answers = embedded(tmp_path / "r.html")["answers"]
+    status, body = answers[answer_key("views", {"run": ".", "worker": "worker1", "span": "1"})]
+    assert status == 422 and "the file is empty" in body["reason"]
+    assert answer(embedded(tmp_path / "r.html"), "views", run=".", worker="worker0", span=1)["views"]
 
 
 def test_report_of_nothing(tmp_path, capsys):
