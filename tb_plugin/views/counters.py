@@ -135,8 +135,9 @@ def step_counters(model: TraceModel) -> pd.DataFrame:
 
 def _step_counters(model: TraceModel) -> pd.DataFrame:
     samples = counter_samples(model)
-    counter = samples["counter"].to_numpy(dtype=object)
-    chosen = np.array([name.startswith(tuple(STEP_COUNTER_PREFIXES)) for name in counter], dtype=bool)
+    # the prefix test once per distinct counter name, not per sample
+    names, of_sample = np.unique(samples["counter"].to_numpy(dtype=object), return_inverse=True)
+    chosen = np.array([name.startswith(tuple(STEP_COUNTER_PREFIXES)) for name in names], dtype=bool)[of_sample]
     samples = samples[chosen & samples["value"].notna().to_numpy()]
     if not len(samples):
         return STEP_COUNTERS.empty()
