@@ -17,7 +17,8 @@ import pytest
 
 import tb_plugin
 import tb_plugin.python_api.profile
-from tb_plugin.store.cache import CACHE_FORMAT, MANIFEST, ModelCache, summary_format
+from tb_plugin.store.cache import MANIFEST, ModelCache
+from tb_plugin.store.cache_format import CACHE_FORMAT, summary_format
 from tb_plugin.server.loading import RunStore
 from tb_plugin.schema import NULLABLE, Column, Persisted, Table
 from tb_plugin.store.storage import FileStat, Storage
@@ -616,10 +617,9 @@ def _answers(logdir, cache_dir, entries_expected=0):
 def _reseal(entry, manifest):
     """Write `manifest` into `entry` sealed as the cache seals it: a damaged manifest that
     only its schema can catch (as a writer with a bug would leave)."""
-    from tb_plugin.store.cache import _seal
+    from tb_plugin.store.cache_format import sealed_manifest
 
-    manifest = {k: v for k, v in manifest.items() if k != "seal"}
-    manifest["seal"] = _seal(entry.name, json.loads(json.dumps(manifest)))
+    manifest = sealed_manifest(entry.name, {k: v for k, v in manifest.items() if k != "seal"})
     (entry / MANIFEST).write_text(json.dumps(manifest))
 
 

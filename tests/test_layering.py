@@ -58,10 +58,12 @@ ALLOWED = {
                             "store/storage", "views/"),
                            "`python -m tb_plugin compare`: the Python API's diff, printed"),
     "store/cache_schema": (("msgspec",), "the declared shape of a cache manifest, checked by msgspec"),
-    "store/cache": (("store/cache_schema", "schema", "store/storage", "trace/model", "trace/anomalies",
-                     "trace/metadata", "version", "fsspec", "msgspec", "pyarrow"),
-                    "the disk cache stores models and declared summaries (Arrow parts, msgspec manifests), never "
-                    "parses"),
+    "store/cache_format": (("store/cache_schema", "schema", "trace/model", "trace/anomalies", "trace/metadata",
+                            "msgspec", "pyarrow"),
+                           "a cache entry's format: models and declared summaries as Arrow parts, manifests sealed and "
+                           "checked by msgspec; never parses"),
+    "store/cache": (("store/cache_format", "schema", "store/storage", "trace/model", "version", "fsspec"),
+                    "the disk cache's directory: entries named, read, written and trimmed (local or fsspec)"),
     "store/summaries": (("store/cache", "errors", "schema", "store/storage"),
                         "per-file summaries held, read from the disk cache, built and written back, for the server "
                         "and the Python API alike"),
@@ -69,10 +71,10 @@ ALLOWED = {
                          "python_api/profile", "schema", "store/storage", "store/summaries", "views/"),
                         "a run and a span of many ranks read, summarised and combined, for the server and the Python "
                         "API"),
-    "python_api/preprocess": (("store/budget", "store/cache", "store/discovery", "errors", "python_api/profile",
+    "python_api/preprocess": (("store/budget", "store/cache", "store/cache_format", "store/discovery", "errors", "python_api/profile",
                                "python_api/runs", "store/storage", "dask"),
                               "a Dask task per trace through the Python API into the cache"),
-    "server/accounting": (("store/cache", "errors", "python_api/snapshots", "python_api/profile", "snapshot/model",
+    "server/accounting": (("store/cache_format", "errors", "python_api/snapshots", "python_api/profile", "snapshot/model",
                            "store/summaries"),
                           "the server's memory budget counts what the store holds; it loads nothing"),
     "server/loading": (("server/accounting", "store/budget", "store/cache", "store/discovery", "errors",

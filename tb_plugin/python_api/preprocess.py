@@ -3,7 +3,7 @@ log directory as Dask tasks, ahead of TensorBoard.
 
 Parsing is the cost that grows with a job: one task per trace file (largest first, so the
 last task to finish is a small one) parses it on a `dask.distributed` worker and writes into
-the disk cache, in the format TensorBoard reads (`tb_plugin.store.cache`), the parsed model and
+the disk cache, in the format TensorBoard reads (`tb_plugin.store.cache_format`), the parsed model and
 the per-file summaries of `FILE_SUMMARIES` (what the job and distributed views combine).
 Once every file is done, one task per span of a run of several workers and per summary
 gathers that span's summaries into one index entry: TensorBoard reads one entry per view of
@@ -84,7 +84,7 @@ def _cache(cache_dir: str) -> ModelCache:
 def entry_keys(cache: ModelCache, source: str) -> dict[str, tuple[str, int | str]]:
     """{"model" or a `FILE_SUMMARIES` name: (cache key, the entry's format)} of the trace file
     `source`."""
-    from ..store.cache import CACHE_FORMAT, summary_format
+    from ..store.cache_format import CACHE_FORMAT, summary_format
     from .runs import FILE_SUMMARIES
 
     return {"model": (cache.key(source), CACHE_FORMAT),

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
-from ..store.cache import model_bytes
+from ..store.cache_format import model_bytes
 from ..errors import ReplyTooLargeError
 from ..snapshot.model import SnapshotModel
 from ..snapshot.model import model_bytes as snapshot_model_bytes

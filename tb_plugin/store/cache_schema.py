@@ -1,6 +1,6 @@
-"""The declared schema of a disk cache entry's manifest (`tb_plugin.store.cache`), checked before
-any of it is used. Imported on the first manifest read: msgspec stays out of TensorBoard's
-start-up.
+"""The declared schema of a disk cache entry's manifest (`tb_plugin.store.cache_format`),
+checked before any of it is used. Imported on the first manifest read: msgspec stays out of
+TensorBoard's start-up.
 """
 
 from typing import Annotated, Any
