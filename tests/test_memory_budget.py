@@ -18,7 +18,9 @@ import tb_plugin.store.storage
 from tb_plugin.server.accounting import REPLY_BYTES_PER_VALUE, ReplyCache, ReplyReservation
 from tb_plugin.store.cache import ModelCache
 from tb_plugin.errors import ReplyTooLargeError, TraceError
-from tb_plugin.server.loading import Loading, RunStore, estimate_parse_bytes, loader_count
+from tb_plugin.python_api.profile import Profile
+from tb_plugin.python_api.snapshots import MemorySnapshot
+from tb_plugin.server.loading import Loading, RunStore, estimate_parse_bytes, loader_count, ready
 
 from .helpers import SAMPLES, make_client, op, wait_ready, write_trace
 
@@ -230,6 +232,44 @@ def test_a_reply_being_built_counts_in_the_budget_and_makes_room(tmp_path):
         with pytest.raises(ReplyTooLargeError, match="more than the"):
             store.reply_reservation().admit(store.max_memory_bytes // REPLY_BYTES_PER_VALUE, "a huge table")
         assert store.budget.building_bytes == 0
+    finally:
+        store.stop()
+
+
+def _snapshot_blocking(store, run, name, timeout=30):
+    deadline = time.monotonic() + timeout
+    while isinstance(result := store.snapshot(run, name), Loading):
+        assert time.monotonic() < deadline, f"{name} still loading"
+        time.sleep(0.02)
+    return result
+
+
+def test_profiles_and_snapshots_are_held_apart_in_one_least_recently_used_order(tmp_path):
+    """Issue 36 item 6: the store held memory snapshots in its list of profiles, typed as
+    profiles. Each is now held under its own type (`budget.profiles`, `budget.snapshots`), and
+    both still share one order and one count: the least recently used goes, whichever its kind."""
+    for run in ("a", "b"):
+        write_trace(tmp_path / run / "w.pt.trace.json", [op(f"aten::op{i}", i * 10, 5) for i in range(50)])
+    shutil.copytree(SAMPLES / "gpu_memory_snapshot", tmp_path / "snapshots")
+    store = store_of(tmp_path, max_profiles=2)
+    try:
+        a = store.profile_blocking("a", "w", 1, timeout=30)
+        snapshot = _snapshot_blocking(store, "snapshots", "rank0")
+        snapshot_path = store.snapshot_file("snapshots", "rank0").path
+        assert isinstance(a, Profile) and isinstance(snapshot, MemorySnapshot)
+        assert store.budget.profiles.get("a/w.pt.trace.json") is a
+        assert store.budget.snapshots.get(snapshot_path) is snapshot
+        assert snapshot_path not in store.budget.profiles and "a/w.pt.trace.json" not in store.budget.snapshots
+
+        store.profile_blocking("b", "w", 1, timeout=30)  # a third: "a", used least recently, goes
+        assert list(store.budget.loaded) == [snapshot_path, "b/w.pt.trace.json"]
+        assert "a/w.pt.trace.json" not in store.budget.profiles and set(store.budget.sizes) == set(store.budget.loaded)
+
+        assert ready(store.snapshot("snapshots", "rank0")) is snapshot  # used now: "b" is the oldest
+        store.profile_blocking("a", "w", 1, timeout=30)
+        assert list(store.budget.loaded) == [snapshot_path, "a/w.pt.trace.json"]
+        assert list(store.budget.profiles.held) == ["a/w.pt.trace.json"]
+        assert list(store.budget.snapshots.held) == [snapshot_path]
     finally:
         store.stop()
 

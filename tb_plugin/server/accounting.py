@@ -1,9 +1,10 @@
 """The memory budget's accounting for the server's store (`loading.RunStore`): what the process
 holds, counted against one budget, and what is dropped to stay within it.
 
-`MemoryBudget` counts parsed profiles and memory snapshots with what their views cached (the
-timeline index included; `profile_bytes`, `held_bytes`), the loads in flight (reserved by their
-estimate before they start, re-estimated once the events are counted), the store's summaries,
+`MemoryBudget` counts parsed profiles and memory snapshots (each held on a `Shelf` of its own
+type, all in one least recently used order) with what their views cached (the timeline index
+included; `profile_bytes`, `held_bytes`), the loads in flight (reserved by their estimate
+before they start, re-estimated once the events are counted), the store's summaries,
 the reply cache (`ReplyCache`, bounded in bytes) and the replies being built
 (`ReplyReservation`: counted while built, refused beyond a share of the budget); beyond the
 budget it drops the least recently used profiles and snapshots, then unused summaries, and
@@ -21,7 +22,7 @@ import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from ..store.cache_format import model_bytes
 from ..errors import ReplyTooLargeError
@@ -34,6 +35,9 @@ if TYPE_CHECKING:  # not at run time: the profile module loads numpy, pandas and
     from ..python_api.snapshots import MemorySnapshot
     from ..python_api.profile import Profile
     from ..store.summaries import SummaryStore
+
+# What the budget holds of a file: its parsed `Profile`, or a memory snapshot's `MemorySnapshot`.
+Held = TypeVar("Held", bound="Profile | MemorySnapshot")
 
 # glibc malloc arenas the server's threads share (`cap_malloc_arenas`); mallopt's code for it.
 MALLOC_ARENAS = 2
@@ -259,9 +263,41 @@ class ReplyReservation:
         self.nbytes = 0
 
 
+class Shelf(Generic[Held]):
+    """What a `MemoryBudget` holds of one kind (`profiles`, or memory `snapshots`), by path: each
+    shelf holds only its own kind, so what it gives back is typed as that kind, while every
+    shelf of a budget shares its least recently used order (`MemoryBudget.loaded`), its count
+    and its bytes. `held` is changed by the budget only, under its lock."""
+
+    def __init__(self, budget: "MemoryBudget") -> None:
+        self.budget = budget
+        self.held: dict[str, Held] = {}
+
+    def __contains__(self, path: object) -> bool:
+        return path in self.held
+
+    def get(self, path: str) -> Held | None:
+        """What is held of `path`, or None; its place in the order unchanged."""
+        return self.held.get(path)
+
+    def use(self, path: str) -> Held | None:
+        """What is held of `path`, now the most recently used of the budget's, or None."""
+        with self.budget.lock:
+            held = self.held.get(path)
+            if held is not None:
+                self.budget.loaded.move_to_end(path)
+            return held
+
+    def keep(self, path: str, loaded: Held, size: int) -> None:
+        """Hold `loaded` (of `path`, taking `size` bytes) as the budget's most recently used
+        (`MemoryBudget.keep`)."""
+        self.budget.keep(self, path, loaded, size)
+
+
 class MemoryBudget:
-    """What the store holds against `max_memory_bytes`: `loaded` (path -> `Profile` or
-    `MemorySnapshot`, least recently used first, at most `max_profiles`), their `sizes`, the
+    """What the store holds against `max_memory_bytes`: parsed `profiles` and memory
+    `snapshots` (each a `Shelf` of its kind), in one least recently used order (`loaded`: path
+    -> the shelf holding it, at most `max_profiles` of both together), their `sizes`, the
     loads in flight (`reserved`: path -> the memory each may take at its peak), the store's
     `summaries`, cached `replies` (at most 1/`REPLY_SHARE` of the budget) and the replies being
     built (`building_bytes`). Every count is read and changed under the store's `lock`;
@@ -276,7 +312,9 @@ class MemoryBudget:
         self.max_profiles = max_profiles
         self.lock = lock
         self.summaries = summaries
-        self.loaded: OrderedDict[str, "Profile | MemorySnapshot"] = OrderedDict()
+        self.loaded: OrderedDict[str, Shelf[Any]] = OrderedDict()
+        self.profiles: Shelf[Profile] = Shelf(self)
+        self.snapshots: Shelf[MemorySnapshot] = Shelf(self)
         self.sizes: dict[str, int] = {}
         self.reserved: dict[str, int] = {}
         self.changed = threading.Condition(lock)
@@ -303,20 +341,27 @@ class MemoryBudget:
             if nbytes > 0:
                 self.enforce(keep=1)
 
-    def keep(self, path: str, loaded: "Profile | MemorySnapshot", size: int) -> None:
-        """Hold `loaded` (of `path`, taking `size` bytes) as the most recently used; the least
-        recently used others go while beyond the budget (the one just loaded always stays)."""
+    def keep(self, shelf: Shelf[Held], path: str, loaded: Held, size: int) -> None:
+        """Hold `loaded` (of `path`, taking `size` bytes) on `shelf` as the most recently used;
+        the least recently used others go while beyond the budget (the one just loaded always
+        stays)."""
         with self.lock:
-            self.loaded[path] = loaded
+            self._drop(path)
+            shelf.held[path] = loaded
+            self.loaded[path] = shelf
             self.sizes[path] = size
-            self.loaded.move_to_end(path)
             self.enforce(keep=1)
 
     def forget(self, path: str) -> None:
         """Stop holding what was loaded of `path` (its file changed or went)."""
         with self.lock:
-            self.loaded.pop(path, None)
-            self.sizes.pop(path, None)
+            self._drop(path)
+
+    def _drop(self, path: str) -> None:
+        shelf = self.loaded.pop(path, None)
+        if shelf is not None:
+            del shelf.held[path]
+        self.sizes.pop(path, None)
 
     def remeasure(self, profiles: Sequence[object]) -> None:
         """Count again what `profiles` hold (their views cache results on the model as they are
@@ -324,9 +369,10 @@ class MemoryBudget:
         # what has a model is a Profile or a MemorySnapshot (not a summary)
         sizes = {id(p): profile_bytes(cast("Profile | MemorySnapshot", p)) for p in profiles if hasattr(p, "model")}
         with self.lock:
-            for path, held in self.loaded.items():
-                if id(held) in sizes:
-                    self.sizes[path] = sizes[id(held)]
+            for path, shelf in self.loaded.items():
+                held = id(shelf.held[path])
+                if held in sizes:
+                    self.sizes[path] = sizes[held]
             self.enforce(keep=1)
 
     def enforce(self, keep: int) -> None:
@@ -338,8 +384,8 @@ class MemoryBudget:
         dropped = len(self.loaded) + len(self.summaries)
         while len(self.loaded) > keep and (len(self.loaded) > self.max_profiles
                                            or self.held_bytes() > self.max_memory_bytes):
-            evicted, _ = self.loaded.popitem(last=False)
-            self.sizes.pop(evicted, None)
+            evicted = next(iter(self.loaded))
+            self._drop(evicted)
             self._evicted(evicted)
         self.summaries.drop_unused(self.held_bytes() - self.max_memory_bytes)
         if len(self.loaded) + len(self.summaries) < dropped and not self._stopped.is_set():

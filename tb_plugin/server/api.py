@@ -589,8 +589,7 @@ class Api:
         run = text_param(request, "run")
         name = text_param(request, "snapshot")
         span = int_param(request, "span", required=False, default=1, minimum=1)
-        # `loading.ready` is typed for profiles only, though it passes a snapshot through the same way
-        return ready(self.store.snapshot(run, name, span))  # type: ignore[arg-type,return-value]
+        return ready(self.store.snapshot(run, name, span))
 
     def runs(self, request: wrappers.Request) -> wrappers.Response:
         return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error,

@@ -14,8 +14,10 @@ flight (reserved by their estimate before they start, re-estimated per event onc
 are counted, cancelled when that no longer fits), the summaries, the reply cache and the
 replies being built. The store decides what to load and when; the budget counts and drops.
 
-Memory snapshots listed with a run (`snapshot`) go through the same machinery, keyed by
-their path: loaded in the background, failures remembered, counted in the budget (reserved
+Memory snapshots listed with a run (`snapshot`) go through the same machinery (each kind of
+file a `_Kind`: how it is read, what is built of it, and the budget's `Shelf` that holds it
+under its own type), keyed by their path: loaded in the background, failures remembered,
+held on the budget's shelf of snapshots in the same order as the profiles, counted (reserved
 before the read by `snapshots.PEAK_BYTES_PER_SNAPSHOT_BYTE` per inflated byte), and
 their decoded tables kept in the disk cache like a trace's (`_snapshot_or_cached`).
 """
@@ -31,9 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
 
-from .accounting import MemoryBudget, ReplyReservation, cap_malloc_arenas, give_back_memory, held_bytes, profile_bytes
+from .accounting import (Held, MemoryBudget, ReplyReservation, Shelf, cap_malloc_arenas, give_back_memory, held_bytes,
+                         profile_bytes)
 from ..store.budget import estimate_parse_bytes, events_in, json_limit
 from ..store.discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
 from ..errors import FileAccessError, NotFoundError, StillLoadingError, TraceError, os_reason
@@ -85,8 +88,8 @@ class Loading:
         return StillLoadingError(self.path, self.since, self.stage, self.fraction, ready_count, total)
 
 
-def ready(result: "Profile | Loading") -> "Profile":
-    """The Profile, or `StillLoadingError` while it is parsed."""
+def ready(result: "Held | Loading") -> "Held":
+    """The Profile (or MemorySnapshot), or `StillLoadingError` while it is read."""
     if isinstance(result, Loading):
         raise result.error()
     return result
@@ -127,6 +130,20 @@ class StoreSpan:
 
     def profiles(self, workers: Sequence[str]) -> dict[str, "Profile"]:
         return {w: ready(self.store.profile(self.run, w, self.span)) for w in workers}
+
+
+@dataclass(frozen=True)
+class _Kind(Generic[Held]):
+    """One kind of file the store loads (a trace's `Profile`, a `MemorySnapshot`): the budget's
+    shelf that holds it, how it is read (`read(path)` -> (it, from the disk cache or the file,
+    and the identity of the file it is of, or None)), what is built of it on the indexer
+    thread once it is loaded (`index`), and right after the load on the loader thread
+    (`summarise(path, it)`, where summaries are asked of it)."""
+
+    shelf: Shelf[Held]
+    read: Callable[[str], "tuple[Held, dict | None]"]
+    index: Callable[[Held], object]
+    summarise: Callable[[str, Held], object] | None = None
 
 
 @dataclass
@@ -206,6 +223,11 @@ class RunStore:
         self.budget = MemoryBudget(max_memory_bytes, max_profiles, self._lock, self.summaries, self._evicted,
                                    self._indexer.submit, self._stop)
         self.replies = self.budget.replies
+        # What a trace file and a memory snapshot file load as, each held on its own shelf.
+        self._traces: _Kind[Profile] = _Kind(self.budget.profiles, self._trace_or_cached, lambda p: p.timeline(),
+                                             self._build_summaries)
+        self._snapshots: _Kind[MemorySnapshot] = _Kind(self.budget.snapshots, self._snapshot_or_cached,
+                                                       lambda s: s.index())  # its Active Memory Timeline's
         self.scan_error = ""
         # What the last scan could not look at (`discovery.Skipped`): shown with the run list.
         self.scan_skipped: list[Skipped] = []
@@ -304,7 +326,7 @@ class RunStore:
     def _snapshot_listing(self, snapshot_file: SpanFile) -> dict[str, Any]:
         state = self._files.get(snapshot_file.path) or _FileState()
         return {"name": snapshot_file.worker, "span": snapshot_file.span, "path": printable(snapshot_file.path),
-                "status": "ready" if snapshot_file.path in self.budget.loaded else state.status,
+                "status": "ready" if snapshot_file.path in self.budget.snapshots else state.status,
                 "reason": state.error if state.status == "error" else ""}
 
     def snapshot_file(self, run: str, name: str, span: int = 1) -> SpanFile:
@@ -315,7 +337,7 @@ class RunStore:
         """The `MemorySnapshot`, or a `Loading` while it is read; raises `NotFoundError`/`TraceError`."""
         path = self.snapshot_file(run, name, span).path
         self._refresh(path)
-        return cast("MemorySnapshot | Loading", self._profile_of(path))  # a snapshot's path holds its snapshot
+        return self._held_or_loading(path, self._snapshots)
 
     def run_files(self, run: str) -> RunFiles:
         # Right after start-up the first scan may still run: "no such run" must mean it.
@@ -390,27 +412,24 @@ class RunStore:
         """The `Profile`, or a `Loading` while it is parsed; raises `NotFoundError`/`TraceError`."""
         path = self.span_file(run, worker, span).path
         self._refresh(path)
-        return self._trace_profile_of(path)
+        return self._held_or_loading(path, self._traces)
 
-    def _trace_profile_of(self, path: str) -> "Profile | Loading":
-        """`_profile_of` a trace file: the budget holds its `Profile` under its path."""
-        return cast("Profile | Loading", self._profile_of(path))
-
-    def _profile_of(self, path: str) -> "Profile | MemorySnapshot | Loading":
-        """`profile` of a file whose size and mtime were just checked (`_refresh`), for a
-        user: a prefetch of another file gives way to its load, one of this file becomes its."""
+    def _held_or_loading(self, path: str, kind: _Kind[Held]) -> "Held | Loading":
+        """What the store holds of a file of `kind` whose size and mtime were just checked
+        (`_refresh`), or a `Loading` while it loads, for a user: a prefetch of another file
+        gives way to its load, one of this file becomes its."""
         with self._lock:
             self._prefetching.discard(path)
             self._cancelled.discard(path)
-            if path in self.budget.loaded:
-                self.budget.loaded.move_to_end(path)
-                return self.budget.loaded[path]
+            held = kind.shelf.use(path)
+            if held is not None:
+                return held
             state = self._files.setdefault(path, _FileState())
             if state.status == "error" and not self._retry_due(state):
                 raise TraceError(path, state.error)
             if state.status != "loading":
                 self._cancelled.update(self._prefetching)
-                self._submit(path, state)
+                self._submit(path, state, kind)
             return Loading(path, state.started, state.stage, state.fraction)
 
     def prefetch_first(self) -> bool:
@@ -437,7 +456,7 @@ class RunStore:
             return False
         need = estimate_parse_bytes(json_bytes, events_in(json_bytes, head))
         with self._lock:
-            if path not in self.budget.loaded:
+            if path not in self.budget.profiles:
                 if self.held_bytes() + need > self.max_memory_bytes:
                     logger.info("not prefetching %s: its load needs about %d MiB, more than the memory budget has free",
                                 path, need >> 20)
@@ -447,12 +466,12 @@ class RunStore:
                     return False
                 if state.status != "loading":
                     self._prefetching.add(path)
-                    self._submit(path, state)
+                    self._submit(path, state, self._traces)
             future = self._files[path].future
         if future is not None:
             futures.wait([future])
         with self._lock:
-            profile = cast("Profile | None", self.budget.loaded.get(path))  # of a trace file
+            profile = self.budget.profiles.get(path)
         if profile is None:  # cancelled or failed
             return False
         profile.available_views()  # what the page asks first: the tabs, then the Overview
@@ -496,7 +515,7 @@ class RunStore:
             with self._lock:
                 self._wanted.get(path, {}).pop(key, None)
             return self.summaries.keep(path, key, stored)
-        result = self._trace_profile_of(path)
+        result = self._held_or_loading(path, self._traces)
         if isinstance(result, Loading):
             return result
         built = self._build_summaries(path, result)
@@ -541,18 +560,16 @@ class RunStore:
         self.summaries.forget(path)
         self._wanted.pop(path, None)
 
-    def _build_summaries(self, path: str, profile: "Profile | MemorySnapshot") -> dict[str, Any]:
+    def _build_summaries(self, path: str, profile: "Profile") -> dict[str, Any]:
         """Build the summaries asked of `path` (`summary`) from its `profile`; kept while
         `profile` is still the one of the file as it is, and written to the disk cache (off the
         request path) where it was looked for there and missing, so that the next start serves
         them without loading the model. Returns {key: summary} built."""
         with self._lock:
             wanted = self._wanted.pop(path, {})
-        # only a trace file is asked for summaries, so a snapshot has none wanted (the store holds
-        # snapshots beside profiles: issue 36 item 6, their own types in the store)
-        built = {key: build(profile) for key, (build, _) in wanted.items()}  # type: ignore[arg-type]
+        built = {key: build(profile) for key, (build, _) in wanted.items()}
         with self._lock:
-            if not built or self.budget.loaded.get(path) is not profile:
+            if not built or self.budget.profiles.get(path) is not profile:
                 return built
             built = {key: self.summaries.keep(path, key, value) for key, value in built.items()}
             identity, missing = self.summaries.unstored(
@@ -584,12 +601,12 @@ class RunStore:
         settling = state.stat is not None and state.failed_at - state.stat.mtime < _SETTLING_SECONDS
         return (settling or state.transient) and time.time() - state.failed_at >= self.retry_seconds
 
-    def _submit(self, path: str, state: _FileState) -> None:
+    def _submit(self, path: str, state: _FileState, kind: _Kind[Held]) -> None:
         state.status = "loading"
         state.started = time.time()
         state.stage, state.fraction = STAGE_QUEUED, None
         state.error = ""
-        state.future = self._executor.submit(self._load, path)
+        state.future = self._executor.submit(self._load, path, kind)
 
     def _progress(self, path: str, stage: str, fraction: float | None) -> None:
         """Called from the loader thread as a load moves on; read by `profile`."""
@@ -659,10 +676,6 @@ class RunStore:
         self._check_going(path)
         self._progress(path, stage, fraction)
 
-    def _is_snapshot(self, path: str) -> bool:
-        with self._lock:
-            return any(path == f.path for run in self._runs.values() for f in run.snapshot_files())
-
     def _snapshot_or_cached(self, path: str) -> "tuple[MemorySnapshot, dict | None]":
         """(the memory snapshot of `path`, from the disk cache or read, and the identity its
         cache entry is of, or None), within the memory budget."""
@@ -692,12 +705,9 @@ class RunStore:
             return snapshot_through_cache(self.cache, storage, path, decode)
         return decode(), None
 
-    def _parse_or_cached(self, path: str) -> "tuple[Profile | MemorySnapshot, dict | None]":
-        """(the file's profile, from the disk cache or parsed, and the identity of the file it
-        is of, or None where unknown: no cache, or the file changed while it was parsed); for
-        a memory snapshot, its `MemorySnapshot` (`_snapshot_or_cached`)."""
-        if self._is_snapshot(path):
-            return self._snapshot_or_cached(path)
+    def _trace_or_cached(self, path: str) -> "tuple[Profile, dict | None]":
+        """(the trace file's profile, from the disk cache or parsed, and the identity of the file
+        it is of, or None where unknown: no cache, or the file changed while it was parsed)."""
         # Imported here, on the loader thread: numpy, pandas, polars and the views cost
         # TensorBoard ~0.5 s and ~60 MB at start-up, also where the plugin is never opened.
         from ..python_api.profile import load_through_cache
@@ -714,12 +724,12 @@ class RunStore:
             state.status, state.error, state.failed_at = "error", reason, time.time()
             state.transient = transient
 
-    def _load(self, path: str) -> None:
+    def _load(self, path: str, kind: _Kind[Held]) -> None:
         started = time.perf_counter()
         assert self._storage is not None  # a load is of a file the scan found
         try:
             stat = self._storage.stat(path)
-            profile, identity = self._parse_or_cached(path)
+            held, identity = kind.read(path)
         except _Cancelled as exc:
             logger.info("load of %s cancelled: %s", path, exc.reason)
             with self._lock:
@@ -739,7 +749,7 @@ class RunStore:
             with self._lock:
                 self._prefetching.discard(path)
                 self._cancelled.discard(path)
-        size = profile_bytes(profile)
+        size = profile_bytes(held)
         with self._lock:
             state = self._files.setdefault(path, _FileState())
             state.status, state.stat = "ready", stat
@@ -747,25 +757,22 @@ class RunStore:
             self.summaries.loaded(path, identity)
             state.load_seconds = time.perf_counter() - started
             # Least recently used go first; the profile just loaded always stays.
-            self.budget.keep(path, profile, size)
+            kind.shelf.keep(path, held, size)
             # The timeline index is built next, off the request path, so the trace view's
             # first paint does not wait for it; what it holds is then counted.
-            self._indexer.submit(self._build_timeline, profile)
+            self._indexer.submit(self._build_timeline, kind, held)
+        if kind.summarise is None:
+            return
         try:  # summaries asked for while it loaded, before the budget can drop it again
-            self._build_summaries(path, profile)
+            kind.summarise(path, held)
         except Exception:  # the request that asked builds it again and reports the failure
             logger.exception("summarising %s failed", path)
 
-    def _build_timeline(self, profile: "Profile | MemorySnapshot") -> None:
-        from ..python_api.snapshots import MemorySnapshot
-
+    def _build_timeline(self, kind: _Kind[Held], held: Held) -> None:
         try:
-            if isinstance(profile, MemorySnapshot):  # its Active Memory Timeline's indexes
-                profile.index()
-            else:
-                profile.timeline()
+            kind.index(held)
         except Exception:  # the request that asks for it reports the failure
-            logger.exception("indexing the timeline of %s failed", profile.source)
+            logger.exception("indexing the timeline of %s failed", held.source)
             return
-        self.remeasure([profile])
+        self.remeasure([held])
         give_back_memory()  # what the parse and the index built held at their peak
