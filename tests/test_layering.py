@@ -7,10 +7,10 @@ module no entry covers fails (a new module says where it sits), and so does an i
 entry does not list. No import is excused: the last two the design did not want (the cache
 reading __version__ through the package facade, the server checking a linked file with the
 parser itself) were paid off rather than listed as debt. Layers, bottom up, each a folder:
-errors / schema / stages -> store/ (storage, discovery, budget, cache, summaries) -> trace/
-and snapshot/ (parsing and the columnar models) -> views/ (pure functions of a model) ->
-python_api/ (Profile, Run, MemorySnapshot) -> server/ (the store that loads off the request
-path, the HTTP routes, the TensorBoard plugin) -> agents/, report, __main__.
+errors / schema / stages -> store/ (storage, discovery, budget, cache and its format,
+summaries) -> trace/ and snapshot/ (parsing and the columnar models) -> views/ (pure functions
+of a model) -> python_api/ (Profile, Run, MemorySnapshot) -> server/ (the store that loads off
+the request path, the HTTP routes, the TensorBoard plugin) -> agents/, report, __main__.
 """
 
 import ast
@@ -71,11 +71,11 @@ ALLOWED = {
                          "python_api/profile", "schema", "store/storage", "store/summaries", "views/"),
                         "a run and a span of many ranks read, summarised and combined, for the server and the Python "
                         "API"),
-    "python_api/preprocess": (("store/budget", "store/cache", "store/cache_format", "store/discovery", "errors", "python_api/profile",
-                               "python_api/runs", "store/storage", "dask"),
+    "python_api/preprocess": (("store/budget", "store/cache", "store/cache_format", "store/discovery", "errors",
+                               "python_api/profile", "python_api/runs", "store/storage", "dask"),
                               "a Dask task per trace through the Python API into the cache"),
-    "server/accounting": (("store/cache_format", "errors", "python_api/snapshots", "python_api/profile", "snapshot/model",
-                           "store/summaries"),
+    "server/accounting": (("store/cache_format", "errors", "python_api/snapshots", "python_api/profile",
+                           "snapshot/model", "store/summaries"),
                           "the server's memory budget counts what the store holds; it loads nothing"),
     "server/loading": (("server/accounting", "store/budget", "store/cache", "store/discovery", "errors",
                         "python_api/snapshots", "python_api/profile", "python_api/runs", "schema", "stages",
