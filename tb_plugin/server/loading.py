@@ -227,7 +227,7 @@ class RunStore:
         self._traces: _Kind[Profile] = _Kind(self.budget.profiles, self._trace_or_cached, lambda p: p.timeline(),
                                              self._build_summaries)
         self._snapshots: _Kind[MemorySnapshot] = _Kind(self.budget.snapshots, self._snapshot_or_cached,
-                                                       lambda s: s.index())  # its Active Memory Timeline's
+                                                       lambda s: s.index())  # its Active Memory Timeline's indexes
         self.scan_error = ""
         # What the last scan could not look at (`discovery.Skipped`): shown with the run list.
         self.scan_skipped: list[Skipped] = []
