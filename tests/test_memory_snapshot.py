@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import tb_plugin
+import tb_plugin.python_api.snapshots
 from tb_plugin import TraceError
 from tb_plugin.errors import NotFoundError
 from tb_plugin.__main__ import main
@@ -530,3 +531,23 @@ def test_answer_is_the_python_entrance_of_every_declared_snapshot_route(snap, sn
         snap.answer("snapshot_state", device=7)
     with pytest.raises(NotFoundError, match="no route 'kernels' over a snapshot"):
         snap.answer("kernels")
+
+
+def test_load_snapshot_with_a_cache_dir_reads_the_cache_the_second_time(snapshot, tmp_path, monkeypatch):
+    """As `tb_plugin.load(path, cache_dir=)`: the first load decodes the pickle and stores its
+    tables; the second reads them back (no decode) and answers as a load without a cache."""
+    path = tmp_path / "rank0.pickle"
+    path.write_bytes(pickle.dumps(snapshot, protocol=4))
+    decoded = []
+    real = tb_plugin.python_api.snapshots.snapshot_from_bytes
+    monkeypatch.setattr(tb_plugin.python_api.snapshots, "snapshot_from_bytes",
+                        lambda stored, source, *a, **k: decoded.append(source) or real(stored, source, *a, **k))
+    first = tb_plugin.load_snapshot(path, cache_dir=tmp_path / "cache")
+    assert len(decoded) == 1 and any((tmp_path / "cache").rglob("*"))
+    second = tb_plugin.load_snapshot(path, cache_dir=tmp_path / "cache")
+    assert len(decoded) == 1  # read from the cache
+    uncached = tb_plugin.load_snapshot(path)
+    assert len(decoded) == 2
+    for answer in (first, second):
+        pd.testing.assert_frame_equal(answer.peak(), uncached.peak())
+        pd.testing.assert_frame_equal(answer.answer("snapshot_categories"), uncached.answer("snapshot_categories"))

@@ -184,9 +184,15 @@ def snapshot_from_bytes(stored: TraceBytes, source: str, max_memory_bytes: int,
     return MemorySnapshot(model, source)
 
 
-def load_snapshot(path_or_url: str | os.PathLike[str], max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> MemorySnapshot:
+def load_snapshot(path_or_url: str | os.PathLike[str], max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES,
+                  cache_dir: str | os.PathLike[str] | None = None) -> MemorySnapshot:
     """Load one memory snapshot (`torch.cuda.memory._dump_snapshot`'s pickle, gzipped or not,
     or a JSON snapshot; local path or fsspec URL).
+
+    With `cache_dir` (a local path or fsspec URL of a disk cache), its tables are read from it
+    where it holds the file as it is, else decoded and stored there: the second load of an
+    unchanged snapshot reads the cache, as TensorBoard does (`snapshot_through_cache`), and as
+    `tb_plugin.load(path, cache_dir=)` does for a trace.
 
     Raises
     ------
@@ -199,7 +205,12 @@ def load_snapshot(path_or_url: str | os.PathLike[str], max_memory_bytes: int = D
         anomalies instead (`MemorySnapshot.anomalies`).
     """
     storage, name = open_single(path_or_url)
-    return read_snapshot(storage, name, max_memory_bytes)
+    if cache_dir is None:
+        return read_snapshot(storage, name, max_memory_bytes)
+    from ..store.cache import ModelCache  # imported only then, as `tb_plugin.load` does
+
+    return snapshot_through_cache(ModelCache(cache_dir), storage, name,
+                                  lambda: read_snapshot(storage, name, max_memory_bytes))[0]
 
 
 def read_snapshot(storage: Storage, name: str, max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES) -> MemorySnapshot:
