@@ -1,8 +1,8 @@
 """Event kinds and the args schemas of each kind.
 
-`classify` decides an event's kind from its `ph`, `cat` and `name`; the builder (`build`)
-holds kinds as small integer codes (`KIND_CODE`). The args Structs name the args fields each
-kind's table needs, with their types and defaults (`ARGS_TYPES`).
+`classify` decides an event's kind from its `ph`, `cat` and `name`; the builder (`batches`,
+`build`) holds kinds as small integer codes (`KIND_CODE`). The args Structs name the args
+fields each kind's table needs, with their types and defaults (`ARGS_TYPES`).
 """
 
 from functools import lru_cache
