@@ -358,8 +358,8 @@ def test_the_trace_model_is_light_to_import():
     """The views and the disk cache import `TraceModel` directly: that loads neither the
     builder's libraries (polars, msgspec), nor pandas, nor starts a thread."""
     code = ("import sys, threading, tb_plugin.store.cache, tb_plugin.trace.model\n"
-            "heavy = ('pandas', 'polars', 'msgspec', 'tb_plugin.trace.build', 'tb_plugin.trace.parse',"
-            " 'tb_plugin.trace.coding', 'tb_plugin.trace.kinds')\n"
+            "heavy = ('pandas', 'polars', 'msgspec', 'tb_plugin.trace.build', 'tb_plugin.trace.batches',"
+            " 'tb_plugin.trace.resolve', 'tb_plugin.trace.parse', 'tb_plugin.trace.coding', 'tb_plugin.trace.kinds')\n"
             "print(sorted(m for m in heavy if m in sys.modules), threading.active_count())")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr

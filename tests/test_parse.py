@@ -319,11 +319,11 @@ def test_batches_and_released_input_give_the_same_model(monkeypatch, tmp_path):
     import pandas.testing
 
     from tb_plugin.store.storage import Storage, TraceBytes
-    from tb_plugin.trace import build as build_module
+    from tb_plugin.trace import batches as batches_module
     text = gzip.decompress(shared_trace("v100_ddp_nccl_memory", "rank1.pt.trace.json.gz").read_bytes())
     whole = tb_plugin.python_api.profile.profile_from_bytes(text, "whole").model
     (tmp_path / "rank1.pt.trace.json").write_bytes(text)
-    monkeypatch.setattr(build_module, "_BATCH_BYTES", 1 << 18)
+    monkeypatch.setattr(batches_module, "_BATCH_BYTES", 1 << 18)
     released = []
     real_release = TraceBytes.release
     monkeypatch.setattr(TraceBytes, "release", lambda self, upto=None: (released.append(upto), real_release(self, upto)))

@@ -21,7 +21,7 @@ from ..errors import NotFoundError, TraceError
 from ..snapshot.decode import ANOMALIES, decode_snapshot, read_snapshot_dict
 from ..snapshot.model import SnapshotModel, from_parts, to_parts
 from ..store.storage import Storage, TraceBytes, open_single
-from ..views import memory_snapshot as views
+from ..views import memory_snapshot as views, snapshot_series
 from ..views.common import answer_route
 
 # What reading a snapshot may take at its peak per byte of (inflated) file: the file and the
@@ -113,8 +113,8 @@ class MemorySnapshot:
             views.prepare_timeline(self.model, device)
 
     def allocations(self) -> pd.DataFrame:
-        """One row per allocation with its lifetime (`views.memory_snapshot.allocations`)."""
-        return views.allocations(self.model)
+        """One row per allocation with its lifetime (`views.snapshot_series.allocations`)."""
+        return snapshot_series.allocations(self.model)
 
 
 def side_by_side(snapshots: dict[str, MemorySnapshot]) -> pd.DataFrame:

@@ -1,5 +1,5 @@
 """String coding: text columns held as integer codes into their distinct values, and the
-conversions between JSON values, numbers and pandas columns the builder (`build`) uses.
+conversions between JSON values, numbers and pandas columns the builder (`batches`, `build`) uses.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Event kinds and the args schemas of each kind.
 
-`classify` decides an event's kind from its `ph`, `cat` and `name`; the builder (`build`)
-holds kinds as small integer codes (`KIND_CODE`). The args Structs name the args fields each
-kind's table needs, with their types and defaults (`ARGS_TYPES`).
+`classify` decides an event's kind from its `ph`, `cat` and `name`; the builder (`batches`,
+`build`) holds kinds as small integer codes (`KIND_CODE`). The args Structs name the args
+fields each kind's table needs, with their types and defaults (`ARGS_TYPES`).
 """
 
 from functools import lru_cache
@@ -18,7 +18,7 @@ _NO_RAW = Raw(b"null")
 
 # Args Structs name the args fields each kind needs and their types: `int` fields become int64
 # columns (-1 where absent), `float` fields float64 (NaN), all others text (numbers, lists and
-# objects as their JSON). polars reads them (`_arg_columns`); when a value does not fit its
+# objects as their JSON). polars reads them (`batches._arg_columns`); when a value does not fit its
 # type, msgspec decodes that kind's args event by event with these Structs and their defaults.
 NAN = float("nan")
 

@@ -4,7 +4,7 @@ msgspec splits the document into one undecoded slice per event (skipping every t
 key the model does not use); `events_frame` then hands batches of those slices to polars'
 multi-threaded JSON-lines reader, which writes the top-level fields straight into typed
 columns, without a Python object per event or field. `args` stays JSON text, decoded later
-per event kind into only the fields that kind needs (see `model._arg_columns`). Figures
+per event kind into only the fields that kind needs (see `batches._arg_columns`). Figures
 against `orjson.loads` are in benchmarks/README.md.
 
 Real files are not always valid JSON: bare `NaN`/`Infinity` (and `N/A`, `nan`, `inf`),

@@ -1,4 +1,7 @@
-"""Memory snapshot views: pure functions of a `SnapshotModel` (tb_plugin/snapshot/model.py).
+"""Memory snapshot views: pure functions of a `SnapshotModel` (tb_plugin/snapshot/model.py),
+their tables and their routes. What they share is computed once per model: each device's
+bytes over time and the allocations alive at a moment (`snapshot_series`), and what the
+stacks tell of an allocation (`snapshot_stacks`).
 
 Definitions shared by every function here:
 
@@ -20,42 +23,24 @@ Definitions shared by every function here:
   user frame.
 """
 
-import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ..errors import BadParameterError, NotFoundError
+from ..errors import BadParameterError
 from ..schema import (NULLABLE, SNAPSHOT, Persisted, choice, declare, documented, integer, model_choice, number, route,
                       tab)
-from ..snapshot.model import DEFAULT_POOL_ID, SnapshotModel, SnapshotParts, actions_in, held_blocks
-from .common import cached
+from ..snapshot.model import SnapshotModel, SnapshotParts, held_blocks
+from .snapshot_series import (action_is, alive_after, allocation_columns, by_size, bytes_at, check_device, device_series,
+                              entry_position, largest_alive, range_max)
+from .snapshot_stacks import (CATEGORY_RULES, UNKNOWN_CATEGORY, category_names, described_columns, frame_texts,
+                              library_frames, stack_categories, stack_texts, top_user_frames)
 
-_LIBRARY_FILE = re.compile(r"site-packages/|dist-packages/|(?:^|/)torch/|/lib/python3[.\d]*/")
 MAX_TIMELINE_BINS = 4000
 DEFAULT_TIMELINE_BANDS = 100
-# Allocations are searched for the largest alive in a window this many at a time (largest first).
-_BAND_SEARCH_CHUNK = 1 << 16
-
-# Category rules, in the order tried on each stack: the first whose test matches a frame decides.
-CATEGORY_RULES = (
-    ("optimizer_state", "a frame in torch/optim/",
-     lambda f: f["filename"].str.contains("torch/optim/", regex=False)),
-    ("backward", "a frame of autograd's backward (torch/autograd/, or a function named *backward*)",
-     lambda f: f["filename"].str.contains("torch/autograd/", regex=False) | f["name"].str.contains("backward", regex=False)),
-    ("parameter", "a frame that creates or moves module parameters (torch/nn/parameter.py, Module.to/_apply/cuda, "
-                  "reset_parameters)",
-     lambda f: f["filename"].str.contains("torch/nn/parameter.py", regex=False)
-     | (f["filename"].str.contains("torch/nn/modules/module.py", regex=False) & f["name"].isin(["to", "_apply", "cuda"]))
-     | f["name"].eq("reset_parameters")),
-    ("activation", "a frame of a module's forward (torch/nn/modules/, Module._call_impl, a function named forward)",
-     lambda f: f["filename"].str.contains("torch/nn/modules/", regex=False) | f["name"].eq("forward")),
-)
-UNKNOWN_CATEGORY = ("unknown", "no frame matched a rule (or the allocation has no stack)")
 
 # A snapshot's model as the disk cache stores it (`snapshot.model.to_parts`): its tables with
 # their text as plain strings, its settings as JSON text.
@@ -224,152 +209,9 @@ TIMELINE_TOTALS = declare(
     ("entry", "int64", "", "the entry drawn for the column (-1: the state before the trace)"),
 )
 
-
-# --- the model's derived tables (computed once per model) --------------------------------
-
-def allocations(model: SnapshotModel) -> pd.DataFrame:
-    """One row per allocation (module docstring) with its lifetime, made when the snapshot
-    was decoded (`SnapshotModel.allocations`, columns in `snapshot/lifetimes.py`)."""
-    return model.allocations
-
-
 def _held_blocks(model: SnapshotModel) -> npt.NDArray[np.bool_]:
     return held_blocks(model.blocks)
 
-
-def _action_is(model: SnapshotModel, *names: str) -> npt.NDArray[np.bool_]:
-    return actions_in(model.entries["action"], *names)
-
-
-@dataclass
-class _Series:
-    """One device's allocated and reserved bytes after each of its entries (`before_*`: at
-    the trace's start), with the entries' times."""
-
-    start: int  # row of the device's first entry
-    time_us: np.ndarray
-    allocated: np.ndarray
-    reserved: np.ndarray
-    before_allocated: int
-    before_reserved: int
-    allocated_blocks: list  # _BlockMaxima of `allocated`, finest first
-    reserved_blocks: list
-
-
-# Block sizes of the maxima kept per series: a column of the timeline reads at most two
-# partial blocks per level and the whole blocks of the coarsest, however many entries it spans.
-_BLOCK_SIZES = (64, 4096)
-
-
-@dataclass
-class _BlockMaxima:
-    """Per block of `size` consecutive entries: the largest value and the first position holding it."""
-
-    size: int
-    maxima: np.ndarray
-    positions: np.ndarray
-
-
-def _block_maxima(values: npt.NDArray[np.int64], step: int, positions: npt.NDArray[np.int64]) \
-        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(largest, first position holding it) of `values` (found at `positions`) per run of `step` of them."""
-    whole = len(values) // step * step
-    blocks = values[:whole].reshape(-1, step)
-    first = np.argmax(blocks, axis=1) + np.arange(0, whole, step)  # argmax: the first of equals
-    if whole < len(values):  # the last, shorter run
-        first = np.append(first, whole + int(np.argmax(values[whole:])))
-    return values[first], positions[first]
-
-
-def _levels(values: npt.NDArray[np.int64]) -> list[_BlockMaxima]:
-    """The entries themselves (block size 1), then the coarser block maxima, each built from the one below."""
-    levels = [_BlockMaxima(1, values, np.arange(len(values)))]
-    for size in _BLOCK_SIZES:
-        below = levels[-1]
-        levels.append(_BlockMaxima(size, *_block_maxima(below.maxima, size // below.size, below.positions)))
-    return levels
-
-
-def _range_max(levels: list[_BlockMaxima], lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64]) \
-        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(largest value, first position holding it) over entries [lo, hi) of each column, from
-    the coarsest whole blocks inward; columns with lo >= hi get (-1, -1)."""
-    best = np.full(len(lo), np.iinfo(np.int64).min, dtype=np.int64)
-    where = np.full(len(lo), -1, dtype=np.int64)
-    pending = [(np.arange(len(lo)), lo.astype(np.int64), hi.astype(np.int64))]
-    for level in reversed(levels):
-        size, next_pending = level.size, []
-        for cols, a, b in pending:
-            first_block, end_block = -(-a // size), b // size
-            whole = end_block > first_block
-            if size > 1:  # what whole blocks leave on either side goes to the finer levels
-                next_pending += [(cols[~whole], a[~whole], b[~whole]),
-                                 (cols[whole], a[whole], first_block[whole] * size),
-                                 (cols[whole], end_block[whole] * size, b[whole])]
-            c, f, e = cols[whole], first_block[whole], end_block[whole]
-            if not len(c):
-                continue
-            lengths = e - f
-            offsets = np.cumsum(lengths) - lengths
-            idx = np.arange(int(lengths.sum())) - np.repeat(offsets, lengths) + np.repeat(f, lengths)
-            values = level.maxima[idx]
-            top = np.maximum.reduceat(values, offsets)
-            pos = np.minimum.reduceat(np.where(values == np.repeat(top, lengths), level.positions[idx], np.iinfo(np.int64).max), offsets)
-            better = (top > best[c]) | ((top == best[c]) & (pos < where[c]))
-            best[c[better]], where[c[better]] = top[better], pos[better]
-        pending = [(c, a, b) for c, a, b in next_pending if len(c)]
-    return best, where
-
-
-def _series(model: SnapshotModel, device: int) -> _Series:
-    return cached(model, ("series", device), lambda: _build_series(model, device))
-
-
-def _build_series(model: SnapshotModel, device: int) -> _Series:
-    """Read from the entries' allocated and reserved columns (made when the snapshot was
-    decoded); only the block maxima are built here, a few passes over the device's entries."""
-    e = model.entries
-    devices = e["device"].to_numpy()
-    start, end = np.searchsorted(devices, device, side="left"), np.searchsorted(devices, device, side="right")
-    n = end - start
-    allocated, reserved = e["allocated"].to_numpy()[start:end], e["reserved"].to_numpy()[start:end]
-    a = allocations(model)
-    of_device = a["device"].to_numpy() == device
-    before_allocated = int(a["size"].to_numpy()[of_device & (a["alloc_pos"].to_numpy() < 0)].sum())
-    reserved_end = int(model.segments["total_size"][model.segments["device"] == device].sum())
-    if n:  # what the first entry itself changed, taken back
-        first = e["action"].iloc[start]
-        sign = 1 if first in ("segment_alloc", "segment_map") else -1 if first in ("segment_free", "segment_unmap") else 0
-        before_reserved = int(reserved[0]) - sign * int(e["size"].to_numpy()[start])
-    else:
-        before_reserved = reserved_end
-    return _Series(int(start), e["time_us"].to_numpy()[start:end], allocated, reserved, before_allocated, before_reserved,
-                   _levels(allocated), _levels(reserved))
-
-
-def _check_device(model: SnapshotModel, device: int) -> None:
-    devices = model.devices()
-    if device not in devices:
-        raise NotFoundError(f"the snapshot has no device {device}; it has {devices}")
-
-
-def _moment(model: SnapshotModel, device: int, entry: int | None) -> int:
-    """The position in the device's trace of `entry` (a row of `entries`; None: the last one)."""
-    series = _series(model, device)
-    n = len(series.allocated)
-    if entry is None:
-        return n - 1
-    pos = int(entry) - series.start
-    if entry != -1 and not 0 <= pos < n:
-        raise BadParameterError(f"entry {entry} is not one of device {device}'s: they are {series.start}..{series.start + n - 1} "
-                                "(-1 for the state before the trace)")
-    return -1 if entry == -1 else pos
-
-
-def _state_at(series: _Series, pos: int) -> tuple[int, int]:
-    if pos < 0:
-        return series.before_allocated, series.before_reserved
-    return int(series.allocated[pos]), int(series.reserved[pos])
 
 
 # --- views ---------------------------------------------------------------------------------
@@ -379,12 +221,12 @@ def peak(model: SnapshotModel) -> pd.DataFrame:
     """The peak allocated bytes of each device, with its time and entry (module docstring)."""
     rows = []
     for device in model.devices():
-        s = _series(model, device)
+        s = device_series(model, device)
         values = np.concatenate([[s.before_allocated], s.allocated])
         reserved = np.concatenate([[s.before_reserved], s.reserved])
         at = int(np.argmax(values))
         entry = s.start + at - 1 if at > 0 else -1
-        ooms = _action_is(model, "oom")[s.start:s.start + len(s.allocated)]
+        ooms = action_is(model, "oom")[s.start:s.start + len(s.allocated)]
         rows.append({"device": device, "peak_allocated_bytes": int(values[at]),
                      "peak_time_us": s.time_us[at - 1] if at > 0 else np.nan, "peak_entry": entry,
                      "reserved_at_peak_bytes": int(reserved[at]), "peak_reserved_bytes": int(reserved.max()),
@@ -404,10 +246,10 @@ def oom(model: SnapshotModel) -> pd.DataFrame:
     """The moment memory ran out on each device: its last `oom` entry, or its peak."""
     peaks = peak(model).set_index("device")
     e = model.entries
-    is_oom = _action_is(model, "oom")
+    is_oom = action_is(model, "oom")
     rows = []
     for device in model.devices():
-        s = _series(model, device)
+        s = device_series(model, device)
         ooms = np.flatnonzero(is_oom[s.start:s.start + len(s.allocated)])
         if len(ooms):
             pos = int(ooms[-1])
@@ -416,7 +258,7 @@ def oom(model: SnapshotModel) -> pd.DataFrame:
         else:
             entry, kind, requested, free = int(peaks["peak_entry"].to_numpy()[peaks.index.get_loc(device)]), "peak", 0, -1
             pos = entry - s.start if entry >= 0 else -1
-        allocated, reserved = _state_at(s, pos)
+        allocated, reserved = bytes_at(s, pos)
         consistent = allocated <= reserved
         rows.append({"device": device, "kind": kind, "entry": entry,
                      "time_us": s.time_us[pos] if pos >= 0 else np.nan, "requested_bytes": requested,
@@ -433,84 +275,15 @@ def oom(model: SnapshotModel) -> pd.DataFrame:
 _ALLOCATED_ABOVE_RESERVED = ("more is allocated than reserved, which the allocator cannot reach: the snapshot's trace "
                              "lacks some of its segment or free actions, so fragmentation is not given")
 
-
-def _alive(model: SnapshotModel, device: int, entry: int | None) -> pd.DataFrame:
-    """The allocations alive after `entry` (module docstring) on `device`."""
-    _check_device(model, device)
-    pos = _moment(model, device, entry)
-    a = allocations(model)
-    a = a[a["device"].to_numpy() == device]
-    return a[(a["alloc_pos"].to_numpy() <= pos) & (a["free_pos"].to_numpy() > pos)]
-
-
-def _frame_text(model: SnapshotModel) -> npt.NDArray[np.object_]:
-    """file:line:name of each frame (as `_memory_viz` writes them, with the full path)."""
-    return cached(model, "frame_text", lambda: (model.frames["filename"] + ":" + model.frames["line"].astype(str)
-                                                   + ":" + model.frames["name"]).to_numpy(dtype=object))
-
-
-def _library_frames(model: SnapshotModel) -> npt.NDArray[np.bool_]:
-    return cached(model, "library_frames", lambda: (
-        model.frames["filename"].str.contains(_LIBRARY_FILE) | ~model.frames["filename"].str.endswith(".py")).to_numpy())
-
-
-def _top_user_frame(model: SnapshotModel) -> npt.NDArray[np.int64]:
-    """Per stack: the frame row of its innermost user frame, else of its innermost frame."""
-    def build() -> npt.NDArray[np.int64]:
-        sf = model.stack_frames
-        n_stacks = int(sf["stack"].max()) + 1 if len(sf) else 0
-        library = _library_frames(model)[sf["frame"].to_numpy()] if len(sf) else np.empty(0, bool)
-        first_user = pd.Series(sf["frame"].to_numpy()[~library]).groupby(sf["stack"].to_numpy()[~library]).first()
-        innermost = pd.Series(sf["frame"].to_numpy()).groupby(sf["stack"].to_numpy()).first()
-        top = innermost.reindex(range(n_stacks), fill_value=-1)
-        top.loc[first_user.index] = first_user
-        return np.append(top.to_numpy(dtype=np.int64), -1)  # index -1: no stack -> no frame
-    return cached(model, "top_user_frame", build)
-
-
-def stack_categories(model: SnapshotModel) -> np.ndarray:
-    """Per stack (index -1: none) the index into `CATEGORY_RULES` (len = unknown) of its category."""
-    def build() -> npt.NDArray[np.int64]:
-        sf = model.stack_frames
-        n_stacks = int(sf["stack"].max()) + 1 if len(sf) else 0
-        category = np.full(n_stacks + 1, len(CATEGORY_RULES), dtype=np.int64)
-        for index in reversed(range(len(CATEGORY_RULES))):  # the first rule wins: applied last
-            frame_hit = CATEGORY_RULES[index][2](model.frames).to_numpy(dtype=bool)
-            stacks: np.ndarray | list[int] = np.unique(sf["stack"].to_numpy()[frame_hit[sf["frame"].to_numpy()]]) if len(sf) else []
-            category[stacks] = index
-        return category
-    return cached(model, "stack_categories", build)
-
-
-def _category_names() -> npt.NDArray[np.object_]:
-    return np.array([rule[0] for rule in CATEGORY_RULES] + [UNKNOWN_CATEGORY[0]], dtype=object)
-
-
-def _described(model: SnapshotModel, a: pd.DataFrame | Mapping[Hashable, npt.NDArray[Any]]) -> dict[str, Any]:
-    """Columns shared by tables of allocations: pool_id, private_pool, category, top_frame."""
-    pools = model.pools["pool_id"].to_numpy(dtype=object)
-    pool_id = pools[np.asarray(a["pool"])] if len(pools) else np.array([], dtype=object)
-    stack = np.asarray(a["stack"])
-    text = np.append(_frame_text(model), "")[_top_user_frame(model)[stack]]
-    return {"pool_id": pool_id, "private_pool": pool_id != DEFAULT_POOL_ID,
-            "category": _category_names()[stack_categories(model)[stack]], "top_frame": text}
-
-
-def _allocation_columns(model: SnapshotModel) -> dict[Hashable, npt.NDArray[Any]]:
-    """`allocations` as {column: numpy array}: a window's bands take a few rows of it, which
-    costs a gather per column instead of a DataFrame's row selection."""
-    return cached(model, "allocation_columns", lambda: {c: v.to_numpy() for c, v in allocations(model).items()})
-
-
 @documented(SNAPSHOT_LIVE)
 def live(model: SnapshotModel, device: int, entry: int | None = None, top: int | None = None) -> pd.DataFrame:
     """The allocations alive after `entry` (None: at the snapshot), largest first, `top` at most."""
-    a = _alive(model, device, entry).sort_values("size", ascending=False, kind="stable")
+    a = alive_after(model, device, entry).sort_values("size", ascending=False, kind="stable")
     if top is not None:
         a = a.head(top)
     return SNAPSHOT_LIVE.frame({"allocation": a.index.to_numpy(), "device": a["device"], "addr": a["addr"],
                                 "size_bytes": a["size"], "alloc_us": a["alloc_us"], "free_us": a["free_us"],
-                                "stack": a["stack"], **_described(model, a)})
+                                "stack": a["stack"], **described_columns(model, a)})
 
 
 @documented(SNAPSHOT_BLAME)
@@ -520,10 +293,10 @@ def blame(model: SnapshotModel, device: int, entry: int | None = None, by: str =
     by whole stack (`by="stack"`, frames innermost first joined by " <- "); most bytes first."""
     if by not in ("user_frame", "stack"):
         raise BadParameterError(f"by must be 'user_frame' or 'stack', not {by!r}")
-    a = _alive(model, device, entry)
+    a = alive_after(model, device, entry)
     total = int(a["size"].sum())
     if by == "user_frame":
-        key = _top_user_frame(model)[a["stack"].to_numpy()]
+        key = top_user_frames(model)[a["stack"].to_numpy()]
     else:
         key = a["stack"].to_numpy()
     g = pd.DataFrame({"key": key, "size": a["size"].to_numpy(), "requested": a["requested"].to_numpy()}).groupby("key")
@@ -536,11 +309,11 @@ def blame(model: SnapshotModel, device: int, entry: int | None = None, by: str =
         filename = np.where(has, np.append(frames["filename"].to_numpy(dtype=object), "")[f], "")
         line = np.where(has, np.append(frames["line"].to_numpy(), -1)[f], -1)
         name = np.where(has, np.append(frames["name"].to_numpy(dtype=object), "")[f], "")
-        text = np.where(has, np.append(_frame_text(model), "")[f], "<no stack>")
+        text = np.where(has, np.append(frame_texts(model), "")[f], "<no stack>")
     else:
-        texts = _stack_texts(model)
+        texts = stack_texts(model)
         text = np.array([texts[k] if k >= 0 else "<no stack>" for k in keys], dtype=object)
-        top = _top_user_frame(model)[keys]
+        top = top_user_frames(model)[keys]
         filename = np.append(model.frames["filename"].to_numpy(dtype=object), "")[top]
         line = np.append(model.frames["line"].to_numpy(), -1)[top]
         name = np.append(model.frames["name"].to_numpy(dtype=object), "")[top]
@@ -551,24 +324,16 @@ def blame(model: SnapshotModel, device: int, entry: int | None = None, by: str =
     return out.sort_values(["live_bytes", "frame"], ascending=[False, True], kind="stable", ignore_index=True)
 
 
-def _stack_texts(model: SnapshotModel) -> dict[Hashable, str]:
-    def build() -> dict[Hashable, str]:
-        sf = model.stack_frames
-        text = _frame_text(model)[sf["frame"].to_numpy()]
-        return pd.Series(text).groupby(sf["stack"].to_numpy()).agg(" <- ".join).to_dict()
-    return cached(model, "stack_texts", build)
-
-
 @documented(SNAPSHOT_CATEGORIES)
 def categories(model: SnapshotModel, device: int, entry: int | None = None) -> pd.DataFrame:
     """Bytes alive after `entry` (None: at the snapshot) by category: the first of
     `CATEGORY_RULES` one of whose frames matches a frame of the allocation's stack; every
     category is listed, with the rule that decides it."""
-    a = _alive(model, device, entry)
+    a = alive_after(model, device, entry)
     cat = stack_categories(model)[a["stack"].to_numpy()]
     n = len(CATEGORY_RULES) + 1
     return SNAPSHOT_CATEGORIES.frame({
-        "category": _category_names(),
+        "category": category_names(),
         "live_bytes": np.bincount(cat, a["size"].to_numpy(), minlength=n).astype(np.int64),
         "allocations": np.bincount(cat, minlength=n).astype(np.int64),
         "rule": [rule[1] for rule in CATEGORY_RULES] + [UNKNOWN_CATEGORY[1]]})
@@ -578,14 +343,14 @@ def categories(model: SnapshotModel, device: int, entry: int | None = None) -> p
 def flame(model: SnapshotModel, device: int, entry: int | None = None, collapse_library: bool = True) -> pd.DataFrame:
     """Bytes alive after `entry` (None: at the snapshot) as a flame graph: paths from the
     outermost frame in; with `collapse_library`, each run of library frames is one node."""
-    a = _alive(model, device, entry)
+    a = alive_after(model, device, entry)
     per_stack = pd.Series(a["size"].to_numpy()).groupby(a["stack"].to_numpy()).sum()
     sf = model.stack_frames
     sf = sf[sf["stack"].isin(per_stack.index)]
     # Outermost first; a collapsed run of library frames keeps one row (labelled by its length).
     sf = sf.sort_values(["stack", "depth"], ascending=[True, False], kind="stable")
-    library = _library_frames(model)[sf["frame"].to_numpy()]
-    label = _frame_text(model)[sf["frame"].to_numpy()].copy()
+    library = library_frames(model)[sf["frame"].to_numpy()]
+    label = frame_texts(model)[sf["frame"].to_numpy()].copy()
     stack = sf["stack"].to_numpy()
     if collapse_library:
         new_run = np.ones(len(sf), bool)
@@ -625,15 +390,15 @@ def state(model: SnapshotModel, device: int, entry: int | None = None) -> pd.Dat
     allocations and the free space between them, in address order. Segments are those held
     then: the ones at the snapshot, minus those `segment_alloc`/`segment_map`ed after the
     moment, plus those `segment_free`/`segment_unmap`ed after it (the trace says where)."""
-    alive = _alive(model, device, entry)
-    pos = _moment(model, device, entry)
-    series = _series(model, device)
+    alive = alive_after(model, device, entry)
+    pos = entry_position(model, device, entry)
+    series = device_series(model, device)
     rows_of_device = slice(series.start, series.start + len(series.allocated))
     e = model.entries.iloc[rows_of_device]
     seg = model.segments[model.segments["device"] == device]
     later = np.arange(len(e)) > pos
-    added = later & _action_is(model, "segment_alloc", "segment_map")[rows_of_device]
-    removed = later & _action_is(model, "segment_free", "segment_unmap")[rows_of_device]
+    added = later & action_is(model, "segment_alloc", "segment_map")[rows_of_device]
+    removed = later & action_is(model, "segment_free", "segment_unmap")[rows_of_device]
     held = seg[~seg["address"].isin(e["addr"].to_numpy()[added])]
     gone = e[removed]
     pool_of = np.where(gone["pool"].to_numpy() >= 0, gone["pool"].to_numpy(), 0)
@@ -660,7 +425,7 @@ def state(model: SnapshotModel, device: int, entry: int | None = None) -> pd.Dat
     owner = np.concatenate([which, np.arange(len(seg_addr))])
     gap = ends > starts
     pools = model.pools["pool_id"].to_numpy(dtype=object)
-    described = _described(model, a)
+    described = described_columns(model, a)
     rows = pd.DataFrame({
         "segment": np.concatenate([which, owner[gap]]),
         "address": np.concatenate([a["addr"].to_numpy(), starts[gap]]),
@@ -686,19 +451,6 @@ class SnapshotTimeline:
     totals: pd.DataFrame
 
 
-def _by_size(model: SnapshotModel, device: int) \
-        -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """The device's allocations, largest first (searched for the bands of a window): the
-    decoded `largest_first` column's slice of the device."""
-    def build() -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        a = allocations(model)
-        devices = a["device"].to_numpy()
-        rows = slice(np.searchsorted(devices, device, side="left"), np.searchsorted(devices, device, side="right"))
-        order = a["largest_first"].to_numpy()[rows]
-        return order, a["alloc_pos"].to_numpy()[order], a["free_pos"].to_numpy()[order]
-    return cached(model, ("by_size", device), build)
-
-
 @documented(TIMELINE_BANDS, TIMELINE_POINTS, TIMELINE_TOTALS)
 def timeline(model: SnapshotModel, device: int, start_us: float | None = None, end_us: float | None = None,
              bins: int = 1000, bands: int = DEFAULT_TIMELINE_BANDS) -> SnapshotTimeline:
@@ -714,12 +466,12 @@ def timeline(model: SnapshotModel, device: int, start_us: float | None = None, e
     -------
     SnapshotTimeline with `bands`, `points` (only where a band is alive) and `totals`.
     """
-    _check_device(model, device)
+    check_device(model, device)
     if not 1 <= bins <= MAX_TIMELINE_BINS:
         raise BadParameterError(f"bins must be 1..{MAX_TIMELINE_BINS}, not {bins}")
     if not 0 <= bands <= 1000:
         raise BadParameterError(f"bands must be 0..1000, not {bands}")
-    s = _series(model, device)
+    s = device_series(model, device)
     t = s.time_us
     n = len(t)
     lo = float(t[0]) if n and start_us is None else float(start_us or 0.0)
@@ -732,8 +484,8 @@ def timeline(model: SnapshotModel, device: int, start_us: float | None = None, e
     last[:-1] = np.minimum(last[:-1], first[1:])  # an entry on an edge belongs to the later column
     has = last > first
     # The drawn entry of each column: its most allocated (first of equals), else the one before it.
-    alloc_max, pos = _range_max(s.allocated_blocks, first, last)
-    resv_max, _ = _range_max(s.reserved_blocks, first, last)
+    alloc_max, pos = range_max(s.allocated_blocks, first, last)
+    resv_max, _ = range_max(s.reserved_blocks, first, last)
     pos = np.where(has, pos, first - 1)
     before = pos < 0
     alloc_at = np.where(before, s.before_allocated, s.allocated[np.maximum(pos, 0)] if n else s.before_allocated)
@@ -742,8 +494,8 @@ def timeline(model: SnapshotModel, device: int, start_us: float | None = None, e
     resv_max = np.where(has, resv_max, resv_at)
     time = np.where(has, t[np.maximum(pos, 0)] if n else edges[:-1], edges[:-1])
 
-    chosen = _largest_alive(model, device, int(pos.min()), int(pos.max()), bands)
-    columns = _allocation_columns(model)
+    chosen = largest_alive(model, device, int(pos.min()), int(pos.max()), bands)
+    columns = allocation_columns(model)
     chosen = chosen[np.lexsort((columns["addr"][chosen], columns["alloc_pos"][chosen]))]  # stacked in the order made
     a = {c: v[chosen] for c, v in columns.items()}
     # Where each band is alive: per column (rows, C order), its bands in stacking order, so a
@@ -764,7 +516,7 @@ def timeline(model: SnapshotModel, device: int, start_us: float | None = None, e
         "time_us": np.concatenate([time, time[k]]),
         "low_bytes": np.concatenate([np.zeros(bins, np.int64), low]),
         "high_bytes": np.concatenate([merged, low + size])})
-    described = _described(model, a)
+    described = described_columns(model, a)
     band_table = TIMELINE_BANDS.frame({
         "band": np.r_[0, band_ids], "allocation": np.r_[-1, chosen],
         "size_bytes": np.r_[merged.max() if bins else 0, a["size"]],
@@ -784,25 +536,11 @@ def _after_blank(texts: Sequence[str] | npt.NDArray[np.object_]) -> npt.NDArray[
 
 def prepare_timeline(model: SnapshotModel, device: int) -> None:
     """Build the indexes `timeline` reads for `device` (cached on the model)."""
-    _series(model, device)
-    _by_size(model, device)
-    _allocation_columns(model)
-    _top_user_frame(model)
+    device_series(model, device)
+    by_size(model, device)
+    allocation_columns(model)
+    top_user_frames(model)
     stack_categories(model)
-
-
-def _largest_alive(model: SnapshotModel, device: int, first_pos: int, last_pos: int, count: int) \
-        -> npt.NDArray[np.int64]:
-    """Rows of `allocations` of the `count` largest alive at some position in [first_pos, last_pos]."""
-    order, alloc_pos, free_pos = _by_size(model, device)
-    found = []
-    for lo in range(0, len(order), _BAND_SEARCH_CHUNK):
-        hi = lo + _BAND_SEARCH_CHUNK
-        hit = (alloc_pos[lo:hi] <= last_pos) & (free_pos[lo:hi] > first_pos)
-        found.append(order[lo:hi][hit])
-        if sum(len(f) for f in found) >= count:
-            break
-    return np.concatenate(found)[:count] if found else np.empty(0, np.int64)
 
 
 SNAPSHOT_RANKS = declare(
@@ -864,7 +602,7 @@ def beside_traces(model: SnapshotModel, traces: dict) -> pd.DataFrame:
         for device in model.devices():
             if f"GPU{device}" not in gpus:
                 continue
-            s = _series(model, device)
+            s = device_series(model, device)
             curve = full_curve(trace, f"GPU{device}")
             trace_t = trace.origin_us + curve["time_us"].to_numpy()
             lo = max(s.time_us[0], trace_t[0]) if len(s.time_us) and len(trace_t) else np.nan
