@@ -73,8 +73,14 @@ def test_a_value_that_is_no_number_is_absent_alone(tmp_path):
 
 
 # --- one small CUDA step, written as Kineto writes it, and its newer forms --------------------
-# The older form: libkineto/src/output_json.cpp and CuptiActivity.cpp at pytorch/kineto@e398229
-# (kernels, copies and sets on pid = device, tid = stream; syncs with `cuda_sync_kind`).
+# The older form: pytorch/kineto libkineto/src/output_json.cpp at acf03f80228f34a9b4a79d461a27ae30699a2468
+# and libkineto/src/CuptiActivity.cpp at e398229027fbc98b6cb8823c0c34b06f5d67faee: kernels,
+# copies and sets on pid = device, tid = stream; syncs named by `syncTypeString` ("Stream Sync",
+# "Stream Wait Event", "Context Sync": the names on the shared real A100 trace a100_alexnet),
+# with `cuda_sync_kind`, on tid = stream (a context sync's stream -1 written as tid -1); each
+# device event a flow end (`f`, `bp: "e"`) of its correlation, whose start (`s`) is on the
+# runtime calls that correlate (`RuntimeActivity::flowStart`: launches, copies, sets,
+# cudaStreamSynchronize, cudaDeviceSynchronize, cudaStreamWaitEvent).
 
 def _flow(phase, flow_id, pid, tid, ts):
     event = {"ph": phase, "id": flow_id, "pid": pid, "tid": tid, "ts": ts, "cat": "ac2g", "name": "ac2g"}
@@ -92,7 +98,7 @@ def _meta(what, pid, tid, **args):
 
 def older_step():
     """One profiler step: an op launching a kernel, a copy, a set, a stream wait and a stream
-    sync on stream 7 of GPU 0; times in µs."""
+    sync on stream 7 of GPU 0, then a device sync (a context sync, no stream); times in µs."""
     return [
         _meta("process_name", 1, 0, name="python"), _meta("process_name", 0, 0, name="python"),
         _meta("process_labels", 0, 0, labels="GPU 0"), _meta("thread_name", 0, 7, name="stream 7 "),
@@ -108,11 +114,16 @@ def older_step():
         _device("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 52, 8, 101, bytes=4096, **{"memory bandwidth (GB/s)": 0.512}),
         runtime("cudaMemsetAsync", 21, 2, correlation=102, external_id=2),
         _device("gpu_memset", "Memset (Device)", 61, 1, 102, bytes=128, **{"memory bandwidth (GB/s)": 0.128}),
-        runtime("cudaStreamWaitEvent", 24, 1, correlation=103, external_id=2),
+        runtime("cudaStreamWaitEvent", 24, 1, correlation=103, external_id=2), _flow("s", 103, 1, 1, 24),
         _device("cuda_sync", "Stream Wait Event", 63, 1, 103, cuda_sync_kind="Stream Wait Event", wait_on_stream=9,
                 wait_on_cuda_event_record_corr_id=99, wait_on_cuda_event_id=3),
-        runtime("cudaStreamSynchronize", 66, 20, correlation=104, external_id=2),
-        _device("cuda_sync", "Stream Synchronize", 66, 19, 104, cuda_sync_kind="Stream Synchronize"),
+        _flow("f", 103, 0, 7, 63),
+        runtime("cudaStreamSynchronize", 66, 20, correlation=104, external_id=2), _flow("s", 104, 1, 1, 66),
+        _device("cuda_sync", "Stream Sync", 66, 19, 104, cuda_sync_kind="Stream Sync"),
+        _flow("f", 104, 0, 7, 66),
+        runtime("cudaDeviceSynchronize", 87, 9, correlation=107, external_id=1), _flow("s", 107, 1, 1, 87),
+        _device("cuda_sync", "Context Sync", 88, 7, 107, cuda_sync_kind="Context Sync", stream=-1) | {"tid": -1},
+        _flow("f", 107, 0, -1, 88),
     ]
 
 
@@ -139,18 +150,38 @@ def _load(tmp_path, name, events, **top_level):
 
 
 def test_sync_on_the_virtual_sync_thread_is_its_streams_sync(tmp_path):
-    """kineto#1356 (CuptiActivityProfiler.cpp at pytorch/pytorch third_party/kineto): a sync is
-    written on the virtual thread `stream + 1,000,000`, named "stream N (sync)"; it is stream
-    N's sync, not a new stream."""
-    newer = older_step()
-    for e in newer:
-        if e.get("cat") == "cuda_sync":
-            e["tid"] = 7 + 1_000_000
-    newer.append(_meta("thread_name", 0, 1_000_007, name="stream 7 (sync)"))
+    """kineto#1356 (`ChromeTraceLogger::handleActivity` and `handleLink` in pytorch/pytorch
+    third_party/kineto/libkineto/src/output_json.cpp at 35d03b38e2acbc5c21d953f0738178c61aff7b20,
+    `kSyncStreamTidOffset = 1000000` in output_json.h): a CUDA sync named "Stream Sync" is
+    written on the virtual thread `stream + 1,000,000`, and so is its flow end; before the first
+    one of a (device, stream), a `thread_name` "stream N (sync)" and a `thread_sort_index` N on
+    that thread. Other syncs stay where they were: "Stream Wait Event" on its stream; "Context
+    Sync", whose stream CUPTI leaves invalid, written by the typed metadata as `"stream": -1`
+    (`streamIdForTrace`, CuptiActivity.h at 7a6a8827f772dd40bc3d3b220fcb17a754973189) on tid
+    `sanitizeTid(-1)` = 1 (older writers: tid -1). A moved sync is stream N's sync, not a new
+    stream; the context sync is on no stream."""
+    newer, virtual = [], 7 + 1_000_000
+    for e in older_step():
+        if e.get("name") == "Stream Sync" or (e.get("ph") == "f" and e["id"] == 104):
+            if e["ph"] == "X":
+                newer += [_meta("thread_name", 0, virtual, name="stream 7 (sync)") | {"ts": e["ts"]},
+                          _meta("thread_sort_index", 0, virtual, sort_index=7) | {"ts": e["ts"]}]
+            e["tid"] = virtual
+        if e.get("tid") == -1 and e.get("pid") == 0:
+            e["tid"] = 1
+        newer.append(e)
     older = _load(tmp_path, "older", older_step())
     profile = _load(tmp_path, "newer", newer)
     assert_same_views(profile, older)
-    assert profile.model.syncs["stream"].tolist() == [7, 7]
+    syncs = profile.model.syncs
+    assert dict(zip(syncs["name"].astype(str), syncs["stream"])) == {
+        "Stream Wait Event": 7, "Stream Sync": 7, "Context Sync": -1}
+    # the flows pair as before, the sync's ending on its virtual thread
+    threads = profile.model.threads
+    assert [(c, s_ts, e_ts) for c, _, s_ts, _, e_ts in _flow_pairs(profile)] == \
+        [(c, s_ts, e_ts) for c, _, s_ts, _, e_ts in _flow_pairs(older)]
+    assert [tuple(threads.loc[end, ["pid", "tid"]]) for *_, end, e_ts in _flow_pairs(profile) if e_ts == 66] == [("0", str(virtual))]
+    assert profile.info()["anomalies"] == older.info()["anomalies"]
 
 
 def _with_args(events, cats, **args):
@@ -170,26 +201,41 @@ def test_graph_ids_on_kernels_copies_and_sets(tmp_path):
 
 
 def test_cuda_event_records_are_no_work(tmp_path):
-    """kineto#1164: CUPTI's CUDA event activity has the category `cuda_event`
-    (libkineto/include/ActivityType.h, pytorch/kineto 2025), written on the stream's row with
-    the `correlation` of the cudaEventRecord that made it; a record is a marker, not device
-    work (a sync, as MTIA's `event_record`): the views equal those of the trace without it."""
+    """kineto#1164: CUPTI's CUDA event records, as `CudaEventActivity` (pytorch/pytorch
+    third_party/kineto/libkineto/src/CuptiActivity.h at 7a6a8827f772dd40bc3d3b220fcb17a754973189)
+    and `handleCuptiActivity` (CuptiActivityProfiler.cpp) log them: category `cuda_event`
+    (ActivityType.h), name "cudaEvent", at the device timestamp of the record (CUDA >= 12.8; 0
+    before, so dropped as out of range), `dur` 1 ns, on pid = device, tid = stream, args
+    `event_id`, `stream`, `correlation`, `device`, `context` after the linked op's `External
+    id`; `ChromeTraceLogger::handleActivity` (output_json.cpp at 35d03b38e2acbc5c21d953f0738178c61aff7b20)
+    writes `"dur": 0.001` and a flow end (`flowId` is the correlation) whose start is never
+    written: cudaEventRecord is not one of the calls that correlate
+    (CuptiCbidRegistry.cpp at 23fcfb72c3ae432aa6495d45cfecb58c239f2828). A record is a marker,
+    not device work: the views equal those of the trace without it."""
     older = older_step() + [runtime("cudaEventRecord", 26, 1, correlation=105, external_id=2)]
-    profile = _load(tmp_path, "newer", older + [_device("cuda_event", "Event Record", 62, 0, 105, event=3)])
-    assert_same_views(profile, _load(tmp_path, "older", older), tables=("kernels", "memcpy", "memset"))
-    assert sorted(profile.model.syncs["name"]) == ["Event Record", "Stream Synchronize", "Stream Wait Event"]
+    record = {"ph": "X", "cat": "cuda_event", "name": "cudaEvent", "pid": 0, "tid": 7, "ts": 62.5, "dur": 0.001,
+              "args": {"External id": 2, "event_id": 3, "stream": 7, "correlation": 105, "device": 0, "context": 1}}
+    profile = _load(tmp_path, "newer", older + [record, _flow("f", 105, 0, 7, 62.5)])
+    before = _load(tmp_path, "older", older)
+    assert_same_views(profile, before, tables=("kernels", "memcpy", "memset"))
+    syncs = profile.model.syncs
+    assert sorted(syncs["name"].astype(str)) == ["Context Sync", "Stream Sync", "Stream Wait Event", "cudaEvent"]
+    assert syncs.loc[syncs["name"] == "cudaEvent", ["stream", "correlation"]].values.tolist() == [[7, 105]]
+    assert _flow_pairs(profile) == _flow_pairs(before)
 
 
 def _xpu(events):
     """`events` as Kineto's XPU plugin writes them: `xpu_runtime` calls (urEnqueue...)."""
     names = {"cudaLaunchKernel": "urEnqueueKernelLaunch", "cudaMemcpyAsync": "urEnqueueUSMMemcpy",
              "cudaMemsetAsync": "urEnqueueUSMFill", "cudaStreamWaitEvent": "urEnqueueEventsWaitWithBarrier",
-             "cudaStreamSynchronize": "urQueueFinish"}
+             "cudaStreamSynchronize": "urQueueFinish", "cudaDeviceSynchronize": "urQueueFinish"}
+    events = json.loads(json.dumps(events))
+    syncs = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_sync"}
     out = []
-    for e in json.loads(json.dumps(events)):
+    for e in events:
         if e.get("cat") == "cuda_runtime":
             e.update(cat="xpu_runtime", name=names[e["name"]])
-        if e.get("cat") != "cuda_sync":
+        if e.get("cat") != "cuda_sync" and not (e["ph"] in ("s", "f") and e["id"] in syncs):
             out.append(e)
     return out
 
@@ -437,20 +483,15 @@ def test_flows_bound_on_slices_pair_as_flow_events(tmp_path):
                 {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 5, "cat": "fwdbwd", "name": "fwdbwd"},
                 {"ph": "f", "id": 7, "pid": 1, "tid": 2, "ts": 70, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"}]
     older_events = older_step() + backward
-    newer_events = []
-    for e in json.loads(json.dumps(older_events)):
-        if e["ph"] in ("s", "f"):
-            continue
-        if e.get("name") == "cudaLaunchKernel":
-            e.update(bind_id=100, flow_out=True)
-        if e.get("name") == "gemm":
-            e.update(bind_id=100, flow_in=True)
-        if e.get("name") == "aten::mm":
-            e.update(bind_id=7, **({"flow_out": True} if e["tid"] == 1 else {"flow_in": True}))
-        newer_events.append(e)
+    newer_events = [e for e in json.loads(json.dumps(older_events)) if e["ph"] not in ("s", "f")]
+    for flow in (e for e in older_events if e["ph"] in ("s", "f")):  # each flow event bound on its slice
+        bound = [e for e in newer_events if e["ph"] == "X" and (e["pid"], e["tid"], e["ts"]) == (flow["pid"], flow["tid"], flow["ts"])]
+        assert len(bound) == 1
+        bound[0].update(bind_id=flow["id"], **{"flow_out" if flow["ph"] == "s" else "flow_in": True})
     older, newer = _load(tmp_path, "older", older_events), _load(tmp_path, "newer", newer_events)
     assert _flow_pairs(newer) == _flow_pairs(older)
-    assert [(c, start, end) for c, _, start, _, end in _flow_pairs(newer)] == [("ac2g", 10, 20), ("fwdbwd", 5, 70)]
+    assert [(c, start, end) for c, _, start, _, end in _flow_pairs(newer)] == [
+        ("ac2g", 10, 20), ("ac2g", 24, 63), ("ac2g", 66, 66), ("ac2g", 87, 88), ("fwdbwd", 5, 70)]
     assert_same_views(newer, older)
 
 
