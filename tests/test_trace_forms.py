@@ -193,11 +193,42 @@ def _with_args(events, cats, **args):
     return events
 
 
+def _typed_cuda_args(events, graph_node):
+    """`events` (copied) with the args Kineto's typed metadata adds to kernels, copies and sets
+    (`GpuActivity<...>::visitTypedMetadata` in pytorch/pytorch third_party/kineto/libkineto/src/
+    CuptiActivity.h at 7a6a8827f772dd40bc3d3b220fcb17a754973189, names from CudaMetadataFields.h
+    at pytorch/kineto 6d1cb7a7223bb843a020865b197dd36973dce939): kernels' `queued` and
+    `occupancy` (an object); `graph id` and `graph node id` (unsigned numbers, CUDA >= 12;
+    `graph_node(name)` the node, 0 outside a graph) and `channel` / `channel_type` on all
+    three (`addGraphNodeTypedMetadata`, `addChannelTypedMetadata`); `priority` on kernels
+    (CUDA >= 13.1)."""
+    events = json.loads(json.dumps(events))
+    for e in events:
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        if e["cat"] == "kernel":
+            e["args"] = {"queued": 0, **e["args"], "occupancy": {
+                "activeBlocksPerMultiprocessor": 4, "limitingFactors": "WARPS|REGS", "blockLimitRegs": 4,
+                "blockLimitSharedMem": 32, "blockLimitWarps": 16, "blockLimitBlocks": 32, "blockLimitBarriers": 32,
+                "allocatedRegistersPerBlock": 4096, "allocatedSharedMemPerBlock": 0}}
+        node = graph_node(e["name"])
+        e["args"].update({"graph id": 1 if node else 0, "graph node id": node})
+        e["args"].update({"priority": 0} if e["cat"] == "kernel" else {})
+        e["args"].update({"channel": 2, "channel_type": 1})
+    return events
+
+
 def test_graph_ids_on_kernels_copies_and_sets(tmp_path):
-    """kineto#1276/#1277 (pytorch/kineto libkineto/src/CuptiActivity.cpp after 2025): kernels,
-    copies and sets carry `graph id` and `graph node id`, integers, 0 outside a CUDA graph."""
-    newer = _with_args(older_step(), ("kernel", "gpu_memcpy", "gpu_memset"), **{"graph id": 0, "graph node id": 0})
-    assert_same_views(_load(tmp_path, "newer", newer), _load(tmp_path, "older", older_step()))
+    """kineto#1276/#1277: kernels, copies and sets carry `graph id` and `graph node id`, with the
+    rest of the typed metadata (`_typed_cuda_args`); outside a graph both are 0. No value, the
+    `occupancy` object included, changes a number; a node id above the int64 range (CUPTI's are
+    unsigned 64-bit) is kept whole as text."""
+    outside = _typed_cuda_args(older_step(), lambda name: 0)
+    assert_same_views(_load(tmp_path, "outside", outside), _load(tmp_path, "older", older_step()))
+    big = 2**64 - 5
+    replayed = _load(tmp_path, "replayed", _typed_cuda_args(older_step(), lambda name: big if name == "gemm" else 0))
+    assert replayed.model.kernels["graph_node_id"].astype(str).tolist() == [str(big)]
+    assert replayed.info()["anomalies"] == {}
 
 
 def test_cuda_event_records_are_no_work(tmp_path):
@@ -289,42 +320,64 @@ def test_xpu_flows_keyed_by_activity_type(tmp_path):
 
 def _rocm_streams(queues, logical):
     """One step of ROCm work: an op launching a kernel (`hipLaunchKernel`) on each of
-    `len(queues)` HIP streams and a copy (`hipMemcpyAsync`) on the first, each written on
-    `logical[i]` (tid and `stream`) with its HSA queue `queues[i]`; `logical` None writes the
-    queue there instead (the older form)."""
+    `len(queues)` HIP streams, a copy (`hipMemcpyAsync`) on the first and a zero-duration copy
+    on the last, each written on `logical[i]` (tid and `stream`) with its HSA queue
+    `queues[i]` as `hsa_queue`, in the typed metadata (pytorch/pytorch third_party/kineto/
+    libkineto/src/RocprofActivity_inl.h at 65b188e3231f3c180b76c7bd46e983d5159c0cef: the copy
+    call's `bytes` a number, the device copy's bandwidth omitted at zero duration);
+    `logical` None writes the older form instead (pytorch/kineto libkineto/src/
+    RocprofActivity_inl.h at 6a3c599544293eecbd0c48133cdc5739fd340938): the queue as tid and
+    `stream`, no `hsa_queue`, the copy call's `bytes` as text, the bandwidth `"N/A"` at zero
+    duration. Both write `src`, `dst` and `kind` on the copy call, `kind` and `bytes` (a
+    number) on the device copy."""
     events = [op("ProfilerStep#1", 0, 400, cat="user_annotation", **{"External id": 1}),
               op("aten::add", 5, 300, **{"External id": 2})]
-    work = [("kernel", f"k{i}", i) for i in range(len(queues))] + [("gpu_memcpy", "Memcpy HtoD (Host -> Device)", 0)]
-    for n, (cat, name, i) in enumerate(work):
+    last = len(queues) - 1
+    work = [("kernel", f"k{i}", i, 25) for i in range(len(queues))] + [
+        ("gpu_memcpy", "Memcpy HtoD (Host -> Device)", 0, 25), ("gpu_memcpy", "Memcpy DtoH (Device -> Host)", last, 0)]
+    for n, (cat, name, i, dur) in enumerate(work):
         correlation, ts = 200 + n, 10 + 20 * n
         stream = queues[i] if logical is None else logical[i]
-        call = "hipLaunchKernel" if cat == "kernel" else "hipMemcpyAsync"
-        events.append(runtime(call, ts, 5, correlation=correlation, external_id=2) | {"args": {"cid": 1, "correlation": correlation}})
+        call = {"cid": 1, "correlation": correlation}
         args = {"device": 0, "stream": stream, **({} if logical is None else {"hsa_queue": queues[i]}),
-                "correlation": correlation, "kind": "Dispatch Kernel" if cat == "kernel" else "HtoD",
-                **({"grid": [64, 1, 1], "block": [256, 1, 1]} if cat == "kernel" else {"bytes": 4096, "memory bandwidth (GB/s)": 0.4})}
-        events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": 100 + 30 * n, "dur": 25, "args": args})
+                "correlation": correlation}
+        if cat == "kernel":
+            args.update({"kind": "Dispatch Kernel", "grid": [64, 1, 1], "block": [256, 1, 1]})
+        else:
+            kind, nbytes = ("HtoD", 4096) if dur else ("DtoH", 64)
+            call.update({"src": "0x7f3a00", "dst": "0x7f3b00", "bytes": str(nbytes) if logical is None else nbytes,
+                         "kind": "1" if dur else "2"})
+            args.update({"kind": kind, "bytes": nbytes})
+            if dur or logical is None:
+                args["memory bandwidth (GB/s)"] = nbytes / (dur * 1000) if dur else "N/A"
+        events.append(runtime("hipLaunchKernel" if cat == "kernel" else "hipMemcpyAsync", ts, 5, correlation=correlation,
+                              external_id=2) | {"args": call})
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": 100 + 30 * n, "dur": dur, "args": args})
     return events
 
 
-def test_rocm_logical_stream_ids(tmp_path):
-    """kineto#1424 (pytorch/kineto libkineto/src/RocmStreamQueue.h `backfillAsyncStreams` at 25856f7 and
-    RocprofActivity_inl.h `GpuActivity::metadataJson`, 2026-06): ROCm kernels and copies are
-    written on their HIP stream, numbered 1, 2, ... per device (tid and `stream`: the
-    activity's `resourceId()`), the HSA queue as `hsa_queue`; older writers put the HSA queue
-    there, so with more HIP streams than hardware queues (`GPU_MAX_HW_QUEUES=4`) two streams
-    shared a track. With one queue per stream the views equal the older form's, stream N read
-    as queue N's; with five streams on four queues each keeps its own stream."""
-    queues = [0x7F3A10, 0x7F3A20, 0x7F3A30]
-    older = _load(tmp_path, "queues", _rocm_streams(queues, None))
-    newer = _load(tmp_path, "logical", _rocm_streams(queues, [1, 2, 3]))
-    as_logical = {q: i + 1 for i, q in enumerate(queues)}
+def _assert_same_views_stream_renamed(newer, older, as_logical):
+    """The views of `newer` equal `older`'s with each stream `s` read as `as_logical[s]`."""
     a, b = _views(newer, ("kernels", "memcpy")), _views(older, ("kernels", "memcpy"))
     for name, frame in b.items():
         if "stream" in frame:
             frame = frame.assign(stream=[as_logical.get(s, s) for s in frame["stream"]])
         pd.testing.assert_frame_equal(a[name].reset_index(drop=True), frame.reset_index(drop=True), obj=name)
-    assert newer.info()["anomalies"] == {}
+
+
+def test_rocm_logical_stream_ids(tmp_path):
+    """kineto#1424 (pytorch/kineto libkineto/src/RocmStreamQueue.h `backfillAsyncStreams` at 25856f7 and
+    RocprofActivity_inl.h `GpuActivity::visitTypedMetadata` at pytorch/pytorch 65b188e): ROCm
+    kernels and copies are written on their HIP stream, numbered 1, 2, ... per device (tid and
+    `stream`: the activity's `resourceId()`), the HSA queue as `hsa_queue`; older writers put
+    the HSA queue there, so with more HIP streams than hardware queues (`GPU_MAX_HW_QUEUES=4`)
+    two streams shared a track. With one queue per stream the views equal the older form's,
+    stream N read as queue N's; with five streams on four queues each keeps its own stream."""
+    queues = [0x7F3A10, 0x7F3A20, 0x7F3A30]
+    older = _load(tmp_path, "queues", _rocm_streams(queues, None))
+    newer = _load(tmp_path, "logical", _rocm_streams(queues, [1, 2, 3]))
+    _assert_same_views_stream_renamed(newer, older, {q: i + 1 for i, q in enumerate(queues)})
+    assert newer.info()["anomalies"] == older.info()["anomalies"] == {}
 
     shared = _load(tmp_path, "shared", _rocm_streams([0x7F3A10, 0x7F3A20, 0x7F3A30, 0x7F3A40, 0x7F3A10], [1, 2, 3, 4, 5]))
     assert shared.model.kernels["stream"].tolist() == [1, 2, 3, 4, 5]
@@ -332,21 +385,28 @@ def test_rocm_logical_stream_ids(tmp_path):
 
 
 def test_copy_metadata_typed_and_as_text(tmp_path):
-    """kineto#1455 (RocmActivity / RoctracerLogger): ROCm copies' `bytes` became a number (older
-    writers wrote it as text) and the bandwidth is omitted at zero duration (CUPTI-era Kineto
-    wrote `"N/A"`): all three forms mean the same copy."""
-    def zero_duration_copy(events, bandwidth):
-        extra = _device("gpu_memcpy", "Memcpy HtoD", 90, 0, 106, bytes=64)
+    """kineto#1455, typed metadata. ROCm (`_rocm_streams`): the copy call's `bytes` became a
+    number (the older writer wrote it as text) and the device copy's bandwidth is omitted at
+    zero duration (it wrote `"N/A"`). CUDA: `addBandwidthTypedMetadata` (pytorch/pytorch
+    third_party/kineto/libkineto/src/CuptiActivity.h at 7a6a8827f772dd40bc3d3b220fcb17a754973189)
+    omits the bandwidth at zero duration where `bandwidth()` (pytorch/kineto
+    libkineto/src/CuptiActivity.cpp at e398229027fbc98b6cb8823c0c34b06f5d67faee) wrote `"N/A"`.
+    Each form means the same copies: same views, the bytes and bandwidths as written, no
+    anomaly."""
+    queues = [0x7F3A10]
+    rocm_typed = _load(tmp_path, "rocm_typed", _rocm_streams(queues, queues))
+    rocm_text = _load(tmp_path, "rocm_text", _rocm_streams(queues, None))
+    _assert_same_views_stream_renamed(rocm_typed, rocm_text, {})
+    assert rocm_typed.model.memcpy[["bytes", "memory_bandwidth_gbps"]].fillna(-1).values.tolist() == [[4096, 4096 / 25_000], [64, -1]]
+    assert rocm_typed.info()["anomalies"] == rocm_text.info()["anomalies"] == {}
+
+    def zero_duration_copy(bandwidth):
+        extra = _device("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 90, 0, 106, bytes=64)
         if bandwidth is not None:
             extra["args"]["memory bandwidth (GB/s)"] = bandwidth
-        return events + [runtime("cudaMemcpyAsync", 27, 1, correlation=106, external_id=2), extra]
+        return older_step() + [runtime("cudaMemcpyAsync", 27, 1, correlation=106, external_id=2), extra]
 
-    typed = _load(tmp_path, "typed", zero_duration_copy(older_step(), None))
-    text = zero_duration_copy(older_step(), "N/A")
-    for e in text:
-        if e.get("cat") in ("gpu_memcpy", "gpu_memset"):
-            e["args"]["bytes"] = str(e["args"]["bytes"])
-    older = _load(tmp_path, "text", text)
+    typed, older = _load(tmp_path, "typed", zero_duration_copy(None)), _load(tmp_path, "older", zero_duration_copy("N/A"))
     assert_same_views(typed, older)
     assert older.info()["anomalies"] == {}
     assert typed.model.memcpy["bytes"].tolist() == [4096, 64]
