@@ -412,41 +412,66 @@ def test_copy_metadata_typed_and_as_text(tmp_path):
     assert typed.model.memcpy["bytes"].tolist() == [4096, 64]
 
 
-def test_nccl_fields_quoted_or_not(tmp_path):
-    """kineto#1482/#1499 (output_json.cpp): the collective fields copied from
-    `record_param_comms` to its kernel are unsigned and written quoted or bare by version."""
-    def comms(quoted):
-        value = (lambda v: f"{v}") if quoted else (lambda v: v)
-        return older_step() + [op("record_param_comms", 30, 5, **{
-            "External id": 3, "Collective name": "allreduce", "In msg nelems": value(1 << 40),
-            "Out msg nelems": value(1 << 40), "Group size": value(8), "dtype": "Float",
-            "Process Group Name": value(0), "Seq": value(12)})]
-    bare, quoted = _load(tmp_path, "bare", comms(False)), _load(tmp_path, "quoted", comms(True))
-    assert_same_views(quoted, bare)
-    row = quoted.model.ops.query("name == 'record_param_comms'")
-    assert row[["in_msg_nelems", "group_size", "collective_seq"]].values.tolist() == [[1 << 40, 8, 12]]
-    assert row["process_group_name"].tolist() == ["0"] and quoted.info()["anomalies"] == {}
+def _allreduce(kernel_args, **op_args):
+    """`older_step()` with an all-reduce: `record_param_comms` (External id 3) with its args as
+    torch's `saveNcclMeta` records them (pytorch/pytorch torch/csrc/profiler/util.cpp: names
+    quoted, counts `std::to_string`, so bare) and Kineto writes them (`GenericTraceActivity::
+    metadataJson`, third_party/kineto/libkineto/src/GenericTraceActivity.cpp at
+    6127b77e5a73a9c7a57bcd6feca1cc87372ff8ad: typed strings quoted, unsigned numbers bare, the
+    legacy raw values as recorded), `op_args` replacing some; its NCCL kernel carrying
+    `kernel_args` as well, the fields the writer copies from the op."""
+    fields = {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 1 << 40, "Out msg nelems": 1 << 40,
+              "Group size": 8, "Process Group Name": "0", "Process Group Description": "default_pg", "Seq": 12}
+    return older_step() + [
+        op("record_param_comms", 30, 5, **{"External id": 3, **fields, **op_args}),
+        runtime("cudaLaunchKernel", 31, 2, correlation=108, external_id=3), _flow("s", 108, 1, 1, 31),
+        _device("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 90, 5, 108, **{"External id": 3, **kernel_args}),
+        _flow("f", 108, 0, 7, 90)]
+
+
+def test_nccl_fields_as_each_writer_copies_them(tmp_path):
+    """kineto#1482/#1499: `ChromeTraceLogger::appendCollectiveArgs` (pytorch/pytorch
+    third_party/kineto/libkineto/src/output_json.cpp at 35d03b38e2acbc5c21d953f0738178c61aff7b20)
+    copies the op's collective fields to its NCCL kernel, the names re-quoted after
+    `stripQuotes` (typed metadata gives them unquoted, the legacy path quoted), the counts
+    (unsigned) and `Seq` / `Comms Id` written raw, so bare; the older writer (pytorch/kineto
+    libkineto/src/output_json.cpp at 002d99198b93aa6eed09014a7c8b4959eb545372) wrote each value
+    raw, as recorded, and no `Seq`. Both mean the same collective: same views, the op's fields
+    read. No writer read here quotes a count; a count written as text is read all the same."""
+    copied = {"Collective name": "allreduce", "In msg nelems": 1 << 40, "Out msg nelems": 1 << 40, "Group size": 8,
+              "dtype": "Float", "Process Group Name": "0", "Process Group Description": "default_pg"}
+    older = _load(tmp_path, "older", _allreduce(copied))
+    newer = _load(tmp_path, "newer", _allreduce(copied | {"Seq": 12}))
+    assert_same_views(newer, older)
+    row = newer.model.ops.query("name == 'record_param_comms'")
+    assert row[["in_msg_nelems", "out_msg_nelems", "group_size", "collective_seq"]].values.tolist() == [[1 << 40, 1 << 40, 8, 12]]
+    assert row["process_group_name"].tolist() == ["0"] and newer.info()["anomalies"] == older.info()["anomalies"] == {}
+
+    as_text = {k: str(v) for k, v in copied.items() if isinstance(v, int)} | {"Seq": "12"}
+    quoted = _load(tmp_path, "quoted", _allreduce(copied, **as_text))
+    assert_same_views(quoted, newer)
+    assert quoted.info()["anomalies"] == {}
 
 
 def test_nccl_fields_above_int64_are_absent_alone_and_counted(tmp_path):
-    """kineto#1482/#1499 write the collective fields as unsigned 64-bit numbers, bare or
-    quoted; the model keeps them as int64 (-1 absent). A value above the int64 range (no
-    message or sequence number reaches it: it is a sentinel) is absent on its own and counted
-    (`arg_values_unreadable`), the op keeping its other fields and every view its answers:
-    those of the same trace without the field."""
-    def comms(seq, quoted):
-        text = str if quoted else (lambda v: v)
-        fields = {"External id": 3, "Collective name": "allreduce", "In msg nelems": text(1024),
-                  "Out msg nelems": text(1024), "Group size": text(8), "dtype": "Float"}
-        return older_step() + [op("record_param_comms", 30, 5, **fields, **({} if seq is None else {"Seq": text(seq)}))]
-    without = _load(tmp_path, "without", comms(None, False))
-    for quoted in (False, True):
-        profile = _load(tmp_path, f"above_{quoted}", comms(2**64 - 1, quoted))
-        assert_same_views(profile, without)
-        row = profile.model.ops.query("name == 'record_param_comms'")
-        assert row[["in_msg_nelems", "out_msg_nelems", "group_size", "collective_seq"]].values.tolist() == [[1024, 1024, 8, -1]]
-        assert profile.info()["anomalies"] == {"arg_values_unreadable": 1}
-    assert without.info()["anomalies"] == {}
+    """The typed writer writes the collective fields as unsigned 64-bit numbers, bare
+    (`appendUIntValue` in TypedMetadataJson.h, pytorch/kineto); the model keeps them as int64
+    (-1 absent). A value above the int64 range (no message or sequence number reaches it: it
+    is a sentinel) is absent on its own and counted (`arg_values_unreadable`), the op keeping
+    its other fields and every view its answers: those of the same trace without the field."""
+    copied = {"Collective name": "allreduce", "In msg nelems": 1 << 40, "Out msg nelems": 1 << 40, "Group size": 8,
+              "dtype": "Float", "Process Group Name": "0", "Process Group Description": "default_pg"}
+    without = _allreduce(copied)
+    for e in without:
+        if e.get("name") == "record_param_comms":
+            del e["args"]["Seq"]
+    without_seq = _load(tmp_path, "without", without)
+    profile = _load(tmp_path, "above", _allreduce(copied | {"Seq": 2**64 - 1}, Seq=2**64 - 1))
+    assert_same_views(profile, without_seq)
+    row = profile.model.ops.query("name == 'record_param_comms'")
+    assert row[["in_msg_nelems", "out_msg_nelems", "group_size", "collective_seq"]].values.tolist() == [[1 << 40, 1 << 40, 8, -1]]
+    assert profile.info()["anomalies"] == {"arg_values_unreadable": 1}
+    assert without_seq.info()["anomalies"] == {}
 
 
 def test_display_time_unit_ns_changes_no_time(tmp_path):
