@@ -272,18 +272,36 @@ def _xpu(events):
 
 
 def test_xpu_sync_and_scope_profiler_events_are_no_work(tmp_path):
-    """XPU: Kineto's category names `xpu_sync` (barrier waits) and `xpu_scope_profiler` (the
-    scope profiler's metric ranges over kernels) are in libkineto/include/ActivityType.h
-    (pytorch/kineto, 2025); their args here are the common device args. Neither is work."""
+    """XPU, as Kineto's XPU plugin writes it (pytorch/pytorch third_party/kineto/libkineto/src/
+    plugin/xpupti/ at the commits named here) through `ChromeTraceLogger` (output_json.cpp at
+    35d03b38e2acbc5c21d953f0738178c61aff7b20):
+    - `xpu_sync` (`handleSynchronizationActivity`, XpuptiActivityHandlers.cpp at
+      355bd7084a14c986b6ad7530d71403094950926a): on pid -1 (no device) and the host thread,
+      args `correlation`, `Type`, the Level Zero handles as hex text, `Number_wait_events`,
+      `Return_code`;
+    - the scope profiler (`handleScopeRecord`, XpuptiScopeProfilerHandlers.cpp at
+      cd58ff91d0cb4050dedd84f237f5b6861405b3be): per measured kernel a `kernel` slice "metrics:
+      <name>" from 1 ns before it to 1 ns after on its row, args `kernel_id`, `queue` (text)
+      and each metric `name::unit`; and two `xpu_scope_profiler` counter samples "xpu" on that
+      row (`handleCounterEvent`), the metrics' values at its start, zeros at its end.
+    None of them is work: the views and tables equal those without them; the sync is a sync,
+    the metric slice a marker (`other`), the samples counters."""
     older = _xpu(older_step())
-    newer = older + [
-        _device("xpu_sync", "Barrier", 63, 1, 103),
-        _device("xpu_scope_profiler", "gemm", 20, 30, 100, **{"EU_ACTIVE": 80.0}),
-    ]
-    profile = _load(tmp_path, "newer", newer)
+    sync = {"ph": "X", "cat": "xpu_sync", "name": "zeEventHostSynchronize", "pid": -1, "tid": 1, "ts": 67, "dur": 18,
+            "args": {"External id": 2, "correlation": 109, "Type": "HOST_EVENT", "Context_handle": "0x00005581f0a3c2d0",
+                     "Queue_handle": "0x0000000000000000", "Event_handle": "0x00005581f0b41e80",
+                     "Number_wait_events": 0, "Return_code": 0}}
+    metrics = {"ph": "X", "cat": "kernel", "name": "metrics: gemm", "pid": 0, "tid": 7, "ts": 19.999, "dur": 30.002,
+               "args": {"kernel_id": 1, "queue": "7", "EuActive::%": 80.5, "GpuTime::ns": 30000}}
+    samples = [{"ph": "C", "cat": "xpu_scope_profiler", "name": "xpu", "pid": 0, "tid": 7, "ts": ts,
+                "args": {"EuActive": eu, "GpuTime": gpu}} for ts, eu, gpu in ((19.999, 80.5, 30000), (50.001, 0, 0))]
+    profile = _load(tmp_path, "newer", older + [sync, metrics, *samples])
     assert_same_views(profile, _load(tmp_path, "older", older), tables=("kernels", "memcpy", "memset"))
-    assert profile.model.syncs["name"].tolist() == ["Barrier"]
-    assert profile.model.other["cat"].tolist() == ["xpu_scope_profiler"]
+    assert profile.model.syncs["name"].astype(str).tolist() == ["zeEventHostSynchronize"]
+    assert profile.model.other["name"].astype(str).tolist() == ["metrics: gemm"]
+    counters = profile.counters()
+    assert sorted(zip(counters["counter"], counters["value"])) == [
+        ("EuActive", 0.0), ("EuActive", 80.5), ("GpuTime", 0.0), ("GpuTime", 30000.0)]
 
 
 def test_xpu_flows_keyed_by_activity_type(tmp_path):
