@@ -256,18 +256,45 @@ def test_cuda_event_records_are_no_work(tmp_path):
 
 
 def _xpu(events):
-    """`events` as Kineto's XPU plugin writes them: `xpu_runtime` calls (urEnqueue...)."""
+    """`events` as Kineto's XPU plugin writes them (`handleRuntimeKernelMemcpyMemsetActivities`,
+    pytorch/pytorch third_party/kineto/libkineto/src/plugin/xpupti/XpuptiActivityHandlers.cpp
+    at 355bd7084a14c986b6ad7530d71403094950926a): `xpu_runtime` calls (urEnqueue...) with
+    `correlation`; kernels, copies and sets on pid = device, tid = SYCL queue id, with no
+    `stream` arg: `correlation`, the append / submit times as text, `device`, the Level Zero
+    context and queue handles as hex text, `sycl queue`, and the kind's own (`kernel_id`, ...;
+    copies' and sets' `l0 call`, `bytes` and bandwidth); an `ac2g` flow from each runtime call
+    to its device event. No CUDA sync records."""
     names = {"cudaLaunchKernel": "urEnqueueKernelLaunch", "cudaMemcpyAsync": "urEnqueueUSMMemcpy",
              "cudaMemsetAsync": "urEnqueueUSMFill", "cudaStreamWaitEvent": "urEnqueueEventsWaitWithBarrier",
              "cudaStreamSynchronize": "urQueueFinish", "cudaDeviceSynchronize": "urQueueFinish"}
+    l0_calls = {"gpu_memcpy": "zeCommandListAppendMemoryCopy", "gpu_memset": "zeCommandListAppendMemoryFill"}
     events = json.loads(json.dumps(events))
     syncs = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_sync"}
     out = []
     for e in events:
+        a = e.get("args", {})
         if e.get("cat") == "cuda_runtime":
-            e.update(cat="xpu_runtime", name=names[e["name"]])
+            e.update(cat="xpu_runtime", name=names[e["name"]], args={"External id": a["External id"], "correlation": a["correlation"]})
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            args = {"correlation": a["correlation"], **({"l0 call": l0_calls[e["cat"]]} if e["cat"] in l0_calls else {}),
+                    "appended": f"{e['ts'] - 3:.3f}", "appended_rel_to_start": "-3.000",
+                    "submitted": f"{e['ts'] - 2:.3f}", "submitted_rel_to_start": "-2.000",
+                    "device": 0, "context": "0x00005581f0a3c2d0", "sycl queue": e["tid"], "l0 queue": "0x00005581f0b20a10"}
+            if e["cat"] == "kernel":
+                args.update(kernel_id=1, sycl_node_id=0, sycl_invocation_id=0)
+            else:
+                args.update({"memory opration id": a["correlation"], "bytes": a["bytes"],
+                             "memory bandwidth (GB/s)": a["memory bandwidth (GB/s)"]})
+            e["args"] = args
         if e.get("cat") != "cuda_sync" and not (e["ph"] in ("s", "f") and e["id"] in syncs):
             out.append(e)
+    # every runtime call starts its correlation's flow (`startsFlow(XPU_RUNTIME)`), every device
+    # event ends it
+    flows = {(e["ph"], e["id"]) for e in out if e["ph"] in ("s", "f")}
+    for e in list(out):
+        end = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        if (e.get("cat") == "xpu_runtime" or end) and ("f" if end else "s", e["args"]["correlation"]) not in flows:
+            out.insert(out.index(e) + 1, _flow("f" if end else "s", e["args"]["correlation"], e["pid"], e["tid"], e["ts"]))
     return out
 
 
@@ -305,8 +332,10 @@ def test_xpu_sync_and_scope_profiler_events_are_no_work(tmp_path):
 
 
 def test_xpu_flows_keyed_by_activity_type(tmp_path):
-    """kineto#1467 (pytorch/kineto libkineto/src/plugin/xpupti/XpuptiActivityHandlers.cpp,
-    2026-07): the XPU plugin starts the `ac2g` flow at the host record of activity type
+    """kineto#1467 (`XpuptiActivityProfilerSession::startsFlow` used in
+    `handleRuntimeKernelMemcpyMemsetActivities`, pytorch/pytorch third_party/kineto/libkineto/
+    src/plugin/xpupti/XpuptiActivityHandlers.cpp at 355bd7084a14c986b6ad7530d71403094950926a):
+    the XPU plugin starts the `ac2g` flow at the host record of activity type
     `xpu_runtime`, whatever the call's name (the SYCL 2025.3+ launch
     `urEnqueueKernelLaunchWithArgsExp`, which the former name list missed), never at the
     `xpu_driver` record (ze*) the runtime call makes: nested in it on its thread, with its
@@ -324,7 +353,8 @@ def test_xpu_flows_keyed_by_activity_type(tmp_path):
         newer.append(e)
     profile, before = _load(tmp_path, "newer", newer), _load(tmp_path, "older", older)
     assert_same_views(profile, before, tables=())
-    assert _flow_pairs(profile) == _flow_pairs(before) == [("ac2g", 3, 10, 2, 20)]
+    assert _flow_pairs(profile) == _flow_pairs(before)
+    assert [(c, start, end) for c, _, start, _, end in _flow_pairs(profile)] == [("ac2g", 10, 20), ("ac2g", 16, 52), ("ac2g", 21, 61)]
     # the tables equal but for `runtime`, a row of the runtime table, which holds the driver
     # calls too: each device event's is the runtime call's
     tables = ("kernels", "memcpy", "memset")
