@@ -630,9 +630,15 @@ def test_flows_bound_on_slices_pair_as_flow_events(tmp_path):
 
 # --- CUDA-graph annotations baked into the export (pytorch#194854) ----------------------------
 # The writer: pytorch/pytorch torch/profiler/_chrome_trace_export.py, `export_chrome_trace(...,
-# annotations=get_kernel_annotations())` (the version with `_INLINE_ANNOTATED_KEY`; the search
-# index holds its text but names no commit for it). The older form: the same trace written
-# plain, then annotated by torch 2.13's post-processor
+# annotations=get_kernel_annotations())`, in two versions with `_INLINE_ANNOTATED_KEY` (the
+# search index holds both texts but names no commit for either):
+# - the first (19,132 characters) always moves graph work to its annotation's lane
+#   (`_exported_with_annotations`);
+# - the next (20,879 characters) adds `graph_lanes`: "none" (the default) moves nothing and
+#   keeps an annotation's `stream` as `annotated_stream`; "all" moves as before but rewrites
+#   the hardware `stream` in place instead of repeating the key, and skips an annotation that
+#   is no dict (`_exported_with_graph_lanes`).
+# The older form: the same trace written plain, then annotated by torch 2.13's post-processor
 # (torch/cuda/_annotate_cuda_graph_trace.py `annotate_trace`, installed torch 2.13.0).
 
 def _graph_replay():
@@ -724,3 +730,88 @@ def test_cuda_graph_annotations_baked_into_the_export(tmp_path):
     assert kernels["graph_annotation"].astype(str).to_dict() == {
         "triton_qk": "attention", "triton_softmax_pv": "attention", "triton_mlp": "mlp", "triton_norm": "norm-object", "gemm": ""}
     assert newer.info()["anomalies"] == older.info()["anomalies"] == {}
+
+
+def _exported_with_graph_lanes(path, events, annotations, graph_lanes, default_stream=7):
+    """`events` written as the exporter with `graph_lanes` bakes `annotations` in: graph work
+    gets each dict annotation's fields as text after its args (`stream` not written as a
+    field); with "all" it moves to the lane the annotation names (else `default_stream`), its
+    `stream` arg rewritten in place to the lane and `original_stream` the hardware stream,
+    the kernel's `f` flow following it and each new lane a thread_name / thread_sort_index;
+    with "none" it stays, a named lane written as `annotated_stream`."""
+    lines, moved, lanes, annotated = [], {}, {}, False
+    for e in events:
+        e = dict(e)
+        if e.get("ph") == "f" and (e["tid"], e["ts"]) in moved:
+            e["tid"] = moved[e["tid"], e["ts"]]
+        graph_node = e.get("args", {}).get("graph node id", 0)
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset") or not graph_node:
+            lines.append(json.dumps(e))
+            continue
+        args, parts, stream, lane_name = dict(e.pop("args")), [], None, None
+        annotated = annotated or bool(annotations.get(graph_node))
+        for ann in annotations.get(graph_node, []):
+            if isinstance(ann, dict):
+                lane_name = lane_name or ann.get("Process Group Description")
+                stream = int(ann["stream"]) if "stream" in ann else stream
+                fields = {k: str(v) for k, v in ann.items() if k != "stream"}
+                parts += [json.dumps(fields)[1:-1]] if fields else []
+        lane = (default_stream if stream is None else stream) if graph_lanes == "all" else e["tid"]
+        if lane != e["tid"]:
+            args["stream"] = lane
+            parts.append(f'"original_stream": {e["tid"]}')
+            moved[e["tid"], e["ts"]] = lane
+            lanes[lane] = lane_name or lanes.get(lane) or f"stream {lane} "
+        elif stream is not None:
+            parts.append(f'"annotated_stream": {stream}')
+        e["tid"] = lane
+        lines.append(json.dumps(e)[:-1] + ', "args": {' + ", ".join([json.dumps(args)[1:-1]] + parts) + "}}")
+    for lane, name in sorted(lanes.items()):
+        lines += [json.dumps(_meta("thread_name", 0, lane, name=name)), json.dumps(_meta("thread_sort_index", 0, lane, sort_index=lane))]
+    flag = '"cudaGraphInlineAnnotated": true, ' if annotated else ""
+    path.write_text('{"schemaVersion": 1, ' + flag + '"traceEvents": [\n' + ",\n".join(lines) + "]}")
+    return path
+
+
+# mark_kernels gives every annotation as a dict (a bare label as {"name": ...}) in the later version
+_DICT_ANNOTATIONS = {**_GRAPH_ANNOTATIONS, ANNOTATED_NODES[3]: [{"name": "norm"}]}
+
+
+def test_cuda_graph_annotations_on_their_lanes_with_the_stream_rewritten(tmp_path):
+    """graph_lanes="all": the views and tables equal the post-processed trace's, the kernels on
+    their lanes with their labels; the `stream` arg is the lane once, never repeated."""
+    annotate = pytest.importorskip("torch.cuda._annotate_cuda_graph_trace", reason="needs torch >= 2.13")
+    trace = {"schemaVersion": 1, "traceEvents": _graph_replay()}
+    annotate.annotate_trace(trace, _DICT_ANNOTATIONS)
+    older = _load(tmp_path, "post_processed", trace["traceEvents"])
+    path = _exported_with_graph_lanes(tmp_path / "all.pt.trace.json", _graph_replay(), _DICT_ANNOTATIONS, "all")
+    assert path.read_text().count('"stream"') == sum(1 for e in _graph_replay() if e.get("cat") == "kernel")
+    newer = tb_plugin.load(path)
+    pd.testing.assert_frame_equal(_views(newer, ())["steps"], _views(older, ())["steps"])
+    pd.testing.assert_frame_equal(newer.cuda_graph_annotations(), older.cuda_graph_annotations())
+    kernels = newer.model.kernels.set_index("name")
+    assert kernels["stream"].to_dict() == {"triton_qk": 7, "triton_softmax_pv": 7, "triton_mlp": 61, "triton_norm": 7, "gemm": 3}
+    assert kernels["graph_annotation"].astype(str).to_dict() == {
+        "triton_qk": "attention", "triton_softmax_pv": "attention", "triton_mlp": "mlp", "triton_norm": "norm", "gemm": ""}
+    assert newer.info()["anomalies"] == older.info()["anomalies"] == {}
+
+
+def test_cuda_graph_annotations_kept_off_the_lanes(tmp_path):
+    """graph_lanes="none" (the default): nothing moves, so the views and tables equal those of
+    the same replay exported without annotations, each kernel on the stream it ran on; the
+    labels are read; the lane an annotation named is `annotated_stream`, which the writer does
+    not act on and neither does the model (no stream changes)."""
+    plain = _load(tmp_path, "plain", _graph_replay())
+    path = _exported_with_graph_lanes(tmp_path / "none.pt.trace.json", _graph_replay(), _DICT_ANNOTATIONS, "none")
+    assert '"annotated_stream": 61' in path.read_text() and '"cudaGraphInlineAnnotated": true' in path.read_text()
+    newer = tb_plugin.load(path)
+    a, b = _views(newer, ("kernels",)), _views(plain, ("kernels",))
+    for name in b:
+        frame = a[name].drop(columns=["graph_annotation"]) if name == "table kernels" else a[name]
+        expected = b[name].drop(columns=["graph_annotation"]) if name == "table kernels" else b[name]
+        pd.testing.assert_frame_equal(frame, expected, obj=name)
+    kernels = newer.model.kernels.set_index("name")
+    assert kernels["stream"].to_dict() == {"triton_qk": 3, "triton_softmax_pv": 3, "triton_mlp": 4, "triton_norm": 3, "gemm": 3}
+    assert kernels["graph_annotation"].astype(str).to_dict() == {
+        "triton_qk": "attention", "triton_softmax_pv": "attention", "triton_mlp": "mlp", "triton_norm": "norm", "gemm": ""}
+    assert newer.info()["anomalies"] == {}
