@@ -633,11 +633,11 @@ def test_flows_bound_on_slices_pair_as_flow_events(tmp_path):
 # annotations=get_kernel_annotations())`, in two versions with `_INLINE_ANNOTATED_KEY` (the
 # search index holds both texts but names no commit for either):
 # - the first (19,132 characters) always moves graph work to its annotation's lane
-#   (`_exported_with_annotations`);
+#   (`_exported_with_annotations` without `graph_lanes`);
 # - the next (20,879 characters) adds `graph_lanes`: "none" (the default) moves nothing and
 #   keeps an annotation's `stream` as `annotated_stream`; "all" moves as before but rewrites
 #   the hardware `stream` in place instead of repeating the key, and skips an annotation that
-#   is no dict (`_exported_with_graph_lanes`).
+#   is no dict (`_exported_with_annotations` with `graph_lanes`).
 # The older form: the same trace written plain, then annotated by torch 2.13's post-processor
 # (torch/cuda/_annotate_cuda_graph_trace.py `annotate_trace`, installed torch 2.13.0).
 
@@ -662,43 +662,6 @@ def _graph_replay():
 _GRAPH_ANNOTATIONS = {ANNOTATED_NODES[0]: [{"str": "attention"}], ANNOTATED_NODES[1]: [{"str": "attention"}],
                       ANNOTATED_NODES[2]: [{"str": "mlp", "stream": 61, "Process Group Description": "tp"}],
                       ANNOTATED_NODES[3]: ["norm-object"]}
-
-
-def _exported_with_annotations(path, events, annotations, default_stream=7):
-    """`events` written as the exporter bakes `annotations` in: graph work gets each
-    annotation's fields as text (`stream` a number) appended to its args and moves to the lane
-    it names (else `default_stream`); when the lane is not the hardware stream, `"stream":
-    lane` is appended after the hardware one (a repeated key: the last wins) unless the
-    annotation named it, and `"original_stream"` keeps the hardware stream. The kernel's `f`
-    flow follows it; each new lane gets a thread_name (the annotation's "Process Group
-    Description", else "stream N "); `cudaGraphInlineAnnotated: true` heads the envelope."""
-    lines, moved, lanes = [], {}, {}
-    for e in events:
-        e = dict(e)
-        if e.get("ph") == "f" and (e["tid"], e["ts"]) in moved:
-            e["tid"] = moved[e["tid"], e["ts"]]
-        graph_node = e.get("args", {}).get("graph node id", 0)
-        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset") or not graph_node:
-            lines.append(json.dumps(e))
-            continue
-        args, chunks, stream, lane_name = e.pop("args"), [], None, None
-        for ann in annotations.get(graph_node, []):
-            if not isinstance(ann, dict):
-                chunks.append(f'"annotation": {json.dumps(str(ann))}')
-                continue
-            lane_name = lane_name or ann.get("Process Group Description")
-            stream = int(ann["stream"]) if "stream" in ann else stream
-            chunks.append(json.dumps({k: v if k == "stream" else str(v) for k, v in ann.items()})[1:-1])
-        lane = default_stream if stream is None else stream
-        if lane != e["tid"]:
-            chunks += ([] if stream is not None else [f'"stream": {lane}']) + [f'"original_stream": {e["tid"]}']
-            moved[e["tid"], e["ts"]] = lane
-            lanes[lane] = lane_name or lanes.get(lane) or f"stream {lane} "
-        e["tid"] = lane
-        lines.append(json.dumps(e)[:-1] + ', "args": {' + ", ".join([json.dumps(args)[1:-1]] + chunks) + "}}")
-    lines += [json.dumps(_meta("thread_name", 0, lane, name=name)) for lane, name in sorted(lanes.items())]
-    path.write_text('{"schemaVersion": 1, "cudaGraphInlineAnnotated": true, "traceEvents": [\n' + ",\n".join(lines) + "]}")
-    return path
 
 
 def test_cuda_graph_annotations_baked_into_the_export(tmp_path):
@@ -732,13 +695,19 @@ def test_cuda_graph_annotations_baked_into_the_export(tmp_path):
     assert newer.info()["anomalies"] == older.info()["anomalies"] == {}
 
 
-def _exported_with_graph_lanes(path, events, annotations, graph_lanes, default_stream=7):
-    """`events` written as the exporter with `graph_lanes` bakes `annotations` in: graph work
-    gets each dict annotation's fields as text after its args (`stream` not written as a
-    field); with "all" it moves to the lane the annotation names (else `default_stream`), its
-    `stream` arg rewritten in place to the lane and `original_stream` the hardware stream,
-    the kernel's `f` flow following it and each new lane a thread_name / thread_sort_index;
-    with "none" it stays, a named lane written as `annotated_stream`."""
+def _exported_with_annotations(path, events, annotations, graph_lanes=None, default_stream=7):
+    """`events` written as the exporter bakes `annotations` in: graph work gets each
+    annotation's fields as text after its args (`stream`, a number, written among them by the
+    first version only; an annotation that is no dict written as `annotation` by the first
+    version, skipped by the later); it moves to the lane the annotation names, else
+    `default_stream` (the first version, `graph_lanes="all"`), or stays (`"none"`), a named
+    lane then written as `annotated_stream`. When moved, its `stream` arg names the lane
+    (appended after the hardware one, a repeated key, unless the annotation wrote it: the
+    first version; rewritten in place: the later) and `original_stream` the hardware stream;
+    the kernel's `f` flow follows it and each new lane gets a thread_name (the annotation's
+    "Process Group Description", else "stream N ") and a thread_sort_index.
+    `cudaGraphInlineAnnotated: true` heads the envelope when some work had an annotation."""
+    first = graph_lanes is None
     lines, moved, lanes, annotated = [], {}, {}, False
     for e in events:
         e = dict(e)
@@ -751,14 +720,19 @@ def _exported_with_graph_lanes(path, events, annotations, graph_lanes, default_s
         args, parts, stream, lane_name = dict(e.pop("args")), [], None, None
         annotated = annotated or bool(annotations.get(graph_node))
         for ann in annotations.get(graph_node, []):
-            if isinstance(ann, dict):
-                lane_name = lane_name or ann.get("Process Group Description")
-                stream = int(ann["stream"]) if "stream" in ann else stream
-                fields = {k: str(v) for k, v in ann.items() if k != "stream"}
-                parts += [json.dumps(fields)[1:-1]] if fields else []
-        lane = (default_stream if stream is None else stream) if graph_lanes == "all" else e["tid"]
+            if not isinstance(ann, dict):
+                parts += [f'"annotation": {json.dumps(str(ann))}'] if first else []
+                continue
+            lane_name = lane_name or ann.get("Process Group Description")
+            stream = int(ann["stream"]) if "stream" in ann else stream
+            fields = {k: v if k == "stream" else str(v) for k, v in ann.items() if first or k != "stream"}
+            parts += [json.dumps(fields)[1:-1]] if fields else []
+        lane = (default_stream if stream is None else stream) if graph_lanes != "none" else e["tid"]
         if lane != e["tid"]:
-            args["stream"] = lane
+            if not first:
+                args["stream"] = lane
+            elif stream is None:
+                parts.append(f'"stream": {lane}')
             parts.append(f'"original_stream": {e["tid"]}')
             moved[e["tid"], e["ts"]] = lane
             lanes[lane] = lane_name or lanes.get(lane) or f"stream {lane} "
@@ -784,7 +758,7 @@ def test_cuda_graph_annotations_on_their_lanes_with_the_stream_rewritten(tmp_pat
     trace = {"schemaVersion": 1, "traceEvents": _graph_replay()}
     annotate.annotate_trace(trace, _DICT_ANNOTATIONS)
     older = _load(tmp_path, "post_processed", trace["traceEvents"])
-    path = _exported_with_graph_lanes(tmp_path / "all.pt.trace.json", _graph_replay(), _DICT_ANNOTATIONS, "all")
+    path = _exported_with_annotations(tmp_path / "all.pt.trace.json", _graph_replay(), _DICT_ANNOTATIONS, "all")
     assert path.read_text().count('"stream"') == sum(1 for e in _graph_replay() if e.get("cat") == "kernel")
     newer = tb_plugin.load(path)
     pd.testing.assert_frame_equal(_views(newer, ())["steps"], _views(older, ())["steps"])
@@ -802,7 +776,7 @@ def test_cuda_graph_annotations_kept_off_the_lanes(tmp_path):
     labels are read; the lane an annotation named is `annotated_stream`, which the writer does
     not act on and neither does the model (no stream changes)."""
     plain = _load(tmp_path, "plain", _graph_replay())
-    path = _exported_with_graph_lanes(tmp_path / "none.pt.trace.json", _graph_replay(), _DICT_ANNOTATIONS, "none")
+    path = _exported_with_annotations(tmp_path / "none.pt.trace.json", _graph_replay(), _DICT_ANNOTATIONS, "none")
     assert '"annotated_stream": 61' in path.read_text() and '"cudaGraphInlineAnnotated": true' in path.read_text()
     newer = tb_plugin.load(path)
     a, b = _views(newer, ("kernels",)), _views(plain, ("kernels",))
