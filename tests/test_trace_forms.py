@@ -24,11 +24,15 @@ def _rewritten(tmp_path, name, source, change):
 
 
 def test_a_text_number_in_one_event_costs_no_event_its_args(tmp_path):
-    """On a real A100 trace, copies' `bytes` written as text (older ROCm writers) while kernels,
-    copies and sets carry integer `graph id` / `graph node id` (pytorch/kineto#1276/#1277,
-    libkineto/src/output_json.cpp / GenericTraceActivity at pytorch/kineto@002d991) marked
-    every copy's args malformed and replaced them all with defaults (bytes, correlation,
-    stream). Each value is read on its own: nothing is lost and the views are unchanged."""
+    """Issue 39's case, on a real A100 trace: copies' `bytes` written as text while kernels,
+    copies and sets carry integer `graph id` / `graph node id` (kineto#1276/#1277:
+    `addGraphNodeTypedMetadata`, pytorch/pytorch third_party/kineto/libkineto/src/CuptiActivity.h
+    at 7a6a8827f772dd40bc3d3b220fcb17a754973189) marked every copy's args malformed and
+    replaced them all with defaults (bytes, correlation, stream). The text `bytes` is a mixed
+    form no single writer read here produces on a device copy (the older ROCm writer writes it
+    on the copy call: `test_copy_metadata_typed_and_as_text`); it stands for any argument whose
+    type changes in one event. Each value is read on its own: nothing is lost and the views
+    are unchanged."""
     source = shared_trace("a100_nccl_collectives")
     events = raw_events(source)
     copies = [e for e in events if e.get("cat") == "gpu_memcpy"]
@@ -523,7 +527,9 @@ def test_nccl_fields_above_int64_are_absent_alone_and_counted(tmp_path):
 
 
 def test_display_time_unit_ns_changes_no_time(tmp_path):
-    """kineto#1074 (output_json.cpp `handleTraceStart`, DISPLAY_TRACE_IN_NS): `displayTimeUnit`
+    """kineto#1074 (`ChromeTraceLogger::handleTraceStart` in pytorch/pytorch third_party/kineto/
+    libkineto/src/output_json.cpp at 35d03b38e2acbc5c21d953f0738178c61aff7b20, built with
+    DISPLAY_TRACE_IN_NS): `displayTimeUnit`
     is how Chrome's viewer labels the axis; `ts` and `dur` stay µs with ns fractions."""
     assert_same_views(_load(tmp_path, "ns", older_step(), displayTimeUnit="ns"),
                       _load(tmp_path, "ms", older_step(), displayTimeUnit="ms"))
@@ -580,23 +586,27 @@ def test_host_and_job_settings_are_shown_with_the_run(tmp_path):
 
 
 def test_hip_graph_launch_flows_change_no_view(tmp_path):
-    """kineto#1310 (RoctracerLogger / RocmActivity): a hipGraphLaunch now starts an `ac2g` flow
-    that ends on each kernel of the graph, as cudaGraphLaunch's; the kernels were already
-    linked to it by their shared `correlation`, so the views are those without the flows."""
-    def replay(with_flows):
+    """kineto#1310: `RuntimeActivity::flowStart` counts hipGraphLaunch among the calls that
+    start an `ac2g` flow (pytorch/pytorch third_party/kineto/libkineto/src/RocprofActivity_inl.h
+    at 65b188e3231f3c180b76c7bd46e983d5159c0cef; not at pytorch/kineto 6a3c599544293eecbd0c48133cdc5739fd340938),
+    so the launch writes one `s`; each kernel of the graph writes its flow end in both
+    versions (`GpuActivity::flowId` is the correlation, RocprofActivity.h), so the older form's
+    ends have no start. The kernels were already linked to the launch by their shared
+    `correlation`: the views are the same either way."""
+    def replay(with_start):
         events = [op("ProfilerStep#1", 0, 100, cat="user_annotation", **{"External id": 1}),
                   op("graph replay", 5, 60, **{"External id": 2}),
                   runtime("hipGraphLaunch", 10, 5, correlation=300, external_id=2)]
+        events += [_flow("s", 300, 1, 1, 10)] if with_start else []
         for i, ts in enumerate((20, 40, 55)):
-            events.append(_device("kernel", f"k{i}", ts, 10, 300))
-            if with_flows:
-                events += [_flow("s", 300, 1, 1, 10), _flow("f", 300, 0, 7, ts)]
+            events += [_device("kernel", f"k{i}", ts, 10, 300), _flow("f", 300, 0, 7, ts)]
         return events
 
     newer, older = _load(tmp_path, "flows", replay(True)), _load(tmp_path, "plain", replay(False))
     assert_same_views(newer, older, tables=("kernels",))
     pd.testing.assert_frame_equal(newer.cuda_graph_launches(), older.cuda_graph_launches())
     assert newer.cuda_graph_launches()["kernels"].tolist() == [3]
+    assert [(c, start, end) for c, _, start, _, end in _flow_pairs(newer)] == [("ac2g", 10, 20)] and _flow_pairs(older) == []
 
 
 def _flow_pairs(profile):
