@@ -575,8 +575,12 @@ def test_the_python_exporters_device_entry_reads_as_kinetos(tmp_path):
 
 
 def test_host_and_job_settings_are_shown_with_the_run(tmp_path):
-    """libkineto's `getEnvMetadata` (2026) writes the host's name and the `PT_PROFILER_JOB_*`
-    environment variables set when profiling as top-level text, each quoted."""
+    """libkineto's `getEnvMetadata` (EnvMetadata.h, which `ChromeTraceLogger::addEnvVarsToMetadata`
+    in pytorch/pytorch third_party/kineto/libkineto/src/output_json.cpp at
+    35d03b38e2acbc5c21d953f0738178c61aff7b20 calls; the index holds the header's text but
+    names no path or commit for it) writes the host's name (`gethostname`) and the
+    `PT_PROFILER_JOB_*` environment variables set when profiling as top-level text, each
+    quoted."""
     settings = {"host_name": "node-17", "PT_PROFILER_JOB_NAME": "llama-pretrain", "PT_PROFILER_JOB_VERSION": "3",
                 "PT_PROFILER_JOB_ATTEMPT_INDEX": "1"}
     profile = _load(tmp_path, "job", older_step(), **settings)
