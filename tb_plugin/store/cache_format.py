@@ -53,8 +53,10 @@ if TYPE_CHECKING:  # types only: pandas and pyarrow are imported when an entry i
 # CUDA-graph node id and annotation; 10: summaries are written and read through their table
 # declarations (`schema.Persisted`), and a summary entry's format (`summary_format`) is this
 # number and its declaration's digest: a column of a persisted part renamed or retyped is
-# another format without an edit here.
-CACHE_FORMAT = 10
+# another format without an edit here; 11: the reader tells a context sync's written stream -1
+# from an absent one and XPU's scope-profiler "metrics:" slices from kernels (a model cached
+# before read them as stream 1 and as kernel time).
+CACHE_FORMAT = 11
 # A summary's table field names its part (`table-<field>`).
 _TABLE_NAME = re.compile(r"[a-z_]+")
 # The column of a summary part that says which member (file) a row belongs to.

@@ -25,8 +25,13 @@ sources show them, and the model files each activity by its role:
 | HPU (Gaudi) | `hpu_op`, and host lanes written as runtime | `kernel` (TPC, MME engines), `gpu_memcpy`, `gpu_memset` | `kernel` | `gpu_memcpy` | — | `enqueue` flows, not `correlation`: device work stays unlinked to operators | no |
 | PrivateUse1 | `privateuse1_runtime`, `privateuse1_driver` | `kernel`, `gpu_memcpy`, `gpu_memset` | `kernel` | `gpu_memcpy` | — | `correlation` | no |
 
-A backend's marker category (XPU's `xpu_scope_profiler`: the scope profiler's metric ranges
-over kernels) is no activity of its own: it stays in `other`.
+A backend's marker rows are no activity of their own and stay in `other`: XPU's scope
+profiler (`XpuptiScopeProfilerSession::handleScopeRecord`, pytorch/pytorch
+third_party/kineto/libkineto/src/plugin/xpupti/XpuptiScopeProfilerHandlers.cpp at
+cd58ff91d0cb4050dedd84f237f5b6861405b3be) writes, for each kernel it measured, a `kernel`
+slice named "metrics: <kernel>" 1 ns wider than the kernel on its row (its args the metrics,
+no `correlation`) and two `xpu_scope_profiler` counter samples; an `X` event of category
+`xpu_scope_profiler` (older writers) is a marker too.
 
 Any other category ending in `_runtime` or `_driver` is a runtime call too. An `X` event of a
 category no backend lists is device activity when it runs where a device does (a pid with no
@@ -78,6 +83,8 @@ BACKENDS = (
 )
 
 RUNTIME_CATEGORIES = frozenset(c for b in BACKENDS for c in b.runtime_categories)
+# The name prefix of XPU's scope-profiler slices written under the `kernel` category: markers.
+SCOPE_METRICS_PREFIX = "metrics: "
 # Backends not listed here name their runtime category `<backend>_runtime` / `_driver`.
 RUNTIME_SUFFIXES = ("_runtime", "_driver")
 DEVICE_CATEGORY_ROLES = {category: role for b in BACKENDS for category, role in b.device_categories.items()}

@@ -21,8 +21,8 @@ import polars as pl
 from .anomalies import ARG_VALUES_UNREADABLE, EVENTS_WITHOUT_TS_DROPPED, MALFORMED_ARGS_REPLACED, record
 from .coding import Interner, frame_codes
 from . import accelerators
-from .kinds import (KIND_CODE, KIND_COUNTER, KIND_FLOW, KIND_MEMORY, KIND_META, KIND_SKIPPED, ARGS_TYPES, NAN, classify,
-                    kind_code)
+from .kinds import (KIND_CODE, KIND_COUNTER, KIND_FLOW, KIND_MEMORY, KIND_META, KIND_OTHER, KIND_SKIPPED, ARGS_TYPES, NAN,
+                    classify, kind_code)
 from .parse import POLARS_REFUSED, SLICE_FLOW_SCHEMA, anchored_times, events_frame, flow_columns
 
 if TYPE_CHECKING:
@@ -182,6 +182,11 @@ def _classify(coded: dict[str, Coded], ts: npt.NDArray[np.float64], anomalies: d
             names = [*name_values, None]  # code -1 (no name) -> last
             kind_of_name = np.array([KIND_CODE[classify("X", cat, n)] for n in names], dtype=np.int8)
             kind[rows] = kind_of_name[name_codes[rows]]
+    # XPU's scope-profiler slices, written as kernels, are markers (`accelerators`).
+    metric_names = [i for i, n in enumerate(name_values) if str(n).startswith(accelerators.SCOPE_METRICS_PREFIX)]
+    if metric_names:
+        kernel_cats = [i for i, c in enumerate(cat_values) if (c or "").lower() == "kernel"]
+        kind[complete & np.isin(cat_codes, kernel_cats) & np.isin(name_codes, metric_names)] = KIND_CODE[KIND_OTHER]
     # Instant events are allocator records when named "[memory]".
     instant = np.isin(ph_codes, [i for i, v in enumerate(ph_values) if v in ("i", "I")])
     if "[memory]" in name_values:

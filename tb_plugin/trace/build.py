@@ -317,9 +317,11 @@ class _Builder:
     def _device_columns(self, kind: str, m: npt.NDArray[np.bool_], a: ArgColumns) -> pd.DataFrame:
         device = a["device"]
         stream = a["stream"]
-        if m.any() and ((device < 0).any() or (stream < 0).any()):
+        # an absent stream is read from the tid; a sync's written -1 is its having none
+        no_stream = np.isnan(stream) if kind == KIND_SYNC else stream < 0
+        if m.any() and ((device < 0).any() or no_stream.any()):
             device = np.where(device >= 0, device, self.numbers(self.pid_coded, m))
-            stream = np.where(stream >= 0, stream, self.numbers(self.tid_coded, m))
+            stream = np.where(no_stream, self.numbers(self.tid_coded, m), stream)
         moved = a["original_stream"] >= 0 if "original_stream" in a else np.zeros(0, bool)  # syncs have none
         if moved.any():
             # CUDA-graph work the exporter moved to an annotation's lane (pytorch#194854): its
@@ -351,7 +353,7 @@ class _Builder:
             columns["memory_bandwidth_gbps"] = a["memory_bandwidth_gbps"]
         elif kind == KIND_SYNC:
             # Context and device syncs name no stream: CUPTI's invalid value, -1 as uint32
-            columns["stream"] = np.where(stream == 0xFFFFFFFF, -1, stream)
+            columns["stream"] = np.where(stream == 0xFFFFFFFF, -1, stream).astype(np.int64)
             columns["wait_on_stream"] = a["wait_on_stream"]
             columns["wait_on_event_record_correlation"] = a["wait_on_event_record_correlation"]
             columns["wait_on_event_id"] = a["wait_on_event_id"]

@@ -112,7 +112,9 @@ class _SyncArgs(msgspec.Struct, gc=False):
     external_id: int = _i("External id")
     external_id_lower: int = _i("external id")
     device: int = -1
-    stream: int = -1
+    # a float so that absent (NaN) differs from a written -1: a context sync has no stream,
+    # which newer Kineto writes as `"stream": -1` on tid 1 (kineto#1356's writer)
+    stream: float = NAN
     # Kineto's `cuda_sync` records (Stream Wait Event, Event Sync): the event waited on
     wait_on_stream: int = -1
     wait_on_event_record_correlation: int = _i("wait_on_cuda_event_record_corr_id")
