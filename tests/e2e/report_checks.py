@@ -138,3 +138,20 @@ def check_report_tabs(tab: Tab, profile, screenshot_dir, prefix: str) -> None:
         assert ("Cannot load this part of the timeline" in shown) != held, (step.step, shown[:500])
         if not held:
             assert f"step {median.step} in full detail" in shown and "TensorBoard" in shown
+
+
+def check_diff_page(tab: Tab, view, screenshot_path) -> None:
+    """A `compare --html` file of the pair `view` (a `DiffView`) diffs: the Diff tab alone,
+    its headline with the API's mean step times and step counts, its causes in the API's
+    order; screenshot to `screenshot_path`."""
+    wait_ready(tab)
+    tabs = tab.evaluate("() => [...document.querySelectorAll('[data-view]')].map((e) => e.dataset.view)")
+    assert tabs == ["diff"], tabs
+    step = view.explanation.set_index("cause").loc["step_time"]
+    headline = text(tab, "[data-testid=diff-headline]")
+    assert f"over {step['steps_a']} steps of A" in headline and f"over {step['steps_b']} steps of B" in headline, headline
+    assert format_duration(step["mean_us_a"]) in headline and format_duration(step["mean_us_b"]) in headline, headline
+    causes = tab.evaluate("() => [...document.querySelectorAll('[data-table=diff-explanation] tbody tr')]"
+                          ".map((row) => row.cells[0].innerText)")
+    assert causes == list(view.explanation["label"]), causes
+    tab.screenshot(screenshot_path)

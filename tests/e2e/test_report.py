@@ -7,14 +7,15 @@ import re
 
 import pytest
 
-from tb_plugin import load_run
+from tb_plugin import diff, load_run
 from tb_plugin.__main__ import main
 
 from ..helpers import SAMPLES, kernel, op, runtime, write_trace
 from .conftest import READY, full_kernel_name, screenshot
-from .report_checks import check_report_tabs, open_view
+from .report_checks import check_diff_page, check_report_tabs, open_view
 
 RUN = SAMPLES / "gpu_resnet50_v100"
+CNN = SAMPLES / "cpu_cnn"  # one worker, two spans
 SCRIPT_NAME = "</script><script>alert(1)</script>"
 QUOTED_NAME = "k\"ernel' <img src=x onerror=alert(2)> &amp;"
 
@@ -75,6 +76,15 @@ def profile():
 def test_report_tabs_show_the_apis_numbers_offline(browser, report, profile, screenshot_dir):
     offline = Offline(browser, report)
     check_report_tabs(offline, profile, screenshot_dir, "report")
+    offline.close()
+
+
+def test_compare_html_shows_the_apis_diff_offline(browser, tmp_path, screenshot_dir):
+    out = tmp_path / "diff.html"
+    assert main(["compare", str(CNN), str(CNN), "--span-b", "2", "--html", str(out)]) == 0
+    run = load_run(str(CNN))
+    offline = Offline(browser, out)
+    check_diff_page(offline, diff(run.profile("worker0", 1), run.profile("worker0", 2)), screenshot_dir / "compare_html.png")
     offline.close()
 
 

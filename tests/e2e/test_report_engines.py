@@ -1,18 +1,20 @@
-"""The report file in Firefox's and WebKit's (Safari's) engines, as test_report.py checks it in
-Chromium: opened from disk with every request but the file itself refused and recorded, each
-tab renders with no console error and the numbers the API gives for the same run
-(report_checks.py; the drivers and what each sees in engines.py)."""
+"""The report and `compare --html` files in Firefox's and WebKit's (Safari's) engines, as
+test_report.py checks them in Chromium: opened from disk with every request but the file itself
+refused and recorded, each tab renders with no console error and the numbers the API gives for
+the same run (report_checks.py; the drivers and what each sees in engines.py)."""
 
 import pytest
 
+import tb_plugin
 from tb_plugin import load_run
 from tb_plugin.__main__ import main
 
 from ..helpers import SAMPLES
 from .engines import FIREFOX, WEBKIT_DRIVER, XVFB, Firefox, WebKit
-from .report_checks import check_report_tabs
+from .report_checks import check_diff_page, check_report_tabs
 
 RUN = SAMPLES / "gpu_resnet50_v100"
+CNN = SAMPLES / "cpu_cnn"  # one worker, two spans
 
 
 def _missing(engine):
@@ -52,6 +54,17 @@ def test_report_tabs_show_the_apis_numbers_offline(engine, report, screenshot_di
     name, driver = engine
     tab = driver.open(report)
     check_report_tabs(tab, load_run(str(RUN)).profile("worker0", 1), screenshot_dir, f"report_{name}")
+    tab.close()
+
+
+def test_compare_html_shows_the_apis_diff_offline(engine, tmp_path, screenshot_dir):
+    name, driver = engine
+    out = tmp_path / "diff.html"
+    assert main(["compare", str(CNN), str(CNN), "--span-b", "2", "--html", str(out)]) == 0
+    run = load_run(str(CNN))
+    tab = driver.open(out)
+    check_diff_page(tab, tb_plugin.diff(run.profile("worker0", 1), run.profile("worker0", 2)),
+                    screenshot_dir / f"compare_html_{name}.png")
     tab.close()
 
 
