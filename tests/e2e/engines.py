@@ -10,11 +10,15 @@ disk and every request but the file itself refused, recorded and failed by the t
   the page's resource timing entries must name nothing but the file and inline data; and once
   the page is first ready, listeners record uncaught errors, rejections, CSP refusals and
   `console.error` calls from then on (every tab is rendered after that, the first one again
-  when the checks come back to it). What WebKit logs while the page boots is not seen: its
-  MiniBrowser writes no console message in automation mode.
+  when the checks come back to it). What WebKit logs while the page boots, before the first
+  ready state, is not seen: WebKitGTK 2.50's driver offers no WebDriver BiDi (a session asking
+  for `webSocketUrl` is refused), and MiniBrowser's `--enable-write-console-messages-to-stdout`
+  prints nothing for an automation session. A boot that goes wrong still fails the checks of
+  what the page shows.
 
 Each tab has `evaluate(function_source, *args)` and `screenshot(path)` (report_checks.Tab),
-`refused` and `errors`, and `close(check=True)`, which asserts both are empty. No browser is downloaded.
+`refused` and `errors`, and `close(check=True)`, which asserts both are empty. No browser is
+downloaded.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
