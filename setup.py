@@ -45,6 +45,8 @@ setup(
         "test": ["dask[distributed]>=2023.1", "mcp>=2","pytest>=7", "hypothesis>=6", "moto[server]>=5", "s3fs", "pyyaml", "torch==2.13.0",
                  # Drives Debian's Chromium in tests/e2e (its own browsers are never downloaded).
                  "playwright>=1.40",
+                 # Drives Debian's Firefox over WebDriver BiDi in tests/e2e/engines.py.
+                 "websocket-client>=1.6",
                  # tests/test_notebook.py runs a notebook showing reports on a real kernel.
                  "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6",
                  # tests/test_openapi_fuzz.py (parameter dictionaries; checked with 4.32.5).

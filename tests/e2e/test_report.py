@@ -7,13 +7,15 @@ import re
 
 import pytest
 
-from tb_plugin import load_run
+from tb_plugin import diff, load_run
 from tb_plugin.__main__ import main
 
 from ..helpers import SAMPLES, kernel, op, runtime, write_trace
-from .conftest import CHROMIUM_ARGS, READY, format_duration, full_kernel_name, screenshot  # noqa: F401
+from .conftest import READY, full_kernel_name, screenshot
+from .report_checks import check_diff_page, check_report_tabs, open_view
 
 RUN = SAMPLES / "gpu_resnet50_v100"
+CNN = SAMPLES / "cpu_cnn"  # one worker, two spans
 SCRIPT_NAME = "</script><script>alert(1)</script>"
 QUOTED_NAME = "k\"ernel' <img src=x onerror=alert(2)> &amp;"
 
@@ -42,13 +44,15 @@ class Offline:
         if ready:
             self.page.wait_for_selector(READY, state="attached")
 
+    def evaluate(self, function, *args):
+        return self.page.evaluate(f"(args) => ({function})(...args)", list(args))
+
+    def screenshot(self, path):
+        self.page.screenshot(path=str(path), full_page=True)
+
     def open(self, view):
-        page = self.page
-        if page.get_attribute(f"[data-view='{view}']", "aria-selected") != "true":
-            seq = page.evaluate("() => document.body.dataset.readySeq || '0'")
-            page.click(f"[data-view='{view}']")
-            page.wait_for_selector(f"body[data-ready='true']:not([data-ready-seq='{seq}'])", state="attached")
-        return page
+        open_view(self, view)
+        return self.page
 
     def close(self):
         self.context.close()
@@ -71,45 +75,16 @@ def profile():
 
 def test_report_tabs_show_the_apis_numbers_offline(browser, report, profile, screenshot_dir):
     offline = Offline(browser, report)
-    page = offline.page
-    tabs = page.eval_on_selector_all("[data-view]", "els => els.map((e) => e.dataset.view)")
-    assert sorted(tabs) == sorted(v for v in profile.available_views(1, 1) if v != "diff")
-    for view in tabs:
-        offline.open(view)
-        text = page.inner_text("main") if page.query_selector("main") else page.inner_text("body")
-        assert "does not hold this answer" not in text, view
-        screenshot(page, screenshot_dir, f"report_{view}")
-    offline.open("overview")
-    assert page.get_attribute("[data-control=definitions-link]", "href") is None
-    operators = profile.operators()
-    key = "device_self_us" if (operators["device_self_us"] > 0).any() else "host_self_us"
-    top = operators.loc[operators[key].idxmax()]
-    offline.open("operator")
-    first = page.locator("[data-table=operators] tbody tr").first
-    assert top["name"] in first.inner_text() and format_duration(top[key]) in first.inner_text()
-    kernels = profile.kernels()
-    top_kernel = kernels.loc[kernels["total_us"].idxmax()]
-    offline.open("kernel")
-    first = page.locator("[data-table=kernels] tbody tr").first
-    assert full_kernel_name(first) == top_kernel["name"]
-    assert format_duration(top_kernel["total_us"]) in first.inner_text()
-    # the Trace view: drawn whole; the median step in full detail; another step at that zoom
-    # says what the report holds and how to see the rest
-    offline.open("trace")
-    assert page.query_selector("[data-testid=trace] canvas")
-    # no link leads to a route the file does not hold
-    assert page.get_attribute("[data-link=trace-file]", "href") is None
-    assert "not in this report" in page.inner_text("[data-link=trace-file]")
-    steps = sorted(profile.timeline_tracks()["steps"].itertuples(), key=lambda s: (s.end_us - s.start_us, s.step))
-    median, other = steps[(len(steps) - 1) // 2], steps[-1]
-    for step, held in ((median, True), (other, False)):
-        seq = page.evaluate("() => document.body.dataset.readySeq || '0'")
-        page.select_option("[data-control=trace-step]", str(step.step))
-        page.wait_for_selector(f"body[data-ready='true']:not([data-ready-seq='{seq}'])", state="attached")
-        text = page.inner_text("[data-testid=trace]")
-        assert ("Cannot load this part of the timeline" in text) != held, (step.step, text[:500])
-        if not held:
-            assert f"step {median.step} in full detail" in text and "TensorBoard" in text
+    check_report_tabs(offline, profile, screenshot_dir, "report")
+    offline.close()
+
+
+def test_compare_html_shows_the_apis_diff_offline(browser, tmp_path, screenshot_dir):
+    out = tmp_path / "diff.html"
+    assert main(["compare", str(CNN), str(CNN), "--span-b", "2", "--html", str(out)]) == 0
+    run = load_run(str(CNN))
+    offline = Offline(browser, out)
+    check_diff_page(offline, diff(run.profile("worker0", 1), run.profile("worker0", 2)), screenshot_dir / "compare_html.png")
     offline.close()
 
 

@@ -1,0 +1,323 @@
+"""The engines Playwright cannot drive as Debian ships them, each with a report file open from
+disk and every request but the file itself refused, recorded and failed by the test:
+
+- Firefox (`firefox-esr`), over WebDriver BiDi, which it speaks natively (no geckodriver): a
+  network intercept fails every request of the tab but the file's own, and `log.entryAdded`
+  records console errors and uncaught exceptions (the Content-Security-Policy's refusals too).
+- WebKit, Safari's engine (`webkit2gtk-driver`: WebKitWebDriver and its MiniBrowser), over
+  classic WebDriver in a private Xvfb display. Classic WebDriver sees neither requests nor the
+  console, so: the session's proxy is a local one that refuses and records every connection;
+  the page's resource timing entries must name nothing but the file and inline data; and once
+  the page is first ready, listeners record uncaught errors, rejections, CSP refusals and
+  `console.error` calls from then on (every tab is rendered after that, the first one again
+  when the checks come back to it). What WebKit logs while the page boots, before the first
+  ready state, is not seen: WebKitGTK 2.50's driver offers no WebDriver BiDi (a session asking
+  for `webSocketUrl` is refused), and MiniBrowser's `--enable-write-console-messages-to-stdout`
+  prints nothing for an automation session. A boot that goes wrong still fails the checks of
+  what the page shows.
+
+Each tab has `evaluate(function_source, *args)` and `screenshot(path)` (report_checks.Tab),
+`refused` and `errors`, and `close(check=True)`, which asserts both are empty. No browser is
+downloaded.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from .report_checks import wait_ready
+
+FIREFOX = Path("/usr/bin/firefox-esr")
+WEBKIT_DRIVER = Path("/usr/bin/WebKitWebDriver")
+XVFB = Path("/usr/bin/Xvfb")
+WIDTH, HEIGHT = 1400, 1000
+TIMEOUT_S = 90
+# Inline data never leaves the file (the page's icon is `data:,`, its CSV downloads blobs).
+INLINE = ("data:", "blob:")
+
+
+def _leaves(url, own):
+    return url.split("#")[0].split("?")[0] != own and not url.startswith(INLINE)
+
+
+def _check(errors, refused):
+    assert not errors, errors
+    assert not refused, f"requests leaving the file: {refused}"
+
+
+def _stop(process):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class Firefox:
+    """A headless Firefox in a fresh profile, driven over WebDriver BiDi."""
+
+    def __init__(self):
+        import websocket  # websocket-client, a test dependency
+
+        self.profile = tempfile.mkdtemp(prefix="tb_plugin_firefox_")
+        self.process = subprocess.Popen(
+            [str(FIREFOX), "--headless", "--no-remote", "--profile", self.profile, "--remote-debugging-port=0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log, self.socket = [], None
+        try:
+            url = None
+            for line in self.process.stderr:
+                self.log.append(line)
+                match = re.search(r"WebDriver BiDi listening on (ws://\S+)", line)
+                if match:
+                    url = match.group(1)
+                    break
+            if url is None:
+                raise RuntimeError(f"Firefox did not start its WebDriver BiDi server: {''.join(self.log)[-2000:]}")
+            # the rest of its stderr drained, so that a full pipe never blocks it
+            threading.Thread(target=self.log.extend, args=(self.process.stderr,), daemon=True).start()
+            # Firefox refuses a handshake carrying an Origin header (not a page's socket)
+            self.socket = websocket.create_connection(f"{url}/session", timeout=TIMEOUT_S, suppress_origin=True)
+            self.next_id, self.tabs = 0, {}
+            self.command("session.new", capabilities={})
+            self.command("session.subscribe", events=["log.entryAdded", "network.beforeRequestSent"])
+        except BaseException:
+            self.close()
+            raise
+
+    def send(self, method, **params):
+        self.next_id += 1
+        self.socket.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        return self.next_id
+
+    def command(self, method, **params):
+        """Send a command and return its result, handing the events that come meanwhile to
+        their tab (a blocked request is answered at once, or the command waits forever)."""
+        wanted = self.send(method, **params)
+        while True:
+            message = json.loads(self.socket.recv())
+            if message.get("id") == wanted:
+                if message.get("type") == "error":
+                    raise RuntimeError(f"{method}: {message.get('error')}: {message.get('message')}")
+                return message["result"]
+            if message.get("type") == "event":
+                tab = self.tabs.get(message["params"].get("context") or message["params"].get("source", {}).get("context"))
+                if tab is not None:
+                    tab.event(message["method"], message["params"])
+
+    def open(self, path):
+        return FirefoxTab(self, path)
+
+    def close(self):
+        if self.socket is not None:
+            with contextlib.suppress(Exception):
+                self.command("browser.close")
+            with contextlib.suppress(Exception):
+                self.socket.close()
+        _stop(self.process)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+class FirefoxTab:
+    def __init__(self, firefox, path):
+        self.firefox, self.url = firefox, path.as_uri()
+        self.refused, self.errors = [], []
+        self.context = firefox.command("browsingContext.create", type="tab")["context"]
+        firefox.tabs[self.context] = self
+        firefox.command("browsingContext.setViewport", context=self.context,
+                        viewport={"width": WIDTH, "height": HEIGHT})
+        firefox.command("network.addIntercept", phases=["beforeRequestSent"], contexts=[self.context])
+        firefox.command("browsingContext.navigate", context=self.context, url=self.url, wait="complete")
+
+    def event(self, method, params):
+        if method == "log.entryAdded" and params.get("level") == "error":
+            self.errors.append(params.get("text"))
+        elif method == "network.beforeRequestSent":
+            url = params["request"]["url"]
+            leaves = _leaves(url, self.url)
+            if leaves:
+                self.refused.append(url)
+            if params.get("isBlocked"):
+                request = params["request"]["request"]
+                if leaves:
+                    self.firefox.send("network.failRequest", request=request)
+                else:
+                    self.firefox.send("network.continueRequest", request=request)
+
+    def evaluate(self, function, *args):
+        expression = f"(async () => JSON.stringify(await ({function})(...{json.dumps(list(args))})))()"
+        result = self.firefox.command("script.evaluate", expression=expression, target={"context": self.context},
+                                      awaitPromise=True)
+        if result["type"] == "exception":
+            raise RuntimeError(result["exceptionDetails"].get("text"))
+        value = result["result"]
+        return json.loads(value["value"]) if value["type"] == "string" else None
+
+    def screenshot(self, path):
+        shot = self.firefox.command("browsingContext.captureScreenshot", context=self.context, origin="document")
+        Path(path).write_bytes(base64.b64decode(shot["data"]))
+
+    def close(self, check=True):
+        self.firefox.command("browsingContext.close", context=self.context)
+        del self.firefox.tabs[self.context]
+        if check:
+            _check(self.errors, self.refused)
+
+
+class RefusingProxy:
+    """An HTTP(S) proxy on localhost that records every connection made to it (its request
+    line, or the first bytes of a TLS handshake) and answers 403."""
+
+    def __init__(self):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.seen = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            with connection:
+                connection.settimeout(5)
+                with contextlib.suppress(OSError):
+                    head = connection.recv(4096)
+                    # a TLS ClientHello (0x16) is an HTTPS request tunnelled to us; else a request line
+                    self.seen.append("a TLS handshake (HTTPS)" if head[:1] == b"\x16"
+                                     else head.split(b"\r\n")[0][:200].decode("latin-1"))
+                    connection.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    def close(self):
+        self.server.close()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class WebKit:
+    """WebKitWebDriver in a private Xvfb display; one MiniBrowser session per tab."""
+
+    def __init__(self):
+        self.scratch = tempfile.mkdtemp(prefix="tb_plugin_webkit_")
+        read, write = os.pipe()
+        self.xvfb = subprocess.Popen([str(XVFB), "-displayfd", str(write), "-nolisten", "tcp",
+                                      "-screen", "0", f"{WIDTH}x{HEIGHT}x24"], pass_fds=[write],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(write)
+        with os.fdopen(read) as display:
+            number = display.readline().strip()
+        if not number:
+            _stop(self.xvfb)
+            raise RuntimeError("Xvfb did not start")
+        self.port, self.sessions = _free_port(), set()
+        self.log = open(Path(self.scratch) / "webkit.log", "wb")
+        self.driver = subprocess.Popen([str(WEBKIT_DRIVER), f"--port={self.port}"], stdout=self.log,
+                                       stderr=subprocess.STDOUT, env={**os.environ, "DISPLAY": f":{number}"})
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if self.driver.poll() is not None or time.monotonic() > deadline:
+                    log = (Path(self.scratch) / "webkit.log").read_text("utf-8", "replace")[-2000:]
+                    self.close()
+                    raise RuntimeError(f"WebKitWebDriver did not listen: {log}")
+                time.sleep(0.05)
+
+    def call(self, method, path, body=None):
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+                return json.loads(response.read())["value"]
+        except urllib.error.HTTPError as error:
+            value = json.loads(error.read())["value"]
+            raise RuntimeError(f"{method} {path}: {value.get('error')}: {value.get('message')}") from None
+
+    def open(self, path):
+        return WebKitTab(self, path)
+
+    def close(self):
+        for session in list(self.sessions):  # a tab a failed test left open: its MiniBrowser too
+            with contextlib.suppress(Exception):
+                self.call("DELETE", f"/session/{session}")
+        _stop(self.driver)
+        self.log.close()
+        _stop(self.xvfb)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+# Installed once the page is first ready: records what the console would show as an error.
+_RECORD_ERRORS = """() => {
+    const errors = window.__tbPluginErrors = [];
+    addEventListener('error', (e) => errors.push(`error: ${e.message || e.target?.src || e.target?.href}`), true);
+    addEventListener('unhandledrejection', (e) => errors.push(`unhandled rejection: ${e.reason}`));
+    addEventListener('securitypolicyviolation', (e) => errors.push(`refused by the page's policy: ${e.blockedURI}`));
+    const error = console.error.bind(console);
+    console.error = (...args) => { errors.push(`console.error: ${args.join(' ')}`); error(...args); };
+}"""
+
+
+class WebKitTab:
+    def __init__(self, webkit, path):
+        self.webkit, self.url = webkit, path.as_uri()
+        self.proxy = RefusingProxy()
+        proxy = f"127.0.0.1:{self.proxy.port}"
+        self.session = webkit.call("POST", "/session", {"capabilities": {"alwaysMatch": {
+            "proxy": {"proxyType": "manual", "httpProxy": proxy, "sslProxy": proxy},
+            "timeouts": {"script": TIMEOUT_S * 1000}}}})["sessionId"]
+        webkit.sessions.add(self.session)
+        self.call("POST", "/window/rect", {"width": WIDTH, "height": HEIGHT})
+        self.call("POST", "/url", {"url": self.url})
+        wait_ready(self)
+        self.evaluate(_RECORD_ERRORS)
+
+    def call(self, method, path, body=None):
+        return self.webkit.call(method, f"/session/{self.session}{path}", body)
+
+    def evaluate(self, function, *args):
+        script = f"const args = arguments; return (async () => JSON.stringify(await ({function})(...args)))()"
+        value = self.call("POST", "/execute/sync", {"script": script, "args": list(args)})
+        return None if value is None else json.loads(value)
+
+    def screenshot(self, path):
+        Path(path).write_bytes(base64.b64decode(self.call("GET", "/screenshot")))
+
+    @property
+    def errors(self):
+        return self.evaluate("() => window.__tbPluginErrors")
+
+    @property
+    def refused(self):
+        loaded = self.evaluate("() => performance.getEntriesByType('resource').map((e) => e.name)")
+        return [u for u in loaded if _leaves(u, self.url)] + [f"through the proxy: {line}" for line in self.proxy.seen]
+
+    def close(self, check=True):
+        errors, refused = self.errors, self.refused
+        self.call("DELETE", "")
+        self.webkit.sessions.discard(self.session)
+        self.proxy.close()
+        if check:
+            _check(errors, refused)
