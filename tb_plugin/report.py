@@ -26,6 +26,7 @@ inline data, so the file opens from `file://`, offline, in any browser.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import html
@@ -33,8 +34,9 @@ import importlib.resources
 import os
 import re
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -301,39 +303,60 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
     """The HTML report of a run directory or trace file (`source`, a path or fsspec URL):
     every worker (or `worker`), every span (or `span`), each tab the page offers."""
     logdir, file_name = _resolve(source)
-    run = "."
-    store = _store(logdir, max_memory_bytes)
-    try:
-        names = [r["name"] for r in store.runs()]
-        if run not in names:
-            held = f"; it holds the runs {', '.join(names[:10])}" if names else ""
-            raise BadParameterError(f"{_shown(source)} is not a run directory nor a trace file{held}")
-        answers = Answers(store, progress)
-        listed = next(r for r in answers.ask("runs")["runs"] if r["name"] == run)
-        spans = {name: (answers.ask("spans", run=run, worker=name) or {}).get("spans", []) for name in listed["workers"]}
-        if file_name is not None:  # one trace file: its worker and span
-            worker, span = next((w, s["span"]) for w, listed in spans.items() for s in listed if s["file"] == file_name)
-        if worker is not None and worker not in spans:
-            raise BadParameterError(f"no worker {worker!r}; workers: {', '.join(spans)}")
-        workers = [worker] if worker is not None else list(spans)
-        if not workers:
-            raise BadParameterError(f"{_shown(source)} holds no trace file")
-        for name in workers:
-            chosen_spans = [s["span"] for s in spans[name] if span is None or s["span"] == span]
-            if not chosen_spans:
-                raise BadParameterError(f"worker {name!r} has no span {span}; spans: "
-                                        f"{', '.join(str(s['span']) for s in spans[name])}")
-            if span is not None:
-                answers.replies[answer_key("spans", {"run": run, "worker": name})] = (200, orjson.dumps(
-                    {"run": run, "worker": name, "spans": [s for s in spans[name] if s["span"] == span]}))
-            for number in chosen_spans:
-                _profile_requests(answers, run, name, number, step)
-        _refuse_when_nothing_loaded(answers, run, {name: spans[name] for name in workers}, span)
-        answers.relist(lambda name: name == run, workers)
-        answers.location = {"run": run, "worker": workers[0], "span": str(span or 1), **({"view": view} if view else {})}
-        return _html(answers.payload(), f"PyTorch Profiler report: {_shown(source)}")
-    finally:
-        store.stop()
+    with _named_run(logdir, file_name) as (logdir, run):
+        store = _store(logdir, max_memory_bytes)
+        try:
+            names = [r["name"] for r in store.runs()]
+            if run not in names:
+                held = f"; it holds the runs {', '.join(names[:10])}" if names else ""
+                raise BadParameterError(f"{_shown(source)} is not a run directory nor a trace file{held}")
+            answers = Answers(store, progress)
+            listed = next(r for r in answers.ask("runs")["runs"] if r["name"] == run)
+            spans = {name: (answers.ask("spans", run=run, worker=name) or {}).get("spans", [])
+                     for name in listed["workers"]}
+            if file_name is not None:  # one trace file: its worker and span
+                worker, span = next((w, s["span"]) for w, listed in spans.items() for s in listed
+                                    if s["file"] == file_name)
+            if worker is not None and worker not in spans:
+                raise BadParameterError(f"no worker {worker!r}; workers: {', '.join(spans)}")
+            workers = [worker] if worker is not None else list(spans)
+            if not workers:
+                raise BadParameterError(f"{_shown(source)} holds no trace file")
+            for name in workers:
+                chosen_spans = [s["span"] for s in spans[name] if span is None or s["span"] == span]
+                if not chosen_spans:
+                    raise BadParameterError(f"worker {name!r} has no span {span}; spans: "
+                                            f"{', '.join(str(s['span']) for s in spans[name])}")
+                if span is not None:
+                    answers.replies[answer_key("spans", {"run": run, "worker": name})] = (200, orjson.dumps(
+                        {"run": run, "worker": name, "spans": [s for s in spans[name] if s["span"] == span]}))
+                for number in chosen_spans:
+                    _profile_requests(answers, run, name, number, step)
+            _refuse_when_nothing_loaded(answers, run, {name: spans[name] for name in workers}, span)
+            answers.relist(lambda name: name == run, workers)
+            answers.location = {"run": run, "worker": workers[0], "span": str(span or 1),
+                                **({"view": view} if view else {})}
+            return _html(answers.payload(), f"PyTorch Profiler report: {_shown(source) if run == '.' else run}")
+        finally:
+            store.stop()
+
+
+@contextlib.contextmanager
+def _named_run(logdir: str, file_name: str | None) -> Iterator[tuple[str, str]]:
+    """(log directory, run) to read the run of `logdir` (a trace file `file_name` of it, or
+    the directory itself) under the name a user knows it by: the file's or directory's own,
+    as the page names a run of a log directory by its folder, not "." (the name a store gives
+    its log directory itself). A local directory is read through a link of that name in a
+    temporary directory; a URL's run (or the root directory's) stays "."."""
+    from .store.storage import is_url
+
+    name = os.path.basename(file_name or os.path.abspath(logdir))
+    if is_url(logdir) or not name or not os.path.isdir(logdir):
+        yield logdir, "."
+        return
+    with tempfile.TemporaryDirectory(prefix="tb_plugin_report_") as links:
+        os.symlink(os.path.abspath(logdir), os.path.join(links, name), target_is_directory=True)
+        yield links, name
 
 
 def _refuse_when_nothing_loaded(answers: Answers, run: str, spans: dict[str, list[dict[str, Any]]],
@@ -348,8 +371,9 @@ def _refuse_when_nothing_loaded(answers: Answers, run: str, spans: dict[str, lis
             if code == 200:
                 return
             refusals.append(orjson.loads(body))
-    if refusals:
-        raise TraceError(refusals[0].get("path") or worker, refusals[0].get("reason", "not loaded"))
+    if refusals:  # the file's path in its run, as the user named the run
+        path = refusals[0].get("path") or worker
+        raise TraceError(path.removeprefix(f"{run}/"), refusals[0].get("reason", "not loaded"))
 
 
 def _shown(source: str) -> str:
@@ -380,8 +404,6 @@ def diff_report(a: Any, b: Any, threshold_pct: float, *, max_memory_bytes: int,
                 progress: Callable[[str], None] | None = None) -> str:
     """The HTML report of the Diff page of `a` against `b` (`compare.Side`s: a trace file or
     run directory, a worker or None for the first, a span), opening on the Diff tab."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="tb_plugin_diff_") as logdir:
         names = {"A": f"A-{_shown(a.path)}", "B": f"B-{_shown(b.path)}"}
         for side, key in ((a, "A"), (b, "B")):
