@@ -59,6 +59,9 @@ COUNTER_POINTS = 5000
 WINDOW_ROUTES = ("timeline_slices", "timeline_counters")
 WINDOW_PARAMS = ("start_us", "end_us", "resolution_us", "points", "tracks")
 PAGE_THRESHOLDS = ("0.1", "0.5", "1", "2", "5", "10", "20")
+# The Memory snapshot tab's timeline: bins across and bands drawn (SnapshotView.tsx).
+SNAPSHOT_BINS = 1000
+SNAPSHOT_BANDS = 60
 POLL_SECONDS = 0.02
 _DATA_ID = "tb-report-data"
 
@@ -119,12 +122,13 @@ class Answers:
         self.windows.append({"route": route, "scope": scope, "start_us": start_us, "end_us": end_us,
                              "resolution_us": resolution_us, "key": key})
 
-    def relist(self, keep: Callable[[str], bool], workers: list[str] | None = None) -> None:
+    def relist(self, keep: Callable[[str], bool], workers: list[str] | None = None, snapshots: bool = False) -> None:
         """The runs listed as they are once their profiles are loaded, with only what the
-        report holds: the runs `keep` keeps, their `workers` (default: all), no snapshots."""
+        report holds: the runs `keep` keeps, their `workers` (default: all), their memory
+        snapshots only with `snapshots`."""
         del self.replies[answer_key("runs", {})]
         listing = self.ask("runs")
-        listing["runs"] = [{**r, "workers": workers or r["workers"], "snapshots": []}
+        listing["runs"] = [{**r, "workers": workers or r["workers"], "snapshots": r["snapshots"] if snapshots else []}
                            for r in listing["runs"] if keep(r["name"])]
         self.replies[answer_key("runs", {})] = (200, orjson.dumps(listing))
 
@@ -257,6 +261,37 @@ def _profile_requests(answers: Answers, run: str, worker: str, span: int, step: 
     return offered
 
 
+def _snapshot_requests(answers: Answers, run: str, names: list[str]) -> None:
+    """Ask every answer the Memory snapshot tab asks for on opening each snapshot of `run`
+    (`SnapshotView.tsx`): the run's comparison, and per snapshot its peak, OOM and trace
+    cards, and per device its timeline and the moment the tab examines first (the OOM's or
+    peak's entry: who holds the memory, by category, as a flame graph with library frames
+    collapsed and expanded, and the allocator's state). A zoomed timeline or another moment
+    is answered with the page's "not in this report" reason. A `TraceError` with the reason
+    when no snapshot can be read."""
+    answers.ask("snapshot_ranks", run=run)
+    refusals = []
+    for name in names:
+        answers.say(f"{run}: memory snapshot {name}")
+        base = {"run": run, "snapshot": name}
+        peak = answers.ask("snapshot_peak", **base)
+        if peak is None:
+            refusals.append(orjson.loads(answers.replies[answer_key("snapshot_peak", _query(base))][1]))
+            continue
+        cards = _rows(answers.ask("snapshot_oom", **base))
+        answers.ask("snapshot_trace", **base)  # a run of snapshots only has no trace to draw beside them
+        for device in (row["device"] for row in _rows(peak)):
+            answers.ask("snapshot_timeline", **base, device=device, bins=SNAPSHOT_BINS, bands=SNAPSHOT_BANDS)
+            for entry in (card["entry"] for card in cards if card["device"] == device):
+                moment = {**base, "device": device, "entry": entry}
+                for route in ("snapshot_blame", "snapshot_categories", "snapshot_state"):
+                    answers.ask(route, **moment)
+                for library in ("collapsed", "expanded"):
+                    answers.ask("snapshot_flame", **moment, library=library)
+    if len(refusals) == len(names):
+        raise TraceError(refusals[0].get("path", run).removeprefix(f"{run}/"), refusals[0].get("reason", "not read"))
+
+
 def _html(payload: bytes, title: str) -> str:
     """The page with its bundle, styles and `payload` inlined, and a policy allowing no request."""
     static = importlib.resources.files(__package__) / "static"
@@ -314,6 +349,12 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
             listed = next(r for r in answers.ask("runs")["runs"] if r["name"] == run)
             spans = {name: (answers.ask("spans", run=run, worker=name) or {}).get("spans", [])
                      for name in listed["workers"]}
+            if not spans and listed["snapshots"] and worker is None and file_name is None:
+                # memory snapshots only: the page offers their tab alone, from the run listing
+                _snapshot_requests(answers, run, list(dict.fromkeys(s["name"] for s in listed["snapshots"])))
+                answers.relist(lambda name: name == run, snapshots=True)
+                answers.location = {"run": run, "view": "memory_snapshot"}
+                return _html(answers.payload(), f"PyTorch Profiler report: {_shown(source) if run == '.' else run}")
             if file_name is not None:  # one trace file: its worker and span
                 worker, span = next((w, s["span"]) for w, listed in spans.items() for s in listed
                                     if s["file"] == file_name)

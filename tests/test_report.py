@@ -233,3 +233,41 @@ def test_a_report_names_its_run_as_the_user_named_it(tmp_path, monkeypatch):
     files = [s["file"] for s in answer(data, "spans", run="resnet_sweep_3", worker="worker0")["spans"]]
     assert files == [p.name for p in sorted(run.glob("*.pt.trace.json.gz"))]
     assert "PyTorch Profiler report: resnet_sweep_3<" in (tmp_path / "r.html").read_text("utf-8")
+
+
+def test_a_report_of_memory_snapshots_only_holds_their_tab_as_the_api_answers_it(tmp_path):
+    """A run holding only memory snapshots (the page offers their tab from the run listing) is
+    reported, opening on that tab: every answer it embeds is the HTTP API's for the same run
+    (TensorBoard's plugin over the same files), and each snapshot's devices and entries are
+    the pickle's own."""
+    import pickle
+    import urllib.parse
+
+    from .helpers import PREFIX, make_client, wait_route
+
+    logdir = tmp_path / "logs"
+    shutil.copytree(SAMPLES / "gpu_memory_snapshot", logdir / "job")
+    out = tmp_path / "snapshots.html"
+    assert main(["report", str(logdir / "job"), "-o", str(out)]) == 0
+    data = embedded(out)
+    assert data["location"] == {"run": "job", "view": "memory_snapshot"}
+    [listed] = answer(data, "runs")["runs"]
+    assert listed["workers"] == [] and [s["name"] for s in listed["snapshots"]] == ["rank0", "rank1"]
+    raw = pickle.loads((logdir / "job" / "rank0.pickle").read_bytes())
+    peak = rows(answer(data, "snapshot_peak", run="job", snapshot="rank0"))
+    assert [(r["device"], r["entries"]) for r in peak] == [(d, len(t)) for d, t in enumerate(raw["device_traces"])]
+    keys = [json.loads(key) for key in data["answers"]]
+    routes = collections.Counter(route for route, _ in keys)
+    # per device of each snapshot (rank0: 2, rank1: 1): its timeline and its first moment's four
+    # tables (the flame graph with library frames collapsed and expanded)
+    assert routes["snapshot_timeline"] == routes["snapshot_blame"] == routes["snapshot_state"] == 3
+    assert routes["snapshot_flame"] == 6 and routes["snapshot_peak"] == routes["snapshot_oom"] == 2
+    plugin, client = make_client(logdir)
+    try:
+        for (route, pairs), (status, body) in zip(keys, data["answers"].values()):
+            if route == "runs":
+                continue
+            reply = wait_route(client, f"{PREFIX}/{route}?{urllib.parse.urlencode(dict(pairs))}")
+            assert (status, body) == (reply.status_code, reply.get_json()), route
+    finally:
+        plugin.store.stop()
