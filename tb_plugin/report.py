@@ -234,9 +234,15 @@ def _profile_requests(answers: Answers, run: str, worker: str, span: int, step: 
             # the critical path the tab opens on (the first step's) and the step the Trace view
             # holds in full detail: a path costs about as much as a view
             windows = _rows((answers.ask("timeline_tracks", **base) or {}).get("steps"))
-            for number in dict.fromkeys(row["step"] for row in steps[:1] + _detail_steps(windows, step)):
+            held = list(dict.fromkeys(row["step"] for row in steps[:1] + _detail_steps(windows, step)))
+            for number in held:
                 for table in ("categories", "operators", "segments"):
                     answers.ask("critical_path", **base, step=number, table=table)
+            if len(steps) > len(held):  # what the page says of another step's
+                answers.notes[answer_key("critical_path", _query(base))] = (
+                    f"the critical path of {'step' if len(held) == 1 else 'steps'} {' and '.join(map(str, held))} only "
+                    "(the first step, which the tab opens on, and the step the Trace view holds in full detail: "
+                    "report --step N chooses it)")
         elif view == "memory":
             for device in (answers.ask("memory_devices", **base) or {}).get("devices", []):
                 query = {**base, "device": device}

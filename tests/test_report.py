@@ -114,6 +114,17 @@ def test_report_of_a_gpu_trace_file_holds_its_gpu_tabs(tmp_path):
     top, total = sums.most_common(1)[0]
     kernels = {r["name"]: r for r in rows(answer(data, "kernels", **base, group_by="name"))}
     assert kernels[top]["total_us"] == pytest.approx(total)
+    # critical paths: of the first step (the tab opens on it) and the Trace view's detailed one;
+    # another step's says which the report holds
+    steps = [r["step"] for r in rows(answer(data, "steps", **base))]
+    query = {k: str(v) for k, v in base.items()}
+    detail = int(data["notes"][answer_key("timeline", query)].removeprefix("step "))
+    held = sorted({steps[0], detail})
+    paths = {dict(pairs)["step"] for route, pairs in map(json.loads, data["answers"]) if route == "critical_path"}
+    assert len(steps) == 3 and paths == {str(n) for n in held}
+    note = data["notes"][answer_key("critical_path", query)]
+    assert note.startswith(f"the critical path of {'steps' if len(held) == 2 else 'step'} "
+                           f"{' and '.join(map(str, held))} only") and "report --step N" in note
 
 
 def test_report_of_one_file_holds_its_worker_and_span(tmp_path):
