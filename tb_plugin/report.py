@@ -15,7 +15,9 @@ Trace view is embedded at two levels of detail, bounded in size: the whole trace
 `OVERVIEW_PX` slices across, and one step (the median one by default) in full detail; the
 page picks the finest that covers what it draws (`windows`) and says, where none does, how
 to see it (TensorBoard). What no request asked for (an operator's call stacks, an event's
-details) the page answers with the same "not in this report" reason.
+details) the page answers with the same "not in this report" reason, or, for a route of which
+the report holds some choices only (critical paths), with a note saying which (`notes`). A
+run of memory snapshots only is its Memory snapshot tab (`_snapshot_requests`).
 
 The answers travel gzipped and base64-encoded in a non-executable `<script>` block, inflated
 by the browser's `DecompressionStream`: nothing from the trace is ever markup or script
@@ -352,6 +354,7 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
                 held = f"; it holds the runs {', '.join(names[:10])}" if names else ""
                 raise BadParameterError(f"{_shown(source)} is not a run directory nor a trace file{held}")
             answers = Answers(store, progress)
+            title = f"PyTorch Profiler report: {_shown(source) if run == '.' else run}"
             listed = next(r for r in answers.ask("runs")["runs"] if r["name"] == run)
             spans = {name: (answers.ask("spans", run=run, worker=name) or {}).get("spans", [])
                      for name in listed["workers"]}
@@ -360,7 +363,7 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
                 _snapshot_requests(answers, run, list(dict.fromkeys(s["name"] for s in listed["snapshots"])))
                 answers.relist(lambda name: name == run, snapshots=True)
                 answers.location = {"run": run, "view": "memory_snapshot"}
-                return _html(answers.payload(), f"PyTorch Profiler report: {_shown(source) if run == '.' else run}")
+                return _html(answers.payload(), title)
             if file_name is not None:  # one trace file: its worker and span
                 worker, span = next((w, s["span"]) for w, listed in spans.items() for s in listed
                                     if s["file"] == file_name)
@@ -383,7 +386,7 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
             answers.relist(lambda name: name == run, workers)
             answers.location = {"run": run, "worker": workers[0], "span": str(span or 1),
                                 **({"view": view} if view else {})}
-            return _html(answers.payload(), f"PyTorch Profiler report: {_shown(source) if run == '.' else run}")
+            return _html(answers.payload(), title)
         finally:
             store.stop()
 
