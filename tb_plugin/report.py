@@ -15,7 +15,9 @@ Trace view is embedded at two levels of detail, bounded in size: the whole trace
 `OVERVIEW_PX` slices across, and one step (the median one by default) in full detail; the
 page picks the finest that covers what it draws (`windows`) and says, where none does, how
 to see it (TensorBoard). What no request asked for (an operator's call stacks, an event's
-details) the page answers with the same "not in this report" reason.
+details) the page answers with the same "not in this report" reason, or, for a route of which
+the report holds some choices only (critical paths), with a note saying which (`notes`). A
+run of memory snapshots only is its Memory snapshot tab (`_snapshot_requests`).
 
 The answers travel gzipped and base64-encoded in a non-executable `<script>` block, inflated
 by the browser's `DecompressionStream`: nothing from the trace is ever markup or script
@@ -26,6 +28,7 @@ inline data, so the file opens from `file://`, offline, in any browser.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import html
@@ -33,8 +36,9 @@ import importlib.resources
 import os
 import re
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +61,9 @@ COUNTER_POINTS = 5000
 WINDOW_ROUTES = ("timeline_slices", "timeline_counters")
 WINDOW_PARAMS = ("start_us", "end_us", "resolution_us", "points", "tracks")
 PAGE_THRESHOLDS = ("0.1", "0.5", "1", "2", "5", "10", "20")
+# The Memory snapshot tab's timeline: bins across and bands drawn (SnapshotView.tsx).
+SNAPSHOT_BINS = 1000
+SNAPSHOT_BANDS = 60
 POLL_SECONDS = 0.02
 _DATA_ID = "tb-report-data"
 
@@ -117,12 +124,13 @@ class Answers:
         self.windows.append({"route": route, "scope": scope, "start_us": start_us, "end_us": end_us,
                              "resolution_us": resolution_us, "key": key})
 
-    def relist(self, keep: Callable[[str], bool], workers: list[str] | None = None) -> None:
+    def relist(self, keep: Callable[[str], bool], workers: list[str] | None = None, snapshots: bool = False) -> None:
         """The runs listed as they are once their profiles are loaded, with only what the
-        report holds: the runs `keep` keeps, their `workers` (default: all), no snapshots."""
+        report holds: the runs `keep` keeps, their `workers` (default: all), their memory
+        snapshots only with `snapshots`."""
         del self.replies[answer_key("runs", {})]
         listing = self.ask("runs")
-        listing["runs"] = [{**r, "workers": workers or r["workers"], "snapshots": []}
+        listing["runs"] = [{**r, "workers": workers or r["workers"], "snapshots": r["snapshots"] if snapshots else []}
                            for r in listing["runs"] if keep(r["name"])]
         self.replies[answer_key("runs", {})] = (200, orjson.dumps(listing))
 
@@ -228,9 +236,15 @@ def _profile_requests(answers: Answers, run: str, worker: str, span: int, step: 
             # the critical path the tab opens on (the first step's) and the step the Trace view
             # holds in full detail: a path costs about as much as a view
             windows = _rows((answers.ask("timeline_tracks", **base) or {}).get("steps"))
-            for number in dict.fromkeys(row["step"] for row in steps[:1] + _detail_steps(windows, step)):
+            held = list(dict.fromkeys(row["step"] for row in steps[:1] + _detail_steps(windows, step)))
+            for number in held:
                 for table in ("categories", "operators", "segments"):
                     answers.ask("critical_path", **base, step=number, table=table)
+            if len(steps) > len(held):  # what the page says of another step's
+                answers.notes[answer_key("critical_path", _query(base))] = (
+                    f"the critical path of {'step' if len(held) == 1 else 'steps'} {' and '.join(map(str, held))} only "
+                    "(the first step, which the tab opens on, and the step the Trace view holds in full detail: "
+                    "report --step N chooses it)")
         elif view == "memory":
             for device in (answers.ask("memory_devices", **base) or {}).get("devices", []):
                 query = {**base, "device": device}
@@ -253,6 +267,37 @@ def _profile_requests(answers: Answers, run: str, worker: str, span: int, step: 
         elif view == "trace":
             _trace_requests(answers, base, step)
     return offered
+
+
+def _snapshot_requests(answers: Answers, run: str, names: list[str]) -> None:
+    """Ask every answer the Memory snapshot tab asks for on opening each snapshot of `run`
+    (`SnapshotView.tsx`): the run's comparison, and per snapshot its peak, OOM and trace
+    cards, and per device its timeline and the moment the tab examines first (the OOM's or
+    peak's entry: who holds the memory, by category, as a flame graph with library frames
+    collapsed and expanded, and the allocator's state). A zoomed timeline or another moment
+    is answered with the page's "not in this report" reason. A `TraceError` with the reason
+    when no snapshot can be read."""
+    answers.ask("snapshot_ranks", run=run)
+    refusals = []
+    for name in names:
+        answers.say(f"{run}: memory snapshot {name}")
+        base = {"run": run, "snapshot": name}
+        peak = answers.ask("snapshot_peak", **base)
+        if peak is None:
+            refusals.append(orjson.loads(answers.replies[answer_key("snapshot_peak", _query(base))][1]))
+            continue
+        cards = _rows(answers.ask("snapshot_oom", **base))
+        answers.ask("snapshot_trace", **base)  # a run of snapshots only has no trace to draw beside them
+        for device in (row["device"] for row in _rows(peak)):
+            answers.ask("snapshot_timeline", **base, device=device, bins=SNAPSHOT_BINS, bands=SNAPSHOT_BANDS)
+            for entry in (card["entry"] for card in cards if card["device"] == device):
+                moment = {**base, "device": device, "entry": entry}
+                for route in ("snapshot_blame", "snapshot_categories", "snapshot_state"):
+                    answers.ask(route, **moment)
+                for library in ("collapsed", "expanded"):
+                    answers.ask("snapshot_flame", **moment, library=library)
+    if len(refusals) == len(names):
+        raise TraceError(refusals[0].get("path", run).removeprefix(f"{run}/"), refusals[0].get("reason", "not read"))
 
 
 def _html(payload: bytes, title: str) -> str:
@@ -301,39 +346,67 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
     """The HTML report of a run directory or trace file (`source`, a path or fsspec URL):
     every worker (or `worker`), every span (or `span`), each tab the page offers."""
     logdir, file_name = _resolve(source)
-    run = "."
-    store = _store(logdir, max_memory_bytes)
-    try:
-        names = [r["name"] for r in store.runs()]
-        if run not in names:
-            held = f"; it holds the runs {', '.join(names[:10])}" if names else ""
-            raise BadParameterError(f"{_shown(source)} is not a run directory nor a trace file{held}")
-        answers = Answers(store, progress)
-        listed = next(r for r in answers.ask("runs")["runs"] if r["name"] == run)
-        spans = {name: (answers.ask("spans", run=run, worker=name) or {}).get("spans", []) for name in listed["workers"]}
-        if file_name is not None:  # one trace file: its worker and span
-            worker, span = next((w, s["span"]) for w, listed in spans.items() for s in listed if s["file"] == file_name)
-        if worker is not None and worker not in spans:
-            raise BadParameterError(f"no worker {worker!r}; workers: {', '.join(spans)}")
-        workers = [worker] if worker is not None else list(spans)
-        if not workers:
-            raise BadParameterError(f"{_shown(source)} holds no trace file")
-        for name in workers:
-            chosen_spans = [s["span"] for s in spans[name] if span is None or s["span"] == span]
-            if not chosen_spans:
-                raise BadParameterError(f"worker {name!r} has no span {span}; spans: "
-                                        f"{', '.join(str(s['span']) for s in spans[name])}")
-            if span is not None:
-                answers.replies[answer_key("spans", {"run": run, "worker": name})] = (200, orjson.dumps(
-                    {"run": run, "worker": name, "spans": [s for s in spans[name] if s["span"] == span]}))
-            for number in chosen_spans:
-                _profile_requests(answers, run, name, number, step)
-        _refuse_when_nothing_loaded(answers, run, {name: spans[name] for name in workers}, span)
-        answers.relist(lambda name: name == run, workers)
-        answers.location = {"run": run, "worker": workers[0], "span": str(span or 1), **({"view": view} if view else {})}
-        return _html(answers.payload(), f"PyTorch Profiler report: {_shown(source)}")
-    finally:
-        store.stop()
+    with _named_run(logdir, file_name) as (logdir, run):
+        store = _store(logdir, max_memory_bytes)
+        try:
+            names = [r["name"] for r in store.runs()]
+            if run not in names:
+                held = f"; it holds the runs {', '.join(names[:10])}" if names else ""
+                raise BadParameterError(f"{_shown(source)} is not a run directory nor a trace file{held}")
+            answers = Answers(store, progress)
+            title = f"PyTorch Profiler report: {_shown(source) if run == '.' else run}"
+            listed = next(r for r in answers.ask("runs")["runs"] if r["name"] == run)
+            spans = {name: (answers.ask("spans", run=run, worker=name) or {}).get("spans", [])
+                     for name in listed["workers"]}
+            if not spans and listed["snapshots"] and worker is None and file_name is None:
+                # memory snapshots only: the page offers their tab alone, from the run listing
+                _snapshot_requests(answers, run, list(dict.fromkeys(s["name"] for s in listed["snapshots"])))
+                answers.relist(lambda name: name == run, snapshots=True)
+                answers.location = {"run": run, "view": "memory_snapshot"}
+                return _html(answers.payload(), title)
+            if file_name is not None:  # one trace file: its worker and span
+                worker, span = next((w, s["span"]) for w, listed in spans.items() for s in listed
+                                    if s["file"] == file_name)
+            if worker is not None and worker not in spans:
+                raise BadParameterError(f"no worker {worker!r}; workers: {', '.join(spans)}")
+            workers = [worker] if worker is not None else list(spans)
+            if not workers:
+                raise BadParameterError(f"{_shown(source)} holds no trace file")
+            for name in workers:
+                chosen_spans = [s["span"] for s in spans[name] if span is None or s["span"] == span]
+                if not chosen_spans:
+                    raise BadParameterError(f"worker {name!r} has no span {span}; spans: "
+                                            f"{', '.join(str(s['span']) for s in spans[name])}")
+                if span is not None:
+                    answers.replies[answer_key("spans", {"run": run, "worker": name})] = (200, orjson.dumps(
+                        {"run": run, "worker": name, "spans": [s for s in spans[name] if s["span"] == span]}))
+                for number in chosen_spans:
+                    _profile_requests(answers, run, name, number, step)
+            _refuse_when_nothing_loaded(answers, run, {name: spans[name] for name in workers}, span)
+            answers.relist(lambda name: name == run, workers)
+            answers.location = {"run": run, "worker": workers[0], "span": str(span or 1),
+                                **({"view": view} if view else {})}
+            return _html(answers.payload(), title)
+        finally:
+            store.stop()
+
+
+@contextlib.contextmanager
+def _named_run(logdir: str, file_name: str | None) -> Iterator[tuple[str, str]]:
+    """(log directory, run) to read the run of `logdir` (a trace file `file_name` of it, or
+    the directory itself) under the name a user knows it by: the file's or directory's own,
+    as the page names a run of a log directory by its folder, not "." (the name a store gives
+    its log directory itself). A local directory is read through a link of that name in a
+    temporary directory; a URL's run (or the root directory's) stays "."."""
+    from .store.storage import is_url
+
+    name = os.path.basename(file_name or os.path.abspath(logdir))
+    if is_url(logdir) or not name or not os.path.isdir(logdir):
+        yield logdir, "."
+        return
+    with tempfile.TemporaryDirectory(prefix="tb_plugin_report_") as links:
+        os.symlink(os.path.abspath(logdir), os.path.join(links, name), target_is_directory=True)
+        yield links, name
 
 
 def _refuse_when_nothing_loaded(answers: Answers, run: str, spans: dict[str, list[dict[str, Any]]],
@@ -348,8 +421,9 @@ def _refuse_when_nothing_loaded(answers: Answers, run: str, spans: dict[str, lis
             if code == 200:
                 return
             refusals.append(orjson.loads(body))
-    if refusals:
-        raise TraceError(refusals[0].get("path") or worker, refusals[0].get("reason", "not loaded"))
+    if refusals:  # the file's path in its run, as the user named the run
+        path = refusals[0].get("path") or worker
+        raise TraceError(path.removeprefix(f"{run}/"), refusals[0].get("reason", "not loaded"))
 
 
 def _shown(source: str) -> str:
@@ -380,8 +454,6 @@ def diff_report(a: Any, b: Any, threshold_pct: float, *, max_memory_bytes: int,
                 progress: Callable[[str], None] | None = None) -> str:
     """The HTML report of the Diff page of `a` against `b` (`compare.Side`s: a trace file or
     run directory, a worker or None for the first, a span), opening on the Diff tab."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="tb_plugin_diff_") as logdir:
         names = {"A": f"A-{_shown(a.path)}", "B": f"B-{_shown(b.path)}"}
         for side, key in ((a, "A"), (b, "B")):

@@ -39,13 +39,13 @@ def test_answer_key_is_the_pages(tmp_path):
 def test_report_holds_every_tab_of_every_span(cnn_report):
     data = embedded(cnn_report)
     listing = answer(data, "runs")
-    assert [r["name"] for r in listing["runs"]] == ["."]
-    spans = answer(data, "spans", run=".", worker="worker0")["spans"]
+    assert [r["name"] for r in listing["runs"]] == ["cpu_cnn"]  # the directory's name, as the page names a run
+    spans = answer(data, "spans", run="cpu_cnn", worker="worker0")["spans"]
     assert [s["span"] for s in spans] == [1, 2]  # both files of the run
     for span in (1, 2):
-        views = answer(data, "views", run=".", worker="worker0", span=span)["views"]
+        views = answer(data, "views", run="cpu_cnn", worker="worker0", span=span)["views"]
         assert {"overview", "operator", "trace"} <= set(views)
-        base = {"run": ".", "worker": "worker0", "span": span}
+        base = {"run": "cpu_cnn", "worker": "worker0", "span": span}
         assert answer(data, "overview", **base)["environment"]["device_type"] == "CPU"
         for group_by in ("name", "name_shape"):
             assert rows(answer(data, "operators", **base, group_by=group_by, scope="all"))
@@ -58,7 +58,7 @@ def test_report_operators_are_the_traces(cnn_report):
     trace_file = sorted(CNN.glob("*.pt.trace.json.gz"))[0]
     events = json.loads(gzip.decompress(trace_file.read_bytes()))["traceEvents"]
     calls = collections.Counter(e["name"] for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
-    table = {r["name"]: r for r in rows(answer(data, "operators", run=".", worker="worker0", span=1,
+    table = {r["name"]: r for r in rows(answer(data, "operators", run="cpu_cnn", worker="worker0", span=1,
                                                 group_by="name", scope="all"))}
     for name, count in calls.most_common(5):
         assert table[name]["calls"] == count
@@ -66,7 +66,7 @@ def test_report_operators_are_the_traces(cnn_report):
 
 def test_report_trace_is_whole_and_its_median_step_in_detail(cnn_report):
     data = embedded(cnn_report)
-    base = {"run": ".", "worker": "worker0", "span": 1}
+    base = {"run": "cpu_cnn", "worker": "worker0", "span": 1}
     tracks = answer(data, "timeline_tracks", **base)
     steps = rows(tracks["steps"])
     slices = [w for w in data["windows"] if w["route"] == "timeline_slices" and w["scope"] == answer_key(
@@ -102,8 +102,9 @@ def test_report_of_a_gpu_trace_file_holds_its_gpu_tabs(tmp_path):
     out = tmp_path / "one.html"
     assert main(["report", str(trace), "-o", str(out)]) == 0
     data = embedded(out)
-    worker = answer(data, "runs")["runs"][0]["workers"][0]
-    base = {"run": ".", "worker": worker, "span": 1}
+    [listed] = answer(data, "runs")["runs"]
+    assert listed["name"] == trace.name  # the file's own name
+    base = {"run": trace.name, "worker": listed["workers"][0], "span": 1}
     assert {"kernel", "gpu_idle"} <= set(answer(data, "views", **base)["views"])
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     sums = collections.Counter()
@@ -113,6 +114,17 @@ def test_report_of_a_gpu_trace_file_holds_its_gpu_tabs(tmp_path):
     top, total = sums.most_common(1)[0]
     kernels = {r["name"]: r for r in rows(answer(data, "kernels", **base, group_by="name"))}
     assert kernels[top]["total_us"] == pytest.approx(total)
+    # critical paths: of the first step (the tab opens on it) and the Trace view's detailed one;
+    # another step's says which the report holds
+    steps = [r["step"] for r in rows(answer(data, "steps", **base))]
+    query = {k: str(v) for k, v in base.items()}
+    detail = int(data["notes"][answer_key("timeline", query)].removeprefix("step "))
+    held = sorted({steps[0], detail})
+    paths = {dict(pairs)["step"] for route, pairs in map(json.loads, data["answers"]) if route == "critical_path"}
+    assert len(steps) == 3 and paths == {str(n) for n in held}
+    note = data["notes"][answer_key("critical_path", query)]
+    assert note.startswith(f"the critical path of {'steps' if len(held) == 2 else 'step'} "
+                           f"{' and '.join(map(str, held))} only") and "report --step N" in note
 
 
 def test_report_of_one_file_holds_its_worker_and_span(tmp_path):
@@ -122,9 +134,9 @@ def test_report_of_one_file_holds_its_worker_and_span(tmp_path):
     out = tmp_path / "second.html"
     assert main(["report", str(second), "-o", str(out)]) == 0
     data = embedded(out)
-    assert [s["span"] for s in answer(data, "spans", run=".", worker="worker0")["spans"]] == [2]
-    assert data["location"] == {"run": ".", "worker": "worker0", "span": "2"}
-    assert answer_key("overview", {"run": ".", "worker": "worker0", "span": "1"}) not in data["answers"]
+    assert [s["span"] for s in answer(data, "spans", run=second.name, worker="worker0")["spans"]] == [2]
+    assert data["location"] == {"run": second.name, "worker": "worker0", "span": "2"}
+    assert answer_key("overview", {"run": second.name, "worker": "worker0", "span": "1"}) not in data["answers"]
 
 
 @pytest.mark.parametrize("argv, reason", [
@@ -164,9 +176,9 @@ def test_a_report_of_traces_that_cannot_load_is_refused_with_the_reason(tmp_path
     write_trace(tmp_path / "run" / "worker0.pt.trace.json", [op("aten::add", 10, 5)])
     assert main(["report", str(tmp_path / "run"), "-o", str(tmp_path / "r.html")]) == 0
     answers = embedded(tmp_path / "r.html")["answers"]
-    status, body = answers[answer_key("views", {"run": ".", "worker": "worker1", "span": "1"})]
+    status, body = answers[answer_key("views", {"run": "run", "worker": "worker1", "span": "1"})]
     assert status == 422 and "the file is empty" in body["reason"]
-    assert answer(embedded(tmp_path / "r.html"), "views", run=".", worker="worker0", span=1)["views"]
+    assert answer(embedded(tmp_path / "r.html"), "views", run="run", worker="worker0", span=1)["views"]
 
 
 def test_report_of_nothing(tmp_path, capsys):
@@ -194,7 +206,7 @@ def test_report_of_the_35_mb_resnet50_trace_fits_10_mb(tmp_path):
     assert out.stat().st_size <= 10_000_000
     data = embedded(out)
     assert {"kernel", "gpu_idle", "trace", "memory"} <= set(
-        answer(data, "views", run=".", worker="worker0", span=1)["views"])
+        answer(data, "views", run=trace.name, worker="worker0", span=1)["views"])
 
 
 def test_compare_html_refuses_a_path_another_output_names(tmp_path, capsys):
@@ -211,9 +223,62 @@ def test_report_of_several_workers_holds_each_and_the_run_wide_tabs(tmp_path):
     workers = answer(data, "runs")["runs"][0]["workers"]
     assert workers == ["worker0", "worker1"]  # the files' workers, as the page lists them
     for worker in workers:
-        views = answer(data, "views", run=".", worker=worker, span=1)["views"]
+        views = answer(data, "views", run="cpu_ddp_gloo", worker=worker, span=1)["views"]
         assert {"distributed", "job"} <= set(views)
-        assert answer(data, "overview", run=".", worker=worker, span=1)
-    assert answer(data, "job", run=".", span=1, align_clocks="true")
-    assert answer(data, "distributed", run=".", span=1,
+        assert answer(data, "overview", run="cpu_ddp_gloo", worker=worker, span=1)
+    assert answer(data, "job", run="cpu_ddp_gloo", span=1, align_clocks="true")
+    assert answer(data, "distributed", run="cpu_ddp_gloo", span=1,
                   tables="steps,all_steps,collectives,collective_time,groups,fsdp,devices,coverage,missing")
+
+
+def test_a_report_names_its_run_as_the_user_named_it(tmp_path, monkeypatch):
+    """The run is the directory's (or file's) own name, never "." (the name a server gives the
+    log directory itself), also for the working directory given as "."."""
+    run = tmp_path / "resnet_sweep_3"
+    shutil.copytree(CNN, run)
+    monkeypatch.chdir(run)
+    assert main(["report", ".", "-o", str(tmp_path / "r.html")]) == 0
+    data = embedded(tmp_path / "r.html")
+    assert [r["name"] for r in answer(data, "runs")["runs"]] == ["resnet_sweep_3"]
+    assert data["location"]["run"] == "resnet_sweep_3"
+    files = [s["file"] for s in answer(data, "spans", run="resnet_sweep_3", worker="worker0")["spans"]]
+    assert files == [p.name for p in sorted(run.glob("*.pt.trace.json.gz"))]
+    assert "PyTorch Profiler report: resnet_sweep_3<" in (tmp_path / "r.html").read_text("utf-8")
+
+
+def test_a_report_of_memory_snapshots_only_holds_their_tab_as_the_api_answers_it(tmp_path):
+    """A run holding only memory snapshots (the page offers their tab from the run listing) is
+    reported, opening on that tab: every answer it embeds is the HTTP API's for the same run
+    (TensorBoard's plugin over the same files), and each snapshot's devices and entries are
+    the pickle's own."""
+    import pickle
+    import urllib.parse
+
+    from .helpers import PREFIX, make_client, wait_route
+
+    logdir = tmp_path / "logs"
+    shutil.copytree(SAMPLES / "gpu_memory_snapshot", logdir / "job")
+    out = tmp_path / "snapshots.html"
+    assert main(["report", str(logdir / "job"), "-o", str(out)]) == 0
+    data = embedded(out)
+    assert data["location"] == {"run": "job", "view": "memory_snapshot"}
+    [listed] = answer(data, "runs")["runs"]
+    assert listed["workers"] == [] and [s["name"] for s in listed["snapshots"]] == ["rank0", "rank1"]
+    raw = pickle.loads((logdir / "job" / "rank0.pickle").read_bytes())
+    peak = rows(answer(data, "snapshot_peak", run="job", snapshot="rank0"))
+    assert [(r["device"], r["entries"]) for r in peak] == [(d, len(t)) for d, t in enumerate(raw["device_traces"])]
+    keys = [json.loads(key) for key in data["answers"]]
+    routes = collections.Counter(route for route, _ in keys)
+    # per device of each snapshot (rank0: 2, rank1: 1): its timeline and its first moment's four
+    # tables (the flame graph with library frames collapsed and expanded)
+    assert routes["snapshot_timeline"] == routes["snapshot_blame"] == routes["snapshot_state"] == 3
+    assert routes["snapshot_flame"] == 6 and routes["snapshot_peak"] == routes["snapshot_oom"] == 2
+    plugin, client = make_client(logdir)
+    try:
+        for (route, pairs), (status, body) in zip(keys, data["answers"].values()):
+            if route == "runs":
+                continue
+            reply = wait_route(client, f"{PREFIX}/{route}?{urllib.parse.urlencode(dict(pairs))}")
+            assert (status, body) == (reply.status_code, reply.get_json()), route
+    finally:
+        plugin.store.stop()

@@ -166,11 +166,15 @@ def profile_bytes(profile: "Profile | MemorySnapshot") -> int:
 def _model_objects(model: object) -> set[int]:
     """Ids of what `model_bytes` counts: the model, its tables and their category lists (a
     view's table often shares a column's categories)."""
+    import pandas as pd
+
     ids = {id(model)}
     for table in vars(model).values():
         if hasattr(table, "columns"):
             ids.add(id(table))
-            ids.update(id(column.cat.categories) for _, column in table.items() if column.dtype == "category")
+            # a categorical column's categories are its dtype's: read off the dtypes, not by
+            # making a Series of each column (9 ms a model, paid on every answer that cached a view)
+            ids.update(id(dtype.categories) for dtype in table.dtypes if isinstance(dtype, pd.CategoricalDtype))
     return ids
 
 

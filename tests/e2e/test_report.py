@@ -4,13 +4,14 @@ run; names planted in a trace as markup and script show as text and run nothing.
 
 import json
 import re
+import shutil
 
 import pytest
 
 from tb_plugin import diff, load_run
 from tb_plugin.__main__ import main
 
-from ..helpers import SAMPLES, kernel, op, runtime, write_trace
+from ..helpers import SAMPLES, kernel, op, report_data, runtime
 from .conftest import READY, full_kernel_name, screenshot
 from .report_checks import check_diff_page, check_report_tabs, open_view
 
@@ -85,6 +86,38 @@ def test_compare_html_shows_the_apis_diff_offline(browser, tmp_path, screenshot_
     run = load_run(str(CNN))
     offline = Offline(browser, out)
     check_diff_page(offline, diff(run.profile("worker0", 1), run.profile("worker0", 2)), screenshot_dir / "compare_html.png")
+    offline.close()
+
+
+def test_a_critical_path_the_report_does_not_hold_says_which_it_holds(browser, report):
+    data = report_data(report)
+    held = sorted({int(dict(pairs)["step"]) for route, pairs in map(json.loads, data["answers"])
+                   if route == "critical_path"})
+    offline = Offline(browser, report)
+    page = offline.open("gpu_idle")
+    steps = page.eval_on_selector_all("[data-control=path_step] option", "els => els.map((e) => Number(e.value))")
+    other = next(step for step in steps if step not in held)
+    page.select_option("[data-control=path_step]", str(other))
+    page.wait_for_selector("text=This report holds the critical path of")
+    text = page.inner_text("main") if page.query_selector("main") else page.inner_text("body")
+    assert f"the critical path of steps {held[0]} and {held[1]} only" in text and "report --step N" in text
+    page.select_option("[data-control=path_step]", str(held[-1]))
+    page.wait_for_selector("text=This report holds the critical path of", state="detached")
+    offline.close()
+
+
+def test_a_report_of_memory_snapshots_only_opens_on_their_tab(browser, tmp_path, screenshot_dir):
+    run = tmp_path / "job"
+    shutil.copytree(SAMPLES / "gpu_memory_snapshot", run)
+    out = tmp_path / "snapshots.html"
+    assert main(["report", str(run), "-o", str(out)]) == 0
+    offline = Offline(browser, out, ready=False)
+    page = offline.page
+    page.wait_for_selector("[data-testid=memory-snapshot] canvas")
+    rows = page.locator("[data-table=snapshot-ranks] tbody tr").all_inner_texts()
+    assert sorted({row.split()[0] for row in rows}) == ["rank0", "rank1"]
+    assert page.get_attribute("[data-view='memory_snapshot']", "aria-selected") == "true"
+    screenshot(page, screenshot_dir, "report_memory_snapshot")
     offline.close()
 
 

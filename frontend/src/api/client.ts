@@ -115,8 +115,9 @@ export function answerKey(route: string, params: Params): string {
   return JSON.stringify([route, pairs]);
 }
 
-const NOT_HELD = 'This report does not hold this answer (it holds what each tab shows on opening, with its choices). '
-  + 'To see it, open the run in TensorBoard: tensorboard --logdir DIR, then the PyTorch Profiler tab.';
+const NOT_HELD = 'This report does not hold this answer (it holds what each tab shows on opening, with its choices). ';
+const HOW_TO_SEE = 'To see it, open the run in TensorBoard: tensorboard --logdir DIR, then the PyTorch Profiler tab.';
+const profileOf = (params: Params) => Object.fromEntries(['run', 'worker', 'span'].map((k) => [k, params[k]]));
 
 /** The embedded answer of `route` to `params`: its reply, or its refusal as an ApiError. */
 export function embeddedAnswer(data: Embedded, route: string, params: Params): unknown {
@@ -135,12 +136,16 @@ export function embeddedAnswer(data: Embedded, route: string, params: Params): u
     const best = fits.sort((a, b) => b.resolution_us - a.resolution_us)[0];
     if (best) held = data.answers[best.key];
     else if (whole) {
-      const detail = data.notes[answerKey('timeline', Object.fromEntries(['run', 'worker', 'span'].map((k) => [k, params[k]])))] ?? 'no step';
+      const detail = data.notes[answerKey('timeline', profileOf(params))] ?? 'no step';
       throw new ApiError(404, 'not_in_report', `This report holds the whole trace zoomed out and ${detail} in full detail; `
         + 'zoom out, or open that step, or see this window in TensorBoard (tensorboard --logdir DIR).');
     }
   }
-  if (!held) throw new ApiError(404, 'not_in_report', NOT_HELD);
+  if (!held) {
+    // a route the report holds only some choices of says which (report.py `notes`)
+    const note = data.notes[answerKey(route, profileOf(params))];
+    throw new ApiError(404, 'not_in_report', (note ? `This report holds ${note}. ` : NOT_HELD) + HOW_TO_SEE);
+  }
   const [status, body] = held;
   if (status === 200) return body;
   const reply = (body ?? {}) as Partial<ErrorReply>;

@@ -16,7 +16,7 @@ const data = {
     { route: 'timeline_slices', scope: answerKey('timeline_slices', base), start_us: 375, end_us: 525, resolution_us: 0.001, key: slicesKey(375, 525, 0.001) },
   ],
   location: {},
-  notes: { [answerKey('timeline', base)]: 'step 2' },
+  notes: { [answerKey('timeline', base)]: 'step 2', [answerKey('critical_path', base)]: 'the critical path of steps 1 and 2 only' },
 };
 
 describe('answerKey', () => {
@@ -41,6 +41,11 @@ describe('embeddedAnswer', () => {
       expect(error).toBeInstanceOf(ApiError);
       expect((error as ApiError).reason).toContain('TensorBoard');
     }
+  });
+  it('says which choices it holds of a route it holds only some of', () => {
+    expect(() => embeddedAnswer(data, 'critical_path', { ...base, step: 3, table: 'segments' }))
+      .toThrow('This report holds the critical path of steps 1 and 2 only. To see it, open the run in TensorBoard');
+    expect(() => embeddedAnswer(data, 'critical_path', { run: '.', worker: 'w1', span: 1, step: 3 })).toThrow('does not hold this answer');
   });
   it('draws the whole trace zoomed out from its coarse window, tracks hidden or not', () => {
     expect(embeddedAnswer(data, 'timeline_slices', { ...base, start_us: -250, end_us: 1250, resolution_us: 0.75, tracks: '1,2' })).toEqual({ whole: true });
