@@ -18,7 +18,7 @@ import pandas as pd
 from ..store.budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
 from ..store.discovery import printable
 from ..errors import NotFoundError, TraceError
-from ..schema import PROFILE, ROUTES, TWO_PROFILES, Offer, Route, Tab, ordered_tabs
+from ..schema import PROFILE, ROUTES, SNAPSHOT, TWO_PROFILES, Offer, Route, Tab, ordered_tabs
 from ..stages import STAGE_BUILDING, STAGE_PARSING, STAGE_READING
 from ..store.storage import Storage, TraceBytes, open_single
 from ..trace.anomalies import describe as describe_anomalies
@@ -646,12 +646,15 @@ def load(path_or_url: str | os.PathLike[str],
     return load_through_cache(storage, name, cache, max_memory_bytes, progress)[0]
 
 
-def answer_of(reads: str, route: str, inputs: tuple[Any, ...], params: dict[str, Any]) -> Any:
+def answer_of(reads: str, route: str, inputs: tuple[Any, ...], params: dict[str, Any],
+              admit: Callable[[int, str], None] | None = None, resolve: Callable[[Any], Any] | None = None) -> Any:
     """The answer of the declared route `route` over `inputs` of the kind `reads` (one
-    `Profile`; A and B; one `MemorySnapshot`): what the HTTP API serves for it, its
-    parameters read (`views.common.answer_route`)."""
+    `Profile`, A and B or one `MemorySnapshot`, whose models the views are given; the parts
+    of a span, ...; `schema.READS`): what the HTTP API serves for it, its parameters read
+    (`views.common.answer_route`, which says what `admit` and `resolve` are)."""
     declared_routes()  # the views imported, their routes declared
-    return answer_route(route, reads, tuple(i.model for i in inputs), params)
+    models = tuple(i.model for i in inputs) if reads in (PROFILE, SNAPSHOT, TWO_PROFILES) else inputs
+    return answer_route(route, reads, models, params, admit, resolve)
 
 
 def diff(a: Profile, b: Profile, threshold_pct: float | None = None) -> diff_view.DiffView:

@@ -533,129 +533,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/distributed": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collective_time (worker, transfer_us, synchronizing_us), collectives (worker, process_group, name, backend_name, group_size, calls, size_bytes, mean_size_bytes, message_bytes, total_us, mean_us, transfer_us, synchronizing_us, algbw_gbps, busbw_gbps, wait_us), calls (one row per collective call, same naming, with its matching), groups (worker, process_group, group_size, ranks, calls, total_us, transfer_us, synchronizing_us, share_pct), fsdp (worker, step, phase, annotations, host_us, communication_us, exposed_us; empty without FSDP:: annotations), devices, coverage (one row: ranks loaded, ranks_total, text naming each rank that did not load and why) and missing (worker, rank where the start of its file gives it, reason: each worker whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). A collective's name is what the program asked for (all_reduce, all_gather, reduce_scatter, ...), backend_name the backend's op that ran it (gloo runs FSDP2's reduce_scatter as gloo:all_reduce); process_group is the group's description, '' when the trace does not say (gloo on CPU writes no record_param_comms). algbw/busbw follow nccl-tests' definitions over the data-transfer time. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    table?: "steps" | "all_steps" | "collectives" | "collective_time" | "calls" | "groups" | "fsdp" | "devices" | "coverage" | "missing";
-                    /** @description Several tables, comma-separated (JSON only); not with table. */
-                    tables?: string;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All tables (JSON object of tables), or the one asked for. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DistributedStepsTable"] | components["schemas"]["DistributedAllStepsTable"] | components["schemas"]["DistributedCollectivesTable"] | components["schemas"]["DistributedCollectiveTimeTable"] | components["schemas"]["DistributedCallsTable"] | components["schemas"]["DistributedGroupsTable"] | components["schemas"]["DistributedFsdpTable"] | components["schemas"]["DistributedDevicesTable"] | components["schemas"]["RankCoverageTable"] | components["schemas"]["MissingRanksTable"] | {
-                            steps?: components["schemas"]["DistributedStepsTable"];
-                            all_steps?: components["schemas"]["DistributedAllStepsTable"];
-                            collectives?: components["schemas"]["DistributedCollectivesTable"];
-                            collective_time?: components["schemas"]["DistributedCollectiveTimeTable"];
-                            calls?: components["schemas"]["DistributedCallsTable"];
-                            groups?: components["schemas"]["DistributedGroupsTable"];
-                            fsdp?: components["schemas"]["DistributedFsdpTable"];
-                            devices?: components["schemas"]["DistributedDevicesTable"];
-                            coverage?: components["schemas"]["RankCoverageTable"];
-                            missing?: components["schemas"]["MissingRanksTable"];
-                        };
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/job": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks loaded, ranks_total, steps, stragglers; text: one plain sentence, which rank held the job back most and why; rule: the test that sentence applied, with the rank's sizes; coverage: how many of the span's ranks it covers, naming each that did not load and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) clocks (rank, worker, offset_us, matched_calls, aligned), missing (worker, rank where the start of its file gives it, reason: each rank whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads) and health (rank, worker and the health route's columns: each rank's trace health findings). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or compare raw timestamps. */
-                    align_clocks?: "true" | "false";
-                    table?: "verdict" | "rank_steps" | "stragglers" | "kernels" | "operators" | "collectives" | "clocks" | "missing" | "health";
-                    /** @description Several tables, comma-separated (JSON only); not with table. */
-                    tables?: string;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All tables (JSON object of tables), or the one asked for. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobVerdictTable"] | components["schemas"]["JobRankStepsTable"] | components["schemas"]["JobStragglersTable"] | components["schemas"]["JobKernelsTable"] | components["schemas"]["JobOperatorsTable"] | components["schemas"]["JobCollectivesTable"] | components["schemas"]["JobClocksTable"] | components["schemas"]["MissingRanksTable"] | components["schemas"]["JobHealthTable"] | {
-                            verdict?: components["schemas"]["JobVerdictTable"];
-                            rank_steps?: components["schemas"]["JobRankStepsTable"];
-                            stragglers?: components["schemas"]["JobStragglersTable"];
-                            kernels?: components["schemas"]["JobKernelsTable"];
-                            operators?: components["schemas"]["JobOperatorsTable"];
-                            collectives?: components["schemas"]["JobCollectivesTable"];
-                            clocks?: components["schemas"]["JobClocksTable"];
-                            missing?: components["schemas"]["MissingRanksTable"];
-                            health?: components["schemas"]["JobHealthTable"];
-                        };
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/diff_default": {
         parameters: {
             query?: never;
@@ -696,57 +573,6 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/diff_ranks": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Two runs of a job compared rank by rank (Python: runs.diff_ranks): every worker found in both, its span of run A against its span_b of run B, with its mean step time in each, the noise rule's verdict and its largest cause; the rank that changed most first. Each rank's full diff is the diff route with worker = worker_b = that worker. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    run_b: string;
-                    span_b?: number;
-                    /** @description The noise rule's threshold: a change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread). */
-                    threshold_pct?: number;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The ranks table. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DiffRanksTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1916,6 +1742,121 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/diff_ranks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Two runs of a job compared rank by rank (Python: runs.diff_ranks): every worker found in both, its span of run A against its span_b of run B, with its mean step time in each, the noise rule's verdict and its largest cause; the rank that changed most first. Each rank's full diff is the diff route with worker = worker_b = that worker. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description Run B of a comparison. */
+                    run_b: components["parameters"]["run_b"];
+                    /** @description The span of run B's worker. */
+                    span_b?: components["parameters"]["span_b"];
+                    /** @description The noise rule's threshold: a change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread). */
+                    threshold_pct?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["DiffRanksTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/distributed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collective_time (worker, transfer_us, synchronizing_us), collectives (worker, process_group, name, backend_name, group_size, calls, size_bytes, mean_size_bytes, message_bytes, total_us, mean_us, transfer_us, synchronizing_us, algbw_gbps, busbw_gbps, wait_us), calls (one row per collective call, same naming, with its matching), groups (worker, process_group, group_size, ranks, calls, total_us, transfer_us, synchronizing_us, share_pct), fsdp (worker, step, phase, annotations, host_us, communication_us, exposed_us; empty without FSDP:: annotations), devices, coverage (one row: ranks loaded, ranks_total, text naming each rank that did not load and why) and missing (worker, rank where the start of its file gives it, reason: each worker whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). A collective's name is what the program asked for (all_reduce, all_gather, reduce_scatter, ...), backend_name the backend's op that ran it (gloo runs FSDP2's reduce_scatter as gloo:all_reduce); process_group is the group's description, '' when the trace does not say (gloo on CPU writes no record_param_comms). algbw/busbw follow nccl-tests' definitions over the data-transfer time. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description One table (JSON or CSV). */
+                    table?: "steps" | "all_steps" | "collectives" | "collective_time" | "calls" | "groups" | "fsdp" | "devices" | "coverage" | "missing";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["DistributedStepsTable"] | components["schemas"]["DistributedAllStepsTable"] | components["schemas"]["DistributedCollectivesTable"] | components["schemas"]["DistributedCollectiveTimeTable"] | components["schemas"]["DistributedCallsTable"] | components["schemas"]["DistributedGroupsTable"] | components["schemas"]["DistributedFsdpTable"] | components["schemas"]["DistributedDevicesTable"] | components["schemas"]["RankCoverageTable"] | components["schemas"]["MissingRanksTable"] | {
+                            steps?: components["schemas"]["DistributedStepsTable"];
+                            all_steps?: components["schemas"]["DistributedAllStepsTable"];
+                            collectives?: components["schemas"]["DistributedCollectivesTable"];
+                            collective_time?: components["schemas"]["DistributedCollectiveTimeTable"];
+                            calls?: components["schemas"]["DistributedCallsTable"];
+                            groups?: components["schemas"]["DistributedGroupsTable"];
+                            fsdp?: components["schemas"]["DistributedFsdpTable"];
+                            devices?: components["schemas"]["DistributedDevicesTable"];
+                            coverage?: components["schemas"]["RankCoverageTable"];
+                            missing?: components["schemas"]["MissingRanksTable"];
+                        };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/flops": {
         parameters: {
             query?: never;
@@ -2150,6 +2091,69 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["IdleTimeTable"] | components["schemas"]["IdleTimeByStepTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/job": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks loaded, ranks_total, steps, stragglers; text: one plain sentence, which rank held the job back most and why; rule: the test that sentence applied, with the rank's sizes; coverage: how many of the span's ranks it covers, naming each that did not load and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) clocks (rank, worker, offset_us, matched_calls, aligned), missing (worker, rank where the start of its file gives it, reason: each rank whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads) and health (rank, worker and the health route's columns: each rank's trace health findings). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or compare raw timestamps. */
+                    align_clocks?: "true" | "false";
+                    /** @description One table (JSON or CSV). */
+                    table?: "verdict" | "rank_steps" | "stragglers" | "kernels" | "operators" | "collectives" | "clocks" | "missing" | "health";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["JobVerdictTable"] | components["schemas"]["JobRankStepsTable"] | components["schemas"]["JobStragglersTable"] | components["schemas"]["JobKernelsTable"] | components["schemas"]["JobOperatorsTable"] | components["schemas"]["JobCollectivesTable"] | components["schemas"]["JobClocksTable"] | components["schemas"]["MissingRanksTable"] | components["schemas"]["JobHealthTable"] | {
+                            verdict?: components["schemas"]["JobVerdictTable"];
+                            rank_steps?: components["schemas"]["JobRankStepsTable"];
+                            stragglers?: components["schemas"]["JobStragglersTable"];
+                            kernels?: components["schemas"]["JobKernelsTable"];
+                            operators?: components["schemas"]["JobOperatorsTable"];
+                            collectives?: components["schemas"]["JobCollectivesTable"];
+                            clocks?: components["schemas"]["JobClocksTable"];
+                            missing?: components["schemas"]["MissingRanksTable"];
+                            health?: components["schemas"]["JobHealthTable"];
+                        };
                         "text/csv": string;
                     };
                 };
