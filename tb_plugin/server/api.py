@@ -706,10 +706,6 @@ class Api:
         return respond({"run_b": proposal.run, "worker_b": proposal.worker, "span_b": proposal.span,
                         "reason": proposal.reason, "loading": proposal.loading})
 
-    @reads(_one_profile)
-    def timeline_tracks(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        return respond(profile.timeline_tracks())
-
     @staticmethod
     def _window(request: wrappers.Request) -> tuple[float, float]:
         start_us = float_param(request, "start_us")
@@ -719,12 +715,6 @@ class Api:
         if not math.isfinite(end_us - start_us):  # e.g. -1e308..1e308: bins of width inf, NaN times
             raise BadParameterError("the window from start_us to end_us is too wide")
         return start_us, end_us
-
-    @reads(_one_profile)
-    def timeline_slices(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        return respond(profile.timeline().query(start_us, end_us, _resolution(request), tracks_param(request),
-                                                reply_reservation(request).admit))
 
     @reads(_ranks_timeline)
     def timeline_ranks(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
@@ -764,37 +754,6 @@ class Api:
         start_us, end_us = self._window(request)
         points = int_param(request, "points", required=False, default=500, minimum=1)
         return respond({"counters": ranks.counters(start_us, end_us, min(points, 5000))})
-
-    @reads(_one_profile)
-    def timeline_counters(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        points = int_param(request, "points", required=False, default=500, minimum=1)
-        return respond({"counters": profile.timeline_counters(start_us, end_us, min(points, 5000))})
-
-    @reads(_one_profile)
-    def timeline_event(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        details = profile.timeline_event(int_param(request, "event", minimum=0))
-        if "call_stack" in details:
-            details = {**details, "call_stack": self.sources.with_paths(details["call_stack"], self.run_directory(request))}
-        return respond(details)
-
-    @reads(_one_profile)
-    def timeline_flows(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        event = int_param(request, "event", minimum=0)
-        return respond({"event": event, "flows": profile.timeline_flows(event)})
-
-    @reads(_one_profile)
-    def timeline_search(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        text = text_param(request, "q")
-        after_us = float_param(request, "after_us", required=False)
-        after_event = int_param(request, "after_event", required=False, minimum=0)
-        direction = choice_param(request, "direction", ("next", "prev"))
-        return respond(profile.timeline_search(text, after_us, direction, tracks_param(request), after_event=after_event))
-
-    @reads(_one_profile)
-    def timeline_summary(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        return table_reply(request, profile.timeline_summary(start_us, end_us, tracks_param(request)))
 
     def trace_file(self, request: wrappers.Request) -> wrappers.Response:
         """The original trace file, as stored (gzip stays gzip), for other viewers."""

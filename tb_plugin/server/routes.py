@@ -30,8 +30,7 @@ HANDWRITTEN_ROUTES = (
     "operator_stacks",
     "module_flame",
     "diff_default",
-    "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
-    "timeline_search", "timeline_summary", "timeline_ranks", "timeline_rank_slices",
+    "timeline_ranks", "timeline_rank_slices",
     "timeline_rank_search", "timeline_rank_summary", "timeline_rank_counters",
     "trace_file",
     "snapshot_ranks", "snapshot_trace",
@@ -78,7 +77,14 @@ DECLARED_ROUTES = {
     "snapshot_timeline": "tb_plugin.views.memory_snapshot",
     "step_counters": "tb_plugin.views.counters",
     "steps": "tb_plugin.views.overview",
+    "timeline_counters": "tb_plugin.views.timeline",
     "timeline_critical_path": "tb_plugin.views.timeline",
+    "timeline_event": "tb_plugin.views.timeline",
+    "timeline_flows": "tb_plugin.views.timeline",
+    "timeline_search": "tb_plugin.views.timeline",
+    "timeline_slices": "tb_plugin.views.timeline",
+    "timeline_summary": "tb_plugin.views.timeline",
+    "timeline_tracks": "tb_plugin.views.timeline",
 }
 # END declared routes
 

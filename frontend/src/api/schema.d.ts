@@ -584,124 +584,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/timeline_tracks": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Timeline tracks (track, kind thread|python|device, process, thread, pid, tid, device, stream, sort_process, sort_thread, lanes, events), the trace's time span (µs from its start), and the steps. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Tracks */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            tracks: components["schemas"]["TimelineTracksTable"];
-                            start_us: number;
-                            end_us: number;
-                            origin_us: number;
-                            steps: components["schemas"]["TimelineStepsTable"];
-                            kinds: string[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_slices": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Slices of some tracks in a window at a resolution: events at least resolution_us long as they are, shorter ones merged into blocks with their event count and busy time. Columnar; names and kinds by index. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    start_us: number;
-                    end_us: number;
-                    /** @description µs per pixel */
-                    resolution_us: number;
-                    /** @description Comma-separated track ids (default all tracks). */
-                    tracks?: components["parameters"]["tracks"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Slices */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            track: number[];
-                            lane: number[];
-                            start_us: number[];
-                            dur_us: number[];
-                            name: number[];
-                            count: number[];
-                            busy_us: number[];
-                            /** @description slice id of a single event; -1 for a merged block */
-                            event: number[];
-                            /** @description index into kinds; -1 for a merged block */
-                            kind: number[];
-                            names: string[];
-                            kinds: string[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/timeline_ranks": {
         parameters: {
             query?: never;
@@ -1042,276 +924,6 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_counters": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Counter series in a window: GPU utilization and est. SM efficiency per GPU (%), allocated/reserved memory per device (bytes; bucket max keeps peaks), and the trace's own counters (a device's hardware counters named `GPU N <counter>`, with the pid of that device's streams). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    start_us: number;
-                    end_us: number;
-                    points?: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Series */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            counters?: {
-                                name?: string;
-                                unit?: string;
-                                time_us?: number[];
-                                value?: (number | null)[];
-                                max?: (number | null)[];
-                                /** @description A device's hardware counter: the pid of that device's streams (the page draws it in their process group); "" for every other series. */
-                                pid?: string;
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_event": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** One slice's details: its table row, the operator that launched it, that operator's call stack. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    event: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Details */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            call_stack?: components["schemas"]["StackFrame"][];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_flows": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Arrows touching one slice (launch -> device activity, forward -> backward). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    event: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Flows */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            event?: number;
-                            flows?: {
-                                [key: string]: unknown;
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_search": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Slices whose name contains q (case-insensitive); the next (or previous) match after after_us, and the matches from there on. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    q: string;
-                    after_us?: number;
-                    /** @description step from this match (ties in time are visited one by one); takes precedence over after_us */
-                    after_event?: number;
-                    direction?: "next" | "prev";
-                    /** @description Comma-separated track ids (default all tracks). */
-                    tracks?: components["parameters"]["tracks"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Matches */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            total?: number;
-                            position?: number;
-                            match?: {
-                                [key: string]: unknown;
-                            } | null;
-                            results?: {
-                                [key: string]: unknown;
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_summary": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Per slice name, what lies in a time range (time clipped to the range). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    start_us: number;
-                    end_us: number;
-                    /** @description Comma-separated track ids (default all tracks). */
-                    tracks?: components["parameters"]["tracks"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["TimelineSummaryTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -3525,6 +3137,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/timeline_counters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Counter series in a window: GPU utilization and est. SM efficiency per GPU (%), allocated/reserved memory per device (bytes; bucket max keeps peaks), and the trace's own counters (a device's hardware counters named `GPU N <counter>`, with the pid of that device's streams); at most 5000 points per series. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description Start of the window of the series (µs, the trace's clock). */
+                    start_us: number;
+                    /** @description End of the window of the series (µs; not before start_us). */
+                    end_us: number;
+                    /** @description Points per series (at most 5000 are answered). */
+                    points?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineCounters"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/timeline_critical_path": {
         parameters: {
             query?: never;
@@ -3558,6 +3222,312 @@ export interface paths {
                     content: {
                         "application/json": components["schemas"]["TimelineCriticalPathTable"];
                         "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_event": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One slice's details: its table row, the operator that launched it, that operator's call stack. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A slice id (the `event` of /timeline_slices). */
+                    event: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineEvent"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_flows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Arrows touching one slice (launch -> device activity, forward -> backward). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A slice id (the `event` of /timeline_slices). */
+                    event: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineFlows"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Slices whose name contains q (case-insensitive); the next (or previous) match after after_us, and the matches from there on. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description The text a slice's name holds (case-insensitive). */
+                    q: string;
+                    /** @description Search from this time (µs, the trace's clock). */
+                    after_us?: number;
+                    /** @description step from this match (ties in time are visited one by one); takes precedence over after_us */
+                    after_event?: number;
+                    /** @description The match after the position, or the one before it. */
+                    direction?: "next" | "prev";
+                    /** @description Comma-separated track ids of /timeline_tracks (default: every track). */
+                    tracks?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineSearch"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_slices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Slices of some tracks in a window at a resolution: events at least resolution_us long as they are, shorter ones merged into blocks with their event count and busy time. Columnar; names and kinds by index. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description Start of the window of the slices (µs, the trace's clock). */
+                    start_us: number;
+                    /** @description End of the window of the slices (µs; not before start_us). */
+                    end_us: number;
+                    /** @description µs per pixel */
+                    resolution_us: number;
+                    /** @description Comma-separated track ids of /timeline_tracks (default: every track). */
+                    tracks?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineSlices"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per slice name, what lies in a time range (time clipped to the range). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description Start of the window of the summary (µs, the trace's clock). */
+                    start_us: number;
+                    /** @description End of the window of the summary (µs; not before start_us). */
+                    end_us: number;
+                    /** @description Comma-separated track ids of /timeline_tracks (default: every track). */
+                    tracks?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineSummaryTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_tracks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Timeline tracks (track, kind thread|python|device, process, thread, pid, tid, device, stream, sort_process, sort_thread, lanes, events), the trace's time span (µs from its start), and the steps. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineTracks"];
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -3610,6 +3580,93 @@ export interface components {
             children: components["schemas"]["FlameNode"][];
             /** @description Modules below this node, not drawn: the graph nests at most 64 module levels, and a node at the last one with modules below it has no children but this count (its value, a total, includes theirs). */
             folded?: number;
+        };
+        /** @description What the Trace view is framed by: its tracks, the trace's time span (µs from its start), its origin on the trace's clock, the steps and the slice kinds. */
+        TimelineTracks: {
+            tracks: components["schemas"]["TimelineTracksTable"];
+            start_us: number;
+            end_us: number;
+            origin_us: number;
+            steps: components["schemas"]["TimelineStepsTable"];
+            kinds: string[];
+        };
+        /** @description Columnar slices: `name` and `kind` index `names` and `kinds` (kind -1 and event -1 for a merged block of `count` events shorter than the resolution). */
+        TimelineSlices: {
+            track: number[];
+            lane: number[];
+            start_us: number[];
+            dur_us: number[];
+            name: number[];
+            count: number[];
+            busy_us: number[];
+            /** @description slice id of a single event; -1 for a merged block */
+            event: number[];
+            /** @description index into kinds; -1 for a merged block */
+            kind: number[];
+            names: string[];
+            kinds: string[];
+        };
+        /** @description One counter series over a window, bucketed. */
+        CounterSeries: {
+            name: string;
+            unit: string;
+            time_us: number[];
+            value: (number | null)[];
+            max: (number | null)[];
+            /** @description A device's hardware counter: the pid of that device's streams (the page draws it in their process group); "" for every other series. */
+            pid: string;
+        };
+        TimelineCounters: {
+            counters: components["schemas"]["CounterSeries"][];
+        };
+        /** @description A slice as the timeline routes name it: its id (`event`), place and time (µs from the trace start). */
+        TimelineEndpoint: {
+            event: number;
+            track: number;
+            lane: number;
+            ts_us: number;
+            dur_us: number;
+        };
+        /** @description A slice whose name matched, with its name. */
+        TimelineMatch: components["schemas"]["TimelineEndpoint"] & {
+            name: string;
+        };
+        /** @description An arrow: CPU launch -> device activity (kind `launch`), forward -> backward op (`fwdbwd`). */
+        TimelineFlow: {
+            kind: string;
+            from: components["schemas"]["TimelineEndpoint"];
+            to: components["schemas"]["TimelineEndpoint"];
+        };
+        TimelineFlows: {
+            event: number;
+            flows: components["schemas"]["TimelineFlow"][];
+        };
+        /** @description One slice's details: where it is, its table row (`fields`, with the pid and tid of its thread), the operator that launched it and that operator's call stack (where it has one). */
+        TimelineEvent: components["schemas"]["TimelineEndpoint"] & {
+            name: string;
+            kind: string;
+            /** @description The model's table the slice is a row of. */
+            source: string;
+            row: number;
+            /** @description Its start on the trace's clock (µs). */
+            start_us_absolute: number;
+            fields: {
+                [key: string]: string | number | boolean | null;
+            };
+            operator?: {
+                row: number;
+                name: string;
+                input_shape: string;
+                event: number;
+            };
+            call_stack?: components["schemas"]["StackFrame"][];
+        };
+        TimelineSearch: {
+            total: number;
+            /** @description Rank of `match` among all matches, ordered by (start, event id); -1 when none. */
+            position: number;
+            match: components["schemas"]["TimelineMatch"] | null;
+            results: components["schemas"]["TimelineMatch"][];
         };
         /** @description `collective_calls`: one collective call of one worker, before matching across workers (`collective_calls`). */
         CollectiveCallsTable: {

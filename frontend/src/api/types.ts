@@ -135,14 +135,7 @@ export interface FlameNode {
 }
 
 /** /timeline_tracks: tracks (a table), the trace's span and steps, µs from the trace start. */
-export interface TimelineTracksReply {
-  tracks: WireTableOf<'TimelineTracksTable'>;
-  start_us: number;
-  end_us: number;
-  origin_us: number;
-  steps: WireTableOf<'TimelineStepsTable'>;
-  kinds: string[];
-}
+export type TimelineTracksReply = ReplyOf<'timeline_tracks'>;
 
 /** /timeline_ranks: the ranks on one time axis (offsets and shifts applied), their tracks
  * (a summary track per rank, an expanded rank's own tracks), the axis' span. */
@@ -155,72 +148,22 @@ export interface TimelineRanksReply {
 
 /** /timeline_slices: columnar; `name` and `kind` index `names` and `kinds` (kind -1 and
  * event -1 for a merged block of `count` events shorter than the resolution). */
-export interface TimelineSlicesReply {
-  track: number[];
-  lane: number[];
-  start_us: number[];
-  dur_us: number[];
-  name: number[];
-  count: number[];
-  busy_us: number[];
-  event: number[];
-  kind: number[];
-  names: string[];
-  kinds: string[];
-}
+export type TimelineSlicesReply = ReplyOf<'timeline_slices'>;
 
-export interface CounterSeries {
-  name: string;
-  unit: string;
-  time_us: number[];
-  value: (number | null)[];
-  max: (number | null)[];
-  /** a device's hardware counter: the pid of that device's streams; '' (or absent) otherwise */
-  pid?: string;
-}
+export type CounterSeries = components['schemas']['CounterSeries'];
 
-export interface TimelineCountersReply {
-  counters: CounterSeries[];
-}
+export type TimelineCountersReply = ReplyOf<'timeline_counters'>;
 
 /** A slice as the timeline routes name it: id, place and time. */
-export type TimelineEndpoint = {
-  event: number;
-  track: number;
-  lane: number;
-  ts_us: number;
-  dur_us: number;
-};
+export type TimelineEndpoint = components['schemas']['TimelineEndpoint'];
 
-export interface TimelineEventReply extends TimelineEndpoint {
-  name: string;
-  kind: string;
-  source: string;
-  row: number;
-  start_us_absolute: number;
-  fields: Record<string, string | number | boolean | null>;
-  operator?: { row: number; name: string; input_shape: string; event: number };
-  call_stack?: StackFrame[];
-}
+export type TimelineEventReply = ReplyOf<'timeline_event'>;
 
-export type TimelineFlow = {
-  kind: string;
-  from: TimelineEndpoint;
-  to: TimelineEndpoint;
-};
+export type TimelineFlow = components['schemas']['TimelineFlow'];
 
-export interface TimelineFlowsReply {
-  event: number;
-  flows: TimelineFlow[];
-}
+export type TimelineFlowsReply = ReplyOf<'timeline_flows'>;
 
-export interface TimelineSearchReply {
-  total: number;
-  /** Rank of `match` among all matches, ordered by (start, event id). */
-  position: number;
-  match: (TimelineEndpoint & { name: string }) | null;
-  results: (TimelineEndpoint & { name: string })[];
-}
+export type TimelineSearchReply = ReplyOf<'timeline_search'>;
 
 /** A match of /timeline_rank_search: one rank's own event (`event` its id in that rank's
  * trace) placed on the shared axis (`track`, `ts_us`), with its start on its own clock. */
