@@ -193,7 +193,8 @@ def test_mcp_answers_stay_within_max_bytes_and_say_what_was_cut(stdio, python_ap
 
 def test_mcp_every_declared_route_answers_a_sample_within_the_default_bound(stdio):
     """Each route given the input it reads: a profile, the profile against itself (a diff), or a
-    snapshot the run lacks (refused as not found)."""
+    snapshot the run lacks (refused as not found), and a valid value of each parameter it
+    requires (a window, an event, a name)."""
     declared = declared_routes()
     routes = sorted(declared)
     inputs = {PROFILE: {"run": RESNET}, TWO_PROFILES: {"run": RESNET, "run_b": RESNET, "worker_b": "worker0"},
@@ -202,7 +203,8 @@ def test_mcp_every_declared_route_answers_a_sample_within_the_default_bound(stdi
 
     async def run():
         async with stdio() as client:
-            return await _session(client, [(name, inputs[declared[name].reads]) for name in routes])
+            return await _session(client, [(name, {**inputs[declared[name].reads], **{
+                p.name: p.valid_value() for p in declared[name].params if p.required}}) for name in routes])
 
     for name, (error, text, body) in zip(routes, _run_async(run)):
         assert len(text.encode()) <= 16 * 1024, name

@@ -23,7 +23,6 @@ from ..stages import STAGE_BUILDING, STAGE_PARSING, STAGE_READING
 from ..store.storage import Storage, TraceBytes, open_single
 from ..trace.anomalies import describe as describe_anomalies
 from ..trace.build import build_model
-from ..trace.kinds import RUNTIME_CATEGORIES
 from ..trace.model import TraceModel
 from ..trace.parse import POLARS_REFUSED, parse_trace
 from .. import views as views_package
@@ -32,8 +31,8 @@ from .. import views as views_package
 # (benchmarks/fresh_bench.py, tests/test_imports.py).
 from ..views import compiled as compiled_view
 from ..views import cudagraphs as cudagraph_view
-from ..views import gpu_idle, launches, memory, overview, recommendations, sequences
-from ..views.common import answer_route, cached, is_rocm
+from ..views import gpu_idle, launches, memory, overview, sequences
+from ..views.common import answer_route
 
 if TYPE_CHECKING:  # the deferred views, and the disk cache a load may not use, for annotations
     from ..store.cache import ModelCache
@@ -44,20 +43,6 @@ if TYPE_CHECKING:  # the deferred views, and the disk cache a load may not use, 
     from ..views import regression as regression_view
 
 logger = logging.getLogger(__name__)
-
-
-def _device_type(model: TraceModel) -> str:
-    """"CUDA", "ROCm", another accelerator's runtime name, or "CPU"."""
-    has_device_work = len(model.kernels) or len(model.memcpy) or len(model.memset)
-    if is_rocm(model):
-        return "ROCm"
-    # A backend's own runtime category (`mtia_runtime`) names the device; CUDA's and the generic ones do not.
-    cats = {str(c) for c in model.runtime["cat"].unique()} - {"", *RUNTIME_CATEGORIES}
-    if cats:
-        return sorted(cats)[0].rsplit("_", 1)[0].upper()
-    # CUDA runtime calls with no device activity recorded (CUPTI lost it, or the GPU ran
-    # nothing in the window) are still a CUDA trace, not a CPU one.
-    return "CUDA" if has_device_work or len(model.runtime) else "CPU"
 
 
 @dataclass(eq=False)  # identity semantics: a reloaded file is a new Profile
@@ -104,27 +89,16 @@ class Profile:
         return counters.step_counters(self.model)
 
     def recommendations(self) -> list[dict[str, Any]]:
-        """Structured performance recommendations: [{id, severity, text, numbers}], computed
-        once per model (most of the Overview's time: a reply asked for again, or after the
-        server's prefetch, does not pay it twice)."""
-        return cached(self.model, "recommendations",
-                      lambda: recommendations.recommendations(self.model, self.steps(), self.gpu_summary()))
+        """Structured performance recommendations: [{id, severity, text, numbers}] (`views.overview.advice`)."""
+        return overview.advice(self.model)
 
     def environment(self) -> dict[str, Any]:
         return overview.environment(self.model, self.device_type)
 
     def overview(self) -> dict[str, Any]:
-        """Everything the overview page shows, as one dict of plain data and DataFrames."""
-        step_table = self.steps()
-        return {
-            "environment": self.environment(),
-            "steps": step_table,
-            "step_mean": overview.step_mean(step_table),
-            "step_summary": overview.step_summary(step_table),
-            "gpu_summary": self.gpu_summary(),
-            "recommendations": self.recommendations(),
-            "anomalies": self.anomalies(),
-        }
+        """Everything the overview page shows, as one dict of plain data and DataFrames: the
+        route "overview" (`views.overview.overview`)."""
+        return overview.overview(self.model)
 
     # --- operators and kernels ---------------------------------------------------------------
 
@@ -415,7 +389,7 @@ class Profile:
 
     @property
     def device_type(self) -> str:
-        return _device_type(self.model)
+        return self.model.device_type
 
     def anomalies(self) -> list[dict[str, object]]:
         """The repairs and losses of the import, as rows {key, severity ("data_loss" first,

@@ -649,28 +649,11 @@ class Api:
         trace_files = sum(r["files"] for r in self.store.runs())
         return respond({"run": run, "views": profile.available_views(len(files.workers), trace_files)})
 
-    @reads(_one_profile)
-    def overview(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        return respond(profile.overview())
-
     def run_directory(self, request: wrappers.Request) -> str | None:
         """The local directory of the requested span's trace file (None when remote): where a
         stack frame's file is looked for besides TensorBoard's `sys.path` (`SourceResolver`)."""
         return self.store.run_directory(text_param(request, "run"), text_param(request, "worker"),
                                         int_param(request, "span", required=False, default=1, minimum=1))
-
-    @reads(_one_profile)
-    def operator_stacks(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        name = text_param(request, "name")
-        input_shape = text_param(request, "input_shape", required=False)
-        stacks = profile.operator_stacks(name, input_shape)
-        run_dir = self.run_directory(request)
-        return respond({"name": name, "input_shape": input_shape,
-                        "stacks": [{**s, "frames": self.sources.with_paths(s["frames"], run_dir)} for s in stacks]})
-
-    @reads(_one_profile)
-    def module_flame(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        return respond(profile.module_flame())
 
     def diff_default(self, request: wrappers.Request) -> wrappers.Response:
         """The B the Diff tab compares A with when none is chosen (`runs.propose_comparison`),

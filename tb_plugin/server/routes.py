@@ -26,9 +26,6 @@ of `openapi.yaml` written by hand. They stay so because they are not a table of 
 
 HANDWRITTEN_ROUTES = (
     "runs", "workers", "spans", "info", "tables", "views",
-    "overview",
-    "operator_stacks",
-    "module_flame",
     "diff_default",
     "timeline_ranks", "timeline_rank_slices",
     "timeline_rank_search", "timeline_rank_summary", "timeline_rank_counters",
@@ -63,8 +60,11 @@ DECLARED_ROUTES = {
     "memory_devices": "tb_plugin.views.memory",
     "memory_events": "tb_plugin.views.memory",
     "memory_stats": "tb_plugin.views.memory",
+    "module_flame": "tb_plugin.views.modules",
     "modules": "tb_plugin.views.modules",
+    "operator_stacks": "tb_plugin.views.operators",
     "operators": "tb_plugin.views.operators",
+    "overview": "tb_plugin.views.overview",
     "queue_length": "tb_plugin.views.queues",
     "queue_length_summary": "tb_plugin.views.queues",
     "snapshot_blame": "tb_plugin.views.memory_snapshot",

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, declare, documented, route, tab
+from ..trace.anomalies import describe as describe_anomalies
 from ..trace.model import TraceModel
 from .common import cached, kernel_flags, matrix_unit, step_breakdown, step_windows
 from .intervals import union_length, weighted_level_integral
@@ -168,6 +169,31 @@ def environment(model: TraceModel, device_type: str) -> dict[str, Any]:
     return env | run_settings(model)
 
 
+def advice(model: TraceModel) -> list[dict[str, Any]]:
+    """Structured performance recommendations: [{id, severity, text, numbers}], computed
+    once per model (most of the Overview's time: a reply asked for again, or after the
+    server's prefetch, does not pay it twice); see `recommendations.recommendations`."""
+    from .recommendations import recommendations
+
+    return cached(model, "recommendations", lambda: recommendations(model, steps(model), gpu_summary(model)))
+
+
+def overview(model: TraceModel) -> dict[str, Any]:
+    """Everything the Overview tab shows, as one dict of plain data and DataFrames:
+    environment, steps, step_mean, step_summary, gpu_summary, recommendations and the
+    import's anomalies."""
+    step_table = steps(model)
+    return {
+        "environment": environment(model, model.device_type),
+        "steps": step_table,
+        "step_mean": step_mean(step_table),
+        "step_summary": step_summary(step_table),
+        "gpu_summary": gpu_summary(model),
+        "recommendations": advice(model),
+        "anomalies": describe_anomalies(model.anomalies),
+    }
+
+
 # The routes answering with these tables (see `schema.route`).
 STEPS_ROUTE = route(
     "steps",
@@ -179,6 +205,11 @@ GPU_SUMMARY_ROUTE = route(
     "Per GPU that ran kernels, its utilization, SM efficiency, occupancy and Tensor Core share.",
     gpu_summary,
     table=GPU_SUMMARY)
+OVERVIEW_ROUTE = route(
+    "overview",
+    "Environment, step breakdown (table), mean step, the mean step by category (step_summary: category, mean_us, "
+    "share_pct), GPU summary (table), recommendations.",
+    overview, reply="Overview")
 
 
 # This view's tab of the page (see `schema.tab`).

@@ -350,189 +350,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/overview": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Environment, step breakdown (table), mean step, the mean step by category (step_summary: category, mean_us, share_pct), GPU summary (table), recommendations. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Overview */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            environment: {
-                                [key: string]: unknown;
-                            };
-                            steps: components["schemas"]["StepBreakdownTable"];
-                            step_mean: {
-                                [key: string]: number;
-                            };
-                            step_summary: components["schemas"]["StepSummaryTable"];
-                            anomalies: components["schemas"]["Anomalies"];
-                            gpu_summary: components["schemas"]["GpuSummaryTable"];
-                            recommendations: {
-                                id: string;
-                                /** @enum {string} */
-                                severity: "warning" | "info";
-                                text: string;
-                                /** @description What was tested: the measured value against its threshold, in words, and for an item with a saving the model that bounds it. */
-                                condition: string;
-                                /** @description Upper bound of the time per step (µs, the mean over `steps` steps, never above the mean step) following the advice could save, by the model the condition states; null where no bound can be defended. Items come largest first, those without one last. */
-                                saving_us: number | null;
-                                /** @description Where saving_us is null: the measured time per step (µs, mean over `steps`) of what the item is about; null when it measures no time. */
-                                measured_us: number | null;
-                                /** @description How many steps the per-step figures are means over (1 for a trace without steps). */
-                                steps: number;
-                                /** @description The figures the text is based on: fractions in [0, 1], times in µs per step, sizes in bytes. */
-                                numbers: {
-                                    [key: string]: unknown;
-                                };
-                                /** @description The view (its URL parameters, and the panel of it) showing the events behind the numbers: {view, params, panel}, with kernels (the kernel names the text quotes) where it quotes some; empty when none. */
-                                evidence?: {
-                                    [key: string]: unknown;
-                                };
-                                /** @description The PyTorch documentation of the fix (a URL); empty when none. */
-                                docs: string;
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/operator_stacks": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Call stacks of one operator (optionally one input shape), frames innermost first. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    name: string;
-                    input_shape?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Stacks */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            name?: string;
-                            input_shape?: string | null;
-                            stacks?: {
-                                calls?: number;
-                                host_self_us?: number;
-                                host_total_us?: number;
-                                device_self_us?: number;
-                                device_total_us?: number;
-                                frames?: components["schemas"]["StackFrame"][];
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/module_flame": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The module tree as nested {name, value (host total µs), children} for a flame graph, at most 64 module levels deep: a node at the last level with modules below it has no children and says how many in folded. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Tree */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["FlameNode"];
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/diff_default": {
         parameters: {
             query?: never;
@@ -2409,6 +2226,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/module_flame": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The module tree as nested {name, value (host total µs), children} for a flame graph, at most 64 module levels deep: a node at the last level with modules below it has no children and says how many in folded. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["FlameNode"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/modules": {
         parameters: {
             query?: never;
@@ -2440,6 +2303,56 @@ export interface paths {
                     content: {
                         "application/json": components["schemas"]["ModulesTable"];
                         "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operator_stacks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Call stacks of one operator (optionally one input shape), frames innermost first. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description The operator's name (a row of /operators). */
+                    name: string;
+                    /** @description Only its calls with these input shapes (the input_shape of /operators?group_by=name_shape). */
+                    input_shape?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["OperatorStacks"];
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -2492,6 +2405,52 @@ export interface paths {
                     content: {
                         "application/json": components["schemas"]["OperatorsByNameTable"] | components["schemas"]["OperatorsByNameShapeTable"];
                         "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Environment, step breakdown (table), mean step, the mean step by category (step_summary: category, mean_us, share_pct), GPU summary (table), recommendations. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Overview"];
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -3580,6 +3539,64 @@ export interface components {
             children: components["schemas"]["FlameNode"][];
             /** @description Modules below this node, not drawn: the graph nests at most 64 module levels, and a node at the last one with modules below it has no children but this count (its value, a total, includes theirs). */
             folded?: number;
+        };
+        /** @description A structured performance recommendation of the Overview. */
+        Recommendation: {
+            id: string;
+            /** @enum {string} */
+            severity: "warning" | "info";
+            text: string;
+            /** @description What was tested: the measured value against its threshold, in words, and for an item with a saving the model that bounds it. */
+            condition: string;
+            /** @description Upper bound of the time per step (µs, the mean over `steps` steps, never above the mean step) following the advice could save, by the model the condition states; null where no bound can be defended. Items come largest first, those without one last. */
+            saving_us: number | null;
+            /** @description Where saving_us is null: the measured time per step (µs, mean over `steps`) of what the item is about; null when it measures no time. */
+            measured_us: number | null;
+            /** @description How many steps the per-step figures are means over (1 for a trace without steps). */
+            steps: number;
+            /** @description The figures the text is based on: fractions in [0, 1], times in µs per step, sizes in bytes. */
+            numbers: {
+                [key: string]: number | boolean;
+            };
+            /** @description The view (its URL parameters, and the panel of it) showing the events behind the numbers: {view, params, panel}, with kernels (the kernel names the text quotes) where it quotes some; empty when none. */
+            evidence?: {
+                view?: string;
+                params?: {
+                    [key: string]: string | number;
+                };
+                panel?: string;
+                kernels?: string[];
+            };
+            /** @description The PyTorch documentation of the fix (a URL); empty when none. */
+            docs: string;
+        };
+        /** @description Everything the Overview tab shows. */
+        Overview: {
+            environment: {
+                [key: string]: unknown;
+            };
+            steps: components["schemas"]["StepBreakdownTable"];
+            step_mean: {
+                [key: string]: number;
+            };
+            step_summary: components["schemas"]["StepSummaryTable"];
+            anomalies: components["schemas"]["Anomalies"];
+            gpu_summary: components["schemas"]["GpuSummaryTable"];
+            recommendations: components["schemas"]["Recommendation"][];
+        };
+        /** @description One distinct call stack of an operator, with its calls' times summed. */
+        OperatorStack: {
+            calls: number;
+            host_self_us: number;
+            host_total_us: number;
+            device_self_us: number;
+            device_total_us: number;
+            frames: components["schemas"]["StackFrame"][];
+        };
+        OperatorStacks: {
+            name: string;
+            input_shape: string | null;
+            stacks: components["schemas"]["OperatorStack"][];
         };
         /** @description What the Trace view is framed by: its tracks, the trace's time span (µs from its start), its origin on the trace's clock, the steps and the slice kinds. */
         TimelineTracks: {

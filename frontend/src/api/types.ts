@@ -34,71 +34,18 @@ export interface InfoReply {
 /** A tab of the page: generated from the tabs declared beside the views (`schema.tab`). */
 export type ViewName = components['schemas']['ViewName'];
 
-export interface Recommendation {
-  id: string;
-  severity: 'warning' | 'info';
-  text: string;
-  /** What was tested: the measured value against its threshold, in words. */
-  condition: string;
-  /** Upper bound of the time per step the advice could save (µs, mean over `steps`, never
-   *  above the mean step); null where no bound can be defended. */
-  saving_us: number | null;
-  /** Where there is no saving: the measured time per step of what the item is about (µs). */
-  measured_us: number | null;
-  /** How many steps the per-step figures are means over. */
-  steps: number;
-  numbers: Record<string, number | boolean>;
-  /** The view (its page-URL parameters and the panel of it) showing the events behind the
-   *  numbers, and the kernel names the text quotes. */
-  evidence?: { view?: string; params?: Record<string, string | number>; panel?: string; kernels?: string[] };
-  /** The PyTorch documentation of the fix; "" when none. */
-  docs: string;
-}
+export type Recommendation = components['schemas']['Recommendation'];
 
 /** One import anomaly (tb_plugin/trace/anomalies.py): what the reader repaired or dropped. */
-export interface Anomaly {
-  key: string;
-  severity: 'data_loss' | 'info';
-  meaning: string;
-  /** How many times; for `tolerant_parse`, why the fast reader refused the file. */
-  value: number | string;
-}
+export type Anomaly = components['schemas']['Anomalies'][number];
 
-export interface OverviewReply {
-  environment: Record<string, unknown>;
-  steps: WireTableOf<'StepBreakdownTable'>;
-  step_mean: Record<string, number>;
-  /** The mean step by category: category, mean_us, share_pct. */
-  step_summary: WireTableOf<'StepSummaryTable'>;
-  gpu_summary: WireTableOf<'GpuSummaryTable'>;
-  recommendations: Recommendation[];
-  anomalies: Anomaly[];
-}
+export type OverviewReply = ReplyOf<'overview'>;
 
-export interface StackFrame {
-  file: string | null;
-  /** 1-based. */
-  line: number | null;
-  function: string;
-  text: string;
-  /** The file as an absolute path on the TensorBoard machine, where exactly one matches. */
-  path: string | null;
-}
+export type StackFrame = components['schemas']['StackFrame'];
 
-export interface OperatorStack {
-  calls: number;
-  host_self_us: number;
-  host_total_us: number;
-  device_self_us: number;
-  device_total_us: number;
-  frames: StackFrame[];
-}
+export type OperatorStack = components['schemas']['OperatorStack'];
 
-export interface OperatorStacksReply {
-  name: string;
-  input_shape: string | null;
-  stacks: OperatorStack[];
-}
+export type OperatorStacksReply = ReplyOf<'operator_stacks'>;
 
 export interface TensorCoreShare {
   tensor_cores_us: number;
@@ -126,13 +73,7 @@ export interface MemoryCurveReply {
   curve: WireTableOf<'MemoryCurveTable'>;
 }
 
-export interface FlameNode {
-  name: string;
-  value: number;
-  children: FlameNode[];
-  /** Modules below this node that the server folded into it (the graph's depth is bounded). */
-  folded?: number;
-}
+export type FlameNode = components['schemas']['FlameNode'];
 
 /** /timeline_tracks: tracks (a table), the trace's span and steps, µs from the trace start. */
 export type TimelineTracksReply = ReplyOf<'timeline_tracks'>;
