@@ -449,10 +449,13 @@ class Param:
         return self.parse(given) if self.parse is not None else given
 
 
-def choice(name: str, choices: tuple[str, ...], doc: str, means: dict[str, object] | None = None, arg: str = "") -> Param:
-    """A string parameter taking one of `choices`, the first by default; `means`: what some
-    of them are to the view where that is not the text (None for the view's default)."""
-    return Param(name, "string", doc, choices[0], tuple(choices), means=tuple((means or {}).items()), arg=arg)
+def choice(name: str, choices: tuple[str, ...], doc: str, means: dict[str, object] | None = None, arg: str = "",
+           required: bool = False) -> Param:
+    """A string parameter taking one of `choices`, the first by default (none where
+    `required`); `means`: what some of them are to the view where that is not the text
+    (None for the view's default)."""
+    return Param(name, "string", doc, None if required else choices[0], tuple(choices),
+                 means=tuple((means or {}).items()), arg=arg, required=required)
 
 
 def model_choice(name: str, choices_of: Callable[[Any], Sequence[Any]], doc: str, type: str = "string",

@@ -338,6 +338,19 @@ def test_overview_stacks_and_flame_answer_in_python_as_over_http(tmp_path):
     assert loaded.answer("module_flame") == loaded.module_flame()
 
 
+def test_tables_answers_a_raw_table_in_python_and_needs_its_name(tmp_path, served):
+    """The route "tables" is the model's table, its first `limit` rows; `table` has no default."""
+    trace = write_trace(tmp_path / "w.pt.trace.json", [op("aten::add", 0, 5), op("aten::mm", 10, 2)])
+    loaded = profile.load(str(trace))
+    assert list(loaded.answer("tables", table="ops", limit=1)["name"]) == ["aten::add"]
+    with pytest.raises(BadParameterError, match="table"):
+        loaded.answer("tables")
+    _, client = served
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    missing = client.get(f"{PREFIX}/tables?run=cpu_cnn&worker=worker0")
+    assert missing.status_code == 400 and missing.get_json()["error"] == "missing_parameter"
+
+
 def test_group_by_must_be_known(gpu_served):
     _, client = gpu_served
     response = client.get(f"{PREFIX}/operators?run=resnet&worker=worker0&group_by=shape")

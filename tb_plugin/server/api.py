@@ -372,6 +372,8 @@ def read_param(request: wrappers.Request, param: Param, earlier: Mapping[str, ob
     route's parameters read before it, by name); None where the request gives none and the
     declaration no default (the view's own default holds)."""
     if param.choices:
+        if param.required:
+            text_param(request, param.name)  # 400 when absent: no choice is the default
         return param.value(choice_param(request, param.name, param.choices))
     value: float | None
     if param.type == "integer":  # a number's declared default is a number (`schema.integer`, `schema.number`)
@@ -749,16 +751,6 @@ class Api:
         # The name's bytes as stored: one that is not UTF-8 is percent-encoded byte for byte.
         response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name, errors='surrogateescape')}"
         return response
-
-    @reads(_one_profile)
-    def tables(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        """One raw event table of a profile (`table=kernels` ...), JSON or CSV."""
-        name = text_param(request, "table")
-        limit = int_param(request, "limit", required=False, default=10000, minimum=0)
-        allowed = profile.table_names()
-        if name not in allowed:
-            raise BadParameterError(f"parameter 'table' must be one of {', '.join(allowed)}")
-        return table_reply(request, profile.table(name).head(limit))
 
     @reads(_run_snapshots)
     def snapshot_ranks(self, request: wrappers.Request, snapshots: dict[str, MemorySnapshot]) -> wrappers.Response:

@@ -25,7 +25,7 @@ of `openapi.yaml` written by hand. They stay so because they are not a table of 
 """
 
 HANDWRITTEN_ROUTES = (
-    "runs", "workers", "spans", "info", "tables", "views",
+    "runs", "workers", "spans", "info", "views",
     "diff_default",
     "timeline_ranks", "timeline_rank_slices",
     "timeline_rank_search", "timeline_rank_summary", "timeline_rank_counters",
@@ -77,6 +77,7 @@ DECLARED_ROUTES = {
     "snapshot_timeline": "tb_plugin.views.memory_snapshot",
     "step_counters": "tb_plugin.views.counters",
     "steps": "tb_plugin.views.overview",
+    "tables": "tb_plugin.trace.tables",
     "timeline_counters": "tb_plugin.views.timeline",
     "timeline_critical_path": "tb_plugin.views.timeline",
     "timeline_event": "tb_plugin.views.timeline",

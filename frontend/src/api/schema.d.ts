@@ -252,56 +252,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/tables": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** One event table of the trace model (first `limit` rows), as JSON or CSV. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    table: "ops" | "python" | "runtime" | "kernels" | "memcpy" | "memset" | "syncs" | "gpu_annotations" | "memory" | "flows" | "counters" | "other" | "steps" | "threads" | "devices";
-                    limit?: number;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["OpsTable"] | components["schemas"]["PythonTable"] | components["schemas"]["RuntimeTable"] | components["schemas"]["KernelsTable"] | components["schemas"]["MemcpyTable"] | components["schemas"]["MemsetTable"] | components["schemas"]["SyncsTable"] | components["schemas"]["GpuAnnotationsTable"] | components["schemas"]["MemoryTable"] | components["schemas"]["FlowsTable"] | components["schemas"]["CountersTable"] | components["schemas"]["OtherTable"] | components["schemas"]["StepsTable"] | components["schemas"]["ThreadsTable"] | components["schemas"]["DevicesTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/views": {
         parameters: {
             query?: never;
@@ -3078,6 +3028,58 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["StepBreakdownTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tables": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One event table of the trace model (first `limit` rows), as JSON or CSV. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description The model's table (tb_plugin.trace.model). */
+                    table: "ops" | "python" | "runtime" | "kernels" | "memcpy" | "memset" | "syncs" | "gpu_annotations" | "memory" | "flows" | "counters" | "other" | "steps" | "threads" | "devices";
+                    /** @description At most this many rows, the first. */
+                    limit?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["OpsTable"] | components["schemas"]["PythonTable"] | components["schemas"]["RuntimeTable"] | components["schemas"]["KernelsTable"] | components["schemas"]["MemcpyTable"] | components["schemas"]["MemsetTable"] | components["schemas"]["SyncsTable"] | components["schemas"]["GpuAnnotationsTable"] | components["schemas"]["MemoryTable"] | components["schemas"]["FlowsTable"] | components["schemas"]["CountersTable"] | components["schemas"]["OtherTable"] | components["schemas"]["StepsTable"] | components["schemas"]["ThreadsTable"] | components["schemas"]["DevicesTable"];
                         "text/csv": string;
                     };
                 };
