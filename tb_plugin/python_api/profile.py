@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
 from ..store.budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
@@ -405,41 +404,10 @@ class Profile:
         return health.health(self.model)
 
     def info(self) -> dict[str, Any]:
-        """What the trace holds: device, the GPUs it used (`devices`; `devices_on_host` counts
-        every GPU the trace describes), `run_settings` (the host and `PT_PROFILER_JOB_*` settings
-        it was recorded with), steps, event counts per kind, time span, anomalies, health
-        findings (`health`) and whether none but info ones occur (`health_clean`)."""
-        from ..views import health
-
-        findings = self.health()
-        m = self.model
-        start, end = m.span_us()
-        used_devices = sorted(set(np.concatenate([t["device"].to_numpy() for t in (m.kernels, m.memcpy, m.memset)]).tolist()))
-        # deviceProperties lists every GPU on the host; only those the trace used are listed
-        devices = [
-            {"id": int(d["id"]), "name": str(d["name"]),
-             "memory_bytes": int(d["totalGlobalMem"]) if d["totalGlobalMem"] == d["totalGlobalMem"] else None}
-            for d in m.devices.to_dict("records") if d["id"] == d["id"] and int(d["id"]) in used_devices
-        ]
-        return {
-            "source": printable(self.source),
-            "device_type": self.device_type,
-            "devices": devices,
-            "devices_used": [int(d) for d in used_devices],
-            "devices_on_host": int(len(m.devices)),
-            "distributed": m.distributed,
-            "run_settings": overview.run_settings(m),
-            "steps": [int(s) for s in m.steps["step"]],
-            "event_counts": {name: int(len(getattr(m, name))) for name in m.TABLES if name != "steps"},
-            "threads": int(len(m.threads)),
-            "start_us": m.origin_us + start,
-            "duration_us": end - start,
-            "anomalies": m.anomalies,
-            "anomaly_details": self.anomalies(),
-            "health": findings.to_dict("records"),
-            "health_clean": health.is_clean(findings),
-            "load_seconds": round(self.load_seconds, 4),
-        }
+        """What the trace holds (`views.overview.trace_info`), with its file (`source`) and
+        how long it took to load (`load_seconds`)."""
+        return {"source": printable(self.source), **overview.trace_info(self.model),
+                "load_seconds": round(self.load_seconds, 4)}
 
 
 def _import_views() -> None:

@@ -8,6 +8,7 @@ import pandas as pd
 from ..schema import NULLABLE, declare, documented, route, tab
 from ..trace.anomalies import describe as describe_anomalies
 from ..trace.model import TraceModel
+from .health import health, is_clean
 from .common import cached, kernel_flags, matrix_unit, step_breakdown, step_windows
 from .intervals import union_length, weighted_level_integral
 
@@ -191,6 +192,40 @@ def overview(model: TraceModel) -> dict[str, Any]:
         "gpu_summary": gpu_summary(model),
         "recommendations": advice(model),
         "anomalies": describe_anomalies(model.anomalies),
+    }
+
+
+def trace_info(model: TraceModel) -> dict[str, Any]:
+    """What the trace holds: device, the GPUs it used (`devices`; `devices_on_host` counts
+    every GPU the trace describes), `run_settings` (the host and `PT_PROFILER_JOB_*` settings
+    it was recorded with), steps, event counts per kind, time span, anomalies, health
+    findings (`health.health`) and whether none but info ones occur (`health_clean`)."""
+    findings = health(model)
+    start, end = model.span_us()
+    tables = (model.kernels, model.memcpy, model.memset)
+    used_devices = sorted(set(np.concatenate([t["device"].to_numpy() for t in tables]).tolist()))
+    # deviceProperties lists every GPU on the host; only those the trace used are listed
+    devices = [
+        {"id": int(d["id"]), "name": str(d["name"]),
+         "memory_bytes": int(d["totalGlobalMem"]) if d["totalGlobalMem"] == d["totalGlobalMem"] else None}
+        for d in model.devices.to_dict("records") if d["id"] == d["id"] and int(d["id"]) in used_devices
+    ]
+    return {
+        "device_type": model.device_type,
+        "devices": devices,
+        "devices_used": [int(d) for d in used_devices],
+        "devices_on_host": int(len(model.devices)),
+        "distributed": model.distributed,
+        "run_settings": run_settings(model),
+        "steps": [int(s) for s in model.steps["step"]],
+        "event_counts": {name: int(len(getattr(model, name))) for name in model.TABLES if name != "steps"},
+        "threads": int(len(model.threads)),
+        "start_us": model.origin_us + start,
+        "duration_us": end - start,
+        "anomalies": model.anomalies,
+        "anomaly_details": describe_anomalies(model.anomalies),
+        "health": findings.to_dict("records"),
+        "health_clean": is_clean(findings),
     }
 
 
