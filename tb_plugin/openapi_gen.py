@@ -124,7 +124,14 @@ def _param(param: schema.Param) -> dict[str, Any]:
         spec["minimum"] = param.minimum
     if param.maximum is not None:
         spec["maximum"] = param.maximum
-    return {"name": param.name, "in": "query", "description": param.doc, "schema": spec}
+    if param.above is not None:
+        spec["exclusiveMinimum"] = param.above
+    if param.pattern:
+        spec["pattern"] = param.pattern
+    elif param.type == "string" and not param.choices and param.choices_of is None:
+        spec.update(minLength=1, maxLength=4096)  # `api.text_param`'s rule for text
+    entry = {"name": param.name, "in": "query", "description": param.doc, "schema": spec}
+    return {**entry, "required": True} if param.required else entry
 
 
 def path_entry(route: schema.Route) -> dict[str, Any]:
@@ -132,6 +139,8 @@ def path_entry(route: schema.Route) -> dict[str, Any]:
     parameters of its kind (`schema.READS`), answered as `api.declared_route` answers it."""
     params = [*(_ref("parameters", name) for name in schema.READS[route.reads]), *map(_param, route.params)]
     tables = [_ref("schemas", component_name(t.name)) for t in route.answer_tables]
+    if route.reply:
+        return _entry(route, params, _ref("schemas", route.reply), "The answer (JSON).", {})
     if route.fields is not None:
         answer = {"type": "object", "required": list(route.fields), "additionalProperties": False, "properties": {
             n: _ref("schemas", component_name(f.name)) if isinstance(f, schema.Table) else f

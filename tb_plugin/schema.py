@@ -367,13 +367,25 @@ def _with_columns(doc: str, tables: Sequence[Table]) -> str:
 
 
 # The kinds of input a declared route reads, each with the query parameters that name it
-# (shared parameters of openapi.yaml): the HTTP layer finds the input from them, the
-# Python entrance is the input's own `answer` (`Profile.answer`, `MemorySnapshot.answer`).
-PROFILE = "profile"
-SNAPSHOT = "snapshot"
-TWO_PROFILES = "two profiles"  # A and B of a comparison: `call(model_a, model_b, ...)`
-READS: dict[str, tuple[str, ...]] = {PROFILE: ("run", "worker", "span"), SNAPSHOT: ("run", "snapshot", "span"),
-                                     TWO_PROFILES: ("run", "worker", "span", "run_b", "worker_b", "span_b")}
+# (shared parameters of openapi.yaml, `#/components/parameters/<name>`): the HTTP layer finds
+# the input from them (`api.READ_INPUTS`), the Python entrance is the input's own `answer`
+# (`Profile.answer`, `MemorySnapshot.answer`, `Run.answer`, `profile.diff`); `call` is given the
+# input's parts first, then the route's parameters:
+PROFILE = "profile"  # one profile (run, worker, span): call(model, ...)
+SNAPSHOT = "snapshot"  # one memory snapshot (run, snapshot, span): call(model, ...)
+TWO_PROFILES = "two profiles"  # A and B of a comparison: call(model_a, model_b, ...)
+SPAN = "span of ranks"  # every worker of one span, each by its summary `Route.summary`: call({worker: part}, {worker: reason not loaded}, ...)
+TWO_SPANS = "two spans of ranks"  # a span of run A and one of run B, each worker by `Route.summary`: call(parts_a, parts_b, ...)
+RANKS = "ranks on one axis"  # the ranks of one span on one clock (`runs.RanksTimeline`): call(ranks, ...)
+RUN_SNAPSHOTS = "snapshots of a run"  # every memory snapshot of a run: call({name: MemorySnapshot}, ...)
+SNAPSHOT_TRACES = "snapshot and its traces"  # a snapshot and its rank's profiles: call(snapshot, {(worker, span): Profile}, ...)
+LOG_DIRECTORY = "log directory"  # the runs found under it (`runs.Listing`): call(listing, ...)
+READS: dict[str, tuple[str, ...]] = {
+    PROFILE: ("run", "worker", "span"), SNAPSHOT: ("run", "snapshot", "span"),
+    TWO_PROFILES: ("run", "worker", "span", "run_b", "worker_b", "span_b"),
+    SPAN: ("run", "span"), TWO_SPANS: ("run", "span", "run_b", "span_b"),
+    RANKS: ("run", "span", "ranks", "expanded", "align_clocks"),
+    RUN_SNAPSHOTS: ("run",), SNAPSHOT_TRACES: ("run", "snapshot", "span"), LOG_DIRECTORY: ()}
 
 
 @dataclass(frozen=True)
@@ -386,7 +398,11 @@ class Param:
     the profile decides them: `choices_of(model)`, the first the default), `minimum` and
     `maximum` (numbers, both allowed), one line of meaning and `arg`, the view's argument it
     is given as where that is not `name` (a snapshot's `library` is `flame`'s
-    `collapse_library`)."""
+    `collapse_library`); `required` (the request must give it: it has no default),
+    `above` (a number's exclusive minimum), `at_least` (an earlier parameter's name: this one
+    is not below it, and their difference is finite: a time window's end), `parse` (what a
+    text value is to the view, e.g. comma-separated ids -> a list; ValueError says why it is
+    not one) with `pattern`, the text's form in OpenAPI."""
 
     name: str
     type: str
@@ -398,6 +414,11 @@ class Param:
     means: tuple[tuple[str, object], ...] = ()
     choices_of: Callable[[Any], Sequence[Any]] | None = None
     arg: str = ""
+    required: bool = False
+    above: float | None = None
+    at_least: str = ""
+    parse: Callable[[str], object] | None = None
+    pattern: str = ""
 
     @property
     def argument(self) -> str:
@@ -411,18 +432,30 @@ class Param:
             return None
         if self.choices:
             return self.choices[0]
-        return str(self.default if self.default is not None else (self.minimum or 0))
+        if self.default is not None:
+            return str(self.default)
+        if self.type == "string":  # free text or ids: the shortest valid one
+            return "0" if self.parse is not None else "a"
+        return str(self.above + 1 if self.above is not None else self.minimum or 0)
 
     def value(self, given: object) -> object:
         """What the view is called with for the request's value `given` (None: the view's
-        own default holds)."""
-        return dict(self.means).get(given, given) if isinstance(given, str) else given
+        own default holds); ValueError for a text `parse` refuses."""
+        if not isinstance(given, str):
+            return given
+        means = dict(self.means)
+        if given in means:
+            return means[given]
+        return self.parse(given) if self.parse is not None else given
 
 
-def choice(name: str, choices: tuple[str, ...], doc: str, means: dict[str, object] | None = None, arg: str = "") -> Param:
-    """A string parameter taking one of `choices`, the first by default; `means`: what some
-    of them are to the view where that is not the text (None for the view's default)."""
-    return Param(name, "string", doc, choices[0], tuple(choices), means=tuple((means or {}).items()), arg=arg)
+def choice(name: str, choices: tuple[str, ...], doc: str, means: dict[str, object] | None = None, arg: str = "",
+           required: bool = False) -> Param:
+    """A string parameter taking one of `choices`, the first by default (none where
+    `required`); `means`: what some of them are to the view where that is not the text
+    (None for the view's default)."""
+    return Param(name, "string", doc, None if required else choices[0], tuple(choices),
+                 means=tuple((means or {}).items()), arg=arg, required=required)
 
 
 def model_choice(name: str, choices_of: Callable[[Any], Sequence[Any]], doc: str, type: str = "string",
@@ -439,13 +472,49 @@ def flag(name: str, doc: str) -> Param:
 
 
 def integer(name: str, doc: str, default: int | None = None, minimum: int | None = None,
-            maximum: int | None = None) -> Param:
-    return Param(name, "integer", doc, default, minimum=minimum, maximum=maximum)
+            maximum: int | None = None, required: bool = False) -> Param:
+    return Param(name, "integer", doc, default, minimum=minimum, maximum=maximum, required=required)
 
 
 def number(name: str, doc: str, default: float | None = None, minimum: float | None = None,
-           maximum: float | None = None) -> Param:
-    return Param(name, "number", doc, default, minimum=minimum, maximum=maximum)
+           maximum: float | None = None, required: bool = False, above: float | None = None) -> Param:
+    return Param(name, "number", doc, default, minimum=minimum, maximum=maximum, required=required, above=above)
+
+
+def text(name: str, doc: str, required: bool = False) -> Param:
+    """Free text (a name, a search): non-empty, at most 4096 characters, no NUL (the HTTP
+    layer's rule for every text parameter)."""
+    return Param(name, "string", doc, required=required)
+
+
+# Ids at most this: beyond int32 the views' arrays would overflow.
+_MAX_ID = (1 << 31) - 1
+
+
+def parse_ids(raw: str, what: str = "ids") -> list[int]:
+    """Comma-separated whole numbers (`what`: "track ids", "ranks"), each once in the order
+    first given: 2,000 repeats of one track in a 4 KB query once built a 469 MB reply."""
+    try:
+        ids = [int(t) for t in raw.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"must be comma-separated {what}") from None
+    if not all(0 <= t <= _MAX_ID for t in ids):
+        raise ValueError(f"holds one of its {what} out of range")
+    return list(dict.fromkeys(ids))
+
+
+def ids(name: str, doc: str, what: str) -> Param:
+    """Comma-separated ids (`parse_ids`), given to the view as a list; absent, the view's
+    default holds (every one)."""
+    return Param(name, "string", doc, parse=lambda raw: parse_ids(raw, what), pattern=r"^\s*[0-9]+\s*(,\s*[0-9]*\s*)*$")
+
+
+def window(what: str) -> tuple[Param, Param]:
+    """The time window [start_us, end_us] a route answers over (`what`: of what), both
+    required, the end not before the start."""
+    return (number("start_us", f"Start of the window of {what} (µs, the trace's clock).", required=True),
+            Param("end_us", "number", f"End of the window of {what} (µs; not before start_us).", required=True,
+                  at_least="start_us"))
 
 
 @dataclass(frozen=True)
@@ -460,6 +529,10 @@ class Route:
     table: Table | tuple[Table, ...] | None = None  # one table, or several one of which a parameter picks
     tables: dict[str, Table] | None = None  # {name: table} of a view made of several tables
     fields: dict[str, Any] | None = None  # {name: table or JSON Schema} of an object answer
+    reply: str = ""  # the component of openapi.yaml an answer of another shape is (a tree, a window's slices)
+    part: str = ""  # SPAN, TWO_SPANS: the per-worker summary read (`runs.FILE_SUMMARIES`)
+    admits: bool = False  # `call` takes `admit(values, what)`, the reply's share of the memory budget
+    frames: Callable[[Any, Callable[[Any], Any]], Any] | None = None  # frames(answer, resolve): its stack frames resolved
 
     @property
     def answer_tables(self) -> tuple:
@@ -468,6 +541,8 @@ class Route:
             return tuple(self.tables.values())
         if self.fields is not None:
             return tuple(f for f in self.fields.values() if isinstance(f, Table))
+        if self.reply:
+            return ()
         return self.table if isinstance(self.table, tuple) else (self.table,)
 
 
@@ -476,16 +551,26 @@ ROUTES: dict[str, Route] = {}
 
 def route(name: str, summary: str, call: Callable[..., Any], *, params: Sequence[Param] = (),
           table: Table | tuple[Table, ...] | None = None, tables: Mapping[str, Table] | None = None,
-          fields: Mapping[str, Any] | None = None, reads: str = PROFILE) -> Route:
+          fields: Mapping[str, Any] | None = None, reply: str = "", reads: str = PROFILE, part: str = "",
+          admits: bool = False, frames: Callable[[Any, Callable[[Any], Any]], Any] | None = None) -> Route:
     """Declare (and register) a data route; see the comment above `READS`."""
-    if sum(answer is not None for answer in (table, tables, fields)) != 1:
-        raise ValueError(f"route {name!r}: give one of `table` (one table), `tables` (several) or `fields` (an object)")
+    if sum(answer is not None for answer in (table, tables, fields)) + bool(reply) != 1:
+        raise ValueError(f"route {name!r}: give one of `table` (one table), `tables` (several), `fields` (an object) "
+                         "or `reply` (an answer of another shape)")
     if name in ROUTES:
         raise ValueError(f"route {name!r} declared twice")
     if reads not in READS:
         raise ValueError(f"route {name!r}: reads {reads!r} is not one of {', '.join(READS)}")
+    if bool(part) != (reads in (SPAN, TWO_SPANS)):
+        raise ValueError(f"route {name!r}: `part` names the summary a route over a span of ranks reads, and only it")
+    names = [p.name for p in params]
+    for param in params:
+        if param.at_least and param.at_least not in names[:names.index(param.name)]:
+            raise ValueError(f"route {name!r}: {param.name} is at least {param.at_least!r}, which is not an earlier parameter")
+        if param.name in READS[reads]:
+            raise ValueError(f"route {name!r}: {param.name} names its input ({reads}); it is not a parameter too")
     declared = Route(name, summary, call, tuple(params), reads, table, None if tables is None else dict(tables),
-                     None if fields is None else dict(fields))
+                     None if fields is None else dict(fields), reply, part, admits, frames)
     for table_ in declared.answer_tables:
         if not isinstance(table_, Table):
             raise TypeError(f"route {name!r}: {table_!r} is not a declared table")

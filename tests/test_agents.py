@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 import tb_plugin  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
 from tb_plugin.openapi_gen import declared_routes, declared_tables  # noqa: E402
-from tb_plugin.schema import PROFILE, READS, SNAPSHOT, TWO_PROFILES  # noqa: E402
+from tb_plugin.schema import PROFILE, READS, SNAPSHOT, SPAN, TWO_PROFILES, TWO_SPANS  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
@@ -129,8 +129,10 @@ def test_mcp_stdio_lists_every_declared_route_with_its_declared_parameters_and_a
     assert set(routes) <= set(tools) and {"runs", "columns", "job", "diff", "snapshot_oom"} <= set(tools)
     for name, route in routes.items():
         schema = tools[name].input_schema
-        # the parameters naming its input (`schema.READS`) that are required, but worker (the tool's first)
-        assert schema["required"] == [p for p in ("run", "snapshot", "run_b", "worker_b") if p in READS[route.reads]], name
+        # the parameters naming its input (`schema.READS`) that are required, but worker (the tool's first), then
+        # the route's own required ones
+        assert schema.get("required", []) == [p for p in ("run", "snapshot", "run_b", "worker_b") if p in READS[route.reads]
+                                               ] + [p.name for p in route.params if p.required], name
         for param in route.params:
             spec = schema["properties"][param.name]
             assert spec["type"] == param.type, (name, param.name)
@@ -191,15 +193,18 @@ def test_mcp_answers_stay_within_max_bytes_and_say_what_was_cut(stdio, python_ap
 
 def test_mcp_every_declared_route_answers_a_sample_within_the_default_bound(stdio):
     """Each route given the input it reads: a profile, the profile against itself (a diff), or a
-    snapshot the run lacks (refused as not found)."""
+    snapshot the run lacks (refused as not found), and a valid value of each parameter it
+    requires (a window, an event, a name)."""
     declared = declared_routes()
     routes = sorted(declared)
     inputs = {PROFILE: {"run": RESNET}, TWO_PROFILES: {"run": RESNET, "run_b": RESNET, "worker_b": "worker0"},
-              SNAPSHOT: {"run": RESNET, "snapshot": "none.pickle"}}
+              SNAPSHOT: {"run": RESNET, "snapshot": "none.pickle"}, SPAN: {"run": RESNET},
+              TWO_SPANS: {"run": RESNET, "run_b": RESNET}}
 
     async def run():
         async with stdio() as client:
-            return await _session(client, [(name, inputs[declared[name].reads]) for name in routes])
+            return await _session(client, [(name, {**inputs[declared[name].reads], **{
+                p.name: p.valid_value() for p in declared[name].params if p.required}}) for name in routes])
 
     for name, (error, text, body) in zip(routes, _run_async(run)):
         assert len(text.encode()) <= 16 * 1024, name

@@ -11,6 +11,7 @@ import time
 import pytest
 import yaml
 
+from tb_plugin.errors import BadParameterError
 from tb_plugin.server import api
 from tb_plugin.python_api import profile
 from tb_plugin.store.storage import Storage
@@ -316,6 +317,38 @@ def test_operator_stacks_route(gpu_served):
     body = client.get(f"{PREFIX}/operator_stacks?run=resnet&worker=worker0&name=aten::cudnn_convolution").get_json()
     assert body["stacks"] and body["stacks"][0]["frames"][0]["line"] > 0
     assert sum(s["calls"] for s in body["stacks"]) <= 318
+
+
+def test_overview_stacks_and_flame_answer_in_python_as_over_http(tmp_path):
+    """`Profile.answer` serves overview, operator_stacks and module_flame as the HTTP API
+    does (frames as the trace wrote them): a tiny trace of one module calling aten::mm."""
+    stack = ["model.py(3): forward", "train.py(9): <module>"]
+    trace = write_trace(tmp_path / "w.pt.trace.json", [
+        op("nn.Module: Net_0", 0, 20, cat="python_function"), op("aten::mm", 2, 10, **{"Call stack": ";".join(stack)}),
+        op("aten::mm", 30, 4)])
+    loaded = profile.load(str(trace))
+    assert loaded.answer("overview")["environment"]["device_type"] == "CPU" == loaded.device_type
+    assert loaded.answer("overview")["steps"].equals(loaded.overview()["steps"])
+    stacks = loaded.answer("operator_stacks", name="aten::mm")
+    assert (stacks["name"], stacks["input_shape"]) == ("aten::mm", None)
+    assert [(s["calls"], [f["text"] for f in s["frames"]]) for s in stacks["stacks"]] == [(1, stack)]
+    assert loaded.answer("operator_stacks", name="aten::mm", input_shape="[[9]]")["stacks"] == []
+    with pytest.raises(BadParameterError, match="name"):  # required
+        loaded.answer("operator_stacks")
+    assert loaded.answer("module_flame") == loaded.module_flame()
+
+
+def test_tables_answers_a_raw_table_in_python_and_needs_its_name(tmp_path, served):
+    """The route "tables" is the model's table, its first `limit` rows; `table` has no default."""
+    trace = write_trace(tmp_path / "w.pt.trace.json", [op("aten::add", 0, 5), op("aten::mm", 10, 2)])
+    loaded = profile.load(str(trace))
+    assert list(loaded.answer("tables", table="ops", limit=1)["name"]) == ["aten::add"]
+    with pytest.raises(BadParameterError, match="table"):
+        loaded.answer("tables")
+    _, client = served
+    wait_ready(client, "run=cpu_cnn&worker=worker0")
+    missing = client.get(f"{PREFIX}/tables?run=cpu_cnn&worker=worker0")
+    assert missing.status_code == 400 and missing.get_json()["error"] == "missing_parameter"
 
 
 def test_group_by_must_be_known(gpu_served):

@@ -312,7 +312,6 @@ def _public_methods(cls):
 def _boundary():
     """(name, function) of the public boundary: the Python API, RunStore, the views."""
     yield from (("load", profile.load), ("load_run", runs.load_run), ("diff", profile.diff),
-                ("combine_distributed", runs.combine_distributed), ("combine_job", runs.combine_job),
                 ("ranks_inputs", runs.ranks_inputs), ("ranks_timeline", runs.ranks_timeline))
     yield from _public_methods(profile.Profile)
     yield from _public_methods(runs.Run)

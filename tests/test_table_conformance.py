@@ -50,15 +50,20 @@ JSON_TYPES = {"integer": (int,), "number": (int, float), "boolean": (bool,), "st
 
 
 def route_tables(path):
-    """The declared tables a route's 200 JSON answer refers to, from openapi.yaml."""
+    """The declared tables a route's 200 JSON answer refers to, from openapi.yaml, also
+    through the hand-written components it refers to (a declared route's `reply`)."""
     content = SPEC["paths"][path]["get"]["responses"]["200"].get("content", {})
-    found = []
+    found, seen = [], set()
 
     def walk(node):
         if isinstance(node, dict):
             ref = node.get("$ref", "")
-            if ref.rsplit("/", 1)[-1] in BY_COMPONENT:
-                found.append(BY_COMPONENT[ref.rsplit("/", 1)[-1]])
+            name = ref.rsplit("/", 1)[-1]
+            if name in BY_COMPONENT:
+                found.append(BY_COMPONENT[name])
+            elif ref.startswith("#/components/schemas/") and name not in seen:
+                seen.add(name)
+                walk(SPEC["components"]["schemas"][name])
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):

@@ -273,3 +273,28 @@ def test_event_of_a_trace_without_timeline_events_is_refused_plainly(tmp_path):
     for lookup in (event_details, event_flows):
         with pytest.raises(KeyError, match="no event 0; this trace has no events on its timeline"):
             lookup(index, 0)
+
+
+def test_the_trace_views_routes_answer_in_python_as_declared(tmp_path):
+    """`Profile.answer` serves the Trace view's routes with their declared parameters: a tiny
+    trace worked out on paper (aten::mm 0-10 µs, aten::add 20-25 µs, one kernel)."""
+    from tb_plugin.errors import BadParameterError
+
+    events = [op("aten::mm", 1000, 10, **{"External id": 1}), runtime("cudaLaunchKernel", 1002, 4, 7, 1),
+              op("aten::add", 1020, 5, **{"External id": 2}), kernel("gemm", 1008, 6, 7)]
+    profile = tb_plugin.load(write_trace(tmp_path / "w.pt.trace.json", events))
+    found = profile.answer("timeline_search", q="MM")  # case-insensitive: aten::mm and gemm
+    assert (found["total"], found["match"]["name"]) == (2, "aten::mm")
+    assert profile.answer("timeline_search", q="aten", direction="prev", after_us=15)["match"]["name"] == "aten::mm"
+    summary = profile.answer("timeline_summary", start_us=0, end_us=22)  # aten::add clipped to 20-22
+    rows = {name: (count, total) for name, count, total in summary[["name", "count", "total_us"]].itertuples(index=False)}
+    assert rows["aten::add"] == (1, 2) and rows["aten::mm"] == (1, 10) and rows["gemm"] == (1, 6)
+    with pytest.raises(BadParameterError, match="resolution_us"):  # required: no default
+        profile.answer("timeline_slices", start_us=0, end_us=25)
+    slices = profile.answer("timeline_slices", start_us=0, end_us=25, resolution_us=1)
+    assert sorted(slices["names"][n] for n in slices["name"]) == ["aten::add", "aten::mm", "cudaLaunchKernel", "gemm"]
+    event = next(e for e, n in zip(slices["event"], slices["name"]) if slices["names"][n] == "gemm")
+    assert profile.answer("timeline_event", event=event)["operator"]["name"] == "aten::mm"
+    assert [f["kind"] for f in profile.answer("timeline_flows", event=event)["flows"]] == ["launch"]
+    counted = profile.answer("timeline_counters", start_us=0, end_us=25, points=10**6)["counters"]
+    assert counted and max(len(c["time_us"]) for c in counted) <= 5000  # answered at most 5000 as over HTTP

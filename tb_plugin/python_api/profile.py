@@ -12,18 +12,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
 from ..store.budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
 from ..store.discovery import printable
 from ..errors import NotFoundError, TraceError
-from ..schema import PROFILE, ROUTES, TWO_PROFILES, Offer, Route, Tab, ordered_tabs
+from ..schema import PROFILE, ROUTES, SNAPSHOT, TWO_PROFILES, Offer, Route, Tab, ordered_tabs
 from ..stages import STAGE_BUILDING, STAGE_PARSING, STAGE_READING
 from ..store.storage import Storage, TraceBytes, open_single
 from ..trace.anomalies import describe as describe_anomalies
 from ..trace.build import build_model
-from ..trace.kinds import RUNTIME_CATEGORIES
 from ..trace.model import TraceModel
 from ..trace.parse import POLARS_REFUSED, parse_trace
 from .. import views as views_package
@@ -32,8 +30,8 @@ from .. import views as views_package
 # (benchmarks/fresh_bench.py, tests/test_imports.py).
 from ..views import compiled as compiled_view
 from ..views import cudagraphs as cudagraph_view
-from ..views import gpu_idle, launches, memory, overview, recommendations, sequences
-from ..views.common import answer_route, cached, is_rocm
+from ..views import gpu_idle, launches, memory, overview, sequences
+from ..views.common import answer_route
 
 if TYPE_CHECKING:  # the deferred views, and the disk cache a load may not use, for annotations
     from ..store.cache import ModelCache
@@ -44,20 +42,6 @@ if TYPE_CHECKING:  # the deferred views, and the disk cache a load may not use, 
     from ..views import regression as regression_view
 
 logger = logging.getLogger(__name__)
-
-
-def _device_type(model: TraceModel) -> str:
-    """"CUDA", "ROCm", another accelerator's runtime name, or "CPU"."""
-    has_device_work = len(model.kernels) or len(model.memcpy) or len(model.memset)
-    if is_rocm(model):
-        return "ROCm"
-    # A backend's own runtime category (`mtia_runtime`) names the device; CUDA's and the generic ones do not.
-    cats = {str(c) for c in model.runtime["cat"].unique()} - {"", *RUNTIME_CATEGORIES}
-    if cats:
-        return sorted(cats)[0].rsplit("_", 1)[0].upper()
-    # CUDA runtime calls with no device activity recorded (CUPTI lost it, or the GPU ran
-    # nothing in the window) are still a CUDA trace, not a CPU one.
-    return "CUDA" if has_device_work or len(model.runtime) else "CPU"
 
 
 @dataclass(eq=False)  # identity semantics: a reloaded file is a new Profile
@@ -104,27 +88,16 @@ class Profile:
         return counters.step_counters(self.model)
 
     def recommendations(self) -> list[dict[str, Any]]:
-        """Structured performance recommendations: [{id, severity, text, numbers}], computed
-        once per model (most of the Overview's time: a reply asked for again, or after the
-        server's prefetch, does not pay it twice)."""
-        return cached(self.model, "recommendations",
-                      lambda: recommendations.recommendations(self.model, self.steps(), self.gpu_summary()))
+        """Structured performance recommendations: [{id, severity, text, numbers}] (`views.overview.advice`)."""
+        return overview.advice(self.model)
 
     def environment(self) -> dict[str, Any]:
         return overview.environment(self.model, self.device_type)
 
     def overview(self) -> dict[str, Any]:
-        """Everything the overview page shows, as one dict of plain data and DataFrames."""
-        step_table = self.steps()
-        return {
-            "environment": self.environment(),
-            "steps": step_table,
-            "step_mean": overview.step_mean(step_table),
-            "step_summary": overview.step_summary(step_table),
-            "gpu_summary": self.gpu_summary(),
-            "recommendations": self.recommendations(),
-            "anomalies": self.anomalies(),
-        }
+        """Everything the overview page shows, as one dict of plain data and DataFrames: the
+        route "overview" (`views.overview.overview`)."""
+        return overview.overview(self.model)
 
     # --- operators and kernels ---------------------------------------------------------------
 
@@ -415,7 +388,7 @@ class Profile:
 
     @property
     def device_type(self) -> str:
-        return _device_type(self.model)
+        return self.model.device_type
 
     def anomalies(self) -> list[dict[str, object]]:
         """The repairs and losses of the import, as rows {key, severity ("data_loss" first,
@@ -431,41 +404,10 @@ class Profile:
         return health.health(self.model)
 
     def info(self) -> dict[str, Any]:
-        """What the trace holds: device, the GPUs it used (`devices`; `devices_on_host` counts
-        every GPU the trace describes), `run_settings` (the host and `PT_PROFILER_JOB_*` settings
-        it was recorded with), steps, event counts per kind, time span, anomalies, health
-        findings (`health`) and whether none but info ones occur (`health_clean`)."""
-        from ..views import health
-
-        findings = self.health()
-        m = self.model
-        start, end = m.span_us()
-        used_devices = sorted(set(np.concatenate([t["device"].to_numpy() for t in (m.kernels, m.memcpy, m.memset)]).tolist()))
-        # deviceProperties lists every GPU on the host; only those the trace used are listed
-        devices = [
-            {"id": int(d["id"]), "name": str(d["name"]),
-             "memory_bytes": int(d["totalGlobalMem"]) if d["totalGlobalMem"] == d["totalGlobalMem"] else None}
-            for d in m.devices.to_dict("records") if d["id"] == d["id"] and int(d["id"]) in used_devices
-        ]
-        return {
-            "source": printable(self.source),
-            "device_type": self.device_type,
-            "devices": devices,
-            "devices_used": [int(d) for d in used_devices],
-            "devices_on_host": int(len(m.devices)),
-            "distributed": m.distributed,
-            "run_settings": overview.run_settings(m),
-            "steps": [int(s) for s in m.steps["step"]],
-            "event_counts": {name: int(len(getattr(m, name))) for name in m.TABLES if name != "steps"},
-            "threads": int(len(m.threads)),
-            "start_us": m.origin_us + start,
-            "duration_us": end - start,
-            "anomalies": m.anomalies,
-            "anomaly_details": self.anomalies(),
-            "health": findings.to_dict("records"),
-            "health_clean": health.is_clean(findings),
-            "load_seconds": round(self.load_seconds, 4),
-        }
+        """What the trace holds (`views.overview.trace_info`), with its file (`source`) and
+        how long it took to load (`load_seconds`)."""
+        return {"source": printable(self.source), **overview.trace_info(self.model),
+                "load_seconds": round(self.load_seconds, 4)}
 
 
 def _import_views() -> None:
@@ -646,12 +588,15 @@ def load(path_or_url: str | os.PathLike[str],
     return load_through_cache(storage, name, cache, max_memory_bytes, progress)[0]
 
 
-def answer_of(reads: str, route: str, inputs: tuple[Any, ...], params: dict[str, Any]) -> Any:
+def answer_of(reads: str, route: str, inputs: tuple[Any, ...], params: dict[str, Any],
+              admit: Callable[[int, str], None] | None = None, resolve: Callable[[Any], Any] | None = None) -> Any:
     """The answer of the declared route `route` over `inputs` of the kind `reads` (one
-    `Profile`; A and B; one `MemorySnapshot`): what the HTTP API serves for it, its
-    parameters read (`views.common.answer_route`)."""
+    `Profile`, A and B or one `MemorySnapshot`, whose models the views are given; the parts
+    of a span, ...; `schema.READS`): what the HTTP API serves for it, its parameters read
+    (`views.common.answer_route`, which says what `admit` and `resolve` are)."""
     declared_routes()  # the views imported, their routes declared
-    return answer_route(route, reads, tuple(i.model for i in inputs), params)
+    models = tuple(i.model for i in inputs) if reads in (PROFILE, SNAPSHOT, TWO_PROFILES) else inputs
+    return answer_route(route, reads, models, params, admit, resolve)
 
 
 def diff(a: Profile, b: Profile, threshold_pct: float | None = None) -> diff_view.DiffView:

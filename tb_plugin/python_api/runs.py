@@ -26,8 +26,8 @@ from ..store.cache import ModelCache
 from ..store.discovery import RunFiles, discover_runs
 from ..errors import NotFoundError, TraceError
 from .snapshots import MemorySnapshot, read_snapshot, snapshot_through_cache
-from .profile import Profile, diff, load_through_cache
-from ..schema import Persisted
+from .profile import Profile, answer_of, declared_routes, diff, load_through_cache
+from ..schema import SPAN, TWO_SPANS, Persisted
 from ..store.storage import Storage
 from ..store.summaries import SummaryStore
 from ..views import diff as diff_view
@@ -98,31 +98,6 @@ def skip_failed(failed: Failed | None, worker: str, error: TraceError, loaded: i
     except TraceError:  # not even its start reads
         rank = None
     failed[worker] = MissingRank(error.reason, rank)
-
-
-def combine_distributed(parts: Mapping[str, distributed_view.WorkerPart],
-                        missing: Mapping[str, MissingRank] | None = None) -> distributed_view.DistributedView:
-    """The distributed view of {worker name: `Profile.distributed_part()`}, naming `missing`
-    ({worker: `MissingRank`, why its trace did not load})."""
-    return distributed_view.combine(parts, missing)
-
-
-def combine_job(parts: Mapping[str, job_view.RankPart], align_clocks: bool = True,
-                missing: Mapping[str, MissingRank] | None = None) -> job_view.JobView:
-    """The job view of {worker name: `Profile.job_part()`}, naming `missing` ({worker:
-    `MissingRank`, why its trace did not load})."""
-    return job_view.combine(parts, align_clocks=align_clocks, missing=missing)
-
-
-def combine_diff_ranks(parts_a: Mapping[str, regression_view.StepCauses],
-                       parts_b: Mapping[str, regression_view.StepCauses],
-                       threshold_pct: float = diff_view.DEFAULT_THRESHOLD_PCT) -> pd.DataFrame:
-    """The ranks table (`DIFF_RANKS`) of two spans of two runs, {worker: `Profile.step_causes_part()`}
-    each: every worker found in both, the rank that changed most first."""
-    common = [w for w in parts_a if w in parts_b]
-    if not common:
-        raise NotFoundError(f"the runs share no worker: {', '.join(parts_a)} against {', '.join(parts_b)}")
-    return regression_view.rank_table(dict(parts_a), dict(parts_b), threshold_pct)
 
 
 def span_ranks(job_parts: Mapping[str, job_view.RankPart], ranks: Sequence[int] | None,
@@ -308,9 +283,7 @@ class Run:
         never needs all its profiles in memory at once. A worker whose trace does not load
         (a truncated file) is left out and named with its reason in ``missing`` and
         ``coverage``; `TraceError` only when none loads."""
-        failed: Failed = {}
-        parts = self.span(span).summaries(("distributed",), failed)["distributed"]
-        return combine_distributed(parts, failed)
+        return self.answer("distributed", span)
 
     def job(self, span: int = 1, align_clocks: bool = True) -> job_view.JobView:
         """Every rank of one span side by side: per rank and step where the time went,
@@ -319,9 +292,27 @@ class Run:
         `tb_plugin.views.job`. Loads like `distributed`: one profile at a time, and a rank
         whose trace does not load is left out, named with its reason in ``missing`` and in
         the verdict's coverage; `TraceError` only when none loads."""
-        failed: Failed = {}
-        parts = self.span(span).summaries(("job",), failed)["job"]
-        return combine_job(parts, align_clocks=align_clocks, missing=failed)
+        return self.answer("job", span, align_clocks=align_clocks)
+
+    def answer(self, route: str, span: int = 1, run_b: Run | None = None, span_b: int = 1, **params: Any) -> Any:
+        """The answer of the declared route `route` over a span of this run's ranks (`schema.SPAN`:
+        "distributed", "job"), or over it and run B's `span_b` (`schema.TWO_SPANS`: "diff_ranks",
+        given `run_b`), with its `params`: what the HTTP API serves for it. Each worker's part is
+        read as `span(span).summaries` reads it: one profile at a time, from the disk cache where
+        it holds them; a worker that does not load is left out and named (`missing`)."""
+        declared = declared_routes().get(route)
+        reads = declared.reads if declared is not None and declared.reads in (SPAN, TWO_SPANS) else SPAN
+        if declared is None or declared.reads != reads:  # named with the routes that are
+            return answer_of(reads, route, (), params)
+        inputs: tuple[Any, ...]
+        if reads == SPAN:
+            failed: Failed = {}
+            inputs = (self.span(span).summaries((declared.part,), failed)[declared.part], failed)
+        elif run_b is None:
+            raise NotFoundError(f"route {route!r} compares two runs: give run_b")
+        else:
+            inputs = tuple(run.span(s).summaries((declared.part,))[declared.part] for run, s in ((self, span), (run_b, span_b)))
+        return answer_of(reads, route, inputs, params)
 
     def timeline_ranks(self, span: int = 1, ranks: Sequence[int] | None = None, align_clocks: bool = True,
                        expanded: Sequence[int] = ()) -> RanksTimeline:

@@ -37,10 +37,10 @@ from ..errors import BadParameterError, NotFoundError, PublicError, StillLoading
 from .loading import Loading, RunStore, ready
 from ..python_api.snapshots import MemorySnapshot, beside_traces, side_by_side
 from ..python_api.profile import Profile, answer_of, declared_routes
-from ..python_api.runs import (FILE_SUMMARIES, Failed, combine_diff_ranks, combine_distributed, combine_job,
+from ..python_api.runs import (FILE_SUMMARIES, Failed,
                                RanksTimeline, propose_comparison, ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
-from ..schema import PROFILE, SNAPSHOT, TWO_PROFILES, Param, Route
+from ..schema import PROFILE, SNAPSHOT, SPAN, TWO_PROFILES, TWO_SPANS, Param, Route, parse_ids
 from .sources import SourceResolver
 from ..stages import STAGE_COMPUTING
 
@@ -295,12 +295,9 @@ def ids_param(request: wrappers.Request, name: str, what: str) -> list[int] | No
     if raw is None:
         return None
     try:
-        ids = [int(t) for t in raw.split(",") if t.strip()]
-    except ValueError:
-        raise BadParameterError(f"parameter {name!r} must be comma-separated {what}") from None
-    if not all(0 <= t < 1 << 31 for t in ids):  # beyond int64 the views' arrays would overflow
-        raise BadParameterError(f"parameter {name!r} holds one of its {what} out of range")
-    return list(dict.fromkeys(ids))
+        return parse_ids(raw, what)
+    except ValueError as exc:
+        raise BadParameterError(f"parameter {name!r} {exc}") from None
 
 
 def _resolution(request: wrappers.Request) -> float:
@@ -370,62 +367,94 @@ def object_reply(request: wrappers.Request, answer: Mapping[str, object]) -> wra
     return respond(answer)
 
 
-def read_param(request: wrappers.Request, param: Param) -> object:
-    """The value of a declared route's parameter (`schema.Param`), checked; None where the
-    request gives none and the declaration no default (the view's own default holds)."""
+def read_param(request: wrappers.Request, param: Param, earlier: Mapping[str, object]) -> object:
+    """The value of a declared route's parameter (`schema.Param`), checked (`earlier`: the
+    route's parameters read before it, by name); None where the request gives none and the
+    declaration no default (the view's own default holds)."""
     if param.choices:
+        if param.required:
+            text_param(request, param.name)  # 400 when absent: no choice is the default
         return param.value(choice_param(request, param.name, param.choices))
     value: float | None
     if param.type == "integer":  # a number's declared default is a number (`schema.integer`, `schema.number`)
-        value = int_param(request, param.name, required=False, default=cast("int | None", param.default),
+        value = int_param(request, param.name, required=param.required, default=cast("int | None", param.default),
                           minimum=param.minimum)
     elif param.type == "number":
-        value = float_param(request, param.name, required=False, default=cast("float | None", param.default))
+        value = float_param(request, param.name, required=param.required, default=cast("float | None", param.default))
         if value is not None and param.minimum is not None and value < param.minimum:
             raise BadParameterError(f"parameter {param.name!r} must be >= {param.minimum}, not {value}")
+        if value is not None and param.above is not None and value <= param.above:
+            raise BadParameterError(f"parameter {param.name!r} must be > {param.above}")
+        start = earlier.get(param.at_least)
+        if value is not None and isinstance(start, float):
+            if value < start:
+                raise BadParameterError(f"{param.name} ({value}) is before {param.at_least} ({start})")
+            if not math.isfinite(value - start):  # e.g. -1e308..1e308: bins of width inf, NaN times
+                raise BadParameterError(f"the window from {param.at_least} to {param.name} is too wide")
     else:
-        return param.value(text_param(request, param.name, required=False, default=param.default))
+        raw = text_param(request, param.name, required=param.required, default=param.default)
+        try:
+            return param.value(raw)
+        except ValueError as exc:
+            raise BadParameterError(f"parameter {param.name!r} {exc}") from None
     if value is not None and param.maximum is not None and value > param.maximum:
         raise BadParameterError(f"parameter {param.name!r} must be <= {param.maximum}, not {value}")
     return value
 
 
-def declared_route(declared: Route) -> Callable[..., wrappers.Response]:
+def read_params(request: wrappers.Request, params: Sequence[Param]) -> dict[str, object]:
+    """{name: value} of a declared route's parameters the request gives (or that have a
+    default), each checked (`read_param`)."""
+    values: dict[str, object] = {}
+    for param in params:
+        value = read_param(request, param, values)
+        if value is not None:
+            values[param.name] = value
+    return values
+
+
+def declared_route(declared: Route, api: "Api") -> Callable[..., wrappers.Response]:
     """The handler of a route declared with `schema.route`: the input it reads found from
     the request (`READ_INPUTS`), its parameters read and checked, its call made as the Python
     API makes it (`profile.answer_of`: `Profile.answer`, `MemorySnapshot.answer`,
-    `profile.diff`), the answer served as its table or tables."""
-    @reads(READ_INPUTS[declared.reads])
-    def answer(request: wrappers.Request, *inputs: Profile | MemorySnapshot) -> wrappers.Response:
-        params = {p.name: value for p in declared.params if (value := read_param(request, p)) is not None}
+    `Run.answer`, `profile.diff`), the answer served as its table or tables, or as the object
+    it is."""
+    @reads(lambda api_, request: READ_INPUTS[declared.reads](api_, request, declared))
+    def answer(request: wrappers.Request, *inputs: Any) -> wrappers.Response:
+        params = read_params(request, declared.params)
+        context: dict[str, Any] = {}
+        if declared.admits:
+            context["admit"] = reply_reservation(request).admit
+        if declared.frames is not None:
+            context["resolve"] = partial(api.sources.with_paths, run_dir=api.run_directory(request))
 
         def build() -> Any:  # a table, a view of tables or an object, as the declaration says
-            return answer_of(declared.reads, declared.name, inputs, params)
+            return answer_of(declared.reads, declared.name, inputs, params, **context)
         if declared.tables is not None:
             return tables_reply(request, build, tuple(declared.tables))
-        if declared.fields is not None:
+        if declared.fields is not None or declared.reply:
             return object_reply(request, build())
         return table_reply(request, build())
     answer.__name__ = declared.name
     return answer
 
 
-def _one_profile(api: "Api", request: wrappers.Request) -> Inputs:
+def _one_profile(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
     profile = api.profile(request)
     return Inputs([profile], (profile,))
 
 
-def _two_profiles(api: "Api", request: wrappers.Request) -> Inputs:
+def _two_profiles(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
     a, b = api.profile(request), api.profile(request, "_b")
     return Inputs([a, b], (a, b))
 
 
-def _one_snapshot(api: "Api", request: wrappers.Request) -> Inputs:
+def _one_snapshot(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
     snapshot = api.snapshot(request)
     return Inputs([snapshot], (snapshot,))
 
 
-def _run_snapshots(api: "Api", request: wrappers.Request) -> Inputs:
+def _run_snapshots(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
     """Every memory snapshot of the run, once all are read (202 with how many are, before)."""
     run = text_param(request, "run")
     names = list(api.store.run_files(run).snapshots)
@@ -438,8 +467,6 @@ def _run_snapshots(api: "Api", request: wrappers.Request) -> Inputs:
     return Inputs(list(results.values()), (results,))
 
 
-# The input of each kind a declared route reads (`schema.READS`), found from the request.
-READ_INPUTS = {PROFILE: _one_profile, SNAPSHOT: _one_snapshot, TWO_PROFILES: _two_profiles}
 
 
 def _snapshot_and_traces(api: "Api", request: wrappers.Request) -> Inputs:
@@ -454,46 +481,36 @@ def _snapshot_and_traces(api: "Api", request: wrappers.Request) -> Inputs:
 
 
 
-def _span_parts(key: str) -> Callable[["Api", wrappers.Request], Inputs]:
-    """A `reads` input: the summary `key` of `runs.FILE_SUMMARIES`, a small part of the profile,
-    of every worker of one span (the distributed view's `Profile.distributed_part`, the job
-    view's `job_part`), read by the store's `runs.SpanSource` (the disk cache's run index
-    where `preprocess` wrote one): a run of more ranks than the memory budget holds profiles
-    still gets its view. A worker whose trace does not load is left out, its reason in the
-    handler's second argument ({worker: reason}); 422 only when none loads."""
-    def inputs(api: "Api", request: wrappers.Request) -> Inputs:
-        span = api.store.span(text_param(request, "run"), int_param(request, "span", required=False, default=1, minimum=1))
-        failed: Failed = {}
-        parts = span.summaries((key,), failed)[key]
-        # the answer changes with the parts: a failed file that loads later adds its part
-        return Inputs(list(parts.values()), (parts, failed))
-    return inputs
+def _span_parts(api: "Api", request: wrappers.Request, route: Route) -> Inputs:
+    """A span of ranks (`schema.SPAN`): the summary `route.part` of `runs.FILE_SUMMARIES`, a
+    small part of the profile, of every worker of one span (the distributed view's
+    `Profile.distributed_part`, the job view's `job_part`), read by the store's
+    `runs.SpanSource` (the disk cache's run index where `preprocess` wrote one): a run of
+    more ranks than the memory budget holds profiles still gets its view. A worker whose
+    trace does not load is left out, its reason in the call's second argument ({worker:
+    reason}); 422 only when none loads."""
+    span = api.store.span(text_param(request, "run"), int_param(request, "span", required=False, default=1, minimum=1))
+    failed: Failed = {}
+    parts = span.summaries((route.part,), failed)[route.part]
+    # the answer changes with the parts: a failed file that loads later adds its part
+    return Inputs(list(parts.values()), (parts, failed))
 
 
-def _two_spans_causes(api: "Api", request: wrappers.Request) -> Inputs:
-    """A `reads` input: each rank's step causes (`runs.FILE_SUMMARIES`' "step_causes") of
-    one span of run A and one of run B; both spans' loads are started before either is
-    waited for."""
+def _two_spans(api: "Api", request: wrappers.Request, route: Route) -> Inputs:
+    """Two spans of ranks (`schema.TWO_SPANS`): each rank's summary `route.part` of one span
+    of run A and one of run B; both spans' loads are started before either is waited for."""
     spans = [api.store.span(text_param(request, "run" + suffix),
                             int_param(request, "span" + suffix, required=False, default=1, minimum=1))
              for suffix in ("", "_b")]
     parts, waiting = [], None
     for span in spans:
         try:
-            parts.append(span.summaries(("step_causes",))["step_causes"])
+            parts.append(span.summaries((route.part,))[route.part])
         except StillLoadingError as exc:
             waiting = waiting or exc
     if waiting is not None:
         raise waiting
     return Inputs([*parts[0].values(), *parts[1].values()], tuple(parts))
-
-
-def _threshold_param(request: wrappers.Request) -> float:
-    """The noise rule's threshold of the diff routes (% of A's mean step time)."""
-    threshold = float_param(request, "threshold_pct", required=False, default=5.0)
-    if not 0 <= threshold <= 1000:
-        raise BadParameterError("parameter 'threshold_pct' must be between 0 and 1000 (percent of A's mean step time)")
-    return threshold
 
 
 def ranks_param(request: wrappers.Request, name: str, default: list[int] | None = None) -> list[int] | None:
@@ -518,6 +535,12 @@ def _ranks_timeline(api: "Api", request: wrappers.Request) -> Inputs:
     frame = api.rank_frames.get((run, span, align, tuple(read.parts)), summaries,
                                 lambda: ranks_frame(read.job_parts, read.parts, align))
     return Inputs(read.used, (ranks_timeline(read, align, frame),))
+
+
+# The input of each kind a declared route reads (`schema.READS`), found from the request.
+READ_INPUTS: dict[str, Callable[["Api", wrappers.Request, Route], Inputs]] = {
+    PROFILE: _one_profile, SNAPSHOT: _one_snapshot, TWO_PROFILES: _two_profiles, SPAN: _span_parts,
+    TWO_SPANS: _two_spans}
 
 
 class DerivedCache:
@@ -546,9 +569,6 @@ class DerivedCache:
         return value
 
 
-JOB_TABLES = ("verdict", "rank_steps", "stragglers", "kernels", "operators", "collectives", "clocks", "missing", "health")
-
-
 class Api:
     """The plugin's data routes over a `RunStore`."""
 
@@ -571,7 +591,7 @@ class Api:
         apps = {}
         declared = declared_routes()
         for name in API_ROUTES:
-            handler = getattr(self, name) if name in HANDWRITTEN_ROUTES else declared_route(declared[name])
+            handler = getattr(self, name) if name in HANDWRITTEN_ROUTES else declared_route(declared[name], self)
             inputs = getattr(handler, "inputs", None)
             apps[f"/{name}"] = route(handler, self.replies, inputs and partial(inputs, self), self._remember,
                                      self.store.reply_reservation, self.computing_turns)
@@ -630,44 +650,11 @@ class Api:
         trace_files = sum(r["files"] for r in self.store.runs())
         return respond({"run": run, "views": profile.available_views(len(files.workers), trace_files)})
 
-    @reads(_one_profile)
-    def overview(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        return respond(profile.overview())
-
-    def _run_directory(self, request: wrappers.Request) -> str | None:
+    def run_directory(self, request: wrappers.Request) -> str | None:
         """The local directory of the requested span's trace file (None when remote): where a
         stack frame's file is looked for besides TensorBoard's `sys.path` (`SourceResolver`)."""
         return self.store.run_directory(text_param(request, "run"), text_param(request, "worker"),
                                         int_param(request, "span", required=False, default=1, minimum=1))
-
-    @reads(_one_profile)
-    def operator_stacks(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        name = text_param(request, "name")
-        input_shape = text_param(request, "input_shape", required=False)
-        stacks = profile.operator_stacks(name, input_shape)
-        run_dir = self._run_directory(request)
-        return respond({"name": name, "input_shape": input_shape,
-                        "stacks": [{**s, "frames": self.sources.with_paths(s["frames"], run_dir)} for s in stacks]})
-
-    @reads(_one_profile)
-    def module_flame(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        return respond(profile.module_flame())
-
-    @reads(_span_parts("distributed"))
-    def distributed(self, request: wrappers.Request, parts: dict[str, Any], missing: Failed) -> wrappers.Response:
-        return tables_reply(request, lambda: combine_distributed(parts, missing),
-                            ("steps", "all_steps", "collectives", "collective_time", "calls", "groups", "fsdp", "devices",
-                             "coverage", "missing"))
-
-    @reads(_span_parts("job"))
-    def job(self, request: wrappers.Request, parts: dict[str, Any], missing: Failed) -> wrappers.Response:
-        align = choice_param(request, "align_clocks", ("true", "false")) == "true"
-        return tables_reply(request, lambda: combine_job(parts, align_clocks=align, missing=missing), JOB_TABLES)
-
-    @reads(_two_spans_causes)
-    def diff_ranks(self, request: wrappers.Request, parts_a: dict[str, Any], parts_b: dict[str, Any]) -> wrappers.Response:
-        threshold = _threshold_param(request)
-        return table_reply(request, combine_diff_ranks(parts_a, parts_b, threshold))
 
     def diff_default(self, request: wrappers.Request) -> wrappers.Response:
         """The B the Diff tab compares A with when none is chosen (`runs.propose_comparison`),
@@ -703,10 +690,6 @@ class Api:
         return respond({"run_b": proposal.run, "worker_b": proposal.worker, "span_b": proposal.span,
                         "reason": proposal.reason, "loading": proposal.loading})
 
-    @reads(_one_profile)
-    def timeline_tracks(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        return respond(profile.timeline_tracks())
-
     @staticmethod
     def _window(request: wrappers.Request) -> tuple[float, float]:
         start_us = float_param(request, "start_us")
@@ -716,12 +699,6 @@ class Api:
         if not math.isfinite(end_us - start_us):  # e.g. -1e308..1e308: bins of width inf, NaN times
             raise BadParameterError("the window from start_us to end_us is too wide")
         return start_us, end_us
-
-    @reads(_one_profile)
-    def timeline_slices(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        return respond(profile.timeline().query(start_us, end_us, _resolution(request), tracks_param(request),
-                                                reply_reservation(request).admit))
 
     @reads(_ranks_timeline)
     def timeline_ranks(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
@@ -762,37 +739,6 @@ class Api:
         points = int_param(request, "points", required=False, default=500, minimum=1)
         return respond({"counters": ranks.counters(start_us, end_us, min(points, 5000))})
 
-    @reads(_one_profile)
-    def timeline_counters(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        points = int_param(request, "points", required=False, default=500, minimum=1)
-        return respond({"counters": profile.timeline_counters(start_us, end_us, min(points, 5000))})
-
-    @reads(_one_profile)
-    def timeline_event(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        details = profile.timeline_event(int_param(request, "event", minimum=0))
-        if "call_stack" in details:
-            details = {**details, "call_stack": self.sources.with_paths(details["call_stack"], self._run_directory(request))}
-        return respond(details)
-
-    @reads(_one_profile)
-    def timeline_flows(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        event = int_param(request, "event", minimum=0)
-        return respond({"event": event, "flows": profile.timeline_flows(event)})
-
-    @reads(_one_profile)
-    def timeline_search(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        text = text_param(request, "q")
-        after_us = float_param(request, "after_us", required=False)
-        after_event = int_param(request, "after_event", required=False, minimum=0)
-        direction = choice_param(request, "direction", ("next", "prev"))
-        return respond(profile.timeline_search(text, after_us, direction, tracks_param(request), after_event=after_event))
-
-    @reads(_one_profile)
-    def timeline_summary(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        return table_reply(request, profile.timeline_summary(start_us, end_us, tracks_param(request)))
-
     def trace_file(self, request: wrappers.Request) -> wrappers.Response:
         """The original trace file, as stored (gzip stays gzip), for other viewers."""
         run = text_param(request, "run")
@@ -804,16 +750,6 @@ class Api:
         # The name's bytes as stored: one that is not UTF-8 is percent-encoded byte for byte.
         response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name, errors='surrogateescape')}"
         return response
-
-    @reads(_one_profile)
-    def tables(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
-        """One raw event table of a profile (`table=kernels` ...), JSON or CSV."""
-        name = text_param(request, "table")
-        limit = int_param(request, "limit", required=False, default=10000, minimum=0)
-        allowed = profile.table_names()
-        if name not in allowed:
-            raise BadParameterError(f"parameter 'table' must be one of {', '.join(allowed)}")
-        return table_reply(request, profile.table(name).head(limit))
 
     @reads(_run_snapshots)
     def snapshot_ranks(self, request: wrappers.Request, snapshots: dict[str, MemorySnapshot]) -> wrappers.Response:

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .accelerators import CUDA
+
 if TYPE_CHECKING:  # the tables' type only: importing the model loads no pandas (nor the builder)
     import pandas as pd
 
@@ -72,6 +74,19 @@ class TraceModel:
     def distributed(self) -> dict[str, Any]:
         info = self.metadata.get("distributedInfo")
         return info if isinstance(info, dict) else {}
+
+    @property
+    def device_type(self) -> str:
+        """"CUDA", "ROCm", another accelerator's runtime name, or "CPU"."""
+        if any(str(n).startswith("hip") for n in self.runtime["name"].unique()):  # HIP's calls: an AMD GPU
+            return "ROCm"
+        # A backend's own runtime category (`mtia_runtime`) names the device; CUDA's and the generic ones do not.
+        cats = {str(c) for c in self.runtime["cat"].unique()} - {"", *CUDA.runtime_categories}
+        if cats:
+            return sorted(cats)[0].rsplit("_", 1)[0].upper()
+        # CUDA runtime calls with no device activity recorded (CUPTI lost it, or the GPU ran
+        # nothing in the window) are still a CUDA trace, not a CPU one.
+        return "CUDA" if len(self.kernels) or len(self.memcpy) or len(self.memset) or len(self.runtime) else "CPU"
 
     def span_us(self) -> tuple[float, float]:
         """(start, end) of all timed events, relative to the origin; (0, 0) when empty."""

@@ -10,7 +10,10 @@ means "absent" in integer id columns; `thread` is a row of `threads`, `op` a row
 `runtime` a row of `runtime`.
 """
 
-from ..schema import NULLABLE, declare
+import pandas as pd
+
+from ..schema import NULLABLE, choice, declare, integer, route
+from .model import TraceModel
 
 _NAME = ("name", "str", "", "the event's name")
 _THREAD = ("thread", "int64", "", "row of the threads table (its pid and tid)")
@@ -169,3 +172,19 @@ DEVICES = declare(
 # The model's tables in `TraceModel` order (what `/tables` serves and `nbytes` counts).
 MODEL_TABLES = (OPS, PYTHON, RUNTIME, KERNELS, MEMCPY, MEMSET, SYNCS, GPU_ANNOTATIONS, MEMORY, FLOWS, COUNTERS, OTHER,
                 STEPS, THREADS, DEVICES)
+
+
+def raw_table(model: TraceModel, table: str, limit: int = 10000) -> pd.DataFrame:
+    """The first `limit` rows of the model's table `table` (one of `MODEL_TABLES`)."""
+    frame: pd.DataFrame = getattr(model, table)
+    return frame.head(limit)
+
+
+# The route answering with a raw table of the model (see `schema.route`).
+TABLES_ROUTE = route(
+    "tables",
+    "One event table of the trace model (first `limit` rows), as JSON or CSV.",
+    raw_table, table=MODEL_TABLES,
+    params=(choice("table", tuple(t.name for t in MODEL_TABLES), "The model's table (tb_plugin.trace.model).",
+                   required=True),
+            integer("limit", "At most this many rows, the first.", 10000, minimum=0)))

@@ -465,14 +465,20 @@ def op_names(model: TraceModel, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.o
 
 
 
-def answer_route(name: str, reads: str, models: tuple[Any, ...], params: dict[str, Any]) -> Any:
+def answer_route(name: str, reads: str, models: tuple[Any, ...], params: dict[str, Any],
+                 admit: Callable[[int, str], None] | None = None,
+                 resolve: Callable[[Any], Any] | None = None) -> Any:
     """The answer of the declared route `name` (`schema.ROUTES`: the caller has imported the
     modules declaring it) over `models`, the model(s) of an input of the kind `reads` (a
     profile's, a snapshot's, A's and B's), with the route's `params` by their query names (each as the
     view takes it, or as its query text; the declared default where not given): the table, or the object of
     tables, the HTTP API serves for it. What `Profile.answer` and `MemorySnapshot.answer`
     are (and `profile.diff`). `NotFoundError` for a route that reads no such input, or a choice the input does
-    not hold; `BadParameterError` for a parameter the route does not take."""
+    not hold; `BadParameterError` for a parameter the route does not take (or a value it
+    refuses). `admit(values, what)`, given to a route declared `admits`, may refuse a reply
+    too large for the memory budget (the HTTP layer's); `resolve(frames)`, where the route
+    declares `frames`, gives its stack frames their files on this machine (the HTTP layer's
+    `sources.SourceResolver`; without it the frames are as the trace wrote them)."""
     routes = ROUTES
     declared = routes.get(name)
     if declared is None or declared.reads != reads:
@@ -486,15 +492,23 @@ def answer_route(name: str, reads: str, models: tuple[Any, ...], params: dict[st
         raise BadParameterError(f"route {name!r} takes no {', '.join(sorted(unknown))}")
     # the declared defaults, stated once: the same answer as the HTTP API's with no value given
     # a choice given as its query text ("expanded") is what it means to the view (False), as over HTTP
-    given = {p.name: p.value(params[p.name]) for p in declared.params if p.name in params}
+    try:
+        given = {p.name: p.value(params[p.name]) for p in declared.params if p.name in params}
+    except ValueError as exc:  # text a parameter's `parse` refuses
+        raise BadParameterError(f"route {name!r}: {exc}") from None
+    missing = [p.name for p in declared.params if p.required and p.name not in given]
+    if missing:
+        raise BadParameterError(f"route {name!r} needs {', '.join(missing)}")
     params = {**{p.name: p.value(p.default) for p in declared.params if p.default is not None}, **given}
     params.update({p.name: _chosen(p, params.get(p.name), models[0], reads)
                    for p in declared.params if p.choices_of is not None})
     # In declaration order, which is the view function's; positionally up to the first
     # one not given (the view's own default holds for it), by name after it.
     first_missing = next((i for i, p in enumerate(declared.params) if p.name not in params), len(declared.params))
-    return call(*models, *(params[p.name] for p in declared.params[:first_missing]),
-                **{p.argument: params[p.name] for p in declared.params[first_missing:] if p.name in params})
+    answer = call(*models, *(params[p.name] for p in declared.params[:first_missing]),
+                  **{p.argument: params[p.name] for p in declared.params[first_missing:] if p.name in params},
+                  **({"admit": admit} if declared.admits and admit is not None else {}))
+    return declared.frames(answer, resolve) if declared.frames is not None and resolve is not None else answer
 
 
 def _chosen(param: Param, value: Any, model: Any, reads: str) -> Any:

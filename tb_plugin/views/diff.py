@@ -13,12 +13,12 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ..schema import TWO_PROFILES, Column, Table, declare, documented, number, route, tab
+from ..schema import TWO_PROFILES, Column, Table, declare, documented, route, tab
 from ..trace.model import TraceModel
 from .common import step_breakdown, step_windows
 from .kernels import KERNELS_BY_NAME
 from .operators import OPERATORS_BY_NAME, operators
-from .regression import (DEFAULT_THRESHOLD_PCT, DIFF_CONTRIBUTOR_PATHS, DIFF_CONTRIBUTORS, DIFF_EXPLANATION, DIFF_TREE,
+from .regression import (DEFAULT_THRESHOLD_PCT, THRESHOLD_PARAM, DIFF_CONTRIBUTOR_PATHS, DIFF_CONTRIBUTORS, DIFF_EXPLANATION, DIFF_TREE,
                          explain)
 
 OPERATOR_QUANTITIES = ["calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us"]
@@ -233,7 +233,6 @@ DIFF_ROUTE = route(
     "module paths it ran under, with a representative call in each trace), contributor_paths (those operators, for "
     "contributors of several), tree (the two operator trees matched by path, lowest common ancestor where names "
     "differ). With table=NAME, that one table.", diff,
-    params=(number("threshold_pct", "The noise rule's threshold: a change is a regression only above this share of A's "
-                   "mean step time (and outside both sides' step-to-step spread).", DEFAULT_THRESHOLD_PCT, 0, 1000),),
+    params=(THRESHOLD_PARAM,),
     tables=dict(zip(TABLES, (DIFF_WARNINGS, DIFF_OPERATORS, DIFF_KERNELS, DIFF_STEPS, DIFF_EXPLANATION, DIFF_CONTRIBUTORS,
                              DIFF_CONTRIBUTOR_PATHS, DIFF_TREE))), reads=TWO_PROFILES)

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ..schema import NULLABLE, Persisted, declare, documented, tab
+from ..schema import NULLABLE, SPAN, Persisted, declare, documented, route, tab
 from ..trace.model import TraceModel
 from .collectives import FSDP_PHASES, WORKER_CALLS, collective_calls, fsdp_phase, gbps, match_calls, process_groups
 from .common import (cached, collective_op_mask, device_activity, enclosing_op_where, kernel_flags, operator_tree,
@@ -541,3 +541,27 @@ def _worker_devices(model: TraceModel) -> pd.DataFrame:
 # rank's collectives and bandwidths too (a single-rank NCCL job, or one rank's trace of a
 # larger one), as 0.4.3 had.
 DISTRIBUTED_TAB = tab("distributed", 100, lambda offer: offer.worker_count > 1 or collective_op_mask(offer.model).any())
+
+
+DISTRIBUTED_ROUTE = route(
+    "distributed",
+    'Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, '
+    'communication_us, other_us, total_us), all_steps (mean per step), collective_time (worker, '
+    'transfer_us, synchronizing_us), collectives (worker, process_group, name, backend_name, group_size, '
+    'calls, size_bytes, mean_size_bytes, message_bytes, total_us, mean_us, transfer_us, synchronizing_us,'
+    ' algbw_gbps, busbw_gbps, wait_us), calls (one row per collective call, same naming, with its '
+    'matching), groups (worker, process_group, group_size, ranks, calls, total_us, transfer_us, '
+    'synchronizing_us, share_pct), fsdp (worker, step, phase, annotations, host_us, communication_us, '
+    'exposed_us; empty without FSDP:: annotations), devices, coverage (one row: ranks loaded, '
+    'ranks_total, text naming each rank that did not load and why) and missing (worker, rank where the '
+    'start of its file gives it, reason: each worker whose trace did not load, left out of the other '
+    "tables; the view answers for the others, 422 only when none loads). A collective's name is what the "
+    "program asked for (all_reduce, all_gather, reduce_scatter, ...), backend_name the backend's op that "
+    "ran it (gloo runs FSDP2's reduce_scatter as gloo:all_reduce); process_group is the group's "
+    "description, '' when the trace does not say (gloo on CPU writes no record_param_comms). algbw/busbw "
+    "follow nccl-tests' definitions over the data-transfer time. With table=NAME, that one table (JSON or"
+    ' CSV); with tables=A,B, those (JSON).',
+    combine, tables={"steps": DISTRIBUTED_STEPS, "all_steps": DISTRIBUTED_ALL_STEPS, "collectives": COLLECTIVES,
+                     "collective_time": DISTRIBUTED_COLLECTIVE_TIME, "calls": CALLS, "groups": GROUPS, "fsdp": FSDP,
+                     "devices": DISTRIBUTED_DEVICES, "coverage": COVERAGE, "missing": MISSING_RANKS},
+    reads=SPAN, part="distributed")

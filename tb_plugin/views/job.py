@@ -76,7 +76,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ..schema import NULLABLE, Persisted, declare, documented, tab
+from ..schema import NULLABLE, SPAN, Persisted, choice, declare, documented, route, tab
 from ..trace.model import TraceModel
 from .collectives import WORKER_CALLS, collective_calls, match_calls
 from .common import collective_op_mask, device_activity, step_breakdown, step_windows
@@ -298,8 +298,8 @@ def job(models: Mapping[str, TraceModel], align_clocks: bool = True) -> JobView:
 
 @documented(VERDICT, RANK_STEPS, STRAGGLERS, KERNELS_ACROSS, OPERATORS_ACROSS, COLLECTIVES_ACROSS, CLOCKS,
             MISSING_RANKS, JOB_HEALTH)
-def combine(parts: Mapping[str, RankPart], align_clocks: bool = True,
-            missing: Mapping[str, MissingRank] | None = None) -> JobView:
+def combine(parts: Mapping[str, RankPart], missing: Mapping[str, MissingRank] | None = None,
+            align_clocks: bool = True) -> JobView:
     """The `JobView` of {worker name: `RankPart`}, the ranks that loaded; `missing` is
     {worker: `coverage.MissingRank`} of the span's workers whose trace did not load.
 
@@ -680,3 +680,26 @@ def _collectives(parts: Mapping[str, RankPart], workers: list[str], ranks: npt.N
 
 # This view's tab of the page (see `schema.tab`).
 JOB_TAB = tab("job", 90, lambda offer: offer.worker_count > 1)
+
+
+JOB_ROUTE = route(
+    "job",
+    'Every rank of one run, one span, side by side (Run.job): verdict (ranks loaded, ranks_total, steps, '
+    'stragglers; text: one plain sentence, which rank held the job back most and why; rule: the test that'
+    " sentence applied, with the rank's sizes; coverage: how many of the span's ranks it covers, naming "
+    'each that did not load and why), rank_steps (rank, worker, step, step_us, compute_us, '
+    'exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause,'
+    ' detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, '
+    'spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, '
+    'first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, '
+    'busbw_gbps) clocks (rank, worker, offset_us, matched_calls, aligned), missing (worker, rank where '
+    'the start of its file gives it, reason: each rank whose trace did not load, left out of the other '
+    'tables; the view answers for the others, 422 only when none loads) and health (rank, worker and the '
+    "health route's columns: each rank's trace health findings). With table=NAME, that one table (JSON or"
+    ' CSV); with tables=A,B, those (JSON).',
+    combine, params=(choice("align_clocks", ("true", "false"), "Align the ranks' clocks by the ends of matched collectives "
+                            "(default) or compare raw timestamps.", {"true": True, "false": False}),),
+    tables={"verdict": VERDICT, "rank_steps": RANK_STEPS, "stragglers": STRAGGLERS, "kernels": KERNELS_ACROSS,
+            "operators": OPERATORS_ACROSS, "collectives": COLLECTIVES_ACROSS, "clocks": CLOCKS, "missing": MISSING_RANKS,
+            "health": JOB_HEALTH},
+    reads=SPAN, part="job")

@@ -418,6 +418,11 @@ MODULES_ROUTE = route(
     "The nn.Module tree with forward and backward host and device time per module.",
     modules,
     table=MODULES)
+MODULE_FLAME_ROUTE = route(
+    "module_flame",
+    "The module tree as nested {name, value (host total µs), children} for a flame graph, at most 64 module levels "
+    "deep: a node at the last level with modules below it has no children and says how many in folded.",
+    module_flame, reply="FlameNode")
 
 
 # This view's tab of the page (see `schema.tab`).

@@ -2,6 +2,7 @@
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from ..schema import NULLABLE, choice, declare, documented, route, tab
+from ..schema import text as free_text
 from ..errors import BadParameterError
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel
@@ -223,6 +225,16 @@ def operator_stacks(model: TraceModel, name: str, input_shape: str | None = None
     return list(merged.values())
 
 
+def stacks_of(model: TraceModel, name: str, input_shape: str | None = None) -> dict[str, Any]:
+    """{name, input_shape, stacks: `operator_stacks`}: the route's answer."""
+    return {"name": name, "input_shape": input_shape, "stacks": operator_stacks(model, name, input_shape)}
+
+
+def with_stack_files(answer: dict[str, Any], resolve: Callable[[Any], Any]) -> dict[str, Any]:
+    """`stacks_of`'s answer with every stack's frames resolved (`resolve(frames)`)."""
+    return {**answer, "stacks": [{**s, "frames": resolve(s["frames"])} for s in answer["stacks"]]}
+
+
 # The routes answering with these tables (see `schema.route`).
 OPERATORS_ROUTE = route(
     "operators",
@@ -232,6 +244,12 @@ OPERATORS_ROUTE = route(
     params=(choice("group_by", ("name", "name_shape"), "one row per operator name, or per name and input shapes"),
             choice("scope", ("all", "compiled", "eager"), "all ops, only those inside torch.compile regions (compiled), or the others (eager)")),
     table=(OPERATORS_BY_NAME, OPERATORS_BY_NAME_SHAPE))
+OPERATOR_STACKS_ROUTE = route(
+    "operator_stacks",
+    "Call stacks of one operator (optionally one input shape), frames innermost first.",
+    stacks_of, reply="OperatorStacks", frames=with_stack_files,
+    params=(free_text("name", "The operator's name (a row of /operators).", required=True),
+            free_text("input_shape", "Only its calls with these input shapes (the input_shape of /operators?group_by=name_shape).")))
 
 
 # This view's tab of the page (see `schema.tab`).

@@ -6,7 +6,9 @@ import numpy as np
 import pandas as pd
 
 from ..schema import NULLABLE, declare, documented, route, tab
+from ..trace.anomalies import describe as describe_anomalies
 from ..trace.model import TraceModel
+from .health import health, is_clean
 from .common import cached, kernel_flags, matrix_unit, step_breakdown, step_windows
 from .intervals import union_length, weighted_level_integral
 
@@ -168,6 +170,65 @@ def environment(model: TraceModel, device_type: str) -> dict[str, Any]:
     return env | run_settings(model)
 
 
+def advice(model: TraceModel) -> list[dict[str, Any]]:
+    """Structured performance recommendations: [{id, severity, text, numbers}], computed
+    once per model (most of the Overview's time: a reply asked for again, or after the
+    server's prefetch, does not pay it twice); see `recommendations.recommendations`."""
+    from .recommendations import recommendations
+
+    return cached(model, "recommendations", lambda: recommendations(model, steps(model), gpu_summary(model)))
+
+
+def overview(model: TraceModel) -> dict[str, Any]:
+    """Everything the Overview tab shows, as one dict of plain data and DataFrames:
+    environment, steps, step_mean, step_summary, gpu_summary, recommendations and the
+    import's anomalies."""
+    step_table = steps(model)
+    return {
+        "environment": environment(model, model.device_type),
+        "steps": step_table,
+        "step_mean": step_mean(step_table),
+        "step_summary": step_summary(step_table),
+        "gpu_summary": gpu_summary(model),
+        "recommendations": advice(model),
+        "anomalies": describe_anomalies(model.anomalies),
+    }
+
+
+def trace_info(model: TraceModel) -> dict[str, Any]:
+    """What the trace holds: device, the GPUs it used (`devices`; `devices_on_host` counts
+    every GPU the trace describes), `run_settings` (the host and `PT_PROFILER_JOB_*` settings
+    it was recorded with), steps, event counts per kind, time span, anomalies, health
+    findings (`health.health`) and whether none but info ones occur (`health_clean`)."""
+    findings = health(model)
+    start, end = model.span_us()
+    tables = (model.kernels, model.memcpy, model.memset)
+    used_devices = sorted(set(np.concatenate([t["device"].to_numpy() for t in tables]).tolist()))
+    # deviceProperties lists every GPU on the host; only those the trace used are listed
+    devices = [
+        {"id": int(d["id"]), "name": str(d["name"]),
+         "memory_bytes": int(d["totalGlobalMem"]) if d["totalGlobalMem"] == d["totalGlobalMem"] else None}
+        for d in model.devices.to_dict("records") if d["id"] == d["id"] and int(d["id"]) in used_devices
+    ]
+    return {
+        "device_type": model.device_type,
+        "devices": devices,
+        "devices_used": [int(d) for d in used_devices],
+        "devices_on_host": int(len(model.devices)),
+        "distributed": model.distributed,
+        "run_settings": run_settings(model),
+        "steps": [int(s) for s in model.steps["step"]],
+        "event_counts": {name: int(len(getattr(model, name))) for name in model.TABLES if name != "steps"},
+        "threads": int(len(model.threads)),
+        "start_us": model.origin_us + start,
+        "duration_us": end - start,
+        "anomalies": model.anomalies,
+        "anomaly_details": describe_anomalies(model.anomalies),
+        "health": findings.to_dict("records"),
+        "health_clean": is_clean(findings),
+    }
+
+
 # The routes answering with these tables (see `schema.route`).
 STEPS_ROUTE = route(
     "steps",
@@ -179,6 +240,11 @@ GPU_SUMMARY_ROUTE = route(
     "Per GPU that ran kernels, its utilization, SM efficiency, occupancy and Tensor Core share.",
     gpu_summary,
     table=GPU_SUMMARY)
+OVERVIEW_ROUTE = route(
+    "overview",
+    "Environment, step breakdown (table), mean step, the mean step by category (step_summary: category, mean_us, "
+    "share_pct), GPU summary (table), recommendations.",
+    overview, reply="Overview")
 
 
 # This view's tab of the page (see `schema.tab`).

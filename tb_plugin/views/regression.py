@@ -49,7 +49,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ..schema import NULLABLE, Persisted, declare
+from ..errors import NotFoundError
+from ..schema import NULLABLE, TWO_SPANS, Persisted, declare, number, route
 from ..trace.linking import Nesting, ancestor_where, roll_up, tree_depth
 from ..trace.model import TraceModel
 from .common import is_blocking_call, is_dataloader_name, kernel_flags, name_mask, operator_tree, step_windows, texts
@@ -632,7 +633,10 @@ def step_causes_part(model: TraceModel) -> StepCauses:
 
 def rank_table(parts_a: dict, parts_b: dict, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> pd.DataFrame:
     """DIFF_RANKS of every worker in both {worker: `StepCauses`} (`rank_changes`), from the
-    step causes alone: what a many-rank comparison needs of each trace is a small summary."""
+    step causes alone: what a many-rank comparison needs of each trace is a small summary.
+    `NotFoundError` when they share no worker."""
+    if not any(w in parts_b for w in parts_a):
+        raise NotFoundError(f"the runs share no worker: {', '.join(parts_a)} against {', '.join(parts_b)}")
     return rank_changes({w: explanation_table(parts_a[w].steps, parts_b[w].steps, threshold_pct)
                          for w in parts_a if w in parts_b})
 
@@ -681,3 +685,16 @@ def rank_changes(explanations: dict) -> pd.DataFrame:
     frame = frame.assign(_abs=frame["mean_us_delta"].abs()).sort_values(["_abs", "worker"], ascending=[False, True],
                                                                           kind="stable")
     return DIFF_RANKS.frame(frame)
+
+
+# The noise rule's threshold, a parameter of the routes comparing two runs (diff, diff_ranks).
+THRESHOLD_PARAM = number("threshold_pct", "The noise rule's threshold: a change is a regression only above this share of "
+                         "A's mean step time (and outside both sides' step-to-step spread).", DEFAULT_THRESHOLD_PCT, 0, 1000)
+
+DIFF_RANKS_ROUTE = route(
+    "diff_ranks",
+    'Two runs of a job compared rank by rank (Python: runs.diff_ranks): every worker found in both, its '
+    "span of run A against its span_b of run B, with its mean step time in each, the noise rule's verdict"
+    " and its largest cause; the rank that changed most first. Each rank's full diff is the diff route "
+    'with worker = worker_b = that worker.',
+    rank_table, params=(THRESHOLD_PARAM,), table=DIFF_RANKS, reads=TWO_SPANS, part="step_causes")

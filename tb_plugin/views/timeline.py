@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ..schema import declare, documented, integer, route, tab
+from ..schema import choice, declare, documented, ids, integer, number, route, tab, text, window
 from ..trace.linking import Nesting
 from ..trace.model import TraceModel, first_int
 from ..errors import NotFoundError
@@ -655,8 +655,101 @@ def range_summary(index: TimelineIndex, start_us: float, end_us: float,
     return TIMELINE_SUMMARY.frame(out.sort_values("total_us", ascending=False, kind="stable"))
 
 
-# The route answering with the critical path on the tracks (see `schema.route`); the Trace
-# view's other routes answer windows of the timeline index, not tables (hand-written).
+# --- the Trace view's routes (see `schema.route`): the timeline index's answers over one profile
+
+# At most this many points per counter series are answered, whatever `points` asks.
+MAX_COUNTER_POINTS = 5000
+
+
+def window_slices(model: TraceModel, start_us: float, end_us: float, resolution_us: float,
+                  tracks: Sequence[int] | None = None, admit: Callable[[int, str], object] | None = None) -> dict[str, Any]:
+    """The slices of `tracks` (None: every one) in [start_us, end_us] at `resolution_us`
+    (`TimelineIndex.query`)."""
+    return timeline_index(model).query(start_us, end_us, resolution_us, tracks, admit)
+
+
+def window_counters(model: TraceModel, start_us: float, end_us: float, points: int = 500) -> dict[str, Any]:
+    """{counters: the counter series over [start_us, end_us] (`counters`), in at most
+    `MAX_COUNTER_POINTS` points}."""
+    return {"counters": counters(model, start_us, end_us, min(points, MAX_COUNTER_POINTS))}
+
+
+def slice_flows(model: TraceModel, event: int) -> dict[str, Any]:
+    """{event, flows: the arrows touching slice `event` (`event_flows`)}."""
+    return {"event": event, "flows": event_flows(timeline_index(model), event)}
+
+
+def slice_details(model: TraceModel, event: int) -> dict[str, Any]:
+    """Everything known about slice `event` (`event_details`)."""
+    return event_details(timeline_index(model), event)
+
+
+def with_call_stack(details: dict[str, Any], resolve: Callable[[Any], Any]) -> dict[str, Any]:
+    """`slice_details`' answer with its operator's call stack resolved (`resolve(frames)`)."""
+    return {**details, "call_stack": resolve(details["call_stack"])} if "call_stack" in details else details
+
+
+def find_slices(model: TraceModel, q: str, after_us: float | None = None, after_event: int | None = None,
+                direction: str = "next", tracks: Sequence[int] | None = None) -> dict[str, Any]:
+    """The slices whose name holds `q`, from a position on (`search`)."""
+    return search(timeline_index(model), q, after_us, direction, tracks, after_event=after_event)
+
+
+def window_summary(model: TraceModel, start_us: float, end_us: float, tracks: Sequence[int] | None = None) -> pd.DataFrame:
+    """Per name, what lies in [start_us, end_us] on `tracks` (`range_summary`)."""
+    return range_summary(timeline_index(model), start_us, end_us, tracks)
+
+
+_TRACKS = ids("tracks", "Comma-separated track ids of /timeline_tracks (default: every track).", "track ids")
+_EVENT = integer("event", "A slice id (the `event` of /timeline_slices).", minimum=0, required=True)
+
+TIMELINE_TRACKS_ROUTE = route(
+    "timeline_tracks",
+    "Timeline tracks (track, kind thread|python|device, process, thread, pid, tid, device, stream, sort_process, "
+    "sort_thread, lanes, events), the trace's time span (µs from its start), and the steps.",
+    tracks_view, reply="TimelineTracks")
+
+TIMELINE_SLICES_ROUTE = route(
+    "timeline_slices",
+    "Slices of some tracks in a window at a resolution: events at least resolution_us long as they are, shorter "
+    "ones merged into blocks with their event count and busy time. Columnar; names and kinds by index.",
+    window_slices, reply="TimelineSlices", admits=True,
+    params=(*window("the slices"), number("resolution_us", "µs per pixel", required=True, above=0), _TRACKS))
+
+TIMELINE_COUNTERS_ROUTE = route(
+    "timeline_counters",
+    "Counter series in a window: GPU utilization and est. SM efficiency per GPU (%), allocated/reserved memory per "
+    "device (bytes; bucket max keeps peaks), and the trace's own counters (a device's hardware counters named "
+    f"`GPU N <counter>`, with the pid of that device's streams); at most {MAX_COUNTER_POINTS} points per series.",
+    window_counters, reply="TimelineCounters",
+    params=(*window("the series"), integer("points", f"Points per series (at most {MAX_COUNTER_POINTS} are answered).",
+                                           500, minimum=1)))
+
+TIMELINE_FLOWS_ROUTE = route(
+    "timeline_flows", "Arrows touching one slice (launch -> device activity, forward -> backward).",
+    slice_flows, reply="TimelineFlows", params=(_EVENT,))
+
+TIMELINE_EVENT_ROUTE = route(
+    "timeline_event", "One slice's details: its table row, the operator that launched it, that operator's call stack.",
+    slice_details, reply="TimelineEvent", params=(_EVENT,), frames=with_call_stack)
+
+TIMELINE_SEARCH_ROUTE = route(
+    "timeline_search",
+    "Slices whose name contains q (case-insensitive); the next (or previous) match after after_us, and the matches "
+    "from there on.",
+    find_slices, reply="TimelineSearch",
+    params=(text("q", "The text a slice's name holds (case-insensitive).", required=True),
+            number("after_us", "Search from this time (µs, the trace's clock)."),
+            integer("after_event", "step from this match (ties in time are visited one by one); takes precedence "
+                                   "over after_us", minimum=0),
+            choice("direction", ("next", "prev"), "The match after the position, or the one before it."),
+            _TRACKS))
+
+TIMELINE_SUMMARY_ROUTE = route(
+    "timeline_summary", "Per slice name, what lies in a time range (time clipped to the range).",
+    window_summary, table=TIMELINE_SUMMARY, params=(*window("the summary"), _TRACKS))
+
+# The route answering with the critical path on the tracks.
 TIMELINE_CRITICAL_PATH_ROUTE = route(
     "timeline_critical_path",
     "The critical path of a step as the Trace view draws it: the segments of /critical_path (table=segments), same "

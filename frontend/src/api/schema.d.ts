@@ -252,56 +252,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/tables": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** One event table of the trace model (first `limit` rows), as JSON or CSV. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    table: "ops" | "python" | "runtime" | "kernels" | "memcpy" | "memset" | "syncs" | "gpu_annotations" | "memory" | "flows" | "counters" | "other" | "steps" | "threads" | "devices";
-                    limit?: number;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["OpsTable"] | components["schemas"]["PythonTable"] | components["schemas"]["RuntimeTable"] | components["schemas"]["KernelsTable"] | components["schemas"]["MemcpyTable"] | components["schemas"]["MemsetTable"] | components["schemas"]["SyncsTable"] | components["schemas"]["GpuAnnotationsTable"] | components["schemas"]["MemoryTable"] | components["schemas"]["FlowsTable"] | components["schemas"]["CountersTable"] | components["schemas"]["OtherTable"] | components["schemas"]["StepsTable"] | components["schemas"]["ThreadsTable"] | components["schemas"]["DevicesTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/views": {
         parameters: {
             query?: never;
@@ -339,312 +289,6 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/overview": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Environment, step breakdown (table), mean step, the mean step by category (step_summary: category, mean_us, share_pct), GPU summary (table), recommendations. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Overview */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            environment: {
-                                [key: string]: unknown;
-                            };
-                            steps: components["schemas"]["StepBreakdownTable"];
-                            step_mean: {
-                                [key: string]: number;
-                            };
-                            step_summary: components["schemas"]["StepSummaryTable"];
-                            anomalies: components["schemas"]["Anomalies"];
-                            gpu_summary: components["schemas"]["GpuSummaryTable"];
-                            recommendations: {
-                                id: string;
-                                /** @enum {string} */
-                                severity: "warning" | "info";
-                                text: string;
-                                /** @description What was tested: the measured value against its threshold, in words, and for an item with a saving the model that bounds it. */
-                                condition: string;
-                                /** @description Upper bound of the time per step (µs, the mean over `steps` steps, never above the mean step) following the advice could save, by the model the condition states; null where no bound can be defended. Items come largest first, those without one last. */
-                                saving_us: number | null;
-                                /** @description Where saving_us is null: the measured time per step (µs, mean over `steps`) of what the item is about; null when it measures no time. */
-                                measured_us: number | null;
-                                /** @description How many steps the per-step figures are means over (1 for a trace without steps). */
-                                steps: number;
-                                /** @description The figures the text is based on: fractions in [0, 1], times in µs per step, sizes in bytes. */
-                                numbers: {
-                                    [key: string]: unknown;
-                                };
-                                /** @description The view (its URL parameters, and the panel of it) showing the events behind the numbers: {view, params, panel}, with kernels (the kernel names the text quotes) where it quotes some; empty when none. */
-                                evidence?: {
-                                    [key: string]: unknown;
-                                };
-                                /** @description The PyTorch documentation of the fix (a URL); empty when none. */
-                                docs: string;
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/operator_stacks": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Call stacks of one operator (optionally one input shape), frames innermost first. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    name: string;
-                    input_shape?: string;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Stacks */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            name?: string;
-                            input_shape?: string | null;
-                            stacks?: {
-                                calls?: number;
-                                host_self_us?: number;
-                                host_total_us?: number;
-                                device_self_us?: number;
-                                device_total_us?: number;
-                                frames?: components["schemas"]["StackFrame"][];
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/module_flame": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The module tree as nested {name, value (host total µs), children} for a flame graph, at most 64 module levels deep: a node at the last level with modules below it has no children and says how many in folded. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Tree */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["FlameNode"];
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/distributed": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collective_time (worker, transfer_us, synchronizing_us), collectives (worker, process_group, name, backend_name, group_size, calls, size_bytes, mean_size_bytes, message_bytes, total_us, mean_us, transfer_us, synchronizing_us, algbw_gbps, busbw_gbps, wait_us), calls (one row per collective call, same naming, with its matching), groups (worker, process_group, group_size, ranks, calls, total_us, transfer_us, synchronizing_us, share_pct), fsdp (worker, step, phase, annotations, host_us, communication_us, exposed_us; empty without FSDP:: annotations), devices, coverage (one row: ranks loaded, ranks_total, text naming each rank that did not load and why) and missing (worker, rank where the start of its file gives it, reason: each worker whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). A collective's name is what the program asked for (all_reduce, all_gather, reduce_scatter, ...), backend_name the backend's op that ran it (gloo runs FSDP2's reduce_scatter as gloo:all_reduce); process_group is the group's description, '' when the trace does not say (gloo on CPU writes no record_param_comms). algbw/busbw follow nccl-tests' definitions over the data-transfer time. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    table?: "steps" | "all_steps" | "collectives" | "collective_time" | "calls" | "groups" | "fsdp" | "devices" | "coverage" | "missing";
-                    /** @description Several tables, comma-separated (JSON only); not with table. */
-                    tables?: string;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All tables (JSON object of tables), or the one asked for. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DistributedStepsTable"] | components["schemas"]["DistributedAllStepsTable"] | components["schemas"]["DistributedCollectivesTable"] | components["schemas"]["DistributedCollectiveTimeTable"] | components["schemas"]["DistributedCallsTable"] | components["schemas"]["DistributedGroupsTable"] | components["schemas"]["DistributedFsdpTable"] | components["schemas"]["DistributedDevicesTable"] | components["schemas"]["RankCoverageTable"] | components["schemas"]["MissingRanksTable"] | {
-                            steps?: components["schemas"]["DistributedStepsTable"];
-                            all_steps?: components["schemas"]["DistributedAllStepsTable"];
-                            collectives?: components["schemas"]["DistributedCollectivesTable"];
-                            collective_time?: components["schemas"]["DistributedCollectiveTimeTable"];
-                            calls?: components["schemas"]["DistributedCallsTable"];
-                            groups?: components["schemas"]["DistributedGroupsTable"];
-                            fsdp?: components["schemas"]["DistributedFsdpTable"];
-                            devices?: components["schemas"]["DistributedDevicesTable"];
-                            coverage?: components["schemas"]["RankCoverageTable"];
-                            missing?: components["schemas"]["MissingRanksTable"];
-                        };
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/job": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks loaded, ranks_total, steps, stragglers; text: one plain sentence, which rank held the job back most and why; rule: the test that sentence applied, with the rank's sizes; coverage: how many of the span's ranks it covers, naming each that did not load and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) clocks (rank, worker, offset_us, matched_calls, aligned), missing (worker, rank where the start of its file gives it, reason: each rank whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads) and health (rank, worker and the health route's columns: each rank's trace health findings). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or compare raw timestamps. */
-                    align_clocks?: "true" | "false";
-                    table?: "verdict" | "rank_steps" | "stragglers" | "kernels" | "operators" | "collectives" | "clocks" | "missing" | "health";
-                    /** @description Several tables, comma-separated (JSON only); not with table. */
-                    tables?: string;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description All tables (JSON object of tables), or the one asked for. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobVerdictTable"] | components["schemas"]["JobRankStepsTable"] | components["schemas"]["JobStragglersTable"] | components["schemas"]["JobKernelsTable"] | components["schemas"]["JobOperatorsTable"] | components["schemas"]["JobCollectivesTable"] | components["schemas"]["JobClocksTable"] | components["schemas"]["MissingRanksTable"] | components["schemas"]["JobHealthTable"] | {
-                            verdict?: components["schemas"]["JobVerdictTable"];
-                            rank_steps?: components["schemas"]["JobRankStepsTable"];
-                            stragglers?: components["schemas"]["JobStragglersTable"];
-                            kernels?: components["schemas"]["JobKernelsTable"];
-                            operators?: components["schemas"]["JobOperatorsTable"];
-                            collectives?: components["schemas"]["JobCollectivesTable"];
-                            clocks?: components["schemas"]["JobClocksTable"];
-                            missing?: components["schemas"]["MissingRanksTable"];
-                            health?: components["schemas"]["JobHealthTable"];
-                        };
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -696,175 +340,6 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/diff_ranks": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Two runs of a job compared rank by rank (Python: runs.diff_ranks): every worker found in both, its span of run A against its span_b of run B, with its mean step time in each, the noise rule's verdict and its largest cause; the rank that changed most first. Each rank's full diff is the diff route with worker = worker_b = that worker. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    run_b: string;
-                    span_b?: number;
-                    /** @description The noise rule's threshold: a change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread). */
-                    threshold_pct?: number;
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The ranks table. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["DiffRanksTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_tracks": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Timeline tracks (track, kind thread|python|device, process, thread, pid, tid, device, stream, sort_process, sort_thread, lanes, events), the trace's time span (µs from its start), and the steps. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Tracks */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            tracks: components["schemas"]["TimelineTracksTable"];
-                            start_us: number;
-                            end_us: number;
-                            origin_us: number;
-                            steps: components["schemas"]["TimelineStepsTable"];
-                            kinds: string[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_slices": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Slices of some tracks in a window at a resolution: events at least resolution_us long as they are, shorter ones merged into blocks with their event count and busy time. Columnar; names and kinds by index. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    start_us: number;
-                    end_us: number;
-                    /** @description µs per pixel */
-                    resolution_us: number;
-                    /** @description Comma-separated track ids (default all tracks). */
-                    tracks?: components["parameters"]["tracks"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Slices */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            track: number[];
-                            lane: number[];
-                            start_us: number[];
-                            dur_us: number[];
-                            name: number[];
-                            count: number[];
-                            busy_us: number[];
-                            /** @description slice id of a single event; -1 for a merged block */
-                            event: number[];
-                            /** @description index into kinds; -1 for a merged block */
-                            kind: number[];
-                            names: string[];
-                            kinds: string[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1216,276 +691,6 @@ export interface paths {
                 202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_counters": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Counter series in a window: GPU utilization and est. SM efficiency per GPU (%), allocated/reserved memory per device (bytes; bucket max keeps peaks), and the trace's own counters (a device's hardware counters named `GPU N <counter>`, with the pid of that device's streams). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    start_us: number;
-                    end_us: number;
-                    points?: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Series */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            counters?: {
-                                name?: string;
-                                unit?: string;
-                                time_us?: number[];
-                                value?: (number | null)[];
-                                max?: (number | null)[];
-                                /** @description A device's hardware counter: the pid of that device's streams (the page draws it in their process group); "" for every other series. */
-                                pid?: string;
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_event": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** One slice's details: its table row, the operator that launched it, that operator's call stack. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    event: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Details */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            call_stack?: components["schemas"]["StackFrame"][];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_flows": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Arrows touching one slice (launch -> device activity, forward -> backward). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    event: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Flows */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            event?: number;
-                            flows?: {
-                                [key: string]: unknown;
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_search": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Slices whose name contains q (case-insensitive); the next (or previous) match after after_us, and the matches from there on. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    q: string;
-                    after_us?: number;
-                    /** @description step from this match (ties in time are visited one by one); takes precedence over after_us */
-                    after_event?: number;
-                    direction?: "next" | "prev";
-                    /** @description Comma-separated track ids (default all tracks). */
-                    tracks?: components["parameters"]["tracks"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Matches */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            total?: number;
-                            position?: number;
-                            match?: {
-                                [key: string]: unknown;
-                            } | null;
-                            results?: {
-                                [key: string]: unknown;
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_summary": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Per slice name, what lies in a time range (time clipped to the range). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                    span?: components["parameters"]["span"];
-                    start_us: number;
-                    end_us: number;
-                    /** @description Comma-separated track ids (default all tracks). */
-                    tracks?: components["parameters"]["tracks"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["TimelineSummaryTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1916,6 +1121,121 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/diff_ranks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Two runs of a job compared rank by rank (Python: runs.diff_ranks): every worker found in both, its span of run A against its span_b of run B, with its mean step time in each, the noise rule's verdict and its largest cause; the rank that changed most first. Each rank's full diff is the diff route with worker = worker_b = that worker. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description Run B of a comparison. */
+                    run_b: components["parameters"]["run_b"];
+                    /** @description The span of run B's worker. */
+                    span_b?: components["parameters"]["span_b"];
+                    /** @description The noise rule's threshold: a change is a regression only above this share of A's mean step time (and outside both sides' step-to-step spread). */
+                    threshold_pct?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["DiffRanksTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/distributed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Several workers of one run, one span: steps (worker, step, computation_us, overlap_us, communication_us, other_us, total_us), all_steps (mean per step), collective_time (worker, transfer_us, synchronizing_us), collectives (worker, process_group, name, backend_name, group_size, calls, size_bytes, mean_size_bytes, message_bytes, total_us, mean_us, transfer_us, synchronizing_us, algbw_gbps, busbw_gbps, wait_us), calls (one row per collective call, same naming, with its matching), groups (worker, process_group, group_size, ranks, calls, total_us, transfer_us, synchronizing_us, share_pct), fsdp (worker, step, phase, annotations, host_us, communication_us, exposed_us; empty without FSDP:: annotations), devices, coverage (one row: ranks loaded, ranks_total, text naming each rank that did not load and why) and missing (worker, rank where the start of its file gives it, reason: each worker whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads). A collective's name is what the program asked for (all_reduce, all_gather, reduce_scatter, ...), backend_name the backend's op that ran it (gloo runs FSDP2's reduce_scatter as gloo:all_reduce); process_group is the group's description, '' when the trace does not say (gloo on CPU writes no record_param_comms). algbw/busbw follow nccl-tests' definitions over the data-transfer time. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description One table (JSON or CSV). */
+                    table?: "steps" | "all_steps" | "collectives" | "collective_time" | "calls" | "groups" | "fsdp" | "devices" | "coverage" | "missing";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["DistributedStepsTable"] | components["schemas"]["DistributedAllStepsTable"] | components["schemas"]["DistributedCollectivesTable"] | components["schemas"]["DistributedCollectiveTimeTable"] | components["schemas"]["DistributedCallsTable"] | components["schemas"]["DistributedGroupsTable"] | components["schemas"]["DistributedFsdpTable"] | components["schemas"]["DistributedDevicesTable"] | components["schemas"]["RankCoverageTable"] | components["schemas"]["MissingRanksTable"] | {
+                            steps?: components["schemas"]["DistributedStepsTable"];
+                            all_steps?: components["schemas"]["DistributedAllStepsTable"];
+                            collectives?: components["schemas"]["DistributedCollectivesTable"];
+                            collective_time?: components["schemas"]["DistributedCollectiveTimeTable"];
+                            calls?: components["schemas"]["DistributedCallsTable"];
+                            groups?: components["schemas"]["DistributedGroupsTable"];
+                            fsdp?: components["schemas"]["DistributedFsdpTable"];
+                            devices?: components["schemas"]["DistributedDevicesTable"];
+                            coverage?: components["schemas"]["RankCoverageTable"];
+                            missing?: components["schemas"]["MissingRanksTable"];
+                        };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/flops": {
         parameters: {
             query?: never;
@@ -2150,6 +1470,69 @@ export interface paths {
                     };
                     content: {
                         "application/json": components["schemas"]["IdleTimeTable"] | components["schemas"]["IdleTimeByStepTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/job": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every rank of one run, one span, side by side (Run.job): verdict (ranks loaded, ranks_total, steps, stragglers; text: one plain sentence, which rank held the job back most and why; rule: the test that sentence applied, with the rank's sizes; coverage: how many of the span's ranks it covers, naming each that did not load and why), rank_steps (rank, worker, step, step_us, compute_us, exposed_comm_us, idle_us, dataloader_us, host_us), stragglers (rank, worker, step, excess_us, cause, detail), kernels and operators across ranks (name, [measure,] ranks, min_us, median_us, max_us, spread_pct, slowest_rank), collectives matched across ranks (name, match_group, match_index, ranks, first_arrival_us, arrival_spread_us, first_rank, last_rank, size_bytes, transfer_us, algbw_gbps, busbw_gbps) clocks (rank, worker, offset_us, matched_calls, aligned), missing (worker, rank where the start of its file gives it, reason: each rank whose trace did not load, left out of the other tables; the view answers for the others, 422 only when none loads) and health (rank, worker and the health route's columns: each rank's trace health findings). With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or compare raw timestamps. */
+                    align_clocks?: "true" | "false";
+                    /** @description One table (JSON or CSV). */
+                    table?: "verdict" | "rank_steps" | "stragglers" | "kernels" | "operators" | "collectives" | "clocks" | "missing" | "health";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description All tables (JSON object of tables), or the one asked for. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["JobVerdictTable"] | components["schemas"]["JobRankStepsTable"] | components["schemas"]["JobStragglersTable"] | components["schemas"]["JobKernelsTable"] | components["schemas"]["JobOperatorsTable"] | components["schemas"]["JobCollectivesTable"] | components["schemas"]["JobClocksTable"] | components["schemas"]["MissingRanksTable"] | components["schemas"]["JobHealthTable"] | {
+                            verdict?: components["schemas"]["JobVerdictTable"];
+                            rank_steps?: components["schemas"]["JobRankStepsTable"];
+                            stragglers?: components["schemas"]["JobStragglersTable"];
+                            kernels?: components["schemas"]["JobKernelsTable"];
+                            operators?: components["schemas"]["JobOperatorsTable"];
+                            collectives?: components["schemas"]["JobCollectivesTable"];
+                            clocks?: components["schemas"]["JobClocksTable"];
+                            missing?: components["schemas"]["MissingRanksTable"];
+                            health?: components["schemas"]["JobHealthTable"];
+                        };
                         "text/csv": string;
                     };
                 };
@@ -2793,6 +2176,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/module_flame": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The module tree as nested {name, value (host total µs), children} for a flame graph, at most 64 module levels deep: a node at the last level with modules below it has no children and says how many in folded. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["FlameNode"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/modules": {
         parameters: {
             query?: never;
@@ -2824,6 +2253,56 @@ export interface paths {
                     content: {
                         "application/json": components["schemas"]["ModulesTable"];
                         "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operator_stacks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Call stacks of one operator (optionally one input shape), frames innermost first. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description The operator's name (a row of /operators). */
+                    name: string;
+                    /** @description Only its calls with these input shapes (the input_shape of /operators?group_by=name_shape). */
+                    input_shape?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["OperatorStacks"];
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -2876,6 +2355,52 @@ export interface paths {
                     content: {
                         "application/json": components["schemas"]["OperatorsByNameTable"] | components["schemas"]["OperatorsByNameShapeTable"];
                         "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Environment, step breakdown (table), mean step, the mean step by category (step_summary: category, mean_us, share_pct), GPU summary (table), recommendations. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Overview"];
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -3521,6 +3046,110 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tables": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One event table of the trace model (first `limit` rows), as JSON or CSV. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description The model's table (tb_plugin.trace.model). */
+                    table: "ops" | "python" | "runtime" | "kernels" | "memcpy" | "memset" | "syncs" | "gpu_annotations" | "memory" | "flows" | "counters" | "other" | "steps" | "threads" | "devices";
+                    /** @description At most this many rows, the first. */
+                    limit?: number;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["OpsTable"] | components["schemas"]["PythonTable"] | components["schemas"]["RuntimeTable"] | components["schemas"]["KernelsTable"] | components["schemas"]["MemcpyTable"] | components["schemas"]["MemsetTable"] | components["schemas"]["SyncsTable"] | components["schemas"]["GpuAnnotationsTable"] | components["schemas"]["MemoryTable"] | components["schemas"]["FlowsTable"] | components["schemas"]["CountersTable"] | components["schemas"]["OtherTable"] | components["schemas"]["StepsTable"] | components["schemas"]["ThreadsTable"] | components["schemas"]["DevicesTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_counters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Counter series in a window: GPU utilization and est. SM efficiency per GPU (%), allocated/reserved memory per device (bytes; bucket max keeps peaks), and the trace's own counters (a device's hardware counters named `GPU N <counter>`, with the pid of that device's streams); at most 5000 points per series. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description Start of the window of the series (µs, the trace's clock). */
+                    start_us: number;
+                    /** @description End of the window of the series (µs; not before start_us). */
+                    end_us: number;
+                    /** @description Points per series (at most 5000 are answered). */
+                    points?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineCounters"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/timeline_critical_path": {
         parameters: {
             query?: never;
@@ -3554,6 +3183,312 @@ export interface paths {
                     content: {
                         "application/json": components["schemas"]["TimelineCriticalPathTable"];
                         "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_event": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One slice's details: its table row, the operator that launched it, that operator's call stack. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A slice id (the `event` of /timeline_slices). */
+                    event: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineEvent"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_flows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Arrows touching one slice (launch -> device activity, forward -> backward). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description A slice id (the `event` of /timeline_slices). */
+                    event: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineFlows"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Slices whose name contains q (case-insensitive); the next (or previous) match after after_us, and the matches from there on. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description The text a slice's name holds (case-insensitive). */
+                    q: string;
+                    /** @description Search from this time (µs, the trace's clock). */
+                    after_us?: number;
+                    /** @description step from this match (ties in time are visited one by one); takes precedence over after_us */
+                    after_event?: number;
+                    /** @description The match after the position, or the one before it. */
+                    direction?: "next" | "prev";
+                    /** @description Comma-separated track ids of /timeline_tracks (default: every track). */
+                    tracks?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineSearch"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_slices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Slices of some tracks in a window at a resolution: events at least resolution_us long as they are, shorter ones merged into blocks with their event count and busy time. Columnar; names and kinds by index. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description Start of the window of the slices (µs, the trace's clock). */
+                    start_us: number;
+                    /** @description End of the window of the slices (µs; not before start_us). */
+                    end_us: number;
+                    /** @description µs per pixel */
+                    resolution_us: number;
+                    /** @description Comma-separated track ids of /timeline_tracks (default: every track). */
+                    tracks?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineSlices"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per slice name, what lies in a time range (time clipped to the range). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                    /** @description Start of the window of the summary (µs, the trace's clock). */
+                    start_us: number;
+                    /** @description End of the window of the summary (µs; not before start_us). */
+                    end_us: number;
+                    /** @description Comma-separated track ids of /timeline_tracks (default: every track). */
+                    tracks?: string;
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineSummaryTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_tracks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Timeline tracks (track, kind thread|python|device, process, thread, pid, tid, device, stream, sort_process, sort_thread, lanes, events), the trace's time span (µs from its start), and the steps. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    worker: components["parameters"]["worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineTracks"];
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -3606,6 +3541,151 @@ export interface components {
             children: components["schemas"]["FlameNode"][];
             /** @description Modules below this node, not drawn: the graph nests at most 64 module levels, and a node at the last one with modules below it has no children but this count (its value, a total, includes theirs). */
             folded?: number;
+        };
+        /** @description A structured performance recommendation of the Overview. */
+        Recommendation: {
+            id: string;
+            /** @enum {string} */
+            severity: "warning" | "info";
+            text: string;
+            /** @description What was tested: the measured value against its threshold, in words, and for an item with a saving the model that bounds it. */
+            condition: string;
+            /** @description Upper bound of the time per step (µs, the mean over `steps` steps, never above the mean step) following the advice could save, by the model the condition states; null where no bound can be defended. Items come largest first, those without one last. */
+            saving_us: number | null;
+            /** @description Where saving_us is null: the measured time per step (µs, mean over `steps`) of what the item is about; null when it measures no time. */
+            measured_us: number | null;
+            /** @description How many steps the per-step figures are means over (1 for a trace without steps). */
+            steps: number;
+            /** @description The figures the text is based on: fractions in [0, 1], times in µs per step, sizes in bytes. */
+            numbers: {
+                [key: string]: number | boolean;
+            };
+            /** @description The view (its URL parameters, and the panel of it) showing the events behind the numbers: {view, params, panel}, with kernels (the kernel names the text quotes) where it quotes some; empty when none. */
+            evidence?: {
+                view?: string;
+                params?: {
+                    [key: string]: string | number;
+                };
+                panel?: string;
+                kernels?: string[];
+            };
+            /** @description The PyTorch documentation of the fix (a URL); empty when none. */
+            docs: string;
+        };
+        /** @description Everything the Overview tab shows. */
+        Overview: {
+            environment: {
+                [key: string]: unknown;
+            };
+            steps: components["schemas"]["StepBreakdownTable"];
+            step_mean: {
+                [key: string]: number;
+            };
+            step_summary: components["schemas"]["StepSummaryTable"];
+            anomalies: components["schemas"]["Anomalies"];
+            gpu_summary: components["schemas"]["GpuSummaryTable"];
+            recommendations: components["schemas"]["Recommendation"][];
+        };
+        /** @description One distinct call stack of an operator, with its calls' times summed. */
+        OperatorStack: {
+            calls: number;
+            host_self_us: number;
+            host_total_us: number;
+            device_self_us: number;
+            device_total_us: number;
+            frames: components["schemas"]["StackFrame"][];
+        };
+        OperatorStacks: {
+            name: string;
+            input_shape: string | null;
+            stacks: components["schemas"]["OperatorStack"][];
+        };
+        /** @description What the Trace view is framed by: its tracks, the trace's time span (µs from its start), its origin on the trace's clock, the steps and the slice kinds. */
+        TimelineTracks: {
+            tracks: components["schemas"]["TimelineTracksTable"];
+            start_us: number;
+            end_us: number;
+            origin_us: number;
+            steps: components["schemas"]["TimelineStepsTable"];
+            kinds: string[];
+        };
+        /** @description Columnar slices: `name` and `kind` index `names` and `kinds` (kind -1 and event -1 for a merged block of `count` events shorter than the resolution). */
+        TimelineSlices: {
+            track: number[];
+            lane: number[];
+            start_us: number[];
+            dur_us: number[];
+            name: number[];
+            count: number[];
+            busy_us: number[];
+            /** @description slice id of a single event; -1 for a merged block */
+            event: number[];
+            /** @description index into kinds; -1 for a merged block */
+            kind: number[];
+            names: string[];
+            kinds: string[];
+        };
+        /** @description One counter series over a window, bucketed. */
+        CounterSeries: {
+            name: string;
+            unit: string;
+            time_us: number[];
+            value: (number | null)[];
+            max: (number | null)[];
+            /** @description A device's hardware counter: the pid of that device's streams (the page draws it in their process group); "" for every other series. */
+            pid: string;
+        };
+        TimelineCounters: {
+            counters: components["schemas"]["CounterSeries"][];
+        };
+        /** @description A slice as the timeline routes name it: its id (`event`), place and time (µs from the trace start). */
+        TimelineEndpoint: {
+            event: number;
+            track: number;
+            lane: number;
+            ts_us: number;
+            dur_us: number;
+        };
+        /** @description A slice whose name matched, with its name. */
+        TimelineMatch: components["schemas"]["TimelineEndpoint"] & {
+            name: string;
+        };
+        /** @description An arrow: CPU launch -> device activity (kind `launch`), forward -> backward op (`fwdbwd`). */
+        TimelineFlow: {
+            kind: string;
+            from: components["schemas"]["TimelineEndpoint"];
+            to: components["schemas"]["TimelineEndpoint"];
+        };
+        TimelineFlows: {
+            event: number;
+            flows: components["schemas"]["TimelineFlow"][];
+        };
+        /** @description One slice's details: where it is, its table row (`fields`, with the pid and tid of its thread), the operator that launched it and that operator's call stack (where it has one). */
+        TimelineEvent: components["schemas"]["TimelineEndpoint"] & {
+            name: string;
+            kind: string;
+            /** @description The model's table the slice is a row of. */
+            source: string;
+            row: number;
+            /** @description Its start on the trace's clock (µs). */
+            start_us_absolute: number;
+            fields: {
+                [key: string]: string | number | boolean | null;
+            };
+            operator?: {
+                row: number;
+                name: string;
+                input_shape: string;
+                event: number;
+            };
+            call_stack?: components["schemas"]["StackFrame"][];
+        };
+        TimelineSearch: {
+            total: number;
+            /** @description Rank of `match` among all matches, ordered by (start, event id); -1 when none. */
+            position: number;
+            match: components["schemas"]["TimelineMatch"] | null;
+            results: components["schemas"]["TimelineMatch"][];
         };
         /** @description `collective_calls`: one collective call of one worker, before matching across workers (`collective_calls`). */
         CollectiveCallsTable: {

@@ -34,71 +34,18 @@ export interface InfoReply {
 /** A tab of the page: generated from the tabs declared beside the views (`schema.tab`). */
 export type ViewName = components['schemas']['ViewName'];
 
-export interface Recommendation {
-  id: string;
-  severity: 'warning' | 'info';
-  text: string;
-  /** What was tested: the measured value against its threshold, in words. */
-  condition: string;
-  /** Upper bound of the time per step the advice could save (µs, mean over `steps`, never
-   *  above the mean step); null where no bound can be defended. */
-  saving_us: number | null;
-  /** Where there is no saving: the measured time per step of what the item is about (µs). */
-  measured_us: number | null;
-  /** How many steps the per-step figures are means over. */
-  steps: number;
-  numbers: Record<string, number | boolean>;
-  /** The view (its page-URL parameters and the panel of it) showing the events behind the
-   *  numbers, and the kernel names the text quotes. */
-  evidence?: { view?: string; params?: Record<string, string | number>; panel?: string; kernels?: string[] };
-  /** The PyTorch documentation of the fix; "" when none. */
-  docs: string;
-}
+export type Recommendation = components['schemas']['Recommendation'];
 
 /** One import anomaly (tb_plugin/trace/anomalies.py): what the reader repaired or dropped. */
-export interface Anomaly {
-  key: string;
-  severity: 'data_loss' | 'info';
-  meaning: string;
-  /** How many times; for `tolerant_parse`, why the fast reader refused the file. */
-  value: number | string;
-}
+export type Anomaly = components['schemas']['Anomalies'][number];
 
-export interface OverviewReply {
-  environment: Record<string, unknown>;
-  steps: WireTableOf<'StepBreakdownTable'>;
-  step_mean: Record<string, number>;
-  /** The mean step by category: category, mean_us, share_pct. */
-  step_summary: WireTableOf<'StepSummaryTable'>;
-  gpu_summary: WireTableOf<'GpuSummaryTable'>;
-  recommendations: Recommendation[];
-  anomalies: Anomaly[];
-}
+export type OverviewReply = ReplyOf<'overview'>;
 
-export interface StackFrame {
-  file: string | null;
-  /** 1-based. */
-  line: number | null;
-  function: string;
-  text: string;
-  /** The file as an absolute path on the TensorBoard machine, where exactly one matches. */
-  path: string | null;
-}
+export type StackFrame = components['schemas']['StackFrame'];
 
-export interface OperatorStack {
-  calls: number;
-  host_self_us: number;
-  host_total_us: number;
-  device_self_us: number;
-  device_total_us: number;
-  frames: StackFrame[];
-}
+export type OperatorStack = components['schemas']['OperatorStack'];
 
-export interface OperatorStacksReply {
-  name: string;
-  input_shape: string | null;
-  stacks: OperatorStack[];
-}
+export type OperatorStacksReply = ReplyOf<'operator_stacks'>;
 
 export interface TensorCoreShare {
   tensor_cores_us: number;
@@ -126,23 +73,10 @@ export interface MemoryCurveReply {
   curve: WireTableOf<'MemoryCurveTable'>;
 }
 
-export interface FlameNode {
-  name: string;
-  value: number;
-  children: FlameNode[];
-  /** Modules below this node that the server folded into it (the graph's depth is bounded). */
-  folded?: number;
-}
+export type FlameNode = components['schemas']['FlameNode'];
 
 /** /timeline_tracks: tracks (a table), the trace's span and steps, µs from the trace start. */
-export interface TimelineTracksReply {
-  tracks: WireTableOf<'TimelineTracksTable'>;
-  start_us: number;
-  end_us: number;
-  origin_us: number;
-  steps: WireTableOf<'TimelineStepsTable'>;
-  kinds: string[];
-}
+export type TimelineTracksReply = ReplyOf<'timeline_tracks'>;
 
 /** /timeline_ranks: the ranks on one time axis (offsets and shifts applied), their tracks
  * (a summary track per rank, an expanded rank's own tracks), the axis' span. */
@@ -155,72 +89,22 @@ export interface TimelineRanksReply {
 
 /** /timeline_slices: columnar; `name` and `kind` index `names` and `kinds` (kind -1 and
  * event -1 for a merged block of `count` events shorter than the resolution). */
-export interface TimelineSlicesReply {
-  track: number[];
-  lane: number[];
-  start_us: number[];
-  dur_us: number[];
-  name: number[];
-  count: number[];
-  busy_us: number[];
-  event: number[];
-  kind: number[];
-  names: string[];
-  kinds: string[];
-}
+export type TimelineSlicesReply = ReplyOf<'timeline_slices'>;
 
-export interface CounterSeries {
-  name: string;
-  unit: string;
-  time_us: number[];
-  value: (number | null)[];
-  max: (number | null)[];
-  /** a device's hardware counter: the pid of that device's streams; '' (or absent) otherwise */
-  pid?: string;
-}
+export type CounterSeries = components['schemas']['CounterSeries'];
 
-export interface TimelineCountersReply {
-  counters: CounterSeries[];
-}
+export type TimelineCountersReply = ReplyOf<'timeline_counters'>;
 
 /** A slice as the timeline routes name it: id, place and time. */
-export type TimelineEndpoint = {
-  event: number;
-  track: number;
-  lane: number;
-  ts_us: number;
-  dur_us: number;
-};
+export type TimelineEndpoint = components['schemas']['TimelineEndpoint'];
 
-export interface TimelineEventReply extends TimelineEndpoint {
-  name: string;
-  kind: string;
-  source: string;
-  row: number;
-  start_us_absolute: number;
-  fields: Record<string, string | number | boolean | null>;
-  operator?: { row: number; name: string; input_shape: string; event: number };
-  call_stack?: StackFrame[];
-}
+export type TimelineEventReply = ReplyOf<'timeline_event'>;
 
-export type TimelineFlow = {
-  kind: string;
-  from: TimelineEndpoint;
-  to: TimelineEndpoint;
-};
+export type TimelineFlow = components['schemas']['TimelineFlow'];
 
-export interface TimelineFlowsReply {
-  event: number;
-  flows: TimelineFlow[];
-}
+export type TimelineFlowsReply = ReplyOf<'timeline_flows'>;
 
-export interface TimelineSearchReply {
-  total: number;
-  /** Rank of `match` among all matches, ordered by (start, event id). */
-  position: number;
-  match: (TimelineEndpoint & { name: string }) | null;
-  results: (TimelineEndpoint & { name: string })[];
-}
+export type TimelineSearchReply = ReplyOf<'timeline_search'>;
 
 /** A match of /timeline_rank_search: one rank's own event (`event` its id in that rank's
  * trace) placed on the shared axis (`track`, `ts_us`), with its start on its own clock. */

@@ -19,7 +19,7 @@ describe('ranks on one axis', () => {
   });
 
   it('names each rank’s counter series apart, keeping its numbers', () => {
-    const series = { name: 'GPU 0 utilization', unit: '%', time_us: [0, 10], value: [1, 2], max: [1, 2], worker: 'w1' };
+    const series = { name: 'GPU 0 utilization', unit: '%', time_us: [0, 10], value: [1, 2], max: [1, 2], pid: '', worker: 'w1' };
     const named = rankCounters([{ ...series, rank: 1 }, { ...series, rank: 3 }]);
     expect(named.map((s) => s.name)).toEqual(['Rank 1 · GPU 0 utilization', 'Rank 3 · GPU 0 utilization']);
     expect(named[0].value).toEqual([1, 2]);

@@ -145,7 +145,7 @@ describe('layout', () => {
   });
   it('draws a device’s hardware counters in that device’s group, the others on top', () => {
     const groups = groupTracks(tracks);
-    const series = (name: string, pid?: string) => ({ name, unit: '', time_us: [0], value: [1], max: [1], pid });
+    const series = (name: string, pid = '') => ({ name, unit: '', time_us: [0], value: [1], max: [1], pid });
     const placed = placeCounters([series('GPU 0 utilization', ''), series('GPU 0 sm__throughput', '0'), series('GPU 3 sm__throughput', '3'), series('memory')], groups);
     expect(placed.top).toEqual(['GPU 0 utilization', 'GPU 3 sm__throughput', 'memory']); // GPU 3 has no group
     expect([...placed.byGroup]).toEqual([[groups[1].key, [{ name: 'GPU 0 sm__throughput', label: 'GPU 0 sm__throughput' }]]]);
@@ -155,7 +155,7 @@ describe('layout', () => {
   });
   it('finds a counter row its series by name, whatever order the reply lists them in', () => {
     const rows = layout([], ['util', 'memory'], new Set()).rows.filter((r) => r.type === 'counter');
-    const series = (name: string) => ({ name, unit: '%', time_us: [0], value: [1], max: [1] });
+    const series = (name: string) => ({ name, unit: '%', time_us: [0], value: [1], max: [1], pid: '' });
     const reply = [series('memory'), series('util')];
     expect(rows.map((r) => seriesOf(reply, r as { name: string })?.name)).toEqual(['util', 'memory']);
     // A reply from before the layout caught up (a series gone): nothing to draw, no crash.
