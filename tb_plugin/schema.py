@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -437,6 +438,26 @@ class Param:
         if self.type == "string":  # free text or ids: the shortest valid one
             return "0" if self.parse is not None else "a"
         return str(self.above + 1 if self.above is not None else self.minimum or 0)
+
+    def check(self, value: object, earlier: Mapping[str, object]) -> None:
+        """Raise ValueError saying why the number `value` (as the view takes it) is outside this
+        parameter's declared bounds, `earlier` being the route's parameters before it (their
+        values by name): what HTTP and the Python entrances both refuse. Text is checked by
+        `value` (its `parse`), a choice by its choices."""
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"parameter {self.name!r} must be >= {self.minimum}, not {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"parameter {self.name!r} must be <= {self.maximum}, not {value}")
+        if self.above is not None and value <= self.above:
+            raise ValueError(f"parameter {self.name!r} must be > {self.above}")
+        start = earlier.get(self.at_least) if self.at_least else None
+        if isinstance(start, (int, float)) and not isinstance(start, bool):
+            if value < start:
+                raise ValueError(f"{self.name} ({value}) is before {self.at_least} ({start})")
+            if not math.isfinite(value - start):  # e.g. -1e308..1e308: bins of width inf, NaN times
+                raise ValueError(f"the window from {self.at_least} to {self.name} is too wide")
 
     def value(self, given: object) -> object:
         """What the view is called with for the request's value `given` (None: the view's

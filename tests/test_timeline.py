@@ -291,6 +291,13 @@ def test_the_trace_views_routes_answer_in_python_as_declared(tmp_path):
     assert rows["aten::add"] == (1, 2) and rows["aten::mm"] == (1, 10) and rows["gemm"] == (1, 6)
     with pytest.raises(BadParameterError, match="resolution_us"):  # required: no default
         profile.answer("timeline_slices", start_us=0, end_us=25)
+    # the declared bounds hold in Python as over HTTP: a pixel spans more than 0 µs, a window ends after it starts
+    with pytest.raises(BadParameterError, match="'resolution_us' must be > 0"):
+        profile.answer("timeline_slices", start_us=0, end_us=25, resolution_us=0)
+    with pytest.raises(BadParameterError, match=r"end_us \(5\) is before start_us \(9\)"):
+        profile.answer("timeline_summary", start_us=9, end_us=5)
+    with pytest.raises(BadParameterError, match="too wide"):
+        profile.answer("timeline_counters", start_us=-1e308, end_us=1e308)
     slices = profile.answer("timeline_slices", start_us=0, end_us=25, resolution_us=1)
     assert sorted(slices["names"][n] for n in slices["name"]) == ["aten::add", "aten::mm", "cudaLaunchKernel", "gemm"]
     event = next(e for e, n in zip(slices["event"], slices["name"]) if slices["names"][n] == "gemm")

@@ -377,28 +377,19 @@ def read_param(request: wrappers.Request, param: Param, earlier: Mapping[str, ob
         return param.value(choice_param(request, param.name, param.choices))
     value: float | None
     if param.type == "integer":  # a number's declared default is a number (`schema.integer`, `schema.number`)
-        value = int_param(request, param.name, required=param.required, default=cast("int | None", param.default),
-                          minimum=param.minimum)
+        value = int_param(request, param.name, required=param.required, default=cast("int | None", param.default))
     elif param.type == "number":
         value = float_param(request, param.name, required=param.required, default=cast("float | None", param.default))
-        if value is not None and param.minimum is not None and value < param.minimum:
-            raise BadParameterError(f"parameter {param.name!r} must be >= {param.minimum}, not {value}")
-        if value is not None and param.above is not None and value <= param.above:
-            raise BadParameterError(f"parameter {param.name!r} must be > {param.above}")
-        start = earlier.get(param.at_least)
-        if value is not None and isinstance(start, float):
-            if value < start:
-                raise BadParameterError(f"{param.name} ({value}) is before {param.at_least} ({start})")
-            if not math.isfinite(value - start):  # e.g. -1e308..1e308: bins of width inf, NaN times
-                raise BadParameterError(f"the window from {param.at_least} to {param.name} is too wide")
     else:
         raw = text_param(request, param.name, required=param.required, default=param.default)
         try:
             return param.value(raw)
         except ValueError as exc:
             raise BadParameterError(f"parameter {param.name!r} {exc}") from None
-    if value is not None and param.maximum is not None and value > param.maximum:
-        raise BadParameterError(f"parameter {param.name!r} must be <= {param.maximum}, not {value}")
+    try:
+        param.check(value, earlier)
+    except ValueError as exc:
+        raise BadParameterError(str(exc)) from None
     return value
 
 

@@ -492,9 +492,13 @@ def answer_route(name: str, reads: str, models: tuple[Any, ...], params: dict[st
         raise BadParameterError(f"route {name!r} takes no {', '.join(sorted(unknown))}")
     # the declared defaults, stated once: the same answer as the HTTP API's with no value given
     # a choice given as its query text ("expanded") is what it means to the view (False), as over HTTP
+    given: dict[str, Any] = {}
     try:
-        given = {p.name: p.value(params[p.name]) for p in declared.params if p.name in params}
-    except ValueError as exc:  # text a parameter's `parse` refuses
+        for p in declared.params:  # in order: a window's end is checked against its start
+            if p.name in params:
+                given[p.name] = p.value(params[p.name])
+                p.check(given[p.name], given)
+    except ValueError as exc:  # text a parameter's `parse` refuses, a number out of its bounds
         raise BadParameterError(f"route {name!r}: {exc}") from None
     missing = [p.name for p in declared.params if p.required and p.name not in given]
     if missing:
