@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 import tb_plugin  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
 from tb_plugin.openapi_gen import declared_routes, declared_tables  # noqa: E402
-from tb_plugin.schema import PROFILE, READS, SNAPSHOT, SPAN, TWO_PROFILES, TWO_SPANS  # noqa: E402
+from tb_plugin.schema import PROFILE, RANKS, READS, SNAPSHOT, SPAN, TWO_PROFILES, TWO_SPANS  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
@@ -198,7 +198,7 @@ def test_mcp_every_declared_route_answers_a_sample_within_the_default_bound(stdi
     routes = sorted(declared)
     inputs = {PROFILE: {"run": RESNET}, TWO_PROFILES: {"run": RESNET, "run_b": RESNET, "worker_b": "worker0"},
               SNAPSHOT: {"run": RESNET, "snapshot": "none.pickle"}, SPAN: {"run": RESNET},
-              TWO_SPANS: {"run": RESNET, "run_b": RESNET}}
+              TWO_SPANS: {"run": RESNET, "run_b": RESNET}, RANKS: {"run": RESNET}}
 
     async def run():
         async with stdio() as client:

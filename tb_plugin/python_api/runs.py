@@ -27,13 +27,14 @@ from ..store.discovery import RunFiles, discover_runs
 from ..errors import NotFoundError, TraceError
 from .snapshots import MemorySnapshot, read_snapshot, snapshot_through_cache
 from .profile import Profile, answer_of, declared_routes, diff, load_through_cache
-from ..schema import SPAN, TWO_SPANS, Persisted
+from ..schema import RANKS, SPAN, TWO_SPANS, Persisted
 from ..store.storage import Storage
 from ..store.summaries import SummaryStore
 from ..views import diff as diff_view
 from ..views import distributed as distributed_view
 from ..views import job as job_view
-from ..views import rank_timeline, timeline
+from ..views import rank_timeline
+from ..views.rank_timeline import RanksTimeline
 from ..views import regression as regression_view
 from ..views.coverage import MissingRank, rank_in_head
 
@@ -142,48 +143,6 @@ def ranks_inputs(source: SpanSource, ranks: Sequence[int] | None, expanded: Sequ
     parts = {w: asked["rank_timeline"][w] for w in span_ranks(job_parts, ranks)}
     opened = [w for w in span_ranks(job_parts, expanded, expanded=True) if w in parts]
     return RanksInputs(job_parts, parts, source.profiles(opened))
-
-
-@dataclass
-class RanksTimeline:
-    """Ranks on one time axis: `ranks` (the `timeline_ranks` table), `tracks` (per rank its
-    summary track and, expanded, its own), `slices(start_us, end_us, resolution_us, tracks)`;
-    over the expanded ranks, `search(text)`, `summary(start_us, end_us)` (range totals) and
-    `counters(start_us, end_us)`, all in the shared axis' times."""
-
-    ranks: pd.DataFrame
-    parts: Mapping[str, rank_timeline.RankTimelinePart]
-    indexes: Mapping[str, timeline.TimelineIndex]
-
-    @property
-    def tracks(self) -> pd.DataFrame:
-        return rank_timeline.rank_tracks(self.ranks, self.indexes)
-
-    def slices(self, start_us: float, end_us: float, resolution_us: float,
-               tracks: Sequence[int] | None = None,
-               admit: Callable[[int, str], None] | None = None) -> dict[str, Any]:
-        """`views.rank_timeline.rank_slices` of these ranks."""
-        return rank_timeline.rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks,
-                                         admit)
-
-    def search(self, text: str, after_us: float | None = None, direction: str = "next",
-               after_rank: int | None = None, after_event: int | None = None, limit: int = 50) -> dict[str, Any]:
-        """Events of the expanded ranks whose name contains `text`, on the shared axis, and the
-        ranks not searched (collapsed); `views.rank_timeline.rank_search`."""
-        return rank_timeline.rank_search(self.ranks, self.indexes, text, after_us, direction, after_rank, after_event,
-                                         limit)
-
-    def summary(self, start_us: float, end_us: float,
-                tracks: Sequence[int] | None = None) -> rank_timeline.RankRangeSummary:
-        """Per name: count and time inside [start_us, end_us] of the shared axis on the expanded
-        ranks, per rank (`by_rank`) and over them (`combined`: total, ranks, min/max rank);
-        `views.rank_timeline.rank_range_summary`."""
-        return rank_timeline.rank_range_summary(self.ranks, self.indexes, start_us, end_us, tracks)
-
-    def counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
-        """Each expanded rank's counter series (as `Profile.timeline_counters`) on the shared
-        axis, with its rank; `views.rank_timeline.rank_counters`."""
-        return rank_timeline.rank_counters(self.ranks, self.indexes, start_us, end_us, points)
 
 
 def ranks_timeline(inputs: RanksInputs, align_clocks: bool = True, frame: pd.DataFrame | None = None) -> RanksTimeline:
@@ -296,16 +255,21 @@ class Run:
 
     def answer(self, route: str, span: int = 1, run_b: Run | None = None, span_b: int = 1, **params: Any) -> Any:
         """The answer of the declared route `route` over a span of this run's ranks (`schema.SPAN`:
-        "distributed", "job"), or over it and run B's `span_b` (`schema.TWO_SPANS`: "diff_ranks",
-        given `run_b`), with its `params`: what the HTTP API serves for it. Each worker's part is
+        "distributed", "job"), over it and run B's `span_b` (`schema.TWO_SPANS`: "diff_ranks",
+        given `run_b`), or over its ranks on one axis (`schema.RANKS`: "timeline_ranks",
+        "timeline_rank_slices", ...; `ranks`, `expanded` and `align_clocks` among `params` are
+        `timeline_ranks`'s), with its `params`: what the HTTP API serves for it. Each worker's part is
         read as `span(span).summaries` reads it: one profile at a time, from the disk cache where
         it holds them; a worker that does not load is left out and named (`missing`)."""
         declared = declared_routes().get(route)
-        reads = declared.reads if declared is not None and declared.reads in (SPAN, TWO_SPANS) else SPAN
+        reads = declared.reads if declared is not None and declared.reads in (SPAN, TWO_SPANS, RANKS) else SPAN
         if declared is None or declared.reads != reads:  # named with the routes that are
             return answer_of(reads, route, (), params)
         inputs: tuple[Any, ...]
-        if reads == SPAN:
+        if reads == RANKS:
+            shown = {name: params.pop(name) for name in ("ranks", "expanded", "align_clocks") if name in params}
+            inputs = (self.timeline_ranks(span, **shown),)
+        elif reads == SPAN:
             failed: Failed = {}
             inputs = (self.span(span).summaries((declared.part,), failed)[declared.part], failed)
         elif run_b is None:

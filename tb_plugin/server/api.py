@@ -38,9 +38,9 @@ from .loading import Loading, RunStore, ready
 from ..python_api.snapshots import MemorySnapshot, beside_traces, side_by_side
 from ..python_api.profile import Profile, answer_of, declared_routes
 from ..python_api.runs import (FILE_SUMMARIES, Failed,
-                               RanksTimeline, propose_comparison, ranks_frame, ranks_inputs, ranks_timeline)
+                               propose_comparison, ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
-from ..schema import PROFILE, SNAPSHOT, SPAN, TWO_PROFILES, TWO_SPANS, Param, Route, parse_ids
+from ..schema import PROFILE, RANKS, SNAPSHOT, SPAN, TWO_PROFILES, TWO_SPANS, Param, Route, parse_ids
 from .sources import SourceResolver
 from ..stages import STAGE_COMPUTING
 
@@ -367,6 +367,20 @@ def object_reply(request: wrappers.Request, answer: Mapping[str, object]) -> wra
     return respond(answer)
 
 
+def fields_reply(request: wrappers.Request, build: Callable[[], Mapping[str, object]],
+                 alone: Sequence[str]) -> wrappers.Response:
+    """An object of tables and plain values as JSON, or one of its tables `alone`
+    (`schema.route`): the first with format=csv, where there are several the one `table=`
+    names (JSON or CSV). Both are checked before `build()` computes the answer."""
+    as_csv = choice_param(request, "format", ("json", "csv")) == "csv"
+    name = choice_param(request, "table", alone) if len(alone) > 1 else alone[0]
+    if as_csv or (len(alone) > 1 and "table" in request.args):
+        table = build()[name]
+        assert isinstance(table, pd.DataFrame), f"{name} is a declared table"
+        return table_reply(request, table)
+    return object_reply(request, build())
+
+
 def read_param(request: wrappers.Request, param: Param, earlier: Mapping[str, object]) -> object:
     """The value of a declared route's parameter (`schema.Param`), checked (`earlier`: the
     route's parameters read before it, by name); None where the request gives none and the
@@ -430,6 +444,8 @@ def declared_route(declared: Route, api: "Api") -> Callable[..., wrappers.Respon
             return answer_of(declared.reads, declared.name, inputs, params, **context)
         if declared.tables is not None:
             return tables_reply(request, build, tuple(declared.tables))
+        if declared.alone:
+            return fields_reply(request, build, declared.alone)
         if declared.fields is not None or declared.reply:
             return object_reply(request, build())
         return table_reply(request, build())
@@ -519,8 +535,8 @@ def ranks_param(request: wrappers.Request, name: str, default: list[int] | None 
     return None if raw == "all" else ids_param(request, name, "ranks (or 'all')")
 
 
-def _ranks_timeline(api: "Api", request: wrappers.Request) -> Inputs:
-    """A `reads` input: the ranks of one span on one axis (`runs.ranks_timeline`); the ranks'
+def _ranks_timeline(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
+    """The ranks of one span on one axis (`schema.RANKS`) (`runs.ranks_timeline`); the ranks'
     frame (clock offsets matched over every rank's collectives) is kept per job."""
     run = text_param(request, "run")
     span = int_param(request, "span", required=False, default=1, minimum=1)
@@ -538,7 +554,7 @@ def _ranks_timeline(api: "Api", request: wrappers.Request) -> Inputs:
 # The input of each kind a declared route reads (`schema.READS`), found from the request.
 READ_INPUTS: dict[str, Callable[["Api", wrappers.Request, Route], Inputs]] = {
     PROFILE: _one_profile, SNAPSHOT: _one_snapshot, TWO_PROFILES: _two_profiles, SPAN: _span_parts,
-    TWO_SPANS: _two_spans}
+    TWO_SPANS: _two_spans, RANKS: _ranks_timeline}
 
 
 class DerivedCache:
@@ -725,45 +741,6 @@ class Api:
         start_us, end_us = self._window(request)
         return respond(profile.timeline().query(start_us, end_us, _resolution(request), tracks_param(request),
                                                 reply_reservation(request).admit))
-
-    @reads(_ranks_timeline)
-    def timeline_ranks(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
-        if choice_param(request, "format", ("json", "csv")) == "csv":  # the ranks table alone
-            return table_reply(request, ranks.ranks)
-        return respond({"ranks": ranks.ranks, "tracks": ranks.tracks,
-                        "start_us": float(ranks.ranks["start_us"].min()) if len(ranks.ranks) else 0.0,
-                        "end_us": float(ranks.ranks["end_us"].max()) if len(ranks.ranks) else 0.0})
-
-    @reads(_ranks_timeline)
-    def timeline_rank_slices(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        return respond(ranks.slices(start_us, end_us, _resolution(request), tracks_param(request),
-                                    reply_reservation(request).admit))
-
-    @reads(_ranks_timeline)
-    def timeline_rank_search(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
-        text = text_param(request, "q")
-        after_us = float_param(request, "after_us", required=False)
-        after_rank = int_param(request, "after_rank", required=False, minimum=0)
-        after_event = int_param(request, "after_event", required=False, minimum=0)
-        direction = choice_param(request, "direction", ("next", "prev"))
-        return respond(ranks.search(text, after_us, direction, after_rank, after_event))
-
-    @reads(_ranks_timeline)
-    def timeline_rank_summary(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        table = choice_param(request, "table", ("combined", "by_rank"))
-        summary = ranks.summary(start_us, end_us, tracks_param(request))
-        if choice_param(request, "format", ("json", "csv")) == "csv" or "table" in request.args:
-            return table_reply(request, getattr(summary, table))
-        return respond({"combined": summary.combined, "by_rank": summary.by_rank, "ranks": summary.ranks,
-                        "not_summed": summary.not_summed})
-
-    @reads(_ranks_timeline)
-    def timeline_rank_counters(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        points = int_param(request, "points", required=False, default=500, minimum=1)
-        return respond({"counters": ranks.counters(start_us, end_us, min(points, 5000))})
 
     @reads(_one_profile)
     def timeline_counters(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:

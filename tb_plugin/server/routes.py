@@ -31,8 +31,7 @@ HANDWRITTEN_ROUTES = (
     "module_flame",
     "diff_default",
     "timeline_tracks", "timeline_slices", "timeline_counters", "timeline_event", "timeline_flows",
-    "timeline_search", "timeline_summary", "timeline_ranks", "timeline_rank_slices",
-    "timeline_rank_search", "timeline_rank_summary", "timeline_rank_counters",
+    "timeline_search", "timeline_summary",
     "trace_file",
     "snapshot_ranks", "snapshot_trace",
 )
@@ -79,6 +78,11 @@ DECLARED_ROUTES = {
     "step_counters": "tb_plugin.views.counters",
     "steps": "tb_plugin.views.overview",
     "timeline_critical_path": "tb_plugin.views.timeline",
+    "timeline_rank_counters": "tb_plugin.views.rank_timeline",
+    "timeline_rank_search": "tb_plugin.views.rank_timeline",
+    "timeline_rank_slices": "tb_plugin.views.rank_timeline",
+    "timeline_rank_summary": "tb_plugin.views.rank_timeline",
+    "timeline_ranks": "tb_plugin.views.rank_timeline",
 }
 # END declared routes
 
