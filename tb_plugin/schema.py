@@ -377,15 +377,20 @@ TWO_PROFILES = "two profiles"  # A and B of a comparison: call(model_a, model_b,
 SPAN = "span of ranks"  # every worker of one span, each by its summary `Route.summary`: call({worker: part}, {worker: reason not loaded}, ...)
 TWO_SPANS = "two spans of ranks"  # a span of run A and one of run B, each worker by `Route.summary`: call(parts_a, parts_b, ...)
 RANKS = "ranks on one axis"  # the ranks of one span on one clock (`runs.RanksTimeline`): call(ranks, ...)
-RUN_SNAPSHOTS = "snapshots of a run"  # every memory snapshot of a run: call({name: MemorySnapshot}, ...)
-SNAPSHOT_TRACES = "snapshot and its traces"  # a snapshot and its rank's profiles: call(snapshot, {(worker, span): Profile}, ...)
-LOG_DIRECTORY = "log directory"  # the runs found under it (`runs.Listing`): call(listing, ...)
+RUN_SNAPSHOTS = "snapshots of a run"  # every memory snapshot of a run: call({name: its model}, ...)
+SNAPSHOT_TRACES = "snapshot and its traces"  # a snapshot and its rank's profiles: call(its model, {(worker, span): model}, ...)
+LOG_DIRECTORY = "log directory"  # the runs found under it (`views.listing.Listing`), answered afresh: call(listing, ...)
+# A profile of a run (its first worker's unless `worker` names one) as the page's tabs are offered for it, with how
+# many workers the run and trace files the log directory have (`Offer`), answered afresh (the counts change with
+# every scan): call(offer, run name, ...)
+OFFERED = "profile offered"
 READS: dict[str, tuple[str, ...]] = {
     PROFILE: ("run", "worker", "span"), SNAPSHOT: ("run", "snapshot", "span"),
     TWO_PROFILES: ("run", "worker", "span", "run_b", "worker_b", "span_b"),
     SPAN: ("run", "span"), TWO_SPANS: ("run", "span", "run_b", "span_b"),
     RANKS: ("run", "span", "ranks", "expanded", "align_clocks"),
-    RUN_SNAPSHOTS: ("run",), SNAPSHOT_TRACES: ("run", "snapshot", "span"), LOG_DIRECTORY: ()}
+    RUN_SNAPSHOTS: ("run",), SNAPSHOT_TRACES: ("run", "snapshot", "span"), LOG_DIRECTORY: (),
+    OFFERED: ("run", "first_worker", "span")}  # first_worker: the query's `worker`, optional
 
 
 @dataclass(frozen=True)

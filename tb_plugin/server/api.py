@@ -20,7 +20,6 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import asdict
 from functools import partial, wraps
 from typing import Any, IO, Literal, NamedTuple, TypeVar, cast, overload
 from urllib.parse import quote
@@ -35,12 +34,13 @@ from .accounting import REPLY_SHARE, ReplyCache, ReplyReservation
 from ..store.discovery import printable
 from ..errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
 from .loading import Loading, RunStore, ready
-from ..python_api.snapshots import MemorySnapshot, beside_traces, side_by_side
+from ..python_api.snapshots import MemorySnapshot
 from ..python_api.profile import Profile, answer_of, declared_routes
 from ..python_api.runs import (FILE_SUMMARIES, Failed,
                                propose_comparison, ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
-from ..schema import PROFILE, RANKS, SNAPSHOT, SPAN, TWO_PROFILES, TWO_SPANS, Param, Route, parse_ids
+from ..schema import (LOG_DIRECTORY, OFFERED, PROFILE, RANKS, RUN_SNAPSHOTS, SNAPSHOT, SNAPSHOT_TRACES, SPAN, TWO_PROFILES,
+                      TWO_SPANS, Param, Route, parse_ids)
 from .sources import SourceResolver
 from ..stages import STAGE_COMPUTING
 
@@ -430,8 +430,9 @@ def declared_route(declared: Route, api: "Api") -> Callable[..., wrappers.Respon
     the request (`READ_INPUTS`), its parameters read and checked, its call made as the Python
     API makes it (`profile.answer_of`: `Profile.answer`, `MemorySnapshot.answer`,
     `Run.answer`, `profile.diff`), the answer served as its table or tables, or as the object
-    it is."""
-    @reads(lambda api_, request: READ_INPUTS[declared.reads](api_, request, declared))
+    it is. An answer over the log directory's listing or counts (`schema.LOG_DIRECTORY`,
+    `schema.OFFERED`), which change with every scan, is not kept: the handler reads its input
+    itself."""
     def answer(request: wrappers.Request, *inputs: Any) -> wrappers.Response:
         params = read_params(request, declared.params)
         context: dict[str, Any] = {}
@@ -449,8 +450,15 @@ def declared_route(declared: Route, api: "Api") -> Callable[..., wrappers.Respon
         if declared.fields is not None or declared.reply:
             return object_reply(request, build())
         return table_reply(request, build())
-    answer.__name__ = declared.name
-    return answer
+
+    def inputs(api_: "Api", request: wrappers.Request) -> Inputs:
+        return READ_INPUTS[declared.reads](api_, request, declared)
+
+    def afresh(request: wrappers.Request) -> wrappers.Response:
+        return answer(request, *inputs(api, request).args)
+    handler = afresh if declared.reads in (LOG_DIRECTORY, OFFERED) else reads(inputs)(answer)
+    handler.__name__ = declared.name
+    return handler
 
 
 def _one_profile(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
@@ -483,14 +491,13 @@ def _run_snapshots(api: "Api", request: wrappers.Request, route: Route | None = 
 
 
 
-def _snapshot_and_traces(api: "Api", request: wrappers.Request) -> Inputs:
+def _snapshot_and_traces(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
     """The snapshot and every span of the run's trace of the same name (rank0.pickle beside
     rank0's traces), or of its only worker."""
     snapshot = api.snapshot(request)
     run, name = text_param(request, "run"), text_param(request, "snapshot")
-    workers = api.store.run_files(run).workers
-    chosen = [name] if name in workers else list(workers) if len(workers) == 1 else []
-    profiles = {(worker, f.span): ready(api.store.profile(run, worker, f.span)) for worker in chosen for f in workers[worker]}
+    profiles = {(worker, span): ready(api.store.profile(run, worker, span))
+                for worker, span in api.store.run_files(run).snapshot_traces(name)}
     return Inputs([snapshot, *profiles.values()], (snapshot, profiles))
 
 
@@ -551,10 +558,32 @@ def _ranks_timeline(api: "Api", request: wrappers.Request, route: Route | None =
     return Inputs(read.used, (ranks_timeline(read, align, frame),))
 
 
+def _log_directory(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
+    """The log directory's listing (`schema.LOG_DIRECTORY`): the store's, as its last scan found it."""
+    return Inputs([], (api.store,))
+
+
+def _offered(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
+    """A profile as the page's tabs are offered for it (`schema.OFFERED`): the run's worker
+    named by `worker`, else its first (404 for a run of memory snapshots alone), with how many
+    workers the run and trace files the log directory have."""
+    run = text_param(request, "run")
+    files = api.store.run_files(run)
+    worker = text_param(request, "worker", required=False)
+    if worker is None:  # the run's first worker; a run of memory snapshots alone has none
+        if not files.workers:
+            raise NotFoundError(f"run {run!r} has no trace files, only memory snapshots")
+        worker = next(iter(files.workers))
+    profile = ready(api.store.profile(run, worker, int_param(request, "span", required=False, default=1, minimum=1)))
+    trace_files = sum(r["files"] for r in api.store.runs())
+    return Inputs([profile], (profile.offer(len(files.workers), trace_files), run))
+
+
 # The input of each kind a declared route reads (`schema.READS`), found from the request.
 READ_INPUTS: dict[str, Callable[["Api", wrappers.Request, Route], Inputs]] = {
     PROFILE: _one_profile, SNAPSHOT: _one_snapshot, TWO_PROFILES: _two_profiles, SPAN: _span_parts,
-    TWO_SPANS: _two_spans, RANKS: _ranks_timeline}
+    TWO_SPANS: _two_spans, RANKS: _ranks_timeline, RUN_SNAPSHOTS: _run_snapshots, SNAPSHOT_TRACES: _snapshot_and_traces,
+    LOG_DIRECTORY: _log_directory, OFFERED: _offered}
 
 
 class DerivedCache:
@@ -626,44 +655,12 @@ class Api:
         # `loading.ready` is typed for profiles only, though it passes a snapshot through the same way
         return ready(self.store.snapshot(run, name, span))  # type: ignore[arg-type,return-value]
 
-    def runs(self, request: wrappers.Request) -> wrappers.Response:
-        return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error,
-                        "scan_errors": [asdict(s) for s in self.store.scan_skipped],
-                        "warming_up": self.store.warming_up})
-
-    def workers(self, request: wrappers.Request) -> wrappers.Response:
-        run = text_param(request, "run")
-        return respond({"run": run, "workers": list(self.store.run_files(run).workers)})
-
-    def spans(self, request: wrappers.Request) -> wrappers.Response:
-        run = text_param(request, "run")
-        worker = text_param(request, "worker")
-        spans = self.store.run_files(run).workers.get(worker)
-        if spans is None:
-            raise NotFoundError(f"run {run!r} has no worker {worker!r}")
-        return respond({"run": run, "worker": worker,
-                        "spans": [{"span": f.span, "stamp": f.stamp, "file": printable(f.path.rsplit("/", 1)[-1])}
-                                  for f in spans]})
-
     @reads(_one_profile)
     def info(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         # The file as the log directory names it, as every reply does: not the server's path.
         source = self.store.span_file(text_param(request, "run"), text_param(request, "worker"),
                                       int_param(request, "span", required=False, default=1, minimum=1)).path
         return respond({**profile.info(), "source": printable(source)})
-
-    def views(self, request: wrappers.Request) -> wrappers.Response:
-        run = text_param(request, "run")
-        files = self.store.run_files(run)
-        worker = text_param(request, "worker", required=False)
-        if worker is None:  # the run's first worker; a run of memory snapshots alone has none
-            if not files.workers:
-                raise NotFoundError(f"run {run!r} has no trace files, only memory snapshots")
-            worker = next(iter(files.workers))
-        span = int_param(request, "span", required=False, default=1, minimum=1)
-        profile = ready(self.store.profile(run, worker, span))
-        trace_files = sum(r["files"] for r in self.store.runs())
-        return respond({"run": run, "views": profile.available_views(len(files.workers), trace_files)})
 
     @reads(_one_profile)
     def overview(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
@@ -794,12 +791,3 @@ class Api:
         if name not in allowed:
             raise BadParameterError(f"parameter 'table' must be one of {', '.join(allowed)}")
         return table_reply(request, profile.table(name).head(limit))
-
-    @reads(_run_snapshots)
-    def snapshot_ranks(self, request: wrappers.Request, snapshots: dict[str, MemorySnapshot]) -> wrappers.Response:
-        return table_reply(request, side_by_side(snapshots))
-
-    @reads(_snapshot_and_traces)
-    def snapshot_trace(self, request: wrappers.Request, snapshot: MemorySnapshot,
-                       profiles: dict[tuple[str, int], Profile]) -> wrappers.Response:
-        return table_reply(request, beside_traces(snapshot, profiles))

@@ -4,173 +4,6 @@
  */
 
 export interface paths {
-    "/runs": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Runs found under the log directory, with load progress and per-file errors. */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Runs */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /** @description The server's background warm-up runs: the loader's imports and first calls, then the first run's first profile loaded with its Overview, so that opening it is quick. */
-                            warming_up: boolean;
-                            /** @description Why the log directory as a whole could not be scanned ("" when it was). */
-                            scan_error: string;
-                            /** @description What the last scan did not look at, each with why: a directory that cannot be listed (its runs are missing), one nested deeper than the scan descends, a plain .json that cannot be read, a name that collides with another once escaped. The rest is scanned. */
-                            scan_errors: {
-                                /** @description Relative to the log directory; bytes that are not UTF-8 shown as \xff. */
-                                path: string;
-                                reason: string;
-                            }[];
-                            runs: {
-                                name: string;
-                                workers: string[];
-                                spans: number;
-                                files: number;
-                                /** @description trace files parsed and ready; one that failed is not loaded (see errors) */
-                                loaded: number;
-                                loading: boolean;
-                                errors: {
-                                    worker?: string;
-                                    span?: number;
-                                    path?: string;
-                                    reason?: string;
-                                }[];
-                                /** @description CUDA memory snapshots in the run's directory (*.pickle, *.pickle.gz, JSON snapshots), named per rank like traces; a run may hold only snapshots (then no workers). */
-                                snapshots: {
-                                    /** @description What the snapshot_* routes' snapshot parameter names it. */
-                                    name: string;
-                                    span: number;
-                                    path: string;
-                                    /** @enum {string} */
-                                    status: "new" | "loading" | "ready" | "error";
-                                    /** @description Why it could not be read (status error), else empty. */
-                                    reason: string;
-                                }[];
-                            }[];
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/workers": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Workers of a run. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Workers */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            run?: string;
-                            workers?: string[];
-                        };
-                    };
-                };
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/spans": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Spans (profiling cycles) of one worker, numbered from 1 in time order. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Spans */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            run: string;
-                            worker: string;
-                            spans: {
-                                span: number;
-                                stamp: number | null;
-                                file: string;
-                            }[];
-                        };
-                    };
-                };
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/info": {
         parameters: {
             query?: never;
@@ -291,54 +124,6 @@ export interface paths {
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
                 413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/views": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The views that have data for a run (for its first worker, or the given one). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker?: string;
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Views */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            run: string;
-                            views: components["schemas"]["ViewName"][];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
                 422: components["responses"]["Error"];
             };
         };
@@ -1004,99 +789,6 @@ export interface paths {
                         "application/gzip": string;
                     };
                 };
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_ranks": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Every memory snapshot of the run (one per rank) side by side: each device's peak and OOM. 202 with ready/total while some are read. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotRanksTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_trace": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** A memory snapshot beside the Kineto traces of the same rank in its run (the worker of the snapshot's name, or the run's only worker): per trace span and device, the trace's origin on the allocator's clock, the time both record and each one's peak allocated bytes in it. An empty table when the run has no such trace. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
-                    snapshot: components["parameters"]["snapshot"];
-                    span?: components["parameters"]["span"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotTraceTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
                 422: components["responses"]["Error"];
@@ -2642,6 +2334,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Runs found under the log directory, with load progress and per-file errors. */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Runs"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/snapshot_blame": {
         parameters: {
             query?: never;
@@ -2958,6 +2691,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/snapshot_ranks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every memory snapshot of the run (one per rank) side by side: each device's peak and OOM. 202 with ready/total while some are read. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotRanksTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/snapshot_state": {
         parameters: {
             query?: never;
@@ -3061,6 +2840,101 @@ export interface paths {
                             totals?: components["schemas"]["SnapshotTimelineTotalsTable"];
                         };
                         "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_trace": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A memory snapshot beside the Kineto traces of the same rank in its run (the worker of the snapshot's name, or the run's only worker): per trace span and device, the trace's origin on the allocator's clock, the time both record and each one's peak allocated bytes in it. An empty table when the run has no such trace. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotTraceTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Spans (profiling cycles) of one worker, numbered from 1 in time order. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: string;
+                    /** @description A worker of the run, as /workers lists it. */
+                    worker: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Spans"];
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -3529,6 +3403,97 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/views": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The views that have data for a run (for its first worker, or the given one). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A worker of the run (default: its first). */
+                    worker?: components["parameters"]["first_worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Views"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Workers of a run. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Workers"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -3564,6 +3529,61 @@ export interface components {
             children: components["schemas"]["FlameNode"][];
             /** @description Modules below this node, not drawn: the graph nests at most 64 module levels, and a node at the last one with modules below it has no children but this count (its value, a total, includes theirs). */
             folded?: number;
+        };
+        Runs: {
+            /** @description The server's background warm-up runs: the loader's imports and first calls, then the first run's first profile loaded with its Overview, so that opening it is quick. */
+            warming_up: boolean;
+            /** @description Why the log directory as a whole could not be scanned ("" when it was). */
+            scan_error: string;
+            /** @description What the last scan did not look at, each with why: a directory that cannot be listed (its runs are missing), one nested deeper than the scan descends, a plain .json that cannot be read, a name that collides with another once escaped. The rest is scanned. */
+            scan_errors: {
+                /** @description Relative to the log directory; bytes that are not UTF-8 shown as \xff. */
+                path: string;
+                reason: string;
+            }[];
+            runs: {
+                name: string;
+                workers: string[];
+                spans: number;
+                files: number;
+                /** @description trace files parsed and ready; one that failed is not loaded (see errors) */
+                loaded: number;
+                loading: boolean;
+                errors: {
+                    worker: string;
+                    span: number;
+                    path: string;
+                    reason: string;
+                }[];
+                /** @description CUDA memory snapshots in the run's directory (*.pickle, *.pickle.gz, JSON snapshots), named per rank like traces; a run may hold only snapshots (then no workers). */
+                snapshots: {
+                    /** @description What the snapshot_* routes' snapshot parameter names it. */
+                    name: string;
+                    span: number;
+                    path: string;
+                    /** @enum {string} */
+                    status: "new" | "loading" | "ready" | "error";
+                    /** @description Why it could not be read (status error), else empty. */
+                    reason: string;
+                }[];
+            }[];
+        };
+        Workers: {
+            run: string;
+            workers: string[];
+        };
+        Spans: {
+            run: string;
+            worker: string;
+            spans: {
+                span: number;
+                stamp: number | null;
+                file: string;
+            }[];
+        };
+        Views: {
+            run: string;
+            views: components["schemas"]["ViewName"][];
         };
         /** @description Slices of the ranks on the shared axis (columnar, as /timeline_slices answers them): name and kind index names and kinds (-1 for a merged block of count events shorter than the resolution). */
         TimelineRankSlices: {
@@ -7092,6 +7112,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description A worker of the run (default: its first). */
+        first_worker: string;
         /** @description The ranks shown: all (default) or comma-separated rank numbers. */
         ranks: string;
         /** @description Ranks drawn with their own tracks (each loads its profile), the only ones whose events are searched, summed and counted: all or comma-separated rank numbers; default none. */
