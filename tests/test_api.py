@@ -411,6 +411,10 @@ def test_distributed_route(ddp_served):
     csv_text = ddp_served.get(f"{PREFIX}/distributed?run=ddp&span=2&table=collectives&format=csv").get_data(as_text=True)
     assert csv_text.splitlines()[0] == ",".join(coll["columns"])
     assert "distributed" in wait_route(ddp_served, f"{PREFIX}/views?run=ddp").get_json()["views"]
+    # the Python entrance: the run as the log directory of that one run (2 workers, 4 trace files: diff offered too)
+    offered = wait_route(ddp_served, f"{PREFIX}/views?run=ddp&worker=worker1&span=2").get_json()["views"]
+    assert tb_plugin.load_run(SAMPLES / "cpu_ddp_gloo").answer("views", 2, worker="worker1")["views"] == offered
+    assert {"distributed", "diff"} <= set(offered)
     assert ddp_served.get(f"{PREFIX}/distributed?run=ddp&span=3").status_code == 404
 
 
