@@ -145,7 +145,18 @@ def path_entry(route: schema.Route) -> dict[str, Any]:
         answer = {"type": "object", "required": list(route.fields), "additionalProperties": False, "properties": {
             n: _ref("schemas", component_name(f.name)) if isinstance(f, schema.Table) else f
             for n, f in route.fields.items()}}
-        return _entry(route, params, answer, "The answer (JSON).", {})
+        if not route.alone:
+            return _entry(route, params, answer, "The answer (JSON).", {})
+        first = route.alone[0]
+        if len(route.alone) > 1:
+            params.append({"name": "table", "in": "query", "schema": {"type": "string", "enum": list(route.alone)},
+                           "description": f"One table alone (JSON or CSV); CSV without table is {first}."})
+            answer = {"oneOf": [answer, *(_ref("schemas", component_name(route.fields[n].name)) for n in route.alone)]}
+            what = "The answer (JSON), or the table asked for alone (JSON, or CSV with format=csv)."
+        else:
+            what = f"The answer (JSON), or its {first} table alone as CSV with format=csv."
+        params.append(_ref("parameters", "format"))
+        return _entry(route, params, answer, what, {"text/csv": {"schema": {"type": "string"}}})
     if route.tables is None:
         answer = tables[0] if len(tables) == 1 else {"anyOf": tables}
         what = "The table (JSON), or the same columns and rows as CSV with format=csv."

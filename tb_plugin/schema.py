@@ -378,15 +378,20 @@ TWO_PROFILES = "two profiles"  # A and B of a comparison: call(model_a, model_b,
 SPAN = "span of ranks"  # every worker of one span, each by its summary `Route.summary`: call({worker: part}, {worker: reason not loaded}, ...)
 TWO_SPANS = "two spans of ranks"  # a span of run A and one of run B, each worker by `Route.summary`: call(parts_a, parts_b, ...)
 RANKS = "ranks on one axis"  # the ranks of one span on one clock (`runs.RanksTimeline`): call(ranks, ...)
-RUN_SNAPSHOTS = "snapshots of a run"  # every memory snapshot of a run: call({name: MemorySnapshot}, ...)
-SNAPSHOT_TRACES = "snapshot and its traces"  # a snapshot and its rank's profiles: call(snapshot, {(worker, span): Profile}, ...)
-LOG_DIRECTORY = "log directory"  # the runs found under it (`runs.Listing`): call(listing, ...)
+RUN_SNAPSHOTS = "snapshots of a run"  # every memory snapshot of a run: call({name: its model}, ...)
+SNAPSHOT_TRACES = "snapshot and its traces"  # a snapshot and its rank's profiles: call(its model, {(worker, span): model}, ...)
+LOG_DIRECTORY = "log directory"  # the runs found under it (`views.listing.Listing`), answered afresh: call(listing, ...)
+# A profile of a run (its first worker's unless `worker` names one) as the page's tabs are offered for it, with how
+# many workers the run and trace files the log directory have (`Offer`), answered afresh (the counts change with
+# every scan): call(offer, run name, ...)
+OFFERED = "profile offered"
 READS: dict[str, tuple[str, ...]] = {
     PROFILE: ("run", "worker", "span"), SNAPSHOT: ("run", "snapshot", "span"),
     TWO_PROFILES: ("run", "worker", "span", "run_b", "worker_b", "span_b"),
     SPAN: ("run", "span"), TWO_SPANS: ("run", "span", "run_b", "span_b"),
     RANKS: ("run", "span", "ranks", "expanded", "align_clocks"),
-    RUN_SNAPSHOTS: ("run",), SNAPSHOT_TRACES: ("run", "snapshot", "span"), LOG_DIRECTORY: ()}
+    RUN_SNAPSHOTS: ("run",), SNAPSHOT_TRACES: ("run", "snapshot", "span"), LOG_DIRECTORY: (),
+    OFFERED: ("run", "first_worker", "span")}  # first_worker: the query's `worker`, optional
 
 
 @dataclass(frozen=True)
@@ -554,6 +559,7 @@ class Route:
     part: str = ""  # SPAN, TWO_SPANS: the per-worker summary read (`runs.FILE_SUMMARIES`)
     admits: bool = False  # `call` takes `admit(values, what)`, the reply's share of the memory budget
     frames: Callable[[Any, Callable[[Any], Any]], Any] | None = None  # frames(answer, resolve): its stack frames resolved
+    alone: tuple[str, ...] = ()  # tables of a `fields` answer served alone: CSV (the first), `table=` where several
 
     @property
     def answer_tables(self) -> tuple:
@@ -573,8 +579,12 @@ ROUTES: dict[str, Route] = {}
 def route(name: str, summary: str, call: Callable[..., Any], *, params: Sequence[Param] = (),
           table: Table | tuple[Table, ...] | None = None, tables: Mapping[str, Table] | None = None,
           fields: Mapping[str, Any] | None = None, reply: str = "", reads: str = PROFILE, part: str = "",
-          admits: bool = False, frames: Callable[[Any, Callable[[Any], Any]], Any] | None = None) -> Route:
-    """Declare (and register) a data route; see the comment above `READS`."""
+          admits: bool = False, frames: Callable[[Any, Callable[[Any], Any]], Any] | None = None,
+          alone: Sequence[str] = ()) -> Route:
+    """Declare (and register) a data route; see the comment above `READS`. `alone`: tables of
+    a `fields` answer a request may have by themselves, as JSON or CSV: with format=csv the
+    first (the ranks table of the ranks on one axis), and where there are several, the one
+    `table=NAME` picks (JSON or CSV); without either, the whole object (JSON)."""
     if sum(answer is not None for answer in (table, tables, fields)) + bool(reply) != 1:
         raise ValueError(f"route {name!r}: give one of `table` (one table), `tables` (several), `fields` (an object) "
                          "or `reply` (an answer of another shape)")
@@ -584,6 +594,8 @@ def route(name: str, summary: str, call: Callable[..., Any], *, params: Sequence
         raise ValueError(f"route {name!r}: reads {reads!r} is not one of {', '.join(READS)}")
     if bool(part) != (reads in (SPAN, TWO_SPANS)):
         raise ValueError(f"route {name!r}: `part` names the summary a route over a span of ranks reads, and only it")
+    if any(not isinstance((fields or {}).get(n), Table) for n in alone):
+        raise ValueError(f"route {name!r}: `alone` names tables of its `fields`")
     names = [p.name for p in params]
     for param in params:
         if param.at_least and param.at_least not in names[:names.index(param.name)]:
@@ -591,7 +603,7 @@ def route(name: str, summary: str, call: Callable[..., Any], *, params: Sequence
         if param.name in READS[reads]:
             raise ValueError(f"route {name!r}: {param.name} names its input ({reads}); it is not a parameter too")
     declared = Route(name, summary, call, tuple(params), reads, table, None if tables is None else dict(tables),
-                     None if fields is None else dict(fields), reply, part, admits, frames)
+                     None if fields is None else dict(fields), reply, part, admits, frames, tuple(alone))
     for table_ in declared.answer_tables:
         if not isinstance(table_, Table):
             raise TypeError(f"route {name!r}: {table_!r} is not a declared table")

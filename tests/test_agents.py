@@ -26,7 +26,8 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 import tb_plugin  # noqa: E402
 from tb_plugin.__main__ import main  # noqa: E402
 from tb_plugin.openapi_gen import declared_routes, declared_tables  # noqa: E402
-from tb_plugin.schema import PROFILE, READS, SNAPSHOT, SPAN, TWO_PROFILES, TWO_SPANS  # noqa: E402
+from tb_plugin.schema import (LOG_DIRECTORY, OFFERED, PROFILE, RANKS, READS, RUN_SNAPSHOTS, SNAPSHOT,  # noqa: E402
+                              SNAPSHOT_TRACES, SPAN, TWO_PROFILES, TWO_SPANS)
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"
@@ -132,7 +133,8 @@ def test_mcp_stdio_lists_every_declared_route_with_its_declared_parameters_and_a
         # the parameters naming its input (`schema.READS`) that are required, but worker (the tool's first), then
         # the route's own required ones
         assert schema.get("required", []) == [p for p in ("run", "snapshot", "run_b", "worker_b") if p in READS[route.reads]
-                                               ] + [p.name for p in route.params if p.required], name
+                                               ] + [p.name for p in route.params if p.required and p.name != "worker"
+                                                    ], name
         for param in route.params:
             spec = schema["properties"][param.name]
             assert spec["type"] == param.type, (name, param.name)
@@ -199,12 +201,18 @@ def test_mcp_every_declared_route_answers_a_sample_within_the_default_bound(stdi
     routes = sorted(declared)
     inputs = {PROFILE: {"run": RESNET}, TWO_PROFILES: {"run": RESNET, "run_b": RESNET, "worker_b": "worker0"},
               SNAPSHOT: {"run": RESNET, "snapshot": "none.pickle"}, SPAN: {"run": RESNET},
-              TWO_SPANS: {"run": RESNET, "run_b": RESNET}}
+              TWO_SPANS: {"run": RESNET, "run_b": RESNET}, RANKS: {"run": RESNET},
+              RUN_SNAPSHOTS: {"run": RESNET}, SNAPSHOT_TRACES: {"run": RESNET, "snapshot": "none.pickle"},
+              LOG_DIRECTORY: {"run": RESNET}, OFFERED: {"run": RESNET}}  # the log directory's: the run where taken
+
+    def given(route):  # the input, and a valid value of each parameter the route needs (a time window, a search)
+        taken = {*READS[route.reads], *(p.name for p in route.params)}
+        return {**{k: v for k, v in inputs[route.reads].items() if k in taken},
+                **{p.name: p.valid_value() for p in route.params if p.required}}
 
     async def run():
         async with stdio() as client:
-            return await _session(client, [(name, {**inputs[declared[name].reads], **{
-                p.name: p.valid_value() for p in declared[name].params if p.required}}) for name in routes])
+            return await _session(client, [(name, given(declared[name])) for name in routes])
 
     for name, (error, text, body) in zip(routes, _run_async(run)):
         assert len(text.encode()) <= 16 * 1024, name

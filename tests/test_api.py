@@ -11,7 +11,8 @@ import time
 import pytest
 import yaml
 
-from tb_plugin.errors import BadParameterError
+import tb_plugin
+from tb_plugin.errors import BadParameterError, NotFoundError
 from tb_plugin.server import api
 from tb_plugin.python_api import profile
 from tb_plugin.store.storage import Storage
@@ -47,12 +48,20 @@ def test_runs_lists_runs_workers_and_spans(served):
     assert runs["cpu_cnn"]["workers"] == ["worker0"] and runs["cpu_cnn"]["spans"] == 2
 
 
-def test_workers_and_spans(served):
+def test_workers_and_spans(served, logdir):
     _, client = served
     assert client.get(f"{PREFIX}/workers?run=cpu_cnn").get_json()["workers"] == ["worker0"]
     spans = client.get(f"{PREFIX}/spans?run=cpu_cnn&worker=worker0").get_json()["spans"]
     assert [s["span"] for s in spans] == [1, 2]
     assert spans[0]["stamp"] < spans[1]["stamp"]
+    assert client.get(f"{PREFIX}/spans?run=cpu_cnn&worker=nobody").status_code == 404
+    # the Python entrance: a run loaded alone answers as a log directory of that one run
+    run = tb_plugin.load_run(logdir / "cpu_cnn")
+    assert run.answer("workers")["workers"] == ["worker0"] and run.answer("spans", worker="worker0")["spans"] == spans
+    listed, = run.answer("runs")["runs"]
+    assert (listed["workers"], listed["spans"], listed["files"]) == (["worker0"], 2, 2)
+    with pytest.raises(NotFoundError, match="no worker 'nobody'"):
+        run.answer("spans", worker="nobody")
 
 
 def test_info_loads_in_background_then_answers(served):
@@ -434,6 +443,10 @@ def test_distributed_route(ddp_served):
     csv_text = ddp_served.get(f"{PREFIX}/distributed?run=ddp&span=2&table=collectives&format=csv").get_data(as_text=True)
     assert csv_text.splitlines()[0] == ",".join(coll["columns"])
     assert "distributed" in wait_route(ddp_served, f"{PREFIX}/views?run=ddp").get_json()["views"]
+    # the Python entrance: the run as the log directory of that one run (2 workers, 4 trace files: diff offered too)
+    offered = wait_route(ddp_served, f"{PREFIX}/views?run=ddp&worker=worker1&span=2").get_json()["views"]
+    assert tb_plugin.load_run(SAMPLES / "cpu_ddp_gloo").answer("views", 2, worker="worker1")["views"] == offered
+    assert {"distributed", "diff"} <= set(offered)
     assert ddp_served.get(f"{PREFIX}/distributed?run=ddp&span=3").status_code == 404
 
 

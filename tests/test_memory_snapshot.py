@@ -480,6 +480,9 @@ def test_routes_answer_tables_csv_and_a_payload_422(tmp_path, snapshot):
         plugin.store.rescan()
         ranks = wait_route(client, f"{PREFIX}/snapshot_ranks?run=job").get_json()
         assert sorted({row[0] for row in ranks["rows"]}) == ["rank0", "rank1", "rank2"]
+        side = tb_plugin.load_run(logdir / "job").answer("snapshot_ranks")  # the Python entrance, as HTTP answers
+        assert side.columns.tolist() == ranks["columns"]
+        assert side.astype(object).where(side.notna(), None).to_numpy().tolist() == ranks["rows"]
         bad = client.get(f"{PREFIX}/snapshot_state?run=job&snapshot=rank0&device=7")
         assert bad.status_code == 404 and "has no device 7" in bad.get_json()["reason"]
         bad = client.get(f"{PREFIX}/snapshot_state?run=job&snapshot=rank0&device=0&entry=100000")
@@ -512,6 +515,10 @@ def test_beside_the_trace_of_the_same_rank(tmp_path, allocators, snapshot):
         assert row["trace_peak_bytes"] == 9000  # 50,000 comes after the snapshot's last entry
         inside = [v for t, v in zip(times, a.allocated_after[a.drop_first:]) if start <= t <= times[-1]]
         assert row["snapshot_peak_bytes"] == max(inside)
+        beside = tb_plugin.load_run(run).answer("snapshot_trace", snapshot="rank0")  # the Python entrance
+        assert beside.to_dict("records") == [row]
+        with pytest.raises(NotFoundError, match="give snapshot"):
+            tb_plugin.load_run(run).answer("snapshot_trace")
     finally:
         plugin.store.stop()
 

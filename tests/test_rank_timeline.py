@@ -348,6 +348,16 @@ def test_rank_search_summary_and_counters_routes(replicated):
         assert found["total"] == view.search("nccl")["total"] and found["not_searched"] == [1]
         counters = _get(client, "timeline_rank_counters?run=job&expanded=2&start_us=0&end_us=500000&points=20")
         assert {s["rank"] for s in counters.get_json()["counters"]} == {2}
+        # Run.answer, the routes' Python entrance, answers as HTTP does (the ranks on one axis as keywords)
+        assert run.answer("timeline_rank_search", expanded=[0, 2], q="nccl") == found
+        totals = run.answer("timeline_rank_summary", expanded=[0, 2], start_us=150_000, end_us=420_000)
+        assert (totals["ranks"], totals["not_summed"]) == ([0, 2], [1]) and totals["combined"].equals(expected.combined)
+        series = run.answer("timeline_rank_counters", expanded=[2], start_us=0, end_us=500_000, points=20)
+        assert [(s["name"], s["time_us"]) for s in series["counters"]] == [
+            (s["name"], s["time_us"]) for s in counters.get_json()["counters"]]
+        axis = run.answer("timeline_ranks", ranks=[0, 2], align_clocks=False)
+        assert list(axis["ranks"]["rank"]) == [0, 2] and axis["ranks"]["offset_us"].eq(0).all()
+        assert axis["end_us"] == axis["ranks"]["end_us"].max()
         assert _get(client, f"timeline_rank_summary?{query}&table=x").status_code == 400
         assert _get(client, "timeline_rank_search?run=job&expanded=0").status_code == 400  # no q
         assert _get(client, "timeline_rank_counters?run=job&start_us=5&end_us=1").status_code == 400

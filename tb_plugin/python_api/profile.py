@@ -17,7 +17,8 @@ import pandas as pd
 from ..store.budget import DEFAULT_MAX_MEMORY_BYTES, RAISE_IT, estimate_parse_bytes, events_in, json_limit
 from ..store.discovery import printable
 from ..errors import NotFoundError, TraceError
-from ..schema import PROFILE, ROUTES, SNAPSHOT, TWO_PROFILES, Offer, Route, Tab, ordered_tabs
+from ..schema import (PROFILE, ROUTES, RUN_SNAPSHOTS, SNAPSHOT, SNAPSHOT_TRACES, TWO_PROFILES, Offer, Route, Tab,
+                      ordered_tabs)
 from ..stages import STAGE_BUILDING, STAGE_PARSING, STAGE_READING
 from ..store.storage import Storage, TraceBytes, open_single
 from ..trace.anomalies import describe as describe_anomalies
@@ -32,6 +33,7 @@ from ..views import compiled as compiled_view
 from ..views import cudagraphs as cudagraph_view
 from ..views import gpu_idle, launches, memory, overview, sequences
 from ..views.common import answer_route
+from ..views.listing import offered
 
 if TYPE_CHECKING:  # the deferred views, and the disk cache a load may not use, for annotations
     from ..store.cache import ModelCache
@@ -350,8 +352,14 @@ class Profile:
         """The views that have data for this profile: the run has `worker_count` workers and
         the log directory `trace_file_count` trace files (diff needs a second one); each view's
         tab says when it is offered (`schema.tab`)."""
-        offer = Offer(self.model, worker_count, trace_file_count)
-        return [t.name for t in declared_tabs() if t.offered is not None and t.offered(offer)]
+        declared_tabs()  # every view imported, its tab declared
+        return offered(self.offer(worker_count, trace_file_count))
+
+    def offer(self, worker_count: int = 1, trace_file_count: int = 1) -> Offer:
+        """What decides which tabs are offered for this profile (`schema.Offer`), its run having
+        `worker_count` workers and the log directory `trace_file_count` trace files: the input of
+        the views route (`schema.OFFERED`)."""
+        return Offer(self.model, worker_count, trace_file_count)
 
     def distributed_part(self) -> distributed_view.WorkerPart:
         """What the distributed view needs of this worker (`views.distributed.worker_part`)."""
@@ -591,11 +599,16 @@ def load(path_or_url: str | os.PathLike[str],
 def answer_of(reads: str, route: str, inputs: tuple[Any, ...], params: dict[str, Any],
               admit: Callable[[int, str], None] | None = None, resolve: Callable[[Any], Any] | None = None) -> Any:
     """The answer of the declared route `route` over `inputs` of the kind `reads` (one
-    `Profile`, A and B or one `MemorySnapshot`, whose models the views are given; the parts
-    of a span, ...; `schema.READS`): what the HTTP API serves for it, its parameters read
-    (`views.common.answer_route`, which says what `admit` and `resolve` are)."""
+    `Profile`, A and B or one `MemorySnapshot`, whose models the views are given; {name:
+    `MemorySnapshot`} of a run, a snapshot and {(worker, span): `Profile`}, their models too;
+    the parts of a span, ...; `schema.READS`): what the HTTP API serves for it, its parameters
+    read (`views.common.answer_route`, which says what `admit` and `resolve` are)."""
     declared_routes()  # the views imported, their routes declared
-    models = tuple(i.model for i in inputs) if reads in (PROFILE, SNAPSHOT, TWO_PROFILES) else inputs
+    models: tuple[Any, ...] = inputs
+    if reads in (PROFILE, SNAPSHOT, TWO_PROFILES):
+        models = tuple(i.model for i in inputs)
+    elif reads in (RUN_SNAPSHOTS, SNAPSHOT_TRACES):  # (held, ...): each held thing's model, one or {key: one}
+        models = tuple({k: v.model for k, v in i.items()} if isinstance(i, dict) else i.model for i in inputs)
     return answer_route(route, reads, models, params, admit, resolve)
 
 

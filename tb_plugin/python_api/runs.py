@@ -23,17 +23,18 @@ import pandas as pd
 
 from ..store.budget import DEFAULT_MAX_MEMORY_BYTES
 from ..store.cache import ModelCache
-from ..store.discovery import RunFiles, discover_runs
+from ..store.discovery import RunFiles, discover_runs, printable
 from ..errors import NotFoundError, TraceError
 from .snapshots import MemorySnapshot, read_snapshot, snapshot_through_cache
 from .profile import Profile, answer_of, declared_routes, diff, load_through_cache
-from ..schema import SPAN, TWO_SPANS, Persisted
+from ..schema import LOG_DIRECTORY, OFFERED, RANKS, RUN_SNAPSHOTS, SNAPSHOT_TRACES, SPAN, TWO_SPANS, Persisted
 from ..store.storage import Storage
 from ..store.summaries import SummaryStore
 from ..views import diff as diff_view
 from ..views import distributed as distributed_view
 from ..views import job as job_view
-from ..views import rank_timeline, timeline
+from ..views import rank_timeline
+from ..views.rank_timeline import RanksTimeline
 from ..views import regression as regression_view
 from ..views.coverage import MissingRank, rank_in_head
 
@@ -144,48 +145,6 @@ def ranks_inputs(source: SpanSource, ranks: Sequence[int] | None, expanded: Sequ
     return RanksInputs(job_parts, parts, source.profiles(opened))
 
 
-@dataclass
-class RanksTimeline:
-    """Ranks on one time axis: `ranks` (the `timeline_ranks` table), `tracks` (per rank its
-    summary track and, expanded, its own), `slices(start_us, end_us, resolution_us, tracks)`;
-    over the expanded ranks, `search(text)`, `summary(start_us, end_us)` (range totals) and
-    `counters(start_us, end_us)`, all in the shared axis' times."""
-
-    ranks: pd.DataFrame
-    parts: Mapping[str, rank_timeline.RankTimelinePart]
-    indexes: Mapping[str, timeline.TimelineIndex]
-
-    @property
-    def tracks(self) -> pd.DataFrame:
-        return rank_timeline.rank_tracks(self.ranks, self.indexes)
-
-    def slices(self, start_us: float, end_us: float, resolution_us: float,
-               tracks: Sequence[int] | None = None,
-               admit: Callable[[int, str], None] | None = None) -> dict[str, Any]:
-        """`views.rank_timeline.rank_slices` of these ranks."""
-        return rank_timeline.rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks,
-                                         admit)
-
-    def search(self, text: str, after_us: float | None = None, direction: str = "next",
-               after_rank: int | None = None, after_event: int | None = None, limit: int = 50) -> dict[str, Any]:
-        """Events of the expanded ranks whose name contains `text`, on the shared axis, and the
-        ranks not searched (collapsed); `views.rank_timeline.rank_search`."""
-        return rank_timeline.rank_search(self.ranks, self.indexes, text, after_us, direction, after_rank, after_event,
-                                         limit)
-
-    def summary(self, start_us: float, end_us: float,
-                tracks: Sequence[int] | None = None) -> rank_timeline.RankRangeSummary:
-        """Per name: count and time inside [start_us, end_us] of the shared axis on the expanded
-        ranks, per rank (`by_rank`) and over them (`combined`: total, ranks, min/max rank);
-        `views.rank_timeline.rank_range_summary`."""
-        return rank_timeline.rank_range_summary(self.ranks, self.indexes, start_us, end_us, tracks)
-
-    def counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
-        """Each expanded rank's counter series (as `Profile.timeline_counters`) on the shared
-        axis, with its rank; `views.rank_timeline.rank_counters`."""
-        return rank_timeline.rank_counters(self.ranks, self.indexes, start_us, end_us, points)
-
-
 def ranks_timeline(inputs: RanksInputs, align_clocks: bool = True, frame: pd.DataFrame | None = None) -> RanksTimeline:
     """The ranks `inputs` hold on one time axis; `frame`, their `ranks_frame` when computed
     before (the server keeps it per job: matching every rank's collectives is the cost)."""
@@ -294,18 +253,50 @@ class Run:
         the verdict's coverage; `TraceError` only when none loads."""
         return self.answer("job", span, align_clocks=align_clocks)
 
+    # The kinds of input `answer` reads over a run.
+    READS = (SPAN, TWO_SPANS, RANKS, RUN_SNAPSHOTS, SNAPSHOT_TRACES, LOG_DIRECTORY, OFFERED)
+
     def answer(self, route: str, span: int = 1, run_b: Run | None = None, span_b: int = 1, **params: Any) -> Any:
         """The answer of the declared route `route` over a span of this run's ranks (`schema.SPAN`:
-        "distributed", "job"), or over it and run B's `span_b` (`schema.TWO_SPANS`: "diff_ranks",
-        given `run_b`), with its `params`: what the HTTP API serves for it. Each worker's part is
+        "distributed", "job"), over it and run B's `span_b` (`schema.TWO_SPANS`: "diff_ranks",
+        given `run_b`), or over its ranks on one axis (`schema.RANKS`: "timeline_ranks",
+        "timeline_rank_slices", ...; `ranks`, `expanded` and `align_clocks` among `params` are
+        `timeline_ranks`'s), over every memory snapshot of the run (`schema.RUN_SNAPSHOTS`:
+        "snapshot_ranks") or over the snapshot `snapshot` (its `span`-th file) and the traces of
+        its rank (`schema.SNAPSHOT_TRACES`: "snapshot_trace", `snapshot` among `params`), or over
+        the run as a log directory of one run (`schema.LOG_DIRECTORY`: "runs", "workers",
+        "spans"; `run` is this run's name unless given) and as its tabs are offered for one worker's
+        profile (`schema.OFFERED`: "views", `worker` among `params`, else the first), with its
+        `params`: what the HTTP API serves for it. Each worker's part is
         read as `span(span).summaries` reads it: one profile at a time, from the disk cache where
         it holds them; a worker that does not load is left out and named (`missing`)."""
         declared = declared_routes().get(route)
-        reads = declared.reads if declared is not None and declared.reads in (SPAN, TWO_SPANS) else SPAN
+        reads = declared.reads if declared is not None and declared.reads in self.READS else SPAN
         if declared is None or declared.reads != reads:  # named with the routes that are
             return answer_of(reads, route, (), params)
         inputs: tuple[Any, ...]
-        if reads == SPAN:
+        if reads == OFFERED:  # the log directory of this one run: its trace files counted
+            worker = params.pop("worker", None) or next(iter(self.files.workers), None)
+            if worker is None:
+                raise NotFoundError(f"run {self.files.name!r} has no trace files, only memory snapshots")
+            inputs = (self.profile(worker, span).offer(len(self.workers), len(self.files.files())), self.files.name)
+        elif reads == LOG_DIRECTORY:  # the run's own name where a route asks for one
+            inputs = (RunListing(self),)
+            params = {**({"run": self.files.name} if any(p.name == "run" for p in declared.params) else {}), **params}
+        elif reads == RUN_SNAPSHOTS:
+            if not self.files.snapshots:
+                raise NotFoundError(f"run {self.files.name!r} has no memory snapshots")
+            inputs = ({name: self.snapshot(name) for name in self.files.snapshots},)
+        elif reads == SNAPSHOT_TRACES:
+            name = params.pop("snapshot", None)
+            if name is None:
+                raise NotFoundError(f"route {route!r} reads a memory snapshot: give snapshot=NAME")
+            traces = self.files.snapshot_traces(name)
+            inputs = (self.snapshot(name, span), {(w, s): self.profile(w, s) for w, s in traces})
+        elif reads == RANKS:
+            shown = {name: params.pop(name) for name in ("ranks", "expanded", "align_clocks") if name in params}
+            inputs = (self.timeline_ranks(span, **shown),)
+        elif reads == SPAN:
             failed: Failed = {}
             inputs = (self.span(span).summaries((declared.part,), failed)[declared.part], failed)
         elif run_b is None:
@@ -321,6 +312,36 @@ class Run:
         the ranks in `expanded` with their own tracks; see `tb_plugin.views.rank_timeline`.
         Loads like `job`; only the expanded ranks' profiles are kept."""
         return ranks_timeline(ranks_inputs(self.span(span), ranks, expanded), align_clocks)
+
+
+class RunListing:
+    """A `Run` as a log directory of that one run (`views.listing.Listing`), for the routes
+    over the log directory (runs, workers, spans): the run is named as `load_run` names it;
+    a profile or snapshot is listed loaded when the run holds it (none loads for a listing)."""
+
+    scan_error = ""
+    scan_errors: tuple[dict[str, str], ...] = ()
+    warming_up = False
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def runs(self) -> list[dict[str, Any]]:
+        files, run = self.run.files, self.run
+        return [{"name": files.name, "workers": list(files.workers), "spans": files.span_count(),
+                 "files": len(files.files()), "loaded": sum(key in run._profiles for key in self._keys()),
+                 "loading": False, "errors": [],
+                 "snapshots": [{"name": f.worker, "span": f.span, "path": printable(f.path), "reason": "",
+                                "status": "ready" if (f.worker, f.span) in run._snapshots else "new"}
+                               for f in files.snapshot_files()]}]
+
+    def _keys(self) -> list[tuple[str, int]]:
+        return [(f.worker, f.span) for f in self.run.files.files()]
+
+    def run_spans(self, name: str) -> dict[str, list[dict[str, Any]]]:
+        if name != self.run.files.name:
+            raise NotFoundError(f"no run named {name!r}: this one is {self.run.files.name!r}")
+        return self.run.files.listed_spans()
 
 
 class RunSpan:

@@ -117,18 +117,6 @@ class MemorySnapshot:
         return snapshot_series.allocations(self.model)
 
 
-def side_by_side(snapshots: dict[str, MemorySnapshot]) -> pd.DataFrame:
-    """The snapshots {name: MemorySnapshot} of a run (one per rank) side by side: each
-    device's peak and OOM (`views.memory_snapshot.ranks`)."""
-    return views.ranks({name: snap.model for name, snap in snapshots.items()})
-
-
-def beside_traces(snapshot: MemorySnapshot, profiles: dict[tuple[str, int], Any]) -> pd.DataFrame:
-    """The snapshot's devices beside the same GPUs of `profiles` ({(worker, span): Profile}):
-    the time both cover on one axis and each one's peak in it (`views.memory_snapshot.beside_traces`)."""
-    return views.beside_traces(snapshot.model, {key: profile.model for key, profile in profiles.items()})
-
-
 def cached_snapshot(cache: Any, source: str, identity: dict) -> MemorySnapshot | None:
     """The snapshot the disk cache `cache` (a `cache.ModelCache`) holds for the file `source`
     whose identity is `identity` (its tables as `views.memory_snapshot.SNAPSHOT_PARTS`), or

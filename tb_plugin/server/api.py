@@ -20,7 +20,6 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import asdict
 from functools import partial, wraps
 from typing import Any, IO, Literal, NamedTuple, TypeVar, cast, overload
 from urllib.parse import quote
@@ -35,12 +34,13 @@ from .accounting import REPLY_SHARE, ReplyCache, ReplyReservation
 from ..store.discovery import printable
 from ..errors import BadParameterError, NotFoundError, PublicError, StillLoadingError, TraceError
 from .loading import Loading, RunStore, ready
-from ..python_api.snapshots import MemorySnapshot, beside_traces, side_by_side
+from ..python_api.snapshots import MemorySnapshot
 from ..python_api.profile import Profile, answer_of, declared_routes
 from ..python_api.runs import (FILE_SUMMARIES, Failed,
-                               RanksTimeline, propose_comparison, ranks_frame, ranks_inputs, ranks_timeline)
+                               propose_comparison, ranks_frame, ranks_inputs, ranks_timeline)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
-from ..schema import PROFILE, SNAPSHOT, SPAN, TWO_PROFILES, TWO_SPANS, Param, Route, parse_ids
+from ..schema import (LOG_DIRECTORY, OFFERED, PROFILE, RANKS, RUN_SNAPSHOTS, SNAPSHOT, SNAPSHOT_TRACES, SPAN, TWO_PROFILES,
+                      TWO_SPANS, Param, Route, parse_ids)
 from .sources import SourceResolver
 from ..stages import STAGE_COMPUTING
 
@@ -367,6 +367,20 @@ def object_reply(request: wrappers.Request, answer: Mapping[str, object]) -> wra
     return respond(answer)
 
 
+def fields_reply(request: wrappers.Request, build: Callable[[], Mapping[str, object]],
+                 alone: Sequence[str]) -> wrappers.Response:
+    """An object of tables and plain values as JSON, or one of its tables `alone`
+    (`schema.route`): the first with format=csv, where there are several the one `table=`
+    names (JSON or CSV). Both are checked before `build()` computes the answer."""
+    as_csv = choice_param(request, "format", ("json", "csv")) == "csv"
+    name = choice_param(request, "table", alone) if len(alone) > 1 else alone[0]
+    if as_csv or (len(alone) > 1 and "table" in request.args):
+        table = build()[name]
+        assert isinstance(table, pd.DataFrame), f"{name} is a declared table"
+        return table_reply(request, table)
+    return object_reply(request, build())
+
+
 def read_param(request: wrappers.Request, param: Param, earlier: Mapping[str, object]) -> object:
     """The value of a declared route's parameter (`schema.Param`), checked (`earlier`: the
     route's parameters read before it, by name); None where the request gives none and the
@@ -409,8 +423,9 @@ def declared_route(declared: Route, api: "Api") -> Callable[..., wrappers.Respon
     the request (`READ_INPUTS`), its parameters read and checked, its call made as the Python
     API makes it (`profile.answer_of`: `Profile.answer`, `MemorySnapshot.answer`,
     `Run.answer`, `profile.diff`), the answer served as its table or tables, or as the object
-    it is."""
-    @reads(lambda api_, request: READ_INPUTS[declared.reads](api_, request, declared))
+    it is. An answer over the log directory's listing or counts (`schema.LOG_DIRECTORY`,
+    `schema.OFFERED`), which change with every scan, is not kept: the handler reads its input
+    itself."""
     def answer(request: wrappers.Request, *inputs: Any) -> wrappers.Response:
         params = read_params(request, declared.params)
         context: dict[str, Any] = {}
@@ -423,11 +438,20 @@ def declared_route(declared: Route, api: "Api") -> Callable[..., wrappers.Respon
             return answer_of(declared.reads, declared.name, inputs, params, **context)
         if declared.tables is not None:
             return tables_reply(request, build, tuple(declared.tables))
+        if declared.alone:
+            return fields_reply(request, build, declared.alone)
         if declared.fields is not None or declared.reply:
             return object_reply(request, build())
         return table_reply(request, build())
-    answer.__name__ = declared.name
-    return answer
+
+    def inputs(api_: "Api", request: wrappers.Request) -> Inputs:
+        return READ_INPUTS[declared.reads](api_, request, declared)
+
+    def afresh(request: wrappers.Request) -> wrappers.Response:
+        return answer(request, *inputs(api, request).args)
+    handler = afresh if declared.reads in (LOG_DIRECTORY, OFFERED) else reads(inputs)(answer)
+    handler.__name__ = declared.name
+    return handler
 
 
 def _one_profile(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
@@ -460,14 +484,13 @@ def _run_snapshots(api: "Api", request: wrappers.Request, route: Route | None = 
 
 
 
-def _snapshot_and_traces(api: "Api", request: wrappers.Request) -> Inputs:
+def _snapshot_and_traces(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
     """The snapshot and every span of the run's trace of the same name (rank0.pickle beside
     rank0's traces), or of its only worker."""
     snapshot = api.snapshot(request)
     run, name = text_param(request, "run"), text_param(request, "snapshot")
-    workers = api.store.run_files(run).workers
-    chosen = [name] if name in workers else list(workers) if len(workers) == 1 else []
-    profiles = {(worker, f.span): ready(api.store.profile(run, worker, f.span)) for worker in chosen for f in workers[worker]}
+    profiles = {(worker, span): ready(api.store.profile(run, worker, span))
+                for worker, span in api.store.run_files(run).snapshot_traces(name)}
     return Inputs([snapshot, *profiles.values()], (snapshot, profiles))
 
 
@@ -512,8 +535,8 @@ def ranks_param(request: wrappers.Request, name: str, default: list[int] | None 
     return None if raw == "all" else ids_param(request, name, "ranks (or 'all')")
 
 
-def _ranks_timeline(api: "Api", request: wrappers.Request) -> Inputs:
-    """A `reads` input: the ranks of one span on one axis (`runs.ranks_timeline`); the ranks'
+def _ranks_timeline(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
+    """The ranks of one span on one axis (`schema.RANKS`) (`runs.ranks_timeline`); the ranks'
     frame (clock offsets matched over every rank's collectives) is kept per job."""
     run = text_param(request, "run")
     span = int_param(request, "span", required=False, default=1, minimum=1)
@@ -528,10 +551,32 @@ def _ranks_timeline(api: "Api", request: wrappers.Request) -> Inputs:
     return Inputs(read.used, (ranks_timeline(read, align, frame),))
 
 
+def _log_directory(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
+    """The log directory's listing (`schema.LOG_DIRECTORY`): the store's, as its last scan found it."""
+    return Inputs([], (api.store,))
+
+
+def _offered(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
+    """A profile as the page's tabs are offered for it (`schema.OFFERED`): the run's worker
+    named by `worker`, else its first (404 for a run of memory snapshots alone), with how many
+    workers the run and trace files the log directory have."""
+    run = text_param(request, "run")
+    files = api.store.run_files(run)
+    worker = text_param(request, "worker", required=False)
+    if worker is None:  # the run's first worker; a run of memory snapshots alone has none
+        if not files.workers:
+            raise NotFoundError(f"run {run!r} has no trace files, only memory snapshots")
+        worker = next(iter(files.workers))
+    profile = ready(api.store.profile(run, worker, int_param(request, "span", required=False, default=1, minimum=1)))
+    trace_files = sum(r["files"] for r in api.store.runs())
+    return Inputs([profile], (profile.offer(len(files.workers), trace_files), run))
+
+
 # The input of each kind a declared route reads (`schema.READS`), found from the request.
 READ_INPUTS: dict[str, Callable[["Api", wrappers.Request, Route], Inputs]] = {
     PROFILE: _one_profile, SNAPSHOT: _one_snapshot, TWO_PROFILES: _two_profiles, SPAN: _span_parts,
-    TWO_SPANS: _two_spans}
+    TWO_SPANS: _two_spans, RANKS: _ranks_timeline, RUN_SNAPSHOTS: _run_snapshots, SNAPSHOT_TRACES: _snapshot_and_traces,
+    LOG_DIRECTORY: _log_directory, OFFERED: _offered}
 
 
 class DerivedCache:
@@ -602,25 +647,6 @@ class Api:
         span = int_param(request, "span", required=False, default=1, minimum=1)
         return ready(self.store.snapshot(run, name, span))
 
-    def runs(self, request: wrappers.Request) -> wrappers.Response:
-        return respond({"runs": self.store.runs(), "scan_error": self.store.scan_error,
-                        "scan_errors": [asdict(s) for s in self.store.scan_skipped],
-                        "warming_up": self.store.warming_up})
-
-    def workers(self, request: wrappers.Request) -> wrappers.Response:
-        run = text_param(request, "run")
-        return respond({"run": run, "workers": list(self.store.run_files(run).workers)})
-
-    def spans(self, request: wrappers.Request) -> wrappers.Response:
-        run = text_param(request, "run")
-        worker = text_param(request, "worker")
-        spans = self.store.run_files(run).workers.get(worker)
-        if spans is None:
-            raise NotFoundError(f"run {run!r} has no worker {worker!r}")
-        return respond({"run": run, "worker": worker,
-                        "spans": [{"span": f.span, "stamp": f.stamp, "file": printable(f.path.rsplit("/", 1)[-1])}
-                                  for f in spans]})
-
     @reads(_one_profile)
     def info(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         # The file as the log directory names it, as every reply does: not the server's path.
@@ -628,18 +654,6 @@ class Api:
                                       int_param(request, "span", required=False, default=1, minimum=1)).path
         return respond({**profile.info(), "source": printable(source)})
 
-    def views(self, request: wrappers.Request) -> wrappers.Response:
-        run = text_param(request, "run")
-        files = self.store.run_files(run)
-        worker = text_param(request, "worker", required=False)
-        if worker is None:  # the run's first worker; a run of memory snapshots alone has none
-            if not files.workers:
-                raise NotFoundError(f"run {run!r} has no trace files, only memory snapshots")
-            worker = next(iter(files.workers))
-        span = int_param(request, "span", required=False, default=1, minimum=1)
-        profile = ready(self.store.profile(run, worker, span))
-        trace_files = sum(r["files"] for r in self.store.runs())
-        return respond({"run": run, "views": profile.available_views(len(files.workers), trace_files)})
 
     def run_directory(self, request: wrappers.Request) -> str | None:
         """The local directory of the requested span's trace file (None when remote): where a
@@ -691,44 +705,6 @@ class Api:
             raise BadParameterError("the window from start_us to end_us is too wide")
         return start_us, end_us
 
-    @reads(_ranks_timeline)
-    def timeline_ranks(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
-        if choice_param(request, "format", ("json", "csv")) == "csv":  # the ranks table alone
-            return table_reply(request, ranks.ranks)
-        return respond({"ranks": ranks.ranks, "tracks": ranks.tracks,
-                        "start_us": float(ranks.ranks["start_us"].min()) if len(ranks.ranks) else 0.0,
-                        "end_us": float(ranks.ranks["end_us"].max()) if len(ranks.ranks) else 0.0})
-
-    @reads(_ranks_timeline)
-    def timeline_rank_slices(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        return respond(ranks.slices(start_us, end_us, _resolution(request), tracks_param(request),
-                                    reply_reservation(request).admit))
-
-    @reads(_ranks_timeline)
-    def timeline_rank_search(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
-        text = text_param(request, "q")
-        after_us = float_param(request, "after_us", required=False)
-        after_rank = int_param(request, "after_rank", required=False, minimum=0)
-        after_event = int_param(request, "after_event", required=False, minimum=0)
-        direction = choice_param(request, "direction", ("next", "prev"))
-        return respond(ranks.search(text, after_us, direction, after_rank, after_event))
-
-    @reads(_ranks_timeline)
-    def timeline_rank_summary(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        table = choice_param(request, "table", ("combined", "by_rank"))
-        summary = ranks.summary(start_us, end_us, tracks_param(request))
-        if choice_param(request, "format", ("json", "csv")) == "csv" or "table" in request.args:
-            return table_reply(request, getattr(summary, table))
-        return respond({"combined": summary.combined, "by_rank": summary.by_rank, "ranks": summary.ranks,
-                        "not_summed": summary.not_summed})
-
-    @reads(_ranks_timeline)
-    def timeline_rank_counters(self, request: wrappers.Request, ranks: RanksTimeline) -> wrappers.Response:
-        start_us, end_us = self._window(request)
-        points = int_param(request, "points", required=False, default=500, minimum=1)
-        return respond({"counters": ranks.counters(start_us, end_us, min(points, 5000))})
 
     def trace_file(self, request: wrappers.Request) -> wrappers.Response:
         """The original trace file, as stored (gzip stays gzip), for other viewers."""
@@ -742,11 +718,3 @@ class Api:
         response.headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(name, errors='surrogateescape')}"
         return response
 
-    @reads(_run_snapshots)
-    def snapshot_ranks(self, request: wrappers.Request, snapshots: dict[str, MemorySnapshot]) -> wrappers.Response:
-        return table_reply(request, side_by_side(snapshots))
-
-    @reads(_snapshot_and_traces)
-    def snapshot_trace(self, request: wrappers.Request, snapshot: MemorySnapshot,
-                       profiles: dict[tuple[str, int], Profile]) -> wrappers.Response:
-        return table_reply(request, beside_traces(snapshot, profiles))

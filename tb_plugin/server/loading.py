@@ -31,7 +31,7 @@ import zlib
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -322,6 +322,15 @@ class RunStore:
                     "snapshots": [self._snapshot_listing(f) for f in run.snapshot_files()],
                 })
             return out
+
+    @property
+    def scan_errors(self) -> list[dict[str, str]]:
+        """What the last scan did not look at, each {path, reason} (`views.listing.Listing`)."""
+        return [asdict(s) for s in self.scan_skipped]
+
+    def run_spans(self, run: str) -> dict[str, list[dict[str, Any]]]:
+        """{worker: [{span, stamp, file}, ...]} of `run` (`views.listing.Listing`)."""
+        return self.run_files(run).listed_spans()
 
     def _snapshot_listing(self, snapshot_file: SpanFile) -> dict[str, Any]:
         state = self._files.get(snapshot_file.path) or _FileState()

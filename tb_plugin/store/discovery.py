@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import NotFoundError, TraceError
 from ..snapshot.sniff import looks_like_json_snapshot
@@ -100,6 +100,18 @@ class RunFiles:
 
     def snapshot_files(self) -> list[SpanFile]:
         return [f for spans in self.snapshots.values() for f in spans]
+
+    def listed_spans(self) -> dict[str, list[dict[str, Any]]]:
+        """{worker: [{span, stamp, file}, ...]}: each worker's spans as /spans lists them, the
+        file by its name alone (printable)."""
+        return {worker: [{"span": f.span, "stamp": f.stamp, "file": printable(f.path.rsplit("/", 1)[-1])}
+                         for f in spans] for worker, spans in self.workers.items()}
+
+    def snapshot_traces(self, snapshot: str) -> list[tuple[str, int]]:
+        """(worker, span) of every trace of the memory snapshot `snapshot`'s rank: the worker
+        of the same name (rank0.pickle beside rank0's traces), else the run's only worker."""
+        chosen = [snapshot] if snapshot in self.workers else list(self.workers) if len(self.workers) == 1 else []
+        return [(worker, f.span) for worker in chosen for f in self.workers[worker]]
 
     def span_count(self) -> int:
         return max((len(s) for s in self.workers.values()), default=0)

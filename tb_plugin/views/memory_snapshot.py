@@ -31,8 +31,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from ..errors import BadParameterError
-from ..schema import (NULLABLE, SNAPSHOT, Persisted, choice, declare, documented, integer, model_choice, number, route,
-                      tab)
+from ..schema import (NULLABLE, RUN_SNAPSHOTS, SNAPSHOT, SNAPSHOT_TRACES, Persisted, choice, declare, documented, integer,
+                      model_choice, number, route, tab)
 from ..snapshot.model import SnapshotModel, SnapshotParts, held_blocks
 from .snapshot_series import (action_is, alive_after, allocation_columns, by_size, bytes_at, check_device, device_series,
                               entry_position, largest_alive, range_max)
@@ -670,3 +670,11 @@ SNAPSHOT_FLAME_ROUTE = route(
 SNAPSHOT_STATE_ROUTE = route(
     "snapshot_state", "The allocator's segments of one device at the chosen moment, each as its allocations and the free "
     "space between them, in address order.", state, params=(_DEVICE_PARAM, _ENTRY), table=SNAPSHOT_STATE, reads=SNAPSHOT)
+SNAPSHOT_RANKS_ROUTE = route(
+    "snapshot_ranks", "Every memory snapshot of the run (one per rank) side by side: each device's peak and OOM. 202 "
+    "with ready/total while some are read.", ranks, table=SNAPSHOT_RANKS, reads=RUN_SNAPSHOTS)
+SNAPSHOT_TRACE_ROUTE = route(
+    "snapshot_trace", "A memory snapshot beside the Kineto traces of the same rank in its run (the worker of the "
+    "snapshot's name, or the run's only worker): per trace span and device, the trace's origin on the allocator's "
+    "clock, the time both record and each one's peak allocated bytes in it. An empty table when the run has no such "
+    "trace.", beside_traces, table=SNAPSHOT_TRACE, reads=SNAPSHOT_TRACES)

@@ -31,7 +31,7 @@ a rank's shift is applied. Collapsed ranks hold no events: the answers name them
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -39,7 +39,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from ..errors import BadParameterError, NotFoundError
-from ..schema import Persisted, Table, declare, documented
+from ..schema import RANKS, Persisted, Table, choice, declare, documented, ids, integer, number, route, text, window
 from ..trace.model import TraceModel
 from .common import device_activity
 from .job import RankPart, clocks
@@ -442,3 +442,144 @@ def rank_counters(frame: pd.DataFrame, indexes: Mapping[str, TimelineIndex], sta
             out.append({**series, "rank": row.rank, "worker": row.worker,
                         "time_us": row.shared_time(np.asarray(series["time_us"], dtype=np.float64)).tolist()})
     return out
+
+
+@dataclass
+class RanksTimeline:
+    """Ranks on one time axis: `ranks` (the `timeline_ranks` table), `tracks` (per rank its
+    summary track and, expanded, its own), `slices(start_us, end_us, resolution_us, tracks)`;
+    over the expanded ranks, `search(text)`, `summary(start_us, end_us)` (range totals) and
+    `counters(start_us, end_us)`, all in the shared axis' times."""
+
+    ranks: pd.DataFrame
+    parts: Mapping[str, RankTimelinePart]
+    indexes: Mapping[str, TimelineIndex]
+
+    @property
+    def tracks(self) -> pd.DataFrame:
+        return rank_tracks(self.ranks, self.indexes)
+
+    def slices(self, start_us: float, end_us: float, resolution_us: float,
+               tracks: Sequence[int] | None = None,
+               admit: Callable[[int, str], None] | None = None) -> dict[str, Any]:
+        """`views.rank_slices` of these ranks."""
+        return rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks,
+                                         admit)
+
+    def search(self, text: str, after_us: float | None = None, direction: str = "next",
+               after_rank: int | None = None, after_event: int | None = None, limit: int = 50) -> dict[str, Any]:
+        """Events of the expanded ranks whose name contains `text`, on the shared axis, and the
+        ranks not searched (collapsed); `views.rank_search`."""
+        return rank_search(self.ranks, self.indexes, text, after_us, direction, after_rank, after_event,
+                                         limit)
+
+    def summary(self, start_us: float, end_us: float,
+                tracks: Sequence[int] | None = None) -> RankRangeSummary:
+        """Per name: count and time inside [start_us, end_us] of the shared axis on the expanded
+        ranks, per rank (`by_rank`) and over them (`combined`: total, ranks, min/max rank);
+        `views.rank_range_summary`."""
+        return rank_range_summary(self.ranks, self.indexes, start_us, end_us, tracks)
+
+    def counters(self, start_us: float, end_us: float, points: int = 500) -> list[dict[str, Any]]:
+        """Each expanded rank's counter series (as `Profile.timeline_counters`) on the shared
+        axis, with its rank; `views.rank_counters`."""
+        return rank_counters(self.ranks, self.indexes, start_us, end_us, points)
+
+
+# The routes over the ranks of one span on one axis (`schema.RANKS`: the server's
+# `api._ranks_timeline`, `Run.answer` in Python), each a call on `RanksTimeline`.
+def ranks_axis(ranks: RanksTimeline) -> dict[str, Any]:
+    """The ranks on the shared axis, their tracks and the axis' extent (µs from the reference
+    rank's origin; 0 to 0 without ranks)."""
+    shown = ranks.ranks
+    return {"ranks": shown, "tracks": ranks.tracks,
+            "start_us": float(shown["start_us"].min()) if len(shown) else 0.0,
+            "end_us": float(shown["end_us"].max()) if len(shown) else 0.0}
+
+
+def axis_slices(ranks: RanksTimeline, start_us: float, end_us: float, resolution_us: float,
+                tracks: Sequence[int] | None = None, admit: Callable[[int, str], None] | None = None) -> dict[str, Any]:
+    """`RanksTimeline.slices` (a route's call is a function of its module)."""
+    return ranks.slices(start_us, end_us, resolution_us, tracks, admit)
+
+
+def axis_search(ranks: RanksTimeline, text: str, after_us: float | None = None, direction: str = "next",
+                after_rank: int | None = None, after_event: int | None = None) -> dict[str, Any]:
+    """`RanksTimeline.search` (a route's call is a function of its module)."""
+    return ranks.search(text, after_us, direction, after_rank, after_event)
+
+
+def range_totals(ranks: RanksTimeline, start_us: float, end_us: float,
+                 tracks: Sequence[int] | None = None) -> dict[str, Any]:
+    """`RanksTimeline.summary` as an object: combined, by_rank, ranks, not_summed."""
+    summary = ranks.summary(start_us, end_us, tracks)
+    return {"combined": summary.combined, "by_rank": summary.by_rank, "ranks": summary.ranks,
+            "not_summed": summary.not_summed}
+
+
+# More points than this are answered as this many: a series is drawn, a pixel a point at most.
+MAX_COUNTER_POINTS = 5000
+
+
+def rank_counter_series(ranks: RanksTimeline, start_us: float, end_us: float, points: int = 500) -> dict[str, Any]:
+    """{"counters": `RanksTimeline.counters`}, at most `MAX_COUNTER_POINTS` points a series."""
+    return {"counters": ranks.counters(start_us, end_us, min(points, MAX_COUNTER_POINTS))}
+
+
+_TRACKS = ids("tracks", "Comma-separated track ids of the shared axis (default all tracks).", "track ids")
+_SEARCH = (replace(text("q", "The text searched for in slice names (case-insensitive).", required=True), arg="text"),
+           number("after_us", "A time of the shared axis: the match after (or before) it."),
+           choice("direction", ("next", "prev"), "The next match or the previous one."),
+           integer("after_rank", "With after_event: step from this rank's match (matches starting together are "
+                   "visited one by one); takes precedence over after_us.", minimum=0),
+           integer("after_event", "The event id (in its rank's own trace) of the match to step from.", minimum=0))
+
+TIMELINE_RANKS_ROUTE = route(
+    "timeline_ranks",
+    "Several ranks of one span on one time axis (the Trace view's ranks mode): ranks (rank, worker, track, "
+    "offset_us, shift_us, aligned, matched_calls, start_us, end_us, summary; shift_us is added to a rank's own "
+    "trace times: its origin minus the reference rank's, plus the clock offset), tracks (per rank its summary "
+    "track, and for an expanded rank its own tracks renumbered track + 1 + t, the rank as their process), and "
+    "the shared axis' start_us and end_us (µs from the reference rank's origin). With format=csv, the ranks "
+    "table alone.",
+    ranks_axis, reads=RANKS, alone=("ranks",),
+    fields={"ranks": TIMELINE_RANKS, "tracks": TIMELINE_TRACKS,
+            "start_us": {"type": "number", "description": "The shared axis' first event (µs)."},
+            "end_us": {"type": "number", "description": "The shared axis' last event's end (µs)."}})
+TIMELINE_RANK_SLICES_ROUTE = route(
+    "timeline_rank_slices",
+    "Slices of several ranks on one time axis in a window at a resolution, as /timeline_slices answers them "
+    "(track ids and times of the shared axis), plus rank (each row's rank: event ids are that rank's own) and "
+    "offsets (per rank shown: rank, worker, shift_us, offset_us). A collapsed rank answers from its busy "
+    "summary; an expanded one from its own index.",
+    axis_slices, reads=RANKS, reply="TimelineRankSlices", admits=True,
+    params=(*window("the shared axis"),
+            number("resolution_us", "The time one pixel spans (µs).", required=True, above=0), _TRACKS))
+TIMELINE_RANK_SEARCH_ROUTE = route(
+    "timeline_rank_search",
+    "Events of the expanded ranks whose name contains q (case-insensitive), ordered by their start on the "
+    "shared axis: the next (or previous) match after after_rank/after_event or after_us, and up to 50 matches "
+    "from there on, each with its rank, worker, times on the shared axis (ts_us) and on its own clock "
+    "(own_ts_us); ranks lists the ranks searched with their matches, not_searched the collapsed ranks (their "
+    "events are not loaded).",
+    axis_search, reads=RANKS, reply="TimelineRankSearch", params=_SEARCH)
+TIMELINE_RANK_SUMMARY_ROUTE = route(
+    "timeline_rank_summary",
+    "Per slice name, what a range of the shared axis holds on the expanded ranks: each rank's range totals of "
+    "the same range on its own clock (moved by its shift), as by_rank (rank, worker, name, kind, count, "
+    "total_us), and over the ranks as combined (name, kind, count, total_us, ranks, min_rank_us, min_rank, "
+    "max_rank_us, max_rank); ranks lists the ranks summed, not_summed the collapsed ranks the range touches. "
+    "With table=NAME, that one table (JSON or CSV); CSV without table is combined.",
+    range_totals, reads=RANKS, params=(*window("the shared axis"), _TRACKS), alone=("combined", "by_rank"),
+    fields={"combined": TIMELINE_RANK_SUMMARY, "by_rank": TIMELINE_RANK_SUMMARY_BY_RANK,
+            "ranks": {"type": "array", "items": {"type": "integer"}, "description": "The ranks summed."},
+            "not_summed": {"type": "array", "items": {"type": "integer"},
+                           "description": "Collapsed ranks the range touches (their events are not loaded)."}})
+TIMELINE_RANK_COUNTERS_ROUTE = route(
+    "timeline_rank_counters",
+    "Counter series of each expanded rank (as /timeline_counters answers them for its trace) over a window of "
+    "the shared axis, times on that axis, each series with its rank and worker.",
+    rank_counter_series, reads=RANKS, reply="TimelineRankCounters",
+    params=(*window("the shared axis"),
+            integer("points", f"Points per series (more than {MAX_COUNTER_POINTS} are answered as "
+                    f"{MAX_COUNTER_POINTS}).", 500, minimum=1)))

@@ -4,173 +4,6 @@
  */
 
 export interface paths {
-    "/runs": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Runs found under the log directory, with load progress and per-file errors. */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Runs */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            /** @description The server's background warm-up runs: the loader's imports and first calls, then the first run's first profile loaded with its Overview, so that opening it is quick. */
-                            warming_up: boolean;
-                            /** @description Why the log directory as a whole could not be scanned ("" when it was). */
-                            scan_error: string;
-                            /** @description What the last scan did not look at, each with why: a directory that cannot be listed (its runs are missing), one nested deeper than the scan descends, a plain .json that cannot be read, a name that collides with another once escaped. The rest is scanned. */
-                            scan_errors: {
-                                /** @description Relative to the log directory; bytes that are not UTF-8 shown as \xff. */
-                                path: string;
-                                reason: string;
-                            }[];
-                            runs: {
-                                name: string;
-                                workers: string[];
-                                spans: number;
-                                files: number;
-                                /** @description trace files parsed and ready; one that failed is not loaded (see errors) */
-                                loaded: number;
-                                loading: boolean;
-                                errors: {
-                                    worker?: string;
-                                    span?: number;
-                                    path?: string;
-                                    reason?: string;
-                                }[];
-                                /** @description CUDA memory snapshots in the run's directory (*.pickle, *.pickle.gz, JSON snapshots), named per rank like traces; a run may hold only snapshots (then no workers). */
-                                snapshots: {
-                                    /** @description What the snapshot_* routes' snapshot parameter names it. */
-                                    name: string;
-                                    span: number;
-                                    path: string;
-                                    /** @enum {string} */
-                                    status: "new" | "loading" | "ready" | "error";
-                                    /** @description Why it could not be read (status error), else empty. */
-                                    reason: string;
-                                }[];
-                            }[];
-                        };
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/workers": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Workers of a run. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Workers */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            run?: string;
-                            workers?: string[];
-                        };
-                    };
-                };
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/spans": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Spans (profiling cycles) of one worker, numbered from 1 in time order. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker: components["parameters"]["worker"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Spans */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            run: string;
-                            worker: string;
-                            spans: {
-                                span: number;
-                                stamp: number | null;
-                                file: string;
-                            }[];
-                        };
-                    };
-                };
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/info": {
         parameters: {
             query?: never;
@@ -252,54 +85,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/views": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** The views that have data for a run (for its first worker, or the given one). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    worker?: string;
-                    span?: components["parameters"]["span"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Views */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            run: string;
-                            views: components["schemas"]["ViewName"][];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/diff_default": {
         parameters: {
             query?: never;
@@ -351,357 +136,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/timeline_ranks": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Several ranks of one span on one time axis (Run.timeline_ranks; the Trace view's ranks mode): ranks (rank, worker, track, offset_us, shift_us, aligned, matched_calls, start_us, end_us, summary; shift_us is added to a rank's own trace times: its origin minus the reference rank's, plus the clock offset), tracks (per rank its summary track, and for an expanded rank its own tracks renumbered track + 1 + t, the rank as their process), and the shared axis' start_us and end_us (µs from the reference rank's origin). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
-                    ranks?: string;
-                    /** @description Ranks drawn with their own tracks (each loads its profile): all or comma-separated rank numbers; default none. */
-                    expanded?: string;
-                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
-                    align_clocks?: "true" | "false";
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Ranks and tracks (JSON), or the ranks table alone as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            ranks: components["schemas"]["TimelineRanksTable"];
-                            tracks: components["schemas"]["TimelineTracksTable"];
-                            start_us: number;
-                            end_us: number;
-                        };
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_rank_slices": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Slices of several ranks on one time axis in a window at a resolution, as /timeline_slices answers them (track ids and times of the shared axis), plus rank (each row's rank: event ids are that rank's own) and offsets (per rank shown: rank, worker, shift_us, offset_us). A collapsed rank answers from its busy summary; an expanded one from its own index. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
-                    ranks?: string;
-                    /** @description Ranks drawn with their own tracks: all or comma-separated rank numbers; default none. */
-                    expanded?: string;
-                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
-                    align_clocks?: "true" | "false";
-                    start_us: number;
-                    end_us: number;
-                    /** @description µs per pixel */
-                    resolution_us: number;
-                    /** @description Comma-separated track ids (default all tracks). */
-                    tracks?: components["parameters"]["tracks"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Slices */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            track: number[];
-                            lane: number[];
-                            start_us: number[];
-                            dur_us: number[];
-                            name: number[];
-                            count: number[];
-                            busy_us: number[];
-                            /** @description slice id of a single event in its rank's trace; -1 for a merged block */
-                            event: number[];
-                            /** @description index into kinds; -1 for a merged block */
-                            kind: number[];
-                            rank: number[];
-                            names: string[];
-                            kinds: string[];
-                            offsets: {
-                                rank: number;
-                                worker: string;
-                                shift_us: number;
-                                offset_us: number;
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_rank_search": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Events of the expanded ranks whose name contains q (case-insensitive), ordered by their start on the shared axis (Run.timeline_ranks(...).search): the next (or previous) match after after_rank/after_event or after_us, and up to 50 matches from there on, each with its rank, worker, times on the shared axis (ts_us) and on its own clock (own_ts_us); ranks lists the ranks searched with their matches, not_searched the collapsed ranks (their events are not loaded). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
-                    ranks?: string;
-                    /** @description The expanded ranks (each loads its profile), the only ones whose events are read: all or comma-separated rank numbers; default none. */
-                    expanded?: string;
-                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
-                    align_clocks?: "true" | "false";
-                    q: string;
-                    /** @description a time of the shared axis */
-                    after_us?: number;
-                    /** @description with after_event: step from this rank's match (matches starting together are visited one by one); takes precedence over after_us */
-                    after_rank?: number;
-                    /** @description the event id (in its rank's own trace) of the match to step from */
-                    after_event?: number;
-                    direction?: "next" | "prev";
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Matches */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            total: number;
-                            position: number;
-                            match: {
-                                [key: string]: unknown;
-                            } | null;
-                            results: {
-                                /** @description slice id in its rank's own trace */
-                                event: number;
-                                /** @description track id on the shared axis */
-                                track: number;
-                                lane: number;
-                                /** @description start on the shared axis (µs) */
-                                ts_us: number;
-                                dur_us: number;
-                                name: string;
-                                /** @description start on its rank's own clock, from its trace origin (µs) */
-                                own_ts_us: number;
-                                rank: number;
-                                worker: string;
-                            }[];
-                            ranks: {
-                                rank: number;
-                                worker: string;
-                                matches: number;
-                            }[];
-                            /** @description collapsed ranks, not searched */
-                            not_searched: number[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_rank_summary": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Per slice name, what a range of the shared axis holds on the expanded ranks (Run.timeline_ranks(...).summary): each rank's range totals of the same range on its own clock (moved by its shift), as by_rank (rank, worker, name, kind, count, total_us), and over the ranks as combined (name, kind, count, total_us, ranks, min_rank_us, min_rank, max_rank_us, max_rank); ranks lists the ranks summed, not_summed the collapsed ranks the range touches. With table=NAME, that one table (JSON or CSV); CSV without table is combined. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
-                    ranks?: string;
-                    /** @description The expanded ranks (each loads its profile), the only ones whose events are read: all or comma-separated rank numbers; default none. */
-                    expanded?: string;
-                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
-                    align_clocks?: "true" | "false";
-                    start_us: number;
-                    end_us: number;
-                    /** @description Comma-separated track ids (default all tracks). */
-                    tracks?: components["parameters"]["tracks"];
-                    /** @description one table alone */
-                    table?: "combined" | "by_rank";
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Both tables with the ranks summed (JSON), or one table (JSON, or CSV with format=csv). */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            combined: components["schemas"]["TimelineRankSummaryTable"];
-                            by_rank: components["schemas"]["TimelineRankSummaryByRankTable"];
-                            /** @description the ranks summed */
-                            ranks: number[];
-                            /** @description collapsed ranks the range touches */
-                            not_summed: number[];
-                        } | components["schemas"]["TimelineRankSummaryTable"] | components["schemas"]["TimelineRankSummaryByRankTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                413: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/timeline_rank_counters": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Counter series of each expanded rank (as /timeline_counters answers them for its trace) over a window of the shared axis, times on that axis, each series with its rank and worker (Run.timeline_ranks(...).counters). */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    span?: components["parameters"]["span"];
-                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
-                    ranks?: string;
-                    /** @description The expanded ranks (each loads its profile), the only ones whose events are read: all or comma-separated rank numbers; default none. */
-                    expanded?: string;
-                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
-                    align_clocks?: "true" | "false";
-                    start_us: number;
-                    end_us: number;
-                    points?: number;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Series */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            counters: {
-                                rank: number;
-                                worker: string;
-                                name: string;
-                                unit: string;
-                                time_us: number[];
-                                value: (number | null)[];
-                                max: (number | null)[];
-                            }[];
-                        };
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/trace_file": {
         parameters: {
             query?: never;
@@ -734,99 +168,6 @@ export interface paths {
                         "application/gzip": string;
                     };
                 };
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_ranks": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Every memory snapshot of the run (one per rank) side by side: each device's peak and OOM. 202 with ready/total while some are read. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotRanksTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
-                400: components["responses"]["Error"];
-                404: components["responses"]["Error"];
-                422: components["responses"]["Error"];
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/snapshot_trace": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** A memory snapshot beside the Kineto traces of the same rank in its run (the worker of the snapshot's name, or the run's only worker): per trace span and device, the trace's origin on the allocator's clock, the time both record and each one's peak allocated bytes in it. An empty table when the run has no such trace. */
-        get: {
-            parameters: {
-                query: {
-                    /** @description Run name as listed by /runs ("." for the log directory itself). */
-                    run: components["parameters"]["run"];
-                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
-                    snapshot: components["parameters"]["snapshot"];
-                    span?: components["parameters"]["span"];
-                    format?: components["parameters"]["format"];
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["SnapshotTraceTable"];
-                        "text/csv": string;
-                    };
-                };
-                202: components["responses"]["Loading"];
                 400: components["responses"]["Error"];
                 404: components["responses"]["Error"];
                 422: components["responses"]["Error"];
@@ -2514,6 +1855,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Runs found under the log directory, with load progress and per-file errors. */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Runs"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/snapshot_blame": {
         parameters: {
             query?: never;
@@ -2830,6 +2212,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/snapshot_ranks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every memory snapshot of the run (one per rank) side by side: each device's peak and OOM. 202 with ready/total while some are read. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotRanksTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/snapshot_state": {
         parameters: {
             query?: never;
@@ -2933,6 +2361,101 @@ export interface paths {
                             totals?: components["schemas"]["SnapshotTimelineTotalsTable"];
                         };
                         "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/snapshot_trace": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A memory snapshot beside the Kineto traces of the same rank in its run (the worker of the snapshot's name, or the run's only worker): per trace span and device, the trace's origin on the allocator's clock, the time both record and each one's peak allocated bytes in it. An empty table when the run has no such trace. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A memory snapshot of the run, by the name /runs lists it under (rank0 for rank0.pickle). */
+                    snapshot: components["parameters"]["snapshot"];
+                    span?: components["parameters"]["span"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SnapshotTraceTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/spans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Spans (profiling cycles) of one worker, numbered from 1 in time order. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: string;
+                    /** @description A worker of the run, as /workers lists it. */
+                    worker: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Spans"];
                     };
                 };
                 202: components["responses"]["Loading"];
@@ -3296,6 +2819,311 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/timeline_rank_counters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Counter series of each expanded rank (as /timeline_counters answers them for its trace) over a window of the shared axis, times on that axis, each series with its rank and worker. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+                    ranks?: components["parameters"]["ranks"];
+                    /** @description Ranks drawn with their own tracks (each loads its profile), the only ones whose events are searched, summed and counted: all or comma-separated rank numbers; default none. */
+                    expanded?: components["parameters"]["expanded"];
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+                    align_clocks?: components["parameters"]["align_clocks"];
+                    /** @description Start of the window of the shared axis (µs, the trace's clock). */
+                    start_us: number;
+                    /** @description End of the window of the shared axis (µs; not before start_us). */
+                    end_us: number;
+                    /** @description Points per series (more than 5000 are answered as 5000). */
+                    points?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineRankCounters"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_rank_search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Events of the expanded ranks whose name contains q (case-insensitive), ordered by their start on the shared axis: the next (or previous) match after after_rank/after_event or after_us, and up to 50 matches from there on, each with its rank, worker, times on the shared axis (ts_us) and on its own clock (own_ts_us); ranks lists the ranks searched with their matches, not_searched the collapsed ranks (their events are not loaded). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+                    ranks?: components["parameters"]["ranks"];
+                    /** @description Ranks drawn with their own tracks (each loads its profile), the only ones whose events are searched, summed and counted: all or comma-separated rank numbers; default none. */
+                    expanded?: components["parameters"]["expanded"];
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+                    align_clocks?: components["parameters"]["align_clocks"];
+                    /** @description The text searched for in slice names (case-insensitive). */
+                    q: string;
+                    /** @description A time of the shared axis: the match after (or before) it. */
+                    after_us?: number;
+                    /** @description The next match or the previous one. */
+                    direction?: "next" | "prev";
+                    /** @description With after_event: step from this rank's match (matches starting together are visited one by one); takes precedence over after_us. */
+                    after_rank?: number;
+                    /** @description The event id (in its rank's own trace) of the match to step from. */
+                    after_event?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineRankSearch"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_rank_slices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Slices of several ranks on one time axis in a window at a resolution, as /timeline_slices answers them (track ids and times of the shared axis), plus rank (each row's rank: event ids are that rank's own) and offsets (per rank shown: rank, worker, shift_us, offset_us). A collapsed rank answers from its busy summary; an expanded one from its own index. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+                    ranks?: components["parameters"]["ranks"];
+                    /** @description Ranks drawn with their own tracks (each loads its profile), the only ones whose events are searched, summed and counted: all or comma-separated rank numbers; default none. */
+                    expanded?: components["parameters"]["expanded"];
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+                    align_clocks?: components["parameters"]["align_clocks"];
+                    /** @description Start of the window of the shared axis (µs, the trace's clock). */
+                    start_us: number;
+                    /** @description End of the window of the shared axis (µs; not before start_us). */
+                    end_us: number;
+                    /** @description The time one pixel spans (µs). */
+                    resolution_us: number;
+                    /** @description Comma-separated track ids of the shared axis (default all tracks). */
+                    tracks?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TimelineRankSlices"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_rank_summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per slice name, what a range of the shared axis holds on the expanded ranks: each rank's range totals of the same range on its own clock (moved by its shift), as by_rank (rank, worker, name, kind, count, total_us), and over the ranks as combined (name, kind, count, total_us, ranks, min_rank_us, min_rank, max_rank_us, max_rank); ranks lists the ranks summed, not_summed the collapsed ranks the range touches. With table=NAME, that one table (JSON or CSV); CSV without table is combined. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+                    ranks?: components["parameters"]["ranks"];
+                    /** @description Ranks drawn with their own tracks (each loads its profile), the only ones whose events are searched, summed and counted: all or comma-separated rank numbers; default none. */
+                    expanded?: components["parameters"]["expanded"];
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+                    align_clocks?: components["parameters"]["align_clocks"];
+                    /** @description Start of the window of the shared axis (µs, the trace's clock). */
+                    start_us: number;
+                    /** @description End of the window of the shared axis (µs; not before start_us). */
+                    end_us: number;
+                    /** @description Comma-separated track ids of the shared axis (default all tracks). */
+                    tracks?: string;
+                    /** @description One table alone (JSON or CSV); CSV without table is combined. */
+                    table?: "combined" | "by_rank";
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON), or the table asked for alone (JSON, or CSV with format=csv). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            combined: components["schemas"]["TimelineRankSummaryTable"];
+                            by_rank: components["schemas"]["TimelineRankSummaryByRankTable"];
+                            /** @description The ranks summed. */
+                            ranks: number[];
+                            /** @description Collapsed ranks the range touches (their events are not loaded). */
+                            not_summed: number[];
+                        } | components["schemas"]["TimelineRankSummaryTable"] | components["schemas"]["TimelineRankSummaryByRankTable"];
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/timeline_ranks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Several ranks of one span on one time axis (the Trace view's ranks mode): ranks (rank, worker, track, offset_us, shift_us, aligned, matched_calls, start_us, end_us, summary; shift_us is added to a rank's own trace times: its origin minus the reference rank's, plus the clock offset), tracks (per rank its summary track, and for an expanded rank its own tracks renumbered track + 1 + t, the rank as their process), and the shared axis' start_us and end_us (µs from the reference rank's origin). With format=csv, the ranks table alone. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    span?: components["parameters"]["span"];
+                    /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+                    ranks?: components["parameters"]["ranks"];
+                    /** @description Ranks drawn with their own tracks (each loads its profile), the only ones whose events are searched, summed and counted: all or comma-separated rank numbers; default none. */
+                    expanded?: components["parameters"]["expanded"];
+                    /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+                    align_clocks?: components["parameters"]["align_clocks"];
+                    format?: components["parameters"]["format"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON), or its ranks table alone as CSV with format=csv. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            ranks: components["schemas"]["TimelineRanksTable"];
+                            tracks: components["schemas"]["TimelineTracksTable"];
+                            /** @description The shared axis' first event (µs). */
+                            start_us: number;
+                            /** @description The shared axis' last event's end (µs). */
+                            end_us: number;
+                        };
+                        "text/csv": string;
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/timeline_search": {
         parameters: {
             query?: never;
@@ -3506,6 +3334,97 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/views": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The views that have data for a run (for its first worker, or the given one). */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: components["parameters"]["run"];
+                    /** @description A worker of the run (default: its first). */
+                    worker?: components["parameters"]["first_worker"];
+                    span?: components["parameters"]["span"];
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Views"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Workers of a run. */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Run name as listed by /runs ("." for the log directory itself). */
+                    run: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The answer (JSON). */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Workers"];
+                    };
+                };
+                202: components["responses"]["Loading"];
+                400: components["responses"]["Error"];
+                404: components["responses"]["Error"];
+                413: components["responses"]["Error"];
+                422: components["responses"]["Error"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -3686,6 +3605,121 @@ export interface components {
             position: number;
             match: components["schemas"]["TimelineMatch"] | null;
             results: components["schemas"]["TimelineMatch"][];
+        };
+        Runs: {
+            /** @description The server's background warm-up runs: the loader's imports and first calls, then the first run's first profile loaded with its Overview, so that opening it is quick. */
+            warming_up: boolean;
+            /** @description Why the log directory as a whole could not be scanned ("" when it was). */
+            scan_error: string;
+            /** @description What the last scan did not look at, each with why: a directory that cannot be listed (its runs are missing), one nested deeper than the scan descends, a plain .json that cannot be read, a name that collides with another once escaped. The rest is scanned. */
+            scan_errors: {
+                /** @description Relative to the log directory; bytes that are not UTF-8 shown as \xff. */
+                path: string;
+                reason: string;
+            }[];
+            runs: {
+                name: string;
+                workers: string[];
+                spans: number;
+                files: number;
+                /** @description trace files parsed and ready; one that failed is not loaded (see errors) */
+                loaded: number;
+                loading: boolean;
+                errors: {
+                    worker: string;
+                    span: number;
+                    path: string;
+                    reason: string;
+                }[];
+                /** @description CUDA memory snapshots in the run's directory (*.pickle, *.pickle.gz, JSON snapshots), named per rank like traces; a run may hold only snapshots (then no workers). */
+                snapshots: {
+                    /** @description What the snapshot_* routes' snapshot parameter names it. */
+                    name: string;
+                    span: number;
+                    path: string;
+                    /** @enum {string} */
+                    status: "new" | "loading" | "ready" | "error";
+                    /** @description Why it could not be read (status error), else empty. */
+                    reason: string;
+                }[];
+            }[];
+        };
+        Workers: {
+            run: string;
+            workers: string[];
+        };
+        Spans: {
+            run: string;
+            worker: string;
+            spans: {
+                span: number;
+                stamp: number | null;
+                file: string;
+            }[];
+        };
+        Views: {
+            run: string;
+            views: components["schemas"]["ViewName"][];
+        };
+        /** @description Slices of the ranks on the shared axis (columnar, as /timeline_slices answers them): name and kind index names and kinds (-1 for a merged block of count events shorter than the resolution). */
+        TimelineRankSlices: {
+            track: number[];
+            lane: number[];
+            start_us: number[];
+            dur_us: number[];
+            name: number[];
+            count: number[];
+            busy_us: number[];
+            /** @description slice id of a single event in its rank's trace; -1 for a merged block */
+            event: number[];
+            /** @description index into kinds; -1 for a merged block */
+            kind: number[];
+            rank: number[];
+            names: string[];
+            kinds: string[];
+            offsets: {
+                rank: number;
+                worker: string;
+                shift_us: number;
+                offset_us: number;
+            }[];
+        };
+        /** @description A match of /timeline_rank_search: one rank's own event (event, its id in that rank's trace) placed on the shared axis (track, ts_us), with its start on its own clock. */
+        TimelineRankSearchHit: {
+            /** @description slice id in its rank's own trace */
+            event: number;
+            /** @description track id on the shared axis */
+            track: number;
+            lane: number;
+            /** @description start on the shared axis (µs) */
+            ts_us: number;
+            dur_us: number;
+            name: string;
+            /** @description start on its rank's own clock, from its trace origin (µs) */
+            own_ts_us: number;
+            rank: number;
+            worker: string;
+        };
+        TimelineRankSearch: {
+            total: number;
+            /** @description Where match is among all matches, ordered by (start, rank, event id); -1 without matches. */
+            position: number;
+            match: components["schemas"]["TimelineRankSearchHit"] | null;
+            results: components["schemas"]["TimelineRankSearchHit"][];
+            ranks: {
+                rank: number;
+                worker: string;
+                matches: number;
+            }[];
+            /** @description collapsed ranks, not searched */
+            not_searched: number[];
+        };
+        TimelineRankCounters: {
+            /** @description Each expanded rank's counter series, as timeline_counters answers them over its own trace, on the shared axis. */
+            counters: (components["schemas"]["CounterSeries"] & {
+                rank: number;
+                worker: string;
+            })[];
         };
         /** @description `collective_calls`: one collective call of one worker, before matching across workers (`collective_calls`). */
         CollectiveCallsTable: {
@@ -7163,6 +7197,14 @@ export interface components {
         worker: string;
         span: number;
         format: "json" | "csv";
+        /** @description A worker of the run (default: its first). */
+        first_worker: string;
+        /** @description The ranks shown: all (default) or comma-separated rank numbers. */
+        ranks: string;
+        /** @description Ranks drawn with their own tracks (each loads its profile), the only ones whose events are searched, summed and counted: all or comma-separated rank numbers; default none. */
+        expanded: string;
+        /** @description Align the ranks' clocks by the ends of matched collectives (default) or use raw timestamps. */
+        align_clocks: "true" | "false";
     };
     requestBodies: never;
     headers: never;

@@ -80,12 +80,7 @@ export type TimelineTracksReply = ReplyOf<'timeline_tracks'>;
 
 /** /timeline_ranks: the ranks on one time axis (offsets and shifts applied), their tracks
  * (a summary track per rank, an expanded rank's own tracks), the axis' span. */
-export interface TimelineRanksReply {
-  ranks: WireTableOf<'TimelineRanksTable'>;
-  tracks: WireTableOf<'TimelineTracksTable'>;
-  start_us: number;
-  end_us: number;
-}
+export type TimelineRanksReply = ReplyOf<'timeline_ranks'>;
 
 /** /timeline_slices: columnar; `name` and `kind` index `names` and `kinds` (kind -1 and
  * event -1 for a merged block of `count` events shorter than the resolution). */
@@ -108,36 +103,18 @@ export type TimelineSearchReply = ReplyOf<'timeline_search'>;
 
 /** A match of /timeline_rank_search: one rank's own event (`event` its id in that rank's
  * trace) placed on the shared axis (`track`, `ts_us`), with its start on its own clock. */
-export type RankSearchHit = TimelineEndpoint & {
-  name: string;
-  own_ts_us: number;
-  rank: number;
-  worker: string;
-};
+export type RankSearchHit = components['schemas']['TimelineRankSearchHit'];
 
 /** /timeline_rank_search: as /timeline_search over the expanded ranks, plus the ranks searched
  * (with their matches) and those not searched (collapsed: their events are not loaded). */
-export interface TimelineRankSearchReply {
-  total: number;
-  position: number;
-  match: RankSearchHit | null;
-  results: RankSearchHit[];
-  ranks: { rank: number; worker: string; matches: number }[];
-  not_searched: number[];
-}
+export type TimelineRankSearchReply = ReplyOf<'timeline_rank_search'>;
 
-/** /timeline_rank_summary: a range's totals per name over the expanded ranks and per rank. */
-export interface TimelineRankSummaryReply {
-  combined: WireTableOf<'TimelineRankSummaryTable'>;
-  by_rank: WireTableOf<'TimelineRankSummaryByRankTable'>;
-  ranks: number[];
-  not_summed: number[];
-}
+/** /timeline_rank_summary: a range's totals per name over the expanded ranks and per rank (the
+ * whole object: the route answers one of its tables alone with table=). */
+export type TimelineRankSummaryReply = Extract<ReplyOf<'timeline_rank_summary'>, { not_summed: unknown }>;
 
 /** /timeline_rank_counters: each expanded rank's counter series, on the shared axis. */
-export interface TimelineRankCountersReply {
-  counters: (CounterSeries & { rank: number; worker: string })[];
-}
+export type TimelineRankCountersReply = ReplyOf<'timeline_rank_counters'>;
 
 /** A 4xx/5xx reply body. */
 export interface ErrorReply {
