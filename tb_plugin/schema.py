@@ -350,18 +350,23 @@ def _with_columns(doc: str, tables: Sequence[Table]) -> str:
 #     LIGHTNING_ROUTE = route("lightning", "Time per PyTorch Lightning hook.", lightning_hooks,
 #                             table=LIGHTNING_HOOKS)
 #
-# name: the route (`/data/plugin/pytorch_profiler/<name>`) and `Profile.answer`'s name for it;
+# name: the route (`/data/plugin/pytorch_profiler/<name>`) and `answer`'s name for it;
 # summary: one line for its OpenAPI entry; call: the view function the route answers with,
-# called as `call(model, **parameters)`; reads: the kind of input whose model it is called
-# with (`READS`: one profile, named by run / worker / span, by default; one memory snapshot,
-# named by run / snapshot / span; two profiles, A and B, `call(model_a, model_b, ...)`); params: its query parameters beside those naming the
-# input (`choice`, `model_choice`, `flag`, `integer`, `number`), in the order of the view's arguments; table:
-# the one table it answers (or a tuple of tables when a parameter picks which, e.g.
-# group_by), served as JSON or, with format=csv, CSV;
+# called with its input's parts first (`call(model, **parameters)` over one profile), then its
+# parameters; reads: the kind of input (`READS`, below; one profile by default); params: its
+# query parameters beside those naming the input (`choice`, `model_choice`, `flag`,
+# `integer`, `number`, `text`, `ids`, `window`; `required=` where it has no default), in the
+# order of the view's arguments; table: the one table it answers (or a tuple of tables when a
+# parameter picks which, e.g. group_by), served as JSON or, with format=csv, CSV;
 # tables: instead, {name: Table} of a view made of several tables (`call` returns an object
 # with one attribute per name), served whole, some (`tables=a,b`) or one (`table=a`, CSV too);
 # fields: instead, {name: Table or JSON Schema} of an answer that is an object of tables and
-# plain values (`call` returns that dict: a device's memory curve with its peaks), JSON only.
+# plain values (`call` returns that dict: a device's memory curve with its peaks), JSON only
+# (`alone`: those of its tables also served by themselves, with table= or format=csv);
+# reply: instead, the hand-written component of openapi.yaml an answer of another shape is
+# (a tree of modules, a window of slices); part: the per-worker summary a route over a span
+# reads; admits: `call` takes `admit(values, what)`, the reply's share of the memory budget;
+# frames: `frames(answer, resolve)` gives the answer's stack frames their files on the server.
 # From these, `python -m tb_plugin.openapi_gen` writes the route's `paths:` entry and its line
 # in tb_plugin/server/routes.py, the API answers it without a handler of its own, the page's
 # parameter types and the fuzz test's valid values follow from the OpenAPI entry.
@@ -375,8 +380,8 @@ def _with_columns(doc: str, tables: Sequence[Table]) -> str:
 PROFILE = "profile"  # one profile (run, worker, span): call(model, ...)
 SNAPSHOT = "snapshot"  # one memory snapshot (run, snapshot, span): call(model, ...)
 TWO_PROFILES = "two profiles"  # A and B of a comparison: call(model_a, model_b, ...)
-SPAN = "span of ranks"  # every worker of one span, each by its summary `Route.summary`: call({worker: part}, {worker: reason not loaded}, ...)
-TWO_SPANS = "two spans of ranks"  # a span of run A and one of run B, each worker by `Route.summary`: call(parts_a, parts_b, ...)
+SPAN = "span of ranks"  # every worker of one span, each by its summary `Route.part`: call({worker: part}, {worker: reason not loaded}, ...)
+TWO_SPANS = "two spans of ranks"  # a span of run A and one of run B, each worker by `Route.part`: call(parts_a, parts_b, ...)
 RANKS = "ranks on one axis"  # the ranks of one span on one clock (`runs.RanksTimeline`): call(ranks, ...)
 RUN_SNAPSHOTS = "snapshots of a run"  # every memory snapshot of a run: call({name: its model}, ...)
 SNAPSHOT_TRACES = "snapshot and its traces"  # a snapshot and its rank's profiles: call(its model, {(worker, span): model}, ...)

@@ -1,27 +1,22 @@
 """The plugin's data routes, listed here so that TensorBoard can register them at start-up
 without importing what answers them (see `plugin.ProfilerPlugin.get_plugin_apps`).
 
-`DECLARED_ROUTES`: each declared once with `schema.route` beside the tables it answers with
-(route -> the module declaring it), answered by `api.declared_route`; this block and their
-`paths:` entries are written by `python -m tb_plugin.openapi_gen`. A route answering a table,
-a few, or an object of tables and values (`fields`) of one input of a kind `schema.READS`
-names (a profile, a memory snapshot, two profiles) is declared.
+`DECLARED_ROUTES`: each declared once with `schema.route` beside the view it calls (route ->
+the module of that view), answered by `api.declared_route`; this block and their `paths:`
+entries are written by `python -m tb_plugin.openapi_gen`. Every data route is declared but
+three: whatever its input (`schema.READS`: a profile, a memory snapshot, two profiles, a span
+of ranks, two spans, the ranks on one axis, a run's snapshots, a snapshot and its traces, the
+log directory, the tabs a profile is offered), its parameters (choices, numbers with bounds,
+required ones, text, ids, a time window) and its answer (a table, several, an object of
+tables and values, or a named component of openapi.yaml).
 
 `HANDWRITTEN_ROUTES`: each answered by the `Api` method of its name, its entry under `paths:`
-of `openapi.yaml` written by hand. They stay so because they are not a table of one profile:
-- runs, workers, spans, views, trace_file: the log directory's listing and files, no profile
-  (views: which tabs a profile offers, from the run's worker and file counts);
-- info, tables: what a trace holds (tables: a raw event table, its name chosen among the
-  model's tables, not a declared one);
-- overview: assembled by `Profile` from the layers above the views (the device type, the
-  import's anomalies, recommendations over its tables);
-- module_flame: a tree of nested nodes, not a table nor an object of tables;
-- operator_stacks, timeline_event: stack frames resolved to files on this server
-  (`sources.SourceResolver`), not a function of the profile alone;
-- distributed, job, diff_ranks, diff_default: a span's ranks, summarised; a B proposed among runs;
-- timeline_* (but timeline_critical_path): a window of the Trace view, from the timeline
-  index, with a required time range, tracks or event;
-- snapshot_ranks, snapshot_trace: every snapshot of a run; a snapshot and the traces of its rank.
+of `openapi.yaml` written by hand, each for a reason the declarations do not model:
+- info: names the trace file as the log directory does (the store's path, not the profile's:
+  `Profile.info` in Python names the file it was loaded from);
+- diff_default: proposes a B among every run of the log directory, reading each run's
+  operator names within a share of the memory budget and loading the rest in the background;
+- trace_file: streams the stored file as it is (gzip stays gzip), not an answer of JSON.
 """
 
 HANDWRITTEN_ROUTES = (

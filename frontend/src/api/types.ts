@@ -1,13 +1,13 @@
 // Wire types: the JSON the routes answer, as tb_plugin/openapi.yaml describes it. A reply is
-// `ReplyOf<route>` (generated); the aliases below name parts of generated replies, and the
-// interfaces left narrow a loosely described reply to what the page reads (`useApi<R, T>`
-// checks each is one of the route's replies).
+// `ReplyOf<route>` (generated); the aliases below name generated replies and parts of them
+// (no wire type is written here by hand: where the page needs a narrower type, the route's
+// OpenAPI description is made narrower). `WireTable` is any table's {columns, rows}.
 // Durations are microseconds (`_us`), sizes bytes (`_bytes`). Tables arrive as
 // {columns, rows} and are turned into row objects once, by tables.rowsOf
 // (or `tables.typedRows`, typed by the table's generated declaration).
 
 import type { components } from './schema';
-import type { Cell, ReplyOf, WireTableOf } from './tables';
+import type { Cell, ReplyOf } from './tables';
 
 export interface WireTable {
   columns: string[];
@@ -26,10 +26,7 @@ export type RunsReply = ReplyOf<'runs'>;
 
 export type SpansReply = ReplyOf<'spans'>;
 
-/** The part of /info the page reads. */
-export interface InfoReply {
-  device_type: string;
-}
+export type InfoReply = ReplyOf<'info'>;
 
 /** A tab of the page: generated from the tabs declared beside the views (`schema.tab`). */
 export type ViewName = components['schemas']['ViewName'];
@@ -47,31 +44,13 @@ export type OperatorStack = components['schemas']['OperatorStack'];
 
 export type OperatorStacksReply = ReplyOf<'operator_stacks'>;
 
-export interface TensorCoreShare {
-  tensor_cores_us: number;
-  other_us: number;
-  tensor_cores_pct: number | null;
-  /** The vendor's name for the units: "Tensor Cores" (NVIDIA) or "Matrix cores" (AMD). */
-  unit: string;
-}
+export type TensorCoreShare = ReplyOf<'kernel_tensor_cores'>;
 
-export interface MemoryDevicesReply {
-  devices: string[];
-}
+export type MemoryDevicesReply = ReplyOf<'memory_devices'>;
 
-export interface MemoryPeaks {
-  device: string;
-  peak_allocated_bytes: number | null;
-  peak_allocated_us: number | null;
-  peak_reserved_bytes: number | null;
-  total_memory_bytes: number | null;
-}
+export type MemoryPeaks = MemoryCurveReply['peaks'];
 
-export interface MemoryCurveReply {
-  device: string;
-  peaks: MemoryPeaks;
-  curve: WireTableOf<'MemoryCurveTable'>;
-}
+export type MemoryCurveReply = ReplyOf<'memory_curve'>;
 
 export type FlameNode = components['schemas']['FlameNode'];
 
@@ -117,26 +96,10 @@ export type TimelineRankSummaryReply = Extract<ReplyOf<'timeline_rank_summary'>,
 export type TimelineRankCountersReply = ReplyOf<'timeline_rank_counters'>;
 
 /** A 4xx/5xx reply body. */
-export interface ErrorReply {
-  error: string;
-  reason: string;
-  path?: string;
-}
+export type ErrorReply = components['responses']['Error']['content']['application/json'];
 
 /** The 202 reply of a profile still being parsed. */
-export interface LoadingReply {
-  loading: true;
-  path: string;
-  elapsed_seconds?: number;
-  /** queued for the loader; reading the file; parsing events; building tables; loaded, the
-   * view waiting for others being computed. */
-  stage?: 'queued' | 'reading' | 'parsing' | 'building' | 'computing';
-  /** While reading, the fraction (0..1) of the file read; while parsing, of the JSON parsed. */
-  fraction?: number | null;
-  /** Views over several traces (distributed): how many are loaded, of how many. */
-  ready?: number;
-  total?: number;
-}
+export type LoadingReply = components['responses']['Loading']['content']['application/json'];
 
 /** What every view gets from the shell: the selected profile and the known runs. */
 export interface ViewProps {
