@@ -86,7 +86,7 @@ def _cell(column: schema.Column) -> dict[str, Any]:
 
 
 def component(table: schema.Table) -> dict[str, Any]:
-    """The OpenAPI schema of one declared table as a route answers it (`api.table_json`)."""
+    """The OpenAPI schema of one declared table as a route answers it (`http.table_json`)."""
     n = len(table.columns)
     return {
         "type": "object",
@@ -129,7 +129,7 @@ def _param(param: schema.Param) -> dict[str, Any]:
     if param.pattern:
         spec["pattern"] = param.pattern
     elif param.type == "string" and not param.choices and param.choices_of is None:
-        spec.update(minLength=1, maxLength=4096)  # `api.text_param`'s rule for text
+        spec.update(minLength=1, maxLength=4096)  # `http.text_param`'s rule for text
     entry = {"name": param.name, "in": "query", "description": param.doc, "schema": spec}
     return {**entry, "required": True} if param.required else entry
 

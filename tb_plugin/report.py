@@ -144,7 +144,7 @@ class Answers:
                  for key, (code, body) in self.replies.items()]
         head = orjson.dumps({"windows": self.windows, "location": self.location, "notes": self.notes})
         data = head[:-1] + b',"answers":{' + b",".join(parts) + b"}}"
-        return gzip.compress(data, compresslevel=3, mtime=0)  # as the server's replies (api.gzipped)
+        return gzip.compress(data, compresslevel=3, mtime=0)  # as the server's replies (http.gzipped)
 
 
 def _rows(table: Any) -> list[dict[str, Any]]:

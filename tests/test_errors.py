@@ -7,7 +7,7 @@ import pytest
 from werkzeug.test import Client
 
 from tb_plugin import TraceError, load, load_run
-from tb_plugin.server.api import Inputs, respond, route
+from tb_plugin.server.http import Inputs, respond, route
 from tb_plugin.server.accounting import ReplyCache
 from tb_plugin.errors import BadParameterError, NotFoundError, PublicError, StillLoadingError
 

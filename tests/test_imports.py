@@ -13,7 +13,7 @@ TRACE = SAMPLES / "gpu_resnet50_v100" / "worker0.1623143089861.pt.trace.json.gz"
 TABLE_LIBRARIES = ("numpy", "pandas", "polars", "pyarrow", "msgspec", "tb_plugin.python_api.profile")
 # What neither a load nor its Overview uses: the server's layers, object stores, the cluster,
 # TensorBoard, and the views of the other pages.
-NOT_FOR_A_LOAD = ("fsspec", "dask", "werkzeug", "tensorboard", "tb_plugin.server.api", "tb_plugin.server.loading", "tb_plugin.store.cache",
+NOT_FOR_A_LOAD = ("fsspec", "dask", "werkzeug", "tensorboard", "tb_plugin.server.api", "tb_plugin.server.http", "tb_plugin.server.loading", "tb_plugin.store.cache",
                   "tb_plugin.python_api.runs", "tb_plugin.views.diff", "tb_plugin.views.regression", "tb_plugin.views.distributed",
                   "tb_plugin.views.collectives", "tb_plugin.views.job", "tb_plugin.views.flops",
                   "tb_plugin.views.timeline", "tb_plugin.views.rank_timeline", "tb_plugin.views.critical_path",

@@ -520,7 +520,7 @@ def test_5000_nested_modules_send_each_path_once_and_fold_the_flame(tmp_path):
     ids; the flame graph draws FLAME_MAX_DEPTH levels and folds the rest into the last."""
     import orjson
 
-    from tb_plugin.server.api import table_json
+    from tb_plugin.server.http import table_json
     from tb_plugin.views.modules import FLAME_MAX_DEPTH
 
     path = nested_modules_trace(tmp_path / "deep.pt.trace.json")

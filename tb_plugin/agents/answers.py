@@ -299,7 +299,7 @@ def _largest(high: int, fits: Callable[[int], bool]) -> int | None:
 
 
 def _tables_in(value: Any) -> Iterator[dict[str, Any]]:
-    """Every table (`{"columns": [...], "rows": [...]}`, `api.table_json`) in a JSON answer."""
+    """Every table (`{"columns": [...], "rows": [...]}`, `http.table_json`) in a JSON answer."""
     if isinstance(value, dict):
         if set(value) == {"columns", "rows"} and isinstance(value["rows"], list):
             yield value

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..server.api import table_csv
+from ..server.http import table_csv
 from ..store.cache import ModelCache, default_cache_dir
 from ..store.budget import DEFAULT_MAX_MEMORY_MB
 from ..server.loading import RunStore

@@ -173,7 +173,8 @@ class ProfilerPlugin(base_plugin.TBPlugin):
     def _answering_apps(self) -> dict[str, WSGIApplication]:
         with self._apps_lock:
             if self._apps is None:
-                from .api import Api, gzipped, respond, route
+                from .api import Api
+                from .http import gzipped, respond, route
 
                 def static_app(name: str, body: bytes) -> WSGIApplication:
                     suffix = "." + name.rsplit(".", 1)[-1]
