@@ -52,8 +52,9 @@ ALLOWED = {
                             "store/storage", "store/discovery", "importlib"),
                            "the Python API works without a server; `answer` looks a route's view up in its "
                            "declaration"),
-    "python_api/snapshots": (("store/budget", "snapshot/", "views/", "errors", "store/storage"),
-                             "the Python API over memory snapshots works without a server"),
+    "python_api/snapshots": (("store/budget", "store/cache", "snapshot/", "views/", "errors", "store/storage"),
+                             "the Python API over memory snapshots works without a server (the disk cache only "
+                             "with cache_dir=)"),
     "python_api/compare": (("store/budget", "errors", "python_api/profile", "report", "python_api/runs",
                             "store/storage", "views/"),
                            "`python -m tb_plugin compare`: the Python API's diff, printed"),
