@@ -3529,7 +3529,7 @@ export interface components {
             kinds: string[];
         };
         /** @description Columnar slices: `name` and `kind` index `names` and `kinds` (kind -1 and event -1 for a merged block of `count` events shorter than the resolution). */
-        TimelineSlices: {
+        TimelineSliceColumns: {
             track: number[];
             lane: number[];
             start_us: number[];
@@ -3537,13 +3537,15 @@ export interface components {
             name: number[];
             count: number[];
             busy_us: number[];
-            /** @description slice id of a single event; -1 for a merged block */
+            /** @description slice id of a single event (in its rank's own trace on the ranks' axis); -1 for a merged block */
             event: number[];
             /** @description index into kinds; -1 for a merged block */
             kind: number[];
             names: string[];
             kinds: string[];
         };
+        /** @description The slices of one trace in a window (`TimelineSliceColumns`, nothing else). */
+        TimelineSlices: components["schemas"]["TimelineSliceColumns"];
         /** @description One counter series over a window, bucketed. */
         CounterSeries: {
             name: string;
@@ -3661,22 +3663,9 @@ export interface components {
             run: string;
             views: components["schemas"]["ViewName"][];
         };
-        /** @description Slices of the ranks on the shared axis (columnar, as /timeline_slices answers them): name and kind index names and kinds (-1 for a merged block of count events shorter than the resolution). */
-        TimelineRankSlices: {
-            track: number[];
-            lane: number[];
-            start_us: number[];
-            dur_us: number[];
-            name: number[];
-            count: number[];
-            busy_us: number[];
-            /** @description slice id of a single event in its rank's trace; -1 for a merged block */
-            event: number[];
-            /** @description index into kinds; -1 for a merged block */
-            kind: number[];
+        /** @description Slices of the ranks on the shared axis (`TimelineSliceColumns`), each with its rank, and each rank's clock offset. */
+        TimelineRankSlices: components["schemas"]["TimelineSliceColumns"] & {
             rank: number[];
-            names: string[];
-            kinds: string[];
             offsets: {
                 rank: number;
                 worker: string;
