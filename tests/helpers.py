@@ -275,15 +275,16 @@ def run_cli(*args):
 SPEC = yaml.safe_load(openapi_gen.SPEC_PATH.read_text(encoding="utf-8"))
 SNAPSHOT_RUNS = {"snapshots": ["rank0", "rank1"]}  # runs of memory snapshots (samples/gpu_memory_snapshot)
 
-# Valid values of every query parameter, for requests that must reach the views.
-VALID = {"run": "cpu_cnn", "worker": "worker0", "span": "1", "run_b": "cpu_cnn", "worker_b": "worker0", "span_b": "1",
+# Valid values of every query parameter, for requests that must reach the views: a declared
+# route's from its declaration (`schema.route`), those below in their place (the sample's run
+# and worker, where a declaration would give any text; the memory device, which the profile
+# decides; a window holding the whole sample).
+VALID = {**{p.name: value for r in openapi_gen.declared_routes().values() for p in r.params
+            if (value := p.valid_value()) is not None},
+         "run": "cpu_cnn", "worker": "worker0", "span": "1", "run_b": "cpu_cnn", "worker_b": "worker0", "span_b": "1",
          "name": "aten::conv2d", "device": "CPU", "start_us": "0", "end_us": "1000000", "resolution_us": "100",
          "event": "0", "q": "aten", "tracks": "0", "points": "10", "limit": "10", "max_points": "100",
-         "format": "json", "group_by": "name", "after_us": "0", "direction": "next", "snapshot": "rank0",
-         # a declared route's parameters: from their declarations (`schema.route`), but for
-         # those the profile decides (the memory device, given above)
-         **{p.name: value for r in openapi_gen.declared_routes().values() for p in r.params
-            if (value := p.valid_value()) is not None}}
+         "format": "json", "group_by": "name", "after_us": "0", "direction": "next", "snapshot": "rank0"}
 VALID_FOR_ROUTE = {("/tables", "table"): "ops", ("/distributed", "run"): "ddp",
                    # memory snapshots' routes: the run of samples/gpu_memory_snapshot, copied as "snapshots"
                    **{(path, "run"): next(iter(SNAPSHOT_RUNS)) for path in SPEC["paths"] if path.startswith("/snapshot_")}}

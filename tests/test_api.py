@@ -13,7 +13,7 @@ import yaml
 
 import tb_plugin
 from tb_plugin.errors import BadParameterError, NotFoundError
-from tb_plugin.server import api
+from tb_plugin.server import api, http
 from tb_plugin.python_api import profile
 from tb_plugin.store.storage import Storage
 from tb_plugin.views import overview
@@ -158,7 +158,7 @@ def test_trace_file_streams_the_stored_file_and_closes_it(served, logdir, monkey
     """A download is sent in chunks straight from the file (a trace of hundreds of MB is
     never held whole in the server), byte for byte as stored, and the file is closed."""
     _, client = served
-    monkeypatch.setattr(api, "_STREAM_CHUNK", 4096)
+    monkeypatch.setattr(http, "_STREAM_CHUNK", 4096)
     handles = []
     real = Storage.open_stored
     monkeypatch.setattr(Storage, "open_stored", lambda self, rel, **kw: handles.append(real(self, rel, **kw)) or handles[-1])
@@ -667,7 +667,7 @@ def test_a_request_waits_for_a_turn_to_compute_at_most_a_bound_then_answers_202(
     are computed COMPUTING_AT_ONCE at a time; a request that gets no turn within
     COMPUTE_WAIT_SECONDS answers 202 (stage "computing") and is answered when asked again."""
     monkeypatch.setattr(api, "COMPUTING_AT_ONCE", 1)
-    monkeypatch.setattr(api, "COMPUTE_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(http, "COMPUTE_WAIT_SECONDS", 0.3)  # read by http.route
     shutil.copytree(SAMPLES / "cpu_cnn", tmp_path / "cnn")
     plugin, client = make_client(tmp_path)
     q = "run=cnn&worker=worker0"
