@@ -43,8 +43,9 @@ from ..schema import RANKS, Persisted, Table, choice, declare, documented, ids, 
 from ..trace.model import TraceModel
 from .common import device_activity
 from .job import RankPart, clocks
-from .timeline import (KINDS, TIMELINE_SUMMARY, TIMELINE_TRACKS, TimelineIndex, counters, matching_slices, merge_blocks,
-                       range_summary, search_position, slice_endpoint)
+from .timeline import (COUNTER_POINTS, KINDS, MAX_COUNTER_POINTS, RESOLUTION, TIMELINE_SUMMARY, TIMELINE_TRACKS,
+                       TimelineIndex, counters, matching_slices, merge_blocks, range_summary, search_position,
+                       slice_endpoint)
 
 SUMMARY_BLOCKS = 2048
 RANK_TRACK_STRIDE = 1 << 20  # tracks of one rank; 2,047 ranks fit in the API's track ids
@@ -463,15 +464,13 @@ class RanksTimeline:
                tracks: Sequence[int] | None = None,
                admit: Callable[[int, str], None] | None = None) -> dict[str, Any]:
         """`views.rank_slices` of these ranks."""
-        return rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks,
-                                         admit)
+        return rank_slices(self.ranks, self.parts, self.indexes, start_us, end_us, resolution_us, tracks, admit)
 
     def search(self, text: str, after_us: float | None = None, direction: str = "next",
                after_rank: int | None = None, after_event: int | None = None, limit: int = 50) -> dict[str, Any]:
         """Events of the expanded ranks whose name contains `text`, on the shared axis, and the
         ranks not searched (collapsed); `views.rank_search`."""
-        return rank_search(self.ranks, self.indexes, text, after_us, direction, after_rank, after_event,
-                                         limit)
+        return rank_search(self.ranks, self.indexes, text, after_us, direction, after_rank, after_event, limit)
 
     def summary(self, start_us: float, end_us: float,
                 tracks: Sequence[int] | None = None) -> RankRangeSummary:
@@ -517,10 +516,6 @@ def range_totals(ranks: RanksTimeline, start_us: float, end_us: float,
             "not_summed": summary.not_summed}
 
 
-# More points than this are answered as this many: a series is drawn, a pixel a point at most.
-MAX_COUNTER_POINTS = 5000
-
-
 def rank_counter_series(ranks: RanksTimeline, start_us: float, end_us: float, points: int = 500) -> dict[str, Any]:
     """{"counters": `RanksTimeline.counters`}, at most `MAX_COUNTER_POINTS` points a series."""
     return {"counters": ranks.counters(start_us, end_us, min(points, MAX_COUNTER_POINTS))}
@@ -553,8 +548,7 @@ TIMELINE_RANK_SLICES_ROUTE = route(
     "offsets (per rank shown: rank, worker, shift_us, offset_us). A collapsed rank answers from its busy "
     "summary; an expanded one from its own index.",
     axis_slices, reads=RANKS, reply="TimelineRankSlices", admits=True,
-    params=(*window("the shared axis"),
-            number("resolution_us", "The time one pixel spans (µs).", required=True, above=0), _TRACKS))
+    params=(*window("the shared axis"), RESOLUTION, _TRACKS))
 TIMELINE_RANK_SEARCH_ROUTE = route(
     "timeline_rank_search",
     "Events of the expanded ranks whose name contains q (case-insensitive), ordered by their start on the "
@@ -580,6 +574,4 @@ TIMELINE_RANK_COUNTERS_ROUTE = route(
     "Counter series of each expanded rank (as /timeline_counters answers them for its trace) over a window of "
     "the shared axis, times on that axis, each series with its rank and worker.",
     rank_counter_series, reads=RANKS, reply="TimelineRankCounters",
-    params=(*window("the shared axis"),
-            integer("points", f"Points per series (more than {MAX_COUNTER_POINTS} are answered as "
-                    f"{MAX_COUNTER_POINTS}).", 500, minimum=1)))
+    params=(*window("the shared axis"), COUNTER_POINTS))

@@ -657,8 +657,12 @@ def range_summary(index: TimelineIndex, start_us: float, end_us: float,
 
 # --- the Trace view's routes (see `schema.route`): the timeline index's answers over one profile
 
-# At most this many points per counter series are answered, whatever `points` asks.
+# At most this many points per counter series are answered, whatever `points` asks: a series
+# is drawn, a pixel a point at most.
 MAX_COUNTER_POINTS = 5000
+# The parameters the Trace view's routes share, over one trace or over ranks on one axis.
+COUNTER_POINTS = integer("points", f"Points per series (at most {MAX_COUNTER_POINTS} are answered).", 500, minimum=1)
+RESOLUTION = number("resolution_us", "The time one pixel spans (µs).", required=True, above=0)
 
 
 def window_slices(model: TraceModel, start_us: float, end_us: float, resolution_us: float,
@@ -714,7 +718,7 @@ TIMELINE_SLICES_ROUTE = route(
     "Slices of some tracks in a window at a resolution: events at least resolution_us long as they are, shorter "
     "ones merged into blocks with their event count and busy time. Columnar; names and kinds by index.",
     window_slices, reply="TimelineSlices", admits=True,
-    params=(*window("the slices"), number("resolution_us", "µs per pixel", required=True, above=0), _TRACKS))
+    params=(*window("the slices"), RESOLUTION, _TRACKS))
 
 TIMELINE_COUNTERS_ROUTE = route(
     "timeline_counters",
@@ -722,8 +726,7 @@ TIMELINE_COUNTERS_ROUTE = route(
     "device (bytes; bucket max keeps peaks), and the trace's own counters (a device's hardware counters named "
     f"`GPU N <counter>`, with the pid of that device's streams); at most {MAX_COUNTER_POINTS} points per series.",
     window_counters, reply="TimelineCounters",
-    params=(*window("the series"), integer("points", f"Points per series (at most {MAX_COUNTER_POINTS} are answered).",
-                                           500, minimum=1)))
+    params=(*window("the series"), COUNTER_POINTS))
 
 TIMELINE_FLOWS_ROUTE = route(
     "timeline_flows", "Arrows touching one slice (launch -> device activity, forward -> backward).",

@@ -2843,7 +2843,7 @@ export interface paths {
                     start_us: number;
                     /** @description End of the window of the shared axis (µs; not before start_us). */
                     end_us: number;
-                    /** @description Points per series (more than 5000 are answered as 5000). */
+                    /** @description Points per series (at most 5000 are answered). */
                     points?: number;
                 };
                 header?: never;
@@ -3199,7 +3199,7 @@ export interface paths {
                     start_us: number;
                     /** @description End of the window of the slices (µs; not before start_us). */
                     end_us: number;
-                    /** @description µs per pixel */
+                    /** @description The time one pixel spans (µs). */
                     resolution_us: number;
                     /** @description Comma-separated track ids of /timeline_tracks (default: every track). */
                     tracks?: string;
