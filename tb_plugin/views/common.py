@@ -78,8 +78,9 @@ def is_tensor_core_kernel(name: str) -> bool:
 
 
 def is_rocm(model: TraceModel) -> bool:
-    """Whether the trace's runtime calls are HIP's (an AMD GPU; Kineto files them as cuda_runtime)."""
-    return any(str(n).startswith("hip") for n in model.runtime["name"].unique())
+    """Whether the trace's runtime calls are HIP's (an AMD GPU; Kineto files them as cuda_runtime):
+    the model's device type says so (`TraceModel.device_type`)."""
+    return model.device_type == "ROCm"
 
 
 def matrix_unit(model: TraceModel) -> str:
