@@ -471,13 +471,18 @@ class Param:
 
     def value(self, given: object) -> object:
         """What the view is called with for the request's value `given` (None: the view's
-        own default holds); ValueError for a text `parse` refuses."""
+        own default holds); ValueError, naming the parameter, for a text `parse` refuses."""
         if not isinstance(given, str):
             return given
         means = dict(self.means)
         if given in means:
             return means[given]
-        return self.parse(given) if self.parse is not None else given
+        if self.parse is None:
+            return given
+        try:
+            return self.parse(given)
+        except ValueError as exc:
+            raise ValueError(f"parameter {self.name!r} {exc}") from None
 
 
 def choice(name: str, choices: tuple[str, ...], doc: str, means: dict[str, object] | None = None, arg: str = "",

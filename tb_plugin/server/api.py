@@ -24,9 +24,9 @@ from werkzeug import wrappers
 from .accounting import REPLY_SHARE
 from ..store.discovery import printable
 from ..errors import NotFoundError, StillLoadingError, TraceError
-from .http import (COMPUTING_AT_ONCE, Inputs, choice_param, fields_reply, ids_param, int_param, object_reply,
-                   read_params, reads, reply_reservation, respond, respond_file, route, table_reply, tables_reply,
-                   text_param)
+from .http import (COMPUTING_AT_ONCE, Inputs, choice_param, fields_reply, ids_param, object_reply,
+                   read_params, reads, reply_reservation, respond, respond_file, route, span_param, table_reply,
+                   tables_reply, text_param)
 from .loading import Loading, RunStore, ready
 from ..python_api.snapshots import MemorySnapshot
 from ..python_api.profile import Profile, answer_of, declared_routes
@@ -38,6 +38,7 @@ from ..schema import (LOG_DIRECTORY, OFFERED, PROFILE, RANKS, RUN_SNAPSHOTS, SNA
 from .sources import SourceResolver
 
 logger = logging.getLogger(__name__)
+
 
 def declared_route(declared: Route, api: "Api") -> Callable[..., wrappers.Response]:
     """The handler of a route declared with `schema.route`: the input it reads found from
@@ -103,8 +104,6 @@ def _run_snapshots(api: "Api", request: wrappers.Request, route: Route | None = 
     return Inputs(list(results.values()), (results,))
 
 
-
-
 def _snapshot_and_traces(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
     """The snapshot and every span of the run's trace of the same name (rank0.pickle beside
     rank0's traces), or of its only worker."""
@@ -115,7 +114,6 @@ def _snapshot_and_traces(api: "Api", request: wrappers.Request, route: Route | N
     return Inputs([snapshot, *profiles.values()], (snapshot, profiles))
 
 
-
 def _span_parts(api: "Api", request: wrappers.Request, route: Route) -> Inputs:
     """A span of ranks (`schema.SPAN`): the summary `route.part` of `runs.FILE_SUMMARIES`, a
     small part of the profile, of every worker of one span (the distributed view's
@@ -124,7 +122,7 @@ def _span_parts(api: "Api", request: wrappers.Request, route: Route) -> Inputs:
     more ranks than the memory budget holds profiles still gets its view. A worker whose
     trace does not load is left out, its reason in the call's second argument ({worker:
     reason}); 422 only when none loads."""
-    span = api.store.span(text_param(request, "run"), int_param(request, "span", required=False, default=1, minimum=1))
+    span = api.store.span(text_param(request, "run"), span_param(request))
     failed: Failed = {}
     parts = span.summaries((route.part,), failed)[route.part]
     # the answer changes with the parts: a failed file that loads later adds its part
@@ -134,9 +132,7 @@ def _span_parts(api: "Api", request: wrappers.Request, route: Route) -> Inputs:
 def _two_spans(api: "Api", request: wrappers.Request, route: Route) -> Inputs:
     """Two spans of ranks (`schema.TWO_SPANS`): each rank's summary `route.part` of one span
     of run A and one of run B; both spans' loads are started before either is waited for."""
-    spans = [api.store.span(text_param(request, "run" + suffix),
-                            int_param(request, "span" + suffix, required=False, default=1, minimum=1))
-             for suffix in ("", "_b")]
+    spans = [api.store.span(text_param(request, "run" + suffix), span_param(request, suffix)) for suffix in ("", "_b")]
     parts, waiting = [], None
     for span in spans:
         try:
@@ -160,7 +156,7 @@ def _ranks_timeline(api: "Api", request: wrappers.Request, route: Route | None =
     """The ranks of one span on one axis (`schema.RANKS`) (`runs.ranks_timeline`); the ranks'
     frame (clock offsets matched over every rank's collectives) is kept per job."""
     run = text_param(request, "run")
-    span = int_param(request, "span", required=False, default=1, minimum=1)
+    span = span_param(request)
     ranks = ranks_param(request, "ranks")
     expanded = ranks_param(request, "expanded", default=[])
     align = choice_param(request, "align_clocks", ("true", "false")) == "true"
@@ -188,7 +184,7 @@ def _offered(api: "Api", request: wrappers.Request, route: Route | None = None) 
         if not files.workers:
             raise NotFoundError(f"run {run!r} has no trace files, only memory snapshots")
         worker = next(iter(files.workers))
-    profile = ready(api.store.profile(run, worker, int_param(request, "span", required=False, default=1, minimum=1)))
+    profile = ready(api.store.profile(run, worker, span_param(request)))
     trace_files = sum(r["files"] for r in api.store.runs())
     return Inputs([profile], (profile.offer(len(files.workers), trace_files), run))
 
@@ -258,29 +254,28 @@ class Api:
         """The Profile named by run/worker/span (or run_b/worker_b/span_b with suffix "_b")."""
         run = text_param(request, "run" + suffix)
         worker = text_param(request, "worker" + suffix)
-        span = int_param(request, "span" + suffix, required=False, default=1, minimum=1)
+        span = span_param(request, suffix)
         return ready(self.store.profile(run, worker, span))
 
     def snapshot(self, request: wrappers.Request) -> MemorySnapshot:
         """The MemorySnapshot named by run/snapshot/span."""
         run = text_param(request, "run")
         name = text_param(request, "snapshot")
-        span = int_param(request, "span", required=False, default=1, minimum=1)
+        span = span_param(request)
         return ready(self.store.snapshot(run, name, span))
 
     @reads(_one_profile)
     def info(self, request: wrappers.Request, profile: Profile) -> wrappers.Response:
         # The file as the log directory names it, as every reply does: not the server's path.
         source = self.store.span_file(text_param(request, "run"), text_param(request, "worker"),
-                                      int_param(request, "span", required=False, default=1, minimum=1)).path
+                                      span_param(request)).path
         return respond({**profile.info(), "source": printable(source)})
-
 
     def run_directory(self, request: wrappers.Request) -> str | None:
         """The local directory of the requested span's trace file (None when remote): where a
         stack frame's file is looked for besides TensorBoard's `sys.path` (`SourceResolver`)."""
         return self.store.run_directory(text_param(request, "run"), text_param(request, "worker"),
-                                        int_param(request, "span", required=False, default=1, minimum=1))
+                                        span_param(request))
 
     def diff_default(self, request: wrappers.Request) -> wrappers.Response:
         """The B the Diff tab compares A with when none is chosen (`runs.propose_comparison`),
@@ -289,7 +284,7 @@ class Api:
         from memory or the disk cache; those not there load in the background (202 while none
         of the preferred kind is known yet)."""
         run, worker = text_param(request, "run"), text_param(request, "worker")
-        span = int_param(request, "span", required=False, default=1, minimum=1)
+        span = span_param(request)
         self.store.span_file(run, worker, span)  # 404 for a worker or span the run does not have
         spans = len(self.store.run_files(run).workers[worker])
         declared, build = FILE_SUMMARIES["operator_names"]
@@ -316,12 +311,11 @@ class Api:
         return respond({"run_b": proposal.run, "worker_b": proposal.worker, "span_b": proposal.span,
                         "reason": proposal.reason, "loading": proposal.loading})
 
-
     def trace_file(self, request: wrappers.Request) -> wrappers.Response:
         """The original trace file, as stored (gzip stays gzip), for other viewers."""
         run = text_param(request, "run")
         worker = text_param(request, "worker")
-        span = int_param(request, "span", required=False, default=1, minimum=1)
+        span = span_param(request)
         path, stored, is_gzip = self.store.open_file(run, worker, span)
         name = path.rsplit("/", 1)[-1]
         response = respond_file(request, stored, "application/gzip" if is_gzip else "application/json")

@@ -272,6 +272,12 @@ def float_param(request: wrappers.Request, name: str, required: bool = True, def
     return _number_param(request, name, float, "a number", required, default)
 
 
+def span_param(request: wrappers.Request, suffix: str = "") -> int:
+    """The `span` (or `span_b` with suffix "_b") a request names: a profiling cycle of a worker,
+    numbered from 1, the first by default."""
+    return int_param(request, "span" + suffix, required=False, default=1, minimum=1)
+
+
 def reply_reservation(request: wrappers.Request) -> ReplyReservation:
     """The request's `ReplyReservation` (`route`): `admit(values, what)` before building them."""
     return request.environ.get(_RESERVATION) or ReplyReservation()
@@ -288,10 +294,6 @@ def ids_param(request: wrappers.Request, name: str, what: str) -> list[int] | No
         return parse_ids(raw, what)
     except ValueError as exc:
         raise BadParameterError(f"parameter {name!r} {exc}") from None
-
-
-
-
 
 
 def choice_param(request: wrappers.Request, name: str, choices: Sequence[str]) -> str:
@@ -370,18 +372,15 @@ def read_param(request: wrappers.Request, param: Param, earlier: Mapping[str, ob
         if param.required:
             text_param(request, param.name)  # 400 when absent: no choice is the default
         return param.value(choice_param(request, param.name, param.choices))
-    value: float | None
+    value: object
     if param.type == "integer":  # a number's declared default is a number (`schema.integer`, `schema.number`)
         value = int_param(request, param.name, required=param.required, default=cast("int | None", param.default))
     elif param.type == "number":
         value = float_param(request, param.name, required=param.required, default=cast("float | None", param.default))
     else:
-        raw = text_param(request, param.name, required=param.required, default=param.default)
-        try:
-            return param.value(raw)
-        except ValueError as exc:
-            raise BadParameterError(f"parameter {param.name!r} {exc}") from None
-    try:
+        value = text_param(request, param.name, required=param.required, default=param.default)
+    try:  # a text's parse and a number's bounds, as the Python entrances check them (`views.common.answer_route`)
+        value = param.value(value)
         param.check(value, earlier)
     except ValueError as exc:
         raise BadParameterError(str(exc)) from None
