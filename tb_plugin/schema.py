@@ -477,6 +477,8 @@ class Param:
         means = dict(self.means)
         if given in means:
             return means[given]
+        if self.type in ("integer", "number") and self.parse is None:  # a number given as its query text
+            return number_text(self.name, given, self.type == "integer")
         if self.parse is None:
             return given
         try:
@@ -505,6 +507,19 @@ def model_choice(name: str, choices_of: Callable[[Any], Sequence[Any]], doc: str
 def flag(name: str, doc: str) -> Param:
     """A yes/no parameter, "false" (the default) or "true", given to the view as a bool."""
     return choice(name, ("false", "true"), doc, {"false": False, "true": True})
+
+
+def number_text(name: str, text: str, integer: bool) -> int | float:
+    """The number parameter `name`'s query text as the number (an int where `integer`);
+    ValueError naming it for text that is not one, or not finite: what HTTP and the Python
+    entrances both refuse."""
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        raise ValueError(f"parameter {name!r} must be {'an integer' if integer else 'a number'}, not {text[:40]!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"parameter {name!r} must be finite")
+    return value
 
 
 def integer(name: str, doc: str, default: int | None = None, minimum: int | None = None,

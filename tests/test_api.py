@@ -347,6 +347,23 @@ def test_overview_stacks_and_flame_answer_in_python_as_over_http(tmp_path):
     assert loaded.answer("module_flame") == loaded.module_flame()
 
 
+def test_numbers_given_as_query_text_answer_in_python_as_over_http(tmp_path):
+    """`Profile.answer` takes a number as its query text (what `answer_route` promises), as
+    HTTP reads it; text that is no number, or no finite one, is refused naming the parameter
+    (it reached the view: a TypeError comparing the text with a bound)."""
+    trace = write_trace(tmp_path / "w.pt.trace.json", [op("aten::mm", 0, 10), op("aten::relu", 12, 3)])
+    loaded = profile.load(str(trace))
+    assert loaded.answer("kernel_sequences", length="3", top="7").equals(loaded.kernel_sequences(length=3, top=7))
+    summary = loaded.answer("timeline_summary", start_us="0", end_us="20")
+    assert summary.equals(loaded.answer("timeline_summary", start_us=0.0, end_us=20.0))
+    with pytest.raises(BadParameterError, match="'length' must be an integer, not 'three'"):
+        loaded.answer("kernel_sequences", length="three")
+    with pytest.raises(BadParameterError, match="'end_us' must be finite"):
+        loaded.answer("timeline_summary", start_us="0", end_us="inf")
+    with pytest.raises(BadParameterError, match="'length' must be >= 2"):  # the bound checked on the number
+        loaded.answer("kernel_sequences", length="1")
+
+
 def test_tables_answers_a_raw_table_in_python_and_needs_its_name(tmp_path, served):
     """The route "tables" is the model's table, its first `limit` rows; `table` has no default."""
     trace = write_trace(tmp_path / "w.pt.trace.json", [op("aten::add", 0, 5), op("aten::mm", 10, 2)])

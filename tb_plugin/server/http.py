@@ -31,7 +31,7 @@ from werkzeug import wrappers, wsgi
 from .accounting import ReplyCache, ReplyReservation
 from ..store.discovery import printable
 from ..errors import BadParameterError, PublicError, StillLoadingError
-from ..schema import Param, parse_ids
+from ..schema import Param, number_text, parse_ids
 from ..stages import STAGE_COMPUTING
 
 logger = logging.getLogger(__name__)
@@ -229,18 +229,15 @@ def text_param(request: wrappers.Request, name: str, required: bool = True,
     return values[0]
 
 
-def _number_param(request: wrappers.Request, name: str, convert: Callable[[str], _Number], what: str, required: bool,
+def _number_param(request: wrappers.Request, name: str, integer: bool, required: bool,
                   default: _Number | None) -> _Number | None:
     raw = text_param(request, name, required=required)
     if raw is None:
         return default
     try:
-        value = convert(raw)
-    except ValueError:
-        raise BadParameterError(f"parameter {name!r} must be {what}, not {raw[:40]!r}") from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise BadParameterError(f"parameter {name!r} must be finite")
-    return value
+        return cast(_Number, number_text(name, raw, integer))
+    except ValueError as exc:
+        raise BadParameterError(str(exc)) from None
 
 
 @overload
@@ -254,7 +251,7 @@ def int_param(request: wrappers.Request, name: str, required: bool = True, defau
               minimum: float | None = None) -> int | None: ...
 def int_param(request: wrappers.Request, name: str, required: bool = True, default: int | None = None,
               minimum: float | None = None) -> int | None:
-    value = _number_param(request, name, int, "an integer", required, default)
+    value = _number_param(request, name, True, required, default)
     if value is not None and minimum is not None and value < minimum:
         raise BadParameterError(f"parameter {name!r} must be >= {minimum}, not {value}")
     return value
@@ -269,7 +266,7 @@ def float_param(request: wrappers.Request, name: str, required: bool, default: f
 def float_param(request: wrappers.Request, name: str, required: bool = True,
                 default: float | None = None) -> float | None: ...
 def float_param(request: wrappers.Request, name: str, required: bool = True, default: float | None = None) -> float | None:
-    return _number_param(request, name, float, "a number", required, default)
+    return _number_param(request, name, False, required, default)
 
 
 def span_param(request: wrappers.Request, suffix: str = "") -> int:
