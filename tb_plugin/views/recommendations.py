@@ -455,8 +455,10 @@ def _fusion(model: TraceModel, facts: RunFacts) -> Recommendation | None:
     n kernels' time is saved, (n - 1) / n of its device time per step when the fused kernel
     lasts as long as its average member."""
     sequences = kernel_sequences(model, FUSION_LENGTH, FUSION_SEARCH_TOP)
-    fusible = sequences["sequence"].str.split(SEPARATOR, regex=False).map(lambda seq: all(map(is_fusible_kernel, seq)))
-    candidates = sequences[fusible.astype(bool)]
+    kernels = sequences["sequence"].str.split(SEPARATOR, regex=False)
+    # each distinct kernel name tested once: a thousand sequences share a few dozen names
+    fusible_name = {name: is_fusible_kernel(name) for name in set().union(*kernels)} if len(kernels) else {}
+    candidates = sequences[[all(fusible_name[name] for name in seq) for seq in kernels]]
     if not len(candidates) or candidates["share_pct"].iloc[0] < FUSION_SHARE_PCT:
         return None
     seq = candidates.iloc[0]
