@@ -163,19 +163,23 @@ def profile_bytes(profile: "Profile | MemorySnapshot") -> int:
     return tables + sum(size for key, size in tuple(counted.items()) if key in cache)
 
 
-def _model_objects(model: object) -> set[int]:
+def _model_objects(model: object) -> frozenset[int]:
     """Ids of what `model_bytes` counts: the model, its tables and their category lists (a
     view's table often shares a column's categories)."""
     import pandas as pd
 
+    known = model.__dict__.get("_model_object_ids")
+    if known is not None:  # tables never change once built: read once per model
+        return known
     ids = {id(model)}
-    for table in vars(model).values():
+    for table in tuple(vars(model).values()):
         if hasattr(table, "columns"):
             ids.add(id(table))
             # a categorical column's categories are its dtype's: read off the dtypes, not by
             # making a Series of each column (9 ms a model, paid on every answer that cached a view)
             ids.update(id(dtype.categories) for dtype in table.dtypes if isinstance(dtype, pd.CategoricalDtype))
-    return ids
+    model.__dict__["_model_object_ids"] = frozenset(ids)
+    return model.__dict__["_model_object_ids"]
 
 
 class ReplyCache:

@@ -61,9 +61,10 @@ class TraceModel:
               "memory", "flows", "counters", "other", "steps")
 
     def __getstate__(self) -> dict[str, Any]:
-        # Views cache their results (and locks) on the model; a model pickled to another
-        # process (a worker of a parallel job) holds only data.
-        return {k: v for k, v in self.__dict__.items() if k != "_view_cache"}
+        # Views cache their results (and locks) on the model, and the memory accounting what it
+        # measured (object ids among them: meaningless in another process); a model pickled to
+        # another process (a worker of a parallel job) holds only data, its fields.
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     def nbytes(self) -> int:
         """Approximate memory held by the tables, in bytes."""
