@@ -96,9 +96,9 @@ class Answers:
 
         self._apps = Api(self.store).routes()
 
-    def ask(self, route: str, **params: Any) -> Any:
-        """The route's answer to `params` (None when it refused), embedded under its key;
-        asked again while the profile loads (202)."""
+    def embed(self, route: str, **params: Any) -> int:
+        """Embed the route's answer to `params` under its key; its status, asked again while
+        the profile loads (202)."""
         from werkzeug.test import EnvironBuilder, run_wsgi_app
 
         query = _query(params)
@@ -112,14 +112,19 @@ class Answers:
                     break
                 time.sleep(POLL_SECONDS)
             self.replies[key] = (code, b"".join(body))
-        code, payload = self.replies[key]
-        return orjson.loads(payload) if code == 200 else None
+        return self.replies[key][0]
+
+    def ask(self, route: str, **params: Any) -> Any:
+        """The route's answer to `params`, embedded (`embed`), as the report reads it: None when
+        it refused (most answers are only embedded: reading them back costs a parse)."""
+        code = self.embed(route, **params)
+        return orjson.loads(self.replies[answer_key(route, _query(params))][1]) if code == 200 else None
 
     def window(self, route: str, start_us: float, end_us: float, resolution_us: float, **params: Any) -> None:
         """A Trace view window embedded: `route` over [start_us, end_us] at `resolution_us`."""
         scope = answer_key(route, _query(params))
         extra = {"points": COUNTER_POINTS} if route == "timeline_counters" else {"resolution_us": resolution_us}
-        self.ask(route, **params, start_us=start_us, end_us=end_us, **extra)
+        self.embed(route, **params, start_us=start_us, end_us=end_us, **extra)
         key = answer_key(route, _query({**params, "start_us": start_us, "end_us": end_us, **extra}))
         self.windows.append({"route": route, "scope": scope, "start_us": start_us, "end_us": end_us,
                              "resolution_us": resolution_us, "key": key})
@@ -208,38 +213,38 @@ def _profile_requests(answers: Answers, run: str, worker: str, span: int, step: 
     for view in offered:
         answers.say(f"{run} / {worker} / span {span}: {view}")
         if view == "overview":
-            answers.ask("overview", **base)
-            answers.ask("flops", **base, table="steps")
+            answers.embed("overview", **base)
+            answers.embed("flops", **base, table="steps")
         elif view == "operator":
             for group_by in ("name", "name_shape"):
                 for scope in ("all", "compiled", "eager") if regions else ("all",):
-                    answers.ask("operators", **base, group_by=group_by, scope=scope)
-            answers.ask("kernel_tensor_cores", **base)
-            answers.ask("flops", **base, tables="operators,missing")
+                    answers.embed("operators", **base, group_by=group_by, scope=scope)
+            answers.embed("kernel_tensor_cores", **base)
+            answers.embed("flops", **base, tables="operators,missing")
         elif view == "kernel":
             for group_by in ("name", "name_op"):
-                answers.ask("kernels", **base, group_by=group_by)
-            answers.ask("kernel_tensor_cores", **base)
-            answers.ask("compiled", **base, table="kernels")
-            answers.ask("cuda_graphs", **base, tables="kernels,annotations")
-            answers.ask("memcpy_summary", **base)
+                answers.embed("kernels", **base, group_by=group_by)
+            answers.embed("kernel_tensor_cores", **base)
+            answers.embed("compiled", **base, table="kernels")
+            answers.embed("cuda_graphs", **base, tables="kernels,annotations")
+            answers.embed("memcpy_summary", **base)
         elif view == "gpu_idle":
             for by_step in ("false", "true"):
-                answers.ask("idle_time", **base, by_step=by_step)
+                answers.embed("idle_time", **base, by_step=by_step)
             for route in ("queue_length_summary", "queue_length", "memory_bandwidth", "gpu_annotations",
                           "kernel_launch_summary"):
-                answers.ask(route, **base)
+                answers.embed(route, **base)
             for length in (2, 3, 4, 5, 6, 8):
-                answers.ask("kernel_sequences", **base, length=length, top=50)
+                answers.embed("kernel_sequences", **base, length=length, top=50)
             for flag in ("launch_bound", "runtime_outlier", "launch_delay_outlier"):
-                answers.ask("kernel_launches", **base, flag=flag)
+                answers.embed("kernel_launches", **base, flag=flag)
             # the critical path the tab opens on (the first step's) and the step the Trace view
             # holds in full detail: a path costs about as much as a view
             windows = _rows((answers.ask("timeline_tracks", **base) or {}).get("steps"))
             held = list(dict.fromkeys(row["step"] for row in steps[:1] + _detail_steps(windows, step)))
             for number in held:
                 for table in ("categories", "operators", "segments"):
-                    answers.ask("critical_path", **base, step=number, table=table)
+                    answers.embed("critical_path", **base, step=number, table=table)
             if len(steps) > len(held):  # what the page says of another step's
                 answers.notes[answer_key("critical_path", _query(base))] = (
                     f"the critical path of {'step' if len(held) == 1 else 'steps'} {' and '.join(map(str, held))} only "
@@ -248,22 +253,22 @@ def _profile_requests(answers: Answers, run: str, worker: str, span: int, step: 
         elif view == "memory":
             for device in (answers.ask("memory_devices", **base) or {}).get("devices", []):
                 query = {**base, "device": device}
-                answers.ask("memory_curve", **query, max_points=2000)
-                answers.ask("memory_events", **query)
-                answers.ask("memory_stats", **query)
+                answers.embed("memory_curve", **query, max_points=2000)
+                answers.embed("memory_events", **query)
+                answers.embed("memory_stats", **query)
         elif view == "module":
-            answers.ask("modules", **base)
-            answers.ask("module_flame", **base)
+            answers.embed("modules", **base)
+            answers.embed("module_flame", **base)
         elif view == "lightning":
-            answers.ask("lightning", **base)
+            answers.embed("lightning", **base)
         elif view == "compiled":
-            answers.ask("compiled", **base)
+            answers.embed("compiled", **base)
         elif view == "distributed":
-            answers.ask("distributed", run=run, span=span,
+            answers.embed("distributed", run=run, span=span,
                         tables="steps,all_steps,collectives,collective_time,groups,fsdp,devices,coverage,missing")
         elif view == "job":
             for align in ("true", "false"):
-                answers.ask("job", run=run, span=span, align_clocks=align)
+                answers.embed("job", run=run, span=span, align_clocks=align)
         elif view == "trace":
             _trace_requests(answers, base, step)
     return offered
@@ -277,7 +282,7 @@ def _snapshot_requests(answers: Answers, run: str, names: list[str]) -> None:
     collapsed and expanded, and the allocator's state). A zoomed timeline or another moment
     is answered with the page's "not in this report" reason. A `TraceError` with the reason
     when no snapshot can be read."""
-    answers.ask("snapshot_ranks", run=run)
+    answers.embed("snapshot_ranks", run=run)
     refusals = []
     for name in names:
         answers.say(f"{run}: memory snapshot {name}")
@@ -287,15 +292,15 @@ def _snapshot_requests(answers: Answers, run: str, names: list[str]) -> None:
             refusals.append(orjson.loads(answers.replies[answer_key("snapshot_peak", _query(base))][1]))
             continue
         cards = _rows(answers.ask("snapshot_oom", **base))
-        answers.ask("snapshot_trace", **base)  # a run of snapshots only has no trace to draw beside them
+        answers.embed("snapshot_trace", **base)  # a run of snapshots only has no trace to draw beside them
         for device in (row["device"] for row in _rows(peak)):
-            answers.ask("snapshot_timeline", **base, device=device, bins=SNAPSHOT_BINS, bands=SNAPSHOT_BANDS)
+            answers.embed("snapshot_timeline", **base, device=device, bins=SNAPSHOT_BINS, bands=SNAPSHOT_BANDS)
             for entry in (card["entry"] for card in cards if card["device"] == device):
                 moment = {**base, "device": device, "entry": entry}
                 for route in ("snapshot_blame", "snapshot_categories", "snapshot_state"):
-                    answers.ask(route, **moment)
+                    answers.embed(route, **moment)
                 for library in ("collapsed", "expanded"):
-                    answers.ask("snapshot_flame", **moment, library=library)
+                    answers.embed("snapshot_flame", **moment, library=library)
     if len(refusals) == len(names):
         raise TraceError(refusals[0].get("path", run).removeprefix(f"{run}/"), refusals[0].get("reason", "not read"))
 
@@ -477,10 +482,10 @@ def diff_report(a: Any, b: Any, threshold_pct: float, *, max_memory_bytes: int,
             answers.say("diff")
             # the page offers these thresholds (DiffView.tsx); another is shown at the nearest
             threshold = min(PAGE_THRESHOLDS, key=lambda t: abs(float(t) - threshold_pct))
-            answers.ask("diff", run=run_a, worker=worker_a, span=span_a, run_b=run_b, worker_b=worker_b, span_b=span_b,
+            answers.embed("diff", run=run_a, worker=worker_a, span=span_a, run_b=run_b, worker_b=worker_b, span_b=span_b,
                         threshold_pct=threshold)
             if len(listed[run_a]["workers"]) > 1 and len(listed[run_b]["workers"]) > 1:
-                answers.ask("diff_ranks", run=run_a, span=span_a, run_b=run_b, span_b=span_b, threshold_pct=threshold)
+                answers.embed("diff_ranks", run=run_a, span=span_a, run_b=run_b, span_b=span_b, threshold_pct=threshold)
             # the report is the Diff page: its one tab
             answers.replies[answer_key("views", _query({"run": run_a, "worker": worker_a, "span": span_a}))] = (
                 200, orjson.dumps({"run": run_a, "views": ["diff"]}))
