@@ -307,14 +307,13 @@ class WebKit:
 # records what the console would show as an error or a warning, from the page's first byte on.
 COLLECTOR = """(() => {
     const errors = window.__tbPluginErrors = [];
-    const text = (value) => (value instanceof Error ? `${value.name}: ${value.message}` : String(value));
     addEventListener('error', (e) => errors.push(e instanceof ErrorEvent ? `error: ${e.message}`
         : `failed to load: ${e.target?.src || e.target?.href}`), true);
-    addEventListener('unhandledrejection', (e) => errors.push(`unhandled rejection: ${text(e.reason)}`));
+    addEventListener('unhandledrejection', (e) => errors.push(`unhandled rejection: ${e.reason}`));
     addEventListener('securitypolicyviolation', (e) => errors.push(`refused by the page's policy: ${e.blockedURI}`));
     for (const level of ['error', 'warn']) {
         const original = console[level].bind(console);
-        console[level] = (...args) => { errors.push(`console.${level}: ${args.map(text).join(' ')}`); original(...args); };
+        console[level] = (...args) => { errors.push(`console.${level}: ${args.join(' ')}`); original(...args); };
     }
 })();"""
 _POLICY = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', re.IGNORECASE)
@@ -323,20 +322,22 @@ _POLICY = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]
 def with_first_script(page: str, source: str = COLLECTOR) -> str:
     """`page` (an HTML document) with the classic script `source` first: right after the page's
     Content-Security-Policy, whose `script-src` allows it by its sha256 and nothing more than
-    before; at the very start of a page without a policy."""
-    digest = base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode()
+    before; after the doctype of a page without a policy."""
     script = f"<script>{source}</script>"
     policy = _POLICY.search(page)
     if policy is None:
-        return script + page
+        doctype = re.match(r"\s*<!doctype[^>]*>", page, re.IGNORECASE)
+        at = doctype.end() if doctype else 0
+        return page[:at] + script + page[at:]
+    digest = base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode()
     directives, count = re.subn(r"\bscript-src\b", f"script-src 'sha256-{digest}'", policy.group(1), count=1)
     assert count, f"the page's policy has no script-src to allow the collector in: {policy.group(1)}"
     return f"{page[:policy.start(1)]}{directives}{page[policy.end(1):policy.end()]}{script}{page[policy.end():]}"
 
 
 class WebKitTab:
-    """`path` opened as a copy whose first script is the collector (beside the original, so
-    that it is the same file to the page but for that script)."""
+    """`path` opened as a copy whose first script is the collector (of the same name, in the
+    driver's scratch directory)."""
 
     def __init__(self, webkit, path):
         copy = Path(tempfile.mkdtemp(dir=webkit.scratch)) / path.name

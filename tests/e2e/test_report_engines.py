@@ -5,7 +5,9 @@ and the numbers the API gives for the same run; the page follows a light or dark
 planted in a trace as markup and script show as text and run nothing (report_checks.py; the
 drivers and what each sees in engines.py)."""
 
+import base64
 import contextlib
+import hashlib
 import re
 
 import pytest
@@ -16,7 +18,7 @@ from tb_plugin.__main__ import main
 
 from ..helpers import SAMPLES
 from .conftest import REPORT_RUN
-from .engines import FIREFOX, WEBKIT_DRIVER, XVFB, Firefox, WebKit, with_first_script
+from .engines import COLLECTOR, FIREFOX, WEBKIT_DRIVER, XVFB, Firefox, WebKit, with_first_script
 from .report_checks import check_diff_page, check_planted_names, check_report_tabs, check_theme, wait_ready
 
 CNN = SAMPLES / "cpu_cnn"  # one worker, two spans
@@ -109,6 +111,18 @@ def test_requests_errors_and_prompts_are_seen(engine, tmp_path):
     assert len(refused) >= 2 and any("leak.invalid/load.png" in u for u in refused), refused
     assert any("planted error" in e for e in errors) and any("planted warning" in e for e in errors), errors
     assert any("planted prompt" in d for d in dialogs), dialogs
+
+
+def test_the_collector_is_the_only_script_the_copy_adds(report):
+    # WebKit's copy of the file: the collector first, its sha256 the one source its policy adds
+    page = report.read_text("utf-8")
+    copy = with_first_script(page)
+    digest = base64.b64encode(hashlib.sha256(COLLECTOR.encode("utf-8")).digest()).decode()
+    policy = re.compile(r'http-equiv="Content-Security-Policy" content="([^"]*)"')
+    assert policy.search(copy).group(1) == policy.search(page).group(1).replace(
+        "script-src ", f"script-src 'sha256-{digest}' ")
+    assert copy.index("<script") == copy.index(f"<script>{COLLECTOR}</script>")  # the first script
+    assert copy.replace(f"<script>{COLLECTOR}</script>", "").replace(f"'sha256-{digest}' ", "") == page
 
 
 # What goes wrong while the page boots, before it is first ready: its embedded answers
