@@ -26,12 +26,18 @@ if not CHROMIUM.exists():
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from ..helpers import PREFIX, SAMPLES  # noqa: E402
+from tb_plugin.__main__ import main  # noqa: E402
+
+from ..helpers import PREFIX, SAMPLES, kernel, op, runtime  # noqa: E402
 from ..helpers import tensorboard as _tensorboard  # noqa: E402
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 READY = "body[data-ready='true']"
+REPORT_RUN = SAMPLES / "gpu_resnet50_v100"
+# names a trace can carry that are markup and script (`planted_trace`)
+SCRIPT_NAME = "</script><script>alert(1)</script>"
+QUOTED_NAME = "k\"ernel' <img src=x onerror=alert(2)> &amp;"
 _SCREENSHOTS = {}
 
 
@@ -209,3 +215,37 @@ def full_kernel_name(row):
     name = row.locator(".kernel-name").first
     toggle = name.locator("[data-kernel-name]")
     return toggle.get_attribute("data-kernel-name") if toggle.count() else name.inner_text()
+
+
+@pytest.fixture(scope="session")
+def report(tmp_path_factory):
+    """The report file of REPORT_RUN (`python -m tb_plugin report`), which every engine opens."""
+    out = tmp_path_factory.mktemp("report") / "resnet50.html"
+    assert main(["report", str(REPORT_RUN), "-o", str(out)]) == 0
+    return out
+
+
+def planted_trace(path):
+    """A step of two operators and two kernels named as markup, script, quotes and a byte
+    that is not UTF-8."""
+    events = [op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+              op(SCRIPT_NAME, 5, 40), runtime("cudaLaunchKernel", 10, 5, 1, 1),
+              op("bad \udcff name", 50, 40), runtime("cudaLaunchKernel", 55, 5, 2, 2),
+              kernel(SCRIPT_NAME, 20, 30, 1), kernel(QUOTED_NAME, 62, 25, 2)]
+    events[1]["args"]["External id"] = 1
+    events[3]["args"]["External id"] = 2
+    doc = json.dumps({"schemaVersion": 1, "traceEvents": events}, ensure_ascii=False)
+    # "\udcff" (surrogateescape) becomes the lone byte 0xff: a name that is not UTF-8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(doc.encode("utf-8", "surrogateescape"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def planted_report(tmp_path_factory):
+    """The report file of `planted_trace`, written in a directory of its own (returned too,
+    for checking that the file names no server path)."""
+    directory = tmp_path_factory.mktemp("planted")
+    out = directory / "planted.html"
+    assert main(["report", str(planted_trace(directory / "run" / "worker0.pt.trace.json")), "-o", str(out)]) == 0
+    return out

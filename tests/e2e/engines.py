@@ -3,28 +3,38 @@ disk and every request but the file itself refused, recorded and failed by the t
 
 - Firefox (`firefox-esr`), over WebDriver BiDi, which it speaks natively (no geckodriver): a
   network intercept fails every request of the tab but the file's own, and `log.entryAdded`
-  records console errors and uncaught exceptions (the Content-Security-Policy's refusals too).
+  records console errors, the page's `console.warn` calls and uncaught exceptions and
+  rejections (the Content-Security-Policy's refusals too), from the page's first byte on (so
+  Firefox needs no collector of WebKit's below); a prompt the page opens is recorded from
+  `browsingContext.userPromptOpened`, and dismissed.
 - WebKit, Safari's engine (`webkit2gtk-driver`: WebKitWebDriver and its MiniBrowser), over
   classic WebDriver in a private Xvfb display. Classic WebDriver sees neither requests nor the
-  console, so: the session's proxy is a local one that refuses and records every connection;
-  the page's resource timing entries must name nothing but the file and inline data; and once
-  the page is first ready, listeners record uncaught errors, rejections, CSP refusals and
-  `console.error` calls from then on (every tab is rendered after that, the first one again
-  when the checks come back to it). What WebKit logs while the page boots, before the first
-  ready state, is not seen: WebKitGTK 2.50's driver offers no WebDriver BiDi (a session asking
-  for `webSocketUrl` is refused), and MiniBrowser's `--enable-write-console-messages-to-stdout`
-  prints nothing for an automation session. A boot that goes wrong still fails the checks of
-  what the page shows.
+  console, and WebKitGTK 2.50 offers no WebDriver BiDi (a session asking for `webSocketUrl` is
+  refused; MiniBrowser's `--enable-write-console-messages-to-stdout` prints nothing for an
+  automation session), so: the session's proxy is a local one that refuses and records every
+  connection; the page's resource timing entries must name nothing but the file and inline
+  data; and the tab opens a copy of the file whose first script is the harness's collector
+  (`with_first_script`: allowed by its hash, added to the file's Content-Security-Policy, which
+  still refuses every other script), recording uncaught errors, unhandled rejections, CSP
+  refusals and `console.error`/`console.warn` calls from the page's first byte on, before it
+  is ever ready too. (WebKit tells an uncaught error of a page opened from `file://`, an
+  opaque origin, as "Script error." only: the failure says that one happened; Chromium and
+  Firefox say which.) A prompt the page opens (`alert`) is left open and seen by the
+  WebDriver's alert command.
+
+A browser opens in light or dark colour scheme (`color_scheme`): Firefox by its profile's
+preferences, MiniBrowser by its `--dark-mode` option.
 
 Each tab has `evaluate(function_source, *args)` and `screenshot(path)` (report_checks.Tab),
-`refused` and `errors`, and `close(check=True)`, which asserts both are empty. No browser is
-downloaded.
+`refused`, `errors` and `dialogs`, and `close(check=True)`, which asserts all three are empty.
+No browser is downloaded.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -37,8 +47,6 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-
-from .report_checks import wait_ready
 
 FIREFOX = Path("/usr/bin/firefox-esr")
 WEBKIT_DRIVER = Path("/usr/bin/WebKitWebDriver")
@@ -53,9 +61,10 @@ def _leaves(url, own):
     return url.split("#")[0].split("?")[0] != own and not url.startswith(INLINE)
 
 
-def _check(errors, refused):
+def _check(errors, refused, dialogs):
     assert not errors, errors
     assert not refused, f"requests leaving the file: {refused}"
+    assert not dialogs, f"the page opened a prompt (script from the trace ran?): {dialogs}"
 
 
 def _stop(process):
@@ -68,13 +77,22 @@ def _stop(process):
             process.wait()
 
 
-class Firefox:
-    """A headless Firefox in a fresh profile, driven over WebDriver BiDi."""
+# Firefox's preferences for each colour scheme: the system's theme, and the one pages see
+# (`prefers-color-scheme` content override: 0 dark, 1 light).
+_FIREFOX_SCHEMES = {"light": {"ui.systemUsesDarkTheme": 0, "layout.css.prefers-color-scheme.content-override": 1},
+                    "dark": {"ui.systemUsesDarkTheme": 1, "layout.css.prefers-color-scheme.content-override": 0}}
 
-    def __init__(self):
+
+class Firefox:
+    """A headless Firefox in a fresh profile, driven over WebDriver BiDi, its pages in
+    `color_scheme` ("light" or "dark")."""
+
+    def __init__(self, color_scheme="light"):
         import websocket  # websocket-client, a test dependency
 
         self.profile = tempfile.mkdtemp(prefix="tb_plugin_firefox_")
+        Path(self.profile, "user.js").write_text(
+            "".join(f"user_pref({json.dumps(k)}, {v});\n" for k, v in _FIREFOX_SCHEMES[color_scheme].items()), "utf-8")
         self.process = subprocess.Popen(
             [str(FIREFOX), "--headless", "--no-remote", "--profile", self.profile, "--remote-debugging-port=0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -95,7 +113,8 @@ class Firefox:
             self.socket = websocket.create_connection(f"{url}/session", timeout=TIMEOUT_S, suppress_origin=True)
             self.next_id, self.tabs = 0, {}
             self.command("session.new", capabilities={})
-            self.command("session.subscribe", events=["log.entryAdded", "network.beforeRequestSent"])
+            self.command("session.subscribe", events=["log.entryAdded", "network.beforeRequestSent",
+                                                      "browsingContext.userPromptOpened"])
         except BaseException:
             self.close()
             raise
@@ -136,7 +155,7 @@ class Firefox:
 class FirefoxTab:
     def __init__(self, firefox, path):
         self.firefox, self.url = firefox, path.as_uri()
-        self.refused, self.errors = [], []
+        self.refused, self.errors, self.dialogs = [], [], []
         self.context = firefox.command("browsingContext.create", type="tab")["context"]
         firefox.tabs[self.context] = self
         firefox.command("browsingContext.setViewport", context=self.context,
@@ -145,8 +164,12 @@ class FirefoxTab:
         firefox.command("browsingContext.navigate", context=self.context, url=self.url, wait="complete")
 
     def event(self, method, params):
-        if method == "log.entryAdded" and params.get("level") == "error":
+        if method == "log.entryAdded" and (params.get("level") == "error"
+                                           or params.get("type") == "console" and params.get("level") == "warn"):
             self.errors.append(params.get("text"))
+        elif method == "browsingContext.userPromptOpened":
+            self.dialogs.append(f"{params.get('type')}: {params.get('message')}")
+            self.firefox.send("browsingContext.handleUserPrompt", context=self.context, accept=False)
         elif method == "network.beforeRequestSent":
             url = params["request"]["url"]
             leaves = _leaves(url, self.url)
@@ -176,7 +199,7 @@ class FirefoxTab:
         self.firefox.command("browsingContext.close", context=self.context)
         del self.firefox.tabs[self.context]
         if check:
-            _check(self.errors, self.refused)
+            _check(self.errors, self.refused, self.dialogs)
 
 
 class RefusingProxy:
@@ -215,9 +238,12 @@ def _free_port():
 
 
 class WebKit:
-    """WebKitWebDriver in a private Xvfb display; one MiniBrowser session per tab."""
+    """WebKitWebDriver in a private Xvfb display; one MiniBrowser session per tab, its pages
+    in `color_scheme` ("light" or "dark")."""
 
-    def __init__(self):
+    def __init__(self, color_scheme="light"):
+        # the driver's default browser is MiniBrowser with `--automation`: arguments replace those
+        self.arguments = {"light": [], "dark": ["--automation", "--dark-mode"]}[color_scheme]
         self.scratch = tempfile.mkdtemp(prefix="tb_plugin_webkit_")
         read, write = os.pipe()
         self.xvfb = subprocess.Popen([str(XVFB), "-displayfd", str(write), "-nolisten", "tcp",
@@ -257,42 +283,76 @@ class WebKit:
             raise RuntimeError(f"{method} {path}: {value.get('error')}: {value.get('message')}") from None
 
     def open(self, path):
+        # the driver holds one session at a time: a tab a failed test left open is closed first
+        for session in list(self.sessions):
+            self.end(session)
         return WebKitTab(self, path)
 
+    def end(self, session):
+        """End `session` (its MiniBrowser too), whatever state it is in."""
+        self.sessions.discard(session)
+        with contextlib.suppress(Exception):
+            self.call("DELETE", f"/session/{session}")
+
     def close(self):
-        for session in list(self.sessions):  # a tab a failed test left open: its MiniBrowser too
-            with contextlib.suppress(Exception):
-                self.call("DELETE", f"/session/{session}")
+        for session in list(self.sessions):
+            self.end(session)
         _stop(self.driver)
         self.log.close()
         _stop(self.xvfb)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-# Installed once the page is first ready: records what the console would show as an error.
-_RECORD_ERRORS = """() => {
+# The harness's collector, the first script of the page a WebKit tab opens (`with_first_script`):
+# records what the console would show as an error or a warning, from the page's first byte on.
+COLLECTOR = """(() => {
     const errors = window.__tbPluginErrors = [];
-    addEventListener('error', (e) => errors.push(`error: ${e.message || e.target?.src || e.target?.href}`), true);
+    addEventListener('error', (e) => errors.push(e instanceof ErrorEvent ? `error: ${e.message}`
+        : `failed to load: ${e.target?.src || e.target?.href}`), true);
     addEventListener('unhandledrejection', (e) => errors.push(`unhandled rejection: ${e.reason}`));
     addEventListener('securitypolicyviolation', (e) => errors.push(`refused by the page's policy: ${e.blockedURI}`));
-    const error = console.error.bind(console);
-    console.error = (...args) => { errors.push(`console.error: ${args.join(' ')}`); error(...args); };
-}"""
+    for (const level of ['error', 'warn']) {
+        const original = console[level].bind(console);
+        console[level] = (...args) => { errors.push(`console.${level}: ${args.join(' ')}`); original(...args); };
+    }
+})();"""
+_POLICY = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', re.IGNORECASE)
+
+
+def with_first_script(page: str, source: str = COLLECTOR) -> str:
+    """`page` (an HTML document) with the classic script `source` first: right after the page's
+    Content-Security-Policy, whose `script-src` allows it by its sha256 and nothing more than
+    before; after the doctype of a page without a policy."""
+    script = f"<script>{source}</script>"
+    policy = _POLICY.search(page)
+    if policy is None:
+        doctype = re.match(r"\s*<!doctype[^>]*>", page, re.IGNORECASE)
+        at = doctype.end() if doctype else 0
+        return page[:at] + script + page[at:]
+    digest = base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode()
+    directives, count = re.subn(r"\bscript-src\b", f"script-src 'sha256-{digest}'", policy.group(1), count=1)
+    assert count, f"the page's policy has no script-src to allow the collector in: {policy.group(1)}"
+    return f"{page[:policy.start(1)]}{directives}{page[policy.end(1):policy.end()]}{script}{page[policy.end():]}"
 
 
 class WebKitTab:
+    """`path` opened as a copy whose first script is the collector (of the same name, in the
+    driver's scratch directory)."""
+
     def __init__(self, webkit, path):
-        self.webkit, self.url = webkit, path.as_uri()
+        copy = Path(tempfile.mkdtemp(dir=webkit.scratch)) / path.name
+        copy.write_text(with_first_script(path.read_text("utf-8")), "utf-8")
+        self.webkit, self.url = webkit, copy.as_uri()
         self.proxy = RefusingProxy()
         proxy = f"127.0.0.1:{self.proxy.port}"
-        self.session = webkit.call("POST", "/session", {"capabilities": {"alwaysMatch": {
-            "proxy": {"proxyType": "manual", "httpProxy": proxy, "sslProxy": proxy},
-            "timeouts": {"script": TIMEOUT_S * 1000}}}})["sessionId"]
+        capabilities = {"proxy": {"proxyType": "manual", "httpProxy": proxy, "sslProxy": proxy},
+                        "timeouts": {"script": TIMEOUT_S * 1000}, "unhandledPromptBehavior": "ignore"}
+        if webkit.arguments:
+            capabilities["webkitgtk:browserOptions"] = {"args": webkit.arguments}
+        self.session = webkit.call("POST", "/session", {"capabilities": {"alwaysMatch": capabilities}})["sessionId"]
         webkit.sessions.add(self.session)
         self.call("POST", "/window/rect", {"width": WIDTH, "height": HEIGHT})
         self.call("POST", "/url", {"url": self.url})
-        wait_ready(self)
-        self.evaluate(_RECORD_ERRORS)
 
     def call(self, method, path, body=None):
         return self.webkit.call(method, f"/session/{self.session}{path}", body)
@@ -310,14 +370,28 @@ class WebKitTab:
         return self.evaluate("() => window.__tbPluginErrors")
 
     @property
+    def dialogs(self):
+        """The prompt the page has open (WebDriver leaves it open and refuses scripts meanwhile)."""
+        try:
+            return [self.call("GET", "/alert/text")]
+        except RuntimeError as error:
+            if "no such alert" in str(error):
+                return []
+            raise
+
+    @property
     def refused(self):
         loaded = self.evaluate("() => performance.getEntriesByType('resource').map((e) => e.name)")
         return [u for u in loaded if _leaves(u, self.url)] + [f"through the proxy: {line}" for line in self.proxy.seen]
 
     def close(self, check=True):
-        errors, refused = self.errors, self.refused
-        self.call("DELETE", "")
-        self.webkit.sessions.discard(self.session)
-        self.proxy.close()
+        try:
+            dialogs = self.dialogs
+            if dialogs:
+                self.call("POST", "/alert/dismiss", {})
+            errors, refused = self.errors, self.refused
+        finally:
+            self.webkit.end(self.session)
+            self.proxy.close()
         if check:
-            _check(errors, refused)
+            _check(errors, refused, dialogs)

@@ -1,6 +1,7 @@
 """What a report opened from disk must show, in whichever engine opens it: every tab renders,
 holds the numbers the Python API gives for the same run, and the Trace view holds the median
-step in full detail and says how to see the rest.
+step in full detail and says how to see the rest; the page follows the reader's light or dark
+theme; names planted in a trace as markup and script show as text.
 
 The checks ask the page through one call, `tab.evaluate(function_source, *args)`: a JavaScript
 function (maybe async) called with JSON arguments, whose awaited result comes back as JSON.
@@ -12,9 +13,10 @@ a tab also has `screenshot(path)`. Waits are on the page's ready signal
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
-from .conftest import format_duration
+from .conftest import QUOTED_NAME, SCRIPT_NAME, format_duration
 
 # Resolves once the page has settled after the action `act` (a function of no argument run
 # first): ready, with a ready count other than the one before it.
@@ -85,16 +87,16 @@ def attribute(tab: Tab, selector: str, name: str) -> str | None:
     return tab.evaluate("(s, n) => document.querySelector(s)?.getAttribute(n) ?? null", selector, name)
 
 
-def first_row_kernel(tab: Tab) -> tuple[str, str]:
-    """(whole kernel name, row text) of the kernel table's first row: the page shows a short
+def kernel_rows(tab: Tab) -> list[tuple[str, str]]:
+    """(whole kernel name, row text) of each row of the kernel table: the page shows a short
     form with the full name behind a click (components/KernelName.tsx), or the name itself
     where it has nothing to shorten."""
-    return tuple(tab.evaluate("""() => {
-        const row = document.querySelector('[data-table=kernels] tbody tr');
-        const name = row.querySelector('.kernel-name');
-        const toggle = name.querySelector('[data-kernel-name]');
-        return [toggle ? toggle.dataset.kernelName : name.innerText, row.innerText];
-    }"""))
+    return [tuple(row) for row in tab.evaluate("""() => [...document.querySelectorAll('[data-table=kernels] tbody tr')]
+        .map((row) => {
+            const name = row.querySelector('.kernel-name');
+            const toggle = name.querySelector('[data-kernel-name]');
+            return [toggle ? toggle.dataset.kernelName : name.innerText, row.innerText];
+        })""")]
 
 
 def check_report_tabs(tab: Tab, profile, screenshot_dir, prefix: str) -> None:
@@ -120,7 +122,7 @@ def check_report_tabs(tab: Tab, profile, screenshot_dir, prefix: str) -> None:
     kernels = profile.kernels()
     top_kernel = kernels.loc[kernels["total_us"].idxmax()]
     open_view(tab, "kernel")
-    name, first = first_row_kernel(tab)
+    name, first = kernel_rows(tab)[0]
     assert name == top_kernel["name"]
     assert format_duration(top_kernel["total_us"]) in first, (top_kernel["total_us"], first)
     # the Trace view: drawn whole; the median step in full detail; another step at that zoom
@@ -154,4 +156,43 @@ def check_diff_page(tab: Tab, view, screenshot_path) -> None:
     causes = tab.evaluate("() => [...document.querySelectorAll('[data-table=diff-explanation] tbody tr')]"
                           ".map((row) => row.cells[0].innerText)")
     assert causes == list(view.explanation["label"]), causes
+    tab.screenshot(screenshot_path)
+
+
+def _luminance(css_colour: str) -> float:
+    """The relative luminance (WCAG 2) of a computed `rgb(...)`/`rgba(...)` colour."""
+    channels = [int(c) / 255 for c in re.findall(r"\d+", css_colour)[:3]]
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def check_theme(tab: Tab, color_scheme: str, screenshot_path) -> None:
+    """The page follows the reader's `color_scheme` ("light" or "dark"): its background is
+    near white (light) or near black (dark), its text the other way round and readable on it
+    (WCAG AA contrast, 4.5:1); screenshot to `screenshot_path`."""
+    wait_ready(tab)
+    background, colour = tab.evaluate("""() => {
+        const style = getComputedStyle(document.body);
+        return [style.backgroundColor, style.color];
+    }""")
+    back, fore = _luminance(background), _luminance(colour)
+    contrast = (max(back, fore) + 0.05) / (min(back, fore) + 0.05)
+    dark = color_scheme == "dark"
+    assert (back < 0.1 and fore > back) if dark else (back > 0.9 and fore < back), (color_scheme, background, colour)
+    assert contrast >= 4.5, (color_scheme, background, colour, contrast)
+    tab.screenshot(screenshot_path)
+
+
+def check_planted_names(tab: Tab, screenshot_path) -> None:
+    """The report of `conftest.planted_trace` shows its names as text: the operators and
+    kernels named as markup and script, with quotes, and the name with a byte that is not
+    UTF-8 (its replacement character in place); no element came from them. Screenshot of the
+    kernels to `screenshot_path`. (That no script ran, no prompt opened, is the tab's to see.)"""
+    wait_ready(tab)
+    open_view(tab, "operator")
+    operators = text(tab, "[data-table=operators]")
+    assert SCRIPT_NAME in operators and "bad \ufffd name" in operators, operators
+    open_view(tab, "kernel")
+    assert sorted(name for name, _ in kernel_rows(tab)) == sorted([SCRIPT_NAME, QUOTED_NAME])
+    assert tab.evaluate("() => document.querySelectorAll('body script, body iframe, img[src=x]').length") == 0
     tab.screenshot(screenshot_path)

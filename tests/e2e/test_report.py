@@ -1,6 +1,7 @@
 """The report file in Chromium, opened from disk with every request but the file itself
 refused: each tab renders with no console error and the numbers the API gives for the same
-run; names planted in a trace as markup and script show as text and run nothing."""
+run; it follows a dark theme; names planted in a trace as markup and script show as text and
+run nothing (report_checks.py; test_report_engines.py checks the same in Firefox and WebKit)."""
 
 import json
 import re
@@ -11,14 +12,11 @@ import pytest
 from tb_plugin import diff, load_run
 from tb_plugin.__main__ import main
 
-from ..helpers import SAMPLES, kernel, op, report_data, runtime
-from .conftest import READY, full_kernel_name, screenshot
-from .report_checks import check_diff_page, check_report_tabs, open_view
+from ..helpers import SAMPLES, report_data
+from .conftest import QUOTED_NAME, READY, REPORT_RUN, SCRIPT_NAME, screenshot
+from .report_checks import check_diff_page, check_planted_names, check_report_tabs, check_theme, open_view
 
-RUN = SAMPLES / "gpu_resnet50_v100"
 CNN = SAMPLES / "cpu_cnn"  # one worker, two spans
-SCRIPT_NAME = "</script><script>alert(1)</script>"
-QUOTED_NAME = "k\"ernel' <img src=x onerror=alert(2)> &amp;"
 
 
 class Offline:
@@ -63,15 +61,8 @@ class Offline:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("report") / "resnet50.html"
-    assert main(["report", str(RUN), "-o", str(out)]) == 0
-    return out
-
-
-@pytest.fixture(scope="module")
 def profile():
-    return load_run(str(RUN)).profile("worker0", 1)
+    return load_run(str(REPORT_RUN)).profile("worker0", 1)
 
 
 def test_report_tabs_show_the_apis_numbers_offline(browser, report, profile, screenshot_dir):
@@ -121,48 +112,20 @@ def test_a_report_of_memory_snapshots_only_opens_on_their_tab(browser, tmp_path,
     offline.close()
 
 
-def test_report_follows_a_dark_theme(browser, report):
-    offline = Offline(browser, report, color_scheme="dark")
-    light = Offline(browser, report, color_scheme="light")
-    background = "() => getComputedStyle(document.body).backgroundColor"
-    assert offline.page.evaluate(background) != light.page.evaluate(background)
+@pytest.mark.parametrize("color_scheme", ["dark", "light"])
+def test_report_follows_the_readers_theme(browser, report, color_scheme, screenshot_dir):
+    offline = Offline(browser, report, color_scheme=color_scheme)
+    check_theme(offline, color_scheme, screenshot_dir / f"report_{color_scheme}.png")
     offline.close()
-    light.close()
 
 
-def planted_trace(path):
-    """A step of two operators and two kernels named as markup, script, quotes and a byte
-    that is not UTF-8."""
-    events = [op("ProfilerStep#1", 0, 100, cat="user_annotation"),
-              op(SCRIPT_NAME, 5, 40), runtime("cudaLaunchKernel", 10, 5, 1, 1),
-              op("bad \udcff name", 50, 40), runtime("cudaLaunchKernel", 55, 5, 2, 2),
-              kernel(SCRIPT_NAME, 20, 30, 1), kernel(QUOTED_NAME, 62, 25, 2)]
-    events[1]["args"]["External id"] = 1
-    events[3]["args"]["External id"] = 2
-    doc = json.dumps({"schemaVersion": 1, "traceEvents": events}, ensure_ascii=False)
-    # "\udcff" (surrogateescape) becomes the lone byte 0xff: a name that is not UTF-8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(doc.encode("utf-8", "surrogateescape"))
-    return path
-
-
-def test_names_from_the_trace_are_text(browser, tmp_path, screenshot_dir):
-    trace = planted_trace(tmp_path / "run" / "worker0.pt.trace.json")
-    out = tmp_path / "planted.html"
-    assert main(["report", str(trace), "-o", str(out)]) == 0
-    html = out.read_text("utf-8")
-    assert SCRIPT_NAME not in html and "onerror=alert" not in html  # only base64 of them
-    assert str(tmp_path) not in html
+def test_names_from_the_trace_are_text(browser, planted_report, screenshot_dir):
+    html = planted_report.read_text("utf-8")
+    assert SCRIPT_NAME not in html and "onerror=alert" not in html and QUOTED_NAME not in html  # only base64 of them
+    assert str(planted_report.parent) not in html
     assert len(re.findall(r"<script\b", html)) == 2  # the data block and the page's bundle
-    offline = Offline(browser, out)
-    page = offline.open("operator")
-    assert SCRIPT_NAME in page.inner_text("[data-table=operators]")
-    assert "bad \ufffd name" in page.inner_text("[data-table=operators]")
-    page = offline.open("kernel")
-    names = [full_kernel_name(row) for row in page.locator("[data-table=kernels] tbody tr").all()]
-    assert sorted(names) == sorted([SCRIPT_NAME, QUOTED_NAME])
-    assert not page.query_selector("img[src=x]")
-    screenshot(page, screenshot_dir, "report_planted_kernels")
+    offline = Offline(browser, planted_report)
+    check_planted_names(offline, screenshot_dir / "report_planted_kernels.png")
     offline.close()
 
 

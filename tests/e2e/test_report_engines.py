@@ -1,7 +1,14 @@
 """The report and `compare --html` files in Firefox's and WebKit's (Safari's) engines, as
 test_report.py checks them in Chromium: opened from disk with every request but the file itself
-refused and recorded, each tab renders with no console error and the numbers the API gives for
-the same run (report_checks.py; the drivers and what each sees in engines.py)."""
+refused and recorded, each tab renders with no console error (from the page's first byte on)
+and the numbers the API gives for the same run; the page follows a light or dark theme; names
+planted in a trace as markup and script show as text and run nothing (report_checks.py; the
+drivers and what each sees in engines.py)."""
+
+import base64
+import contextlib
+import hashlib
+import re
 
 import pytest
 
@@ -10,11 +17,12 @@ from tb_plugin import load_run
 from tb_plugin.__main__ import main
 
 from ..helpers import SAMPLES
-from .engines import FIREFOX, WEBKIT_DRIVER, XVFB, Firefox, WebKit
-from .report_checks import check_diff_page, check_report_tabs
+from .conftest import REPORT_RUN
+from .engines import COLLECTOR, FIREFOX, WEBKIT_DRIVER, XVFB, Firefox, WebKit, with_first_script
+from .report_checks import check_diff_page, check_planted_names, check_report_tabs, check_theme, wait_ready
 
-RUN = SAMPLES / "gpu_resnet50_v100"
 CNN = SAMPLES / "cpu_cnn"  # one worker, two spans
+DRIVERS = {"firefox": Firefox, "webkit": WebKit}
 
 
 def _missing(engine):
@@ -33,27 +41,21 @@ def _missing(engine):
     return None
 
 
-@pytest.fixture(scope="module", params=["firefox", "webkit"])
+@pytest.fixture(scope="module", params=list(DRIVERS))
 def engine(request):
+    """(name, driver) of an engine whose pages are in the light colour scheme."""
     reason = _missing(request.param)
     if reason:
         pytest.skip(reason)
-    driver = Firefox() if request.param == "firefox" else WebKit()
+    driver = DRIVERS[request.param](color_scheme="light")
     yield request.param, driver
     driver.close()
-
-
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("report") / "resnet50.html"
-    assert main(["report", str(RUN), "-o", str(out)]) == 0
-    return out
 
 
 def test_report_tabs_show_the_apis_numbers_offline(engine, report, screenshot_dir):
     name, driver = engine
     tab = driver.open(report)
-    check_report_tabs(tab, load_run(str(RUN)).profile("worker0", 1), screenshot_dir, f"report_{name}")
+    check_report_tabs(tab, load_run(str(REPORT_RUN)).profile("worker0", 1), screenshot_dir, f"report_{name}")
     tab.close()
 
 
@@ -68,17 +70,80 @@ def test_compare_html_shows_the_apis_diff_offline(engine, tmp_path, screenshot_d
     tab.close()
 
 
-def test_requests_and_errors_are_seen(engine, tmp_path):
+def test_report_follows_the_readers_theme(engine, report, screenshot_dir):
+    name, light = engine
+    tab = light.open(report)
+    check_theme(tab, "light", screenshot_dir / f"report_{name}_light.png")
+    tab.close()
+    dark = DRIVERS[name](color_scheme="dark")
+    try:
+        tab = dark.open(report)
+        check_theme(tab, "dark", screenshot_dir / f"report_{name}_dark.png")
+        tab.close()
+    finally:
+        dark.close()
+
+
+def test_names_from_the_trace_are_text(engine, planted_report, screenshot_dir):
+    # no prompt opened, no console error: the tab's close checks both
+    name, driver = engine
+    tab = driver.open(planted_report)
+    check_planted_names(tab, screenshot_dir / f"report_planted_kernels_{name}.png")
+    tab.close()
+
+
+def test_requests_errors_and_prompts_are_seen(engine, tmp_path):
     # the harness itself: a page with no policy that asks the network for an image while it
-    # loads, fetches over HTTPS and logs an error once ready is caught at both
+    # loads, fetches over HTTPS, logs an error and a warning and opens a prompt once ready is
+    # caught at each
     name, driver = engine
     page = tmp_path / "leaky.html"
     page.write_text('<!doctype html><html><body data-ready="true"><img src="http://leak.invalid/load.png">'
                     "</body></html>", "utf-8")
     tab = driver.open(page)
     tab.evaluate("() => fetch('https://leak.invalid/fetch').catch(() => null)")
-    tab.evaluate("() => console.error('planted error')")
+    tab.evaluate("() => { console.error('planted error'); console.warn('planted warning'); }")
     refused, errors = tab.refused, tab.errors
+    with contextlib.suppress(RuntimeError):  # classic WebDriver may answer a script that opens one with an error
+        tab.evaluate("() => alert('planted prompt')")
+    dialogs = tab.dialogs
     tab.close(check=False)
     assert len(refused) >= 2 and any("leak.invalid/load.png" in u for u in refused), refused
-    assert any("planted error" in e for e in errors), errors
+    assert any("planted error" in e for e in errors) and any("planted warning" in e for e in errors), errors
+    assert any("planted prompt" in d for d in dialogs), dialogs
+
+
+def test_the_collector_is_the_only_script_the_copy_adds(report):
+    # WebKit's copy of the file: the collector first, its sha256 the one source its policy adds
+    page = report.read_text("utf-8")
+    copy = with_first_script(page)
+    digest = base64.b64encode(hashlib.sha256(COLLECTOR.encode("utf-8")).digest()).decode()
+    policy = re.compile(r'http-equiv="Content-Security-Policy" content="([^"]*)"')
+    assert policy.search(copy).group(1) == policy.search(page).group(1).replace(
+        "script-src ", f"script-src 'sha256-{digest}' ")
+    assert copy.index("<script") == copy.index(f"<script>{COLLECTOR}</script>")  # the first script
+    assert copy.replace(f"<script>{COLLECTOR}</script>", "").replace(f"'sha256-{digest}' ", "") == page
+
+
+# What goes wrong while the page boots, before it is first ready: its embedded answers
+# corrupted (a gzip stream starts with the bytes 1f 8b, "H4s" in base64), or a script of the
+# file's own that throws before the page's.
+BOOT_FAILURES = {
+    "corrupt data": lambda page: re.subn(r'(id="tb-report-data">)H4s', r"\1AAA", page),
+    "a throwing script": lambda page: (with_first_script(page, "throw new Error('planted at boot')"), 1),
+}
+
+
+@pytest.mark.parametrize("failure", list(BOOT_FAILURES))
+def test_errors_while_the_page_boots_are_seen(engine, report, tmp_path, failure):
+    name, driver = engine
+    page, planted = BOOT_FAILURES[failure](report.read_text("utf-8"))
+    assert planted == 1
+    broken = tmp_path / "broken.html"
+    broken.write_text(page, "utf-8")
+    tab = driver.open(broken)
+    wait_ready(tab)  # the page still comes up, saying what it cannot show
+    errors = tab.errors
+    tab.close(check=False)
+    # (WebKit names an uncaught error of a page from file:// "Script error." only, see engines.py)
+    assert errors, f"{name} saw no error of a page with {failure}"
