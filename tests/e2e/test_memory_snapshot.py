@@ -26,7 +26,7 @@ def test_snapshot_page_shows_the_oom_and_what_holds_memory(page, server, screens
     listed = next(r for r in api(server, "runs")["runs"] if r["name"] == RUN)
     meta = page.inner_text(f".run-list li[data-run={RUN}] .run-meta")
     assert f"{len(listed['snapshots'])} memory snapshots" in meta and "worker" not in meta
-    ranks = rows(api(server, "snapshot_ranks", run=RUN))
+    ranks = rows(api(server, "snapshot_ranks", run=RUN)["ranks"])
     assert row_count(page, "snapshot-ranks") == len(ranks)
     card = rows(api(server, "snapshot_oom", run=RUN, snapshot="rank1"))[0]
     assert card["kind"] == "oom" and page.get_attribute("[data-testid=snapshot-oom]", "data-kind") == "oom"
