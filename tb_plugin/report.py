@@ -402,7 +402,10 @@ def _named_run(logdir: str, file_name: str | None) -> Iterator[tuple[str, str]]:
     the directory itself) under the name a user knows it by: the file's or directory's own,
     as the page names a run of a log directory by its folder, not "." (the name a store gives
     its log directory itself). A local directory is read through a link of that name in a
-    temporary directory; a URL's run (or the root directory's) stays "."."""
+    temporary directory, a local file through a folder of that name holding a link to it
+    alone (`_link_run`): the report of one worker's file holds that file, not its
+    directory's other workers combined on the Job and Distributed tabs. A URL's run (or the
+    root directory's) stays "."."""
     from .store.storage import is_url
 
     name = os.path.basename(file_name or os.path.abspath(logdir))
@@ -410,7 +413,10 @@ def _named_run(logdir: str, file_name: str | None) -> Iterator[tuple[str, str]]:
         yield logdir, "."
         return
     with tempfile.TemporaryDirectory(prefix="tb_plugin_report_") as links:
-        os.symlink(os.path.abspath(logdir), os.path.join(links, name), target_is_directory=True)
+        if file_name is not None:
+            _link_run(links, name, os.path.join(logdir, file_name))
+        else:
+            os.symlink(os.path.abspath(logdir), os.path.join(links, name), target_is_directory=True)
         yield links, name
 
 

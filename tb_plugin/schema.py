@@ -383,7 +383,7 @@ TWO_PROFILES = "two profiles"  # A and B of a comparison: call(model_a, model_b,
 SPAN = "span of ranks"  # every worker of one span, each by its summary `Route.part`: call({worker: part}, {worker: reason not loaded}, ...)
 TWO_SPANS = "two spans of ranks"  # a span of run A and one of run B, each worker by `Route.part`: call(parts_a, parts_b, ...)
 RANKS = "ranks on one axis"  # the ranks of one span on one clock (`runs.RanksTimeline`): call(ranks, ...)
-RUN_SNAPSHOTS = "snapshots of a run"  # every memory snapshot of a run: call({name: its model}, ...)
+RUN_SNAPSHOTS = "snapshots of a run"  # every memory snapshot of a run: call({name: its model}, {name: reason not read}, ...)
 SNAPSHOT_TRACES = "snapshot and its traces"  # a snapshot and its rank's profiles: call(its model, {(worker, span): model}, ...)
 LOG_DIRECTORY = "log directory"  # the runs found under it (`views.listing.Listing`), answered afresh: call(listing, ...)
 # A profile of a run (its first worker's unless `worker` names one) as the page's tabs are offered for it, with how

@@ -474,19 +474,70 @@ def test_routes_answer_tables_csv_and_a_payload_422(tmp_path, snapshot):
         assert csv.splitlines()[0].startswith("frame,filename,line,name,live_bytes")
         line = wait_route(client, f"{PREFIX}/snapshot_timeline?run=job&snapshot=rank0&device=0&bins=20&bands=3").get_json()
         assert set(line) == {"bands", "points", "totals"} and len(line["totals"]["rows"]) == 20
-        ranks = wait_route(client, f"{PREFIX}/snapshot_ranks?run=job")
-        assert ranks.status_code == 422  # evil.pickle cannot be read: said, not hidden
+        ranks = wait_route(client, f"{PREFIX}/snapshot_ranks?run=job").get_json()
+        # evil.pickle cannot be read: named with its reason, the three others compared
+        assert [row[:1] for row in ranks["missing"]["rows"]] == [["evil"]]
+        assert "posix.system" in ranks["missing"]["rows"][0][1]
+        assert sorted({row[0] for row in ranks["ranks"]["rows"]}) == ["rank0", "rank1", "rank2"]
         (logdir / "job" / "evil.pickle").unlink()
         plugin.store.rescan()
         ranks = wait_route(client, f"{PREFIX}/snapshot_ranks?run=job").get_json()
-        assert sorted({row[0] for row in ranks["rows"]}) == ["rank0", "rank1", "rank2"]
-        side = tb_plugin.load_run(logdir / "job").answer("snapshot_ranks")  # the Python entrance, as HTTP answers
-        assert side.columns.tolist() == ranks["columns"]
-        assert side.astype(object).where(side.notna(), None).to_numpy().tolist() == ranks["rows"]
+        assert sorted({row[0] for row in ranks["ranks"]["rows"]}) == ["rank0", "rank1", "rank2"]
+        assert ranks["missing"]["rows"] == [] and ranks["coverage"]["rows"][0][:2] == [3, 3]
+        side = tb_plugin.load_run(logdir / "job").answer("snapshot_ranks").ranks  # the Python entrance, as HTTP answers
+        assert side.columns.tolist() == ranks["ranks"]["columns"]
+        assert side.astype(object).where(side.notna(), None).to_numpy().tolist() == ranks["ranks"]["rows"]
         bad = client.get(f"{PREFIX}/snapshot_state?run=job&snapshot=rank0&device=7")
         assert bad.status_code == 404 and "has no device 7" in bad.get_json()["reason"]
         bad = client.get(f"{PREFIX}/snapshot_state?run=job&snapshot=rank0&device=0&entry=100000")
         assert bad.status_code == 400
+    finally:
+        plugin.store.stop()
+
+
+def test_snapshot_ranks_leaves_out_a_snapshot_that_cannot_be_read(tmp_path, allocators, snapshot):
+    """Two good snapshots and one cut in the middle (as a crashed job leaves it): the two are
+    compared, the third named with its reason, over HTTP and in Python alike; a run of bad
+    snapshots alone is refused with the first one's reason."""
+    good = pickle.dumps(snapshot, protocol=4)
+    logdir = tmp_path / "logs"
+    (logdir / "job").mkdir(parents=True)
+    (logdir / "job" / "rank0.pickle").write_bytes(good)
+    (logdir / "job" / "rank1.pickle").write_bytes(good[: len(good) // 2])
+    (logdir / "job" / "rank2.pickle").write_bytes(good)
+    (logdir / "bad").mkdir()
+    (logdir / "bad" / "rank0.pickle").write_bytes(good[:100])
+    (logdir / "bad" / "rank1.pickle").write_bytes(pickle.dumps({"segments": [_Payload(tmp_path / "ran")]}))
+    plugin, client = make_client(logdir)
+    try:
+        reply = wait_route(client, f"{PREFIX}/snapshot_ranks?run=job")
+        assert reply.status_code == 200
+        answer = reply.get_json()
+        ranks = pd.DataFrame(answer["ranks"]["rows"], columns=answer["ranks"]["columns"])
+        # both good snapshots, each device with the replayed allocator's own peak
+        assert sorted(set(ranks["snapshot"])) == ["rank0", "rank2"] and len(ranks) == 2 * len(allocators)
+        for a in allocators:
+            assert set(ranks.loc[ranks["device"] == a.device, "peak_allocated_bytes"]) == {_truth(a)[0].max()}
+        (name, reason), = answer["missing"]["rows"]
+        assert name == "rank1" and "truncated" in reason and str(tmp_path) not in reason
+        (loaded, total, text), = answer["coverage"]["rows"]
+        assert (loaded, total) == (2, 3)
+        assert text.startswith("Covers 2 of 3 memory snapshots") and f"rank1 — {reason}" in text
+        csv = wait_route(client, f"{PREFIX}/snapshot_ranks?run=job&table=missing&format=csv").get_data(as_text=True)
+        assert csv.splitlines()[0] == "snapshot,reason" and csv.splitlines()[1].startswith("rank1,")
+        # the Python entrance answers the same
+        side = tb_plugin.load_run(logdir / "job").answer("snapshot_ranks")
+        for table in ("ranks", "coverage", "missing"):
+            frame = getattr(side, table)
+            assert frame.columns.tolist() == answer[table]["columns"]
+            assert frame.astype(object).where(frame.notna(), None).to_numpy().tolist() == answer[table]["rows"]
+        # none can be read: refused with the first one's reason, over HTTP and in Python
+        bad = wait_route(client, f"{PREFIX}/snapshot_ranks?run=bad")
+        assert bad.status_code == 422 and bad.get_json()["path"] == "bad/rank0.pickle"
+        assert "truncated" in bad.get_json()["reason"]
+        with pytest.raises(TraceError, match="truncated"):
+            tb_plugin.load_run(logdir / "bad").answer("snapshot_ranks")
+        assert not (tmp_path / "ran").exists()
     finally:
         plugin.store.stop()
 

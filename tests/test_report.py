@@ -128,15 +128,36 @@ def test_report_of_a_gpu_trace_file_holds_its_gpu_tabs(tmp_path):
 
 
 def test_report_of_one_file_holds_its_worker_and_span(tmp_path):
+    """The second span's file of a worker: the report's run is that file alone (its one span),
+    the first span's file is not in it."""
     run = tmp_path / "run"
     shutil.copytree(CNN, run)
     second = sorted(run.glob("*.pt.trace.json.gz"))[1]
     out = tmp_path / "second.html"
     assert main(["report", str(second), "-o", str(out)]) == 0
     data = embedded(out)
-    assert [s["span"] for s in answer(data, "spans", run=second.name, worker="worker0")["spans"]] == [2]
-    assert data["location"] == {"run": second.name, "worker": "worker0", "span": "2"}
-    assert answer_key("overview", {"run": second.name, "worker": "worker0", "span": "1"}) not in data["answers"]
+    assert [s["file"] for s in answer(data, "spans", run=second.name, worker="worker0")["spans"]] == [second.name]
+    assert data["location"] == {"run": second.name, "worker": "worker0", "span": "1"}
+    assert answer_key("overview", {"run": second.name, "worker": "worker0", "span": "2"}) not in data["answers"]
+
+
+def test_report_of_one_workers_file_holds_that_worker_alone(tmp_path):
+    """worker0's file of a two-worker DDP run: the report lists worker0 alone, offers no Job
+    tab, and its Distributed tab (offered for the file's own collectives) covers worker0 only;
+    the directory's report still combines both (the test below)."""
+    trace = sorted((SAMPLES / "cpu_ddp_gloo").glob("worker0.*.pt.trace.json.gz"))[0]
+    out = tmp_path / "worker0.html"
+    assert main(["report", str(trace), "-o", str(out)]) == 0
+    data = embedded(out)
+    [listed] = answer(data, "runs")["runs"]
+    assert (listed["name"], listed["workers"], listed["files"]) == (trace.name, ["worker0"], 1)
+    base = {"run": trace.name, "span": 1}
+    assert "job" not in answer(data, "views", **base, worker="worker0")["views"]
+    assert not [route for route, _ in map(json.loads, data["answers"]) if route == "job"]
+    tables = answer(data, "distributed", **base,
+                    tables="steps,all_steps,collectives,collective_time,groups,fsdp,devices,coverage,missing")
+    assert {r["worker"] for r in rows(tables["devices"])} == {"worker0"}
+    assert [(r["ranks"], r["ranks_total"]) for r in rows(tables["coverage"])] == [(1, 1)]
 
 
 @pytest.mark.parametrize("argv, reason", [

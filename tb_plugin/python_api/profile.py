@@ -33,6 +33,7 @@ from ..views import compiled as compiled_view
 from ..views import cudagraphs as cudagraph_view
 from ..views import gpu_idle, launches, memory, overview, sequences
 from ..views.common import answer_route
+from ..views.coverage import MissingRank
 from ..views.listing import offered
 
 if TYPE_CHECKING:  # the deferred views, and the disk cache a load may not use, for annotations
@@ -607,8 +608,10 @@ def answer_of(reads: str, route: str, inputs: tuple[Any, ...], params: dict[str,
     models: tuple[Any, ...] = inputs
     if reads in (PROFILE, SNAPSHOT, TWO_PROFILES):
         models = tuple(i.model for i in inputs)
-    elif reads in (RUN_SNAPSHOTS, SNAPSHOT_TRACES):  # (held, ...): each held thing's model, one or {key: one}
-        models = tuple({k: v.model for k, v in i.items()} if isinstance(i, dict) else i.model for i in inputs)
+    elif reads == RUN_SNAPSHOTS:  # ({name: held}, {name: TraceError}): the held ones' models, the others' reasons
+        models = ({k: v.model for k, v in inputs[0].items()}, {k: MissingRank(e.reason) for k, e in inputs[1].items()})
+    elif reads == SNAPSHOT_TRACES:  # (snapshot, {(worker, span): profile}): their models
+        models = (inputs[0].model, {k: v.model for k, v in inputs[1].items()})
     return answer_route(route, reads, models, params, admit, resolve)
 
 

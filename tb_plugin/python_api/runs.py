@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import pandas as pd
 
@@ -99,6 +99,29 @@ def skip_failed(failed: Failed | None, worker: str, error: TraceError, loaded: i
     except TraceError:  # not even its start reads
         rank = None
     failed[worker] = MissingRank(error.reason, rank)
+
+
+Held = TypeVar("Held")
+
+
+def run_snapshots(files: RunFiles, read: Callable[[str], Held]) -> tuple[dict[str, Held], dict[str, TraceError]]:
+    """({name: `read(name)`}, {name: its `TraceError`}) of every memory snapshot of the run
+    `files` (`schema.RUN_SNAPSHOTS`): a snapshot whose `read` raises `TraceError` (a truncated
+    pickle, one over the memory budget, a refused global) is left out with its error, and
+    the others are still read; `NotFoundError` for a run without snapshots, the first
+    snapshot's `TraceError` when none can be read."""
+    if not files.snapshots:
+        raise NotFoundError(f"run {files.name!r} has no memory snapshots (*.pickle, *.pickle.gz or JSON snapshots)")
+    held: dict[str, Held] = {}
+    failed: dict[str, TraceError] = {}
+    for name in files.snapshots:
+        try:
+            held[name] = read(name)
+        except TraceError as exc:
+            failed[name] = exc
+    if not held:
+        raise next(iter(failed.values()))
+    return held, failed
 
 
 def span_ranks(job_parts: Mapping[str, job_view.RankPart], ranks: Sequence[int] | None,
@@ -283,10 +306,8 @@ class Run:
         elif reads == LOG_DIRECTORY:  # the run's own name where a route asks for one
             inputs = (RunListing(self),)
             params = {**({"run": self.files.name} if any(p.name == "run" for p in declared.params) else {}), **params}
-        elif reads == RUN_SNAPSHOTS:
-            if not self.files.snapshots:
-                raise NotFoundError(f"run {self.files.name!r} has no memory snapshots")
-            inputs = ({name: self.snapshot(name) for name in self.files.snapshots},)
+        elif reads == RUN_SNAPSHOTS:  # a snapshot that cannot be read is left out and named (`missing`)
+            inputs = run_snapshots(self.files, self.snapshot)
         elif reads == SNAPSHOT_TRACES:
             name = params.pop("snapshot", None)
             if name is None:

@@ -31,7 +31,7 @@ from .loading import Loading, RunStore, ready
 from ..python_api.snapshots import MemorySnapshot
 from ..python_api.profile import Profile, answer_of, declared_routes
 from ..python_api.runs import (FILE_SUMMARIES, Failed,
-                               propose_comparison, ranks_frame, ranks_inputs, ranks_timeline)
+                               propose_comparison, ranks_frame, ranks_inputs, ranks_timeline, run_snapshots)
 from .routes import API_ROUTES, HANDWRITTEN_ROUTES
 from ..schema import (LOG_DIRECTORY, OFFERED, PROFILE, RANKS, RUN_SNAPSHOTS, SNAPSHOT, SNAPSHOT_TRACES, SPAN, TWO_PROFILES,
                       TWO_SPANS, Route)
@@ -92,16 +92,18 @@ def _one_snapshot(api: "Api", request: wrappers.Request, route: Route | None = N
 
 
 def _run_snapshots(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
-    """Every memory snapshot of the run, once all are read (202 with how many are, before)."""
+    """Every memory snapshot of the run, once all are read (202 with how many are, before),
+    and {name: `TraceError`} of those that could not be (`runs.run_snapshots`: 422 only when
+    none can)."""
     run = text_param(request, "run")
-    names = list(api.store.run_files(run).snapshots)
-    if not names:
-        raise NotFoundError(f"run {run!r} has no memory snapshots (*.pickle, *.pickle.gz or JSON snapshots)")
-    results = {name: api.store.snapshot(run, name) for name in names}
+    files = api.store.run_files(run)
+    results, failed = run_snapshots(files, partial(api.store.snapshot, run))
     loading = [r for r in results.values() if isinstance(r, Loading)]
     if loading:
-        raise loading[0].error(len(results) - len(loading), len(results))
-    return Inputs(list(results.values()), (results,))
+        raise loading[0].error(len(files.snapshots) - len(loading), len(files.snapshots))
+    # Each failure is a new error per request: an answer naming one is not reused, so a file
+    # fixed, removed or read later is seen at once.
+    return Inputs([*results.values(), *failed.values()], (results, failed))
 
 
 def _snapshot_and_traces(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:

@@ -23,7 +23,7 @@ Definitions shared by every function here:
   user frame.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +34,7 @@ from ..errors import BadParameterError
 from ..schema import (NULLABLE, RUN_SNAPSHOTS, SNAPSHOT, SNAPSHOT_TRACES, Persisted, choice, declare, documented, integer,
                       model_choice, number, route, tab)
 from ..snapshot.model import SnapshotModel, SnapshotParts, held_blocks
+from .coverage import COVERAGE, MissingRank, coverage
 from .snapshot_series import (action_is, alive_after, allocation_columns, by_size, bytes_at, check_device, device_series,
                               entry_position, largest_alive, range_max)
 from .snapshot_stacks import (CATEGORY_RULES, UNKNOWN_CATEGORY, category_names, described_columns, frame_texts,
@@ -557,9 +558,30 @@ SNAPSHOT_RANKS = declare(
 )
 
 
-@documented(SNAPSHOT_RANKS)
-def ranks(models: dict[str, SnapshotModel]) -> pd.DataFrame:
-    """Each snapshot's devices with their peak and OOM, snapshots in the order given."""
+MISSING_SNAPSHOTS = declare(
+    "missing_snapshots", "one memory snapshot of the run that could not be read, left out of the comparison",
+    ("snapshot", "str", "", "the snapshot's name as listed with the run (rank0, ...)"),
+    ("reason", "str", "", "why it could not be read: the loader's reason, without the file's path"),
+)
+
+
+@dataclass
+class SnapshotRanks:
+    """The run's memory snapshots side by side (`ranks`), how many of them that covers
+    (`coverage`, one row) and those that could not be read (`missing`)."""
+
+    ranks: pd.DataFrame
+    coverage: pd.DataFrame
+    missing: pd.DataFrame
+
+
+@documented(SNAPSHOT_RANKS, COVERAGE, MISSING_SNAPSHOTS)
+def ranks(models: dict[str, SnapshotModel], missing: Mapping[str, MissingRank] | None = None) -> SnapshotRanks:
+    """Each snapshot's devices with their peak and OOM, snapshots in the order given; `missing`
+    is {name: `coverage.MissingRank`} of the run's snapshots that could not be read (a
+    truncated pickle, one over the memory budget, a refused global), named with their reason
+    in ``coverage`` and ``missing`` and left out of ``ranks``: one bad file does not take the
+    others' comparison away."""
     frames = []
     for name, model in models.items():
         p, o = peak(model), oom(model)
@@ -569,8 +591,13 @@ def ranks(models: dict[str, SnapshotModel]) -> pd.DataFrame:
             "peak_time_us": p["peak_time_us"], "peak_reserved_bytes": p["peak_reserved_bytes"], "oom": is_oom,
             "oom_requested_bytes": np.where(is_oom, o["requested_bytes"], 0),
             "oom_time_us": np.where(is_oom, o["time_us"], np.nan), "entries": p["entries"]}))
-    return SNAPSHOT_RANKS.frame(pd.concat(frames, ignore_index=True) if frames else
-                                pd.DataFrame({c: [] for c in SNAPSHOT_RANKS.names}))
+    missing = missing or {}
+    names = sorted(missing)
+    return SnapshotRanks(
+        SNAPSHOT_RANKS.frame(pd.concat(frames, ignore_index=True) if frames else
+                             pd.DataFrame({c: [] for c in SNAPSHOT_RANKS.names})),
+        coverage(len(models), missing, "memory snapshots", "file could not be read"),
+        MISSING_SNAPSHOTS.frame({"snapshot": names, "reason": [missing[n].reason for n in names]}))
 
 
 SNAPSHOT_TRACE = declare(
@@ -671,8 +698,12 @@ SNAPSHOT_STATE_ROUTE = route(
     "snapshot_state", "The allocator's segments of one device at the chosen moment, each as its allocations and the free "
     "space between them, in address order.", state, params=(_DEVICE_PARAM, _ENTRY), table=SNAPSHOT_STATE, reads=SNAPSHOT)
 SNAPSHOT_RANKS_ROUTE = route(
-    "snapshot_ranks", "Every memory snapshot of the run (one per rank) side by side: each device's peak and OOM. 202 "
-    "with ready/total while some are read.", ranks, table=SNAPSHOT_RANKS, reads=RUN_SNAPSHOTS)
+    "snapshot_ranks", "Every memory snapshot of the run (one per rank) side by side: ranks (each device's peak and "
+    "OOM), coverage (one row: snapshots read, ranks_total, text naming each that could not be read and why) and "
+    "missing (snapshot, reason: each snapshot that could not be read, left out of ranks; the others are compared, "
+    "422 with the first one's reason only when none can be read). 202 with ready/total while some are read. With "
+    "table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON).", ranks,
+    tables={"ranks": SNAPSHOT_RANKS, "coverage": COVERAGE, "missing": MISSING_SNAPSHOTS}, reads=RUN_SNAPSHOTS)
 SNAPSHOT_TRACE_ROUTE = route(
     "snapshot_trace", "A memory snapshot beside the Kineto traces of the same rank in its run (the worker of the "
     "snapshot's name, or the run's only worker): per trace span and device, the trace's origin on the allocator's "

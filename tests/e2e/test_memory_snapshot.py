@@ -26,7 +26,7 @@ def test_snapshot_page_shows_the_oom_and_what_holds_memory(page, server, screens
     listed = next(r for r in api(server, "runs")["runs"] if r["name"] == RUN)
     meta = page.inner_text(f".run-list li[data-run={RUN}] .run-meta")
     assert f"{len(listed['snapshots'])} memory snapshots" in meta and "worker" not in meta
-    ranks = rows(api(server, "snapshot_ranks", run=RUN))
+    ranks = rows(api(server, "snapshot_ranks", run=RUN)["ranks"])
     assert row_count(page, "snapshot-ranks") == len(ranks)
     card = rows(api(server, "snapshot_oom", run=RUN, snapshot="rank1"))[0]
     assert card["kind"] == "oom" and page.get_attribute("[data-testid=snapshot-oom]", "data-kind") == "oom"
@@ -107,30 +107,47 @@ def test_beside_the_trace_draws_its_memory_curve(page, tmp_path, screenshot_dir)
 
 
 def test_an_unreadable_snapshot_is_named_once_and_an_inconsistent_one_has_no_negative_fragmentation(page, tmp_path, screenshot_dir):
-    """Run `snaps`: rank0 readable, rank1 cut short; run `odd`: one snapshot whose trace has
-    8 MiB allocated against the 2 MiB its one segment reserves (tests/test_memory_snapshot.py).
-    The page names the unreadable snapshot once, by its name and never by a server path; it
-    gives the inconsistent one's reason instead of a fragmentation (-300% otherwise); its
-    tables carry their columns' declared meanings; the worker and span selectors say why they
-    are empty."""
+    """Run `snaps`: rank0 and rank2 readable, rank1 cut short; run `cut`: its one snapshot cut
+    short; run `odd`: one snapshot whose trace has 8 MiB allocated against the 2 MiB its one
+    segment reserves (tests/test_memory_snapshot.py). The comparison of `snaps` shows the two
+    that read and names rank1 with its reason, as the Job view names a rank that did not load;
+    `cut`'s page names its unreadable snapshot once, by its name and never by a server path; the
+    inconsistent one gets its reason instead of a fragmentation (-300% otherwise); its tables
+    carry their columns' declared meanings; the worker and span selectors say why they are
+    empty."""
     import pickle
 
     from ..snapshot_data import inconsistent_snapshot, snapshot_of, training
     from .conftest import tensorboard
 
     logs = tmp_path / "logs"
-    (logs / "snaps").mkdir(parents=True)
-    (logs / "odd").mkdir()
+    for run in ("snaps", "cut", "odd"):
+        (logs / run).mkdir(parents=True)
     good = pickle.dumps(snapshot_of([training(0, seed=3)]))
     (logs / "snaps" / "rank0.pickle").write_bytes(good)
     (logs / "snaps" / "rank1.pickle").write_bytes(good[: len(good) // 2])
+    (logs / "snaps" / "rank2.pickle").write_bytes(good)
+    (logs / "cut" / "rank0.pickle").write_bytes(good[: len(good) // 2])
     (logs / "odd" / "rank0.pickle").write_bytes(pickle.dumps(inconsistent_snapshot()))
     with tensorboard(logs, tmp_path / "tb.log") as base:
         open_page(page, base, run="snaps", snapshot="rank1")
+        answer = api(base, "snapshot_ranks", run="snaps")
+        (missing,), (coverage,) = rows(answer["missing"]), rows(answer["coverage"])
+        assert missing["snapshot"] == "rank1" and "truncated" in missing["reason"]
+        shown = page.locator("[data-current-view] [data-testid=rank-coverage]")
+        assert shown.get_attribute("data-missing") == "1" and shown.inner_text() == coverage["text"]
+        assert f"rank1 — {missing['reason']}" in coverage["text"]
+        assert row_count(page, "snapshot-ranks") == len(rows(answer["ranks"])) == 2  # rank0's and rank2's device
+        assert "rank1" not in page.inner_text("[data-table=snapshot-ranks]")
+        assert not page.query_selector_all("[data-current-view] [role=alert]")  # named once, in the comparison
+        assert str(tmp_path) not in page.inner_text("body") and ".pickle" not in coverage["text"]
+        screenshot(page, screenshot_dir, "memory_snapshot_one_unreadable")
+
+        open_page(page, base, run="cut", snapshot="rank0")
         errors = page.query_selector_all("[data-current-view] [role=alert]")
         assert len(errors) == 1
         text = errors[0].inner_text()
-        assert "memory snapshot “rank1” of snaps" in text and "truncated" in text
+        assert "memory snapshot “rank0” of cut" in text and "truncated" in text
         assert str(tmp_path) not in page.inner_text("body") and ".pickle" not in text
         for select in ("worker", "span"):
             assert page.inner_text(f"[data-select={select}]") == "none: memory snapshots only"
@@ -145,5 +162,6 @@ def test_an_unreadable_snapshot_is_named_once_and_an_inconsistent_one_has_no_neg
         assert headers and all(h.get_attribute("data-definition") for h in headers)
         screenshot(page, screenshot_dir, "memory_snapshot_inconsistent")
         page.goto("about:blank")  # before the server stops: the page's rescan poll would find it gone
-    # the browser logs each 422 of the unreadable snapshot (run snaps): expected here
-    page.watch.errors = [e for e in page.watch.errors if not ("status of 422" in e and "run=snaps" in e)]
+    # the browser logs each 422 of an unreadable snapshot (runs snaps and cut): expected here
+    page.watch.errors = [e for e in page.watch.errors
+                         if not ("status of 422" in e and ("run=snaps" in e or "run=cut" in e))]

@@ -2219,12 +2219,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every memory snapshot of the run (one per rank) side by side: each device's peak and OOM. 202 with ready/total while some are read. */
+        /** Every memory snapshot of the run (one per rank) side by side: ranks (each device's peak and OOM), coverage (one row: snapshots read, ranks_total, text naming each that could not be read and why) and missing (snapshot, reason: each snapshot that could not be read, left out of ranks; the others are compared, 422 with the first one's reason only when none can be read). 202 with ready/total while some are read. With table=NAME, that one table (JSON or CSV); with tables=A,B, those (JSON). */
         get: {
             parameters: {
                 query: {
                     /** @description Run name as listed by /runs ("." for the log directory itself). */
                     run: components["parameters"]["run"];
+                    /** @description One table (JSON or CSV). */
+                    table?: "ranks" | "coverage" | "missing";
+                    /** @description Several tables, comma-separated (JSON only); not with table. */
+                    tables?: string;
                     format?: components["parameters"]["format"];
                 };
                 header?: never;
@@ -2233,13 +2237,17 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description The table (JSON), or the same columns and rows as CSV with format=csv. */
+                /** @description All tables (JSON object of tables), or the one asked for. */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["SnapshotRanksTable"];
+                        "application/json": components["schemas"]["SnapshotRanksTable"] | components["schemas"]["RankCoverageTable"] | components["schemas"]["MissingSnapshotsTable"] | {
+                            ranks?: components["schemas"]["SnapshotRanksTable"];
+                            coverage?: components["schemas"]["RankCoverageTable"];
+                            missing?: components["schemas"]["MissingSnapshotsTable"];
+                        };
                         "text/csv": string;
                     };
                 };
@@ -5824,6 +5832,21 @@ export interface components {
                 string
             ][];
         };
+        /** @description `missing_snapshots`: one memory snapshot of the run that could not be read, left out of the comparison. */
+        MissingSnapshotsTable: {
+            /**
+             * @description The column names, in this order.
+             * @constant
+             */
+            columns: [
+                "snapshot",
+                "reason"
+            ];
+            rows: [
+                string,
+                string
+            ][];
+        };
         /** @description `modules`: one module at one path of the nn.Module hierarchy, in depth-first order (siblings by first start). */
         ModulesTable: {
             /**
@@ -6128,7 +6151,7 @@ export interface components {
                 number
             ][];
         };
-        /** @description `rank_coverage`: how many of the span's ranks the view covers, in one row. */
+        /** @description `rank_coverage`: how many of the span's ranks (or of the run's memory snapshots) the view covers, in one row. */
         RankCoverageTable: {
             /**
              * @description The column names, in this order.

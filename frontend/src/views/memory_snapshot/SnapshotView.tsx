@@ -11,6 +11,7 @@ import { typedRows, type RowOf, type WireTableOf } from '../../api/tables';
 import type { MemoryCurveReply, ViewProps } from '../../api/types';
 import { useApi } from '../../api/useApi';
 import { formatBytes, formatDuration, formatPct } from '../../base/format';
+import { RankCoverage } from '../../components/RankCoverage';
 import { Card, Empty, Loaded } from '../../components/Status';
 import { DataTable } from '../../components/table/DataTable';
 import { useUrlParam } from '../../components/useUrlParam';
@@ -21,6 +22,12 @@ type Timeline = {
   totals: WireTableOf<'SnapshotTimelineTotalsTable'>;
 };
 type Band = RowOf<'SnapshotTimelineBandsTable'>;
+/** The run's snapshots side by side, how many that covers and those that could not be read. */
+type Ranks = {
+  ranks: WireTableOf<'SnapshotRanksTable'>;
+  coverage: WireTableOf<'RankCoverageTable'>;
+  missing: WireTableOf<'MissingSnapshotsTable'>;
+};
 
 const WIDTH = 1000;
 const HEIGHT = 280;
@@ -31,47 +38,51 @@ export function SnapshotView(props: ViewProps) {
   const names = [...new Set(listed.map((s) => s.name))];
   const [snapshotParam, setSnapshot] = useUrlParam('snapshot', '');
   const snapshot = names.includes(snapshotParam) ? snapshotParam : names[0];
-  const ranks = useApi<'snapshot_ranks', WireTableOf<'SnapshotRanksTable'>>(names.length ? 'snapshot_ranks' : null, { run: props.run });
-  // A snapshot that cannot be read fails every route that reads it: the error is shown once,
-  // naming the snapshot by the name the run lists it under (the reply's path is the file's
-  // place under the log directory, as the run lists it).
-  const unreadable = (state: { status: string; path?: string | null }) =>
-    state.status === 'error' ? listed.find((s) => s.path === state.path)?.name ?? null : null;
-  const failed = unreadable(ranks);
+  const ranks = useApi<'snapshot_ranks', Ranks>(names.length ? 'snapshot_ranks' : null, { run: props.run });
+  // A snapshot that cannot be read is left out of the comparison, which names it with its
+  // reason (as the Job view names a rank that did not load); when none can be read, the
+  // comparison's error names the first, by the name the run lists it under (the reply's path
+  // is the file's place under the log directory, as the run lists it). Either way the chosen
+  // snapshot's own routes are not asked: it is named once.
+  const missing = ranks.status === 'ok' ? typedRows(ranks.data.missing).map((r) => r.snapshot) : [];
+  const failed = ranks.status === 'error' ? listed.find((s) => s.path === ranks.path)?.name ?? null : null;
   if (!snapshot) return <Empty>No memory snapshots in this run (torch.cuda.memory._dump_snapshot writes *.pickle).</Empty>;
   return (
     <div class="stack" data-testid="memory-snapshot">
       <Card title="Every snapshot of the run: peak and OOM per device">
         <Loaded state={ranks} errorTitle={failed ? cannotRead(props.run, failed) : 'Cannot compare the snapshots'}>
-          {(table) => (
-            <DataTable
-              id="snapshot-ranks"
-              schema="SnapshotRanksTable"
-              rows={typedRows(table)}
-              csvColumns={table.columns}
-              csvName={`${props.run}_memory_snapshots.csv`}
-              rowKey={(r) => `${r.snapshot}|${r.device}`}
-              columns={[
-                { key: 'snapshot', label: 'Snapshot', format: (v) => <button type="button" class="link" data-snapshot={String(v)} onClick={() => setSnapshot(String(v))}>{String(v)}</button> },
-                { key: 'device', label: 'Device', numeric: true },
-                { key: 'peak_allocated_bytes', label: 'Peak allocated', numeric: true, format: (v) => formatBytes(v) },
-                { key: 'peak_reserved_bytes', label: 'Peak reserved', numeric: true, format: (v) => formatBytes(v) },
-                { key: 'oom', label: 'OOM', format: (v) => (v ? 'yes' : 'no') },
-                { key: 'oom_requested_bytes', label: 'OOM asked for', numeric: true, format: (v, r) => (r.oom ? formatBytes(v) : '—') },
-                { key: 'entries', label: 'Entries', numeric: true },
-              ]}
-            />
+          {({ ranks: table, coverage, missing: left }) => (
+            <>
+              {left.rows.length ? <RankCoverage text={typedRows(coverage)[0].text} missing={left} /> : null}
+              <DataTable
+                id="snapshot-ranks"
+                schema="SnapshotRanksTable"
+                rows={typedRows(table)}
+                csvColumns={table.columns}
+                csvName={`${props.run}_memory_snapshots.csv`}
+                rowKey={(r) => `${r.snapshot}|${r.device}`}
+                columns={[
+                  { key: 'snapshot', label: 'Snapshot', format: (v) => <button type="button" class="link" data-snapshot={String(v)} onClick={() => setSnapshot(String(v))}>{String(v)}</button> },
+                  { key: 'device', label: 'Device', numeric: true },
+                  { key: 'peak_allocated_bytes', label: 'Peak allocated', numeric: true, format: (v) => formatBytes(v) },
+                  { key: 'peak_reserved_bytes', label: 'Peak reserved', numeric: true, format: (v) => formatBytes(v) },
+                  { key: 'oom', label: 'OOM', format: (v) => (v ? 'yes' : 'no') },
+                  { key: 'oom_requested_bytes', label: 'OOM asked for', numeric: true, format: (v, r) => (r.oom ? formatBytes(v) : '—') },
+                  { key: 'entries', label: 'Entries', numeric: true },
+                ]}
+              />
+            </>
           )}
         </Loaded>
       </Card>
-      <Snapshot key={snapshot} run={props.run} snapshot={snapshot} names={names} onSnapshot={setSnapshot} failed={failed === snapshot} />
+      <Snapshot key={snapshot} run={props.run} snapshot={snapshot} names={names} onSnapshot={setSnapshot} failed={failed === snapshot || missing.includes(snapshot)} />
     </div>
   );
 }
 
 const cannotRead = (run: string, snapshot: string) => `Cannot read the memory snapshot “${snapshot}” of ${run}`;
 
-/** The chosen snapshot; `failed`: it could not be read, as the error above says already. */
+/** The chosen snapshot; `failed`: it could not be read, as the comparison above says already. */
 function Snapshot({ run, snapshot, names, onSnapshot, failed }: { run: string; snapshot: string; names: string[]; onSnapshot: (name: string) => void; failed: boolean }) {
   const base = { run, snapshot };
   const peak = useApi<'snapshot_peak'>(failed ? null : 'snapshot_peak', base);
