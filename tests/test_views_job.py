@@ -4,6 +4,7 @@ and raw event sums of real traces."""
 import gzip
 import json
 import re
+import shutil
 from collections import defaultdict
 
 import numpy as np
@@ -469,6 +470,22 @@ def test_job_route_with_a_truncated_rank(bad_rank_job):
     assert (verdict["ranks"], verdict["ranks_total"]) == (3, 4) and "Covers 3 of 4 ranks" in verdict["coverage"]
     alone = wait_route(client, f"{PREFIX}/job?run=without&table=rank_steps&format=csv")
     assert wait_route(client, f"{PREFIX}/job?run=bad&table=rank_steps&format=csv").get_data() == alone.get_data()
+
+
+def test_job_route_sees_a_bad_rank_removed_at_once(bad_rank_job, tmp_path):
+    """An answer naming a rank that did not load is not reused: with the bad file removed, the
+    next answer covers the ranks that remain (the loaded ranks' summaries, which the reply
+    cache keys answers on, are the same objects before and after)."""
+    bad = tmp_path / "bad"
+    shutil.copytree(bad_rank_job[0], bad)
+    plugin, client = make_client(tmp_path)
+    first = wait_route(client, f"{PREFIX}/job?run=bad&table=verdict").get_json()
+    assert dict(zip(first["columns"], first["rows"][0]))["ranks_total"] == 4
+    next(bad.glob("worker2.*")).unlink()
+    plugin.store.rescan()
+    again = wait_route(client, f"{PREFIX}/job?run=bad&table=verdict").get_json()
+    verdict = dict(zip(again["columns"], again["rows"][0]))
+    assert (verdict["ranks"], verdict["ranks_total"]) == (3, 3) and verdict["coverage"] == "Covers 3 of 3 ranks."
 
 
 def test_missing_rank_without_distributed_info_in_what_remains_is_named_by_worker(tmp_path):

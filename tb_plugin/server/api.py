@@ -101,9 +101,7 @@ def _run_snapshots(api: "Api", request: wrappers.Request, route: Route | None = 
     loading = [r for r in results.values() if isinstance(r, Loading)]
     if loading:
         raise loading[0].error(len(files.snapshots) - len(loading), len(files.snapshots))
-    # Each failure is a new error per request: an answer naming one is not reused, so a file
-    # fixed, removed or read later is seen at once.
-    return Inputs([*results.values(), *failed.values()], (results, failed))
+    return Inputs(list(results.values()), (results, failed), reusable=not failed)
 
 
 def _snapshot_and_traces(api: "Api", request: wrappers.Request, route: Route | None = None) -> Inputs:
@@ -127,8 +125,7 @@ def _span_parts(api: "Api", request: wrappers.Request, route: Route) -> Inputs:
     span = api.store.span(text_param(request, "run"), span_param(request))
     failed: Failed = {}
     parts = span.summaries((route.part,), failed)[route.part]
-    # the answer changes with the parts: a failed file that loads later adds its part
-    return Inputs(list(parts.values()), (parts, failed))
+    return Inputs(list(parts.values()), (parts, failed), reusable=not failed)
 
 
 def _two_spans(api: "Api", request: wrappers.Request, route: Route) -> Inputs:
@@ -234,10 +231,11 @@ class Api:
         self.sources = SourceResolver()
         self.computing_turns = threading.BoundedSemaphore(COMPUTING_AT_ONCE)
 
-    def _remember(self, profiles: list[object], path: str, reply: tuple[bytes, str | None]) -> None:
-        """Keep a reply for reuse and count, within the memory budget, what computing it left
-        cached on its profiles (a timeline index, a view's tables)."""
-        self.replies.put(profiles, path, reply)
+    def _remember(self, profiles: list[object], path: str, reply: tuple[bytes, str | None] | None) -> None:
+        """Keep a reply for reuse (unless None: not reusable) and count, within the memory
+        budget, what computing it left cached on its profiles (a timeline index, a view's tables)."""
+        if reply is not None:
+            self.replies.put(profiles, path, reply)
         self.store.remeasure(profiles)
 
     def routes(self) -> dict[str, WSGIApplication]:

@@ -126,10 +126,14 @@ def table_csv(frame: pd.DataFrame) -> str:
 class Inputs(NamedTuple):
     """What a route's answer is a pure function of (besides the request path): `used`, the
     profiles (or per-profile summaries) it reads, held weakly to reuse the answer while each
-    is still the one served, and `args`, what its handler is given after the request."""
+    is still the one served, and `args`, what its handler is given after the request.
+    `reusable` is False for an answer that names files that did not load beside those that
+    did: it is neither kept nor looked up, so a file fixed, removed or added since is seen
+    at once (the answer's inputs, the files that load, stay the same objects meanwhile)."""
 
     used: list[object]
     args: tuple[object, ...]
+    reusable: bool = True
 
 
 def reads(inputs: Callable[[Any, wrappers.Request], Inputs]) -> Callable[[_Handler], _Handler]:
@@ -145,7 +149,7 @@ def reads(inputs: Callable[[Any, wrappers.Request], Inputs]) -> Callable[[_Handl
 
 def route(handler: Callable[..., wrappers.Response], replies: ReplyCache | None = None,
           inputs: Callable[[wrappers.Request], Inputs] | None = None,
-          remember: Callable[[list[object], str, tuple[bytes, str | None]], None] | None = None,
+          remember: Callable[[list[object], str, tuple[bytes, str | None] | None], None] | None = None,
           reservation: Callable[[], ReplyReservation] | None = None,
           turns: threading.Semaphore | None = None) -> WSGIApplication:
     """Wrap a `handler(request) -> reply` as a WSGI app with uniform error replies: every
@@ -159,8 +163,10 @@ def route(handler: Callable[..., wrappers.Response], replies: ReplyCache | None 
 
     With `inputs(request) -> Inputs`, the handler is `handler(request, *args)`, and with a
     `ReplyCache` an answer over the same inputs to the same request path (query string
-    included) is looked up first; a successful answer is handed to `remember(used, path,
-    (body, content type))`, which keeps it (and counts it in the memory budget).
+    included) is looked up first (unless `Inputs.reusable` is False); a successful answer is
+    handed to `remember(used, path, (body, content type))`, which keeps it (and counts it in
+    the memory budget), or `remember(used, path, None)` where it is not reusable (what computing
+    it cached on its profiles is counted all the same).
     """
 
     @wrappers.Request.application
@@ -177,8 +183,8 @@ def route(handler: Callable[..., wrappers.Response], replies: ReplyCache | None 
             if inputs is None:
                 return handler(request)
             asked = time.time()
-            used, args = inputs(request)
-            cached = replies.get(used, request.full_path) if replies is not None else None
+            used, args, reusable = inputs(request)
+            cached = replies.get(used, request.full_path) if replies is not None and reusable else None
             if cached is not None:
                 payload, content_type = cached
                 return wrappers.Response(payload, status=200, content_type=content_type, headers=_COMMON_HEADERS)
@@ -190,7 +196,7 @@ def route(handler: Callable[..., wrappers.Response], replies: ReplyCache | None 
                 if turns is not None:
                     turns.release()
             if remember is not None and response.status_code == 200:
-                remember(used, request.full_path, (response.get_data(), response.content_type))
+                remember(used, request.full_path, (response.get_data(), response.content_type) if reusable else None)
             return response
         except PublicError as exc:
             body = exc.body()
