@@ -125,25 +125,39 @@ def test_the_collector_is_the_only_script_the_copy_adds(report):
     assert copy.replace(f"<script>{COLLECTOR}</script>", "").replace(f"'sha256-{digest}' ", "") == page
 
 
-# What goes wrong while the page boots, before it is first ready: its embedded answers
-# corrupted (a gzip stream starts with the bytes 1f 8b, "H4s" in base64), or a script of the
-# file's own that throws before the page's.
+# What goes wrong while the page boots, before it is first ready: a script of the file's own
+# that throws before the page's, or one whose promise fails unhandled.
 BOOT_FAILURES = {
-    "corrupt data": lambda page: re.subn(r'(id="tb-report-data">)H4s', r"\1AAA", page),
-    "a throwing script": lambda page: (with_first_script(page, "throw new Error('planted at boot')"), 1),
+    "a throwing script": "throw new Error('planted at boot')",
+    "an unhandled rejection": "Promise.reject(new Error('planted rejection at boot'))",
 }
 
 
 @pytest.mark.parametrize("failure", list(BOOT_FAILURES))
 def test_errors_while_the_page_boots_are_seen(engine, report, tmp_path, failure):
     name, driver = engine
-    page, planted = BOOT_FAILURES[failure](report.read_text("utf-8"))
-    assert planted == 1
     broken = tmp_path / "broken.html"
-    broken.write_text(page, "utf-8")
+    broken.write_text(with_first_script(report.read_text("utf-8"), BOOT_FAILURES[failure]), "utf-8")
     tab = driver.open(broken)
-    wait_ready(tab)  # the page still comes up, saying what it cannot show
+    wait_ready(tab)
     errors = tab.errors
     tab.close(check=False)
     # (WebKit names an uncaught error of a page from file:// "Script error." only, see engines.py)
     assert errors, f"{name} saw no error of a page with {failure}"
+
+
+def test_a_damaged_report_says_so(engine, report, tmp_path):
+    """A report whose embedded answers were mangled (a gzip stream starts with the bytes 1f 8b,
+    "H4s" in base64) says the file is damaged and how to write it again, not that a server
+    cannot be reached (Firefox also logs the failed stream itself: the page cannot stop that)."""
+    name, driver = engine
+    page, planted = re.subn(r'(id="tb-report-data">)H4s', r"\1AAA", report.read_text("utf-8"))
+    assert planted == 1
+    damaged = tmp_path / "damaged.html"
+    damaged.write_text(page, "utf-8")
+    tab = driver.open(damaged)
+    wait_ready(tab)
+    shown = tab.evaluate("() => document.body.innerText")
+    tab.close(check=False)
+    assert "This report file is damaged" in shown and "python -m tb_plugin report" in shown, shown[:500]
+    assert "TensorBoard server" not in shown and "log directory" not in shown, f"{name}: {shown[:500]}"

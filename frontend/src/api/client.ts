@@ -158,14 +158,25 @@ async function inflate(text: string): Promise<Embedded> {
   return JSON.parse(await new Response(stream).text()) as Embedded;
 }
 
+/** What a report whose embedded answers cannot be read says, in place of every answer: the
+ * file is damaged (cut short, edited, mangled by a mail or chat client), not a server away. */
+export function damagedReport(error: unknown): ApiError {
+  const detail = error instanceof Error ? error.message : String(error);
+  return new ApiError(422, 'report_damaged', `This report file is damaged: its embedded answers cannot be read (${detail}). `
+    + 'Write it again (python -m tb_plugin report RUN_OR_FILE -o report.html) and share the whole file.');
+}
+
 function openReport(): Promise<Embedded> | null {
   const element = typeof document === 'undefined' ? null : document.getElementById('tb-report-data');
   if (!element) return null;
-  const data = inflate(element.textContent ?? '');
-  // the report opens on the selection it was written for (a diff: its A and B)
-  void data.then((d) => {
-    if (!window.location.search) setParams(d.location);
+  const data = inflate(element.textContent ?? '').catch((error: unknown) => {
+    throw damagedReport(error);
   });
+  // the report opens on the selection it was written for (a diff: its A and B); a damaged
+  // one says so wherever an answer is asked for
+  data.then((d) => {
+    if (!window.location.search) setParams(d.location);
+  }, () => undefined);
   return data;
 }
 

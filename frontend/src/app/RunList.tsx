@@ -2,6 +2,7 @@
 // why, the others stay usable. What the scan skipped (a directory it cannot list or that is
 // nested too deep) is listed below the runs, with the reason.
 
+import { inReport } from '../api/client';
 import type { RunInfo, ScanSkip } from '../api/types';
 import { runHoldings } from './holdings';
 
@@ -22,7 +23,11 @@ export function RunList({
     <nav class="run-list" aria-label="Runs">
       <h2>Runs</h2>
       {scanError ? <div class="status error" role="alert">{scanError}</div> : null}
-      {runs.length === 0 && !scanError ? <div class="hint">No runs found yet; the log directory is rescanned in the background.</div> : null}
+      {runs.length === 0 && !scanError ? (
+        <div class="hint">
+          {inReport ? 'This report holds no run it can show.' : 'No runs found yet; the log directory is rescanned in the background.'}
+        </div>
+      ) : null}
       <ul>
         {runs.map((run) => {
           const pct = run.files ? Math.round((100 * run.loaded) / run.files) : 0;
