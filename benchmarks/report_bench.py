@@ -45,6 +45,54 @@ print(json.dumps({"load_s": t1 - t0, "views_s": t2 - t1, "load_cpu_s": c1 - c0, 
 """
 
 
+# A load and every view the report holds: each answer the report embeds of the profile
+# (`_held_requests`, recorded from a report of the same file), asked of the Python API
+# (`Profile.answer`) and each of its tables computed, with nothing serialised.
+_LOAD_AND_HELD_VIEWS = """
+import json, sys, time
+import tb_plugin
+from tb_plugin.python_api.profile import declared_routes
+from tb_plugin.schema import ROUTES
+requests = json.loads(sys.argv[2])
+t0, c0 = time.perf_counter(), time.process_time()
+p = tb_plugin.load(sys.argv[1])
+t1, c1 = time.perf_counter(), time.process_time()
+declared_routes()
+for route, query in requests:
+    declared = ROUTES[route]
+    answer = p.answer(route, **{k: v for k, v in query.items() if k in {q.name for q in declared.params}})
+    for name in declared.tables or ():
+        getattr(answer, name)
+t2, c2 = time.perf_counter(), time.process_time()
+print(json.dumps({"load_s": t1 - t0, "views_s": t2 - t1, "load_cpu_s": c1 - c0, "views_cpu_s": c2 - c1}))
+"""
+
+
+def _held_requests(trace: Path) -> list[tuple[str, dict[str, str]]]:
+    """(route, query) of every answer a report of `trace` embeds that is a view of its profile
+    (not the run listing nor the tabs offered), each once."""
+    from tb_plugin import report
+    from tb_plugin.python_api.profile import declared_routes
+    from tb_plugin.schema import PROFILE
+
+    asked: dict[str, tuple[str, dict[str, str]]] = {}
+    embed = report.Answers.embed
+
+    def recording(self, route, **params):
+        declared = declared_routes().get(route)
+        if declared is not None and declared.reads == PROFILE:
+            query = report._query(params)
+            asked[report.answer_key(route, query)] = (route, query)
+        return embed(self, route, **params)
+
+    report.Answers.embed = recording
+    try:
+        report.run_report(str(trace), max_memory_bytes=8 << 30)
+    finally:
+        report.Answers.embed = embed
+    return list(asked.values())
+
+
 def _trace_file(path: Path) -> Path:
     return path if path.is_file() else sorted(path.glob("*.json.gz"))[0]
 
@@ -52,7 +100,11 @@ def _trace_file(path: Path) -> Path:
 def _timed(argv: list[str]) -> tuple[float, float, float, str]:
     """(wall s, CPU s, peak RSS MB, stdout) of a fresh process running `argv`."""
     started = time.perf_counter()
-    done = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *argv], env={**os.environ, "PYTHONPATH": str(REPO)},
+    # with the package's bytecode written, as an installed package has it: with
+    # PYTHONDONTWRITEBYTECODE set, every process compiled the modules it imports (0.2-0.35 s,
+    # more for the report, which imports the server's)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *argv], env={**env, "PYTHONPATH": str(REPO)},
                           check=True, capture_output=True, text=True)
     wall = time.perf_counter() - started
     peak_kb, user, system = done.stderr.strip().splitlines()[-1].split()
@@ -60,24 +112,29 @@ def _timed(argv: list[str]) -> tuple[float, float, float, str]:
 
 
 def measure(trace: Path, repeat: int) -> dict:
-    runs, reports = [], []
+    reports = []
     with tempfile.TemporaryDirectory() as tmp:
         # the trace alone in its run: the run-wide tabs (job, distributed) of a file's report
         # cover every worker of its directory (the synthetic traces of other sizes beside it)
         alone = Path(tmp) / "run" / trace.name
         alone.parent.mkdir()
         alone.symlink_to(trace.resolve())
-        for _ in range(repeat):
-            wall, cpu, _, out = _timed([sys.executable, "-c", _LOAD_AND_VIEWS, str(alone)])
-            runs.append({**json.loads(out), "base_s": wall, "base_cpu_s": cpu})
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "tb_plugin")], check=True,
+                       env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+        held = json.dumps(_held_requests(alone))
+        opening, holding = [], []
         out = Path(tmp) / "report.html"
-        for _ in range(repeat):
+        for _ in range(repeat):  # interleaved: a busy moment slows each alike
+            wall, cpu, _, printed = _timed([sys.executable, "-c", _LOAD_AND_VIEWS, str(alone)])
+            opening.append({**json.loads(printed), "base_s": wall, "base_cpu_s": cpu})
+            wall, cpu, _, printed = _timed([sys.executable, "-c", _LOAD_AND_HELD_VIEWS, str(alone), held])
+            holding.append({**{f"held_{k}": v for k, v in json.loads(printed).items()}, "held_s": wall, "held_cpu_s": cpu})
             wall, cpu, peak, _ = _timed([sys.executable, "-m", "tb_plugin", "report", str(alone), "-o", str(out)])
             reports.append({"report_s": wall, "report_cpu_s": cpu, "report_peak_mb": peak})
         size = out.stat().st_size
-    base = min(runs, key=lambda r: r["base_cpu_s"])
-    return {"trace": trace.name, "json_mb": _json_mb(trace), **base, **min(reports, key=lambda r: r["report_cpu_s"]),
-            "report_mb": size / 1e6}
+    return {"trace": trace.name, "json_mb": _json_mb(trace), **min(opening, key=lambda r: r["base_cpu_s"]),
+            **min(holding, key=lambda r: r["held_cpu_s"]), **min(reports, key=lambda r: r["report_cpu_s"]),
+            "report_mb": size / 1e6, "answers": len(json.loads(held))}
 
 
 def _json_mb(trace: Path) -> float:
@@ -101,14 +158,16 @@ def main() -> None:
 
         args.cache_dir.mkdir(parents=True, exist_ok=True)
         traces.append(Path(synthetic_trace(_trace_file(DEFAULT_TRACES[0]), args.synth_mb, args.cache_dir)))
-    print("| trace | JSON MB | load + views CPU s (in process: load, views) | report CPU s | wall s: load + views, "
-          "report | report peak RSS MB | report MB |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| trace | JSON MB | load + opening views CPU s (load, views) | load + the views it holds CPU s (load, views; "
+          "answers) | report CPU s | wall s: the three | report peak RSS MB | report MB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for trace in traces:
         r = measure(trace, args.repeat)
         print(f"| {r['trace']} | {r['json_mb']:.0f} | {r['base_cpu_s']:.1f} ({r['load_cpu_s']:.1f}, {r['views_cpu_s']:.1f}) "
-              f"| {r['report_cpu_s']:.1f} | {r['base_s']:.1f}, {r['report_s']:.1f} | {r['report_peak_mb']:.0f} "
-              f"| {r['report_mb']:.2f} |", flush=True)
+              f"| {r['held_cpu_s']:.1f} ({r['held_load_cpu_s']:.1f}, {r['held_views_cpu_s']:.1f}; {r['answers']}) "
+              f"| {r['report_cpu_s']:.1f} | {r['base_s']:.1f}, {r['held_s']:.1f}, {r['report_s']:.1f} "
+              f"| {r['report_peak_mb']:.0f} | {r['report_mb']:.2f} |", flush=True)
+
 
 if __name__ == "__main__":
     main()
