@@ -141,7 +141,12 @@ def test_an_unreadable_snapshot_is_named_once_and_an_inconsistent_one_has_no_neg
         assert "rank1" not in page.inner_text("[data-table=snapshot-ranks]")
         assert not page.query_selector_all("[data-current-view] [role=alert]")  # named once, in the comparison
         assert str(tmp_path) not in page.inner_text("body") and ".pickle" not in coverage["text"]
+        # rank1, chosen, says it could not be read and offers the first that reads
+        assert "“rank1” could not be read (the comparison above says why)" in page.inner_text("[data-testid=memory-snapshot]")
         screenshot(page, screenshot_dir, "memory_snapshot_one_unreadable")
+        page.click("[data-testid=memory-snapshot] button[data-snapshot=rank0]:has-text('Show rank0')")
+        page.wait_for_selector("[data-control=snapshot]")
+        assert page.input_value("[data-control=snapshot]") == "rank0"
 
         open_page(page, base, run="cut", snapshot="rank0")
         errors = page.query_selector_all("[data-current-view] [role=alert]")

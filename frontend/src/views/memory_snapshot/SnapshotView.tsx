@@ -37,15 +37,18 @@ export function SnapshotView(props: ViewProps) {
   const listed = props.runs.find((r) => r.name === props.run)?.snapshots ?? [];
   const names = [...new Set(listed.map((s) => s.name))];
   const [snapshotParam, setSnapshot] = useUrlParam('snapshot', '');
-  const snapshot = names.includes(snapshotParam) ? snapshotParam : names[0];
   const ranks = useApi<'snapshot_ranks', Ranks>(names.length ? 'snapshot_ranks' : null, { run: props.run });
   // A snapshot that cannot be read is left out of the comparison, which names it with its
   // reason (as the Job view names a rank that did not load); when none can be read, the
   // comparison's error names the first, by the name the run lists it under (the reply's path
   // is the file's place under the log directory, as the run lists it). Either way the chosen
-  // snapshot's own routes are not asked: it is named once.
+  // snapshot's own routes are not asked: it is named once (and none is, when none reads). The
+  // one shown first is the first that reads, once the comparison (which reads them all) says
+  // which do.
   const missing = ranks.status === 'ok' ? typedRows(ranks.data.missing).map((r) => r.snapshot) : [];
   const failed = ranks.status === 'error' ? listed.find((s) => s.path === ranks.path)?.name ?? null : null;
+  const readable = names.filter((n) => !missing.includes(n));
+  const snapshot = names.includes(snapshotParam) ? snapshotParam : readable[0] ?? names[0];
   if (!snapshot) return <Empty>No memory snapshots in this run (torch.cuda.memory._dump_snapshot writes *.pickle).</Empty>;
   return (
     <div class="stack" data-testid="memory-snapshot">
@@ -75,18 +78,28 @@ export function SnapshotView(props: ViewProps) {
           )}
         </Loaded>
       </Card>
-      <Snapshot key={snapshot} run={props.run} snapshot={snapshot} names={names} onSnapshot={setSnapshot} failed={failed === snapshot || missing.includes(snapshot)} />
+      {ranks.status === 'loading' || failed ? null : (
+        <Snapshot key={snapshot} run={props.run} snapshot={snapshot} names={names} onSnapshot={setSnapshot} failed={!readable.includes(snapshot)} instead={readable[0] ?? null} />
+      )}
     </div>
   );
 }
 
 const cannotRead = (run: string, snapshot: string) => `Cannot read the memory snapshot “${snapshot}” of ${run}`;
 
-/** The chosen snapshot; `failed`: it could not be read, as the comparison above says already. */
-function Snapshot({ run, snapshot, names, onSnapshot, failed }: { run: string; snapshot: string; names: string[]; onSnapshot: (name: string) => void; failed: boolean }) {
+/** The chosen snapshot; `failed`: it could not be read, as the comparison above says already
+ * (`instead`: the first that reads, offered in its place). */
+function Snapshot({ run, snapshot, names, onSnapshot, failed, instead }: { run: string; snapshot: string; names: string[]; onSnapshot: (name: string) => void; failed: boolean; instead: string | null }) {
   const base = { run, snapshot };
   const peak = useApi<'snapshot_peak'>(failed ? null : 'snapshot_peak', base);
-  if (failed) return null;
+  if (failed) {
+    return (
+      <Empty>
+        “{snapshot}” could not be read (the comparison above says why).{' '}
+        {instead ? <button type="button" class="link" data-snapshot={instead} onClick={() => onSnapshot(instead)}>Show {instead}</button> : null}
+      </Empty>
+    );
+  }
   return (
     <Loaded state={peak} errorTitle={cannotRead(run, snapshot)}>
       {(table) => {
