@@ -95,7 +95,7 @@ class Profile:
         return overview.advice(self.model)
 
     def environment(self) -> dict[str, Any]:
-        return overview.environment(self.model, self.device_type)
+        return overview.environment(self.model)
 
     def overview(self) -> dict[str, Any]:
         """Everything the overview page shows, as one dict of plain data and DataFrames: the

@@ -161,11 +161,11 @@ def run_settings(model: TraceModel) -> dict[str, Any]:
     return {k: model.metadata[k] for k in RUN_SETTINGS if k in model.metadata}
 
 
-def environment(model: TraceModel, device_type: str) -> dict[str, Any]:
+def environment(model: TraceModel) -> dict[str, Any]:
     """What ran: device type, GPUs, distributed setup, versions and run settings the trace records."""
     meta = model.metadata
     keys = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "Framework", "schemaVersion")
-    env = {"device_type": device_type, "distributed": model.distributed, "matrix_unit": matrix_unit(model)}
+    env = {"device_type": model.device_type, "distributed": model.distributed, "matrix_unit": matrix_unit(model)}
     env.update({k: meta[k] for k in keys if k in meta})
     return env | run_settings(model)
 
@@ -185,7 +185,7 @@ def overview(model: TraceModel) -> dict[str, Any]:
     import's anomalies."""
     step_table = steps(model)
     return {
-        "environment": environment(model, model.device_type),
+        "environment": environment(model),
         "steps": step_table,
         "step_mean": step_mean(step_table),
         "step_summary": step_summary(step_table),

@@ -46,14 +46,18 @@ def after(tab: Tab, action: str, *args: Any) -> None:
 
 
 def wait_ready(tab: Tab) -> None:
-    """Wait for the page's first ready state."""
-    tab.evaluate("""async () => {
-        const deadline = Date.now() + 60000;
-        while (document.body?.dataset.ready !== 'true') {
-            if (Date.now() > deadline) throw new Error('the page was not ready within 60 s');
-            await new Promise((resolve) => setTimeout(resolve, 20));
-        }
-    }""")
+    """Wait for the page's first ready state; a page that never gets there fails with what
+    the engine saw go wrong meanwhile (the errors are what explains a page that never boots)."""
+    try:
+        tab.evaluate("""async () => {
+            const deadline = Date.now() + 60000;
+            while (document.body?.dataset.ready !== 'true') {
+                if (Date.now() > deadline) throw new Error('the page was not ready within 60 s');
+                await new Promise((resolve) => setTimeout(resolve, 20));
+            }
+        }""")
+    except Exception as exc:
+        raise AssertionError(f"the page was not ready ({exc}); errors seen: {tab.errors}") from exc
 
 
 def open_view(tab: Tab, view: str) -> None:
