@@ -517,7 +517,7 @@ def number_text(name: str, text: str, integer: bool) -> int | float:
         value = int(text) if integer else float(text)
     except ValueError:
         raise ValueError(f"parameter {name!r} must be {'an integer' if integer else 'a number'}, not {text[:40]!r}") from None
-    if not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):  # (an int is: however large, never inf)
         raise ValueError(f"parameter {name!r} must be finite")
     return value
 

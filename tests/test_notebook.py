@@ -51,11 +51,20 @@ def test_run_shows_the_page_of_every_span(executed, tmp_path):
 
 
 def test_profile_shows_its_own_span(executed, tmp_path):
+    """The second span's Profile shows that file alone (its run is named after it), with the
+    steps that file records, not the first span's."""
+    import tb_plugin
+
     [output] = executed[2]
     data = embedded(frame_page(output, tmp_path))
-    assert data["location"]["span"] == "2"
-    run = sorted(CNN.glob("*.pt.trace.json.gz"))[1].name  # the file's own name
-    assert [s["span"] for s in answer(data, "spans", run=run, worker="worker0")["spans"]] == [2]
+    path = sorted(CNN.glob("*.pt.trace.json.gz"))[1]
+    spans = answer(data, "spans", run=path.name, worker="worker0")["spans"]
+    assert [s["file"] for s in spans] == [path.name] and data["location"]["span"] == str(spans[0]["span"])
+    steps = answer(data, "steps", run=path.name, worker="worker0", span=spans[0]["span"])
+    shown = [dict(zip(steps["columns"], row))["step"] for row in steps["rows"]]
+    assert shown == tb_plugin.load(str(path)).steps()["step"].tolist()
+    first = tb_plugin.load(str(sorted(CNN.glob("*.pt.trace.json.gz"))[0])).steps()["step"].tolist()
+    assert shown != first
 
 
 def test_show_opens_the_view_asked_for(executed, tmp_path):
