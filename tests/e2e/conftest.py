@@ -27,9 +27,11 @@ if not CHROMIUM.exists():
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from tb_plugin.__main__ import main  # noqa: E402
+from tb_plugin.report import Shown, show  # noqa: E402
 
 from ..helpers import PREFIX, SAMPLES, kernel, op, runtime  # noqa: E402
 from ..helpers import tensorboard as _tensorboard  # noqa: E402
+from .engines import with_first_script  # noqa: E402
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
@@ -38,6 +40,8 @@ REPORT_RUN = SAMPLES / "gpu_resnet50_v100"
 # names a trace can carry that are markup and script (`planted_trace`)
 SCRIPT_NAME = "</script><script>alert(1)</script>"
 QUOTED_NAME = "k\"ernel' <img src=x onerror=alert(2)> &amp;"
+# a script of the file's own that throws before the page's
+THROW_AT_BOOT = "throw new Error('planted at boot')"
 _SCREENSHOTS = {}
 
 
@@ -249,3 +253,30 @@ def planted_report(tmp_path_factory):
     out = directory / "planted.html"
     assert main(["report", str(planted_trace(directory / "run" / "worker0.pt.trace.json")), "-o", str(out)]) == 0
     return out
+
+
+def _notebook_host(path, shown):
+    """`path` written as a page holding `shown` (what `tb_plugin.show` returns) as a notebook
+    cell does: its `_repr_html_`, the report in a sandboxed `srcdoc` frame."""
+    path.write_text(f"<!doctype html><html><body>{shown._repr_html_()}</body></html>", "utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def notebook_shown():
+    return show(SAMPLES / "cpu_cnn", view="operator")
+
+
+@pytest.fixture(scope="session")
+def notebook_page(tmp_path_factory, notebook_shown):
+    """A page on disk holding `tb_plugin.show(SAMPLES / "cpu_cnn", view="operator")` as a
+    notebook cell shows it."""
+    return _notebook_host(tmp_path_factory.mktemp("notebook") / "notebook.html", notebook_shown)
+
+
+@pytest.fixture(scope="session")
+def broken_notebook_page(tmp_path_factory, notebook_shown):
+    """`notebook_page` whose frame's page runs a script that throws (THROW_AT_BOOT) before
+    its own."""
+    return _notebook_host(tmp_path_factory.mktemp("notebook") / "broken.html",
+                          Shown(with_first_script(notebook_shown.page, THROW_AT_BOOT)))

@@ -27,6 +27,19 @@ preferences, MiniBrowser by its `--dark-mode` option.
 
 Each tab has `evaluate(function_source, *args)` and `screenshot(path)` (report_checks.Tab),
 `refused`, `errors` and `dialogs`, and `close(check=True)`, which asserts all three are empty.
+`tab.in_frame(selector)` is the page of a frame in it (a `Frame`: `evaluate`, `screenshot`, its
+`errors`), reached through the protocol, since the page's own scripts cannot reach into a frame
+sandboxed without `allow-same-origin` (a notebook cell's, `tb_plugin.show`):
+
+- Firefox: the frame's own browsing context (its `contentWindow`, which BiDi gives as that
+  context), the target of its scripts. A frame's context is its tab's from its creation on
+  (`browsingContext.contextCreated`), so its requests are refused and its console errors and
+  uncaught exceptions recorded as the tab's, from its first byte on.
+- WebKit: each script switches into the frame (`POST /session/{id}/frame` with the iframe
+  element) and back (`/frame/parent`). The copy the tab opens has the collector first in the
+  page of each `srcdoc` frame too (`with_collector_in_frames`), and the frame's errors are
+  what that one recorded; its requests, as the tab's, go to the refusing proxy.
+
 No browser is downloaded.
 """
 
@@ -35,6 +48,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import html
 import json
 import os
 import re
@@ -114,7 +128,8 @@ class Firefox:
             self.next_id, self.tabs = 0, {}
             self.command("session.new", capabilities={})
             self.command("session.subscribe", events=["log.entryAdded", "network.beforeRequestSent",
-                                                      "browsingContext.userPromptOpened"])
+                                                      "browsingContext.userPromptOpened",
+                                                      "browsingContext.contextCreated"])
         except BaseException:
             self.close()
             raise
@@ -135,9 +150,25 @@ class Firefox:
                     raise RuntimeError(f"{method}: {message.get('error')}: {message.get('message')}")
                 return message["result"]
             if message.get("type") == "event":
-                tab = self.tabs.get(message["params"].get("context") or message["params"].get("source", {}).get("context"))
+                params = message["params"]
+                if message["method"] == "browsingContext.contextCreated":
+                    # a frame's events (its requests, console, errors) are its tab's
+                    if params.get("parent") in self.tabs:
+                        self.tabs[params["context"]] = self.tabs[params["parent"]]
+                    continue
+                tab = self.tabs.get(params.get("context") or params.get("source", {}).get("context"))
                 if tab is not None:
-                    tab.event(message["method"], message["params"])
+                    tab.event(message["method"], params)
+
+    def evaluate(self, context, function, args):
+        """The JSON result of the JavaScript `function` called with `args` in `context` (a tab's
+        or a frame's browsing context)."""
+        expression = f"(async () => JSON.stringify(await ({function})(...{json.dumps(list(args))})))()"
+        result = self.command("script.evaluate", expression=expression, target={"context": context}, awaitPromise=True)
+        if result["type"] == "exception":
+            raise RuntimeError(result["exceptionDetails"].get("text"))
+        value = result["result"]
+        return json.loads(value["value"]) if value["type"] == "string" else None
 
     def open(self, path):
         return FirefoxTab(self, path)
@@ -183,13 +214,16 @@ class FirefoxTab:
                     self.firefox.send("network.continueRequest", request=request)
 
     def evaluate(self, function, *args):
-        expression = f"(async () => JSON.stringify(await ({function})(...{json.dumps(list(args))})))()"
-        result = self.firefox.command("script.evaluate", expression=expression, target={"context": self.context},
-                                      awaitPromise=True)
-        if result["type"] == "exception":
-            raise RuntimeError(result["exceptionDetails"].get("text"))
-        value = result["result"]
-        return json.loads(value["value"]) if value["type"] == "string" else None
+        return self.firefox.evaluate(self.context, function, args)
+
+    def in_frame(self, selector):
+        """The page of the frame at `selector` (`<iframe>`), reached as its own browsing context,
+        which a sandboxed frame's scripts need: the page's cannot reach into it."""
+        window = self.firefox.command("script.evaluate", expression=f"document.querySelector({json.dumps(selector)})"
+                                      ".contentWindow", target={"context": self.context}, awaitPromise=False)
+        assert window["result"]["type"] == "window", f"no frame at {selector}: {window}"
+        context = window["result"]["value"]["context"]
+        return Frame(self, lambda function, args: self.firefox.evaluate(context, function, args), lambda: self.errors)
 
     def screenshot(self, path):
         shot = self.firefox.command("browsingContext.captureScreenshot", context=self.context, origin="document")
@@ -197,9 +231,30 @@ class FirefoxTab:
 
     def close(self, check=True):
         self.firefox.command("browsingContext.close", context=self.context)
-        del self.firefox.tabs[self.context]
+        for context in [c for c, tab in self.firefox.tabs.items() if tab is self]:
+            del self.firefox.tabs[context]
         if check:
             _check(self.errors, self.refused, self.dialogs)
+
+
+class Frame:
+    """The page of a frame in `tab`, for the checks (report_checks.Tab): `evaluate` runs a
+    script in it through `run(function, args)`, the engine's way in; `screenshot` takes the
+    tab's (the frame as its page shows it); `errors` are what the engine saw go wrong in the
+    frame, `errors()`. (Chromium's tab, test_report.Offline, makes one too.)"""
+
+    def __init__(self, tab, run, errors):
+        self.tab, self.run, self.seen = tab, run, errors
+
+    def evaluate(self, function, *args):
+        return self.run(function, args)
+
+    def screenshot(self, path):
+        self.tab.screenshot(path)
+
+    @property
+    def errors(self):
+        return self.seen()
 
 
 class RefusingProxy:
@@ -316,6 +371,7 @@ COLLECTOR = """(() => {
         console[level] = (...args) => { errors.push(`console.${level}: ${args.join(' ')}`); original(...args); };
     }
 })();"""
+_COLLECTED = "() => window.__tbPluginErrors"
 _POLICY = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', re.IGNORECASE)
 
 
@@ -335,13 +391,26 @@ def with_first_script(page: str, source: str = COLLECTOR) -> str:
     return f"{page[:policy.start(1)]}{directives}{page[policy.end(1):policy.end()]}{script}{page[policy.end():]}"
 
 
+_SRCDOC = re.compile(r'\bsrcdoc="([^"]*)"')
+
+
+def with_collector_in_frames(page: str) -> str:
+    """`page` with the collector first in the page of each of its `srcdoc` frames too
+    (`with_first_script`), whose errors its own collector cannot see; each attribute written
+    back escaped and in ASCII, as `tb_plugin.show` writes it."""
+    def planted(match):
+        frame = with_first_script(html.unescape(match.group(1)))
+        return f'srcdoc="{html.escape(frame, quote=True).encode("ascii", "xmlcharrefreplace").decode("ascii")}"'
+    return _SRCDOC.sub(planted, page)
+
+
 class WebKitTab:
-    """`path` opened as a copy whose first script is the collector (of the same name, in the
-    driver's scratch directory)."""
+    """`path` opened as a copy whose first script is the collector, in the page of each of its
+    `srcdoc` frames too (of the same name, in the driver's scratch directory)."""
 
     def __init__(self, webkit, path):
         copy = Path(tempfile.mkdtemp(dir=webkit.scratch)) / path.name
-        copy.write_text(with_first_script(path.read_text("utf-8")), "utf-8")
+        copy.write_text(with_first_script(with_collector_in_frames(path.read_text("utf-8"))), "utf-8")
         self.webkit, self.url = webkit, copy.as_uri()
         self.proxy = RefusingProxy()
         proxy = f"127.0.0.1:{self.proxy.port}"
@@ -362,12 +431,26 @@ class WebKitTab:
         value = self.call("POST", "/execute/sync", {"script": script, "args": list(args)})
         return None if value is None else json.loads(value)
 
+    def in_frame(self, selector):
+        """The page of the frame at `selector` (`<iframe>`), each script run in it by switching
+        into the frame and back (a sandboxed frame's page is out of the page's scripts' reach);
+        its errors those its own collector recorded."""
+        element = self.call("POST", "/element", {"using": "css selector", "value": selector})
+
+        def run(function, args):
+            self.call("POST", "/frame", {"id": element})
+            try:
+                return self.evaluate(function, *args)
+            finally:
+                self.call("POST", "/frame/parent", {})
+        return Frame(self, run, lambda: run(_COLLECTED, ()))
+
     def screenshot(self, path):
         Path(path).write_bytes(base64.b64decode(self.call("GET", "/screenshot")))
 
     @property
     def errors(self):
-        return self.evaluate("() => window.__tbPluginErrors")
+        return self.evaluate(_COLLECTED)
 
     @property
     def dialogs(self):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
-from .conftest import QUOTED_NAME, SCRIPT_NAME, format_duration
+from .conftest import QUOTED_NAME, SCRIPT_NAME, charts_drawn, format_duration
 
 # Resolves once the page has settled after the action `act` (a function of no argument run
 # first): ready, with a ready count other than the one before it.
@@ -161,6 +161,36 @@ def check_diff_page(tab: Tab, view, screenshot_path) -> None:
                           ".map((row) => row.cells[0].innerText)")
     assert causes == list(view.explanation["label"]), causes
     tab.screenshot(screenshot_path)
+
+
+def check_notebook_frame(frame: Tab, screenshot_path) -> None:
+    """What a notebook cell shows of `tb_plugin.show(run, view="operator")` (conftest's
+    `notebook_page`), `frame` being the way into its sandboxed frame, which the page around it
+    cannot script: the frame's page ready on the Operator tab with operator rows; a click on
+    the Memory tab selects it and draws the Memory view's charts; no error seen in the frame.
+    Screenshot of the page around it to `screenshot_path`."""
+    wait_ready(frame)
+    assert attribute(frame, "[data-view='operator']", "aria-selected") == "true"
+    assert frame.evaluate("() => document.querySelectorAll('[data-table=operators] tbody tr').length") > 0
+    open_view(frame, "memory")
+    assert attribute(frame, "[data-view='memory']", "aria-selected") == "true"
+    assert frame.evaluate("() => !!document.querySelector('[data-testid=memory]')")
+    drawn = charts_drawn(frame)
+    assert drawn and min(drawn.values()) >= 2000, f"charts without a picture: {drawn}"
+    frame.screenshot(screenshot_path)
+    assert not frame.errors, frame.errors
+
+
+def check_frame_errors_seen(frame: Tab, engine: str) -> None:
+    """What goes wrong in a notebook frame (conftest's `broken_notebook_page`, `frame` the way
+    into it) reaches the test: the script that throws while the frame's page boots, and a
+    `console.error` once it is ready."""
+    wait_ready(frame)
+    frame.evaluate("() => console.error('planted in the frame')")
+    errors = frame.errors
+    assert any("planted in the frame" in e for e in errors), f"{engine}: {errors}"
+    # (WebKit names an uncaught error of a page from file:// "Script error." only, see engines.py)
+    assert any("planted at boot" in e or e.endswith("Script error.") for e in errors), f"{engine}: {errors}"
 
 
 def _luminance(css_colour: str) -> float:

@@ -2,8 +2,10 @@
 test_report.py checks them in Chromium: opened from disk with every request but the file itself
 refused and recorded, each tab renders with no console error (from the page's first byte on)
 and the numbers the API gives for the same run; the page follows a light or dark theme; names
-planted in a trace as markup and script show as text and run nothing (report_checks.py; the
-drivers and what each sees in engines.py)."""
+planted in a trace as markup and script show as text and run nothing; the page in a notebook
+cell's sandboxed frame boots and switches tabs, and what goes wrong in that frame is seen
+(report_checks.py; the drivers, how each reaches into a frame and what each sees in
+engines.py)."""
 
 import base64
 import contextlib
@@ -15,11 +17,14 @@ import pytest
 import tb_plugin
 from tb_plugin import load_run
 from tb_plugin.__main__ import main
+from tb_plugin.report import Shown
 
 from ..helpers import SAMPLES
-from .conftest import REPORT_RUN
-from .engines import COLLECTOR, FIREFOX, WEBKIT_DRIVER, XVFB, Firefox, WebKit, with_first_script
-from .report_checks import check_diff_page, check_planted_names, check_report_tabs, check_theme, wait_ready
+from .conftest import REPORT_RUN, THROW_AT_BOOT
+from .engines import (COLLECTOR, FIREFOX, WEBKIT_DRIVER, XVFB, Firefox, WebKit, with_collector_in_frames,
+                      with_first_script)
+from .report_checks import (check_diff_page, check_frame_errors_seen, check_notebook_frame, check_planted_names,
+                            check_report_tabs, check_theme, wait_ready)
 
 CNN = SAMPLES / "cpu_cnn"  # one worker, two spans
 DRIVERS = {"firefox": Firefox, "webkit": WebKit}
@@ -113,6 +118,22 @@ def test_requests_errors_and_prompts_are_seen(engine, tmp_path):
     assert any("planted prompt" in d for d in dialogs), dialogs
 
 
+def test_notebook_frame_renders_and_switches_tabs(engine, notebook_page, screenshot_dir):
+    # the frame is sandboxed without allow-same-origin: each engine's protocol reaches into it
+    # (Firefox: its child browsing context; WebKit: switching into the frame), not the page
+    name, driver = engine
+    tab = driver.open(notebook_page)
+    check_notebook_frame(tab.in_frame("iframe"), screenshot_dir / f"notebook_{name}.png")
+    tab.close()
+
+
+def test_errors_in_a_notebook_frame_are_seen(engine, broken_notebook_page):
+    name, driver = engine
+    tab = driver.open(broken_notebook_page)
+    check_frame_errors_seen(tab.in_frame("iframe"), name)
+    tab.close(check=False)
+
+
 def test_the_collector_is_the_only_script_the_copy_adds(report):
     # WebKit's copy of the file: the collector first, its sha256 the one source its policy adds
     page = report.read_text("utf-8")
@@ -125,10 +146,18 @@ def test_the_collector_is_the_only_script_the_copy_adds(report):
     assert copy.replace(f"<script>{COLLECTOR}</script>", "").replace(f"'sha256-{digest}' ", "") == page
 
 
+def test_the_collector_goes_into_a_notebook_frame_too(notebook_shown):
+    # WebKit's copy of a page holding a notebook cell: the frame's page as the copy of the
+    # report alone, the rest as it was
+    cell = notebook_shown._repr_html_()
+    planted = Shown(with_first_script(notebook_shown.page))._repr_html_()
+    assert with_collector_in_frames(f"<p>{cell}</p>") == f"<p>{planted}</p>"
+
+
 # What goes wrong while the page boots, before it is first ready: a script of the file's own
 # that throws before the page's, or one whose promise fails unhandled.
 BOOT_FAILURES = {
-    "a throwing script": "throw new Error('planted at boot')",
+    "a throwing script": THROW_AT_BOOT,
     "an unhandled rejection": "Promise.reject(new Error('planted rejection at boot'))",
 }
 
