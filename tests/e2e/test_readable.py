@@ -161,7 +161,7 @@ def test_clicking_a_run_low_in_the_list_shows_its_tabs(page, server, screenshot_
     assert page.evaluate("window.scrollY") > 0
     name = last.get_attribute("data-run")
     after(page, lambda: last.locator(".run-name").click())
-    page.wait_for_selector(f"[data-current-view]")
+    page.wait_for_selector("[data-current-view]")
     assert page.evaluate("window.scrollY") == 0
     box = page.locator("[role=tablist]").bounding_box()
     assert 0 <= box["y"] and box["y"] + box["height"] <= 420
