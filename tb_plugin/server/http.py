@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
-from typing import Any, IO, Literal, NamedTuple, TypeVar, cast, overload
+from typing import Any, IO, Literal, NamedTuple, TypeVar, overload
 from wsgiref.types import WSGIApplication
 
 import numpy as np
@@ -59,7 +59,6 @@ _ACCEPTS_GZIP = re.compile(r"(?:^|,|\s)(?:(?:x-)?gzip|\*)(?!;q=0)(?:\s|,|$)")
 # A route handler (`reads` marks it, `route` wraps it), a parameter's default, a number's type.
 _Handler = TypeVar("_Handler", bound=Callable[..., wrappers.Response])
 _Default = TypeVar("_Default")
-_Number = TypeVar("_Number", int, float)
 
 
 def _json_default(value: object) -> object:
@@ -235,17 +234,6 @@ def text_param(request: wrappers.Request, name: str, required: bool = True,
     return values[0]
 
 
-def _number_param(request: wrappers.Request, name: str, integer: bool, required: bool,
-                  default: _Number | None) -> _Number | None:
-    raw = text_param(request, name, required=required)
-    if raw is None:
-        return default
-    try:
-        return cast(_Number, number_text(name, raw, integer))
-    except ValueError as exc:
-        raise BadParameterError(str(exc)) from None
-
-
 @overload
 def int_param(request: wrappers.Request, name: str, required: Literal[True] = True, default: int | None = None,
               minimum: float | None = None) -> int: ...
@@ -257,22 +245,16 @@ def int_param(request: wrappers.Request, name: str, required: bool = True, defau
               minimum: float | None = None) -> int | None: ...
 def int_param(request: wrappers.Request, name: str, required: bool = True, default: int | None = None,
               minimum: float | None = None) -> int | None:
-    value = _number_param(request, name, True, required, default)
-    if value is not None and minimum is not None and value < minimum:
+    raw = text_param(request, name, required=required)
+    if raw is None:
+        return default
+    try:
+        value = int(number_text(name, raw, integer=True))
+    except ValueError as exc:
+        raise BadParameterError(str(exc)) from None
+    if minimum is not None and value < minimum:
         raise BadParameterError(f"parameter {name!r} must be >= {minimum}, not {value}")
     return value
-
-
-@overload
-def float_param(request: wrappers.Request, name: str, required: Literal[True] = True,
-                default: float | None = None) -> float: ...
-@overload
-def float_param(request: wrappers.Request, name: str, required: bool, default: float) -> float: ...
-@overload
-def float_param(request: wrappers.Request, name: str, required: bool = True,
-                default: float | None = None) -> float | None: ...
-def float_param(request: wrappers.Request, name: str, required: bool = True, default: float | None = None) -> float | None:
-    return _number_param(request, name, False, required, default)
 
 
 def span_param(request: wrappers.Request, suffix: str = "") -> int:
@@ -375,14 +357,9 @@ def read_param(request: wrappers.Request, param: Param, earlier: Mapping[str, ob
         if param.required:
             text_param(request, param.name)  # 400 when absent: no choice is the default
         return param.value(choice_param(request, param.name, param.choices))
-    value: object
-    if param.type == "integer":  # a number's declared default is a number (`schema.integer`, `schema.number`)
-        value = int_param(request, param.name, required=param.required, default=cast("int | None", param.default))
-    elif param.type == "number":
-        value = float_param(request, param.name, required=param.required, default=cast("float | None", param.default))
-    else:
-        value = text_param(request, param.name, required=param.required, default=param.default)
-    try:  # a text's parse and a number's bounds, as the Python entrances check them (`views.common.answer_route`)
+    # a number's declared default is a number (`schema.integer`, `schema.number`): `value` keeps it
+    value = text_param(request, param.name, required=param.required, default=param.default)
+    try:  # a number's or a text's parse and a number's bounds, as the Python entrances do (`views.common.answer_route`)
         value = param.value(value)
         param.check(value, earlier)
     except ValueError as exc:
