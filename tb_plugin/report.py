@@ -120,6 +120,11 @@ class Answers:
         code = self.embed(route, **params)
         return orjson.loads(self.replies[answer_key(route, _query(params))][1]) if code == 200 else None
 
+    def refusal(self, route: str, **params: Any) -> dict[str, Any] | None:
+        """The body of the route's refusal of `params` (embedded before), None where it answered."""
+        code, body = self.replies[answer_key(route, _query(params))]
+        return None if code == 200 else orjson.loads(body)
+
     def window(self, route: str, start_us: float, end_us: float, resolution_us: float, **params: Any) -> None:
         """A Trace view window embedded: `route` over [start_us, end_us] at `resolution_us`."""
         scope = answer_key(route, _query(params))
@@ -276,21 +281,22 @@ def _profile_requests(answers: Answers, run: str, worker: str, span: int, step: 
 
 def _snapshot_requests(answers: Answers, run: str, names: list[str]) -> None:
     """Ask every answer the Memory snapshot tab asks for on opening each snapshot of `run`
-    (`SnapshotView.tsx`): the run's comparison, and per snapshot its peak, OOM and trace
+    (`SnapshotView.tsx`): the run's comparison, and per snapshot that reads its peak, OOM and trace
     cards, and per device its timeline and the moment the tab examines first (the OOM's or
     peak's entry: who holds the memory, by category, as a flame graph with library frames
     collapsed and expanded, and the allocator's state). A zoomed timeline or another moment
     is answered with the page's "not in this report" reason. A `TraceError` with the reason
     when no snapshot can be read."""
     answers.embed("snapshot_ranks", run=run)
-    refusals = []
-    for name in names:
+    refusal = answers.refusal("snapshot_ranks", run=run)
+    if refusal is not None:  # none can be read: the comparison names the first
+        raise _trace_error(refusal, run, run)
+    # the page asks nothing of a snapshot that cannot be read: the comparison names it
+    unread = {row["snapshot"] for row in _rows(answers.ask("snapshot_ranks", run=run)["missing"])}
+    for name in (n for n in names if n not in unread):
         answers.say(f"{run}: memory snapshot {name}")
         base = {"run": run, "snapshot": name}
         peak = answers.ask("snapshot_peak", **base)
-        if peak is None:
-            refusals.append(orjson.loads(answers.replies[answer_key("snapshot_peak", _query(base))][1]))
-            continue
         cards = _rows(answers.ask("snapshot_oom", **base))
         answers.embed("snapshot_trace", **base)  # a run of snapshots only has no trace to draw beside them
         for device in (row["device"] for row in _rows(peak)):
@@ -301,8 +307,12 @@ def _snapshot_requests(answers: Answers, run: str, names: list[str]) -> None:
                     answers.embed(route, **moment)
                 for library in ("collapsed", "expanded"):
                     answers.embed("snapshot_flame", **moment, library=library)
-    if len(refusals) == len(names):
-        raise TraceError(refusals[0].get("path", run).removeprefix(f"{run}/"), refusals[0].get("reason", "not read"))
+
+
+def _trace_error(refusal: dict[str, Any], run: str, unnamed: str) -> TraceError:
+    """The `TraceError` of the server's refusal of a file of `run`, named by its path in the run
+    as the user named the run (`unnamed` where the refusal names no file)."""
+    return TraceError((refusal.get("path") or unnamed).removeprefix(f"{run}/"), refusal.get("reason", "not read"))
 
 
 def _html(payload: bytes, title: str) -> str:
@@ -428,13 +438,13 @@ def _refuse_when_nothing_loaded(answers: Answers, run: str, spans: dict[str, lis
     refusals = []
     for worker, listed in spans.items():
         for number in (s["span"] for s in listed if span is None or s["span"] == span):
-            code, body = answers.replies[answer_key("views", _query({"run": run, "worker": worker, "span": number}))]
-            if code == 200:
+            refusal = answers.refusal("views", run=run, worker=worker, span=number)
+            if refusal is None:
                 return
-            refusals.append(orjson.loads(body))
-    if refusals:  # the file's path in its run, as the user named the run
-        path = refusals[0].get("path") or worker
-        raise TraceError(path.removeprefix(f"{run}/"), refusals[0].get("reason", "not loaded"))
+            refusals.append((refusal, worker))
+    if refusals:
+        refusal, worker = refusals[0]
+        raise _trace_error(refusal, run, worker)
 
 
 def _shown(source: str) -> str:

@@ -303,3 +303,26 @@ def test_a_report_of_memory_snapshots_only_holds_their_tab_as_the_api_answers_it
             assert (status, body) == (reply.status_code, reply.get_json()), route
     finally:
         plugin.store.stop()
+
+
+def test_a_report_of_snapshots_leaves_out_one_that_cannot_be_read_and_refuses_when_none_can(tmp_path, capsys):
+    """rank0 cut in half: the report holds rank1's answers, names rank0 in the comparison with
+    its reason, and asks nothing of rank0 (the page shows none); with rank1 cut too, there is
+    no report and the CLI says why, naming the first (exit 2)."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(SAMPLES / "gpu_memory_snapshot", logdir / "job")
+    first = logdir / "job" / "rank0.pickle"
+    first.write_bytes(first.read_bytes()[: first.stat().st_size // 2])
+    out = tmp_path / "snapshots.html"
+    assert main(["report", str(logdir / "job"), "-o", str(out)]) == 0
+    data = embedded(out)
+    [missing] = rows(answer(data, "snapshot_ranks", run="job")["missing"])
+    assert missing["snapshot"] == "rank0" and "truncated" in missing["reason"]
+    asked = {dict(pairs).get("snapshot") for route, pairs in map(json.loads, data["answers"]) if route != "snapshot_ranks"}
+    assert "rank1" in asked and "rank0" not in asked
+    second = logdir / "job" / "rank1.pickle.gz"
+    second.write_bytes(second.read_bytes()[: second.stat().st_size // 2])
+    capsys.readouterr()
+    assert main(["report", str(logdir / "job"), "-o", str(tmp_path / "none.html")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: rank0.pickle") and "truncated" in error and str(tmp_path) not in error
