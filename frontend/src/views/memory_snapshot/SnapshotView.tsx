@@ -78,8 +78,13 @@ export function SnapshotView(props: ViewProps) {
           )}
         </Loaded>
       </Card>
-      {ranks.status === 'loading' || failed ? null : (
-        <Snapshot key={snapshot} run={props.run} snapshot={snapshot} names={names} onSnapshot={setSnapshot} failed={!readable.includes(snapshot)} instead={readable[0] ?? null} />
+      {ranks.status === 'loading' || failed ? null : readable.includes(snapshot) ? (
+        <Snapshot key={snapshot} run={props.run} snapshot={snapshot} names={names} onSnapshot={setSnapshot} />
+      ) : (
+        <Empty>
+          “{snapshot}” could not be read (the comparison above says why).{' '}
+          {readable.length ? <button type="button" class="link" data-snapshot={readable[0]} onClick={() => setSnapshot(readable[0])}>Show {readable[0]}</button> : null}
+        </Empty>
       )}
     </div>
   );
@@ -87,19 +92,10 @@ export function SnapshotView(props: ViewProps) {
 
 const cannotRead = (run: string, snapshot: string) => `Cannot read the memory snapshot “${snapshot}” of ${run}`;
 
-/** The chosen snapshot; `failed`: it could not be read, as the comparison above says already
- * (`instead`: the first that reads, offered in its place). */
-function Snapshot({ run, snapshot, names, onSnapshot, failed, instead }: { run: string; snapshot: string; names: string[]; onSnapshot: (name: string) => void; failed: boolean; instead: string | null }) {
+/** The chosen snapshot, one the comparison above read. */
+function Snapshot({ run, snapshot, names, onSnapshot }: { run: string; snapshot: string; names: string[]; onSnapshot: (name: string) => void }) {
   const base = { run, snapshot };
-  const peak = useApi<'snapshot_peak'>(failed ? null : 'snapshot_peak', base);
-  if (failed) {
-    return (
-      <Empty>
-        “{snapshot}” could not be read (the comparison above says why).{' '}
-        {instead ? <button type="button" class="link" data-snapshot={instead} onClick={() => onSnapshot(instead)}>Show {instead}</button> : null}
-      </Empty>
-    );
-  }
+  const peak = useApi<'snapshot_peak'>('snapshot_peak', base);
   return (
     <Loaded state={peak} errorTitle={cannotRead(run, snapshot)}>
       {(table) => {
