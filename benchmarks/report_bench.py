@@ -100,11 +100,7 @@ def _trace_file(path: Path) -> Path:
 def _timed(argv: list[str]) -> tuple[float, float, float, str]:
     """(wall s, CPU s, peak RSS MB, stdout) of a fresh process running `argv`."""
     started = time.perf_counter()
-    # with the package's bytecode written, as an installed package has it: with
-    # PYTHONDONTWRITEBYTECODE set, every process compiled the modules it imports (0.2-0.35 s,
-    # more for the report, which imports the server's)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    done = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *argv], env={**env, "PYTHONPATH": str(REPO)},
+    done = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *argv], env={**os.environ, "PYTHONPATH": str(REPO)},
                           check=True, capture_output=True, text=True)
     wall = time.perf_counter() - started
     peak_kb, user, system = done.stderr.strip().splitlines()[-1].split()
@@ -119,8 +115,6 @@ def measure(trace: Path, repeat: int) -> dict:
         alone = Path(tmp) / "run" / trace.name
         alone.parent.mkdir()
         alone.symlink_to(trace.resolve())
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "tb_plugin")], check=True,
-                       env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
         held = json.dumps(_held_requests(alone))
         opening, holding = [], []
         out = Path(tmp) / "report.html"
@@ -152,6 +146,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each (the least CPU time is kept)")
     args = parser.parse_args()
     traces = [_trace_file(t) for t in (args.traces or [t for t in DEFAULT_TRACES if t.exists()])]
+    # the package's bytecode written once, as an installed package has it (compileall writes it
+    # whatever PYTHONDONTWRITEBYTECODE says): without it, with that variable set, as on this
+    # machine, every process compiled the modules it imports (0.2-0.35 s, more for the report,
+    # which imports the server's)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "tb_plugin")], check=True)
     if args.synth_mb:
         sys.path.insert(0, str(REPO / "benchmarks"))
         from bench import synthetic_trace
