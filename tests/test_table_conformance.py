@@ -348,3 +348,28 @@ def test_views_offers_the_tabs_whose_condition_holds(monkeypatch):
     monkeypatch.setitem(schema.TABS, "roofline", schema.Tab("roofline", 5, lambda offer: offer.worker_count == 3))
     assert profile.available_views(worker_count=3) == ["overview", "roofline", *before[1:]]
     assert "roofline" not in profile.available_views(worker_count=1)
+
+
+def test_a_missing_value_of_every_column_type_is_served_as_null():
+    """`table_json` hands rows to the serialiser as they are: NaN, infinities, None and the
+    nullable types' pd.NA and NaT must each come out as JSON null, numbers and text as
+    themselves (worked out by hand)."""
+    import numpy as np
+    import orjson
+
+    from tb_plugin.server.http import respond, table_json
+
+    frame = pd.DataFrame({
+        "float": [1.5, np.nan, np.inf],
+        "int": pd.array([7, None, 2**40], dtype="Int64"),
+        "text": ["a", None, '</script>"'],
+        "category": pd.Categorical(["x", None, "x"]),
+        "string": pd.array(["s", None, "t"], dtype="string"),
+        "flag": pd.array([True, None, False], dtype="boolean"),
+        "when": pd.Series([pd.NaT] * 3, dtype="datetime64[ns]"),
+    })
+    body = orjson.loads(respond(table_json(frame)).get_data())
+    assert body["columns"] == ["float", "int", "text", "category", "string", "flag", "when"]
+    assert body["rows"] == [[1.5, 7, "a", "x", "s", True, None],
+                            [None, None, None, None, None, None, None],
+                            [None, 2**40, '</script>"', "x", "t", False, None]]

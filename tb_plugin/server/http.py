@@ -62,6 +62,8 @@ _Default = TypeVar("_Default")
 
 
 def _json_default(value: object) -> object:
+    if value is pd.NA or value is pd.NaT:  # a nullable column's missing value
+        return None
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating,)):
@@ -111,9 +113,10 @@ def respond_file(request: wrappers.Request, stored: IO[bytes], content_type: str
 
 
 def table_json(frame: pd.DataFrame) -> dict[str, list[Any]]:
-    """A DataFrame as {"columns": [...], "rows": [[...], ...]}; NaN becomes null."""
-    clean = frame.astype(object).where(frame.notna(), None)
-    return {"columns": [str(c) for c in frame.columns], "rows": clean.to_numpy().tolist()}
+    """A DataFrame as {"columns": [...], "rows": [[...], ...]}, for `respond`: a missing value
+    serialises as null there (orjson writes NaN and infinities as null, `_json_default` pd.NA
+    and NaT), so the rows are taken as they are, not cleaned first (four times the time)."""
+    return {"columns": [str(c) for c in frame.columns], "rows": frame.to_numpy(dtype=object).tolist()}
 
 
 def table_csv(frame: pd.DataFrame) -> str:
