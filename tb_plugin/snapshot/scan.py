@@ -16,6 +16,7 @@ carry a memo index above 2^20, a longer length, a frame or a line of text: about
 as `pickle.loads` on a torch snapshot.
 """
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -35,20 +36,27 @@ def _counted(opcode: int, width: int = 1) -> bytes:
         re.escape(n.to_bytes(width, "little")) + (b".{%d}" % n if n else b"") for n in range(256)) + b")"
 
 
-# Opcodes safe to skip unseen, most frequent first (a torch snapshot is mostly LONG_BINGET,
-# BINGET, MEMOIZE, MARK, LONG1 and the containers' opcodes).
 _NO_ARGUMENT = b"()012NRabdelostu}]\x81\x85\x86\x87\x88\x89\x8f\x90\x91\x92\x93\x94\x97\x98Q"
-_SKIP = re.compile(b"(?s:(?:" + b"|".join([
-    _any_of(b"Jj") + b".{4}",  # BININT, LONG_BINGET
-    _any_of(b"Khq") + b".",  # BININT1, BINGET, BINPUT (a one-byte memo index: at most 256 slots)
-    _any_of(_NO_ARGUMENT),
-    _counted(0x8A),  # LONG1
-    b"M.{2}",  # BININT2
-    b"G.{8}",  # BINFLOAT
-    b"r.{2}[\x00-\x0f]\x00",  # LONG_BINPUT below 2^20 (16 MB of memo at most)
-    _counted(0x8C), _counted(ord("C")), _counted(ord("U")),  # SHORT_BINUNICODE, SHORT_BINBYTES, SHORT_BINSTRING
-    _counted(ord("X"), 4),  # BINUNICODE of a short string (protocols 2 and 3 write every string so)
-]) + b")*+)")
+
+
+@functools.cache
+def _skip() -> re.Pattern[bytes]:
+    """A run of the opcodes safe to skip unseen, most frequent first (a torch snapshot is
+    mostly LONG_BINGET, BINGET, MEMOIZE, MARK, LONG1 and the containers' opcodes); compiled on
+    first use: its 1,000 alternatives take 20 ms to compile, which a process that reads no
+    snapshot should not pay at import."""
+    return re.compile(b"(?s:(?:" + b"|".join([
+        _any_of(b"Jj") + b".{4}",  # BININT, LONG_BINGET
+        _any_of(b"Khq") + b".",  # BININT1, BINGET, BINPUT (a one-byte memo index: at most 256 slots)
+        _any_of(_NO_ARGUMENT),
+        _counted(0x8A),  # LONG1
+        b"M.{2}",  # BININT2
+        b"G.{8}",  # BINFLOAT
+        b"r.{2}[\x00-\x0f]\x00",  # LONG_BINPUT below 2^20 (16 MB of memo at most)
+        _counted(0x8C), _counted(ord("C")), _counted(ord("U")),  # SHORT_BINUNICODE, SHORT_BINBYTES, SHORT_BINSTRING
+        _counted(ord("X"), 4),  # BINUNICODE of a short string (protocols 2 and 3 write every string so)
+    ]) + b")*+)")
+
 
 _LENGTH4 = {ord("X"): "BINUNICODE", ord("B"): "BINBYTES", ord("T"): "BINSTRING", 0x8B: "LONG4"}
 _LENGTH8 = {0x8D: "BINUNICODE8", 0x8E: "BINBYTES8", 0x96: "BYTEARRAY8", 0x95: "FRAME"}
@@ -71,7 +79,7 @@ def check_pickle(data: bytes | bytearray | memoryview, path: str, max_memory_byt
     n = len(data)
     memo_slots = max_memory_bytes // MEMO_BYTES_PER_SLOT
     pos = 0
-    skip = _SKIP.match
+    skip = _skip().match
     while pos < n:
         skipped = skip(data, pos)
         assert skipped is not None  # a repetition matches, if only nothing
