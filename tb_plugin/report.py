@@ -335,10 +335,10 @@ def _html(payload: bytes, title: str) -> str:
             f"<script type=\"module\">{script}</script>\n</head>\n<body>\n<div id=\"app\"></div>\n</body>\n</html>\n")
 
 
-def _store(logdir: str, max_memory_bytes: int) -> RunStore:
+def _store(logdir: str, max_memory_bytes: int, only_file: str | None = None) -> RunStore:
     from .server.loading import RunStore
 
-    store = RunStore(logdir, max_memory_bytes=max_memory_bytes, cache=None)
+    store = RunStore(logdir, max_memory_bytes=max_memory_bytes, cache=None, only_file=only_file)
     store.wait_for_scan()
     if store.scan_error:
         raise BadParameterError(store.scan_error)
@@ -362,7 +362,8 @@ def run_report(source: str, *, worker: str | None = None, span: int | None = Non
     every worker (or `worker`), every span (or `span`), each tab the page offers."""
     logdir, file_name = _resolve(source)
     with _named_run(logdir, file_name) as (logdir, run):
-        store = _store(logdir, max_memory_bytes)
+        # a file the run "." stands for (a URL's, which no link can name) is its store's only one
+        store = _store(logdir, max_memory_bytes, file_name if run == "." else None)
         try:
             names = [r["name"] for r in store.runs()]
             if run not in names:
@@ -415,7 +416,7 @@ def _named_run(logdir: str, file_name: str | None) -> Iterator[tuple[str, str]]:
     temporary directory, a local file through a folder of that name holding a link to it
     alone (`_link_run`): the report of one worker's file holds that file, not its
     directory's other workers combined on the Job and Distributed tabs. A URL's run (or the
-    root directory's) stays "."."""
+    root directory's) stays "." (its store holding a file of it alone, `RunStore.only_file`)."""
     from .store.storage import is_url
 
     name = os.path.basename(file_name or os.path.abspath(logdir))

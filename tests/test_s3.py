@@ -284,3 +284,25 @@ def test_run_store_over_s3_with_an_s3_cache_loads_from_it(s3, monkeypatch):
     again = second.profile_blocking("cnn", next(iter(second.run_files("cnn").workers)), 1, timeout=60).steps()
     second.stop()
     assert again.equals(steps)
+
+
+def test_a_report_of_one_workers_file_on_s3_holds_that_worker_alone(s3, tmp_path):
+    """`report s3://.../worker0...` of the two-worker DDP run: the report lists worker0's file
+    alone and its Distributed tab covers worker0 only (a URL's file cannot be read through a
+    link, as a local file's is); the directory's report holds both workers."""
+    from tb_plugin.__main__ import main
+
+    from .helpers import embedded_answer, report_data
+
+    worker0 = next(rel for rel in sorted(s3.local) if rel.startswith("ddp/worker0"))
+    for source, workers in ((f"s3://{BUCKET}/logs/{worker0}", ["worker0"]),
+                            (f"s3://{BUCKET}/logs/ddp", ["worker0", "worker1"])):
+        out = tmp_path / "report.html"
+        assert main(["report", source, "-o", str(out)]) == 0, source
+        data = report_data(out)
+        [listed] = embedded_answer(data, "runs")["runs"]
+        assert (listed["name"], listed["workers"]) == (".", workers), source
+        tables = embedded_answer(data, "distributed", run=".", span=1,
+                                 tables="steps,all_steps,collectives,collective_time,groups,fsdp,devices,coverage,missing")
+        devices = dict(zip(tables["devices"]["columns"], zip(*tables["devices"]["rows"])))
+        assert sorted(set(devices["worker"])) == workers, source

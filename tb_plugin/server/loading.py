@@ -38,7 +38,7 @@ from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
 from .accounting import (Held, MemoryBudget, ReplyReservation, Shelf, cap_malloc_arenas, give_back_memory, held_bytes,
                          profile_bytes)
 from ..store.budget import estimate_parse_bytes, events_in, json_limit
-from ..store.discovery import SNIFF_BYTES, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
+from ..store.discovery import SNIFF_BYTES, OneFile, RunFiles, Skipped, SpanFile, discover_runs, looks_like_trace, printable
 from ..errors import FileAccessError, NotFoundError, StillLoadingError, TraceError, os_reason
 from ..stages import STAGE_QUEUED, STAGE_READING
 from ..store.summaries import SummaryStore
@@ -187,12 +187,16 @@ class RunStore:
     retry_seconds : float
         How soon a trace that failed while it was still being written, or could not be read
         (permissions, a network error), is tried again.
+    only_file : str or None
+        The name of one file at the top of `logdir`: the store's one run (".") is that file
+        alone, and nothing is listed (a report of one remote trace file).
     """
 
     def __init__(self, logdir: str, *, rescan_seconds: float = 30.0, max_profiles: int = 64,
                  max_memory_bytes: int = 4 << 30, max_parse_bytes: int | None = None,
-                 cache: "ModelCache | None" = None, retry_seconds: float = 2.0) -> None:
+                 cache: "ModelCache | None" = None, retry_seconds: float = 2.0, only_file: str | None = None) -> None:
         self.logdir = logdir
+        self.only_file = only_file
         self.rescan_seconds = rescan_seconds
         self.retry_seconds = retry_seconds
         self.max_parse_bytes = max_memory_bytes if max_parse_bytes is None else max_parse_bytes
@@ -273,7 +277,8 @@ class RunStore:
                 if self._storage is None:
                     self._storage = Storage(self.logdir)
                 skipped: list[Skipped] = []
-                runs = discover_runs(self._storage, self._sniff_cache, skipped)
+                tree = self._storage if self.only_file is None else OneFile(self._storage, self.only_file)
+                runs = discover_runs(tree, self._sniff_cache, skipped)
                 self.scan_error = ""
                 self.scan_skipped = skipped
             except Exception as exc:  # a broken logdir must not kill the thread

@@ -77,6 +77,22 @@ class Tree(Protocol):
 
     def read_head(self, rel: str, size: int = 4096) -> bytes: ...
 
+
+class OneFile:
+    """A storage view holding one file of its root alone (`name`), listing nothing: the run of
+    a report of one remote trace file is that file, not its directory's other workers (a
+    local file's report reads a link to it instead, `report._named_run`)."""
+
+    def __init__(self, storage: Tree, name: str) -> None:
+        self._storage = storage
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._storage, attribute)
+
+    def walk(self, on_skip: Callable[[str, str], object] | None = None) -> Iterator[tuple[str, list[str]]]:
+        yield ".", [self._name]
+
 @dataclass(frozen=True)
 class SpanFile:
     """One trace file: the `span` (1-based) of `worker` in a run."""
