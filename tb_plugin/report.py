@@ -533,11 +533,13 @@ def _progress_printer() -> Callable[[str], None]:
 
 
 def run(args: Any) -> int:
-    """The `report` command: 0 written, 2 bad input or an output that cannot be written (checked
-    before the report is made, then written atomically as `compare`'s outputs are)."""
+    """The `report` command: 0 written (said on stderr, with its size and time), 2 bad input or
+    an output that cannot be written (checked before the report is made, then written
+    atomically as `compare`'s outputs are)."""
     from .errors import PublicError
     from .python_api.compare import check_outputs, write_outputs
 
+    started = time.monotonic()
     try:
         check_outputs([args.output])
         html = run_report(args.source, worker=args.worker, span=args.span, step=args.step,
@@ -546,6 +548,8 @@ def run(args: Any) -> int:
     except PublicError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    print(f"report: wrote {args.output} ({os.path.getsize(args.output) / 1e6:.1f} MB) in "
+          f"{time.monotonic() - started:.1f} s", file=sys.stderr)
     return 0
 
 

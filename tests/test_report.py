@@ -127,14 +127,17 @@ def test_report_of_a_gpu_trace_file_holds_its_gpu_tabs(tmp_path):
                            f"{' and '.join(map(str, held))} only") and "report --step N" in note
 
 
-def test_report_of_one_file_holds_its_worker_and_span(tmp_path):
+def test_report_of_one_file_holds_its_worker_and_span(tmp_path, capsys):
     """The second span's file of a worker: the report's run is that file alone (its one span),
-    the first span's file is not in it."""
+    the first span's file is not in it. The command says where it wrote how much."""
     run = tmp_path / "run"
     shutil.copytree(CNN, run)
     second = sorted(run.glob("*.pt.trace.json.gz"))[1]
     out = tmp_path / "second.html"
     assert main(["report", str(second), "-o", str(out)]) == 0
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert re.fullmatch(rf"report: wrote {re.escape(str(out))} \(([0-9.]+) MB\) in [0-9.]+ s", said), said
+    assert float(re.search(r"\(([0-9.]+) MB", said).group(1)) == round(out.stat().st_size / 1e6, 1)
     data = embedded(out)
     assert [s["file"] for s in answer(data, "spans", run=second.name, worker="worker0")["spans"]] == [second.name]
     assert data["location"] == {"run": second.name, "worker": "worker0", "span": "1"}
