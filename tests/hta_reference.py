@@ -7,6 +7,7 @@ directory. Each file is parsed once per test session and configuration (HTA is s
 
 import contextlib
 import functools
+import hashlib
 import os
 import tempfile
 import types
@@ -17,25 +18,33 @@ import pytest
 
 from .helpers import SAMPLES, SHARED_TRACES
 
-# Real traces with device activity: every GPU run in ../shared/traces and in samples/.
+# Real traces with device activity: every GPU run in samples/ and in ../shared/traces.
 GPU_TRACES = [
+    *(("samples", run) for run in ("gpu_a100_nccl", "gpu_resnet50_v100", "gpu_h100_compiled", "gpu_h100_eager_nccl")),
     *(("shared", run) for run in ("a100_alexnet", "a100_nccl_collectives", "old_format_inference",
                                   "resnet50_v100_2021", "rocm_mi250", "sampled_128rank_job", "triton_kernel",
                                   "v100_ddp_nccl_memory")),
-    *(("samples", run) for run in ("gpu_a100_nccl", "gpu_resnet50_v100", "gpu_h100_compiled", "gpu_h100_eager_nccl")),
 ]
 
 
 def gpu_trace_files():
-    """pytest params: (id, path) of each trace file of `GPU_TRACES` (every span, every rank)."""
-    params = []
+    """pytest params: (id, path) of each trace file of `GPU_TRACES` (every span, every rank),
+    each content once: samples/ holds copies of two shared files (gpu_a100_nccl's rank0,
+    gpu_resnet50_v100's first worker file), and HTA on the same bytes twice only costs time
+    (a minute or more per test module on the 35 MB ResNet-50 file). The copy in samples/ is
+    kept: it is there without ../shared."""
+    params, seen = [], set()
     for where, run in GPU_TRACES:
         folder = (SHARED_TRACES if where == "shared" else SAMPLES) / run
         files = sorted(folder.glob("*.pt.trace.json.gz")) if folder.is_dir() else []
         if not files:
             params.append(pytest.param(None, id=f"{where}-{run}", marks=pytest.mark.skip(
                 reason=f"{folder} is not available (../shared/traces missing)")))
-        params += [pytest.param(f, id=f"{where}-{run}-{f.name.split('.')[0]}-{i}") for i, f in enumerate(files)]
+        for i, path in enumerate(files):
+            digest = hashlib.sha256(path.read_bytes()).digest()
+            if digest not in seen:
+                seen.add(digest)
+                params.append(pytest.param(path, id=f"{where}-{run}-{path.name.split('.')[0]}-{i}"))
     return params
 
 
