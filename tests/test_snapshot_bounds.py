@@ -5,6 +5,7 @@ measured (VmHWM). Then a fuzz of the reader over pickle opcodes and the snapshot
 in which every outcome is a loaded snapshot or a `TraceError`."""
 
 import copyreg
+import gc
 import json
 import math
 import os
@@ -198,7 +199,10 @@ def test_references_to_one_entry_count_at_each_place_against_the_budget(tmp_path
 def _python_calls(load):
     """How many Python functions `load` calls, a count of work that, unlike its time, does not
     move with the machine's load (`benchmarks/hostile_bench.py` times the same files). Run once
-    before counting so that one-time work (compiling the pickle walk's pattern) is not counted."""
+    before counting so that one-time work (compiling the pickle walk's pattern) is not counted,
+    and with the garbage collector held off: a collection during the count runs the finalizers
+    of whatever earlier tests left behind (CI once counted 7 such calls), which is not the
+    load's work."""
     calls = 0
 
     def count(frame, event, arg):
@@ -207,6 +211,8 @@ def _python_calls(load):
 
     for counting in (False, True):
         calls = 0
+        gc.collect()
+        gc.disable()
         sys.setprofile(count if counting else None)
         try:
             load()
@@ -214,6 +220,7 @@ def _python_calls(load):
             pass
         finally:
             sys.setprofile(None)
+            gc.enable()
     return calls
 
 
