@@ -15,7 +15,7 @@ them for a notebook.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..store.budget import DEFAULT_MAX_MEMORY_BYTES
 from ..store.cache import ModelCache
-from ..store.discovery import RunFiles, discover_runs, printable
+from ..store.discovery import RunFiles, TopLevelOnly, discover_runs, printable
 from ..errors import NotFoundError, TraceError
 from .snapshots import MemorySnapshot, read_snapshot, snapshot_through_cache
 from .profile import Profile, answer_of, declared_routes, diff, load_through_cache
@@ -570,7 +570,7 @@ def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[st
         raise TraceError(storage.display(None), "not a directory (a run is the directory holding trace files)"
                          if os.path.exists(storage.root) else "no such directory")
     skipped: list = []
-    runs = discover_runs(_TopLevelOnly(storage), skipped=skipped)
+    runs = discover_runs(TopLevelOnly(storage), skipped=skipped)
     if "." not in runs:
         unlisted = next((s.reason for s in skipped if s.path == "."), None)  # unreachable, no credentials
         raise TraceError(storage.display(None), unlisted or "no trace files (*.pt.trace.json[.gz]) or memory "
@@ -579,19 +579,3 @@ def load_run(dir_or_url: str | os.PathLike[str], cache_dir: str | os.PathLike[st
     # the Python API names the directory the user gave
     files = replace(runs["."], name=storage.display(None))
     return Run(storage, files, ModelCache(cache_dir) if cache_dir is not None else None, max_memory_bytes)
-
-
-class _TopLevelOnly:
-    """A storage view whose walk stops at the root: a run is one directory, not a tree."""
-
-    def __init__(self, storage: Storage) -> None:
-        self._storage = storage
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._storage, name)
-
-    def walk(self, on_skip: Callable[[str, str], object] | None = None) -> Iterator[tuple[str, list[str]]]:
-        for rel_dir, names in self._storage.walk(on_skip):
-            if rel_dir == ".":
-                yield rel_dir, names
-            return

@@ -68,8 +68,8 @@ class Skipped:
 
 
 class Tree(Protocol):
-    """What discovery reads of a `storage.Storage` (a run's loader hands it a view of one
-    that walks the run's own directory only)."""
+    """What discovery reads of a `storage.Storage`, or of a view of one that walks less
+    (`TopLevelOnly`: a run's own directory; `OneFile`: one file of it)."""
 
     def walk(self, on_skip: Callable[[str, str], object] | None = None) -> Iterator[tuple[str, list[str]]]: ...
 
@@ -78,20 +78,38 @@ class Tree(Protocol):
     def read_head(self, rel: str, size: int = 4096) -> bytes: ...
 
 
-class OneFile:
+class _TreeView:
+    """A storage seen through a narrower walk: everything but `walk` is the storage's own."""
+
+    def __init__(self, storage: Tree) -> None:
+        self._storage = storage
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._storage, attribute)
+
+
+class TopLevelOnly(_TreeView):
+    """A storage view whose walk stops at the root: a run is one directory, not a tree."""
+
+    def walk(self, on_skip: Callable[[str, str], object] | None = None) -> Iterator[tuple[str, list[str]]]:
+        for rel_dir, names in self._storage.walk(on_skip):
+            if rel_dir == ".":
+                yield rel_dir, names
+            return
+
+
+class OneFile(_TreeView):
     """A storage view holding one file of its root alone (`name`), listing nothing: the run of
     a report of one remote trace file is that file, not its directory's other workers (a
     local file's report reads a link to it instead, `report._named_run`)."""
 
     def __init__(self, storage: Tree, name: str) -> None:
-        self._storage = storage
+        super().__init__(storage)
         self._name = name
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(self._storage, attribute)
 
     def walk(self, on_skip: Callable[[str, str], object] | None = None) -> Iterator[tuple[str, list[str]]]:
         yield ".", [self._name]
+
 
 @dataclass(frozen=True)
 class SpanFile:
